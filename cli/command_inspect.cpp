@@ -1,0 +1,84 @@
+// fp8-advisor inspect: list and validate the tensors of captures.
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+
+#include "cli/options.hpp"
+#include "engine/core/error.hpp"
+#include "datasets/capture.hpp"
+#include "engine/cpu_backend.hpp"
+
+namespace fp8a::cli {
+
+namespace {
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::string general(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+}  // namespace
+
+int command_inspect(const Invocation& inv) {
+  std::vector<std::string> paths;
+  po::options_description desc("Options");
+  desc.add_options()("capture", po::value(&paths)->multitoken()->required(),
+                     "safetensors files and/or directories (also accepted as plain arguments)");
+  po::positional_options_description positional;
+  positional.add("capture", -1);
+  po::variables_map vm;
+  if (!parse_options(inv, desc, &positional, &vm, "fp8-advisor inspect PATH [PATH ...]", std::cout))
+    return kExitOk;
+
+  DiskFileSystem fs;
+  const CaptureSet captures = load_captures(paths, fs);
+  std::vector<TensorStats> stats(captures.tensors.size());
+  tbb::parallel_for(std::size_t{0}, stats.size(),
+                    [&](std::size_t i) { stats[i] = compute_tensor_stats(captures.tensors[i].view); });
+
+  const std::vector<std::string> head = {"step", "layer", "role", "dtype", "shape", "amax",
+                                         "amin", "range log2", "nan", "inf", "file"};
+  std::vector<std::vector<std::string>> cells;
+  for (std::size_t i = 0; i < stats.size(); ++i) {
+    const auto& t = captures.tensors[i];
+    const auto& s = stats[i];
+    cells.push_back({std::to_string(t.key.step), t.key.layer, role_name(t.key.role),
+                     dtype_name(t.view.dtype), shape_text(t.view.shape), general(s.amax),
+                     general(s.amin_nonzero < INFINITY ? s.amin_nonzero : 0.0f),
+                     general(s.dynamic_range_log2()), std::to_string(s.nan_count),
+                     std::to_string(s.inf_count), t.file});
+  }
+  std::vector<std::size_t> width(head.size());
+  for (std::size_t c = 0; c < head.size(); ++c) {
+    width[c] = head[c].size();
+    for (const auto& row : cells) width[c] = std::max(width[c], row[c].size());
+  }
+  auto emit = [&](const std::vector<std::string>& row) {
+    std::string line;
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      line += row[c];
+      if (c + 1 < row.size()) line.append(width[c] - row[c].size() + 2, ' ');
+    }
+    std::cout << line << "\n";
+  };
+  emit(head);
+  for (const auto& row : cells) emit(row);
+  std::size_t nonfinite = 0;
+  for (const auto& s : stats) nonfinite += (s.nan_count + s.inf_count) > 0;
+  std::cout << "\n" << captures.tensors.size() << " tensors in " << captures.files.size()
+            << " file(s): valid";
+  if (nonfinite > 0) std::cout << "; " << nonfinite << " tensor(s) hold NaN or Inf";
+  std::cout << "\n";
+  return kExitOk;
+}
+
+}  // namespace fp8a::cli

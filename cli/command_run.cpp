@@ -1,0 +1,117 @@
+// fp8-advisor run: read captures, evaluate every recipe on every tensor, write the reports.
+#include <tbb/global_control.h>
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <memory>
+
+#include "cli/backend_registry.hpp"
+#include "cli/options.hpp"
+#include "cli/version.hpp"
+#include "engine/core/error.hpp"
+#include "datasets/capture.hpp"
+#include "engine/run.hpp"
+#include "policies/layer_summary.hpp"
+#include "reports/atomic_file.hpp"
+#include "reports/console_table.hpp"
+#include "reports/metrics_csv.hpp"
+#include "reports/summary_json.hpp"
+
+namespace fp8a::cli {
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string recipe_help() {
+  std::string s = "comma-separated recipe specs; kinds:";
+  for (const auto& k : kRecipeKinds) s += std::string("\n  ") + k.name + ": " + k.summary;
+  return s;
+}
+
+}  // namespace
+
+int command_run(const Invocation& inv) {
+  std::vector<std::string> capture_paths;
+  std::string out_dir, recipes_text, format_text;
+  int threads = 0;
+  const std::string recipes_doc = recipe_help();
+  po::options_description desc("Options");
+  desc.add_options()
+      ("capture", po::value(&capture_paths)->multitoken()->required(),
+       "safetensors capture files and/or directories (searched recursively for *.safetensors)")
+      ("out", po::value(&out_dir)->required(), "output directory (created if missing)")
+      ("recipes", po::value(&recipes_text)->default_value("current"), recipes_doc.c_str())
+      ("format", po::value(&format_text)->default_value("hybrid"),
+       "e4m3 (every role E4M3) or hybrid (E5M2 for gradients), as TE's recipe Format")
+      ("threads", po::value(&threads)->default_value(0), "worker threads; 0 = all cores")
+      ("fail-on-nonfinite", "exit 3 when a tensor holds NaN or Inf (default: warn and leave "
+                            "those elements out of the sums)");
+  po::variables_map vm;
+  if (!parse_options(inv, desc, nullptr, &vm,
+                     "fp8-advisor run --capture PATH [PATH ...] --out DIR [options]", std::cout))
+    return kExitOk;
+  if (threads < 0) throw usage_error("fp8a.usage.205", "--threads must be >= 0");
+
+  RunInfo info;
+  info.version = FP8A_VERSION;
+  info.git_revision = FP8A_GIT_REVISION;
+  info.command_line = inv.command_line;
+  info.config.recipes = parse_recipe_list(recipes_text);
+  info.config.format = parse_training_format(format_text);
+  std::unique_ptr<tbb::global_control> limit;
+  if (threads > 0)
+    limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
+                                                  static_cast<std::size_t>(threads));
+  const auto backends = probe_backends();
+  const auto backend = make_backend();
+  info.backend = backend->name();
+  info.device = backend->device();
+  info.cuda_compiled = backends.cuda_compiled;
+  info.cuda_devices = backends.cuda_devices;
+
+  auto t0 = std::chrono::steady_clock::now();
+  DiskFileSystem fs;
+  const CaptureSet captures = load_captures(capture_paths, fs);
+  info.inputs = captures.files;
+  info.read_seconds = seconds_since(t0);
+
+  t0 = std::chrono::steady_clock::now();
+  const auto rows = evaluate_captures(captures, info.config, *backend);
+  info.evaluate_seconds = seconds_since(t0);
+
+  // Non-finite elements: one warning per tensor (rows repeat a tensor once per recipe).
+  for (std::size_t i = 0; i < rows.size(); i += info.config.recipes.size()) {
+    const auto& r = rows[i];
+    if (r.stats.nan_count + r.stats.inf_count == 0) continue;
+    const std::string what = r.file + ": tensor '" + r.tensor_name + "' holds " +
+                             std::to_string(r.stats.nan_count) + " NaN and " +
+                             std::to_string(r.stats.inf_count) + " Inf elements";
+    if (vm.count("fail-on-nonfinite") != 0)
+      throw input_error("fp8a.capture.406", what + " (--fail-on-nonfinite)");
+    info.warnings.push_back(what + "; they are counted and left out of the error sums");
+  }
+  for (const auto& w : info.warnings) std::cerr << "fp8-advisor: warning: " << w << "\n";
+
+  const auto layers = summarize_layers(rows);
+  const std::string csv = render_metrics_csv(rows);
+  const std::string summary = render_summary_json(info, rows, layers);
+  ensure_output_directory(out_dir);
+  write_file_atomically(out_dir + "/metrics.csv", csv);
+  write_file_atomically(out_dir + "/summary.json", summary);
+
+  std::cout << "fp8-advisor " << FP8A_VERSION << ": " << captures.tensors.size() << " tensors from "
+            << captures.files.size() << " file(s), " << info.config.recipes.size()
+            << " recipe(s), format " << training_format_name(info.config.format) << ", backend "
+            << info.backend << " (" << info.device << ")\n\n"
+            << render_layer_table(layers) << "\nwrote " << out_dir << "/metrics.csv ("
+            << std::count_if(rows.begin(), rows.end(),
+                             [](const auto& r) { return r.applicability.ok; })
+            << " rows) and " << out_dir << "/summary.json\n";
+  return kExitOk;
+}
+
+}  // namespace fp8a::cli

@@ -1,0 +1,38 @@
+#include "cli/options.hpp"
+
+#include <ostream>
+
+#include "engine/core/error.hpp"
+#include "engine/core/suggest.hpp"
+
+namespace fp8a::cli {
+
+bool parse_options(const Invocation& inv, const po::options_description& desc,
+                   const po::positional_options_description* positional, po::variables_map* vm,
+                   const std::string& usage_line, std::ostream& out) {
+  po::options_description all = desc;
+  all.add_options()("help,h", "show this help");
+  try {
+    po::command_line_parser parser(inv.args);
+    parser.options(all).style(po::command_line_style::default_style &
+                              ~po::command_line_style::allow_guessing);
+    if (positional != nullptr) parser.positional(*positional);
+    po::store(parser.run(), *vm);
+    if (vm->count("help") != 0) {
+      out << "usage: " << usage_line << "\n\n" << desc << "  -h [ --help ]          show this help\n";
+      return false;
+    }
+    po::notify(*vm);
+  } catch (const po::unknown_option& e) {
+    std::vector<std::string> names;
+    for (const auto& o : all.options()) names.push_back("--" + o->long_name());
+    throw usage_error("fp8a.usage.203", "fp8-advisor " + inv.subcommand + ": unknown option '" +
+                                            e.get_option_name() + "'" +
+                                            did_you_mean(e.get_option_name(), names));
+  } catch (const po::error& e) {
+    throw usage_error("fp8a.usage.203", "fp8-advisor " + inv.subcommand + ": " + e.what());
+  }
+  return true;
+}
+
+}  // namespace fp8a::cli

@@ -1,0 +1,28 @@
+// Shared command-line plumbing for the subcommands.
+#pragma once
+
+#include <boost/program_options.hpp>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace fp8a::cli {
+
+namespace po = boost::program_options;
+
+struct Invocation {
+  std::string subcommand;
+  std::vector<std::string> args;          // after the subcommand
+  std::vector<std::string> command_line;  // everything, for provenance
+};
+
+// Parses args against desc (positional names optional). --help prints usage and returns false.
+// Boost errors become usage errors fp8a.usage.203 with "did you mean" for unknown options.
+bool parse_options(const Invocation& inv, const po::options_description& desc,
+                   const po::positional_options_description* positional, po::variables_map* vm,
+                   const std::string& usage_line, std::ostream& out);
+
+int command_run(const Invocation& inv);
+int command_inspect(const Invocation& inv);
+
+}  // namespace fp8a::cli

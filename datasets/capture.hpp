@@ -1,0 +1,62 @@
+// A capture: high-precision GEMM operands keyed by (step, layer, role).
+//
+// Tensor names in a file are "<layer>.<role>" (e.g. "layers.3.linear_fc2.activation"), role being
+// activation (GEMM input X), weight (W, [out, in]) or gradient (dY). The step comes from the file's
+// __metadata__["step"], else the last number in the file name, else 0.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "datasets/file_system.hpp"
+#include "engine/core/recipe.hpp"
+#include "engine/core/tensor_view.hpp"
+
+namespace fp8a {
+
+struct CaptureKey {
+  std::int64_t step = 0;
+  std::string layer;
+  Role role = Role::kActivation;
+  bool operator==(const CaptureKey&) const = default;
+};
+
+// Orders by step, then layer in natural order ("layers.2" before "layers.10"), then role.
+bool operator<(const CaptureKey& a, const CaptureKey& b);
+
+// Natural string order: runs of digits compare by value.
+bool natural_less(std::string_view a, std::string_view b);
+
+struct CapturedTensor {
+  CaptureKey key;
+  std::string file;         // path it was read from
+  std::string tensor_name;  // name inside the file
+  TensorView view;          // points into the mapped file
+};
+
+struct CaptureFile {
+  std::string path;
+  std::int64_t step = 0;
+  std::string step_source;  // "metadata", "file name" or "default"
+  std::size_t tensor_count = 0;
+  std::uint64_t bytes = 0;
+};
+
+struct CaptureSet {
+  std::vector<CaptureFile> files;
+  std::vector<CapturedTensor> tensors;  // sorted by key
+  // Keeps the mappings alive as long as the views are used.
+  std::vector<std::shared_ptr<const MappedFile>> mappings;
+};
+
+// Splits "<layer>.<role>"; false when the name has no known role suffix or an empty layer.
+bool split_tensor_name(const std::string& name, std::string* layer, Role* role);
+
+// Reads files and directories (recursively, files ending in .safetensors) into one capture set.
+// Throws input errors fp8a.io.1xx, fp8a.safetensors.3xx, fp8a.capture.4xx (see README).
+CaptureSet load_captures(const std::vector<std::string>& paths, const FileSystem& fs);
+
+}  // namespace fp8a

@@ -1,0 +1,52 @@
+// Read-only file access behind a small interface (like ninja's DiskInterface), so readers can be
+// tested on in-memory files. The real implementation memory-maps files: payloads are never copied.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace fp8a {
+
+// The bytes of one file, valid while the object lives.
+class MappedFile {
+ public:
+  virtual ~MappedFile() = default;
+  virtual std::span<const std::byte> bytes() const = 0;
+};
+
+class FileSystem {
+ public:
+  enum class Kind { kMissing, kFile, kDirectory, kOther };
+  virtual ~FileSystem() = default;
+  virtual Kind kind(const std::string& path) const = 0;
+  // Regular files below dir, recursively, sorted by path.
+  virtual std::vector<std::string> list_files_recursive(const std::string& dir) const = 0;
+  // Throws input error fp8a.io.102 when the file cannot be opened or mapped.
+  virtual std::shared_ptr<const MappedFile> map(const std::string& path) const = 0;
+};
+
+// The real disk, through POSIX open/mmap.
+class DiskFileSystem final : public FileSystem {
+ public:
+  Kind kind(const std::string& path) const override;
+  std::vector<std::string> list_files_recursive(const std::string& dir) const override;
+  std::shared_ptr<const MappedFile> map(const std::string& path) const override;
+};
+
+// In-memory files for tests; directories are implied by path prefixes ("a/b.st" makes "a").
+class MemoryFileSystem final : public FileSystem {
+ public:
+  void add_file(const std::string& path, std::vector<std::byte> contents);
+  Kind kind(const std::string& path) const override;
+  std::vector<std::string> list_files_recursive(const std::string& dir) const override;
+  std::shared_ptr<const MappedFile> map(const std::string& path) const override;
+
+ private:
+  std::map<std::string, std::shared_ptr<const std::vector<std::byte>>> files_;
+};
+
+}  // namespace fp8a

@@ -1,0 +1,53 @@
+// The Backend interface: evaluates a batch of candidates on one tensor.
+//
+// A candidate is a recipe plus the FP8 type it casts to. evaluate() reads the tensor as few times
+// as the recipes allow (one statistics pass, one pass that evaluates every candidate), so a device
+// backend uploads each tensor once. Backends report raw sums and derive the reported numbers with
+// finalize_metrics, so every backend gives the same metrics.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/core/metrics.hpp"
+#include "engine/core/recipe.hpp"
+#include "engine/core/tensor_view.hpp"
+
+namespace fp8a {
+
+struct Candidate {
+  Recipe recipe;
+  Fp8Format format = Fp8Format::kE4M3;
+};
+
+// Whether a backend can evaluate a recipe (or a recipe fits a tensor), with the reason if not.
+struct Applicability {
+  bool ok = true;
+  std::string reason;  // empty when ok
+  static Applicability yes() { return {}; }
+  static Applicability no(std::string why) { return {false, std::move(why)}; }
+};
+
+struct CandidateResult {
+  Applicability applicability;
+  QuantMetrics metrics;  // meaningful only when applicability.ok
+};
+
+struct TensorEvaluation {
+  TensorStats stats;
+  std::vector<CandidateResult> results;  // one per candidate, same order
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;    // "cpu", "cuda"
+  virtual std::string device() const = 0;  // human description, e.g. "2 threads (oneTBB)"
+  virtual Applicability supports(const Recipe& recipe) const = 0;
+  // Deterministic: the same inputs give bit-identical results whatever the thread count.
+  virtual TensorEvaluation evaluate(std::span<const Candidate> candidates,
+                                    const TensorView& tensor) const = 0;
+};
+
+}  // namespace fp8a

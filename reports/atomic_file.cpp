@@ -1,0 +1,58 @@
+#include "reports/atomic_file.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "engine/core/error.hpp"
+
+namespace fp8a {
+
+namespace {
+[[noreturn]] void write_failed(const std::string& path, const std::string& why) {
+  throw input_error("fp8a.io.104", path + ": cannot write: " + why);
+}
+}  // namespace
+
+void ensure_output_directory(const std::string& dir) {
+  std::error_code ec;
+  namespace fs = std::filesystem;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) write_failed(dir, "not a directory");
+  fs::create_directories(dir, ec);
+  if (ec) write_failed(dir, ec.message());
+}
+
+void write_file_atomically(const std::string& path, const std::string& contents) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) write_failed(path, std::strerror(errno));
+  std::size_t done = 0;
+  while (done < contents.size()) {
+    const ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int write_err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      write_failed(path, std::strerror(write_err));
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  int err = ::fsync(fd) != 0 ? errno : 0;
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (err != 0) {
+    ::unlink(tmp.c_str());
+    write_failed(path, std::strerror(err));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    err = errno;
+    ::unlink(tmp.c_str());
+    write_failed(path, std::strerror(err));
+  }
+}
+
+}  // namespace fp8a

@@ -1,0 +1,24 @@
+// metrics.csv: one row per evaluation (tensor x recipe). Columns are listed in kMetricsCsvColumns;
+// the first fourteen are a stable contract, later ones may be appended.
+#pragma once
+
+#include <span>
+#include <string>
+
+#include "engine/run.hpp"
+
+namespace fp8a {
+
+inline constexpr const char* kMetricsCsvColumns[] = {
+    "step",          "layer",        "tensor",        "recipe",          "format",
+    "dtype",         "scale",        "amax",          "mse",             "rel_mse",
+    "sqnr_db",       "cos",          "underflow_pct", "overflow_pct",    "scale_inv",
+    "amin",          "dynamic_range_log2", "numel",   "underflow_count", "overflow_count",
+    "nan_count",     "inf_count",    "input_dtype",   "shape",           "file",
+};
+
+// The whole file as text (header line included). Rows that a backend could not evaluate are
+// skipped here and listed in summary.json.
+std::string render_metrics_csv(std::span<const EvaluationRow> rows);
+
+}  // namespace fp8a

@@ -1,0 +1,27 @@
+// Provenance and run facts recorded in every report.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "datasets/capture.hpp"
+#include "engine/run.hpp"
+
+namespace fp8a {
+
+struct RunInfo {
+  std::string version;
+  std::string git_revision;
+  std::vector<std::string> command_line;
+  std::string backend;         // "cpu"
+  std::string device;          // backend's description
+  bool cuda_compiled = false;  // whether this build includes the CUDA backend
+  int cuda_devices = 0;        // CUDA devices seen (0 without CUDA)
+  std::vector<CaptureFile> inputs;
+  RunConfig config;
+  double read_seconds = 0;
+  double evaluate_seconds = 0;
+  std::vector<std::string> warnings;
+};
+
+}  // namespace fp8a

@@ -1,0 +1,80 @@
+#include "reports/summary_json.hpp"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+namespace fp8a {
+
+namespace {
+
+using nlohmann::ordered_json;
+
+// JSON has no inf/NaN: write them as strings so nothing is lost.
+ordered_json number(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
+ordered_json worst(const WorstValue& w) {
+  return {{"value", number(w.value)}, {"tensor", w.tensor}, {"step", w.step}};
+}
+
+}  // namespace
+
+std::string render_summary_json(const RunInfo& info, std::span<const EvaluationRow> rows,
+                                std::span<const LayerSummary> layers) {
+  ordered_json j;
+  j["tool"] = {{"name", "fp8-advisor"}, {"version", info.version}, {"git_revision", info.git_revision}};
+  j["command_line"] = info.command_line;
+  j["backend"] = {{"name", info.backend},
+                  {"device", info.device},
+                  {"cuda_compiled", info.cuda_compiled},
+                  {"cuda_devices", info.cuda_devices}};
+  ordered_json inputs = ordered_json::array();
+  for (const auto& f : info.inputs)
+    inputs.push_back({{"file", f.path},
+                      {"step", f.step},
+                      {"step_source", f.step_source},
+                      {"tensors", f.tensor_count},
+                      {"bytes", f.bytes}});
+  j["inputs"] = inputs;
+  ordered_json recipes = ordered_json::array();
+  for (const auto& r : info.config.recipes) recipes.push_back(r.spec());
+  j["recipes"] = recipes;
+  j["format"] = training_format_name(info.config.format);
+  j["timings_s"] = {{"read", info.read_seconds}, {"evaluate", info.evaluate_seconds}};
+  std::size_t evaluated = 0;
+  ordered_json skipped = ordered_json::array();
+  for (const auto& r : rows) {
+    if (r.applicability.ok) {
+      ++evaluated;
+    } else {
+      skipped.push_back({{"step", r.key.step},
+                         {"layer", r.key.layer},
+                         {"tensor", role_name(r.key.role)},
+                         {"recipe", r.recipe.spec()},
+                         {"reason", r.applicability.reason}});
+    }
+  }
+  j["evaluations"] = evaluated;
+  j["not_applicable"] = skipped;
+  j["outputs"] = {"metrics.csv", "summary.json"};
+  ordered_json out_layers = ordered_json::array();
+  for (const auto& l : layers)
+    out_layers.push_back({{"layer", l.layer},
+                          {"recipe", l.recipe},
+                          {"evaluations", l.evaluations},
+                          {"worst",
+                           {{"sqnr_db", worst(l.min_sqnr_db)},
+                            {"cos", worst(l.min_cos)},
+                            {"rel_mse", worst(l.max_rel_mse)},
+                            {"underflow_pct", worst(l.max_underflow_pct)},
+                            {"overflow_pct", worst(l.max_overflow_pct)}}},
+                          {"nonfinite_count", l.nonfinite_count}});
+  j["layers"] = out_layers;
+  j["warnings"] = info.warnings;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace fp8a

@@ -1,0 +1,15 @@
+// summary.json: run information (provenance, inputs, recipes, timings) and per-layer worst metrics.
+#pragma once
+
+#include <span>
+#include <string>
+
+#include "policies/layer_summary.hpp"
+#include "reports/run_info.hpp"
+
+namespace fp8a {
+
+std::string render_summary_json(const RunInfo& info, std::span<const EvaluationRow> rows,
+                                std::span<const LayerSummary> layers);
+
+}  // namespace fp8a

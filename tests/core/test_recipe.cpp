@@ -1,0 +1,67 @@
+#include <doctest/doctest.h>
+
+#include "engine/core/error.hpp"
+#include "engine/core/recipe.hpp"
+
+using fp8a::Error;
+
+TEST_CASE("recipe specs parse and print canonically") {
+  CHECK(fp8a::parse_recipe("current").spec() == "current");
+  CHECK(fp8a::parse_recipe("current:pow2").spec() == "current:pow2");
+  CHECK(fp8a::parse_recipe("current:eps=1e-12:pow2").spec() == "current:pow2:eps=1e-12");
+  const auto r = fp8a::parse_recipe("current:eps=0.5");
+  CHECK(r.amax_epsilon == 0.5f);
+  CHECK_FALSE(r.pow2_scales);
+}
+
+TEST_CASE("recipe lists keep order and drop duplicates") {
+  const auto list = fp8a::parse_recipe_list("current:pow2,current,current:pow2");
+  REQUIRE(list.size() == 2);
+  CHECK(list[0].spec() == "current:pow2");
+  CHECK(list[1].spec() == "current");
+}
+
+TEST_CASE("bad recipes are usage errors with exact messages") {
+  CHECK_THROWS_WITH_AS(fp8a::parse_recipe("curent"),
+                       "[fp8a.usage.201] --recipes: bad recipe 'curent': unknown kind 'curent' "
+                       "(did you mean 'current'?)",
+                       Error);
+  CHECK_THROWS_WITH_AS(fp8a::parse_recipe("current:pow3"),
+                       "[fp8a.usage.201] --recipes: bad recipe 'current:pow3': unknown option "
+                       "'pow3' (did you mean 'pow2'?)",
+                       Error);
+  CHECK_THROWS_WITH_AS(fp8a::parse_recipe("current:eps=abc"),
+                       "[fp8a.usage.201] --recipes: bad recipe 'current:eps=abc': eps must be a "
+                       "finite number >= 0, got 'abc'",
+                       Error);
+  CHECK_THROWS_WITH_AS(fp8a::parse_recipe_list("current,,current:pow2"),
+                       "[fp8a.usage.201] --recipes: bad recipe 'current,,current:pow2': empty "
+                       "entry in the list",
+                       Error);
+  try {
+    fp8a::parse_recipe("bogus");
+    FAIL("no throw");
+  } catch (const Error& e) {
+    CHECK(e.exit_code() == 2);
+    CHECK(e.id() == "fp8a.usage.201");
+  }
+}
+
+TEST_CASE("formats map roles to FP8 types as TE's recipe.Format does") {
+  using fp8a::Fp8Format;
+  using fp8a::Role;
+  using fp8a::TrainingFormat;
+  CHECK(fp8a::fp8_format_for(TrainingFormat::kE4M3, Role::kGradient) == Fp8Format::kE4M3);
+  CHECK(fp8a::fp8_format_for(TrainingFormat::kHybrid, Role::kGradient) == Fp8Format::kE5M2);
+  CHECK(fp8a::fp8_format_for(TrainingFormat::kHybrid, Role::kActivation) == Fp8Format::kE4M3);
+  CHECK(fp8a::fp8_format_for(TrainingFormat::kHybrid, Role::kWeight) == Fp8Format::kE4M3);
+  CHECK(fp8a::parse_training_format("hybrid") == TrainingFormat::kHybrid);
+  CHECK_THROWS_WITH_AS(fp8a::parse_training_format("e5m2"),
+                       "[fp8a.usage.202] --format e5m2: Transformer Engine has no all-E5M2 recipe; "
+                       "use e4m3 or hybrid (E5M2 for gradients only)",
+                       Error);
+  CHECK_THROWS_WITH_AS(fp8a::parse_training_format("hybird"),
+                       "[fp8a.usage.202] --format 'hybird': expected e4m3 or hybrid (did you mean "
+                       "'hybrid'?)",
+                       Error);
+}

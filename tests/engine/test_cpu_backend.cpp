@@ -1,0 +1,220 @@
+// The CPU backend against a scalar reference written here (double sums, table-search encoder),
+// over odd shapes and fill cases, and for thread-count determinism.
+#include <doctest/doctest.h>
+#include <tbb/global_control.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "engine/core/fp8_codec.hpp"
+#include "engine/cpu_backend.hpp"
+#include "support/fp8_ref.hpp"
+
+namespace {
+
+// Sums are accumulated in a different order than the reference's sequential loop (per-chunk Eigen
+// reductions, then chunk order): double rounding differences stay far below this relative bound.
+constexpr double kSumRelTol = 1e-12;
+
+struct RefResult {
+  float scale, scale_inv, amax;
+  std::int64_t underflow = 0, overflow = 0, nan = 0, inf = 0;
+  double sum_sq = 0, sum_sq_err = 0, sum_x_deq = 0, sum_deq_sq = 0;
+};
+
+RefResult evaluate_ref(const std::vector<float>& x, bool e4m3, bool pow2, float eps) {
+  const auto& spec = e4m3 ? fp8a::ref::kE4M3 : fp8a::ref::kE5M2;
+  const float fp8_max = e4m3 ? 448.0f : 57344.0f;
+  RefResult r{};
+  float amax = 0.0f;
+  for (float v : x) {
+    if (std::isnan(v)) continue;
+    amax = std::max(amax, std::fabs(v));
+  }
+  r.amax = amax;
+  // TE compute_scale_from_amax, spelled out.
+  float a = amax < eps ? eps : amax;
+  float scale;
+  if (a == 0.0f || std::isinf(a) || std::isnan(a)) {
+    scale = 1.0f;
+  } else {
+    scale = fp8_max / a;
+    if (std::isinf(scale)) scale = FLT_MAX;
+    if (pow2) scale = std::ldexp(1.0f, std::ilogb(scale));
+  }
+  r.scale = scale;
+  r.scale_inv = 1.0f / scale;
+  const float threshold = fp8_max * r.scale_inv;
+  for (float v : x) {
+    const unsigned code = fp8a::ref::encode_ref(spec, v * scale);
+    const auto deq = static_cast<float>(fp8a::ref::decode_ref(spec, code)) * r.scale_inv;
+    if (v != 0.0f && (code & 0x7F) == 0) ++r.underflow;
+    if (std::fabs(v) > threshold) ++r.overflow;
+    if (std::isnan(v)) ++r.nan;
+    if (std::isinf(v)) ++r.inf;
+    if (!std::isfinite(v)) continue;
+    r.sum_sq += double(v) * v;
+    r.sum_sq_err += (double(v) - deq) * (double(v) - deq);
+    r.sum_x_deq += double(v) * deq;
+    r.sum_deq_sq += double(deq) * deq;
+  }
+  return r;
+}
+
+void check_close(double got, double want, const char* what) {
+  INFO(what << ": got " << got << " want " << want);
+  if (want == 0) CHECK(std::fabs(got) <= 1e-300);
+  else CHECK(std::fabs(got - want) <= kSumRelTol * std::fabs(want));
+}
+
+// A tensor stored as F32 bytes, shape as given.
+struct OwnedTensor {
+  std::vector<float> values;
+  fp8a::TensorView view;
+};
+
+OwnedTensor make_f32(std::vector<float> values, std::vector<std::int64_t> shape) {
+  OwnedTensor t{std::move(values), {}};
+  t.view = fp8a::make_tensor_view(reinterpret_cast<const std::byte*>(t.values.data()),
+                                  fp8a::DType::kF32, std::move(shape));
+  return t;
+}
+
+std::vector<float> fill(std::size_t n, const char* kind, std::mt19937& rng) {
+  std::vector<float> v(n);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> expo(-30.0f, 10.0f);
+  for (auto& e : v) {
+    const float g = normal(rng);
+    if (std::strcmp(kind, "zeros") == 0) e = 0.0f;
+    else if (std::strcmp(kind, "subnormal") == 0) e = g * 1e-41f;        // float subnormals
+    else if (std::strcmp(kind, "normal") == 0) e = g;
+    else if (std::strcmp(kind, "wide") == 0) e = std::copysign(std::exp2(expo(rng)), g);
+    else if (std::strcmp(kind, "huge") == 0) e = g * 1e37f;              // x*scale near FLT_MAX
+  }
+  return v;
+}
+
+void check_against_ref(const fp8a::TensorView& view, const std::vector<float>& x) {
+  const fp8a::CpuBackend backend;
+  std::vector<fp8a::Candidate> cands;
+  for (bool pow2 : {false, true})
+    for (auto f : {fp8a::Fp8Format::kE4M3, fp8a::Fp8Format::kE5M2}) {
+      fp8a::Candidate c;
+      c.recipe.pow2_scales = pow2;
+      c.format = f;
+      cands.push_back(c);
+    }
+  fp8a::Candidate eps;
+  eps.recipe.amax_epsilon = 1000.0f;
+  cands.push_back(eps);
+  const auto eval = backend.evaluate(cands, view);
+  REQUIRE(eval.results.size() == cands.size());
+  for (std::size_t i = 0; i < cands.size(); ++i) {
+    const auto& c = cands[i];
+    const auto want = evaluate_ref(x, c.format == fp8a::Fp8Format::kE4M3, c.recipe.pow2_scales,
+                                   c.recipe.amax_epsilon);
+    const auto& m = eval.results[i].metrics;
+    INFO("candidate " << i);
+    CHECK(eval.stats.amax == want.amax);
+    CHECK(eval.stats.nan_count == want.nan);
+    CHECK(eval.stats.inf_count == want.inf);
+    CHECK(m.scale == want.scale);
+    CHECK(m.scale_inv == want.scale_inv);
+    CHECK(m.sums.underflow_count == want.underflow);
+    CHECK(m.sums.overflow_count == want.overflow);
+    check_close(eval.stats.sum_sq, want.sum_sq, "sum_sq");
+    check_close(m.sums.sum_sq_err, want.sum_sq_err, "sum_sq_err");
+    check_close(m.sums.sum_x_deq, want.sum_x_deq, "sum_x_deq");
+    check_close(m.sums.sum_deq_sq, want.sum_deq_sq, "sum_deq_sq");
+  }
+}
+
+}  // namespace
+
+TEST_CASE("CPU backend matches the scalar reference over odd shapes and fill cases") {
+  std::mt19937 rng(7);
+  const std::vector<std::vector<std::int64_t>> shapes = {
+      {1, 16}, {5, 160}, {217, 256}, {5, 4, 3, 160}, {3, 70001}};  // last: several chunks
+  for (const auto& shape : shapes) {
+    std::size_t n = 1;
+    for (auto d : shape) n *= static_cast<std::size_t>(d);
+    for (const char* kind : {"zeros", "subnormal", "normal", "wide", "huge"}) {
+      INFO("shape rank " << shape.size() << " numel " << n << " fill " << kind);
+      auto t = make_f32(fill(n, kind, rng), shape);
+      check_against_ref(t.view, t.values);
+    }
+  }
+}
+
+TEST_CASE("NaN and Inf are counted, skipped by amax (NaN) and left out of the sums") {
+  std::mt19937 rng(11);
+  auto x = fill(5000, "normal", rng);
+  x[3] = NAN;
+  x[100] = INFINITY;
+  x[4000] = -INFINITY;
+  auto t = make_f32(x, {50, 100});
+  check_against_ref(t.view, x);
+  const auto eval = fp8a::CpuBackend().evaluate(std::vector<fp8a::Candidate>{{}}, t.view);
+  CHECK(eval.stats.amax == INFINITY);            // TE's amax kernel sees the inf...
+  CHECK(eval.results[0].metrics.scale == 1.0f);  // ...and falls back to scale 1
+  CHECK(std::isfinite(eval.results[0].metrics.mse));
+  CHECK(eval.results[0].metrics.sums.overflow_count == 2);  // the two infinities
+}
+
+TEST_CASE("hand-checked metrics on four elements") {
+  // amax 448 -> scale 1. 1.0625 is a tie between 1 and 1.125 -> 1 (even);
+  // 2^-10 is half the smallest E4M3 subnormal -> 0 (an underflow).
+  auto t = make_f32({448.0f, 1.0625f, 0.0f, std::ldexp(1.0f, -10)}, {4});
+  const auto eval = fp8a::CpuBackend().evaluate(std::vector<fp8a::Candidate>{{}}, t.view);
+  const auto& m = eval.results[0].metrics;
+  CHECK(m.scale == 1.0f);
+  CHECK(m.sums.sum_sq_err == 0.00390720367431640625);
+  CHECK(m.mse == 0.0009768009185791015625);
+  CHECK(m.underflow_pct == 25.0);
+  CHECK(m.overflow_pct == 0.0);
+  CHECK(eval.stats.sum_sq == 200704.0 + 1.12890625 + 9.5367431640625e-07);
+  CHECK(eval.stats.zero_count == 1);
+  CHECK(eval.stats.amin_nonzero == std::ldexp(1.0f, -10));
+  CHECK(eval.stats.dynamic_range_log2() == doctest::Approx(std::log2(448.0) + 10).epsilon(1e-15));
+}
+
+TEST_CASE("BF16 and F16 inputs are read exactly") {
+  // 1.5 in bf16 = 0x3FC0, -2 = 0xC000; in f16 1.5 = 0x3E00, -2 = 0xC000.
+  const std::uint16_t bf[] = {0x3FC0, 0xC000};
+  const std::uint16_t hf[] = {0x3E00, 0xC000};
+  const auto vb = fp8a::make_tensor_view(reinterpret_cast<const std::byte*>(bf), fp8a::DType::kBF16, {2});
+  const auto vh = fp8a::make_tensor_view(reinterpret_cast<const std::byte*>(hf), fp8a::DType::kF16, {2});
+  for (const auto* v : {&vb, &vh}) {
+    CHECK(v->load_float(0) == 1.5f);
+    CHECK(v->load_float(1) == -2.0f);
+    const auto s = fp8a::compute_tensor_stats(*v);
+    CHECK(s.amax == 2.0f);
+    CHECK(s.sum_sq == 6.25);
+  }
+}
+
+TEST_CASE("results do not depend on the thread count") {
+  std::mt19937 rng(3);
+  auto t = make_f32(fill(700'000, "wide", rng), {700, 1000});
+  std::vector<fp8a::Candidate> cands(2);
+  cands[1].format = fp8a::Fp8Format::kE5M2;
+  fp8a::TensorEvaluation one, many;
+  {
+    tbb::global_control limit(tbb::global_control::max_allowed_parallelism, 1);
+    one = fp8a::CpuBackend().evaluate(cands, t.view);
+  }
+  {
+    tbb::global_control limit(tbb::global_control::max_allowed_parallelism, 4);
+    many = fp8a::CpuBackend().evaluate(cands, t.view);
+  }
+  CHECK(one.stats.sum_sq == many.stats.sum_sq);
+  for (std::size_t i = 0; i < cands.size(); ++i) {
+    CHECK(one.results[i].metrics.sums.sum_sq_err == many.results[i].metrics.sums.sum_sq_err);
+    CHECK(one.results[i].metrics.sums.sum_x_deq == many.results[i].metrics.sums.sum_x_deq);
+    CHECK(one.results[i].metrics.cos == many.results[i].metrics.cos);
+  }
+}
