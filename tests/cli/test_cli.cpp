@@ -1,1 +1,367 @@
+// End-to-end tests of the fp8-advisor executable: exit codes, exact error lines, output files.
+// Metric values on the shipped sample are compared with golden CSVs computed by an independent
+// NumPy + ml_dtypes implementation (bench/peer_numpy.py --all; see tests/golden/README.md).
 #include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The float64 sums of the two implementations run in different orders (NumPy pairwise vs.
+// chunked Eigen); the helper that produced the goldens measured agreement to ~4e-16 relative.
+constexpr double kGoldenRelTol = 1e-12;
+
+const std::string kBinary = FP8A_BINARY;
+const fs::path kSource = FP8A_SOURCE_DIR;
+
+struct Result {
+  int rc;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "fp8a-test-XXXXXX").string();
+    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
+    path = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+Result run(const std::string& args) {
+  TempDir io;
+  const std::string cmd = shell_quote(kBinary) + " " + args + " >" +
+                          shell_quote((io.path / "out").string()) + " 2>" +
+                          shell_quote((io.path / "err").string()) + " </dev/null";
+  const int status = std::system(cmd.c_str());
+  REQUIRE(WIFEXITED(status));
+  return {WEXITSTATUS(status), slurp(io.path / "out"), slurp(io.path / "err")};
+}
+
+std::string sample() { return shell_quote((kSource / "datasets/sample").string()); }
+
+void write_bytes(const fs::path& p, const std::string& bytes) {
+  std::ofstream out(p, std::ios::binary);
+  out << bytes;
+}
+
+// A safetensors file with one F32 tensor; the header is given as JSON text.
+std::string safetensors_bytes(const std::string& header, const std::vector<float>& values) {
+  std::string s(8, '\0');
+  std::uint64_t n = header.size();
+  for (int i = 0; i < 8; ++i) s[i] = static_cast<char>((n >> (8 * i)) & 0xFF);
+  s += header;
+  s.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+  return s;
+}
+
+std::string one_tensor(const std::string& name, const std::vector<float>& values) {
+  const std::string header = "{\"" + name + "\":{\"dtype\":\"F32\",\"shape\":[" +
+                             std::to_string(values.size()) + "],\"data_offsets\":[0," +
+                             std::to_string(values.size() * 4) + "]}}";
+  return safetensors_bytes(header, values);
+}
+
+using Table = std::vector<std::map<std::string, std::string>>;
+
+Table read_csv(const std::string& text) {
+  Table rows;
+  std::istringstream in(text);
+  std::string line;
+  std::vector<std::string> head;
+  auto split = [](const std::string& l) {
+    std::vector<std::string> f;
+    std::string cur;
+    for (char c : l) {
+      if (c == ',') {
+        f.push_back(cur);
+        cur.clear();
+      } else {
+        cur += c;
+      }
+    }
+    f.push_back(cur);
+    return f;
+  };
+  std::getline(in, line);
+  head = split(line);
+  while (std::getline(in, line)) {
+    const auto f = split(line);
+    REQUIRE(f.size() == head.size());
+    std::map<std::string, std::string> row;
+    for (std::size_t i = 0; i < f.size(); ++i) row[head[i]] = f[i];
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+double num(const std::string& s) { return std::strtod(s.c_str(), nullptr); }
+
+}  // namespace
+
+TEST_CASE("--version and --help") {
+  const auto v = run("--version");
+  CHECK(v.rc == 0);
+  CHECK(v.out.rfind("fp8-advisor 0.1.0 (git ", 0) == 0);
+  const auto h = run("--help");
+  CHECK(h.rc == 0);
+  CHECK(h.out.find("run ") != std::string::npos);
+  for (const char* cmd : {"run", "inspect"}) {
+    const auto r = run(std::string(cmd) + " --help");
+    CHECK(r.rc == 0);
+    CHECK(r.out.rfind(std::string("usage: fp8-advisor ") + cmd, 0) == 0);
+    CHECK(r.err.empty());
+  }
+}
+
+TEST_CASE("run on the shipped sample matches the independent NumPy golden values") {
+  for (const std::string format : {"e4m3", "hybrid"}) {
+    TempDir out;
+    const auto r = run("run --capture " + sample() + " --out " + shell_quote(out.path.string()) +
+                       " --recipes current,current:pow2 --format " + format);
+    INFO(r.err);
+    REQUIRE(r.rc == 0);
+    CHECK(r.out.find("wrote ") != std::string::npos);
+    const std::string csv = slurp(out.path / "metrics.csv");
+    CHECK(csv.rfind("step,layer,tensor,recipe,format,dtype,scale,amax,mse,rel_mse,sqnr_db,cos,"
+                    "underflow_pct,overflow_pct,",
+                    0) == 0);
+    const auto got = read_csv(csv);
+    const auto want = read_csv(slurp(kSource / ("tests/golden/sample_numpy_" + format + ".csv")));
+    REQUIRE(got.size() == want.size());
+    REQUIRE(want.size() == 48);
+    std::map<std::string, const std::map<std::string, std::string>*> by_key;
+    for (const auto& row : got)
+      by_key[row.at("step") + "|" + row.at("layer") + "|" + row.at("tensor") + "|" + row.at("recipe")] = &row;
+    for (const auto& w : want) {
+      const std::string key = w.at("step") + "|" + w.at("layer") + "|" + w.at("tensor") + "|" + w.at("recipe");
+      INFO(key);
+      REQUIRE(by_key.count(key) == 1);
+      const auto& g = *by_key[key];
+      CHECK(g.at("format") == w.at("format"));
+      CHECK(g.at("dtype") == w.at("dtype"));
+      // fp32 quantities are exact; percentages are 100 * count / numel on both sides.
+      CHECK(static_cast<float>(num(g.at("scale"))) == static_cast<float>(num(w.at("scale"))));
+      CHECK(static_cast<float>(num(g.at("amax"))) == static_cast<float>(num(w.at("amax"))));
+      CHECK(num(g.at("underflow_pct")) == num(w.at("underflow_pct")));
+      CHECK(num(g.at("overflow_pct")) == num(w.at("overflow_pct")));
+      for (const char* col : {"mse", "rel_mse", "sqnr_db", "cos"}) {
+        INFO(col << " got " << g.at(col) << " want " << w.at(col));
+        CHECK(std::fabs(num(g.at(col)) - num(w.at(col))) <= kGoldenRelTol * std::fabs(num(w.at(col))));
+      }
+    }
+    const auto summary = nlohmann::json::parse(slurp(out.path / "summary.json"));
+    CHECK(summary["format"] == format);
+    CHECK(summary["recipes"] == nlohmann::json::array({"current", "current:pow2"}));
+    CHECK(summary["inputs"].size() == 2);
+    CHECK(summary["inputs"][0]["step"] == 100);
+    CHECK(summary["inputs"][0]["step_source"] == "metadata");
+    CHECK(summary["backend"]["name"] == "cpu");
+    CHECK(summary["layers"].size() == 8);  // 4 layers x 2 recipes
+    CHECK(summary["evaluations"] == 48);
+    // No temporary files left behind.
+    std::size_t files = 0;
+    for (const auto& e : fs::directory_iterator(out.path)) files += e.is_regular_file();
+    CHECK(files == 2);
+  }
+}
+
+TEST_CASE("the sample's known content: gradients underflow under all-E4M3, not under hybrid") {
+  TempDir a, b;
+  REQUIRE(run("run --capture " + sample() + " --out " + shell_quote(a.path.string()) + " --format e4m3").rc == 0);
+  REQUIRE(run("run --capture " + sample() + " --out " + shell_quote(b.path.string()) + " --format hybrid").rc == 0);
+  double worst_e4m3 = 0, worst_hybrid = 0;
+  for (const auto& row : read_csv(slurp(a.path / "metrics.csv")))
+    if (row.at("tensor") == "gradient") worst_e4m3 = std::max(worst_e4m3, num(row.at("underflow_pct")));
+  for (const auto& row : read_csv(slurp(b.path / "metrics.csv")))
+    if (row.at("tensor") == "gradient") worst_hybrid = std::max(worst_hybrid, num(row.at("underflow_pct")));
+  CHECK(worst_e4m3 > 4.0);     // the generator's lognormal gradients (datasets/sample/README.md)
+  CHECK(worst_hybrid < 0.2);
+}
+
+TEST_CASE("results are identical with 1 and 2 threads") {
+  TempDir a, b;
+  REQUIRE(run("run --threads 1 --capture " + sample() + " --out " + shell_quote(a.path.string())).rc == 0);
+  REQUIRE(run("run --threads 2 --capture " + sample() + " --out " + shell_quote(b.path.string())).rc == 0);
+  CHECK(slurp(a.path / "metrics.csv") == slurp(b.path / "metrics.csv"));
+}
+
+TEST_CASE("inspect lists every tensor with the amax and shape of the manifest") {
+  const auto r = run("inspect " + sample());
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  CHECK(r.out.find("24 tensors in 2 file(s): valid") != std::string::npos);
+  // Index the table by "step layer role": columns are step, layer, role, dtype, shape..., amax.
+  std::map<std::string, std::vector<std::string>> lines;
+  std::istringstream in(r.out);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::vector<std::string> w;
+    for (std::string t; words >> t;) w.push_back(t);
+    if (w.size() > 5) lines[w[0] + " " + w[1] + " " + w[2]] = w;
+  }
+  const auto manifest = nlohmann::json::parse(slurp(kSource / "datasets/sample/manifest.json"));
+  REQUIRE(manifest["tensors"].size() == 24);
+  for (const auto& t : manifest["tensors"]) {
+    const std::string name = t["name"];
+    const auto dot = name.rfind('.');
+    const std::string key = std::to_string(t["step"].get<int>()) + " " + name.substr(0, dot) + " " +
+                            name.substr(dot + 1);
+    INFO(key);
+    REQUIRE(lines.count(key) == 1);
+    const auto& w = lines[key];
+    CHECK(w[3] == "BF16");
+    // The shape prints as "[a, b]" (split on spaces); amax follows it with 6 significant digits.
+    std::string shape;
+    std::size_t i = 4;
+    for (; i < w.size(); ++i) {
+      shape += (shape.empty() ? "" : " ") + w[i];
+      if (w[i].back() == ']') break;
+    }
+    std::string want_shape = "[";
+    for (std::size_t d = 0; d < t["shape"].size(); ++d)
+      want_shape += (d ? ", " : "") + std::to_string(t["shape"][d].get<int>());
+    CHECK(shape == want_shape + "]");
+    char amax[64];
+    std::snprintf(amax, sizeof amax, "%.6g", t["amax"].get<double>());
+    CHECK(w[i + 1] == amax);
+  }
+}
+
+TEST_CASE("usage errors exit 2 with one line") {
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {"", "fp8-advisor: error: [fp8a.usage.204] missing command; try 'fp8-advisor --help'\n"},
+      {"rnu", "fp8-advisor: error: [fp8a.usage.204] unknown command 'rnu' (did you mean 'run'?); "
+              "try 'fp8-advisor --help'\n"},
+      {"run --out x", "fp8-advisor: error: [fp8a.usage.203] fp8-advisor run: the option "
+                      "'--capture' is required but missing\n"},
+      {"run --capture x --out y --recipe current",
+       "fp8-advisor: error: [fp8a.usage.203] fp8-advisor run: unknown option '--recipe' (did you "
+       "mean '--recipes'?)\n"},
+      {"run --capture x --out y --recipes delayed",
+       "fp8-advisor: error: [fp8a.usage.201] --recipes: bad recipe 'delayed': unknown kind "
+       "'delayed'\n"},
+      {"run --capture x --out y --format e5m2",
+       "fp8-advisor: error: [fp8a.usage.202] --format e5m2: Transformer Engine has no all-E5M2 "
+       "recipe; use e4m3 or hybrid (E5M2 for gradients only)\n"},
+      {"run --capture x --out y --threads -1",
+       "fp8-advisor: error: [fp8a.usage.205] --threads must be >= 0\n"},
+  };
+  for (const auto& c : cases) {
+    INFO("args: " << c.args);
+    const auto r = run(c.args);
+    CHECK(r.rc == 2);
+    CHECK(r.err == c.message);
+    CHECK(r.out.empty());
+  }
+}
+
+TEST_CASE("bad input exits 3 naming the file and tensor, and writes no output") {
+  TempDir dir;
+  const fs::path out = dir.path / "out";
+  auto expect = [&](const std::string& capture, const std::string& message) {
+    INFO("capture " << capture);
+    const auto r = run("run --capture " + shell_quote(capture) + " --out " + shell_quote(out.string()));
+    CHECK(r.rc == 3);
+    CHECK(r.err == "fp8-advisor: error: " + message + "\n");
+    CHECK_FALSE(fs::exists(out));
+  };
+  const std::string missing = (dir.path / "missing.safetensors").string();
+  expect(missing, "[fp8a.io.101] " + missing + ": no such file or directory");
+
+  const fs::path empty_dir = dir.path / "empty";
+  fs::create_directories(empty_dir / "sub");
+  write_bytes(empty_dir / "sub" / "notes.txt", "hello");
+  expect(empty_dir.string(), "[fp8a.io.103] " + empty_dir.string() + ": directory holds no *.safetensors captures");
+
+  const fs::path text = dir.path / "text.safetensors";
+  write_bytes(text, "this is a text file, not a capture");
+  expect(text.string(), "[fp8a.safetensors.302] " + text.string() +
+                            ": not a safetensors file: header length 2338328219631577204 exceeds "
+                            "the limit of 100000000 bytes");
+
+  const fs::path truncated = dir.path / "truncated.safetensors";
+  std::string good = one_tensor("l.activation", {1, 2, 3, 4});
+  write_bytes(truncated, good.substr(0, good.size() - 3));
+  expect(truncated.string(), "[fp8a.safetensors.310] " + truncated.string() +
+                                 ": truncated: tensors need 16 data bytes but the file holds 13");
+
+  const fs::path badname = dir.path / "badname.safetensors";
+  write_bytes(badname, one_tensor("layers.0.fc1.input", {1, 2}));
+  expect(badname.string(), "[fp8a.capture.403] " + badname.string() +
+                               ": tensor 'layers.0.fc1.input': name must be <layer>.<role> with "
+                               "role activation, weight or gradient");
+}
+
+TEST_CASE("NaN/Inf data: a warning by default, exit 3 with --fail-on-nonfinite") {
+  TempDir dir;
+  const fs::path file = dir.path / "nan_step_5.safetensors";
+  write_bytes(file, one_tensor("l.weight", {1.0f, NAN, 2.0f, INFINITY}));
+  const fs::path out = dir.path / "out";
+  const auto r = run("run --capture " + shell_quote(file.string()) + " --out " + shell_quote(out.string()));
+  CHECK(r.rc == 0);
+  CHECK(r.err == "fp8-advisor: warning: " + file.string() +
+                     ": tensor 'l.weight' holds 1 NaN and 1 Inf elements; they are counted and "
+                     "left out of the error sums\n");
+  const auto rows = read_csv(slurp(out / "metrics.csv"));
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].at("step") == "5");  // from the file name
+  CHECK(rows[0].at("nan_count") == "1");
+  CHECK(rows[0].at("inf_count") == "1");
+  CHECK(rows[0].at("scale") == "1");  // TE: amax inf -> scale 1
+  const fs::path out2 = dir.path / "out2";
+  const auto strict = run("run --fail-on-nonfinite --capture " + shell_quote(file.string()) +
+                          " --out " + shell_quote(out2.string()));
+  CHECK(strict.rc == 3);
+  CHECK(strict.err == "fp8-advisor: error: [fp8a.capture.406] " + file.string() +
+                          ": tensor 'l.weight' holds 1 NaN and 1 Inf elements (--fail-on-nonfinite)\n");
+  CHECK_FALSE(fs::exists(out2));
+}
+
+TEST_CASE("an output path that is a file is refused; existing reports are replaced whole") {
+  TempDir dir;
+  const fs::path blocker = dir.path / "file";
+  write_bytes(blocker, "x");
+  const auto r = run("run --capture " + sample() + " --out " + shell_quote(blocker.string()));
+  CHECK(r.rc == 3);
+  CHECK(r.err == "fp8-advisor: error: [fp8a.io.104] " + blocker.string() + ": cannot write: not a directory\n");
+
+  const fs::path out = dir.path / "out";
+  fs::create_directories(out);
+  write_bytes(out / "metrics.csv", "old contents that are longer than nothing");
+  REQUIRE(run("run --capture " + sample() + " --out " + shell_quote(out.string())).rc == 0);
+  CHECK(slurp(out / "metrics.csv").rfind("step,layer,", 0) == 0);
+}

@@ -1,1 +1,107 @@
+// Report writers: hand-built rows in, golden files out (tests/golden/reports/), diffed exactly.
+// Refresh on purpose with FP8A_UPDATE_GOLDEN=1 and review the diff.
 #include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "engine/core/error.hpp"
+#include "policies/layer_summary.hpp"
+#include "reports/atomic_file.hpp"
+#include "reports/console_table.hpp"
+#include "reports/metrics_csv.hpp"
+#include "reports/number_format.hpp"
+#include "reports/summary_json.hpp"
+#include "support/rows.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void check_golden(const std::string& name, const std::string& got) {
+  const fs::path path = fs::path(FP8A_SOURCE_DIR) / "tests/golden/reports" / name;
+  if (const char* u = std::getenv("FP8A_UPDATE_GOLDEN"); u != nullptr && std::string(u) == "1") {
+    std::ofstream(path, std::ios::binary) << got;
+    MESSAGE("updated " << path);
+    return;
+  }
+  INFO("golden file " << path << " (FP8A_UPDATE_GOLDEN=1 refreshes it)");
+  REQUIRE(fs::exists(path));
+  CHECK(got == slurp(path));
+}
+
+fp8a::RunInfo fixed_info() {
+  fp8a::RunInfo info;
+  info.version = "0.1.0";
+  info.git_revision = "0123456789ab";
+  info.command_line = {"fp8-advisor", "run", "--capture", "caps", "--out", "out"};
+  info.backend = "cpu";
+  info.device = "2 threads (oneTBB)";
+  fp8a::CaptureFile f;
+  f.path = "caps/step_10.safetensors";
+  f.step = 10;
+  f.step_source = "file name";
+  f.tensor_count = 4;
+  f.bytes = 1234;
+  info.inputs = {f};
+  info.config.recipes = fp8a::parse_recipe_list("current,current:pow2");
+  info.read_seconds = 0.5;
+  info.evaluate_seconds = 0.25;
+  info.warnings = {"caps/step_10.safetensors: tensor 'x.weight' holds 1 NaN and 0 Inf elements"};
+  return info;
+}
+
+}  // namespace
+
+TEST_CASE("numbers print as the shortest round-trip text") {
+  CHECK(fp8a::format_number(0.1) == "0.1");
+  CHECK(fp8a::format_number(448.0f / 3.0f) == "149.33333");
+  CHECK(fp8a::format_number(1e-300) == "1e-300");
+  CHECK(fp8a::format_number(std::numeric_limits<double>::infinity()) == "inf");
+  CHECK(std::strtof(fp8a::format_number(104.642334f).c_str(), nullptr) == 104.642334f);
+}
+
+TEST_CASE("metrics.csv, summary.json and the console table match their golden files") {
+  auto rows = fp8a::testing::sample_rows();
+  // A layer name that needs CSV quoting, and a row the backend could not evaluate.
+  rows.push_back(fp8a::testing::make_row(20, "odd,\"name\"", fp8a::Role::kWeight, "current", 40.0,
+                                         0.99999, 0.0, 0.0));
+  rows.push_back(fp8a::testing::make_row(20, "layers.1.fc2", fp8a::Role::kWeight, "current:pow2",
+                                         0.0, 0.0, 0.0, 0.0));
+  rows.back().applicability = fp8a::Applicability::no("example reason");
+  rows[2].metrics.sqnr_db = std::numeric_limits<double>::infinity();
+  const auto layers = fp8a::summarize_layers(rows);
+  check_golden("metrics.csv", fp8a::render_metrics_csv(rows));
+  check_golden("summary.json", fp8a::render_summary_json(fixed_info(), rows, layers));
+  check_golden("table.txt", fp8a::render_layer_table(layers));
+}
+
+TEST_CASE("atomic writes replace whole files and leave nothing behind on failure") {
+  std::string tmpl = (fs::temp_directory_path() / "fp8a-reports-XXXXXX").string();
+  REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
+  const fs::path dir = tmpl;
+  const fs::path out = dir / "a" / "b";
+  fp8a::ensure_output_directory(out.string());
+  CHECK(fs::is_directory(out));
+  fp8a::write_file_atomically((out / "x.csv").string(), "first, longer contents\n");
+  fp8a::write_file_atomically((out / "x.csv").string(), "second\n");
+  CHECK(slurp(out / "x.csv") == "second\n");
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(out)) ++n;
+  CHECK(n == 1);
+  const std::string bad = (dir / "missing" / "x.csv").string();
+  CHECK_THROWS_WITH_AS(fp8a::write_file_atomically(bad, "x"),
+                       ("[fp8a.io.104] " + bad + ": cannot write: No such file or directory").c_str(),
+                       fp8a::Error);
+  fs::remove_all(dir);
+}
