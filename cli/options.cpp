@@ -7,11 +7,11 @@
 
 namespace fp8a::cli {
 
-bool parse_options(const Invocation& inv, const po::options_description& desc,
+bool parse_options(const Invocation& inv, po::options_description& desc,
                    const po::positional_options_description* positional, po::variables_map* vm,
                    const std::string& usage_line, std::ostream& out) {
-  po::options_description all = desc;
-  all.add_options()("help,h", "show this help");
+  desc.add_options()("help,h", "show this help");
+  const po::options_description& all = desc;
   try {
     po::command_line_parser parser(inv.args);
     parser.options(all).style(po::command_line_style::default_style &
@@ -19,7 +19,7 @@ bool parse_options(const Invocation& inv, const po::options_description& desc,
     if (positional != nullptr) parser.positional(*positional);
     po::store(parser.run(), *vm);
     if (vm->count("help") != 0) {
-      out << "usage: " << usage_line << "\n\n" << desc << "  -h [ --help ]          show this help\n";
+      out << "usage: " << usage_line << "\n\n" << all;
       return false;
     }
     po::notify(*vm);

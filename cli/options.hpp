@@ -16,9 +16,10 @@ struct Invocation {
   std::vector<std::string> command_line;  // everything, for provenance
 };
 
-// Parses args against desc (positional names optional). --help prints usage and returns false.
+// Parses args against desc (positional names optional), adding --help to desc. --help prints
+// usage and returns false.
 // Boost errors become usage errors fp8a.usage.203 with "did you mean" for unknown options.
-bool parse_options(const Invocation& inv, const po::options_description& desc,
+bool parse_options(const Invocation& inv, po::options_description& desc,
                    const po::positional_options_description* positional, po::variables_map* vm,
                    const std::string& usage_line, std::ostream& out);
 

@@ -1,0 +1,97 @@
+// Throughput of the CPU metric pass: K candidate recipes on one captured tensor.
+//
+//   bench_cpu_metrics FILE.safetensors [--candidates 1,8] [--repeat 5] [--threads N]
+//
+// The candidate list cycles through the same eight (recipe, FP8 type) pairs as
+// bench/peer_numpy.py --candidates, so the two print comparable rows. Time covers the whole
+// evaluate() call: BF16 decode, amax pass, quantise/dequantise and the sums for every candidate.
+#include <tbb/global_control.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "datasets/capture.hpp"
+#include "engine/core/error.hpp"
+#include "engine/cpu_backend.hpp"
+
+namespace {
+
+std::vector<fp8a::Candidate> candidate_cycle(int k) {
+  const char* specs[] = {"current", "current:pow2", "current:eps=1000", "current:pow2:eps=1000"};
+  std::vector<fp8a::Candidate> all;
+  for (auto f : {fp8a::Fp8Format::kE4M3, fp8a::Fp8Format::kE5M2})
+    for (const char* s : specs) all.push_back({fp8a::parse_recipe(s), f});
+  std::vector<fp8a::Candidate> out;
+  for (int i = 0; i < k; ++i) out.push_back(all[static_cast<std::size_t>(i) % all.size()]);
+  return out;
+}
+
+std::vector<int> parse_ks(const std::string& s) {
+  std::vector<int> ks;
+  std::size_t start = 0;
+  while (start <= s.size()) {
+    const auto comma = s.find(',', start);
+    ks.push_back(std::atoi(s.substr(start, comma - start).c_str()));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return ks;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s FILE.safetensors [--candidates 1,8] [--repeat 5] [--threads N]\n", argv[0]);
+    return 2;
+  }
+  std::string ks_text = "1,8";
+  int repeat = 5, threads = 0;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--candidates") ks_text = argv[i + 1];
+    else if (a == "--repeat") repeat = std::atoi(argv[i + 1]);
+    else if (a == "--threads") threads = std::atoi(argv[i + 1]);
+  }
+  std::unique_ptr<tbb::global_control> limit;
+  if (threads > 0)
+    limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
+                                                  static_cast<std::size_t>(threads));
+  try {
+    fp8a::DiskFileSystem fs;
+    const auto captures = fp8a::load_captures({argv[1]}, fs);
+    const auto& t = captures.tensors.at(0);
+    const fp8a::CpuBackend backend;
+    for (int k : parse_ks(ks_text)) {
+      const auto cands = candidate_cycle(k);
+      fp8a::TensorEvaluation eval = backend.evaluate(cands, t.view);  // warm-up: pages in the file
+      std::vector<double> times;
+      for (int r = 0; r < repeat; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        eval = backend.evaluate(cands, t.view);
+        times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+      std::sort(times.begin(), times.end());
+      const double median = times[times.size() / 2];
+      const auto n = static_cast<double>(t.view.numel());
+      std::printf("fp8a_cpu K=%d elements=%lld threads=%s median_s=%.6f elements_x_candidates_per_s=%.4g\n",
+                  k, static_cast<long long>(t.view.numel()), threads > 0 ? std::to_string(threads).c_str() : "all",
+                  median, n * k / median);
+      for (std::size_t j = 0; j < cands.size() && j < 8; ++j) {
+        const auto& m = eval.results[j].metrics;
+        std::printf("  %s,%s scale=%.9g mse=%.17g cos=%.17g underflow_pct=%.17g overflow_pct=%.17g\n",
+                    cands[j].recipe.spec().c_str(), fp8a::kFp8Traits[static_cast<int>(cands[j].format)].name,
+                    m.scale, m.mse, m.cos, m.underflow_pct, m.overflow_pct);
+      }
+    }
+  } catch (const fp8a::Error& e) {
+    std::fprintf(stderr, "bench_cpu_metrics: %s\n", e.what());
+    return e.exit_code();
+  }
+  return 0;
+}

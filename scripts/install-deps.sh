@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs the Debian packages fp8-advisor builds with, when any is missing. Runs as root (or with
+# sudo when available). The CUDA toolkit is optional and not installed here.
+set -euo pipefail
+packages=(cmake ninja-build g++ git python3 libeigen3-dev libboost-program-options-dev
+          nlohmann-json3-dev libtbb-dev doctest-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+echo "installing: ${missing[*]}"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
