@@ -37,14 +37,22 @@ inline constexpr Fp8Traits kFp8Traits[] = {
 FP8A_HD float fp8_max_finite(Fp8Format f) { return f == Fp8Format::kE4M3 ? 448.0f : 57344.0f; }
 
 FP8A_HD std::uint32_t float_bits(float x) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(x);
+#else
   std::uint32_t u;
   std::memcpy(&u, &x, sizeof u);
   return u;
+#endif
 }
 FP8A_HD float bits_float(std::uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
   float x;
   std::memcpy(&x, &u, sizeof x);
   return x;
+#endif
 }
 
 // 2^e for e in [-149, 127], exact.

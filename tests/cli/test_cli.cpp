@@ -186,6 +186,10 @@ TEST_CASE("run on the shipped sample matches the independent NumPy golden values
     CHECK(summary["inputs"][0]["step"] == 100);
     CHECK(summary["inputs"][0]["step_source"] == "metadata");
     CHECK(summary["backend"]["name"] == "cpu");
+    // The build configuration is recorded: the CUDA stage is compiled only when configured on.
+    CHECK(summary["backend"]["cuda_compiled"] == static_cast<bool>(FP8A_EXPECT_CUDA_COMPILED));
+    CHECK(summary["tool"]["version"] == "0.1.0");
+    CHECK(summary["command_line"][1] == "run");
     CHECK(summary["layers"].size() == 8);  // 4 layers x 2 recipes
     CHECK(summary["evaluations"] == 48);
     // No temporary files left behind.

@@ -1,0 +1,17 @@
+// Test-only launchers: encode floats on the device with fp8-advisor's shared encoder and with the
+// hardware conversion (cvt.rn.satfinite on sm_89+, via __nv_cvt_float_to_fp8 with __NV_SATFINITE).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace fp8a::cuda_test {
+
+struct DeviceCodes {
+  std::vector<std::uint8_t> ours_e4m3, hw_e4m3, ours_e5m2, hw_e5m2;
+};
+
+// Throws std::runtime_error on any CUDA failure.
+DeviceCodes encode_on_device(const std::vector<float>& x);
+
+}  // namespace fp8a::cuda_test
