@@ -43,10 +43,11 @@ void resolve_step(const SafetensorsFile& st, CaptureFile* f) {
     auto first = last;
     while (first > 0 && stem[first - 1] >= '0' && stem[first - 1] <= '9') --first;
     const std::string digits = stem.substr(first, last - first + 1);
-    if (parse_int64(digits, &f->step)) {
-      f->step_source = "file name";
-      return;
-    }
+    if (!parse_int64(digits, &f->step))
+      throw input_error("fp8a.capture.405", f->path + ": step " + digits +
+                                                " in the file name is out of range");
+    f->step_source = "file name";
+    return;
   }
   f->step = 0;
   f->step_source = "default";
@@ -156,7 +157,8 @@ CaptureSet load_captures(const std::vector<std::string>& paths, const FileSystem
   files.erase(std::unique(files.begin(), files.end()), files.end());
   for (const auto& f : files) load_file(f, fs, &set);
 
-  std::sort(set.tensors.begin(), set.tensors.end(),
+  // Stable: of two equal keys the one from the earlier file (in path order) comes first.
+  std::stable_sort(set.tensors.begin(), set.tensors.end(),
             [](const auto& a, const auto& b) { return a.key < b.key; });
   for (std::size_t i = 1; i < set.tensors.size(); ++i) {
     const auto& a = set.tensors[i - 1];

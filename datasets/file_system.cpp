@@ -97,7 +97,15 @@ void MemoryFileSystem::add_file(const std::string& path, std::vector<std::byte> 
   files_[path] = std::make_shared<const std::vector<std::byte>>(std::move(contents));
 }
 
-FileSystem::Kind MemoryFileSystem::kind(const std::string& path) const {
+namespace {
+std::string without_trailing_slash(std::string p) {
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  return p;
+}
+}  // namespace
+
+FileSystem::Kind MemoryFileSystem::kind(const std::string& raw) const {
+  const std::string path = without_trailing_slash(raw);
   if (files_.count(path) != 0) return Kind::kFile;
   const std::string prefix = path + "/";
   auto it = files_.lower_bound(prefix);
@@ -107,7 +115,7 @@ FileSystem::Kind MemoryFileSystem::kind(const std::string& path) const {
 
 std::vector<std::string> MemoryFileSystem::list_files_recursive(const std::string& dir) const {
   std::vector<std::string> out;
-  const std::string prefix = dir + "/";
+  const std::string prefix = without_trailing_slash(dir) + "/";
   for (auto it = files_.lower_bound(prefix);
        it != files_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it)
     out.push_back(it->first);

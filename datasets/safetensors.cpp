@@ -4,6 +4,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <vector>
 
 #include "engine/core/error.hpp"
 
@@ -50,15 +51,43 @@ SafetensorsFile parse_safetensors(std::span<const std::byte> bytes, std::string_
              std::to_string(bytes.size() - 8) + " bytes follow the length field");
 
   const std::string_view text(reinterpret_cast<const char*>(bytes.data() + 8), n);
-  // Duplicate top-level names: nlohmann keeps the last one silently, so watch keys as they parse.
-  std::set<std::string> top_keys;
-  std::string duplicate;
+  // nlohmann's parser stops at a NUL byte and skips a UTF-8 byte-order mark; JSON allows neither
+  // (a raw NUL is never valid JSON text), and the reference parser refuses both.
+  if (const auto nul = text.find('\0'); nul != std::string_view::npos)
+    fail("fp8a.safetensors.304", file,
+         "header is not valid JSON: NUL byte at header offset " + std::to_string(nul));
+  if (text.substr(0, 3) == "\xEF\xBB\xBF")
+    fail("fp8a.safetensors.304", file, "header is not valid JSON: it starts with a byte-order mark");
+
+  // Repeated keys: nlohmann keeps the last one silently, so watch keys as they are parsed, in
+  // every object (tensor names, entry fields, metadata keys).
+  std::vector<std::set<std::string>> open_objects;
+  std::string current_top_key;
+  std::string duplicate_error;
+  std::string duplicate_id;
   json header;
   try {
     header = json::parse(text, [&](int depth, json::parse_event_t event, json& parsed) {
-      if (event == json::parse_event_t::key && depth == 1 && parsed.is_string()) {
+      if (event == json::parse_event_t::object_start) open_objects.emplace_back();
+      if (event == json::parse_event_t::object_end && !open_objects.empty()) open_objects.pop_back();
+      if (event == json::parse_event_t::key && !open_objects.empty() && parsed.is_string()) {
         const auto& k = parsed.get_ref<const std::string&>();
-        if (!top_keys.insert(k).second && duplicate.empty()) duplicate = k;
+        if (depth == 1) current_top_key = k;
+        if (!open_objects.back().insert(k).second && duplicate_error.empty()) {
+          if (depth == 1) {
+            duplicate_id = "fp8a.safetensors.311";
+            duplicate_error = (k == "__metadata__" ? std::string("__metadata__")
+                                                   : "tensor name " + in_quotes(k)) +
+                              " appears twice";
+          } else if (current_top_key == "__metadata__") {
+            duplicate_id = "fp8a.safetensors.306";
+            duplicate_error = "__metadata__ key " + in_quotes(k) + " appears twice";
+          } else {
+            duplicate_id = "fp8a.safetensors.305";
+            duplicate_error = "tensor " + in_quotes(current_top_key) + ": field " + in_quotes(k) +
+                              " appears twice";
+          }
+        }
       }
       return true;
     });
@@ -68,8 +97,7 @@ SafetensorsFile parse_safetensors(std::span<const std::byte> bytes, std::string_
     if (auto pos = why.find("] "); pos != std::string::npos) why = why.substr(pos + 2);
     fail("fp8a.safetensors.304", file, "header is not valid JSON: " + why);
   }
-  if (!duplicate.empty())
-    fail("fp8a.safetensors.311", file, "tensor name " + in_quotes(duplicate) + " appears twice");
+  if (!duplicate_error.empty()) fail(duplicate_id, file, duplicate_error);
   if (!header.is_object()) fail("fp8a.safetensors.304", file, "header is not a JSON object");
 
   SafetensorsFile out;
@@ -77,6 +105,7 @@ SafetensorsFile parse_safetensors(std::span<const std::byte> bytes, std::string_
   const std::uint64_t data_size = bytes.size() - data_start;
   for (auto& [name, value] : header.items()) {
     if (name == "__metadata__") {
+      if (value.is_null()) continue;  // optional field; null means none, as in the reference
       if (!value.is_object())
         fail("fp8a.safetensors.306", file, "__metadata__ must be an object of strings");
       for (auto& [k, v] : value.items()) {
@@ -116,7 +145,10 @@ SafetensorsFile parse_safetensors(std::span<const std::byte> bytes, std::string_
       if (!d.is_number_unsigned())
         fail("fp8a.safetensors.305", file, where + "shape entries must be non-negative integers");
       const auto dim = d.get<std::uint64_t>();
-      if (dim > static_cast<std::uint64_t>(INT64_MAX) || __builtin_mul_overflow(numel, dim, &numel))
+      if (dim > static_cast<std::uint64_t>(INT64_MAX))
+        fail("fp8a.safetensors.309", file,
+             where + "shape dimension " + std::to_string(dim) + " exceeds 2^63 - 1");
+      if (__builtin_mul_overflow(numel, dim, &numel))
         fail("fp8a.safetensors.309", file, where + "shape " + sh->dump() + " overflows");
       e.shape.push_back(static_cast<std::int64_t>(dim));
     }

@@ -1,1 +1,366 @@
+// load_captures over an in-memory file system: discovery, step resolution, naming, dtype and
+// shape checks, ordering, and the values seen through TensorView.
 #include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "datasets/capture.hpp"
+#include "datasets/safetensors_builder.hpp"
+#include "engine/core/error.hpp"
+
+using fp8a::CaptureKey;
+using fp8a::Error;
+using fp8a::load_captures;
+using fp8a::MemoryFileSystem;
+using fp8a::natural_less;
+using fp8a::Role;
+using fp8a::test::build_file;
+using fp8a::test::raw_file;
+using fp8a::test::raw_file_with_length;
+using fp8a::test::TensorSpec;
+using fp8a::test::zero_bytes;
+
+namespace {
+
+// Largest finite BF16, bit pattern 0x7F7F: (2 - 2^-7) * 2^127.
+constexpr float kBf16Max = 3.3895313892515355e38f;
+
+// One BF16 [2] weight: enough to make a file a valid capture.
+std::vector<std::byte> one_weight(const std::string& name = "layers.0.fc1.weight",
+                                  const std::map<std::string, std::string>& meta = {}) {
+  return build_file({{name, "BF16", {2}, {1.0f, -1.0f}}}, meta);
+}
+
+}  // namespace
+
+TEST_CASE("files and directories: recursive, *.safetensors only, sorted, de-duplicated") {
+  MemoryFileSystem fs;
+  const auto a = one_weight("layers.0.fc1.weight");
+  const auto b = build_file({{"layers.0.fc1.activation", "F32", {1, 3}, {1.0f, 2.0f, 3.0f}},
+                             {"layers.0.fc1.weight", "F32", {3}, {4.0f, 5.0f, 6.0f}}});
+  const auto c = one_weight("layers.1.fc1.weight");
+  fs.add_file("caps/z/step_000200.safetensors", a);
+  fs.add_file("caps/a/deep/step_000100.safetensors", b);
+  // Not captures: never opened (their content would fail to parse).
+  fs.add_file("caps/notes.txt", raw_file("not json"));
+  fs.add_file("caps/a/old.safetensors.bak", raw_file("not json"));
+  fs.add_file("extra/run7_step_000300.safetensors", c);
+
+  // The explicit file is listed twice, once as a file and once below its directory.
+  const auto set = load_captures({"extra/run7_step_000300.safetensors", "caps", "extra"}, fs);
+  REQUIRE(set.files.size() == 3);
+  CHECK(set.files[0].path == "caps/a/deep/step_000100.safetensors");
+  CHECK(set.files[1].path == "caps/z/step_000200.safetensors");
+  CHECK(set.files[2].path == "extra/run7_step_000300.safetensors");
+  CHECK(set.files[0].step == 100);
+  CHECK(set.files[1].step == 200);
+  CHECK(set.files[2].step == 300);
+  CHECK(set.files[0].tensor_count == 2);
+  CHECK(set.files[1].tensor_count == 1);
+  CHECK(set.files[0].bytes == b.size());
+  CHECK(set.files[1].bytes == a.size());
+  CHECK(set.mappings.size() == 3);
+
+  REQUIRE(set.tensors.size() == 4);
+  CHECK(set.tensors[0].key == CaptureKey{100, "layers.0.fc1", Role::kActivation});
+  CHECK(set.tensors[0].file == "caps/a/deep/step_000100.safetensors");
+  CHECK(set.tensors[0].tensor_name == "layers.0.fc1.activation");
+  CHECK(set.tensors[1].key == CaptureKey{100, "layers.0.fc1", Role::kWeight});
+  CHECK(set.tensors[2].key == CaptureKey{200, "layers.0.fc1", Role::kWeight});
+  CHECK(set.tensors[2].file == "caps/z/step_000200.safetensors");
+  CHECK(set.tensors[3].key == CaptureKey{300, "layers.1.fc1", Role::kWeight});
+}
+
+TEST_CASE("step: __metadata__ first, then the last number in the file name, then 0") {
+  MemoryFileSystem fs;
+  // Metadata wins over the number in the name.
+  fs.add_file("m/step_000100.safetensors", one_weight("l.weight", {{"step", "42"}}));
+  fs.add_file("n/run7_step_000300.safetensors", one_weight());
+  // Digits only in the directory name do not count.
+  fs.add_file("run5/capture.safetensors", one_weight());
+  // Leading zeros in metadata are fine.
+  fs.add_file("z/x.safetensors", one_weight("l.weight", {{"step", "007"}}));
+
+  const auto set = load_captures(
+      {"m/step_000100.safetensors", "n/run7_step_000300.safetensors", "run5/capture.safetensors",
+       "z/x.safetensors"},
+      fs);
+  REQUIRE(set.files.size() == 4);
+  CHECK(set.files[0].path == "m/step_000100.safetensors");
+  CHECK(set.files[0].step == 42);
+  CHECK(set.files[0].step_source == "metadata");
+  CHECK(set.files[1].path == "n/run7_step_000300.safetensors");
+  CHECK(set.files[1].step == 300);
+  CHECK(set.files[1].step_source == "file name");
+  CHECK(set.files[2].path == "run5/capture.safetensors");
+  CHECK(set.files[2].step == 0);
+  CHECK(set.files[2].step_source == "default");
+  CHECK(set.files[3].step == 7);
+  CHECK(set.files[3].step_source == "metadata");
+  // The tensors carry their file's step.
+  REQUIRE(set.tensors.size() == 4);
+  CHECK(set.tensors[0].key.step == 0);
+  CHECK(set.tensors[1].key.step == 7);
+  CHECK(set.tensors[2].key.step == 42);
+  CHECK(set.tensors[3].key.step == 300);
+}
+
+TEST_CASE("405: step metadata that is not a non-negative integer") {
+  for (const char* bad : {"abc", "-5", "", "12x", "+3"}) {
+    CAPTURE(bad);
+    MemoryFileSystem fs;
+    fs.add_file("c/s.safetensors", one_weight("l.weight", {{"step", bad}}));
+    CHECK_THROWS_WITH_AS(load_captures({"c/s.safetensors"}, fs),
+                         (std::string("[fp8a.capture.405] c/s.safetensors: __metadata__ step '") +
+                          bad + "' is not a non-negative integer")
+                             .c_str(),
+                         Error);
+  }
+}
+
+TEST_CASE("101 and 103: missing paths and directories without captures") {
+  MemoryFileSystem fs;
+  fs.add_file("d/notes.txt", raw_file("{}"));
+  fs.add_file("d/sub/x.safetensors.tmp", raw_file("{}"));
+  CHECK_THROWS_WITH_AS(load_captures({"nope"}, fs), "[fp8a.io.101] nope: no such file or directory",
+                       Error);
+  // A prefix of a real directory name is not that directory.
+  CHECK_THROWS_WITH_AS(load_captures({"d/su"}, fs), "[fp8a.io.101] d/su: no such file or directory",
+                       Error);
+  CHECK_THROWS_WITH_AS(load_captures({"d"}, fs),
+                       "[fp8a.io.103] d: directory holds no *.safetensors captures", Error);
+}
+
+TEST_CASE("safetensors errors name the capture's path") {
+  MemoryFileSystem fs;
+  fs.add_file("c/bad.safetensors", raw_file_with_length(50, "{}", {}));
+  CHECK_THROWS_WITH_AS(load_captures({"c"}, fs),
+                       "[fp8a.safetensors.303] c/bad.safetensors: truncated: header of 50 bytes "
+                       "but only 2 bytes follow the length field",
+                       Error);
+}
+
+TEST_CASE("403: tensor names without a role suffix") {
+  const char* bad_names[] = {"layers.0.fc1.input", "weight", ".weight", "layers.0.fc1.Weight"};
+  for (const char* name : bad_names) {
+    CAPTURE(name);
+    MemoryFileSystem fs;
+    fs.add_file("c.safetensors", one_weight(name));
+    CHECK_THROWS_WITH_AS(load_captures({"c.safetensors"}, fs),
+                         (std::string("[fp8a.capture.403] c.safetensors: tensor '") + name +
+                          "': name must be <layer>.<role> with role activation, weight or gradient")
+                             .c_str(),
+                         Error);
+  }
+}
+
+TEST_CASE("split_tensor_name splits at the last dot") {
+  std::string layer;
+  Role role = Role::kWeight;
+  REQUIRE(fp8a::split_tensor_name("layers.3.linear_fc2.gradient", &layer, &role));
+  CHECK(layer == "layers.3.linear_fc2");
+  CHECK(role == Role::kGradient);
+  REQUIRE(fp8a::split_tensor_name("x.activation", &layer, &role));
+  CHECK(layer == "x");
+  CHECK(role == Role::kActivation);
+  CHECK_FALSE(fp8a::split_tensor_name("activation", &layer, &role));
+  CHECK_FALSE(fp8a::split_tensor_name("x.activations", &layer, &role));
+}
+
+TEST_CASE("401: dtypes other than BF16, F16, F32") {
+  MemoryFileSystem fs;
+  fs.add_file("c.safetensors",
+              raw_file(R"({"l.weight":{"dtype":"I32","shape":[2],"data_offsets":[0,8]}})",
+                       zero_bytes(8)));
+  CHECK_THROWS_WITH_AS(load_captures({"c.safetensors"}, fs),
+                       "[fp8a.capture.401] c.safetensors: tensor 'l.weight': dtype I32 is not "
+                       "supported (BF16, F16, F32)",
+                       Error);
+}
+
+TEST_CASE("402: empty tensors") {
+  MemoryFileSystem fs;
+  fs.add_file("c.safetensors",
+              raw_file(R"({"l.weight":{"dtype":"BF16","shape":[0,16],"data_offsets":[0,0]}})"));
+  CHECK_THROWS_WITH_AS(load_captures({"c.safetensors"}, fs),
+                       "[fp8a.capture.402] c.safetensors: tensor 'l.weight': tensor is empty",
+                       Error);
+}
+
+TEST_CASE("404: the same (step, layer, role) in two files") {
+  MemoryFileSystem fs;
+  fs.add_file("a.safetensors", one_weight("layers.0.fc1.weight", {{"step", "5"}}));
+  fs.add_file("b.safetensors", one_weight("layers.0.fc1.weight", {{"step", "5"}}));
+  CHECK_THROWS_WITH_AS(load_captures({"b.safetensors", "a.safetensors"}, fs),
+                       "[fp8a.capture.404] step 5 tensor 'layers.0.fc1.weight' appears in both "
+                       "a.safetensors and b.safetensors",
+                       Error);
+  // Same name at different steps is fine.
+  MemoryFileSystem ok;
+  ok.add_file("a.safetensors", one_weight("layers.0.fc1.weight", {{"step", "5"}}));
+  ok.add_file("b.safetensors", one_weight("layers.0.fc1.weight", {{"step", "6"}}));
+  CHECK(load_captures({"a.safetensors", "b.safetensors"}, ok).tensors.size() == 2);
+}
+
+TEST_CASE("tensors sort by step, natural layer order, then role") {
+  MemoryFileSystem fs;
+  // Step 20 file written first in path order, with names in scrambled order.
+  fs.add_file("a_step_20.safetensors",
+              build_file({{"layers.10.fc.weight", "BF16", {1}, {1.0f}},
+                          {"layers.2.fc.gradient", "BF16", {1}, {2.0f}},
+                          {"layers.2.fc.weight", "BF16", {1}, {3.0f}},
+                          {"layers.2.fc.activation", "BF16", {1}, {4.0f}},
+                          {"layers.1.fc.weight", "BF16", {1}, {5.0f}}}));
+  fs.add_file("b_step_3.safetensors", build_file({{"layers.9.fc.gradient", "BF16", {1}, {6.0f}}}));
+  const auto set = load_captures({"a_step_20.safetensors", "b_step_3.safetensors"}, fs);
+  const std::vector<std::string> expected = {
+      "layers.9.fc.gradient",    // step 3
+      "layers.1.fc.weight",      // step 20 ...
+      "layers.2.fc.activation",  // activation < weight < gradient
+      "layers.2.fc.weight",
+      "layers.2.fc.gradient",
+      "layers.10.fc.weight",     // 10 after 2
+  };
+  std::vector<std::string> got;
+  for (const auto& t : set.tensors) got.push_back(t.tensor_name);
+  CHECK(got == expected);
+  REQUIRE(set.tensors.size() == 6);
+  CHECK(set.tensors[0].key.step == 3);
+  CHECK(set.tensors[1].key.step == 20);
+  // Each view reads its own tensor's bytes.
+  CHECK(set.tensors[0].view.load_float(0) == 6.0f);
+  CHECK(set.tensors[2].view.load_float(0) == 4.0f);
+  CHECK(set.tensors[5].view.load_float(0) == 1.0f);
+}
+
+TEST_CASE("N-D tensors are seen as [product of leading dims, last dim]") {
+  std::vector<float> twenty_four(24);
+  for (int i = 0; i < 24; ++i) twenty_four[static_cast<std::size_t>(i)] = static_cast<float>(i);
+  MemoryFileSystem fs;
+  fs.add_file("c.safetensors", build_file({{"three.weight", "F32", {2, 3, 4}, twenty_four},
+                                           {"one.weight", "F32", {5}, {1, 2, 3, 4, 5}},
+                                           {"zero.weight", "F32", {}, {7.0f}}}));
+  const auto set = load_captures({"c.safetensors"}, fs);
+  REQUIRE(set.tensors.size() == 3);
+  const auto& one = set.tensors[0].view;
+  const auto& three = set.tensors[1].view;
+  const auto& zero = set.tensors[2].view;
+  REQUIRE(set.tensors[1].tensor_name == "three.weight");
+  CHECK(three.shape == std::vector<std::int64_t>{2, 3, 4});
+  CHECK(three.rows == 6);
+  CHECK(three.cols == 4);
+  CHECK(three.numel() == 24);
+  CHECK(three.load_float(23) == 23.0f);
+  REQUIRE(set.tensors[0].tensor_name == "one.weight");
+  CHECK(one.rows == 1);
+  CHECK(one.cols == 5);
+  CHECK(one.load_float(4) == 5.0f);
+  REQUIRE(set.tensors[2].tensor_name == "zero.weight");
+  CHECK(zero.shape.empty());
+  CHECK(zero.rows == 1);
+  CHECK(zero.cols == 1);
+  CHECK(zero.load_float(0) == 7.0f);
+}
+
+TEST_CASE("values read back exactly for BF16, F16 and F32") {
+  // BF16-representable (at most 8 significant bits): 5/32, -2^-7, and the largest finite BF16.
+  const std::vector<float> bf16_values = {1.0f, -2.5f, 0.15625f, -0.0078125f, 256.0f, kBf16Max};
+  // Values with hand-written half patterns in the builder.
+  const std::vector<float> f16_values = {1.5f, -2.0f, 0.5f, 65504.0f};
+  const std::vector<float> f32_values = {0.1f, -123.456f, 1e-30f};
+  MemoryFileSystem fs;
+  fs.add_file("v.safetensors", build_file({{"b.activation", "BF16", {2, 3}, bf16_values},
+                                           {"h.activation", "F16", {4}, f16_values},
+                                           {"s.activation", "F32", {3}, f32_values}}));
+  const auto set = load_captures({"v.safetensors"}, fs);
+  REQUIRE(set.tensors.size() == 3);
+  const auto check_values = [](const fp8a::TensorView& v, fp8a::DType dtype,
+                               const std::vector<float>& expected) {
+    CHECK(v.dtype == dtype);
+    REQUIRE(v.numel() == static_cast<std::int64_t>(expected.size()));
+    std::vector<float> bulk(expected.size());
+    v.load_floats(0, v.numel(), bulk.data());
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+      CAPTURE(i);
+      CHECK(v.load_float(static_cast<std::int64_t>(i)) == expected[i]);
+      CHECK(bulk[i] == expected[i]);
+    }
+  };
+  check_values(set.tensors[0].view, fp8a::DType::kBF16, bf16_values);
+  check_values(set.tensors[1].view, fp8a::DType::kF16, f16_values);
+  check_values(set.tensors[2].view, fp8a::DType::kF32, f32_values);
+  // The views point into the kept mapping.
+  REQUIRE(set.mappings.size() == 1);
+  const auto bytes = set.mappings[0]->bytes();
+  for (const auto& t : set.tensors) {
+    CHECK(t.view.data >= bytes.data());
+    CHECK(t.view.data < bytes.data() + bytes.size());
+  }
+}
+
+TEST_CASE("the test builder rounds BF16 to nearest even") {
+  // 1 + 2^-8 is halfway between 1 (0x3F80) and 1 + 2^-7 (0x3F81): ties go to the even 0x3F80.
+  CHECK(fp8a::test::bf16_rne(1.00390625f) == 0x3F80);
+  // 1 + 3 * 2^-8 is halfway between 0x3F81 and 0x3F82: even is 0x3F82.
+  CHECK(fp8a::test::bf16_rne(1.01171875f) == 0x3F82);
+  // One float above the tie rounds up.
+  CHECK(fp8a::test::bf16_rne(std::nextafter(1.00390625f, 2.0f)) == 0x3F81);
+  CHECK(fp8a::test::bf16_rne(-2.5f) == 0xC020);
+  CHECK(fp8a::test::bf16_rne(kBf16Max) == 0x7F7F);
+}
+
+TEST_CASE("natural_less compares digit runs by value") {
+  CHECK(natural_less("a2", "a10"));
+  CHECK_FALSE(natural_less("a10", "a2"));
+  CHECK_FALSE(natural_less("a10", "a9"));
+  CHECK(natural_less("a9", "a10"));
+  CHECK(natural_less("layers.1.x", "layers.1.y"));
+  CHECK(natural_less("layers.2.fc", "layers.10.fc"));
+  CHECK_FALSE(natural_less("layers.1.x", "layers.1.x"));
+  CHECK_FALSE(natural_less("", ""));
+  CHECK(natural_less("a", "a1"));
+  CHECK_FALSE(natural_less("a1", "a"));
+  // Numbers longer than 64 bits still compare by value.
+  CHECK(natural_less("x99999999999999999999", "x100000000000000000000"));
+  // Same value with leading zeros: neither is less.
+  CHECK_FALSE(natural_less("x01", "x1"));
+  CHECK_FALSE(natural_less("x1", "x01"));
+}
+
+TEST_CASE("CaptureKey order: step, natural layer, role; ties in value broken by plain order") {
+  CHECK(CaptureKey{1, "layers.10", Role::kActivation} < CaptureKey{2, "layers.2", Role::kActivation});
+  CHECK(CaptureKey{1, "layers.2", Role::kGradient} < CaptureKey{1, "layers.10", Role::kActivation});
+  CHECK(CaptureKey{1, "l", Role::kActivation} < CaptureKey{1, "l", Role::kWeight});
+  CHECK(CaptureKey{1, "l", Role::kWeight} < CaptureKey{1, "l", Role::kGradient});
+  CHECK_FALSE(CaptureKey{1, "l", Role::kWeight} < CaptureKey{1, "l", Role::kWeight});
+  // "x01" and "x1" are equal numerically; the plain string order ('0' < '1') decides.
+  CHECK(CaptureKey{1, "x01", Role::kWeight} < CaptureKey{1, "x1", Role::kWeight});
+  CHECK_FALSE(CaptureKey{1, "x1", Role::kWeight} < CaptureKey{1, "x01", Role::kWeight});
+}
+
+TEST_CASE("405: a step in the file name too large for 64 bits") {
+  MemoryFileSystem fs;
+  fs.add_file("c/step_99999999999999999999.safetensors", one_weight());
+  CHECK_THROWS_WITH_AS(load_captures({"c/"}, fs),
+                       "[fp8a.capture.405] c/step_99999999999999999999.safetensors: step "
+                       "99999999999999999999 in the file name is out of range",
+                       Error);
+}
+
+TEST_CASE("404 names the files in path order whatever the sort does with equal keys") {
+  MemoryFileSystem fs;
+  std::vector<std::string> paths;
+  for (int i = 0; i < 40; ++i) {
+    const std::string p = "d/f" + std::to_string(100 + i) + ".safetensors";
+    fs.add_file(p, one_weight("layers.0.fc1.weight", {{"step", "1"}}));
+    paths.push_back(p);
+  }
+  CHECK_THROWS_WITH_AS(load_captures({"d"}, fs),
+                       "[fp8a.capture.404] step 1 tensor 'layers.0.fc1.weight' appears in both "
+                       "d/f100.safetensors and d/f101.safetensors",
+                       Error);
+}
