@@ -7,7 +7,6 @@
 
 #include <Eigen/Core>
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <limits>
 
@@ -19,6 +18,7 @@ namespace fp8a {
 namespace {
 
 using FloatArray = Eigen::Array<float, Eigen::Dynamic, 1>;
+using DoubleArray = Eigen::Array<double, Eigen::Dynamic, 1>;
 
 std::int64_t chunk_count(const TensorView& t) {
   return (t.numel() + CpuBackend::kChunkElements - 1) / CpuBackend::kChunkElements;
@@ -42,47 +42,55 @@ void for_each_chunk(const TensorView& t, Fn&& fn) {
                     });
 }
 
-TensorStats chunk_stats(const Eigen::Ref<const FloatArray>& x) {
+TensorStats chunk_stats(const float* x, std::int64_t n) {
+  // For non-negative floats the order of the values is the order of their bit patterns, and NaN
+  // patterns lie above +inf; working on |x|'s bits keeps every min/max an integer reduction,
+  // which vectorises (float min/max with NaN semantics does not).
+  // Masked patterns fit in int32, and signed compares are what SSE2 has.
+  constexpr std::int32_t kInfBits = 0x7F800000;
+  std::int32_t amax = 0, amax_finite = 0, amin = kInfBits;
+  std::int32_t nan = 0, inf = 0, zero = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto b = static_cast<std::int32_t>(float_bits(x[i]) & 0x7FFFFFFFu);
+    nan += b > kInfBits;
+    inf += b == kInfBits;
+    zero += b == 0;
+    const std::int32_t not_nan = b > kInfBits ? 0 : b;
+    const std::int32_t finite = b >= kInfBits ? 0 : b;
+    const std::int32_t finite_nonzero = (b == 0 || b >= kInfBits) ? kInfBits : b;
+    amax = std::max(amax, not_nan);
+    amax_finite = std::max(amax_finite, finite);
+    amin = std::min(amin, finite_nonzero);
+  }
   TensorStats s;
-  s.numel = x.size();
-  const FloatArray a = x.abs();
-  const auto finite = x.isFinite();
-  s.nan_count = x.isNaN().count();
-  s.inf_count = s.numel - s.nan_count - finite.count();
-  s.zero_count = (x == 0.0f).count();
-  constexpr float kInf = std::numeric_limits<float>::infinity();
-  // NaN compares false everywhere, so these selects skip it.
-  s.amax = (a == a).select(a, 0.0f).maxCoeff();
-  s.amax_finite = finite.select(a, 0.0f).maxCoeff();
-  s.amin_nonzero = (finite && a > 0.0f).select(a, kInf).minCoeff();
-  s.sum_sq = finite.select(x, 0.0f).cast<double>().square().sum();
+  s.numel = n;
+  s.nan_count = nan;
+  s.inf_count = inf;
+  s.zero_count = zero;
+  s.amax = bits_float(static_cast<std::uint32_t>(amax));
+  s.amax_finite = bits_float(static_cast<std::uint32_t>(amax_finite));
+  s.amin_nonzero = bits_float(static_cast<std::uint32_t>(amin));  // +inf when there is no finite nonzero element
+  const Eigen::Map<const FloatArray> xa(x, n);
+  s.sum_sq = nan + inf == 0 ? xa.cast<double>().square().sum()
+                            : xa.isFinite().select(xa, 0.0f).cast<double>().square().sum();
   return s;
 }
 
-// A 256-entry decode table per FP8 format.
-struct DecodeTables {
-  std::array<float, 256> e4m3{}, e5m2{};
-  DecodeTables() {
-    for (int c = 0; c < 256; ++c) {
-      e4m3[c] = decode_e4m3(static_cast<std::uint8_t>(c));
-      e5m2[c] = decode_e5m2(static_cast<std::uint8_t>(c));
-    }
-  }
-  const std::array<float, 256>& operator[](Fp8Format f) const {
-    return f == Fp8Format::kE4M3 ? e4m3 : e5m2;
-  }
-};
-
-template <std::uint8_t (*Encode)(float)>
-void quantize_chunk(const float* x, std::int64_t n, float scale, float scale_inv,
-                    const std::array<float, 256>& table, float* deq, std::int64_t* underflow) {
-  std::int64_t under = 0;
+// Fake-quantises one chunk for one candidate: deq = fp8 round trip of x * scale, times scale_inv.
+// Counts in 32 bits: a chunk holds far fewer than 2^31 elements.
+template <float (*RoundTrip)(float)>
+void quantize_chunk(const float* x, std::int64_t n, float scale, float scale_inv, float threshold,
+                    float* deq, QuantSums* sums) {
+  std::int32_t under = 0, over = 0;
   for (std::int64_t i = 0; i < n; ++i) {
-    const std::uint8_t code = Encode(x[i] * scale);
-    deq[i] = table[code] * scale_inv;
-    under += static_cast<std::int64_t>(x[i] != 0.0f && fp8_is_zero(code));
+    const float v = x[i];
+    const float q = RoundTrip(v * scale);
+    deq[i] = q * scale_inv;
+    under += (v != 0.0f) & (q == 0.0f);
+    over += std::fabs(v) > threshold;
   }
-  *underflow = under;
+  sums->underflow_count = under;
+  sums->overflow_count = over;
 }
 
 }  // namespace
@@ -98,7 +106,7 @@ Applicability CpuBackend::supports(const Recipe& recipe) const {
 
 TensorStats compute_tensor_stats(const TensorView& t) {
   std::vector<TensorStats> parts(static_cast<std::size_t>(chunk_count(t)));
-  for_each_chunk(t, [&](std::int64_t c, const auto& x) { parts[c] = chunk_stats(x); });
+  for_each_chunk(t, [&](std::int64_t c, const auto& x) { parts[c] = chunk_stats(x.data(), x.size()); });
   TensorStats total;
   for (const auto& p : parts) total.merge(p);
   return total;
@@ -106,7 +114,6 @@ TensorStats compute_tensor_stats(const TensorView& t) {
 
 TensorEvaluation CpuBackend::evaluate(std::span<const Candidate> candidates,
                                       const TensorView& t) const {
-  static const DecodeTables tables;
   TensorEvaluation out;
   out.stats = compute_tensor_stats(t);
   const bool has_nonfinite = out.stats.nan_count + out.stats.inf_count > 0;
@@ -124,32 +131,32 @@ TensorEvaluation CpuBackend::evaluate(std::span<const Candidate> candidates,
 
   const std::size_t k = candidates.size();
   std::vector<QuantSums> parts(static_cast<std::size_t>(chunk_count(t)) * k);
-  tbb::enumerable_thread_specific<FloatArray> deq_buffers(
-      [] { return FloatArray(CpuBackend::kChunkElements); });
+  struct Scratch {
+    FloatArray deq = FloatArray(CpuBackend::kChunkElements);
+    DoubleArray x = DoubleArray(CpuBackend::kChunkElements);
+  };
+  tbb::enumerable_thread_specific<Scratch> scratch;
   for_each_chunk(t, [&](std::int64_t c, const auto& x_raw) {
-    FloatArray& deq_buf = deq_buffers.local();
+    Scratch& buf = scratch.local();
     const std::int64_t n = x_raw.size();
-    auto deq = deq_buf.head(n);
-    // Sums run over finite elements only: NaN/Inf are zeroed on both sides (and still counted in
-    // underflow/overflow as TE counts them).
-    FloatArray masked;
-    const float* x_finite_ptr = x_raw.data();
-    if (has_nonfinite) {
-      masked = x_raw.isFinite().select(x_raw, 0.0f);
-      x_finite_ptr = masked.data();
-    }
-    const auto xd = Eigen::Map<const FloatArray>(x_finite_ptr, n).template cast<double>();
+    auto deq = buf.deq.head(n);
+    // The error sums run over finite elements only: NaN/Inf are zeroed on both sides (they are
+    // still counted in underflow/overflow, as TE counts them). x in double is shared by all
+    // candidates of the chunk.
+    auto xd = buf.x.head(n);
+    if (has_nonfinite)
+      xd = x_raw.isFinite().select(x_raw, 0.0f).template cast<double>();
+    else
+      xd = x_raw.template cast<double>();
     for (std::size_t j = 0; j < k; ++j) {
       const Plan& p = plans[j];
       QuantSums& s = parts[static_cast<std::size_t>(c) * k + j];
-      const auto& table = tables[candidates[j].format];
       if (candidates[j].format == Fp8Format::kE4M3)
-        quantize_chunk<encode_e4m3>(x_raw.data(), n, p.scale, p.scale_inv, table, deq.data(),
-                                    &s.underflow_count);
+        quantize_chunk<round_trip_e4m3>(x_raw.data(), n, p.scale, p.scale_inv,
+                                        p.overflow_threshold, deq.data(), &s);
       else
-        quantize_chunk<encode_e5m2>(x_raw.data(), n, p.scale, p.scale_inv, table, deq.data(),
-                                    &s.underflow_count);
-      s.overflow_count = (x_raw.abs() > p.overflow_threshold).count();
+        quantize_chunk<round_trip_e5m2>(x_raw.data(), n, p.scale, p.scale_inv,
+                                        p.overflow_threshold, deq.data(), &s);
       if (has_nonfinite) deq = x_raw.isFinite().select(deq, 0.0f);
       const auto dd = deq.template cast<double>();
       s.sum_sq_err = (xd - dd).square().sum();
