@@ -1,7 +1,6 @@
 // fp8-advisor inspect: list and validate the tensors of captures.
 #include <tbb/parallel_for.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
@@ -9,6 +8,7 @@
 #include "engine/core/error.hpp"
 #include "datasets/capture.hpp"
 #include "engine/cpu_backend.hpp"
+#include "reports/text_table.hpp"
 
 namespace fp8a::cli {
 
@@ -57,21 +57,8 @@ int command_inspect(const Invocation& inv) {
                      general(s.dynamic_range_log2()), std::to_string(s.nan_count),
                      std::to_string(s.inf_count), t.file});
   }
-  std::vector<std::size_t> width(head.size());
-  for (std::size_t c = 0; c < head.size(); ++c) {
-    width[c] = head[c].size();
-    for (const auto& row : cells) width[c] = std::max(width[c], row[c].size());
-  }
-  auto emit = [&](const std::vector<std::string>& row) {
-    std::string line;
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      line += row[c];
-      if (c + 1 < row.size()) line.append(width[c] - row[c].size() + 2, ' ');
-    }
-    std::cout << line << "\n";
-  };
-  emit(head);
-  for (const auto& row : cells) emit(row);
+  std::cout << render_text_table(head, cells, {false, true, true, true, true, false, false, false,
+                                                false, false, true});
   std::size_t nonfinite = 0;
   for (const auto& s : stats) nonfinite += (s.nan_count + s.inf_count) > 0;
   std::cout << "\n" << captures.tensors.size() << " tensors in " << captures.files.size()

@@ -1,9 +1,10 @@
 #include "reports/console_table.hpp"
 
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <vector>
+
+#include "reports/text_table.hpp"
 
 namespace fp8a {
 
@@ -29,27 +30,7 @@ std::string render_layer_table(std::span<const LayerSummary> layers) {
     cells.push_back({l.layer, l.recipe, fixed(l.min_sqnr_db.value, 2), where(l.min_sqnr_db),
                      fixed(l.min_cos.value, 6), fixed(l.max_underflow_pct.value, 3),
                      fixed(l.max_overflow_pct.value, 3)});
-  std::vector<std::size_t> width(head.size());
-  for (std::size_t c = 0; c < head.size(); ++c) {
-    width[c] = head[c].size();
-    for (const auto& row : cells) width[c] = std::max(width[c], row[c].size());
-  }
-  std::string out;
-  auto emit = [&](const std::vector<std::string>& row) {
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      const std::size_t pad = width[c] - row[c].size();
-      // Text columns left-aligned, numbers right-aligned.
-      const bool left = c < 2 || c == 3;
-      if (!left) out.append(pad, ' ');
-      out += row[c];
-      if (left && c + 1 < row.size()) out.append(pad, ' ');
-      if (c + 1 < row.size()) out += "  ";
-    }
-    out += '\n';
-  };
-  emit(head);
-  for (const auto& row : cells) emit(row);
-  return out;
+  return render_text_table(head, cells, {true, true, false, true, false, false, false});
 }
 
 }  // namespace fp8a

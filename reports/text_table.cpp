@@ -1,0 +1,33 @@
+#include "reports/text_table.hpp"
+
+#include <algorithm>
+
+namespace fp8a {
+
+std::string render_text_table(const std::vector<std::string>& head,
+                              const std::vector<std::vector<std::string>>& rows,
+                              const std::vector<bool>& left) {
+  std::vector<std::size_t> width(head.size());
+  for (std::size_t c = 0; c < head.size(); ++c) {
+    width[c] = head[c].size();
+    for (const auto& row : rows) width[c] = std::max(width[c], row[c].size());
+  }
+  std::string out;
+  auto emit = [&](const std::vector<std::string>& row) {
+    std::string line;
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      const std::size_t pad = width[c] - row[c].size();
+      const bool is_left = c >= left.size() || left[c];
+      if (!is_left) line.append(pad, ' ');
+      line += row[c];
+      if (c + 1 < row.size()) line.append((is_left ? pad : 0) + 2, ' ');
+    }
+    line.erase(line.find_last_not_of(' ') + 1);
+    out += line + '\n';
+  };
+  emit(head);
+  for (const auto& row : rows) emit(row);
+  return out;
+}
+
+}  // namespace fp8a
