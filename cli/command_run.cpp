@@ -14,7 +14,9 @@
 #include "engine/run.hpp"
 #include "policies/layer_summary.hpp"
 #include "reports/atomic_file.hpp"
+#include "engine/gemm_error.hpp"
 #include "reports/console_table.hpp"
+#include "reports/gemms_csv.hpp"
 #include "reports/metrics_csv.hpp"
 #include "reports/summary_json.hpp"
 
@@ -27,7 +29,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 std::string recipe_help() {
-  std::string s = "comma-separated recipe specs; kinds:";
+  std::string s = "comma-separated recipe specs (default: all kinds); kinds:";
   for (const auto& k : kRecipeKinds) s += std::string("\n  ") + k.name + ": " + k.summary;
   return s;
 }
@@ -35,18 +37,25 @@ std::string recipe_help() {
 }  // namespace
 
 int command_run(const Invocation& inv) {
-  std::vector<std::string> capture_paths;
+  std::vector<std::string> capture_paths, trace_paths;
   std::string out_dir, recipes_text, format_text;
   int threads = 0;
+  std::int64_t gemm_rows = 0;
   const std::string recipes_doc = recipe_help();
   po::options_description desc("Options");
   desc.add_options()
       ("capture", po::value(&capture_paths)->multitoken()->required(),
        "safetensors capture files and/or directories (searched recursively for *.safetensors)")
       ("out", po::value(&out_dir)->required(), "output directory (created if missing)")
-      ("recipes", po::value(&recipes_text)->default_value("current"), recipes_doc.c_str())
+      ("recipes", po::value(&recipes_text)->default_value(default_recipe_list()), recipes_doc.c_str())
       ("format", po::value(&format_text)->default_value("hybrid"),
        "e4m3 (every role E4M3) or hybrid (E5M2 for gradients), as TE's recipe Format")
+      ("amax-trace", po::value(&trace_paths)->multitoken(),
+       "amax of every step for exact delayed-scaling replay: CSV step,tensor,amax and/or "
+       "nvdlfw_inspect statistics logs (cur_amax)")
+      ("gemm-rows", po::value(&gemm_rows)->default_value(0),
+       "GEMM-output error on this many token rows (evenly spaced), 0 = all rows")
+      ("no-gemms", "skip the GEMM-output error (gemms.csv)")
       ("threads", po::value(&threads)->default_value(0), "worker threads; 0 = all cores")
       ("fail-on-nonfinite", "exit 3 when a tensor holds NaN or Inf (default: warn and leave "
                             "those elements out of the sums)");
@@ -55,6 +64,7 @@ int command_run(const Invocation& inv) {
                      "fp8-advisor run --capture PATH [PATH ...] --out DIR [options]", std::cout))
     return kExitOk;
   if (threads < 0) throw usage_error("fp8a.usage.205", "--threads must be >= 0");
+  if (gemm_rows < 0) throw usage_error("fp8a.usage.205", "--gemm-rows must be >= 0");
 
   RunInfo info;
   info.version = FP8A_VERSION;
@@ -77,15 +87,24 @@ int command_run(const Invocation& inv) {
   DiskFileSystem fs;
   const CaptureSet captures = load_captures(capture_paths, fs);
   info.inputs = captures.files;
+  AmaxTrace trace;
+  if (!trace_paths.empty()) {
+    trace = load_amax_trace(trace_paths, fs);
+    info.config.trace = &trace;
+    info.trace_files = trace.files;
+    info.trace_rounded = trace.rounded;
+    info.trace_notes = trace.notes;
+  }
   info.read_seconds = seconds_since(t0);
 
   t0 = std::chrono::steady_clock::now();
   const auto rows = evaluate_captures(captures, info.config, *backend);
   info.evaluate_seconds = seconds_since(t0);
 
-  // Non-finite elements: one warning per tensor (rows repeat a tensor once per recipe).
-  for (std::size_t i = 0; i < rows.size(); i += info.config.recipes.size()) {
+  // Non-finite elements: one warning per tensor (rows repeat a tensor once per evaluation).
+  for (std::size_t i = 0; i < rows.size(); ++i) {
     const auto& r = rows[i];
+    if (i > 0 && rows[i - 1].key == r.key) continue;
     if (r.stats.nan_count + r.stats.inf_count == 0) continue;
     const std::string what = r.file + ": tensor '" + r.tensor_name + "' holds " +
                              std::to_string(r.stats.nan_count) + " NaN and " +
@@ -96,11 +115,24 @@ int command_run(const Invocation& inv) {
   }
   for (const auto& w : info.warnings) std::cerr << "fp8-advisor: warning: " << w << "\n";
 
+  std::vector<GemmRow> gemms;
+  if (vm.count("no-gemms") == 0) {
+    t0 = std::chrono::steady_clock::now();
+    std::vector<std::string> skipped;
+    gemms = evaluate_gemm_errors(captures, rows, GemmOptions{gemm_rows}, &skipped);
+    info.gemm_seconds = seconds_since(t0);
+    for (const auto& s : skipped) info.warnings.push_back("gemms: " + s);
+  }
+
   const auto layers = summarize_layers(rows);
   const std::string csv = render_metrics_csv(rows);
+  const std::string gemms_csv = render_gemms_csv(gemms);
+  info.outputs = {"metrics.csv", "summary.json"};
+  if (vm.count("no-gemms") == 0) info.outputs.insert(info.outputs.begin() + 1, "gemms.csv");
   const std::string summary = render_summary_json(info, rows, layers);
   ensure_output_directory(out_dir);
   write_file_atomically(out_dir + "/metrics.csv", csv);
+  if (vm.count("no-gemms") == 0) write_file_atomically(out_dir + "/gemms.csv", gemms_csv);
   write_file_atomically(out_dir + "/summary.json", summary);
 
   std::cout << "fp8-advisor " << FP8A_VERSION << ": " << captures.tensors.size() << " tensors from "
@@ -110,7 +142,8 @@ int command_run(const Invocation& inv) {
             << render_layer_table(layers) << "\nwrote " << out_dir << "/metrics.csv ("
             << std::count_if(rows.begin(), rows.end(),
                              [](const auto& r) { return r.applicability.ok; })
-            << " rows) and " << out_dir << "/summary.json\n";
+            << " rows), " << (vm.count("no-gemms") == 0 ? out_dir + "/gemms.csv (" + std::to_string(gemms.size()) + " rows), " : std::string())
+            << out_dir << "/summary.json\n";
   return kExitOk;
 }
 

@@ -6,6 +6,7 @@
 // finalize_metrics, so every backend gives the same metrics.
 #pragma once
 
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -19,6 +20,12 @@ namespace fp8a {
 struct Candidate {
   Recipe recipe;
   Fp8Format format = Fp8Format::kE4M3;
+  Role role = Role::kActivation;                  // selects the block shape (weights: 128x128)
+  Orientation orientation = Orientation::kRowwise;
+  // Delayed scaling: the scale TE would use at this step, replayed from the amax history by the
+  // engine (delayed_replay.hpp). NaN when no history is available: the candidate is then not
+  // applicable.
+  float given_scale = std::numeric_limits<float>::quiet_NaN();
 };
 
 // Whether a backend can evaluate a recipe (or a recipe fits a tensor), with the reason if not.

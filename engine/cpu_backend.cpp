@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "engine/core/error.hpp"
+#include "engine/fake_quant.hpp"
 #include "engine/core/scale.hpp"
 
 namespace fp8a {
@@ -21,23 +22,26 @@ using FloatArray = Eigen::Array<float, Eigen::Dynamic, 1>;
 using DoubleArray = Eigen::Array<double, Eigen::Dynamic, 1>;
 
 std::int64_t chunk_count(const TensorView& t) {
-  return (t.numel() + CpuBackend::kChunkElements - 1) / CpuBackend::kChunkElements;
+  const std::int64_t rows = rows_per_chunk(t.cols);
+  return (t.rows + rows - 1) / rows;
 }
 
-// Runs fn(chunk_index, x) over every chunk in parallel, x holding the chunk as floats.
+// Runs fn(chunk_index, x, rows) over every chunk in parallel, x holding the chunk's rows as
+// floats (row-major).
 template <class Fn>
 void for_each_chunk(const TensorView& t, Fn&& fn) {
+  const std::int64_t chunk_rows = rows_per_chunk(t.cols);
   tbb::enumerable_thread_specific<FloatArray> buffers(
-      [] { return FloatArray(CpuBackend::kChunkElements); });
+      [&] { return FloatArray(std::min(chunk_rows, t.rows) * t.cols); });
   tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, chunk_count(t), 1),
                     [&](const tbb::blocked_range<std::int64_t>& r) {
                       FloatArray& buf = buffers.local();
                       for (std::int64_t c = r.begin(); c != r.end(); ++c) {
-                        const std::int64_t begin = c * CpuBackend::kChunkElements;
-                        const std::int64_t n =
-                            std::min(CpuBackend::kChunkElements, t.numel() - begin);
-                        t.load_floats(begin, n, buf.data());
-                        fn(c, buf.head(n));
+                        const std::int64_t row0 = c * chunk_rows;
+                        const std::int64_t rows = std::min(chunk_rows, t.rows - row0);
+                        const std::int64_t n = rows * t.cols;
+                        t.load_floats(row0 * t.cols, n, buf.data());
+                        fn(c, buf.head(n), rows);
                       }
                     });
 }
@@ -76,37 +80,47 @@ TensorStats chunk_stats(const float* x, std::int64_t n) {
   return s;
 }
 
-// Fake-quantises one chunk for one candidate: deq = fp8 round trip of x * scale, times scale_inv.
-// Counts in 32 bits: a chunk holds far fewer than 2^31 elements.
-template <float (*RoundTrip)(float)>
-void quantize_chunk(const float* x, std::int64_t n, float scale, float scale_inv, float threshold,
-                    float* deq, QuantSums* sums) {
-  std::int32_t under = 0, over = 0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    const float q = RoundTrip(v * scale);
-    deq[i] = q * scale_inv;
-    under += (v != 0.0f) & (q == 0.0f);
-    over += std::fabs(v) > threshold;
-  }
-  sums->underflow_count = under;
-  sums->overflow_count = over;
-}
-
 }  // namespace
 
 std::string CpuBackend::device() const {
   return std::to_string(tbb::info::default_concurrency()) + " threads (oneTBB)";
 }
 
-Applicability CpuBackend::supports(const Recipe& recipe) const {
-  if (recipe.kind == RecipeKind::kPerTensorCurrent) return Applicability::yes();
-  return Applicability::no("recipe " + recipe.spec() + " is not implemented on the CPU backend");
+Applicability CpuBackend::supports(const Recipe&) const { return Applicability::yes(); }
+
+std::int64_t rows_per_chunk(std::int64_t cols) {
+  const std::int64_t rows = std::max<std::int64_t>(1, CpuBackend::kChunkElements / std::max<std::int64_t>(cols, 1));
+  return (rows + 127) / 128 * 128;
+}
+
+Applicability make_quant_spec(const Candidate& c, const TensorStats& stats, DType dtype,
+                              QuantSpec* spec) {
+  spec->kind = c.recipe.kind;
+  spec->format = c.format;
+  spec->block = block_shape(c.recipe, c.role, c.orientation);
+  spec->pow2_scales = c.recipe.pow2_scales;
+  spec->mx_rule = c.recipe.mx_rule;
+  spec->value_for_inf = input_type_max(dtype);
+  switch (c.recipe.kind) {
+    case RecipeKind::kPerTensorCurrent:
+      spec->scale = per_tensor_scale(c.recipe, c.format, stats.amax);
+      break;
+    case RecipeKind::kPerTensorDelayed:
+      if (std::isnan(c.given_scale))
+        return Applicability::no("no amax history before this step to replay delayed scaling");
+      spec->scale = c.given_scale;
+      break;
+    default:
+      break;
+  }
+  return Applicability::yes();
 }
 
 TensorStats compute_tensor_stats(const TensorView& t) {
   std::vector<TensorStats> parts(static_cast<std::size_t>(chunk_count(t)));
-  for_each_chunk(t, [&](std::int64_t c, const auto& x) { parts[c] = chunk_stats(x.data(), x.size()); });
+  for_each_chunk(t, [&](std::int64_t c, const auto& x, std::int64_t) {
+    parts[c] = chunk_stats(x.data(), x.size());
+  });
   TensorStats total;
   for (const auto& p : parts) total.merge(p);
   return total;
@@ -117,28 +131,27 @@ TensorEvaluation CpuBackend::evaluate(std::span<const Candidate> candidates,
   TensorEvaluation out;
   out.stats = compute_tensor_stats(t);
   const bool has_nonfinite = out.stats.nan_count + out.stats.inf_count > 0;
-
-  struct Plan {
-    float scale, scale_inv, overflow_threshold;
-  };
-  std::vector<Plan> plans;
-  for (const auto& c : candidates) {
-    FP8A_CHECK(supports(c.recipe).ok, "candidate not supported by the CPU backend");
-    const float scale = per_tensor_scale(c.recipe, c.format, out.stats.amax);
-    const float scale_inv = scale_inverse(scale);
-    plans.push_back({scale, scale_inv, fp8_max_finite(c.format) * scale_inv});
-  }
-
   const std::size_t k = candidates.size();
-  std::vector<QuantSums> parts(static_cast<std::size_t>(chunk_count(t)) * k);
+  out.results.resize(k);
+  std::vector<QuantSpec> specs(k);
+  for (std::size_t j = 0; j < k; ++j)
+    out.results[j].applicability = make_quant_spec(candidates[j], out.stats, t.dtype, &specs[j]);
+
+  const auto chunks = static_cast<std::size_t>(chunk_count(t));
+  std::vector<QuantSums> sums(chunks * k);
+  std::vector<FakeQuantCounts> counts(chunks * k);
   struct Scratch {
-    FloatArray deq = FloatArray(CpuBackend::kChunkElements);
-    DoubleArray x = DoubleArray(CpuBackend::kChunkElements);
+    FloatArray deq;
+    DoubleArray x;
   };
   tbb::enumerable_thread_specific<Scratch> scratch;
-  for_each_chunk(t, [&](std::int64_t c, const auto& x_raw) {
+  for_each_chunk(t, [&](std::int64_t c, const auto& x_raw, std::int64_t rows) {
     Scratch& buf = scratch.local();
     const std::int64_t n = x_raw.size();
+    if (buf.deq.size() < n) {
+      buf.deq.resize(n);
+      buf.x.resize(n);
+    }
     auto deq = buf.deq.head(n);
     // The error sums run over finite elements only: NaN/Inf are zeroed on both sides (they are
     // still counted in underflow/overflow, as TE counts them). x in double is shared by all
@@ -149,14 +162,11 @@ TensorEvaluation CpuBackend::evaluate(std::span<const Candidate> candidates,
     else
       xd = x_raw.template cast<double>();
     for (std::size_t j = 0; j < k; ++j) {
-      const Plan& p = plans[j];
-      QuantSums& s = parts[static_cast<std::size_t>(c) * k + j];
-      if (candidates[j].format == Fp8Format::kE4M3)
-        quantize_chunk<round_trip_e4m3>(x_raw.data(), n, p.scale, p.scale_inv,
-                                        p.overflow_threshold, deq.data(), &s);
-      else
-        quantize_chunk<round_trip_e5m2>(x_raw.data(), n, p.scale, p.scale_inv,
-                                        p.overflow_threshold, deq.data(), &s);
+      if (!out.results[j].applicability.ok) continue;
+      const std::size_t slot = static_cast<std::size_t>(c) * k + j;
+      QuantSums& s = sums[slot];
+      fake_quantize_rows(specs[j], x_raw.data(), rows, t.cols, deq.data(), &counts[slot]);
+      s.underflow_count = ((x_raw != 0.0f) && (deq == 0.0f)).count();
       if (has_nonfinite) deq = x_raw.isFinite().select(deq, 0.0f);
       const auto dd = deq.template cast<double>();
       s.sum_sq_err = (xd - dd).square().sum();
@@ -165,13 +175,25 @@ TensorEvaluation CpuBackend::evaluate(std::span<const Candidate> candidates,
     }
   });
 
-  out.results.resize(k);
   for (std::size_t j = 0; j < k; ++j) {
+    if (!out.results[j].applicability.ok) continue;
     QuantSums total;
-    for (std::int64_t c = 0; c < chunk_count(t); ++c)
-      total.merge(parts[static_cast<std::size_t>(c) * k + j]);
-    out.results[j].metrics =
-        finalize_metrics(out.stats, plans[j].scale, plans[j].scale_inv, total);
+    FakeQuantCounts fq;
+    for (std::size_t c = 0; c < chunks; ++c) {
+      total.merge(sums[c * k + j]);
+      fq.merge(counts[c * k + j]);
+    }
+    total.overflow_count = fq.overflow;
+    total.saturated_count = fq.saturated;
+    const bool per_tensor = specs[j].block.rows == 0 && specs[j].kind != RecipeKind::kBf16;
+    constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+    auto& m = out.results[j].metrics;
+    if (per_tensor)
+      m = finalize_metrics(out.stats, specs[j].scale, scale_inverse(specs[j].scale), total);
+    else
+      m = finalize_metrics(out.stats, kNaN, kNaN, total);
+    m.scale_inv_min = fq.scale_inv_min;
+    m.scale_inv_max = fq.scale_inv_max;
   }
   return out;
 }

@@ -1,12 +1,15 @@
-// CPU backend: Eigen for the per-chunk arithmetic, oneTBB for parallelism over chunks.
+// CPU backend: oneTBB for parallelism over chunks of rows, Eigen for the per-chunk float64 sums.
 //
-// Determinism: the tensor is cut into fixed chunks of kChunkElements (independent of the number
-// of threads); each chunk's partial sums are computed sequentially and merged in chunk order.
+// Determinism: the tensor is cut into fixed chunks of whole rows (a multiple of 128 rows, about
+// kChunkElements elements, independent of the number of threads), so every block of every recipe
+// lies inside one chunk; each chunk's partial sums are computed sequentially and merged in chunk
+// order.
 #pragma once
 
 #include <cstdint>
 
 #include "engine/backend.hpp"
+#include "engine/fake_quant.hpp"
 
 namespace fp8a {
 
@@ -21,7 +24,15 @@ class CpuBackend final : public Backend {
                             const TensorView& tensor) const override;
 };
 
-// Pass 1 alone (amax, counts, sum of squares), shared with inspect.
+// Pass 1 alone (amax, counts, sum of squares), shared with inspect and the delayed replay.
 TensorStats compute_tensor_stats(const TensorView& tensor);
+
+// Resolves a candidate for a tensor with these stats into what the cast needs; not applicable
+// when a delayed candidate has no replayed scale. Shared by every backend.
+Applicability make_quant_spec(const Candidate& candidate, const TensorStats& stats, DType dtype,
+                              QuantSpec* spec);
+
+// Rows per chunk for a tensor `cols` wide: a multiple of 128 near kChunkElements elements.
+std::int64_t rows_per_chunk(std::int64_t cols);
 
 }  // namespace fp8a

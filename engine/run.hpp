@@ -1,21 +1,25 @@
-// Run orchestration: every (captured tensor x recipe) evaluated on a backend, as table rows.
+// Run orchestration: every (captured tensor x recipe x orientation) evaluated on a backend, as
+// table rows, with delayed scaling replayed over the captured steps and an optional amax trace.
 #pragma once
 
 #include <span>
 #include <string>
 #include <vector>
 
+#include "datasets/amax_trace.hpp"
 #include "datasets/capture.hpp"
 #include "engine/backend.hpp"
+#include "engine/delayed_replay.hpp"
 
 namespace fp8a {
 
 struct RunConfig {
   std::vector<Recipe> recipes;
   TrainingFormat format = TrainingFormat::kHybrid;
+  const AmaxTrace* trace = nullptr;  // amaxes of every step, for exact delayed-scaling replay
 };
 
-// One row of the evaluation table: one tensor under one recipe.
+// One row of the evaluation table: one tensor under one recipe, in one orientation.
 struct EvaluationRow {
   CaptureKey key;
   std::string file;
@@ -25,13 +29,22 @@ struct EvaluationRow {
   Recipe recipe;
   TrainingFormat format = TrainingFormat::kHybrid;
   Fp8Format fp8 = Fp8Format::kE4M3;  // the FP8 type this role uses under `format`
+  Orientation orientation = Orientation::kRowwise;
   TensorStats stats;
   Applicability applicability;
   QuantMetrics metrics;
+  // Delayed scaling only: how the scale was replayed, and the current-scaling scale of the same
+  // tensor (scale_from_amax(amax), no pow2, no eps) for delayed_vs_current_log2.
+  ReplayedScale replay;
+  float current_scale = 1.0f;
 };
 
-// Rows ordered by tensor (capture order), then recipe (config order). Tensors are evaluated in
-// parallel; the result does not depend on the thread count.
+// log2(delayed scale / current scale): negative means headroom, positive means the delayed scale is
+// too large and values saturate. NaN for rows that are not delayed.
+double delayed_vs_current_log2(const EvaluationRow& row);
+
+// Rows ordered by tensor (capture order), then recipe (config order), then orientation. The
+// result does not depend on the thread count.
 std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const RunConfig& config,
                                              const Backend& backend);
 

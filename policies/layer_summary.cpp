@@ -14,6 +14,7 @@ void keep_worst(WorstValue* w, double v, const EvaluationRow& row, bool first, W
   if (first || v != v || (w->value == w->value && worse(v, w->value))) {
     w->value = v;
     w->tensor = role_name(row.key.role);
+    if (row.orientation == Orientation::kColumnwise) w->tensor += "/col";
     w->step = row.key.step;
   }
 }
@@ -43,6 +44,7 @@ std::vector<LayerSummary> summarize_layers(std::span<const EvaluationRow> rows) 
     keep_worst(&s.max_rel_mse, m.rel_mse, row, first, higher);
     keep_worst(&s.max_underflow_pct, m.underflow_pct, row, first, higher);
     keep_worst(&s.max_overflow_pct, m.overflow_pct, row, first, higher);
+    keep_worst(&s.max_saturated_pct, m.saturated_pct, row, first, higher);
     s.nonfinite_count += row.stats.nan_count + row.stats.inf_count;
     ++s.evaluations;
   }

@@ -13,7 +13,7 @@ namespace fp8a {
 
 struct WorstValue {
   double value = 0.0;
-  std::string tensor;      // role
+  std::string tensor;      // role, with "/col" for a columnwise copy
   std::int64_t step = 0;
 };
 
@@ -26,6 +26,7 @@ struct LayerSummary {
   WorstValue max_rel_mse;
   WorstValue max_underflow_pct;
   WorstValue max_overflow_pct;
+  WorstValue max_saturated_pct;
   std::int64_t nonfinite_count = 0;  // NaN + Inf elements over the layer's tensors and steps
 };
 

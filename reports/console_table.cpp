@@ -24,12 +24,12 @@ std::string where(const WorstValue& w) { return w.tensor + "@" + std::to_string(
 
 std::string render_layer_table(std::span<const LayerSummary> layers) {
   const std::vector<std::string> head = {"layer", "recipe", "min sqnr dB", "(where)", "min cos",
-                                         "max underflow %", "max overflow %"};
+                                         "max underflow %", "max saturated %"};
   std::vector<std::vector<std::string>> cells;
   for (const auto& l : layers)
     cells.push_back({l.layer, l.recipe, fixed(l.min_sqnr_db.value, 2), where(l.min_sqnr_db),
                      fixed(l.min_cos.value, 6), fixed(l.max_underflow_pct.value, 3),
-                     fixed(l.max_overflow_pct.value, 3)});
+                     fixed(l.max_saturated_pct.value, 3)});
   return render_text_table(head, cells, {true, true, false, true, false, false, false});
 }
 

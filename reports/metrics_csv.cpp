@@ -1,23 +1,14 @@
 #include "reports/metrics_csv.hpp"
 
+#include <cmath>
 #include <sstream>
 
+#include "reports/csv.hpp"
 #include "reports/number_format.hpp"
 
 namespace fp8a {
 
 namespace {
-
-// RFC 4180 quoting for fields that need it (layer names and paths are user data).
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string q = "\"";
-  for (char c : s) {
-    if (c == '"') q += '"';
-    q += c;
-  }
-  return q + "\"";
-}
 
 std::string shape_text(const std::vector<std::int64_t>& shape) {
   std::string s = "[";
@@ -25,33 +16,37 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
   return s + "]";
 }
 
+// Per-tensor values; blocked recipes have none (NaN), written as an empty field.
+std::string optional_number(float v) { return std::isnan(v) ? std::string() : format_number(v); }
+
 }  // namespace
 
 std::string render_metrics_csv(std::span<const EvaluationRow> rows) {
   std::ostringstream out;
-  bool first = true;
-  for (const char* c : kMetricsCsvColumns) {
-    out << (first ? "" : ",") << c;
-    first = false;
-  }
-  out << '\n';
+  out << csv_header(kMetricsCsvColumns);
   for (const auto& r : rows) {
     if (!r.applicability.ok) continue;
     const auto& m = r.metrics;
     const auto& s = r.stats;
+    const bool delayed = r.recipe.kind == RecipeKind::kPerTensorDelayed;
     out << r.key.step << ',' << csv_field(r.key.layer) << ',' << role_name(r.key.role) << ','
         << csv_field(r.recipe.spec()) << ',' << training_format_name(r.format) << ','
-        << kFp8Traits[static_cast<int>(r.fp8)].name << ',' << format_number(m.scale) << ','
-        << format_number(s.amax) << ',' << format_number(m.mse) << ',' << format_number(m.rel_mse)
-        << ',' << format_number(m.sqnr_db) << ',' << format_number(m.cos) << ','
+        << (r.recipe.kind == RecipeKind::kBf16 ? "bf16" : kFp8Traits[static_cast<int>(r.fp8)].name)
+        << ',' << optional_number(m.scale) << ',' << format_number(s.amax) << ','
+        << format_number(m.mse) << ',' << format_number(m.rel_mse) << ','
+        << format_number(m.sqnr_db) << ',' << format_number(m.cos) << ','
         << format_number(m.underflow_pct) << ',' << format_number(m.overflow_pct) << ','
-        << format_number(m.scale_inv) << ','
+        << orientation_name(r.orientation) << ','
+        << (delayed ? format_number(delayed_vs_current_log2(r)) : std::string()) << ','
+        << format_number(m.saturated_pct) << ',' << m.sums.saturated_count << ','
+        << optional_number(m.scale_inv) << ','
+        << format_number(m.scale_inv_min) << ',' << format_number(m.scale_inv_max) << ','
         << format_number(s.amin_nonzero < std::numeric_limits<float>::infinity() ? s.amin_nonzero
                                                                                  : 0.0f)
         << ',' << format_number(s.dynamic_range_log2()) << ',' << s.numel << ','
         << m.sums.underflow_count << ',' << m.sums.overflow_count << ',' << s.nan_count << ','
         << s.inf_count << ',' << dtype_name(r.input_dtype) << ',' << shape_text(r.shape) << ','
-        << csv_field(r.file) << '\n';
+        << (delayed ? replay_mode_name(r.replay.mode) : "") << ',' << csv_field(r.file) << '\n';
   }
   return out.str();
 }

@@ -10,11 +10,14 @@
 namespace fp8a {
 
 inline constexpr const char* kMetricsCsvColumns[] = {
-    "step",          "layer",        "tensor",        "recipe",          "format",
-    "dtype",         "scale",        "amax",          "mse",             "rel_mse",
-    "sqnr_db",       "cos",          "underflow_pct", "overflow_pct",    "scale_inv",
-    "amin",          "dynamic_range_log2", "numel",   "underflow_count", "overflow_count",
-    "nan_count",     "inf_count",    "input_dtype",   "shape",           "file",
+    "step",          "layer",           "tensor",          "recipe",
+    "format",        "dtype",           "scale",           "amax",
+    "mse",           "rel_mse",         "sqnr_db",         "cos",
+    "underflow_pct", "overflow_pct",    "orientation",     "delayed_vs_current_log2",
+    "saturated_pct", "saturated_count", "scale_inv",     "scale_inv_min",   "scale_inv_max",
+    "amin",          "dynamic_range_log2", "numel",        "underflow_count",
+    "overflow_count", "nan_count",      "inf_count",       "input_dtype",
+    "shape",         "replay",          "file",
 };
 
 // The whole file as text (header line included). Rows that a backend could not evaluate are

@@ -19,8 +19,14 @@ struct RunInfo {
   int cuda_devices = 0;        // CUDA devices seen (0 without CUDA)
   std::vector<CaptureFile> inputs;
   RunConfig config;
+  // The amax trace, when one was given (--amax-trace).
+  std::vector<std::string> trace_files;
+  bool trace_rounded = false;
+  std::vector<std::string> trace_notes;
   double read_seconds = 0;
   double evaluate_seconds = 0;
+  double gemm_seconds = 0;
+  std::vector<std::string> outputs;  // file names written to the output directory
   std::vector<std::string> warnings;
 };
 

@@ -43,7 +43,9 @@ std::string render_summary_json(const RunInfo& info, std::span<const EvaluationR
   for (const auto& r : info.config.recipes) recipes.push_back(r.spec());
   j["recipes"] = recipes;
   j["format"] = training_format_name(info.config.format);
-  j["timings_s"] = {{"read", info.read_seconds}, {"evaluate", info.evaluate_seconds}};
+  j["timings_s"] = {{"read", info.read_seconds},
+                    {"evaluate", info.evaluate_seconds},
+                    {"gemms", info.gemm_seconds}};
   std::size_t evaluated = 0;
   ordered_json skipped = ordered_json::array();
   for (const auto& r : rows) {
@@ -54,12 +56,34 @@ std::string render_summary_json(const RunInfo& info, std::span<const EvaluationR
                          {"layer", r.key.layer},
                          {"tensor", role_name(r.key.role)},
                          {"recipe", r.recipe.spec()},
+                         {"orientation", orientation_name(r.orientation)},
                          {"reason", r.applicability.reason}});
     }
   }
   j["evaluations"] = evaluated;
+  // Delayed scaling: how each replay went. Exact needs every step of every history window.
+  std::size_t by_mode[3] = {0, 0, 0};
+  ordered_json replay_details = ordered_json::array();
+  for (const auto& r : rows) {
+    if (r.recipe.kind != RecipeKind::kPerTensorDelayed) continue;
+    ++by_mode[static_cast<int>(r.replay.mode)];
+    if (r.replay.mode != ReplayMode::kExact)
+      replay_details.push_back({{"step", r.key.step},
+                                {"layer", r.key.layer},
+                                {"tensor", role_name(r.key.role)},
+                                {"recipe", r.recipe.spec()},
+                                {"mode", replay_mode_name(r.replay.mode)},
+                                {"detail", r.replay.detail}});
+  }
+  j["delayed_replay"] = {{"exact", by_mode[0]},
+                         {"approximate", by_mode[1]},
+                         {"unavailable", by_mode[2]},
+                         {"amax_trace", info.trace_files},
+                         {"amax_trace_rounded", info.trace_rounded},
+                         {"amax_trace_notes", info.trace_notes},
+                         {"not_exact", replay_details}};
   j["not_applicable"] = skipped;
-  j["outputs"] = {"metrics.csv", "summary.json"};
+  j["outputs"] = info.outputs;
   ordered_json out_layers = ordered_json::array();
   for (const auto& l : layers)
     out_layers.push_back({{"layer", l.layer},
@@ -70,7 +94,8 @@ std::string render_summary_json(const RunInfo& info, std::span<const EvaluationR
                             {"cos", worst(l.min_cos)},
                             {"rel_mse", worst(l.max_rel_mse)},
                             {"underflow_pct", worst(l.max_underflow_pct)},
-                            {"overflow_pct", worst(l.max_overflow_pct)}}},
+                            {"overflow_pct", worst(l.max_overflow_pct)},
+                            {"saturated_pct", worst(l.max_saturated_pct)}}},
                           {"nonfinite_count", l.nonfinite_count}});
   j["layers"] = out_layers;
   j["warnings"] = info.warnings;

@@ -24,6 +24,7 @@ void TensorStats::merge(const TensorStats& o) {
 void QuantSums::merge(const QuantSums& o) {
   underflow_count += o.underflow_count;
   overflow_count += o.overflow_count;
+  saturated_count += o.saturated_count;
   sum_sq_err += o.sum_sq_err;
   sum_x_deq += o.sum_x_deq;
   sum_deq_sq += o.sum_deq_sq;
@@ -35,6 +36,7 @@ QuantMetrics finalize_metrics(const TensorStats& stats, float scale, float scale
   QuantMetrics m;
   m.scale = scale;
   m.scale_inv = scale_inv;
+  m.scale_inv_min = m.scale_inv_max = scale_inv;
   m.sums = sums;
   const auto finite = static_cast<double>(stats.finite_count());
   m.mse = finite > 0 ? sums.sum_sq_err / finite : std::numeric_limits<double>::quiet_NaN();
@@ -50,6 +52,7 @@ QuantMetrics finalize_metrics(const TensorStats& stats, float scale, float scale
   const auto numel = static_cast<double>(stats.numel);
   m.underflow_pct = numel > 0 ? 100.0 * static_cast<double>(sums.underflow_count) / numel : 0.0;
   m.overflow_pct = numel > 0 ? 100.0 * static_cast<double>(sums.overflow_count) / numel : 0.0;
+  m.saturated_pct = numel > 0 ? 100.0 * static_cast<double>(sums.saturated_count) / numel : 0.0;
   return m;
 }
 

@@ -34,6 +34,7 @@ struct TensorStats {
 struct QuantSums {
   std::int64_t underflow_count = 0;  // x != 0 but FP8 code is +-0 (NaN x counts as nonzero)
   std::int64_t overflow_count = 0;   // |x| > fp8_max * scale_inv (TE's overflows% numerator)
+  std::int64_t saturated_count = 0;  // |x * scale| past the last rounding boundary (clipped)
   double sum_sq_err = 0.0;           // sum (x - deq)^2
   double sum_x_deq = 0.0;            // sum x * deq
   double sum_deq_sq = 0.0;           // sum deq^2
@@ -43,8 +44,12 @@ struct QuantSums {
 
 // Reported numbers of one evaluation.
 struct QuantMetrics {
-  float scale = 1.0f;      // quantisation scale: code = fp8(x * scale)
-  float scale_inv = 1.0f;  // dequantisation factor: deq = fp8_value * scale_inv
+  // Per-tensor recipes: code = fp8(x * scale), deq = fp8_value * scale_inv. NaN for blocked ones.
+  float scale = 1.0f;
+  float scale_inv = 1.0f;
+  // Range of the dequantisation factors over all blocks (equal to scale_inv per tensor).
+  float scale_inv_min = 1.0f;
+  float scale_inv_max = 1.0f;
   QuantSums sums;
   double mse = 0.0;           // sum_sq_err / finite_count
   double rel_mse = 0.0;       // sum_sq_err / sum_sq (0 when both are 0, inf when only sum_sq is 0)
@@ -52,8 +57,10 @@ struct QuantMetrics {
   double cos = 0.0;           // cosine similarity of x and deq (1 if both are 0, 0 if one is)
   double underflow_pct = 0.0; // 100 * underflow_count / numel
   double overflow_pct = 0.0;  // 100 * overflow_count / numel
+  double saturated_pct = 0.0; // 100 * saturated_count / numel
 };
 
+// scale / scale_inv: the per-tensor values, NaN for blocked recipes (set the range afterwards).
 QuantMetrics finalize_metrics(const TensorStats& stats, float scale, float scale_inv,
                               const QuantSums& sums);
 

@@ -65,52 +65,169 @@ std::vector<std::string_view> split(std::string_view s, char sep) {
 
 }  // namespace
 
-std::string Recipe::spec() const {
-  std::string s;
+const RecipeKindTraits& recipe_kind_traits(RecipeKind kind) {
   for (const auto& t : kRecipeKinds)
-    if (t.kind == kind) s = t.name;
-  if (pow2_scales) s += ":pow2";
-  if (amax_epsilon != 0.0f) s += ":eps=" + format_float(amax_epsilon);
+    if (t.kind == kind) return t;
+  FP8A_CHECK(false, "recipe kind missing from kRecipeKinds");
+  return kRecipeKinds[0];
+}
+
+std::string Recipe::spec() const {
+  std::string s = recipe_kind_traits(kind).name;
+  switch (kind) {
+    case RecipeKind::kPerTensorCurrent:
+      if (pow2_scales) s += ":pow2";
+      if (amax_epsilon != 0.0f) s += ":eps=" + format_float(amax_epsilon);
+      break;
+    case RecipeKind::kPerTensorDelayed:
+      s += ":history=" + std::to_string(history) +
+           (algo == DelayedAlgo::kMax ? ":algo=max" : ":algo=most_recent") +
+           ":margin=" + std::to_string(margin);
+      break;
+    case RecipeKind::kBlock:
+      if (!pow2_scales) s += ":fp32";
+      break;
+    case RecipeKind::kMx:
+      if (mx_rule == MxScaleRule::kOcpFloor) s += ":floor";
+      break;
+    case RecipeKind::kBf16:
+      break;
+  }
   return s;
 }
+
+namespace {
+
+bool parse_int(std::string_view v, int lo, int hi, int* out) {
+  auto res = std::from_chars(v.data(), v.data() + v.size(), *out);
+  return res.ec == std::errc() && res.ptr == v.data() + v.size() && !v.empty() && *out >= lo &&
+         *out <= hi;
+}
+
+// Applies one ":option" to r; false when the kind does not take it.
+bool apply_option(std::string_view spec, std::string_view f, Recipe* r) {
+  const auto eq = f.find('=');
+  const std::string_view key = f.substr(0, eq);
+  const std::string_view value = eq == std::string_view::npos ? std::string_view() : f.substr(eq + 1);
+  switch (r->kind) {
+    case RecipeKind::kPerTensorCurrent:
+      if (f == "pow2") {
+        r->pow2_scales = true;
+        return true;
+      }
+      if (key == "eps" && eq != std::string_view::npos) {
+        float eps = 0;
+        auto res = std::from_chars(value.data(), value.data() + value.size(), eps);
+        if (res.ec != std::errc() || res.ptr != value.data() + value.size() || !std::isfinite(eps) ||
+            eps < 0)
+          bad_recipe(spec, "eps must be a finite number >= 0, got '" + std::string(value) + "'");
+        r->amax_epsilon = eps;
+        return true;
+      }
+      return false;
+    case RecipeKind::kPerTensorDelayed:
+      if (key == "history" && eq != std::string_view::npos) {
+        if (!parse_int(value, 1, 1 << 24, &r->history))
+          bad_recipe(spec, "history must be an integer from 1 to 16777216, got '" +
+                               std::string(value) + "'");
+        return true;
+      }
+      if (key == "algo" && eq != std::string_view::npos) {
+        if (value == "max") r->algo = DelayedAlgo::kMax;
+        else if (value == "most_recent") r->algo = DelayedAlgo::kMostRecent;
+        else
+          bad_recipe(spec, "algo must be max or most_recent, got '" + std::string(value) + "'" +
+                               did_you_mean(value, {"max", "most_recent"}));
+        return true;
+      }
+      if (key == "margin" && eq != std::string_view::npos) {
+        if (!parse_int(value, 0, 64, &r->margin))
+          bad_recipe(spec, "margin must be an integer from 0 to 64, got '" + std::string(value) + "'");
+        return true;
+      }
+      return false;
+    case RecipeKind::kBlock:
+      if (f == "fp32") {
+        r->pow2_scales = false;
+        return true;
+      }
+      return false;
+    case RecipeKind::kMx:
+      if (f == "floor") {
+        r->mx_rule = MxScaleRule::kOcpFloor;
+        return true;
+      }
+      return false;
+    case RecipeKind::kBf16:
+      return false;
+  }
+  return false;
+}
+
+}  // namespace
 
 Recipe parse_recipe(std::string_view spec) {
   const auto fields = split(spec, ':');
   Recipe r;
-  bool found = false;
+  const RecipeKindTraits* kind = nullptr;
   std::vector<std::string> kind_names;
   for (const auto& t : kRecipeKinds) {
     kind_names.emplace_back(t.name);
-    if (fields[0] == t.name) {
-      r.kind = t.kind;
-      found = true;
-    }
+    if (fields[0] == t.name) kind = &t;
   }
-  if (!found)
+  if (kind == nullptr)
     bad_recipe(spec, "unknown kind '" + std::string(fields[0]) + "'" +
                          did_you_mean(fields[0], kind_names));
+  r.kind = kind->kind;
+  r.pow2_scales = r.kind == RecipeKind::kBlock;  // TE's block scaling default
   for (std::size_t i = 1; i < fields.size(); ++i) {
-    const std::string_view f = fields[i];
-    if (f == "pow2") {
-      r.pow2_scales = true;
-    } else if (f.substr(0, 4) == "eps=") {
-      const std::string_view v = f.substr(4);
-      float eps = 0;
-      auto res = std::from_chars(v.data(), v.data() + v.size(), eps);
-      if (res.ec != std::errc() || res.ptr != v.data() + v.size() || !std::isfinite(eps) || eps < 0)
-        bad_recipe(spec, "eps must be a finite number >= 0, got '" + std::string(v) + "'");
-      r.amax_epsilon = eps;
-    } else {
-      bad_recipe(spec, "unknown option '" + std::string(f) + "'" +
-                           did_you_mean(f, {"pow2", "eps="}));
+    if (apply_option(spec, fields[i], &r)) continue;
+    std::vector<std::string> options;
+    for (auto o : split(kind->options, ',')) {
+      while (!o.empty() && o.front() == ' ') o.remove_prefix(1);
+      options.emplace_back(o.substr(0, o.find('=')));
     }
+    const std::string_view key = fields[i].substr(0, fields[i].find('='));
+    bad_recipe(spec, "unknown option '" + std::string(fields[i]) + "' for " + kind->name +
+                         (kind->options[0] != '\0' ? std::string(" (takes ") + kind->options + ")"
+                                                    : std::string(" (takes no options)")) +
+                         did_you_mean(key, options));
   }
   return r;
 }
 
+std::string default_recipe_list() {
+  return "current,current:pow2,delayed,delayed:history=16:algo=most_recent,block,block:fp32,"
+         "mxfp8,mxfp8:floor,bf16";
+}
+
+bool is_per_tensor(RecipeKind kind) {
+  return kind == RecipeKind::kPerTensorCurrent || kind == RecipeKind::kPerTensorDelayed;
+}
+
 float per_tensor_scale(const Recipe& recipe, Fp8Format format, float amax) {
-  FP8A_CHECK(recipe.kind == RecipeKind::kPerTensorCurrent, "not a per-tensor recipe");
+  FP8A_CHECK(recipe.kind == RecipeKind::kPerTensorCurrent, "not a current-scaling recipe");
   return scale_from_amax(amax, fp8_max_finite(format), recipe.pow2_scales, recipe.amax_epsilon);
+}
+
+BlockShape block_shape(const Recipe& recipe, Role role, Orientation orientation) {
+  const bool row = orientation == Orientation::kRowwise;
+  switch (recipe.kind) {
+    case RecipeKind::kBlock:
+      if (role == Role::kWeight) return {128, 128};
+      return row ? BlockShape{1, 128} : BlockShape{128, 1};
+    case RecipeKind::kMx:
+      return row ? BlockShape{1, 32} : BlockShape{32, 1};
+    default:
+      return {0, 0};
+  }
+}
+
+std::vector<Orientation> orientations_for(const Recipe& recipe, Role role) {
+  const bool both = recipe.kind == RecipeKind::kMx ||
+                    (recipe.kind == RecipeKind::kBlock && role != Role::kWeight);
+  if (both) return {Orientation::kRowwise, Orientation::kColumnwise};
+  return {Orientation::kRowwise};
 }
 
 std::vector<Recipe> parse_recipe_list(std::string_view list) {

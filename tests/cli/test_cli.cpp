@@ -195,7 +195,7 @@ TEST_CASE("run on the shipped sample matches the independent NumPy golden values
     // No temporary files left behind.
     std::size_t files = 0;
     for (const auto& e : fs::directory_iterator(out.path)) files += e.is_regular_file();
-    CHECK(files == 2);
+    CHECK(files == 3);  // metrics.csv, gemms.csv, summary.json
   }
 }
 
@@ -275,9 +275,9 @@ TEST_CASE("usage errors exit 2 with one line") {
       {"run --capture x --out y --recipe current",
        "fp8-advisor: error: [fp8a.usage.203] fp8-advisor run: unknown option '--recipe' (did you "
        "mean '--recipes'?)\n"},
-      {"run --capture x --out y --recipes delayed",
-       "fp8-advisor: error: [fp8a.usage.201] --recipes: bad recipe 'delayed': unknown kind "
-       "'delayed'\n"},
+      {"run --capture x --out y --recipes delayd",
+       "fp8-advisor: error: [fp8a.usage.201] --recipes: bad recipe 'delayd': unknown kind "
+       "'delayd' (did you mean 'delayed'?)\n"},
       {"run --capture x --out y --format e5m2",
        "fp8-advisor: error: [fp8a.usage.202] --format e5m2: Transformer Engine has no all-E5M2 "
        "recipe; use e4m3 or hybrid (E5M2 for gradients only)\n"},
@@ -335,7 +335,8 @@ TEST_CASE("NaN/Inf data: a warning by default, exit 3 with --fail-on-nonfinite")
   const fs::path file = dir.path / "nan_step_5.safetensors";
   write_bytes(file, one_tensor("l.weight", {1.0f, NAN, 2.0f, INFINITY}));
   const fs::path out = dir.path / "out";
-  const auto r = run("run --capture " + shell_quote(file.string()) + " --out " + shell_quote(out.string()));
+  const auto r = run("run --recipes current --capture " + shell_quote(file.string()) + " --out " +
+                     shell_quote(out.string()));
   CHECK(r.rc == 0);
   CHECK(r.err == "fp8-advisor: warning: " + file.string() +
                      ": tensor 'l.weight' holds 1 NaN and 1 Inf elements; they are counted and "

@@ -28,7 +28,7 @@ TEST_CASE("bad recipes are usage errors with exact messages") {
                        Error);
   CHECK_THROWS_WITH_AS(fp8a::parse_recipe("current:pow3"),
                        "[fp8a.usage.201] --recipes: bad recipe 'current:pow3': unknown option "
-                       "'pow3' (did you mean 'pow2'?)",
+                       "'pow3' for current (takes pow2, eps=V) (did you mean 'pow2'?)",
                        Error);
   CHECK_THROWS_WITH_AS(fp8a::parse_recipe("current:eps=abc"),
                        "[fp8a.usage.201] --recipes: bad recipe 'current:eps=abc': eps must be a "
@@ -63,5 +63,45 @@ TEST_CASE("formats map roles to FP8 types as TE's recipe.Format does") {
   CHECK_THROWS_WITH_AS(fp8a::parse_training_format("hybird"),
                        "[fp8a.usage.202] --format 'hybird': expected e4m3 or hybrid (did you mean "
                        "'hybrid'?)",
+                       Error);
+}
+
+TEST_CASE("every recipe kind parses, prints canonically and rejects what it does not take") {
+  CHECK(fp8a::parse_recipe("delayed").spec() == "delayed:history=1024:algo=max:margin=0");
+  CHECK(fp8a::parse_recipe("delayed:margin=2:algo=most_recent:history=16").spec() ==
+        "delayed:history=16:algo=most_recent:margin=2");
+  CHECK(fp8a::parse_recipe("block").pow2_scales);  // TE's Float8BlockScaling default
+  CHECK(fp8a::parse_recipe("block").spec() == "block");
+  CHECK_FALSE(fp8a::parse_recipe("block:fp32").pow2_scales);
+  CHECK(fp8a::parse_recipe("block:fp32").spec() == "block:fp32");
+  CHECK(fp8a::parse_recipe("mxfp8:floor").mx_rule == fp8a::MxScaleRule::kOcpFloor);
+  CHECK(fp8a::parse_recipe("mxfp8:floor").spec() == "mxfp8:floor");
+  CHECK(fp8a::parse_recipe("bf16").spec() == "bf16");
+  const auto all = fp8a::parse_recipe_list(fp8a::default_recipe_list());
+  CHECK(all.size() == 9);
+  for (const auto& r : all) CHECK(fp8a::parse_recipe(r.spec()) == r);  // specs round-trip
+  CHECK_THROWS_WITH_AS(fp8a::parse_recipe("delayed:algo=maxx"),
+                       "[fp8a.usage.201] --recipes: bad recipe 'delayed:algo=maxx': algo must be "
+                       "max or most_recent, got 'maxx' (did you mean 'max'?)",
+                       Error);
+  CHECK_THROWS_WITH_AS(fp8a::parse_recipe("delayed:history=0"),
+                       "[fp8a.usage.201] --recipes: bad recipe 'delayed:history=0': history must be "
+                       "an integer from 1 to 16777216, got '0'",
+                       Error);
+  CHECK_THROWS_WITH_AS(fp8a::parse_recipe("delayed:margin=-1"),
+                       "[fp8a.usage.201] --recipes: bad recipe 'delayed:margin=-1': margin must be "
+                       "an integer from 0 to 64, got '-1'",
+                       Error);
+  CHECK_THROWS_WITH_AS(fp8a::parse_recipe("bf16:pow2"),
+                       "[fp8a.usage.201] --recipes: bad recipe 'bf16:pow2': unknown option 'pow2' "
+                       "for bf16 (takes no options)",
+                       Error);
+  CHECK_THROWS_WITH_AS(fp8a::parse_recipe("block:pow2"),
+                       "[fp8a.usage.201] --recipes: bad recipe 'block:pow2': unknown option 'pow2' "
+                       "for block (takes fp32)",
+                       Error);
+  CHECK_THROWS_WITH_AS(fp8a::parse_recipe("mxfp4"),
+                       "[fp8a.usage.201] --recipes: bad recipe 'mxfp4': unknown kind 'mxfp4' (did "
+                       "you mean 'mxfp8'?)",
                        Error);
 }

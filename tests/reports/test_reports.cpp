@@ -12,6 +12,7 @@
 #include "policies/layer_summary.hpp"
 #include "reports/atomic_file.hpp"
 #include "reports/console_table.hpp"
+#include "reports/gemms_csv.hpp"
 #include "reports/metrics_csv.hpp"
 #include "reports/number_format.hpp"
 #include "reports/summary_json.hpp"
@@ -57,6 +58,9 @@ fp8a::RunInfo fixed_info() {
   info.config.recipes = fp8a::parse_recipe_list("current,current:pow2");
   info.read_seconds = 0.5;
   info.evaluate_seconds = 0.25;
+  info.outputs = {"metrics.csv", "gemms.csv", "summary.json"};
+  info.trace_files = {"trace.csv"};
+  info.trace_notes = {"trace.csv: capture CSV, 40 amax values"};
   info.warnings = {"caps/step_10.safetensors: tensor 'x.weight' holds 1 NaN and 0 Inf elements"};
   return info;
 }
@@ -80,10 +84,37 @@ TEST_CASE("metrics.csv, summary.json and the console table match their golden fi
                                          0.0, 0.0, 0.0, 0.0));
   rows.back().applicability = fp8a::Applicability::no("example reason");
   rows[2].metrics.sqnr_db = std::numeric_limits<double>::infinity();
+  // A delayed row replayed approximately, and a blocked row in the columnwise orientation.
+  auto delayed = fp8a::testing::make_row(20, "layers.0.fc1", fp8a::Role::kGradient,
+                                         "delayed:history=16:algo=max:margin=0", 15.0, 0.97, 1.5625, 6.25);
+  delayed.metrics.scale = 89.6f;
+  delayed.current_scale = 179.2f;  // log2(89.6 / 179.2) = -1
+  delayed.replay = {fp8a::ReplayMode::kApproximate, 89.6f, "history window [4, 19] has 1 of 16 steps"};
+  delayed.metrics.sums.saturated_count = 2;
+  rows.push_back(delayed);
+  auto block = fp8a::testing::make_row(20, "layers.0.fc1", fp8a::Role::kGradient, "block", 28.0, 0.999, 0.0, 0.0);
+  block.orientation = fp8a::Orientation::kColumnwise;
+  block.metrics.scale = block.metrics.scale_inv = std::numeric_limits<float>::quiet_NaN();
+  block.metrics.scale_inv_min = 0.0078125f;
+  block.metrics.scale_inv_max = 0.5f;
+  rows.push_back(block);
   const auto layers = fp8a::summarize_layers(rows);
   check_golden("metrics.csv", fp8a::render_metrics_csv(rows));
   check_golden("summary.json", fp8a::render_summary_json(fixed_info(), rows, layers));
   check_golden("table.txt", fp8a::render_layer_table(layers));
+  fp8a::GemmRow g;
+  g.step = 20;
+  g.layer = "layers.0.fc1";
+  g.gemm = fp8a::Gemm::kWgrad;
+  g.recipe = fp8a::parse_recipe("mxfp8");
+  g.m = 16;
+  g.n = 8;
+  g.k = 64;
+  g.rows_used = 32;
+  g.sampled = true;
+  g.rel_fro_err = 0.03125;
+  g.cos = 0.9995;
+  check_golden("gemms.csv", fp8a::render_gemms_csv(std::vector<fp8a::GemmRow>{g}));
 }
 
 TEST_CASE("atomic writes replace whole files and leave nothing behind on failure") {

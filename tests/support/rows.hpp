@@ -26,7 +26,7 @@ inline EvaluationRow make_row(std::int64_t step, const std::string& layer, Role 
   r.stats.amin_nonzero = 0.0625f;
   r.stats.sum_sq = 10.0;
   r.metrics.scale = 179.2f;
-  r.metrics.scale_inv = 1.0f / 179.2f;
+  r.metrics.scale_inv = r.metrics.scale_inv_min = r.metrics.scale_inv_max = 1.0f / 179.2f;
   r.metrics.sqnr_db = sqnr_db;
   r.metrics.rel_mse = std::pow(10.0, -sqnr_db / 10.0);
   r.metrics.mse = r.metrics.rel_mse * 10.0 / 32;

@@ -1,0 +1,579 @@
+#include "datasets/amax_trace.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstddef>
+#include <deque>
+#include <limits>
+#include <set>
+#include <string_view>
+#include <system_error>
+#include <tuple>
+#include <unordered_map>
+
+#include "datasets/capture.hpp"
+#include "engine/core/error.hpp"
+
+namespace fp8a {
+
+namespace {
+
+constexpr std::string_view kCsvHeader = "step,tensor,amax";
+constexpr std::string_view kByteOrderMark = "\xEF\xBB\xBF";
+constexpr std::string_view kIteration = "iteration=";
+constexpr std::string_view kValue = "value=";
+constexpr std::string_view kCurAmax = "_cur_amax";
+constexpr std::string_view kNvdlfwLayout = "'<layer>_<tensor>_<stat> iteration=<N> value=<V>'";
+// Longest piece of a line quoted in a message, and of a tensor name.
+constexpr std::size_t kShownBytes = 60;
+constexpr std::size_t kShownNameBytes = 300;
+// Skipped tensor names listed in a note, at most.
+constexpr std::size_t kListedSkippedTensors = 8;
+
+bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; }
+
+std::string_view trim_left(std::string_view s) {
+  while (!s.empty() && is_blank(s.front())) s.remove_prefix(1);
+  return s;
+}
+std::string_view trim_right(std::string_view s) {
+  while (!s.empty() && is_blank(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+// s in single quotes for a message: at most `limit` bytes (cut at a UTF-8 character boundary,
+// "..." added) and control bytes written as \xNN, so a binary file still gives a readable line.
+std::string shown(std::string_view s, std::size_t limit = kShownBytes) {
+  bool cut = false;
+  if (s.size() > limit) {
+    std::size_t n = limit;
+    while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+    s = s.substr(0, n);
+    cut = true;
+  }
+  constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "'";
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7F) {
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 0xF];
+    } else {
+      out += c;
+    }
+  }
+  out += cut ? "...'" : "'";
+  return out;
+}
+
+// "path:LINE: ", built only when a message needs it.
+std::string at_line(const std::string& path, std::size_t line) {
+  return path + ":" + std::to_string(line) + ": ";
+}
+
+std::string count_of(std::size_t n, const char* singular, const char* plural) {
+  return std::to_string(n) + " " + (n == 1 ? singular : plural);
+}
+
+// Lines split at \n, a trailing \r removed; numbered from 1.
+class LineReader {
+ public:
+  explicit LineReader(std::string_view text) : text_(text) {}
+  bool next(std::string_view* line) {
+    if (pos_ >= text_.size()) return false;
+    auto end = text_.find('\n', pos_);
+    if (end == std::string_view::npos) end = text_.size();
+    *line = text_.substr(pos_, end - pos_);
+    if (!line->empty() && line->back() == '\r') line->remove_suffix(1);
+    pos_ = end + 1;
+    ++number_;
+    return true;
+  }
+  std::size_t number() const { return number_; }
+
+ private:
+  std::string_view text_;
+  std::size_t pos_ = 0;
+  std::size_t number_ = 0;
+};
+
+// A non-negative decimal integer: digits only, no sign, no spaces.
+bool parse_step(std::string_view s, std::int64_t* out) {
+  if (s.empty() || s.front() < '0' || s.front() > '9') return false;
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return r.ec == std::errc() && r.ptr == s.data() + s.size();
+}
+
+// An amax: a float32 (nearest to the decimal text), "nan"/"inf" in any case, not negative. Returns
+// an empty string on success, else what is wrong with it.
+std::string parse_amax(std::string_view s, float* out) {
+  float v = 0.0f;
+  const char* end = s.data() + s.size();
+  const auto r = std::from_chars(s.data(), end, v);
+  if (s.empty() || r.ptr != end || r.ec == std::errc::invalid_argument) return "is not a number";
+  if (s.front() == '-' && (r.ec != std::errc() || v < 0.0f)) return "is negative";
+  if (r.ec != std::errc()) return "is outside the float32 range (1.4e-45 to 3.4028235e38)";
+  if (std::isnan(v)) v = std::numeric_limits<float>::quiet_NaN();  // "-nan" too
+  if (v == 0.0f) v = 0.0f;                                         // -0 reads as 0
+  *out = v;
+  return {};
+}
+
+// NaN on either side wins; otherwise the larger.
+float merge_max(float a, float b) {
+  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<float>::quiet_NaN();
+  return std::max(a, b);
+}
+
+// One value read from one file, and where.
+struct Entry {
+  std::int64_t step;
+  std::size_t line;
+  float amax;
+};
+
+// One file's values by series index, each series in line order.
+struct FileValues {
+  std::vector<std::vector<Entry>> by_series;
+  std::size_t count = 0;
+  void add(std::uint32_t series, const Entry& e) {
+    if (series >= by_series.size()) by_series.resize(series + 1);
+    by_series[series].push_back(e);
+    ++count;
+  }
+};
+
+// One value of one series, from any file.
+struct Cell {
+  std::int64_t step;
+  float amax;
+};
+
+using SeriesKey = std::pair<std::string, Role>;
+
+// Interns (layer, role) keys as small indices and collects their values across files.
+class TraceBuilder {
+ public:
+  std::uint32_t series_index(std::string layer, Role role) {
+    auto [it, inserted] = index_.try_emplace(SeriesKey(std::move(layer), role),
+                                             static_cast<std::uint32_t>(keys_.size()));
+    if (inserted) {
+      keys_.push_back(&it->first);
+      cells_.emplace_back();
+    }
+    return it->second;
+  }
+  const SeriesKey& key(std::uint32_t series) const { return *keys_[series]; }
+  // values: one file's, without repeats.
+  void add_file(const FileValues& values) {
+    for (std::uint32_t s = 0; s < values.by_series.size(); ++s)
+      for (const auto& e : values.by_series[s]) cells_[s].push_back({e.step, e.amax});
+  }
+  // Moves the values into trace->series, merging equal steps by max; returns how many steps were
+  // given by more than one file.
+  std::size_t finish(AmaxTrace* trace) {
+    std::size_t merged = 0;
+    for (std::uint32_t s = 0; s < cells_.size(); ++s) {
+      auto& cells = cells_[s];
+      const auto by_step = [](const Cell& a, const Cell& b) { return a.step < b.step; };
+      if (!std::is_sorted(cells.begin(), cells.end(), by_step))
+        std::sort(cells.begin(), cells.end(), by_step);
+      auto& out = trace->series[key(s)].amax_by_step;
+      for (std::size_t i = 0; i < cells.size();) {
+        float amax = cells[i].amax;
+        std::size_t j = i + 1;
+        for (; j < cells.size() && cells[j].step == cells[i].step; ++j)
+          amax = merge_max(amax, cells[j].amax);
+        if (j - i > 1) ++merged;
+        out.emplace_hint(out.end(), cells[i].step, amax);
+        i = j;
+      }
+      std::vector<Cell>().swap(cells);
+    }
+    return merged;
+  }
+
+ private:
+  std::map<SeriesKey, std::uint32_t> index_;
+  std::vector<const SeriesKey*> keys_;  // into index_, whose nodes never move
+  std::vector<std::vector<Cell>> cells_;
+};
+
+enum class Format { kCsv, kNvdlfw };
+
+// The original name of a series in a file of the given format, for messages.
+std::string name_in_file(Format format, const SeriesKey& key) {
+  return key.first + (format == Format::kCsv ? "." : "_") + role_name(key.second) +
+         (format == Format::kCsv ? "" : std::string(kCurAmax));
+}
+
+// Refuses a (series, step) given twice in one file, naming the earliest repeat. Each series is
+// sorted by step (stable: repeats stay in line order); a trace written step by step already is.
+void check_repeats(const std::string& path, Format format, const TraceBuilder& builder,
+                   FileValues* values) {
+  const auto by_step = [](const Entry& a, const Entry& b) { return a.step < b.step; };
+  const Entry* first = nullptr;
+  const Entry* repeat = nullptr;
+  std::uint32_t repeat_series = 0;
+  for (std::uint32_t s = 0; s < values->by_series.size(); ++s) {
+    auto& entries = values->by_series[s];
+    const auto not_increasing = [](const Entry& a, const Entry& b) { return a.step >= b.step; };
+    if (std::adjacent_find(entries.begin(), entries.end(), not_increasing) == entries.end())
+      continue;
+    std::stable_sort(entries.begin(), entries.end(), by_step);
+    for (std::size_t i = 1; i < entries.size(); ++i) {
+      if (entries[i - 1].step == entries[i].step &&
+          (repeat == nullptr || entries[i].line < repeat->line)) {
+        first = &entries[i - 1];
+        repeat = &entries[i];
+        repeat_series = s;
+      }
+    }
+  }
+  if (repeat == nullptr) return;
+  const std::string name = name_in_file(format, builder.key(repeat_series));
+  const std::string what =
+      format == Format::kCsv
+          ? "duplicate row: step " + std::to_string(repeat->step) + ", tensor '" + name + "'"
+          : "duplicate line: '" + name + "' at iteration " + std::to_string(repeat->step);
+  throw input_error("fp8a.trace.505", at_line(path, repeat->line) + what +
+                                          " already given on line " + std::to_string(first->line));
+}
+
+// ---- CSV --------------------------------------------------------------------------------------
+
+struct CsvField {
+  std::string_view text;  // quotes removed
+  bool escaped = false;   // text still holds "" pairs for single quotes
+};
+
+// Splits one record (RFC 4180 quoting, no line breaks inside quotes). Keeps the first three
+// fields and returns how many there are.
+std::size_t split_csv(std::string_view line, CsvField* fields, const std::string& path,
+                      std::size_t line_number) {
+  std::size_t count = 0;
+  std::size_t i = 0;
+  while (true) {
+    CsvField f;
+    if (i < line.size() && line[i] == '"') {
+      std::size_t j = i + 1;
+      while (true) {
+        j = line.find('"', j);
+        if (j == std::string_view::npos)
+          throw input_error("fp8a.trace.502", at_line(path, line_number) +
+                                                  "malformed CSV row: field " +
+                                                  std::to_string(count + 1) +
+                                                  " opens a double quote that is never closed");
+        if (j + 1 < line.size() && line[j + 1] == '"') {
+          f.escaped = true;
+          j += 2;
+          continue;
+        }
+        break;
+      }
+      f.text = line.substr(i + 1, j - i - 1);
+      i = j + 1;
+      if (i < line.size() && line[i] != ',')
+        throw input_error("fp8a.trace.502", at_line(path, line_number) +
+                                                "malformed CSV row: field " +
+                                                std::to_string(count + 1) +
+                                                " has text after its closing double quote");
+    } else {
+      auto comma = line.find(',', i);
+      if (comma == std::string_view::npos) comma = line.size();
+      f.text = line.substr(i, comma - i);
+      i = comma;
+    }
+    if (count < 3) fields[count] = f;
+    ++count;
+    if (i >= line.size()) return count;
+    ++i;  // the comma
+  }
+}
+
+std::string unescape_quotes(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    out += s[i];
+    if (s[i] == '"' && i + 1 < s.size() && s[i + 1] == '"') ++i;
+  }
+  return out;
+}
+
+void parse_csv(std::string_view text, const std::string& path, TraceBuilder* builder,
+               FileValues* values) {
+  // Tensor name -> series; keys view the file's bytes or `unescaped`, both alive during the parse.
+  std::unordered_map<std::string_view, std::uint32_t> series_of;
+  std::deque<std::string> unescaped;
+  LineReader lines(text);
+  std::string_view line;
+  lines.next(&line);  // the header, checked by the caller
+  while (lines.next(&line)) {
+    if (trim_left(line).empty()) continue;
+    const std::size_t n = lines.number();
+    CsvField f[3];
+    const std::size_t count = split_csv(line, f, path, n);
+    if (count != 3)
+      throw input_error("fp8a.trace.502",
+                        at_line(path, n) + "malformed CSV row: expected 3 fields " +
+                            std::string(kCsvHeader) + ", found " + std::to_string(count));
+    Entry e{};
+    e.line = n;
+    if (!parse_step(f[0].text, &e.step))
+      throw input_error("fp8a.trace.503", at_line(path, n) + "step " + shown(f[0].text) +
+                                              " is not a non-negative integer");
+    if (auto why = parse_amax(f[2].text, &e.amax); !why.empty())
+      throw input_error("fp8a.trace.503",
+                        at_line(path, n) + "amax " + shown(f[2].text) + " " + why);
+
+    std::string_view name = f[1].text;
+    if (f[1].escaped) name = unescaped.emplace_back(unescape_quotes(name));
+    std::uint32_t series = 0;
+    if (auto it = series_of.find(name); it != series_of.end()) {
+      series = it->second;
+    } else {
+      std::string layer;
+      Role role = Role::kActivation;
+      if (!split_tensor_name(std::string(name), &layer, &role))
+        throw input_error("fp8a.trace.504",
+                          at_line(path, n) + "tensor " + shown(name, kShownNameBytes) +
+                              " is not <layer>.<role> with role activation, weight or gradient");
+      series = builder->series_index(std::move(layer), role);
+      series_of.emplace(name, series);
+    }
+    values->add(series, e);
+  }
+}
+
+// ---- nvdlfw_inspect statistics log --------------------------------------------------------------
+
+struct NvdlfwLine {
+  std::string_view name, iteration, value;
+};
+
+// Splits "[prefix] <name> iteration=<N> value=<V>" (any blanks between the parts). Returns an
+// empty string on success, else what is missing.
+std::string split_nvdlfw(std::string_view line, NvdlfwLine* out) {
+  const auto at = line.find(kIteration);
+  if (at == std::string_view::npos) return "no 'iteration='";
+  if (at == 0 || !is_blank(line[at - 1])) return "no statistic name before 'iteration='";
+  const std::string_view before = trim_right(line.substr(0, at));
+  if (before.empty()) return "no statistic name before 'iteration='";
+  std::size_t name_begin = before.size();
+  while (name_begin > 0 && !is_blank(before[name_begin - 1])) --name_begin;
+  out->name = before.substr(name_begin);
+
+  std::string_view rest = line.substr(at + kIteration.size());
+  std::size_t n = 0;
+  while (n < rest.size() && !is_blank(rest[n])) ++n;
+  out->iteration = rest.substr(0, n);
+  rest = trim_left(rest.substr(n));
+  if (rest.substr(0, kValue.size()) != kValue) return "no 'value=' after the iteration";
+  rest.remove_prefix(kValue.size());
+  n = 0;
+  while (n < rest.size() && !is_blank(rest[n])) ++n;
+  out->value = rest.substr(0, n);
+  rest = trim_left(rest.substr(n));
+  if (!rest.empty()) return "text after the value: " + shown(rest);
+  return {};
+}
+
+bool is_nvdlfw_line(std::string_view line) {
+  const auto at = line.find(kIteration);
+  return at != std::string_view::npos &&
+         line.find(kValue, at + kIteration.size()) != std::string_view::npos;
+}
+
+struct NvdlfwCounts {
+  std::size_t lines = 0;          // statistics lines
+  std::size_t other_stats = 0;    // stat other than cur_amax
+  std::size_t other_tensors = 0;  // cur_amax of a tensor other than activation, weight, gradient
+  std::set<std::string, std::less<>> other_tensor_names;  // the first kListedSkippedTensors
+  bool more_tensor_names = false;                         // and there were others
+};
+
+void parse_nvdlfw(std::string_view text, const std::string& path, TraceBuilder* builder,
+                  FileValues* values, NvdlfwCounts* counts) {
+  // "<layer>_<tensor>" -> series; keys view the file's bytes.
+  std::unordered_map<std::string_view, std::uint32_t> series_of;
+  LineReader lines(text);
+  std::string_view line;
+  while (lines.next(&line)) {
+    if (trim_left(line).empty()) continue;
+    const std::size_t n = lines.number();
+    NvdlfwLine parts;
+    if (auto why = split_nvdlfw(line, &parts); !why.empty())
+      throw input_error("fp8a.trace.502", at_line(path, n) +
+                                              "malformed nvdlfw_inspect statistics line: " + why +
+                                              "; expected " + std::string(kNvdlfwLayout));
+    ++counts->lines;
+    // Layer names may hold underscores; tensor names never do, so split from the right.
+    if (parts.name.size() <= kCurAmax.size() || !ends_with(parts.name, kCurAmax)) {
+      ++counts->other_stats;
+      continue;
+    }
+    const std::string_view layer_tensor = parts.name.substr(0, parts.name.size() - kCurAmax.size());
+    const auto underscore = layer_tensor.rfind('_');
+    const std::string_view tensor =
+        underscore == std::string_view::npos ? layer_tensor : layer_tensor.substr(underscore + 1);
+    Role role = Role::kActivation;
+    if (!role_from_name(tensor, &role)) {
+      ++counts->other_tensors;
+      auto& names = counts->other_tensor_names;
+      if (names.find(tensor) == names.end()) {
+        if (names.size() < kListedSkippedTensors)
+          names.emplace(tensor);
+        else
+          counts->more_tensor_names = true;
+      }
+      continue;
+    }
+    if (underscore == std::string_view::npos || underscore == 0)
+      throw input_error("fp8a.trace.502",
+                        at_line(path, n) + "malformed nvdlfw_inspect statistics line: " +
+                            "statistic " + shown(parts.name, kShownNameBytes) +
+                            " names no layer; expected " + std::string(kNvdlfwLayout));
+    Entry e{};
+    e.line = n;
+    if (!parse_step(parts.iteration, &e.step))
+      throw input_error("fp8a.trace.503", at_line(path, n) + "iteration " + shown(parts.iteration) +
+                                              " is not a non-negative integer");
+    if (auto why = parse_amax(parts.value, &e.amax); !why.empty())
+      throw input_error("fp8a.trace.503",
+                        at_line(path, n) + "cur_amax value " + shown(parts.value) + " " + why);
+    std::uint32_t series = 0;
+    if (auto it = series_of.find(layer_tensor); it != series_of.end()) {
+      series = it->second;
+    } else {
+      series = builder->series_index(std::string(layer_tensor.substr(0, underscore)), role);
+      series_of.emplace(layer_tensor, series);
+    }
+    values->add(series, e);
+  }
+}
+
+// ---- one file -----------------------------------------------------------------------------------
+
+// Reads one file into the builder; returns its note and sets *rounded for nvdlfw logs.
+std::string load_file(const std::string& path, const FileSystem& fs, TraceBuilder* builder,
+                      bool* rounded) {
+  const auto mapping = fs.map(path);
+  const auto bytes = mapping->bytes();
+  const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+
+  LineReader lines(text);
+  std::string_view first;
+  lines.next(&first);
+  Format format = Format::kCsv;
+  if (first != kCsvHeader) {
+    bool nvdlfw = is_nvdlfw_line(first);
+    for (std::string_view line; !nvdlfw && lines.next(&line);) nvdlfw = is_nvdlfw_line(line);
+    if (!nvdlfw) {
+      if (text.find_first_not_of(" \t\r\n\f\v") == std::string_view::npos)
+        throw input_error("fp8a.trace.501", path + ": not an amax trace: the file is empty");
+      if (first.substr(0, kByteOrderMark.size()) == kByteOrderMark)
+        throw input_error("fp8a.trace.501",
+                          path +
+                              ":1: not an amax trace: the file starts with a UTF-8 byte-order "
+                              "mark; write the CSV without one");
+      throw input_error("fp8a.trace.501",
+                        path + ":1: not an amax trace: expected the CSV header '" +
+                            std::string(kCsvHeader) + "' or nvdlfw_inspect statistics lines " +
+                            std::string(kNvdlfwLayout) + ", found " + shown(first));
+    }
+    format = Format::kNvdlfw;
+  }
+
+  FileValues values;
+  std::string note;
+  if (format == Format::kCsv) {
+    parse_csv(text, path, builder, &values);
+    if (values.count == 0)
+      throw input_error("fp8a.trace.506",
+                        path + ": no amax rows after the header '" + std::string(kCsvHeader) + "'");
+    note = path + ": capture CSV, " + count_of(values.count, "amax value", "amax values");
+  } else {
+    NvdlfwCounts counts;
+    parse_nvdlfw(text, path, builder, &values, &counts);
+    if (values.count == 0)
+      throw input_error("fp8a.trace.506",
+                        path + ": no cur_amax values of activation, weight or gradient among " +
+                            count_of(counts.lines, "statistics line", "statistics lines") +
+                            "; log them with LogTensorStats, stats [cur_amax], tensors "
+                            "[activation, weight, gradient]");
+    note = path + ": nvdlfw_inspect statistics log, " +
+           count_of(values.count, "cur_amax value", "cur_amax values");
+    if (counts.other_stats > 0)
+      note += "; skipped " + count_of(counts.other_stats, "line", "lines") + " of other statistics";
+    if (counts.other_tensors > 0) {
+      note += "; skipped " + count_of(counts.other_tensors, "cur_amax line", "cur_amax lines") +
+              " of other tensors (";
+      bool comma = false;
+      for (const auto& t : counts.other_tensor_names) {
+        note += (comma ? ", " : "") + t;
+        comma = true;
+      }
+      if (counts.more_tensor_names) note += ", ...";
+      note += ")";
+    }
+    *rounded = true;
+  }
+  check_repeats(path, format, *builder, &values);
+  builder->add_file(values);
+  return note;
+}
+
+}  // namespace
+
+const AmaxSeries* AmaxTrace::find(const std::string& layer, Role role) const {
+  const auto it = series.find(SeriesKey(layer, role));
+  return it == series.end() ? nullptr : &it->second;
+}
+
+AmaxTrace load_amax_trace(const std::vector<std::string>& paths, const FileSystem& fs) {
+  AmaxTrace trace;
+  std::vector<std::string> repeated_notes;
+  for (const auto& p : paths) {
+    switch (fs.kind(p)) {
+      case FileSystem::Kind::kMissing:
+        throw input_error("fp8a.io.101", p + ": no such file or directory");
+      case FileSystem::Kind::kDirectory:
+      case FileSystem::Kind::kOther:
+        throw input_error("fp8a.io.102",
+                          p + ": not a regular file (give the trace files themselves)");
+      case FileSystem::Kind::kFile:
+        break;
+    }
+    if (std::find(trace.files.begin(), trace.files.end(), p) != trace.files.end()) {
+      const std::string note = p + ": listed more than once, read once";
+      if (std::find(repeated_notes.begin(), repeated_notes.end(), note) == repeated_notes.end())
+        repeated_notes.push_back(note);
+      continue;
+    }
+    trace.files.push_back(p);
+  }
+
+  TraceBuilder builder;
+  for (const auto& f : trace.files)
+    trace.notes.push_back(load_file(f, fs, &builder, &trace.rounded));
+  trace.notes.insert(trace.notes.end(), repeated_notes.begin(), repeated_notes.end());
+  if (trace.rounded)
+    trace.notes.push_back(
+        "nvdlfw_inspect prints values with 4 decimals (value={:.4f}): amaxes are rounded to 0.0001 "
+        "and an amax below 0.00005 reads as 0");
+  const std::size_t merged = builder.finish(&trace);
+  if (merged > 0)
+    trace.notes.push_back(
+        count_of(merged, "value", "values") +
+        " from several files merged by max (TE reduces amax across ranks with max)");
+  return trace;
+}
+
+}  // namespace fp8a

@@ -1,0 +1,71 @@
+// An amax trace: the amax (max |x|) of every GEMM operand at every training step, read from a file,
+// so that Transformer Engine's delayed scaling (scale from an amax history of earlier steps) can be
+// replayed exactly.
+//
+// Two formats, told apart by content (never by file name):
+//  1. CSV from our capture hook. First line exactly "step,tensor,amax"; then rows STEP,TENSOR,AMAX
+//     with TENSOR = "<layer>.<role>" (as in captures, see split_tensor_name), RFC 4180 double
+//     quotes allowed around any field ("" inside quotes is one quote). \n or \r\n line ends; blank
+//     lines are skipped; no byte-order mark.
+//  2. nvdlfw_inspect statistics logs written by TE's LogTensorStats feature
+//     ({log_dir}/nvdlfw_inspect_statistics_logs/nvdlfw_inspect_globalrank-{rank}.log): lines
+//     "[prefix] <layer>_<tensor>_<stat> \t\t\t\t iteration=NNNNNN \t\t\t\t value=V.VVVV". Its
+//     FileLogger puts "%(asctime)s - %(levelname)s - " before every line; the name is the last
+//     blank-free token before "iteration=", and any run of blanks separates the parts. The tensor
+//     is the last "_" part before "_cur_amax" (layer names may hold "_", tensor names do not).
+//     Only stat cur_amax of tensors activation, weight and gradient is read; other statistics and
+//     tensors (output, wgrad, dgrad) are skipped and counted in a note. Values carry 4 decimals.
+//
+// Amax values: float32, parsed exactly (std::from_chars); "nan" and "inf" are accepted in any
+// case; negative values are refused; -0 is read as 0.
+//
+// The same (layer, role, step) in one file is an error. In several files (one log per rank) the
+// values are merged by max, as TE's amax reduction across ranks does; a NaN on any side wins.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "datasets/file_system.hpp"
+#include "engine/core/recipe.hpp"
+
+namespace fp8a {
+
+// The amax of one GEMM operand, by training step (TE's "iteration"). Steps need not be contiguous.
+struct AmaxSeries {
+  std::map<std::int64_t, float> amax_by_step;
+};
+
+struct AmaxTrace {
+  std::map<std::pair<std::string, Role>, AmaxSeries> series;  // (layer, role) -> series
+  std::vector<std::string> files;                             // paths read, in order, each once
+  // True when any value came from a source that rounds: nvdlfw_inspect logs print value={:.4f}, so
+  // their amaxes are rounded to 0.0001 and an amax below 0.00005 reads as 0.
+  bool rounded = false;
+  // Human-readable facts about the load, in this order: one line per file (format, values read,
+  // lines skipped), paths listed twice, the rounding of nvdlfw_inspect values, the cross-file
+  // merge.
+  std::vector<std::string> notes;
+
+  const AmaxSeries* find(const std::string& layer, Role role) const;  // nullptr if absent
+};
+
+// Reads each file (a path listed twice is read once) and merges them into one trace. The format is
+// detected from the content: the CSV header on the first line, else any line holding "iteration="
+// followed by "value=". Throws input errors (exit 3), messages "path:LINE: ...":
+//   fp8a.io.101     path does not exist
+//   fp8a.io.102     path is not a regular file, or cannot be read
+//   fp8a.trace.501  neither format (the message shows the first line)
+//   fp8a.trace.502  malformed line (CSV field count or quotes; nvdlfw line without iteration= or
+//                   value=, or text after the value)
+//   fp8a.trace.503  bad number (step/iteration not a non-negative integer; amax not a number,
+//                   negative, or outside the float32 range)
+//   fp8a.trace.504  CSV tensor name is not <layer>.<role>
+//   fp8a.trace.505  the same (layer, role, step) twice in one file (both line numbers named)
+//   fp8a.trace.506  the file holds no amax entries
+AmaxTrace load_amax_trace(const std::vector<std::string>& paths, const FileSystem& fs);
+
+}  // namespace fp8a

@@ -1,0 +1,89 @@
+#include "engine/delayed_replay.hpp"
+
+#include <cfloat>
+#include <cmath>
+
+#include "engine/core/error.hpp"
+
+namespace fp8a {
+
+const char* replay_mode_name(ReplayMode m) {
+  switch (m) {
+    case ReplayMode::kExact: return "exact";
+    case ReplayMode::kApproximate: return "approximate";
+    case ReplayMode::kUnavailable: break;
+  }
+  return "unavailable";
+}
+
+namespace {
+
+// Bounds the walk back through steps whose history gives no valid amax (all-zero tensors).
+constexpr int kMaxKeepPreviousSteps = 1'000'000;
+
+}  // namespace
+
+ReplayedScale replay_delayed_scale(const std::map<std::int64_t, float>& known, std::int64_t step,
+                                   const Recipe& recipe, Fp8Format format) {
+  FP8A_CHECK(recipe.kind == RecipeKind::kPerTensorDelayed, "not a delayed recipe");
+  const float scaled_max = fp8_max_finite(format) * std::ldexp(1.0f, -recipe.margin);
+  ReplayedScale out;
+  bool exact = true;
+  std::string detail;
+  std::int64_t s = step;
+  for (int guard = 0; guard < kMaxKeepPreviousSteps; ++guard) {
+    if (s <= 0) {  // TE's initial state: scale 1
+      out.mode = exact ? ReplayMode::kExact : ReplayMode::kApproximate;
+      out.scale = 1.0f;
+      out.detail = detail;
+      return out;
+    }
+    const std::int64_t window = recipe.algo == DelayedAlgo::kMax ? recipe.history : 1;
+    const std::int64_t first = std::max<std::int64_t>(0, s - window);
+    // Known amaxes in [first, s-1].
+    auto lo = known.lower_bound(first);
+    auto hi = known.lower_bound(s);
+    const std::int64_t have = std::distance(lo, hi);
+    float amax;
+    if (have == s - first) {
+      amax = 0.0f;
+      for (auto it = lo; it != hi; ++it) amax = std::isnan(it->second) || std::isnan(amax) ? NAN : std::max(amax, it->second);
+    } else if (have > 0) {
+      exact = false;
+      if (detail.empty())
+        detail = "history window [" + std::to_string(first) + ", " + std::to_string(s - 1) +
+                 "] has " + std::to_string(have) + " of " + std::to_string(s - first) +
+                 " steps; the known ones were used";
+      amax = 0.0f;
+      for (auto it = lo; it != hi; ++it) amax = std::isnan(it->second) || std::isnan(amax) ? NAN : std::max(amax, it->second);
+    } else if (lo != known.begin()) {
+      exact = false;
+      const auto prev = std::prev(lo);
+      if (detail.empty())
+        detail = "no amax known in the history window [" + std::to_string(first) + ", " +
+                 std::to_string(s - 1) + "]; used step " + std::to_string(prev->first) +
+                 "'s amax";
+      amax = prev->second;
+    } else {
+      out.mode = ReplayMode::kUnavailable;
+      out.detail = "no amax known before step " + std::to_string(step) +
+                   " (capture an earlier step or pass --amax-trace)";
+      return out;
+    }
+    if (amax > 0.0f && std::isfinite(amax)) {
+      float scale = scaled_max / amax;
+      if (std::isinf(scale)) scale = FLT_MAX;
+      out.mode = exact ? ReplayMode::kExact : ReplayMode::kApproximate;
+      out.scale = scale;
+      out.detail = detail;
+      return out;
+    }
+    --s;  // amax 0, inf or NaN: TE keeps the scale of the step before
+  }
+  out.mode = ReplayMode::kUnavailable;
+  out.detail = "amax history holds no finite nonzero value in the last " +
+               std::to_string(kMaxKeepPreviousSteps) + " steps";
+  return out;
+}
+
+}  // namespace fp8a

@@ -1,0 +1,175 @@
+#include "engine/fake_quant.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "engine/core/error.hpp"
+#include "engine/core/scale.hpp"
+
+namespace fp8a {
+
+namespace {
+
+// |v| above this is beyond the rounding boundary past max finite: E4M3 464 (a tie there rounds
+// to 448), E5M2 61440 (a tie there would round to inf), so the test is > 464 and >= 61440.
+float saturation_threshold(Fp8Format f) {
+  return f == Fp8Format::kE4M3 ? 464.0f : std::nextafter(61440.0f, 0.0f);
+}
+
+template <float (*RoundTrip)(float)>
+void quantize_run(const float* x, std::int64_t n, float scale, float scale_inv, float sat,
+                  float ovf, float* deq, std::int32_t* saturated, std::int32_t* overflow) {
+  std::int32_t s_count = 0, o_count = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    const float s = v * scale;
+    deq[i] = RoundTrip(s) * scale_inv;
+    s_count += std::fabs(s) > sat;
+    o_count += std::fabs(v) > ovf;
+  }
+  *saturated += s_count;
+  *overflow += o_count;
+}
+
+// Per-element scales (one row of per-column values shared by all rows of a block row).
+template <float (*RoundTrip)(float)>
+void quantize_row_varying(const float* x, std::int64_t n, const float* scale,
+                          const float* scale_inv, const float* ovf, float sat, float* deq,
+                          std::int32_t* saturated, std::int32_t* overflow) {
+  std::int32_t s_count = 0, o_count = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    const float s = v * scale[i];
+    deq[i] = RoundTrip(s) * scale_inv[i];
+    s_count += std::fabs(s) > sat;
+    o_count += std::fabs(v) > ovf[i];
+  }
+  *saturated += s_count;
+  *overflow += o_count;
+}
+
+// max |x| over non-NaN elements as int32 bit patterns (see cpu_backend.cpp for why bits).
+inline std::int32_t abs_bits_not_nan(float v) {
+  const auto b = static_cast<std::int32_t>(float_bits(v) & 0x7FFFFFFFu);
+  return b > 0x7F800000 ? 0 : b;
+}
+
+struct BlockScale {
+  float scale, scale_inv;
+};
+
+BlockScale block_scale(const QuantSpec& spec, float amax) {
+  const float fp8_max = fp8_max_finite(spec.format);
+  if (spec.kind == RecipeKind::kMx) {
+    const std::uint8_t e = spec.mx_rule == MxScaleRule::kTeRoundUp
+                               ? e8m0_round_up(amax * (1.0f / fp8_max))
+                               : e8m0_ocp_floor(amax, spec.format);
+    return {e8m0_scale(e), e8m0_value(e)};
+  }
+  const float scale = scale_from_amax(amax, fp8_max, spec.pow2_scales, 0.0f, spec.value_for_inf);
+  return {scale, scale_inverse(scale)};
+}
+
+template <float (*RoundTrip)(float)>
+void fake_quantize_blocked(const QuantSpec& spec, const float* x, std::int64_t rows,
+                           std::int64_t cols, float* deq, FakeQuantCounts* counts) {
+  const std::int64_t br = spec.block.rows, bc = spec.block.cols;
+  const std::int64_t col_blocks = (cols + bc - 1) / bc;
+  const float fp8_max = fp8_max_finite(spec.format);
+  const float sat = saturation_threshold(spec.format);
+  std::vector<std::int32_t> col_amax(static_cast<std::size_t>(cols));
+  std::vector<float> scale(static_cast<std::size_t>(cols)), scale_inv(scale.size()), ovf(scale.size());
+  std::int32_t saturated = 0, overflow = 0;
+  for (std::int64_t r0 = 0; r0 < rows; r0 += br) {
+    const std::int64_t r1 = std::min(rows, r0 + br);
+    // Per-column amax over the block row, then per block.
+    std::fill(col_amax.begin(), col_amax.end(), 0);
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const float* row = x + r * cols;
+      for (std::int64_t c = 0; c < cols; ++c) col_amax[c] = std::max(col_amax[c], abs_bits_not_nan(row[c]));
+    }
+    for (std::int64_t b = 0; b < col_blocks; ++b) {
+      const std::int64_t c0 = b * bc, c1 = std::min(cols, c0 + bc);
+      std::int32_t amax_bits = 0;
+      for (std::int64_t c = c0; c < c1; ++c) amax_bits = std::max(amax_bits, col_amax[c]);
+      const BlockScale s = block_scale(spec, bits_float(static_cast<std::uint32_t>(amax_bits)));
+      counts->scale_inv_min = std::min(counts->scale_inv_min, s.scale_inv);
+      counts->scale_inv_max = std::max(counts->scale_inv_max, s.scale_inv);
+      const float threshold = fp8_max * s.scale_inv;
+      for (std::int64_t c = c0; c < c1; ++c) {
+        scale[c] = s.scale;
+        scale_inv[c] = s.scale_inv;
+        ovf[c] = threshold;
+      }
+    }
+    for (std::int64_t r = r0; r < r1; ++r)
+      quantize_row_varying<RoundTrip>(x + r * cols, cols, scale.data(), scale_inv.data(),
+                                      ovf.data(), sat, deq + r * cols, &saturated, &overflow);
+  }
+  counts->saturated += saturated;
+  counts->overflow += overflow;
+}
+
+void fake_quantize_bf16(const float* x, std::int64_t n, float* deq, FakeQuantCounts* counts) {
+  std::int32_t overflow = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    const float d = bf16_to_float(float_to_bf16(v));
+    deq[i] = d;
+    overflow += std::fabs(d) == INFINITY && std::fabs(v) < INFINITY;  // finite x rounded to inf
+  }
+  counts->saturated += overflow;
+  counts->overflow += overflow;
+  counts->scale_inv_min = std::min(counts->scale_inv_min, 1.0f);
+  counts->scale_inv_max = std::max(counts->scale_inv_max, 1.0f);
+}
+
+template <float (*RoundTrip)(float)>
+void dispatch(const QuantSpec& spec, const float* x, std::int64_t rows, std::int64_t cols,
+              float* deq, FakeQuantCounts* counts) {
+  if (spec.block.rows == 0) {
+    const float scale_inv = scale_inverse(spec.scale);
+    std::int32_t saturated = 0, overflow = 0;
+    quantize_run<RoundTrip>(x, rows * cols, spec.scale, scale_inv,
+                            saturation_threshold(spec.format),
+                            fp8_max_finite(spec.format) * scale_inv, deq, &saturated, &overflow);
+    counts->saturated += saturated;
+    counts->overflow += overflow;
+    counts->scale_inv_min = std::min(counts->scale_inv_min, scale_inv);
+    counts->scale_inv_max = std::max(counts->scale_inv_max, scale_inv);
+  } else {
+    fake_quantize_blocked<RoundTrip>(spec, x, rows, cols, deq, counts);
+  }
+}
+
+}  // namespace
+
+void FakeQuantCounts::merge(const FakeQuantCounts& o) {
+  saturated += o.saturated;
+  overflow += o.overflow;
+  scale_inv_min = std::min(scale_inv_min, o.scale_inv_min);
+  scale_inv_max = std::max(scale_inv_max, o.scale_inv_max);
+}
+
+float input_type_max(DType dtype) {
+  switch (dtype) {
+    case DType::kBF16: return bf16_to_float(0x7F7F);  // 3.3895314e38
+    case DType::kF16: return 65504.0f;
+    case DType::kF32: break;
+  }
+  return FLT_MAX;
+}
+
+void fake_quantize_rows(const QuantSpec& spec, const float* x, std::int64_t rows,
+                        std::int64_t cols, float* deq, FakeQuantCounts* counts) {
+  FP8A_CHECK(rows * cols < (std::int64_t{1} << 31), "fake_quantize_rows: run too long for 32-bit counts");
+  if (spec.kind == RecipeKind::kBf16) return fake_quantize_bf16(x, rows * cols, deq, counts);
+  FP8A_CHECK((spec.block.rows == 0) == is_per_tensor(spec.kind), "block shape does not fit the recipe");
+  if (spec.format == Fp8Format::kE4M3)
+    dispatch<round_trip_e4m3>(spec, x, rows, cols, deq, counts);
+  else
+    dispatch<round_trip_e5m2>(spec, x, rows, cols, deq, counts);
+}
+
+}  // namespace fp8a

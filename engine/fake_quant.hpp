@@ -1,0 +1,46 @@
+// Fake quantisation: x -> dequantised FP8 (or BF16) value, exactly as a recipe casts, for a run of
+// whole rows of a tensor's 2-D view. One routine for every recipe kind, used by the CPU backend's
+// metric pass and by the GEMM-error computation.
+#pragma once
+
+#include <cfloat>
+#include <cstdint>
+#include <limits>
+
+#include "engine/core/recipe.hpp"
+#include "engine/core/tensor_view.hpp"
+
+namespace fp8a {
+
+// Everything the cast needs, resolved: the scale for per-tensor recipes (current from this
+// tensor's amax, delayed from the replayed history) or the block rule for blocked ones.
+struct QuantSpec {
+  RecipeKind kind = RecipeKind::kPerTensorCurrent;
+  Fp8Format format = Fp8Format::kE4M3;
+  BlockShape block;                // {0,0} for per-tensor and bf16
+  float scale = 1.0f;              // per-tensor recipes
+  bool pow2_scales = true;         // block
+  MxScaleRule mx_rule = MxScaleRule::kTeRoundUp;
+  float value_for_inf = FLT_MAX;   // block: an infinite scale becomes the input type's max
+};
+
+// Counts and scale range over the fake-quantised rows.
+struct FakeQuantCounts {
+  std::int64_t saturated = 0;  // |x * scale| beyond the last FP8 rounding boundary (464 / 61440):
+                               // clipped by the saturating cast (a non-saturating one gives NaN/inf)
+  std::int64_t overflow = 0;   // |x| > fp8_max * scale_inv (TE's overflows% numerator)
+  float scale_inv_min = std::numeric_limits<float>::infinity();
+  float scale_inv_max = 0.0f;
+  void merge(const FakeQuantCounts& o);
+};
+
+// The largest finite value of a capture's input type (TE's value_for_inf for block scales).
+float input_type_max(DType dtype);
+
+// Fake-quantises rows [0, rows) of x (row-major, `cols` wide) into deq. For blocked recipes the
+// rows must start at a multiple of the block height; a last partial block (fewer rows or columns)
+// is quantised with its own amax, as TE's blockwise reference pads with zeros.
+void fake_quantize_rows(const QuantSpec& spec, const float* x, std::int64_t rows,
+                        std::int64_t cols, float* deq, FakeQuantCounts* counts);
+
+}  // namespace fp8a

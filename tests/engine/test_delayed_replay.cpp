@@ -1,0 +1,131 @@
+// Delayed-scaling replay on hand-built amax traces, with expected scales worked out from TE's
+// rule (te.md §2.1, formats.md §5.3): scale(t) = (fp8_max * 2^-margin) / amax over the window
+// before t; amax 0/inf/NaN keeps the previous scale; step 0 uses scale 1.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <map>
+#include <vector>
+
+#include "engine/cpu_backend.hpp"
+#include "engine/delayed_replay.hpp"
+#include "engine/run.hpp"
+
+using fp8a::Fp8Format;
+using fp8a::ReplayMode;
+
+namespace {
+
+std::map<std::int64_t, float> flat_with_spike(int steps, int spike_step, float spike) {
+  std::map<std::int64_t, float> m;
+  for (int s = 0; s < steps; ++s) m[s] = s == spike_step ? spike : 1.0f;
+  return m;
+}
+
+float scale_at(const std::map<std::int64_t, float>& trace, std::int64_t step, const char* recipe,
+               Fp8Format f = Fp8Format::kE4M3) {
+  const auto r = fp8a::replay_delayed_scale(trace, step, fp8a::parse_recipe(recipe), f);
+  REQUIRE(r.mode == ReplayMode::kExact);
+  return r.scale;
+}
+
+}  // namespace
+
+TEST_CASE("a spike depresses the scale for exactly H steps with algo=max") {
+  const auto trace = flat_with_spike(20, 5, 100.0f);
+  const char* recipe = "delayed:history=4:algo=max:margin=0";
+  CHECK(scale_at(trace, 0, recipe) == 1.0f);  // TE's initial scale
+  for (int t = 1; t <= 5; ++t) CHECK(scale_at(trace, t, recipe) == 448.0f);  // spike not seen yet
+  for (int t = 6; t <= 9; ++t) CHECK(scale_at(trace, t, recipe) == 448.0f / 100.0f);
+  CHECK(scale_at(trace, 10, recipe) == 448.0f);
+}
+
+TEST_CASE("... and for one step with most_recent") {
+  const auto trace = flat_with_spike(20, 5, 100.0f);
+  const char* recipe = "delayed:history=4:algo=most_recent:margin=0";
+  CHECK(scale_at(trace, 5, recipe) == 448.0f);
+  CHECK(scale_at(trace, 6, recipe) == 448.0f / 100.0f);
+  CHECK(scale_at(trace, 7, recipe) == 448.0f);
+}
+
+TEST_CASE("margin divides the scale by 2^margin; E5M2 uses 57344") {
+  const auto trace = flat_with_spike(10, -1, 0.0f);
+  CHECK(scale_at(trace, 3, "delayed:history=4:algo=max:margin=2") == 112.0f);
+  CHECK(scale_at(trace, 3, "delayed:history=4:algo=max:margin=0", Fp8Format::kE5M2) == 57344.0f);
+}
+
+TEST_CASE("amax 0, NaN or inf keeps the previous scale") {
+  std::map<std::int64_t, float> trace = {{0, 2.0f}, {1, 4.0f}, {2, 0.0f}, {3, NAN}, {4, INFINITY}, {5, 8.0f}};
+  const char* recipe = "delayed:history=1:algo=most_recent:margin=0";
+  CHECK(scale_at(trace, 1, recipe) == 224.0f);   // amax(0) = 2
+  CHECK(scale_at(trace, 2, recipe) == 112.0f);   // amax(1) = 4
+  CHECK(scale_at(trace, 3, recipe) == 112.0f);   // amax(2) = 0: kept
+  CHECK(scale_at(trace, 4, recipe) == 112.0f);   // NaN: kept
+  CHECK(scale_at(trace, 5, recipe) == 112.0f);   // inf: kept
+  CHECK(scale_at(trace, 6, recipe) == 56.0f);    // amax(5) = 8
+  // With algo max a NaN anywhere in the window keeps the previous scale too.
+  CHECK(scale_at(trace, 4, "delayed:history=3:algo=max:margin=0") == 112.0f);
+  // A tiny amax gives FLT_MAX, not inf.
+  const std::map<std::int64_t, float> tiny = {{0, 1e-45f}};
+  CHECK(scale_at(tiny, 1, "delayed:history=1:algo=max:margin=0") == FLT_MAX);
+}
+
+TEST_CASE("exact, approximate and unavailable replays") {
+  const std::map<std::int64_t, float> sparse = {{100, 2.0f}, {200, 4.0f}};
+  const auto r = fp8a::parse_recipe("delayed:history=1024:algo=max:margin=0");
+  const auto a = fp8a::replay_delayed_scale(sparse, 200, r, Fp8Format::kE4M3);
+  CHECK(a.mode == ReplayMode::kApproximate);
+  CHECK(a.scale == 224.0f);  // only step 100 is known in [0, 199]
+  CHECK(a.detail == "history window [0, 199] has 1 of 200 steps; the known ones were used");
+  const auto m = fp8a::replay_delayed_scale(sparse, 200, fp8a::parse_recipe("delayed:algo=most_recent"),
+                                            Fp8Format::kE4M3);
+  CHECK(m.mode == ReplayMode::kApproximate);
+  CHECK(m.scale == 224.0f);
+  CHECK(m.detail == "no amax known in the history window [199, 199]; used step 100's amax");
+  const auto u = fp8a::replay_delayed_scale(sparse, 100, r, Fp8Format::kE4M3);
+  CHECK(u.mode == ReplayMode::kUnavailable);
+  CHECK(u.detail == "no amax known before step 100 (capture an earlier step or pass --amax-trace)");
+  CHECK(fp8a::replay_delayed_scale(sparse, 0, r, Fp8Format::kE4M3).mode == ReplayMode::kExact);
+}
+
+TEST_CASE("through evaluate_captures: the spike saturates at its step, then underflow rises") {
+  // A tensor per step 4..7 of one layer; the trace says amax 1 everywhere except step 5 (100).
+  // Step 5's tensor holds the spike 100: with the scale from steps 1..4 (448) it saturates.
+  // Steps 6 and 7 cast with 448/100, so 1e-4 * 4.48 falls below E4M3's smallest subnormal / 2.
+  std::vector<std::vector<float>> data;
+  fp8a::CaptureSet set;
+  fp8a::AmaxTrace trace;
+  for (int s = 0; s < 8; ++s)
+    trace.series[{"l", fp8a::Role::kActivation}].amax_by_step[s] = s == 5 ? 100.0f : 1.0f;
+  for (int s = 4; s < 8; ++s) data.push_back({1.0f, 0.5f, 1e-4f, s == 5 ? 100.0f : -1.0f});
+  for (int s = 4; s < 8; ++s) {
+    fp8a::CapturedTensor t;
+    t.key = {s, "l", fp8a::Role::kActivation};
+    t.file = "f";
+    t.tensor_name = "l.activation";
+    t.view = fp8a::make_tensor_view(reinterpret_cast<const std::byte*>(data[s - 4].data()),
+                                    fp8a::DType::kF32, {4});
+    set.tensors.push_back(t);
+  }
+  fp8a::RunConfig config;
+  config.recipes = {fp8a::parse_recipe("delayed:history=2:algo=max:margin=0")};
+  config.format = fp8a::TrainingFormat::kE4M3;
+  config.trace = &trace;
+  const auto rows = fp8a::evaluate_captures(set, config, fp8a::CpuBackend());
+  REQUIRE(rows.size() == 4);
+  for (const auto& r : rows) {
+    INFO("step " << r.key.step);
+    REQUIRE(r.applicability.ok);
+    CHECK(r.replay.mode == ReplayMode::kExact);
+  }
+  CHECK(rows[0].metrics.scale == 448.0f);  // step 4
+  CHECK(rows[1].metrics.scale == 448.0f);  // step 5: window [3, 4]
+  CHECK(rows[1].metrics.sums.saturated_count == 1);
+  CHECK(rows[1].metrics.sums.overflow_count == 1);
+  CHECK(fp8a::delayed_vs_current_log2(rows[1]) == doctest::Approx(std::log2(100.0)));
+  CHECK(rows[2].metrics.scale == 4.48f);   // step 6: window [4, 5] holds the spike
+  CHECK(rows[2].metrics.sums.underflow_count == 1);
+  CHECK(rows[3].metrics.scale == 4.48f);   // step 7: window [5, 6]
+  CHECK(rows[0].metrics.sums.underflow_count == 0);
+  CHECK(fp8a::delayed_vs_current_log2(rows[2]) == doctest::Approx(std::log2(4.48 / 448.0)));
+}
