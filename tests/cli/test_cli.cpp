@@ -370,3 +370,61 @@ TEST_CASE("an output path that is a file is refused; existing reports are replac
   REQUIRE(run("run --capture " + sample() + " --out " + shell_quote(out.string())).rc == 0);
   CHECK(slurp(out / "metrics.csv").rfind("step,layer,", 0) == 0);
 }
+
+TEST_CASE("--amax-trace makes the delayed replay exact (CSV and nvdlfw_inspect logs)") {
+  TempDir dir;
+  const fs::path capture = dir.path / "step_5.safetensors";
+  write_bytes(capture, one_tensor("l.activation", {1.0f, -0.5f, 0.25f, 2.0f}));
+  // Amax 1, 2, 4, 8, 16 at steps 0..4: history=2 at step 5 sees max(8, 16) -> scale 448/16 = 28.
+  const fs::path csv = dir.path / "trace.csv";
+  write_bytes(csv, "step,tensor,amax\n0,l.activation,1\n1,l.activation,2\n2,l.activation,4\n"
+                   "3,l.activation,8\n4,l.activation,16\n");
+  const fs::path log = dir.path / "nvdlfw_inspect_globalrank-0.log";
+  std::string lines;
+  for (int s = 0; s < 5; ++s)
+    lines += "2026-01-01 00:00:00,000 - INFO - l_activation_cur_amax \t\t\t\t iteration=00000" +
+             std::to_string(s) + " \t\t\t\t value=" + std::to_string(1 << s) + ".0000\n";
+  write_bytes(log, lines);
+  for (const fs::path& trace : {csv, log}) {
+    INFO(trace);
+    const fs::path out = dir.path / ("out-" + trace.filename().string());
+    const auto r = run("run --recipes delayed:history=2:algo=max:margin=0,current --capture " +
+                       shell_quote(capture.string()) + " --amax-trace " + shell_quote(trace.string()) +
+                       " --out " + shell_quote(out.string()));
+    INFO(r.err);
+    REQUIRE(r.rc == 0);
+    const auto rows = read_csv(slurp(out / "metrics.csv"));
+    REQUIRE(rows.size() == 2);
+    CHECK(rows[0].at("recipe") == "delayed:history=2:algo=max:margin=0");
+    CHECK(rows[0].at("replay") == "exact");
+    CHECK(rows[0].at("scale") == "28");
+    CHECK(num(rows[0].at("delayed_vs_current_log2")) == doctest::Approx(std::log2(28.0 / 224.0)));
+    CHECK(rows[1].at("replay").empty());
+    const auto summary = nlohmann::json::parse(slurp(out / "summary.json"));
+    CHECK(summary["delayed_replay"]["exact"] == 1);
+    CHECK(summary["delayed_replay"]["amax_trace_rounded"] == (trace == log));
+  }
+  const fs::path bad = dir.path / "bad.csv";
+  write_bytes(bad, "step,tensor,amax\n1,l.activation,-3\n");
+  const auto r = run("run --capture " + shell_quote(capture.string()) + " --amax-trace " +
+                     shell_quote(bad.string()) + " --out " + shell_quote((dir.path / "o").string()));
+  CHECK(r.rc == 3);
+  CHECK(r.err == "fp8-advisor: error: [fp8a.trace.503] " + bad.string() + ":2: amax '-3' is negative\n");
+}
+
+TEST_CASE("gemms.csv: three GEMMs per layer, step and recipe; --no-gemms skips it") {
+  TempDir a, b;
+  REQUIRE(run("run --recipes current,mxfp8 --capture " + sample() + " --out " + shell_quote(a.path.string())).rc == 0);
+  const auto g = read_csv(slurp(a.path / "gemms.csv"));
+  CHECK(g.size() == 2 * 4 * 3 * 2);  // steps x layers x GEMMs x recipes
+  for (const auto& row : g) {
+    CHECK(num(row.at("rel_fro_err")) > 0.0);
+    CHECK(num(row.at("rel_fro_err")) < 0.2);
+    CHECK(row.at("engine") == "emulated");
+    CHECK(row.at("sampled") == "false");
+  }
+  REQUIRE(run("run --no-gemms --recipes current --capture " + sample() + " --out " + shell_quote(b.path.string())).rc == 0);
+  CHECK_FALSE(fs::exists(b.path / "gemms.csv"));
+  const auto summary = nlohmann::json::parse(slurp(b.path / "summary.json"));
+  CHECK(summary["outputs"] == nlohmann::json::array({"metrics.csv", "summary.json"}));
+}
