@@ -11,6 +11,15 @@
 
 namespace fp8a {
 
+Applicability recipe_fits(const Recipe& recipe, const TensorView& t) {
+  if (recipe.kind != RecipeKind::kMx) return Applicability::yes();
+  if (t.shape.size() >= 2 && t.rows % 32 == 0 && t.cols % 32 == 0) return Applicability::yes();
+  std::string shape;
+  for (std::size_t i = 0; i < t.shape.size(); ++i) shape += (i ? ", " : "") + std::to_string(t.shape[i]);
+  return Applicability::no("MXFP8 needs >= 2 dims with the last dim and the product of the others "
+                           "divisible by 32 (TE MXFP8Quantizer.is_quantizable); shape is [" + shape + "]");
+}
+
 double delayed_vs_current_log2(const EvaluationRow& row) {
   if (row.recipe.kind != RecipeKind::kPerTensorDelayed || !row.applicability.ok)
     return std::numeric_limits<double>::quiet_NaN();
@@ -75,6 +84,7 @@ std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const R
         row.fp8 = recipe.kind == RecipeKind::kBf16 ? Fp8Format::kE4M3 : fp8;
         row.orientation = o;
         row.applicability = backend.supports(recipe);
+        if (row.applicability.ok) row.applicability = recipe_fits(recipe, t.view);
         Candidate c{recipe, fp8, t.key.role, o};
         if (recipe.kind == RecipeKind::kPerTensorDelayed && row.applicability.ok) {
           row.replay = replay_delayed_scale(history.at({t.key.layer, t.key.role}), t.key.step,

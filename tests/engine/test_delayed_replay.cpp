@@ -129,3 +129,18 @@ TEST_CASE("through evaluate_captures: the spike saturates at its step, then unde
   CHECK(rows[0].metrics.sums.underflow_count == 0);
   CHECK(fp8a::delayed_vs_current_log2(rows[2]) == doctest::Approx(std::log2(4.48 / 448.0)));
 }
+
+TEST_CASE("MXFP8 is not applicable where TE's MXFP8Quantizer refuses the shape") {
+  std::vector<float> a(64 * 32, 1.0f), b(5 * 160, 1.0f), c(64, 1.0f);
+  auto view = [](std::vector<float>& v, std::vector<std::int64_t> shape) {
+    return fp8a::make_tensor_view(reinterpret_cast<const std::byte*>(v.data()), fp8a::DType::kF32, std::move(shape));
+  };
+  const auto mx = fp8a::parse_recipe("mxfp8");
+  CHECK(fp8a::recipe_fits(mx, view(a, {2, 32, 32})).ok);
+  const auto no = fp8a::recipe_fits(mx, view(b, {5, 160}));
+  CHECK_FALSE(no.ok);
+  CHECK(no.reason == "MXFP8 needs >= 2 dims with the last dim and the product of the others divisible "
+                     "by 32 (TE MXFP8Quantizer.is_quantizable); shape is [5, 160]");
+  CHECK_FALSE(fp8a::recipe_fits(mx, view(c, {64})).ok);  // 1-D
+  CHECK(fp8a::recipe_fits(fp8a::parse_recipe("block"), view(b, {5, 160})).ok);
+}
