@@ -10,12 +10,13 @@
 #include <vector>
 
 #include "engine/cpu_backend.hpp"
+#include "support/close.hpp"
 #include "support/fp8_ref.hpp"
 
 namespace {
 
-// Sums run in a different order than the reference's sequential loop; see test_cpu_backend.cpp.
-constexpr double kSumRelTol = 1e-12;
+using fp8a::testing::check_close;
+
 
 struct Ref {
   std::int64_t underflow = 0, overflow = 0, saturated = 0;
@@ -101,13 +102,6 @@ Ref blocked_ref(const std::vector<float>& x, std::int64_t rows, std::int64_t col
   return r;
 }
 
-void check_close(double got, double want, const char* what) {
-  INFO(what << ": got " << got << " want " << want);
-  if (std::isnan(want)) CHECK(std::isnan(got));  // a NaN block scale (OCP rule past 2^127)
-  else if (std::isinf(want)) CHECK(got == want);  // pow2 scales near FLT_MAX: deq overflows
-  else if (want == 0) CHECK(std::fabs(got) <= 1e-300);
-  else CHECK(std::fabs(got - want) <= kSumRelTol * std::fabs(want));
-}
 
 std::vector<float> fill(std::size_t n, int kind, std::mt19937& rng) {
   std::normal_distribution<float> normal(0.0f, 1.0f);

@@ -11,13 +11,13 @@
 
 #include "engine/core/fp8_codec.hpp"
 #include "engine/cpu_backend.hpp"
+#include "support/close.hpp"
 #include "support/fp8_ref.hpp"
 
 namespace {
 
-// Sums are accumulated in a different order than the reference's sequential loop (per-chunk Eigen
-// reductions, then chunk order): double rounding differences stay far below this relative bound.
-constexpr double kSumRelTol = 1e-12;
+using fp8a::testing::check_close;
+
 
 struct RefResult {
   float scale, scale_inv, amax;
@@ -64,11 +64,6 @@ RefResult evaluate_ref(const std::vector<float>& x, bool e4m3, bool pow2, float 
   return r;
 }
 
-void check_close(double got, double want, const char* what) {
-  INFO(what << ": got " << got << " want " << want);
-  if (want == 0) CHECK(std::fabs(got) <= 1e-300);
-  else CHECK(std::fabs(got - want) <= kSumRelTol * std::fabs(want));
-}
 
 // A tensor stored as F32 bytes, shape as given.
 struct OwnedTensor {
