@@ -9,7 +9,12 @@ Output (all paths relative to --out, default datasets/sample next to this reposi
       ffn 256). Every tensor is BF16 and named "<layer>.<role>", role in activation|weight|gradient.
   manifest.json
       Per (file, tensor): name, step, dtype, shape, amax (max |x| of the stored BF16 values),
-      number of exact zeros, and what the tensor is meant to show.
+      number of exact zeros, and what the tensor is meant to show; "amax_trace" describes the trace.
+  amax_trace.csv
+      "step,tensor,amax": the amax of every tensor at every step 0..200, so that delayed scaling
+      (TE DelayedScaling, scale from the amaxes of earlier steps) can be replayed exactly. At the
+      captured steps (100, 200) the amax is exactly the captured tensor's; in between a smooth
+      geometric series with small multiplicative noise (see amax_trace_rows).
   README.md
       Short description and the command to regenerate.
 
@@ -47,6 +52,14 @@ FFN = 256
 OUTLIER_COLUMNS = (7, 61, 130, 201)
 OUTLIER_GAIN = {100: 60.0, 200: 200.0}
 ZERO_FRACTION = 0.03
+
+TRACE_FILE = "amax_trace.csv"
+TRACE_STEPS = 201  # steps 0..200 inclusive
+# Per role: (amax at step 0 as a multiple of the step-100 amax, sigma of the multiplicative noise).
+TRACE_START = {"weight": (0.95, 0.005), "activation": (1.0, 0.02), "gradient": (3.0, 0.05)}
+# The FC2 outlier activation grows steadily from 1/8 of its step-100 amax (little noise, so the
+# growth is monotone): the delayed-scaling pathology, the amax history lags the growth.
+TRACE_OUTLIER_START = (0.125, 0.002)
 
 QKV = "self_attention.linear_qkv"
 FC2 = "mlp.linear_fc2"
@@ -132,6 +145,51 @@ def bf16_bits_to_float(b):
     return struct.unpack("<f", struct.pack("<I", b << 16))[0]
 
 
+def to_float32(x):
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+def amax_trace_rows(captured_amax):
+    """captured_amax: {(name, step): amax} for the captured steps. Returns [(step, name, amax)].
+
+    Per tensor (random.Random seeded from sha256("<name>@amax_trace")): a geometric interpolation
+    from a0 (step 0) to the captured amax at step 100, then to the captured amax at step 200, times
+    exp(sigma * N(0, 1)) at every step but 100 and 200, rounded to float32. At steps 100 and 200
+    the value is exactly the captured tensor's amax.
+    """
+    names = ["%s.%s" % (layer, role) for layer, role, _, _ in tensor_specs()]
+    series = {}
+    for name in names:
+        role = name.rpartition(".")[2]
+        a100, a200 = captured_amax[(name, 100)], captured_amax[(name, 200)]
+        start, sigma = TRACE_START[role]
+        if name == "layers.1.%s.activation" % FC2:
+            start, sigma = TRACE_OUTLIER_START
+        a0 = start * a100
+        digest = hashlib.sha256(("%s@amax_trace" % name).encode("utf-8")).digest()
+        rng = random.Random(int.from_bytes(digest[:8], "little"))
+        vals = []
+        for t in range(TRACE_STEPS):
+            noise = math.exp(sigma * rng.gauss(0.0, 1.0))  # drawn at every step: stable stream
+            if t in (100, 200):
+                vals.append(captured_amax[(name, t)])
+                continue
+            if t < 100:
+                trend = a0 * (a100 / a0) ** (t / 100.0)
+            else:
+                trend = a100 * (a200 / a100) ** ((t - 100) / 100.0)
+            vals.append(to_float32(trend * noise))
+        series[name] = vals
+    return [(t, name, series[name][t]) for t in range(TRACE_STEPS) for name in names]
+
+
+def write_amax_trace(path, rows):
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        f.write("step,tensor,amax\n")
+        for step, name, amax in rows:
+            f.write("%d,%s,%r\n" % (step, name, amax))
+
+
 def write_safetensors(path, tensors, metadata):
     """tensors: list of (name, shape, bf16 bits list). Writes a valid safetensors file."""
     header = {"__metadata__": metadata}
@@ -162,6 +220,7 @@ def main(argv=None):
         "amax_definition": "max |x| over the stored BF16 values",
         "tensors": [],
     }
+    captured_amax = {}
     for step in STEPS:
         fname = "step_%06d.safetensors" % step
         tensors = []
@@ -170,6 +229,7 @@ def main(argv=None):
             bits = [float_to_bf16_bits(v) for v in generate(layer, role, shape, step)]
             stored = [bf16_bits_to_float(b) for b in bits]
             tensors.append((name, shape, bits))
+            captured_amax[(name, step)] = max(abs(v) for v in stored)
             manifest["tensors"].append({
                 "file": fname,
                 "name": name,
@@ -189,6 +249,21 @@ def main(argv=None):
         }
         write_safetensors(os.path.join(args.out, fname), tensors, metadata)
 
+    write_amax_trace(os.path.join(args.out, TRACE_FILE), amax_trace_rows(captured_amax))
+    manifest["amax_trace"] = {
+        "file": TRACE_FILE,
+        "columns": ["step", "tensor", "amax"],
+        "steps": [0, TRACE_STEPS - 1],
+        "tensors": len(tensor_specs()),
+        "rows": TRACE_STEPS * len(tensor_specs()),
+        "description": ("amax of every tensor at every step 0..200 (float32 values); at steps 100 "
+                        "and 200 exactly the captured tensor's amax, elsewhere a geometric "
+                        "interpolation (step 0 -> 100 -> 200) with small multiplicative noise; "
+                        "layers.1.mlp.linear_fc2.activation grows steadily (outlier growth) so that "
+                        "delayed scaling's amax history lags it. Lets delayed scaling be "
+                        "replayed exactly: fp8-advisor run --amax-trace amax_trace.csv"),
+    }
+
     with open(os.path.join(args.out, "manifest.json"), "w", encoding="utf-8") as f:
         json.dump(manifest, f, indent=2)
         f.write("\n")
@@ -205,7 +280,8 @@ Small synthetic capture of the GEMM operands of a toy 2-layer transformer (hidde
 | file | content |
 | --- | --- |
 | `step_000100.safetensors`, `step_000200.safetensors` | 12 BF16 tensors each, named `<layer>.<role>` |
-| `manifest.json` | per tensor: step, dtype, shape, amax (max abs of the stored BF16 values), exact zeros, what it shows |
+| `manifest.json` | per tensor: step, dtype, shape, amax (max abs of the stored BF16 values), exact zeros, what it shows; `amax_trace`: what the trace holds |
+| `amax_trace.csv` | `step,tensor,amax`: the amax of each of the 12 tensors at every step 0..200 |
 
 Layers: `layers.{0,1}.self_attention.linear_qkv` (activation [2,32,128], weight [384,128],
 gradient [2,32,384]) and `layers.{0,1}.mlp.linear_fc2` (activation [64,256], weight [128,256],
@@ -220,6 +296,15 @@ Content (`random.Random` seeded per tensor from sha256 of `<name>@<step>`):
   flushes a visible share to zero; `layers.0.mlp.linear_fc2.gradient` has exactly 3% exact zeros
 
 Floats are rounded to float32, then to BF16 with round-to-nearest-even.
+
+Amax trace (`amax_trace.csv`, for replaying delayed scaling exactly, e.g.
+`fp8-advisor run --capture datasets/sample --amax-trace datasets/sample/amax_trace.csv`): at steps
+100 and 200 each amax is exactly the captured tensor's (the manifest value); in between a geometric
+interpolation from a start value (step 0) to the step-100 amax and on to the step-200 amax, times
+small multiplicative noise (`exp(sigma*N(0,1))`, sigma 0.5% weights, 2% activations, 5% gradients;
+start 0.95x, 1x, 3x the step-100 amax), rounded to float32 and written with `repr()`.
+`layers.1.mlp.linear_fc2.activation` grows steadily from 1/8 of its step-100 amax (sigma 0.2%, so
+monotone): delayed scaling's history lags the growth and the top outliers overflow.
 
 Regenerate (standard library only, byte-identical output):
 
