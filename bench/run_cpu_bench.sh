@@ -21,3 +21,19 @@ echo "# numpy $("$venv/bin/python" -c 'import numpy; print(numpy.__version__)'),
 "$build/bench/bench_cpu_metrics" "$tensor" --candidates 1,8 --repeat 5
 "$build/bench/bench_cpu_metrics" "$tensor" --candidates 1,8 --repeat 5 --threads 1
 "$venv/bin/python" bench/peer_numpy.py "$tensor" --candidates 1,8 --repeat 3
+
+# Full default recipe set on the same tensor: the metric pass alone (every recipe in each
+# orientation TE quantises an activation in), then both tools end to end on the file (read,
+# decode, every recipe but delayed, which needs a history; write CSV), timed the same way.
+"$build/bench/bench_cpu_metrics" "$tensor" --recipes all --repeat 3
+recipes=current,current:pow2,block,block:fp32,mxfp8,mxfp8:floor,bf16
+out=$(mktemp -d)
+t0=$(date +%s.%N)
+"$build/cli/fp8-advisor" run --capture "$tensor" --out "$out/fp8a" --recipes "$recipes" --format e4m3 --no-gemms >/dev/null
+t1=$(date +%s.%N)
+"$venv/bin/python" bench/peer_numpy.py "$tensor" --all --format e4m3 --recipes "$recipes" --csv "$out/peer.csv" 2>/dev/null
+t2=$(date +%s.%N)
+echo "end-to-end, 7 recipes (11 evaluations with orientations), 16M BF16 elements:"
+echo "  fp8-advisor run: $(echo "$t1 - $t0" | bc) s"
+echo "  peer_numpy --all: $(echo "$t2 - $t1" | bc) s"
+rm -rf "$out"

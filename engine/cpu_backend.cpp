@@ -166,7 +166,6 @@ TensorEvaluation CpuBackend::evaluate(std::span<const Candidate> candidates,
       const std::size_t slot = static_cast<std::size_t>(c) * k + j;
       QuantSums& s = sums[slot];
       fake_quantize_rows(specs[j], x_raw.data(), rows, t.cols, deq.data(), &counts[slot]);
-      s.underflow_count = ((x_raw != 0.0f) && (deq == 0.0f)).count();
       if (has_nonfinite) deq = x_raw.isFinite().select(deq, 0.0f);
       const auto dd = deq.template cast<double>();
       s.sum_sq_err = (xd - dd).square().sum();
@@ -183,6 +182,7 @@ TensorEvaluation CpuBackend::evaluate(std::span<const Candidate> candidates,
       total.merge(sums[c * k + j]);
       fq.merge(counts[c * k + j]);
     }
+    total.underflow_count = fq.underflow;
     total.overflow_count = fq.overflow;
     total.saturated_count = fq.saturated;
     const bool per_tensor = specs[j].block.rows == 0 && specs[j].kind != RecipeKind::kBf16;

@@ -17,36 +17,47 @@ float saturation_threshold(Fp8Format f) {
   return f == Fp8Format::kE4M3 ? 464.0f : std::nextafter(61440.0f, 0.0f);
 }
 
+// The three per-element counts of a run, accumulated in 32 bits (a run is < 2^31 elements).
+struct RunCounts {
+  std::int32_t underflow = 0, saturated = 0, overflow = 0;
+};
+
 template <float (*RoundTrip)(float)>
 void quantize_run(const float* x, std::int64_t n, float scale, float scale_inv, float sat,
-                  float ovf, float* deq, std::int32_t* saturated, std::int32_t* overflow) {
-  std::int32_t s_count = 0, o_count = 0;
+                  float ovf, float* deq, RunCounts* counts) {
+  std::int32_t u_count = 0, s_count = 0, o_count = 0;
   for (std::int64_t i = 0; i < n; ++i) {
     const float v = x[i];
     const float s = v * scale;
-    deq[i] = RoundTrip(s) * scale_inv;
+    const float q = RoundTrip(s);
+    deq[i] = q * scale_inv;
+    u_count += (v != 0.0f) & (q == 0.0f);
     s_count += std::fabs(s) > sat;
     o_count += std::fabs(v) > ovf;
   }
-  *saturated += s_count;
-  *overflow += o_count;
+  counts->underflow += u_count;
+  counts->saturated += s_count;
+  counts->overflow += o_count;
 }
 
 // Per-element scales (one row of per-column values shared by all rows of a block row).
 template <float (*RoundTrip)(float)>
 void quantize_row_varying(const float* x, std::int64_t n, const float* scale,
                           const float* scale_inv, const float* ovf, float sat, float* deq,
-                          std::int32_t* saturated, std::int32_t* overflow) {
-  std::int32_t s_count = 0, o_count = 0;
+                          RunCounts* counts) {
+  std::int32_t u_count = 0, s_count = 0, o_count = 0;
   for (std::int64_t i = 0; i < n; ++i) {
     const float v = x[i];
     const float s = v * scale[i];
-    deq[i] = RoundTrip(s) * scale_inv[i];
+    const float q = RoundTrip(s);
+    deq[i] = q * scale_inv[i];
+    u_count += (v != 0.0f) & (q == 0.0f);
     s_count += std::fabs(s) > sat;
     o_count += std::fabs(v) > ovf[i];
   }
-  *saturated += s_count;
-  *overflow += o_count;
+  counts->underflow += u_count;
+  counts->saturated += s_count;
+  counts->overflow += o_count;
 }
 
 // max |x| over non-NaN elements as int32 bit patterns (see cpu_backend.cpp for why bits).
@@ -80,7 +91,7 @@ void fake_quantize_blocked(const QuantSpec& spec, const float* x, std::int64_t r
   const float sat = saturation_threshold(spec.format);
   std::vector<std::int32_t> col_amax(static_cast<std::size_t>(cols));
   std::vector<float> scale(static_cast<std::size_t>(cols)), scale_inv(scale.size()), ovf(scale.size());
-  std::int32_t saturated = 0, overflow = 0;
+  RunCounts run;
   for (std::int64_t r0 = 0; r0 < rows; r0 += br) {
     const std::int64_t r1 = std::min(rows, r0 + br);
     // Per-column amax over the block row, then per block.
@@ -105,22 +116,21 @@ void fake_quantize_blocked(const QuantSpec& spec, const float* x, std::int64_t r
     }
     for (std::int64_t r = r0; r < r1; ++r)
       quantize_row_varying<RoundTrip>(x + r * cols, cols, scale.data(), scale_inv.data(),
-                                      ovf.data(), sat, deq + r * cols, &saturated, &overflow);
+                                      ovf.data(), sat, deq + r * cols, &run);
   }
-  counts->saturated += saturated;
-  counts->overflow += overflow;
+  counts->add(run.underflow, run.saturated, run.overflow);
 }
 
 void fake_quantize_bf16(const float* x, std::int64_t n, float* deq, FakeQuantCounts* counts) {
-  std::int32_t overflow = 0;
+  std::int32_t underflow = 0, overflow = 0;
   for (std::int64_t i = 0; i < n; ++i) {
     const float v = x[i];
     const float d = bf16_to_float(float_to_bf16(v));
     deq[i] = d;
+    underflow += (v != 0.0f) & (d == 0.0f);
     overflow += std::fabs(d) == INFINITY && std::fabs(v) < INFINITY;  // finite x rounded to inf
   }
-  counts->saturated += overflow;
-  counts->overflow += overflow;
+  counts->add(underflow, overflow, overflow);
   counts->scale_inv_min = std::min(counts->scale_inv_min, 1.0f);
   counts->scale_inv_max = std::max(counts->scale_inv_max, 1.0f);
 }
@@ -130,12 +140,11 @@ void dispatch(const QuantSpec& spec, const float* x, std::int64_t rows, std::int
               float* deq, FakeQuantCounts* counts) {
   if (spec.block.rows == 0) {
     const float scale_inv = scale_inverse(spec.scale);
-    std::int32_t saturated = 0, overflow = 0;
+    RunCounts run;
     quantize_run<RoundTrip>(x, rows * cols, spec.scale, scale_inv,
                             saturation_threshold(spec.format),
-                            fp8_max_finite(spec.format) * scale_inv, deq, &saturated, &overflow);
-    counts->saturated += saturated;
-    counts->overflow += overflow;
+                            fp8_max_finite(spec.format) * scale_inv, deq, &run);
+    counts->add(run.underflow, run.saturated, run.overflow);
     counts->scale_inv_min = std::min(counts->scale_inv_min, scale_inv);
     counts->scale_inv_max = std::max(counts->scale_inv_max, scale_inv);
   } else {
@@ -145,7 +154,14 @@ void dispatch(const QuantSpec& spec, const float* x, std::int64_t rows, std::int
 
 }  // namespace
 
+void FakeQuantCounts::add(std::int64_t u, std::int64_t s, std::int64_t o) {
+  underflow += u;
+  saturated += s;
+  overflow += o;
+}
+
 void FakeQuantCounts::merge(const FakeQuantCounts& o) {
+  underflow += o.underflow;
   saturated += o.saturated;
   overflow += o.overflow;
   scale_inv_min = std::min(scale_inv_min, o.scale_inv_min);

@@ -26,11 +26,13 @@ struct QuantSpec {
 
 // Counts and scale range over the fake-quantised rows.
 struct FakeQuantCounts {
+  std::int64_t underflow = 0;  // x != 0 but the FP8 (or BF16) value is +-0
   std::int64_t saturated = 0;  // |x * scale| beyond the last FP8 rounding boundary (464 / 61440):
                                // clipped by the saturating cast (a non-saturating one gives NaN/inf)
   std::int64_t overflow = 0;   // |x| > fp8_max * scale_inv (TE's overflows% numerator)
   float scale_inv_min = std::numeric_limits<float>::infinity();
   float scale_inv_max = 0.0f;
+  void add(std::int64_t underflow_count, std::int64_t saturated_count, std::int64_t overflow_count);
   void merge(const FakeQuantCounts& o);
 };
 
