@@ -238,3 +238,24 @@ TEST_CASE("bf16 round trip: exact for BF16 input, RNE for F32") {
   CHECK(mb.sums.underflow_count == 0);
   CHECK(mb.cos == 1.0);
 }
+
+TEST_CASE("saturation and overflow at the 448/464 and 57344/61440 boundaries (scale 1)") {
+  // With a delayed scale of 1, x * scale = x. E4M3: 448 is max, 464 the tie that still rounds to
+  // 448, anything above it is clipped. E5M2: 57344 is max, 61440 the tie that would round to inf.
+  std::vector<float> x = {448.0f, 464.0f, std::nextafter(464.0f, 1e9f), 480.0f,
+                          57344.0f, std::nextafter(61440.0f, 0.0f), 61440.0f, INFINITY};
+  const auto view = fp8a::make_tensor_view(reinterpret_cast<const std::byte*>(x.data()),
+                                           fp8a::DType::kF32, {1, 8});
+  fp8a::Candidate e4{fp8a::parse_recipe("delayed"), fp8a::Fp8Format::kE4M3};
+  e4.given_scale = 1.0f;
+  fp8a::Candidate e5 = e4;
+  e5.format = fp8a::Fp8Format::kE5M2;
+  const auto eval = fp8a::CpuBackend().evaluate(std::vector<fp8a::Candidate>{e4, e5}, view);
+  // E4M3: saturated = 464.00003, 480, 57344, 61439.996, 61440, inf; overflow (|x| > 448) the
+  // same plus 464.
+  CHECK(eval.results[0].metrics.sums.saturated_count == 6);
+  CHECK(eval.results[0].metrics.sums.overflow_count == 7);
+  // E5M2: saturated = 61440 and inf; overflow (|x| > 57344) = 61439.996, 61440, inf.
+  CHECK(eval.results[1].metrics.sums.saturated_count == 2);
+  CHECK(eval.results[1].metrics.sums.overflow_count == 3);
+}
