@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <string_view>
 
 #include "engine/backend.hpp"
 
@@ -14,7 +15,15 @@ struct BuildBackends {
 
 BuildBackends probe_backends();
 
-// The backend a run uses. Until the CUDA backend lands every run uses the CPU backend.
-std::unique_ptr<Backend> make_backend();
+// --device: auto (CUDA when this build has it and a GPU is present, else CPU), cpu, or cuda.
+enum class DeviceChoice { kAuto, kCpu, kCuda };
+
+// Parses a --device value; anything else is usage error fp8a.usage.206 with "did you mean".
+DeviceChoice parse_device_choice(std::string_view text);
+const char* device_choice_name(DeviceChoice choice);
+
+// The backend a run uses. kCuda in a build without CUDA, or without a usable GPU, is usage
+// error fp8a.usage.206 ("--device cuda: <reason>").
+std::unique_ptr<Backend> make_backend(DeviceChoice choice);
 
 }  // namespace fp8a::cli

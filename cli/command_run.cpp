@@ -38,7 +38,7 @@ std::string recipe_help() {
 
 int command_run(const Invocation& inv) {
   std::vector<std::string> capture_paths, trace_paths;
-  std::string out_dir, recipes_text, format_text;
+  std::string out_dir, recipes_text, format_text, device_text;
   int threads = 0;
   std::int64_t gemm_rows = 0;
   const std::string recipes_doc = recipe_help();
@@ -57,6 +57,8 @@ int command_run(const Invocation& inv) {
        "GEMM-output error on this many token rows (evenly spaced), 0 = all rows")
       ("no-gemms", "skip the GEMM-output error (gemms.csv)")
       ("threads", po::value(&threads)->default_value(0), "worker threads; 0 = all cores")
+      ("device", po::value(&device_text)->default_value("auto"),
+       "auto (CUDA when built with it and a GPU is present, else CPU), cpu or cuda")
       ("fail-on-nonfinite", "exit 3 when a tensor holds NaN or Inf (default: warn and leave "
                             "those elements out of the sums)");
   po::variables_map vm;
@@ -77,7 +79,9 @@ int command_run(const Invocation& inv) {
     limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
                                                   static_cast<std::size_t>(threads));
   const auto backends = probe_backends();
-  const auto backend = make_backend();
+  const DeviceChoice device_choice = parse_device_choice(device_text);
+  const auto backend = make_backend(device_choice);
+  info.requested_device = device_choice_name(device_choice);
   info.backend = backend->name();
   info.device = backend->device();
   info.cuda_compiled = backends.cuda_compiled;

@@ -1,5 +1,4 @@
-// CUDA device discovery. This is the CUDA stage's first piece; the CUDA backend (fused metric
-// kernels, cuBLASLt GEMMs) will implement engine/backend.hpp here.
+// CUDA device discovery, for the backend registry (cli/) and CudaBackend (cuda_backend.hpp).
 #pragma once
 
 #include <string>

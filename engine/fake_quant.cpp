@@ -4,18 +4,12 @@
 #include <cmath>
 #include <vector>
 
+#include "engine/core/block_scale.hpp"
 #include "engine/core/error.hpp"
-#include "engine/core/scale.hpp"
 
 namespace fp8a {
 
 namespace {
-
-// |v| above this is beyond the rounding boundary past max finite: E4M3 464 (a tie there rounds
-// to 448), E5M2 61440 (a tie there would round to inf), so the test is > 464 and >= 61440.
-float saturation_threshold(Fp8Format f) {
-  return f == Fp8Format::kE4M3 ? 464.0f : std::nextafter(61440.0f, 0.0f);
-}
 
 // The three per-element counts of a run, accumulated in 32 bits (a run is < 2^31 elements).
 struct RunCounts {
@@ -66,22 +60,6 @@ inline std::int32_t abs_bits_not_nan(float v) {
   return b > 0x7F800000 ? 0 : b;
 }
 
-struct BlockScale {
-  float scale, scale_inv;
-};
-
-BlockScale block_scale(const QuantSpec& spec, float amax) {
-  const float fp8_max = fp8_max_finite(spec.format);
-  if (spec.kind == RecipeKind::kMx) {
-    const std::uint8_t e = spec.mx_rule == MxScaleRule::kTeRoundUp
-                               ? e8m0_round_up(amax * (1.0f / fp8_max))
-                               : e8m0_ocp_floor(amax, spec.format);
-    return {e8m0_scale(e), e8m0_value(e)};
-  }
-  const float scale = scale_from_amax(amax, fp8_max, spec.pow2_scales, 0.0f, spec.value_for_inf);
-  return {scale, scale_inverse(scale)};
-}
-
 template <float (*RoundTrip)(float)>
 void fake_quantize_blocked(const QuantSpec& spec, const float* x, std::int64_t rows,
                            std::int64_t cols, float* deq, FakeQuantCounts* counts) {
@@ -104,7 +82,9 @@ void fake_quantize_blocked(const QuantSpec& spec, const float* x, std::int64_t r
       const std::int64_t c0 = b * bc, c1 = std::min(cols, c0 + bc);
       std::int32_t amax_bits = 0;
       for (std::int64_t c = c0; c < c1; ++c) amax_bits = std::max(amax_bits, col_amax[c]);
-      const BlockScale s = block_scale(spec, bits_float(static_cast<std::uint32_t>(amax_bits)));
+      const ScalePair s = block_scale(spec.kind, spec.format, spec.pow2_scales, spec.mx_rule,
+                                      spec.value_for_inf,
+                                      bits_float(static_cast<std::uint32_t>(amax_bits)));
       counts->scale_inv_min = std::min(counts->scale_inv_min, s.scale_inv);
       counts->scale_inv_max = std::max(counts->scale_inv_max, s.scale_inv);
       const float threshold = fp8_max * s.scale_inv;

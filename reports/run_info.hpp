@@ -13,7 +13,8 @@ struct RunInfo {
   std::string version;
   std::string git_revision;
   std::vector<std::string> command_line;
-  std::string backend;         // "cpu"
+  std::string requested_device;  // --device: auto, cpu or cuda
+  std::string backend;         // the backend that ran: "cpu" or "cuda"
   std::string device;          // backend's description
   bool cuda_compiled = false;  // whether this build includes the CUDA backend
   int cuda_devices = 0;        // CUDA devices seen (0 without CUDA)

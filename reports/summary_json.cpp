@@ -27,7 +27,8 @@ std::string render_summary_json(const RunInfo& info, std::span<const EvaluationR
   ordered_json j;
   j["tool"] = {{"name", "fp8-advisor"}, {"version", info.version}, {"git_revision", info.git_revision}};
   j["command_line"] = info.command_line;
-  j["backend"] = {{"name", info.backend},
+  j["backend"] = {{"requested", info.requested_device},
+                  {"name", info.backend},
                   {"device", info.device},
                   {"cuda_compiled", info.cuda_compiled},
                   {"cuda_devices", info.cuda_devices}};

@@ -46,6 +46,7 @@ fp8a::RunInfo fixed_info() {
   info.version = "0.1.0";
   info.git_revision = "0123456789ab";
   info.command_line = {"fp8-advisor", "run", "--capture", "caps", "--out", "out"};
+  info.requested_device = "auto";
   info.backend = "cpu";
   info.device = "2 threads (oneTBB)";
   fp8a::CaptureFile f;

@@ -1,0 +1,15 @@
+#include "cuda/check.hpp"
+
+#include <string>
+
+#include "engine/core/error.hpp"
+
+namespace fp8a::cuda {
+
+void cuda_failed(cudaError_t status, const char* expression, const char* file, int line) {
+  throw Error(ErrorKind::kInternal, "fp8a.cuda.601",
+              std::string(file) + ":" + std::to_string(line) + ": " + expression + " failed: " +
+                  cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")");
+}
+
+}  // namespace fp8a::cuda

@@ -1,0 +1,291 @@
+#include "cuda/cuda_backend.hpp"
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <vector>
+
+#include "cuda/check.hpp"
+#include "cuda/device_info.hpp"
+#include "cuda/device_memory.hpp"
+#include "cuda/metric_jobs.hpp"
+#include "cuda/metrics_blocked.cuh"
+#include "cuda/metrics_per_tensor.cuh"
+#include "cuda/partials.hpp"
+#include "cuda/stats.cuh"
+#include "engine/core/error.hpp"
+#include "engine/cpu_backend.hpp"
+
+namespace fp8a::cuda {
+
+// Device resources of one evaluation at a time: two slots that alternate over the chunks, and
+// the resident copy of the tensor.
+class CudaBackend::Workspace {
+ public:
+  // What pass 2 or pass 1 does with one chunk: enqueue kernels on the stream writing partial
+  // records to `partials` (device), note each launch's block count in *blocks, return the bytes
+  // of records written.
+  using Launch = std::function<std::size_t(const DeviceMatrix& chunk, std::byte* partials,
+                                           cudaStream_t stream, std::vector<int>* blocks)>;
+  // Folds one chunk's records (now in host memory) into the totals.
+  using Consume = std::function<void(const std::byte* partials, const std::vector<int>& blocks)>;
+
+  TensorEvaluation evaluate(std::span<const Candidate> candidates, const TensorView* host,
+                            const DeviceMatrix* device, const ChunkPlan& plan, bool resident);
+
+ private:
+  struct Slot {
+    Stream stream;
+    Event done;                 // recorded after the chunk's partial records reach the host
+    PinnedBuffer staging;       // the chunk gathered from the host tensor
+    DeviceBuffer chunk;         // the chunk on the device (streamed mode)
+    DeviceBuffer partials;      // records written by the kernels
+    PinnedBuffer host_partials; // ... copied back
+    std::vector<int> blocks;    // per launch, for the consumer
+    bool pending = false;       // a chunk's work is in flight
+  };
+
+  struct Source {
+    const TensorView* host;
+    const DeviceMatrix* device;
+    DType dtype;
+  };
+
+  void run_pass(const Source& src, const ChunkPlan& plan, bool resident, bool upload,
+                std::size_t partial_capacity, const Launch& launch, const Consume& consume);
+  void finish(Slot& s, const Consume& consume);
+  void abandon();
+
+  Slot slots_[2];
+  DeviceBuffer resident_;
+};
+
+void CudaBackend::Workspace::finish(Slot& s, const Consume& consume) {
+  if (!s.pending) return;
+  FP8A_CUDA_CHECK(cudaEventSynchronize(s.done.get()));
+  s.pending = false;
+  consume(s.host_partials.data(), s.blocks);
+}
+
+void CudaBackend::Workspace::abandon() {
+  for (Slot& s : slots_) {
+    static_cast<void>(cudaStreamSynchronize(s.stream.get()));
+    s.pending = false;
+  }
+  static_cast<void>(cudaGetLastError());
+}
+
+void CudaBackend::Workspace::run_pass(const Source& src, const ChunkPlan& plan, bool resident,
+                                      bool upload, std::size_t partial_capacity,
+                                      const Launch& launch, const Consume& consume) {
+  for (Slot& s : slots_) {
+    s.partials.reserve(partial_capacity);
+    s.host_partials.reserve(partial_capacity);
+  }
+  const std::size_t elem = dtype_size(src.dtype);
+  const std::size_t n = plan.chunks.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    Slot& s = slots_[i % 2];
+    finish(s, consume);  // chunk i - 2: frees the slot's staging and chunk buffers
+    const Chunk& c = plan.chunks[i];
+    const void* data = nullptr;
+    if (src.device != nullptr) {
+      FP8A_CHECK(n == 1, "a device tensor is evaluated as one chunk");
+      data = src.device->data;
+    } else {
+      std::byte* dst = resident ? resident_.data() + plan.offsets[i] : s.chunk.data();
+      if (upload) {
+        const std::size_t bytes = static_cast<std::size_t>(c.numel()) * elem;
+        gather_chunk(*src.host, c, s.staging.data());
+        FP8A_CUDA_CHECK(cudaMemcpyAsync(dst, s.staging.data(), bytes, cudaMemcpyHostToDevice,
+                                        s.stream.get()));
+      }
+      data = dst;
+    }
+    const DeviceMatrix m{data, src.dtype, c.rows, c.cols};
+    s.blocks.clear();
+    const std::size_t bytes = launch(m, s.partials.data(), s.stream.get(), &s.blocks);
+    FP8A_CHECK(bytes <= partial_capacity, "partial records overflow their buffer");
+    FP8A_CUDA_CHECK(cudaMemcpyAsync(s.host_partials.data(), s.partials.data(), bytes,
+                                    cudaMemcpyDeviceToHost, s.stream.get()));
+    FP8A_CUDA_CHECK(cudaEventRecord(s.done.get(), s.stream.get()));
+    s.pending = true;
+  }
+  // The last two chunks, in chunk order.
+  if (n >= 2) finish(slots_[(n - 2) % 2], consume);
+  if (n >= 1) finish(slots_[(n - 1) % 2], consume);
+}
+
+TensorEvaluation CudaBackend::Workspace::evaluate(std::span<const Candidate> candidates,
+                                                  const TensorView* host, const DeviceMatrix* device,
+                                                  const ChunkPlan& plan, bool resident) {
+  FP8A_CUDA_CHECK(cudaSetDevice(0));
+  const Source src{host, device, host != nullptr ? host->dtype : device->dtype};
+  TensorEvaluation out;
+  out.stats.numel = host != nullptr ? host->numel() : device->numel();
+  if (device != nullptr)
+    FP8A_CHECK(reinterpret_cast<std::uintptr_t>(device->data) % 16 == 0,
+               "evaluate_device: the tensor must be 16-byte aligned");
+  if (host != nullptr) {
+    for (Slot& s : slots_) s.staging.reserve(plan.max_chunk_bytes);
+    if (resident)
+      resident_.reserve(plan.total_bytes);
+    else
+      for (Slot& s : slots_) s.chunk.reserve(plan.max_chunk_bytes);
+  }
+  const std::size_t k = candidates.size();
+  out.results.resize(k);
+  std::vector<QuantSpec> specs(k);
+  std::vector<QuantSums> sums(k);
+  std::vector<FakeQuantCounts> counts(k);
+  try {
+    // Pass 1: statistics (uploads the chunks; in resident mode they stay for pass 2).
+    run_pass(
+        src, plan, resident, host != nullptr, kMaxGridBlocks * sizeof(StatsPartial),
+        [](const DeviceMatrix& m, std::byte* partials, cudaStream_t stream, std::vector<int>* blocks) {
+          const int b = launch_tensor_stats(m, reinterpret_cast<StatsPartial*>(partials), stream);
+          blocks->push_back(b);
+          return static_cast<std::size_t>(b) * sizeof(StatsPartial);
+        },
+        [&](const std::byte* partials, const std::vector<int>& blocks) {
+          merge_stats_partials({reinterpret_cast<const StatsPartial*>(partials),
+                                static_cast<std::size_t>(blocks.at(0))},
+                               &out.stats);
+        });
+
+    // The candidates' scales from the statistics, on the host, as the CPU backend resolves them.
+    for (std::size_t j = 0; j < k; ++j)
+      out.results[j].applicability = make_quant_spec(candidates[j], out.stats, src.dtype, &specs[j]);
+    const std::vector<MetricJob> jobs = plan_metric_jobs(specs, out.results);
+
+    // Pass 2: every candidate; the chunks come from the resident copy or are streamed again.
+    if (!jobs.empty())
+      run_pass(
+          src, plan, resident, host != nullptr && !resident, metric_partial_capacity(jobs),
+          [&](const DeviceMatrix& m, std::byte* partials, cudaStream_t stream, std::vector<int>* blocks) {
+            std::size_t offset = 0;
+            for (const MetricJob& job : jobs) {
+              auto* records = reinterpret_cast<MetricPartial*>(partials + offset);
+              const int b = job.blocked ? launch_metrics_blocked(m, job.params, records, stream)
+                                        : launch_metrics_per_tensor(m, job.group, records, stream);
+              blocks->push_back(b);
+              offset += static_cast<std::size_t>(b) * job.members.size() * sizeof(MetricPartial);
+            }
+            return offset;
+          },
+          [&](const std::byte* partials, const std::vector<int>& blocks) {
+            std::size_t offset = 0;
+            for (std::size_t i = 0; i < jobs.size(); ++i) {
+              const std::size_t records = static_cast<std::size_t>(blocks.at(i)) * jobs[i].members.size();
+              merge_metric_partials({reinterpret_cast<const MetricPartial*>(partials + offset), records},
+                                    jobs[i].members, sums, counts);
+              offset += records * sizeof(MetricPartial);
+            }
+          });
+  } catch (...) {
+    abandon();
+    throw;
+  }
+
+  for (std::size_t j = 0; j < k; ++j)
+    if (out.results[j].applicability.ok)
+      out.results[j].metrics = finalize_candidate(out.stats, specs[j], sums[j], counts[j]);
+  return out;
+}
+
+// ---- workspace pool ------------------------------------------------------------------------
+
+struct CudaBackend::Pool {
+  std::mutex mutex;
+  std::condition_variable freed;
+  std::vector<std::unique_ptr<Workspace>> idle;
+  int live = 0;  // created, idle or leased
+};
+
+class CudaBackend::Lease {
+ public:
+  Lease(Pool& pool, int max_live) : pool_(pool) {
+    std::unique_lock<std::mutex> lock(pool_.mutex);
+    pool_.freed.wait(lock, [&] { return !pool_.idle.empty() || pool_.live < max_live; });
+    if (!pool_.idle.empty()) {
+      workspace_ = std::move(pool_.idle.back());
+      pool_.idle.pop_back();
+      return;
+    }
+    ++pool_.live;
+    lock.unlock();
+    try {
+      workspace_ = std::make_unique<Workspace>();
+    } catch (...) {
+      lock.lock();
+      --pool_.live;
+      pool_.freed.notify_one();
+      throw;
+    }
+  }
+  Lease(const Lease&) = delete;
+  Lease& operator=(const Lease&) = delete;
+  ~Lease() {
+    const std::lock_guard<std::mutex> lock(pool_.mutex);
+    pool_.idle.push_back(std::move(workspace_));
+    pool_.freed.notify_one();
+  }
+  Workspace* operator->() const { return workspace_.get(); }
+
+ private:
+  Pool& pool_;
+  std::unique_ptr<Workspace> workspace_;
+};
+
+// ---- backend -------------------------------------------------------------------------------
+
+std::string cuda_unusable_reason() {
+  if (device_count() == 0) return describe_device0();
+  int major = 0, minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0) != cudaSuccess) {
+    static_cast<void>(cudaGetLastError());
+    return "CUDA device 0: compute capability unavailable";
+  }
+  // Kernels built for sm_X run on X and, through their PTX, on newer GPUs; never on older ones.
+  const int arch = 10 * major + minor;
+  if (arch < FP8A_CUDA_MIN_ARCH)
+    return describe_device0() + " is older than this build's kernels (sm_" +
+           std::to_string(FP8A_CUDA_MIN_ARCH) + "; rebuild with CMAKE_CUDA_ARCHITECTURES=" +
+           std::to_string(arch) + ")";
+  return {};
+}
+
+CudaBackend::CudaBackend(CudaBackendOptions options)
+    : options_(options), pool_(std::make_unique<Pool>()) {
+  FP8A_CHECK(options_.chunk_bytes > 0 && options_.max_concurrent >= 1, "CudaBackend: bad options");
+  const std::string why = cuda_unusable_reason();
+  if (!why.empty()) throw Error(ErrorKind::kInternal, "fp8a.cuda.601", "CUDA backend: " + why);
+}
+
+CudaBackend::~CudaBackend() = default;
+
+std::string CudaBackend::device() const { return describe_device0(); }
+
+Applicability CudaBackend::supports(const Recipe&) const { return Applicability::yes(); }
+
+ChunkPlan CudaBackend::plan(const TensorView& t) const {
+  return plan_chunks(t.rows, t.cols, dtype_size(t.dtype), options_.chunk_bytes);
+}
+
+TensorEvaluation CudaBackend::evaluate(std::span<const Candidate> candidates,
+                                       const TensorView& tensor) const {
+  const ChunkPlan p = plan(tensor);
+  const Lease workspace(*pool_, options_.max_concurrent);
+  return workspace->evaluate(candidates, &tensor, nullptr, p, keeps_resident(p));
+}
+
+TensorEvaluation CudaBackend::evaluate_device(std::span<const Candidate> candidates,
+                                              const DeviceMatrix& tensor) const {
+  const ChunkPlan p = plan_whole(tensor.rows, tensor.cols, dtype_size(tensor.dtype));
+  const Lease workspace(*pool_, options_.max_concurrent);
+  return workspace->evaluate(candidates, nullptr, &tensor, p, true);
+}
+
+}  // namespace fp8a::cuda

@@ -1,0 +1,88 @@
+// The CUDA backend: engine/backend.hpp on one NVIDIA GPU (device 0). Same results as CpuBackend
+// for every recipe kind: integer counts, amax/amin and scales bit-identical, float64 sums equal to
+// within rounding order (tests/cuda/test_cuda_backend.cpp demands 1e-12 relative).
+//
+// Evaluation of one tensor, two passes:
+//   pass 1  statistics kernel (stats.cuh) -> TensorStats; the host then resolves every candidate
+//           with make_quant_spec (engine/cpu_backend.hpp), exactly as the CPU backend does;
+//   pass 2  one launch of the per-tensor kernel (metrics_per_tensor.cuh) per group of up to eight
+//           per-tensor/bf16 candidates, and one launch of the blocked kernel (metrics_blocked.cuh)
+//           per blocked candidate (metric_jobs.hpp).
+//
+// Accumulation (deterministic): each CUDA thread block reduces its elements into one partial
+// record per candidate (float64 sums, 64-bit counts, scale_inv range) in global memory, with a
+// grid that depends only on the chunk's shape; the host adds the records in block-index order,
+// chunk after chunk (partials.hpp). Run-to-run results are bit-identical, on any GPU.
+//
+// Input and memory: the tensor stays in host memory (memory-mapped, any alignment, BF16/F16/F32);
+// it is cut into chunks (chunk_plan.hpp: bands of 128*k whole rows, or 128-row x 128*k-column
+// rectangles for very wide tensors, about chunk_bytes each, so every quantisation block lies in
+// one chunk), gathered into pinned staging buffers and copied up on two streams that alternate,
+// so the copy of one chunk overlaps the kernels of the previous one. Kernels read the raw
+// element type and convert to float on the device. A tensor whose chunks fit in resident_bytes
+// is kept on the device after pass 1 and read from there in pass 2 (streamed once); a larger one
+// is streamed twice. Device memory held per concurrent evaluation is at most
+//     resident_bytes + 2 * max(chunk_bytes, 128 * 128 * element size) + partial records
+// (partials: kMaxGridBlocks * 56 bytes per candidate, 112 KiB per candidate for two slots), plus
+// the same 2 * chunk size in pinned host memory. With the defaults (64 MiB chunks, 2 GiB
+// resident, 2 concurrent evaluations) that is about 4.3 GiB of device memory and 256 MiB pinned,
+// whatever the tensor's size: tensors larger than device memory are streamed.
+//
+// Threads: evaluate() may be called concurrently (engine/run.cpp evaluates tensors in parallel);
+// each call takes one of max_concurrent workspaces (streams + buffers), waiting when all are busy.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "cuda/chunk_plan.hpp"
+#include "cuda/device_matrix.hpp"
+#include "engine/backend.hpp"
+
+namespace fp8a::cuda {
+
+// Empty when device 0 can run this build's kernels; otherwise why not ("no CUDA device: ...", or
+// a GPU older than the oldest architecture the kernels were compiled for).
+std::string cuda_unusable_reason();
+
+struct CudaBackendOptions {
+  std::size_t chunk_bytes = std::size_t{64} << 20;     // target size of one streamed chunk
+  std::size_t resident_bytes = std::size_t{2} << 30;   // keep a tensor on the device up to this
+  int max_concurrent = 2;                              // workspaces (concurrent evaluate calls)
+};
+
+class CudaBackend final : public Backend {
+ public:
+  // Throws fp8a::Error (fp8a.cuda.601) when cuda_unusable_reason() is not empty.
+  explicit CudaBackend(CudaBackendOptions options = {});
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  std::string name() const override { return "cuda"; }
+  std::string device() const override;  // describe_device0()
+  Applicability supports(const Recipe& recipe) const override;
+  TensorEvaluation evaluate(std::span<const Candidate> candidates,
+                            const TensorView& tensor) const override;
+
+  // The same evaluation on a tensor already in device memory (dense row-major, 16-byte aligned):
+  // one chunk, no copies. For benchmarks and callers that own device data.
+  TensorEvaluation evaluate_device(std::span<const Candidate> candidates,
+                                   const DeviceMatrix& tensor) const;
+
+  // How evaluate() cuts this tensor, and whether it keeps it resident between the passes.
+  ChunkPlan plan(const TensorView& tensor) const;
+  bool keeps_resident(const ChunkPlan& plan) const { return plan.total_bytes <= options_.resident_bytes; }
+  const CudaBackendOptions& options() const { return options_; }
+
+ private:
+  class Workspace;
+  struct Pool;
+  class Lease;
+  CudaBackendOptions options_;
+  std::unique_ptr<Pool> pool_;
+};
+
+}  // namespace fp8a::cuda

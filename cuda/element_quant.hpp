@@ -1,0 +1,106 @@
+// The per-element and per-block arithmetic of the CUDA metric kernels, written once for host and
+// device (FP8A_HD) so the host tests can check it against the CPU backend without a GPU.
+//
+// Every operation reproduces engine/fake_quant.cpp and engine/cpu_backend.cpp bit for bit:
+//   s   = x * scale                        (one fp32 multiply, never fused)
+//   deq = fp8(s) * scale_inv               (satfinite round-to-nearest-even; decode is exact)
+//   saturated: |s| > 464 (E4M3) / > nextafter(61440, 0) (E5M2)
+//   overflow:  |x| > fp8_max * scale_inv   (the threshold is one fp32 multiply)
+//   underflow: x != 0 and fp8(s) == 0      (NaN x counts as nonzero; bf16: the BF16 value is 0)
+//   sums over finite x only, in float64:   (x - deq)^2, x * deq, deq^2
+// On sm_89+ the cast is the hardware conversion (cvt.rn.satfinite.e4m3x2.f32 and back through
+// f16, both exact); elsewhere, and on the host, the shared software round trip of
+// engine/core/fp8_codec.hpp, which equals it for every non-NaN input (tests/cuda/test_cuda_codec).
+#pragma once
+
+#include <cstdint>
+
+#include "engine/core/block_scale.hpp"
+
+#if defined(__CUDACC__)
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#endif
+
+namespace fp8a::cuda {
+
+inline constexpr std::uint32_t kInfBits = 0x7F800000u;
+
+FP8A_HD std::uint32_t abs_bits(float x) { return float_bits(x) & 0x7FFFFFFFu; }
+FP8A_HD float abs_float(float x) { return bits_float(abs_bits(x)); }
+FP8A_HD bool is_finite_float(float x) { return abs_bits(x) < kInfBits; }
+// |x| as bits, NaN as 0: the max of these over a block is the block's amax over non-NaN elements.
+FP8A_HD std::uint32_t abs_bits_not_nan(float x) {
+  const std::uint32_t b = abs_bits(x);
+  return b > kInfBits ? 0u : b;
+}
+
+// decode(encode_satfinite(s)).
+template <Fp8Format F>
+FP8A_HD float fp8_round_trip(float s) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  constexpr __nv_fp8_interpretation_t kType = F == Fp8Format::kE4M3 ? __NV_E4M3 : __NV_E5M2;
+  const __nv_fp8_storage_t code = __nv_cvt_float_to_fp8(s, __NV_SATFINITE, kType);
+  return __half2float(__half(__nv_cvt_fp8_to_halfraw(code, kType)));
+#else
+  return F == Fp8Format::kE4M3 ? round_trip_e4m3(s) : round_trip_e5m2(s);
+#endif
+}
+
+// Per-thread partial sums of one candidate. Counts are 32-bit per thread (a thread sees far fewer
+// than 2^32 elements); block partials widen them to 64 bits.
+struct ElementSums {
+  double sum_sq_err = 0.0;
+  double sum_x_deq = 0.0;
+  double sum_deq_sq = 0.0;
+  std::uint32_t underflow = 0;
+  std::uint32_t overflow = 0;
+  std::uint32_t saturated = 0;
+};
+
+// xd is x in float64, or 0 when x is not finite (then deq is taken as 0 too, as the CPU backend
+// zeroes both sides).
+FP8A_HD void accumulate(ElementSums& a, double xd, bool finite, float deq, bool underflow,
+                        bool saturated, bool overflow) {
+  a.underflow += underflow;
+  a.saturated += saturated;
+  a.overflow += overflow;
+  const double dd = finite ? static_cast<double>(deq) : 0.0;
+  const double e = xd - dd;
+  a.sum_sq_err += e * e;
+  a.sum_x_deq += xd * dd;
+  a.sum_deq_sq += dd * dd;
+}
+
+template <Fp8Format F>
+FP8A_HD void quantize_fp8(ElementSums& a, float x, double xd, bool finite, float scale,
+                          float scale_inv, float overflow_threshold) {
+  const float s = mul_rn(x, scale);
+  const float q = fp8_round_trip<F>(s);
+  accumulate(a, xd, finite, mul_rn(q, scale_inv), (x != 0.0f) & (q == 0.0f),
+             abs_float(s) > saturation_threshold(F), abs_float(x) > overflow_threshold);
+}
+
+// The BF16 round trip: a finite x that rounds to inf counts as saturated and overflowed.
+FP8A_HD void quantize_bf16(ElementSums& a, float x, double xd, bool finite) {
+  const float d = bf16_to_float(float_to_bf16(x));
+  const bool over = abs_bits(d) == kInfBits && abs_bits(x) < kInfBits;
+  accumulate(a, xd, finite, d, (x != 0.0f) & (d == 0.0f), over, over);
+}
+
+// What a blocked candidate needs to scale its blocks (from QuantSpec, resolved on the host).
+struct BlockedParams {
+  RecipeKind kind = RecipeKind::kBlock;  // kBlock (TE block scaling) or kMx (E8M0 scales)
+  Fp8Format format = Fp8Format::kE4M3;
+  bool pow2_scales = true;               // kBlock
+  MxScaleRule mx_rule = MxScaleRule::kTeRoundUp;
+  float value_for_inf = 3.40282347e38f;  // kBlock: an infinite scale becomes the input type's max
+  std::int64_t block_rows = 1, block_cols = 128;
+};
+
+// The scale of one block from its amax over non-NaN elements (engine/core/block_scale.hpp).
+FP8A_HD ScalePair block_scale(const BlockedParams& p, float amax) {
+  return fp8a::block_scale(p.kind, p.format, p.pow2_scales, p.mx_rule, p.value_for_inf, amax);
+}
+
+}  // namespace fp8a::cuda

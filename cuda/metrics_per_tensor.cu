@@ -1,0 +1,105 @@
+#include <algorithm>
+
+#include "cuda/check.hpp"
+#include "cuda/device_load.cuh"
+#include "cuda/metrics_per_tensor.cuh"
+#include "cuda/reduce.cuh"
+#include "engine/core/error.hpp"
+
+namespace fp8a::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+// Adds N elements to every candidate of the group (at most G of them). The mode switch sits
+// outside the element loop; x in float64 is formed once per element and shared by the candidates.
+template <int G, int N>
+__device__ void add_elements(const float (&x)[N], const PerTensorGroup& g, ElementSums (&acc)[G]) {
+  bool finite[N];
+  double xd[N];
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    finite[k] = is_finite_float(x[k]);
+    xd[k] = finite[k] ? static_cast<double>(x[k]) : 0.0;
+  }
+#pragma unroll
+  for (int j = 0; j < G; ++j) {
+    if (j >= g.count) break;
+    switch (g.mode[j]) {
+      case ElementMode::kE4M3:
+#pragma unroll
+        for (int k = 0; k < N; ++k)
+          quantize_fp8<Fp8Format::kE4M3>(acc[j], x[k], xd[k], finite[k], g.scale[j], g.scale_inv[j],
+                                          g.overflow_threshold[j]);
+        break;
+      case ElementMode::kE5M2:
+#pragma unroll
+        for (int k = 0; k < N; ++k)
+          quantize_fp8<Fp8Format::kE5M2>(acc[j], x[k], xd[k], finite[k], g.scale[j], g.scale_inv[j],
+                                          g.overflow_threshold[j]);
+        break;
+      case ElementMode::kBf16:
+#pragma unroll
+        for (int k = 0; k < N; ++k) quantize_bf16(acc[j], x[k], xd[k], finite[k]);
+        break;
+    }
+  }
+}
+
+// G: the group size rounded up to a power of two, so small groups keep fewer accumulators in
+// registers (more threads resident per SM).
+template <DType D, int G>
+__global__ void __launch_bounds__(kThreads) metrics_per_tensor_kernel(const void* x, std::int64_t n,
+                                                                      const PerTensorGroup g,
+                                                                      MetricPartial* out) {
+  using Loader = ElementLoader<D>;
+  ElementSums acc[G];
+  const std::int64_t tid = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  const std::int64_t vectors = n / Loader::kVec;
+  for (std::int64_t v = tid; v < vectors; v += stride) {
+    float e[Loader::kVec];
+    Loader::load_vec(x, v, e);
+    add_elements(e, g, acc);
+  }
+  for (std::int64_t i = vectors * Loader::kVec + tid; i < n; i += stride) {
+    const float e[1] = {Loader::load(x, i)};
+    add_elements(e, g, acc);
+  }
+#pragma unroll
+  for (int j = 0; j < G; ++j) {
+    if (j >= g.count) break;  // uniform across the block: the reductions' barriers are safe
+    write_metric_partial(acc[j], kInfBits, 0u, out + static_cast<std::int64_t>(blockIdx.x) * g.count + j);
+  }
+}
+
+template <int G>
+void launch_group(const DeviceMatrix& m, const PerTensorGroup& g, MetricPartial* out, int blocks,
+                  cudaStream_t stream) {
+  const std::int64_t n = m.numel();
+  switch (m.dtype) {
+    case DType::kBF16: metrics_per_tensor_kernel<DType::kBF16, G><<<blocks, kThreads, 0, stream>>>(m.data, n, g, out); break;
+    case DType::kF16: metrics_per_tensor_kernel<DType::kF16, G><<<blocks, kThreads, 0, stream>>>(m.data, n, g, out); break;
+    case DType::kF32: metrics_per_tensor_kernel<DType::kF32, G><<<blocks, kThreads, 0, stream>>>(m.data, n, g, out); break;
+  }
+}
+
+}  // namespace
+
+int launch_metrics_per_tensor(const DeviceMatrix& m, const PerTensorGroup& g, MetricPartial* out,
+                              cudaStream_t stream) {
+  FP8A_CHECK(g.count >= 1 && g.count <= kGroupSize, "launch_metrics_per_tensor: bad group size");
+  const std::int64_t n = m.numel();
+  // Compute-bound (float64 sums): one 16-byte vector per thread per grid sweep, grid capped.
+  const std::int64_t per_block = kThreads * 8;
+  const int blocks = static_cast<int>(std::clamp<std::int64_t>((n + per_block - 1) / per_block, 1, kMaxGridBlocks));
+  if (g.count == 1) launch_group<1>(m, g, out, blocks, stream);
+  else if (g.count == 2) launch_group<2>(m, g, out, blocks, stream);
+  else if (g.count <= 4) launch_group<4>(m, g, out, blocks, stream);
+  else launch_group<kGroupSize>(m, g, out, blocks, stream);
+  FP8A_CUDA_CHECK_LAUNCH();
+  return blocks;
+}
+
+}  // namespace fp8a::cuda

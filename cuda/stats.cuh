@@ -1,0 +1,16 @@
+// Pass 1 kernel family: the statistics of a chunk (TensorStats: NaN/Inf/zero counts, amax,
+// amax over finite elements, min nonzero |x|, sum of squares).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "cuda/device_matrix.hpp"
+#include "cuda/partials.hpp"
+
+namespace fp8a::cuda {
+
+// Writes one StatsPartial per thread block to out (capacity kMaxGridBlocks) on the stream and
+// returns the number written. The grid depends only on the chunk's size.
+int launch_tensor_stats(const DeviceMatrix& chunk, StatsPartial* out, cudaStream_t stream);
+
+}  // namespace fp8a::cuda

@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# Step 2 of the GPU check (scripts/README-gpu.md), on a machine with an NVIDIA GPU (sm_90),
+# CUDA 13 and python3 (+ PyTorch for the peer), no build tools needed. It runs the bundle that
+# scripts/gpu-bundle.sh made; in the bundle this file is run.sh.
+#
+#   bash build/gpu-bundle/run.sh        (or bash scripts/gpu-check.sh, which calls it)
+#
+# Steps, each with its own time limit, the whole under 8 minutes:
+#   nvidia-smi -L; every CUDA test (test_cuda_*); fp8-advisor run on the sample capture with
+#   --device cpu and --device cuda, metrics.csv and gemms.csv compared (rows sorted, text equal,
+#   numbers within 1e-9 relative); bench_cuda_metrics (K = 1, 8, 32 on 256M BF16 elements, the
+#   full recipe set) and the PyTorch peer bench/peer_torch.py.
+# Ends with a PASS/FAIL line per step and "GPU CHECK: PASS" or "GPU CHECK: FAIL"; exit 0 only when
+# every step passed. Logs go to $OUT (the device tool's output folder) or to ./out in the bundle:
+# gpu-check.log (everything), bench.txt (benchmark lines), summary.txt, cuda-metrics.csv and
+# cuda-summary.json (the --device cuda run).
+set -uo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+if [ ! -f "$here/BUNDLE" ]; then
+  run="$here/../build/gpu-bundle/run.sh"
+  if [ ! -f "$run" ]; then
+    echo "gpu-check: no bundle at build/gpu-bundle: run 'bash scripts/gpu-bundle.sh' on the build machine first" >&2
+    exit 2
+  fi
+  exec bash "$run" "$@"
+fi
+
+out=${OUT:-$here/out}
+work=$(mktemp -d)
+mkdir -p "$out"
+log=$out/gpu-check.log
+: >"$log"
+: >"$out/bench.txt"
+bin=$here/bin
+budget_s=450  # no new step starts after this; the limits below keep the whole under 8 minutes
+t_start=$(date +%s)
+export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+results=()
+failed=0
+
+say() { echo "$@" | tee -a "$log"; }
+
+# step NAME LIMIT_S COMMAND...: runs the command with a time limit; the whole output goes to the
+# log, its last lines to the screen. PASS when it exits 0.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  say ""
+  say "== $name"
+  if [ $(( $(date +%s) - t_start )) -gt $budget_s ]; then
+    say "skipped: past the ${budget_s}s budget"
+    results+=("FAIL  $name (not run: time budget)")
+    failed=$((failed + 1))
+    return 1
+  fi
+  local t0 rc
+  t0=$(date +%s)
+  timeout "$limit" "$@" >"$work/step.txt" 2>&1
+  rc=$?
+  cat "$work/step.txt" >>"$log"
+  tail -n 30 "$work/step.txt"
+  local dt=$(( $(date +%s) - t0 ))
+  if [ $rc -eq 0 ]; then
+    results+=("PASS  $name (${dt}s)")
+  else
+    case $rc in
+      77) results+=("FAIL  $name (skipped: no device seen, exit 77)") ;;
+      124) results+=("FAIL  $name (timed out after ${limit}s)") ;;
+      *) results+=("FAIL  $name (exit $rc, ${dt}s)") ;;
+    esac
+    failed=$((failed + 1))
+  fi
+  return $rc
+}
+
+read -r -d '' compare_py <<'PY'
+"""Compares two CSV reports: same header, same rows once sorted by their key columns, text equal,
+numbers within a relative tolerance (an absolute one near zero, where log-scaled columns such as
+sqnr_db sit at 0)."""
+import csv, math, sys
+
+KEYS = ["step", "layer", "tensor", "gemm", "recipe", "format", "orientation"]
+REL, ABS = 1e-9, 1e-12
+
+def load(path):
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    return rows[0], rows[1:]
+
+def num(s):
+    try:
+        return float(s)
+    except ValueError:
+        return None
+
+def main(a, b):
+    ha, ra = load(a)
+    hb, rb = load(b)
+    if ha != hb:
+        print("header differs:\n  %s\n  %s" % (ha, hb))
+        return 1
+    idx = [ha.index(k) for k in KEYS if k in ha]
+    key = lambda r: [r[i] for i in idx]
+    ra.sort(key=key)
+    rb.sort(key=key)
+    if len(ra) != len(rb):
+        print("row count differs: %d vs %d" % (len(ra), len(rb)))
+        return 1
+    bad, worst = 0, (0.0, "")
+    for x, y in zip(ra, rb):
+        if key(x) != key(y):
+            print("rows differ: %s vs %s" % (key(x), key(y)))
+            return 1
+        for c, (u, v) in enumerate(zip(x, y)):
+            if u == v:
+                continue
+            p, q = num(u), num(v)
+            ok = p is not None and q is not None
+            if ok and (math.isnan(p) or math.isnan(q) or math.isinf(p) or math.isinf(q)):
+                ok = (math.isnan(p) and math.isnan(q)) or p == q
+            elif ok:
+                d, m = abs(p - q), max(abs(p), abs(q))
+                ok = d <= max(REL * m, ABS)
+                rel = d / m if m > 0 else 0.0
+                if rel > worst[0]:
+                    worst = (rel, "%s %s: %s vs %s" % (key(x), ha[c], u, v))
+            if not ok:
+                bad += 1
+                if bad <= 20:
+                    print("MISMATCH %s %s: %s vs %s" % (key(x), ha[c], u, v))
+    print("%s vs %s: %d rows x %d columns, %d mismatches; largest relative difference %.3g %s"
+          % (a, b, len(ra), len(ha), bad, worst[0], worst[1]))
+    return 1 if bad else 0
+
+sys.exit(main(sys.argv[1], sys.argv[2]))
+PY
+
+say "fp8-advisor GPU check, $(date -u +%Y-%m-%dT%H:%M:%SZ), bundle:"
+sed 's/^/  /' "$here/BUNDLE" | tee -a "$log"
+step "nvidia-smi -L" 30 nvidia-smi -L
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv 2>&1 | tee -a "$log"
+
+# The binaries were built on another system: fall back to the carried libstdc++/libgcc_s only
+# when the machine's own cannot run them.
+chmod +x "$bin"/* 2>/dev/null
+if ! "$bin/fp8-advisor" --version >"$work/version.txt" 2>&1; then
+  say "fp8-advisor does not start with the machine's libraries: $(head -c 300 "$work/version.txt")"
+  ldd "$bin/fp8-advisor" 2>&1 | tee -a "$log"
+  export LD_LIBRARY_PATH="$here/lib:$here/lib/compat:$LD_LIBRARY_PATH"
+  say "using the bundle's lib/compat"
+fi
+step "fp8-advisor --version" 30 "$bin/fp8-advisor" --version
+
+while read -r t; do
+  [ -n "$t" ] || continue
+  step "$t" 300 "$bin/$t" --abort-after=200
+done <"$bin/TESTS"
+
+sample=$here/data/sample
+runs=$work/runs
+for d in cpu cuda; do
+  step "fp8-advisor run --device $d (sample capture)" 300 \
+    "$bin/fp8-advisor" run --capture "$sample" --amax-trace "$sample/amax_trace.csv" --out "$runs/$d" --device $d
+done
+cp "$runs/cuda/metrics.csv" "$out/cuda-metrics.csv" 2>/dev/null
+cp "$runs/cuda/summary.json" "$out/cuda-summary.json" 2>/dev/null
+step "summary.json of the cuda run names backend cuda" 30 python3 -c '
+import json, sys
+b = json.load(open(sys.argv[1]))["backend"]
+print(b)
+sys.exit(0 if b["name"] == "cuda" and b["cuda_devices"] >= 1 else 1)' "$runs/cuda/summary.json"
+step "metrics.csv: cpu == cuda (1e-9 relative)" 60 python3 -c "$compare_py" "$runs/cpu/metrics.csv" "$runs/cuda/metrics.csv"
+step "gemms.csv: cpu == cuda (1e-9 relative)" 60 python3 -c "$compare_py" "$runs/cpu/gemms.csv" "$runs/cuda/gemms.csv"
+
+step "bench_cuda_metrics K=1,8,32, 256M BF16 elements" 180 \
+  "$bin/bench_cuda_metrics" --elements 268435456 --candidates 1,8,32 --repeat 5
+grep -E "^(#|fp8a_cuda|d2d_copy)" "$work/step.txt" >>"$out/bench.txt"
+step "bench_cuda_metrics --recipes all, 16384x16384 BF16" 180 \
+  "$bin/bench_cuda_metrics" --elements 268435456 --recipes all --repeat 3
+grep -E "^(fp8a_cuda|  )" "$work/step.txt" >>"$out/bench.txt"
+step "peer_torch.py K=1,8,32, 256M BF16 elements (PyTorch eager)" 240 \
+  env PYTHONUNBUFFERED=1 python3 "$here/peer_torch.py" --elements 268435456 --candidates 1,8,32 --device cuda --repeat 5
+grep -E "^(#|peer_torch|  )" "$work/step.txt" >>"$out/bench.txt"
+
+{
+  echo ""
+  echo "== summary ($(( $(date +%s) - t_start ))s)"
+  printf '%s\n' "${results[@]}"
+  if [ $failed -eq 0 ]; then
+    echo "GPU CHECK: PASS (${#results[@]} steps)"
+  else
+    echo "GPU CHECK: FAIL ($failed of ${#results[@]} steps failed; details in gpu-check.log)"
+  fi
+} | tee -a "$log" | tee "$out/summary.txt"
+echo ""
+echo "benchmark lines (also in bench.txt):"
+cat "$out/bench.txt" 2>/dev/null | grep -E "^(fp8a_cuda|d2d_copy|peer_torch)"
+rm -rf "$work"
+[ $failed -eq 0 ]

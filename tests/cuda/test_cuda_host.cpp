@@ -1,0 +1,428 @@
+// Host-side pieces of the CUDA backend, checked without a GPU (they still need the CUDA build):
+// chunk planning and gathering, the job plan of pass 2, the partial-record reduction and its
+// order, the element/block arithmetic the kernels share with the host (run here on the CPU and
+// compared with CpuBackend), and --device parsing and backend choice.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <span>
+#include <stdexcept>
+#include <vector>
+
+#include "cli/backend_registry.hpp"
+#include "cuda/chunk_plan.hpp"
+#include "cuda/device_info.hpp"
+#include "cuda/element_quant.hpp"
+#include "cuda/metric_jobs.hpp"
+#include "cuda/partials.hpp"
+#include "engine/core/error.hpp"
+#include "engine/cpu_backend.hpp"
+#include "tests/cuda/backend_compare.hpp"
+
+namespace {
+
+using fp8a::cuda::Chunk;
+using fp8a::cuda::ChunkPlan;
+using fp8a::cuda::MetricPartial;
+using fp8a::cuda::StatsPartial;
+
+// Every element of the tensor in exactly one chunk, chunk edges on multiples of 128, offsets
+// aligned and increasing, sizes consistent.
+void check_plan_covers(const ChunkPlan& p, std::int64_t rows, std::int64_t cols, std::size_t elem) {
+  std::vector<int> seen(static_cast<std::size_t>(rows * cols), 0);
+  std::size_t max_bytes = 0, offset = 0;
+  REQUIRE(p.offsets.size() == p.chunks.size());
+  for (std::size_t i = 0; i < p.chunks.size(); ++i) {
+    const Chunk& c = p.chunks[i];
+    CHECK(c.row0 % fp8a::cuda::kChunkAlign == 0);
+    CHECK(c.col0 % fp8a::cuda::kChunkAlign == 0);
+    CHECK(c.rows > 0);
+    CHECK(c.cols > 0);
+    CHECK(p.offsets[i] == offset);
+    CHECK(p.offsets[i] % fp8a::cuda::kDeviceAlign == 0);
+    const std::size_t bytes = static_cast<std::size_t>(c.numel()) * elem;
+    offset += (bytes + fp8a::cuda::kDeviceAlign - 1) / fp8a::cuda::kDeviceAlign * fp8a::cuda::kDeviceAlign;
+    max_bytes = std::max(max_bytes, bytes);
+    for (std::int64_t r = c.row0; r < c.row0 + c.rows; ++r)
+      for (std::int64_t k = c.col0; k < c.col0 + c.cols; ++k) ++seen[static_cast<std::size_t>(r * cols + k)];
+  }
+  CHECK(p.total_bytes == offset);
+  CHECK(p.max_chunk_bytes == max_bytes);
+  CHECK(std::all_of(seen.begin(), seen.end(), [](int s) { return s == 1; }));
+}
+
+}  // namespace
+
+TEST_CASE("chunk plans: whole-row bands of 128*k rows, column ranges when 128 rows are too many") {
+  using fp8a::cuda::plan_chunks;
+  // 4000-byte rows, 1 MiB: 262 rows fit, 256 taken.
+  auto p = plan_chunks(1000, 1000, 4, 1 << 20);
+  REQUIRE(p.chunks.size() == 4);
+  CHECK(p.chunks[0] == Chunk{0, 256, 0, 1000});
+  CHECK(p.chunks[3] == Chunk{768, 232, 0, 1000});
+  check_plan_covers(p, 1000, 1000, 4);
+  // Fits whole: one chunk.
+  p = plan_chunks(217, 256, 2, 64 << 20);
+  REQUIRE(p.chunks.size() == 1);
+  CHECK(p.chunks[0] == Chunk{0, 217, 0, 256});
+  // 3 rows of 70001 F32 with 64 KiB: 5461 columns fit, 5376 (42 * 128) taken, 14 ranges.
+  p = plan_chunks(3, 70001, 4, 64 << 10);
+  REQUIRE(p.chunks.size() == 14);
+  CHECK(p.chunks[0] == Chunk{0, 3, 0, 5376});
+  CHECK(p.chunks[13] == Chunk{0, 3, 13 * 5376, 70001 - 13 * 5376});
+  check_plan_covers(p, 3, 70001, 4);
+  // Wide and tall: bands of 128 rows, each split into column ranges.
+  p = plan_chunks(300, 3000, 2, 128 * 1024 * 2);
+  CHECK(p.chunks[0] == Chunk{0, 128, 0, 1024});
+  CHECK(p.chunks.size() == 9);  // 3 bands x 3 ranges
+  check_plan_covers(p, 300, 3000, 2);
+  // A budget below one 128 x 128 tile still makes 128 x 128 chunks.
+  p = plan_chunks(300, 300, 4, 1000);
+  CHECK(p.chunks[0] == Chunk{0, 128, 0, 128});
+  CHECK(p.max_chunk_bytes == 128 * 128 * 4);
+  check_plan_covers(p, 300, 300, 4);
+  // 1-D [n] is one row.
+  p = plan_chunks(1, 100000, 2, 64 << 10);
+  CHECK(p.chunks[0] == Chunk{0, 1, 0, 32768});
+  check_plan_covers(p, 1, 100000, 2);
+  CHECK(plan_chunks(0, 16, 4, 1 << 20).chunks.empty());
+  CHECK(fp8a::cuda::plan_whole(7, 9, 2).chunks.at(0) == Chunk{0, 7, 0, 9});
+}
+
+TEST_CASE("chunk plans cover odd shapes for every budget") {
+  for (auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{1, 16}, {5, 160}, {217, 256}, {60, 160},
+                            {130, 300}, {3, 70001}, {257, 129}, {1000, 1}}) {
+    for (std::size_t elem : {2u, 4u}) {
+      for (std::size_t budget : {std::size_t{1}, std::size_t{100000}, std::size_t{1} << 20, std::size_t{64} << 20}) {
+        INFO(rows << "x" << cols << " elem " << elem << " budget " << budget);
+        const auto p = fp8a::cuda::plan_chunks(rows, cols, elem, budget);
+        check_plan_covers(p, rows, cols, elem);
+        if (budget >= 128 * 128 * elem) CHECK(p.max_chunk_bytes <= budget);
+      }
+    }
+  }
+}
+
+TEST_CASE("gather_chunk copies a chunk's rectangle densely, from unaligned memory") {
+  const std::int64_t rows = 300, cols = 1000;
+  std::vector<std::byte> storage(static_cast<std::size_t>(rows * cols) * 2 + 1);
+  std::byte* base = storage.data() + 1;  // odd address, as inside a memory-mapped file
+  for (std::int64_t i = 0; i < rows * cols; ++i) {
+    const auto v = static_cast<std::uint16_t>(i * 7 + 3);
+    std::memcpy(base + 2 * i, &v, 2);
+  }
+  const auto view = fp8a::make_tensor_view(base, fp8a::DType::kBF16, {rows, cols});
+  const auto plan = fp8a::cuda::plan_chunks(rows, cols, 2, 128 * 256 * 2);
+  REQUIRE(plan.chunks.size() > 3);
+  for (const Chunk& c : plan.chunks) {
+    std::vector<std::byte> out(static_cast<std::size_t>(c.numel()) * 2);
+    fp8a::cuda::gather_chunk(view, c, out.data());
+    for (std::int64_t r = 0; r < c.rows; ++r)
+      for (std::int64_t k = 0; k < c.cols; ++k) {
+        std::uint16_t got;
+        std::memcpy(&got, out.data() + 2 * (r * c.cols + k), 2);
+        const std::int64_t i = (c.row0 + r) * cols + c.col0 + k;
+        REQUIRE(got == static_cast<std::uint16_t>(i * 7 + 3));
+      }
+  }
+  CHECK_THROWS_AS(fp8a::cuda::gather_chunk(view, Chunk{256, 128, 0, 10}, nullptr), fp8a::Error);
+}
+
+TEST_CASE("partial records are reduced in index order") {
+  // Three records whose float64 sum depends on the order: (1e16 + 1) + 1 != 1e16 + (1 + 1).
+  std::vector<StatsPartial> s(3, StatsPartial{});
+  for (auto& p : s) p.amin_nonzero_bits = fp8a::cuda::kInfBits;
+  s[0].sum_sq = 1e16;
+  s[1].sum_sq = 1.0;
+  s[2].sum_sq = 1.0;
+  s[0].nan_count = 2;
+  s[2].inf_count = 5;
+  s[1].zero_count = 7;
+  s[1].amax_bits = fp8a::float_bits(3.0f);
+  s[2].amax_finite_bits = fp8a::float_bits(2.0f);
+  s[2].amin_nonzero_bits = fp8a::float_bits(0.25f);
+  fp8a::TensorStats t;
+  fp8a::cuda::merge_stats_partials(s, &t);
+  CHECK(t.sum_sq == (1e16 + 1.0) + 1.0);
+  CHECK(t.nan_count == 2);
+  CHECK(t.inf_count == 5);
+  CHECK(t.zero_count == 7);
+  CHECK(t.amax == 3.0f);
+  CHECK(t.amax_finite == 2.0f);
+  CHECK(t.amin_nonzero == 0.25f);
+  CHECK(t.numel == 0);  // numel is the caller's
+
+  // Two blocks x two members [block][member]; members map to candidates 2 and 0.
+  std::vector<MetricPartial> m(4, MetricPartial{});
+  for (std::size_t i = 0; i < m.size(); ++i) {
+    m[i].sum_sq_err = i < 2 ? 1e16 : 1.0;
+    m[i].sum_x_deq = static_cast<double>(i);
+    m[i].underflow = 1;
+    m[i].overflow = static_cast<std::int64_t>(10 * i);
+    m[i].saturated = 3;
+    m[i].scale_inv_min_bits = fp8a::cuda::kInfBits;
+    m[i].scale_inv_max_bits = 0;
+  }
+  m[3].scale_inv_min_bits = fp8a::float_bits(0.5f);
+  m[3].scale_inv_max_bits = fp8a::float_bits(4.0f);
+  std::vector<fp8a::QuantSums> sums(3);
+  std::vector<fp8a::FakeQuantCounts> counts(3);
+  sums[2].sum_sq_err = 1.0;  // an earlier chunk's total
+  const std::vector<std::size_t> members = {2, 0};
+  fp8a::cuda::merge_metric_partials(m, members, sums, counts);
+  CHECK(sums[2].sum_sq_err == (1.0 + 1e16) + 1.0);
+  CHECK(sums[2].sum_x_deq == 0.0 + 2.0);
+  CHECK(sums[0].sum_x_deq == 1.0 + 3.0);
+  CHECK(counts[2].overflow == 0 + 20);
+  CHECK(counts[0].overflow == 10 + 30);
+  CHECK(counts[0].underflow == 2);
+  CHECK(counts[0].saturated == 6);
+  CHECK(counts[0].scale_inv_min == 0.5f);
+  CHECK(counts[0].scale_inv_max == 4.0f);
+  CHECK(counts[2].scale_inv_min == INFINITY);  // no block seen: stays as the CPU starts it
+  CHECK(counts[2].scale_inv_max == 0.0f);
+  CHECK(sums[1].sum_sq_err == 0.0);
+  const std::vector<std::size_t> three = {0, 1, 2};
+  CHECK_THROWS_AS(fp8a::cuda::merge_metric_partials(m, three, sums, counts), fp8a::Error);
+}
+
+TEST_CASE("pass 2 jobs: per-tensor and bf16 candidates in groups of eight, then one per blocked") {
+  std::vector<fp8a::Candidate> cands;
+  for (int i = 0; i < 9; ++i)
+    cands.push_back({fp8a::parse_recipe(i % 2 ? "current" : "current:pow2"),
+                     i % 3 ? fp8a::Fp8Format::kE4M3 : fp8a::Fp8Format::kE5M2});
+  cands.push_back({fp8a::parse_recipe("mxfp8:floor"), fp8a::Fp8Format::kE5M2, fp8a::Role::kWeight,
+                   fp8a::Orientation::kColumnwise});
+  cands.push_back({fp8a::parse_recipe("bf16")});
+  cands.push_back({fp8a::parse_recipe("delayed")});  // no given scale: not applicable
+  cands.push_back({fp8a::parse_recipe("block:fp32"), fp8a::Fp8Format::kE4M3, fp8a::Role::kWeight});
+  fp8a::TensorStats stats;
+  stats.numel = 10;
+  stats.amax = 3.7f;
+  std::vector<fp8a::QuantSpec> specs(cands.size());
+  std::vector<fp8a::CandidateResult> results(cands.size());
+  for (std::size_t j = 0; j < cands.size(); ++j)
+    results[j].applicability = fp8a::make_quant_spec(cands[j], stats, fp8a::DType::kBF16, &specs[j]);
+  const auto jobs = fp8a::cuda::plan_metric_jobs(specs, results);
+  REQUIRE(jobs.size() == 4);
+  CHECK(!jobs[0].blocked);
+  CHECK(jobs[0].group.count == 8);
+  CHECK(jobs[0].members == std::vector<std::size_t>{0, 1, 2, 3, 4, 5, 6, 7});
+  CHECK(jobs[1].group.count == 2);
+  CHECK(jobs[1].members == std::vector<std::size_t>{8, 10});
+  CHECK(jobs[1].group.mode[1] == fp8a::cuda::ElementMode::kBf16);
+  CHECK(jobs[2].blocked);
+  CHECK(jobs[2].members == std::vector<std::size_t>{9});
+  CHECK(jobs[2].params.block_rows == 32);
+  CHECK(jobs[2].params.block_cols == 1);
+  CHECK(jobs[2].params.mx_rule == fp8a::MxScaleRule::kOcpFloor);
+  CHECK(jobs[2].params.value_for_inf == fp8a::input_type_max(fp8a::DType::kBF16));
+  CHECK(jobs[3].params.block_rows == 128);
+  CHECK(jobs[3].params.block_cols == 128);
+  CHECK(!jobs[3].params.pow2_scales);
+  for (int i = 0; i < 8; ++i) {
+    const auto& s = specs[static_cast<std::size_t>(i)];
+    const auto& g = jobs[0].group;
+    CHECK(g.mode[i] == (s.format == fp8a::Fp8Format::kE4M3 ? fp8a::cuda::ElementMode::kE4M3
+                                                           : fp8a::cuda::ElementMode::kE5M2));
+    CHECK(g.scale[i] == s.scale);
+    CHECK(g.scale_inv[i] == 1.0f / s.scale);
+    CHECK(g.overflow_threshold[i] == fp8a::fp8_max_finite(s.format) * (1.0f / s.scale));
+  }
+  CHECK(fp8a::cuda::metric_partial_capacity(jobs) ==
+        static_cast<std::size_t>(fp8a::cuda::kMaxGridBlocks) * 12 * sizeof(MetricPartial));
+}
+
+TEST_CASE("element arithmetic shared with the kernels: thresholds and block scales") {
+  CHECK(fp8a::saturation_threshold(fp8a::Fp8Format::kE4M3) == 464.0f);
+  CHECK(fp8a::saturation_threshold(fp8a::Fp8Format::kE5M2) == std::nextafter(61440.0f, 0.0f));
+  CHECK(fp8a::cuda::abs_bits_not_nan(NAN) == 0u);
+  CHECK(fp8a::cuda::abs_bits_not_nan(-INFINITY) == fp8a::cuda::kInfBits);
+  // A single 1x32 / 1x128 block per candidate: the CPU reports its scale_inv as the range.
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> expo(-140.0f, 127.0f);
+  for (int i = 0; i < 2000; ++i) {
+    const float amax = std::exp2(expo(rng)) * (1.0f + static_cast<float>(i % 7) / 8.0f);
+    if (!std::isfinite(amax)) continue;
+    std::vector<float> x(128);  // every 1x32 and 1x128 block with this amax
+    for (std::size_t e = 0; e < x.size(); ++e) x[e] = (e + static_cast<std::size_t>(i)) % 2 ? amax : -amax;
+    const auto view = fp8a::make_tensor_view(reinterpret_cast<const std::byte*>(x.data()), fp8a::DType::kF32, {1, 128});
+    for (const char* spec : {"block", "block:fp32", "mxfp8", "mxfp8:floor"}) {
+      for (auto f : {fp8a::Fp8Format::kE4M3, fp8a::Fp8Format::kE5M2}) {
+        const fp8a::Candidate c{fp8a::parse_recipe(spec), f};
+        const auto eval = fp8a::CpuBackend().evaluate(std::vector<fp8a::Candidate>{c}, view);
+        fp8a::QuantSpec q;
+        REQUIRE(fp8a::make_quant_spec(c, eval.stats, fp8a::DType::kF32, &q).ok);
+        const auto jobs = fp8a::cuda::plan_metric_jobs(std::vector<fp8a::QuantSpec>{q}, eval.results);
+        const auto s = fp8a::cuda::block_scale(jobs.at(0).params, amax);
+        INFO(std::string(spec) << " amax " << amax);
+        CHECK(fp8a::cuda_test::same_float(s.scale_inv, eval.results[0].metrics.scale_inv_min));
+      }
+    }
+  }
+}
+
+namespace {
+
+// The CUDA backend's computation with the kernels' loops written out on the host: statistics
+// records per slice of 1000 elements, pass-2 jobs, one record per slice (per-tensor kernel) or per
+// block (blocked kernel) from element_quant.hpp, merged and finalized by partials.hpp. It differs
+// from the device only in the cast (the software round trip, equal to cvt.satfinite) and in the
+// order of the float64 additions.
+fp8a::TensorEvaluation emulate_cuda(const std::vector<fp8a::Candidate>& cands, const fp8a::TensorView& t) {
+  using namespace fp8a::cuda;
+  const std::int64_t n = t.numel();
+  std::vector<float> x(static_cast<std::size_t>(n));
+  t.load_floats(0, n, x.data());
+  constexpr std::int64_t kSlice = 1000;
+  fp8a::TensorEvaluation out;
+  out.stats.numel = n;
+  std::vector<StatsPartial> stats_records;
+  for (std::int64_t i0 = 0; i0 < n; i0 += kSlice) {
+    StatsPartial p{};
+    p.amin_nonzero_bits = kInfBits;
+    for (std::int64_t i = i0; i < std::min(n, i0 + kSlice); ++i) {
+      const std::uint32_t b = abs_bits(x[static_cast<std::size_t>(i)]);
+      p.nan_count += b > kInfBits;
+      p.inf_count += b == kInfBits;
+      p.zero_count += b == 0;
+      p.amax_bits = std::max(p.amax_bits, b > kInfBits ? 0u : b);
+      p.amax_finite_bits = std::max(p.amax_finite_bits, b >= kInfBits ? 0u : b);
+      p.amin_nonzero_bits = std::min(p.amin_nonzero_bits, (b == 0 || b >= kInfBits) ? kInfBits : b);
+      const double d = b < kInfBits ? static_cast<double>(x[static_cast<std::size_t>(i)]) : 0.0;
+      p.sum_sq += d * d;
+    }
+    stats_records.push_back(p);
+  }
+  merge_stats_partials(stats_records, &out.stats);
+
+  const std::size_t k = cands.size();
+  out.results.resize(k);
+  std::vector<fp8a::QuantSpec> specs(k);
+  for (std::size_t j = 0; j < k; ++j)
+    out.results[j].applicability = fp8a::make_quant_spec(cands[j], out.stats, t.dtype, &specs[j]);
+  std::vector<fp8a::QuantSums> sums(k);
+  std::vector<fp8a::FakeQuantCounts> counts(k);
+  const auto record = [](const ElementSums& a, std::uint32_t lo, std::uint32_t hi) {
+    return MetricPartial{a.sum_sq_err, a.sum_x_deq, a.sum_deq_sq, a.underflow, a.overflow, a.saturated, lo, hi};
+  };
+  for (const MetricJob& job : plan_metric_jobs(specs, out.results)) {
+    std::vector<MetricPartial> records;
+    if (!job.blocked) {
+      const PerTensorGroup& g = job.group;
+      for (std::int64_t i0 = 0; i0 < n; i0 += kSlice) {
+        std::vector<ElementSums> acc(static_cast<std::size_t>(g.count));
+        for (std::int64_t i = i0; i < std::min(n, i0 + kSlice); ++i) {
+          const float v = x[static_cast<std::size_t>(i)];
+          const bool finite = is_finite_float(v);
+          const double xd = finite ? static_cast<double>(v) : 0.0;
+          for (int j = 0; j < g.count; ++j) {
+            auto& a = acc[static_cast<std::size_t>(j)];
+            if (g.mode[j] == ElementMode::kBf16) quantize_bf16(a, v, xd, finite);
+            else if (g.mode[j] == ElementMode::kE4M3)
+              quantize_fp8<fp8a::Fp8Format::kE4M3>(a, v, xd, finite, g.scale[j], g.scale_inv[j], g.overflow_threshold[j]);
+            else
+              quantize_fp8<fp8a::Fp8Format::kE5M2>(a, v, xd, finite, g.scale[j], g.scale_inv[j], g.overflow_threshold[j]);
+          }
+        }
+        for (const auto& a : acc) records.push_back(record(a, kInfBits, 0u));
+      }
+    } else {
+      const BlockedParams& p = job.params;
+      const float fp8_max = fp8a::fp8_max_finite(p.format);
+      for (std::int64_t r0 = 0; r0 < t.rows; r0 += p.block_rows) {
+        for (std::int64_t c0 = 0; c0 < t.cols; c0 += p.block_cols) {
+          const std::int64_t r1 = std::min(t.rows, r0 + p.block_rows), c1 = std::min(t.cols, c0 + p.block_cols);
+          std::uint32_t amax = 0;
+          for (std::int64_t r = r0; r < r1; ++r)
+            for (std::int64_t c = c0; c < c1; ++c) amax = std::max(amax, abs_bits_not_nan(x[static_cast<std::size_t>(r * t.cols + c)]));
+          const fp8a::ScalePair s = block_scale(p, fp8a::bits_float(amax));
+          const float threshold = fp8a::mul_rn(fp8_max, s.scale_inv);
+          ElementSums a;
+          for (std::int64_t r = r0; r < r1; ++r)
+            for (std::int64_t c = c0; c < c1; ++c) {
+              const float v = x[static_cast<std::size_t>(r * t.cols + c)];
+              const bool finite = is_finite_float(v);
+              const double xd = finite ? static_cast<double>(v) : 0.0;
+              if (p.format == fp8a::Fp8Format::kE4M3)
+                quantize_fp8<fp8a::Fp8Format::kE4M3>(a, v, xd, finite, s.scale, s.scale_inv, threshold);
+              else
+                quantize_fp8<fp8a::Fp8Format::kE5M2>(a, v, xd, finite, s.scale, s.scale_inv, threshold);
+            }
+          const bool nan_scale = !(s.scale_inv == s.scale_inv);
+          records.push_back(record(a, nan_scale ? kInfBits : fp8a::float_bits(s.scale_inv),
+                                   nan_scale ? 0u : fp8a::float_bits(s.scale_inv)));
+        }
+      }
+    }
+    merge_metric_partials(records, job.members, sums, counts);
+  }
+  for (std::size_t j = 0; j < k; ++j)
+    if (out.results[j].applicability.ok)
+      out.results[j].metrics = finalize_candidate(out.stats, specs[j], sums[j], counts[j]);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the kernels' arithmetic, run on the host, reproduces CpuBackend for every recipe") {
+  const std::vector<std::vector<std::int64_t>> shapes = {{1, 16}, {5, 160}, {217, 256}, {5, 4, 3, 160}, {130, 300}, {3, 7001}};
+  std::uint32_t seed = 1;
+  for (const auto& shape : shapes) {
+    const std::size_t n = static_cast<std::size_t>(std::accumulate(shape.begin(), shape.end(), std::int64_t{1}, std::multiplies<>()));
+    for (auto fill : fp8a::cuda_test::kFills) {
+      const auto x = fp8a::cuda_test::make_fill(n, fill, seed++);
+      for (auto dtype : {fp8a::DType::kBF16, fp8a::DType::kF16, fp8a::DType::kF32}) {
+        const auto t = fp8a::cuda_test::store(x, dtype, shape);
+        const float amax = fp8a::compute_tensor_stats(t.view).amax;
+        for (auto role : {fp8a::Role::kActivation, fp8a::Role::kWeight}) {
+          for (auto fmt : {fp8a::Fp8Format::kE4M3, fp8a::Fp8Format::kE5M2}) {
+            INFO("shape " << t.view.rows << "x" << t.view.cols << " fill "
+                          << std::string(fp8a::cuda_test::fill_name(fill)) << " dtype "
+                          << std::string(fp8a::dtype_name(dtype)) << " role " << std::string(fp8a::role_name(role)));
+            const auto cands = fp8a::cuda_test::all_candidates(role, fmt, amax);
+            fp8a::cuda_test::check_same_evaluation(emulate_cuda(cands, t.view),
+                                                   fp8a::CpuBackend().evaluate(cands, t.view), cands);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("finalize_candidate on an empty tensor keeps the CPU's untouched scale range") {
+  fp8a::TensorStats stats;
+  fp8a::QuantSpec spec;
+  spec.scale = 2.0f;
+  const auto m = fp8a::cuda::finalize_candidate(stats, spec, {}, {});
+  CHECK(m.scale_inv_min == INFINITY);
+  CHECK(m.scale_inv_max == 0.0f);
+  CHECK(m.scale == 2.0f);
+}
+
+TEST_CASE("--device: parsing, and the backend each choice gives on this machine") {
+  using fp8a::cli::DeviceChoice;
+  CHECK(fp8a::cli::parse_device_choice("auto") == DeviceChoice::kAuto);
+  CHECK(fp8a::cli::parse_device_choice("cpu") == DeviceChoice::kCpu);
+  CHECK(fp8a::cli::parse_device_choice("cuda") == DeviceChoice::kCuda);
+  CHECK(std::string(fp8a::cli::device_choice_name(DeviceChoice::kCuda)) == "cuda");
+  CHECK_THROWS_WITH_AS(fp8a::cli::parse_device_choice("gpu"),
+                       "[fp8a.usage.206] --device 'gpu': expected auto, cpu or cuda (did you mean 'cpu'?)",
+                       fp8a::Error);
+  CHECK(fp8a::cli::make_backend(DeviceChoice::kCpu)->name() == "cpu");
+  if (fp8a::cuda::device_count() == 0) {
+    CHECK(fp8a::cli::make_backend(DeviceChoice::kAuto)->name() == "cpu");
+    try {
+      fp8a::cli::make_backend(DeviceChoice::kCuda);
+      FAIL("--device cuda without a GPU must be a usage error");
+    } catch (const fp8a::Error& e) {
+      CHECK(e.exit_code() == fp8a::kExitUsage);
+      CHECK(std::string(e.what()).rfind("[fp8a.usage.206] --device cuda: no CUDA device", 0) == 0);
+    }
+  } else {
+    CHECK(fp8a::cli::make_backend(DeviceChoice::kAuto)->name() == "cuda");
+    CHECK(fp8a::cli::make_backend(DeviceChoice::kCuda)->name() == "cuda");
+  }
+}
