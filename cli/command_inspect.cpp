@@ -30,9 +30,12 @@ std::string general(double v) {
 
 int command_inspect(const Invocation& inv) {
   std::vector<std::string> paths;
+  std::string npy_dtype_text;
   po::options_description desc("Options");
   desc.add_options()("capture", po::value(&paths)->multitoken()->required(),
-                     "safetensors files and/or directories (also accepted as plain arguments)");
+                     "capture files and/or directories (also accepted as plain arguments)")
+                    ("npy-dtype", po::value(&npy_dtype_text),
+                     "bf16: read 2-byte void / uint16 .npy arrays as BF16");
   po::positional_options_description positional;
   positional.add("capture", -1);
   po::variables_map vm;
@@ -40,7 +43,7 @@ int command_inspect(const Invocation& inv) {
     return kExitOk;
 
   DiskFileSystem fs;
-  const CaptureSet captures = load_captures(paths, fs);
+  const CaptureSet captures = load_captures(paths, fs, capture_options(npy_dtype_text));
   std::vector<TensorStats> stats(captures.tensors.size());
   tbb::parallel_for(std::size_t{0}, stats.size(),
                     [&](std::size_t i) { stats[i] = compute_tensor_stats(captures.tensors[i].view); });

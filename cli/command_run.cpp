@@ -38,7 +38,7 @@ std::string recipe_help() {
 
 int command_run(const Invocation& inv) {
   std::vector<std::string> capture_paths, trace_paths;
-  std::string out_dir, recipes_text, format_text, device_text;
+  std::string out_dir, recipes_text, format_text, device_text, npy_dtype_text;
   int threads = 0;
   std::int64_t gemm_rows = 0;
   const std::string recipes_doc = recipe_help();
@@ -50,6 +50,8 @@ int command_run(const Invocation& inv) {
       ("recipes", po::value(&recipes_text)->default_value(default_recipe_list()), recipes_doc.c_str())
       ("format", po::value(&format_text)->default_value("hybrid"),
        "e4m3 (every role E4M3) or hybrid (E5M2 for gradients), as TE's recipe Format")
+      ("npy-dtype", po::value(&npy_dtype_text),
+       "bf16: read 2-byte void / uint16 .npy arrays as BF16 (how np.save stores bfloat16)")
       ("amax-trace", po::value(&trace_paths)->multitoken(),
        "amax of every step for exact delayed-scaling replay: CSV step,tensor,amax and/or "
        "nvdlfw_inspect statistics logs (cur_amax)")
@@ -89,7 +91,7 @@ int command_run(const Invocation& inv) {
 
   auto t0 = std::chrono::steady_clock::now();
   DiskFileSystem fs;
-  const CaptureSet captures = load_captures(capture_paths, fs);
+  const CaptureSet captures = load_captures(capture_paths, fs, capture_options(npy_dtype_text));
   info.inputs = captures.files;
   AmaxTrace trace;
   if (!trace_paths.empty()) {

@@ -35,4 +35,13 @@ bool parse_options(const Invocation& inv, po::options_description& desc,
   return true;
 }
 
+CaptureOptions capture_options(const std::string& npy_dtype) {
+  CaptureOptions o;
+  if (npy_dtype == "bf16") o.npy_dtype = NpyRawDType::kBf16;
+  else if (!npy_dtype.empty())
+    throw usage_error("fp8a.usage.207", "--npy-dtype '" + npy_dtype + "': the only value is bf16" +
+                                            did_you_mean(npy_dtype, {"bf16"}));
+  return o;
+}
+
 }  // namespace fp8a::cli

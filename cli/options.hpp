@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "datasets/capture.hpp"
+
 namespace fp8a::cli {
 
 namespace po = boost::program_options;
@@ -22,6 +24,9 @@ struct Invocation {
 bool parse_options(const Invocation& inv, po::options_description& desc,
                    const po::positional_options_description* positional, po::variables_map* vm,
                    const std::string& usage_line, std::ostream& out);
+
+// --npy-dtype: "" (none) or "bf16"; anything else is usage error fp8a.usage.207.
+CaptureOptions capture_options(const std::string& npy_dtype);
 
 int command_run(const Invocation& inv);
 int command_inspect(const Invocation& inv);

@@ -7,7 +7,7 @@
 namespace fp8a::cuda {
 
 void cuda_failed(cudaError_t status, const char* expression, const char* file, int line) {
-  throw Error(ErrorKind::kInternal, "fp8a.cuda.601",
+  throw Error(ErrorKind::kInternal, "fp8a.cuda.801",
               std::string(file) + ":" + std::to_string(line) + ": " + expression + " failed: " +
                   cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")");
 }

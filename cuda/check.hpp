@@ -1,5 +1,5 @@
 // CUDA status checks: every runtime call and every kernel launch goes through FP8A_CUDA_CHECK, which
-// throws fp8a::Error (kind internal, id fp8a.cuda.601) naming the call, file:line and the runtime's
+// throws fp8a::Error (kind internal, id fp8a.cuda.801) naming the call, file:line and the runtime's
 // message. Never exit() below main (STYLE.md, "Errors"); like TE's NVTE_CHECK_CUDA and ggml's
 // CUDA_CHECK_GEN, the failure path is one [[noreturn]] function.
 #pragma once

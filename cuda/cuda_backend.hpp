@@ -55,7 +55,7 @@ struct CudaBackendOptions {
 
 class CudaBackend final : public Backend {
  public:
-  // Throws fp8a::Error (fp8a.cuda.601) when cuda_unusable_reason() is not empty.
+  // Throws fp8a::Error (fp8a.cuda.801) when cuda_unusable_reason() is not empty.
   explicit CudaBackend(CudaBackendOptions options = {});
   ~CudaBackend() override;
   CudaBackend(const CudaBackend&) = delete;

@@ -3,15 +3,18 @@
 #include <algorithm>
 #include <charconv>
 #include <map>
+#include <optional>
 
+#include "datasets/npy.hpp"
 #include "datasets/safetensors.hpp"
+#include "datasets/torch_zip.hpp"
 #include "engine/core/error.hpp"
 
 namespace fp8a {
 
 namespace {
 
-constexpr std::string_view kExtension = ".safetensors";
+constexpr std::string_view kCaptureExtensions[] = {".safetensors", ".npy", ".npz", ".pt"};
 
 bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
@@ -27,25 +30,40 @@ bool parse_int64(std::string_view s, std::int64_t* out) {
   return r.ec == std::errc() && r.ptr == s.data() + s.size() && !s.empty();
 }
 
-// Step from metadata, else the last run of digits in the file name (extension removed), else 0.
-void resolve_step(const SafetensorsFile& st, CaptureFile* f) {
-  if (auto it = st.metadata.find("step"); it != st.metadata.end()) {
+// The last run of digits in `name` as a step; false when there is none. Out of range is an error.
+bool last_number(const std::string& name, const std::string& path, std::int64_t* step) {
+  const auto last = name.find_last_of("0123456789");
+  if (last == std::string::npos) return false;
+  auto first = last;
+  while (first > 0 && name[first - 1] >= '0' && name[first - 1] <= '9') --first;
+  const std::string digits = name.substr(first, last - first + 1);
+  if (!parse_int64(digits, step))
+    throw input_error("fp8a.capture.405", path + ": step " + digits + " in the file name is out of range");
+  return true;
+}
+
+std::string strip_extension(std::string name) {
+  const auto dot = name.find_last_of('.');
+  return dot == std::string::npos ? name : name.substr(0, dot);
+}
+
+std::string parent_name(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  if (slash == std::string::npos || slash == 0) return "";
+  return base_name(path.substr(0, slash));
+}
+
+// Step from metadata, else the last number in the file name (extension removed), else 0.
+void resolve_step(const std::map<std::string, std::string>& metadata, const std::string& name,
+                  CaptureFile* f) {
+  if (auto it = metadata.find("step"); it != metadata.end()) {
     if (!parse_int64(it->second, &f->step) || f->step < 0)
       throw input_error("fp8a.capture.405", f->path + ": __metadata__ step '" + it->second +
                                                 "' is not a non-negative integer");
     f->step_source = "metadata";
     return;
   }
-  std::string stem = base_name(f->path);
-  if (ends_with(stem, kExtension)) stem.resize(stem.size() - kExtension.size());
-  auto last = stem.find_last_of("0123456789");
-  if (last != std::string::npos) {
-    auto first = last;
-    while (first > 0 && stem[first - 1] >= '0' && stem[first - 1] <= '9') --first;
-    const std::string digits = stem.substr(first, last - first + 1);
-    if (!parse_int64(digits, &f->step))
-      throw input_error("fp8a.capture.405", f->path + ": step " + digits +
-                                                " in the file name is out of range");
+  if (last_number(name, f->path, &f->step)) {
     f->step_source = "file name";
     return;
   }
@@ -53,16 +71,19 @@ void resolve_step(const SafetensorsFile& st, CaptureFile* f) {
   f->step_source = "default";
 }
 
-void load_file(const std::string& path, const FileSystem& fs, CaptureSet* set) {
-  auto mapping = fs.map(path);
-  const auto bytes = mapping->bytes();
-  const SafetensorsFile st = parse_safetensors(bytes, path);
-  CaptureFile info;
-  info.path = path;
-  info.bytes = bytes.size();
-  resolve_step(st, &info);
-  for (const auto& e : st.entries) {
-    const std::string where = path + ": tensor '" + e.name + "': ";
+// One tensor found in a file, before it becomes a CapturedTensor.
+struct FoundTensor {
+  std::string name;  // <layer>.<role>
+  std::string dtype_name;
+  std::optional<DType> dtype;
+  std::vector<std::int64_t> shape;
+  std::uint64_t numel = 0;
+  const std::byte* data = nullptr;
+};
+
+void add_tensors(const std::vector<FoundTensor>& found, const CaptureFile& info, CaptureSet* set) {
+  for (const auto& e : found) {
+    const std::string where = info.path + ": tensor '" + e.name + "': ";
     CapturedTensor t;
     if (!split_tensor_name(e.name, &t.key.layer, &t.key.role))
       throw input_error("fp8a.capture.403",
@@ -72,14 +93,125 @@ void load_file(const std::string& path, const FileSystem& fs, CaptureSet* set) {
                         where + "dtype " + e.dtype_name + " is not supported (BF16, F16, F32)");
     if (e.numel == 0) throw input_error("fp8a.capture.402", where + "tensor is empty");
     t.key.step = info.step;
-    t.file = path;
+    t.file = info.path;
     t.tensor_name = e.name;
-    t.view = make_tensor_view(bytes.data() + e.begin, *e.dtype, e.shape);
+    t.view = make_tensor_view(e.data, *e.dtype, e.shape);
     set->tensors.push_back(std::move(t));
   }
-  info.tensor_count = st.entries.size();
+}
+
+std::uint64_t product(const std::vector<std::int64_t>& shape) {
+  std::uint64_t n = 1;
+  for (auto d : shape) n *= static_cast<std::uint64_t>(d);
+  return n;
+}
+
+FoundTensor from_npy(const NpyArray& a, std::string name) {
+  FoundTensor t;
+  t.name = std::move(name);
+  t.dtype = a.dtype;
+  t.dtype_name = a.descr;
+  t.shape = a.shape;
+  t.numel = product(a.shape);
+  t.data = a.data;
+  return t;
+}
+
+// TE DumpTensors (debug/features/dump_tensors.py): <layer>_<tensor>_iter_<NNNNNN>.pt holding a
+// dict with "high_precision". Returns false for other names.
+bool parse_te_dump_name(const std::string& stem, std::string* layer, std::string* tensor,
+                        std::int64_t* step) {
+  const auto iter = stem.rfind("_iter_");
+  if (iter == std::string::npos) return false;
+  if (!parse_int64(std::string_view(stem).substr(iter + 6), step)) return false;
+  const std::string head = stem.substr(0, iter);
+  const auto us = head.find_last_of('_');
+  if (us == std::string::npos || us == 0) return false;
+  *layer = head.substr(0, us);
+  *tensor = head.substr(us + 1);
+  return true;
+}
+
+void load_file(const std::string& path, const FileSystem& fs, const CaptureOptions& options,
+               CaptureSet* set) {
+  auto mapping = fs.map(path);
+  const auto bytes = mapping->bytes();
+  CaptureFile info;
+  info.path = path;
+  info.bytes = bytes.size();
+  const std::string name = base_name(path);
+  std::vector<FoundTensor> found;
+  if (ends_with(name, ".npy")) {
+    // One array; the file name is the tensor name, the step the last number of the folder.
+    const NpyArray a = parse_npy(bytes, path, options.npy_dtype);
+    found.push_back(from_npy(a, strip_extension(name)));
+    if (last_number(parent_name(path), path, &info.step)) info.step_source = "folder name";
+    else info.step_source = "default";
+  } else if (ends_with(name, ".npz")) {
+    for (const auto& [member, member_bytes] : list_npz(bytes, path))
+      found.push_back(from_npy(parse_npy(member_bytes, path + ":" + member + ".npy", options.npy_dtype), member));
+    resolve_step({}, strip_extension(name), &info);
+  } else if (ends_with(name, ".pt")) {
+    std::vector<std::string> skipped;
+    const auto tensors = read_torch_save(bytes, path, &skipped);
+    std::string layer, tensor;
+    if (parse_te_dump_name(strip_extension(name), &layer, &tensor, &info.step)) {
+      info.step_source = "file name";
+      Role role;
+      if (!role_from_name(tensor, &role)) {
+        info.note = "TE dump of '" + tensor + "', not a GEMM operand fp8-advisor evaluates; skipped";
+        set->files.push_back(std::move(info));
+        set->mappings.push_back(std::move(mapping));
+        return;
+      }
+      const TorchTensor* hp = nullptr;
+      for (const auto& t : tensors)
+        if (t.key == "high_precision" || tensors.size() == 1) hp = &t;
+      if (hp == nullptr)
+        throw input_error("fp8a.capture.407", path + ": TE tensor dump without a 'high_precision' tensor");
+      FoundTensor f;
+      f.name = layer + "." + tensor;
+      f.dtype = hp->dtype;
+      f.shape = hp->shape;
+      f.numel = product(hp->shape);
+      f.data = hp->data;
+      found.push_back(f);
+    } else {
+      for (const auto& t : tensors) {
+        FoundTensor f;
+        f.name = t.key;
+        f.dtype = t.dtype;
+        f.shape = t.shape;
+        f.numel = product(t.shape);
+        f.data = t.data;
+        found.push_back(f);
+      }
+      resolve_step({}, strip_extension(name), &info);
+    }
+  } else {
+    const SafetensorsFile st = parse_safetensors(bytes, path);
+    resolve_step(st.metadata, strip_extension(name), &info);
+    for (const auto& e : st.entries) {
+      FoundTensor f;
+      f.name = e.name;
+      f.dtype = e.dtype;
+      f.dtype_name = e.dtype_name;
+      f.shape = e.shape;
+      f.numel = e.numel;
+      f.data = bytes.data() + e.begin;
+      found.push_back(f);
+    }
+  }
+  add_tensors(found, info, set);
+  info.tensor_count = found.size();
   set->files.push_back(std::move(info));
   set->mappings.push_back(std::move(mapping));
+}
+
+bool is_capture_file(const std::string& path) {
+  for (std::string_view ext : kCaptureExtensions)
+    if (ends_with(path, ext)) return true;
+  return false;
 }
 
 }  // namespace
@@ -127,7 +259,8 @@ bool split_tensor_name(const std::string& name, std::string* layer, Role* role) 
   return true;
 }
 
-CaptureSet load_captures(const std::vector<std::string>& paths, const FileSystem& fs) {
+CaptureSet load_captures(const std::vector<std::string>& paths, const FileSystem& fs,
+                         const CaptureOptions& options) {
   CaptureSet set;
   std::vector<std::string> files;
   for (const auto& p : paths) {
@@ -140,13 +273,14 @@ CaptureSet load_captures(const std::vector<std::string>& paths, const FileSystem
       case FileSystem::Kind::kDirectory: {
         std::size_t found = 0;
         for (auto& f : fs.list_files_recursive(p)) {
-          if (ends_with(f, kExtension)) {
+          if (is_capture_file(f)) {
             files.push_back(std::move(f));
             ++found;
           }
         }
         if (found == 0)
-          throw input_error("fp8a.io.103", p + ": directory holds no *.safetensors captures");
+          throw input_error("fp8a.io.103", p + ": directory holds no captures "
+                                             "(*.safetensors, *.npy, *.npz, *.pt)");
         break;
       }
       case FileSystem::Kind::kOther:
@@ -155,7 +289,7 @@ CaptureSet load_captures(const std::vector<std::string>& paths, const FileSystem
   }
   std::sort(files.begin(), files.end());
   files.erase(std::unique(files.begin(), files.end()), files.end());
-  for (const auto& f : files) load_file(f, fs, &set);
+  for (const auto& f : files) load_file(f, fs, options, &set);
 
   // Stable: of two equal keys the one from the earlier file (in path order) comes first.
   std::stable_sort(set.tensors.begin(), set.tensors.end(),

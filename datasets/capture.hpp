@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "datasets/file_system.hpp"
+#include "datasets/npy.hpp"
 #include "engine/core/recipe.hpp"
 #include "engine/core/tensor_view.hpp"
 
@@ -40,7 +41,8 @@ struct CapturedTensor {
 struct CaptureFile {
   std::string path;
   std::int64_t step = 0;
-  std::string step_source;  // "metadata", "file name" or "default"
+  std::string step_source;  // "metadata", "file name", "folder name" or "default"
+  std::string note;         // e.g. why nothing was taken from it
   std::size_t tensor_count = 0;
   std::uint64_t bytes = 0;
 };
@@ -55,8 +57,22 @@ struct CaptureSet {
 // Splits "<layer>.<role>"; false when the name has no known role suffix or an empty layer.
 bool split_tensor_name(const std::string& name, std::string* layer, Role* role);
 
-// Reads files and directories (recursively, files ending in .safetensors) into one capture set.
-// Throws input errors fp8a.io.1xx, fp8a.safetensors.3xx, fp8a.capture.4xx (see README).
-CaptureSet load_captures(const std::vector<std::string>& paths, const FileSystem& fs);
+struct CaptureOptions {
+  NpyRawDType npy_dtype = NpyRawDType::kNone;  // --npy-dtype bf16: 2-byte void/uint16 is BF16
+};
+
+// Reads files and directories (recursively) into one capture set. Formats, by extension:
+//   .safetensors  tensors named <layer>.<role>; step from __metadata__["step"], else the last
+//                 number in the file name, else 0;
+//   .npz          members named <layer>.<role>; step from the file name;
+//   .npy          one array; the file name (without .npy) is <layer>.<role>, the step the last
+//                 number in the folder name (e.g. step_000100/layers.0.fc1.activation.npy);
+//   .pt           torch.save files: TE DumpTensors dumps <layer>_<tensor>_iter_<N>.pt (the
+//                 "high_precision" tensor; step N; tensors other than activation/weight/gradient
+//                 are skipped), or dicts of <layer>.<role> tensors (step from the file name).
+// Throws input errors fp8a.io.1xx, fp8a.safetensors.3xx, fp8a.npy.6xx, fp8a.torch.7xx,
+// fp8a.capture.4xx (see README).
+CaptureSet load_captures(const std::vector<std::string>& paths, const FileSystem& fs,
+                         const CaptureOptions& options = {});
 
 }  // namespace fp8a

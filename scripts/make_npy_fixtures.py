@@ -156,6 +156,13 @@ def main():
                 members.append(entry)
         expected["npz"][npz] = members
 
+    # A capture in .npz form, for the capture loader's end-to-end test: members named
+    # <layer>.<role>, the step in the file name. Values are exact in float32.
+    files["capture_step_000300.npz"] = npz_bytes(
+        False, **{"layers.0.fc1.activation": seq(32, np.float32, -2.0, 0.125).reshape(4, 8),
+                  "layers.0.fc1.weight": seq(16, np.float32, 0.5, -0.0625).reshape(2, 8),
+                  "layers.0.fc1.gradient": seq(8, np.float32, 1e-3, 2e-4).reshape(4, 2)})
+
     for name, raw in files.items():
         with open(os.path.join(args.out, name), "wb") as f:
             f.write(raw)

@@ -362,7 +362,7 @@ TEST_CASE("bad input exits 3 naming the file and tensor, and writes no output") 
   const fs::path empty_dir = dir.path / "empty";
   fs::create_directories(empty_dir / "sub");
   write_bytes(empty_dir / "sub" / "notes.txt", "hello");
-  expect(empty_dir.string(), "[fp8a.io.103] " + empty_dir.string() + ": directory holds no *.safetensors captures");
+  expect(empty_dir.string(), "[fp8a.io.103] " + empty_dir.string() + ": directory holds no captures (*.safetensors, *.npy, *.npz, *.pt)");
 
   const fs::path text = dir.path / "text.safetensors";
   write_bytes(text, "this is a text file, not a capture");
@@ -480,4 +480,60 @@ TEST_CASE("gemms.csv: three GEMMs per layer, step and recipe; --no-gemms skips i
   CHECK_FALSE(fs::exists(b.path / "gemms.csv"));
   const auto summary = nlohmann::json::parse(slurp(b.path / "summary.json"));
   CHECK(summary["outputs"] == nlohmann::json::array({"metrics.csv", "summary.json"}));
+}
+
+TEST_CASE(".npy folders, .npz archives and TE DumpTensors .pt files are captures too") {
+  // Fixtures written by real np.save / np.savez / torch.save (scripts/make_*_fixtures.py).
+  const auto expected = nlohmann::json::parse(slurp(kSource / "tests/golden/npy/expected.json"));
+  auto amax_of = [](const nlohmann::json& values) {
+    double a = 0;
+    for (const auto& v : values) a = std::max(a, std::fabs(v.get<double>()));
+    return a;
+  };
+  TempDir dir;
+  const fs::path step_dir = dir.path / "step_000100";
+  fs::create_directories(step_dir);
+  fs::copy_file(kSource / "tests/golden/npy/f32_2d.npy", step_dir / "layers.0.fc1.activation.npy");
+  fs::copy_file(kSource / "tests/golden/npy/bf16_void.npy", step_dir / "layers.0.fc1.weight.npy");
+  const auto refused = run("inspect " + shell_quote(dir.path.string()));
+  CHECK(refused.rc == 3);
+  CHECK(refused.err.find("[fp8a.npy.603]") != std::string::npos);
+  CHECK(refused.err.find("pass --npy-dtype bf16") != std::string::npos);
+
+  const fs::path out = dir.path / "out";
+  const auto r = run("run --recipes current --npy-dtype bf16 --capture " + shell_quote(dir.path.string()) + " " +
+                     shell_quote((kSource / "tests/golden/npy/capture_step_000300.npz").string()) + " " +
+                     shell_quote((kSource / "tests/golden/torch/tensor_dumps").string()) +
+                     " --out " + shell_quote(out.string()));
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  std::map<std::string, std::map<std::string, std::string>> by;
+  for (const auto& row : read_csv(slurp(out / "metrics.csv")))
+    by[row.at("step") + " " + row.at("layer") + " " + row.at("tensor")] = row;
+  CHECK(by.size() == 2 + 3 + 2);
+  REQUIRE(by.count("100 layers.0.fc1 activation") == 1);  // step from the folder name
+  CHECK(num(by["100 layers.0.fc1 activation"].at("amax")) ==
+        doctest::Approx(amax_of(expected["accepted"]["f32_2d.npy"]["values"])).epsilon(1e-7));
+  CHECK(by["100 layers.0.fc1 weight"].at("input_dtype") == "BF16");
+  CHECK(num(by["100 layers.0.fc1 weight"].at("amax")) ==
+        doctest::Approx(amax_of(expected["accepted"]["bf16_void.npy"]["values"])).epsilon(1e-7));
+  CHECK(by.count("300 layers.0.fc1 gradient") == 1);  // .npz, step from the file name
+  // TE dumps: <layer>_<tensor>_iter_<N>.pt, the high_precision tensor; TE wrote '.' as '_'.
+  const auto manifest = nlohmann::json::parse(slurp(kSource / "tests/golden/torch/manifest.json"));
+  for (const auto& f : manifest["files"]) {
+    const std::string file = f["file"];
+    if (file.find("tensor_dumps") == std::string::npos) continue;
+    const std::string key = file.find("fc1") != std::string::npos ? "10 layers_0_fc1 activation"
+                                                                  : "20 layers_0_fc2 activation";
+    INFO(key);
+    REQUIRE(by.count(key) == 1);
+    for (const auto& t : f["tensors"])
+      if (t["key"] == "high_precision") {
+        CHECK(num(by[key].at("amax")) == doctest::Approx(amax_of(t["values"])).epsilon(1e-7));
+        CHECK(by[key].at("input_dtype") == t["dtype"].get<std::string>());
+      }
+  }
+  const auto bad = run("inspect --npy-dtype bf8 " + sample());
+  CHECK(bad.rc == 2);
+  CHECK(bad.err == "fp8-advisor: error: [fp8a.usage.207] --npy-dtype 'bf8': the only value is bf16 (did you mean 'bf16'?)\n");
 }

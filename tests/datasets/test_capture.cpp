@@ -132,7 +132,7 @@ TEST_CASE("101 and 103: missing paths and directories without captures") {
   CHECK_THROWS_WITH_AS(load_captures({"d/su"}, fs), "[fp8a.io.101] d/su: no such file or directory",
                        Error);
   CHECK_THROWS_WITH_AS(load_captures({"d"}, fs),
-                       "[fp8a.io.103] d: directory holds no *.safetensors captures", Error);
+                       "[fp8a.io.103] d: directory holds no captures (*.safetensors, *.npy, *.npz, *.pt)", Error);
 }
 
 TEST_CASE("safetensors errors name the capture's path") {
