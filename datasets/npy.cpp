@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
-#include <optional>
 
+#include "datasets/stored_zip.hpp"
 #include "engine/core/error.hpp"
 
 namespace fp8a {
@@ -387,207 +387,121 @@ NpyArray parse_npy(std::span<const std::byte> bytes, std::string_view where, Npy
 }
 
 // ---------------------------------------------------------------------------------------------
-// .npz: zip archives of stored members.
+// .npz: zip archives of stored members, read by StoredZip with the messages below.
 // ---------------------------------------------------------------------------------------------
 
 namespace {
 
-constexpr std::uint32_t kEocdSig = 0x06054b50;
-constexpr std::uint32_t kZip64LocatorSig = 0x07064b50;
-constexpr std::uint32_t kZip64EocdSig = 0x06064b50;
-constexpr std::uint32_t kCentralSig = 0x02014b50;
-constexpr std::uint32_t kLocalSig = 0x04034b50;
-constexpr std::uint64_t kEocdBytes = 22;
-constexpr std::uint64_t kMaxComment = 65535;
-constexpr std::uint64_t kZip64LocatorBytes = 20;
-constexpr std::uint64_t kZip64EocdBytes = 56;
-constexpr std::uint64_t kCentralBytes = 46;
-constexpr std::uint64_t kLocalBytes = 30;
-constexpr std::uint32_t kSaturated32 = 0xFFFFFFFF;
+void raise_npz(const ZipError& e, std::string_view where) {
+  const std::string member = "member " + quoted(e.name);
+  const std::string a = std::to_string(e.a), b = std::to_string(e.b), c = std::to_string(e.c);
+  std::string what;
+  switch (e.fault) {
+    case ZipFault::kNoEndRecord:
+      fail(kBadZip, where,
+           "not a zip archive: no end of central directory record (an .npz is written by "
+           "np.savez)");
+    case ZipFault::kCompressed:
+      fail(kCompressed, where,
+           member + " is compressed (" +
+               (e.a == 8 ? std::string("DEFLATE, as np.savez_compressed writes") : "method " + a) +
+               "); members are mapped without copying, so only stored members can be read: save "
+               "with np.savez instead");
+    case ZipFault::kMultiDisk: what = "archives spanning several disks are not supported"; break;
+    case ZipFault::kZip64RecordOutside:
+      what = "ZIP64 end of central directory record at offset " + a +
+             " does not fit before its locator at offset " + b;
+      break;
+    case ZipFault::kZip64RecordSignature:
+      what = "no ZIP64 end of central directory record at offset " + a;
+      break;
+    case ZipFault::kZip64RecordSize:
+      what = "ZIP64 end of central directory record at offset " + a + " declares " + b +
+             " bytes, which do not fit before its locator";
+      break;
+    case ZipFault::kDirectoryBounds:
+      what = "central directory of " + a + " bytes at offset " + b +
+             " does not end where the end record begins (offset " + c + ")";
+      break;
+    case ZipFault::kTooManyEntries:
+      what = "the end record announces " + a + " entries but the central directory holds " + b +
+             " bytes";
+      break;
+    case ZipFault::kEntryHeaderOverrun:
+    case ZipFault::kEntryOverrun: what = e.entry() + " runs past the central directory"; break;
+    case ZipFault::kEntrySignature:
+      what = e.entry() + " at offset " + a + " has a bad signature";
+      break;
+    case ZipFault::kExtraTruncated:
+    case ZipFault::kExtraOverrun: what = member + ": corrupt extra field"; break;
+    case ZipFault::kZip64ExtraShort:
+      what = member + ": ZIP64 extra field of " + a + " bytes, " + b + " needed";
+      break;
+    case ZipFault::kZip64ExtraMissing:
+      what = member + ": sizes or offset are 0xFFFFFFFF but there is no ZIP64 extra field";
+      break;
+    case ZipFault::kUnusedDirectoryBytes:
+      what = a + " unused bytes at the end of the central directory";
+      break;
+    case ZipFault::kEncrypted: what = member + " is encrypted"; break;
+    case ZipFault::kSizeMismatch:
+      what = member + " is stored but its compressed size " + a + " differs from its size " + b;
+      break;
+    case ZipFault::kLocalOutside:
+      what = member + ": local header at offset " + a +
+             " lies outside the member area (before offset " + b + ")";
+      break;
+    case ZipFault::kLocalSignature:
+      what = member + ": bad local header signature at offset " + a;
+      break;
+    case ZipFault::kLocalName:
+      what = member + ": the local header at offset " + a + " names another file";
+      break;
+    case ZipFault::kDataOverrun:
+      what = member + ": data of " + a + " bytes at offset " + b +
+             " runs past the member area (offset " + c + ")";
+      break;
+  }
+  fail(kBadZip, where, "bad zip archive: " + what);
+}
+
+constexpr ZipDialect kNpz{.raise = raise_npz,
+                          .strict_end_records = true,
+                          .exact_directory = true,
+                          .lazy_extra_fields = true,
+                          .local_name_first = false};
 
 struct Member {
   std::string zip_name;
-  std::uint64_t compressed = 0;
-  std::uint64_t size = 0;
   std::uint64_t header_offset = 0;
-  std::uint64_t data_begin = 0;
-  std::uint64_t data_end = 0;
+  std::span<const std::byte> data;
 };
 
 }  // namespace
 
 std::vector<std::pair<std::string, std::span<const std::byte>>> list_npz(
     std::span<const std::byte> bytes, std::string_view where) {
-  const std::uint64_t size = bytes.size();
   auto bad = [&](const std::string& what) { fail(kBadZip, where, "bad zip archive: " + what); };
-  auto u16 = [&](std::uint64_t at) { return read_le(bytes, at, 2); };
-  auto u32 = [&](std::uint64_t at) { return read_le(bytes, at, 4); };
-  auto u64 = [&](std::uint64_t at) { return read_le(bytes, at, 8); };
-
-  // End of central directory: the last record whose comment reaches exactly to the end.
-  std::optional<std::uint64_t> eocd;
-  if (size >= kEocdBytes) {
-    const std::uint64_t lowest =
-        size - kEocdBytes > kMaxComment ? size - kEocdBytes - kMaxComment : 0;
-    for (std::uint64_t at = size - kEocdBytes + 1; at-- > lowest;) {
-      if (u32(at) == kEocdSig && at + kEocdBytes + u16(at + 20) == size) {
-        eocd = at;
-        break;
-      }
-    }
-  }
-  if (!eocd)
-    fail(kBadZip, where,
-         "not a zip archive: no end of central directory record (an .npz is written by np.savez)");
-  const std::uint64_t e = *eocd;
-  if (u16(e + 4) != 0 || u16(e + 6) != 0) bad("archives spanning several disks are not supported");
-  std::uint64_t entries_here = u16(e + 8);
-  std::uint64_t entries = u16(e + 10);
-  std::uint64_t cd_size = u32(e + 12);
-  std::uint64_t cd_offset = u32(e + 16);
-  std::uint64_t cd_end_expected = e;  // the central directory ends where the next record begins
-
-  if (e >= kZip64LocatorBytes && u32(e - kZip64LocatorBytes) == kZip64LocatorSig) {
-    const std::uint64_t loc = e - kZip64LocatorBytes;
-    if (u32(loc + 4) != 0 || u32(loc + 16) != 1)
-      bad("archives spanning several disks are not supported");
-    const std::uint64_t rec = u64(loc + 8);
-    if (rec > loc || loc - rec < kZip64EocdBytes)
-      bad("ZIP64 end of central directory record at offset " + std::to_string(rec) +
-          " does not fit before its locator at offset " + std::to_string(loc));
-    if (u32(rec) != kZip64EocdSig)
-      bad("no ZIP64 end of central directory record at offset " + std::to_string(rec));
-    const std::uint64_t rec_size = u64(rec + 4);
-    if (rec_size < kZip64EocdBytes - 12 || rec_size > loc - rec - 12)
-      bad("ZIP64 end of central directory record at offset " + std::to_string(rec) + " declares " +
-          std::to_string(rec_size) + " bytes, which do not fit before its locator");
-    if (u32(rec + 16) != 0 || u32(rec + 20) != 0)
-      bad("archives spanning several disks are not supported");
-    entries_here = u64(rec + 24);
-    entries = u64(rec + 32);
-    cd_size = u64(rec + 40);
-    cd_offset = u64(rec + 48);
-    cd_end_expected = rec;
-  }
-  if (entries_here != entries) bad("archives spanning several disks are not supported");
-  if (cd_offset > cd_end_expected || cd_size != cd_end_expected - cd_offset)
-    bad("central directory of " + std::to_string(cd_size) + " bytes at offset " +
-        std::to_string(cd_offset) + " does not end where the end record begins (offset " +
-        std::to_string(cd_end_expected) + ")");
-  // Each entry takes at least 46 bytes, so this bounds the loop (and the vector) by the file.
-  if (entries > cd_size / kCentralBytes)
-    bad("the end record announces " + std::to_string(entries) +
-        " entries but the central directory holds " + std::to_string(cd_size) + " bytes");
-
+  StoredZip zip(bytes, where, kNpz);
   std::vector<Member> members;
-  members.reserve(static_cast<std::size_t>(entries));
-  std::uint64_t at = cd_offset;
-  for (std::uint64_t i = 0; i < entries; ++i) {
-    const std::string entry = "central directory entry " + std::to_string(i);
-    if (cd_end_expected - at < kCentralBytes) bad(entry + " runs past the central directory");
-    if (u32(at) != kCentralSig)
-      bad(entry + " at offset " + std::to_string(at) + " has a bad signature");
-    const std::uint64_t flags = u16(at + 8);
-    const std::uint64_t method = u16(at + 10);
-    Member m;
-    m.compressed = u32(at + 20);
-    m.size = u32(at + 24);
-    const std::uint64_t name_len = u16(at + 28);
-    const std::uint64_t extra_len = u16(at + 30);
-    const std::uint64_t comment_len = u16(at + 32);
-    std::uint64_t disk = u16(at + 34);
-    m.header_offset = u32(at + 42);
-    if (cd_end_expected - at - kCentralBytes < name_len + extra_len + comment_len)
-      bad(entry + " runs past the central directory");
-    m.zip_name.assign(reinterpret_cast<const char*>(bytes.data() + at + kCentralBytes), name_len);
-    const std::string member = "member " + quoted(m.zip_name);
-
-    // ZIP64 extra field (id 1): 8-byte values for the saturated fields, in this order.
-    const bool need_size = m.size == kSaturated32;
-    const bool need_compressed = m.compressed == kSaturated32;
-    const bool need_offset = m.header_offset == kSaturated32;
-    const bool need_disk = disk == 0xFFFF;
-    if (need_size || need_compressed || need_offset || need_disk) {
-      const std::uint64_t extra = at + kCentralBytes + name_len;
-      bool found = false;
-      for (std::uint64_t p = extra; p < extra + extra_len;) {
-        if (extra + extra_len - p < 4) bad(member + ": corrupt extra field");
-        const std::uint64_t id = u16(p);
-        const std::uint64_t len = u16(p + 2);
-        if (len > extra + extra_len - p - 4) bad(member + ": corrupt extra field");
-        if (id == 1) {
-          const std::uint64_t want =
-              8 * (std::uint64_t{need_size} + need_compressed + need_offset) +
-              4 * std::uint64_t{need_disk};
-          if (len < want)
-            bad(member + ": ZIP64 extra field of " + std::to_string(len) + " bytes, " +
-                std::to_string(want) + " needed");
-          std::uint64_t q = p + 4;
-          if (need_size) {
-            m.size = u64(q);
-            q += 8;
-          }
-          if (need_compressed) {
-            m.compressed = u64(q);
-            q += 8;
-          }
-          if (need_offset) {
-            m.header_offset = u64(q);
-            q += 8;
-          }
-          if (need_disk) disk = u32(q);
-          found = true;
-          break;
-        }
-        p += 4 + len;
-      }
-      if (!found)
-        bad(member + ": sizes or offset are 0xFFFFFFFF but there is no ZIP64 extra field");
-    }
-    if (disk != 0) bad("archives spanning several disks are not supported");
-    if (flags & 1) bad(member + " is encrypted");
-    if (method != 0)
-      fail(kCompressed, where,
-           member + " is compressed (" +
-               (method == 8 ? std::string("DEFLATE, as np.savez_compressed writes")
-                            : "method " + std::to_string(method)) +
-               "); members are mapped without copying, so only stored members can be read: save "
-               "with np.savez instead");
-    if (m.compressed != m.size)
-      bad(member + " is stored but its compressed size " + std::to_string(m.compressed) +
-          " differs from its size " + std::to_string(m.size));
-
-    // Local header: its own name and extra field lengths place the data; its sizes are not used
-    // (np.savez writes 0xFFFFFFFF there with a ZIP64 extra field).
-    const std::uint64_t h = m.header_offset;
-    if (h > cd_offset || cd_offset - h < kLocalBytes)
-      bad(member + ": local header at offset " + std::to_string(h) +
-          " lies outside the member area (before offset " + std::to_string(cd_offset) + ")");
-    if (u32(h) != kLocalSig)
-      bad(member + ": bad local header signature at offset " + std::to_string(h));
-    const std::uint64_t local_name = u16(h + 26);
-    const std::uint64_t local_extra = u16(h + 28);
-    m.data_begin = h + kLocalBytes + local_name + local_extra;
-    if (m.data_begin > cd_offset || m.size > cd_offset - m.data_begin)
-      bad(member + ": data of " + std::to_string(m.size) + " bytes at offset " +
-          std::to_string(m.data_begin) + " runs past the member area (offset " +
-          std::to_string(cd_offset) + ")");
-    m.data_end = m.data_begin + m.size;
-    if (std::string_view(reinterpret_cast<const char*>(bytes.data() + h + kLocalBytes),
-                         local_name) != m.zip_name)
-      bad(member + ": the local header at offset " + std::to_string(h) + " names another file");
-    members.push_back(std::move(m));
-    at += kCentralBytes + name_len + extra_len + comment_len;
+  members.reserve(static_cast<std::size_t>(zip.entry_count()));
+  for (std::uint64_t i = 0; i < zip.entry_count(); ++i) {
+    StoredZipEntry e = zip.next_entry();
+    const auto data = zip.data(e);  // every member is checked, in directory order
+    members.push_back({std::move(e.name), e.local_offset, data});
   }
-  if (at != cd_end_expected)
-    bad(std::to_string(cd_end_expected - at) + " unused bytes at the end of the central directory");
+  zip.finish();
 
+  // Members may not share bytes: each one's data ends before the next local header.
+  const auto end_of = [&](const Member* m) {
+    return static_cast<std::uint64_t>(m->data.data() - bytes.data()) + m->data.size();
+  };
   std::vector<const Member*> by_offset;
   for (const auto& m : members) by_offset.push_back(&m);
   std::sort(by_offset.begin(), by_offset.end(),
             [](const Member* a, const Member* b) { return a->header_offset < b->header_offset; });
   for (std::size_t i = 1; i < by_offset.size(); ++i)
-    if (by_offset[i - 1]->data_end > by_offset[i]->header_offset)
+    if (end_of(by_offset[i - 1]) > by_offset[i]->header_offset)
       bad("members " + quoted(by_offset[i - 1]->zip_name) + " and " +
           quoted(by_offset[i]->zip_name) + " overlap");
 
@@ -601,8 +515,7 @@ std::vector<std::pair<std::string, std::span<const std::byte>>> list_npz(
     if (!inserted)
       bad("members " + quoted(it->second) + " and " + quoted(m.zip_name) + " both hold array " +
           quoted(name));
-    out.emplace_back(std::move(name), bytes.subspan(static_cast<std::size_t>(m.data_begin),
-                                                    static_cast<std::size_t>(m.size)));
+    out.emplace_back(std::move(name), m.data);
   }
   return out;
 }

@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "datasets/stored_zip.hpp"
 #include "engine/core/error.hpp"
 
 namespace fp8a {
@@ -68,135 +69,91 @@ std::uint64_t load_le(std::span<const std::byte> b, std::size_t pos, int n) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// ZIP (APPNOTE.TXT 6.3): end of central directory, ZIP64 end records, central directory, local
-// headers. Only what torch.save writes is accepted: one disk, stored members.
+// ZIP: StoredZip reads the archive; only what torch.save writes is accepted: one disk, stored
+// members. Members are checked when read, so an unused compressed member is no error.
 // ---------------------------------------------------------------------------------------------
 
-constexpr std::uint32_t kEocdSig = 0x06054b50;
-constexpr std::uint32_t kZip64LocatorSig = 0x07064b50;
-constexpr std::uint32_t kZip64EocdSig = 0x06064b50;
-constexpr std::uint32_t kCentralSig = 0x02014b50;
-constexpr std::uint32_t kLocalSig = 0x04034b50;
-constexpr std::size_t kEocdSize = 22;
-constexpr std::size_t kZip64LocatorSize = 20;
-constexpr std::size_t kZip64EocdSize = 56;
-constexpr std::size_t kCentralSize = 46;
-constexpr std::size_t kLocalSize = 30;
+void raise_torch_zip(const ZipError& e, std::string_view where) {
+  const std::string member = "member " + quoted(e.name);
+  const std::string a = std::to_string(e.a), b = std::to_string(e.b), c = std::to_string(e.c);
+  std::string what;
+  switch (e.fault) {
+    case ZipFault::kNoEndRecord:
+      fail(kNotTorch, where,
+           e.looks_like_zip
+               ? "truncated zip archive: it starts like a zip but has no end-of-central-directory "
+                 "record"
+               : "not a torch.save zip archive: no end-of-central-directory record");
+    case ZipFault::kEncrypted:
+      fail(kCompressed, where,
+           member +
+               " is encrypted; only plain stored members, as torch.save writes them, are read");
+    case ZipFault::kCompressed:
+      fail(kCompressed, where,
+           member + " is compressed (zip method " + a +
+               "); only stored members, as torch.save writes them, are read");
+    case ZipFault::kMultiDisk: what = "multi-disk archives are not supported"; break;
+    case ZipFault::kZip64RecordOutside:
+    case ZipFault::kZip64RecordSignature:
+    case ZipFault::kZip64RecordSize:  // not checked in this dialect
+      what = "the ZIP64 end-of-central-directory locator points to offset " + a +
+             ", where no ZIP64 end record is";
+      break;
+    case ZipFault::kDirectoryBounds:
+      what = "the central directory (" + a + " bytes at offset " + b + ") lies outside the file";
+      break;
+    case ZipFault::kTooManyEntries:
+      what = a + " entries cannot fit in a central directory of " + b + " bytes";
+      break;
+    case ZipFault::kEntryHeaderOverrun:
+    case ZipFault::kEntrySignature:
+      what = e.entry() + " at offset " + a + " is not a central directory header";
+      break;
+    case ZipFault::kEntryOverrun: what = e.entry() + " overruns the central directory"; break;
+    case ZipFault::kExtraTruncated: what = member + ": truncated extra field"; break;
+    case ZipFault::kExtraOverrun: what = member + ": extra field overruns"; break;
+    case ZipFault::kZip64ExtraShort:
+    case ZipFault::kZip64ExtraMissing:  // not checked in this dialect
+      what = member + ": ZIP64 extra field is too short";
+      break;
+    case ZipFault::kUnusedDirectoryBytes:  // not checked in this dialect
+      what = a + " unused bytes at the end of the central directory";
+      break;
+    case ZipFault::kSizeMismatch:
+      what = member + " is stored but its compressed size " + a + " differs from its size " + b;
+      break;
+    case ZipFault::kLocalOutside:
+    case ZipFault::kLocalSignature: what = member + ": no local header at offset " + a; break;
+    case ZipFault::kLocalName:
+      what = member + ": the local header does not match the central directory";
+      break;
+    case ZipFault::kDataOverrun:
+      what = member + " (" + a + " bytes at offset " + b + ") overruns the central directory";
+      break;
+  }
+  fail(kNotTorch, where, "malformed zip archive: " + what);
+}
 
-struct ZipEntry {
-  std::string name;
-  std::uint16_t flags = 0;
-  std::uint16_t method = 0;
-  std::uint64_t compressed = 0;
-  std::uint64_t size = 0;
-  std::uint64_t local_offset = 0;
-};
+constexpr ZipDialect kTorchZip{.raise = raise_torch_zip,
+                               .strict_end_records = false,
+                               .exact_directory = false,
+                               .lazy_extra_fields = false,
+                               .local_name_first = true};
 
+using ZipEntry = StoredZipEntry;
+
+// The archive's members by name, each read on demand.
 class Zip {
  public:
-  Zip(std::span<const std::byte> bytes, std::string_view where) : b_(bytes), where_(where) {
-    const std::size_t n = b_.size();
-    std::optional<std::size_t> eocd;
-    if (n >= kEocdSize) {
-      // The record is the last thing in the file, followed only by its comment (< 64 KiB).
-      const std::size_t lowest = n - kEocdSize > 0xFFFF ? n - kEocdSize - 0xFFFF : 0;
-      for (std::size_t p = n - kEocdSize + 1; p-- > lowest;) {
-        if (u32(p) == kEocdSig && p + kEocdSize + u16(p + 20) == n) {
-          eocd = p;
-          break;
-        }
-      }
-    }
-    if (!eocd) {
-      if (n >= 4 && u32(0) == kLocalSig)
-        fail(kNotTorch, where_,
-             "truncated zip archive: it starts like a zip but has no end-of-central-directory "
-             "record");
-      fail(kNotTorch, where_, "not a torch.save zip archive: no end-of-central-directory record");
-    }
-    const std::size_t e = *eocd;
-    std::uint64_t disk = u16(e + 4);
-    std::uint64_t cd_disk = u16(e + 6);
-    std::uint64_t entries_here = u16(e + 8);
-    std::uint64_t entries = u16(e + 10);
-    std::uint64_t cd_size = u32(e + 12);
-    std::uint64_t cd_offset = u32(e + 16);
-    std::uint64_t cd_limit = e;  // the central directory ends before this
-    if (e >= kZip64LocatorSize && u32(e - kZip64LocatorSize) == kZip64LocatorSig) {
-      const std::size_t loc = e - kZip64LocatorSize;
-      const std::uint64_t z = load_le(b_, loc + 8, 8);
-      if (u32(loc + 4) != 0 || u32(loc + 16) > 1) bad("multi-disk archives are not supported");
-      if (z > loc || loc - z < kZip64EocdSize || u32(static_cast<std::size_t>(z)) != kZip64EocdSig)
-        bad("the ZIP64 end-of-central-directory locator points to offset " + std::to_string(z) +
-            ", where no ZIP64 end record is");
-      const auto zp = static_cast<std::size_t>(z);
-      disk = u32(zp + 16);
-      cd_disk = u32(zp + 20);
-      entries_here = load_le(b_, zp + 24, 8);
-      entries = load_le(b_, zp + 32, 8);
-      cd_size = load_le(b_, zp + 40, 8);
-      cd_offset = load_le(b_, zp + 48, 8);
-      cd_limit = z;
-    }
-    if (disk != 0 || cd_disk != 0 || entries_here != entries)
-      bad("multi-disk archives are not supported");
-    if (cd_offset > cd_limit || cd_size > cd_limit - cd_offset)
-      bad("the central directory (" + std::to_string(cd_size) + " bytes at offset " +
-          std::to_string(cd_offset) + ") lies outside the file");
-    if (entries > cd_size / kCentralSize)
-      bad(std::to_string(entries) + " entries cannot fit in a central directory of " +
-          std::to_string(cd_size) + " bytes");
-    cd_start_ = static_cast<std::size_t>(cd_offset);
-    const std::size_t cd_end = cd_start_ + static_cast<std::size_t>(cd_size);
-
-    std::size_t p = cd_start_;
-    entries_.reserve(static_cast<std::size_t>(entries));
-    for (std::uint64_t i = 0; i < entries; ++i) {
-      if (cd_end - p < kCentralSize || u32(p) != kCentralSig)
-        bad("central directory entry " + std::to_string(i) + " at offset " + std::to_string(p) +
-            " is not a central directory header");
-      ZipEntry z;
-      z.flags = u16(p + 8);
-      z.method = u16(p + 10);
-      z.compressed = u32(p + 20);
-      z.size = u32(p + 24);
-      const std::size_t name_len = u16(p + 28);
-      const std::size_t extra_len = u16(p + 30);
-      const std::size_t comment_len = u16(p + 32);
-      std::uint64_t disk_start = u16(p + 34);
-      z.local_offset = u32(p + 42);
-      if (cd_end - p - kCentralSize < name_len + extra_len + comment_len)
-        bad("central directory entry " + std::to_string(i) + " overruns the central directory");
-      z.name.assign(reinterpret_cast<const char*>(b_.data() + p + kCentralSize), name_len);
-      // ZIP64 extended information (header id 1): the 64-bit values of the fields set to all ones.
-      std::size_t x = p + kCentralSize + name_len;
-      const std::size_t x_end = x + extra_len;
-      while (x < x_end) {
-        if (x_end - x < 4) bad("member " + quoted(z.name) + ": truncated extra field");
-        const std::uint16_t id = u16(x);
-        const std::size_t len = u16(x + 2);
-        if (x_end - x - 4 < len) bad("member " + quoted(z.name) + ": extra field overruns");
-        if (id == 0x0001) {
-          std::size_t q = x + 4;
-          const std::size_t q_end = q + len;
-          auto take = [&](std::uint64_t* field, int width) {
-            if (q_end - q < static_cast<std::size_t>(width))
-              bad("member " + quoted(z.name) + ": ZIP64 extra field is too short");
-            *field = load_le(b_, q, width);
-            q += static_cast<std::size_t>(width);
-          };
-          if (z.size == 0xFFFFFFFF) take(&z.size, 8);
-          if (z.compressed == 0xFFFFFFFF) take(&z.compressed, 8);
-          if (z.local_offset == 0xFFFFFFFF) take(&z.local_offset, 8);
-          if (disk_start == 0xFFFF) take(&disk_start, 4);
-        }
-        x += 4 + len;
-      }
-      if (disk_start != 0) bad("multi-disk archives are not supported");
+  Zip(std::span<const std::byte> bytes, std::string_view where)
+      : zip_(bytes, where, kTorchZip), where_(where) {
+    entries_.reserve(static_cast<std::size_t>(zip_.entry_count()));
+    for (std::uint64_t i = 0; i < zip_.entry_count(); ++i) {
+      ZipEntry z = zip_.next_entry();
       if (!by_name_.emplace(z.name, entries_.size()).second)
-        bad("member " + quoted(z.name) + " appears twice");
+        fail(kNotTorch, where_,
+             "malformed zip archive: member " + quoted(z.name) + " appears twice");
       entries_.push_back(std::move(z));
-      p += kCentralSize + name_len + extra_len + comment_len;
     }
   }
 
@@ -208,52 +165,13 @@ class Zip {
   }
 
   // The bytes of a stored member.
-  std::span<const std::byte> data(const ZipEntry& z) const {
-    if (z.flags & 0x0001)
-      fail(kCompressed, where_,
-           "member " + quoted(z.name) +
-               " is encrypted; only plain stored members, as torch.save writes them, are read");
-    if (z.method != 0)
-      fail(kCompressed, where_,
-           "member " + quoted(z.name) + " is compressed (zip method " + std::to_string(z.method) +
-               "); only stored members, as torch.save writes them, are read");
-    if (z.compressed != z.size)
-      bad("member " + quoted(z.name) + " is stored but its compressed size " +
-          std::to_string(z.compressed) + " differs from its size " + std::to_string(z.size));
-    const std::uint64_t off = z.local_offset;
-    if (off > cd_start_ || cd_start_ - off < kLocalSize ||
-        u32(static_cast<std::size_t>(off)) != kLocalSig)
-      bad("member " + quoted(z.name) + ": no local header at offset " + std::to_string(off));
-    const auto lo = static_cast<std::size_t>(off);
-    const std::size_t name_len = u16(lo + 26);
-    const std::size_t extra_len = u16(lo + 28);
-    const std::size_t start = lo + kLocalSize + name_len + extra_len;
-    if (start > cd_start_ ||
-        std::string_view(reinterpret_cast<const char*>(b_.data() + lo + kLocalSize), name_len) !=
-            z.name)
-      bad("member " + quoted(z.name) + ": the local header does not match the central directory");
-    if (z.size > cd_start_ - start)
-      bad("member " + quoted(z.name) + " (" + std::to_string(z.size) + " bytes at offset " +
-          std::to_string(start) + ") overruns the central directory");
-    return b_.subspan(start, static_cast<std::size_t>(z.size));
-  }
+  std::span<const std::byte> data(const ZipEntry& z) const { return zip_.data(z); }
 
  private:
-  std::uint32_t u32(std::size_t pos) const {
-    return static_cast<std::uint32_t>(load_le(b_, pos, 4));
-  }
-  std::uint16_t u16(std::size_t pos) const {
-    return static_cast<std::uint16_t>(load_le(b_, pos, 2));
-  }
-  [[noreturn]] void bad(const std::string& what) const {
-    fail(kNotTorch, where_, "malformed zip archive: " + what);
-  }
-
-  std::span<const std::byte> b_;
+  StoredZip zip_;
   std::string_view where_;
   std::vector<ZipEntry> entries_;
   std::unordered_map<std::string, std::size_t> by_name_;
-  std::size_t cd_start_ = 0;
 };
 
 // ---------------------------------------------------------------------------------------------
