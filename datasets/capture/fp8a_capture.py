@@ -1,0 +1,385 @@
+"""fp8a_capture: a PyTorch hook that captures GEMM operands for fp8-advisor.
+
+One call attaches it to a model::
+
+    import fp8a_capture
+    cap = fp8a_capture.attach(model, "captures/", steps=[100, 200])   # or every=100, or range(...)
+    for batch in loader:
+        loss = model(batch).sum()
+        loss.backward()
+        optimizer.step(); optimizer.zero_grad()
+        cap.step()             # REQUIRED: once per optimizer step, after optimizer.step()
+    cap.detach()               # or: with fp8a_capture.attach(...) as cap: ...
+
+For every hooked module (default: every ``torch.nn.Linear``; Transformer Engine's ``Linear`` when
+TE is installed; restrict with ``name_regex``), it records the three operands of the module's GEMM,
+named like the captures fp8-advisor reads (``<layer>.<role>``, layer = the module's path in
+``model.named_modules()``):
+
+- ``<layer>.activation``: the input X of the linear (all leading dims kept),
+- ``<layer>.weight``: ``module.weight`` ([out, in]),
+- ``<layer>.gradient``: dY, the gradient of the module's output.
+
+Under autocast the tensors are recorded as the GEMM receives them: X and W cast to the autocast
+dtype (e.g. BF16), dY in the output's dtype. Otherwise each tensor keeps its own dtype (F32, F16,
+BF16; F64 is stored as F32, noted in the metadata).
+
+Outputs, in ``out_dir`` (R = torch.distributed rank, 0 without torch.distributed):
+
+- ``rank{R}_step_{STEP:06d}.safetensors`` for every captured step: one file per step and rank,
+  ``__metadata__`` = step, rank, world_size, micro_batch, autocast, torch_version, generator and
+  ``source_dtypes`` (JSON: tensor -> the dtype before any autocast cast).
+  The safetensors file is written by this module (no safetensors package needed).
+- ``amax_trace_rank{R}.csv``: ``step,tensor,amax``, one row per step per hooked tensor, appended
+  and flushed at every ``step()``; the amax is ``torch.amax(x.abs())`` of the tensor as recorded
+  (NaN-propagating: a NaN anywhere gives ``nan``; infinities give ``inf``), and with several
+  micro-batches per step it is the max over them (as Transformer Engine's amax of a step);
+  values are written with ``repr(float(v))`` (exact for float32/BF16/F16 amaxes).
+
+Steps are counted by ``step()`` calls, from ``start_step`` (default 0). Captured steps: the
+union of ``steps`` (any iterable of ints: a list, a ``range``; or a callable ``step -> bool``) and
+``every`` (steps with ``step % every == 0``).
+
+Gradient accumulation: every forward of a module within one step is a micro-batch (counted per
+module, from 0); ``micro_batch`` (default 0) picks which one a captured step stores, and the
+metadata says which. The amax trace covers all of them. Activation recomputation (checkpointing)
+re-runs forwards and would be counted as extra micro-batches: capture without it.
+
+Overhead: on non-captured steps only a scalar amax per tensor is computed (on the tensor's device,
+no host sync until ``step()``); nothing else is kept. On captured steps the selected micro-batch's
+tensors are copied to the CPU and released when the file is written at ``step()``. The hooks hold
+no reference to any activation, gradient or graph.
+"""
+
+import ctypes
+import json
+import math
+import os
+import re
+import sys
+import warnings
+
+import torch
+
+__all__ = ["attach", "Capture", "write_safetensors"]
+
+_SAFETENSORS_DTYPE = {
+    torch.float32: "F32",
+    torch.float16: "F16",
+    torch.bfloat16: "BF16",
+}
+_ROLES = ("activation", "weight", "gradient")
+
+
+def write_safetensors(path, tensors, metadata=None):
+    """Write ``tensors`` (an ordered dict name -> CPU tensor, dtype F32/F16/BF16) to ``path``.
+
+    The layout is the safetensors format: 8-byte little-endian header length, a JSON header
+    (padded with spaces to a multiple of 8 bytes, as the reference writer does), then the raw
+    little-endian bytes of each tensor in the order given. ``metadata`` values must be strings.
+    """
+    if sys.byteorder != "little":
+        raise RuntimeError("fp8a_capture writes little-endian safetensors: big-endian host")
+    header = {}
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    blobs = []
+    offset = 0
+    for name, t in tensors.items():
+        if t.dtype not in _SAFETENSORS_DTYPE:
+            raise TypeError("%s: dtype %s not supported (F32, F16, BF16)" % (name, t.dtype))
+        t = t.detach().to("cpu").contiguous()
+        nbytes = t.numel() * t.element_size()
+        data = ctypes.string_at(t.data_ptr(), nbytes) if nbytes else b""
+        header[name] = {
+            "dtype": _SAFETENSORS_DTYPE[t.dtype],
+            "shape": list(t.shape),
+            "data_offsets": [offset, offset + nbytes],
+        }
+        blobs.append(data)
+        offset += nbytes
+    h = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    h += b" " * ((8 - len(h) % 8) % 8)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(len(h).to_bytes(8, "little"))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+    os.replace(tmp, path)
+
+
+def _autocast_dtype(t):
+    """The dtype autocast casts a floating tensor on t's device to for a GEMM, or None."""
+    dev = t.device.type
+    if not t.is_floating_point() or t.dtype == torch.float64:
+        return None
+    try:  # PyTorch >= 2.4
+        if torch.is_autocast_enabled(dev):
+            return torch.get_autocast_dtype(dev)
+        return None
+    except (TypeError, AttributeError, RuntimeError):
+        pass
+    if dev == "cpu":
+        if torch.is_autocast_cpu_enabled():
+            return torch.get_autocast_cpu_dtype()
+    elif dev == "cuda":
+        if torch.is_autocast_enabled():
+            return torch.get_autocast_gpu_dtype()
+    return None
+
+
+def _linear_types():
+    """(module types whose GEMM operands are X = input 0, W = .weight, dY = grad of output 0,
+    TE fused types that are skipped with a warning)."""
+    types = [torch.nn.Linear]
+    fused = []
+    try:
+        import transformer_engine.pytorch as te  # noqa: F401
+
+        if hasattr(te, "Linear"):
+            types.append(te.Linear)
+        for n in ("LayerNormLinear", "LayerNormMLP"):
+            if hasattr(te, n):
+                fused.append(getattr(te, n))
+    except Exception:  # TE absent or broken: plain PyTorch only
+        pass
+    return tuple(types), tuple(fused)
+
+
+def _dist_rank_world():
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+    except Exception:
+        pass
+    return 0, 1
+
+
+class Capture(object):
+    """The hooks attached by :func:`attach`. Call :meth:`step` once per optimizer step;
+    :meth:`detach` (or leaving the ``with`` block) removes every hook."""
+
+    def __init__(self, model, out_dir, steps=None, every=None, name_regex=None, micro_batch=0,
+                 start_step=0, append=False, on_capture=None, module_types=None):
+        if every is not None and int(every) <= 0:
+            raise ValueError("every must be a positive integer")
+        if int(micro_batch) < 0:
+            raise ValueError("micro_batch must be >= 0")
+        self.out_dir = str(out_dir)
+        self.every = None if every is None else int(every)
+        if steps is None or callable(steps):
+            self._steps_fn = steps
+            self._steps = frozenset()
+        else:
+            self._steps_fn = None
+            self._steps = frozenset(int(s) for s in steps)
+        self.micro_batch = int(micro_batch)
+        self.current_step = int(start_step)
+        self.on_capture = on_capture
+        self.files = []  # safetensors paths written, in order
+        os.makedirs(self.out_dir, exist_ok=True)
+
+        types, fused = _linear_types()
+        if module_types is not None:
+            types, fused = tuple(module_types), ()
+        rx = re.compile(name_regex) if name_regex is not None else None
+        self._handles = []
+        self.layers = []  # hooked layer names, in named_modules() order
+        self._order = {}  # tensor name -> position (trace row order)
+        for name, mod in model.named_modules():
+            lname = name if name else type(mod).__name__.lower()
+            if rx is not None and not rx.search(lname):
+                continue
+            if fused and isinstance(mod, fused):
+                warnings.warn("fp8a_capture: %s (%s) skipped: the GEMM inputs of TE's fused "
+                              "LayerNorm modules are internal; use TE's DumpTensors / "
+                              "LogTensorStats for them" % (lname, type(mod).__name__))
+                continue
+            if not isinstance(mod, types) or getattr(mod, "weight", None) is None:
+                continue
+            self.layers.append(lname)
+            for r in _ROLES:
+                self._order["%s.%s" % (lname, r)] = len(self._order)
+            self._handles.append(mod.register_forward_hook(self._make_forward_hook(lname)))
+        if not self.layers:
+            warnings.warn("fp8a_capture: no module matched; nothing will be captured")
+
+        self.rank, self.world_size = _dist_rank_world()
+        self.trace_path = None
+        self._trace_file = None
+        self._append = bool(append)
+        self._reset_step_state()
+
+    # ---- step bookkeeping -------------------------------------------------------------------
+
+    def is_capture_step(self, step):
+        """True when ``step`` is one whose tensors are written."""
+        if step in self._steps:
+            return True
+        if self._steps_fn is not None and self._steps_fn(step):
+            return True
+        return self.every is not None and step % self.every == 0
+
+    def _reset_step_state(self):
+        self._capturing = self.is_capture_step(self.current_step)
+        self._fwd_count = {}  # layer -> forwards seen in this step
+        self._amax = {}  # tensor name -> 0-dim tensor (running max, on the tensor's device)
+        self._pending = {}  # tensor name -> CPU copy (captured micro-batch only)
+        self._source_dtype = {}  # tensor name -> dtype before autocast cast
+        self._autocast = set()
+
+    def _record(self, name, t, mb):
+        """Record tensor ``t`` (already as the GEMM sees it, or to be cast) for this step."""
+        with torch.no_grad():
+            t = t.detach()
+            cast = _autocast_dtype(t) if not name.endswith(".gradient") else None
+            if cast is not None and cast != t.dtype:
+                self._autocast.add(str(cast).replace("torch.", ""))
+            else:
+                cast = None
+            if t.numel() > 0:
+                # Round-to-nearest is monotone, so amax(cast(x)) == cast(amax(x)): no full copy.
+                a = torch.amax(t.abs())
+                if cast is not None:
+                    a = a.to(cast)
+                a = a.float()
+                prev = self._amax.get(name)
+                if prev is None:
+                    self._amax[name] = a
+                else:
+                    self._amax[name] = torch.maximum(prev, a)  # NaN-propagating
+            if self._capturing and mb == self.micro_batch and name not in self._pending:
+                c = t.to(cast) if cast is not None else t
+                src = t.dtype
+                if c.dtype == torch.float64:
+                    c = c.float()
+                self._pending[name] = c.to("cpu", copy=True).contiguous()
+                self._source_dtype[name] = str(src).replace("torch.", "")
+
+    def _make_forward_hook(self, lname):
+        cap = self
+
+        def forward_hook(module, inputs, output):
+            mb = cap._fwd_count.get(lname, 0)
+            cap._fwd_count[lname] = mb + 1
+            x = inputs[0] if isinstance(inputs, (tuple, list)) and inputs else inputs
+            if torch.is_tensor(x):
+                cap._record(lname + ".activation", x, mb)
+            w = getattr(module, "weight", None)
+            if torch.is_tensor(w):
+                cap._record(lname + ".weight", w, mb)
+            y = output[0] if isinstance(output, (tuple, list)) and output else output
+            if torch.is_tensor(y) and y.requires_grad:
+                step = cap.current_step
+
+                def grad_hook(g):
+                    # A backward that runs after step() (late) belongs to the step it was made in;
+                    # drop it rather than mislabel it.
+                    if g is not None and cap._handles and cap.current_step == step:
+                        cap._record(lname + ".gradient", g, mb)
+                    return None
+
+                y.register_hook(grad_hook)
+            return None
+
+        return forward_hook
+
+    def step(self):
+        """End the current step: append its amaxes to the trace, write its capture (if any),
+        advance the step counter. Call once per optimizer step, after ``optimizer.step()``.
+        After :meth:`detach` it only advances the counter (nothing is written)."""
+        if self._handles:
+            self._flush()
+        self.current_step += 1
+        self._reset_step_state()
+
+    def _open_trace(self):
+        if self._trace_file is None:
+            self.trace_path = os.path.join(self.out_dir, "amax_trace_rank%d.csv" % self.rank)
+            exists = os.path.exists(self.trace_path) and os.path.getsize(self.trace_path) > 0
+            mode = "a" if self._append else "w"
+            self._trace_file = open(self.trace_path, mode, newline="")
+            if mode == "w" or not exists:
+                self._trace_file.write("step,tensor,amax\n")
+        return self._trace_file
+
+    def _flush(self):
+        self.rank, self.world_size = _dist_rank_world()
+        names = sorted(self._amax, key=lambda n: self._order.get(n, len(self._order)))
+        f = self._open_trace()
+        if names:
+            vals = torch.stack([self._amax[n].to("cpu") for n in names]).tolist()
+            for n, v in zip(names, vals):
+                f.write("%d,%s,%s\n" % (self.current_step, n, repr(float(v))))
+        f.flush()
+        if self._pending:
+            names = sorted(self._pending, key=lambda n: self._order.get(n, len(self._order)))
+            tensors = {n: self._pending[n] for n in names}
+            meta = {
+                "step": str(self.current_step),
+                "rank": str(self.rank),
+                "world_size": str(self.world_size),
+                "micro_batch": str(self.micro_batch),
+                "autocast": ",".join(sorted(self._autocast)) if self._autocast else "off",
+                "source_dtypes": json.dumps({n: self._source_dtype[n] for n in names}),
+                "torch_version": str(torch.__version__),
+                "generator": "fp8a_capture",
+            }
+            if self.on_capture is not None:
+                self.on_capture(self.current_step, tensors)
+            path = os.path.join(self.out_dir, "rank%d_step_%06d.safetensors"
+                                % (self.rank, self.current_step))
+            write_safetensors(path, tensors, meta)
+            self.files.append(path)
+        self._amax = {}
+        self._pending = {}
+
+    # ---- teardown ---------------------------------------------------------------------------
+
+    def detach(self):
+        """Remove every hook. A step with recorded amaxes that ``step()`` has not ended yet is
+        flushed first (written under its step number, the counter is not advanced)."""
+        if not self._handles:
+            return
+        if self._amax or self._pending:
+            self._flush()
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+        if self._trace_file is not None:
+            self._trace_file.close()
+            self._trace_file = None
+        self._reset_step_state()
+
+    close = detach
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.detach()
+        return False
+
+
+def attach(model, out_dir, steps=None, every=None, name_regex=None, micro_batch=0, **kwargs):
+    """Hook ``model`` and return a :class:`Capture`.
+
+    Args:
+      model: a ``torch.nn.Module``.
+      out_dir: folder for ``rank{R}_step_{STEP:06d}.safetensors`` and ``amax_trace_rank{R}.csv``
+        (created if missing).
+      steps: captured steps: an iterable of ints (list, range) or a callable ``step -> bool``.
+      every: also capture every step with ``step % every == 0``.
+      name_regex: keep only modules whose name matches (``re.search``).
+      micro_batch: which forward of a step (0-based, per module) a captured step stores.
+      start_step (kw): number of the first step (default 0).
+      append (kw): append to an existing amax trace instead of starting it over (default False).
+      on_capture (kw): ``callable(step, tensors)`` called with the CPU tensors of a captured step
+        before they are written (for checks; do not keep them if memory matters).
+      module_types (kw): tuple of module types to hook instead of the Linear defaults.
+    """
+    return Capture(model, out_dir, steps=steps, every=every, name_regex=name_regex,
+                   micro_batch=micro_batch, **kwargs)

@@ -1,0 +1,369 @@
+#!/usr/bin/python3
+"""Tests of datasets/capture/fp8a_capture.py on a real PyTorch.
+
+Usage: test_hook.py PATH_TO_fp8-advisor [unittest args]
+Exits 77 (skipped, for ctest SKIP_RETURN_CODE) when this Python cannot import torch.
+"""
+import json
+import math
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import unittest
+import weakref
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "datasets", "capture"))
+
+try:
+    import torch
+except Exception as e:  # noqa: BLE001
+    print("SKIPPED: %s cannot import torch (%s); install python3-torch" % (sys.executable, e))
+    sys.exit(77)
+
+import fp8a_capture  # noqa: E402
+
+BINARY = None
+_DT = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
+
+
+def read_safetensors(path):
+    """(metadata, {name: tensor}) parsed independently of the writer."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n].decode("utf-8"))
+    meta = header.pop("__metadata__", {})
+    base = 8 + n
+    out = {}
+    end_max = 0
+    for name, e in header.items():
+        b, end = e["data_offsets"]
+        end_max = max(end_max, end)
+        buf = bytearray(raw[base + b:base + end])
+        dt = _DT[e["dtype"]]
+        if len(buf) == 0:
+            t = torch.empty(e["shape"], dtype=dt)
+        else:
+            t = torch.frombuffer(buf, dtype=dt).reshape(e["shape"]).clone()
+        out[name] = t
+    assert base + end_max == len(raw), "data buffer not tiled exactly"
+    return meta, out, header
+
+
+def amax(t):
+    return float(torch.amax(t.detach().abs()).float())
+
+
+def make_model(seed=0):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8))
+
+
+def batch(step, mb=0, n=4):
+    g = torch.Generator().manual_seed(1000 + 10 * step + mb)
+    return torch.randn(n, 3, 16, generator=g), torch.randn(n, 3, 8, generator=g)
+
+
+def read_text(path):
+    with open(path) as f:
+        return f.read()
+
+
+def read_trace(path):
+    with open(path) as f:
+        lines = f.read().splitlines()
+    assert lines[0] == "step,tensor,amax", lines[0]
+    rows = {}
+    for ln in lines[1:]:
+        s, name, v = ln.split(",")
+        key = (int(s), name)
+        assert key not in rows, "duplicate row %r" % (key,)
+        rows[key] = float(v)
+    return rows
+
+
+def run_inspect(path):
+    p = subprocess.run([BINARY, "inspect", path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       universal_newlines=True)
+    if p.returncode != 0:
+        raise AssertionError("inspect exit %d:\n%s\n%s" % (p.returncode, p.stdout, p.stderr))
+    rows = {}
+    lines = p.stdout.splitlines()
+    hdr = lines[0].split()
+    assert hdr[:6] == ["step", "layer", "role", "dtype", "shape", "amax"], hdr
+    for ln in lines[1:]:
+        m = re.match(r"\s*(\d+)\s+(\S+)\s+(activation|weight|gradient)\s+(\S+)\s+(\[[^\]]*\])\s+(\S+)",
+                     ln)
+        if not m:
+            continue
+        step, layer, role, dtype, shape, am = m.groups()
+        shape = [int(v) for v in shape.strip("[]").split(",")]
+        rows[(int(step), layer + "." + role)] = (dtype, shape, float(am))
+    return rows
+
+
+class Trainer(object):
+    """Trains make_model() with SGD, keeping what the test needs to check the capture
+    independently of the hook: per step, the inputs, the weights before optimizer.step(), the
+    gradient of the output, and the amax of every operand (from the test's own hooks)."""
+
+    def __init__(self, model, cap, micro_batches=1, autocast=False):
+        self.model, self.cap, self.mbs, self.autocast = model, cap, micro_batches, autocast
+        self.opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        self.inputs, self.weights, self.dy, self.amaxes = {}, {}, {}, {}
+
+    def train(self, nsteps):
+        for step in range(nsteps):
+            self.weights[step] = {n: p.detach().clone() for n, p in self.model.named_parameters()}
+            for mb in range(self.mbs):
+                x, y = batch(step, mb)
+                self.inputs[(step, mb)] = x
+                if self.autocast:
+                    with torch.autocast("cpu", dtype=torch.bfloat16):
+                        h = self.model[0](x)
+                        h.retain_grad()
+                        out = self.model[2](self.model[1](h))
+                else:
+                    h = self.model[0](x)
+                    h.retain_grad()
+                    out = self.model[2](self.model[1](h))
+                out.retain_grad()
+                loss = ((out.float() - y) ** 2).mean()
+                loss.backward()
+                self.dy[(step, mb)] = {"0": h.grad.detach().clone(), "2": out.grad.detach().clone()}
+                self._amax(step, mb, x, h, out)
+            self.opt.step()
+            self.opt.zero_grad()
+            self.cap.step()
+
+    def _amax(self, step, mb, x, h, out):
+        cast = (lambda t: t.to(torch.bfloat16)) if self.autocast else (lambda t: t)
+        m = self.model
+        vals = {
+            "0.activation": amax(cast(x)), "0.weight": amax(cast(m[0].weight)),
+            "0.gradient": amax(h.grad), "2.activation": amax(cast(torch.relu(h.detach()))),
+            "2.weight": amax(cast(m[2].weight)), "2.gradient": amax(out.grad),
+        }
+        for k, v in vals.items():
+            prev = self.amaxes.get((step, k))
+            self.amaxes[(step, k)] = v if prev is None else max(prev, v)
+
+
+def _dist_worker(rank, world, init_file, out_dir):
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method="file://" + init_file, rank=rank,
+                            world_size=world)
+    try:
+        model = make_model()
+        cap = fp8a_capture.attach(model, out_dir, steps=[1])
+        tr = Trainer(model, cap)
+        tr.train(2)
+        cap.detach()
+    finally:
+        dist.destroy_process_group()
+
+
+class CaptureTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="fp8a_capture_")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _check_common(self, tr, seen, captured_steps, nsteps, micro_batch=0, autocast=False):
+        cap = tr.cap
+        names = ["%s.%s" % (l, r) for l in ("0", "2") for r in ("activation", "weight", "gradient")]
+        want_files = ["rank0_step_%06d.safetensors" % s for s in captured_steps]
+        got_files = sorted(f for f in os.listdir(self.dir) if f.endswith(".safetensors"))
+        self.assertEqual(got_files, want_files)
+        self.assertEqual(sorted(seen), list(captured_steps))
+        inspected = run_inspect(self.dir)
+        self.assertEqual(len(inspected), len(captured_steps) * len(names))
+        trace = read_trace(os.path.join(self.dir, "amax_trace_rank0.csv"))
+        self.assertEqual(set(trace), {(s, n) for s in range(nsteps) for n in names})
+        want_dt = torch.bfloat16 if autocast else torch.float32
+        for s in captured_steps:
+            meta, tensors, header = read_safetensors(
+                os.path.join(self.dir, want_files[list(captured_steps).index(s)]))
+            self.assertEqual(meta["step"], str(s))
+            self.assertEqual(meta["rank"], "0")
+            self.assertEqual(meta["world_size"], "1")
+            self.assertEqual(meta["micro_batch"], str(micro_batch))
+            self.assertEqual(meta["autocast"], "bfloat16" if autocast else "off")
+            self.assertEqual(list(tensors), names)
+            for n in names:
+                t = tensors[n]
+                self.assertEqual(t.dtype, want_dt if not n.endswith("gradient") or autocast
+                                 else torch.float32, n)
+                # bytes in the file == what the hook saw
+                self.assertTrue(torch.equal(t, seen[s][n]), n)
+                # == what the model computed (independent of the hook)
+                layer, role = n.split(".")
+                if role == "weight":
+                    ref = tr.weights[s][layer + ".weight"]
+                elif role == "gradient":
+                    ref = tr.dy[(s, micro_batch)][layer]
+                elif layer == "0":
+                    ref = tr.inputs[(s, micro_batch)]
+                else:
+                    ref = None
+                if ref is not None:
+                    self.assertTrue(torch.equal(t, ref.to(t.dtype)), n)
+                if layer == "0" and role == "activation":
+                    self.assertEqual(list(t.shape), [4, 3, 16])  # leading dims kept
+                # inspect: dtype, shape, amax (6 significant digits)
+                dt, shape, am = inspected[(s, n)]
+                self.assertEqual(dt, header[n]["dtype"])
+                self.assertEqual(shape, list(t.shape))
+                self.assertAlmostEqual(am, amax(t), delta=1e-5 * amax(t))
+                # trace at a captured step == the captured tensor's amax when one micro-batch
+                if tr.mbs == 1:
+                    self.assertEqual(trace[(s, n)], amax(t), n)
+        # trace at every step == the test's own amaxes (max over micro-batches)
+        for (s, n), v in trace.items():
+            self.assertEqual(v, tr.amaxes[(s, n)], (s, n))
+
+    def _run(self, nsteps=4, micro_batches=1, autocast=False, **kw):
+        seen = {}
+
+        def keep(step, tensors):
+            seen[step] = {k: v.clone() for k, v in tensors.items()}
+
+        model = make_model()
+        cap = fp8a_capture.attach(model, self.dir, on_capture=keep, **kw)
+        self.assertEqual(cap.layers, ["0", "2"])
+        tr = Trainer(model, cap, micro_batches=micro_batches, autocast=autocast)
+        tr.train(nsteps)
+        cap.detach()
+        return tr, seen
+
+    def test_step_list(self):
+        tr, seen = self._run(steps=[1, 3])
+        self._check_common(tr, seen, [1, 3], 4)
+
+    def test_run_replays_delayed_scaling_exactly(self):
+        tr, seen = self._run(steps=[1, 3])
+        out = os.path.join(self.dir, "out")
+        p = subprocess.run([BINARY, "run", "--capture", self.dir, "--amax-trace",
+                            os.path.join(self.dir, "amax_trace_rank0.csv"), "--out", out,
+                            "--recipes", "delayed,delayed:history=16:algo=most_recent"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        import csv
+        with open(os.path.join(out, "metrics.csv")) as f:
+            rows = [r for r in csv.DictReader(f) if r["recipe"].startswith("delayed")]
+        self.assertTrue(rows)
+        self.assertEqual({r["replay"] for r in rows}, {"exact"})
+        self.assertEqual({int(r["step"]) for r in rows}, {1, 3})
+
+    def test_distributed_per_rank_files(self):
+        import multiprocessing
+        import torch.distributed as dist
+
+        if not dist.is_available():
+            self.skipTest("torch.distributed not available")
+        ctx = multiprocessing.get_context("fork")
+        init_file = os.path.join(self.dir, "pg_init")
+        procs = [ctx.Process(target=_dist_worker, args=(r, 2, init_file, self.dir))
+                 for r in range(2)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(120)
+            self.assertEqual(p.exitcode, 0)
+        files = sorted(f for f in os.listdir(self.dir) if f != "pg_init")
+        self.assertEqual(files, ["amax_trace_rank0.csv", "amax_trace_rank1.csv",
+                                 "rank0_step_000001.safetensors", "rank1_step_000001.safetensors"])
+        for r in range(2):
+            meta, tensors, _ = read_safetensors(
+                os.path.join(self.dir, "rank%d_step_000001.safetensors" % r))
+            self.assertEqual((meta["rank"], meta["world_size"], meta["step"]), (str(r), "2", "1"))
+            self.assertEqual(len(read_trace(os.path.join(self.dir, "amax_trace_rank%d.csv" % r))), 12)
+        # one rank's files are one capture for fp8-advisor
+        one = os.path.join(self.dir, "rank1_step_000001.safetensors")
+        self.assertEqual(len(run_inspect(one)), 6)
+
+    def test_every(self):
+        tr, seen = self._run(every=2)
+        self._check_common(tr, seen, [0, 2], 4)
+
+    def test_range_and_every_union(self):
+        tr, seen = self._run(steps=range(3, 4), every=2)
+        self._check_common(tr, seen, [0, 2, 3], 4)
+
+    def test_autocast_bf16(self):
+        tr, seen = self._run(steps=[1], autocast=True)
+        self._check_common(tr, seen, [1], 4, autocast=True)
+        meta, tensors, header = read_safetensors(os.path.join(self.dir, "rank0_step_000001.safetensors"))
+        self.assertEqual(header["0.activation"]["dtype"], "BF16")
+        self.assertEqual(json.loads(meta["source_dtypes"])["0.activation"], "float32")
+
+    def test_gradient_accumulation(self):
+        for mb in (0, 1):
+            shutil.rmtree(self.dir)
+            os.makedirs(self.dir)
+            tr, seen = self._run(steps=[1, 2], micro_batches=2, micro_batch=mb)
+            self._check_common(tr, seen, [1, 2], 4, micro_batch=mb)
+            # the two micro-batches differ, so this really is micro-batch mb
+            other = tr.inputs[(1, 1 - mb)]
+            self.assertFalse(torch.equal(seen[1]["0.activation"], other))
+
+    def test_name_regex(self):
+        model = make_model()
+        cap = fp8a_capture.attach(model, self.dir, steps=[0], name_regex=r"^2$")
+        self.assertEqual(cap.layers, ["2"])
+        cap.detach()
+
+    def test_detach_and_no_retained_references(self):
+        model = make_model()
+        with fp8a_capture.attach(model, self.dir, every=1) as cap:
+            self.assertTrue(any(len(m._forward_hooks) for m in model.modules()))
+            x, y = batch(0)
+            out = model(x)
+            ((out - y) ** 2).mean().backward()
+            refs = [weakref.ref(x), weakref.ref(out)]
+            del x, out
+            cap.step()
+            self.assertEqual(cap._pending, {})
+            self.assertEqual(cap._amax, {})
+            import gc
+            gc.collect()
+            self.assertTrue(all(r() is None for r in refs), "hook kept a reference")
+        for m in model.modules():
+            self.assertEqual(len(m._forward_hooks), 0)
+            self.assertEqual(len(m._forward_pre_hooks), 0)
+            self.assertEqual(len(m._backward_hooks), 0)
+        # after detach, training records nothing more
+        before = read_text(os.path.join(self.dir, "amax_trace_rank0.csv"))
+        out = model(batch(1)[0])
+        out.sum().backward()
+        cap.step()
+        self.assertEqual(read_text(os.path.join(self.dir, "amax_trace_rank0.csv")), before)
+
+    def test_nan_propagates(self):
+        model = make_model()
+        cap = fp8a_capture.attach(model, self.dir, steps=[])
+        x, _ = batch(0)
+        x[0, 0, 3] = float("nan")
+        with torch.no_grad():
+            model(x)
+        cap.step()
+        cap.detach()
+        trace = read_trace(os.path.join(self.dir, "amax_trace_rank0.csv"))
+        self.assertTrue(math.isnan(trace[(0, "0.activation")]))
+        self.assertIn("0,0.activation,nan", read_text(os.path.join(self.dir, "amax_trace_rank0.csv")))
+        self.assertNotIn((0, "0.gradient"), trace)  # no backward: no gradient row
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        print("usage: test_hook.py PATH_TO_fp8-advisor [unittest args]")
+        sys.exit(2)
+    BINARY = os.path.abspath(sys.argv[1])
+    unittest.main(argv=[sys.argv[0]] + sys.argv[2:], verbosity=2)
