@@ -10,6 +10,7 @@
 #include "cli/options.hpp"
 #include "cli/version.hpp"
 #include "engine/core/error.hpp"
+#include "engine/core/suggest.hpp"
 #include "datasets/capture.hpp"
 #include "engine/run.hpp"
 #include "policies/layer_summary.hpp"
@@ -38,7 +39,7 @@ std::string recipe_help() {
 
 int command_run(const Invocation& inv) {
   std::vector<std::string> capture_paths, trace_paths;
-  std::string out_dir, recipes_text, format_text, device_text, npy_dtype_text;
+  std::string out_dir, recipes_text, format_text, device_text, npy_dtype_text, reduction_text;
   int threads = 0;
   std::int64_t gemm_rows = 0;
   const std::string recipes_doc = recipe_help();
@@ -50,6 +51,9 @@ int command_run(const Invocation& inv) {
       ("recipes", po::value(&recipes_text)->default_value(default_recipe_list()), recipes_doc.c_str())
       ("format", po::value(&format_text)->default_value("hybrid"),
        "e4m3 (every role E4M3) or hybrid (E5M2 for gradients), as TE's recipe Format")
+      ("amax-reduction", po::value(&reduction_text)->default_value("tp"),
+       "tensors captured as several ranks: tp = one amax reduced over the ranks (TE's all-reduce), "
+       "none = each rank's own amax for current scaling")
       ("npy-dtype", po::value(&npy_dtype_text),
        "bf16: read 2-byte void / uint16 .npy arrays as BF16 (how np.save stores bfloat16)")
       ("amax-trace", po::value(&trace_paths)->multitoken(),
@@ -76,6 +80,12 @@ int command_run(const Invocation& inv) {
   info.command_line = inv.command_line;
   info.config.recipes = parse_recipe_list(recipes_text);
   info.config.format = parse_training_format(format_text);
+  if (reduction_text == "tp") info.config.amax_reduction = AmaxReduction::kTp;
+  else if (reduction_text == "none") info.config.amax_reduction = AmaxReduction::kNone;
+  else
+    throw usage_error("fp8a.usage.208", "--amax-reduction '" + reduction_text +
+                                            "': expected tp or none" +
+                                            did_you_mean(reduction_text, {"tp", "none"}));
   std::unique_ptr<tbb::global_control> limit;
   if (threads > 0)
     limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,

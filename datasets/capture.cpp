@@ -93,6 +93,7 @@ void add_tensors(const std::vector<FoundTensor>& found, const CaptureFile& info,
                         where + "dtype " + e.dtype_name + " is not supported (BF16, F16, F32)");
     if (e.numel == 0) throw input_error("fp8a.capture.402", where + "tensor is empty");
     t.key.step = info.step;
+    t.rank = info.rank;
     t.file = info.path;
     t.tensor_name = e.name;
     t.view = make_tensor_view(e.data, *e.dtype, e.shape);
@@ -130,6 +131,28 @@ bool parse_te_dump_name(const std::string& stem, std::string* layer, std::string
   *layer = head.substr(0, us);
   *tensor = head.substr(us + 1);
   return true;
+}
+
+// The rank from __metadata__["rank"], else the nearest folder named rank_<R> or rank<R>, else -1.
+int resolve_rank(const std::map<std::string, std::string>& metadata, const std::string& path) {
+  std::int64_t r = -1;
+  if (auto it = metadata.find("rank"); it != metadata.end()) {
+    if (!parse_int64(it->second, &r) || r < 0 || r > 1'000'000)
+      throw input_error("fp8a.capture.408", path + ": __metadata__ rank '" + it->second +
+                                                "' is not a non-negative integer");
+    return static_cast<int>(r);
+  }
+  std::string dir = path;
+  for (auto slash = dir.find_last_of('/'); slash != std::string::npos && slash > 0;
+       slash = dir.find_last_of('/')) {
+    dir.resize(slash);
+    std::string folder = base_name(dir);
+    if (folder.rfind("rank", 0) != 0) continue;
+    folder.erase(0, 4);
+    if (!folder.empty() && folder[0] == '_') folder.erase(0, 1);
+    if (parse_int64(folder, &r) && r >= 0 && r <= 1'000'000) return static_cast<int>(r);
+  }
+  return -1;
 }
 
 void load_file(const std::string& path, const FileSystem& fs, const CaptureOptions& options,
@@ -191,6 +214,7 @@ void load_file(const std::string& path, const FileSystem& fs, const CaptureOptio
   } else {
     const SafetensorsFile st = parse_safetensors(bytes, path);
     resolve_step(st.metadata, strip_extension(name), &info);
+    info.rank = resolve_rank(st.metadata, path);
     for (const auto& e : st.entries) {
       FoundTensor f;
       f.name = e.name;
@@ -202,6 +226,7 @@ void load_file(const std::string& path, const FileSystem& fs, const CaptureOptio
       found.push_back(f);
     }
   }
+  if (!ends_with(name, ".safetensors")) info.rank = resolve_rank({}, path);
   add_tensors(found, info, set);
   info.tensor_count = found.size();
   set->files.push_back(std::move(info));
@@ -292,15 +317,20 @@ CaptureSet load_captures(const std::vector<std::string>& paths, const FileSystem
   for (const auto& f : files) load_file(f, fs, options, &set);
 
   // Stable: of two equal keys the one from the earlier file (in path order) comes first.
-  std::stable_sort(set.tensors.begin(), set.tensors.end(),
-            [](const auto& a, const auto& b) { return a.key < b.key; });
+  std::stable_sort(set.tensors.begin(), set.tensors.end(), [](const auto& a, const auto& b) {
+    if (a.key == b.key) return a.rank < b.rank;
+    return a.key < b.key;
+  });
   for (std::size_t i = 1; i < set.tensors.size(); ++i) {
     const auto& a = set.tensors[i - 1];
     const auto& b = set.tensors[i];
-    if (a.key == b.key)
+    if (a.key == b.key && (a.rank == b.rank || a.rank < 0))
       throw input_error("fp8a.capture.404",
                         "step " + std::to_string(b.key.step) + " tensor '" + b.tensor_name +
-                            "' appears in both " + a.file + " and " + b.file);
+                            "' appears in both " + a.file + " and " + b.file +
+                            (a.rank == b.rank && a.rank >= 0
+                                 ? " (same rank " + std::to_string(a.rank) + ")"
+                                 : std::string()));
   }
   return set;
 }

@@ -33,6 +33,10 @@ bool natural_less(std::string_view a, std::string_view b);
 
 struct CapturedTensor {
   CaptureKey key;
+  // Tensor-parallel rank of this shard: __metadata__["rank"], else a folder named rank_<R> or
+  // rank<R> (TE's tensor_dumps/rank_R, our hook's files), else -1. Several ranks of one key are
+  // shards of one tensor (engine/run.hpp evaluates them together).
+  int rank = -1;
   std::string file;         // path it was read from
   std::string tensor_name;  // name inside the file
   TensorView view;          // points into the mapped file
@@ -41,6 +45,7 @@ struct CapturedTensor {
 struct CaptureFile {
   std::string path;
   std::int64_t step = 0;
+  int rank = -1;
   std::string step_source;  // "metadata", "file name", "folder name" or "default"
   std::string note;         // e.g. why nothing was taken from it
   std::size_t tensor_count = 0;

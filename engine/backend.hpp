@@ -23,8 +23,9 @@ struct Candidate {
   Role role = Role::kActivation;                  // selects the block shape (weights: 128x128)
   Orientation orientation = Orientation::kRowwise;
   // Delayed scaling: the scale TE would use at this step, replayed from the amax history by the
-  // engine (delayed_replay.hpp). NaN when no history is available: the candidate is then not
-  // applicable.
+  // engine (delayed_replay.hpp); NaN when no history is available: the candidate is then not
+  // applicable. Current scaling: NaN (scale from this tensor's amax) or the scale of an amax
+  // reduced over several ranks.
   float given_scale = std::numeric_limits<float>::quiet_NaN();
 };
 

@@ -103,7 +103,9 @@ Applicability make_quant_spec(const Candidate& c, const TensorStats& stats, DTyp
   spec->value_for_inf = input_type_max(dtype);
   switch (c.recipe.kind) {
     case RecipeKind::kPerTensorCurrent:
-      spec->scale = per_tensor_scale(c.recipe, c.format, stats.amax);
+      // A given scale: the amax was reduced over ranks (engine/run.hpp AmaxReduction).
+      spec->scale = std::isnan(c.given_scale) ? per_tensor_scale(c.recipe, c.format, stats.amax)
+                                              : c.given_scale;
       break;
     case RecipeKind::kPerTensorDelayed:
       if (std::isnan(c.given_scale))

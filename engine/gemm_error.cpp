@@ -82,9 +82,13 @@ std::vector<GemmRow> evaluate_gemm_errors(const CaptureSet& captures,
                                           std::vector<std::string>* skipped) {
   // Operands by (step, layer).
   std::map<std::pair<std::int64_t, std::string>, Operands> layers;
+  std::map<std::pair<std::int64_t, std::string>, bool> sharded;
   for (const auto& t : captures.tensors) {
     auto& ops = layers[{t.key.step, t.key.layer}];
-    (t.key.role == Role::kActivation ? ops.x : t.key.role == Role::kWeight ? ops.w : ops.dy) = &t;
+    const CapturedTensor*& slot =
+        t.key.role == Role::kActivation ? ops.x : t.key.role == Role::kWeight ? ops.w : ops.dy;
+    if (slot != nullptr) sharded[{t.key.step, t.key.layer}] = true;
+    slot = &t;
   }
   // Evaluation rows by (step, layer, role, recipe spec, orientation).
   std::map<std::tuple<std::int64_t, std::string, Role, std::string, Orientation>, const EvaluationRow*> by_key;
@@ -113,6 +117,12 @@ std::vector<GemmRow> evaluate_gemm_errors(const CaptureSet& captures,
   std::vector<Job> jobs;
   for (const auto& [key, ops] : layers) {
     if (ops.x == nullptr || ops.w == nullptr || ops.dy == nullptr) continue;
+    if (sharded.count(key) != 0) {
+      skipped->push_back("step " + std::to_string(key.first) + " layer '" + key.second +
+                         "': captured as several ranks; the GEMM error of tensor-parallel shards "
+                         "is not computed yet");
+      continue;
+    }
     const auto& x = ops.x->view;
     const auto& w = ops.w->view;
     const auto& dy = ops.dy->view;

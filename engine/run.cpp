@@ -39,7 +39,13 @@ std::map<std::pair<std::string, Role>, AmaxHistory> known_amaxes(
     for (const auto& [key, series] : trace->series) out[key] = series.amax_by_step;
   for (std::size_t i = 0; i < captures.tensors.size(); ++i) {
     const auto& k = captures.tensors[i].key;
-    out[{k.layer, k.role}].try_emplace(k.step, stats[i].amax);
+    // The trace wins where it has the step; several ranks of a captured step reduce by max.
+    auto& h = out[{k.layer, k.role}];
+    const bool from_trace = trace != nullptr && trace->find(k.layer, k.role) != nullptr &&
+                            trace->find(k.layer, k.role)->amax_by_step.count(k.step) != 0;
+    if (from_trace) continue;
+    auto [it, inserted] = h.try_emplace(k.step, stats[i].amax);
+    if (!inserted) it->second = std::max(it->second, stats[i].amax);
   }
   return out;
 }
@@ -57,18 +63,34 @@ std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const R
   const std::size_t n = captures.tensors.size();
   // Pass 0 (only with delayed recipes): every captured tensor's amax feeds the replay.
   std::vector<TensorStats> stats(n);
+  // Shards: consecutive tensors with the same key are ranks of one tensor (sorted by rank).
+  std::vector<std::pair<std::size_t, std::size_t>> groups;  // [first, last)
+  for (std::size_t i = 0; i < n;) {
+    std::size_t j = i + 1;
+    while (j < n && captures.tensors[j].key == captures.tensors[i].key) ++j;
+    groups.emplace_back(i, j);
+    i = j;
+  }
+  const bool sharded = groups.size() < n;
+
+  // Pass 0 (only with delayed recipes or shards): every tensor's amax, for the replay and for
+  // reducing amaxes over ranks. The replay's amax of a captured step is the max over its ranks.
   std::map<std::pair<std::string, Role>, AmaxHistory> history;
-  if (needs_history(config)) {
+  if (needs_history(config) || sharded) {
     tbb::parallel_for(std::size_t{0}, n,
                       [&](std::size_t i) { stats[i] = compute_tensor_stats(captures.tensors[i].view); });
     history = known_amaxes(captures, stats, config.trace);
   }
 
-  std::vector<std::vector<EvaluationRow>> per_tensor(n);
-  tbb::parallel_for(std::size_t{0}, n, [&](std::size_t i) {
-    const CapturedTensor& t = captures.tensors[i];
+  std::vector<std::vector<EvaluationRow>> per_group(groups.size());
+  tbb::parallel_for(std::size_t{0}, groups.size(), [&](std::size_t g) {
+    const auto [first, last] = groups[g];
+    const CapturedTensor& t = captures.tensors[first];
     const Fp8Format fp8 = fp8_format_for(config.format, t.key.role);
-    std::vector<EvaluationRow>& rows = per_tensor[i];
+    float reduced_amax = 0.0f;
+    for (std::size_t i = first; i < last; ++i) reduced_amax = std::max(reduced_amax, stats[i].amax);
+    const bool reduce = last - first > 1 && config.amax_reduction == AmaxReduction::kTp;
+    std::vector<EvaluationRow>& rows = per_group[g];
     std::vector<Candidate> candidates;
     std::vector<std::size_t> slots;  // row index of each candidate sent to the backend
     for (const Recipe& recipe : config.recipes) {
@@ -79,12 +101,14 @@ std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const R
         row.tensor_name = t.tensor_name;
         row.input_dtype = t.view.dtype;
         row.shape = t.view.shape;
+        row.ranks = static_cast<int>(last - first);
         row.recipe = recipe;
         row.format = config.format;
         row.fp8 = recipe.kind == RecipeKind::kBf16 ? Fp8Format::kE4M3 : fp8;
         row.orientation = o;
         row.applicability = backend.supports(recipe);
-        if (row.applicability.ok) row.applicability = recipe_fits(recipe, t.view);
+        for (std::size_t i = first; i < last && row.applicability.ok; ++i)
+          row.applicability = recipe_fits(recipe, captures.tensors[i].view);
         Candidate c{recipe, fp8, t.key.role, o};
         if (recipe.kind == RecipeKind::kPerTensorDelayed && row.applicability.ok) {
           row.replay = replay_delayed_scale(history.at({t.key.layer, t.key.role}), t.key.step,
@@ -94,6 +118,8 @@ std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const R
           else
             c.given_scale = row.replay.scale;
         }
+        if (recipe.kind == RecipeKind::kPerTensorCurrent && reduce)
+          c.given_scale = per_tensor_scale(recipe, fp8, reduced_amax);  // TE's amax all-reduce
         if (row.applicability.ok) {
           candidates.push_back(c);
           slots.push_back(rows.size());
@@ -101,18 +127,43 @@ std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const R
         rows.push_back(std::move(row));
       }
     }
-    const TensorEvaluation eval = backend.evaluate(candidates, t.view);
+    // Evaluate every shard and merge: counts and sums add up, stats merge, scale ranges widen.
+    TensorEvaluation total;
+    for (std::size_t i = first; i < last; ++i) {
+      const TensorEvaluation eval = backend.evaluate(candidates, captures.tensors[i].view);
+      if (i == first) {
+        total = eval;
+        continue;
+      }
+      total.stats.merge(eval.stats);
+      for (std::size_t c = 0; c < candidates.size(); ++c) {
+        auto& m = total.results[c].metrics;
+        const auto& e = eval.results[c].metrics;
+        m.sums.merge(e.sums);
+        m.scale_inv_min = std::min(m.scale_inv_min, e.scale_inv_min);
+        m.scale_inv_max = std::max(m.scale_inv_max, e.scale_inv_max);
+        if (!(m.scale == e.scale)) m.scale = m.scale_inv = std::numeric_limits<float>::quiet_NaN();
+        if (!eval.results[c].applicability.ok) total.results[c].applicability = eval.results[c].applicability;
+      }
+    }
+    if (last - first > 1)
+      for (auto& r : total.results) {
+        const auto range_min = r.metrics.scale_inv_min, range_max = r.metrics.scale_inv_max;
+        r.metrics = finalize_metrics(total.stats, r.metrics.scale, r.metrics.scale_inv, r.metrics.sums);
+        r.metrics.scale_inv_min = range_min;
+        r.metrics.scale_inv_max = range_max;
+      }
     for (auto& row : rows) {
-      row.stats = eval.stats;
-      row.current_scale = scale_from_amax(eval.stats.amax, fp8_max_finite(row.fp8), false, 0.0f);
+      row.stats = total.stats;
+      row.current_scale = scale_from_amax(total.stats.amax, fp8_max_finite(row.fp8), false, 0.0f);
     }
     for (std::size_t c = 0; c < slots.size(); ++c) {
-      rows[slots[c]].applicability = eval.results[c].applicability;
-      rows[slots[c]].metrics = eval.results[c].metrics;
+      rows[slots[c]].applicability = total.results[c].applicability;
+      rows[slots[c]].metrics = total.results[c].metrics;
     }
   });
   std::vector<EvaluationRow> out;
-  for (auto& rows : per_tensor)
+  for (auto& rows : per_group)
     for (auto& r : rows) out.push_back(std::move(r));
   return out;
 }

@@ -13,8 +13,16 @@
 
 namespace fp8a {
 
+// How the per-tensor amax of a tensor captured as several rank shards is formed, as TE does:
+// kTp reduces it (max) over the ranks (TE's amax all-reduce for delayed scaling and for
+// sequence-parallel inputs), so every shard uses one scale; kNone scales each shard by its own
+// amax (current scaling of a tensor-parallel shard). Delayed scaling always replays the reduced
+// history. Blocked recipes are per block either way.
+enum class AmaxReduction { kTp, kNone };
+
 struct RunConfig {
   std::vector<Recipe> recipes;
+  AmaxReduction amax_reduction = AmaxReduction::kTp;
   TrainingFormat format = TrainingFormat::kHybrid;
   const AmaxTrace* trace = nullptr;  // amaxes of every step, for exact delayed-scaling replay
 };
@@ -25,7 +33,8 @@ struct EvaluationRow {
   std::string file;
   std::string tensor_name;
   DType input_dtype = DType::kF32;
-  std::vector<std::int64_t> shape;
+  std::vector<std::int64_t> shape;  // of one shard when ranks > 1
+  int ranks = 1;                     // shards (tensor-parallel ranks) evaluated as one tensor
   Recipe recipe;
   TrainingFormat format = TrainingFormat::kHybrid;
   Fp8Format fp8 = Fp8Format::kE4M3;  // the FP8 type this role uses under `format`

@@ -46,7 +46,7 @@ std::string render_metrics_csv(std::span<const EvaluationRow> rows) {
         << ',' << format_number(s.dynamic_range_log2()) << ',' << s.numel << ','
         << m.sums.underflow_count << ',' << m.sums.overflow_count << ',' << s.nan_count << ','
         << s.inf_count << ',' << dtype_name(r.input_dtype) << ',' << shape_text(r.shape) << ','
-        << (delayed ? replay_mode_name(r.replay.mode) : "") << ',' << csv_field(r.file) << '\n';
+        << r.ranks << ',' << (delayed ? replay_mode_name(r.replay.mode) : "") << ',' << csv_field(r.file) << '\n';
   }
   return out.str();
 }

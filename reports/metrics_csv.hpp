@@ -17,7 +17,7 @@ inline constexpr const char* kMetricsCsvColumns[] = {
     "saturated_pct", "saturated_count", "scale_inv",     "scale_inv_min",   "scale_inv_max",
     "amin",          "dynamic_range_log2", "numel",        "underflow_count",
     "overflow_count", "nan_count",      "inf_count",       "input_dtype",
-    "shape",         "replay",          "file",
+    "shape",         "ranks",           "replay",          "file",
 };
 
 // The whole file as text (header line included). Rows that a backend could not evaluate are

@@ -44,6 +44,7 @@ std::string render_summary_json(const RunInfo& info, std::span<const EvaluationR
   for (const auto& r : info.config.recipes) recipes.push_back(r.spec());
   j["recipes"] = recipes;
   j["format"] = training_format_name(info.config.format);
+  j["amax_reduction"] = info.config.amax_reduction == AmaxReduction::kTp ? "tp" : "none";
   j["timings_s"] = {{"read", info.read_seconds},
                     {"evaluate", info.evaluate_seconds},
                     {"gemms", info.gemm_seconds}};

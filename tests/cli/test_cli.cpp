@@ -334,6 +334,9 @@ TEST_CASE("usage errors exit 2 with one line") {
       {"run --capture x --out y --format e5m2",
        "fp8-advisor: error: [fp8a.usage.202] --format e5m2: Transformer Engine has no all-E5M2 "
        "recipe; use e4m3 or hybrid (E5M2 for gradients only)\n"},
+      {"run --capture x --out y --amax-reduction dp",
+       "fp8-advisor: error: [fp8a.usage.208] --amax-reduction 'dp': expected tp or none (did you "
+       "mean 'tp'?)\n"},
       {"run --capture x --out y --threads -1",
        "fp8-advisor: error: [fp8a.usage.205] --threads must be >= 0\n"},
   };

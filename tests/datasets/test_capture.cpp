@@ -364,3 +364,30 @@ TEST_CASE("404 names the files in path order whatever the sort does with equal k
                        "d/f100.safetensors and d/f101.safetensors",
                        Error);
 }
+
+TEST_CASE("ranks: from __metadata__ or a rank_R folder; two ranks of a key are shards, one rank twice is an error") {
+  MemoryFileSystem fs;
+  fs.add_file("run/rank_0/step_5.safetensors", one_weight("layers.0.fc1.weight"));
+  fs.add_file("run/rank_1/step_5.safetensors", one_weight("layers.0.fc1.weight"));
+  fs.add_file("meta/a_step_5.safetensors", one_weight("layers.0.fc2.weight", {{"rank", "3"}}));
+  const auto set = load_captures({"run", "meta"}, fs);
+  REQUIRE(set.tensors.size() == 3);
+  CHECK(set.tensors[0].key.layer == "layers.0.fc1");
+  CHECK(set.tensors[0].rank == 0);
+  CHECK(set.tensors[1].rank == 1);
+  CHECK(set.tensors[2].rank == 3);
+
+  MemoryFileSystem twice;
+  twice.add_file("x/step_5.safetensors", one_weight("l.weight", {{"rank", "2"}}));
+  twice.add_file("y/step_5.safetensors", one_weight("l.weight", {{"rank", "2"}}));
+  CHECK_THROWS_WITH_AS(load_captures({"x", "y"}, twice),
+                       "[fp8a.capture.404] step 5 tensor 'l.weight' appears in both "
+                       "x/step_5.safetensors and y/step_5.safetensors (same rank 2)",
+                       Error);
+  MemoryFileSystem bad;
+  bad.add_file("b/step_1.safetensors", one_weight("l.weight", {{"rank", "first"}}));
+  CHECK_THROWS_WITH_AS(load_captures({"b"}, bad),
+                       "[fp8a.capture.408] b/step_1.safetensors: __metadata__ rank 'first' is not a "
+                       "non-negative integer",
+                       Error);
+}
