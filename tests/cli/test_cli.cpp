@@ -540,3 +540,157 @@ TEST_CASE(".npy folders, .npz archives and TE DumpTensors .pt files are captures
   CHECK(bad.rc == 2);
   CHECK(bad.err == "fp8-advisor: error: [fp8a.usage.207] --npy-dtype 'bf8': the only value is bf16 (did you mean 'bf16'?)\n");
 }
+
+// ---- fp8-advisor synth ------------------------------------------------------------------------
+
+namespace {
+
+// Worst (lowest) value of a metrics.csv column over rows matching layer/tensor/recipe prefix/step.
+struct SynthRun {
+  Table metrics, gemms;
+};
+
+SynthRun synth_and_run(const fs::path& dir, const std::string& preset, const std::string& format) {
+  const fs::path cap = dir / ("cap-" + preset);
+  if (!fs::exists(cap)) {
+    const auto s = run("synth --preset " + preset + " --out " + shell_quote(cap.string()));
+    INFO(s.err);
+    REQUIRE(s.rc == 0);
+  }
+  const fs::path out = dir / ("run-" + preset + "-" + format);
+  const auto r = run("run --capture " + shell_quote(cap.string()) + " --amax-trace " +
+                     shell_quote((cap / "amax_trace.csv").string()) + " --format " + format +
+                     " --recipes current,delayed:history=16,block,mxfp8,bf16 --out " +
+                     shell_quote(out.string()));
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  return {read_csv(slurp(out / "metrics.csv")), read_csv(slurp(out / "gemms.csv"))};
+}
+
+bool is_fp8(const std::string& recipe) { return recipe != "bf16"; }
+
+// Lowest sqnr_db of a layer over its tensors, steps and FP8 recipes.
+double worst_tensor_sqnr(const Table& metrics, const std::string& layer) {
+  double worst = INFINITY;
+  for (const auto& r : metrics)
+    if (r.at("layer") == layer && is_fp8(r.at("recipe"))) worst = std::min(worst, num(r.at("sqnr_db")));
+  return worst;
+}
+
+// Lowest GEMM-output SQNR (-20 log10 rel_fro_err) of a layer over fprop/dgrad/wgrad, steps and
+// the given recipes.
+double worst_gemm_sqnr(const Table& gemms, const std::string& layer, bool fp8) {
+  double worst = INFINITY;
+  for (const auto& r : gemms)
+    if (r.at("layer") == layer && is_fp8(r.at("recipe")) == fp8)
+      worst = std::min(worst, -20.0 * std::log10(num(r.at("rel_fro_err"))));
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("synth: errors, --help, and the same bytes for the same seed") {
+  TempDir dir;
+  auto r = run("synth --preset helthy --out " + shell_quote((dir.path / "x").string()));
+  CHECK(r.rc == 2);
+  CHECK(r.err == "fp8-advisor: error: [fp8a.usage.209] unknown preset 'helthy' (did you mean "
+                 "'healthy'?); presets: outlier-growth, wide-gradient, sensitive-ends, healthy, all\n");
+  r = run("synth --preset healthy --steps 5,x --out " + shell_quote((dir.path / "x").string()));
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("[fp8a.usage.210]") != std::string::npos);
+  r = run("synth --out " + shell_quote((dir.path / "x").string()));
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("[fp8a.usage.203]") != std::string::npos);
+  const fs::path blocker = dir.path / "file";
+  write_bytes(blocker, "x");
+  r = run("synth --preset healthy --out " + shell_quote(blocker.string()));
+  CHECK(r.rc == 3);
+  CHECK(r.err == "fp8-advisor: error: [fp8a.io.104] " + blocker.string() + ": cannot write: not a directory\n");
+  r = run("synth --help");
+  CHECK(r.rc == 0);
+  CHECK(r.out.find("outlier-growth") != std::string::npos);
+  CHECK(run("--help").out.find("synth") != std::string::npos);
+
+  const fs::path a = dir.path / "a", b = dir.path / "b", c = dir.path / "c";
+  REQUIRE(run("synth --preset all --out " + shell_quote(a.string())).rc == 0);
+  REQUIRE(run("synth --preset all --seed 1 --out " + shell_quote(b.string())).rc == 0);
+  REQUIRE(run("synth --preset all --seed 2 --out " + shell_quote(c.string())).rc == 0);
+  std::size_t files = 0;
+  for (const auto& e : fs::directory_iterator(a)) {
+    ++files;
+    const auto name = e.path().filename();
+    CHECK(slurp(e.path()) == slurp(b / name));
+    if (name != "ground_truth.json") CHECK(slurp(e.path()) != slurp(c / name));
+  }
+  CHECK(files == 4);
+  const auto truth = nlohmann::json::parse(slurp(a / "ground_truth.json"));
+  CHECK(truth["preset"] == "all");
+  CHECK(truth["layers"].size() == 7);
+}
+
+TEST_CASE("synth outlier-growth: delayed scaling saturates the FC2 input at the last step, current does not") {
+  TempDir dir;
+  const auto m = synth_and_run(dir.path, "outlier-growth", "hybrid").metrics;
+  std::int64_t delayed = -1, current = -1;
+  for (const auto& r : m) {
+    if (r.at("layer") != "layers.0.mlp.linear_fc2" || r.at("tensor") != "activation" || r.at("step") != "100")
+      continue;
+    if (r.at("recipe") == "delayed:history=16:algo=max:margin=0") {
+      CHECK(r.at("replay") == "exact");
+      delayed = std::stoll(r.at("saturated_count"));
+    }
+    if (r.at("recipe") == "current") current = std::stoll(r.at("saturated_count"));
+  }
+  CHECK(delayed > 20);  // measured 58 (seed 1)
+  CHECK(current == 0);
+  // The healthy layer next to it does not saturate under delayed scaling.
+  for (const auto& r : m)
+    if (r.at("layer") == "layers.0.self_attention.linear_qkv") CHECK(r.at("saturated_count") == "0");
+}
+
+TEST_CASE("synth wide-gradient: per-tensor E4M3/E5M2 flush the gradient, 1x128 blocks do not") {
+  TempDir dir;
+  for (const std::string format : {"e4m3", "hybrid"}) {
+    INFO(format);
+    const auto m = synth_and_run(dir.path, "wide-gradient", format).metrics;
+    int seen = 0;
+    for (const auto& r : m) {
+      if (r.at("layer") != "layers.0.mlp.linear_fc1" || r.at("tensor") != "gradient") continue;
+      const double u = num(r.at("underflow_pct"));
+      if (r.at("recipe") == "current") {
+        ++seen;
+        CHECK(u > (format == "e4m3" ? 40.0 : 8.0));  // measured 50.2 / 10.9-13.2
+      }
+      if (r.at("recipe") == "block" || r.at("recipe") == "mxfp8") {
+        ++seen;
+        CHECK(u < 0.5);  // measured 0 (both orientations)
+      }
+    }
+    CHECK(seen == 2 * (1 + 4));  // 2 steps: current + block/mxfp8 rowwise/columnwise
+  }
+}
+
+TEST_CASE("synth sensitive-ends and healthy: FP8 error of the first/last layer is far above the healthy layers'") {
+  TempDir dir;
+  for (const std::string format : {"e4m3", "hybrid"}) {
+    INFO(format);
+    const auto healthy = synth_and_run(dir.path, "healthy", format);
+    const double tensor_floor = format == "e4m3" ? 30.0 : 24.0;  // measured >= 31.2 / >= 25.4
+    double healthy_gemm = INFINITY;
+    for (const char* layer : {"layers.0.self_attention.linear_qkv", "layers.0.mlp.linear_fc1",
+                              "layers.0.mlp.linear_fc2"}) {
+      INFO(layer);
+      CHECK(worst_tensor_sqnr(healthy.metrics, layer) > tensor_floor);
+      healthy_gemm = std::min(healthy_gemm, worst_gemm_sqnr(healthy.gemms, layer, true));
+    }
+    CHECK(healthy_gemm > 23.0);  // measured 24.3 (hybrid) / 28.3 (e4m3)
+    const auto ends = synth_and_run(dir.path, "sensitive-ends", format);
+    for (const char* layer : {"layers.0.self_attention.linear_qkv", "output_layer"}) {
+      INFO(layer);
+      const double fp8 = worst_gemm_sqnr(ends.gemms, layer, true);
+      CHECK(fp8 < healthy_gemm - 6.0);  // measured 16.3 and 12.1-16.2 dB
+      CHECK(worst_gemm_sqnr(ends.gemms, layer, false) > 60.0);  // the BF16 fallback is exact here
+    }
+    CHECK(worst_gemm_sqnr(ends.gemms, "layers.0.mlp.linear_fc1", true) > 23.0);
+  }
+}

@@ -1,0 +1,342 @@
+#include "datasets/synth.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "datasets/safetensors_writer.hpp"
+#include "engine/core/error.hpp"
+#include "engine/core/fp8_codec.hpp"
+
+namespace fp8a {
+
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+constexpr double kOutlierGrowthPerStep = 1.2;  // FC2 outlier gain ratio between steps
+constexpr double kOutlierGainAt100 = 20.0;
+constexpr int kOutlierChannels = 16;
+
+const std::map<SynthKind, SynthLayerTruth> kTruth = {
+    {SynthKind::kHealthy,
+     {"fp8", "current,delayed,block,mxfp8", "",
+      "Gaussian operands with a stable amax: every FP8 recipe is accurate"}},
+    {SynthKind::kOutlierGrowth,
+     {"fp8", "current,block,mxfp8", "delayed",
+      "FC2 input outlier channels grow 20 % per step: the delayed-scaling amax history lags and "
+      "the largest values saturate; current and block scaling follow the growth"}},
+    {SynthKind::kWideGradient,
+     {"fp8", "block,mxfp8", "current,delayed",
+      "gradient tiles span 2^0..2^-30: one per-tensor E4M3/E5M2 scale flushes the small tiles to "
+      "zero, 1x128 / 32-element blocks scale each on its own"}},
+    {SynthKind::kSensitiveFirst,
+     {"bf16", "", "current,delayed,block,mxfp8",
+      "first layer: token embeddings carry a large per-token offset that the zero-sum weight "
+      "cancels, so the FP8 rounding error of the input dominates the GEMM output"}},
+    {SynthKind::kSensitiveLast,
+     {"bf16", "", "current,delayed,block,mxfp8",
+      "last layer: the logits gradient carries a large per-token shared component that the "
+      "output weight cancels in dgrad, so the FP8 rounding error dominates the input gradient"}},
+};
+
+const char* kind_name(SynthKind k) {
+  switch (k) {
+    case SynthKind::kHealthy: return "healthy";
+    case SynthKind::kOutlierGrowth: return "outlier-growth";
+    case SynthKind::kWideGradient: return "wide-gradient";
+    case SynthKind::kSensitiveFirst: return "sensitive-first";
+    case SynthKind::kSensitiveLast: return "sensitive-last";
+  }
+  return "?";
+}
+
+constexpr std::int64_t H = kSynthHidden;
+constexpr std::int64_t kFfnWide = 2 * kSynthHidden;
+
+// One row per preset.
+std::vector<SynthPreset> make_presets() {
+  const SynthLayer qkv0{"layers.0.self_attention.linear_qkv", SynthKind::kHealthy, H, H};
+  const SynthLayer first{"layers.0.self_attention.linear_qkv", SynthKind::kSensitiveFirst, H, H};
+  const SynthLayer fc1_0{"layers.0.mlp.linear_fc1", SynthKind::kHealthy, H, H};
+  const SynthLayer fc1_wide{"layers.0.mlp.linear_fc1", SynthKind::kWideGradient, H, kFfnWide};
+  const SynthLayer fc2_0{"layers.0.mlp.linear_fc2", SynthKind::kHealthy, H, H};
+  const SynthLayer fc2_out{"layers.0.mlp.linear_fc2", SynthKind::kOutlierGrowth, H, H};
+  const SynthLayer qkv1{"layers.1.self_attention.linear_qkv", SynthKind::kHealthy, H, H};
+  const SynthLayer fc1_1{"layers.1.mlp.linear_fc1", SynthKind::kHealthy, H, H};
+  const SynthLayer fc2_1{"layers.1.mlp.linear_fc2", SynthKind::kHealthy, H, H};
+  const SynthLayer last{"output_layer", SynthKind::kSensitiveLast, H, H};
+  const std::vector<std::int64_t> steps = {50, 100};
+  return {
+      {"outlier-growth", "FC2 input outlier channels grow until delayed scaling saturates",
+       {qkv0, fc2_out}, steps},
+      {"wide-gradient", "a gradient per-tensor FP8 flushes to zero, 1x128 blocks do not",
+       {qkv0, fc1_wide}, steps},
+      {"sensitive-ends", "a first and a last layer whose FP8 error dominates their GEMM outputs",
+       {first, fc1_0, last}, steps},
+      {"healthy", "Gaussian layers that must stay FP8", {qkv0, fc1_0, fc2_0}, steps},
+      {"all", "every pathology above in one model, plus healthy layers",
+       {first, fc1_wide, fc2_out, qkv1, fc1_1, fc2_1, last}, steps},
+  };
+}
+
+std::uint64_t fnv1a(std::string_view s, std::uint64_t h = 0xcbf29ce484222325ull) {
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+std::uint64_t splitmix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+std::uint64_t tensor_seed(std::uint64_t seed, const std::string& name, std::int64_t step) {
+  return splitmix(fnv1a(name + "@" + std::to_string(step), splitmix(seed)));
+}
+
+double outlier_gain(std::int64_t step) {
+  return std::max(1.0, kOutlierGainAt100 * std::pow(kOutlierGrowthPerStep, static_cast<double>(step - 100)));
+}
+
+// Values as float64, row-major [rows, cols].
+using Matrix = std::vector<double>;
+
+Matrix gaussian(SynthRandom& rng, std::int64_t n, double sigma) {
+  Matrix m(static_cast<std::size_t>(n));
+  for (auto& v : m) v = sigma * rng.normal();
+  return m;
+}
+
+// Subtracts row means, then column means: every row and every column sums to ~0.
+void double_center(Matrix& w, std::int64_t rows, std::int64_t cols) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double s = 0;
+    for (std::int64_t c = 0; c < cols; ++c) s += w[static_cast<std::size_t>(r * cols + c)];
+    for (std::int64_t c = 0; c < cols; ++c) w[static_cast<std::size_t>(r * cols + c)] -= s / static_cast<double>(cols);
+  }
+  for (std::int64_t c = 0; c < cols; ++c) {
+    double s = 0;
+    for (std::int64_t r = 0; r < rows; ++r) s += w[static_cast<std::size_t>(r * cols + c)];
+    for (std::int64_t r = 0; r < rows; ++r) w[static_cast<std::size_t>(r * cols + c)] -= s / static_cast<double>(rows);
+  }
+}
+
+Matrix generate(const SynthLayer& layer, char role, std::uint64_t seed, std::int64_t step) {
+  const std::string name = std::string(layer.name) + "." +
+                           (role == 'a' ? "activation" : role == 'w' ? "weight" : "gradient");
+  SynthRandom rng(tensor_seed(seed, name, step));
+  const std::int64_t T = kSynthTokens;
+  const bool centered = layer.kind == SynthKind::kSensitiveFirst || layer.kind == SynthKind::kSensitiveLast;
+  if (role == 'w') {
+    Matrix w = gaussian(rng, layer.out * layer.in, 0.02);
+    if (centered) double_center(w, layer.out, layer.in);
+    return w;
+  }
+  if (role == 'a') {
+    Matrix a = gaussian(rng, T * layer.in, 1.0);
+    if (layer.kind == SynthKind::kOutlierGrowth) {
+      const double gain = outlier_gain(step);
+      for (std::int64_t t = 0; t < T; ++t)
+        for (int k = 0; k < kOutlierChannels; ++k)
+        {
+          // Outlier channels hold consistently large values: gain * sign * (3 + 0.3 z).
+          double& v = a[static_cast<std::size_t>(t * layer.in + 17 + 13 * k)];
+          v = gain * (v < 0 ? -1.0 : 1.0) * (3.0 + 0.3 * rng.normal());
+        }
+    } else if (layer.kind == SynthKind::kSensitiveFirst) {
+      // Heavy-tailed per-token offsets (|offset| 1..8 times the spread, random sign): embeddings of frequent
+      // tokens with a large shared component.
+      for (std::int64_t t = 0; t < T; ++t) {
+        const double off = (rng.uniform() < 0.5 ? -1.0 : 1.0) * std::pow(8.0, rng.uniform());
+        for (std::int64_t c = 0; c < layer.in; ++c) a[static_cast<std::size_t>(t * layer.in + c)] += off;
+      }
+    }
+    return a;
+  }
+  Matrix g = gaussian(rng, T * layer.out, 1e-3);
+  if (layer.kind == SynthKind::kWideGradient) {
+    // One scale per 128x128 tile, log2 spread evenly over 0..-30 in a seeded order.
+    const std::int64_t tr = (T + 127) / 128, tc = (layer.out + 127) / 128;
+    std::vector<double> exps(static_cast<std::size_t>(tr * tc));
+    for (std::size_t i = 0; i < exps.size(); ++i)
+      exps[i] = exps.size() == 1 ? 0.0 : -30.0 * static_cast<double>(i) / static_cast<double>(exps.size() - 1);
+    for (std::size_t i = exps.size(); i > 1; --i) {  // Fisher-Yates with our own uniform
+      const auto j = static_cast<std::size_t>(std::min<double>(static_cast<double>(i) - 1, std::floor(rng.uniform() * static_cast<double>(i))));
+      std::swap(exps[i - 1], exps[j]);
+    }
+    for (std::int64_t t = 0; t < T; ++t)
+      for (std::int64_t c = 0; c < layer.out; ++c)
+        g[static_cast<std::size_t>(t * layer.out + c)] *= std::exp2(exps[static_cast<std::size_t>((t / 128) * tc + c / 128)]);
+  } else if (layer.kind == SynthKind::kSensitiveLast) {
+    for (std::int64_t t = 0; t < T; ++t) {
+      const double off = (rng.uniform() < 0.5 ? -1.0 : 1.0) * 1e-3 * std::pow(8.0, rng.uniform());
+      for (std::int64_t c = 0; c < layer.out; ++c) g[static_cast<std::size_t>(t * layer.out + c)] += off;
+    }
+  }
+  return g;
+}
+
+struct Bf16Tensor {
+  std::string bytes;
+  float amax = 0.0f;
+};
+
+Bf16Tensor to_bf16(const Matrix& m) {
+  Bf16Tensor t;
+  t.bytes.resize(m.size() * 2);
+  for (std::size_t i = 0; i < m.size(); ++i) {
+    const std::uint16_t h = float_to_bf16(static_cast<float>(m[i]));
+    t.bytes[2 * i] = static_cast<char>(h & 0xFFu);
+    t.bytes[2 * i + 1] = static_cast<char>(h >> 8);
+    t.amax = std::max(t.amax, std::fabs(bf16_to_float(h)));
+  }
+  return t;
+}
+
+std::string exact_float(float v) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(v));
+  return buf;
+}
+
+std::string step_file_name(std::int64_t step) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "step_%06lld.safetensors", static_cast<long long>(step));
+  return buf;
+}
+
+std::vector<std::string> split_list(const char* s) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (const char* p = s; *p; ++p) {
+    if (*p == ',') {
+      out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += *p;
+    }
+  }
+  if (!cur.empty()) out.push_back(cur);
+  return out;
+}
+
+}  // namespace
+
+double SynthRandom::uniform() {
+  return static_cast<double>((engine_() >> 11) + 1) * 0x1.0p-53;
+}
+
+double SynthRandom::normal() {
+  if (has_spare_) {
+    has_spare_ = false;
+    return spare_;
+  }
+  const double u1 = uniform(), u2 = uniform();
+  const double r = std::sqrt(-2.0 * std::log(u1));
+  spare_ = r * std::sin(2.0 * kPi * u2);
+  has_spare_ = true;
+  return r * std::cos(2.0 * kPi * u2);
+}
+
+const SynthLayerTruth& synth_truth(SynthKind kind) { return kTruth.at(kind); }
+const char* synth_kind_name(SynthKind kind) { return kind_name(kind); }
+
+const std::vector<SynthPreset>& synth_presets() {
+  static const std::vector<SynthPreset> presets = make_presets();
+  return presets;
+}
+
+const SynthPreset* find_synth_preset(std::string_view name) {
+  for (const auto& p : synth_presets())
+    if (name == p.name) return &p;
+  return nullptr;
+}
+
+std::vector<SynthFile> synthesize(const SynthPreset& preset, std::uint64_t seed,
+                                  std::vector<std::int64_t> steps) {
+  if (steps.empty()) steps = preset.default_steps;
+  std::sort(steps.begin(), steps.end());
+  steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
+  FP8A_CHECK(!steps.empty() && steps.front() >= 0, "synth: steps must be non-negative");
+  const std::int64_t last = steps.back();
+
+  std::vector<SynthFile> files;
+  // amax at captured steps, per tensor name.
+  std::map<std::string, std::map<std::int64_t, float>> captured_amax;
+  for (const std::int64_t step : steps) {
+    std::vector<SafetensorsTensorOut> tensors;
+    for (const auto& layer : preset.layers) {
+      for (const char role : {'a', 'w', 'g'}) {
+        const std::string name = std::string(layer.name) + "." +
+                                 (role == 'a' ? "activation" : role == 'w' ? "weight" : "gradient");
+        const std::int64_t rows = role == 'w' ? layer.out : kSynthTokens;
+        const std::int64_t cols = role == 'g' ? layer.out : layer.in;
+        Bf16Tensor t = to_bf16(generate(layer, role, seed, step));
+        captured_amax[name][step] = t.amax;
+        tensors.push_back({name, "BF16", {rows, cols}, std::move(t.bytes)});
+      }
+    }
+    std::sort(tensors.begin(), tensors.end(),
+              [](const auto& a, const auto& b) { return a.name < b.name; });
+    files.push_back({step_file_name(step),
+                     safetensors_bytes(tensors, {{"step", std::to_string(step)},
+                                                 {"generator", "fp8-advisor synth"},
+                                                 {"preset", preset.name}})});
+  }
+
+  // The trace: captured steps exact; other steps scaled from the next captured step.
+  std::string csv = "step,tensor,amax\n";
+  for (std::int64_t s = 0; s <= last; ++s) {
+    const std::int64_t next = *std::lower_bound(steps.begin(), steps.end(), s);
+    for (const auto& layer : preset.layers) {
+      for (const char* role : {"activation", "weight", "gradient"}) {
+        const std::string name = std::string(layer.name) + "." + role;
+        const float at_next = captured_amax[name][next];
+        float v = at_next;
+        if (s != next) {
+          SynthRandom rng(tensor_seed(seed, name + "#trace", s));
+          double factor = 1.0 + 0.02 * rng.normal();
+          if (role[0] == 'w') factor = 1.0 + 0.002 * rng.normal();
+          if (layer.kind == SynthKind::kOutlierGrowth && role[0] == 'a')
+            factor = std::max(outlier_gain(s), 4.5) / std::max(outlier_gain(next), 4.5);
+          v = static_cast<float>(static_cast<double>(at_next) * factor);
+        }
+        csv += std::to_string(s) + "," + name + "," + exact_float(v) + "\n";
+      }
+    }
+  }
+  files.push_back({"amax_trace.csv", csv});
+
+  nlohmann::ordered_json truth;
+  truth["generator"] = "fp8-advisor synth";
+  truth["generator_version"] = kSynthGeneratorVersion;
+  truth["preset"] = preset.name;
+  truth["summary"] = preset.summary;
+  truth["seed"] = seed;
+  truth["steps"] = steps;
+  truth["tokens"] = kSynthTokens;
+  truth["layers"] = nlohmann::ordered_json::array();
+  for (const auto& layer : preset.layers) {
+    const auto& t = synth_truth(layer.kind);
+    nlohmann::ordered_json l;
+    l["layer"] = layer.name;
+    l["pathology"] = kind_name(layer.kind);
+    l["in_features"] = layer.in;
+    l["out_features"] = layer.out;
+    l["expected_decision"] = t.decision;
+    l["fine_with"] = split_list(t.fine_with);
+    l["not_fine_with"] = split_list(t.not_fine_with);
+    l["reason"] = t.reason;
+    truth["layers"].push_back(l);
+  }
+  files.push_back({"ground_truth.json", truth.dump(2) + "\n"});
+  return files;
+}
+
+}  // namespace fp8a

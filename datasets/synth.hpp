@@ -1,0 +1,89 @@
+// Deterministic synthetic captures of transformer-like layers with known pathologies and known
+// right answers (`fp8-advisor synth`). Presets are data (kSynthPresets); every preset writes
+//   step_NNNNNN.safetensors  BF16 tensors <layer>.<role> for each captured step:
+//                            activation [tokens, in], weight [out, in], gradient [tokens, out];
+//   amax_trace.csv           step,tensor,amax for every step 0..last captured step; at captured
+//                            steps the value is the captured BF16 tensor's exact amax;
+//   ground_truth.json        per layer: expected decision (fp8/bf16), recipes it is fine / not fine
+//                            with, a one-line reason; generator version, preset, seed, steps.
+// Random numbers: std::mt19937_64 seeded per tensor from (seed, tensor name, step) and our own
+// Box-Muller normal (std::normal_distribution differs between standard libraries), so the bytes
+// are the same on every platform and run.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace fp8a {
+
+inline constexpr int kSynthGeneratorVersion = 1;
+inline constexpr std::int64_t kSynthTokens = 128;
+inline constexpr std::int64_t kSynthHidden = 256;
+
+// What a layer's tensors look like.
+enum class SynthKind : std::uint8_t {
+  kHealthy,        // activation N(0,1), weight N(0,0.02), gradient N(0,1e-3)
+  kOutlierGrowth,  // FC2 input: 16 outlier channels whose gain grows 20 % per step
+  kWideGradient,   // gradient: each 128x128 tile has its own scale, 2^0 .. 2^-30
+  kSensitiveFirst, // first layer: token embeddings with a large per-token offset that the
+                   // (zero-sum) weight cancels: FP8 error of X swamps the GEMM output
+  kSensitiveLast,  // last layer (output projection): logits gradient with a large per-token
+                   // shared component that the weight cancels in dgrad
+};
+
+struct SynthLayer {
+  const char* name;
+  SynthKind kind;
+  std::int64_t in;
+  std::int64_t out;
+};
+
+struct SynthLayerTruth {
+  const char* decision;       // "fp8" or "bf16"
+  const char* fine_with;      // comma-separated recipe kinds
+  const char* not_fine_with;  // comma-separated recipe kinds
+  const char* reason;
+};
+
+const SynthLayerTruth& synth_truth(SynthKind kind);
+const char* synth_kind_name(SynthKind kind);
+
+struct SynthPreset {
+  const char* name;
+  const char* summary;
+  std::vector<SynthLayer> layers;
+  std::vector<std::int64_t> default_steps;
+};
+
+const std::vector<SynthPreset>& synth_presets();
+// nullptr when unknown.
+const SynthPreset* find_synth_preset(std::string_view name);
+
+struct SynthFile {
+  std::string name;      // file name inside the output directory
+  std::string contents;
+};
+
+// Generates a preset. steps: captured steps (empty = the preset's default); sorted and
+// deduplicated here. Pure function of (preset, seed, steps).
+std::vector<SynthFile> synthesize(const SynthPreset& preset, std::uint64_t seed,
+                                  std::vector<std::int64_t> steps);
+
+// Exposed for tests: the generator's random numbers.
+class SynthRandom {
+ public:
+  explicit SynthRandom(std::uint64_t seed) : engine_(seed) {}
+  double uniform();  // in (0, 1], 53 random bits
+  double normal();   // N(0, 1), Box-Muller (both values of a pair are used)
+
+ private:
+  std::mt19937_64 engine_;
+  bool has_spare_ = false;
+  double spare_ = 0.0;
+};
+
+}  // namespace fp8a
