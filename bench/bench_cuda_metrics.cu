@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_common.hpp"
 #include "cuda/cuda_backend.hpp"
 #include "cuda/device_info.hpp"
 #include "engine/core/error.hpp"
@@ -54,27 +55,8 @@ __global__ void fill_normal_bf16(std::uint16_t* x, std::int64_t n, std::int64_t 
   }
 }
 
-std::vector<fp8a::Candidate> candidate_cycle(int k) {
-  const char* specs[] = {"current", "current:pow2", "current:eps=1000", "current:pow2:eps=1000"};
-  std::vector<fp8a::Candidate> all;
-  for (auto f : {fp8a::Fp8Format::kE4M3, fp8a::Fp8Format::kE5M2})
-    for (const char* s : specs) all.push_back({fp8a::parse_recipe(s), f});
-  std::vector<fp8a::Candidate> out;
-  for (int i = 0; i < k; ++i) out.push_back(all[static_cast<std::size_t>(i) % all.size()]);
-  return out;
-}
-
-std::vector<int> parse_ks(const std::string& s) {
-  std::vector<int> ks;
-  std::size_t start = 0;
-  while (start <= s.size()) {
-    const auto comma = s.find(',', start);
-    ks.push_back(std::atoi(s.substr(start, comma - start).c_str()));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return ks;
-}
+using fp8a::bench::candidate_cycle;
+using fp8a::bench::parse_ks;
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
