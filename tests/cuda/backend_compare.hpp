@@ -15,6 +15,7 @@
 #include "engine/core/fp8_codec.hpp"
 #include "engine/core/scale.hpp"
 #include "engine/core/tensor_view.hpp"
+#include "tests/support/fills.hpp"
 
 namespace fp8a::cuda_test {
 
@@ -28,37 +29,10 @@ constexpr double kDerivedRelTol = 1e-10;
 // sqnr_db = -10 log10(rel_mse) moves by 4.3 * (relative change of rel_mse) dB.
 constexpr double kSqnrAbsTolDb = 1e-9;
 
-enum class Fill { kZeros, kSubnormal, kNormal, kWide, kNearFltMax, kNonFinite };
-inline const char* fill_name(Fill f) {
-  static const char* names[] = {"zeros", "subnormal", "normal", "wide", "near_flt_max", "nan_inf"};
-  return names[static_cast<int>(f)];
-}
-inline constexpr Fill kFills[] = {Fill::kZeros, Fill::kSubnormal, Fill::kNormal,
-                                  Fill::kWide,  Fill::kNearFltMax, Fill::kNonFinite};
-
-inline std::vector<float> make_fill(std::size_t n, Fill kind, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_real_distribution<float> expo(-40.0f, 20.0f);
-  std::vector<float> v(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    const float g = normal(rng);
-    switch (kind) {
-      case Fill::kZeros: v[i] = 0.0f; break;
-      case Fill::kSubnormal: v[i] = g * 1e-41f; break;
-      case Fill::kNormal: v[i] = g; break;
-      case Fill::kWide: v[i] = std::copysign(std::exp2(expo(rng)), g); break;
-      case Fill::kNearFltMax: v[i] = g * 3e38f; break;  // |g| > 1.13 overflows to inf
-      case Fill::kNonFinite: v[i] = (i / 300) % 2 ? 0.0f : g * 1e-3f; break;
-    }
-  }
-  if (kind == Fill::kNonFinite) {
-    for (std::size_t i = 3; i < n; i += 97) v[i] = NAN;
-    for (std::size_t i = 11; i < n; i += 131) v[i] = (i % 2) ? INFINITY : -INFINITY;
-    if (n > 1) v[n - 1] = NAN;
-  }
-  return v;
-}
+using fp8a::testing::Fill;
+using fp8a::testing::fill_name;
+using fp8a::testing::kFills;
+using fp8a::testing::make_fill;
 
 // A tensor stored in one of the capture types (BF16 and F16 rounded to nearest even).
 struct StoredTensor {

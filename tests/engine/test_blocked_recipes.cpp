@@ -6,11 +6,11 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
-#include <random>
 #include <vector>
 
 #include "engine/cpu_backend.hpp"
 #include "support/close.hpp"
+#include "support/fills.hpp"
 #include "support/fp8_ref.hpp"
 
 namespace {
@@ -103,22 +103,6 @@ Ref blocked_ref(const std::vector<float>& x, std::int64_t rows, std::int64_t col
 }
 
 
-std::vector<float> fill(std::size_t n, int kind, std::mt19937& rng) {
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_real_distribution<float> expo(-40.0f, 20.0f);
-  std::vector<float> v(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    const float g = normal(rng);
-    switch (kind) {
-      case 0: v[i] = g; break;                                            // normal range
-      case 1: v[i] = std::copysign(std::exp2(expo(rng)), g); break;      // very wide range
-      case 2: v[i] = (i / 300) % 2 ? 0.0f : g * 1e-3f; break;            // all-zero blocks
-      case 3: v[i] = g * 1e-41f; break;                                  // float subnormals
-      default: v[i] = g * 3e38f; break;                                  // near FLT_MAX
-    }
-  }
-  return v;
-}
 
 struct Case {
   const char* kind;  // block, mx, mx_floor
@@ -128,7 +112,7 @@ struct Case {
 }  // namespace
 
 TEST_CASE("blocked recipes match the reference over odd shapes, fills, roles and orientations") {
-  std::mt19937 rng(17);
+  std::uint32_t seed = 17;
   std::vector<Case> cases = {
       {"block", fp8a::parse_recipe("block")},
       {"block", fp8a::parse_recipe("block:fp32")},
@@ -138,12 +122,8 @@ TEST_CASE("blocked recipes match the reference over odd shapes, fills, roles and
   const std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {
       {1, 16}, {5, 160}, {217, 256}, {130, 300}, {300, 7}};
   for (auto [rows, cols] : shapes) {
-    for (int fill_kind = 0; fill_kind < 5; ++fill_kind) {
-      auto x = fill(static_cast<std::size_t>(rows * cols), fill_kind, rng);
-      if (fill_kind == 0 && x.size() > 20) {
-        x[3] = NAN;
-        x[11] = INFINITY;
-      }
+    for (auto fill_kind : fp8a::testing::kFills) {
+      auto x = fp8a::testing::make_fill(static_cast<std::size_t>(rows * cols), fill_kind, seed++);
       const auto view = fp8a::make_tensor_view(reinterpret_cast<const std::byte*>(x.data()),
                                                fp8a::DType::kF32, {rows, cols});
       for (const auto& cs : cases) {
@@ -160,7 +140,8 @@ TEST_CASE("blocked recipes match the reference over odd shapes, fills, roles and
               INFO(cs.recipe.spec() << " " << std::string(fp8a::role_name(role)) << " "
                    << std::string(fp8a::orientation_name(o)) << " "
                    << std::string(fmt == fp8a::Fp8Format::kE4M3 ? "e4m3" : "e5m2")
-                   << " shape " << rows << "x" << cols << " fill " << fill_kind);
+                   << " shape " << rows << "x" << cols << " fill "
+                   << std::string(fp8a::testing::fill_name(fill_kind)));
               REQUIRE(eval.results[0].applicability.ok);
               CHECK(m.sums.underflow_count == want.underflow);
               CHECK(m.sums.overflow_count == want.overflow);

@@ -6,12 +6,12 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
-#include <random>
 #include <vector>
 
 #include "engine/core/fp8_codec.hpp"
 #include "engine/cpu_backend.hpp"
 #include "support/close.hpp"
+#include "support/fills.hpp"
 #include "support/fp8_ref.hpp"
 
 namespace {
@@ -78,20 +78,6 @@ OwnedTensor make_f32(std::vector<float> values, std::vector<std::int64_t> shape)
   return t;
 }
 
-std::vector<float> fill(std::size_t n, const char* kind, std::mt19937& rng) {
-  std::vector<float> v(n);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_real_distribution<float> expo(-30.0f, 10.0f);
-  for (auto& e : v) {
-    const float g = normal(rng);
-    if (std::strcmp(kind, "zeros") == 0) e = 0.0f;
-    else if (std::strcmp(kind, "subnormal") == 0) e = g * 1e-41f;        // float subnormals
-    else if (std::strcmp(kind, "normal") == 0) e = g;
-    else if (std::strcmp(kind, "wide") == 0) e = std::copysign(std::exp2(expo(rng)), g);
-    else if (std::strcmp(kind, "huge") == 0) e = g * 1e37f;              // x*scale near FLT_MAX
-  }
-  return v;
-}
 
 void check_against_ref(const fp8a::TensorView& view, const std::vector<float>& x) {
   const fp8a::CpuBackend backend;
@@ -131,23 +117,23 @@ void check_against_ref(const fp8a::TensorView& view, const std::vector<float>& x
 }  // namespace
 
 TEST_CASE("CPU backend matches the scalar reference over odd shapes and fill cases") {
-  std::mt19937 rng(7);
+  std::uint32_t seed = 7;
   const std::vector<std::vector<std::int64_t>> shapes = {
       {1, 16}, {5, 160}, {217, 256}, {5, 4, 3, 160}, {3, 70001}};  // last: several chunks
   for (const auto& shape : shapes) {
     std::size_t n = 1;
     for (auto d : shape) n *= static_cast<std::size_t>(d);
-    for (const char* kind : {"zeros", "subnormal", "normal", "wide", "huge"}) {
-      INFO("shape rank " << shape.size() << " numel " << n << " fill " << kind);
-      auto t = make_f32(fill(n, kind, rng), shape);
+    for (auto kind : fp8a::testing::kFills) {
+      INFO("shape rank " << shape.size() << " numel " << n << " fill "
+                         << std::string(fp8a::testing::fill_name(kind)));
+      auto t = make_f32(fp8a::testing::make_fill(n, kind, seed++), shape);
       check_against_ref(t.view, t.values);
     }
   }
 }
 
 TEST_CASE("NaN and Inf are counted, skipped by amax (NaN) and left out of the sums") {
-  std::mt19937 rng(11);
-  auto x = fill(5000, "normal", rng);
+  auto x = fp8a::testing::make_fill(5000, fp8a::testing::Fill::kNormal, 11);
   x[3] = NAN;
   x[100] = INFINITY;
   x[4000] = -INFINITY;
@@ -193,8 +179,7 @@ TEST_CASE("BF16 and F16 inputs are read exactly") {
 }
 
 TEST_CASE("results do not depend on the thread count") {
-  std::mt19937 rng(3);
-  auto t = make_f32(fill(700'000, "wide", rng), {700, 1000});
+  auto t = make_f32(fp8a::testing::make_fill(700'000, fp8a::testing::Fill::kWide, 3), {700, 1000});
   std::vector<fp8a::Candidate> cands(2);
   cands[1].format = fp8a::Fp8Format::kE5M2;
   fp8a::TensorEvaluation one, many;
