@@ -40,8 +40,16 @@ const char* device_choice_name(DeviceChoice choice) {
   return "cuda";
 }
 
+namespace {
+// `--device auto` takes the CUDA backend only once it has passed scripts/gpu-check.sh on a GPU
+// (CPU == CUDA on the sample and the backend comparison tests). It has not yet: until then auto
+// means the CPU and `--device cuda` opts in.
+constexpr bool kCudaValidatedOnGpu = false;
+}  // namespace
+
 std::unique_ptr<Backend> make_backend(DeviceChoice choice) {
   if (choice == DeviceChoice::kCpu) return std::make_unique<CpuBackend>();
+  if (choice == DeviceChoice::kAuto && !kCudaValidatedOnGpu) return std::make_unique<CpuBackend>();
 #if FP8A_WITH_CUDA
   const std::string why = cuda::cuda_unusable_reason();
   if (why.empty()) return std::make_unique<cuda::CudaBackend>();

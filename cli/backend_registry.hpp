@@ -15,7 +15,8 @@ struct BuildBackends {
 
 BuildBackends probe_backends();
 
-// --device: auto (CUDA when this build has it and a GPU is present, else CPU), cpu, or cuda.
+// --device: auto, cpu, or cuda. auto takes CUDA (when built and a GPU is present) only once the
+// CUDA backend is validated on a GPU (kCudaValidatedOnGpu in the .cpp); until then the CPU.
 enum class DeviceChoice { kAuto, kCpu, kCuda };
 
 // Parses a --device value; anything else is usage error fp8a.usage.206 with "did you mean".

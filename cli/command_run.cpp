@@ -64,7 +64,7 @@ int command_run(const Invocation& inv) {
       ("no-gemms", "skip the GEMM-output error (gemms.csv)")
       ("threads", po::value(&threads)->default_value(0), "worker threads; 0 = all cores")
       ("device", po::value(&device_text)->default_value("auto"),
-       "auto (CUDA when built with it and a GPU is present, else CPU), cpu or cuda")
+       "auto, cpu or cuda; auto means the CPU until the CUDA backend has passed the GPU checks")
       ("fail-on-nonfinite", "exit 3 when a tensor holds NaN or Inf (default: warn and leave "
                             "those elements out of the sums)");
   po::variables_map vm;
