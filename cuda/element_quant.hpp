@@ -29,11 +29,6 @@ inline constexpr std::uint32_t kInfBits = 0x7F800000u;
 FP8A_HD std::uint32_t abs_bits(float x) { return float_bits(x) & 0x7FFFFFFFu; }
 FP8A_HD float abs_float(float x) { return bits_float(abs_bits(x)); }
 FP8A_HD bool is_finite_float(float x) { return abs_bits(x) < kInfBits; }
-// |x| as bits, NaN as 0: the max of these over a block is the block's amax over non-NaN elements.
-FP8A_HD std::uint32_t abs_bits_not_nan(float x) {
-  const std::uint32_t b = abs_bits(x);
-  return b > kInfBits ? 0u : b;
-}
 
 // decode(encode_satfinite(s)).
 template <Fp8Format F>

@@ -62,7 +62,7 @@ __global__ void __launch_bounds__(kThreads) metrics_blocked_kernel(const void* x
       const std::int64_t row = (r0 + r) * cols;
 #pragma unroll
       for (int s = 0; s < kSlots; ++s)
-        if (valid[s]) amax[s] = max(amax[s], abs_bits_not_nan(Loader::load(x, row + col[s])));
+        if (valid[s]) amax[s] = max(amax[s], static_cast<std::uint32_t>(abs_bits_not_nan(Loader::load(x, row + col[s]))));
     }
 
     float scale[kSlots], scale_inv[kSlots], threshold[kSlots];

@@ -54,12 +54,6 @@ void quantize_row_varying(const float* x, std::int64_t n, const float* scale,
   counts->overflow += o_count;
 }
 
-// max |x| over non-NaN elements as int32 bit patterns (see cpu_backend.cpp for why bits).
-inline std::int32_t abs_bits_not_nan(float v) {
-  const auto b = static_cast<std::int32_t>(float_bits(v) & 0x7FFFFFFFu);
-  return b > 0x7F800000 ? 0 : b;
-}
-
 template <float (*RoundTrip)(float)>
 void fake_quantize_blocked(const QuantSpec& spec, const float* x, std::int64_t rows,
                            std::int64_t cols, float* deq, FakeQuantCounts* counts) {

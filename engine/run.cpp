@@ -40,11 +40,9 @@ std::map<std::pair<std::string, Role>, AmaxHistory> known_amaxes(
   for (std::size_t i = 0; i < captures.tensors.size(); ++i) {
     const auto& k = captures.tensors[i].key;
     // The trace wins where it has the step; several ranks of a captured step reduce by max.
-    auto& h = out[{k.layer, k.role}];
-    const bool from_trace = trace != nullptr && trace->find(k.layer, k.role) != nullptr &&
-                            trace->find(k.layer, k.role)->amax_by_step.count(k.step) != 0;
-    if (from_trace) continue;
-    auto [it, inserted] = h.try_emplace(k.step, stats[i].amax);
+    const AmaxSeries* traced = trace != nullptr ? trace->find(k.layer, k.role) : nullptr;
+    if (traced != nullptr && traced->amax_by_step.count(k.step) != 0) continue;
+    auto [it, inserted] = out[{k.layer, k.role}].try_emplace(k.step, stats[i].amax);
     if (!inserted) it->second = std::max(it->second, stats[i].amax);
   }
   return out;

@@ -24,6 +24,15 @@ FP8A_HD float saturation_threshold(Fp8Format f) {
   return f == Fp8Format::kE4M3 ? 464.0f : bits_float(0x476FFFFFu);
 }
 
+// |x| as its float bit pattern, NaN as 0. For non-negative floats the order of the patterns is the
+// order of the values and NaN patterns lie above inf, so the max of these over a block is the
+// block's amax over its non-NaN elements — an integer reduction, which vectorises on the CPU (int32:
+// SSE2 compares are signed) and reduces with integer max/atomics on the device.
+FP8A_HD std::int32_t abs_bits_not_nan(float x) {
+  const auto b = static_cast<std::int32_t>(float_bits(x) & 0x7FFFFFFFu);
+  return b > 0x7F800000 ? 0 : b;
+}
+
 struct ScalePair {
   float scale;      // x is multiplied by it before the cast
   float scale_inv;  // the FP8 value is multiplied by it to dequantise
