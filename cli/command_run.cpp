@@ -5,6 +5,7 @@
 #include <chrono>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "cli/backend_registry.hpp"
 #include "cli/options.hpp"
@@ -16,9 +17,12 @@
 #include "policies/layer_summary.hpp"
 #include "reports/atomic_file.hpp"
 #include "engine/gemm_error.hpp"
+#include "engine/logged_stats.hpp"
 #include "reports/console_table.hpp"
 #include "reports/gemms_csv.hpp"
 #include "reports/metrics_csv.hpp"
+#include "reports/number_format.hpp"
+#include "reports/nvdlfw_csv.hpp"
 #include "reports/summary_json.hpp"
 
 namespace fp8a::cli {
@@ -35,11 +39,33 @@ std::string recipe_help() {
   return s;
 }
 
+// One line on the nvdlfw_inspect statistics: how many were paired with ours, the largest
+// differences, and what to do about the rest.
+std::string logged_stats_line(const LoggedStatsSummary& s, bool training_recipe_given) {
+  std::string line = "nvdlfw_inspect FP8 statistics: " + std::to_string(s.logged) + " logged, " +
+                     std::to_string(s.paired) + " beside our numbers";
+  if (!s.max_abs_difference.empty()) {
+    line += " (largest |ours - logged|:";
+    bool first = true;
+    for (const auto& [name, d] : s.max_abs_difference) {
+      line += (first ? " " : ", ") + name + " " + format_number(d);
+      first = false;
+    }
+    line += ")";
+  }
+  if (s.paired < s.logged)
+    line += std::string("; the others are for tensors or steps not captured") +
+            (training_recipe_given ? "" : " or for the training recipe (--training-recipe)") +
+            ", see the note column";
+  return line + "\n";
+}
+
 }  // namespace
 
 int command_run(const Invocation& inv) {
   std::vector<std::string> capture_paths, trace_paths;
-  std::string out_dir, recipes_text, format_text, device_text, npy_dtype_text, reduction_text;
+  std::string out_dir, recipes_text, format_text, device_text, npy_dtype_text, reduction_text,
+      training_recipe_text;
   int threads = 0;
   std::int64_t gemm_rows = 0;
   const std::string recipes_doc = recipe_help();
@@ -58,7 +84,11 @@ int command_run(const Invocation& inv) {
        "bf16: read 2-byte void / uint16 .npy arrays as BF16 (how np.save stores bfloat16)")
       ("amax-trace", po::value(&trace_paths)->multitoken(),
        "amax of every step for exact delayed-scaling replay: CSV step,tensor,amax and/or "
-       "nvdlfw_inspect statistics logs (cur_amax)")
+       "nvdlfw_inspect statistics logs (cur_amax; their LogFp8TensorStats values go to "
+       "nvdlfw_stats.csv beside ours)")
+      ("training-recipe", po::value(&training_recipe_text),
+       "the recipe the logged run trained with (one of --recipes): nvdlfw_inspect statistics "
+       "without a recipe name are compared with it")
       ("gemm-rows", po::value(&gemm_rows)->default_value(0),
        "GEMM-output error on this many token rows (evenly spaced), 0 = all rows")
       ("no-gemms", "skip the GEMM-output error (gemms.csv)")
@@ -86,6 +116,15 @@ int command_run(const Invocation& inv) {
     throw usage_error("fp8a.usage.208", "--amax-reduction '" + reduction_text +
                                             "': expected tp or none" +
                                             did_you_mean(reduction_text, {"tp", "none"}));
+  std::optional<Recipe> training_recipe;
+  if (vm.count("training-recipe") != 0) {
+    training_recipe = parse_recipe(training_recipe_text);
+    if (std::find(info.config.recipes.begin(), info.config.recipes.end(), *training_recipe) ==
+        info.config.recipes.end())
+      throw usage_error("fp8a.usage.210", "--training-recipe " + training_recipe->spec() +
+                                              " is not among --recipes; add it there");
+    info.training_recipe = training_recipe->spec();
+  }
   std::unique_ptr<tbb::global_control> limit;
   if (threads > 0)
     limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
@@ -140,15 +179,25 @@ int command_run(const Invocation& inv) {
     for (const auto& s : skipped) info.warnings.push_back("gemms: " + s);
   }
 
+  std::string nvdlfw_csv;
+  if (!trace.fp8_stats.empty()) {
+    const auto compared = compare_logged_stats(trace.fp8_stats, rows, training_recipe);
+    info.logged_stats = summarize_logged_stats(compared);
+    nvdlfw_csv = render_nvdlfw_csv(compared, trace.files);
+  }
+
   const auto layers = summarize_layers(rows);
   const std::string csv = render_metrics_csv(rows);
   const std::string gemms_csv = render_gemms_csv(gemms);
-  info.outputs = {"metrics.csv", "summary.json"};
-  if (vm.count("no-gemms") == 0) info.outputs.insert(info.outputs.begin() + 1, "gemms.csv");
+  info.outputs = {"metrics.csv"};
+  if (vm.count("no-gemms") == 0) info.outputs.push_back("gemms.csv");
+  if (info.logged_stats) info.outputs.push_back("nvdlfw_stats.csv");
+  info.outputs.push_back("summary.json");
   const std::string summary = render_summary_json(info, rows, layers);
   ensure_output_directory(out_dir);
   write_file_atomically(out_dir + "/metrics.csv", csv);
   if (vm.count("no-gemms") == 0) write_file_atomically(out_dir + "/gemms.csv", gemms_csv);
+  if (info.logged_stats) write_file_atomically(out_dir + "/nvdlfw_stats.csv", nvdlfw_csv);
   write_file_atomically(out_dir + "/summary.json", summary);
 
   std::cout << "fp8-advisor " << FP8A_VERSION << ": " << captures.tensors.size() << " tensors from "
@@ -159,7 +208,11 @@ int command_run(const Invocation& inv) {
             << std::count_if(rows.begin(), rows.end(),
                              [](const auto& r) { return r.applicability.ok; })
             << " rows), " << (vm.count("no-gemms") == 0 ? out_dir + "/gemms.csv (" + std::to_string(gemms.size()) + " rows), " : std::string())
+            << (info.logged_stats ? out_dir + "/nvdlfw_stats.csv (" +
+                                        std::to_string(info.logged_stats->logged) + " rows), "
+                                  : std::string())
             << out_dir << "/summary.json\n";
+  if (info.logged_stats) std::cout << logged_stats_line(*info.logged_stats, training_recipe.has_value());
   return kExitOk;
 }
 

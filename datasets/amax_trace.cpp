@@ -393,14 +393,95 @@ bool is_nvdlfw_line(std::string_view line) {
 
 struct NvdlfwCounts {
   std::size_t lines = 0;          // statistics lines
-  std::size_t other_stats = 0;    // stat other than cur_amax
-  std::size_t other_tensors = 0;  // cur_amax of a tensor other than activation, weight, gradient
+  std::size_t fp8_stats = 0;      // LogFp8TensorStats values kept
+  std::size_t other_stats = 0;    // stat other than cur_amax and the FP8 statistics
+  std::size_t other_tensors = 0;  // cur_amax / FP8 stat of a tensor other than activation, weight, gradient
   std::set<std::string, std::less<>> other_tensor_names;  // the first kListedSkippedTensors
   bool more_tensor_names = false;                         // and there were others
 };
 
-void parse_nvdlfw(std::string_view text, const std::string& path, TraceBuilder* builder,
-                  FileValues* values, NvdlfwCounts* counts) {
+// LogFp8TensorStats names, from the right: "[_<recipe>]_<stat>[_columnwise]".
+struct Fp8StatSuffix {
+  std::string_view text;
+  LoggedStatKind kind;
+};
+constexpr Fp8StatSuffix kFp8StatSuffixes[] = {
+    {"_underflows%", LoggedStatKind::kUnderflowPct}, {"_overflows%", LoggedStatKind::kOverflowPct},
+    {"_scale_inv_min", LoggedStatKind::kScaleInvMin}, {"_scale_inv_max", LoggedStatKind::kScaleInvMax},
+    {"_mse", LoggedStatKind::kMse}};
+struct LoggedRecipeName {
+  std::string_view text;
+  LoggedRecipe recipe;
+};
+constexpr LoggedRecipeName kLoggedRecipeNames[] = {
+    {"fp8_delayed_scaling", LoggedRecipe::kDelayed},
+    {"fp8_current_scaling", LoggedRecipe::kCurrent},
+    {"fp8_block_scaling", LoggedRecipe::kBlock},
+    {"mxfp8", LoggedRecipe::kMxfp8}};
+constexpr std::string_view kColumnwise = "_columnwise";
+
+// Splits an FP8 statistic's name into "<layer>_<tensor>" and the rest; false for other names.
+bool split_fp8_stat(std::string_view name, std::string_view* layer_tensor, LoggedFp8Stat* out) {
+  out->columnwise = ends_with(name, kColumnwise);
+  if (out->columnwise) name.remove_suffix(kColumnwise.size());
+  const Fp8StatSuffix* stat = nullptr;
+  for (const auto& s : kFp8StatSuffixes)
+    if (ends_with(name, s.text)) stat = &s;
+  if (stat == nullptr) return false;
+  name.remove_suffix(stat->text.size());
+  out->stat = stat->kind;
+  out->recipe = LoggedRecipe::kTraining;
+  for (const auto& r : kLoggedRecipeNames) {
+    if (name.size() > r.text.size() + 1 && ends_with(name, r.text) &&
+        name[name.size() - r.text.size() - 1] == '_') {
+      out->recipe = r.recipe;
+      name.remove_suffix(r.text.size() + 1);
+      break;
+    }
+  }
+  *layer_tensor = name;
+  return true;
+}
+
+// "<layer>_<tensor>": the tensor is the last "_" part (layer names may hold "_", tensor names do
+// not). False, with *tensor set, when it is not activation, weight or gradient.
+bool split_layer_tensor(std::string_view layer_tensor, std::string_view* layer,
+                        std::string_view* tensor, Role* role) {
+  const auto underscore = layer_tensor.rfind('_');
+  *tensor = underscore == std::string_view::npos ? layer_tensor : layer_tensor.substr(underscore + 1);
+  *layer = underscore == std::string_view::npos ? std::string_view() : layer_tensor.substr(0, underscore);
+  return role_from_name(*tensor, role);
+}
+
+void count_other_tensor(std::string_view tensor, NvdlfwCounts* counts) {
+  ++counts->other_tensors;
+  auto& names = counts->other_tensor_names;
+  if (names.find(tensor) == names.end()) {
+    if (names.size() < kListedSkippedTensors)
+      names.emplace(tensor);
+    else
+      counts->more_tensor_names = true;
+  }
+}
+
+[[noreturn]] void throw_no_layer(const std::string& path, std::size_t n, std::string_view name) {
+  throw input_error("fp8a.trace.502",
+                    at_line(path, n) + "malformed nvdlfw_inspect statistics line: " +
+                        "statistic " + shown(name, kShownNameBytes) +
+                        " names no layer; expected " + std::string(kNvdlfwLayout));
+}
+
+std::int64_t parse_iteration(const NvdlfwLine& parts, const std::string& path, std::size_t n) {
+  std::int64_t step = 0;
+  if (!parse_step(parts.iteration, &step))
+    throw input_error("fp8a.trace.503", at_line(path, n) + "iteration " + shown(parts.iteration) +
+                                            " is not a non-negative integer");
+  return step;
+}
+
+void parse_nvdlfw(std::string_view text, const std::string& path, std::size_t file_index,
+                  TraceBuilder* builder, FileValues* values, std::vector<LoggedFp8Stat>* stats,
+                  NvdlfwCounts* counts) {
   // "<layer>_<tensor>" -> series; keys view the file's bytes.
   std::unordered_map<std::string_view, std::uint32_t> series_of;
   LineReader lines(text);
@@ -414,37 +495,44 @@ void parse_nvdlfw(std::string_view text, const std::string& path, TraceBuilder* 
                                               "malformed nvdlfw_inspect statistics line: " + why +
                                               "; expected " + std::string(kNvdlfwLayout));
     ++counts->lines;
-    // Layer names may hold underscores; tensor names never do, so split from the right.
+    std::string_view layer_tensor, layer, tensor;
+    Role role = Role::kActivation;
+    LoggedFp8Stat stat;
+    if (split_fp8_stat(parts.name, &layer_tensor, &stat)) {
+      if (!split_layer_tensor(layer_tensor, &layer, &tensor, &role)) {
+        count_other_tensor(tensor, counts);
+        continue;
+      }
+      if (layer.empty()) throw_no_layer(path, n, parts.name);
+      stat.step = parse_iteration(parts, path, n);
+      const char* end = parts.value.data() + parts.value.size();
+      const auto r = std::from_chars(parts.value.data(), end, stat.value);
+      if (parts.value.empty() || r.ptr != end || r.ec != std::errc())
+        throw input_error("fp8a.trace.503", at_line(path, n) + "value " + shown(parts.value) +
+                                                " of " + shown(parts.name, kShownNameBytes) +
+                                                " is not a number");
+      stat.layer = std::string(layer);
+      stat.role = role;
+      stat.name = std::string(parts.name);
+      stat.file = file_index;
+      stat.line = n;
+      stats->push_back(std::move(stat));
+      ++counts->fp8_stats;
+      continue;
+    }
     if (parts.name.size() <= kCurAmax.size() || !ends_with(parts.name, kCurAmax)) {
       ++counts->other_stats;
       continue;
     }
-    const std::string_view layer_tensor = parts.name.substr(0, parts.name.size() - kCurAmax.size());
-    const auto underscore = layer_tensor.rfind('_');
-    const std::string_view tensor =
-        underscore == std::string_view::npos ? layer_tensor : layer_tensor.substr(underscore + 1);
-    Role role = Role::kActivation;
-    if (!role_from_name(tensor, &role)) {
-      ++counts->other_tensors;
-      auto& names = counts->other_tensor_names;
-      if (names.find(tensor) == names.end()) {
-        if (names.size() < kListedSkippedTensors)
-          names.emplace(tensor);
-        else
-          counts->more_tensor_names = true;
-      }
+    layer_tensor = parts.name.substr(0, parts.name.size() - kCurAmax.size());
+    if (!split_layer_tensor(layer_tensor, &layer, &tensor, &role)) {
+      count_other_tensor(tensor, counts);
       continue;
     }
-    if (underscore == std::string_view::npos || underscore == 0)
-      throw input_error("fp8a.trace.502",
-                        at_line(path, n) + "malformed nvdlfw_inspect statistics line: " +
-                            "statistic " + shown(parts.name, kShownNameBytes) +
-                            " names no layer; expected " + std::string(kNvdlfwLayout));
+    if (layer.empty()) throw_no_layer(path, n, parts.name);
     Entry e{};
     e.line = n;
-    if (!parse_step(parts.iteration, &e.step))
-      throw input_error("fp8a.trace.503", at_line(path, n) + "iteration " + shown(parts.iteration) +
-                                              " is not a non-negative integer");
+    e.step = parse_iteration(parts, path, n);
     if (auto why = parse_amax(parts.value, &e.amax); !why.empty())
       throw input_error("fp8a.trace.503",
                         at_line(path, n) + "cur_amax value " + shown(parts.value) + " " + why);
@@ -452,7 +540,7 @@ void parse_nvdlfw(std::string_view text, const std::string& path, TraceBuilder* 
     if (auto it = series_of.find(layer_tensor); it != series_of.end()) {
       series = it->second;
     } else {
-      series = builder->series_index(std::string(layer_tensor.substr(0, underscore)), role);
+      series = builder->series_index(std::string(layer), role);
       series_of.emplace(layer_tensor, series);
     }
     values->add(series, e);
@@ -462,8 +550,8 @@ void parse_nvdlfw(std::string_view text, const std::string& path, TraceBuilder* 
 // ---- one file -----------------------------------------------------------------------------------
 
 // Reads one file into the builder; returns its note and sets *rounded for nvdlfw logs.
-std::string load_file(const std::string& path, const FileSystem& fs, TraceBuilder* builder,
-                      bool* rounded) {
+std::string load_file(const std::string& path, std::size_t file_index, const FileSystem& fs,
+                      TraceBuilder* builder, std::vector<LoggedFp8Stat>* stats, bool* rounded) {
   const auto mapping = fs.map(path);
   const auto bytes = mapping->bytes();
   const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
@@ -501,19 +589,23 @@ std::string load_file(const std::string& path, const FileSystem& fs, TraceBuilde
     note = path + ": capture CSV, " + count_of(values.count, "amax value", "amax values");
   } else {
     NvdlfwCounts counts;
-    parse_nvdlfw(text, path, builder, &values, &counts);
-    if (values.count == 0)
+    parse_nvdlfw(text, path, file_index, builder, &values, stats, &counts);
+    if (values.count == 0 && counts.fp8_stats == 0)
       throw input_error("fp8a.trace.506",
-                        path + ": no cur_amax values of activation, weight or gradient among " +
+                        path + ": no cur_amax values and no FP8 statistics of activation, weight "
+                               "or gradient among " +
                             count_of(counts.lines, "statistics line", "statistics lines") +
                             "; log them with LogTensorStats, stats [cur_amax], tensors "
                             "[activation, weight, gradient]");
     note = path + ": nvdlfw_inspect statistics log, " +
            count_of(values.count, "cur_amax value", "cur_amax values");
+    if (counts.fp8_stats > 0)
+      note += ", " + count_of(counts.fp8_stats, "FP8 statistic", "FP8 statistics") +
+              " (LogFp8TensorStats)";
     if (counts.other_stats > 0)
       note += "; skipped " + count_of(counts.other_stats, "line", "lines") + " of other statistics";
     if (counts.other_tensors > 0) {
-      note += "; skipped " + count_of(counts.other_tensors, "cur_amax line", "cur_amax lines") +
+      note += "; skipped " + count_of(counts.other_tensors, "line", "lines") +
               " of other tensors (";
       bool comma = false;
       for (const auto& t : counts.other_tensor_names) {
@@ -523,7 +615,7 @@ std::string load_file(const std::string& path, const FileSystem& fs, TraceBuilde
       if (counts.more_tensor_names) note += ", ...";
       note += ")";
     }
-    *rounded = true;
+    if (values.count > 0) *rounded = true;
   }
   check_repeats(path, format, *builder, &values);
   builder->add_file(values);
@@ -531,6 +623,19 @@ std::string load_file(const std::string& path, const FileSystem& fs, TraceBuilde
 }
 
 }  // namespace
+
+const char* logged_recipe_name(LoggedRecipe r) {
+  if (r == LoggedRecipe::kTraining) return "";
+  for (const auto& n : kLoggedRecipeNames)
+    if (n.recipe == r) return n.text.data();
+  return "";
+}
+
+const char* logged_stat_name(LoggedStatKind s) {
+  for (const auto& n : kFp8StatSuffixes)
+    if (n.kind == s) return n.text.data() + 1;  // without the leading "_"
+  return "";
+}
 
 const AmaxSeries* AmaxTrace::find(const std::string& layer, Role role) const {
   const auto it = series.find(SeriesKey(layer, role));
@@ -561,8 +666,9 @@ AmaxTrace load_amax_trace(const std::vector<std::string>& paths, const FileSyste
   }
 
   TraceBuilder builder;
-  for (const auto& f : trace.files)
-    trace.notes.push_back(load_file(f, fs, &builder, &trace.rounded));
+  for (std::size_t i = 0; i < trace.files.size(); ++i)
+    trace.notes.push_back(
+        load_file(trace.files[i], i, fs, &builder, &trace.fp8_stats, &trace.rounded));
   trace.notes.insert(trace.notes.end(), repeated_notes.begin(), repeated_notes.end());
   if (trace.rounded)
     trace.notes.push_back(

@@ -13,13 +13,18 @@
 //     FileLogger puts "%(asctime)s - %(levelname)s - " before every line; the name is the last
 //     blank-free token before "iteration=", and any run of blanks separates the parts. The tensor
 //     is the last "_" part before "_cur_amax" (layer names may hold "_", tensor names do not).
-//     Only stat cur_amax of tensors activation, weight and gradient is read; other statistics and
-//     tensors (output, wgrad, dgrad) are skipped and counted in a note. Values carry 4 decimals.
+//     Stat cur_amax of tensors activation, weight and gradient gives the amaxes. The FP8 statistics
+//     of TE's LogFp8TensorStats feature, "<layer>_<tensor>_[<recipe>_]<stat>[_columnwise]" with
+//     stat underflows%, overflows%, scale_inv_min, scale_inv_max or mse and recipe
+//     fp8_delayed_scaling, fp8_current_scaling, fp8_block_scaling or mxfp8 (none: the training
+//     run's recipe), are kept as they are (fp8_stats) to be shown beside fp8-advisor's own
+//     numbers. Other statistics and tensors (output, wgrad, dgrad) are skipped and counted in a
+//     note. Values carry 4 decimals.
 //
 // Amax values: float32, parsed exactly (std::from_chars); "nan" and "inf" are accepted in any
 // case; negative values are refused; -0 is read as 0.
 //
-// The same (layer, role, step) in one file is an error. In several files (one log per rank) the
+// The same (layer, role, step) amax in one file is an error. In several files (one log per rank) the
 // values are merged by max, as TE's amax reduction across ranks does; a NaN on any side wins.
 #pragma once
 
@@ -34,6 +39,29 @@
 
 namespace fp8a {
 
+// The recipe an nvdlfw_inspect FP8 statistic was computed for: the training run's own (a stat
+// name without a recipe) or one of TE's what-if quantizers (log_fp8_tensor_stats.py
+// _get_new_quantizer: current scaling without pow2/eps, 128x128-tile block scaling, MXFP8).
+enum class LoggedRecipe : std::uint8_t { kTraining, kDelayed, kCurrent, kBlock, kMxfp8 };
+enum class LoggedStatKind : std::uint8_t { kUnderflowPct, kOverflowPct, kScaleInvMin, kScaleInvMax, kMse };
+// TE's names: "fp8_current_scaling" ... ("" for kTraining); "underflows%" ...
+const char* logged_recipe_name(LoggedRecipe r);
+const char* logged_stat_name(LoggedStatKind s);
+
+// One LogFp8TensorStats value of one tensor at one step, as logged.
+struct LoggedFp8Stat {
+  std::string layer;
+  Role role = Role::kActivation;
+  std::int64_t step = 0;
+  LoggedRecipe recipe = LoggedRecipe::kTraining;
+  LoggedStatKind stat = LoggedStatKind::kUnderflowPct;
+  bool columnwise = false;
+  double value = 0.0;
+  std::string name;        // the statistic's full name in the log
+  std::size_t file = 0;    // index into AmaxTrace::files
+  std::size_t line = 0;
+};
+
 // The amax of one GEMM operand, by training step (TE's "iteration"). Steps need not be contiguous.
 struct AmaxSeries {
   std::map<std::int64_t, float> amax_by_step;
@@ -42,6 +70,8 @@ struct AmaxSeries {
 struct AmaxTrace {
   std::map<std::pair<std::string, Role>, AmaxSeries> series;  // (layer, role) -> series
   std::vector<std::string> files;                             // paths read, in order, each once
+  // nvdlfw_inspect FP8 statistics, in file and line order (several ranks' logs are not merged).
+  std::vector<LoggedFp8Stat> fp8_stats;
   // True when any value came from a source that rounds: nvdlfw_inspect logs print value={:.4f}, so
   // their amaxes are rounded to 0.0001 and an amax below 0.00005 reads as 0.
   bool rounded = false;
@@ -62,10 +92,10 @@ struct AmaxTrace {
 //   fp8a.trace.502  malformed line (CSV field count or quotes; nvdlfw line without iteration= or
 //                   value=, or text after the value)
 //   fp8a.trace.503  bad number (step/iteration not a non-negative integer; amax not a number,
-//                   negative, or outside the float32 range)
+//                   negative, or outside the float32 range; FP8 statistic not a number)
 //   fp8a.trace.504  CSV tensor name is not <layer>.<role>
 //   fp8a.trace.505  the same (layer, role, step) twice in one file (both line numbers named)
-//   fp8a.trace.506  the file holds no amax entries
+//   fp8a.trace.506  the file holds no amax entries (nvdlfw logs: no cur_amax and no FP8 statistic)
 AmaxTrace load_amax_trace(const std::vector<std::string>& paths, const FileSystem& fs);
 
 }  // namespace fp8a

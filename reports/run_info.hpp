@@ -1,11 +1,13 @@
 // Provenance and run facts recorded in every report.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "datasets/capture.hpp"
 #include "engine/run.hpp"
+#include "reports/nvdlfw_csv.hpp"
 
 namespace fp8a {
 
@@ -24,6 +26,10 @@ struct RunInfo {
   std::vector<std::string> trace_files;
   bool trace_rounded = false;
   std::vector<std::string> trace_notes;
+  // nvdlfw_inspect FP8 statistics found in the trace files, and the recipe the logged run trained
+  // with (--training-recipe, "" if not given).
+  std::optional<LoggedStatsSummary> logged_stats;
+  std::string training_recipe;
   double read_seconds = 0;
   double evaluate_seconds = 0;
   double gemm_seconds = 0;

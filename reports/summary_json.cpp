@@ -84,6 +84,14 @@ std::string render_summary_json(const RunInfo& info, std::span<const EvaluationR
                          {"amax_trace_rounded", info.trace_rounded},
                          {"amax_trace_notes", info.trace_notes},
                          {"not_exact", replay_details}};
+  if (info.logged_stats) {
+    ordered_json diffs = ordered_json::object();
+    for (const auto& [name, d] : info.logged_stats->max_abs_difference) diffs[name] = number(d);
+    j["nvdlfw_stats"] = {{"logged", info.logged_stats->logged},
+                         {"paired", info.logged_stats->paired},
+                         {"training_recipe", info.training_recipe},
+                         {"max_abs_difference", diffs}};
+  }
   j["not_applicable"] = skipped;
   j["outputs"] = info.outputs;
   ordered_json out_layers = ordered_json::array();

@@ -86,6 +86,7 @@ std::string Recipe::spec() const {
       break;
     case RecipeKind::kBlock:
       if (!pow2_scales) s += ":fp32";
+      if (block_2d) s += ":2d";
       break;
     case RecipeKind::kMx:
       if (mx_rule == MxScaleRule::kOcpFloor) s += ":floor";
@@ -151,6 +152,10 @@ bool apply_option(std::string_view spec, std::string_view f, Recipe* r) {
         r->pow2_scales = false;
         return true;
       }
+      if (f == "2d") {
+        r->block_2d = true;
+        return true;
+      }
       return false;
     case RecipeKind::kMx:
       if (f == "floor") {
@@ -214,7 +219,7 @@ BlockShape block_shape(const Recipe& recipe, Role role, Orientation orientation)
   const bool row = orientation == Orientation::kRowwise;
   switch (recipe.kind) {
     case RecipeKind::kBlock:
-      if (role == Role::kWeight) return {128, 128};
+      if (role == Role::kWeight || recipe.block_2d) return {128, 128};
       return row ? BlockShape{1, 128} : BlockShape{128, 1};
     case RecipeKind::kMx:
       return row ? BlockShape{1, 32} : BlockShape{32, 1};
@@ -225,7 +230,7 @@ BlockShape block_shape(const Recipe& recipe, Role role, Orientation orientation)
 
 std::vector<Orientation> orientations_for(const Recipe& recipe, Role role) {
   const bool both = recipe.kind == RecipeKind::kMx ||
-                    (recipe.kind == RecipeKind::kBlock && role != Role::kWeight);
+                    (recipe.kind == RecipeKind::kBlock && role != Role::kWeight && !recipe.block_2d);
   if (both) return {Orientation::kRowwise, Orientation::kColumnwise};
   return {Orientation::kRowwise};
 }

@@ -57,8 +57,9 @@ inline constexpr RecipeKindTraits kRecipeKinds[] = {
      "per-tensor current scaling (TE Float8CurrentScaling); options :pow2, :eps=V"},
     {RecipeKind::kPerTensorDelayed, "delayed", "history=H, algo=max|most_recent, margin=M",
      "delayed scaling (TE DelayedScaling) replayed over steps; defaults history=1024:algo=max:margin=0"},
-    {RecipeKind::kBlock, "block", "fp32",
-     "TE Float8BlockScaling: 1x128 blocks, 128x128 for weights, power-of-two scales (:fp32 for fp32)"},
+    {RecipeKind::kBlock, "block", "fp32, 2d",
+     "TE Float8BlockScaling: 1x128 blocks, 128x128 for weights, power-of-two scales (:fp32 for "
+     "fp32 scales, :2d for 128x128 tiles everywhere)"},
     {RecipeKind::kMx, "mxfp8", "floor",
      "TE MXFP8BlockScaling: 32-element blocks, E8M0 scales rounded up (:floor for the OCP MX rule)"},
     {RecipeKind::kBf16, "bf16", "", "no FP8: the BF16 round trip, for comparison"},
@@ -73,6 +74,9 @@ struct Recipe {
   DelayedAlgo algo = DelayedAlgo::kMax;  // delayed: amax_compute_algo
   int margin = 0;                        // delayed: scale = (fp8_max * 2^-margin) / amax
   MxScaleRule mx_rule = MxScaleRule::kTeRoundUp;
+  // block: 128x128 tiles for every role (TE Float8BlockQuantizer's default block_scaling_dim=2,
+  // which nvdlfw_inspect's fp8_block_scaling statistics use) instead of 1x128 for X and dY.
+  bool block_2d = false;
 
   // Canonical spec string: options in a fixed order; for delayed every option is written.
   std::string spec() const;

@@ -694,3 +694,102 @@ TEST_CASE("synth sensitive-ends and healthy: FP8 error of the first/last layer i
     CHECK(worst_gemm_sqnr(ends.gemms, "layers.0.mlp.linear_fc1", true) > 23.0);
   }
 }
+
+TEST_CASE("nvdlfw_inspect FP8 statistics are shown beside ours (nvdlfw_stats.csv)") {
+  // A LogFp8TensorStats log written from the independent NumPy peer's values for the sample
+  // (tests/golden/sample_numpy_all_hybrid.csv), printed as nvdlfw_inspect prints them ({:.4f}):
+  // current scaling as a what-if recipe, MXFP8 columnwise copies (scale_inv as TE logs MXFP8
+  // scales: the biased E8M0 exponent), and delayed scaling as the training recipe (bare names).
+  const Table golden = read_csv(slurp(kSource / "tests/golden/sample_numpy_all_hybrid.csv"));
+  const std::string delayed = "delayed:history=16:algo=max:margin=0";
+  std::string log;
+  std::size_t expected_pairs = 0;
+  const auto line = [&](const std::string& layer, const std::string& tensor, const std::string& stat,
+                        const std::string& step, double value) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, " \t\t\t\t iteration=%06d \t\t\t\t value=%.4f\n",
+                  std::atoi(step.c_str()), value);
+    log += "2026-01-01 00:00:00,000 - INFO - " + layer + "_" + tensor + "_" + stat + buf;
+  };
+  for (const auto& g : golden) {
+    // DumpTensors-style names for one layer: the pairing must match them after sanitising.
+    std::string layer = g.at("layer");
+    const std::string step = g.at("step"), tensor = g.at("tensor"), recipe = g.at("recipe");
+    if (layer == "layers.1.mlp.linear_fc2") layer = "layers_1_mlp_linear_fc2";
+    if (recipe == "current") {
+      line(layer, tensor, "fp8_current_scaling_underflows%", step, num(g.at("underflow_pct")));
+      line(layer, tensor, "fp8_current_scaling_mse", step, num(g.at("mse")));
+      line(layer, tensor, "fp8_current_scaling_scale_inv_min", step, num(g.at("scale_inv_min")));
+      expected_pairs += 3;
+    } else if (recipe == "mxfp8" && g.at("orientation") == "columnwise") {
+      line(layer, tensor, "mxfp8_underflows%_columnwise", step, num(g.at("underflow_pct")));
+      line(layer, tensor, "mxfp8_scale_inv_max_columnwise", step,
+           std::log2(num(g.at("scale_inv_max"))) + 127.0);
+      expected_pairs += 2;
+    } else if (recipe == delayed) {
+      line(layer, tensor, "underflows%", step, num(g.at("underflow_pct")));
+      line(layer, tensor, "overflows%", step, num(g.at("overflow_pct")));
+      expected_pairs += 2;
+    }
+  }
+  REQUIRE(expected_pairs == 24 * 7);
+  // Logged at a step that was not captured, and for the training recipe.
+  line("layers.0.mlp.linear_fc2", "gradient", "underflows%", "150", 12.5);
+
+  TempDir dir;
+  const fs::path log_path = dir.path / "nvdlfw_inspect_globalrank-0.log";
+  write_bytes(log_path, log);
+  const std::string args = "run --capture " + sample() + " --no-gemms --recipes current," + delayed +
+                           ",mxfp8 --amax-trace " +
+                           shell_quote((kSource / "datasets/sample/amax_trace.csv").string()) + " " +
+                           shell_quote(log_path.string());
+  const fs::path out = dir.path / "out";
+  const auto r = run(args + " --training-recipe " + delayed + " --out " + shell_quote(out.string()));
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  const Table rows = read_csv(slurp(out / "nvdlfw_stats.csv"));
+  REQUIRE(rows.size() == expected_pairs + 1);
+  std::size_t paired = 0;
+  for (const auto& row : rows) {
+    INFO(row.at("step") << " " << row.at("layer") << " " << row.at("role") << " "
+         << row.at("statistic") << " " << row.at("note"));
+    if (row.at("step") == "150") {
+      CHECK(row.at("note") == "not captured at this step");
+      CHECK(row.at("ours").empty());
+      continue;
+    }
+    REQUIRE(row.at("note").empty());
+    ++paired;
+    // The log keeps 4 decimals: our value is within half a unit of the last one.
+    CHECK(std::fabs(num(row.at("ours")) - num(row.at("logged"))) <= 0.00005 + 1e-12);
+    CHECK(num(row.at("difference")) == doctest::Approx(num(row.at("ours")) - num(row.at("logged"))));
+    const std::string stat = row.at("statistic");
+    if (stat.rfind("fp8_current_scaling", 0) == 0) CHECK(row.at("recipe") == "current");
+    if (stat.rfind("mxfp8", 0) == 0) {
+      CHECK(row.at("recipe") == "mxfp8");
+      CHECK(row.at("orientation") == "columnwise");
+    }
+    if (stat == "underflows%" || stat == "overflows%") CHECK(row.at("recipe") == delayed);
+  }
+  CHECK(paired == expected_pairs);
+  const auto summary = nlohmann::json::parse(slurp(out / "summary.json"));
+  CHECK(summary["nvdlfw_stats"]["logged"] == expected_pairs + 1);
+  CHECK(summary["nvdlfw_stats"]["paired"] == expected_pairs);
+  CHECK(summary["nvdlfw_stats"]["training_recipe"] == delayed);
+  CHECK(r.out.find("nvdlfw_inspect FP8 statistics: 169 logged, 168 beside our numbers") !=
+        std::string::npos);
+
+  // Without --training-recipe the bare statistics stay unpaired, with the reason.
+  const auto r2 = run(args + " --out " + shell_quote((dir.path / "out2").string()));
+  REQUIRE(r2.rc == 0);
+  std::size_t unpaired = 0;
+  for (const auto& row : read_csv(slurp(dir.path / "out2/nvdlfw_stats.csv")))
+    if (row.at("note") == "the training run's recipe: name it with --training-recipe") ++unpaired;
+  CHECK(unpaired == 24 * 2 + 1);
+
+  const auto bad = run(args + " --training-recipe block --out " + shell_quote((dir.path / "o3").string()));
+  CHECK(bad.rc == 2);
+  CHECK(bad.err == "fp8-advisor: error: [fp8a.usage.210] --training-recipe block is not among "
+                   "--recipes; add it there\n");
+  CHECK_FALSE(fs::exists(dir.path / "o3"));
+}

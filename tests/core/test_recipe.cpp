@@ -74,6 +74,9 @@ TEST_CASE("every recipe kind parses, prints canonically and rejects what it does
   CHECK(fp8a::parse_recipe("block").spec() == "block");
   CHECK_FALSE(fp8a::parse_recipe("block:fp32").pow2_scales);
   CHECK(fp8a::parse_recipe("block:fp32").spec() == "block:fp32");
+  CHECK(fp8a::parse_recipe("block:2d").block_2d);
+  CHECK(fp8a::parse_recipe("block:2d").pow2_scales);
+  CHECK(fp8a::parse_recipe("block:2d:fp32").spec() == "block:fp32:2d");
   CHECK(fp8a::parse_recipe("mxfp8:floor").mx_rule == fp8a::MxScaleRule::kOcpFloor);
   CHECK(fp8a::parse_recipe("mxfp8:floor").spec() == "mxfp8:floor");
   CHECK(fp8a::parse_recipe("bf16").spec() == "bf16");
@@ -98,7 +101,7 @@ TEST_CASE("every recipe kind parses, prints canonically and rejects what it does
                        Error);
   CHECK_THROWS_WITH_AS(fp8a::parse_recipe("block:pow2"),
                        "[fp8a.usage.201] --recipes: bad recipe 'block:pow2': unknown option 'pow2' "
-                       "for block (takes fp32)",
+                       "for block (takes fp32, 2d)",
                        Error);
   CHECK_THROWS_WITH_AS(fp8a::parse_recipe("mxfp4"),
                        "[fp8a.usage.201] --recipes: bad recipe 'mxfp4': unknown kind 'mxfp4' (did "

@@ -162,8 +162,8 @@ TEST_CASE("nvdlfw_inspect log: cur_amax of activation, weight, gradient; the res
   CHECK(t.notes ==
         std::vector<std::string>{
             "logs/nvdlfw_inspect_globalrank-0.log: nvdlfw_inspect statistics log, 7 cur_amax "
-            "values; skipped 4 lines of other statistics; skipped 3 cur_amax lines of other "
-            "tensors (dgrad, output, wgrad)",
+            "values, 4 FP8 statistics (LogFp8TensorStats); skipped 3 lines of other tensors "
+            "(dgrad, output, wgrad)",
             "nvdlfw_inspect prints values with 4 decimals (value={:.4f}): amaxes are rounded to "
             "0.0001 and an amax below 0.00005 reads as 0"});
   REQUIRE(t.series.size() == 6);
@@ -406,9 +406,12 @@ TEST_CASE("503: bad numbers") {
       "[fp8a.trace.503] r.log:1: cur_amax value 'tensor(1.)' is not a number", Error);
   CHECK_THROWS_WITH_AS(log("l_weight_cur_amax \t\t\t\t iteration=000001 \t\t\t\t value=-2.0000\n"),
                        "[fp8a.trace.503] r.log:1: cur_amax value '-2.0000' is negative", Error);
-  // Numbers of skipped statistics are not read.
-  CHECK_NOTHROW(log("l_weight_mse \t\t\t\t iteration=x \t\t\t\t value=y\n" +
+  // Numbers of skipped statistics are not read; those of FP8 statistics are.
+  CHECK_NOTHROW(log("l_weight_std \t\t\t\t iteration=x \t\t\t\t value=y\n" +
                     stat_line("l_weight_cur_amax", 1, 1.0)));
+  CHECK_THROWS_WITH_AS(log("l_weight_mse \t\t\t\t iteration=x \t\t\t\t value=y\n"),
+                       "[fp8a.trace.503] r.log:1: iteration 'x' is not a non-negative integer",
+                       Error);
 }
 
 TEST_CASE("504: CSV tensor name is not <layer>.<role>") {
@@ -479,11 +482,12 @@ TEST_CASE("506: no amax entries") {
                        "[fp8a.trace.506] t.csv: no amax rows after the header 'step,tensor,amax'",
                        Error);
   CHECK_THROWS_WITH_AS(
-      load_amax_trace({"r.log"}, one_file("r.log", stat_line("l_activation_underflows%", 1, 0.5) +
+      load_amax_trace({"r.log"}, one_file("r.log", stat_line("l_output_underflows%", 1, 0.5) +
+                                                       stat_line("l_activation_min", 1, 0.5) +
                                                        stat_line("l_output_cur_amax", 1, 2.0))),
-      "[fp8a.trace.506] r.log: no cur_amax values of activation, weight or gradient among 2 "
-      "statistics lines; log them with LogTensorStats, stats [cur_amax], tensors [activation, "
-      "weight, gradient]",
+      "[fp8a.trace.506] r.log: no cur_amax values and no FP8 statistics of activation, weight or "
+      "gradient among 3 statistics lines; log them with LogTensorStats, stats [cur_amax], "
+      "tensors [activation, weight, gradient]",
       Error);
 }
 
@@ -494,6 +498,65 @@ TEST_CASE("nvdlfw_inspect log: at most 8 skipped tensor names are listed") {
   const AmaxTrace t = load_amax_trace({"r.log"}, one_file("r.log", log));
   REQUIRE(!t.notes.empty());
   CHECK(t.notes[0] ==
-        "r.log: nvdlfw_inspect statistics log, 1 cur_amax value; skipped 10 cur_amax lines of "
-        "other tensors (a, b, c, d, e, f, g, h, ...)");
+        "r.log: nvdlfw_inspect statistics log, 1 cur_amax value; skipped 10 lines of other "
+        "tensors (a, b, c, d, e, f, g, h, ...)");
+}
+
+TEST_CASE("nvdlfw_inspect log: LogFp8TensorStats values are kept as logged") {
+  // Names as TE's stats_buffer logs them: f"{layer}_{tensor}_{stat}", stat =
+  // "[<recipe>_]<stat>[_columnwise]" (debug/features/log_fp8_tensor_stats.py).
+  std::string log;
+  log += stat_line("decoder.layers.0.mlp.linear_fc1_activation_underflows%", 10, 1.25);
+  log += stat_line("decoder.layers.0.mlp.linear_fc1_gradient_mxfp8_underflows%_columnwise", 10, 0.5);
+  log += stat_line("decoder.layers.0.mlp.linear_fc1_weight_fp8_block_scaling_scale_inv_min", 10, 0.0001);
+  log += stat_line("my_layer_with_mse_weight_fp8_current_scaling_mse", 11, 2.5);
+  log += stat_line("lin_activation_fp8_delayed_scaling_overflows%", 12, 0.03);
+  log += stat_line("lin_gradient_scale_inv_max", 12, 1024.0);
+  log += stat_line("lin_wgrad_underflows%", 12, 1.0);   // not a GEMM operand: skipped
+  log += stat_line("lin_activation_l1_norm", 12, 1.0);  // LogTensorStats: skipped
+  const AmaxTrace t = load_amax_trace({"r.log"}, one_file("r.log", log));
+  CHECK(t.series.empty());
+  CHECK_FALSE(t.rounded);  // no amax was read from the log
+  CHECK(t.notes == std::vector<std::string>{
+                       "r.log: nvdlfw_inspect statistics log, 0 cur_amax values, 6 FP8 statistics "
+                       "(LogFp8TensorStats); skipped 1 line of other statistics; skipped 1 line of "
+                       "other tensors (wgrad)"});
+  REQUIRE(t.fp8_stats.size() == 6);
+  const auto& a = t.fp8_stats[0];
+  CHECK(a.layer == "decoder.layers.0.mlp.linear_fc1");
+  CHECK(a.role == Role::kActivation);
+  CHECK(a.step == 10);
+  CHECK(a.recipe == fp8a::LoggedRecipe::kTraining);
+  CHECK(a.stat == fp8a::LoggedStatKind::kUnderflowPct);
+  CHECK_FALSE(a.columnwise);
+  CHECK(a.value == 1.25);
+  CHECK(a.name == "decoder.layers.0.mlp.linear_fc1_activation_underflows%");
+  CHECK(a.file == 0);
+  CHECK(a.line == 1);
+  const auto& b = t.fp8_stats[1];
+  CHECK(b.role == Role::kGradient);
+  CHECK(b.recipe == fp8a::LoggedRecipe::kMxfp8);
+  CHECK(b.columnwise);
+  CHECK(t.fp8_stats[2].recipe == fp8a::LoggedRecipe::kBlock);
+  CHECK(t.fp8_stats[2].stat == fp8a::LoggedStatKind::kScaleInvMin);
+  CHECK(t.fp8_stats[2].value == 0.0001);
+  CHECK(t.fp8_stats[3].layer == "my_layer_with_mse");
+  CHECK(t.fp8_stats[3].recipe == fp8a::LoggedRecipe::kCurrent);
+  CHECK(t.fp8_stats[3].stat == fp8a::LoggedStatKind::kMse);
+  CHECK(t.fp8_stats[4].recipe == fp8a::LoggedRecipe::kDelayed);
+  CHECK(t.fp8_stats[4].stat == fp8a::LoggedStatKind::kOverflowPct);
+  CHECK(t.fp8_stats[5].stat == fp8a::LoggedStatKind::kScaleInvMax);
+  CHECK(t.fp8_stats[5].line == 6);
+  CHECK(std::string(fp8a::logged_recipe_name(fp8a::LoggedRecipe::kBlock)) == "fp8_block_scaling");
+  CHECK(std::string(fp8a::logged_stat_name(fp8a::LoggedStatKind::kScaleInvMin)) == "scale_inv_min");
+
+  CHECK_THROWS_WITH_AS(
+      load_amax_trace({"r.log"}, one_file("r.log", "l_activation_mse iteration=1 value=x\n")),
+      "[fp8a.trace.503] r.log:1: value 'x' of 'l_activation_mse' is not a number", Error);
+  CHECK_THROWS_WITH_AS(
+      load_amax_trace({"r.log"}, one_file("r.log", "_activation_mse iteration=1 value=1\n")),
+      "[fp8a.trace.502] r.log:1: malformed nvdlfw_inspect statistics line: statistic "
+      "'_activation_mse' names no layer; expected '<layer>_<tensor>_<stat> iteration=<N> "
+      "value=<V>'",
+      Error);
 }

@@ -116,6 +116,7 @@ TEST_CASE("blocked recipes match the reference over odd shapes, fills, roles and
   std::vector<Case> cases = {
       {"block", fp8a::parse_recipe("block")},
       {"block", fp8a::parse_recipe("block:fp32")},
+      {"block", fp8a::parse_recipe("block:2d")},
       {"mx", fp8a::parse_recipe("mxfp8")},
       {"mx_floor", fp8a::parse_recipe("mxfp8:floor")},
   };
@@ -169,6 +170,10 @@ TEST_CASE("block shapes and orientations follow TE") {
   CHECK(fp8a::block_shape(block, Role::kGradient, Orientation::kColumnwise) == fp8a::BlockShape{128, 1});
   CHECK(fp8a::block_shape(block, Role::kWeight, Orientation::kRowwise) == fp8a::BlockShape{128, 128});
   CHECK(fp8a::block_shape(mx, Role::kWeight, Orientation::kColumnwise) == fp8a::BlockShape{32, 1});
+  const auto block_2d = fp8a::parse_recipe("block:2d");  // TE Float8BlockQuantizer's default
+  CHECK(fp8a::block_shape(block_2d, Role::kActivation, Orientation::kRowwise) == fp8a::BlockShape{128, 128});
+  CHECK(fp8a::block_shape(block_2d, Role::kGradient, Orientation::kColumnwise) == fp8a::BlockShape{128, 128});
+  CHECK(fp8a::orientations_for(block_2d, Role::kGradient).size() == 1);
   CHECK(fp8a::orientations_for(block, Role::kWeight).size() == 1);  // 128x128 tiles: same both ways
   CHECK(fp8a::orientations_for(block, Role::kGradient).size() == 2);
   CHECK(fp8a::orientations_for(mx, Role::kWeight).size() == 2);
