@@ -53,7 +53,9 @@ class Backend {
   virtual std::string name() const = 0;    // "cpu", "cuda"
   virtual std::string device() const = 0;  // human description, e.g. "2 threads (oneTBB)"
   virtual Applicability supports(const Recipe& recipe) const = 0;
-  // Deterministic: the same inputs give bit-identical results whatever the thread count.
+  // Deterministic: the same inputs give bit-identical results whatever the thread count. With no
+  // candidates only the statistics pass runs (the engine's amax pre-pass for delayed scaling and
+  // rank shards goes through the backend this way, so a device backend reads the tensor there).
   virtual TensorEvaluation evaluate(std::span<const Candidate> candidates,
                                     const TensorView& tensor) const = 0;
 };

@@ -134,6 +134,7 @@ TensorEvaluation CpuBackend::evaluate(std::span<const Candidate> candidates,
   out.stats = compute_tensor_stats(t);
   const bool has_nonfinite = out.stats.nan_count + out.stats.inf_count > 0;
   const std::size_t k = candidates.size();
+  if (k == 0) return out;  // statistics only
   out.results.resize(k);
   std::vector<QuantSpec> specs(k);
   for (std::size_t j = 0; j < k; ++j)

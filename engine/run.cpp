@@ -7,7 +7,6 @@
 #include <map>
 
 #include "engine/core/scale.hpp"
-#include "engine/cpu_backend.hpp"
 
 namespace fp8a {
 
@@ -59,7 +58,6 @@ bool needs_history(const RunConfig& config) {
 std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const RunConfig& config,
                                              const Backend& backend) {
   const std::size_t n = captures.tensors.size();
-  // Pass 0 (only with delayed recipes): every captured tensor's amax feeds the replay.
   std::vector<TensorStats> stats(n);
   // Shards: consecutive tensors with the same key are ranks of one tensor (sorted by rank).
   std::vector<std::pair<std::size_t, std::size_t>> groups;  // [first, last)
@@ -75,8 +73,9 @@ std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const R
   // reducing amaxes over ranks. The replay's amax of a captured step is the max over its ranks.
   std::map<std::pair<std::string, Role>, AmaxHistory> history;
   if (needs_history(config) || sharded) {
-    tbb::parallel_for(std::size_t{0}, n,
-                      [&](std::size_t i) { stats[i] = compute_tensor_stats(captures.tensors[i].view); });
+    tbb::parallel_for(std::size_t{0}, n, [&](std::size_t i) {
+      stats[i] = backend.evaluate({}, captures.tensors[i].view).stats;
+    });
     history = known_amaxes(captures, stats, config.trace);
   }
 
