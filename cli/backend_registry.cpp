@@ -7,6 +7,7 @@
 #include "engine/cpu_backend.hpp"
 
 #if FP8A_WITH_CUDA
+#include "cuda/cublaslt_gemm.hpp"
 #include "cuda/cuda_backend.hpp"
 #include "cuda/device_info.hpp"
 #endif
@@ -40,13 +41,6 @@ const char* device_choice_name(DeviceChoice choice) {
   return "cuda";
 }
 
-namespace {
-// `--device auto` takes the CUDA backend only once it has passed scripts/gpu-check.sh on a GPU
-// (CPU == CUDA on the sample and the backend comparison tests). It has not yet: until then auto
-// means the CPU and `--device cuda` opts in.
-constexpr bool kCudaValidatedOnGpu = false;
-}  // namespace
-
 std::unique_ptr<Backend> make_backend(DeviceChoice choice) {
   if (choice == DeviceChoice::kCpu) return std::make_unique<CpuBackend>();
   if (choice == DeviceChoice::kAuto && !kCudaValidatedOnGpu) return std::make_unique<CpuBackend>();
@@ -61,6 +55,15 @@ std::unique_ptr<Backend> make_backend(DeviceChoice choice) {
                       "FP8A_WITH_CUDA=OFF, or without the CUDA toolkit)");
 #endif
   return std::make_unique<CpuBackend>();
+}
+
+std::unique_ptr<GemmEngine> make_gemm_engine(const Backend& backend) {
+#if FP8A_WITH_CUDA
+  if (backend.name() == "cuda") return std::make_unique<cuda::CublasltGemm>();
+#else
+  static_cast<void>(backend);
+#endif
+  return nullptr;
 }
 
 }  // namespace fp8a::cli

@@ -94,7 +94,8 @@ int command_run(const Invocation& inv) {
       ("no-gemms", "skip the GEMM-output error (gemms.csv)")
       ("threads", po::value(&threads)->default_value(0), "worker threads; 0 = all cores")
       ("device", po::value(&device_text)->default_value("auto"),
-       "auto, cpu or cuda; auto means the CPU until the CUDA backend has passed the GPU checks")
+       "auto, cpu or cuda (cuda also runs every GEMM of gemms.csv in cuBLASLt); auto means the "
+       "CPU until the CUDA backend has passed the GPU checks")
       ("fail-on-nonfinite", "exit 3 when a tensor holds NaN or Inf (default: warn and leave "
                             "those elements out of the sums)");
   po::variables_map vm;
@@ -174,7 +175,9 @@ int command_run(const Invocation& inv) {
   if (vm.count("no-gemms") == 0) {
     t0 = std::chrono::steady_clock::now();
     std::vector<std::string> skipped;
-    gemms = evaluate_gemm_errors(captures, rows, GemmOptions{gemm_rows}, &skipped);
+    // With the CUDA backend every GEMM also runs in cuBLASLt (engine=cublaslt rows).
+    const auto gemm_engine = make_gemm_engine(*backend);
+    gemms = evaluate_gemm_errors(captures, rows, GemmOptions{gemm_rows, gemm_engine.get()}, &skipped);
     info.gemm_seconds = seconds_since(t0);
     for (const auto& s : skipped) info.warnings.push_back("gemms: " + s);
   }

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <span>
+#include <string>
 
 #include "engine/core/error.hpp"
 #include "engine/cpu_backend.hpp"
@@ -73,6 +75,49 @@ struct Operands {
   const CapturedTensor* w = nullptr;
   const CapturedTensor* dy = nullptr;
 };
+
+// The spec of an operand that the engine gets transposed (a columnwise copy, laid out K-major).
+QuantSpec transposed(QuantSpec s) {
+  s.block = BlockShape{s.block.cols, s.block.rows};
+  return s;
+}
+
+// Whether the sampled token rows still hold the recipe's blocks whole: they are the rows of `a` in
+// fprop and dgrad, and the reduction dimension of both operands in wgrad.
+bool sampling_keeps_blocks(const GemmProblem& p) {
+  if (p.gemm != Gemm::kWgrad) return p.a.spec.block.rows <= 1;
+  return p.a.spec.block.cols <= 1 && p.b.spec.block.cols <= 1;
+}
+
+// Runs one GEMM on the engine: a row of its own, or a note on the emulated row saying why not.
+void run_on_engine(const GemmEngine& engine, const GemmProblem& p, bool sampled,
+                   std::vector<GemmRow>* rows) {
+  GemmRow& emulated = rows->back();
+  if (sampled && !sampling_keeps_blocks(p)) {
+    emulated.note = engine.name() +
+                    " not run: --gemm-rows samples token rows, which cuts the recipe's blocks "
+                    "along them (use --gemm-rows 0)";
+    return;
+  }
+  const GemmRun r = engine.run(p);
+  if (!r.ran) {
+    emulated.note = engine.name() + " not run: " + r.note;
+    return;
+  }
+  const auto size = static_cast<std::size_t>(p.m * p.n);
+  FP8A_CHECK(r.out.size() == size && r.reference.size() == size,
+             "GemmEngine::run returned outputs of the wrong size");
+  GemmRow row = emulated;
+  row.engine = engine.name();
+  row.accumulation = r.accumulation;
+  row.m_padded = r.m_padded;
+  row.n_padded = r.n_padded;
+  row.k_padded = r.k_padded;
+  row.note = r.note;
+  const MatrixD ref = Eigen::Map<const MatrixF>(r.reference.data(), p.m, p.n).cast<double>();
+  compare(ref, Eigen::Map<const MatrixF>(r.out.data(), p.m, p.n), &row);
+  rows->push_back(std::move(row));
+}
 
 }  // namespace
 
@@ -149,6 +194,13 @@ std::vector<GemmRow> evaluate_gemm_errors(const CaptureSet& captures,
     // References in float64, shared by every recipe.
     const MatrixD xd = xs.cast<double>(), wd = w.cast<double>(), dyd = dys.cast<double>();
     const MatrixD ref[3] = {xd * wd.transpose(), dyd * wd, dyd.transpose() * xd};
+    // The engine's K-major operands (gemm_engine.hpp): W^T for dgrad, dY^T and X^T for wgrad.
+    MatrixF wt, dyst, xst;
+    if (options.engine != nullptr) {
+      wt = w.transpose();
+      dyst = dys.transpose();
+      xst = xs.transpose();
+    }
     for (const Recipe& recipe : recipes) {
       struct Use {
         Gemm gemm;
@@ -196,6 +248,25 @@ std::vector<GemmRow> evaluate_gemm_errors(const CaptureSet& captures,
         }
         compare(ref[static_cast<int>(u.gemm)], got, &row);
         results[j].push_back(row);
+        if (options.engine == nullptr) continue;
+        GemmProblem p;
+        p.gemm = u.gemm;
+        p.what = "step " + std::to_string(job.step) + " layer '" + job.layer + "' " +
+                 gemm_name(u.gemm) + " " + recipe.spec();
+        const QuantSpec sa = spec_of(*ra), sb = spec_of(*rb);
+        const bool fprop = u.gemm == Gemm::kFprop, dgrad = u.gemm == Gemm::kDgrad;
+        const MatrixF* a = fprop ? &xs : dgrad ? &dys : &dyst;
+        const MatrixF* b = fprop ? &w : dgrad ? &wt : &xst;
+        p.a.spec = fprop || dgrad ? sa : transposed(sa);
+        p.b.spec = fprop ? sb : transposed(sb);
+        p.m = a->rows();
+        p.n = b->rows();
+        p.k = a->cols();
+        p.a.rows = p.m;
+        p.b.rows = p.n;
+        p.a.values = std::span<const float>(a->data(), static_cast<std::size_t>(a->size()));
+        p.b.values = std::span<const float>(b->data(), static_cast<std::size_t>(b->size()));
+        run_on_engine(*options.engine, p, sampled, &results[j]);
       }
     }
   });

@@ -5,7 +5,13 @@
 //   dgrad  dX = dY W     dY rowwise,    W columnwise
 //   wgrad  dW = dY^T X   dY columnwise, X columnwise
 // with X [M, K] (activation), W [N, K] (weight), dY [M, N] (gradient). The reference accumulates in
-// float64; the quantised GEMM multiplies the dequantised operands with float32 accumulation.
+// float64; the quantised GEMM multiplies the dequantised operands with float32 accumulation
+// (engine "emulated": the quantisation error alone).
+//
+// With a GemmEngine (gemm_engine.hpp; cuBLASLt with --device cuda) each GEMM also runs as a real
+// low-precision GEMM, compared with that engine's reference GEMM (cuBLASLt: BF16 inputs, FP32
+// accumulation): a second row with engine = the engine's name, quantisation and accumulation error
+// together. Where the engine cannot run a GEMM, the emulated row's note says why.
 #pragma once
 
 #include <cstdint>
@@ -14,14 +20,10 @@
 #include <vector>
 
 #include "datasets/capture.hpp"
+#include "engine/gemm_engine.hpp"
 #include "engine/run.hpp"
 
 namespace fp8a {
-
-enum class Gemm : std::uint8_t { kFprop, kDgrad, kWgrad };
-inline const char* gemm_name(Gemm g) {
-  return g == Gemm::kFprop ? "fprop" : g == Gemm::kDgrad ? "dgrad" : "wgrad";
-}
 
 struct GemmRow {
   std::int64_t step = 0;
@@ -34,10 +36,17 @@ struct GemmRow {
   bool sampled = false;
   double rel_fro_err = 0.0;          // ||Y_q - Y||_F / ||Y||_F
   double cos = 0.0;                  // cosine similarity of Y_q and Y
+  // Which GEMM: "emulated" (dequantised operands, float32 accumulation, float64 reference) or a
+  // GemmEngine's name ("cublaslt": the real low-precision GEMM against its own reference).
+  std::string engine = "emulated";
+  std::string accumulation = "fp32";  // engine rows: "fast", "split" or "fp32" (GemmRun)
+  std::int64_t m_padded = 0, n_padded = 0, k_padded = 0;  // engine rows: the dims it ran; else 0
+  std::string note;  // engine rows: what ran; emulated rows: why the engine did not run, if it didn't
 };
 
 struct GemmOptions {
   std::int64_t sample_rows = 0;  // 0: all token rows; else this many, evenly spaced
+  const GemmEngine* engine = nullptr;  // also run every GEMM on this engine (not owned)
 };
 
 // Layers whose operands do not fit together (X [M,K], W [N,K], dY [M,N]) are skipped and named in

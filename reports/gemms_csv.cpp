@@ -7,6 +7,11 @@
 
 namespace fp8a {
 
+namespace {
+// Padded dims are reported for engine rows only (0 = not applicable: an empty field).
+std::string dim_field(std::int64_t v) { return v > 0 ? std::to_string(v) : std::string(); }
+}  // namespace
+
 std::string render_gemms_csv(std::span<const GemmRow> rows) {
   std::ostringstream out;
   out << csv_header(kGemmsCsvColumns);
@@ -14,8 +19,10 @@ std::string render_gemms_csv(std::span<const GemmRow> rows) {
     out << r.step << ',' << csv_field(r.layer) << ',' << gemm_name(r.gemm) << ','
         << csv_field(r.recipe.spec()) << ',' << training_format_name(r.format) << ','
         << format_number(r.rel_fro_err) << ',' << format_number(r.cos) << ',' << r.m << ','
-        << r.n << ',' << r.k << ',' << r.rows_used << ',' << (r.sampled ? "true" : "false")
-        << ",emulated\n";
+        << r.n << ',' << r.k << ',' << r.rows_used << ',' << (r.sampled ? "true" : "false") << ','
+        << csv_field(r.engine) << ',' << csv_field(r.accumulation) << ',' << dim_field(r.m_padded)
+        << ',' << dim_field(r.n_padded) << ',' << dim_field(r.k_padded) << ','
+        << csv_field(r.note) << '\n';
   return out.str();
 }
 

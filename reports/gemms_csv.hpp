@@ -1,5 +1,8 @@
-// gemms.csv: one row per (step, layer, GEMM, recipe): the error of the GEMM output when its
-// operands are quantised by the recipe.
+// gemms.csv: one row per (step, layer, GEMM, recipe, engine): the error of the GEMM output when its
+// operands are quantised by the recipe. Engine "emulated": the dequantised operands multiplied
+// with float32 accumulation against a float64 reference (the quantisation error); a real engine
+// ("cublaslt"): its low-precision GEMM against its own reference GEMM (quantisation and
+// accumulation error), with the dims it ran (padded) and a note saying what ran.
 #pragma once
 
 #include <span>
@@ -9,9 +12,10 @@
 
 namespace fp8a {
 
+// The first thirteen columns are those of earlier versions, in the same order.
 inline constexpr const char* kGemmsCsvColumns[] = {
-    "step", "layer", "gemm", "recipe", "format", "rel_fro_err", "cos",
-    "m",    "n",     "k",    "rows_used", "sampled", "engine",
+    "step", "layer", "gemm", "recipe", "format", "rel_fro_err", "cos", "m", "n", "k",
+    "rows_used", "sampled", "engine", "accumulation", "padded_m", "padded_n", "padded_k", "note",
 };
 
 std::string render_gemms_csv(std::span<const GemmRow> rows);

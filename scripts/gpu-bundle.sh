@@ -4,7 +4,8 @@
 # machine without Debian -dev packages needs to run them:
 #   bin/        every ctest test labelled cuda (or cuda-host), fp8-advisor, bench_cuda_metrics
 #   lib/        the shared libraries they need that are neither glibc's nor the driver's
-#               (oneTBB, Boost.Program_options, the CUDA runtime they were built against);
+#               (oneTBB, Boost.Program_options, the CUDA runtime they were built against), except
+#               cuBLASLt (0.5 GiB): the GPU machine's own CUDA 13 cuBLASLt is used (run.sh finds it);
 #   lib/compat/ libstdc++ and libgcc_s, used by run.sh only if the machine's own are too old
 #   data/       the sample capture and its amax trace;  peer_torch.py;  run.sh (= gpu-check.sh)
 #
@@ -56,11 +57,14 @@ printf '%s\n' "${tests[@]%%$'\t'*}" >"$bundle/bin/TESTS"
 # Shared libraries: everything ldd resolves except glibc's own, the dynamic loader and the
 # driver's (libcuda, libnvidia-*). The CUDA runtime is carried: it is small, and the binaries then
 # run against the very runtime they were built with (the driver on the GPU machine is newer).
+# cuBLASLt is not: at 0.5 GiB it is far over the bundle's limit, and the GPU machine has CUDA 13's
+# (same soname, libcublasLt.so.13; the GEMM engine reports the version it loads).
 declare -A seen=()
 for b in "${bins[@]}"; do
   while read -r name path; do
     case "$name" in
       linux-vdso*|ld-linux*|libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|libcuda.so*|libnvidia*) continue ;;
+      libcublas*) continue ;;
       libstdc++*|libgcc_s*) dest=lib/compat ;;
       *) dest=lib ;;
     esac
@@ -79,6 +83,7 @@ chmod +x "$bundle/run.sh"
   echo "git_revision $(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo '+local-changes')"
   echo "built $(date -u +%Y-%m-%dT%H:%MZ) on $(uname -m), $(. /etc/os-release && echo "$PRETTY_NAME"), $(nvcc --version | tail -1)"
   echo "cuda_architectures 90"
+  echo "cublaslt_headers $(sed -n 's/^#define CUBLAS_VER_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' "$(dirname "$(command -v nvcc)")/../include/cublas_api.h" | paste -sd.) (the GPU machine's own libcublasLt.so.13 is used)"
 } >"$bundle/BUNDLE"
 
 size_kib=$(du -sk "$bundle" | cut -f1)

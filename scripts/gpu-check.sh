@@ -7,13 +7,14 @@
 #
 # Steps, each with its own time limit, the whole under 8 minutes:
 #   nvidia-smi -L; every CUDA test (test_cuda_*); fp8-advisor run on the sample capture with
-#   --device cpu and --device cuda, metrics.csv and gemms.csv compared (rows sorted, text equal,
-#   numbers within 1e-9 relative); bench_cuda_metrics (K = 1, 8, 32 on 256M BF16 elements, the
-#   full recipe set) and the PyTorch peer bench/peer_torch.py.
+#   --device cpu and --device cuda, metrics.csv and the emulated rows of gemms.csv compared (rows
+#   sorted, text equal, numbers within 1e-9 relative), and the cuda run's cuBLASLt rows checked
+#   against its emulated ones; bench_cuda_metrics (K = 1, 8, 32 on 256M BF16 elements, the full
+#   recipe set) and the PyTorch peer bench/peer_torch.py.
 # Ends with a PASS/FAIL line per step and "GPU CHECK: PASS" or "GPU CHECK: FAIL"; exit 0 only when
 # every step passed. Logs go to $OUT (the device tool's output folder) or to ./out in the bundle:
-# gpu-check.log (everything), bench.txt (benchmark lines), summary.txt, cuda-metrics.csv and
-# cuda-summary.json (the --device cuda run).
+# gpu-check.log (everything), bench.txt (benchmark lines), summary.txt, cuda-metrics.csv,
+# cuda-gemms.csv and cuda-summary.json (the --device cuda run).
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 if [ ! -f "$here/BUNDLE" ]; then
@@ -135,10 +136,78 @@ def main(a, b):
 sys.exit(main(sys.argv[1], sys.argv[2]))
 PY
 
+read -r -d '' emulated_py <<'PY'
+"""Writes the emulated rows of a gemms.csv without the note column (the --device cuda run notes
+there why cuBLASLt did not run a GEMM; the numbers must equal the CPU run's)."""
+import csv, sys
+
+with open(sys.argv[1], newline="") as f:
+    rows = list(csv.DictReader(f))
+cols = [c for c in rows[0].keys() if c != "note"] if rows else []
+with open(sys.argv[2], "w", newline="") as f:
+    out = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
+    out.writeheader()
+    out.writerows(r for r in rows if r["engine"] == "emulated")
+PY
+
+read -r -d '' cublaslt_py <<'PY'
+"""Checks the cuBLASLt rows of the --device cuda run's gemms.csv: every emulated row has a cublaslt
+row for the same (step, layer, GEMM, recipe) or a note saying why not, where the reason is the
+plan's (GPU or cuBLASLt too old for the recipe), never cuBLASLt refusing a GEMM the plan expected
+it to run; and where both rows exist their rel_fro_err differ by no more than the accumulation can
+explain (same quantised operands; the capture is BF16, so the BF16 reference has no input
+rounding): 5e-3 with FP8 fast accumulation (~14-bit accumulator, K <= 384 here), 1e-4 with split
+(the accumulator promoted to FP32 periodically) or FP32 accumulation."""
+import csv, sys
+
+TOL = {"fast": 5e-3, "split": 1e-4, "fp32": 1e-4}
+with open(sys.argv[1], newline="") as f:
+    rows = list(csv.DictReader(f))
+key = lambda r: (r["step"], r["layer"], r["gemm"], r["recipe"])
+emulated = [r for r in rows if r["engine"] == "emulated"]
+cublaslt = {key(r): r for r in rows if r["engine"] == "cublaslt"}
+bad, not_run = 0, {}
+for e in emulated:
+    r = cublaslt.get(key(e))
+    if r is None:
+        if not e["note"].startswith("cublaslt not run: "):
+            bad += 1
+            print("NO CUBLASLT ROW AND NO NOTE %s" % (key(e),))
+        elif "cublasLtMatmulAlgoGetHeuristic" in e["note"]:
+            bad += 1
+            print("CUBLASLT REFUSED A PLANNED GEMM %s: %s" % (key(e), e["note"]))
+        not_run[e["recipe"] + ": " + e["note"]] = not_run.get(e["recipe"] + ": " + e["note"], 0) + 1
+        continue
+    d = abs(float(r["rel_fro_err"]) - float(e["rel_fro_err"]))
+    ok = d <= TOL[r["accumulation"]]
+    bad += not ok
+    print("%-8s %s rel_fro_err emulated %.6g cublaslt %.6g (%s accumulation, padded %sx%sx%s)%s"
+          % ("ok" if ok else "MISMATCH", key(e), float(e["rel_fro_err"]), float(r["rel_fro_err"]),
+             r["accumulation"], r["padded_m"], r["padded_n"], r["padded_k"], "" if ok else " diff %.3g" % d))
+for note, n in sorted(not_run.items()):
+    print("not run (%d GEMMs) %s" % (n, note))
+print("%d emulated rows, %d cublaslt rows, %d not run, %d problems"
+      % (len(emulated), len(cublaslt), len(emulated) - len(cublaslt), bad))
+sys.exit(1 if bad or not cublaslt else 0)
+PY
+
 say "fp8-advisor GPU check, $(date -u +%Y-%m-%dT%H:%M:%SZ), bundle:"
 sed 's/^/  /' "$here/BUNDLE" | tee -a "$log"
 step "nvidia-smi -L" 30 nvidia-smi -L
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv 2>&1 | tee -a "$log"
+
+# cuBLASLt is not in the bundle (0.5 GiB): use the machine's CUDA 13 one, from the CUDA toolkit
+# or from PyTorch's nvidia-cublas wheel, when the loader does not find it by itself.
+if ldd "$bin/fp8-advisor" 2>/dev/null | grep -q "libcublasLt.so.13 => not found"; then
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/*/lib /usr/local/cuda-13*/lib64 \
+           $(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null); do
+    if [ -e "$d/libcublasLt.so.13" ]; then
+      export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d"
+      break
+    fi
+  done
+fi
+say "libcublasLt: $(ldd "$bin/fp8-advisor" 2>&1 | grep libcublasLt || echo 'not needed')"
 
 # The binaries were built on another system: fall back to the carried libstdc++/libgcc_s only
 # when the machine's own cannot run them.
@@ -163,6 +232,7 @@ for d in cpu cuda; do
     "$bin/fp8-advisor" run --capture "$sample" --amax-trace "$sample/amax_trace.csv" --out "$runs/$d" --device $d
 done
 cp "$runs/cuda/metrics.csv" "$out/cuda-metrics.csv" 2>/dev/null
+cp "$runs/cuda/gemms.csv" "$out/cuda-gemms.csv" 2>/dev/null
 cp "$runs/cuda/summary.json" "$out/cuda-summary.json" 2>/dev/null
 step "summary.json of the cuda run names backend cuda" 30 python3 -c '
 import json, sys
@@ -170,7 +240,13 @@ b = json.load(open(sys.argv[1]))["backend"]
 print(b)
 sys.exit(0 if b["name"] == "cuda" and b["cuda_devices"] >= 1 else 1)' "$runs/cuda/summary.json"
 step "metrics.csv: cpu == cuda (1e-9 relative)" 60 python3 -c "$compare_py" "$runs/cpu/metrics.csv" "$runs/cuda/metrics.csv"
-step "gemms.csv: cpu == cuda (1e-9 relative)" 60 python3 -c "$compare_py" "$runs/cpu/gemms.csv" "$runs/cuda/gemms.csv"
+for d in cpu cuda; do
+  python3 -c "$emulated_py" "$runs/$d/gemms.csv" "$runs/$d/gemms-emulated.csv" 2>>"$log"
+done
+step "gemms.csv emulated rows: cpu == cuda (1e-9 relative)" 60 \
+  python3 -c "$compare_py" "$runs/cpu/gemms-emulated.csv" "$runs/cuda/gemms-emulated.csv"
+step "gemms.csv cublaslt rows: beside every emulated row (or a note why not), same error up to accumulation" 60 \
+  python3 -c "$cublaslt_py" "$runs/cuda/gemms.csv"
 
 step "bench_cuda_metrics K=1,8,32, 256M BF16 elements" 180 \
   "$bin/bench_cuda_metrics" --elements 268435456 --candidates 1,8,32 --repeat 5

@@ -1,7 +1,9 @@
 // Host-side pieces of the CUDA backend, checked without a GPU (they still need the CUDA build):
 // chunk planning and gathering, the job plan of pass 2, the partial-record reduction and its
 // order, the element/block arithmetic the kernels share with the host (run here on the CPU and
-// compared with CpuBackend), and --device parsing and backend choice.
+// compared with CpuBackend), --device parsing and backend choice, and the cuBLASLt GEMM engine's
+// plan (types, scaling modes, padding, accumulation and the reasons for a fallback per recipe,
+// GPU and cuBLASLt version) and operand packing (decoded == the emulated path's operands).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -13,13 +15,16 @@
 
 #include "cli/backend_registry.hpp"
 #include "cuda/chunk_plan.hpp"
+#include "cuda/cublaslt_gemm_plan.hpp"
 #include "cuda/device_info.hpp"
 #include "cuda/element_quant.hpp"
 #include "cuda/metric_jobs.hpp"
 #include "cuda/partials.hpp"
 #include "engine/core/error.hpp"
 #include "engine/cpu_backend.hpp"
+#include "engine/fake_quant.hpp"
 #include "tests/cuda/backend_compare.hpp"
+#include "tests/support/fills.hpp"
 
 namespace {
 
@@ -422,7 +427,289 @@ TEST_CASE("--device: parsing, and the backend each choice gives on this machine"
       CHECK(std::string(e.what()).rfind("[fp8a.usage.206] --device cuda: no CUDA device", 0) == 0);
     }
   } else {
-    CHECK(fp8a::cli::make_backend(DeviceChoice::kAuto)->name() == "cuda");
-    CHECK(fp8a::cli::make_backend(DeviceChoice::kCuda)->name() == "cuda");
+    // auto takes the GPU only once the CUDA backend is validated there (backend_registry.hpp).
+    CHECK(fp8a::cli::make_backend(DeviceChoice::kAuto)->name() ==
+          std::string(fp8a::cli::kCudaValidatedOnGpu ? "cuda" : "cpu"));
+    const auto cuda = fp8a::cli::make_backend(DeviceChoice::kCuda);
+    CHECK(cuda->name() == "cuda");
+    CHECK(fp8a::cli::make_gemm_engine(*cuda)->name() == "cublaslt");
+  }
+  // The CPU backend has no real GEMM engine: gemms.csv holds the emulated rows only.
+  CHECK(fp8a::cli::make_gemm_engine(*fp8a::cli::make_backend(DeviceChoice::kCpu)) == nullptr);
+}
+
+// ---- the cuBLASLt GEMM engine's host side (cuda/cublaslt_gemm_plan.hpp) ----------------------
+
+namespace {
+
+using fp8a::cuda::LtCaps;
+using fp8a::cuda::LtGemmPlan;
+using fp8a::cuda::LtScaleMode;
+using fp8a::cuda::LtType;
+
+constexpr LtCaps kHopper{90, 130100};     // H100/H200 with this toolkit's cuBLASLt 13.1.0
+constexpr LtCaps kBlackwell{100, 130100};
+constexpr LtCaps kAda{89, 130100};
+
+fp8a::QuantSpec per_tensor(fp8a::Fp8Format f, float scale = 2.0f, bool delayed = false) {
+  fp8a::QuantSpec s;
+  s.kind = delayed ? fp8a::RecipeKind::kPerTensorDelayed : fp8a::RecipeKind::kPerTensorCurrent;
+  s.format = f;
+  s.scale = scale;
+  return s;
+}
+
+fp8a::QuantSpec blocked(fp8a::RecipeKind kind, fp8a::BlockShape block,
+                        fp8a::Fp8Format f = fp8a::Fp8Format::kE4M3) {
+  fp8a::QuantSpec s;
+  s.kind = kind;
+  s.format = f;
+  s.block = block;
+  return s;
+}
+
+LtGemmPlan plan(fp8a::Gemm g, const fp8a::QuantSpec& a, const fp8a::QuantSpec& b, LtCaps caps,
+                std::int64_t m = 100, std::int64_t n = 72, std::int64_t k = 200) {
+  return fp8a::cuda::plan_lt_gemm(g, m, n, k, a, b, caps);
+}
+
+constexpr fp8a::BlockShape k1x128{1, 128}, k128x128{128, 128}, k1x32{1, 32};
+
+}  // namespace
+
+TEST_CASE("cuBLASLt plan: per-tensor FP8 with TE's accumulation per GEMM, padded to 16") {
+  using fp8a::Fp8Format;
+  using fp8a::Gemm;
+  const auto e4 = per_tensor(Fp8Format::kE4M3), e5 = per_tensor(Fp8Format::kE5M2);
+  auto p = plan(Gemm::kFprop, e4, e4, kHopper);
+  REQUIRE(p.supported);
+  CHECK(p.reason.empty());
+  CHECK(p.a.type == LtType::kE4M3);
+  CHECK(p.b.type == LtType::kE4M3);
+  CHECK(p.a.mode == LtScaleMode::kScalar32F);
+  CHECK(p.b.mode == LtScaleMode::kScalar32F);
+  CHECK(p.fast_accum);  // TE: fprop without split accumulator
+  CHECK(std::string(p.accumulation()) == "fast");
+  // M = 100, N = 72, K = 200 -> 112, 80, 208; the operands' rows with them.
+  CHECK(p.m_padded == 112);
+  CHECK(p.n_padded == 80);
+  CHECK(p.k_padded == 208);
+  CHECK(p.a.rows == 100);
+  CHECK(p.a.rows_padded == 112);
+  CHECK(p.b.rows == 72);
+  CHECK(p.b.rows_padded == 80);
+  CHECK(p.describe() == "X E4M3 SCALAR_32F x W E4M3 SCALAR_32F, fast accumulation, FP32 output; "
+                        "reference BF16 x BF16, FP32 accumulation");
+  // Already aligned dims stay.
+  p = plan(Gemm::kFprop, e4, e4, kHopper, 128, 16, 4096);
+  CHECK(p.m_padded == 128);
+  CHECK(p.n_padded == 16);
+  CHECK(p.k_padded == 4096);
+  // Backward GEMMs: split accumulation; under hybrid the gradient (always operand a) is E5M2,
+  // which cuBLASLt gets as B, next to an E4M3 A.
+  for (Gemm g : {Gemm::kDgrad, Gemm::kWgrad}) {
+    p = plan(g, e5, e4, kHopper);
+    REQUIRE(p.supported);
+    CHECK_FALSE(p.fast_accum);
+    CHECK(std::string(p.accumulation()) == "split");
+    CHECK(p.a.type == LtType::kE5M2);
+    CHECK(p.b.type == LtType::kE4M3);
+  }
+  CHECK(plan(Gemm::kWgrad, e5, e4, kHopper).describe() ==
+        "dY^T E5M2 SCALAR_32F x X^T E4M3 SCALAR_32F, split accumulation, FP32 output; "
+        "reference BF16 x BF16, FP32 accumulation");
+  CHECK(plan(Gemm::kDgrad, e4, e4, kHopper).describe().rfind("dY E4M3 SCALAR_32F x W^T E4M3", 0) == 0);
+  // Delayed scaling is per-tensor too; Ada has FP8 tensor cores, Ampere has none.
+  const auto delayed = per_tensor(Fp8Format::kE4M3, 1.0f, true);
+  CHECK(plan(Gemm::kFprop, delayed, delayed, kHopper).supported);
+  CHECK(plan(Gemm::kFprop, e4, e4, kAda).supported);
+  p = plan(Gemm::kFprop, e4, e4, LtCaps{80, 130100});
+  CHECK_FALSE(p.supported);
+  CHECK(p.reason == "FP8 GEMMs need sm_89+; this GPU is sm_80");
+  p = plan(Gemm::kDgrad, e5, e5, kHopper);
+  CHECK_FALSE(p.supported);
+  CHECK(p.reason == "cuBLASLt has no E5M2 x E5M2 FP8 GEMM");
+}
+
+TEST_CASE("cuBLASLt plan: block scaling on Hopper, MXFP8 on Blackwell, otherwise the reason") {
+  using fp8a::Gemm;
+  using fp8a::RecipeKind;
+  const auto x = blocked(RecipeKind::kBlock, k1x128), w = blocked(RecipeKind::kBlock, k128x128);
+  // fprop X (1x128) x W (128x128), dgrad dY (1x128) x W^T (128x128), wgrad 1x128 x 1x128.
+  auto p = plan(Gemm::kFprop, x, w, kHopper);
+  REQUIRE(p.supported);
+  CHECK(p.a.mode == LtScaleMode::kVec128_32F);
+  CHECK(p.b.mode == LtScaleMode::kBlk128x128_32F);
+  CHECK_FALSE(p.fast_accum);  // TE and PyTorch: split accumulation with block scaling
+  CHECK(p.k_padded == 256);   // whole 128-element scale blocks
+  CHECK(p.m_padded == 112);
+  CHECK(p.describe() == "X E4M3 VEC128_32F x W E4M3 BLK128x128_32F, split accumulation, FP32 "
+                        "output; reference BF16 x BF16, FP32 accumulation");
+  p = plan(Gemm::kWgrad, blocked(RecipeKind::kBlock, k1x128, fp8a::Fp8Format::kE5M2), x, kHopper);
+  REQUIRE(p.supported);
+  CHECK(p.a.mode == LtScaleMode::kVec128_32F);
+  CHECK(p.b.mode == LtScaleMode::kVec128_32F);
+  CHECK(p.a.type == LtType::kE5M2);
+  // 2-D x 2-D (block:2d activations with 128x128 weights): cuBLASLt and TE take neither.
+  p = plan(Gemm::kFprop, w, w, kHopper);
+  CHECK_FALSE(p.supported);
+  CHECK(p.reason == "cuBLASLt takes at most one 128x128-scaled operand (2D x 2D block scaling; "
+                    "TE rejects it too)");
+  // Off Hopper, or before cuBLASLt 12.9: the emulated row stands alone, saying why.
+  p = plan(Gemm::kFprop, x, w, kBlackwell);
+  CHECK_FALSE(p.supported);
+  CHECK(p.reason == "1x128/128x128 block scaling (VEC128_32F, BLK128x128_32F) is a Hopper (sm_90) "
+                    "mode; this GPU is sm_100");
+  p = plan(Gemm::kFprop, x, w, LtCaps{90, 120803});
+  CHECK_FALSE(p.supported);
+  CHECK(p.reason == "1x128/128x128 block scaling needs cuBLASLt 12.9+; this is 12.8.3");
+  CHECK(plan(Gemm::kFprop, x, w, LtCaps{90, 120900}).supported);
+  // A block shape that does not run along K has no mode.
+  p = plan(Gemm::kWgrad, blocked(RecipeKind::kBlock, {128, 1}), x, kHopper);
+  CHECK_FALSE(p.supported);
+  CHECK(p.reason == "cuBLASLt has no scaling mode for 128x1 x 1x128 blocks along K");
+  // MXFP8: 1x32 E8M0 blocks, sm_100+ and cuBLASLt 12.8+.
+  const auto mx = blocked(RecipeKind::kMx, k1x32);
+  p = plan(Gemm::kDgrad, mx, mx, kBlackwell);
+  REQUIRE(p.supported);
+  CHECK(p.a.mode == LtScaleMode::kVec32Ue8m0);
+  CHECK(p.b.mode == LtScaleMode::kVec32Ue8m0);
+  CHECK(p.k_padded == 256);
+  CHECK_FALSE(p.fast_accum);
+  p = plan(Gemm::kFprop, mx, mx, kHopper);
+  CHECK_FALSE(p.supported);
+  CHECK(p.reason == "MXFP8 block scaling (VEC32_UE8M0) needs sm_100+; this GPU is sm_90");
+  p = plan(Gemm::kFprop, mx, mx, LtCaps{100, 120703});
+  CHECK_FALSE(p.supported);
+  CHECK(p.reason == "MXFP8 block scaling (VEC32_UE8M0) needs cuBLASLt 12.8+; this is 12.7.3");
+  // bf16: a BF16 GEMM, the same as the reference.
+  fp8a::QuantSpec bf16;
+  bf16.kind = RecipeKind::kBf16;
+  p = plan(Gemm::kFprop, bf16, bf16, kHopper);
+  REQUIRE(p.supported);
+  CHECK(p.a.type == LtType::kBf16);
+  CHECK(p.a.mode == LtScaleMode::kNone);
+  CHECK_FALSE(p.fp8());
+  CHECK(std::string(p.accumulation()) == "fp32");
+  CHECK(p.k_padded == 208);
+  CHECK(p.describe() == "X BF16 x W BF16, FP32 accumulation, FP32 output; reference BF16 x BF16, "
+                        "FP32 accumulation");
+  CHECK(plan(Gemm::kFprop, bf16, bf16, LtCaps{75, 130100}).reason ==
+        "BF16 GEMMs need sm_80+; this GPU is sm_75");
+}
+
+TEST_CASE("cuBLASLt scale tensor layouts: each block one entry, inside the tensor") {
+  using fp8a::cuda::lt_scale_count;
+  using fp8a::cuda::lt_scale_index;
+  // VEC128_32F: [k/128][rows], rows fastest.
+  CHECK(lt_scale_count(LtScaleMode::kVec128_32F, 112, 256) == 224);
+  CHECK(lt_scale_index(LtScaleMode::kVec128_32F, 5, 130, 112, 256) == 112 + 5);
+  CHECK(lt_scale_index(LtScaleMode::kVec128_32F, 5, 127, 112, 256) == 5);
+  // BLK128x128_32F: [ceil(rows/128)][round_up(k/128, 4)], K blocks fastest, padded to 4.
+  CHECK(lt_scale_count(LtScaleMode::kBlk128x128_32F, 144, 256) == 2 * 4);
+  CHECK(lt_scale_index(LtScaleMode::kBlk128x128_32F, 130, 129, 144, 256) == 4 + 1);
+  CHECK(lt_scale_count(LtScaleMode::kBlk128x128_32F, 16, 640) == 8);  // 5 K blocks -> 8
+  // VEC32_UE8M0: 128 x 4 tiles, (r % 32) * 16 + (r / 32) * 4 + c inside one (PyTorch's to_blocked).
+  CHECK(lt_scale_count(LtScaleMode::kVec32Ue8m0, 16, 128) == 128 * 4);
+  CHECK(lt_scale_index(LtScaleMode::kVec32Ue8m0, 0, 0, 16, 128) == 0);
+  CHECK(lt_scale_index(LtScaleMode::kVec32Ue8m0, 1, 0, 16, 128) == 16);
+  CHECK(lt_scale_index(LtScaleMode::kVec32Ue8m0, 33, 64, 160, 256) == 16 + 4 + 2);
+  CHECK(lt_scale_index(LtScaleMode::kVec32Ue8m0, 33, 4 * 32, 160, 256) == 512 + 16 + 4);  // next tile
+  CHECK(lt_scale_index(LtScaleMode::kVec32Ue8m0, 130, 0, 160, 256) == 2 * 512 + 2 * 16);  // tile row 1
+  CHECK(lt_scale_count(LtScaleMode::kScalar32F, 16, 16) == 1);
+  // Every (row, block along K) of every mode gets a distinct entry inside the tensor.
+  for (auto mode : {LtScaleMode::kVec128_32F, LtScaleMode::kBlk128x128_32F, LtScaleMode::kVec32Ue8m0}) {
+    for (auto [rows, k] : {std::pair<std::int64_t, std::int64_t>{16, 128}, {272, 640}, {128, 384}}) {
+      INFO(fp8a::cuda::lt_scale_mode_name(mode) << " " << rows << "x" << k);
+      const std::int64_t br = mode == LtScaleMode::kBlk128x128_32F ? 128 : 1;
+      const std::int64_t bk = mode == LtScaleMode::kVec32Ue8m0 ? 32 : 128;
+      const std::size_t count = lt_scale_count(mode, rows, k);
+      std::vector<int> seen(count, 0);
+      for (std::int64_t r = 0; r < rows; r += br)
+        for (std::int64_t l = 0; l < k; l += bk) {
+          const std::size_t at = lt_scale_index(mode, r, l, rows, k);
+          REQUIRE(at < count);
+          ++seen[at];
+          // Every element of the block maps to the block's entry.
+          CHECK(lt_scale_index(mode, std::min(rows, r + br) - 1, l + bk - 1, rows, k) == at);
+        }
+      CHECK(std::count(seen.begin(), seen.end(), 1) ==
+            static_cast<std::ptrdiff_t>(((rows + br - 1) / br) * (k / bk)));
+      CHECK(std::count(seen.begin(), seen.end(), 2) == 0);
+    }
+  }
+}
+
+TEST_CASE("e8m0_code_of inverts e8m0_value for every code") {
+  for (int e = 0; e < 256; ++e) {
+    INFO(e);
+    CHECK(fp8a::cuda::e8m0_code_of(fp8a::e8m0_value(static_cast<std::uint8_t>(e))) == e);
+  }
+}
+
+TEST_CASE("packed cuBLASLt operands decode exactly to the emulated path's fake-quantised values") {
+  using fp8a::RecipeKind;
+  using fp8a::testing::Fill;
+  // Rows x K of the K-major operand, padded by the plan: partial blocks and padding everywhere.
+  struct Case {
+    fp8a::QuantSpec spec;
+    LtScaleMode mode;
+    const char* what;
+  };
+  auto with = [](fp8a::QuantSpec s, auto&& edit) {
+    edit(s);
+    return s;
+  };
+  const std::vector<Case> cases = {
+      {per_tensor(fp8a::Fp8Format::kE4M3, 0.37f), LtScaleMode::kScalar32F, "current E4M3"},
+      {per_tensor(fp8a::Fp8Format::kE5M2, 1024.0f), LtScaleMode::kScalar32F, "delayed E5M2"},
+      {with(blocked(RecipeKind::kBlock, k1x128), [](auto& s) { s.pow2_scales = true; }),
+       LtScaleMode::kVec128_32F, "block 1x128 pow2"},
+      {with(blocked(RecipeKind::kBlock, k1x128, fp8a::Fp8Format::kE5M2), [](auto& s) { s.pow2_scales = false; }),
+       LtScaleMode::kVec128_32F, "block 1x128 fp32 E5M2"},
+      {with(blocked(RecipeKind::kBlock, k128x128), [](auto& s) { s.pow2_scales = false; }),
+       LtScaleMode::kBlk128x128_32F, "block 128x128 fp32"},
+      {blocked(RecipeKind::kMx, k1x32), LtScaleMode::kVec32Ue8m0, "mxfp8"},
+      {with(blocked(RecipeKind::kMx, k1x32), [](auto& s) { s.mx_rule = fp8a::MxScaleRule::kOcpFloor; }),
+       LtScaleMode::kVec32Ue8m0, "mxfp8 floor"},
+      {with(fp8a::QuantSpec{}, [](auto& s) { s.kind = RecipeKind::kBf16; }), LtScaleMode::kNone, "bf16"},
+  };
+  std::uint32_t seed = 900;
+  for (const Case& c : cases) {
+    for (auto [rows, k] : {std::pair<std::int64_t, std::int64_t>{100, 200}, {130, 300}, {16, 128}, {1, 5}}) {
+      for (Fill fill : {Fill::kNormal, Fill::kWide, Fill::kSubnormal, Fill::kZeros}) {
+        INFO(std::string(c.what) << " " << rows << "x" << k << " " << fp8a::testing::fill_name(fill));
+        const auto values = fp8a::testing::make_fill(static_cast<std::size_t>(rows * k), fill, seed++);
+        // The other operand only has to make a GEMM cuBLASLt takes: E4M3, 1-D blocks.
+        fp8a::QuantSpec other = c.spec;
+        other.format = fp8a::Fp8Format::kE4M3;
+        if (other.block == k128x128) other.block = k1x128;
+        const LtGemmPlan p = fp8a::cuda::plan_lt_gemm(fp8a::Gemm::kWgrad, rows, 16, k, c.spec, other,
+                                                      c.spec.kind == RecipeKind::kMx ? kBlackwell : kHopper);
+        REQUIRE(p.supported);
+        CHECK(p.a.mode == c.mode);
+        const auto packed = fp8a::cuda::pack_lt_operand(p.a, k, p.k_padded, values, c.spec);
+        CHECK(packed.data_bytes() ==
+              static_cast<std::size_t>(p.a.rows_padded * p.k_padded) * (c.mode == LtScaleMode::kNone ? 2 : 1));
+        CHECK(packed.scale_bytes() ==
+              fp8a::cuda::lt_scale_count(c.mode, p.a.rows_padded, p.k_padded) *
+                  (c.mode == LtScaleMode::kVec32Ue8m0 ? 1 : 4));
+        const auto got = fp8a::cuda::lt_dequantize(p.a, p.k_padded, packed);
+        std::vector<float> want(values.size());
+        fp8a::FakeQuantCounts unused;
+        fp8a::fake_quantize_rows(c.spec, values.data(), rows, k, want.data(), &unused);
+        bool same = true, zero_padding = true;
+        for (std::int64_t r = 0; r < p.a.rows_padded; ++r)
+          for (std::int64_t l = 0; l < p.k_padded; ++l) {
+            const float g = got[static_cast<std::size_t>(r * p.k_padded + l)];
+            if (r < rows && l < k)
+              same = same && fp8a::float_bits(g) == fp8a::float_bits(want[static_cast<std::size_t>(r * k + l)]);
+            else
+              zero_padding = zero_padding && g == 0.0f;
+          }
+        CHECK(same);
+        CHECK(zero_padding);
+      }
+    }
   }
 }

@@ -1,7 +1,10 @@
-// GEMM-output error on operands small enough to work out by hand.
+// GEMM-output error on operands small enough to work out by hand, and how a GemmEngine (the real
+// low-precision GEMM, cuBLASLt with --device cuda) is given each GEMM and reported.
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <string>
 #include <vector>
 
 #include "engine/cpu_backend.hpp"
@@ -113,4 +116,193 @@ TEST_CASE("--gemm-rows samples token rows evenly and says so") {
   }
   CHECK(g[0].m == 8);  // dims are the full GEMM's
   CHECK(g[2].k == 8);
+}
+
+namespace {
+
+// A GemmEngine on the host, for the wiring: it records every problem and returns the product of
+// the operands fake-quantised with the specs it was given (in float64, then float) against the
+// product of the unquantised ones. With the specs and layouts right, its error equals the emulated
+// one to float rounding of the outputs.
+class RecordingEngine final : public fp8a::GemmEngine {
+ public:
+  std::string name() const override { return "fake"; }
+  fp8a::GemmRun run(const fp8a::GemmProblem& p) const override {
+    problems.push_back(p);
+    // The spans point into the caller's matrices, gone after evaluate_gemm_errors: keep copies.
+    a_values.emplace_back(p.a.values.begin(), p.a.values.end());
+    b_values.emplace_back(p.b.values.begin(), p.b.values.end());
+    problems.back().a.values = {};
+    problems.back().b.values = {};
+    fp8a::GemmRun r;
+    if (refuse) {
+      r.note = "not on this chip";
+      return r;
+    }
+    auto deq = [&](const fp8a::GemmOperand& o) {
+      std::vector<float> out(o.values.size());
+      fp8a::FakeQuantCounts unused;
+      fp8a::fake_quantize_rows(o.spec, o.values.data(), o.rows, p.k, out.data(), &unused);
+      return out;
+    };
+    const auto a = deq(p.a), b = deq(p.b);
+    r.out.resize(static_cast<std::size_t>(p.m * p.n));
+    r.reference.resize(r.out.size());
+    for (std::int64_t i = 0; i < p.m; ++i)
+      for (std::int64_t j = 0; j < p.n; ++j) {
+        double q = 0, e = 0;
+        for (std::int64_t l = 0; l < p.k; ++l) {
+          const auto ia = static_cast<std::size_t>(i * p.k + l), ib = static_cast<std::size_t>(j * p.k + l);
+          q += static_cast<double>(a[ia]) * b[ib];
+          e += static_cast<double>(p.a.values[ia]) * p.b.values[ib];
+        }
+        r.out[static_cast<std::size_t>(i * p.n + j)] = static_cast<float>(q);
+        r.reference[static_cast<std::size_t>(i * p.n + j)] = static_cast<float>(e);
+      }
+    r.ran = true;
+    r.note = "ran";
+    r.accumulation = "split";
+    r.m_padded = p.m + 1;
+    r.n_padded = p.n + 2;
+    r.k_padded = p.k + 3;
+    return r;
+  }
+  bool refuse = false;
+  // The test runs one layer: run() is called from one thread.
+  mutable std::vector<fp8a::GemmProblem> problems;
+  mutable std::vector<std::vector<float>> a_values, b_values;
+};
+
+struct RandomLayer {
+  std::vector<float> x, w, dy;
+  fp8a::CaptureSet set;
+};
+
+// X [160, 224], W [96, 224], dY [160, 96]: partial 1x128 and 128x128 blocks in every direction,
+// every dim a multiple of 32 (MXFP8 applies).
+void build_random(RandomLayer* l) {
+  std::uint32_t state = 12345;
+  auto next = [&] {
+    state = state * 1664525u + 1013904223u;
+    return static_cast<float>(static_cast<std::int32_t>(state >> 8) - (1 << 23)) / static_cast<float>(1 << 23);
+  };
+  l->x.resize(160 * 224);
+  l->w.resize(96 * 224);
+  l->dy.resize(160 * 96);
+  for (auto& v : l->x) v = 3.0f * next();
+  for (auto& v : l->w) v = 0.05f * next();
+  for (auto& v : l->dy) v = 1e-4f * next();
+  auto add = [&](fp8a::Role role, std::vector<float>& data, std::vector<std::int64_t> shape) {
+    fp8a::CapturedTensor t;
+    t.key = {7, "l", role};
+    t.view = fp8a::make_tensor_view(reinterpret_cast<const std::byte*>(data.data()), fp8a::DType::kF32,
+                                    std::move(shape));
+    l->set.tensors.push_back(t);
+  };
+  add(fp8a::Role::kActivation, l->x, {160, 224});
+  add(fp8a::Role::kWeight, l->w, {96, 224});
+  add(fp8a::Role::kGradient, l->dy, {160, 96});
+}
+
+}  // namespace
+
+TEST_CASE("a GemmEngine gets each GEMM K-major with the emulated casts, and its rows follow the emulated ones") {
+  RandomLayer l;
+  build_random(&l);
+  fp8a::RunConfig config;
+  config.recipes = {fp8a::parse_recipe("current"), fp8a::parse_recipe("block"), fp8a::parse_recipe("mxfp8")};
+  config.format = fp8a::TrainingFormat::kHybrid;
+  const auto rows = fp8a::evaluate_captures(l.set, config, fp8a::CpuBackend());
+  std::vector<std::string> skipped;
+  const auto plain = fp8a::evaluate_gemm_errors(l.set, rows, fp8a::GemmOptions{}, &skipped);
+  RecordingEngine engine;
+  const auto g = fp8a::evaluate_gemm_errors(l.set, rows, fp8a::GemmOptions{0, &engine}, &skipped);
+  REQUIRE(plain.size() == 9);
+  REQUIRE(g.size() == 18);
+  REQUIRE(engine.problems.size() == 9);
+  // (m, n, k) of each GEMM in the engine's layout: fprop X W^T, dgrad dY (W^T)^T, wgrad dY^T (X^T)^T.
+  const std::int64_t dims[3][3] = {{160, 96, 224}, {160, 224, 96}, {96, 224, 160}};
+  for (std::size_t i = 0; i < 9; ++i) {
+    const auto& e = g[2 * i];
+    const auto& r = g[2 * i + 1];
+    const auto& p = engine.problems[i];
+    INFO("GEMM " << i << " " << fp8a::gemm_name(e.gemm) << " " << e.recipe.spec());
+    // The emulated rows are those of a run without an engine, number for number.
+    CHECK(e.engine == "emulated");
+    CHECK(e.gemm == plain[i].gemm);
+    CHECK(e.rel_fro_err == plain[i].rel_fro_err);
+    CHECK(e.cos == plain[i].cos);
+    CHECK(e.note.empty());
+    CHECK(e.m_padded == 0);
+    CHECK(r.engine == "fake");
+    CHECK(r.gemm == e.gemm);
+    CHECK(r.recipe == e.recipe);
+    CHECK(r.m == e.m);
+    CHECK(r.accumulation == "split");
+    CHECK(r.note == "ran");
+    const int gi = static_cast<int>(e.gemm);
+    CHECK(p.gemm == e.gemm);
+    CHECK(p.m == dims[gi][0]);
+    CHECK(p.n == dims[gi][1]);
+    CHECK(p.k == dims[gi][2]);
+    CHECK(r.m_padded == p.m + 1);
+    CHECK(r.n_padded == p.n + 2);
+    CHECK(r.k_padded == p.k + 3);
+    CHECK(p.a.rows == p.m);
+    CHECK(p.b.rows == p.n);
+    CHECK(engine.a_values[i].size() == static_cast<std::size_t>(p.m * p.k));
+    CHECK(engine.b_values[i].size() == static_cast<std::size_t>(p.n * p.k));
+    // Same operands, same casts: the engine's error is the emulated one up to float rounding of
+    // the outputs (float32 accumulation there, float64 here; relative differences ~1e-7).
+    CHECK(r.rel_fro_err == doctest::Approx(e.rel_fro_err).epsilon(1e-4));
+    CHECK(r.cos == doctest::Approx(e.cos).epsilon(1e-9));
+  }
+  // Blocks stated in the K-major layout: columnwise copies transposed, along K everywhere.
+  const auto& block_fprop = engine.problems[3];
+  CHECK(block_fprop.a.spec.block == fp8a::BlockShape{1, 128});
+  CHECK(block_fprop.b.spec.block == fp8a::BlockShape{128, 128});
+  CHECK(engine.problems[4].a.spec.block == fp8a::BlockShape{1, 128});    // dgrad dY rowwise
+  CHECK(engine.problems[4].b.spec.block == fp8a::BlockShape{128, 128});  // W^T
+  CHECK(engine.problems[5].a.spec.block == fp8a::BlockShape{1, 128});    // dY^T from 128x1
+  CHECK(engine.problems[5].b.spec.block == fp8a::BlockShape{1, 128});    // X^T from 128x1
+  CHECK(engine.problems[7].b.spec.block == fp8a::BlockShape{1, 32});     // MXFP8 W^T from 32x1
+  CHECK(engine.problems[8].a.spec.format == fp8a::Fp8Format::kE5M2);     // hybrid: the gradient
+  CHECK(engine.problems[8].b.spec.format == fp8a::Fp8Format::kE4M3);
+  // wgrad's operands are dY^T and X^T: element (i, l) of a is dY[l][i].
+  CHECK(engine.a_values[2][1 * 160 + 5] == l.dy[5 * 96 + 1]);
+  CHECK(engine.b_values[2][3 * 160 + 7] == l.x[7 * 224 + 3]);
+  CHECK(engine.b_values[1][2 * 96 + 9] == l.w[9 * 224 + 2]);  // dgrad W^T
+  CHECK(engine.a_values[0] == l.x);                          // fprop X as captured
+  CHECK(engine.problems[0].what == "step 7 layer 'l' fprop current");
+}
+
+TEST_CASE("an engine that cannot run a GEMM, or sampled blocks it cannot keep, leave a note on the emulated row") {
+  RandomLayer l;
+  build_random(&l);
+  fp8a::RunConfig config;
+  config.recipes = {fp8a::parse_recipe("current"), fp8a::parse_recipe("block")};
+  const auto rows = fp8a::evaluate_captures(l.set, config, fp8a::CpuBackend());
+  std::vector<std::string> skipped;
+  RecordingEngine engine;
+  engine.refuse = true;
+  auto g = fp8a::evaluate_gemm_errors(l.set, rows, fp8a::GemmOptions{0, &engine}, &skipped);
+  REQUIRE(g.size() == 6);
+  for (const auto& r : g) {
+    CHECK(r.engine == "emulated");
+    CHECK(r.note == "fake not run: not on this chip");
+  }
+  // 64 sampled token rows: fprop and dgrad keep the 1x128 blocks of X and dY whole; wgrad's
+  // reduction runs over the sampled rows, which cuts the 128-row blocks of its operands.
+  engine.refuse = false;
+  engine.problems.clear();
+  g = fp8a::evaluate_gemm_errors(l.set, rows, fp8a::GemmOptions{64, &engine}, &skipped);
+  REQUIRE(g.size() == 11);  // current: 3 + 3; block: fprop and dgrad 2 + 2, wgrad 1
+  CHECK(engine.problems.size() == 5);
+  const auto& wgrad_block = g.back();
+  CHECK(wgrad_block.gemm == fp8a::Gemm::kWgrad);
+  CHECK(wgrad_block.engine == "emulated");
+  CHECK(wgrad_block.note == "fake not run: --gemm-rows samples token rows, which cuts the recipe's "
+                            "blocks along them (use --gemm-rows 0)");
+  CHECK(engine.problems[2].k == 64);  // current wgrad: reduction over the sampled rows
+  CHECK(engine.problems[3].m == 64);  // block fprop: the sampled rows of X
 }

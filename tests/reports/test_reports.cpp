@@ -115,7 +115,19 @@ TEST_CASE("metrics.csv, summary.json and the console table match their golden fi
   g.sampled = true;
   g.rel_fro_err = 0.03125;
   g.cos = 0.9995;
-  check_golden("gemms.csv", fp8a::render_gemms_csv(std::vector<fp8a::GemmRow>{g}));
+  g.note = "cublaslt not run: MXFP8 block scaling (VEC32_UE8M0) needs sm_100+; this GPU is sm_90";
+  // The same GEMM from a real engine: its accumulation, the padded dims it ran, a quoted note.
+  fp8a::GemmRow e = g;
+  e.gemm = fp8a::Gemm::kFprop;
+  e.recipe = fp8a::parse_recipe("current");
+  e.engine = "cublaslt";
+  e.accumulation = "fast";
+  e.m_padded = 16;
+  e.n_padded = 16;
+  e.k_padded = 64;
+  e.rel_fro_err = 0.0390625;
+  e.note = "X E4M3 SCALAR_32F x W E4M3 SCALAR_32F, fast accumulation, FP32 output";
+  check_golden("gemms.csv", fp8a::render_gemms_csv(std::vector<fp8a::GemmRow>{g, e}));
 }
 
 TEST_CASE("atomic writes replace whole files and leave nothing behind on failure") {
