@@ -140,6 +140,23 @@ TEST_CASE("evaluate_device on a resident tensor equals evaluate on the same tens
   }
 }
 
+TEST_CASE("no candidates: the statistics pass alone (the engine's amax pre-pass)") {
+  const CudaBackend whole;
+  const CudaBackend streamed(small_chunks(false));
+  const std::vector<fp8a::Candidate> none;
+  for (auto fill : ct::kFills) {
+    const auto t = ct::store(ct::make_fill(217 * 256, fill, 60), fp8a::DType::kBF16, {217, 256});
+    const auto want = fp8a::CpuBackend().evaluate(none, t.view);
+    CHECK(want.results.empty());
+    for (const CudaBackend* gpu : {&whole, &streamed}) {
+      INFO("fill " << ct::fill_name(fill));
+      const auto got = gpu->evaluate(none, t.view);
+      CHECK(got.results.empty());
+      ct::check_same_evaluation(got, want, none);
+    }
+  }
+}
+
 int main(int argc, char** argv) {
   if (fp8a::cuda::device_count() == 0) {
     std::printf("test_cuda_backend: SKIPPED: %s\n", fp8a::cuda::describe_device0().c_str());
