@@ -288,6 +288,23 @@ class CaptureTest(unittest.TestCase):
         # one rank's files are one capture for fp8-advisor
         one = os.path.join(self.dir, "rank1_step_000001.safetensors")
         self.assertEqual(len(run_inspect(one)), 6)
+        # both ranks: fp8-advisor merges the shards of each (step, layer, role) by the metadata's
+        # rank, and the two traces (max over the ranks) replay delayed scaling exactly
+        out = os.path.join(self.dir, "out")
+        p = subprocess.run([BINARY, "run", "--capture", self.dir, "--amax-trace",
+                            os.path.join(self.dir, "amax_trace_rank0.csv"),
+                            os.path.join(self.dir, "amax_trace_rank1.csv"), "--out", out,
+                            "--recipes", "current,delayed"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        import csv
+        with open(os.path.join(out, "metrics.csv")) as f:
+            rows = list(csv.DictReader(f))
+        self.assertEqual({(r["layer"], r["tensor"]) for r in rows},
+                         {(l, r) for l in ("0", "2") for r in ("activation", "weight", "gradient")})
+        self.assertEqual({r["ranks"] for r in rows}, {"2"})
+        self.assertEqual({r["replay"] for r in rows if r["recipe"].startswith("delayed")},
+                         {"exact"})
 
     def test_every(self):
         tr, seen = self._run(every=2)
@@ -346,6 +363,46 @@ class CaptureTest(unittest.TestCase):
         cap.step()
         self.assertEqual(read_text(os.path.join(self.dir, "amax_trace_rank0.csv")), before)
 
+    def test_absmax_matches_amax_abs(self):
+        # the hook's one-pass amax (aminmax, with an amax(|x|) fallback) == torch.amax(x.abs())
+        g = torch.Generator().manual_seed(7)
+        for dt in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
+            for n in (1, 7, 16, 33, 1000, 4097):
+                for special in (None, float("nan"), float("inf"), -float("inf")):
+                    t = (torch.randn(n, generator=g) * 10).to(dt)
+                    if special is not None:
+                        t[(n * 5) // 7] = special
+                    try:
+                        ref = torch.amax(t.abs())
+                    except RuntimeError:  # dtype without abs/amax on this build
+                        continue
+                    got = fp8a_capture._absmax(t)
+                    self.assertEqual(got.dtype, t.dtype)
+                    self.assertTrue(torch.equal(got, ref) or (bool(torch.isnan(ref))
+                                                              and bool(torch.isnan(got))),
+                                    (dt, n, special, got, ref))
+        # non-contiguous, and signed zeros give +0.0
+        t = torch.randn(8, 6, generator=g).t()
+        self.assertTrue(torch.equal(fp8a_capture._absmax(t), torch.amax(t.abs())))
+        self.assertEqual(repr(float(fp8a_capture._absmax(-torch.zeros(5)))), "0.0")
+
+    def test_no_warnings_from_hook(self):
+        # deprecated PyTorch APIs (e.g. torch.is_autocast_cpu_enabled on >= 2.4) warn: none may
+        # come from the hook, with or without autocast
+        import warnings
+
+        hook_file = os.path.splitext(os.path.abspath(fp8a_capture.__file__))[0]
+        for autocast in (False, True):
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                model = make_model()
+                cap = fp8a_capture.attach(model, self.dir, steps=[1])
+                Trainer(model, cap, autocast=autocast).train(2)
+                cap.detach()
+            ours = [w for w in caught
+                    if os.path.splitext(os.path.abspath(w.filename))[0] == hook_file]
+            self.assertEqual([str(w.message) for w in ours], [], "autocast=%s" % autocast)
+
     def test_nan_propagates(self):
         model = make_model()
         cap = fp8a_capture.attach(model, self.dir, steps=[])
@@ -366,4 +423,5 @@ if __name__ == "__main__":
         print("usage: test_hook.py PATH_TO_fp8-advisor [unittest args]")
         sys.exit(2)
     BINARY = os.path.abspath(sys.argv[1])
+    print("torch %s (%s)" % (torch.__version__, sys.executable), file=sys.stderr)
     unittest.main(argv=[sys.argv[0]] + sys.argv[2:], verbosity=2)
