@@ -42,6 +42,25 @@ FP8A_HD float fp8_round_trip(float s) {
 #endif
 }
 
+// The same for two values with one conversion each way: on sm_89+ one cvt.rn.satfinite.e4m3x2.f32
+// (or e5m2x2) packs both and one cvt.rn.f16x2.e4m3x2 unpacks both, where the scalar form converts
+// a pair whose other half is 0. The conversion unit is the scarcest pipe of the metric kernels
+// (bench/RESULTS.md, "GPU floors"), so pairs halve its load; the results are those of two scalar
+// round trips.
+template <Fp8Format F>
+FP8A_HD void fp8_round_trip_x2(float s0, float s1, float* q0, float* q1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  constexpr __nv_fp8_interpretation_t kType = F == Fp8Format::kE4M3 ? __NV_E4M3 : __NV_E5M2;
+  const __nv_fp8x2_storage_t codes = __nv_cvt_float2_to_fp8x2(make_float2(s0, s1), __NV_SATFINITE, kType);
+  const float2 q = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(codes, kType)));
+  *q0 = q.x;
+  *q1 = q.y;
+#else
+  *q0 = fp8_round_trip<F>(s0);
+  *q1 = fp8_round_trip<F>(s1);
+#endif
+}
+
 // Per-thread partial sums of one candidate. Counts are 32-bit per thread (a thread sees far fewer
 // than 2^32 elements); block partials widen them to 64 bits.
 struct ElementSums {
@@ -74,6 +93,24 @@ FP8A_HD void quantize_fp8(ElementSums& a, float x, double xd, bool finite, float
   const float q = fp8_round_trip<F>(s);
   accumulate(a, xd, finite, mul_rn(q, scale_inv), (x != 0.0f) & (q == 0.0f),
              abs_float(s) > saturation_threshold(F), abs_float(x) > overflow_threshold);
+}
+
+// Two elements (each with its own scale) into one accumulator, in element order, so the sums are
+// bit-identical to two quantize_fp8 calls; `second` false leaves element 1 out (a pad).
+template <Fp8Format F>
+FP8A_HD void quantize_fp8_x2(ElementSums& a, const float (&x)[2], const double (&xd)[2],
+                             const bool (&finite)[2], const float (&scale)[2],
+                             const float (&scale_inv)[2], const float (&threshold)[2],
+                             bool second = true) {
+  const float s0 = mul_rn(x[0], scale[0]);
+  const float s1 = mul_rn(x[1], scale[1]);
+  float q0 = 0.0f, q1 = 0.0f;
+  fp8_round_trip_x2<F>(s0, s1, &q0, &q1);
+  accumulate(a, xd[0], finite[0], mul_rn(q0, scale_inv[0]), (x[0] != 0.0f) & (q0 == 0.0f),
+             abs_float(s0) > saturation_threshold(F), abs_float(x[0]) > threshold[0]);
+  if (second)
+    accumulate(a, xd[1], finite[1], mul_rn(q1, scale_inv[1]), (x[1] != 0.0f) & (q1 == 0.0f),
+               abs_float(s1) > saturation_threshold(F), abs_float(x[1]) > threshold[1]);
 }
 
 // The BF16 round trip: a finite x that rounds to inf counts as saturated and overflowed.

@@ -26,6 +26,7 @@ __global__ void __launch_bounds__(kThreads) metrics_blocked_kernel(const void* x
                                                                    const BlockedParams p,
                                                                    MetricPartial* out) {
   static_assert(BC == 1 || BC == 32 || BC == 128, "block width");
+  static_assert(kSlots % 2 == 0, "slots are converted in pairs");
   using Loader = ElementLoader<D>;
   const int lane = static_cast<int>(threadIdx.x & 31);
   const std::int64_t warp = (blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x) >> 5;
@@ -91,16 +92,28 @@ __global__ void __launch_bounds__(kThreads) metrics_blocked_kernel(const void* x
 
     for (int r = 0; r < nr; ++r) {
       const std::int64_t row = (r0 + r) * cols;
+      // Slots in pairs, one FP8 conversion each way per pair (element_quant.hpp), in slot order as
+      // before. col[s] grows with s, so a valid slot never follows an invalid one.
 #pragma unroll
-      for (int s = 0; s < kSlots; ++s) {
+      for (int s = 0; s < kSlots; s += 2) {
         if (!valid[s]) continue;
-        const float v = Loader::load(x, row + col[s]);
-        const bool finite = is_finite_float(v);
-        const double xd = finite ? static_cast<double>(v) : 0.0;
+        const bool second = valid[s + 1];
+        float v[2];
+        double xd[2];
+        bool finite[2];
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          v[i] = i == 0 || second ? Loader::load(x, row + col[s + i]) : 0.0f;
+          finite[i] = is_finite_float(v[i]);
+          xd[i] = finite[i] ? static_cast<double>(v[i]) : 0.0;
+        }
+        const float sc[2] = {scale[s], scale[s + 1]};
+        const float si[2] = {scale_inv[s], scale_inv[s + 1]};
+        const float th[2] = {threshold[s], threshold[s + 1]};
         if (e4m3)
-          quantize_fp8<Fp8Format::kE4M3>(acc, v, xd, finite, scale[s], scale_inv[s], threshold[s]);
+          quantize_fp8_x2<Fp8Format::kE4M3>(acc, v, xd, finite, sc, si, th, second);
         else
-          quantize_fp8<Fp8Format::kE5M2>(acc, v, xd, finite, scale[s], scale_inv[s], threshold[s]);
+          quantize_fp8_x2<Fp8Format::kE5M2>(acc, v, xd, finite, sc, si, th, second);
       }
     }
   }

@@ -12,6 +12,24 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// Adds N elements to candidate j of the group, two at a time (one FP8 conversion per pair each
+// way), in element order.
+template <Fp8Format F, int N>
+__device__ void add_fp8(const float (&x)[N], const double (&xd)[N], const bool (&finite)[N],
+                        const PerTensorGroup& g, int j, ElementSums& acc) {
+  const float scale[2] = {g.scale[j], g.scale[j]};
+  const float scale_inv[2] = {g.scale_inv[j], g.scale_inv[j]};
+  const float threshold[2] = {g.overflow_threshold[j], g.overflow_threshold[j]};
+#pragma unroll
+  for (int k = 0; k < N; k += 2) {
+    const bool pair = k + 1 < N;
+    const float xs[2] = {x[k], pair ? x[k + 1] : 0.0f};
+    const double xds[2] = {xd[k], pair ? xd[k + 1] : 0.0};
+    const bool fs[2] = {finite[k], pair ? finite[k + 1] : true};
+    quantize_fp8_x2<F>(acc, xs, xds, fs, scale, scale_inv, threshold, pair);
+  }
+}
+
 // Adds N elements to every candidate of the group (at most G of them). The mode switch sits
 // outside the element loop; x in float64 is formed once per element and shared by the candidates.
 template <int G, int N>
@@ -28,16 +46,10 @@ __device__ void add_elements(const float (&x)[N], const PerTensorGroup& g, Eleme
     if (j >= g.count) break;
     switch (g.mode[j]) {
       case ElementMode::kE4M3:
-#pragma unroll
-        for (int k = 0; k < N; ++k)
-          quantize_fp8<Fp8Format::kE4M3>(acc[j], x[k], xd[k], finite[k], g.scale[j], g.scale_inv[j],
-                                          g.overflow_threshold[j]);
+        add_fp8<Fp8Format::kE4M3>(x, xd, finite, g, j, acc[j]);
         break;
       case ElementMode::kE5M2:
-#pragma unroll
-        for (int k = 0; k < N; ++k)
-          quantize_fp8<Fp8Format::kE5M2>(acc[j], x[k], xd[k], finite[k], g.scale[j], g.scale_inv[j],
-                                          g.overflow_threshold[j]);
+        add_fp8<Fp8Format::kE5M2>(x, xd, finite, g, j, acc[j]);
         break;
       case ElementMode::kBf16:
 #pragma unroll

@@ -77,6 +77,30 @@ TEST_CASE("device encoder == host encoder == hardware satfinite conversion") {
   CHECK(mismatches == 0);
 }
 
+TEST_CASE("the metric kernels' round trip, one at a time and in pairs, == the host's") {
+  auto x = inputs();
+  if (x.size() % 2 != 0) x.push_back(1.0f);
+  const auto rt = fp8a::cuda_test::round_trip_on_device(x);
+  // Same value, or both NaN; -0 and +0 are told apart.
+  const auto same = [](float a, float b) {
+    std::uint32_t ua, ub;
+    std::memcpy(&ua, &a, 4);
+    std::memcpy(&ub, &b, 4);
+    return (std::isnan(a) && std::isnan(b)) || ua == ub;
+  };
+  std::size_t mismatches = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const float h4 = fp8a::round_trip_e4m3(x[i]), h5 = fp8a::round_trip_e5m2(x[i]);
+    const bool ok = same(rt.e4m3[i], h4) && same(rt.e4m3_x2[i], h4) && same(rt.e5m2[i], h5) &&
+                    same(rt.e5m2_x2[i], h5);
+    if (!ok && ++mismatches <= 10)
+      MESSAGE("x=" << x[i] << " (index " << i << ") host " << h4 << "/" << h5 << " device "
+                   << rt.e4m3[i] << "/" << rt.e5m2[i] << " pairs " << rt.e4m3_x2[i] << "/"
+                   << rt.e5m2_x2[i]);
+  }
+  CHECK(mismatches == 0);
+}
+
 int main(int argc, char** argv) {
   if (fp8a::cuda::device_count() == 0) {
     std::printf("test_cuda_codec: SKIPPED: %s\n", fp8a::cuda::describe_device0().c_str());

@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <span>
@@ -319,17 +320,26 @@ fp8a::TensorEvaluation emulate_cuda(const std::vector<fp8a::Candidate>& cands, c
       const PerTensorGroup& g = job.group;
       for (std::int64_t i0 = 0; i0 < n; i0 += kSlice) {
         std::vector<ElementSums> acc(static_cast<std::size_t>(g.count));
-        for (std::int64_t i = i0; i < std::min(n, i0 + kSlice); ++i) {
-          const float v = x[static_cast<std::size_t>(i)];
-          const bool finite = is_finite_float(v);
-          const double xd = finite ? static_cast<double>(v) : 0.0;
+        // In pairs, as the kernel converts them (the last one alone when the slice is odd).
+        const std::int64_t i1 = std::min(n, i0 + kSlice);
+        for (std::int64_t i = i0; i < i1; i += 2) {
+          const bool second = i + 1 < i1;
+          const float v[2] = {x[static_cast<std::size_t>(i)], second ? x[static_cast<std::size_t>(i + 1)] : 0.0f};
+          const bool finite[2] = {is_finite_float(v[0]), is_finite_float(v[1])};
+          const double xd[2] = {finite[0] ? static_cast<double>(v[0]) : 0.0, finite[1] ? static_cast<double>(v[1]) : 0.0};
           for (int j = 0; j < g.count; ++j) {
             auto& a = acc[static_cast<std::size_t>(j)];
-            if (g.mode[j] == ElementMode::kBf16) quantize_bf16(a, v, xd, finite);
-            else if (g.mode[j] == ElementMode::kE4M3)
-              quantize_fp8<fp8a::Fp8Format::kE4M3>(a, v, xd, finite, g.scale[j], g.scale_inv[j], g.overflow_threshold[j]);
-            else
-              quantize_fp8<fp8a::Fp8Format::kE5M2>(a, v, xd, finite, g.scale[j], g.scale_inv[j], g.overflow_threshold[j]);
+            const float sc[2] = {g.scale[j], g.scale[j]};
+            const float si[2] = {g.scale_inv[j], g.scale_inv[j]};
+            const float th[2] = {g.overflow_threshold[j], g.overflow_threshold[j]};
+            if (g.mode[j] == ElementMode::kBf16) {
+              quantize_bf16(a, v[0], xd[0], finite[0]);
+              if (second) quantize_bf16(a, v[1], xd[1], finite[1]);
+            } else if (g.mode[j] == ElementMode::kE4M3) {
+              quantize_fp8_x2<fp8a::Fp8Format::kE4M3>(a, v, xd, finite, sc, si, th, second);
+            } else {
+              quantize_fp8_x2<fp8a::Fp8Format::kE5M2>(a, v, xd, finite, sc, si, th, second);
+            }
           }
         }
         for (const auto& a : acc) records.push_back(record(a, kInfBits, 0u));
@@ -394,6 +404,41 @@ TEST_CASE("the kernels' arithmetic, run on the host, reproduces CpuBackend for e
         }
       }
     }
+  }
+}
+
+TEST_CASE("a pair through quantize_fp8_x2 == two quantize_fp8, bit for bit, each with its own scale") {
+  using namespace fp8a::cuda;
+  const auto x = fp8a::cuda_test::make_fill(4096, fp8a::cuda_test::Fill::kNonFinite, 5);
+  const auto y = fp8a::cuda_test::make_fill(4096, fp8a::cuda_test::Fill::kWide, 6);
+  for (auto fmt : {fp8a::Fp8Format::kE4M3, fp8a::Fp8Format::kE5M2}) {
+    ElementSums one, two;
+    for (std::size_t i = 0; i + 1 < x.size(); i += 2) {
+      const float v[2] = {x[i], y[i + 1]};
+      const bool finite[2] = {is_finite_float(v[0]), is_finite_float(v[1])};
+      const double xd[2] = {finite[0] ? double(v[0]) : 0.0, finite[1] ? double(v[1]) : 0.0};
+      const float sc[2] = {std::ldexp(1.0f, static_cast<int>(i % 40) - 20), 3.0f};
+      const float si[2] = {1.0f / sc[0], 1.0f / sc[1]};
+      const float th[2] = {fp8a::mul_rn(fp8a::fp8_max_finite(fmt), si[0]), fp8a::mul_rn(fp8a::fp8_max_finite(fmt), si[1])};
+      const bool second = i % 6 != 0;  // some pads
+      if (fmt == fp8a::Fp8Format::kE4M3) {
+        quantize_fp8_x2<fp8a::Fp8Format::kE4M3>(two, v, xd, finite, sc, si, th, second);
+        quantize_fp8<fp8a::Fp8Format::kE4M3>(one, v[0], xd[0], finite[0], sc[0], si[0], th[0]);
+        if (second) quantize_fp8<fp8a::Fp8Format::kE4M3>(one, v[1], xd[1], finite[1], sc[1], si[1], th[1]);
+      } else {
+        quantize_fp8_x2<fp8a::Fp8Format::kE5M2>(two, v, xd, finite, sc, si, th, second);
+        quantize_fp8<fp8a::Fp8Format::kE5M2>(one, v[0], xd[0], finite[0], sc[0], si[0], th[0]);
+        if (second) quantize_fp8<fp8a::Fp8Format::kE5M2>(one, v[1], xd[1], finite[1], sc[1], si[1], th[1]);
+      }
+    }
+    CHECK(one.sum_sq_err == two.sum_sq_err);
+    CHECK(one.sum_x_deq == two.sum_x_deq);
+    CHECK(one.sum_deq_sq == two.sum_deq_sq);
+    CHECK(one.underflow == two.underflow);
+    CHECK(one.overflow == two.overflow);
+    CHECK(one.saturated == two.saturated);
+    CHECK(one.underflow > 0);
+    CHECK(one.saturated > 0);
   }
 }
 
