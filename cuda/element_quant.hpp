@@ -74,16 +74,19 @@ struct ElementSums {
 
 // xd is x in float64, or 0 when x is not finite (then deq is taken as 0 too, as the CPU backend
 // zeroes both sides).
+FP8A_HD void add_sums(ElementSums& a, double xd, double dd) {
+  const double e = xd - dd;
+  a.sum_sq_err += e * e;
+  a.sum_x_deq += xd * dd;
+  a.sum_deq_sq += dd * dd;
+}
+
 FP8A_HD void accumulate(ElementSums& a, double xd, bool finite, float deq, bool underflow,
                         bool saturated, bool overflow) {
   a.underflow += underflow;
   a.saturated += saturated;
   a.overflow += overflow;
-  const double dd = finite ? static_cast<double>(deq) : 0.0;
-  const double e = xd - dd;
-  a.sum_sq_err += e * e;
-  a.sum_x_deq += xd * dd;
-  a.sum_deq_sq += dd * dd;
+  add_sums(a, xd, finite ? static_cast<double>(deq) : 0.0);
 }
 
 template <Fp8Format F>
@@ -111,6 +114,84 @@ FP8A_HD void quantize_fp8_x2(ElementSums& a, const float (&x)[2], const double (
   if (second)
     accumulate(a, xd[1], finite[1], mul_rn(q1, scale_inv[1]), (x[1] != 0.0f) & (q1 == 0.0f),
                abs_float(s1) > saturation_threshold(F), abs_float(x[1]) > threshold[1]);
+}
+
+// Per-tensor FP8 candidates count from |x| alone. With one scale for the whole tensor,
+// |fp8(RN(x * scale))| never decreases as |x| grows (both roundings are monotone, and symmetric in
+// the sign), so "nonzero x whose code is 0", "|x * scale| past the last rounding boundary" and
+// "|x| > fp8_max * scale_inv" each hold on one range of |x|. count_limits finds the ranges once on
+// the host; the kernel compares the element's abs bits with them (non-negative floats order as
+// their bits), NaN mapped to 0, which none of the three counts, as the direct tests do not.
+struct CountLimits {
+  std::uint32_t underflow_max = 0;            // underflow: 0 < bits <= underflow_max
+  std::uint32_t saturated_min = 0xFFFFFFFFu;  // saturated: bits >= saturated_min
+  std::uint32_t overflow_above = kInfBits;    // overflow:  bits > overflow_above
+};
+
+// |x|'s bits for the counts: NaN -> 0.
+FP8A_HD std::uint32_t count_bits(float x) {
+  const std::uint32_t b = abs_bits(x);
+  return b > kInfBits ? 0u : b;
+}
+
+// The limits of a per-tensor candidate (host; 2 x 31 steps of bisection over |x|'s bits).
+template <Fp8Format F>
+inline CountLimits count_limits(float scale, float overflow_threshold) {
+  const auto scaled = [&](std::uint32_t b) { return mul_rn(bits_float(b), scale); };
+  const auto underflows = [&](std::uint32_t b) { return fp8_round_trip<F>(scaled(b)) == 0.0f; };
+  const auto saturates = [&](std::uint32_t b) { return abs_float(scaled(b)) > saturation_threshold(F); };
+  CountLimits l;
+  // underflows(b) holds for b in [1, U] and not above: U = the last b where it holds.
+  if (underflows(1u)) {
+    std::uint32_t lo = 1u, hi = kInfBits + 1u;  // underflows(lo), !underflows(hi) (hi: past inf)
+    while (hi - lo > 1u) {
+      const std::uint32_t mid = lo + (hi - lo) / 2u;
+      (mid <= kInfBits && underflows(mid) ? lo : hi) = mid;
+    }
+    l.underflow_max = lo;
+  }
+  // saturates(b) holds for b in [S, inf] (none when scale is 0 or NaN): S = the first b.
+  if (saturates(kInfBits)) {
+    std::uint32_t lo = 0u, hi = kInfBits;  // !saturates(lo) (x = 0), saturates(hi)
+    while (hi - lo > 1u) {
+      const std::uint32_t mid = lo + (hi - lo) / 2u;
+      (saturates(mid) ? hi : lo) = mid;
+    }
+    l.saturated_min = hi;
+  }
+  if (overflow_threshold == overflow_threshold) l.overflow_above = abs_bits(overflow_threshold);
+  return l;
+}
+
+FP8A_HD void add_counted(ElementSums& a, double xd, float deq, std::uint32_t bits,
+                         const CountLimits& lim) {
+#if defined(__CUDA_ARCH__)
+  // One predicated add per count (the compiler otherwise selects between two sums).
+  asm("{\n\t.reg .pred p;\n\t"
+      "setp.lt.u32 p, %3, %4;\n\t@p add.u32 %0, %0, 1;\n\t"
+      "setp.ge.u32 p, %5, %6;\n\t@p add.u32 %1, %1, 1;\n\t"
+      "setp.gt.u32 p, %5, %7;\n\t@p add.u32 %2, %2, 1;\n\t}"
+      : "+r"(a.underflow), "+r"(a.saturated), "+r"(a.overflow)
+      : "r"(bits - 1u), "r"(lim.underflow_max), "r"(bits), "r"(lim.saturated_min), "r"(lim.overflow_above));
+#else
+  a.underflow += bits - 1u < lim.underflow_max;
+  a.saturated += bits >= lim.saturated_min;
+  a.overflow += bits > lim.overflow_above;
+#endif
+  add_sums(a, xd, static_cast<double>(deq));
+}
+
+// Two elements of a per-tensor candidate, counted against its limits: xc is x with NaN/Inf set to
+// 0 (their error terms are 0, as accumulate() has them), xd = xc in float64, bits = count_bits(x).
+// The same sums and counts as two quantize_fp8 calls (tests/cuda/test_cuda_host.cpp).
+template <Fp8Format F>
+FP8A_HD void quantize_fp8_x2_counted(ElementSums& a, const float (&xc)[2], const double (&xd)[2],
+                                     const std::uint32_t (&bits)[2], float scale, float scale_inv,
+                                     const CountLimits& lim, bool second = true) {
+  float q0 = 0.0f, q1 = 0.0f;
+  fp8_round_trip_x2<F>(mul_rn(xc[0], scale), mul_rn(xc[1], scale), &q0, &q1);
+  add_counted(a, xd[0], mul_rn(q0, scale_inv), bits[0], lim);
+  if (second) add_counted(a, xd[1], mul_rn(q1, scale_inv), bits[1], lim);
 }
 
 // The BF16 round trip: a finite x that rounds to inf counts as saturated and overflowed.

@@ -28,6 +28,9 @@ std::vector<MetricJob> plan_metric_jobs(std::span<const QuantSpec> specs,
       g.scale[i] = s.scale;
       g.scale_inv[i] = scale_inverse(s.scale);
       g.overflow_threshold[i] = fp8_max_finite(s.format) * g.scale_inv[i];
+      g.limits[i] = s.format == Fp8Format::kE4M3
+                        ? count_limits<Fp8Format::kE4M3>(g.scale[i], g.overflow_threshold[i])
+                        : count_limits<Fp8Format::kE5M2>(g.scale[i], g.overflow_threshold[i]);
     }
     pending.members.push_back(j);
     if (g.count == kGroupSize) flush();

@@ -29,6 +29,7 @@ struct PerTensorGroup {
   float scale[kGroupSize] = {};
   float scale_inv[kGroupSize] = {};
   float overflow_threshold[kGroupSize] = {};
+  CountLimits limits[kGroupSize] = {};  // FP8 modes: the counts as ranges of |x| (element_quant.hpp)
 };
 
 struct MetricJob {

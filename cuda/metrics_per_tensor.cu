@@ -13,43 +13,45 @@ namespace {
 constexpr int kThreads = 256;
 
 // Adds N elements to candidate j of the group, two at a time (one FP8 conversion per pair each
-// way), in element order.
+// way), in element order, counting against the candidate's limits.
 template <Fp8Format F, int N>
-__device__ void add_fp8(const float (&x)[N], const double (&xd)[N], const bool (&finite)[N],
+__device__ void add_fp8(const float (&xc)[N], const double (&xd)[N], const std::uint32_t (&bits)[N],
                         const PerTensorGroup& g, int j, ElementSums& acc) {
-  const float scale[2] = {g.scale[j], g.scale[j]};
-  const float scale_inv[2] = {g.scale_inv[j], g.scale_inv[j]};
-  const float threshold[2] = {g.overflow_threshold[j], g.overflow_threshold[j]};
 #pragma unroll
   for (int k = 0; k < N; k += 2) {
     const bool pair = k + 1 < N;
-    const float xs[2] = {x[k], pair ? x[k + 1] : 0.0f};
+    const float xs[2] = {xc[k], pair ? xc[k + 1] : 0.0f};
     const double xds[2] = {xd[k], pair ? xd[k + 1] : 0.0};
-    const bool fs[2] = {finite[k], pair ? finite[k + 1] : true};
-    quantize_fp8_x2<F>(acc, xs, xds, fs, scale, scale_inv, threshold, pair);
+    const std::uint32_t bs[2] = {bits[k], pair ? bits[k + 1] : 0u};
+    quantize_fp8_x2_counted<F>(acc, xs, xds, bs, g.scale[j], g.scale_inv[j], g.limits[j], pair);
   }
 }
 
 // Adds N elements to every candidate of the group (at most G of them). The mode switch sits
-// outside the element loop; x in float64 is formed once per element and shared by the candidates.
+// outside the element loop; what depends on the element alone (x with NaN/Inf zeroed, in float64,
+// |x|'s bits) is formed once and shared by the candidates.
 template <int G, int N>
 __device__ void add_elements(const float (&x)[N], const PerTensorGroup& g, ElementSums (&acc)[G]) {
   bool finite[N];
+  float xc[N];
   double xd[N];
+  std::uint32_t bits[N];
 #pragma unroll
   for (int k = 0; k < N; ++k) {
     finite[k] = is_finite_float(x[k]);
-    xd[k] = finite[k] ? static_cast<double>(x[k]) : 0.0;
+    xc[k] = finite[k] ? x[k] : 0.0f;
+    xd[k] = static_cast<double>(xc[k]);
+    bits[k] = count_bits(x[k]);
   }
 #pragma unroll
   for (int j = 0; j < G; ++j) {
     if (j >= g.count) break;
     switch (g.mode[j]) {
       case ElementMode::kE4M3:
-        add_fp8<Fp8Format::kE4M3>(x, xd, finite, g, j, acc[j]);
+        add_fp8<Fp8Format::kE4M3>(xc, xd, bits, g, j, acc[j]);
         break;
       case ElementMode::kE5M2:
-        add_fp8<Fp8Format::kE5M2>(x, xd, finite, g, j, acc[j]);
+        add_fp8<Fp8Format::kE5M2>(xc, xd, bits, g, j, acc[j]);
         break;
       case ElementMode::kBf16:
 #pragma unroll

@@ -326,19 +326,18 @@ fp8a::TensorEvaluation emulate_cuda(const std::vector<fp8a::Candidate>& cands, c
           const bool second = i + 1 < i1;
           const float v[2] = {x[static_cast<std::size_t>(i)], second ? x[static_cast<std::size_t>(i + 1)] : 0.0f};
           const bool finite[2] = {is_finite_float(v[0]), is_finite_float(v[1])};
-          const double xd[2] = {finite[0] ? static_cast<double>(v[0]) : 0.0, finite[1] ? static_cast<double>(v[1]) : 0.0};
+          const float xc[2] = {finite[0] ? v[0] : 0.0f, finite[1] ? v[1] : 0.0f};
+          const double xd[2] = {xc[0], xc[1]};
+          const std::uint32_t bits[2] = {count_bits(v[0]), count_bits(v[1])};
           for (int j = 0; j < g.count; ++j) {
             auto& a = acc[static_cast<std::size_t>(j)];
-            const float sc[2] = {g.scale[j], g.scale[j]};
-            const float si[2] = {g.scale_inv[j], g.scale_inv[j]};
-            const float th[2] = {g.overflow_threshold[j], g.overflow_threshold[j]};
             if (g.mode[j] == ElementMode::kBf16) {
               quantize_bf16(a, v[0], xd[0], finite[0]);
               if (second) quantize_bf16(a, v[1], xd[1], finite[1]);
             } else if (g.mode[j] == ElementMode::kE4M3) {
-              quantize_fp8_x2<fp8a::Fp8Format::kE4M3>(a, v, xd, finite, sc, si, th, second);
+              quantize_fp8_x2_counted<fp8a::Fp8Format::kE4M3>(a, xc, xd, bits, g.scale[j], g.scale_inv[j], g.limits[j], second);
             } else {
-              quantize_fp8_x2<fp8a::Fp8Format::kE5M2>(a, v, xd, finite, sc, si, th, second);
+              quantize_fp8_x2_counted<fp8a::Fp8Format::kE5M2>(a, xc, xd, bits, g.scale[j], g.scale_inv[j], g.limits[j], second);
             }
           }
         }
@@ -439,6 +438,63 @@ TEST_CASE("a pair through quantize_fp8_x2 == two quantize_fp8, bit for bit, each
     CHECK(one.saturated == two.saturated);
     CHECK(one.underflow > 0);
     CHECK(one.saturated > 0);
+  }
+}
+
+namespace {
+
+// The three counts of one element, tested directly as quantize_fp8 does.
+template <fp8a::Fp8Format F>
+void direct_counts(float x, float scale, float threshold, bool* under, bool* sat, bool* over) {
+  using namespace fp8a::cuda;
+  const float s = fp8a::mul_rn(x, scale);
+  const float q = fp8_round_trip<F>(s);
+  *under = (x != 0.0f) & (q == 0.0f);
+  *sat = abs_float(s) > fp8a::saturation_threshold(F);
+  *over = abs_float(x) > threshold;
+}
+
+template <fp8a::Fp8Format F>
+void check_limits(float scale, std::uint64_t seed) {
+  using namespace fp8a::cuda;
+  const float threshold = fp8a::fp8_max_finite(F) * fp8a::scale_inverse(scale);
+  const CountLimits l = count_limits<F>(scale, threshold);
+  std::vector<std::uint32_t> bits = {0u, 1u, 2u, 0x7F7FFFFFu, kInfBits, kInfBits + 1u, 0x7FFFFFFFu};
+  for (std::uint32_t edge : {l.underflow_max, l.saturated_min, l.overflow_above})
+    for (std::int64_t d = -3; d <= 3; ++d) {
+      const std::int64_t b = static_cast<std::int64_t>(edge) + d;
+      if (b >= 0 && b <= 0x7FFFFFFF) bits.push_back(static_cast<std::uint32_t>(b));
+    }
+  std::mt19937_64 rng(seed);
+  for (int i = 0; i < 20000; ++i) bits.push_back(static_cast<std::uint32_t>(rng()) & 0x7FFFFFFFu);
+  std::size_t bad = 0;
+  for (const std::uint32_t b : bits) {
+    for (const std::uint32_t sign : {0u, 0x80000000u}) {
+      const float x = fp8a::bits_float(b | sign);
+      bool u, s, o;
+      direct_counts<F>(x, scale, threshold, &u, &s, &o);
+      const std::uint32_t c = count_bits(x);
+      const bool ok = u == (c - 1u < l.underflow_max) && s == (c >= l.saturated_min) &&
+                      o == (c > l.overflow_above);
+      if (!ok && ++bad <= 5)
+        MESSAGE("scale " << scale << " x bits " << (b | sign) << ": direct " << u << s << o);
+    }
+  }
+  CHECK(bad == 0);
+}
+
+}  // namespace
+
+TEST_CASE("per-tensor counts as ranges of |x| (count_limits) == the direct tests, every scale kind") {
+  std::mt19937_64 rng(11);
+  std::vector<float> scales = {1.0f, 0.0f, INFINITY, NAN, FLT_MAX, 1e-30f, 1e-45f, 448.0f / 3.5f,
+                               std::ldexp(1.0f, 100), std::ldexp(1.0f, -100), 0.75f};
+  std::uniform_real_distribution<float> expo(-120.0f, 120.0f);
+  for (int i = 0; i < 40; ++i) scales.push_back(std::exp2(expo(rng)) * (1.0f + static_cast<float>(i) / 64));
+  for (const float sc : scales) {
+    INFO("scale " << sc);
+    check_limits<fp8a::Fp8Format::kE4M3>(sc, 1);
+    check_limits<fp8a::Fp8Format::kE5M2>(sc, 2);
   }
 }
 
