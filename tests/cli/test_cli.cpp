@@ -15,64 +15,17 @@
 #include <string>
 #include <vector>
 
-namespace fs = std::filesystem;
+#include "cli/cli_support.hpp"
 
 namespace {
+
+using namespace fp8a::cli_test;
 
 // The float64 sums of the two implementations run in different orders (NumPy pairwise vs.
 // chunked Eigen); the helper that produced the goldens measured agreement to ~4e-16 relative.
 constexpr double kGoldenRelTol = 1e-12;
 
-const std::string kBinary = FP8A_BINARY;
-const fs::path kSource = FP8A_SOURCE_DIR;
-
-struct Result {
-  int rc;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "fp8a-test-XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-Result run(const std::string& args) {
-  TempDir io;
-  const std::string cmd = shell_quote(kBinary) + " " + args + " >" +
-                          shell_quote((io.path / "out").string()) + " 2>" +
-                          shell_quote((io.path / "err").string()) + " </dev/null";
-  const int status = std::system(cmd.c_str());
-  REQUIRE(WIFEXITED(status));
-  return {WEXITSTATUS(status), slurp(io.path / "out"), slurp(io.path / "err")};
-}
-
 std::string sample() { return shell_quote((kSource / "datasets/sample").string()); }
-
-void write_bytes(const fs::path& p, const std::string& bytes) {
-  std::ofstream out(p, std::ios::binary);
-  out << bytes;
-}
 
 // A safetensors file with one F32 tensor; the header is given as JSON text.
 std::string safetensors_bytes(const std::string& header, const std::vector<float>& values) {
@@ -90,41 +43,6 @@ std::string one_tensor(const std::string& name, const std::vector<float>& values
                              std::to_string(values.size() * 4) + "]}}";
   return safetensors_bytes(header, values);
 }
-
-using Table = std::vector<std::map<std::string, std::string>>;
-
-Table read_csv(const std::string& text) {
-  Table rows;
-  std::istringstream in(text);
-  std::string line;
-  std::vector<std::string> head;
-  auto split = [](const std::string& l) {
-    std::vector<std::string> f;
-    std::string cur;
-    for (char c : l) {
-      if (c == ',') {
-        f.push_back(cur);
-        cur.clear();
-      } else {
-        cur += c;
-      }
-    }
-    f.push_back(cur);
-    return f;
-  };
-  std::getline(in, line);
-  head = split(line);
-  while (std::getline(in, line)) {
-    const auto f = split(line);
-    REQUIRE(f.size() == head.size());
-    std::map<std::string, std::string> row;
-    for (std::size_t i = 0; i < f.size(); ++i) row[head[i]] = f[i];
-    rows.push_back(row);
-  }
-  return rows;
-}
-
-double num(const std::string& s) { return std::strtod(s.c_str(), nullptr); }
 
 }  // namespace
 

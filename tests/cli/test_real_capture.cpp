@@ -4,8 +4,6 @@
 // (lm-sane) and once with one that makes the loss spike at step 2 (lm-spike). See
 // datasets/real/README.md.
 #include <doctest/doctest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -19,86 +17,17 @@
 #include <string>
 #include <vector>
 
-namespace fs = std::filesystem;
+#include "cli/cli_support.hpp"
 
 namespace {
 
-const std::string kBinary = FP8A_BINARY;
-const fs::path kReal = fs::path(FP8A_SOURCE_DIR) / "datasets/real";
+using namespace fp8a::cli_test;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+const fs::path kReal = kSource / "datasets/real";
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "fp8a-real-XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-};
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-struct Result {
-  int rc;
-  std::string out, err;
-};
-
-Result run(const std::string& args) {
-  TempDir io;
-  const std::string cmd = quote(kBinary) + " " + args + " >" + quote((io.path / "out").string()) +
-                          " 2>" + quote((io.path / "err").string()) + " </dev/null";
-  const int status = std::system(cmd.c_str());
-  REQUIRE(WIFEXITED(status));
-  return {WEXITSTATUS(status), slurp(io.path / "out"), slurp(io.path / "err")};
-}
-
-using Row = std::map<std::string, std::string>;
-
-std::vector<Row> read_csv(const std::string& text) {
-  auto split = [](const std::string& line) {
-    std::vector<std::string> f(1);
-    for (char c : line) {
-      if (c == ',') f.emplace_back();
-      else f.back() += c;
-    }
-    return f;
-  };
-  std::istringstream in(text);
-  std::string line;
-  std::getline(in, line);
-  const auto head = split(line);
-  std::vector<Row> rows;
-  while (std::getline(in, line)) {
-    const auto f = split(line);
-    REQUIRE(f.size() == head.size());
-    Row r;
-    for (std::size_t i = 0; i < f.size(); ++i) r[head[i]] = f[i];
-    rows.push_back(std::move(r));
-  }
-  return rows;
-}
-
-double num(const std::string& s) { return std::strtod(s.c_str(), nullptr); }
-
-std::string capture(const std::string& run_name) { return quote((kReal / run_name).string()); }
+std::string capture(const std::string& run_name) { return shell_quote((kReal / run_name).string()); }
 std::string trace(const std::string& run_name) {
-  return quote((kReal / run_name / "amax_trace_rank0.csv").string());
+  return shell_quote((kReal / run_name / "amax_trace_rank0.csv").string());
 }
 
 // max amax over all steps of one tensor in a run's amax trace, and the step where it occurs.
@@ -125,7 +54,7 @@ TEST_CASE("the shipped real captures validate, run end to end, and replay delaye
 
     TempDir out;
     const auto r = run("run --capture " + capture(name) + " --amax-trace " + trace(name) +
-                       " --out " + quote(out.path.string()) + " --format hybrid");
+                       " --out " + shell_quote(out.path.string()) + " --format hybrid");
     INFO(r.err);
     REQUIRE(r.rc == 0);
     const auto summary = nlohmann::json::parse(slurp(out.path / "summary.json"));
@@ -190,7 +119,7 @@ TEST_CASE("the loss-spike step of lm-spike matches the independent NumPy peer") 
   };
   TempDir out;
   const auto r = run("run --capture " + capture("lm-spike") + " --amax-trace " + trace("lm-spike") +
-                     " --out " + quote(out.path.string()) +
+                     " --out " + shell_quote(out.path.string()) +
                      " --format hybrid --recipes current,delayed --no-gemms");
   INFO(r.err);
   REQUIRE(r.rc == 0);
@@ -244,7 +173,7 @@ TEST_CASE("the spike is in the shipped data: loss, amax trace, and delayed scali
     INFO(name);
     TempDir out;
     const auto r = run("run --capture " + capture(name) + " --amax-trace " + trace(name) + " --out " +
-                       quote(out.path.string()) + " --format hybrid --recipes current,delayed --no-gemms");
+                       shell_quote(out.path.string()) + " --format hybrid --recipes current,delayed --no-gemms");
     REQUIRE(r.rc == 0);
     double min_delayed = 1e9, min_current = 1e9;
     for (const auto& row : read_csv(slurp(out.path / "metrics.csv"))) {

@@ -1,0 +1,104 @@
+// Helpers of the end-to-end tests of the fp8-advisor executable (tests/cli/*.cpp): run it with
+// arguments and collect exit code, stdout and stderr; temporary directories; file and CSV
+// reading.
+#pragma once
+
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace fp8a::cli_test {
+
+namespace fs = std::filesystem;
+
+inline const std::string kBinary = FP8A_BINARY;
+inline const fs::path kSource = FP8A_SOURCE_DIR;
+
+struct Result {
+  int rc;
+  std::string out, err;
+};
+
+inline std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+inline void write_bytes(const fs::path& p, const std::string& bytes) {
+  std::ofstream out(p, std::ios::binary);
+  out << bytes;
+}
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "fp8a-test-XXXXXX").string();
+    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
+    path = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+};
+
+inline std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// Runs the binary with `args` (shell syntax), stdin from /dev/null.
+inline Result run(const std::string& args) {
+  TempDir io;
+  const std::string cmd = shell_quote(kBinary) + " " + args + " >" +
+                          shell_quote((io.path / "out").string()) + " 2>" +
+                          shell_quote((io.path / "err").string()) + " </dev/null";
+  const int status = std::system(cmd.c_str());
+  REQUIRE(WIFEXITED(status));
+  return {WEXITSTATUS(status), slurp(io.path / "out"), slurp(io.path / "err")};
+}
+
+using Row = std::map<std::string, std::string>;
+using Table = std::vector<Row>;
+
+// A CSV without quoted fields (the tests' layer names hold no commas), header row as keys.
+inline Table read_csv(const std::string& text) {
+  const auto split = [](const std::string& line) {
+    std::vector<std::string> f(1);
+    for (char c : line) {
+      if (c == ',') f.emplace_back();
+      else f.back() += c;
+    }
+    return f;
+  };
+  std::istringstream in(text);
+  std::string line;
+  std::getline(in, line);
+  const auto head = split(line);
+  Table rows;
+  while (std::getline(in, line)) {
+    const auto f = split(line);
+    REQUIRE(f.size() == head.size());
+    Row r;
+    for (std::size_t i = 0; i < f.size(); ++i) r[head[i]] = f[i];
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+inline double num(const std::string& s) { return std::strtod(s.c_str(), nullptr); }
+
+}  // namespace fp8a::cli_test
