@@ -187,6 +187,11 @@ int command_run(const Invocation& inv) {
     const auto compared = compare_logged_stats(trace.fp8_stats, rows, training_recipe);
     info.logged_stats = summarize_logged_stats(compared);
     nvdlfw_csv = render_nvdlfw_csv(compared, trace.files);
+  } else if (training_recipe) {
+    const std::string w = "--training-recipe: no nvdlfw_inspect FP8 statistics (LogFp8TensorStats) "
+                          "in the --amax-trace files, nothing to compare";
+    std::cerr << "fp8-advisor: warning: " << w << "\n";
+    info.warnings.push_back(w);
   }
 
   const auto layers = summarize_layers(rows);

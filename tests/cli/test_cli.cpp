@@ -705,6 +705,13 @@ TEST_CASE("nvdlfw_inspect FP8 statistics are shown beside ours (nvdlfw_stats.csv
     if (row.at("note") == "the training run's recipe: name it with --training-recipe") ++unpaired;
   CHECK(unpaired == 24 * 2 + 1);
 
+  const auto no_log = run("run --capture " + sample() + " --no-gemms --recipes current --training-recipe "
+                          "current --out " + shell_quote((dir.path / "o4").string()));
+  CHECK(no_log.rc == 0);
+  CHECK(no_log.err == "fp8-advisor: warning: --training-recipe: no nvdlfw_inspect FP8 statistics "
+                      "(LogFp8TensorStats) in the --amax-trace files, nothing to compare\n");
+  CHECK_FALSE(fs::exists(dir.path / "o4/nvdlfw_stats.csv"));
+
   const auto bad = run(args + " --training-recipe block --out " + shell_quote((dir.path / "o3").string()));
   CHECK(bad.rc == 2);
   CHECK(bad.err == "fp8-advisor: error: [fp8a.usage.210] --training-recipe block is not among "
