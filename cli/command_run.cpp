@@ -72,7 +72,8 @@ int command_run(const Invocation& inv) {
   po::options_description desc("Options");
   desc.add_options()
       ("capture", po::value(&capture_paths)->multitoken()->required(),
-       "safetensors capture files and/or directories (searched recursively for *.safetensors)")
+       "capture files (.safetensors, .npy, .npz, .pt incl. TE DumpTensors) and/or directories "
+       "(searched recursively)")
       ("out", po::value(&out_dir)->required(), "output directory (created if missing)")
       ("recipes", po::value(&recipes_text)->default_value(default_recipe_list()), recipes_doc.c_str())
       ("format", po::value(&format_text)->default_value("hybrid"),
