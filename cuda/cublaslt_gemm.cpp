@@ -14,7 +14,19 @@
 
 namespace fp8a::cuda {
 
+// LtScaleMode's values are cuBLASLt's (they go to the *_SCALE_MODE attributes as they are).
+static_assert(int(LtScaleMode::kScalar32F) == CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F);
+static_assert(int(LtScaleMode::kVec32Ue8m0) == CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0);
+static_assert(int(LtScaleMode::kVec128_32F) == CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F);
+static_assert(int(LtScaleMode::kBlk128x128_32F) == CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F);
+
 namespace {
+
+// cuBLASLt up to 12.8.3 keys its heuristic cache without the scale modes, so an MXFP8 GEMM after a
+// per-tensor one of the same shape and types could get the per-tensor algorithm. TE's workaround
+// (transformer_engine/common/gemm/cublaslt_gemm.cu): set ALPHA_VECTOR_BATCH_STRIDE, unused by block
+// scaling, to give MXFP8 its own cache key.
+inline constexpr std::size_t kLtVersionMxCacheFixed = 120804;
 
 // Every cuBLASLt status goes through here: fp8a.cuda.802 naming the GEMM, the call and the status.
 [[noreturn]] void lt_failed(cublasStatus_t status, const char* call, const std::string& what) {
@@ -68,8 +80,8 @@ struct DeviceOperand {
 // D = a * b^T as the plan lays it out (cublaslt_gemm_plan.hpp): cuBLASLt's A is b, its B is a.
 // Returns false, with the reason, when cuBLASLt offers no algorithm for it.
 bool matmul(cublasLtHandle_t handle, cudaStream_t stream, void* workspace, const LtGemmPlan& p,
-            const DeviceOperand& a, const DeviceOperand& b, bool fast_accum, float* d,
-            const std::string& what, std::string* why) {
+            const DeviceOperand& a, const DeviceOperand& b, bool fast_accum, std::size_t lt_version,
+            float* d, const std::string& what, std::string* why) {
   MatmulDesc op;
   lt_check(cublasLtMatmulDescCreate(&op.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
            "cublasLtMatmulDescCreate", what);
@@ -86,6 +98,8 @@ bool matmul(cublasLtHandle_t handle, cudaStream_t stream, void* workspace, const
       set_attribute(op.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, static_cast<std::int32_t>(b.mode), what);
     if (a.mode != LtScaleMode::kScalar32F)
       set_attribute(op.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, static_cast<std::int32_t>(a.mode), what);
+    if (a.mode == LtScaleMode::kVec32Ue8m0 && lt_version < kLtVersionMxCacheFixed)
+      set_attribute(op.desc, CUBLASLT_MATMUL_DESC_ALPHA_VECTOR_BATCH_STRIDE, std::int64_t{1}, what);
   }
   Layout la, lb, ld;
   const auto mp = static_cast<std::uint64_t>(p.m_padded), np = static_cast<std::uint64_t>(p.n_padded),
@@ -208,12 +222,14 @@ GemmRun CublasltGemm::run(const GemmProblem& pr) const {
   std::string why;
   auto* d_dev = reinterpret_cast<float*>(s.d.data());
   auto* d_ref_dev = reinterpret_cast<float*>(s.d_ref.data());
-  if (!matmul(s.handle, stream, s.workspace.data(), plan, da, db, plan.fast_accum, d_dev, pr.what, &why)) {
+  if (!matmul(s.handle, stream, s.workspace.data(), plan, da, db, plan.fast_accum, caps_.version,
+              d_dev, pr.what, &why)) {
     FP8A_CUDA_CHECK(cudaStreamSynchronize(stream));
     out.note = why + " for " + plan.describe();
     return out;
   }
-  if (!matmul(s.handle, stream, s.workspace.data(), plan, ra, rb, false, d_ref_dev, pr.what, &why)) {
+  if (!matmul(s.handle, stream, s.workspace.data(), plan, ra, rb, false, caps_.version, d_ref_dev,
+              pr.what, &why)) {
     FP8A_CUDA_CHECK(cudaStreamSynchronize(stream));
     out.note = why + " for the BF16 reference GEMM";
     return out;
