@@ -316,15 +316,15 @@ step "gemms.csv cublaslt rows: beside every emulated row (or a note why not), sa
 step "bench_cuda_metrics K=1,8,32, 256M BF16 elements" 180 \
   "$bin/bench_cuda_metrics" --elements 268435456 --candidates 1,8,32 --repeat 5
 grep -E "^(#|fp8a_cuda|d2d_copy)" "$work/step.txt" >>"$out/bench.txt"
+step "peer_torch.py K=1,8,32, 256M BF16 elements (PyTorch eager)" 240 \
+  env PYTHONUNBUFFERED=1 python3 "$here/peer_torch.py" --elements 268435456 --candidates 1,8,32 --device cuda --repeat 5
+grep -E "^(#|peer_torch|  )" "$work/step.txt" >>"$out/bench.txt"
 step "bench_cuda_metrics --recipes all, 16384x16384 BF16" 180 \
   "$bin/bench_cuda_metrics" --elements 268435456 --recipes all --repeat 3
 grep -E "^(fp8a_cuda|  )" "$work/step.txt" >>"$out/bench.txt"
 step "end to end: fp8-advisor run --device cuda/cpu on a 3.9 GB capture vs reading it from disk" 150 \
   env BIGCAPTURE_PY="$bigcapture_py" COMPARE_PY="$compare_py" bash -c "$e2e_sh" e2e "$work" "$bin"
 grep -E "^(e2e_|page cache|wrote)" "$work/step.txt" >>"$out/bench.txt"
-step "peer_torch.py K=1,8,32, 256M BF16 elements (PyTorch eager)" 240 \
-  env PYTHONUNBUFFERED=1 python3 "$here/peer_torch.py" --elements 268435456 --candidates 1,8,32 --device cuda --repeat 5
-grep -E "^(#|peer_torch|  )" "$work/step.txt" >>"$out/bench.txt"
 
 {
   echo ""
