@@ -12,6 +12,16 @@
 // low-precision GEMM, compared with that engine's reference GEMM (cuBLASLt: BF16 inputs, FP32
 // accumulation): a second row with engine = the engine's name, quantisation and accumulation error
 // together. Where the engine cannot run a GEMM, the emulated row's note says why.
+//
+// Tensor-parallel layers (X, W and dY captured as the same number of rank shards) are computed per
+// rank on that rank's shards, quantised as TE quantises them (each shard; per-tensor scales from
+// the reduced amax, or the shard's own with --amax-reduction none), and put together for the
+// whole layer: column-parallel (X the same on every rank) has the fprop/wgrad outputs side by side
+// and the dgrad outputs summed, row-parallel (dY the same on every rank) the fprop outputs summed
+// and the others side by side, data-parallel (W the same on every rank, tokens split) the wgrad
+// outputs summed and the others side by side. m/n/k are the whole layer's; `note` names the
+// split. The engine is not run on them. Other splits (sequence parallelism splits X by tokens)
+// are skipped.
 #pragma once
 
 #include <cstdint>
