@@ -16,6 +16,7 @@
 
 #include "cuda/cuda_backend.hpp"
 #include "cuda/device_info.hpp"
+#include "tests/cuda/gpu_test_main.hpp"
 #include "engine/cpu_backend.hpp"
 #include "tests/cuda/backend_compare.hpp"
 
@@ -157,12 +158,4 @@ TEST_CASE("no candidates: the statistics pass alone (the engine's amax pre-pass)
   }
 }
 
-int main(int argc, char** argv) {
-  if (fp8a::cuda::device_count() == 0) {
-    std::printf("test_cuda_backend: SKIPPED: %s\n", fp8a::cuda::describe_device0().c_str());
-    return 77;
-  }
-  std::printf("test_cuda_backend: device %s\n", fp8a::cuda::describe_device0().c_str());
-  doctest::Context context(argc, argv);
-  return context.run();
-}
+int main(int argc, char** argv) { return fp8a::cuda_test::run_gpu_tests("test_cuda_backend", argc, argv); }

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "cuda/device_info.hpp"
+#include "tests/cuda/gpu_test_main.hpp"
 #include "engine/core/fp8_codec.hpp"
 #include "tests/cuda/codec_kernels.cuh"
 
@@ -101,12 +102,4 @@ TEST_CASE("the metric kernels' round trip, one at a time and in pairs, == the ho
   CHECK(mismatches == 0);
 }
 
-int main(int argc, char** argv) {
-  if (fp8a::cuda::device_count() == 0) {
-    std::printf("test_cuda_codec: SKIPPED: %s\n", fp8a::cuda::describe_device0().c_str());
-    return 77;
-  }
-  std::printf("test_cuda_codec: device %s\n", fp8a::cuda::describe_device0().c_str());
-  doctest::Context context(argc, argv);
-  return context.run();
-}
+int main(int argc, char** argv) { return fp8a::cuda_test::run_gpu_tests("test_cuda_codec", argc, argv); }

@@ -20,6 +20,7 @@
 
 #include "cuda/cublaslt_gemm.hpp"
 #include "cuda/device_info.hpp"
+#include "tests/cuda/gpu_test_main.hpp"
 #include "engine/cpu_backend.hpp"
 #include "engine/gemm_error.hpp"
 #include "engine/run.hpp"
@@ -281,12 +282,4 @@ TEST_CASE("(c) M=100, N=72, K=200: padded dims reported, the result that of the 
   }
 }
 
-int main(int argc, char** argv) {
-  if (fp8a::cuda::device_count() == 0) {
-    std::printf("test_cuda_gemm: SKIPPED: %s\n", fp8a::cuda::describe_device0().c_str());
-    return 77;
-  }
-  std::printf("test_cuda_gemm: device %s\n", fp8a::cuda::describe_device0().c_str());
-  doctest::Context context(argc, argv);
-  return context.run();
-}
+int main(int argc, char** argv) { return fp8a::cuda_test::run_gpu_tests("test_cuda_gemm", argc, argv); }
