@@ -63,4 +63,23 @@ struct ElementLoader<DType::kF32> {
   }
 };
 
+// This thread's grid-stride share of x[0, n): whole vectors first (f gets a float array of kVec
+// elements), then the tail one element at a time (an array of 1).
+template <DType D, class F>
+__device__ void for_each_grid_stride(const void* x, std::int64_t n, F&& f) {
+  using Loader = ElementLoader<D>;
+  const std::int64_t tid = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  const std::int64_t vectors = n / Loader::kVec;
+  for (std::int64_t v = tid; v < vectors; v += stride) {
+    float e[Loader::kVec];
+    Loader::load_vec(x, v, e);
+    f(static_cast<const float(&)[Loader::kVec]>(e));
+  }
+  for (std::int64_t i = vectors * Loader::kVec + tid; i < n; i += stride) {
+    const float e[1] = {Loader::load(x, i)};
+    f(e);
+  }
+}
+
 }  // namespace fp8a::cuda

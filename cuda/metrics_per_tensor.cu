@@ -67,20 +67,8 @@ template <DType D, int G>
 __global__ void __launch_bounds__(kThreads) metrics_per_tensor_kernel(const void* x, std::int64_t n,
                                                                       const PerTensorGroup g,
                                                                       MetricPartial* out) {
-  using Loader = ElementLoader<D>;
   ElementSums acc[G];
-  const std::int64_t tid = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  const std::int64_t vectors = n / Loader::kVec;
-  for (std::int64_t v = tid; v < vectors; v += stride) {
-    float e[Loader::kVec];
-    Loader::load_vec(x, v, e);
-    add_elements(e, g, acc);
-  }
-  for (std::int64_t i = vectors * Loader::kVec + tid; i < n; i += stride) {
-    const float e[1] = {Loader::load(x, i)};
-    add_elements(e, g, acc);
-  }
+  for_each_grid_stride<D>(x, n, [&](const auto& e) { add_elements(e, g, acc); });
 #pragma unroll
   for (int j = 0; j < G; ++j) {
     if (j >= g.count) break;  // uniform across the block: the reductions' barriers are safe

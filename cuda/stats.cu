@@ -34,18 +34,11 @@ struct StatsAccumulator {
 template <DType D>
 __global__ void __launch_bounds__(kThreads) tensor_stats_kernel(const void* x, std::int64_t n,
                                                                 StatsPartial* out) {
-  using Loader = ElementLoader<D>;
   StatsAccumulator acc;
-  const std::int64_t tid = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  const std::int64_t vectors = n / Loader::kVec;
-  for (std::int64_t v = tid; v < vectors; v += stride) {
-    float e[Loader::kVec];
-    Loader::load_vec(x, v, e);
+  for_each_grid_stride<D>(x, n, [&](const auto& e) {
 #pragma unroll
-    for (int k = 0; k < Loader::kVec; ++k) acc.add(e[k]);
-  }
-  for (std::int64_t i = vectors * Loader::kVec + tid; i < n; i += stride) acc.add(Loader::load(x, i));
+    for (float v : e) acc.add(v);
+  });
 
   using u64 = unsigned long long;
   const u64 nan = block_reduce(static_cast<u64>(acc.nan), SumOp(), u64{0});
