@@ -1,0 +1,141 @@
+// Damaged files never crash a reader: every mutation of a valid file (bytes flipped, overwritten
+// with the characters parsers care about, inserted, cut off) either loads — and then every element
+// of every tensor can be read — or throws an input error (exit 3). Run under ASan/UBSan too (see
+// the notes of the foundation issue). Seeds: the NumPy and torch.save fixtures written by the real
+// tools (tests/golden), a safetensors file, a TE DumpTensors dump, a capture CSV trace and an
+// nvdlfw_inspect log with cur_amax and LogFp8TensorStats lines.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "datasets/amax_trace.hpp"
+#include "datasets/capture.hpp"
+#include "datasets/file_system.hpp"
+#include "engine/core/error.hpp"
+#include "safetensors_builder.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path kGolden = fs::path(FP8A_SOURCE_DIR) / "tests/golden";
+constexpr int kMutationsPerSeed = 120;
+
+std::vector<std::byte> read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  const std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return fp8a::test::to_bytes(s);
+}
+
+// One random damage, mostly within the first 2 KiB where headers, pickles and zip directories are
+// (zip central directories sit at the end: those get cut or flipped from the end as well).
+std::vector<std::byte> mutate(std::vector<std::byte> b, std::mt19937_64& rng) {
+  if (b.empty()) return b;
+  const auto pick = [&](std::size_t n) { return static_cast<std::size_t>(rng() % n); };
+  const std::size_t span = std::min<std::size_t>(b.size(), 2048);
+  const std::size_t at = pick(2) == 0 ? pick(span) : b.size() - 1 - pick(span);
+  static constexpr unsigned char kSpecial[] = {0x00, 0xFF, 0x7F, 0x80, '"', '{', '}', ',', ':', '[',
+                                               ']', '9', '-', '.', 'e', '\n', '\\', 'q', 'K', 'P'};
+  switch (pick(6)) {
+    case 0: b[at] ^= static_cast<std::byte>(1u << pick(8)); break;
+    case 1: b[at] = static_cast<std::byte>(kSpecial[pick(sizeof kSpecial)]); break;
+    case 2: b.insert(b.begin() + static_cast<std::ptrdiff_t>(at), static_cast<std::byte>(rng() & 0xFF)); break;
+    case 3: b.erase(b.begin() + static_cast<std::ptrdiff_t>(at)); break;
+    case 4: b.resize(at); break;
+    default:  // several flips at once
+      for (int i = 0; i < 4; ++i) b[pick(span)] = static_cast<std::byte>(rng() & 0xFF);
+      break;
+  }
+  return b;
+}
+
+struct Seed {
+  std::string path;  // where the file sits in the in-memory file system (the name matters)
+  std::vector<std::byte> bytes;
+  bool trace = false;  // an amax trace, not a capture
+};
+
+std::vector<Seed> seeds() {
+  std::vector<Seed> out;
+  for (const auto& dir : {kGolden / "npy", kGolden / "torch", kGolden / "torch/tensor_dumps/rank_0"})
+    for (const auto& e : fs::directory_iterator(dir)) {
+      const auto ext = e.path().extension();
+      if (ext != ".npy" && ext != ".npz" && ext != ".pt") continue;
+      // .npy: the file name is the tensor name, so give it a capture name (the fixtures' names
+      // are their dtypes); the others carry their tensor names inside.
+      const std::string name = ext == ".npy" ? "step_000001/layers.0.fc1.activation.npy"
+                               : dir.filename() == "rank_0" ? "tensor_dumps/rank_0/" + e.path().filename().string()
+                                                            : e.path().filename().string();
+      out.push_back({"cap/" + name, read_file(e.path())});
+    }
+  out.push_back({"cap/step_000007.safetensors",
+                 fp8a::test::build_file({{"layers.0.fc1.activation", "BF16", {2, 3}, {1, -2, 3, 0.5f, 0, 7}},
+                                         {"layers.0.fc1.weight", "F32", {3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9}}},
+                                        {{"step", "7"}, {"rank", "0"}})});
+  out.push_back({"trace.csv", fp8a::test::to_bytes("step,tensor,amax\n0,l.activation,1.5\n1,\"l.weight\",2\n"), true});
+  out.push_back({"r.log",
+                 fp8a::test::to_bytes("2025 - INFO - l_activation_cur_amax \t iteration=000001 \t value=1.5000\n"
+                                      "l_gradient_mxfp8_underflows%_columnwise iteration=000002 value=0.2500\n"
+                                      "l_weight_fp8_block_scaling_scale_inv_min iteration=000002 value=0.0001\n"),
+                 true});
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("damaged files load or fail with an input error, never anything else") {
+  const auto all = seeds();
+  fp8a::CaptureOptions options;
+  options.npy_dtype = fp8a::NpyRawDType::kBf16;  // the BF16 .npy fixtures (2-byte void / uint16)
+  REQUIRE(all.size() >= 20);  // the fixtures are there
+  // Which seeds load as they are (some fixtures are refused on purpose: object arrays, a pickle
+  // that calls os.system, unsupported dtypes).
+  std::vector<bool> valid;
+  for (const auto& seed : all) {
+    fp8a::MemoryFileSystem mem;
+    mem.add_file(seed.path, seed.bytes);
+    try {
+      if (seed.trace) (void)fp8a::load_amax_trace({seed.path}, mem);
+      else (void)fp8a::load_captures({"cap"}, mem, options);
+      valid.push_back(true);
+    } catch (const fp8a::Error&) {
+      valid.push_back(false);
+    }
+  }
+  CHECK(std::count(valid.begin(), valid.end(), true) >= 14);
+  std::mt19937_64 rng(2026);
+  std::size_t loaded = 0, refused = 0;
+  for (const auto& seed : all) {
+    for (int i = 0; i < kMutationsPerSeed; ++i) {
+      fp8a::MemoryFileSystem mem;
+      mem.add_file(seed.path, mutate(seed.bytes, rng));
+      try {
+        if (seed.trace) {
+          (void)fp8a::load_amax_trace({seed.path}, mem);
+        } else {
+          const auto set = fp8a::load_captures({"cap"}, mem, options);
+          for (const auto& t : set.tensors) {
+            std::vector<float> v(static_cast<std::size_t>(t.view.numel()));
+            if (!v.empty()) t.view.load_floats(0, t.view.numel(), v.data());
+          }
+        }
+        ++loaded;
+      } catch (const fp8a::Error& e) {
+        INFO(seed.path << " mutation " << i << ": " << std::string(e.what()));
+        CHECK(e.kind() == fp8a::ErrorKind::kInput);
+        ++refused;
+      } catch (const std::exception& e) {
+        FAIL(seed.path << " mutation " << i << ": not an fp8a input error: " << std::string(e.what()));
+      }
+    }
+  }
+  MESSAGE(all.size() << " seeds (" << std::count(valid.begin(), valid.end(), true) << " valid), "
+                     << loaded << " mutations loaded, " << refused << " refused");
+  CHECK(refused > loaded / 4);  // the mutations do damage
+}
