@@ -52,6 +52,7 @@ no reference to any activation, gradient or graph.
 """
 
 import ctypes
+import inspect
 import json
 import math
 import os
@@ -60,6 +61,12 @@ import sys
 import warnings
 
 import torch
+
+# register_forward_hook(..., with_kwargs=True) arrived in PyTorch 2.0.
+try:
+    _FORWARD_HOOK_KWARGS = "with_kwargs" in inspect.signature(torch.nn.Module.register_forward_hook).parameters
+except (TypeError, ValueError):
+    _FORWARD_HOOK_KWARGS = False
 
 __all__ = ["attach", "Capture", "write_safetensors"]
 
@@ -224,7 +231,11 @@ class Capture(object):
             self.layers.append(lname)
             for r in _ROLES:
                 self._order["%s.%s" % (lname, r)] = len(self._order)
-            self._handles.append(mod.register_forward_hook(self._make_forward_hook(lname)))
+            if _FORWARD_HOOK_KWARGS:  # PyTorch >= 2.0: also see inputs passed by keyword
+                self._handles.append(
+                    mod.register_forward_hook(self._make_forward_hook(lname, True), with_kwargs=True))
+            else:
+                self._handles.append(mod.register_forward_hook(self._make_forward_hook(lname, False)))
         if not self.layers:
             warnings.warn("fp8a_capture: no module matched; nothing will be captured")
 
@@ -280,13 +291,16 @@ class Capture(object):
                 self._pending[name] = c.to("cpu", copy=True).contiguous()
                 self._source_dtype[name] = str(src).replace("torch.", "")
 
-    def _make_forward_hook(self, lname):
+    def _make_forward_hook(self, lname, with_kwargs):
         cap = self
 
-        def forward_hook(module, inputs, output):
+        def forward_hook(module, inputs, output, kwargs=None):
             mb = cap._fwd_count.get(lname, 0)
             cap._fwd_count[lname] = mb + 1
             x = inputs[0] if isinstance(inputs, (tuple, list)) and inputs else inputs
+            if not (isinstance(inputs, (tuple, list)) and inputs) and kwargs:
+                # linear(input=x): nn.Linear names it "input", Transformer Engine "inp".
+                x = kwargs.get("input", kwargs.get("inp"))
             if torch.is_tensor(x):
                 cap._record(lname + ".activation", x, mb)
             w = getattr(module, "weight", None)
@@ -306,6 +320,8 @@ class Capture(object):
                 y.register_hook(grad_hook)
             return None
 
+        if with_kwargs:
+            return lambda module, args, kwargs, output: forward_hook(module, args, output, kwargs)
         return forward_hook
 
     def step(self):

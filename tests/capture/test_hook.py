@@ -337,6 +337,24 @@ class CaptureTest(unittest.TestCase):
         self.assertEqual(cap.layers, ["2"])
         cap.detach()
 
+    def test_keyword_input(self):
+        # linear(input=x): on PyTorch >= 2.0 the hook sees it (with_kwargs=True); 1.13's forward
+        # hooks get positional arguments only, so there is no activation to capture.
+        lin = torch.nn.Linear(4, 3)
+        x = torch.randn(5, 4, requires_grad=True)
+        seen = {}
+        cap = fp8a_capture.attach(torch.nn.Sequential(lin), self.dir, steps=[0],
+                                  on_capture=lambda step, t: seen.update(t))
+        lin(input=x).sum().backward()
+        cap.step()
+        cap.detach()
+        self.assertIn("0.weight", seen)
+        self.assertIn("0.gradient", seen)
+        if fp8a_capture._FORWARD_HOOK_KWARGS:
+            self.assertTrue(torch.equal(seen["0.activation"], x.detach()))
+        else:
+            self.assertNotIn("0.activation", seen)
+
     def test_detach_and_no_retained_references(self):
         model = make_model()
         with fp8a_capture.attach(model, self.dir, every=1) as cap:
