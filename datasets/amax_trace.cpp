@@ -513,7 +513,6 @@ void parse_nvdlfw(std::string_view text, const std::string& path, std::size_t fi
                                                 " is not a number");
       stat.layer = std::string(layer);
       stat.role = role;
-      stat.name = std::string(parts.name);
       stat.file = file_index;
       stat.line = n;
       stats->push_back(std::move(stat));

@@ -57,7 +57,6 @@ struct LoggedFp8Stat {
   LoggedStatKind stat = LoggedStatKind::kUnderflowPct;
   bool columnwise = false;
   double value = 0.0;
-  std::string name;        // the statistic's full name in the log
   std::size_t file = 0;    // index into AmaxTrace::files
   std::size_t line = 0;
 };
