@@ -89,13 +89,19 @@ FP8A_HD void accumulate(ElementSums& a, double xd, bool finite, float deq, bool 
   add_sums(a, xd, finite ? static_cast<double>(deq) : 0.0);
 }
 
+// One element whose scaled value s = x * scale rounded to q: its counts and error terms.
+template <Fp8Format F>
+FP8A_HD void add_quantized(ElementSums& a, float x, double xd, bool finite, float s, float q,
+                           float scale_inv, float overflow_threshold) {
+  accumulate(a, xd, finite, mul_rn(q, scale_inv), (x != 0.0f) & (q == 0.0f),
+             abs_float(s) > saturation_threshold(F), abs_float(x) > overflow_threshold);
+}
+
 template <Fp8Format F>
 FP8A_HD void quantize_fp8(ElementSums& a, float x, double xd, bool finite, float scale,
                           float scale_inv, float overflow_threshold) {
   const float s = mul_rn(x, scale);
-  const float q = fp8_round_trip<F>(s);
-  accumulate(a, xd, finite, mul_rn(q, scale_inv), (x != 0.0f) & (q == 0.0f),
-             abs_float(s) > saturation_threshold(F), abs_float(x) > overflow_threshold);
+  add_quantized<F>(a, x, xd, finite, s, fp8_round_trip<F>(s), scale_inv, overflow_threshold);
 }
 
 // Two elements (each with its own scale) into one accumulator, in element order, so the sums are
@@ -109,11 +115,8 @@ FP8A_HD void quantize_fp8_x2(ElementSums& a, const float (&x)[2], const double (
   const float s1 = mul_rn(x[1], scale[1]);
   float q0 = 0.0f, q1 = 0.0f;
   fp8_round_trip_x2<F>(s0, s1, &q0, &q1);
-  accumulate(a, xd[0], finite[0], mul_rn(q0, scale_inv[0]), (x[0] != 0.0f) & (q0 == 0.0f),
-             abs_float(s0) > saturation_threshold(F), abs_float(x[0]) > threshold[0]);
-  if (second)
-    accumulate(a, xd[1], finite[1], mul_rn(q1, scale_inv[1]), (x[1] != 0.0f) & (q1 == 0.0f),
-               abs_float(s1) > saturation_threshold(F), abs_float(x[1]) > threshold[1]);
+  add_quantized<F>(a, x[0], xd[0], finite[0], s0, q0, scale_inv[0], threshold[0]);
+  if (second) add_quantized<F>(a, x[1], xd[1], finite[1], s1, q1, scale_inv[1], threshold[1]);
 }
 
 // Per-tensor FP8 candidates count from |x| alone. With one scale for the whole tensor,
