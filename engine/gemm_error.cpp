@@ -31,17 +31,6 @@ MatrixF load_matrix(const TensorView& v) {
 }
 
 // The spec an evaluation row was computed with (per-tensor scale as evaluated, delayed included).
-QuantSpec spec_of(const EvaluationRow& row);
-
-// The spec of one rank's shard: the row's, except current scaling with --amax-reduction none,
-// where each shard has the scale of its own amax (the merged row then has no single scale).
-QuantSpec spec_for(const EvaluationRow& row, const CapturedTensor& shard) {
-  QuantSpec s = spec_of(row);
-  if (row.ranks > 1 && row.recipe.kind == RecipeKind::kPerTensorCurrent && std::isnan(s.scale))
-    s.scale = per_tensor_scale(row.recipe, row.fp8, compute_tensor_stats(shard.view).amax);
-  return s;
-}
-
 QuantSpec spec_of(const EvaluationRow& row) {
   QuantSpec s;
   s.kind = row.recipe.kind;
@@ -51,6 +40,15 @@ QuantSpec spec_of(const EvaluationRow& row) {
   s.pow2_scales = row.recipe.pow2_scales;
   s.mx_rule = row.recipe.mx_rule;
   s.value_for_inf = input_type_max(row.input_dtype);
+  return s;
+}
+
+// The spec of one rank's shard: the row's, except current scaling with --amax-reduction none,
+// where each shard has the scale of its own amax (the merged row then has no single scale).
+QuantSpec spec_for(const EvaluationRow& row, const CapturedTensor& shard) {
+  QuantSpec s = spec_of(row);
+  if (row.ranks > 1 && row.recipe.kind == RecipeKind::kPerTensorCurrent && std::isnan(s.scale))
+    s.scale = per_tensor_scale(row.recipe, row.fp8, compute_tensor_stats(shard.view).amax);
   return s;
 }
 
