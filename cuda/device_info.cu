@@ -25,10 +25,10 @@ std::string describe_device0() {
   if (n == 0) return "no CUDA device";
   cudaDeviceProp prop{};
   if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return "CUDA device 0: properties unavailable";
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "%s (sm_%d%d, %.0f GiB)", prop.name, prop.major, prop.minor,
-                static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));
-  return buf;
+  char gib[32];
+  std::snprintf(gib, sizeof gib, "%.0f", static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));
+  return std::string(prop.name) + " (sm_" + std::to_string(prop.major) + std::to_string(prop.minor) + ", " +
+         gib + " GiB)";
 }
 
 }  // namespace fp8a::cuda

@@ -2,6 +2,7 @@
 
 #include "cuda/check.hpp"
 #include "cuda/device_load.cuh"
+#include "cuda/launch.cuh"
 #include "cuda/metrics_blocked.cuh"
 #include "cuda/reduce.cuh"
 #include "engine/core/error.hpp"
@@ -125,13 +126,13 @@ void launch_shape(const DeviceMatrix& m, const BlockedParams& p, MetricPartial* 
                   cudaStream_t stream) {
   switch (m.dtype) {
     case DType::kBF16:
-      metrics_blocked_kernel<DType::kBF16, BR, BC><<<blocks, kThreads, 0, stream>>>(m.data, m.rows, m.cols, p, out);
+      launch_kernel(metrics_blocked_kernel<DType::kBF16, BR, BC>, blocks, kThreads, stream, m.data, m.rows, m.cols, p, out);
       break;
     case DType::kF16:
-      metrics_blocked_kernel<DType::kF16, BR, BC><<<blocks, kThreads, 0, stream>>>(m.data, m.rows, m.cols, p, out);
+      launch_kernel(metrics_blocked_kernel<DType::kF16, BR, BC>, blocks, kThreads, stream, m.data, m.rows, m.cols, p, out);
       break;
     case DType::kF32:
-      metrics_blocked_kernel<DType::kF32, BR, BC><<<blocks, kThreads, 0, stream>>>(m.data, m.rows, m.cols, p, out);
+      launch_kernel(metrics_blocked_kernel<DType::kF32, BR, BC>, blocks, kThreads, stream, m.data, m.rows, m.cols, p, out);
       break;
   }
 }

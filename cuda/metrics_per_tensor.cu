@@ -2,6 +2,7 @@
 
 #include "cuda/check.hpp"
 #include "cuda/device_load.cuh"
+#include "cuda/launch.cuh"
 #include "cuda/metrics_per_tensor.cuh"
 #include "cuda/reduce.cuh"
 #include "engine/core/error.hpp"
@@ -81,9 +82,9 @@ void launch_group(const DeviceMatrix& m, const PerTensorGroup& g, MetricPartial*
                   cudaStream_t stream) {
   const std::int64_t n = m.numel();
   switch (m.dtype) {
-    case DType::kBF16: metrics_per_tensor_kernel<DType::kBF16, G><<<blocks, kThreads, 0, stream>>>(m.data, n, g, out); break;
-    case DType::kF16: metrics_per_tensor_kernel<DType::kF16, G><<<blocks, kThreads, 0, stream>>>(m.data, n, g, out); break;
-    case DType::kF32: metrics_per_tensor_kernel<DType::kF32, G><<<blocks, kThreads, 0, stream>>>(m.data, n, g, out); break;
+    case DType::kBF16: launch_kernel(metrics_per_tensor_kernel<DType::kBF16, G>, blocks, kThreads, stream, m.data, n, g, out); break;
+    case DType::kF16: launch_kernel(metrics_per_tensor_kernel<DType::kF16, G>, blocks, kThreads, stream, m.data, n, g, out); break;
+    case DType::kF32: launch_kernel(metrics_per_tensor_kernel<DType::kF32, G>, blocks, kThreads, stream, m.data, n, g, out); break;
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include "cuda/check.hpp"
 #include "cuda/device_load.cuh"
+#include "cuda/launch.cuh"
 #include "cuda/reduce.cuh"
 #include "cuda/stats.cuh"
 
@@ -70,9 +71,9 @@ int launch_tensor_stats(const DeviceMatrix& m, StatsPartial* out, cudaStream_t s
   const std::int64_t per_block = kThreads * 8 * 4;
   const int blocks = static_cast<int>(std::clamp<std::int64_t>((n + per_block - 1) / per_block, 1, kMaxGridBlocks));
   switch (m.dtype) {
-    case DType::kBF16: tensor_stats_kernel<DType::kBF16><<<blocks, kThreads, 0, stream>>>(m.data, n, out); break;
-    case DType::kF16: tensor_stats_kernel<DType::kF16><<<blocks, kThreads, 0, stream>>>(m.data, n, out); break;
-    case DType::kF32: tensor_stats_kernel<DType::kF32><<<blocks, kThreads, 0, stream>>>(m.data, n, out); break;
+    case DType::kBF16: launch_kernel(tensor_stats_kernel<DType::kBF16>, blocks, kThreads, stream, m.data, n, out); break;
+    case DType::kF16: launch_kernel(tensor_stats_kernel<DType::kF16>, blocks, kThreads, stream, m.data, n, out); break;
+    case DType::kF32: launch_kernel(tensor_stats_kernel<DType::kF32>, blocks, kThreads, stream, m.data, n, out); break;
   }
   FP8A_CUDA_CHECK_LAUNCH();
   return blocks;
