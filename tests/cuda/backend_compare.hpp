@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -20,14 +21,20 @@
 namespace fp8a::cuda_test {
 
 // The float64 sums are added in another order than the CPU backend's (per thread, then a tree over
-// the thread block, then blocks in order, against Eigen's per-64K-chunk sums). All terms are
-// non-negative, so both stay within a few ulps times sqrt(terms) of the exact sum: 1e-12 relative
-// leaves a wide margin for the tensors here (at most ~10^6 terms). The issue asks for 1e-12.
-constexpr double kSumRelTol = 1e-12;
-// Metrics derived from those sums (ratios, square roots, log10) amplify their error a few times.
-constexpr double kDerivedRelTol = 1e-10;
-// sqnr_db = -10 log10(rel_mse) moves by 4.3 * (relative change of rel_mse) dB.
-constexpr double kSqnrAbsTolDb = 1e-9;
+// the thread block, then blocks in order, against Eigen's per-64K-chunk sums). Every term is
+// non-negative, so any order of adding n terms is within (n - 1) * 2^-53 of the exact sum
+// (relative): the two backends differ by at most twice that. This is the bound the tests use; it
+// is what the test-suite's tensors actually need, not a margin (the host emulation of cuda/emu,
+// whose grids are capped at 8 blocks, so whose threads add long runs one by one, measured up to
+// 3.3e-11 relative on 6.4M terms, within the bound of 1.4e-9; the issue asks for 1e-6).
+inline double sum_tolerance(std::int64_t terms) {
+  return 2.0 * static_cast<double>(std::max<std::int64_t>(terms, 1)) * 0x1p-53;
+}
+// Metrics derived from those sums: mse and rel_mse (one or two sums) and cos (three) move
+// relatively by at most the sum of the sums' relative errors, a few roundings more.
+inline double derived_tolerance(std::int64_t terms) { return 3.0 * sum_tolerance(terms) + 1e-15; }
+// sqnr_db = -10 log10(rel_mse) moves by 10 / ln(10) = 4.343 dB per unit relative change of rel_mse.
+inline double sqnr_tolerance_db(std::int64_t terms) { return 4.343 * derived_tolerance(terms); }
 
 using fp8a::testing::Fill;
 using fp8a::testing::fill_name;
@@ -93,14 +100,14 @@ inline std::vector<Candidate> all_candidates(Role role, Fp8Format format, float 
 inline bool same_float(double a, double b) { return (std::isnan(a) && std::isnan(b)) || a == b; }
 
 inline void check_close(double got, double want, double tol, const char* what) {
-  INFO(what << ": got " << got << " want " << want);
+  INFO(std::string(what) << ": got " << got << " want " << want);
   if (std::isnan(want) || std::isinf(want) || want == 0.0)
     CHECK(same_float(got, want));
   else
     CHECK(std::fabs(got - want) <= tol * std::fabs(want));
 }
 
-// got (CUDA) against want (CPU): counts and fp32 values exact, float64 sums within kSumRelTol.
+// got (CUDA) against want (CPU): counts and fp32 values exact, float64 sums within sum_tolerance.
 inline void check_same_evaluation(const TensorEvaluation& got, const TensorEvaluation& want,
                                   const std::vector<Candidate>& candidates) {
   const TensorStats& gs = got.stats;
@@ -112,7 +119,8 @@ inline void check_same_evaluation(const TensorEvaluation& got, const TensorEvalu
   CHECK(same_float(gs.amax, ws.amax));
   CHECK(same_float(gs.amax_finite, ws.amax_finite));
   CHECK(same_float(gs.amin_nonzero, ws.amin_nonzero));
-  check_close(gs.sum_sq, ws.sum_sq, kSumRelTol, "stats.sum_sq");
+  const double sum_tol = sum_tolerance(ws.numel), derived_tol = derived_tolerance(ws.numel);
+  check_close(gs.sum_sq, ws.sum_sq, sum_tol, "stats.sum_sq");
   REQUIRE(got.results.size() == want.results.size());
   for (std::size_t j = 0; j < want.results.size(); ++j) {
     const Candidate& c = candidates[j];
@@ -133,17 +141,17 @@ inline void check_same_evaluation(const TensorEvaluation& got, const TensorEvalu
     CHECK(same_float(gm.scale_inv, wm.scale_inv));
     CHECK(same_float(gm.scale_inv_min, wm.scale_inv_min));
     CHECK(same_float(gm.scale_inv_max, wm.scale_inv_max));
-    check_close(gm.sums.sum_sq_err, wm.sums.sum_sq_err, kSumRelTol, "sum_sq_err");
-    check_close(gm.sums.sum_x_deq, wm.sums.sum_x_deq, kSumRelTol, "sum_x_deq");
-    check_close(gm.sums.sum_deq_sq, wm.sums.sum_deq_sq, kSumRelTol, "sum_deq_sq");
-    check_close(gm.mse, wm.mse, kDerivedRelTol, "mse");
-    check_close(gm.rel_mse, wm.rel_mse, kDerivedRelTol, "rel_mse");
+    check_close(gm.sums.sum_sq_err, wm.sums.sum_sq_err, sum_tol, "sum_sq_err");
+    check_close(gm.sums.sum_x_deq, wm.sums.sum_x_deq, sum_tol, "sum_x_deq");
+    check_close(gm.sums.sum_deq_sq, wm.sums.sum_deq_sq, sum_tol, "sum_deq_sq");
+    check_close(gm.mse, wm.mse, derived_tol, "mse");
+    check_close(gm.rel_mse, wm.rel_mse, derived_tol, "rel_mse");
     {  // -10 log10(rel_mse): 0 dB when nothing survives the cast, so compare absolutely (dB)
       INFO("sqnr_db: got " << gm.sqnr_db << " want " << wm.sqnr_db);
-      if (std::isfinite(wm.sqnr_db)) CHECK(std::fabs(gm.sqnr_db - wm.sqnr_db) <= kSqnrAbsTolDb);
+      if (std::isfinite(wm.sqnr_db)) CHECK(std::fabs(gm.sqnr_db - wm.sqnr_db) <= sqnr_tolerance_db(ws.numel));
       else CHECK(same_float(gm.sqnr_db, wm.sqnr_db));
     }
-    check_close(gm.cos, wm.cos, kDerivedRelTol, "cos");
+    check_close(gm.cos, wm.cos, derived_tol, "cos");
     CHECK(same_float(gm.underflow_pct, wm.underflow_pct));
     CHECK(same_float(gm.overflow_pct, wm.overflow_pct));
     CHECK(same_float(gm.saturated_pct, wm.saturated_pct));

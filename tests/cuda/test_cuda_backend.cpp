@@ -22,6 +22,16 @@
 
 namespace {
 
+// On the host emulation (cuda/emu, ctest test_cuda_backend_emu) every thread block costs far
+// more than its elements, so the emulated run uses smaller tensors with the same properties
+// (rows wider than a chunk, more than four chunks, column ranges) and the F16/F32 loaders with
+// two fills each (BF16 with all of them); on a GPU everything runs as written.
+#if defined(FP8A_CUDA_EMULATION)
+constexpr bool kEmulated = true;
+#else
+constexpr bool kEmulated = false;
+#endif
+
 using fp8a::cuda::CudaBackend;
 using fp8a::cuda::CudaBackendOptions;
 namespace ct = fp8a::cuda_test;
@@ -62,13 +72,16 @@ TEST_CASE("CudaBackend == CpuBackend over shapes, fills, input types, recipes, r
   const CudaBackend whole;                              // default: one chunk each, resident
   const CudaBackend streamed(small_chunks(false));      // many chunks, streamed twice
   const CudaBackend resident(small_chunks(true));       // many chunks, kept between the passes
+  // {3, 70001} (30001 emulated): rows wider than a 48 KiB chunk in every input type.
   const std::vector<std::vector<std::int64_t>> shapes = {{1, 16},     {5, 160},   {217, 256}, {5, 4, 3, 160},
-                                                         {130, 300}, {3, 70001}, {16}};
+                                                         {130, 300}, {3, kEmulated ? 30001 : 70001}, {16}};
   std::uint32_t seed = 100;
   for (const auto& shape : shapes) {
     for (auto fill : ct::kFills) {
       const auto x = ct::make_fill(numel(shape), fill, seed++);
       for (auto dtype : {fp8a::DType::kBF16, fp8a::DType::kF16, fp8a::DType::kF32}) {
+        if (kEmulated && dtype != fp8a::DType::kBF16 && fill != ct::Fill::kNormal && fill != ct::Fill::kNonFinite)
+          continue;
         const auto t = ct::store(x, dtype, shape);
         const std::string what = "shape " + std::to_string(t.view.rows) + "x" + std::to_string(t.view.cols) +
                                  " fill " + ct::fill_name(fill) + " dtype " + fp8a::dtype_name(dtype);
@@ -80,11 +93,14 @@ TEST_CASE("CudaBackend == CpuBackend over shapes, fills, input types, recipes, r
 
 TEST_CASE("tensors larger than one chunk: row bands and column ranges, resident and streamed") {
   CudaBackendOptions o;
-  o.chunk_bytes = 1 << 20;
+  o.chunk_bytes = kEmulated ? 128 << 10 : 1 << 20;  // BF16 rows of 100000 are 195 KiB
   const CudaBackend resident(o);
   o.resident_bytes = 0;
   const CudaBackend streamed(o);
-  for (const std::vector<std::int64_t>& shape : {std::vector<std::int64_t>{2125, 3000}, {300, 100000}}) {
+  const std::vector<std::vector<std::int64_t>> shapes =
+      kEmulated ? std::vector<std::vector<std::int64_t>>{{531, 3000}, {20, 100000}}
+                : std::vector<std::vector<std::int64_t>>{{2125, 3000}, {300, 100000}};
+  for (const std::vector<std::int64_t>& shape : shapes) {
     const auto t = ct::store(ct::make_fill(numel(shape), ct::Fill::kNormal, 7), fp8a::DType::kBF16, shape);
     const auto plan = resident.plan(t.view);
     CHECK(plan.chunks.size() > 4);
@@ -134,7 +150,9 @@ TEST_CASE("evaluate_device on a resident tensor equals evaluate on the same tens
     cudaFree(d);
     CHECK(on_device.stats.sum_sq == from_host.stats.sum_sq);
     for (std::size_t j = 0; j < cands.size(); ++j) {
-      CHECK(on_device.results[j].metrics.sums.sum_sq_err == from_host.results[j].metrics.sums.sum_sq_err);
+      INFO("candidate " << j << " " << cands[j].recipe.spec());
+      // NaN when the candidate does not apply (a delayed one without a scale): equal as NaN.
+      CHECK(ct::same_float(on_device.results[j].metrics.sums.sum_sq_err, from_host.results[j].metrics.sums.sum_sq_err));
       CHECK(on_device.results[j].metrics.sums.overflow_count == from_host.results[j].metrics.sums.overflow_count);
     }
     ct::check_same_evaluation(on_device, fp8a::CpuBackend().evaluate(cands, t.view), cands);
