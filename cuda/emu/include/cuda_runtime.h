@@ -1,0 +1,211 @@
+// Host emulation of the part of the CUDA runtime and kernel language that fp8-advisor's CUDA stage
+// uses (cuda/emu/README.md). Only targets built for the emulation (FP8A_CUDA_EMULATION) see this
+// file, in place of the toolkit's <cuda_runtime.h>; the kernels and the backend are compiled
+// unchanged by the host compiler and run with these semantics:
+//   - one emulated device (sm_90); device memory is host memory, allocations are tracked so that
+//     a copy in the wrong direction, or a kernel given a pointer that is not device memory, fails;
+//   - work is synchronous: a copy or launch is done when the call returns, streams and events are
+//     bookkeeping;
+//   - a launch runs its blocks one after another, each block's threads as fibers on the calling
+//     host thread, switching only at __syncthreads() and warp operations. A barrier that not every
+//     live thread of the block reaches, a warp operation that not every lane of the warp joins (or
+//     joins with another operation), is reported as a launch error, as on a GPU it would hang or be
+//     undefined;
+//   - __shared__ variables are thread_local: shared by the block's fibers, separate per host thread;
+//   - no FMA contraction and no device intrinsics: code under __CUDA_ARCH__ takes its host path.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <initializer_list>
+#include <type_traits>
+
+#define FP8A_CUDA_EMULATION 1
+
+// ---- kernel-language keywords -----------------------------------------------------------------
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static thread_local
+
+// ---- runtime types ----------------------------------------------------------------------------
+enum cudaError {
+  cudaSuccess = 0,
+  cudaErrorInvalidValue = 1,
+  cudaErrorMemoryAllocation = 2,
+  cudaErrorInvalidConfiguration = 9,
+  cudaErrorInvalidDevicePointer = 17,
+  cudaErrorInvalidMemcpyDirection = 21,
+  cudaErrorNoDevice = 100,
+  cudaErrorInvalidDevice = 101,
+  cudaErrorLaunchFailure = 719,
+};
+typedef enum cudaError cudaError_t;
+
+enum cudaMemcpyKind {
+  cudaMemcpyHostToHost = 0,
+  cudaMemcpyHostToDevice = 1,
+  cudaMemcpyDeviceToHost = 2,
+  cudaMemcpyDeviceToDevice = 3,
+  cudaMemcpyDefault = 4,
+};
+
+enum cudaDeviceAttr {
+  cudaDevAttrMultiProcessorCount = 16,
+  cudaDevAttrComputeCapabilityMajor = 75,
+  cudaDevAttrComputeCapabilityMinor = 76,
+};
+
+struct CUstream_st;
+struct CUevent_st;
+typedef CUstream_st* cudaStream_t;
+typedef CUevent_st* cudaEvent_t;
+
+#define cudaStreamDefault 0x00
+#define cudaStreamNonBlocking 0x01
+#define cudaEventDefault 0x00
+#define cudaEventDisableTiming 0x02
+
+struct cudaDeviceProp {
+  char name[256];
+  std::size_t totalGlobalMem;
+  int major;
+  int minor;
+  int multiProcessorCount;
+  int warpSize;
+  int maxThreadsPerBlock;
+};
+
+struct uint3 { unsigned int x, y, z; };
+struct dim3 { unsigned int x = 1, y = 1, z = 1; };
+struct alignas(16) uint4 { unsigned int x, y, z, w; };
+struct alignas(8) float2 { float x, y; };
+struct alignas(16) float4 { float x, y, z, w; };
+inline float2 make_float2(float x, float y) { return {x, y}; }
+
+// ---- runtime API (cuda/emu/runtime.cpp) ---------------------------------------------------------
+cudaError_t cudaGetDeviceCount(int* count);
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device);
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device);
+cudaError_t cudaSetDevice(int device);
+cudaError_t cudaDeviceSynchronize();
+cudaError_t cudaGetLastError();
+cudaError_t cudaPeekAtLastError();
+const char* cudaGetErrorName(cudaError_t error);
+const char* cudaGetErrorString(cudaError_t error);
+cudaError_t cudaMalloc(void** ptr, std::size_t bytes);
+cudaError_t cudaFree(void* ptr);
+cudaError_t cudaMallocHost(void** ptr, std::size_t bytes);
+cudaError_t cudaFreeHost(void* ptr);
+cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind);
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t stream = nullptr);
+cudaError_t cudaStreamCreate(cudaStream_t* stream);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags);
+cudaError_t cudaStreamDestroy(cudaStream_t stream);
+cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+cudaError_t cudaEventCreate(cudaEvent_t* event);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags);
+cudaError_t cudaEventDestroy(cudaEvent_t event);
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = nullptr);
+cudaError_t cudaEventSynchronize(cudaEvent_t event);
+
+template <class T>
+cudaError_t cudaMalloc(T** ptr, std::size_t bytes) {
+  return cudaMalloc(reinterpret_cast<void**>(ptr), bytes);
+}
+
+// ---- the emulator (cuda/emu/fibers.cpp) ---------------------------------------------------------
+namespace fp8a_emu {
+
+// The CUDA thread a fiber runs.
+struct ThreadState {
+  uint3 thread_idx, block_idx, block_dim, grid_dim;
+};
+const ThreadState& current();
+
+// A kernel argument as launch() checks it: pointers must be device memory (or null).
+struct ArgCheck {
+  const void* pointer;
+  bool is_pointer;
+};
+template <class T>
+ArgCheck pointer_arg(const T& arg) {
+  if constexpr (std::is_pointer_v<T>)
+    return {static_cast<const void*>(arg), true};
+  else
+    return {nullptr, false};
+}
+
+// Runs `kernel` as blocks x threads CUDA threads (a 1-D grid); failures become the last error.
+void launch(int blocks, int threads, cudaStream_t stream, std::initializer_list<ArgCheck> args,
+            const std::function<void()>& kernel);
+
+// __syncthreads(); a warp operation over the 32 lanes of the caller's warp: every lane hands in
+// its value, gets back the one `op` picks for it.
+enum class WarpOp { kShflXor, kShflDown, kReduceMaxU32 };
+void sync_block(const void* site);
+std::uint64_t warp_exchange(unsigned mask, WarpOp op, int param, std::uint64_t value, const void* site);
+
+}  // namespace fp8a_emu
+
+#define threadIdx (::fp8a_emu::current().thread_idx)
+#define blockIdx (::fp8a_emu::current().block_idx)
+#define blockDim (::fp8a_emu::current().block_dim)
+#define gridDim (::fp8a_emu::current().grid_dim)
+
+__attribute__((noinline)) inline void __syncthreads() { ::fp8a_emu::sync_block(__builtin_return_address(0)); }
+
+template <class T>
+T fp8a_emu_shuffle(unsigned mask, T v, ::fp8a_emu::WarpOp op, int param, const void* site) {
+  static_assert(sizeof(T) <= 8, "warp shuffles move at most 8 bytes");
+  std::uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof(T));
+  bits = ::fp8a_emu::warp_exchange(mask, op, param, bits, site);
+  std::memcpy(&v, &bits, sizeof(T));
+  return v;
+}
+template <class T>
+__attribute__((noinline)) T __shfl_xor_sync(unsigned mask, T v, int lane_mask) {
+  return fp8a_emu_shuffle(mask, v, ::fp8a_emu::WarpOp::kShflXor, lane_mask, __builtin_return_address(0));
+}
+template <class T>
+__attribute__((noinline)) T __shfl_down_sync(unsigned mask, T v, unsigned delta) {
+  return fp8a_emu_shuffle(mask, v, ::fp8a_emu::WarpOp::kShflDown, static_cast<int>(delta),
+                          __builtin_return_address(0));
+}
+__attribute__((noinline)) inline unsigned __reduce_max_sync(unsigned mask, unsigned v) {
+  return static_cast<unsigned>(::fp8a_emu::warp_exchange(mask, ::fp8a_emu::WarpOp::kReduceMaxU32, 0, v,
+                                                         __builtin_return_address(0)));
+}
+
+// ---- device functions ---------------------------------------------------------------------------
+template <class T>
+T __ldg(const T* p) {
+  return *p;
+}
+inline float __uint_as_float(unsigned u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+inline unsigned __float_as_uint(float f) {
+  unsigned u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+inline float __fmul_rn(float a, float b) { return a * b; }  // the host build never contracts
+// CUDA's integer min/max overloads, for one type at a time (mixed calls do not compile here, so
+// none slips in that would convert differently on the device).
+template <class T>
+constexpr T min(T a, T b) {
+  return b < a ? b : a;
+}
+template <class T>
+constexpr T max(T a, T b) {
+  return a < b ? b : a;
+}

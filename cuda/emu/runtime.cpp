@@ -1,0 +1,216 @@
+// The runtime API of the host emulation (include/cuda_runtime.h): one device, memory in host
+// memory with every allocation tracked, synchronous copies that check their direction.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
+#include <map>
+#include <mutex>
+#include <new>
+
+#include "cuda/emu/runtime_internal.hpp"
+
+namespace fp8a_emu {
+
+namespace {
+
+enum class Space { kDevice, kPinned };
+
+struct Registry {
+  std::mutex mutex;
+  std::map<std::uintptr_t, std::pair<std::size_t, Space>> blocks;  // start -> (bytes, space)
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+thread_local cudaError_t tl_last_error = cudaSuccess;
+thread_local int tl_device = 0;
+
+cudaError_t fail(cudaError_t e, const char* what) {
+  report_failure(what);
+  set_error(e);
+  return e;
+}
+
+cudaError_t allocate(void** ptr, std::size_t bytes, Space space) {
+  if (ptr == nullptr) return fail(cudaErrorInvalidValue, "allocation with a null result pointer");
+  *ptr = nullptr;
+  if (bytes == 0) return cudaSuccess;
+  void* p = ::operator new(bytes, std::align_val_t{256}, std::nothrow);
+  if (p == nullptr) return fail(cudaErrorMemoryAllocation, "out of host memory");
+  Registry& r = registry();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  r.blocks[reinterpret_cast<std::uintptr_t>(p)] = {bytes, space};
+  *ptr = p;
+  return cudaSuccess;
+}
+
+cudaError_t release(void* ptr, Space space) {
+  if (ptr == nullptr) return cudaSuccess;
+  Registry& r = registry();
+  {
+    const std::lock_guard<std::mutex> lock(r.mutex);
+    const auto it = r.blocks.find(reinterpret_cast<std::uintptr_t>(ptr));
+    if (it == r.blocks.end() || it->second.second != space)
+      return fail(cudaErrorInvalidValue, space == Space::kDevice ? "cudaFree of a pointer cudaMalloc did not return"
+                                                                 : "cudaFreeHost of a pointer cudaMallocHost did not return");
+    r.blocks.erase(it);
+  }
+  ::operator delete(ptr, std::align_val_t{256});
+  return cudaSuccess;
+}
+
+// Whether [p, p + bytes) lies inside one live allocation of `space`.
+bool inside(const void* p, std::size_t bytes, Space space) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  Registry& r = registry();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  auto it = r.blocks.upper_bound(a);
+  if (it == r.blocks.begin()) return false;
+  --it;
+  return it->second.second == space && a + bytes <= it->first + it->second.first;
+}
+
+}  // namespace
+
+void set_error(cudaError_t error) { tl_last_error = error; }
+
+bool is_device_pointer(const void* p) { return inside(p, 1, Space::kDevice); }
+
+void report_failure(const std::string& what) { std::fprintf(stderr, "fp8a CUDA emulation: %s\n", what.c_str()); }
+
+}  // namespace fp8a_emu
+
+using fp8a_emu::fail;
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  *count = 1;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
+  if (device != 0) return fail(cudaErrorInvalidDevice, "no such device");
+  *prop = cudaDeviceProp{};
+  std::snprintf(prop->name, sizeof prop->name, "%s", "host emulation of a CUDA device");
+  prop->totalGlobalMem = std::size_t{16} << 30;
+  prop->major = 9;
+  prop->minor = 0;
+  prop->multiProcessorCount = 1;
+  prop->warpSize = 32;
+  prop->maxThreadsPerBlock = 1024;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
+  if (device != 0) return fail(cudaErrorInvalidDevice, "no such device");
+  switch (attr) {
+    case cudaDevAttrMultiProcessorCount: *value = 1; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMajor: *value = 9; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor: *value = 0; return cudaSuccess;
+  }
+  return fail(cudaErrorInvalidValue, "device attribute not emulated");
+}
+
+cudaError_t cudaSetDevice(int device) {
+  if (device != 0) return fail(cudaErrorInvalidDevice, "no such device");
+  fp8a_emu::tl_device = device;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+
+cudaError_t cudaGetLastError() {
+  const cudaError_t e = fp8a_emu::tl_last_error;
+  fp8a_emu::tl_last_error = cudaSuccess;
+  return e;
+}
+
+cudaError_t cudaPeekAtLastError() { return fp8a_emu::tl_last_error; }
+
+const char* cudaGetErrorName(cudaError_t error) {
+  switch (error) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidDevicePointer: return "cudaErrorInvalidDevicePointer";
+    case cudaErrorInvalidMemcpyDirection: return "cudaErrorInvalidMemcpyDirection";
+    case cudaErrorNoDevice: return "cudaErrorNoDevice";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+  }
+  return "cudaErrorUnknown";
+}
+
+const char* cudaGetErrorString(cudaError_t error) {
+  switch (error) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidDevicePointer: return "invalid device pointer";
+    case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorLaunchFailure: return "unspecified launch failure";
+  }
+  return "unknown error";
+}
+
+cudaError_t cudaMalloc(void** ptr, std::size_t bytes) { return fp8a_emu::allocate(ptr, bytes, fp8a_emu::Space::kDevice); }
+cudaError_t cudaFree(void* ptr) { return fp8a_emu::release(ptr, fp8a_emu::Space::kDevice); }
+cudaError_t cudaMallocHost(void** ptr, std::size_t bytes) { return fp8a_emu::allocate(ptr, bytes, fp8a_emu::Space::kPinned); }
+cudaError_t cudaFreeHost(void* ptr) { return fp8a_emu::release(ptr, fp8a_emu::Space::kPinned); }
+
+cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
+  if (bytes == 0) return cudaSuccess;
+  using fp8a_emu::inside;
+  using fp8a_emu::Space;
+  const bool dst_device = inside(dst, bytes, Space::kDevice), src_device = inside(src, bytes, Space::kDevice);
+  bool ok = true;
+  switch (kind) {
+    case cudaMemcpyHostToHost: ok = !dst_device && !src_device; break;
+    case cudaMemcpyHostToDevice: ok = dst_device && !src_device; break;
+    case cudaMemcpyDeviceToHost: ok = !dst_device && src_device; break;
+    case cudaMemcpyDeviceToDevice: ok = dst_device && src_device; break;
+    case cudaMemcpyDefault: break;
+  }
+  if (!ok)
+    return fail(cudaErrorInvalidMemcpyDirection,
+                "a copy whose pointers do not match its direction (or run past their allocation)");
+  std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, cudaStream_t) {
+  return cudaMemcpy(dst, src, bytes, kind);
+}
+
+// Streams and events are distinct non-null handles; all work is already done when enqueued.
+struct CUstream_st {};
+struct CUevent_st {};
+
+cudaError_t cudaStreamCreate(cudaStream_t* stream) {
+  *stream = new CUstream_st;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int) { return cudaStreamCreate(stream); }
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  delete stream;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaEventCreate(cudaEvent_t* event) {
+  *event = new CUevent_st;
+  return cudaSuccess;
+}
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) { return cudaEventCreate(event); }
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  delete event;
+  return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }

@@ -1,0 +1,17 @@
+// Shared between the emulator's runtime (runtime.cpp) and its launches (fibers.cpp).
+#pragma once
+
+#include <string>
+
+#include <cuda_runtime.h>
+
+namespace fp8a_emu {
+
+// The host thread's last error (cudaGetLastError), set by failed calls and launches.
+void set_error(cudaError_t error);
+// Whether p lies inside a live cudaMalloc allocation.
+bool is_device_pointer(const void* p);
+// Prints why an emulated call or launch failed (stderr, one line), for the failing test's log.
+void report_failure(const std::string& what);
+
+}  // namespace fp8a_emu
