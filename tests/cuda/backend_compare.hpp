@@ -107,11 +107,9 @@ inline void check_close(double got, double want, double tol, const char* what) {
     CHECK(std::fabs(got - want) <= tol * std::fabs(want));
 }
 
-// got (CUDA) against want (CPU): counts and fp32 values exact, float64 sums within sum_tolerance.
-inline void check_same_evaluation(const TensorEvaluation& got, const TensorEvaluation& want,
-                                  const std::vector<Candidate>& candidates) {
-  const TensorStats& gs = got.stats;
-  const TensorStats& ws = want.stats;
+// got (CUDA) against want (CPU), for a tensor of ws.numel elements: counts and fp32 values exact,
+// float64 sums within sum_tolerance.
+inline void check_same_stats(const TensorStats& gs, const TensorStats& ws) {
   CHECK(gs.numel == ws.numel);
   CHECK(gs.nan_count == ws.nan_count);
   CHECK(gs.inf_count == ws.inf_count);
@@ -119,42 +117,50 @@ inline void check_same_evaluation(const TensorEvaluation& got, const TensorEvalu
   CHECK(same_float(gs.amax, ws.amax));
   CHECK(same_float(gs.amax_finite, ws.amax_finite));
   CHECK(same_float(gs.amin_nonzero, ws.amin_nonzero));
-  const double sum_tol = sum_tolerance(ws.numel), derived_tol = derived_tolerance(ws.numel);
-  check_close(gs.sum_sq, ws.sum_sq, sum_tol, "stats.sum_sq");
+  check_close(gs.sum_sq, ws.sum_sq, sum_tolerance(ws.numel), "stats.sum_sq");
+}
+
+// One candidate's result on a tensor of `numel` elements, likewise.
+inline void check_same_result(const CandidateResult& g, const CandidateResult& w, std::int64_t numel) {
+  CHECK(g.applicability.ok == w.applicability.ok);
+  CHECK(g.applicability.reason == w.applicability.reason);
+  if (!w.applicability.ok || !g.applicability.ok) return;
+  const double sum_tol = sum_tolerance(numel), derived_tol = derived_tolerance(numel);
+  const QuantMetrics& gm = g.metrics;
+  const QuantMetrics& wm = w.metrics;
+  CHECK(gm.sums.underflow_count == wm.sums.underflow_count);
+  CHECK(gm.sums.overflow_count == wm.sums.overflow_count);
+  CHECK(gm.sums.saturated_count == wm.sums.saturated_count);
+  CHECK(same_float(gm.scale, wm.scale));
+  CHECK(same_float(gm.scale_inv, wm.scale_inv));
+  CHECK(same_float(gm.scale_inv_min, wm.scale_inv_min));
+  CHECK(same_float(gm.scale_inv_max, wm.scale_inv_max));
+  check_close(gm.sums.sum_sq_err, wm.sums.sum_sq_err, sum_tol, "sum_sq_err");
+  check_close(gm.sums.sum_x_deq, wm.sums.sum_x_deq, sum_tol, "sum_x_deq");
+  check_close(gm.sums.sum_deq_sq, wm.sums.sum_deq_sq, sum_tol, "sum_deq_sq");
+  check_close(gm.mse, wm.mse, derived_tol, "mse");
+  check_close(gm.rel_mse, wm.rel_mse, derived_tol, "rel_mse");
+  {  // -10 log10(rel_mse): 0 dB when nothing survives the cast, so compare absolutely (dB)
+    INFO("sqnr_db: got " << gm.sqnr_db << " want " << wm.sqnr_db);
+    if (std::isfinite(wm.sqnr_db)) CHECK(std::fabs(gm.sqnr_db - wm.sqnr_db) <= sqnr_tolerance_db(numel));
+    else CHECK(same_float(gm.sqnr_db, wm.sqnr_db));
+  }
+  check_close(gm.cos, wm.cos, derived_tol, "cos");
+  CHECK(same_float(gm.underflow_pct, wm.underflow_pct));
+  CHECK(same_float(gm.overflow_pct, wm.overflow_pct));
+  CHECK(same_float(gm.saturated_pct, wm.saturated_pct));
+}
+
+inline void check_same_evaluation(const TensorEvaluation& got, const TensorEvaluation& want,
+                                  const std::vector<Candidate>& candidates) {
+  check_same_stats(got.stats, want.stats);
   REQUIRE(got.results.size() == want.results.size());
   for (std::size_t j = 0; j < want.results.size(); ++j) {
     const Candidate& c = candidates[j];
     INFO("candidate " << j << ": " << c.recipe.spec() << " "
                       << std::string(kFp8Traits[static_cast<int>(c.format)].name) << " "
                       << std::string(role_name(c.role)) << " " << std::string(orientation_name(c.orientation)));
-    const auto& g = got.results[j];
-    const auto& w = want.results[j];
-    CHECK(g.applicability.ok == w.applicability.ok);
-    CHECK(g.applicability.reason == w.applicability.reason);
-    if (!w.applicability.ok || !g.applicability.ok) continue;
-    const QuantMetrics& gm = g.metrics;
-    const QuantMetrics& wm = w.metrics;
-    CHECK(gm.sums.underflow_count == wm.sums.underflow_count);
-    CHECK(gm.sums.overflow_count == wm.sums.overflow_count);
-    CHECK(gm.sums.saturated_count == wm.sums.saturated_count);
-    CHECK(same_float(gm.scale, wm.scale));
-    CHECK(same_float(gm.scale_inv, wm.scale_inv));
-    CHECK(same_float(gm.scale_inv_min, wm.scale_inv_min));
-    CHECK(same_float(gm.scale_inv_max, wm.scale_inv_max));
-    check_close(gm.sums.sum_sq_err, wm.sums.sum_sq_err, sum_tol, "sum_sq_err");
-    check_close(gm.sums.sum_x_deq, wm.sums.sum_x_deq, sum_tol, "sum_x_deq");
-    check_close(gm.sums.sum_deq_sq, wm.sums.sum_deq_sq, sum_tol, "sum_deq_sq");
-    check_close(gm.mse, wm.mse, derived_tol, "mse");
-    check_close(gm.rel_mse, wm.rel_mse, derived_tol, "rel_mse");
-    {  // -10 log10(rel_mse): 0 dB when nothing survives the cast, so compare absolutely (dB)
-      INFO("sqnr_db: got " << gm.sqnr_db << " want " << wm.sqnr_db);
-      if (std::isfinite(wm.sqnr_db)) CHECK(std::fabs(gm.sqnr_db - wm.sqnr_db) <= sqnr_tolerance_db(ws.numel));
-      else CHECK(same_float(gm.sqnr_db, wm.sqnr_db));
-    }
-    check_close(gm.cos, wm.cos, derived_tol, "cos");
-    CHECK(same_float(gm.underflow_pct, wm.underflow_pct));
-    CHECK(same_float(gm.overflow_pct, wm.overflow_pct));
-    CHECK(same_float(gm.saturated_pct, wm.saturated_pct));
+    check_same_result(got.results[j], want.results[j], want.stats.numel);
   }
 }
 

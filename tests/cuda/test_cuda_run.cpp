@@ -1,0 +1,74 @@
+// The run orchestration on the CUDA backend (part of test_cuda_backend, label cuda; and of
+// test_cuda_backend_emu, label cuda-emu): evaluate_captures over the repository's captures with
+// their amax traces (delayed scaling replayed, the amax pre-pass on the backend, tensors evaluated
+// concurrently) gives the CPU backend's rows, with chunks small enough that the tensors stream.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "cuda/cuda_backend.hpp"
+#include "datasets/amax_trace.hpp"
+#include "datasets/capture.hpp"
+#include "datasets/file_system.hpp"
+#include "engine/cpu_backend.hpp"
+#include "engine/run.hpp"
+#include "tests/cuda/backend_compare.hpp"
+
+namespace {
+
+namespace ct = fp8a::cuda_test;
+
+struct Dataset {
+  const char* dir;
+  const char* trace;
+};
+
+// Every default recipe and the 128x128-everywhere block recipe, both training formats.
+void compare_runs(const Dataset& d, fp8a::TrainingFormat format) {
+  const fp8a::DiskFileSystem fs;
+  const std::string root = std::string(FP8A_SOURCE_DIR) + "/";
+  const fp8a::CaptureSet set = fp8a::load_captures({root + d.dir}, fs);
+  const fp8a::AmaxTrace trace = fp8a::load_amax_trace({root + d.trace}, fs);
+  fp8a::RunConfig config;
+  config.recipes = fp8a::parse_recipe_list(fp8a::default_recipe_list() + ",block:2d");
+  config.format = format;
+  config.trace = &trace;
+  fp8a::cuda::CudaBackendOptions options;
+  options.chunk_bytes = 64 << 10;
+  const auto want = fp8a::evaluate_captures(set, config, fp8a::CpuBackend());
+  const auto got = fp8a::evaluate_captures(set, config, fp8a::cuda::CudaBackend(options));
+  REQUIRE(got.size() == want.size());
+  CHECK(want.size() > 100);
+  int exact_replays = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const fp8a::EvaluationRow& g = got[i];
+    const fp8a::EvaluationRow& w = want[i];
+    INFO(d.dir << " row " << i << ": step " << w.key.step << " " << w.key.layer << " "
+               << fp8a::role_name(w.key.role) << " " << w.recipe.spec() << " "
+               << fp8a::orientation_name(w.orientation));
+    REQUIRE(g.key == w.key);
+    REQUIRE(g.recipe.spec() == w.recipe.spec());
+    REQUIRE(g.orientation == w.orientation);
+    CHECK(g.fp8 == w.fp8);
+    CHECK(g.replay.mode == w.replay.mode);
+    CHECK(ct::same_float(g.replay.scale, w.replay.scale));
+    CHECK(ct::same_float(g.current_scale, w.current_scale));
+    exact_replays += w.replay.mode == fp8a::ReplayMode::kExact;
+    ct::check_same_stats(g.stats, w.stats);
+    ct::check_same_result({g.applicability, g.metrics}, {w.applicability, w.metrics}, w.stats.numel);
+  }
+  CHECK(exact_replays > 0);
+}
+
+}  // namespace
+
+TEST_CASE("evaluate_captures: CUDA backend rows == CPU backend rows on the sample and the real captures") {
+  for (const Dataset& d : {Dataset{"datasets/sample", "datasets/sample/amax_trace.csv"},
+                           Dataset{"datasets/real/lm-spike", "datasets/real/lm-spike/amax_trace_rank0.csv"}}) {
+    for (auto format : {fp8a::TrainingFormat::kHybrid, fp8a::TrainingFormat::kE4M3}) {
+      INFO(d.dir << " format " << (format == fp8a::TrainingFormat::kHybrid ? "hybrid" : "e4m3"));
+      compare_runs(d, format);
+    }
+  }
+}
