@@ -193,24 +193,25 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaM
 struct CUstream_st {};
 struct CUevent_st {};
 
-cudaError_t cudaStreamCreate(cudaStream_t* stream) {
-  *stream = new CUstream_st;
+namespace fp8a_emu {
+template <class T>
+cudaError_t create_handle(T** handle) {
+  *handle = new T;
   return cudaSuccess;
 }
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int) { return cudaStreamCreate(stream); }
-cudaError_t cudaStreamDestroy(cudaStream_t stream) {
-  delete stream;
+template <class T>
+cudaError_t destroy_handle(T* handle) {
+  delete handle;
   return cudaSuccess;
 }
+}  // namespace fp8a_emu
+
+cudaError_t cudaStreamCreate(cudaStream_t* stream) { return fp8a_emu::create_handle(stream); }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int) { return fp8a_emu::create_handle(stream); }
+cudaError_t cudaStreamDestroy(cudaStream_t stream) { return fp8a_emu::destroy_handle(stream); }
 cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaEventCreate(cudaEvent_t* event) {
-  *event = new CUevent_st;
-  return cudaSuccess;
-}
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) { return cudaEventCreate(event); }
-cudaError_t cudaEventDestroy(cudaEvent_t event) {
-  delete event;
-  return cudaSuccess;
-}
+cudaError_t cudaEventCreate(cudaEvent_t* event) { return fp8a_emu::create_handle(event); }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) { return fp8a_emu::create_handle(event); }
+cudaError_t cudaEventDestroy(cudaEvent_t event) { return fp8a_emu::destroy_handle(event); }
 cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
 cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
