@@ -23,6 +23,7 @@
 #include "bench/bench_common.hpp"
 #include "cuda/cuda_backend.hpp"
 #include "cuda/device_info.hpp"
+#include "cuda/launch.cuh"
 #include "engine/core/error.hpp"
 #include "engine/core/fp8_codec.hpp"
 #include "engine/core/scale.hpp"
@@ -90,7 +91,8 @@ int main(int argc, char** argv) {
     void* copy = nullptr;
     check(cudaMalloc(&x, bytes), "cudaMalloc tensor");
     check(cudaMalloc(&copy, bytes), "cudaMalloc copy");
-    fill_normal_bf16<<<1024, 256>>>(x, elements, std::max<long long>(elements / 16, 1));
+    fp8a::cuda::launch_kernel(fill_normal_bf16, 1024, 256, nullptr, x, static_cast<std::int64_t>(elements),
+                              std::max<std::int64_t>(elements / 16, 1));
     check(cudaGetLastError(), "fill");
     check(cudaDeviceSynchronize(), "fill");
     std::printf("# device %s, BF16 tensor of %lld elements (%.1f MiB), device-resident\n",

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -40,7 +41,8 @@ struct Fiber {
   ThreadState ts{};
   int index = 0;
   State state = State::kRunnable;
-  const void* site = nullptr;  // the __syncthreads() it waits at
+  const char* barrier_file = nullptr;  // the __syncthreads() it waits at
+  int barrier_line = 0;
   WarpOp op = WarpOp::kShflXor;
   unsigned mask = 0;
   int param = 0;
@@ -219,14 +221,17 @@ void resolve_warp(Emulator& e, int w) {
 
 // Every live thread waits at __syncthreads(): all go on.
 void release_block(Emulator& e) {
-  const void* site = nullptr;
+  const Fiber* first = nullptr;
   for (const Fiber& f : e.fibers) {
     if (f.state != State::kBlockBarrier) continue;
-    if (site != nullptr && f.site != site) {
-      fail_launch(e, "threads wait at different __syncthreads() calls");
+    if (first == nullptr) {
+      first = &f;
+    } else if (f.barrier_line != first->barrier_line || std::strcmp(f.barrier_file, first->barrier_file) != 0) {
+      fail_launch(e, "threads wait at different __syncthreads() calls: " + std::string(first->barrier_file) + ":" +
+                         std::to_string(first->barrier_line) + " (thread " + std::to_string(first->index) + ") and " +
+                         f.barrier_file + ":" + std::to_string(f.barrier_line) + " (thread " + std::to_string(f.index) + ")");
       return;
     }
-    site = f.site;
   }
   e.at_barrier = 0;
   for (Fiber& f : e.fibers)
@@ -342,11 +347,12 @@ const ThreadState& current() {
   return f != nullptr ? f->ts : kHostThread;
 }
 
-void sync_block(const void* site) {
+void sync_block(const char* file, int line) {
   Emulator& e = tl_emulator;
   Fiber& f = running_fiber("__syncthreads");
   f.state = State::kBlockBarrier;
-  f.site = site;
+  f.barrier_file = file;
+  f.barrier_line = line;
   g_stats.waits.fetch_add(1, std::memory_order_relaxed);
   if (++e.at_barrier == e.live) {
     release_block(e);
@@ -358,11 +364,10 @@ void sync_block(const void* site) {
   leave(e, f, false);
 }
 
-std::uint64_t warp_exchange(unsigned mask, WarpOp op, int param, std::uint64_t value, const void* site) {
+std::uint64_t warp_exchange(unsigned mask, WarpOp op, int param, std::uint64_t value) {
   Emulator& e = tl_emulator;
   Fiber& f = running_fiber("a warp operation");
   f.state = State::kWarpOp;
-  f.site = site;
   g_stats.waits.fetch_add(1, std::memory_order_relaxed);
   f.op = op;
   f.mask = mask;

@@ -1,5 +1,6 @@
 // The runtime API of the host emulation (include/cuda_runtime.h): one device, memory in host
 // memory with every allocation tracked, synchronous copies that check their direction.
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -191,7 +192,9 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaM
 
 // Streams and events are distinct non-null handles; all work is already done when enqueued.
 struct CUstream_st {};
-struct CUevent_st {};
+struct CUevent_st {
+  std::chrono::steady_clock::time_point recorded{};
+};
 
 namespace fp8a_emu {
 template <class T>
@@ -213,5 +216,12 @@ cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 cudaError_t cudaEventCreate(cudaEvent_t* event) { return fp8a_emu::create_handle(event); }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) { return fp8a_emu::create_handle(event); }
 cudaError_t cudaEventDestroy(cudaEvent_t event) { return fp8a_emu::destroy_handle(event); }
-cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
+  event->recorded = std::chrono::steady_clock::now();
+  return cudaSuccess;
+}
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  *ms = std::chrono::duration<float, std::milli>(end->recorded - start->recorded).count();
+  return cudaSuccess;
+}
 cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }

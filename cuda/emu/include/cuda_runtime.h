@@ -15,6 +15,7 @@
 //   - no FMA contraction and no device intrinsics: code under __CUDA_ARCH__ takes its host path.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -113,6 +114,7 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags);
 cudaError_t cudaEventDestroy(cudaEvent_t event);
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = nullptr);
 cudaError_t cudaEventSynchronize(cudaEvent_t event);
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);  // host time between the records
 
 template <class T>
 cudaError_t cudaMalloc(T** ptr, std::size_t bytes) {
@@ -148,8 +150,8 @@ void launch(int blocks, int threads, cudaStream_t stream, std::initializer_list<
 // __syncthreads(); a warp operation over the 32 lanes of the caller's warp: every lane hands in
 // its value, gets back the one `op` picks for it.
 enum class WarpOp { kShflXor, kShflDown, kReduceMaxU32 };
-void sync_block(const void* site);
-std::uint64_t warp_exchange(unsigned mask, WarpOp op, int param, std::uint64_t value, const void* site);
+void sync_block(const char* file, int line);
+std::uint64_t warp_exchange(unsigned mask, WarpOp op, int param, std::uint64_t value);
 
 }  // namespace fp8a_emu
 
@@ -158,29 +160,30 @@ std::uint64_t warp_exchange(unsigned mask, WarpOp op, int param, std::uint64_t v
 #define blockDim (::fp8a_emu::current().block_dim)
 #define gridDim (::fp8a_emu::current().grid_dim)
 
-__attribute__((noinline)) inline void __syncthreads() { ::fp8a_emu::sync_block(__builtin_return_address(0)); }
+// A macro, so that the barrier a thread waits at is known by its source line: the host compiler
+// may duplicate a call (e.g. into both arms of a following if), which a return address would
+// see as two barriers.
+#define __syncthreads() ::fp8a_emu::sync_block(__FILE__, __LINE__)
 
 template <class T>
-T fp8a_emu_shuffle(unsigned mask, T v, ::fp8a_emu::WarpOp op, int param, const void* site) {
+T fp8a_emu_shuffle(unsigned mask, T v, ::fp8a_emu::WarpOp op, int param) {
   static_assert(sizeof(T) <= 8, "warp shuffles move at most 8 bytes");
   std::uint64_t bits = 0;
   std::memcpy(&bits, &v, sizeof(T));
-  bits = ::fp8a_emu::warp_exchange(mask, op, param, bits, site);
+  bits = ::fp8a_emu::warp_exchange(mask, op, param, bits);
   std::memcpy(&v, &bits, sizeof(T));
   return v;
 }
 template <class T>
-__attribute__((noinline)) T __shfl_xor_sync(unsigned mask, T v, int lane_mask) {
-  return fp8a_emu_shuffle(mask, v, ::fp8a_emu::WarpOp::kShflXor, lane_mask, __builtin_return_address(0));
+T __shfl_xor_sync(unsigned mask, T v, int lane_mask) {
+  return fp8a_emu_shuffle(mask, v, ::fp8a_emu::WarpOp::kShflXor, lane_mask);
 }
 template <class T>
-__attribute__((noinline)) T __shfl_down_sync(unsigned mask, T v, unsigned delta) {
-  return fp8a_emu_shuffle(mask, v, ::fp8a_emu::WarpOp::kShflDown, static_cast<int>(delta),
-                          __builtin_return_address(0));
+T __shfl_down_sync(unsigned mask, T v, unsigned delta) {
+  return fp8a_emu_shuffle(mask, v, ::fp8a_emu::WarpOp::kShflDown, static_cast<int>(delta));
 }
-__attribute__((noinline)) inline unsigned __reduce_max_sync(unsigned mask, unsigned v) {
-  return static_cast<unsigned>(::fp8a_emu::warp_exchange(mask, ::fp8a_emu::WarpOp::kReduceMaxU32, 0, v,
-                                                         __builtin_return_address(0)));
+inline unsigned __reduce_max_sync(unsigned mask, unsigned v) {
+  return static_cast<unsigned>(::fp8a_emu::warp_exchange(mask, ::fp8a_emu::WarpOp::kReduceMaxU32, 0, v));
 }
 
 // ---- device functions ---------------------------------------------------------------------------
@@ -199,6 +202,7 @@ inline unsigned __float_as_uint(float f) {
   return u;
 }
 inline float __fmul_rn(float a, float b) { return a * b; }  // the host build never contracts
+inline float cospif(float x) { return static_cast<float>(std::cos(3.14159265358979323846 * static_cast<double>(x))); }
 // CUDA's integer min/max overloads, for one type at a time (mixed calls do not compile here, so
 // none slips in that would convert differently on the device).
 template <class T>
