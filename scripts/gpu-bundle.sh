@@ -21,11 +21,12 @@ source scripts/cuda-env.sh
 
 echo "== configure $build (Release, FP8A_WITH_CUDA=ON, sm_90)"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFP8A_WITH_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES=90 -DFP8A_WERROR=ON | grep -E "fp8-advisor|Error" || true
+  -DCMAKE_CUDA_ARCHITECTURES=90 -DFP8A_WERROR=ON -DFP8A_CUDA_EMULATION=OFF | grep -E "fp8-advisor|Error" || true
 
-# The CUDA tests, as ctest lists them: names now, executables once built.
+# The CUDA tests, as ctest lists them: names now, executables once built. Labels cuda and
+# cuda-host only (-L is a regular expression; cuda-emu is the host emulation, not for a GPU).
 cuda_tests() {
-  ctest --test-dir "$build" -L cuda --show-only=json-v1 | python3 -c '
+  ctest --test-dir "$build" -L '^cuda(-host)?$' --show-only=json-v1 | python3 -c '
 import json, sys
 for t in json.load(sys.stdin)["tests"]:
     print(t["name"] + "\t" + (t["command"][0] if "command" in t else ""))'

@@ -245,15 +245,24 @@ t0=$(date +%s.%N)
 for f in "$dir"/*.safetensors; do dd if="$f" of=/dev/null bs=16M iflag=direct status=none || exit 1; done
 t1=$(date +%s.%N)
 python3 -c "import os,sys; b=sum(os.path.getsize(os.path.join(sys.argv[1],f)) for f in os.listdir(sys.argv[1])); t=float(sys.argv[3])-float(sys.argv[2]); print('e2e_disk_read bytes=%d seconds=%.3f GB/s=%.2f (dd iflag=direct)' % (b, t, b/t/1e9))" "$dir" "$t0" "$t1"
-for d in cuda cpu; do
+failed=0
+for d in cuda cpu; do  # the CPU run is timed even when the CUDA one fails
   drop
   t0=$(date +%s.%N)
-  "$bin/fp8-advisor" run --capture "$dir" --device $d --no-gemms --out "$work/big-$d" >/dev/null || exit 1
+  if ! "$bin/fp8-advisor" run --capture "$dir" --device $d --no-gemms --out "$work/big-$d" >/dev/null; then
+    echo "e2e_run device=$d FAILED"
+    failed=1
+    continue
+  fi
   t1=$(date +%s.%N)
   python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('e2e_run device=%s wall_seconds=%.3f timings_s=%s' % (sys.argv[2], float(sys.argv[4])-float(sys.argv[3]), j.get('timings_s')))" "$work/big-$d/summary.json" $d "$t0" "$t1"
 done
-python3 -c "$COMPARE_PY" "$work/big-cpu/metrics.csv" "$work/big-cuda/metrics.csv" | tail -n 1 || exit 1
+if [ $failed -eq 0 ]; then
+  cmp_out=$(python3 -c "$COMPARE_PY" "$work/big-cpu/metrics.csv" "$work/big-cuda/metrics.csv") || failed=1
+  echo "$cmp_out" | tail -n 1
+fi
 rm -rf "$dir"
+exit $failed
 SH
 
 say "fp8-advisor GPU check, $(date -u +%Y-%m-%dT%H:%M:%SZ), bundle:"
