@@ -1,5 +1,6 @@
 // The runtime API of the host emulation (include/cuda_runtime.h): one device, memory in host
 // memory with every allocation tracked, synchronous copies that check their direction.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -20,6 +21,7 @@ enum class Space { kDevice, kPinned };
 struct Registry {
   std::mutex mutex;
   std::map<std::uintptr_t, std::pair<std::size_t, Space>> blocks;  // start -> (bytes, space)
+  std::size_t device_bytes = 0, device_peak = 0;
 };
 
 Registry& registry() {
@@ -45,6 +47,10 @@ cudaError_t allocate(void** ptr, std::size_t bytes, Space space) {
   Registry& r = registry();
   const std::lock_guard<std::mutex> lock(r.mutex);
   r.blocks[reinterpret_cast<std::uintptr_t>(p)] = {bytes, space};
+  if (space == Space::kDevice) {
+    r.device_bytes += bytes;
+    r.device_peak = std::max(r.device_peak, r.device_bytes);
+  }
   *ptr = p;
   return cudaSuccess;
 }
@@ -58,6 +64,7 @@ cudaError_t release(void* ptr, Space space) {
     if (it == r.blocks.end() || it->second.second != space)
       return fail(cudaErrorInvalidValue, space == Space::kDevice ? "cudaFree of a pointer cudaMalloc did not return"
                                                                  : "cudaFreeHost of a pointer cudaMallocHost did not return");
+    if (space == Space::kDevice) r.device_bytes -= it->second.first;
     r.blocks.erase(it);
   }
   ::operator delete(ptr, std::align_val_t{256});
@@ -78,6 +85,21 @@ bool inside(const void* p, std::size_t bytes, Space space) {
 }  // namespace
 
 void set_error(cudaError_t error) { tl_last_error = error; }
+
+std::size_t device_bytes_in_use() {
+  const std::lock_guard<std::mutex> lock(registry().mutex);
+  return registry().device_bytes;
+}
+
+std::size_t device_bytes_peak() {
+  const std::lock_guard<std::mutex> lock(registry().mutex);
+  return registry().device_peak;
+}
+
+void reset_device_bytes_peak() {
+  const std::lock_guard<std::mutex> lock(registry().mutex);
+  registry().device_peak = registry().device_bytes;
+}
 
 bool is_device_pointer(const void* p) { return inside(p, 1, Space::kDevice); }
 

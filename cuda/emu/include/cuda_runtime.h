@@ -147,6 +147,12 @@ ArgCheck pointer_arg(const T& arg) {
 void launch(int blocks, int threads, cudaStream_t stream, std::initializer_list<ArgCheck> args,
             const std::function<void()>& kernel);
 
+// Device memory (cudaMalloc) the emulated device holds now, and the most it has held since the
+// last reset: what a test of the backend's memory bound reads.
+std::size_t device_bytes_in_use();
+std::size_t device_bytes_peak();
+void reset_device_bytes_peak();
+
 // __syncthreads(); a warp operation over the 32 lanes of the caller's warp: every lane hands in
 // its value, gets back the one `op` picks for it.
 enum class WarpOp { kShflXor, kShflDown, kReduceMaxU32 };

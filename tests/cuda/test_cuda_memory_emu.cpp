@@ -1,0 +1,78 @@
+// The CUDA backend's device-memory bound (cuda/cuda_backend.hpp), on the host emulation of
+// cuda/emu, which counts every cudaMalloc (part of test_cuda_backend_emu, label cuda-emu): however
+// large the tensors and however many threads call evaluate() at once, the device memory held
+// stays within max_concurrent workspaces of
+//     resident_bytes + 2 * max(chunk_bytes, 128 * 128 * element size) + 2 * partial records,
+// each buffer rounded up to the 2 MiB allocation granule (device_memory.hpp), and all of it is
+// released with the backend.
+#include <doctest/doctest.h>
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <thread>
+#include <vector>
+
+#include "cuda/cuda_backend.hpp"
+#include "cuda/partials.hpp"
+#include "engine/cpu_backend.hpp"
+#include "tests/cuda/backend_compare.hpp"
+
+namespace {
+
+namespace ct = fp8a::cuda_test;
+
+constexpr std::size_t kGranule = std::size_t{2} << 20;  // device_memory.hpp's allocation granule
+
+std::size_t granules(std::size_t bytes) { return (bytes + kGranule - 1) / kGranule * kGranule; }
+
+}  // namespace
+
+TEST_CASE("device memory stays within the documented bound, tensors streamed or resident, evaluated concurrently") {
+  fp8a::cuda::CudaBackendOptions o;
+  o.chunk_bytes = 256 << 10;
+  o.resident_bytes = std::size_t{3} << 20;
+  o.max_concurrent = 2;
+  const auto cands = ct::all_candidates(fp8a::Role::kActivation, fp8a::Fp8Format::kE4M3, 1.0f);
+  // Partial records: at most kMaxGridBlocks per candidate per launch (pass 2 is the larger).
+  const std::size_t partials = std::max(static_cast<std::size_t>(fp8a::cuda::kMaxGridBlocks) * cands.size() *
+                                            sizeof(fp8a::cuda::MetricPartial),
+                                        static_cast<std::size_t>(fp8a::cuda::kMaxGridBlocks) *
+                                            sizeof(fp8a::cuda::StatsPartial));
+  const std::size_t per_workspace =
+      granules(o.resident_bytes) + 2 * granules(std::max<std::size_t>(o.chunk_bytes, 128 * 128 * 4)) + 2 * granules(partials);
+  const std::size_t bound = static_cast<std::size_t>(o.max_concurrent) * per_workspace;
+
+  // Resident (1 MiB, 2.5 MiB) and streamed (5 MiB BF16, 6 MiB F32 with rows wider than a chunk)
+  // tensors, the largest larger than the whole bound's resident part.
+  std::vector<ct::StoredTensor> tensors;
+  tensors.push_back(ct::store(ct::make_fill(512 * 1024, ct::Fill::kNormal, 1), fp8a::DType::kBF16, {512, 1024}));
+  tensors.push_back(ct::store(ct::make_fill(640 * 1024, ct::Fill::kWide, 2), fp8a::DType::kF32, {640, 1024}));
+  tensors.push_back(ct::store(ct::make_fill(2560 * 1024, ct::Fill::kNormal, 3), fp8a::DType::kBF16, {2560, 1024}));
+  tensors.push_back(ct::store(ct::make_fill(12 * 131072, ct::Fill::kNonFinite, 4), fp8a::DType::kF32, {12, 131072}));
+
+  const std::size_t before = fp8a_emu::device_bytes_in_use();
+  fp8a_emu::reset_device_bytes_peak();
+  {
+    const fp8a::cuda::CudaBackend gpu(o);
+    CHECK(gpu.keeps_resident(gpu.plan(tensors[0].view)));
+    CHECK(gpu.keeps_resident(gpu.plan(tensors[1].view)));
+    CHECK(!gpu.keeps_resident(gpu.plan(tensors[2].view)));
+    CHECK(!gpu.keeps_resident(gpu.plan(tensors[3].view)));
+    CHECK(gpu.plan(tensors[3].view).chunks[0].cols < 131072);  // column ranges
+    std::vector<fp8a::TensorEvaluation> got(2 * tensors.size());
+    std::vector<std::thread> threads;
+    for (std::size_t i = 0; i < got.size(); ++i)  // four threads, two workspaces
+      threads.emplace_back([&, i] { got[i] = gpu.evaluate(cands, tensors[i % tensors.size()].view); });
+    for (auto& t : threads) t.join();
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      INFO("tensor " << i % tensors.size());
+      ct::check_same_evaluation(got[i], fp8a::CpuBackend().evaluate(cands, tensors[i % tensors.size()].view), cands);
+    }
+    const std::size_t peak = fp8a_emu::device_bytes_peak() - before;
+    INFO("peak " << peak << " bytes, bound " << bound);
+    CHECK(peak > 0);
+    CHECK(peak <= bound);
+  }
+  CHECK(fp8a_emu::device_bytes_in_use() == before);  // the backend released all of it
+}
