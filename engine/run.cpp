@@ -29,22 +29,19 @@ double delayed_vs_current_log2(const EvaluationRow& row) {
 namespace {
 
 using AmaxHistory = std::map<std::int64_t, float>;
+using AmaxHistories = std::map<std::pair<std::string, Role>, AmaxHistory>;
 
-// Known amaxes per (layer, role): the trace's, completed with the captured steps' own amaxes.
-std::map<std::pair<std::string, Role>, AmaxHistory> known_amaxes(
-    const CaptureSet& captures, const std::vector<TensorStats>& stats, const AmaxTrace* trace) {
-  std::map<std::pair<std::string, Role>, AmaxHistory> out;
-  if (trace != nullptr)
-    for (const auto& [key, series] : trace->series) out[key] = series.amax_by_step;
-  for (std::size_t i = 0; i < captures.tensors.size(); ++i) {
+// Adds the captured amaxes of tensors [first, last) to the known ones (the trace's). The trace
+// wins where it has the step; several ranks of a captured step reduce by max.
+void add_captured_amaxes(const CaptureSet& captures, const std::vector<TensorStats>& stats,
+                         const AmaxTrace* trace, std::size_t first, std::size_t last, AmaxHistories* known) {
+  for (std::size_t i = first; i < last; ++i) {
     const auto& k = captures.tensors[i].key;
-    // The trace wins where it has the step; several ranks of a captured step reduce by max.
     const AmaxSeries* traced = trace != nullptr ? trace->find(k.layer, k.role) : nullptr;
     if (traced != nullptr && traced->amax_by_step.count(k.step) != 0) continue;
-    auto [it, inserted] = out[{k.layer, k.role}].try_emplace(k.step, stats[i].amax);
+    auto [it, inserted] = (*known)[{k.layer, k.role}].try_emplace(k.step, stats[i].amax);
     if (!inserted) it->second = std::max(it->second, stats[i].amax);
   }
-  return out;
 }
 
 bool needs_history(const RunConfig& config) {
@@ -67,26 +64,36 @@ std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const R
     groups.emplace_back(i, j);
     i = j;
   }
-  const bool sharded = groups.size() < n;
 
-  // Pass 0 (only with delayed recipes or shards): every tensor's amax, for the replay and for
-  // reducing amaxes over ranks. The replay's amax of a captured step is the max over its ranks.
-  std::map<std::pair<std::string, Role>, AmaxHistory> history;
-  if (needs_history(config) || sharded) {
-    tbb::parallel_for(std::size_t{0}, n, [&](std::size_t i) {
-      stats[i] = backend.evaluate({}, captures.tensors[i].view).stats;
-    });
-    history = known_amaxes(captures, stats, config.trace);
+  // Each tensor is read once. Delayed scaling at step t reads the amaxes of steps before t only
+  // (delayed_replay.hpp), so with delayed recipes the groups are evaluated in waves of one step
+  // each, in step order (captures are sorted by step), and each wave's amaxes (from its own
+  // evaluation) join the known ones before the next. Without delayed recipes, one wave. Ranks
+  // of a sharded tensor reduce their amax first (TE's amax all-reduce): only those are read
+  // twice, their statistics pass first.
+  AmaxHistories history;
+  if (config.trace != nullptr)
+    for (const auto& [key, series] : config.trace->series) history[key] = series.amax_by_step;
+  const AmaxHistory no_history;
+  std::vector<std::pair<std::size_t, std::size_t>> waves;  // groups [first, last)
+  for (std::size_t g = 0; g < groups.size();) {
+    std::size_t h = g + 1;
+    if (!needs_history(config)) h = groups.size();
+    while (h < groups.size() && captures.tensors[groups[h].first].key.step == captures.tensors[groups[g].first].key.step) ++h;
+    waves.emplace_back(g, h);
+    g = h;
   }
 
   std::vector<std::vector<EvaluationRow>> per_group(groups.size());
-  tbb::parallel_for(std::size_t{0}, groups.size(), [&](std::size_t g) {
+  const auto evaluate_group = [&](std::size_t g) {
     const auto [first, last] = groups[g];
     const CapturedTensor& t = captures.tensors[first];
     const Fp8Format fp8 = fp8_format_for(config.format, t.key.role);
-    float reduced_amax = 0.0f;
-    for (std::size_t i = first; i < last; ++i) reduced_amax = std::max(reduced_amax, stats[i].amax);
     const bool reduce = last - first > 1 && config.amax_reduction == AmaxReduction::kTp;
+    float reduced_amax = 0.0f;
+    if (reduce)
+      for (std::size_t i = first; i < last; ++i)
+        reduced_amax = std::max(reduced_amax, backend.evaluate({}, captures.tensors[i].view).stats.amax);
     std::vector<EvaluationRow>& rows = per_group[g];
     std::vector<Candidate> candidates;
     std::vector<std::size_t> slots;  // row index of each candidate sent to the backend
@@ -108,8 +115,9 @@ std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const R
           row.applicability = recipe_fits(recipe, captures.tensors[i].view);
         Candidate c{recipe, fp8, t.key.role, o};
         if (recipe.kind == RecipeKind::kPerTensorDelayed && row.applicability.ok) {
-          row.replay = replay_delayed_scale(history.at({t.key.layer, t.key.role}), t.key.step,
-                                            recipe, fp8);
+          const auto known = history.find({t.key.layer, t.key.role});
+          row.replay = replay_delayed_scale(known != history.end() ? known->second : no_history,
+                                            t.key.step, recipe, fp8);
           if (row.replay.mode == ReplayMode::kUnavailable)
             row.applicability = Applicability::no(row.replay.detail);
           else
@@ -128,6 +136,7 @@ std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const R
     TensorEvaluation total;
     for (std::size_t i = first; i < last; ++i) {
       const TensorEvaluation eval = backend.evaluate(candidates, captures.tensors[i].view);
+      stats[i] = eval.stats;
       if (i == first) {
         total = eval;
         continue;
@@ -158,7 +167,11 @@ std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const R
       rows[slots[c]].applicability = total.results[c].applicability;
       rows[slots[c]].metrics = total.results[c].metrics;
     }
-  });
+  };
+  for (const auto& [begin, end] : waves) {
+    tbb::parallel_for(begin, end, evaluate_group);
+    add_captured_amaxes(captures, stats, config.trace, groups[begin].first, groups[end - 1].second, &history);
+  }
   std::vector<EvaluationRow> out;
   for (auto& rows : per_group)
     for (auto& r : rows) out.push_back(std::move(r));
