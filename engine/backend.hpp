@@ -54,8 +54,8 @@ class Backend {
   virtual std::string device() const = 0;  // human description, e.g. "2 threads (oneTBB)"
   virtual Applicability supports(const Recipe& recipe) const = 0;
   // Deterministic: the same inputs give bit-identical results whatever the thread count. With no
-  // candidates only the statistics pass runs (the engine's amax pre-pass for delayed scaling and
-  // rank shards goes through the backend this way, so a device backend reads the tensor there).
+  // candidates only the statistics pass runs (the engine's amax pass over the ranks of a sharded
+  // tensor goes through the backend this way, so a device backend reads the tensor there).
   virtual TensorEvaluation evaluate(std::span<const Candidate> candidates,
                                     const TensorView& tensor) const = 0;
 };

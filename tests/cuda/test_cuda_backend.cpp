@@ -159,7 +159,7 @@ TEST_CASE("evaluate_device on a resident tensor equals evaluate on the same tens
   }
 }
 
-TEST_CASE("no candidates: the statistics pass alone (the engine's amax pre-pass)") {
+TEST_CASE("no candidates: the statistics pass alone (the engine's amax pass over rank shards)") {
   const CudaBackend whole;
   const CudaBackend streamed(small_chunks(false));
   const std::vector<fp8a::Candidate> none;

@@ -1,7 +1,7 @@
 // The run orchestration on the CUDA backend (part of test_cuda_backend, label cuda; and of
 // test_cuda_backend_emu, label cuda-emu): evaluate_captures over the repository's captures with
-// their amax traces (delayed scaling replayed, the amax pre-pass on the backend, tensors evaluated
-// concurrently) gives the CPU backend's rows, with chunks small enough that the tensors stream.
+// their amax traces (delayed scaling replayed step by step from the evaluations' own amaxes,
+// tensors evaluated concurrently) gives the CPU backend's rows, with chunks small enough that the tensors stream.
 #include <doctest/doctest.h>
 
 #include <string>
