@@ -7,7 +7,8 @@
 #               (oneTBB, Boost.Program_options, the CUDA runtime they were built against), except
 #               cuBLASLt (0.5 GiB): the GPU machine's own CUDA 13 cuBLASLt is used (run.sh finds it);
 #   lib/compat/ libstdc++ and libgcc_s, used by run.sh only if the machine's own are too old
-#   data/       the sample capture and its amax trace;  peer_torch.py;  run.sh (= gpu-check.sh)
+#   data/       the sample capture, the real lm-spike capture (test_cuda_backend reads both, through
+#               FP8A_TEST_DATA) and their amax traces;  peer_torch.py;  run.sh (= gpu-check.sh)
 #
 #   bash scripts/gpu-bundle.sh [BUILD_DIR]        (default build-gpu)
 #
@@ -42,7 +43,7 @@ mapfile -t tests < <(cuda_tests)
 
 echo "== bundle $bundle"
 rm -rf "$bundle"
-mkdir -p "$bundle/bin" "$bundle/lib/compat" "$bundle/data/sample"
+mkdir -p "$bundle/bin" "$bundle/lib/compat" "$bundle/data/sample" "$bundle/data/real/lm-spike"
 bins=("$build/cli/fp8-advisor" "$build/bench/bench_cuda_metrics")
 for t in "${tests[@]}"; do
   exe=${t#*$'\t'}
@@ -76,6 +77,7 @@ for b in "${bins[@]}"; do
 done
 
 cp datasets/sample/*.safetensors datasets/sample/amax_trace.csv "$bundle/data/sample/"
+cp datasets/real/lm-spike/*.safetensors datasets/real/lm-spike/amax_trace_rank0.csv "$bundle/data/real/lm-spike/"
 cp bench/peer_torch.py "$bundle/"
 cp scripts/gpu-check.sh "$bundle/run.sh"
 chmod +x "$bundle/run.sh"

@@ -294,6 +294,7 @@ if ! "$bin/fp8-advisor" --version >"$work/version.txt" 2>&1; then
 fi
 step "fp8-advisor --version" 30 "$bin/fp8-advisor" --version
 
+export FP8A_TEST_DATA="$here/data"  # the captures test_cuda_backend reads (test_cuda_run.cpp)
 while read -r t; do
   [ -n "$t" ] || continue
   step "$t" 300 "$bin/$t" --abort-after=200

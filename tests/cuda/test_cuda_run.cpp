@@ -4,6 +4,7 @@
 // tensors evaluated concurrently) gives the CPU backend's rows, with chunks small enough that the tensors stream.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,13 @@ struct Dataset {
   const char* dir;
   const char* trace;
 };
+
+// The captures: under $FP8A_TEST_DATA when set (the GPU bundle carries them there, away from the
+// source tree the test was built in), else the source tree's datasets/.
+std::string data_root() {
+  const char* env = std::getenv("FP8A_TEST_DATA");
+  return env != nullptr && *env != '\0' ? std::string(env) + "/" : std::string(FP8A_SOURCE_DIR) + "/datasets/";
+}
 
 // Every default recipe and the 128x128-everywhere block recipe, on the CPU and the CUDA backend.
 void compare_runs(const fp8a::CaptureSet& set, const fp8a::AmaxTrace* trace, fp8a::TrainingFormat format,
@@ -63,9 +71,9 @@ void compare_runs(const fp8a::CaptureSet& set, const fp8a::AmaxTrace* trace, fp8
 
 TEST_CASE("evaluate_captures: CUDA backend rows == CPU backend rows on the sample and the real captures") {
   const fp8a::DiskFileSystem fs;
-  const std::string root = std::string(FP8A_SOURCE_DIR) + "/";
-  for (const Dataset& d : {Dataset{"datasets/sample", "datasets/sample/amax_trace.csv"},
-                           Dataset{"datasets/real/lm-spike", "datasets/real/lm-spike/amax_trace_rank0.csv"}}) {
+  const std::string root = data_root();
+  for (const Dataset& d : {Dataset{"sample", "sample/amax_trace.csv"},
+                           Dataset{"real/lm-spike", "real/lm-spike/amax_trace_rank0.csv"}}) {
     const fp8a::CaptureSet set = fp8a::load_captures({root + d.dir}, fs);
     const fp8a::AmaxTrace trace = fp8a::load_amax_trace({root + d.trace}, fs);
     for (auto format : {fp8a::TrainingFormat::kHybrid, fp8a::TrainingFormat::kE4M3}) {
