@@ -75,11 +75,12 @@ std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const R
   if (config.trace != nullptr)
     for (const auto& [key, series] : config.trace->series) history[key] = series.amax_by_step;
   const AmaxHistory no_history;
+  const bool by_step = needs_history(config);
+  const auto step_of = [&](std::size_t g) { return captures.tensors[groups[g].first].key.step; };
   std::vector<std::pair<std::size_t, std::size_t>> waves;  // groups [first, last)
   for (std::size_t g = 0; g < groups.size();) {
-    std::size_t h = g + 1;
-    if (!needs_history(config)) h = groups.size();
-    while (h < groups.size() && captures.tensors[groups[h].first].key.step == captures.tensors[groups[g].first].key.step) ++h;
+    std::size_t h = by_step ? g + 1 : groups.size();
+    while (h < groups.size() && step_of(h) == step_of(g)) ++h;
     waves.emplace_back(g, h);
     g = h;
   }
