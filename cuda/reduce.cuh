@@ -28,9 +28,10 @@ __device__ T warp_reduce(T v, Op op) {
   return v;
 }
 
-// Every lane ends with the max of the warp's 32 values (all lanes must take part).
+// Every lane ends with the max of the warp's 32 values (all lanes must take part). The host
+// emulation (cuda/emu) takes the sm_80+ path, as the sm_90 build does.
 __device__ inline std::uint32_t warp_max_all(std::uint32_t v) {
-#if __CUDA_ARCH__ >= 800
+#if __CUDA_ARCH__ >= 800 || defined(FP8A_CUDA_EMULATION)
   return __reduce_max_sync(0xFFFFFFFFu, v);
 #else
 #pragma unroll
