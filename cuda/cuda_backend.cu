@@ -1,9 +1,11 @@
 #include "cuda/cuda_backend.hpp"
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "cuda/check.hpp"
@@ -257,11 +259,40 @@ std::string cuda_unusable_reason() {
   return {};
 }
 
+CudaBackendOptions fit_to_device_memory(CudaBackendOptions o, std::size_t free_bytes) {
+  using detail::round_up_allocation;
+  constexpr std::size_t kMinChunk = 128 * 128 * 4;  // one F32 tile (chunk_plan.hpp's minimum)
+  const std::size_t budget = free_bytes / 4 * 3 / static_cast<std::size_t>(o.max_concurrent);
+  const std::size_t partials =
+      2 * round_up_allocation(static_cast<std::size_t>(kMaxGridBlocks) * kFitCandidates * sizeof(MetricPartial));
+  const auto streaming = [&](std::size_t chunk) { return 2 * round_up_allocation(chunk) + partials; };
+  while (o.chunk_bytes > kMinChunk && streaming(o.chunk_bytes) > budget)
+    o.chunk_bytes = std::max(o.chunk_bytes / 2, kMinChunk);
+  const std::size_t need = streaming(o.chunk_bytes);
+  if (need > budget) {
+    const auto mib = [](std::size_t b) { return std::to_string((b + (std::size_t{1} << 20) - 1) >> 20); };
+    throw usage_error("fp8a.cuda.803",
+                      "CUDA device 0 has " + mib(free_bytes) + " MiB of free memory; the CUDA backend needs at least " +
+                          mib(need * static_cast<std::size_t>(o.max_concurrent) / 3 * 4) + " MiB free (" +
+                          std::to_string(o.max_concurrent) +
+                          " workspaces of two chunk buffers and partial records, in 3/4 of the free memory): "
+                          "free some GPU memory, or run on the CPU (--device cpu)");
+  }
+  const std::size_t room = budget - need;
+  const std::size_t granule = round_up_allocation(1);
+  o.resident_bytes = std::min(o.resident_bytes, room / granule * granule);
+  return o;
+}
+
 CudaBackend::CudaBackend(CudaBackendOptions options)
     : options_(options), pool_(std::make_unique<Pool>()) {
   FP8A_CHECK(options_.chunk_bytes > 0 && options_.max_concurrent >= 1, "CudaBackend: bad options");
   const std::string why = cuda_unusable_reason();
   if (!why.empty()) throw Error(ErrorKind::kInternal, "fp8a.cuda.801", "CUDA backend: " + why);
+  std::size_t free_bytes = 0, total_bytes = 0;
+  FP8A_CUDA_CHECK(cudaSetDevice(0));
+  FP8A_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  options_ = fit_to_device_memory(options_, free_bytes);
 }
 
 CudaBackend::~CudaBackend() = default;

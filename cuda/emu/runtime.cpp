@@ -22,6 +22,7 @@ struct Registry {
   std::mutex mutex;
   std::map<std::uintptr_t, std::pair<std::size_t, Space>> blocks;  // start -> (bytes, space)
   std::size_t device_bytes = 0, device_peak = 0;
+  std::size_t device_total = std::size_t{16} << 30;
 };
 
 Registry& registry() {
@@ -42,10 +43,12 @@ cudaError_t allocate(void** ptr, std::size_t bytes, Space space) {
   if (ptr == nullptr) return fail(cudaErrorInvalidValue, "allocation with a null result pointer");
   *ptr = nullptr;
   if (bytes == 0) return cudaSuccess;
-  void* p = ::operator new(bytes, std::align_val_t{256}, std::nothrow);
-  if (p == nullptr) return fail(cudaErrorMemoryAllocation, "out of host memory");
   Registry& r = registry();
   const std::lock_guard<std::mutex> lock(r.mutex);
+  if (space == Space::kDevice && bytes > r.device_total - r.device_bytes)
+    return fail(cudaErrorMemoryAllocation, "out of emulated device memory");
+  void* p = ::operator new(bytes, std::align_val_t{256}, std::nothrow);
+  if (p == nullptr) return fail(cudaErrorMemoryAllocation, "out of host memory");
   r.blocks[reinterpret_cast<std::uintptr_t>(p)] = {bytes, space};
   if (space == Space::kDevice) {
     r.device_bytes += bytes;
@@ -96,6 +99,11 @@ std::size_t device_bytes_peak() {
   return registry().device_peak;
 }
 
+void set_device_memory(std::size_t total_bytes) {
+  const std::lock_guard<std::mutex> lock(registry().mutex);
+  registry().device_total = total_bytes;
+}
+
 void reset_device_bytes_peak() {
   const std::lock_guard<std::mutex> lock(registry().mutex);
   registry().device_peak = registry().device_bytes;
@@ -118,7 +126,10 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   if (device != 0) return fail(cudaErrorInvalidDevice, "no such device");
   *prop = cudaDeviceProp{};
   std::snprintf(prop->name, sizeof prop->name, "%s", "host emulation of a CUDA device");
-  prop->totalGlobalMem = std::size_t{16} << 30;
+  {
+    const std::lock_guard<std::mutex> lock(fp8a_emu::registry().mutex);
+    prop->totalGlobalMem = fp8a_emu::registry().device_total;
+  }
   prop->major = 9;
   prop->minor = 0;
   prop->multiProcessorCount = 1;
@@ -181,6 +192,14 @@ const char* cudaGetErrorString(cudaError_t error) {
     case cudaErrorLaunchFailure: return "unspecified launch failure";
   }
   return "unknown error";
+}
+
+cudaError_t cudaMemGetInfo(std::size_t* free, std::size_t* total) {
+  fp8a_emu::Registry& r = fp8a_emu::registry();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  *total = r.device_total;
+  *free = r.device_total - std::min(r.device_bytes, r.device_total);
+  return cudaSuccess;
 }
 
 cudaError_t cudaMalloc(void** ptr, std::size_t bytes) { return fp8a_emu::allocate(ptr, bytes, fp8a_emu::Space::kDevice); }

@@ -17,6 +17,7 @@
 #include "cli/backend_registry.hpp"
 #include "cuda/chunk_plan.hpp"
 #include "cuda/cublaslt_gemm_plan.hpp"
+#include "cuda/cuda_backend.hpp"
 #include "cuda/device_info.hpp"
 #include "cuda/element_quant.hpp"
 #include "cuda/metric_jobs.hpp"
@@ -812,5 +813,37 @@ TEST_CASE("packed cuBLASLt operands decode exactly to the emulated path's fake-q
         CHECK(zero_padding);
       }
     }
+  }
+}
+
+TEST_CASE("fit_to_device_memory: the resident budget shrinks first, then the chunks, else a usage error") {
+  // Worked by hand from the rule in cuda_backend.hpp: per workspace (two of them) 3/4 of the free
+  // memory / 2; partial records for 64 candidates: 1024 blocks x 64 x 56 B = 3.5 MiB, rounded
+  // up to 4 MiB, two slots = 8 MiB; chunk buffers rounded up to 2 MiB, two of them.
+  constexpr std::size_t MiB = std::size_t{1} << 20;
+  const fp8a::cuda::CudaBackendOptions defaults;  // 64 MiB chunks, 2 GiB resident, 2 workspaces
+  auto o = fp8a::cuda::fit_to_device_memory(defaults, std::size_t{80} << 30);
+  CHECK(o.chunk_bytes == 64 * MiB);
+  CHECK(o.resident_bytes == std::size_t{2} << 30);
+  CHECK(o.max_concurrent == 2);
+  // 1 GiB free: 384 MiB per workspace, 64 + 64 + 8 MiB streaming, 248 MiB left to keep resident.
+  o = fp8a::cuda::fit_to_device_memory(defaults, std::size_t{1} << 30);
+  CHECK(o.chunk_bytes == 64 * MiB);
+  CHECK(o.resident_bytes == 248 * MiB);
+  // 100 MiB free: 37.5 MiB per workspace; chunks halve to 8 MiB (8 + 8 + 8 = 24 MiB), 12 MiB
+  // (whole granules of the 13.5 left) resident.
+  o = fp8a::cuda::fit_to_device_memory(defaults, 100 * MiB);
+  CHECK(o.chunk_bytes == 8 * MiB);
+  CHECK(o.resident_bytes == 12 * MiB);
+  // 20 MiB free: 7.5 MiB per workspace, less than the smallest (2 + 2 + 8 MiB).
+  CHECK_THROWS_WITH_AS(fp8a::cuda::fit_to_device_memory(defaults, 20 * MiB),
+                       "[fp8a.cuda.803] CUDA device 0 has 20 MiB of free memory; the CUDA backend needs at least "
+                       "32 MiB free (2 workspaces of two chunk buffers and partial records, in 3/4 of the free "
+                       "memory): free some GPU memory, or run on the CPU (--device cpu)",
+                       fp8a::Error);
+  try {
+    fp8a::cuda::fit_to_device_memory(defaults, 20 * MiB);
+  } catch (const fp8a::Error& e) {
+    CHECK(e.exit_code() == 2);
   }
 }

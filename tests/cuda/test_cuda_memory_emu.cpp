@@ -15,6 +15,7 @@
 
 #include "cuda/cuda_backend.hpp"
 #include "cuda/partials.hpp"
+#include "engine/core/error.hpp"
 #include "engine/cpu_backend.hpp"
 #include "tests/cuda/backend_compare.hpp"
 
@@ -75,4 +76,43 @@ TEST_CASE("device memory stays within the documented bound, tensors streamed or 
     CHECK(peak <= bound);
   }
   CHECK(fp8a_emu::device_bytes_in_use() == before);  // the backend released all of it
+}
+
+namespace {
+
+// Sets the emulated device's memory for one test, and back to the default after it.
+struct DeviceMemory {
+  explicit DeviceMemory(std::size_t bytes) { fp8a_emu::set_device_memory(bytes); }
+  ~DeviceMemory() { fp8a_emu::set_device_memory(std::size_t{16} << 30); }
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+};
+
+}  // namespace
+
+TEST_CASE("a GPU with little free memory: the default options shrink, a tensor larger than the device streams") {
+  constexpr std::size_t MiB = std::size_t{1} << 20;
+  REQUIRE(fp8a_emu::device_bytes_in_use() == 0);
+  {
+    const DeviceMemory limit(32 * MiB);
+    fp8a_emu::reset_device_bytes_peak();
+    const fp8a::cuda::CudaBackend gpu;  // defaults: 64 MiB chunks, 2 GiB resident
+    // 12 MiB per workspace: two 4 MiB chunk buffers and 4 MiB of partial records, nothing resident.
+    CHECK(gpu.options().chunk_bytes == 4 * MiB);
+    CHECK(gpu.options().resident_bytes == 0);
+    // 40 MiB of BF16, more than the whole device.
+    const auto t = ct::store(ct::make_fill(4096 * 5120, ct::Fill::kNormal, 11), fp8a::DType::kBF16, {4096, 5120});
+    std::vector<fp8a::Candidate> cands;
+    for (const char* r : {"current", "block", "mxfp8"})
+      for (auto o : fp8a::orientations_for(fp8a::parse_recipe(r), fp8a::Role::kActivation))
+        cands.push_back({fp8a::parse_recipe(r), fp8a::Fp8Format::kE4M3, fp8a::Role::kActivation, o});
+    CHECK(!gpu.keeps_resident(gpu.plan(t.view)));
+    ct::check_same_evaluation(gpu.evaluate(cands, t.view), fp8a::CpuBackend().evaluate(cands, t.view), cands);
+    CHECK(fp8a_emu::device_bytes_peak() <= 32 * MiB);
+  }
+  {
+    const DeviceMemory limit(20 * MiB);  // 7.5 MiB per workspace: less than 2 + 2 + 4 MiB
+    CHECK_THROWS_WITH_AS(fp8a::cuda::CudaBackend(), doctest::Contains("[fp8a.cuda.803] CUDA device 0 has 20 MiB of free memory"),
+                         fp8a::Error);
+  }
 }

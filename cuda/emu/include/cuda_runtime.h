@@ -99,6 +99,7 @@ cudaError_t cudaPeekAtLastError();
 const char* cudaGetErrorName(cudaError_t error);
 const char* cudaGetErrorString(cudaError_t error);
 cudaError_t cudaMalloc(void** ptr, std::size_t bytes);
+cudaError_t cudaMemGetInfo(std::size_t* free, std::size_t* total);
 cudaError_t cudaFree(void* ptr);
 cudaError_t cudaMallocHost(void** ptr, std::size_t bytes);
 cudaError_t cudaFreeHost(void* ptr);
@@ -152,6 +153,9 @@ void launch(int blocks, int threads, cudaStream_t stream, std::initializer_list<
 std::size_t device_bytes_in_use();
 std::size_t device_bytes_peak();
 void reset_device_bytes_peak();
+// The emulated device's memory (16 GiB unless set): cudaMalloc past it fails with
+// cudaErrorMemoryAllocation, cudaMemGetInfo reports it less what is in use.
+void set_device_memory(std::size_t total_bytes);
 
 // __syncthreads(); a warp operation over the 32 lanes of the caller's warp: every lane hands in
 // its value, gets back the one `op` picks for it.
