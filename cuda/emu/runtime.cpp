@@ -27,6 +27,13 @@ struct Registry {
 
 Registry& registry() {
   static Registry r;
+  // FP8A_CUDA_EMULATION_MEMORY=<bytes>: the device's memory for a whole process (e.g. the CLI).
+  static const bool configured = [] {
+    if (const char* v = std::getenv("FP8A_CUDA_EMULATION_MEMORY"); v != nullptr && *v != '\0')
+      r.device_total = static_cast<std::size_t>(std::strtoull(v, nullptr, 10));
+    return true;
+  }();
+  static_cast<void>(configured);
   return r;
 }
 

@@ -60,10 +60,11 @@ inline std::string shell_quote(const std::string& s) {
   return q + "'";
 }
 
-// Runs the binary with `args` (shell syntax), stdin from /dev/null.
-inline Result run(const std::string& args) {
+// Runs the binary with `args` (shell syntax), stdin from /dev/null; `env`: "NAME=value ..."
+// assignments for its environment.
+inline Result run(const std::string& args, const std::string& env = {}) {
   TempDir io;
-  const std::string cmd = shell_quote(kBinary) + " " + args + " >" +
+  const std::string cmd = (env.empty() ? "" : "env " + env + " ") + shell_quote(kBinary) + " " + args + " >" +
                           shell_quote((io.path / "out").string()) + " 2>" +
                           shell_quote((io.path / "err").string()) + " </dev/null";
   const int status = std::system(cmd.c_str());

@@ -6,7 +6,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <string>
 
 #include "cli/cli_support.hpp"
@@ -58,6 +60,15 @@ TEST_CASE("run --device cuda (emulated) == run --device cpu on the sample, with 
   const auto gemms_cuda = ct::read_csv(ct::slurp(out.path / "cuda/gemms.csv"));
   for (const auto& row : gemms_cuda) CHECK(row.at("engine") == "emulated");
   check_same_table(gemms_cpu, gemms_cuda, "gemms.csv");
+
+  // A GPU with too little free memory: a one-line usage error, exit 2, no output files.
+  const auto small = ct::run("run --capture " + ct::shell_quote(sample) + " --device cuda --out " +
+                                 ct::shell_quote((out.path / "small").string()),
+                             "FP8A_CUDA_EMULATION_MEMORY=20971520");
+  CHECK(small.rc == 2);
+  CHECK(small.err.rfind("fp8-advisor: error: [fp8a.cuda.803] CUDA device 0 has 20 MiB of free memory", 0) == 0);
+  CHECK(std::count(small.err.begin(), small.err.end(), '\n') == 1);
+  CHECK(!std::filesystem::exists(out.path / "small" / "metrics.csv"));
 
   // auto stays on the CPU until the CUDA backend has passed the GPU checks.
   const auto r = ct::run("run --capture " + ct::shell_quote(sample) + " --no-gemms --out " +
