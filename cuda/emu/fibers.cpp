@@ -1,9 +1,10 @@
 // Kernel launches of the host emulation (include/cuda_runtime.h): each block's threads run as
 // fibers on the calling host thread, one block after another, switching only where CUDA threads
-// wait for each other (__syncthreads, warp operations). A fiber runs until it waits; when no fiber
-// can run, the waits are resolved: a warp operation once every live lane of the warp has joined
-// it, a block barrier once every live thread of the block waits at it. Anything else is what
-// would hang or be undefined on a GPU, and fails the launch with a message saying who waits where.
+// wait for each other (__syncthreads, warp operations). A fiber runs until it waits; a warp
+// operation completes when the last live lane of the warp joins it, a block barrier when the last
+// live thread of the block arrives (that one goes on without a switch, the others are queued).
+// When no fiber can run and some still wait, or the waits break CUDA's rules, it is what would
+// hang or be undefined on a GPU: the launch fails with a message saying who waits where.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -58,7 +59,11 @@ struct Fiber {
 
 // One host thread's emulator: at most one launch at a time (launches are synchronous).
 struct Emulator {
-  std::vector<void*> stacks;  // reused across launches (grown on demand, never freed)
+  Emulator() = default;
+  Emulator(const Emulator&) = delete;
+  Emulator& operator=(const Emulator&) = delete;
+  ~Emulator();
+  std::vector<void*> stacks;  // reused across launches (grown on demand, unmapped with the thread)
   std::vector<Fiber> fibers;  // the block being run
   Fiber* running = nullptr;
   const std::function<void()>* kernel = nullptr;
@@ -92,6 +97,10 @@ struct Stats {
 };
 Stats g_stats;
 const ThreadState kHostThread{};
+
+Emulator::~Emulator() {
+  for (void* s : stacks) munmap(static_cast<char*>(s) - kGuardBytes, kStackBytes + kGuardBytes);
+}
 
 void* new_stack() {
   void* p = mmap(nullptr, kStackBytes + kGuardBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
