@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cuda/cuda_backend.hpp"
+#include "cuda/device_memory.hpp"
 #include "cuda/partials.hpp"
 #include "engine/core/error.hpp"
 #include "engine/cpu_backend.hpp"
@@ -23,9 +24,8 @@ namespace {
 
 namespace ct = fp8a::cuda_test;
 
-constexpr std::size_t kGranule = std::size_t{2} << 20;  // device_memory.hpp's allocation granule
-
-std::size_t granules(std::size_t bytes) { return (bytes + kGranule - 1) / kGranule * kGranule; }
+// Rounded up to the allocation granule of device_memory.hpp's buffers.
+std::size_t granules(std::size_t bytes) { return fp8a::cuda::detail::round_up_allocation(bytes); }
 
 }  // namespace
 
