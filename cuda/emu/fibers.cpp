@@ -73,6 +73,7 @@ struct Emulator {
   int at_barrier = 0;         // ... waiting at __syncthreads()
   std::vector<int> warp_live, warp_waiting;
   std::string failure;        // the first broken rule or escaped exception: ends the launch
+  long long waits = 0;        // barriers and warp operations of this launch (for Stats)
 #if defined(__x86_64__)
   void* scheduler_sp = nullptr;
 #else
@@ -362,7 +363,7 @@ void sync_block(const char* file, int line) {
   f.state = State::kBlockBarrier;
   f.barrier_file = file;
   f.barrier_line = line;
-  g_stats.waits.fetch_add(1, std::memory_order_relaxed);
+  ++e.waits;
   if (++e.at_barrier == e.live) {
     release_block(e);
     if (e.failure.empty()) {
@@ -377,7 +378,7 @@ std::uint64_t warp_exchange(unsigned mask, WarpOp op, int param, std::uint64_t v
   Emulator& e = tl_emulator;
   Fiber& f = running_fiber("a warp operation");
   f.state = State::kWarpOp;
-  g_stats.waits.fetch_add(1, std::memory_order_relaxed);
+  ++e.waits;
   f.op = op;
   f.mask = mask;
   f.param = param;
@@ -417,10 +418,12 @@ void launch(int blocks, int threads, cudaStream_t stream, std::initializer_list<
   while (e.stacks.size() < static_cast<std::size_t>(threads)) e.stacks.push_back(new_stack());
   e.kernel = &kernel;
   e.failure.clear();
+  e.waits = 0;
   g_stats.launches.fetch_add(1, std::memory_order_relaxed);
   g_stats.blocks.fetch_add(blocks, std::memory_order_relaxed);
   g_stats.threads.fetch_add(static_cast<long long>(blocks) * threads, std::memory_order_relaxed);
   for (int b = 0; b < blocks && e.failure.empty(); ++b) run_block(e, b, blocks, threads);
+  g_stats.waits.fetch_add(e.waits, std::memory_order_relaxed);
   e.kernel = nullptr;
   e.fibers.clear();  // fibers left waiting after a failure are dropped with their stacks' contents
   if (!e.failure.empty()) {
