@@ -6,12 +6,8 @@
 #include "engine/core/suggest.hpp"
 #include "engine/cpu_backend.hpp"
 
-// FP8A_CUDA_EMULATION: the test build of fp8-advisor on the host emulation of cuda/emu, which has
-// the CUDA backend but no cuBLASLt.
 #if FP8A_WITH_CUDA
-#if !defined(FP8A_CUDA_EMULATION)
 #include "cuda/cublaslt_gemm.hpp"
-#endif
 #include "cuda/cuda_backend.hpp"
 #include "cuda/device_info.hpp"
 #endif
@@ -62,7 +58,7 @@ std::unique_ptr<Backend> make_backend(DeviceChoice choice) {
 }
 
 std::unique_ptr<GemmEngine> make_gemm_engine(const Backend& backend) {
-#if FP8A_WITH_CUDA && !defined(FP8A_CUDA_EMULATION)
+#if FP8A_WITH_CUDA
   if (backend.name() == "cuda") return std::make_unique<cuda::CublasltGemm>();
 #else
   static_cast<void>(backend);

@@ -23,6 +23,7 @@ struct Registry {
   std::map<std::uintptr_t, std::pair<std::size_t, Space>> blocks;  // start -> (bytes, space)
   std::size_t device_bytes = 0, device_peak = 0;
   std::size_t device_total = std::size_t{16} << 30;
+  int sm = 90;
 };
 
 Registry& registry() {
@@ -31,6 +32,9 @@ Registry& registry() {
   static const bool configured = [] {
     if (const char* v = std::getenv("FP8A_CUDA_EMULATION_MEMORY"); v != nullptr && *v != '\0')
       r.device_total = static_cast<std::size_t>(std::strtoull(v, nullptr, 10));
+    // FP8A_CUDA_EMULATION_SM=<10 * major + minor>: the device's compute capability.
+    if (const char* v = std::getenv("FP8A_CUDA_EMULATION_SM"); v != nullptr && *v != '\0')
+      r.sm = static_cast<int>(std::strtol(v, nullptr, 10));
     return true;
   }();
   static_cast<void>(configured);
@@ -116,7 +120,18 @@ void reset_device_bytes_peak() {
   registry().device_peak = registry().device_bytes;
 }
 
+void set_compute_capability(int sm) {
+  const std::lock_guard<std::mutex> lock(registry().mutex);
+  registry().sm = sm;
+}
+
+int compute_capability() {
+  const std::lock_guard<std::mutex> lock(registry().mutex);
+  return registry().sm;
+}
+
 bool is_device_pointer(const void* p) { return inside(p, 1, Space::kDevice); }
+bool is_device_range(const void* p, std::size_t bytes) { return inside(p, bytes, Space::kDevice); }
 
 void report_failure(const std::string& what) { std::fprintf(stderr, "fp8a CUDA emulation: %s\n", what.c_str()); }
 
@@ -137,8 +152,8 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
     const std::lock_guard<std::mutex> lock(fp8a_emu::registry().mutex);
     prop->totalGlobalMem = fp8a_emu::registry().device_total;
   }
-  prop->major = 9;
-  prop->minor = 0;
+  prop->major = fp8a_emu::compute_capability() / 10;
+  prop->minor = fp8a_emu::compute_capability() % 10;
   prop->multiProcessorCount = 1;
   prop->warpSize = 32;
   prop->maxThreadsPerBlock = 1024;
@@ -149,8 +164,8 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
   if (device != 0) return fail(cudaErrorInvalidDevice, "no such device");
   switch (attr) {
     case cudaDevAttrMultiProcessorCount: *value = 1; return cudaSuccess;
-    case cudaDevAttrComputeCapabilityMajor: *value = 9; return cudaSuccess;
-    case cudaDevAttrComputeCapabilityMinor: *value = 0; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMajor: *value = fp8a_emu::compute_capability() / 10; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor: *value = fp8a_emu::compute_capability() % 10; return cudaSuccess;
   }
   return fail(cudaErrorInvalidValue, "device attribute not emulated");
 }

@@ -11,6 +11,8 @@ namespace fp8a_emu {
 void set_error(cudaError_t error);
 // Whether p lies inside a live cudaMalloc allocation.
 bool is_device_pointer(const void* p);
+// Whether [p, p + bytes) lies inside one live cudaMalloc allocation.
+bool is_device_range(const void* p, std::size_t bytes);
 // Prints why an emulated call or launch failed (stderr, one line), for the failing test's log.
 void report_failure(const std::string& what);
 

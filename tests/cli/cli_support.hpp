@@ -75,12 +75,17 @@ inline Result run(const std::string& args, const std::string& env = {}) {
 using Row = std::map<std::string, std::string>;
 using Table = std::vector<Row>;
 
-// A CSV without quoted fields (the tests' layer names hold no commas), header row as keys.
+// A CSV of one-line records, header row as keys; a field may be quoted (RFC 4180: commas inside,
+// "" for a quote), as gemms.csv's notes are.
 inline Table read_csv(const std::string& text) {
   const auto split = [](const std::string& line) {
     std::vector<std::string> f(1);
-    for (char c : line) {
-      if (c == ',') f.emplace_back();
+    bool quoted = false;
+    for (std::size_t i = 0; i < line.size(); ++i) {
+      const char c = line[i];
+      if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"') f.back() += line[++i];
+      else if (c == '"') quoted = !quoted;
+      else if (c == ',' && !quoted) f.emplace_back();
       else f.back() += c;
     }
     return f;

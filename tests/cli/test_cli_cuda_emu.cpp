@@ -1,7 +1,8 @@
 // fp8-advisor built on the host emulation of cuda/emu (label cuda-emu): `run --device cuda` on the
 // sample capture gives --device cpu's metrics.csv (text equal, numbers within the rounding of
 // float64 sums) and the same emulated GEMM rows, and summary.json names the CUDA backend, as
-// scripts/gpu-check.sh checks on a GPU. No cuBLASLt here: gemms.csv has emulated rows only.
+// scripts/gpu-check.sh checks on a GPU; and gemms.csv adds, after each emulated row, the row of the
+// GEMM engine run on the emulated cuBLASLt (cuda/emu/cublaslt.cpp), as an H200 and as a B200.
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
@@ -36,6 +37,42 @@ void check_same_table(const ct::Table& cpu, const ct::Table& cuda, const char* w
   }
 }
 
+// The engine=cublaslt rows: each right after the emulated row of the same GEMM, with TE's
+// accumulation (fast for per-tensor fprop), dims padded to 16 (K to 128 with block scales), and the
+// emulated row's error up to the accumulation difference (both FP32 here). The recipe family that
+// the emulated device cannot run must carry the "cublaslt not run" note instead. Returns the count.
+std::size_t check_cublaslt_rows(const ct::Table& gemms, const std::string& not_run_family) {
+  std::size_t count = 0;
+  for (std::size_t i = 0; i < gemms.size(); ++i) {
+    const auto& e = gemms[i];
+    if (e.at("engine") != "emulated") continue;
+    const std::string recipe = e.at("recipe"), family = recipe.substr(0, recipe.find(':'));
+    INFO("row " << i << " " << e.at("layer") << " " << e.at("gemm") << " " << recipe);
+    const bool ran = i + 1 < gemms.size() && gemms[i + 1].at("engine") == "cublaslt";
+    CHECK(ran == (family != not_run_family));
+    if (!ran) {
+      CHECK(e.at("note").rfind("cublaslt not run: ", 0) == 0);
+      continue;
+    }
+    ++count;
+    const auto& r = gemms[i + 1];
+    for (const char* column : {"step", "layer", "gemm", "recipe", "format", "m", "n", "k"})
+      CHECK(r.at(column) == e.at(column));
+    const bool per_tensor = family == "current" || family == "delayed";
+    CHECK(r.at("accumulation") == (family == "bf16"                          ? "fp32"
+                                   : per_tensor && e.at("gemm") == "fprop" ? "fast"
+                                                                           : "split"));
+    const double k_multiple = per_tensor || family == "bf16" ? 16 : 128;
+    CHECK(std::fmod(ct::num(r.at("padded_m")), 16) == 0);
+    CHECK(std::fmod(ct::num(r.at("padded_n")), 16) == 0);
+    CHECK(std::fmod(ct::num(r.at("padded_k")), k_multiple) == 0);
+    CHECK(ct::num(r.at("padded_k")) >= ct::num(e.at("k")));
+    CHECK(std::fabs(ct::num(r.at("rel_fro_err")) - ct::num(e.at("rel_fro_err"))) <= 1e-5);
+    CHECK(r.at("note").find("reference BF16 x BF16") != std::string::npos);
+  }
+  return count;
+}
+
 }  // namespace
 
 TEST_CASE("run --device cuda (emulated) == run --device cpu on the sample, with its amax trace") {
@@ -58,8 +95,22 @@ TEST_CASE("run --device cuda (emulated) == run --device cpu on the sample, with 
                    ct::read_csv(ct::slurp(out.path / "cuda/metrics.csv")), "metrics.csv");
   const auto gemms_cpu = ct::read_csv(ct::slurp(out.path / "cpu/gemms.csv"));
   const auto gemms_cuda = ct::read_csv(ct::slurp(out.path / "cuda/gemms.csv"));
-  for (const auto& row : gemms_cuda) CHECK(row.at("engine") == "emulated");
-  check_same_table(gemms_cpu, gemms_cuda, "gemms.csv");
+  for (const auto& row : gemms_cpu) CHECK(row.at("engine") == "emulated");
+  ct::Table emulated;
+  for (const auto& row : gemms_cuda)
+    if (row.at("engine") == "emulated") emulated.push_back(row);
+  check_same_table(gemms_cpu, emulated, "gemms.csv");
+  // On sm_90 every GEMM but MXFP8's also ran in cuBLASLt: 8 layers x 3 GEMMs x 7 recipes.
+  CHECK(check_cublaslt_rows(gemms_cuda, "mxfp8") == 168);
+
+  // As a B200 (sm_100): MXFP8 runs in cuBLASLt, the Hopper-only 1x128/128x128 modes do not.
+  const auto b200 = ct::run("run --capture " + ct::shell_quote(sample) + " --amax-trace " +
+                                ct::shell_quote(sample + "/amax_trace.csv") + " --device cuda --out " +
+                                ct::shell_quote((out.path / "b200").string()),
+                            "FP8A_CUDA_EMULATION_SM=100");
+  INFO(b200.err);
+  REQUIRE(b200.rc == 0);
+  CHECK(check_cublaslt_rows(ct::read_csv(ct::slurp(out.path / "b200/gemms.csv")), "block") == 168);
 
   // A GPU with too little free memory: a one-line usage error, exit 2, no output files.
   const auto small = ct::run("run --capture " + ct::shell_quote(sample) + " --device cuda --out " +

@@ -1,4 +1,6 @@
-// The cuBLASLt GEMM engine on a GPU (ctest label "cuda"; exits 77, skipped, without a device):
+// The cuBLASLt GEMM engine on a GPU (ctest label "cuda"; exits 77, skipped, without a device), and
+// on the emulated cuBLASLt of cuda/emu as an sm_90 and an sm_100 device (test_cuda_gemm_emu, label
+// cuda-emu; it accumulates in FP32, so there the accumulation tolerances below are not exercised):
 //   (a) operands that are exact in FP8 after power-of-two scaling, with products and sums exact in
 //       FP32 (and in the narrower fast-accumulation accumulator): cuBLASLt's fprop, dgrad and wgrad
 //       equal the float64 product bit for bit, per-tensor, 1x128/128x128 block scaled (Hopper) and
@@ -130,8 +132,9 @@ TEST_CASE("(a) exact FP8 operands: cuBLASLt's fprop, dgrad and wgrad equal the f
             {Gemm::kWgrad, &dyt, &xt, N, K, M, sdy, sx},
         };
         for (const Use& u : uses) {
-          INFO(spec << " " << fp8a::training_format_name(format) << " " << fp8a::gemm_name(u.gemm)
-                    << " m " << u.m << " n " << u.n << " k " << u.k);
+          INFO(std::string(spec) << " " << std::string(fp8a::training_format_name(format)) << " "
+                                 << std::string(fp8a::gemm_name(u.gemm)) << " m " << u.m << " n " << u.n
+                                 << " k " << u.k);
           fp8a::GemmProblem p;
           p.gemm = u.gemm;
           p.m = u.m;
@@ -212,8 +215,8 @@ std::vector<fp8a::GemmRow> check_engine_against_emulated(const Captured& c,
   for (std::size_t i = 0; i < g.size(); ++i) {
     const auto& e = g[i];
     if (e.engine != "emulated") continue;
-    INFO(e.layer << " " << fp8a::gemm_name(e.gemm) << " " << e.recipe.spec() << " "
-                 << fp8a::training_format_name(format) << " note: " << e.note);
+    INFO(e.layer << " " << std::string(fp8a::gemm_name(e.gemm)) << " " << e.recipe.spec() << " "
+                 << std::string(fp8a::training_format_name(format)) << " note: " << e.note);
     const bool has_engine_row = i + 1 < g.size() && g[i + 1].engine == "cublaslt";
     // Which GEMMs this GPU runs: per-tensor and bf16 on sm_89+, 1x128/128x128 on sm_90 with
     // cuBLASLt 12.9+, MXFP8 on sm_100+ (the host tests pin the plan; here it must hold on a GPU).
@@ -240,7 +243,7 @@ std::vector<fp8a::GemmRow> check_engine_against_emulated(const Captured& c,
     CHECK(r.accumulation == (kind == fp8a::RecipeKind::kBf16 ? "fp32" : fast ? "fast" : "split"));
     CHECK(std::fabs(r.rel_fro_err - e.rel_fro_err) <= tol);
     CHECK(std::fabs(r.cos - e.cos) <= tol);
-    MESSAGE(e.layer << " " << fp8a::gemm_name(e.gemm) << " " << e.recipe.spec() << " emulated "
+    MESSAGE(e.layer << " " << std::string(fp8a::gemm_name(e.gemm)) << " " << e.recipe.spec() << " emulated "
                     << e.rel_fro_err << " cublaslt " << r.rel_fro_err << " (" << r.accumulation << ")");
   }
   CHECK(ran > 0);
@@ -273,7 +276,7 @@ TEST_CASE("(c) M=100, N=72, K=200: padded dims reported, the result that of the 
   };
   for (const auto& r : g) {
     if (r.engine != "cublaslt") continue;
-    INFO(fp8a::gemm_name(r.gemm) << " " << r.recipe.spec());
+    INFO(std::string(fp8a::gemm_name(r.gemm)) << " " << r.recipe.spec());
     const bool blocked = !fp8a::is_per_tensor(r.recipe.kind) && r.recipe.kind != fp8a::RecipeKind::kBf16;
     const auto& d = want.at({r.gemm, blocked});
     CHECK(r.m_padded == d[0]);

@@ -51,7 +51,7 @@ void compare_runs(const fp8a::CaptureSet& set, const fp8a::AmaxTrace* trace, fp8
     const fp8a::EvaluationRow& g = got[i];
     const fp8a::EvaluationRow& w = want[i];
     INFO("row " << i << ": step " << w.key.step << " " << w.key.layer << " "
-               << fp8a::role_name(w.key.role) << " " << w.recipe.spec() << " "
+               << std::string(fp8a::role_name(w.key.role)) << " " << w.recipe.spec() << " "
                << fp8a::orientation_name(w.orientation));
     REQUIRE(g.key == w.key);
     REQUIRE(g.recipe.spec() == w.recipe.spec());

@@ -2,7 +2,7 @@
 // uses (cuda/emu/README.md). Only targets built for the emulation (FP8A_CUDA_EMULATION) see this
 // file, in place of the toolkit's <cuda_runtime.h>; the kernels and the backend are compiled
 // unchanged by the host compiler and run with these semantics:
-//   - one emulated device (sm_90); device memory is host memory, allocations are tracked so that
+//   - one emulated device (sm_90 unless set: fp8a_emu::set_compute_capability); device memory is host memory, allocations are tracked so that
 //     a copy in the wrong direction, or a kernel given a pointer that is not device memory, fails;
 //   - work is synchronous: a copy or launch is done when the call returns, streams and events are
 //     bookkeeping;
@@ -156,6 +156,11 @@ void reset_device_bytes_peak();
 // The emulated device's memory (16 GiB unless set): cudaMalloc past it fails with
 // cudaErrorMemoryAllocation, cudaMemGetInfo reports it less what is in use.
 void set_device_memory(std::size_t total_bytes);
+// The emulated device's compute capability, 10 * major + minor: 90 (H100/H200) unless set here or
+// by the environment variable FP8A_CUDA_EMULATION_SM (e.g. 100 for a B200, whose cuBLASLt takes
+// MXFP8). The kernels do not depend on it; cudaDeviceGetAttribute and the emulated cuBLASLt do.
+void set_compute_capability(int sm);
+int compute_capability();
 
 // __syncthreads(); a warp operation over the 32 lanes of the caller's warp: every lane hands in
 // its value, gets back the one `op` picks for it.
