@@ -46,6 +46,16 @@ struct Gemm {
   const void* a_scale = nullptr;
   const void* b_scale = nullptr;
 
+  // FP8 TN, as the GEMM engine calls it: A stored k x m, B k x n, both K-major (ld = k).
+  static Gemm tn(int m, int n, int k) {
+    Gemm g;
+    g.a_rows = g.b_rows = static_cast<std::uint64_t>(k);
+    g.a_cols = g.m = static_cast<std::uint64_t>(m);
+    g.b_cols = g.n = static_cast<std::uint64_t>(n);
+    g.lda = g.ldb = k;
+    return g;
+  }
+
   cublasStatus_t run(const void* a, const void* b, void* d) const {
     cublasLtHandle_t h = nullptr;
     REQUIRE(cublasLtCreate(&h) == CUBLAS_STATUS_SUCCESS);
@@ -114,13 +124,7 @@ TEST_CASE("emulated cuBLASLt: FP8 TN with per-tensor scales and with VEC128_32F 
   for (int j = 0; j < kN; ++j)
     for (int l = 0; l < kK; ++l) b[static_cast<std::size_t>(j * kK + l)] = l < 128 ? kE4M3Two : kE4M3Three;
   const Device da(a), db(b), dd(std::vector<float>(kM * kN, 0.0f));
-  Gemm g;
-  g.a_rows = g.b_rows = kK;
-  g.a_cols = kM;
-  g.b_cols = kN;
-  g.m = kM;
-  g.n = kN;
-  g.lda = g.ldb = kK;
+  Gemm g = Gemm::tn(kM, kN, kK);
   // Per-tensor: (128 * 2 + 128 * 3) * 0.5 * 0.25 = 80.
   const Device sa(std::vector<float>{0.5f}), sb(std::vector<float>{0.25f});
   g.a_scale = sa.p;
@@ -179,13 +183,7 @@ TEST_CASE("emulated cuBLASLt: MXFP8 (VEC32_UE8M0) scales in the 128x4 tiled layo
   a_scales[21] = 129;
   const Device da(std::vector<std::uint8_t>(kK * kM, kE4M3One)), db(std::vector<std::uint8_t>(kK * kN, kE4M3Three));
   const Device dd(std::vector<float>(kM * kN, 0.0f)), sa(a_scales), sb(b_scales);
-  Gemm g;
-  g.a_rows = g.b_rows = kK;
-  g.a_cols = kM;
-  g.b_cols = kN;
-  g.m = kM;
-  g.n = kN;
-  g.lda = g.ldb = kK;
+  Gemm g = Gemm::tn(kM, kN, kK);
   g.a_mode = g.b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0;
   g.a_scale = sa.p;
   g.b_scale = sb.p;
@@ -213,10 +211,7 @@ TEST_CASE("emulated cuBLASLt: attributes of the wrong size, versions before the 
   constexpr int kK = 128;
   const Device da(std::vector<std::uint8_t>(kK * 16, kE4M3One)), dd(std::vector<float>(256, 0.0f));
   const Device s16(std::vector<float>(16, 1.0f)), s4(std::vector<float>(4, 1.0f));
-  Gemm g;
-  g.a_rows = g.b_rows = kK;
-  g.a_cols = g.b_cols = g.m = g.n = 16;
-  g.lda = g.ldb = kK;
+  Gemm g = Gemm::tn(16, 16, kK);
   g.a_mode = g.b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
   g.a_scale = g.b_scale = s16.p;
   const cublasStatus_t old = g.run(da.p, da.p, dd.p);
