@@ -17,7 +17,18 @@
 
 #include "engine/core/block_scale.hpp"
 
-#if defined(__CUDACC__)
+// FP8A_CUDA_FP8_INTRINSICS: the FP8 conversions go through cuda_fp8.h's intrinsics, which are the
+// hardware cvt instructions on sm_89+. FP8A_NV_FP8_ON_HOST compiles the same calls for the host,
+// where cuda_fp8.h implements them in software after the instructions' definition: only
+// tests/cuda/test_cuda_fp8_host.cpp does, to check this code path against the shared codec
+// without a GPU.
+#if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890) || defined(FP8A_NV_FP8_ON_HOST)
+#define FP8A_CUDA_FP8_INTRINSICS 1
+#else
+#define FP8A_CUDA_FP8_INTRINSICS 0
+#endif
+
+#if defined(__CUDACC__) || defined(FP8A_NV_FP8_ON_HOST)
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #endif
@@ -33,7 +44,7 @@ FP8A_HD bool is_finite_float(float x) { return abs_bits(x) < kInfBits; }
 // decode(encode_satfinite(s)).
 template <Fp8Format F>
 FP8A_HD float fp8_round_trip(float s) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+#if FP8A_CUDA_FP8_INTRINSICS
   constexpr __nv_fp8_interpretation_t kType = F == Fp8Format::kE4M3 ? __NV_E4M3 : __NV_E5M2;
   const __nv_fp8_storage_t code = __nv_cvt_float_to_fp8(s, __NV_SATFINITE, kType);
   return __half2float(__half(__nv_cvt_fp8_to_halfraw(code, kType)));
@@ -49,7 +60,7 @@ FP8A_HD float fp8_round_trip(float s) {
 // round trips.
 template <Fp8Format F>
 FP8A_HD void fp8_round_trip_x2(float s0, float s1, float* q0, float* q1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+#if FP8A_CUDA_FP8_INTRINSICS
   constexpr __nv_fp8_interpretation_t kType = F == Fp8Format::kE4M3 ? __NV_E4M3 : __NV_E5M2;
   const __nv_fp8x2_storage_t codes = __nv_cvt_float2_to_fp8x2(make_float2(s0, s1), __NV_SATFINITE, kType);
   const float2 q = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(codes, kType)));
