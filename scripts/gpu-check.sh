@@ -340,6 +340,8 @@ grep -E "^(#|fp8a_cuda|d2d_copy)" "$work/step.txt" >>"$out/bench.txt"
 step "peer_torch.py K=1,8,32, 256M BF16 elements (PyTorch eager)" 240 \
   env PYTHONUNBUFFERED=1 python3 "$here/peer_torch.py" --elements 268435456 --candidates 1,8,32 --device cuda --repeat 5
 grep -E "^(#|peer_torch|  )" "$work/step.txt" >>"$out/bench.txt"
+step "peer_torch_check.py: the peer's metrics (torch float8 on the GPU) == fp8-advisor's" 60 \
+  python3 "$here/peer_torch_check.py" --binary "$bin/fp8-advisor" --device cuda
 step "bench_cuda_metrics --recipes all, 16384x16384 BF16" 180 \
   "$bin/bench_cuda_metrics" --elements 268435456 --recipes all --repeat 3
 grep -E "^(fp8a_cuda|  )" "$work/step.txt" >>"$out/bench.txt"
