@@ -83,7 +83,8 @@ class CudaBackend final : public Backend {
                             const TensorView& tensor) const override;
 
   // The same evaluation on a tensor already in device memory (dense row-major, 16-byte aligned):
-  // one chunk, no copies. For benchmarks and callers that own device data.
+  // one chunk, no copies. For benchmarks and callers that own device data; the data must be
+  // complete when this is called (the backend's streams do not wait for the caller's).
   TensorEvaluation evaluate_device(std::span<const Candidate> candidates,
                                    const DeviceMatrix& tensor) const;
 

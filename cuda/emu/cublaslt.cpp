@@ -282,6 +282,61 @@ cublasStatus_t failed(const Outcome& o) {
   return o.status;
 }
 
+// One cublasLtMatmul call, with copies of what its descriptors said.
+struct Matmul {
+  Problem p;
+  cublasLtMatrixLayoutOpaque_t la, lb, lc, ld;
+  bool ta, tb, fp8;
+  const void* a;
+  const void* b;
+  const void* c;
+  void* d;
+  float alpha, beta;
+  ScaleTensor sa, sb;
+};
+
+void compute(const Matmul& mm) {
+  const Problem& p = mm.p;
+  // op(A) as m rows of k values and op(B)^T as n rows of k, unscaled.
+  const Operand oa{&mm.la, mm.ta, false};
+  const Operand ob{&mm.lb, mm.tb, true};
+  const auto ku = static_cast<std::size_t>(p.k);
+  std::vector<float> av(static_cast<std::size_t>(p.m) * ku), bv(static_cast<std::size_t>(p.n) * ku);
+  for (std::int64_t i = 0; i < p.m; ++i)
+    for (std::int64_t l = 0; l < p.k; ++l)
+      av[static_cast<std::size_t>(i) * ku + static_cast<std::size_t>(l)] = element_value(mm.la.type, mm.a, oa.offset(i, l));
+  for (std::int64_t j = 0; j < p.n; ++j)
+    for (std::int64_t l = 0; l < p.k; ++l)
+      bv[static_cast<std::size_t>(j) * ku + static_cast<std::size_t>(l)] = element_value(mm.lb.type, mm.b, ob.offset(j, l));
+
+  // Float32 sums in K order: per-tensor scales on the finished sum, block scales on each block's
+  // partial sum (both operands' blocks have the same K extent in every supported pair).
+  const std::int64_t block = std::max(mm.sa.block(), mm.sb.block());
+  for (std::int64_t i = 0; i < p.m; ++i)
+    for (std::int64_t j = 0; j < p.n; ++j) {
+      const float* ar = &av[static_cast<std::size_t>(i) * ku];
+      const float* br = &bv[static_cast<std::size_t>(j) * ku];
+      float acc = 0.0f;
+      if (block == 0) {
+        for (std::int64_t l = 0; l < p.k; ++l) acc += ar[l] * br[l];
+        acc *= mm.sa.at(i, 0) * mm.sb.at(j, 0);
+      } else {
+        for (std::int64_t l0 = 0; l0 < p.k; l0 += block) {
+          float partial = 0.0f;
+          for (std::int64_t l = l0; l < std::min(p.k, l0 + block); ++l) partial += ar[l] * br[l];
+          acc += partial * (mm.sa.at(i, l0) * mm.sb.at(j, l0));
+        }
+      }
+      float out = mm.alpha * acc;
+      const std::int64_t at_c = j * mm.lc.ld + i, at_d = j * mm.ld.ld + i;
+      if (mm.beta != 0.0f) out += mm.beta * element_value(mm.lc.type, mm.c, at_c);
+      if (mm.ld.type == CUDA_R_32F)
+        static_cast<float*>(mm.d)[at_d] = out;
+      else
+        static_cast<std::uint16_t*>(mm.d)[at_d] = fp8a::float_to_bf16(out);
+    }
+}
+
 template <class T>
 cublasStatus_t read_value(const void* buf, std::size_t size, T* out) {
   if (buf == nullptr || size != sizeof(T)) return CUBLAS_STATUS_INVALID_VALUE;
@@ -426,7 +481,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
                               cublasLtMatrixLayout_t a_desc, const void* b, cublasLtMatrixLayout_t b_desc,
                               const void* beta, const void* c, cublasLtMatrixLayout_t c_desc, void* d,
                               cublasLtMatrixLayout_t d_desc, const cublasLtMatmulAlgo_t* algo, void* workspace,
-                              std::size_t workspace_bytes, cudaStream_t /*stream*/) {
+                              std::size_t workspace_bytes, cudaStream_t stream) {
   namespace e = fp8a_emu;
   if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
   if (desc == nullptr || a_desc == nullptr || b_desc == nullptr || c_desc == nullptr || d_desc == nullptr ||
@@ -450,46 +505,20 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   for (const auto& o : {e::check_scales("A", sa), e::check_scales("B", sb)})
     if (!o) return e::failed(o);
 
-  // op(A) as m rows of k values and op(B)^T as n rows of k, unscaled.
-  const e::Operand oa{a_desc, desc->transa == CUBLAS_OP_T, false};
-  const e::Operand ob{b_desc, desc->transb == CUBLAS_OP_T, true};
-  const auto ku = static_cast<std::size_t>(p.k);
-  std::vector<float> av(static_cast<std::size_t>(p.m) * ku), bv(static_cast<std::size_t>(p.n) * ku);
-  for (std::int64_t i = 0; i < p.m; ++i)
-    for (std::int64_t l = 0; l < p.k; ++l)
-      av[static_cast<std::size_t>(i) * ku + static_cast<std::size_t>(l)] =
-          e::element_value(a_desc->type, a, oa.offset(i, l));
-  for (std::int64_t j = 0; j < p.n; ++j)
-    for (std::int64_t l = 0; l < p.k; ++l)
-      bv[static_cast<std::size_t>(j) * ku + static_cast<std::size_t>(l)] =
-          e::element_value(b_desc->type, b, ob.offset(j, l));
-
-  // Float32 sums in K order: per-tensor scales on the finished sum, block scales on each block's
-  // partial sum (both operands' blocks have the same K extent in every supported pair).
-  const std::int64_t block = std::max(sa.block(), sb.block());
-  for (std::int64_t i = 0; i < p.m; ++i)
-    for (std::int64_t j = 0; j < p.n; ++j) {
-      const float* ar = &av[static_cast<std::size_t>(i) * ku];
-      const float* br = &bv[static_cast<std::size_t>(j) * ku];
-      float acc = 0.0f;
-      if (block == 0) {
-        for (std::int64_t l = 0; l < p.k; ++l) acc += ar[l] * br[l];
-        acc *= sa.at(i, 0) * sb.at(j, 0);
-      } else {
-        for (std::int64_t l0 = 0; l0 < p.k; l0 += block) {
-          float partial = 0.0f;
-          for (std::int64_t l = l0; l < std::min(p.k, l0 + block); ++l) partial += ar[l] * br[l];
-          acc += partial * (sa.at(i, l0) * sb.at(j, l0));
-        }
+  // The product runs when the stream gets there, as cuBLASLt's kernels would.
+  const e::Matmul mm{p, *a_desc, *b_desc, *c_desc, *d_desc, desc->transa == CUBLAS_OP_T,
+                     desc->transb == CUBLAS_OP_T, fp8, a, b, c, d, alpha_v, beta_v, sa, sb};
+  const cudaError_t queued = e::enqueue(stream, [mm] {
+    for (const auto& o : {e::check_memory("A", mm.a, mm.la, mm.fp8), e::check_memory("B", mm.b, mm.lb, mm.fp8),
+                          e::check_memory("D", mm.d, mm.ld, false), e::check_scales("A", mm.sa),
+                          e::check_scales("B", mm.sb)})
+      if (!o) {
+        e::report_failure(o.why + " when the GEMM ran (freed before the stream got there)");
+        return cudaErrorLaunchFailure;
       }
-      float out = alpha_v * acc;
-      const std::int64_t at_c = j * c_desc->ld + i, at_d = j * d_desc->ld + i;
-      if (beta_v != 0.0f) out += beta_v * e::element_value(c_desc->type, c, at_c);
-      if (d_desc->type == CUDA_R_32F)
-        static_cast<float*>(d)[at_d] = out;
-      else
-        static_cast<std::uint16_t*>(d)[at_d] = fp8a::float_to_bf16(out);
-    }
-  ++e::matmul_count;
-  return CUBLAS_STATUS_SUCCESS;
+    e::compute(mm);
+    ++e::matmul_count;
+    return cudaSuccess;
+  });
+  return queued == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
 }

@@ -395,25 +395,14 @@ std::uint64_t warp_exchange(unsigned mask, WarpOp op, int param, std::uint64_t v
   return f.result;
 }
 
-void launch(int blocks, int threads, cudaStream_t stream, std::initializer_list<ArgCheck> args,
-            const std::function<void()>& kernel) {
-  static_cast<void>(stream);
-  if (blocks < 1 || threads < 1 || threads > 1024) {
-    set_error(cudaErrorInvalidConfiguration);
-    return;
-  }
-  for (const ArgCheck& a : args) {
-    if (a.is_pointer && a.pointer != nullptr && !is_device_pointer(a.pointer)) {
-      report_failure("a kernel argument is not device memory");
-      set_error(cudaErrorInvalidDevicePointer);
-      return;
-    }
-  }
+namespace {
+
+// Runs a launch that passed its checks: the blocks one after another on this host thread.
+cudaError_t run_kernel(int blocks, int threads, const std::function<void()>& kernel) {
   Emulator& e = tl_emulator;
   if (e.kernel != nullptr) {
     report_failure("a kernel launched from inside a kernel");
-    set_error(cudaErrorLaunchFailure);
-    return;
+    return cudaErrorLaunchFailure;
   }
   while (e.stacks.size() < static_cast<std::size_t>(threads)) e.stacks.push_back(new_stack());
   e.kernel = &kernel;
@@ -428,8 +417,39 @@ void launch(int blocks, int threads, cudaStream_t stream, std::initializer_list<
   e.fibers.clear();  // fibers left waiting after a failure are dropped with their stacks' contents
   if (!e.failure.empty()) {
     report_failure(e.failure);
-    set_error(cudaErrorLaunchFailure);
+    return cudaErrorLaunchFailure;
   }
+  return cudaSuccess;
+}
+
+}  // namespace
+
+void launch(int blocks, int threads, cudaStream_t stream, std::initializer_list<ArgCheck> args,
+            const std::function<void()>& kernel) {
+  // What CUDA refuses at the launch itself.
+  if (blocks < 1 || threads < 1 || threads > 1024) {
+    set_error(cudaErrorInvalidConfiguration);
+    return;
+  }
+  std::vector<const void*> pointers;
+  for (const ArgCheck& a : args) {
+    if (a.is_pointer && a.pointer != nullptr && !is_device_pointer(a.pointer)) {
+      report_failure("a kernel argument is not device memory");
+      set_error(cudaErrorInvalidDevicePointer);
+      return;
+    }
+    if (a.is_pointer && a.pointer != nullptr) pointers.push_back(a.pointer);
+  }
+  // The kernel runs when its stream gets there (at once on the default stream); by then its
+  // memory must still be allocated.
+  static_cast<void>(enqueue(stream, [blocks, threads, kernel, pointers] {
+    for (const void* p : pointers)
+      if (!is_device_pointer(p)) {
+        report_failure("a kernel ran after memory it was given was freed");
+        return cudaErrorLaunchFailure;
+      }
+    return run_kernel(blocks, threads, kernel);
+  }));
 }
 
 }  // namespace fp8a_emu

@@ -5,10 +5,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <new>
+#include <set>
+#include <vector>
 
 #include "cuda/emu/runtime_internal.hpp"
 
@@ -137,6 +142,14 @@ void report_failure(const std::string& what) { std::fprintf(stderr, "fp8a CUDA e
 
 }  // namespace fp8a_emu
 
+namespace fp8a_emu {
+namespace {
+// Defined with the streams below.
+cudaError_t drain_all(bool blocking_only);
+cudaError_t finished(cudaError_t e);
+}  // namespace
+}  // namespace fp8a_emu
+
 using fp8a_emu::fail;
 
 cudaError_t cudaGetDeviceCount(int* count) {
@@ -176,7 +189,7 @@ cudaError_t cudaSetDevice(int device) {
   return cudaSuccess;
 }
 
-cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize() { return fp8a_emu::finished(fp8a_emu::drain_all(false)); }
 
 cudaError_t cudaGetLastError() {
   const cudaError_t e = fp8a_emu::tl_last_error;
@@ -225,66 +238,214 @@ cudaError_t cudaMemGetInfo(std::size_t* free, std::size_t* total) {
 }
 
 cudaError_t cudaMalloc(void** ptr, std::size_t bytes) { return fp8a_emu::allocate(ptr, bytes, fp8a_emu::Space::kDevice); }
-cudaError_t cudaFree(void* ptr) { return fp8a_emu::release(ptr, fp8a_emu::Space::kDevice); }
+// cudaFree and cudaFreeHost wait for the whole device first, as in CUDA.
+cudaError_t cudaFree(void* ptr) {
+  if (const cudaError_t e = fp8a_emu::drain_all(false); e != cudaSuccess) return fp8a_emu::finished(e);
+  return fp8a_emu::release(ptr, fp8a_emu::Space::kDevice);
+}
 cudaError_t cudaMallocHost(void** ptr, std::size_t bytes) { return fp8a_emu::allocate(ptr, bytes, fp8a_emu::Space::kPinned); }
-cudaError_t cudaFreeHost(void* ptr) { return fp8a_emu::release(ptr, fp8a_emu::Space::kPinned); }
-
-cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
-  if (bytes == 0) return cudaSuccess;
-  using fp8a_emu::inside;
-  using fp8a_emu::Space;
-  const bool dst_device = inside(dst, bytes, Space::kDevice), src_device = inside(src, bytes, Space::kDevice);
-  bool ok = true;
-  switch (kind) {
-    case cudaMemcpyHostToHost: ok = !dst_device && !src_device; break;
-    case cudaMemcpyHostToDevice: ok = dst_device && !src_device; break;
-    case cudaMemcpyDeviceToHost: ok = !dst_device && src_device; break;
-    case cudaMemcpyDeviceToDevice: ok = dst_device && src_device; break;
-    case cudaMemcpyDefault: break;
-  }
-  if (!ok)
-    return fail(cudaErrorInvalidMemcpyDirection,
-                "a copy whose pointers do not match its direction (or run past their allocation)");
-  std::memmove(dst, src, bytes);
-  return cudaSuccess;
+cudaError_t cudaFreeHost(void* ptr) {
+  if (const cudaError_t e = fp8a_emu::drain_all(false); e != cudaSuccess) return fp8a_emu::finished(e);
+  return fp8a_emu::release(ptr, fp8a_emu::Space::kPinned);
 }
 
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, cudaStream_t) {
-  return cudaMemcpy(dst, src, bytes, kind);
-}
+// ---- streams and events ------------------------------------------------------------------------
+// Work enqueued on a created stream is deferred: it runs, in order, when the host waits for it
+// (cudaStreamSynchronize, cudaEventSynchronize on an event recorded after it, cudaDeviceSynchronize,
+// cudaFree, cudaFreeHost, cudaStreamDestroy), as late as CUDA allows. So host code that reuses a
+// pinned staging buffer, reads results or frees memory before the GPU is done with them sees the
+// wrong data here, as it could on a GPU. Work on the legacy default stream (nullptr) runs at once,
+// after the work of the blocking streams (created without cudaStreamNonBlocking), as CUDA orders it.
 
-// Streams and events are distinct non-null handles; all work is already done when enqueued.
-struct CUstream_st {};
+struct CUstream_st {
+  std::mutex mutex;  // held while the stream's operations run: in order, one at a time
+  std::deque<std::pair<std::uint64_t, std::function<cudaError_t()>>> queue;
+  std::uint64_t next_seq = 1;
+  bool blocking = true;
+};
+
 struct CUevent_st {
+  cudaStream_t stream = nullptr;  // where the last record waits to run (nullptr: done)
+  std::uint64_t seq = 0;          // its place in that stream
   std::chrono::steady_clock::time_point recorded{};
 };
 
 namespace fp8a_emu {
-template <class T>
-cudaError_t create_handle(T** handle) {
-  *handle = new T;
+
+namespace {
+
+struct Streams {
+  std::mutex mutex;
+  std::set<cudaStream_t> live;
+};
+
+Streams& streams() {
+  static Streams s;
+  return s;
+}
+
+// Runs the stream's operations up to and including `seq` (all of them by default); returns the
+// first error.
+cudaError_t drain(cudaStream_t s, std::uint64_t seq = ~std::uint64_t{0}) {
+  const std::lock_guard<std::mutex> lock(s->mutex);
+  cudaError_t first = cudaSuccess;
+  while (!s->queue.empty() && s->queue.front().first <= seq) {
+    auto op = std::move(s->queue.front().second);
+    s->queue.pop_front();
+    const cudaError_t e = op();
+    if (first == cudaSuccess) first = e;
+  }
+  return first;
+}
+
+// Every stream (cudaDeviceSynchronize, cudaFree), or only the blocking ones (legacy stream work).
+cudaError_t drain_all(bool blocking_only) {
+  const std::lock_guard<std::mutex> lock(streams().mutex);
+  cudaError_t first = cudaSuccess;
+  for (cudaStream_t s : streams().live) {
+    if (blocking_only && !s->blocking) continue;
+    const cudaError_t e = drain(s);
+    if (first == cudaSuccess) first = e;
+  }
+  return first;
+}
+
+cudaError_t finished(cudaError_t e) {
+  if (e != cudaSuccess) set_error(e);
+  return e;
+}
+
+bool check_direction(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
+  const bool dst_device = inside(dst, bytes, Space::kDevice), src_device = inside(src, bytes, Space::kDevice);
+  switch (kind) {
+    case cudaMemcpyHostToHost: return !dst_device && !src_device;
+    case cudaMemcpyHostToDevice: return dst_device && !src_device;
+    case cudaMemcpyDeviceToHost: return !dst_device && src_device;
+    case cudaMemcpyDeviceToDevice: return dst_device && src_device;
+    case cudaMemcpyDefault: break;
+  }
+  return true;
+}
+
+}  // namespace
+
+cudaError_t enqueue(cudaStream_t stream, std::function<cudaError_t()> op) {
+  if (stream == nullptr) {
+    const cudaError_t e = drain_all(true);
+    const cudaError_t mine = op();
+    return finished(e != cudaSuccess ? e : mine);
+  }
+  const std::lock_guard<std::mutex> lock(stream->mutex);
+  stream->queue.emplace_back(stream->next_seq++, std::move(op));
   return cudaSuccess;
 }
-template <class T>
-cudaError_t destroy_handle(T* handle) {
-  delete handle;
-  return cudaSuccess;
-}
+
+bool is_pinned_range(const void* p, std::size_t bytes) { return inside(p, bytes, Space::kPinned); }
+
 }  // namespace fp8a_emu
 
-cudaError_t cudaStreamCreate(cudaStream_t* stream) { return fp8a_emu::create_handle(stream); }
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int) { return fp8a_emu::create_handle(stream); }
-cudaError_t cudaStreamDestroy(cudaStream_t stream) { return fp8a_emu::destroy_handle(stream); }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaEventCreate(cudaEvent_t* event) { return fp8a_emu::create_handle(event); }
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) { return fp8a_emu::create_handle(event); }
-cudaError_t cudaEventDestroy(cudaEvent_t event) { return fp8a_emu::destroy_handle(event); }
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
-  event->recorded = std::chrono::steady_clock::now();
+cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
+  return cudaMemcpyAsync(dst, src, bytes, kind, nullptr);
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t stream) {
+  if (bytes == 0) return cudaSuccess;
+  using fp8a_emu::inside;
+  using fp8a_emu::Space;
+  if (!fp8a_emu::check_direction(dst, src, bytes, kind))
+    return fail(cudaErrorInvalidMemcpyDirection,
+                "a copy whose pointers do not match its direction (or run past their allocation)");
+  const bool dst_device = inside(dst, bytes, Space::kDevice), src_device = inside(src, bytes, Space::kDevice);
+  const bool dst_pinned = fp8a_emu::is_pinned_range(dst, bytes), src_pinned = fp8a_emu::is_pinned_range(src, bytes);
+  if (stream != nullptr && !dst_device && !dst_pinned) {
+    // Into pageable host memory: CUDA returns only when the copy is done.
+    if (const cudaError_t e = fp8a_emu::drain(stream); e != cudaSuccess) return fp8a_emu::finished(e);
+    std::memmove(dst, src, bytes);
+    return cudaSuccess;
+  }
+  if (stream != nullptr && !src_device && !src_pinned) {
+    // From pageable host memory: CUDA stages the source before returning; the write is deferred.
+    auto staged = std::make_shared<std::vector<std::byte>>(static_cast<const std::byte*>(src),
+                                                          static_cast<const std::byte*>(src) + bytes);
+    return fp8a_emu::enqueue(stream, [=] {
+      if (!inside(dst, bytes, Space::kDevice))
+        return fail(cudaErrorInvalidValue, "an asynchronous copy ran after its destination was freed");
+      std::memcpy(dst, staged->data(), bytes);
+      return cudaSuccess;
+    });
+  }
+  // Device or pinned memory on both sides: read and written when the stream gets there.
+  return fp8a_emu::enqueue(stream, [=] {
+    const bool live = (dst_device ? inside(dst, bytes, Space::kDevice) : !dst_pinned || inside(dst, bytes, Space::kPinned)) &&
+                      (src_device ? inside(src, bytes, Space::kDevice) : !src_pinned || inside(src, bytes, Space::kPinned));
+    if (!live) return fail(cudaErrorInvalidValue, "an asynchronous copy ran after its memory was freed");
+    std::memmove(dst, src, bytes);
+    return cudaSuccess;
+  });
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, cudaStreamDefault); }
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) {
+  *stream = new CUstream_st;
+  (*stream)->blocking = (flags & cudaStreamNonBlocking) == 0;
+  const std::lock_guard<std::mutex> lock(fp8a_emu::streams().mutex);
+  fp8a_emu::streams().live.insert(*stream);
   return cudaSuccess;
 }
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  if (stream == nullptr) return fail(cudaErrorInvalidValue, "cudaStreamDestroy of the default stream");
+  {
+    const std::lock_guard<std::mutex> lock(fp8a_emu::streams().mutex);
+    fp8a_emu::streams().live.erase(stream);
+  }
+  const cudaError_t e = fp8a_emu::drain(stream);  // CUDA finishes the work of a destroyed stream
+  delete stream;
+  return fp8a_emu::finished(e);
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  return fp8a_emu::finished(stream == nullptr ? fp8a_emu::drain_all(true) : fp8a_emu::drain(stream));
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t* event) {
+  *event = new CUevent_st;
+  return cudaSuccess;
+}
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) { return cudaEventCreate(event); }
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  // A record still queued would write to the event: run the stream up to it first.
+  const cudaError_t e = event->stream != nullptr ? fp8a_emu::drain(event->stream, event->seq) : cudaSuccess;
+  delete event;
+  return fp8a_emu::finished(e);
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  if (stream == nullptr) {
+    const cudaError_t e = fp8a_emu::drain_all(true);
+    event->stream = nullptr;
+    event->recorded = std::chrono::steady_clock::now();
+    return fp8a_emu::finished(e);
+  }
+  const std::lock_guard<std::mutex> lock(stream->mutex);
+  event->stream = stream;
+  event->seq = stream->next_seq;
+  stream->queue.emplace_back(stream->next_seq++, [event] {
+    event->recorded = std::chrono::steady_clock::now();
+    return cudaSuccess;
+  });
+  return cudaSuccess;
+}
+
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
   *ms = std::chrono::duration<float, std::milli>(end->recorded - start->recorded).count();
   return cudaSuccess;
 }
-cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  if (event->stream == nullptr) return cudaSuccess;
+  return fp8a_emu::finished(fp8a_emu::drain(event->stream, event->seq));
+}

@@ -144,6 +144,7 @@ TEST_CASE("evaluate_device on a resident tensor equals evaluate on the same tens
     void* d = nullptr;
     REQUIRE(cudaMalloc(&d, t.bytes.size()) == cudaSuccess);
     REQUIRE(cudaMemcpy(d, t.bytes.data(), t.bytes.size(), cudaMemcpyHostToDevice) == cudaSuccess);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);  // the data complete before other streams read it
     const auto cands = ct::all_candidates(fp8a::Role::kWeight, fp8a::Fp8Format::kE4M3, 1.0f);
     const auto on_device = gpu.evaluate_device(cands, {d, dtype, 130, 300});
     const auto from_host = gpu.evaluate(cands, t.view);  // one chunk too: the same grid and order

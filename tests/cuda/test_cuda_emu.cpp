@@ -150,3 +150,53 @@ TEST_CASE("what would hang or be undefined on a GPU fails the launch") {
   CHECK(cudaGetLastError() == cudaErrorInvalidValue);
   CHECK(cudaFree(out) == cudaSuccess);
 }
+
+TEST_CASE("work on a created stream runs when the host waits for it, as late as CUDA allows") {
+  constexpr int n = kThreads;
+  unsigned* d = device_array<unsigned>(n);
+  unsigned* out = device_array<unsigned>(n);
+  unsigned* pinned = nullptr;
+  REQUIRE(cudaMallocHost(reinterpret_cast<void**>(&pinned), n * sizeof(unsigned)) == cudaSuccess);
+  cudaStream_t s = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  cudaEvent_t e = nullptr;
+  REQUIRE(cudaEventCreate(&e) == cudaSuccess);
+  const std::vector<unsigned> zeros(n, 0u);
+  REQUIRE(cudaMemcpy(d, zeros.data(), n * sizeof(unsigned), cudaMemcpyHostToDevice) == cudaSuccess);
+
+  // A copy from pinned memory reads it when it runs: refilling the buffer before waiting (a race
+  // on a GPU) gives the device the new values.
+  for (int i = 0; i < n; ++i) pinned[i] = 1;
+  REQUIRE(cudaMemcpyAsync(d, pinned, n * sizeof(unsigned), cudaMemcpyHostToDevice, s) == cudaSuccess);
+  CHECK(to_host(d, n)[0] == 0u);  // the default stream does not wait for a non-blocking one
+  for (int i = 0; i < n; ++i) pinned[i] = 2;
+  REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
+  CHECK(to_host(d, n)[0] == 2u);
+
+  // From pageable memory CUDA stages the source before returning: the values of the call.
+  std::vector<unsigned> pageable(n, 3u);
+  REQUIRE(cudaMemcpyAsync(d, pageable.data(), n * sizeof(unsigned), cudaMemcpyHostToDevice, s) == cudaSuccess);
+  pageable.assign(n, 4u);
+  // An event synchronises the work before its record, not after: the kernel stays queued.
+  REQUIRE(cudaEventRecord(e, s) == cudaSuccess);
+  launch_kernel(barrier_kernel, 1, kThreads, s, out);
+  REQUIRE(cudaGetLastError() == cudaSuccess);
+  REQUIRE(cudaEventSynchronize(e) == cudaSuccess);
+  CHECK(to_host(d, n)[0] == 3u);
+  REQUIRE(cudaMemcpy(out, zeros.data(), n * sizeof(unsigned), cudaMemcpyHostToDevice) == cudaSuccess);
+  CHECK(to_host(out, n)[0] == 0u);
+  // cudaFree waits for the device: the queued kernel runs (writing out) before d is freed.
+  REQUIRE(cudaFree(d) == cudaSuccess);
+  CHECK(to_host(out, n)[0] == kThreads - 1u);
+
+  // A kernel that fails reports it where the host waits.
+  launch_kernel(divergent_barrier_kernel, 2, kThreads, s, out);
+  CHECK(cudaGetLastError() == cudaSuccess);
+  CHECK(cudaStreamSynchronize(s) == cudaErrorLaunchFailure);
+  CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+
+  CHECK(cudaEventDestroy(e) == cudaSuccess);
+  CHECK(cudaStreamDestroy(s) == cudaSuccess);
+  CHECK(cudaFreeHost(pinned) == cudaSuccess);
+  CHECK(cudaFree(out) == cudaSuccess);
+}

@@ -13,7 +13,8 @@
 //     INVALID_VALUE;
 //   - every matrix and scale tensor must be device memory large enough for its layout (a short one
 //     is INVALID_VALUE with a message on stderr, where the GPU would read past it);
-//   - D = alpha * (dequantised A) x (dequantised B) + beta * C, accumulated in float32 in K order:
+//   - D = alpha * (dequantised A) x (dequantised B) + beta * C, computed on the call's stream (when
+//     the host waits for it, as the emulated runtime runs kernels), accumulated in float32 in K order:
 //     per-tensor scales multiply the finished sum; block scales multiply each block's partial sum
 //     (32 or 128 elements of K) before it joins the total. The tensor cores' narrower
 //     fast-accumulation accumulator is not modelled: FAST_ACCUM is checked and stored only.

@@ -4,8 +4,9 @@
 // unchanged by the host compiler and run with these semantics:
 //   - one emulated device (sm_90 unless set: fp8a_emu::set_compute_capability); device memory is host memory, allocations are tracked so that
 //     a copy in the wrong direction, or a kernel given a pointer that is not device memory, fails;
-//   - work is synchronous: a copy or launch is done when the call returns, streams and events are
-//     bookkeeping;
+//   - work on a created stream is deferred until the host waits for it (cudaStreamSynchronize,
+//     cudaEventSynchronize, cudaDeviceSynchronize, cudaFree...), so races between the host and the
+//     GPU give wrong results here too; the legacy default stream (nullptr) runs work at once;
 //   - a launch runs its blocks one after another, each block's threads as fibers on the calling
 //     host thread, switching only at __syncthreads() and warp operations. A barrier that not every
 //     live thread of the block reaches, a warp operation that not every lane of the warp joins (or
