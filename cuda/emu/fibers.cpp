@@ -278,6 +278,11 @@ void fiber_main_context() { fiber_main(); }
 #endif
 
 void start(Emulator& e, Fiber& f) {
+#if defined(__SANITIZE_ADDRESS__)
+  // A reused stack still carries the poisoned redzones of frames that never returned (fiber_main
+  // and the switch out of it, or a fiber dropped after a failed launch): clear them all.
+  __asan_unpoison_memory_region(f.stack, kStackBytes);
+#endif
 #if defined(__x86_64__)
   // Stack tops staggered by fiber: equal offsets modulo the page size would put every fiber's
   // top frames into the same few cache sets (measured 2x slower switches).
