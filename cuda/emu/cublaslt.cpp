@@ -337,6 +337,15 @@ void compute(const Matmul& mm) {
     }
 }
 
+// Every matrix and scale tensor of the call is device memory of its layout's size.
+Outcome check_buffers(const Matmul& mm) {
+  for (const auto& o : {check_memory("A", mm.a, mm.la, mm.fp8), check_memory("B", mm.b, mm.lb, mm.fp8),
+                        check_memory("D", mm.d, mm.ld, false), check_scales("A", mm.sa), check_scales("B", mm.sb)})
+    if (!o) return o;
+  if (mm.beta != 0.0f) return check_memory("C", mm.c, mm.lc, false);
+  return {};
+}
+
 template <class T>
 cublasStatus_t read_value(const void* buf, std::size_t size, T* out) {
   if (buf == nullptr || size != sizeof(T)) return CUBLAS_STATUS_INVALID_VALUE;
@@ -495,27 +504,18 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
     return e::failed(e::refuse(CUBLAS_STATUS_INVALID_VALUE, "the workspace is not device memory of its size"));
   const bool fp8 = e::is_fp8(a_desc->type);
   const float alpha_v = *static_cast<const float*>(alpha), beta_v = *static_cast<const float*>(beta);
-  for (const auto& o : {e::check_memory("A", a, *a_desc, fp8), e::check_memory("B", b, *b_desc, fp8),
-                        e::check_memory("D", d, *d_desc, false)})
-    if (!o) return e::failed(o);
-  if (beta_v != 0.0f)
-    if (const auto o = e::check_memory("C", c, *c_desc, false); !o) return e::failed(o);
   const e::ScaleTensor sa{fp8 ? desc->a_mode : 0, fp8 ? desc->a_scale : nullptr, p.m, p.k};
   const e::ScaleTensor sb{fp8 ? desc->b_mode : 0, fp8 ? desc->b_scale : nullptr, p.n, p.k};
-  for (const auto& o : {e::check_scales("A", sa), e::check_scales("B", sb)})
-    if (!o) return e::failed(o);
-
-  // The product runs when the stream gets there, as cuBLASLt's kernels would.
   const e::Matmul mm{p, *a_desc, *b_desc, *c_desc, *d_desc, desc->transa == CUBLAS_OP_T,
                      desc->transb == CUBLAS_OP_T, fp8, a, b, c, d, alpha_v, beta_v, sa, sb};
+  if (const auto o = e::check_buffers(mm); !o) return e::failed(o);
+  // The product runs when the stream gets there, as cuBLASLt's kernels would; its memory must
+  // still be there then.
   const cudaError_t queued = e::enqueue(stream, [mm] {
-    for (const auto& o : {e::check_memory("A", mm.a, mm.la, mm.fp8), e::check_memory("B", mm.b, mm.lb, mm.fp8),
-                          e::check_memory("D", mm.d, mm.ld, false), e::check_scales("A", mm.sa),
-                          e::check_scales("B", mm.sb)})
-      if (!o) {
-        e::report_failure(o.why + " when the GEMM ran (freed before the stream got there)");
-        return cudaErrorLaunchFailure;
-      }
+    if (const auto o = e::check_buffers(mm); !o) {
+      e::report_failure(o.why + " when the GEMM ran (freed before the stream got there)");
+      return cudaErrorLaunchFailure;
+    }
     e::compute(mm);
     ++e::matmul_count;
     return cudaSuccess;
