@@ -377,8 +377,10 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaM
   }
   // Device or pinned memory on both sides: read and written when the stream gets there.
   return fp8a_emu::enqueue(stream, [=] {
-    const bool live = (dst_device ? inside(dst, bytes, Space::kDevice) : !dst_pinned || inside(dst, bytes, Space::kPinned)) &&
-                      (src_device ? inside(src, bytes, Space::kDevice) : !src_pinned || inside(src, bytes, Space::kPinned));
+    const auto still_there = [&](const void* p, bool device, bool pinned) {
+      return device ? inside(p, bytes, Space::kDevice) : !pinned || inside(p, bytes, Space::kPinned);
+    };
+    const bool live = still_there(dst, dst_device, dst_pinned) && still_there(src, src_device, src_pinned);
     if (!live) return fail(cudaErrorInvalidValue, "an asynchronous copy ran after its memory was freed");
     std::memmove(dst, src, bytes);
     return cudaSuccess;
@@ -416,9 +418,30 @@ cudaError_t cudaEventCreate(cudaEvent_t* event) {
 }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) { return cudaEventCreate(event); }
 
+namespace fp8a_emu {
+namespace {
+
+// An event's pending record: (stream, seq) read and written under one lock, as the record itself
+// may run on another host thread (one that drains every stream in cudaFree).
+std::mutex g_events_mutex;
+
+std::pair<cudaStream_t, std::uint64_t> pending_record(cudaEvent_t event) {
+  const std::lock_guard<std::mutex> lock(g_events_mutex);
+  return {event->stream, event->seq};
+}
+
+// Runs the event's stream up to its record, if that has not run yet.
+cudaError_t wait_for(cudaEvent_t event) {
+  const auto [stream, seq] = pending_record(event);
+  return stream != nullptr ? drain(stream, seq) : cudaSuccess;
+}
+
+}  // namespace
+}  // namespace fp8a_emu
+
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
   // A record still queued would write to the event: run the stream up to it first.
-  const cudaError_t e = event->stream != nullptr ? fp8a_emu::drain(event->stream, event->seq) : cudaSuccess;
+  const cudaError_t e = fp8a_emu::wait_for(event);
   delete event;
   return fp8a_emu::finished(e);
 }
@@ -426,15 +449,24 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (stream == nullptr) {
     const cudaError_t e = fp8a_emu::drain_all(true);
+    const std::lock_guard<std::mutex> lock(fp8a_emu::g_events_mutex);
     event->stream = nullptr;
     event->recorded = std::chrono::steady_clock::now();
     return fp8a_emu::finished(e);
   }
   const std::lock_guard<std::mutex> lock(stream->mutex);
-  event->stream = stream;
-  event->seq = stream->next_seq;
-  stream->queue.emplace_back(stream->next_seq++, [event] {
+  const std::uint64_t seq = stream->next_seq++;
+  {
+    const std::lock_guard<std::mutex> events(fp8a_emu::g_events_mutex);
+    event->stream = stream;
+    event->seq = seq;
+  }
+  stream->queue.emplace_back(seq, [event, stream, seq] {
+    const std::lock_guard<std::mutex> events(fp8a_emu::g_events_mutex);
     event->recorded = std::chrono::steady_clock::now();
+    // Done: waiting for it no longer touches the stream (which may be destroyed before the
+    // event), unless the event was recorded again since.
+    if (event->stream == stream && event->seq == seq) event->stream = nullptr;
     return cudaSuccess;
   });
   return cudaSuccess;
@@ -445,7 +477,4 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
   return cudaSuccess;
 }
 
-cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-  if (event->stream == nullptr) return cudaSuccess;
-  return fp8a_emu::finished(fp8a_emu::drain(event->stream, event->seq));
-}
+cudaError_t cudaEventSynchronize(cudaEvent_t event) { return fp8a_emu::finished(fp8a_emu::wait_for(event)); }
