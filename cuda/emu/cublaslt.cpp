@@ -58,8 +58,6 @@ std::atomic<std::size_t>& version_setting() {
   return v;
 }
 
-std::atomic<std::size_t> matmul_count{0};
-
 bool is_fp8(cudaDataType_t t) { return t == CUDA_R_8F_E4M3 || t == CUDA_R_8F_E5M2; }
 
 std::size_t type_bytes(cudaDataType_t t) {
@@ -102,7 +100,6 @@ struct Operand {
     const bool k_major = is_b ? !transposed : transposed;
     return k_major ? o * layout->ld + l : l * layout->ld + o;
   }
-  bool k_major() const { return is_b ? !transposed : transposed; }
 };
 
 // The problem the descriptors describe: D (m x n) = op(A) (m x k) * op(B) (k x n).
@@ -356,7 +353,6 @@ cublasStatus_t read_value(const void* buf, std::size_t size, T* out) {
 }  // namespace
 
 void set_cublaslt_version(std::size_t version) { version_setting().store(version); }
-std::size_t cublaslt_matmul_count() { return matmul_count.load(); }
 
 }  // namespace fp8a_emu
 
@@ -517,7 +513,6 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
       return cudaErrorLaunchFailure;
     }
     e::compute(mm);
-    ++e::matmul_count;
     return cudaSuccess;
   });
   return queued == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;

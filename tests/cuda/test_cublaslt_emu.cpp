@@ -7,8 +7,10 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstring>
+#include <initializer_list>
 #include <vector>
+
+#include "engine/core/fp8_codec.hpp"
 
 namespace {
 
@@ -28,12 +30,6 @@ struct Device {
     return v;
   }
 };
-
-std::uint16_t bf16(float x) {  // exact for the small values used here
-  std::uint32_t u = 0;
-  std::memcpy(&u, &x, 4);
-  return static_cast<std::uint16_t>(u >> 16);
-}
 
 // One matmul, set up as a caller would: the descriptor, three layouts (C = D), the heuristic,
 // the call. Returns the heuristic's status if it failed, else the matmul's.
@@ -100,8 +96,13 @@ constexpr std::uint8_t kE4M3One = 0x38, kE4M3Two = 0x40, kE4M3Three = 0x44;  // 
 TEST_CASE("emulated cuBLASLt: a BF16 GEMM in column-major storage, NN and TN") {
   // A = [[1, 2], [3, 4]] (2 x 2), B = [[5, 6], [7, 8]]: A * B = [[19, 22], [43, 50]].
   // Column-major A: 1, 3, 2, 4; B: 5, 7, 6, 8. D column-major: 19, 43, 22, 50.
-  const Device a(std::vector<std::uint16_t>{bf16(1), bf16(3), bf16(2), bf16(4)});
-  const Device b(std::vector<std::uint16_t>{bf16(5), bf16(7), bf16(6), bf16(8)});
+  const auto bf16 = [](std::initializer_list<float> v) {
+    std::vector<std::uint16_t> bits;
+    for (float x : v) bits.push_back(fp8a::float_to_bf16(x));
+    return bits;
+  };
+  const Device a(bf16({1, 3, 2, 4}));
+  const Device b(bf16({5, 7, 6, 8}));
   const Device d(std::vector<float>(4, -1.0f));
   Gemm g;
   g.at = g.bt = CUDA_R_16BF;

@@ -19,7 +19,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,19 +32,7 @@ namespace {
 
 using fp8a::Fp8Format;
 
-std::uint32_t bits_of(float x) {
-  std::uint32_t u = 0;
-  std::memcpy(&u, &x, 4);
-  return u;
-}
-
-float float_of(std::uint32_t u) {
-  float f = 0.0f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-bool same_value(float a, float b) { return (std::isnan(a) && std::isnan(b)) || bits_of(a) == bits_of(b); }
+bool same_value(float a, float b) { return (std::isnan(a) && std::isnan(b)) || fp8a::float_bits(a) == fp8a::float_bits(b); }
 
 // NaN codes compare by NaN-ness: E4M3 has S.1111.111 only, E5M2 S.11111.xx with xx != 0.
 bool same_code(Fp8Format f, std::uint8_t a, std::uint8_t b, bool nan) {
@@ -67,7 +54,7 @@ struct Tally {
 template <Fp8Format F>
 void check_pair(std::uint32_t u0, std::uint32_t u1, Tally& t) {
   constexpr __nv_fp8_interpretation_t kType = F == Fp8Format::kE4M3 ? __NV_E4M3 : __NV_E5M2;
-  const float x0 = float_of(u0), x1 = float_of(u1);
+  const float x0 = fp8a::bits_float(u0), x1 = fp8a::bits_float(u1);
   const auto soft = [](float x) {
     return F == Fp8Format::kE4M3 ? fp8a::round_trip_e4m3(x) : fp8a::round_trip_e5m2(x);
   };
@@ -76,11 +63,11 @@ void check_pair(std::uint32_t u0, std::uint32_t u1, Tally& t) {
     const std::uint8_t nv = __nv_cvt_float_to_fp8(x, __NV_SATFINITE, kType);
     if (!same_code(F, nv, code(x), std::isnan(x))) {
       ++t.encode;
-      t.bad(bits_of(x));
+      t.bad(fp8a::float_bits(x));
     }
     if (!same_value(fp8a::cuda::fp8_round_trip<F>(x), soft(x))) {
       ++t.round_trip;
-      t.bad(bits_of(x));
+      t.bad(fp8a::float_bits(x));
     }
   }
   float q0 = 0.0f, q1 = 0.0f;

@@ -131,7 +131,5 @@ namespace fp8a_emu {
 // + patch): 130100, cuBLAS 13.1.0 of CUDA 13.0, unless set here or by the environment variable
 // FP8A_CUDA_EMULATION_CUBLASLT_VERSION (tests of the older-version paths).
 void set_cublaslt_version(std::size_t version);
-// The number of cublasLtMatmul calls that computed a product (a test's check that the GEMM ran).
-std::size_t cublaslt_matmul_count();
 
 }  // namespace fp8a_emu
