@@ -252,10 +252,20 @@ drop() {
   if echo 3 >/proc/sys/vm/drop_caches 2>/dev/null; then echo "page cache dropped"
   else echo "page cache NOT dropped (no permission): the runs may read from memory"; fi
 }
+# O_DIRECT where the file system takes it (tmpfs and some sandboxes' file systems refuse it):
+# else a plain read after dropping the page cache, and the line says which.
+how="dd iflag=direct"
+if ! dd if="$(ls "$dir"/*.safetensors | head -n 1)" of=/dev/null bs=4096 count=1 iflag=direct status=none 2>/dev/null; then
+  drop
+  how="dd without O_DIRECT (refused here), after the page-cache drop above"
+fi
 t0=$(date +%s.%N)
-for f in "$dir"/*.safetensors; do dd if="$f" of=/dev/null bs=16M iflag=direct status=none || exit 1; done
+for f in "$dir"/*.safetensors; do
+  if [ "$how" = "dd iflag=direct" ]; then dd if="$f" of=/dev/null bs=16M iflag=direct status=none || exit 1
+  else dd if="$f" of=/dev/null bs=16M status=none || exit 1; fi
+done
 t1=$(date +%s.%N)
-python3 -c "import os,sys; b=sum(os.path.getsize(os.path.join(sys.argv[1],f)) for f in os.listdir(sys.argv[1])); t=float(sys.argv[3])-float(sys.argv[2]); print('e2e_disk_read bytes=%d seconds=%.3f GB/s=%.2f (dd iflag=direct)' % (b, t, b/t/1e9))" "$dir" "$t0" "$t1"
+python3 -c "import os,sys; b=sum(os.path.getsize(os.path.join(sys.argv[1],f)) for f in os.listdir(sys.argv[1])); t=float(sys.argv[3])-float(sys.argv[2]); print('e2e_disk_read bytes=%d seconds=%.3f GB/s=%.2f (%s)' % (b, t, b/t/1e9, sys.argv[4]))" "$dir" "$t0" "$t1" "$how"
 failed=0
 for d in cuda cpu; do  # the CPU run is timed even when the CUDA one fails
   drop
@@ -281,16 +291,32 @@ sed 's/^/  /' "$here/BUNDLE" | tee -a "$log"
 step "nvidia-smi -L" 30 nvidia-smi -L
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv 2>&1 | tee -a "$log"
 
-# cuBLASLt is not in the bundle (0.5 GiB): use the machine's CUDA 13 one, from the CUDA toolkit
-# or from PyTorch's nvidia-cublas wheel, when the loader does not find it by itself.
+# cuBLASLt is not in the bundle (0.5 GiB): use the machine's CUDA 13 one when the loader does not
+# find it by itself: from the CUDA toolkit (lib64/ or lib/), or from PyTorch's wheels (CUDA 13
+# wheels put it in site-packages/nvidia/cu13/lib; CUDA 12 ones had nvidia/cublas/lib), or
+# wherever else under /usr and /opt it is.
+cublaslt_dirs() {
+  ls -d /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/*/lib \
+        /usr/local/cuda-13*/lib64 /usr/local/cuda-13*/lib 2>/dev/null
+  python3 -c '
+import os
+try:
+    import nvidia
+    for p in nvidia.__path__:
+        for sub in sorted(os.listdir(p)):
+            print(os.path.join(p, sub, "lib"))
+except Exception:
+    pass' 2>/dev/null
+  ldconfig -p 2>/dev/null | sed -n 's|.*libcublasLt\.so\.13 .*=> \(.*\)/libcublasLt\.so\.13$|\1|p'
+  timeout 20 find /usr /opt -maxdepth 9 -name libcublasLt.so.13 -printf '%h\n' 2>/dev/null
+}
 if ldd "$bin/fp8-advisor" 2>/dev/null | grep -q "libcublasLt.so.13 => not found"; then
-  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/*/lib /usr/local/cuda-13*/lib64 \
-           $(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null); do
+  while read -r d; do
     if [ -e "$d/libcublasLt.so.13" ]; then
       export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d"
       break
     fi
-  done
+  done < <(cublaslt_dirs)
 fi
 say "libcublasLt: $(ldd "$bin/fp8-advisor" 2>&1 | grep libcublasLt || echo 'not needed')"
 
