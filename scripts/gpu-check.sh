@@ -10,7 +10,9 @@
 #   --device cpu and --device cuda, metrics.csv and the emulated rows of gemms.csv compared (rows
 #   sorted, text equal, numbers within 1e-9 relative), and the cuda run's cuBLASLt rows checked
 #   against its emulated ones; bench_cuda_metrics (K = 1, 8, 32 on 256M BF16 elements, the full
-#   recipe set) and the PyTorch peer bench/peer_torch.py.
+#   recipe set) and the PyTorch peer bench/peer_torch.py; end to end on a multi-GB capture; last,
+#   compute-sanitizer (memcheck, racecheck, synccheck, initcheck) on a --device cuda run of the
+#   sample where the machine has it (SKIP, not FAIL, where it has not).
 # Ends with a PASS/FAIL line per step and "GPU CHECK: PASS" or "GPU CHECK: FAIL"; exit 0 only when
 # every step passed. Logs go to $OUT (the device tool's output folder) or to ./out in the bundle:
 # gpu-check.log (everything), bench.txt (benchmark lines), summary.txt, cuda-metrics.csv,
@@ -374,6 +376,34 @@ grep -E "^(fp8a_cuda|  )" "$work/step.txt" >>"$out/bench.txt"
 step "end to end: fp8-advisor run --device cuda/cpu on a 3.9 GB capture vs reading it from disk" 150 \
   env BIGCAPTURE_PY="$bigcapture_py" COMPARE_PY="$compare_py" bash -c "$e2e_sh" e2e "$work" "$bin"
 grep -E "^(e2e_|page cache|wrote)" "$work/step.txt" >>"$out/bench.txt"
+
+# compute-sanitizer, when the machine has it (the toolkit's, or a wheel's): memcheck on the cuda
+# run of the sample with its GEMMs (the real cuBLASLt reading our padded operands and block-scale
+# tensors), racecheck, synccheck and initcheck on the metric kernels alone (--no-gemms). Any
+# report fails the step. Last, so that a slow sanitizer never costs the checks above their time.
+sanitizer=$( { command -v compute-sanitizer; ls /usr/local/cuda*/bin/compute-sanitizer \
+  /usr/local/cuda*/compute-sanitizer/compute-sanitizer; python3 -c '
+import glob, os
+try:
+    import nvidia
+    for p in nvidia.__path__:
+        print("\n".join(sorted(glob.glob(os.path.join(p, "*", "bin", "compute-sanitizer")))))
+except Exception:
+    pass'; } 2>/dev/null | head -n 1)
+if [ -n "$sanitizer" ]; then
+  say "compute-sanitizer: $sanitizer"
+  for tool in memcheck racecheck synccheck initcheck; do
+    gemms=--no-gemms what="metric kernels"
+    if [ $tool = memcheck ]; then gemms= what="metric kernels and cuBLASLt GEMMs"; fi
+    step "compute-sanitizer --tool $tool: fp8-advisor run --device cuda on the sample ($what)" 90 \
+      "$sanitizer" --tool $tool --error-exitcode 1 "$bin/fp8-advisor" run --capture "$sample" \
+      --out "$runs/sanitizer-$tool" --device cuda $gemms
+  done
+else
+  say ""
+  say "compute-sanitizer not found (PATH, /usr/local/cuda*, NVIDIA wheels): its steps are not run"
+  results+=("SKIP  compute-sanitizer memcheck/racecheck/synccheck/initcheck (not found on this machine)")
+fi
 
 {
   echo ""
