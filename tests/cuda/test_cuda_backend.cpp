@@ -148,6 +148,11 @@ TEST_CASE("evaluate_device on a resident tensor equals evaluate on the same tens
     const auto cands = ct::all_candidates(fp8a::Role::kWeight, fp8a::Fp8Format::kE4M3, 1.0f);
     const auto on_device = gpu.evaluate_device(cands, {d, dtype, 130, 300});
     const auto from_host = gpu.evaluate(cands, t.view);  // one chunk too: the same grid and order
+    // Data that is element- but not 16-byte aligned is refused before any kernel reads it with
+    // 16-byte loads (which would fault on a GPU, and fail the launch on the emulation).
+    const std::size_t esize = t.bytes.size() / (130 * 300);
+    CHECK_THROWS_WITH(gpu.evaluate_device(cands, {static_cast<char*>(d) + esize, dtype, 129, 300}),
+                      doctest::Contains("16-byte aligned"));
     cudaFree(d);
     CHECK(on_device.stats.sum_sq == from_host.stats.sum_sq);
     for (std::size_t j = 0; j < cands.size(); ++j) {

@@ -1,7 +1,7 @@
 // The host emulation of cuda/emu (label cuda-emu): its warp operations against their CUDA
 // definitions written out here, its block barrier, and the CUDA rules it enforces (a barrier or a
 // full-mask warp operation that not every thread joins, pointers that are not device memory,
-// copies in the wrong direction) as launch and call errors.
+// misaligned vector loads, copies in the wrong direction) as launch and call errors.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
@@ -62,6 +62,12 @@ __global__ void exit_before_barrier_kernel(unsigned* out) {
   if (threadIdx.x >= 128) return;  // exited threads do not hold up __syncthreads()
   __syncthreads();
   out[threadIdx.x] = threadIdx.x + 1;
+}
+
+// One 16-byte load from base + offset: its second word.
+__global__ void vector_load_kernel(const unsigned* base, int offset_bytes, unsigned* out) {
+  const auto* p = reinterpret_cast<const uint4*>(reinterpret_cast<const unsigned char*>(base) + offset_bytes);
+  out[0] = __ldg(p).y;
 }
 
 template <class T>
@@ -128,6 +134,20 @@ TEST_CASE("what would hang or be undefined on a GPU fails the launch") {
   CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
   launch_kernel(exited_lanes_kernel, 1, kThreads, nullptr, out);
   CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+  // A GPU faults on a 16-byte load that is not 16-byte aligned; 4-byte loads need 4.
+  std::vector<unsigned> words(8);
+  for (unsigned i = 0; i < 8; ++i) words[i] = 100 + i;
+  unsigned* d_words = device_array<unsigned>(8);
+  REQUIRE(cudaMemcpy(d_words, words.data(), 8 * sizeof(unsigned), cudaMemcpyHostToDevice) == cudaSuccess);
+  launch_kernel(vector_load_kernel, 1, 32, nullptr, d_words, 16, out);
+  CHECK(cudaGetLastError() == cudaSuccess);
+  CHECK(to_host(out, 1)[0] == 105u);
+  for (int offset : {4, 8, 12}) {
+    CAPTURE(offset);
+    launch_kernel(vector_load_kernel, 1, 32, nullptr, d_words, offset, out);
+    CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+  }
+  CHECK(cudaFree(d_words) == cudaSuccess);
   // The emulator is usable again after a failed launch.
   launch_kernel(barrier_kernel, 1, kThreads, nullptr, out);
   CHECK(cudaGetLastError() == cudaSuccess);

@@ -13,6 +13,7 @@
 //     joins with another operation), is reported as a launch error, as on a GPU it would hang or be
 //     undefined;
 //   - __shared__ variables are thread_local: shared by the block's fibers, separate per host thread;
+//   - __ldg from an address not aligned to the type's size fails the launch, as it faults on a GPU;
 //   - no FMA contraction and no device intrinsics: code under __CUDA_ARCH__ takes its host path.
 #pragma once
 
@@ -168,6 +169,9 @@ int compute_capability();
 enum class WarpOp { kShflXor, kShflDown, kReduceMaxU32 };
 void sync_block(const char* file, int line);
 std::uint64_t warp_exchange(unsigned mask, WarpOp op, int param, std::uint64_t value);
+// A load from an address not aligned to its size: on a GPU the kernel faults (misaligned
+// address); here the thread throws and the launch fails.
+[[noreturn]] void misaligned_load(const void* p, std::size_t bytes);
 
 }  // namespace fp8a_emu
 
@@ -205,6 +209,7 @@ inline unsigned __reduce_max_sync(unsigned mask, unsigned v) {
 // ---- device functions ---------------------------------------------------------------------------
 template <class T>
 T __ldg(const T* p) {
+  if (reinterpret_cast<std::uintptr_t>(p) % alignof(T) != 0) ::fp8a_emu::misaligned_load(p, sizeof(T));
   return *p;
 }
 inline float __uint_as_float(unsigned u) {
