@@ -1,0 +1,132 @@
+// Coverage-guided fuzzing of every reader of user files (libFuzzer; scripts/fuzz_inputs.sh builds
+// and runs it with ASan and UBSan). The first byte of an input picks what the rest is read as:
+// a safetensors file, a .npy array, a .npz archive, a torch.save file (dict of tensors, or a
+// Transformer Engine DumpTensors dump), a CSV amax trace or an nvdlfw_inspect log. Each must load
+// (and then every element of every tensor can be read) or throw an fp8a input error; anything else
+// (another exception, an internal error, a crash, a sanitizer report) is a finding. The same
+// property as tests/datasets/test_mutations.cpp, which CI runs on random mutations; the fuzzer
+// searches for inputs that reach new code instead.
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "datasets/amax_trace.hpp"
+#include "datasets/capture.hpp"
+#include "datasets/file_system.hpp"
+#include "datasets/npy.hpp"
+#include "datasets/torch_zip.hpp"
+#include "engine/core/error.hpp"
+
+namespace {
+
+enum class Reader {
+  kCaptures,   // load_captures on the file (names, steps, ranks and the format's parser)
+  kNpy,        // parse_npy alone (the capture's naming rules do not apply)
+  kNpz,        // list_npz, then parse_npy on every member
+  kTorchSave,  // read_torch_save alone
+  kTrace,      // load_amax_trace (CSV or nvdlfw_inspect log, told apart by content)
+};
+
+struct Target {
+  const char* path;  // where the bytes sit in the in-memory file system (the name picks the format)
+  Reader reader;
+};
+
+// Indexed by the input's first byte (modulo the count): scripts/fuzz_inputs.sh writes the seeds
+// with the same indices.
+constexpr Target kTargets[] = {
+    {"cap/step_000007.safetensors", Reader::kCaptures},
+    {"cap/step_000001/layers.0.fc1.activation.npy", Reader::kNpy},
+    {"cap/step_000300.npz", Reader::kNpz},
+    {"cap/step_000005.pt", Reader::kTorchSave},
+    {"cap/tensor_dumps/rank_0/layers_0_fc1_activation_iter_000010.pt", Reader::kCaptures},
+    {"trace.csv", Reader::kTrace},
+    {"rank0.log", Reader::kTrace},
+    {"cap/step_000001/layers.0.fc1.activation.npy", Reader::kCaptures},
+    {"cap/step_000300.npz", Reader::kCaptures},
+    {"cap/step_000005.pt", Reader::kCaptures},
+};
+constexpr std::size_t kTargetCount = sizeof kTargets / sizeof kTargets[0];
+
+[[noreturn]] void finding(const Target& t, const char* what, const char* message) {
+  std::fprintf(stderr, "fuzz_inputs: %s: %s: %s\n", t.path, what, message);
+  std::abort();
+}
+
+// Reads every byte a parser says is data (ASan reports a read outside the file).
+unsigned touch(const std::byte* p, std::uint64_t n) {
+  unsigned sum = 0;
+  for (std::uint64_t i = 0; i < n; ++i) sum += static_cast<unsigned>(p[i]);
+  return sum;
+}
+
+std::uint64_t numel(const std::vector<std::int64_t>& shape) {
+  std::uint64_t n = 1;
+  for (auto d : shape) n *= static_cast<std::uint64_t>(d);
+  return n;
+}
+
+unsigned read_file(const Target& t, std::span<const std::byte> bytes, const fp8a::FileSystem& fs) {
+  unsigned sum = 0;
+  switch (t.reader) {
+    case Reader::kCaptures: {
+      fp8a::CaptureOptions options;
+      options.npy_dtype = fp8a::NpyRawDType::kBf16;  // the BF16 .npy fixtures (2-byte void / uint16)
+      const auto set = fp8a::load_captures({"cap"}, fs, options);
+      for (const auto& tensor : set.tensors) {
+        std::vector<float> v(static_cast<std::size_t>(tensor.view.numel()));
+        if (!v.empty()) tensor.view.load_floats(0, tensor.view.numel(), v.data());
+        for (float f : v) sum += f == f ? 1u : 0u;
+      }
+      break;
+    }
+    case Reader::kNpy: {
+      const auto a = fp8a::parse_npy(bytes, t.path, fp8a::NpyRawDType::kBf16);
+      sum += touch(a.data, a.data_bytes);
+      break;
+    }
+    case Reader::kNpz:
+      for (const auto& [name, member] : fp8a::list_npz(bytes, t.path)) {
+        const auto a = fp8a::parse_npy(member, name, fp8a::NpyRawDType::kBf16);
+        sum += touch(a.data, a.data_bytes);
+      }
+      break;
+    case Reader::kTorchSave:
+      for (const auto& tensor : fp8a::read_torch_save(bytes, t.path, nullptr))
+        sum += touch(tensor.data, numel(tensor.shape) * fp8a::dtype_size(tensor.dtype));
+      break;
+    case Reader::kTrace:
+      sum += static_cast<unsigned>(fp8a::load_amax_trace({t.path}, fs).series.size());
+      break;
+  }
+  return sum;
+}
+
+}  // namespace
+
+// Inputs that loaded (the rest were refused with an input error): replay_main.cpp reports it.
+std::size_t fp8a_fuzz_inputs_loaded = 0;
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size == 0) return 0;
+  const Target& t = kTargets[data[0] % kTargetCount];
+  const auto* begin = reinterpret_cast<const std::byte*>(data + 1);
+  fp8a::MemoryFileSystem mem;
+  mem.add_file(t.path, std::vector<std::byte>(begin, begin + (size - 1)));
+  const auto mapped = mem.map(t.path);
+  try {
+    static volatile unsigned sink = 0;
+    sink = sink + read_file(t, mapped->bytes(), mem);
+    ++fp8a_fuzz_inputs_loaded;
+  } catch (const fp8a::Error& e) {
+    if (e.kind() != fp8a::ErrorKind::kInput) finding(t, "not an input error", e.what());
+  } catch (const std::exception& e) {
+    finding(t, "not an fp8a error", e.what());
+  }
+  return 0;
+}
