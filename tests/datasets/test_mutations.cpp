@@ -1,7 +1,9 @@
 // Damaged files never crash a reader: every mutation of a valid file (bytes flipped, overwritten
 // with the characters parsers care about, inserted, cut off) either loads — and then every element
-// of every tensor can be read — or throws an input error (exit 3). Run under ASan/UBSan too (see
-// the notes of the foundation issue). Seeds: the NumPy and torch.save fixtures written by the real
+// of every tensor, which must lie inside the file, can be read — or throws an input error (exit 3).
+// Random mutations, and every single-byte change of the headers swept in order. Run under
+// ASan/UBSan too (see the notes of the foundation issue); scripts/fuzz_inputs.sh fuzzes the same
+// readers with libFuzzer. Seeds: the NumPy and torch.save fixtures written by the real
 // tools (tests/golden), a safetensors file, a TE DumpTensors dump, a capture CSV trace and an
 // nvdlfw_inspect log with cur_amax and LogFp8TensorStats lines.
 #include <doctest/doctest.h>
@@ -12,6 +14,7 @@
 #include <fstream>
 #include <iterator>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -87,7 +90,65 @@ std::vector<Seed> seeds() {
   return out;
 }
 
+// True when every tensor of the set lies inside `file` (the bytes its views point into).
+bool inside(const fp8a::CaptureSet& set, std::span<const std::byte> file) {
+  for (const auto& t : set.tensors) {
+    const auto bytes = static_cast<std::uint64_t>(t.view.numel()) * fp8a::dtype_size(t.view.dtype);
+    if (bytes == 0) continue;
+    if (t.view.data < file.data() || t.view.data > file.data() + file.size() ||
+        bytes > static_cast<std::uint64_t>(file.data() + file.size() - t.view.data))
+      return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+// Every byte of each fixture's first 1 KiB (headers, pickles, the first zip entries) and last
+// 256 bytes (zip central directories), changed one at a time to a few values: random mutations
+// of a corpus drift to inputs already broken elsewhere, so single changes to valid files are
+// swept systematically. Loaded tensors must lie inside the file (a tensor reading past it is
+// caught here without a sanitizer).
+TEST_CASE("every single-byte change of a fixture's headers loads inside the file or is an input error") {
+  fp8a::CaptureOptions options;
+  options.npy_dtype = fp8a::NpyRawDType::kBf16;
+  std::size_t loaded = 0, refused = 0;
+  for (const auto& seed : seeds()) {
+    if (seed.trace) continue;
+    const std::size_t n = seed.bytes.size();
+    std::vector<std::size_t> positions;
+    for (std::size_t i = 0; i < std::min<std::size_t>(n, 1024); ++i) positions.push_back(i);
+    for (std::size_t i = n > 256 ? std::max<std::size_t>(n - 256, 1024) : n; i < n; ++i) positions.push_back(i);
+    for (const std::size_t at : positions) {
+      const auto b = static_cast<unsigned>(seed.bytes[at]);
+      for (const unsigned v : {0x00u, 0xFFu, b ^ 0x01u, (b + 0x40u) & 0xFFu, 0x7Fu}) {
+        if (v == b) continue;
+        fp8a::MemoryFileSystem mem;
+        auto bytes = seed.bytes;
+        bytes[at] = static_cast<std::byte>(v);
+        mem.add_file(seed.path, std::move(bytes));
+        const auto file = mem.map(seed.path);
+        try {
+          const auto set = fp8a::load_captures({"cap"}, mem, options);
+          if (!inside(set, file->bytes())) FAIL(seed.path << " byte " << at << " = " << v << ": a tensor reaches past the file");
+          for (const auto& t : set.tensors) {
+            std::vector<float> f(static_cast<std::size_t>(t.view.numel()));
+            if (!f.empty()) t.view.load_floats(0, t.view.numel(), f.data());
+          }
+          ++loaded;
+        } catch (const fp8a::Error& e) {
+          if (e.kind() != fp8a::ErrorKind::kInput) FAIL(seed.path << " byte " << at << " = " << v << ": " << std::string(e.what()));
+          ++refused;
+        } catch (const std::exception& e) {
+          FAIL(seed.path << " byte " << at << " = " << v << ": not an fp8a input error: " << std::string(e.what()));
+        }
+      }
+    }
+  }
+  MESSAGE(loaded << " single-byte changes loaded, " << refused << " refused");
+  CHECK(loaded > 1000);
+  CHECK(refused > 1000);
+}
 
 TEST_CASE("damaged files load or fail with an input error, never anything else") {
   const auto all = seeds();
@@ -120,6 +181,7 @@ TEST_CASE("damaged files load or fail with an input error, never anything else")
           (void)fp8a::load_amax_trace({seed.path}, mem);
         } else {
           const auto set = fp8a::load_captures({"cap"}, mem, options);
+          if (!inside(set, mem.map(seed.path)->bytes())) FAIL(seed.path << " mutation " << i << ": a tensor reaches past the file");
           for (const auto& t : set.tensors) {
             std::vector<float> v(static_cast<std::size_t>(t.view.numel()));
             if (!v.empty()) t.view.load_floats(0, t.view.numel(), v.data());
