@@ -13,6 +13,8 @@
 #include <mutex>
 #include <new>
 #include <set>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "cuda/emu/runtime_internal.hpp"
@@ -133,6 +135,26 @@ void set_compute_capability(int sm) {
 int compute_capability() {
   const std::lock_guard<std::mutex> lock(registry().mutex);
   return registry().sm;
+}
+
+constinit thread_local LoadCache tl_load_cache;
+
+void check_device_load(const void* p, std::size_t bytes) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  Registry& r = registry();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  auto it = r.blocks.upper_bound(a);
+  if (it != r.blocks.begin()) {
+    --it;
+    if (it->second.second == Space::kDevice && a + bytes <= it->first + it->second.first) {
+      tl_load_cache = {it->first, it->first + it->second.first};
+      return;
+    }
+  }
+  char where[32];
+  std::snprintf(where, sizeof where, "%p", p);
+  throw std::runtime_error("a " + std::to_string(bytes) + "-byte load at " + where +
+                           " outside every device allocation (out of bounds, or not device memory)");
 }
 
 bool is_device_pointer(const void* p) { return inside(p, 1, Space::kDevice); }

@@ -1,7 +1,7 @@
 // The host emulation of cuda/emu (label cuda-emu): its warp operations against their CUDA
 // definitions written out here, its block barrier, and the CUDA rules it enforces (a barrier or a
 // full-mask warp operation that not every thread joins, pointers that are not device memory,
-// misaligned vector loads, copies in the wrong direction) as launch and call errors.
+// misaligned or out-of-bounds loads, copies in the wrong direction) as launch and call errors.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
@@ -147,6 +147,15 @@ TEST_CASE("what would hang or be undefined on a GPU fails the launch") {
     launch_kernel(vector_load_kernel, 1, 32, nullptr, d_words, offset, out);
     CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
   }
+  // Past the end of the 32-byte allocation (on a GPU: another buffer's data, or a fault).
+  for (int offset : {32, 48, -16}) {
+    CAPTURE(offset);
+    launch_kernel(vector_load_kernel, 1, 32, nullptr, d_words, offset, out);
+    CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+  }
+  launch_kernel(vector_load_kernel, 1, 32, nullptr, d_words, 0, out);
+  CHECK(cudaGetLastError() == cudaSuccess);
+  CHECK(to_host(out, 1)[0] == 101u);
   CHECK(cudaFree(d_words) == cudaSuccess);
   // The emulator is usable again after a failed launch.
   launch_kernel(barrier_kernel, 1, kThreads, nullptr, out);

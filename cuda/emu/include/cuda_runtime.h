@@ -13,7 +13,8 @@
 //     joins with another operation), is reported as a launch error, as on a GPU it would hang or be
 //     undefined;
 //   - __shared__ variables are thread_local: shared by the block's fibers, separate per host thread;
-//   - __ldg from an address not aligned to the type's size fails the launch, as it faults on a GPU;
+//   - __ldg from an address not aligned to the type's size, or not inside one live cudaMalloc
+//     allocation, fails the launch, as it faults (or reads another buffer) on a GPU;
 //   - no FMA contraction and no device intrinsics: code under __CUDA_ARCH__ takes its host path.
 #pragma once
 
@@ -172,6 +173,14 @@ std::uint64_t warp_exchange(unsigned mask, WarpOp op, int param, std::uint64_t v
 // A load from an address not aligned to its size: on a GPU the kernel faults (misaligned
 // address); here the thread throws and the launch fails.
 [[noreturn]] void misaligned_load(const void* p, std::size_t bytes);
+// The device allocation the host thread's kernel last loaded from ([begin, end), reset at each
+// launch); check_device_load finds the one holding [p, p + bytes) and caches it, or throws (a
+// load outside device memory: on a GPU an illegal address or a read of a neighbour's data).
+struct LoadCache {
+  std::uintptr_t begin = 0, end = 0;
+};
+extern constinit thread_local LoadCache tl_load_cache;
+void check_device_load(const void* p, std::size_t bytes);
 
 }  // namespace fp8a_emu
 
@@ -209,7 +218,10 @@ inline unsigned __reduce_max_sync(unsigned mask, unsigned v) {
 // ---- device functions ---------------------------------------------------------------------------
 template <class T>
 T __ldg(const T* p) {
-  if (reinterpret_cast<std::uintptr_t>(p) % alignof(T) != 0) ::fp8a_emu::misaligned_load(p, sizeof(T));
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  if (a % alignof(T) != 0) ::fp8a_emu::misaligned_load(p, sizeof(T));
+  const ::fp8a_emu::LoadCache& c = ::fp8a_emu::tl_load_cache;
+  if (a < c.begin || a + sizeof(T) > c.end) ::fp8a_emu::check_device_load(p, sizeof(T));
   return *p;
 }
 inline float __uint_as_float(unsigned u) {
