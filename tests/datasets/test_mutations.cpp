@@ -23,6 +23,7 @@
 #include "datasets/file_system.hpp"
 #include "engine/core/error.hpp"
 #include "safetensors_builder.hpp"
+#include "support/in_file.hpp"
 
 namespace {
 
@@ -92,13 +93,10 @@ std::vector<Seed> seeds() {
 
 // True when every tensor of the set lies inside `file` (the bytes its views point into).
 bool inside(const fp8a::CaptureSet& set, std::span<const std::byte> file) {
-  for (const auto& t : set.tensors) {
-    const auto bytes = static_cast<std::uint64_t>(t.view.numel()) * fp8a::dtype_size(t.view.dtype);
-    if (bytes == 0) continue;
-    if (t.view.data < file.data() || t.view.data > file.data() + file.size() ||
-        bytes > static_cast<std::uint64_t>(file.data() + file.size() - t.view.data))
+  for (const auto& t : set.tensors)
+    if (!fp8a::testing::in_file(file, t.view.data,
+                                static_cast<std::uint64_t>(t.view.numel()) * fp8a::dtype_size(t.view.dtype)))
       return false;
-  }
   return true;
 }
 

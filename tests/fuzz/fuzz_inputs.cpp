@@ -3,9 +3,10 @@
 // a safetensors file, a .npy array, a .npz archive, a torch.save file (dict of tensors, or a
 // Transformer Engine DumpTensors dump), a CSV amax trace or an nvdlfw_inspect log. Each must load
 // (and then every element of every tensor can be read) or throw an fp8a input error; anything else
-// (another exception, an internal error, a crash, a sanitizer report) is a finding. The same
-// property as tests/datasets/test_mutations.cpp, which CI runs on random mutations; the fuzzer
-// searches for inputs that reach new code instead.
+// (another exception, an internal error, a tensor outside the file, a crash, a sanitizer report)
+// is a finding. The same property as tests/datasets/test_mutations.cpp, which CI runs on random
+// mutations and on every single-byte change of the fixtures' headers; the fuzzer searches for
+// inputs that reach new code instead.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -21,6 +22,7 @@
 #include "datasets/npy.hpp"
 #include "datasets/torch_zip.hpp"
 #include "engine/core/error.hpp"
+#include "tests/support/in_file.hpp"
 
 namespace {
 
@@ -62,17 +64,19 @@ constexpr std::size_t kTargetCount = sizeof kTargets / sizeof kTargets[0];
 // reaching past its storage into the next zip member stays inside the file and is seen by neither
 // check, but one past the file's end is a finding with any compiler (ASan alone would see it too).
 unsigned touch(const Target& t, std::span<const std::byte> file, const std::byte* p, std::uint64_t n) {
-  if (n > 0 && (p < file.data() || p > file.data() + file.size() ||
-                n > static_cast<std::uint64_t>(file.data() + file.size() - p)))
-    finding(t, "data outside the file", "a tensor's bytes reach past the file");
+  if (!fp8a::testing::in_file(file, p, n)) finding(t, "data outside the file", "a tensor's bytes reach past the file");
   unsigned sum = 0;
   for (std::uint64_t i = 0; i < n; ++i) sum += static_cast<unsigned>(p[i]);
   return sum;
 }
 
-std::uint64_t numel(const std::vector<std::int64_t>& shape) {
-  std::uint64_t n = 1;
-  for (auto d : shape) n *= static_cast<std::uint64_t>(d);
+// The bytes of a tensor of this shape and type (a finding if that overflows: the parser must
+// have refused it).
+std::uint64_t tensor_bytes(const Target& t, const std::vector<std::int64_t>& shape, fp8a::DType dtype) {
+  std::uint64_t n = fp8a::dtype_size(dtype);
+  for (auto d : shape)
+    if (d < 0 || __builtin_mul_overflow(n, static_cast<std::uint64_t>(d), &n))
+      finding(t, "bad shape", "a loaded tensor's shape is negative or its size overflows");
   return n;
 }
 
@@ -84,8 +88,7 @@ unsigned read_file(const Target& t, std::span<const std::byte> bytes, const fp8a
       options.npy_dtype = fp8a::NpyRawDType::kBf16;  // the BF16 .npy fixtures (2-byte void / uint16)
       const auto set = fp8a::load_captures({"cap"}, fs, options);
       for (const auto& tensor : set.tensors) {
-        sum += touch(t, bytes, tensor.view.data,
-                     static_cast<std::uint64_t>(tensor.view.numel()) * fp8a::dtype_size(tensor.view.dtype));
+        sum += touch(t, bytes, tensor.view.data, tensor_bytes(t, tensor.view.shape, tensor.view.dtype));
         std::vector<float> v(static_cast<std::size_t>(tensor.view.numel()));
         if (!v.empty()) tensor.view.load_floats(0, tensor.view.numel(), v.data());
         for (float f : v) sum += f == f ? 1u : 0u;
@@ -105,7 +108,7 @@ unsigned read_file(const Target& t, std::span<const std::byte> bytes, const fp8a
       break;
     case Reader::kTorchSave:
       for (const auto& tensor : fp8a::read_torch_save(bytes, t.path, nullptr))
-        sum += touch(t, bytes, tensor.data, numel(tensor.shape) * fp8a::dtype_size(tensor.dtype));
+        sum += touch(t, bytes, tensor.data, tensor_bytes(t, tensor.shape, tensor.dtype));
       break;
     case Reader::kTrace:
       sum += static_cast<unsigned>(fp8a::load_amax_trace({t.path}, fs).series.size());
