@@ -256,16 +256,13 @@ drop() {
 }
 # O_DIRECT where the file system takes it (tmpfs and some sandboxes' file systems refuse it):
 # else a plain read after dropping the page cache, and the line says which.
-how="dd iflag=direct"
-if ! dd if="$(ls "$dir"/*.safetensors | head -n 1)" of=/dev/null bs=4096 count=1 iflag=direct status=none 2>/dev/null; then
+direct=(iflag=direct) how="dd iflag=direct"
+if ! dd if="$(ls "$dir"/*.safetensors | head -n 1)" of=/dev/null bs=4096 count=1 "${direct[@]}" status=none 2>/dev/null; then
   drop
-  how="dd without O_DIRECT (refused here), after the page-cache drop above"
+  direct=() how="dd without O_DIRECT (refused here), after the page-cache drop above"
 fi
 t0=$(date +%s.%N)
-for f in "$dir"/*.safetensors; do
-  if [ "$how" = "dd iflag=direct" ]; then dd if="$f" of=/dev/null bs=16M iflag=direct status=none || exit 1
-  else dd if="$f" of=/dev/null bs=16M status=none || exit 1; fi
-done
+for f in "$dir"/*.safetensors; do dd if="$f" of=/dev/null bs=16M "${direct[@]}" status=none || exit 1; done
 t1=$(date +%s.%N)
 python3 -c "import os,sys; b=sum(os.path.getsize(os.path.join(sys.argv[1],f)) for f in os.listdir(sys.argv[1])); t=float(sys.argv[3])-float(sys.argv[2]); print('e2e_disk_read bytes=%d seconds=%.3f GB/s=%.2f (%s)' % (b, t, b/t/1e9, sys.argv[4]))" "$dir" "$t0" "$t1" "$how"
 failed=0

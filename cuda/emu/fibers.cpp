@@ -430,12 +430,6 @@ cudaError_t run_kernel(int blocks, int threads, const std::function<void()>& ker
 
 }  // namespace
 
-void misaligned_load(const void* p, std::size_t bytes) {
-  char where[32];
-  std::snprintf(where, sizeof where, "%p", p);
-  throw std::runtime_error("misaligned address: a " + std::to_string(bytes) + "-byte load at " + where);
-}
-
 void launch(int blocks, int threads, cudaStream_t stream, std::initializer_list<ArgCheck> args,
             const std::function<void()>& kernel) {
   // What CUDA refuses at the launch itself.

@@ -139,6 +139,18 @@ int compute_capability() {
 
 constinit thread_local LoadCache tl_load_cache;
 
+namespace {
+std::string load_text(const void* p, std::size_t bytes) {
+  char where[32];
+  std::snprintf(where, sizeof where, "%p", p);
+  return "a " + std::to_string(bytes) + "-byte load at " + where;
+}
+}  // namespace
+
+void misaligned_load(const void* p, std::size_t bytes) {
+  throw std::runtime_error("misaligned address: " + load_text(p, bytes));
+}
+
 void check_device_load(const void* p, std::size_t bytes) {
   const auto a = reinterpret_cast<std::uintptr_t>(p);
   Registry& r = registry();
@@ -151,9 +163,7 @@ void check_device_load(const void* p, std::size_t bytes) {
       return;
     }
   }
-  char where[32];
-  std::snprintf(where, sizeof where, "%p", p);
-  throw std::runtime_error("a " + std::to_string(bytes) + "-byte load at " + where +
+  throw std::runtime_error(load_text(p, bytes) +
                            " outside every device allocation (out of bounds, or not device memory)");
 }
 
