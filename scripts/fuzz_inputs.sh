@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Coverage-guided fuzzing of fp8-advisor's file readers (tests/fuzz/fuzz_inputs.cpp): safetensors,
-# .npy, .npz, torch.save (dicts and Transformer Engine DumpTensors dumps), CSV amax traces and
-# nvdlfw_inspect logs, built with clang's libFuzzer, ASan and UBSan. Every input must load or fail
-# with an fp8a input error; anything else stops the run and leaves the input as crash-* in the work
-# directory (reproduce: build/fuzz/fuzz_inputs build/fuzz/crash-...).
+# Coverage-guided fuzzing of fp8-advisor's input readers (tests/fuzz/fuzz_inputs.cpp): safetensors,
+# .npy, .npz, torch.save (dicts and Transformer Engine DumpTensors dumps), CSV amax traces,
+# nvdlfw_inspect logs and --recipes lists, built with clang's libFuzzer, ASan and UBSan. Every
+# input must load or fail with an fp8a input error (usage error for --recipes); anything else
+# stops the run and leaves the input as crash-* in the work directory (reproduce:
+# build/fuzz/fuzz_inputs build/fuzz/crash-..., or build/tests/fuzz_inputs_replay with any compiler).
 #
 #   bash scripts/fuzz_inputs.sh [SECONDS] [JOBS]     (default 300 s, 1 job; needs clang++ >= 14)
 #
@@ -39,7 +40,7 @@ out = sys.argv[1]
 os.makedirs(out, exist_ok=True)
 # The first byte picks the reader: the indices of kTargets in tests/fuzz/fuzz_inputs.cpp.
 # The .npy, .npz and torch.save seeds go to their parser alone and to load_captures.
-SAFETENSORS, NPY, NPZ, PT, TE_DUMP, CSV, NVDLFW, CAP_NPY, CAP_NPZ, CAP_PT = range(10)
+SAFETENSORS, NPY, NPZ, PT, TE_DUMP, CSV, NVDLFW, CAP_NPY, CAP_NPZ, CAP_PT, RECIPES = range(11)
 
 def write(name, target, data):
     with open(os.path.join(out, name), "wb") as f:
@@ -77,6 +78,9 @@ write("rank0.log", NVDLFW,
       b"l_gradient_mxfp8_underflows%_columnwise iteration=000002 value=0.2500\n"
       b"l_weight_fp8_block_scaling_scale_inv_min iteration=000002 value=0.0001\n"
       b"l_weight_fp8_current_scaling_mse iteration=000003 value=1.0000\n")
+write("recipes-default", RECIPES, b"current,current:pow2,delayed,delayed:history=16:algo=most_recent,"
+      b"block,block:fp32,mxfp8,mxfp8:floor,bf16")
+write("recipes-options", RECIPES, b"current:eps=1e-12,delayed:history=4:algo=max:margin=2,block:2d,delayed:margin=1")
 print("%d seeds in %s" % (len(os.listdir(out)), out))
 PY
 
@@ -118,6 +122,14 @@ cat >"$work/inputs.dict" <<'DICT'
 "value="
 "_cur_amax"
 "step,tensor,amax"
+"history="
+"algo="
+"margin="
+"eps="
+"most_recent"
+"pow2"
+"mxfp8"
+"delayed"
 DICT
 
 echo "== fuzz for ${seconds}s with $jobs job(s); findings: $work/crash-* (or leak-*, timeout-*, oom-*)"

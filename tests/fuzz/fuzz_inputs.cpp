@@ -1,12 +1,13 @@
-// Coverage-guided fuzzing of every reader of user files (libFuzzer; scripts/fuzz_inputs.sh builds
-// and runs it with ASan and UBSan). The first byte of an input picks what the rest is read as:
-// a safetensors file, a .npy array, a .npz archive, a torch.save file (dict of tensors, or a
-// Transformer Engine DumpTensors dump), a CSV amax trace or an nvdlfw_inspect log. Each must load
-// (and then every element of every tensor can be read) or throw an fp8a input error; anything else
-// (another exception, an internal error, a tensor outside the file, a crash, a sanitizer report)
-// is a finding. The same property as tests/datasets/test_mutations.cpp, which CI runs on random
-// mutations and on every single-byte change of the fixtures' headers; the fuzzer searches for
-// inputs that reach new code instead.
+// Coverage-guided fuzzing of every reader of user input (libFuzzer; scripts/fuzz_inputs.sh builds
+// and runs it with ASan and UBSan). The first byte of an input picks what the rest is read as: a
+// safetensors file, a .npy array, a .npz archive, a torch.save file (dict of tensors, or a
+// Transformer Engine DumpTensors dump), a CSV amax trace, an nvdlfw_inspect log, or a --recipes
+// list. Each must load (and then every tensor lies inside the file and every element can be read)
+// or throw an fp8a input error (a usage error for --recipes, whose canonical specs must read back
+// to the same recipes); anything else (another exception, an internal error, a crash, a
+// sanitizer report) is a finding. The same property as tests/datasets/test_mutations.cpp, which CI
+// runs on random mutations and on every header byte of the fixtures changed to five values; the
+// fuzzer searches for inputs that reach new code instead.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include <exception>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "datasets/amax_trace.hpp"
@@ -22,6 +24,7 @@
 #include "datasets/npy.hpp"
 #include "datasets/torch_zip.hpp"
 #include "engine/core/error.hpp"
+#include "engine/core/recipe.hpp"
 #include "tests/support/in_file.hpp"
 
 namespace {
@@ -32,6 +35,8 @@ enum class Reader {
   kNpz,        // list_npz, then parse_npy on every member
   kTorchSave,  // read_torch_save alone
   kTrace,      // load_amax_trace (CSV or nvdlfw_inspect log, told apart by content)
+  kRecipes,    // the --recipes list: parses, with every canonical spec reading back to itself,
+               // or is a usage error
 };
 
 struct Target {
@@ -52,6 +57,7 @@ constexpr Target kTargets[] = {
     {"cap/step_000001/layers.0.fc1.activation.npy", Reader::kCaptures},
     {"cap/step_000300.npz", Reader::kCaptures},
     {"cap/step_000005.pt", Reader::kCaptures},
+    {"--recipes", Reader::kRecipes},
 };
 constexpr std::size_t kTargetCount = sizeof kTargets / sizeof kTargets[0];
 
@@ -113,6 +119,21 @@ unsigned read_file(const Target& t, std::span<const std::byte> bytes, const fp8a
     case Reader::kTrace:
       sum += static_cast<unsigned>(fp8a::load_amax_trace({t.path}, fs).series.size());
       break;
+    case Reader::kRecipes: {
+      const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+      for (const auto& r : fp8a::parse_recipe_list(text)) {
+        const std::string spec = r.spec();
+        fp8a::Recipe again;
+        try {
+          again = fp8a::parse_recipe(spec);
+        } catch (const fp8a::Error& e) {
+          finding(t, "a canonical spec does not parse", (spec + ": " + e.what()).c_str());
+        }
+        if (!(again == r)) finding(t, "a canonical spec reads back as another recipe", spec.c_str());
+        sum += static_cast<unsigned>(spec.size());
+      }
+      break;
+    }
   }
   return sum;
 }
@@ -134,7 +155,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     sink = sink + read_file(t, mapped->bytes(), mem);
     ++fp8a_fuzz_inputs_loaded;
   } catch (const fp8a::Error& e) {
-    if (e.kind() != fp8a::ErrorKind::kInput) finding(t, "not an input error", e.what());
+    const auto expected = t.reader == Reader::kRecipes ? fp8a::ErrorKind::kUsage : fp8a::ErrorKind::kInput;
+    if (e.kind() != expected) finding(t, "not the expected kind of error", e.what());
   } catch (const std::exception& e) {
     finding(t, "not an fp8a error", e.what());
   }

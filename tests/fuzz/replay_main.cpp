@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
     LLVMFuzzerTestOneInput(bytes.data(), bytes.size());
     ++inputs;
   }
-  std::printf("%zu inputs, %zu loaded, the others refused with an input error\n", inputs,
+  std::printf("%zu inputs, %zu loaded, the others refused with the expected error\n", inputs,
               fp8a_fuzz_inputs_loaded);
   if (expect_loaded >= 0 && fp8a_fuzz_inputs_loaded != static_cast<std::size_t>(expect_loaded)) {
     std::fprintf(stderr, "fuzz_inputs_replay: expected %ld to load\n", expect_loaded);
