@@ -1,7 +1,7 @@
 // Damaged files never crash a reader: every mutation of a valid file (bytes flipped, overwritten
 // with the characters parsers care about, inserted, cut off) either loads — and then every element
 // of every tensor, which must lie inside the file, can be read — or throws an input error (exit 3).
-// Random mutations, and every single-byte change of the headers swept in order. Run under
+// Random mutations, and every header byte changed to five values in turn. Run under
 // ASan/UBSan too (see the notes of the foundation issue); scripts/fuzz_inputs.sh fuzzes the same
 // readers with libFuzzer. Seeds: the NumPy and torch.save fixtures written by the real
 // tools (tests/golden), a safetensors file, a TE DumpTensors dump, a capture CSV trace and an
@@ -91,13 +91,36 @@ std::vector<Seed> seeds() {
   return out;
 }
 
-// True when every tensor of the set lies inside `file` (the bytes its views point into).
-bool inside(const fp8a::CaptureSet& set, std::span<const std::byte> file) {
-  for (const auto& t : set.tensors)
-    if (!fp8a::testing::in_file(file, t.view.data,
-                                static_cast<std::uint64_t>(t.view.numel()) * fp8a::dtype_size(t.view.dtype)))
-      return false;
-  return true;
+// Reads a (damaged) copy of `seed` with `bytes` as its contents: true when it loads, and then every
+// tensor lies inside the file and every element can be read; false when it is refused with an
+// input error; anything else fails the test, the input named by `what`.
+bool loads(const Seed& seed, std::vector<std::byte> bytes, const std::string& what) {
+  fp8a::CaptureOptions options;
+  options.npy_dtype = fp8a::NpyRawDType::kBf16;  // the BF16 .npy fixtures (2-byte void / uint16)
+  fp8a::MemoryFileSystem mem;
+  mem.add_file(seed.path, std::move(bytes));
+  try {
+    if (seed.trace) {
+      (void)fp8a::load_amax_trace({seed.path}, mem);
+      return true;
+    }
+    const auto file = mem.map(seed.path)->bytes();
+    const auto set = fp8a::load_captures({"cap"}, mem, options);
+    for (const auto& t : set.tensors) {
+      const auto n = static_cast<std::uint64_t>(t.view.numel());
+      if (!fp8a::testing::in_file(file, t.view.data, n * fp8a::dtype_size(t.view.dtype)))
+        FAIL(what << ": a tensor reaches past the file");
+      std::vector<float> v(static_cast<std::size_t>(n));
+      if (!v.empty()) t.view.load_floats(0, t.view.numel(), v.data());
+    }
+    return true;
+  } catch (const fp8a::Error& e) {
+    if (e.kind() != fp8a::ErrorKind::kInput) FAIL(what << ": not an input error: " << std::string(e.what()));
+    return false;
+  } catch (const std::exception& e) {
+    FAIL(what << ": not an fp8a input error: " << std::string(e.what()));
+  }
+  return false;
 }
 
 }  // namespace
@@ -107,11 +130,9 @@ bool inside(const fp8a::CaptureSet& set, std::span<const std::byte> file) {
 // (above) and libFuzzer (scripts/fuzz_inputs.sh, which spends most of its mutations on inputs it
 // added, already broken elsewhere) can miss a bug that one byte of a valid file shows: a removed
 // torch.save storage-bound check, which 202 of the 256 values of one shape byte expose, was
-// missed by 2.5M libFuzzer inputs and is caught here. Loaded tensors must lie inside the file (a tensor reading past it is
-// caught here without a sanitizer).
+// missed by 2.5M libFuzzer inputs and is caught here, without a sanitizer: loaded tensors must
+// lie inside the file.
 TEST_CASE("each header byte of a fixture, changed to five values one at a time, loads inside the file or is an input error") {
-  fp8a::CaptureOptions options;
-  options.npy_dtype = fp8a::NpyRawDType::kBf16;
   std::size_t loaded = 0, refused = 0;
   for (const auto& seed : seeds()) {
     if (seed.trace) continue;
@@ -123,25 +144,10 @@ TEST_CASE("each header byte of a fixture, changed to five values one at a time, 
       const auto b = static_cast<unsigned>(seed.bytes[at]);
       for (const unsigned v : {0x00u, 0xFFu, b ^ 0x01u, (b + 0x40u) & 0xFFu, 0x7Fu}) {
         if (v == b) continue;
-        fp8a::MemoryFileSystem mem;
         auto bytes = seed.bytes;
         bytes[at] = static_cast<std::byte>(v);
-        mem.add_file(seed.path, std::move(bytes));
-        const auto file = mem.map(seed.path);
-        try {
-          const auto set = fp8a::load_captures({"cap"}, mem, options);
-          if (!inside(set, file->bytes())) FAIL(seed.path << " byte " << at << " = " << v << ": a tensor reaches past the file");
-          for (const auto& t : set.tensors) {
-            std::vector<float> f(static_cast<std::size_t>(t.view.numel()));
-            if (!f.empty()) t.view.load_floats(0, t.view.numel(), f.data());
-          }
-          ++loaded;
-        } catch (const fp8a::Error& e) {
-          if (e.kind() != fp8a::ErrorKind::kInput) FAIL(seed.path << " byte " << at << " = " << v << ": " << std::string(e.what()));
-          ++refused;
-        } catch (const std::exception& e) {
-          FAIL(seed.path << " byte " << at << " = " << v << ": not an fp8a input error: " << std::string(e.what()));
-        }
+        if (loads(seed, std::move(bytes), seed.path + " byte " + std::to_string(at) + " = " + std::to_string(v))) ++loaded;
+        else ++refused;
       }
     }
   }
@@ -152,51 +158,18 @@ TEST_CASE("each header byte of a fixture, changed to five values one at a time, 
 
 TEST_CASE("damaged files load or fail with an input error, never anything else") {
   const auto all = seeds();
-  fp8a::CaptureOptions options;
-  options.npy_dtype = fp8a::NpyRawDType::kBf16;  // the BF16 .npy fixtures (2-byte void / uint16)
   REQUIRE(all.size() >= 20);  // the fixtures are there
   // Which seeds load as they are (some fixtures are refused on purpose: object arrays, a pickle
   // that calls os.system, unsupported dtypes).
   std::vector<bool> valid;
-  for (const auto& seed : all) {
-    fp8a::MemoryFileSystem mem;
-    mem.add_file(seed.path, seed.bytes);
-    try {
-      if (seed.trace) (void)fp8a::load_amax_trace({seed.path}, mem);
-      else (void)fp8a::load_captures({"cap"}, mem, options);
-      valid.push_back(true);
-    } catch (const fp8a::Error&) {
-      valid.push_back(false);
-    }
-  }
+  for (const auto& seed : all) valid.push_back(loads(seed, seed.bytes, seed.path + " as written"));
   CHECK(std::count(valid.begin(), valid.end(), true) >= 14);
   std::mt19937_64 rng(2026);
   std::size_t loaded = 0, refused = 0;
-  for (const auto& seed : all) {
-    for (int i = 0; i < kMutationsPerSeed; ++i) {
-      fp8a::MemoryFileSystem mem;
-      mem.add_file(seed.path, mutate(seed.bytes, rng));
-      try {
-        if (seed.trace) {
-          (void)fp8a::load_amax_trace({seed.path}, mem);
-        } else {
-          const auto set = fp8a::load_captures({"cap"}, mem, options);
-          if (!inside(set, mem.map(seed.path)->bytes())) FAIL(seed.path << " mutation " << i << ": a tensor reaches past the file");
-          for (const auto& t : set.tensors) {
-            std::vector<float> v(static_cast<std::size_t>(t.view.numel()));
-            if (!v.empty()) t.view.load_floats(0, t.view.numel(), v.data());
-          }
-        }
-        ++loaded;
-      } catch (const fp8a::Error& e) {
-        INFO(seed.path << " mutation " << i << ": " << std::string(e.what()));
-        CHECK(e.kind() == fp8a::ErrorKind::kInput);
-        ++refused;
-      } catch (const std::exception& e) {
-        FAIL(seed.path << " mutation " << i << ": not an fp8a input error: " << std::string(e.what()));
-      }
-    }
-  }
+  for (const auto& seed : all)
+    for (int i = 0; i < kMutationsPerSeed; ++i)
+      if (loads(seed, mutate(seed.bytes, rng), seed.path + " mutation " + std::to_string(i))) ++loaded;
+      else ++refused;
   MESSAGE(all.size() << " seeds (" << std::count(valid.begin(), valid.end(), true) << " valid), "
                      << loaded << " mutations loaded, " << refused << " refused");
   CHECK(refused > loaded / 4);  // the mutations do damage
