@@ -11,6 +11,7 @@
 #include <cmath>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "cli/cli_support.hpp"
 
@@ -39,9 +40,9 @@ void check_same_table(const ct::Table& cpu, const ct::Table& cuda, const char* w
 
 // The engine=cublaslt rows: each right after the emulated row of the same GEMM, with TE's
 // accumulation (fast for per-tensor fprop), dims padded to 16 (K to 128 with block scales), and the
-// emulated row's error up to the accumulation difference (both FP32 here). The recipe family that
+// emulated row's error up to the accumulation difference (both FP32 here). The recipe families that
 // the emulated device cannot run must carry the "cublaslt not run" note instead. Returns the count.
-std::size_t check_cublaslt_rows(const ct::Table& gemms, const std::string& not_run_family) {
+std::size_t check_cublaslt_rows(const ct::Table& gemms, const std::vector<std::string>& not_run_families) {
   std::size_t count = 0;
   for (std::size_t i = 0; i < gemms.size(); ++i) {
     const auto& e = gemms[i];
@@ -49,7 +50,8 @@ std::size_t check_cublaslt_rows(const ct::Table& gemms, const std::string& not_r
     const std::string recipe = e.at("recipe"), family = recipe.substr(0, recipe.find(':'));
     INFO("row " << i << " " << e.at("layer") << " " << e.at("gemm") << " " << recipe);
     const bool ran = i + 1 < gemms.size() && gemms[i + 1].at("engine") == "cublaslt";
-    CHECK(ran == (family != not_run_family));
+    const bool runs = std::find(not_run_families.begin(), not_run_families.end(), family) == not_run_families.end();
+    CHECK(ran == runs);
     if (!ran) {
       CHECK(e.at("note").rfind("cublaslt not run: ", 0) == 0);
       continue;
@@ -101,7 +103,7 @@ TEST_CASE("run --device cuda (emulated) == run --device cpu on the sample, with 
     if (row.at("engine") == "emulated") emulated.push_back(row);
   check_same_table(gemms_cpu, emulated, "gemms.csv");
   // On sm_90 every GEMM but MXFP8's also ran in cuBLASLt: 8 layers x 3 GEMMs x 7 recipes.
-  CHECK(check_cublaslt_rows(gemms_cuda, "mxfp8") == 168);
+  CHECK(check_cublaslt_rows(gemms_cuda, {"mxfp8"}) == 168);
 
   // As a B200 (sm_100): MXFP8 runs in cuBLASLt, the Hopper-only 1x128/128x128 modes do not.
   const auto b200 = ct::run("run --capture " + ct::shell_quote(sample) + " --amax-trace " +
@@ -110,7 +112,32 @@ TEST_CASE("run --device cuda (emulated) == run --device cpu on the sample, with 
                             "FP8A_CUDA_EMULATION_SM=100");
   INFO(b200.err);
   REQUIRE(b200.rc == 0);
-  CHECK(check_cublaslt_rows(ct::read_csv(ct::slurp(out.path / "b200/gemms.csv")), "block") == 168);
+  CHECK(check_cublaslt_rows(ct::read_csv(ct::slurp(out.path / "b200/gemms.csv")), {"block"}) == 168);
+
+  // As an A100 (sm_80, which the default build has kernels for): the metrics on the device are the
+  // CPU's, and cuBLASLt runs only the BF16 GEMMs (FP8 needs sm_89+): 8 layers x 3 GEMMs.
+  const auto a100 = ct::run("run --capture " + ct::shell_quote(sample) + " --amax-trace " +
+                                ct::shell_quote(sample + "/amax_trace.csv") + " --device cuda --out " +
+                                ct::shell_quote((out.path / "a100").string()),
+                            "FP8A_CUDA_EMULATION_SM=80");
+  INFO(a100.err);
+  REQUIRE(a100.rc == 0);
+  check_same_table(ct::read_csv(ct::slurp(out.path / "cpu/metrics.csv")),
+                   ct::read_csv(ct::slurp(out.path / "a100/metrics.csv")), "a100 metrics.csv");
+  CHECK(check_cublaslt_rows(ct::read_csv(ct::slurp(out.path / "a100/gemms.csv")),
+                            {"current", "delayed", "block", "mxfp8"}) == 24);
+
+  // A GPU older than the build's oldest kernels (a T4, sm_75): a one-line usage error, exit 2.
+  const auto t4 = ct::run("run --capture " + ct::shell_quote(sample) + " --device cuda --out " +
+                              ct::shell_quote((out.path / "t4").string()),
+                          "FP8A_CUDA_EMULATION_SM=75");
+  CHECK(t4.rc == 2);
+  CHECK(t4.err.find("--device cuda: ") != std::string::npos);
+  CHECK(t4.err.find("sm_75") != std::string::npos);
+  CHECK(t4.err.find("is older than this build's kernels (sm_80; rebuild with CMAKE_CUDA_ARCHITECTURES=75)") !=
+        std::string::npos);
+  CHECK(std::count(t4.err.begin(), t4.err.end(), '\n') == 1);
+  CHECK(!std::filesystem::exists(out.path / "t4"));
 
   // A GPU with too little free memory: a one-line usage error, exit 2, no output files.
   const auto small = ct::run("run --capture " + ct::shell_quote(sample) + " --device cuda --out " +

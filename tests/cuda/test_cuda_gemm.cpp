@@ -1,6 +1,7 @@
 // The cuBLASLt GEMM engine on a GPU (ctest label "cuda"; exits 77, skipped, without a device), and
-// on the emulated cuBLASLt of cuda/emu as an sm_90 and an sm_100 device (test_cuda_gemm_emu, label
-// cuda-emu; it accumulates in FP32, so there the accumulation tolerances below are not exercised):
+// on the emulated cuBLASLt of cuda/emu as sm_90, sm_100, sm_89 and sm_80 devices (test_cuda_gemm_emu,
+// label cuda-emu; it accumulates in FP32, so there the accumulation tolerances below are not
+// exercised):
 //   (a) operands that are exact in FP8 after power-of-two scaling, with products and sums exact in
 //       FP32 (and in the narrower fast-accumulation accumulator): cuBLASLt's fprop, dgrad and wgrad
 //       equal the float64 product bit for bit, per-tensor, 1x128/128x128 block scaled (Hopper) and
@@ -218,12 +219,13 @@ std::vector<fp8a::GemmRow> check_engine_against_emulated(const Captured& c,
     INFO(e.layer << " " << std::string(fp8a::gemm_name(e.gemm)) << " " << e.recipe.spec() << " "
                  << std::string(fp8a::training_format_name(format)) << " note: " << e.note);
     const bool has_engine_row = i + 1 < g.size() && g[i + 1].engine == "cublaslt";
-    // Which GEMMs this GPU runs: per-tensor and bf16 on sm_89+, 1x128/128x128 on sm_90 with
-    // cuBLASLt 12.9+, MXFP8 on sm_100+ (the host tests pin the plan; here it must hold on a GPU).
+    // Which GEMMs this GPU runs: bf16 on sm_80+, per-tensor FP8 on sm_89+, 1x128/128x128 on sm_90
+    // with cuBLASLt 12.9+, MXFP8 on sm_100+ (the host tests pin the plan; here it must hold on a GPU).
     const auto& caps = engine.caps();
     const auto kind = e.recipe.kind;
     const bool expected = kind == fp8a::RecipeKind::kMx      ? caps.sm >= 100
                           : kind == fp8a::RecipeKind::kBlock ? caps.sm / 10 == 9 && caps.version >= 120900
+                          : kind == fp8a::RecipeKind::kBf16  ? caps.sm >= 80
                                                              : caps.sm >= 89;
     CHECK(has_engine_row == expected);
     if (!has_engine_row) {
