@@ -1,4 +1,4 @@
-# The metric kernels as nvcc compiles them keep the CPU's fp32 arithmetic (label cuda-host; the
+# The metric kernels as nvcc compiles them keep the CPU's fp32 arithmetic (label cuda-ptx; the
 # toolkit only, no GPU). Run as
 #   cmake -DNVCC=<nvcc> -DSOURCE_DIR=<repo> -DWORK_DIR=<dir> -DARCHITECTURES=<CMAKE_CUDA_ARCHITECTURES>
 #         [-DHOST_COMPILER=<c++>] -P check_ptx.cmake
