@@ -19,7 +19,7 @@ constexpr const char* kUsage =
     "  synth     write synthetic captures with known pathologies and their ground truth\n"
     "\n"
     "  fp8-advisor <command> --help   options of a command\n"
-    "  fp8-advisor --version          version and git revision\n";
+    "  fp8-advisor --version          version, git revision, the GPUs the CUDA backend is built for\n";
 
 int dispatch(int argc, char** argv) {
   using namespace fp8a;
@@ -32,7 +32,8 @@ int dispatch(int argc, char** argv) {
     return kExitOk;
   }
   if (first == "--version") {
-    std::cout << "fp8-advisor " << FP8A_VERSION << " (git " << FP8A_GIT_REVISION << ")\n";
+    std::cout << "fp8-advisor " << FP8A_VERSION << " (git " << FP8A_GIT_REVISION << ")\n"
+              << "CUDA backend: " << FP8A_CUDA_BUILD << "\n";
     return kExitOk;
   }
   inv.subcommand = first;

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -50,6 +51,15 @@ TEST_CASE("--version and --help") {
   const auto v = run("--version");
   CHECK(v.rc == 0);
   CHECK(v.out.rfind("fp8-advisor 0.1.0 (git ", 0) == 0);
+  // The second line says what the CUDA backend was built for (the GPUs a user's run can use).
+  const std::string cuda_line = v.out.substr(v.out.find('\n') + 1);
+  if (FP8A_EXPECT_CUDA_COMPILED) {
+    CHECK(cuda_line.rfind("CUDA backend: kernels for sm_", 0) == 0);
+    CHECK(cuda_line.find(", CUDA ") != std::string::npos);
+  } else {
+    CHECK(cuda_line.rfind("CUDA backend: not built (", 0) == 0);
+  }
+  CHECK(std::count(v.out.begin(), v.out.end(), '\n') == 2);
   const auto h = run("--help");
   CHECK(h.rc == 0);
   CHECK(h.out.find("run ") != std::string::npos);
