@@ -105,27 +105,23 @@ TEST_CASE("run --device cuda (emulated) == run --device cpu on the sample, with 
   // On sm_90 every GEMM but MXFP8's also ran in cuBLASLt: 8 layers x 3 GEMMs x 7 recipes.
   CHECK(check_cublaslt_rows(gemms_cuda, {"mxfp8"}) == 168);
 
+  // `run --device cuda` on the sample as another GPU (FP8A_CUDA_EMULATION_SM): its gemms.csv.
+  const auto run_as = [&](const std::string& name, const std::string& sm) {
+    const auto r = ct::run("run --capture " + ct::shell_quote(sample) + " --amax-trace " +
+                               ct::shell_quote(sample + "/amax_trace.csv") + " --device cuda --out " +
+                               ct::shell_quote((out.path / name).string()),
+                           "FP8A_CUDA_EMULATION_SM=" + sm);
+    INFO(r.err);
+    REQUIRE(r.rc == 0);
+    return ct::read_csv(ct::slurp(out.path / name / "gemms.csv"));
+  };
   // As a B200 (sm_100): MXFP8 runs in cuBLASLt, the Hopper-only 1x128/128x128 modes do not.
-  const auto b200 = ct::run("run --capture " + ct::shell_quote(sample) + " --amax-trace " +
-                                ct::shell_quote(sample + "/amax_trace.csv") + " --device cuda --out " +
-                                ct::shell_quote((out.path / "b200").string()),
-                            "FP8A_CUDA_EMULATION_SM=100");
-  INFO(b200.err);
-  REQUIRE(b200.rc == 0);
-  CHECK(check_cublaslt_rows(ct::read_csv(ct::slurp(out.path / "b200/gemms.csv")), {"block"}) == 168);
-
+  CHECK(check_cublaslt_rows(run_as("b200", "100"), {"block"}) == 168);
   // As an A100 (sm_80, which the default build has kernels for): the metrics on the device are the
   // CPU's, and cuBLASLt runs only the BF16 GEMMs (FP8 needs sm_89+): 8 layers x 3 GEMMs.
-  const auto a100 = ct::run("run --capture " + ct::shell_quote(sample) + " --amax-trace " +
-                                ct::shell_quote(sample + "/amax_trace.csv") + " --device cuda --out " +
-                                ct::shell_quote((out.path / "a100").string()),
-                            "FP8A_CUDA_EMULATION_SM=80");
-  INFO(a100.err);
-  REQUIRE(a100.rc == 0);
+  CHECK(check_cublaslt_rows(run_as("a100", "80"), {"current", "delayed", "block", "mxfp8"}) == 24);
   check_same_table(ct::read_csv(ct::slurp(out.path / "cpu/metrics.csv")),
                    ct::read_csv(ct::slurp(out.path / "a100/metrics.csv")), "a100 metrics.csv");
-  CHECK(check_cublaslt_rows(ct::read_csv(ct::slurp(out.path / "a100/gemms.csv")),
-                            {"current", "delayed", "block", "mxfp8"}) == 24);
 
   // A GPU older than the build's oldest kernels (a T4, sm_75): a one-line usage error, exit 2.
   const auto t4 = ct::run("run --capture " + ct::shell_quote(sample) + " --device cuda --out " +
