@@ -411,7 +411,7 @@ cudaError_t run_kernel(int blocks, int threads, const std::function<void()>& ker
   }
   while (e.stacks.size() < static_cast<std::size_t>(threads)) e.stacks.push_back(new_stack());
   e.kernel = &kernel;
-  tl_load_cache = {};  // allocations may have changed since the last launch
+  tl_load_begin = tl_load_end = 0;  // allocations may have changed since the last launch
   e.failure.clear();
   e.waits = 0;
   g_stats.launches.fetch_add(1, std::memory_order_relaxed);

@@ -137,7 +137,8 @@ int compute_capability() {
   return registry().sm;
 }
 
-constinit thread_local LoadCache tl_load_cache;
+constinit thread_local std::uintptr_t tl_load_begin = 0;
+constinit thread_local std::uintptr_t tl_load_end = 0;
 
 namespace {
 std::string load_text(const void* p, std::size_t bytes) {
@@ -159,7 +160,8 @@ void check_device_load(const void* p, std::size_t bytes) {
   if (it != r.blocks.begin()) {
     --it;
     if (it->second.second == Space::kDevice && a + bytes <= it->first + it->second.first) {
-      tl_load_cache = {it->first, it->first + it->second.first};
+      tl_load_begin = it->first;
+      tl_load_end = it->first + it->second.first;
       return;
     }
   }

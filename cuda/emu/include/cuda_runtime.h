@@ -173,13 +173,14 @@ std::uint64_t warp_exchange(unsigned mask, WarpOp op, int param, std::uint64_t v
 // A load from an address not aligned to its size: on a GPU the kernel faults (misaligned
 // address); here the thread throws and the launch fails.
 [[noreturn]] void misaligned_load(const void* p, std::size_t bytes);
-// The device allocation the host thread's kernel last loaded from ([begin, end), reset at each
-// launch); check_device_load finds the one holding [p, p + bytes) and caches it, or throws (a
-// load outside device memory: on a GPU an illegal address or a read of a neighbour's data).
-struct LoadCache {
-  std::uintptr_t begin = 0, end = 0;
-};
-extern constinit thread_local LoadCache tl_load_cache;
+// The device allocation the host thread's kernel last loaded from, [tl_load_begin, tl_load_end)
+// (reset at each launch); check_device_load finds the one holding [p, p + bytes) and caches it,
+// or throws (a load outside device memory: on a GPU an illegal address or a read of a
+// neighbour's data). Two scalars, not a struct read through a reference: g++ 12 with
+// -fsanitize=undefined miscompiled the null check of that reference inside the kernels (a `je`
+// on stale flags, so every aligned load reported a null pointer).
+extern constinit thread_local std::uintptr_t tl_load_begin;
+extern constinit thread_local std::uintptr_t tl_load_end;
 void check_device_load(const void* p, std::size_t bytes);
 
 }  // namespace fp8a_emu
@@ -220,8 +221,8 @@ template <class T>
 T __ldg(const T* p) {
   const auto a = reinterpret_cast<std::uintptr_t>(p);
   if (a % alignof(T) != 0) ::fp8a_emu::misaligned_load(p, sizeof(T));
-  const ::fp8a_emu::LoadCache& c = ::fp8a_emu::tl_load_cache;
-  if (a < c.begin || a + sizeof(T) > c.end) ::fp8a_emu::check_device_load(p, sizeof(T));
+  if (a < ::fp8a_emu::tl_load_begin || a + sizeof(T) > ::fp8a_emu::tl_load_end)
+    ::fp8a_emu::check_device_load(p, sizeof(T));
   return *p;
 }
 inline float __uint_as_float(unsigned u) {
