@@ -119,6 +119,8 @@ int main(int argc, char** argv) {
     std::printf("d2d_copy bytes=%zu median_s=%.6f bandwidth_GB_per_s=%.1f (read+write) read_once_floor_s=%.6f\n",
                 bytes, t_copy, bw / 1e9, read_floor);
     check(cudaFree(copy), "cudaFree");
+    check(cudaEventDestroy(e0), "event");
+    check(cudaEventDestroy(e1), "event");
 
     const fp8a::cuda::CudaBackend backend;
     const fp8a::cuda::DeviceMatrix m{x, fp8a::DType::kBF16, 1, elements};
@@ -168,6 +170,7 @@ int main(int argc, char** argv) {
         std::printf("  %-45s %-10s alone %.6f s (%.6f s over the statistics pass)\n", c.recipe.spec().c_str(),
                     fp8a::orientation_name(c.orientation), s1, s1 - stats_only);
       }
+      check(cudaFree(x), "cudaFree");
       return 0;
     }
 
