@@ -123,26 +123,26 @@ TEST_CASE("run --device cuda (emulated) == run --device cpu on the sample, with 
   check_same_table(ct::read_csv(ct::slurp(out.path / "cpu/metrics.csv")),
                    ct::read_csv(ct::slurp(out.path / "a100/metrics.csv")), "a100 metrics.csv");
 
-  // A GPU older than the build's oldest kernels (a T4, sm_75): a one-line usage error, exit 2.
-  const auto t4 = ct::run("run --capture " + ct::shell_quote(sample) + " --device cuda --out " +
-                              ct::shell_quote((out.path / "t4").string()),
-                          "FP8A_CUDA_EMULATION_SM=75");
-  CHECK(t4.rc == 2);
-  CHECK(t4.err.find("--device cuda: ") != std::string::npos);
-  CHECK(t4.err.find("sm_75") != std::string::npos);
-  CHECK(t4.err.find("is older than this build's kernels (sm_80; rebuild with CMAKE_CUDA_ARCHITECTURES=75)") !=
+  // `run --device cuda` on a GPU it cannot use: a one-line usage error, exit 2, no metrics.csv.
+  const auto refused = [&](const std::string& name, const std::string& env) {
+    const auto r = ct::run("run --capture " + ct::shell_quote(sample) + " --device cuda --out " +
+                               ct::shell_quote((out.path / name).string()),
+                           env);
+    CHECK(r.rc == 2);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK(!std::filesystem::exists(out.path / name / "metrics.csv"));
+    return r.err;
+  };
+  // A GPU older than the build's oldest kernels (a T4, sm_75): not even the output directory.
+  const std::string t4 = refused("t4", "FP8A_CUDA_EMULATION_SM=75");
+  CHECK(t4.find("--device cuda: ") != std::string::npos);
+  CHECK(t4.find("sm_75") != std::string::npos);
+  CHECK(t4.find("is older than this build's kernels (sm_80; rebuild with CMAKE_CUDA_ARCHITECTURES=75)") !=
         std::string::npos);
-  CHECK(std::count(t4.err.begin(), t4.err.end(), '\n') == 1);
   CHECK(!std::filesystem::exists(out.path / "t4"));
-
-  // A GPU with too little free memory: a one-line usage error, exit 2, no output files.
-  const auto small = ct::run("run --capture " + ct::shell_quote(sample) + " --device cuda --out " +
-                                 ct::shell_quote((out.path / "small").string()),
-                             "FP8A_CUDA_EMULATION_MEMORY=20971520");
-  CHECK(small.rc == 2);
-  CHECK(small.err.rfind("fp8-advisor: error: [fp8a.cuda.803] CUDA device 0 has 20 MiB of free memory", 0) == 0);
-  CHECK(std::count(small.err.begin(), small.err.end(), '\n') == 1);
-  CHECK(!std::filesystem::exists(out.path / "small" / "metrics.csv"));
+  // A GPU with too little free memory.
+  CHECK(refused("small", "FP8A_CUDA_EMULATION_MEMORY=20971520")
+            .rfind("fp8-advisor: error: [fp8a.cuda.803] CUDA device 0 has 20 MiB of free memory", 0) == 0);
 
   // auto stays on the CPU until the CUDA backend has passed the GPU checks.
   const auto r = ct::run("run --capture " + ct::shell_quote(sample) + " --no-gemms --out " +
