@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "datasets/capture.hpp"
-#include "engine/core/error.hpp"
-#include "engine/core/scale.hpp"
+#include "core/error.hpp"
+#include "core/scale.hpp"
 #include "bench/bench_common.hpp"
 #include "engine/cpu_backend.hpp"
 

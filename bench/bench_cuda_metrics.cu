@@ -24,9 +24,9 @@
 #include "cuda/cuda_backend.hpp"
 #include "cuda/device_info.hpp"
 #include "cuda/launch.cuh"
-#include "engine/core/error.hpp"
-#include "engine/core/fp8_codec.hpp"
-#include "engine/core/scale.hpp"
+#include "core/error.hpp"
+#include "core/fp8_codec.hpp"
+#include "core/scale.hpp"
 
 namespace {
 

@@ -2,8 +2,8 @@
 
 #include <string>
 
-#include "engine/core/error.hpp"
-#include "engine/core/suggest.hpp"
+#include "core/error.hpp"
+#include "core/suggest.hpp"
 #include "engine/cpu_backend.hpp"
 
 #if FP8A_WITH_CUDA

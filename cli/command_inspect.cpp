@@ -5,7 +5,7 @@
 #include <iostream>
 
 #include "cli/options.hpp"
-#include "engine/core/error.hpp"
+#include "core/error.hpp"
 #include "datasets/capture.hpp"
 #include "engine/cpu_backend.hpp"
 #include "reports/text_table.hpp"

@@ -4,8 +4,8 @@
 
 #include "cli/options.hpp"
 #include "datasets/synth.hpp"
-#include "engine/core/error.hpp"
-#include "engine/core/suggest.hpp"
+#include "core/error.hpp"
+#include "core/suggest.hpp"
 #include "reports/atomic_file.hpp"
 
 namespace fp8a::cli {

@@ -5,8 +5,8 @@
 
 #include "cli/options.hpp"
 #include "cli/version.hpp"
-#include "engine/core/error.hpp"
-#include "engine/core/suggest.hpp"
+#include "core/error.hpp"
+#include "core/suggest.hpp"
 
 namespace {
 

@@ -2,8 +2,8 @@
 
 #include <ostream>
 
-#include "engine/core/error.hpp"
-#include "engine/core/suggest.hpp"
+#include "core/error.hpp"
+#include "core/suggest.hpp"
 
 namespace fp8a::cli {
 

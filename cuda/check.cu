@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "engine/core/error.hpp"
+#include "core/error.hpp"
 
 namespace fp8a::cuda {
 

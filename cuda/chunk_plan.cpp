@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "engine/core/error.hpp"
+#include "core/error.hpp"
 
 namespace fp8a::cuda {
 

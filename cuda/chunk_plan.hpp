@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/core/tensor_view.hpp"
+#include "core/tensor_view.hpp"
 
 namespace fp8a::cuda {
 

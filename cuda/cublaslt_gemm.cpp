@@ -10,7 +10,7 @@
 #include "cuda/check.hpp"
 #include "cuda/cuda_backend.hpp"
 #include "cuda/device_memory.hpp"
-#include "engine/core/error.hpp"
+#include "core/error.hpp"
 
 namespace fp8a::cuda {
 

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "engine/core/block_scale.hpp"
-#include "engine/core/error.hpp"
+#include "core/block_scale.hpp"
+#include "core/error.hpp"
 
 namespace fp8a::cuda {
 

@@ -12,7 +12,7 @@
 // so cuBLASLt's (m, n, k) is (n_padded, m_padded, k_padded), and the caller's D is the top-left
 // [m, n] corner. A_SCALE_* describe b, B_SCALE_* describe a.
 //
-// Quantisation happens here, on the host, with the codec and block-scale functions of engine/core
+// Quantisation happens here, on the host, with the codec and block-scale functions of core
 // that the emulated path uses, so the FP8 operands cuBLASLt multiplies decode exactly to the
 // emulated ones (lt_dequantize; tests/cuda/test_cuda_host.cpp checks it bit for bit).
 #pragma once

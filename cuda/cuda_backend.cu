@@ -16,7 +16,7 @@
 #include "cuda/metrics_per_tensor.cuh"
 #include "cuda/partials.hpp"
 #include "cuda/stats.cuh"
-#include "engine/core/error.hpp"
+#include "core/error.hpp"
 #include "engine/cpu_backend.hpp"
 
 namespace fp8a::cuda {

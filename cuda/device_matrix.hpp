@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "engine/core/tensor_view.hpp"
+#include "core/tensor_view.hpp"
 
 namespace fp8a::cuda {
 

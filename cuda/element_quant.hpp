@@ -10,12 +10,12 @@
 //   sums over finite x only, in float64:   (x - deq)^2, x * deq, deq^2
 // On sm_89+ the cast is the hardware conversion (cvt.rn.satfinite.e4m3x2.f32 and back through
 // f16, both exact); elsewhere, and on the host, the shared software round trip of
-// engine/core/fp8_codec.hpp, which equals it for every non-NaN input (tests/cuda/test_cuda_codec).
+// core/fp8_codec.hpp, which equals it for every non-NaN input (tests/cuda/test_cuda_codec).
 #pragma once
 
 #include <cstdint>
 
-#include "engine/core/block_scale.hpp"
+#include "core/block_scale.hpp"
 
 // FP8A_CUDA_FP8_INTRINSICS: the FP8 conversions go through cuda_fp8.h's intrinsics, which are the
 // hardware cvt instructions on sm_89+. FP8A_NV_FP8_ON_HOST compiles the same calls for the host,
@@ -225,7 +225,7 @@ struct BlockedParams {
   std::int64_t block_rows = 1, block_cols = 128;
 };
 
-// The scale of one block from its amax over non-NaN elements (engine/core/block_scale.hpp).
+// The scale of one block from its amax over non-NaN elements (core/block_scale.hpp).
 FP8A_HD ScalePair block_scale(const BlockedParams& p, float amax) {
   return fp8a::block_scale(p.kind, p.format, p.pow2_scales, p.mx_rule, p.value_for_inf, amax);
 }

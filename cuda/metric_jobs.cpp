@@ -1,7 +1,7 @@
 #include "cuda/metric_jobs.hpp"
 
 #include "cuda/partials.hpp"
-#include "engine/core/error.hpp"
+#include "core/error.hpp"
 
 namespace fp8a::cuda {
 

@@ -5,7 +5,7 @@
 #include "cuda/launch.cuh"
 #include "cuda/metrics_per_tensor.cuh"
 #include "cuda/reduce.cuh"
-#include "engine/core/error.hpp"
+#include "core/error.hpp"
 
 namespace fp8a::cuda {
 

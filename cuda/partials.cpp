@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <limits>
 
-#include "engine/core/error.hpp"
-#include "engine/core/scale.hpp"
+#include "core/error.hpp"
+#include "core/scale.hpp"
 
 namespace fp8a::cuda {
 

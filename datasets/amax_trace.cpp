@@ -13,7 +13,7 @@
 #include <unordered_map>
 
 #include "datasets/capture.hpp"
-#include "engine/core/error.hpp"
+#include "core/error.hpp"
 
 namespace fp8a {
 

@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "datasets/file_system.hpp"
-#include "engine/core/recipe.hpp"
+#include "core/recipe.hpp"
 
 namespace fp8a {
 

@@ -8,7 +8,7 @@
 #include "datasets/npy.hpp"
 #include "datasets/safetensors.hpp"
 #include "datasets/torch_zip.hpp"
-#include "engine/core/error.hpp"
+#include "core/error.hpp"
 
 namespace fp8a {
 

@@ -13,8 +13,8 @@
 
 #include "datasets/file_system.hpp"
 #include "datasets/npy.hpp"
-#include "engine/core/recipe.hpp"
-#include "engine/core/tensor_view.hpp"
+#include "core/recipe.hpp"
+#include "core/tensor_view.hpp"
 
 namespace fp8a {
 

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "engine/core/error.hpp"
+#include "core/error.hpp"
 
 namespace fp8a {
 

@@ -5,7 +5,7 @@
 #include <map>
 
 #include "datasets/stored_zip.hpp"
-#include "engine/core/error.hpp"
+#include "core/error.hpp"
 
 namespace fp8a {
 

@@ -43,7 +43,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/core/tensor_view.hpp"
+#include "core/tensor_view.hpp"
 
 namespace fp8a {
 

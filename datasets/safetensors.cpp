@@ -6,7 +6,7 @@
 #include <set>
 #include <vector>
 
-#include "engine/core/error.hpp"
+#include "core/error.hpp"
 
 namespace fp8a {
 

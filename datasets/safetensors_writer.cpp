@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "engine/core/error.hpp"
+#include "core/error.hpp"
 
 namespace fp8a {
 

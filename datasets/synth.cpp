@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "datasets/safetensors_writer.hpp"
-#include "engine/core/error.hpp"
-#include "engine/core/fp8_codec.hpp"
+#include "core/error.hpp"
+#include "core/fp8_codec.hpp"
 
 namespace fp8a {
 

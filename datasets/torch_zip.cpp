@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "datasets/stored_zip.hpp"
-#include "engine/core/error.hpp"
+#include "core/error.hpp"
 
 namespace fp8a {
 

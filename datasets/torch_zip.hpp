@@ -47,7 +47,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/core/tensor_view.hpp"
+#include "core/tensor_view.hpp"
 
 namespace fp8a {
 

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/metrics.hpp"
-#include "engine/core/recipe.hpp"
-#include "engine/core/tensor_view.hpp"
+#include "core/metrics.hpp"
+#include "core/recipe.hpp"
+#include "core/tensor_view.hpp"
 
 namespace fp8a {
 

@@ -10,9 +10,9 @@
 #include <cmath>
 #include <limits>
 
-#include "engine/core/error.hpp"
+#include "core/error.hpp"
 #include "engine/fake_quant.hpp"
-#include "engine/core/scale.hpp"
+#include "core/scale.hpp"
 
 namespace fp8a {
 

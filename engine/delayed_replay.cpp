@@ -3,7 +3,7 @@
 #include <cfloat>
 #include <cmath>
 
-#include "engine/core/error.hpp"
+#include "core/error.hpp"
 
 namespace fp8a {
 

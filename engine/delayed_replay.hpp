@@ -12,7 +12,7 @@
 #include <map>
 #include <string>
 
-#include "engine/core/recipe.hpp"
+#include "core/recipe.hpp"
 
 namespace fp8a {
 

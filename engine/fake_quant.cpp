@@ -4,8 +4,8 @@
 #include <cmath>
 #include <vector>
 
-#include "engine/core/block_scale.hpp"
-#include "engine/core/error.hpp"
+#include "core/block_scale.hpp"
+#include "core/error.hpp"
 
 namespace fp8a {
 

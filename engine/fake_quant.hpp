@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <limits>
 
-#include "engine/core/recipe.hpp"
-#include "engine/core/tensor_view.hpp"
+#include "core/recipe.hpp"
+#include "core/tensor_view.hpp"
 
 namespace fp8a {
 

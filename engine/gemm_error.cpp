@@ -11,7 +11,7 @@
 #include <span>
 #include <string>
 
-#include "engine/core/error.hpp"
+#include "core/error.hpp"
 #include "engine/cpu_backend.hpp"
 #include "engine/fake_quant.hpp"
 

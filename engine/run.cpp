@@ -6,7 +6,7 @@
 #include <limits>
 #include <map>
 
-#include "engine/core/scale.hpp"
+#include "core/scale.hpp"
 
 namespace fp8a {
 

@@ -23,9 +23,9 @@ mkdir -p "$work/corpus"
 
 sources=(tests/fuzz/fuzz_inputs.cpp datasets/file_system.cpp datasets/safetensors.cpp
          datasets/capture.cpp datasets/amax_trace.cpp datasets/npy.cpp datasets/stored_zip.cpp
-         datasets/torch_zip.cpp engine/core/error.cpp engine/core/recipe.cpp)
+         datasets/torch_zip.cpp core/error.cpp core/recipe.cpp)
 bin=$work/fuzz_inputs
-if [ ! -x "$bin" ] || [ -n "$(find "${sources[@]}" datasets/*.hpp engine/core/*.hpp tests/support/in_file.hpp -newer "$bin" | head -n 1)" ]; then
+if [ ! -x "$bin" ] || [ -n "$(find "${sources[@]}" datasets/*.hpp core/*.hpp tests/support/in_file.hpp -newer "$bin" | head -n 1)" ]; then
   echo "== build $bin ($cxx, libFuzzer + ASan + UBSan)"
   "$cxx" -std=c++20 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
     -fno-sanitize-recover=undefined -I. "${sources[@]}" -o "$bin"

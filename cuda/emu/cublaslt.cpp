@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "cuda/emu/runtime_internal.hpp"
-#include "engine/core/fp8_codec.hpp"
+#include "core/fp8_codec.hpp"
 
 struct cublasLtContext {
   int live = 1;

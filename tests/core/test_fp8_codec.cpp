@@ -6,7 +6,7 @@
 #include <ios>
 #include <random>
 
-#include "engine/core/fp8_codec.hpp"
+#include "core/fp8_codec.hpp"
 #include "support/fp8_ref.hpp"
 
 namespace {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "engine/core/metrics.hpp"
+#include "core/metrics.hpp"
 
 TEST_CASE("derived metrics from sums") {
   fp8a::TensorStats st;

@@ -1,7 +1,7 @@
 #include <doctest/doctest.h>
 
-#include "engine/core/error.hpp"
-#include "engine/core/recipe.hpp"
+#include "core/error.hpp"
+#include "core/recipe.hpp"
 
 using fp8a::Error;
 

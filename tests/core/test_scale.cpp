@@ -4,7 +4,7 @@
 #include <cfloat>
 #include <cmath>
 
-#include "engine/core/scale.hpp"
+#include "core/scale.hpp"
 
 TEST_CASE("current scaling: fp8_max / amax in fp32") {
   CHECK(fp8a::scale_from_amax(1.0f, 448.0f, false, 0.0f) == 448.0f);

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "engine/backend.hpp"
-#include "engine/core/fp8_codec.hpp"
-#include "engine/core/scale.hpp"
-#include "engine/core/tensor_view.hpp"
+#include "core/fp8_codec.hpp"
+#include "core/scale.hpp"
+#include "core/tensor_view.hpp"
 #include "tests/support/fills.hpp"
 
 namespace fp8a::cuda_test {

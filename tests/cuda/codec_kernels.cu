@@ -5,7 +5,7 @@
 #include <string>
 
 #include "cuda/element_quant.hpp"
-#include "engine/core/fp8_codec.hpp"
+#include "core/fp8_codec.hpp"
 #include "tests/cuda/codec_kernels.cuh"
 
 namespace fp8a::cuda_test {

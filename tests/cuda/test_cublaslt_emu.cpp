@@ -10,7 +10,7 @@
 #include <initializer_list>
 #include <vector>
 
-#include "engine/core/fp8_codec.hpp"
+#include "core/fp8_codec.hpp"
 
 namespace {
 

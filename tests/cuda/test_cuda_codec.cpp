@@ -10,7 +10,7 @@
 
 #include "cuda/device_info.hpp"
 #include "tests/cuda/gpu_test_main.hpp"
-#include "engine/core/fp8_codec.hpp"
+#include "core/fp8_codec.hpp"
 #include "tests/cuda/codec_kernels.cuh"
 
 namespace {

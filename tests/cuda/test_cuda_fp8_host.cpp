@@ -3,7 +3,7 @@
 // cuda_fp8.h's intrinsics (cvt.rn.satfinite.e4m3x2.f32 and cvt.rn.f16x2.e4m3x2, E5M2 likewise);
 // compiled for the host with FP8A_NV_FP8_ON_HOST, the same calls run cuda_fp8.h's software
 // implementation of those instructions, NVIDIA's own (a float -> double -> FP8 rounding written
-// independently of ours). Checked against the shared codec of engine/core/fp8_codec.hpp that the
+// independently of ours). Checked against the shared codec of core/fp8_codec.hpp that the
 // CPU backend and the other kernels use:
 //   - __nv_cvt_float_to_fp8(x, __NV_SATFINITE, E4M3/E5M2) == encode_e4m3/encode_e5m2(x);
 //   - fp8_round_trip<F> and fp8_round_trip_x2<F> (the kernels' code, intrinsic path) ==
@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "cuda/element_quant.hpp"
-#include "engine/core/fp8_codec.hpp"
+#include "core/fp8_codec.hpp"
 
 static_assert(FP8A_CUDA_FP8_INTRINSICS == 1, "the intrinsic path must be the one under test");
 

@@ -22,7 +22,7 @@
 #include "cuda/element_quant.hpp"
 #include "cuda/metric_jobs.hpp"
 #include "cuda/partials.hpp"
-#include "engine/core/error.hpp"
+#include "core/error.hpp"
 #include "engine/cpu_backend.hpp"
 #include "engine/fake_quant.hpp"
 #include "tests/cuda/backend_compare.hpp"

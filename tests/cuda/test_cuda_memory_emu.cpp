@@ -16,7 +16,7 @@
 #include "cuda/cuda_backend.hpp"
 #include "cuda/device_memory.hpp"
 #include "cuda/partials.hpp"
-#include "engine/core/error.hpp"
+#include "core/error.hpp"
 #include "engine/cpu_backend.hpp"
 #include "tests/cuda/backend_compare.hpp"
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "datasets/amax_trace.hpp"
-#include "engine/core/error.hpp"
+#include "core/error.hpp"
 
 using fp8a::AmaxSeries;
 using fp8a::AmaxTrace;

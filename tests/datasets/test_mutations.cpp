@@ -21,7 +21,7 @@
 #include "datasets/amax_trace.hpp"
 #include "datasets/capture.hpp"
 #include "datasets/file_system.hpp"
-#include "engine/core/error.hpp"
+#include "core/error.hpp"
 #include "safetensors_builder.hpp"
 #include "support/in_file.hpp"
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "datasets/npy.hpp"
-#include "engine/core/error.hpp"
+#include "core/error.hpp"
 
 using fp8a::DType;
 using fp8a::Error;

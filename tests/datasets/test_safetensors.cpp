@@ -10,7 +10,7 @@
 
 #include "datasets/safetensors.hpp"
 #include "datasets/safetensors_builder.hpp"
-#include "engine/core/error.hpp"
+#include "core/error.hpp"
 
 using fp8a::Error;
 using fp8a::parse_safetensors;

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "datasets/torch_zip.hpp"
-#include "engine/core/error.hpp"
-#include "engine/core/tensor_view.hpp"
+#include "core/error.hpp"
+#include "core/tensor_view.hpp"
 
 using fp8a::DType;
 using fp8a::Error;

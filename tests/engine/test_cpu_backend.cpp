@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "engine/core/fp8_codec.hpp"
+#include "core/fp8_codec.hpp"
 #include "engine/cpu_backend.hpp"
 #include "support/close.hpp"
 #include "support/fills.hpp"

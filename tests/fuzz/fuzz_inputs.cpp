@@ -23,8 +23,8 @@
 #include "datasets/file_system.hpp"
 #include "datasets/npy.hpp"
 #include "datasets/torch_zip.hpp"
-#include "engine/core/error.hpp"
-#include "engine/core/recipe.hpp"
+#include "core/error.hpp"
+#include "core/recipe.hpp"
 #include "tests/support/in_file.hpp"
 
 namespace {

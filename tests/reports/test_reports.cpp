@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "engine/core/error.hpp"
+#include "core/error.hpp"
 #include "policies/layer_summary.hpp"
 #include "reports/atomic_file.hpp"
 #include "reports/console_table.hpp"

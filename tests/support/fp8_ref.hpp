@@ -1,5 +1,5 @@
 // Deliberately simple, independent FP8 references for tests. They share no code with
-// engine/core: values come from the OCP OFP8 definition evaluated in double with std::ldexp, and
+// core: values come from the OCP OFP8 definition evaluated in double with std::ldexp, and
 // encoding is a nearest-value search over the table of all finite codes.
 #pragma once
 

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "engine/core/fp8_codec.hpp"
+#include "core/fp8_codec.hpp"
 
 namespace fp8a {
 

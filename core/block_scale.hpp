@@ -2,8 +2,8 @@
 // kernels (host and device), so both backends agree by construction.
 #pragma once
 
-#include "engine/core/recipe.hpp"
-#include "engine/core/scale.hpp"
+#include "core/recipe.hpp"
+#include "core/scale.hpp"
 
 namespace fp8a {
 

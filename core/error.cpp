@@ -1,4 +1,4 @@
-#include "engine/core/error.hpp"
+#include "core/error.hpp"
 
 namespace fp8a {
 

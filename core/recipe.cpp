@@ -1,11 +1,11 @@
-#include "engine/core/recipe.hpp"
+#include "core/recipe.hpp"
 
 #include <charconv>
 #include <cmath>
 
-#include "engine/core/error.hpp"
-#include "engine/core/scale.hpp"
-#include "engine/core/suggest.hpp"
+#include "core/error.hpp"
+#include "core/scale.hpp"
+#include "core/suggest.hpp"
 
 namespace fp8a {
 

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "engine/core/host_device.hpp"
+#include "core/host_device.hpp"
 
 namespace fp8a {
 

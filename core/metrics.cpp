@@ -1,4 +1,4 @@
-#include "engine/core/metrics.hpp"
+#include "core/metrics.hpp"
 
 #include <algorithm>
 #include <cmath>

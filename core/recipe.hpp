@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/core/fp8_codec.hpp"
+#include "core/fp8_codec.hpp"
 
 namespace fp8a {
 
