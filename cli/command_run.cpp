@@ -14,14 +14,16 @@
 #include "core/suggest.hpp"
 #include "datasets/capture.hpp"
 #include "engine/run.hpp"
-#include "policies/layer_summary.hpp"
-#include "reports/atomic_file.hpp"
 #include "engine/gemm_error.hpp"
 #include "engine/logged_stats.hpp"
+#include "policies/layer_summary.hpp"
+#include "policies/logged_stats_summary.hpp"
+#include "policies/nonfinite.hpp"
+#include "reports/artifact.hpp"
+#include "reports/atomic_file.hpp"
 #include "reports/console_table.hpp"
 #include "reports/gemms_csv.hpp"
 #include "reports/metrics_csv.hpp"
-#include "reports/number_format.hpp"
 #include "reports/nvdlfw_csv.hpp"
 #include "reports/summary_json.hpp"
 
@@ -37,27 +39,6 @@ std::string recipe_help() {
   std::string s = "comma-separated recipe specs (default: all kinds); kinds:";
   for (const auto& k : kRecipeKinds) s += std::string("\n  ") + k.name + ": " + k.summary;
   return s;
-}
-
-// One line on the nvdlfw_inspect statistics: how many were paired with ours, the largest
-// differences, and what to do about the rest.
-std::string logged_stats_line(const LoggedStatsSummary& s, bool training_recipe_given) {
-  std::string line = "nvdlfw_inspect FP8 statistics: " + std::to_string(s.logged) + " logged, " +
-                     std::to_string(s.paired) + " beside our numbers";
-  if (!s.max_abs_difference.empty()) {
-    line += " (largest |ours - logged|:";
-    bool first = true;
-    for (const auto& [name, d] : s.max_abs_difference) {
-      line += (first ? " " : ", ") + name + " " + format_number(d);
-      first = false;
-    }
-    line += ")";
-  }
-  if (s.paired < s.logged)
-    line += std::string("; the others are for tensors or steps not captured") +
-            (training_recipe_given ? "" : " or for the training recipe (--training-recipe)") +
-            ", see the note column";
-  return line + "\n";
 }
 
 }  // namespace
@@ -158,18 +139,10 @@ int command_run(const Invocation& inv) {
   const auto rows = evaluate_captures(captures, info.config, *backend);
   info.evaluate_seconds = seconds_since(t0);
 
-  // Non-finite elements: one warning per tensor (rows repeat a tensor once per evaluation).
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const auto& r = rows[i];
-    if (i > 0 && rows[i - 1].key == r.key) continue;
-    if (r.stats.nan_count + r.stats.inf_count == 0) continue;
-    const std::string what = r.file + ": tensor '" + r.tensor_name + "' holds " +
-                             std::to_string(r.stats.nan_count) + " NaN and " +
-                             std::to_string(r.stats.inf_count) + " Inf elements";
-    if (vm.count("fail-on-nonfinite") != 0)
-      throw input_error("fp8a.capture.406", what + " (--fail-on-nonfinite)");
-    info.warnings.push_back(what + "; they are counted and left out of the error sums");
-  }
+  const NonFiniteVerdict nonfinite = judge_nonfinite(
+      rows, vm.count("fail-on-nonfinite") != 0 ? NonFiniteAction::kFail : NonFiniteAction::kWarn);
+  if (nonfinite.failure) throw input_error("fp8a.capture.406", *nonfinite.failure);
+  info.warnings = nonfinite.warnings;
   for (const auto& w : info.warnings) std::cerr << "fp8-advisor: warning: " << w << "\n";
 
   std::vector<GemmRow> gemms;
@@ -183,45 +156,38 @@ int command_run(const Invocation& inv) {
     for (const auto& s : skipped) info.warnings.push_back("gemms: " + s);
   }
 
-  std::string nvdlfw_csv;
+  // The files of the run, in the order they are written and listed.
+  std::vector<Artifact> artifacts;
+  artifacts.push_back(render_metrics_csv(rows));
+  if (vm.count("no-gemms") == 0) artifacts.push_back(render_gemms_csv(gemms));
   if (!trace.fp8_stats.empty()) {
     const auto compared = compare_logged_stats(trace.fp8_stats, rows, training_recipe);
     info.logged_stats = summarize_logged_stats(compared);
-    nvdlfw_csv = render_nvdlfw_csv(compared, trace.files);
+    artifacts.push_back(render_nvdlfw_csv(compared, trace.files));
   } else if (training_recipe) {
     const std::string w = "--training-recipe: no nvdlfw_inspect FP8 statistics (LogFp8TensorStats) "
                           "in the --amax-trace files, nothing to compare";
     std::cerr << "fp8-advisor: warning: " << w << "\n";
     info.warnings.push_back(w);
   }
-
   const auto layers = summarize_layers(rows);
-  const std::string csv = render_metrics_csv(rows);
-  const std::string gemms_csv = render_gemms_csv(gemms);
-  info.outputs = {"metrics.csv"};
-  if (vm.count("no-gemms") == 0) info.outputs.push_back("gemms.csv");
-  if (info.logged_stats) info.outputs.push_back("nvdlfw_stats.csv");
+  for (const auto& a : artifacts) info.outputs.push_back(a.name);
   info.outputs.push_back("summary.json");
-  const std::string summary = render_summary_json(info, rows, layers);
-  ensure_output_directory(out_dir);
-  write_file_atomically(out_dir + "/metrics.csv", csv);
-  if (vm.count("no-gemms") == 0) write_file_atomically(out_dir + "/gemms.csv", gemms_csv);
-  if (info.logged_stats) write_file_atomically(out_dir + "/nvdlfw_stats.csv", nvdlfw_csv);
-  write_file_atomically(out_dir + "/summary.json", summary);
+  artifacts.push_back(render_summary_json(info, rows, layers));
 
+  ensure_output_directory(out_dir);
+  std::string wrote;
+  for (const auto& a : artifacts) {
+    write_file_atomically(out_dir + "/" + a.name, a.contents);
+    wrote += (wrote.empty() ? "wrote " : ", ") + out_dir + "/" + a.name +
+             (a.note.empty() ? "" : " (" + a.note + ")");
+  }
   std::cout << "fp8-advisor " << FP8A_VERSION << ": " << captures.tensors.size() << " tensors from "
             << captures.files.size() << " file(s), " << info.config.recipes.size()
             << " recipe(s), format " << training_format_name(info.config.format) << ", backend "
             << info.backend << " (" << info.device << ")\n\n"
-            << render_layer_table(layers) << "\nwrote " << out_dir << "/metrics.csv ("
-            << std::count_if(rows.begin(), rows.end(),
-                             [](const auto& r) { return r.applicability.ok; })
-            << " rows), " << (vm.count("no-gemms") == 0 ? out_dir + "/gemms.csv (" + std::to_string(gemms.size()) + " rows), " : std::string())
-            << (info.logged_stats ? out_dir + "/nvdlfw_stats.csv (" +
-                                        std::to_string(info.logged_stats->logged) + " rows), "
-                                  : std::string())
-            << out_dir << "/summary.json\n";
-  if (info.logged_stats) std::cout << logged_stats_line(*info.logged_stats, training_recipe.has_value());
+            << render_layer_table(layers) << "\n" << wrote << "\n";
+  if (info.logged_stats) std::cout << render_logged_stats_line(*info.logged_stats, training_recipe.has_value());
   return kExitOk;
 }
 

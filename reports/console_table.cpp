@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "reports/number_format.hpp"
 #include "reports/text_table.hpp"
 
 namespace fp8a {
@@ -31,6 +32,25 @@ std::string render_layer_table(std::span<const LayerSummary> layers) {
                      fixed(l.min_cos.value, 6), fixed(l.max_underflow_pct.value, 3),
                      fixed(l.max_saturated_pct.value, 3)});
   return render_text_table(head, cells, {true, true, false, true, false, false, false});
+}
+
+std::string render_logged_stats_line(const LoggedStatsSummary& s, bool training_recipe_given) {
+  std::string line = "nvdlfw_inspect FP8 statistics: " + std::to_string(s.logged) + " logged, " +
+                     std::to_string(s.paired) + " beside our numbers";
+  if (!s.max_abs_difference.empty()) {
+    line += " (largest |ours - logged|:";
+    bool first = true;
+    for (const auto& [name, d] : s.max_abs_difference) {
+      line += (first ? " " : ", ") + name + " " + format_number(d);
+      first = false;
+    }
+    line += ")";
+  }
+  if (s.paired < s.logged)
+    line += std::string("; the others are for tensors or steps not captured") +
+            (training_recipe_given ? "" : " or for the training recipe (--training-recipe)") +
+            ", see the note column";
+  return line + "\n";
 }
 
 }  // namespace fp8a

@@ -12,7 +12,7 @@ namespace {
 std::string dim_field(std::int64_t v) { return v > 0 ? std::to_string(v) : std::string(); }
 }  // namespace
 
-std::string render_gemms_csv(std::span<const GemmRow> rows) {
+Artifact render_gemms_csv(std::span<const GemmRow> rows) {
   std::ostringstream out;
   out << csv_header(kGemmsCsvColumns);
   for (const auto& r : rows)
@@ -23,7 +23,7 @@ std::string render_gemms_csv(std::span<const GemmRow> rows) {
         << csv_field(r.engine) << ',' << csv_field(r.accumulation) << ',' << dim_field(r.m_padded)
         << ',' << dim_field(r.n_padded) << ',' << dim_field(r.k_padded) << ','
         << csv_field(r.note) << '\n';
-  return out.str();
+  return {"gemms.csv", out.str(), std::to_string(rows.size()) + " rows"};
 }
 
 }  // namespace fp8a

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "engine/gemm_error.hpp"
+#include "reports/artifact.hpp"
 
 namespace fp8a {
 
@@ -18,6 +19,7 @@ inline constexpr const char* kGemmsCsvColumns[] = {
     "rows_used", "sampled", "engine", "accumulation", "padded_m", "padded_n", "padded_k", "note",
 };
 
-std::string render_gemms_csv(std::span<const GemmRow> rows);
+// Note: the number of rows.
+Artifact render_gemms_csv(std::span<const GemmRow> rows);
 
 }  // namespace fp8a

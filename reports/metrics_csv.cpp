@@ -21,11 +21,13 @@ std::string optional_number(float v) { return std::isnan(v) ? std::string() : fo
 
 }  // namespace
 
-std::string render_metrics_csv(std::span<const EvaluationRow> rows) {
+Artifact render_metrics_csv(std::span<const EvaluationRow> rows) {
   std::ostringstream out;
   out << csv_header(kMetricsCsvColumns);
+  std::size_t written = 0;
   for (const auto& r : rows) {
     if (!r.applicability.ok) continue;
+    ++written;
     const auto& m = r.metrics;
     const auto& s = r.stats;
     const bool delayed = r.recipe.kind == RecipeKind::kPerTensorDelayed;
@@ -48,7 +50,7 @@ std::string render_metrics_csv(std::span<const EvaluationRow> rows) {
         << s.inf_count << ',' << dtype_name(r.input_dtype) << ',' << shape_text(r.shape) << ','
         << r.ranks << ',' << (delayed ? replay_mode_name(r.replay.mode) : "") << ',' << csv_field(r.file) << '\n';
   }
-  return out.str();
+  return {"metrics.csv", out.str(), std::to_string(written) + " rows"};
 }
 
 }  // namespace fp8a

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "engine/run.hpp"
+#include "reports/artifact.hpp"
 
 namespace fp8a {
 
@@ -20,8 +21,8 @@ inline constexpr const char* kMetricsCsvColumns[] = {
     "shape",         "ranks",           "replay",          "file",
 };
 
-// The whole file as text (header line included). Rows that a backend could not evaluate are
-// skipped here and listed in summary.json.
-std::string render_metrics_csv(std::span<const EvaluationRow> rows);
+// The whole file (header line included). Rows that a backend could not evaluate are skipped here
+// and listed in summary.json. Note: the number of rows written.
+Artifact render_metrics_csv(std::span<const EvaluationRow> rows);
 
 }  // namespace fp8a

@@ -1,7 +1,5 @@
 #include "reports/nvdlfw_csv.hpp"
 
-#include <algorithm>
-#include <cmath>
 #include <sstream>
 
 #include "reports/csv.hpp"
@@ -9,16 +7,8 @@
 
 namespace fp8a {
 
-std::string logged_statistic_name(const LoggedFp8Stat& s) {
-  std::string name = logged_recipe_name(s.recipe);
-  if (!name.empty()) name += '_';
-  name += logged_stat_name(s.stat);
-  if (s.columnwise) name += "_columnwise";
-  return name;
-}
-
-std::string render_nvdlfw_csv(std::span<const LoggedComparison> rows,
-                              std::span<const std::string> files) {
+Artifact render_nvdlfw_csv(std::span<const LoggedComparison> rows,
+                           std::span<const std::string> files) {
   std::ostringstream out;
   out << csv_header(kNvdlfwCsvColumns);
   for (const auto& c : rows) {
@@ -31,20 +21,7 @@ std::string render_nvdlfw_csv(std::span<const LoggedComparison> rows,
         << ',' << csv_field(s.file < files.size() ? files[s.file] : std::string()) << ',' << s.line
         << ',' << csv_field(c.note) << '\n';
   }
-  return out.str();
-}
-
-LoggedStatsSummary summarize_logged_stats(std::span<const LoggedComparison> rows) {
-  LoggedStatsSummary sum;
-  sum.logged = rows.size();
-  for (const auto& c : rows) {
-    if (!c.paired) continue;
-    ++sum.paired;
-    const double d = std::fabs(c.ours - c.logged->value);
-    auto [it, inserted] = sum.max_abs_difference.try_emplace(logged_statistic_name(*c.logged), d);
-    if (!inserted && !(it->second >= d)) it->second = d;  // NaN wins
-  }
-  return sum;
+  return {"nvdlfw_stats.csv", out.str(), std::to_string(rows.size()) + " rows"};
 }
 
 }  // namespace fp8a

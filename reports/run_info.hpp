@@ -7,7 +7,7 @@
 
 #include "datasets/capture.hpp"
 #include "engine/run.hpp"
-#include "reports/nvdlfw_csv.hpp"
+#include "policies/logged_stats_summary.hpp"
 
 namespace fp8a {
 

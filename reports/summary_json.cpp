@@ -22,8 +22,8 @@ ordered_json worst(const WorstValue& w) {
 
 }  // namespace
 
-std::string render_summary_json(const RunInfo& info, std::span<const EvaluationRow> rows,
-                                std::span<const LayerSummary> layers) {
+Artifact render_summary_json(const RunInfo& info, std::span<const EvaluationRow> rows,
+                             std::span<const LayerSummary> layers) {
   ordered_json j;
   j["tool"] = {{"name", "fp8-advisor"}, {"version", info.version}, {"git_revision", info.git_revision}};
   j["command_line"] = info.command_line;
@@ -109,7 +109,7 @@ std::string render_summary_json(const RunInfo& info, std::span<const EvaluationR
                           {"nonfinite_count", l.nonfinite_count}});
   j["layers"] = out_layers;
   j["warnings"] = info.warnings;
-  return j.dump(2) + "\n";
+  return {"summary.json", j.dump(2) + "\n", ""};
 }
 
 }  // namespace fp8a

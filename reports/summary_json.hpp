@@ -5,11 +5,13 @@
 #include <string>
 
 #include "policies/layer_summary.hpp"
+#include "reports/artifact.hpp"
 #include "reports/run_info.hpp"
 
 namespace fp8a {
 
-std::string render_summary_json(const RunInfo& info, std::span<const EvaluationRow> rows,
-                                std::span<const LayerSummary> layers);
+// info.outputs must already list every file of the run, summary.json included.
+Artifact render_summary_json(const RunInfo& info, std::span<const EvaluationRow> rows,
+                             std::span<const LayerSummary> layers);
 
 }  // namespace fp8a

@@ -100,8 +100,8 @@ TEST_CASE("metrics.csv, summary.json and the console table match their golden fi
   block.metrics.scale_inv_max = 0.5f;
   rows.push_back(block);
   const auto layers = fp8a::summarize_layers(rows);
-  check_golden("metrics.csv", fp8a::render_metrics_csv(rows));
-  check_golden("summary.json", fp8a::render_summary_json(fixed_info(), rows, layers));
+  check_golden("metrics.csv", fp8a::render_metrics_csv(rows).contents);
+  check_golden("summary.json", fp8a::render_summary_json(fixed_info(), rows, layers).contents);
   check_golden("table.txt", fp8a::render_layer_table(layers));
   fp8a::GemmRow g;
   g.step = 20;
@@ -127,7 +127,7 @@ TEST_CASE("metrics.csv, summary.json and the console table match their golden fi
   e.k_padded = 64;
   e.rel_fro_err = 0.0390625;
   e.note = "X E4M3 SCALAR_32F x W E4M3 SCALAR_32F, fast accumulation, FP32 output";
-  check_golden("gemms.csv", fp8a::render_gemms_csv(std::vector<fp8a::GemmRow>{g, e}));
+  check_golden("gemms.csv", fp8a::render_gemms_csv(std::vector<fp8a::GemmRow>{g, e}).contents);
 }
 
 TEST_CASE("atomic writes replace whole files and leave nothing behind on failure") {

@@ -1,0 +1,50 @@
+#include "reports/inspect_table.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "reports/text_table.hpp"
+
+namespace fp8a {
+
+namespace {
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::string general(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+}  // namespace
+
+std::string render_inspect_table(const CaptureSet& captures, std::span<const TensorStats> stats) {
+  const std::vector<std::string> head = {"step", "layer", "role", "dtype", "shape", "amax",
+                                         "amin", "range log2", "nan", "inf", "file"};
+  std::vector<std::vector<std::string>> cells;
+  for (std::size_t i = 0; i < stats.size(); ++i) {
+    const auto& t = captures.tensors[i];
+    const auto& s = stats[i];
+    cells.push_back({std::to_string(t.key.step), t.key.layer, role_name(t.key.role),
+                     dtype_name(t.view.dtype), shape_text(t.view.shape), general(s.amax),
+                     general(s.amin_nonzero < INFINITY ? s.amin_nonzero : 0.0f),
+                     general(s.dynamic_range_log2()), std::to_string(s.nan_count),
+                     std::to_string(s.inf_count), t.file});
+  }
+  std::string out = render_text_table(head, cells, {false, true, true, true, true, false, false,
+                                                    false, false, false, true});
+  std::size_t nonfinite = 0;
+  for (const auto& s : stats) nonfinite += (s.nan_count + s.inf_count) > 0;
+  out += "\n" + std::to_string(captures.tensors.size()) + " tensors in " +
+         std::to_string(captures.files.size()) + " file(s): valid";
+  if (nonfinite > 0) out += "; " + std::to_string(nonfinite) + " tensor(s) hold NaN or Inf";
+  return out + "\n";
+}
+
+}  // namespace fp8a
