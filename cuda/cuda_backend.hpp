@@ -1,7 +1,7 @@
 // The CUDA backend: engine/backend.hpp on one NVIDIA GPU (device 0). Same results as CpuBackend
 // for every recipe kind: integer counts, amax/amin and scales bit-identical, float64 sums equal to
 // within rounding order: at most 2 n 2^-53 relative for n elements (tests/cuda/test_cuda_backend.cpp,
-// run on a GPU and on the host emulation of cuda/emu).
+// run on a GPU and on the host emulation of tests/cuda_emu).
 //
 // Evaluation of one tensor, two passes:
 //   pass 1  statistics kernel (stats.cuh) -> TensorStats; the host then resolves every candidate

@@ -1,5 +1,5 @@
 // Every kernel launch of the CUDA stage goes through launch_kernel, so the same launch runs either
-// on a GPU (nvcc: the triple-chevron launch) or, in the host emulation of cuda/emu/ (tests without
+// on a GPU (nvcc: the triple-chevron launch) or, in the host emulation of tests/cuda_emu/ (tests without
 // a GPU), as CUDA threads on host fibers with the emulated block and warp semantics.
 #pragma once
 

@@ -19,7 +19,7 @@
 namespace fp8a::cuda {
 
 // At most this many thread blocks per launch (so at most this many records per candidate). The
-// host emulation (cuda/emu) caps grids at 8 blocks: an emulated block costs far more than its
+// host emulation (tests/cuda_emu) caps grids at 8 blocks: an emulated block costs far more than its
 // elements, and with small grids the tests' grid-stride loops go round many times.
 #if defined(FP8A_CUDA_EMULATION)
 inline constexpr int kMaxGridBlocks = 8;

@@ -29,7 +29,7 @@ __device__ T warp_reduce(T v, Op op) {
 }
 
 // Every lane ends with the max of the warp's 32 values (all lanes must take part). The host
-// emulation (cuda/emu) takes the sm_80+ path, as the sm_90 build does.
+// emulation (tests/cuda_emu) takes the sm_80+ path, as the sm_90 build does.
 __device__ inline std::uint32_t warp_max_all(std::uint32_t v) {
 #if __CUDA_ARCH__ >= 800 || defined(FP8A_CUDA_EMULATION)
   return __reduce_max_sync(0xFFFFFFFFu, v);

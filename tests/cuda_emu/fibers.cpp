@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda/emu/runtime_internal.hpp"
+#include "tests/cuda_emu/runtime_internal.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>

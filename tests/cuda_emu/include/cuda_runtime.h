@@ -1,5 +1,5 @@
 // Host emulation of the part of the CUDA runtime and kernel language that fp8-advisor's CUDA stage
-// uses (cuda/emu/README.md). Only targets built for the emulation (FP8A_CUDA_EMULATION) see this
+// uses (tests/cuda_emu/README.md). Only targets built for the emulation (FP8A_CUDA_EMULATION) see this
 // file, in place of the toolkit's <cuda_runtime.h>; the kernels and the backend are compiled
 // unchanged by the host compiler and run with these semantics:
 //   - one emulated device (sm_90 unless set: fp8a_emu::set_compute_capability); device memory is host memory, allocations are tracked so that
@@ -91,7 +91,7 @@ struct alignas(8) float2 { float x, y; };
 struct alignas(16) float4 { float x, y, z, w; };
 inline float2 make_float2(float x, float y) { return {x, y}; }
 
-// ---- runtime API (cuda/emu/runtime.cpp) ---------------------------------------------------------
+// ---- runtime API (tests/cuda_emu/runtime.cpp) ---------------------------------------------------
 cudaError_t cudaGetDeviceCount(int* count);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device);
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device);
@@ -125,7 +125,7 @@ cudaError_t cudaMalloc(T** ptr, std::size_t bytes) {
   return cudaMalloc(reinterpret_cast<void**>(ptr), bytes);
 }
 
-// ---- the emulator (cuda/emu/fibers.cpp) ---------------------------------------------------------
+// ---- the emulator (tests/cuda_emu/fibers.cpp) ---------------------------------------------------
 namespace fp8a_emu {
 
 // The CUDA thread a fiber runs.

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda/emu/runtime_internal.hpp"
+#include "tests/cuda_emu/runtime_internal.hpp"
 
 namespace fp8a_emu {
 
