@@ -20,7 +20,7 @@ echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -m), $(nproc) cores: $(grep -m1 'mod
 echo "# numpy $("$venv/bin/python" -c 'import numpy; print(numpy.__version__)'), ml_dtypes $("$venv/bin/python" -c 'import ml_dtypes; print(ml_dtypes.__version__)')"
 "$build/bench/bench_cpu_metrics" "$tensor" --candidates 1,8 --repeat 5
 "$build/bench/bench_cpu_metrics" "$tensor" --candidates 1,8 --repeat 5 --threads 1
-"$venv/bin/python" bench/peer_numpy.py "$tensor" --candidates 1,8 --repeat 3
+"$venv/bin/python" tests/peers/peer_numpy.py "$tensor" --candidates 1,8 --repeat 3
 
 # Full default recipe set on the same tensor: the metric pass alone (every recipe in each
 # orientation TE quantises an activation in), then both tools end to end on the file (read,
@@ -31,7 +31,7 @@ out=$(mktemp -d)
 t0=$(date +%s.%N)
 "$build/cli/fp8-advisor" run --capture "$tensor" --out "$out/fp8a" --recipes "$recipes" --format e4m3 --no-gemms >/dev/null
 t1=$(date +%s.%N)
-"$venv/bin/python" bench/peer_numpy.py "$tensor" --all --format e4m3 --recipes "$recipes" --csv "$out/peer.csv" 2>/dev/null
+"$venv/bin/python" tests/peers/peer_numpy.py "$tensor" --all --format e4m3 --recipes "$recipes" --csv "$out/peer.csv" 2>/dev/null
 t2=$(date +%s.%N)
 echo "end-to-end, 7 recipes (11 evaluations with orientations), 16M BF16 elements:"
 echo "  fp8-advisor run: $(echo "$t1 - $t0" | bc) s"
