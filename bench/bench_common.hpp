@@ -9,7 +9,7 @@
 
 namespace fp8a::bench {
 
-// K candidates cycling through the eight (recipe, FP8 type) pairs that bench/peer_numpy.py and
+// K candidates cycling through the eight (recipe, FP8 type) pairs that tests/peers/peer_numpy.py and
 // bench/peer_torch.py evaluate: current, current:pow2, current:eps=1000, current:pow2:eps=1000,
 // each in E4M3 then E5M2.
 inline std::vector<Candidate> candidate_cycle(int k) {

@@ -9,7 +9,7 @@
 // bookkeeping, not part of the metric pass).
 //
 // The candidate list cycles through the same eight (recipe, FP8 type) pairs as
-// bench/peer_numpy.py --candidates, so the two print comparable rows. Time covers the whole
+// tests/peers/peer_numpy.py --candidates, so the two print comparable rows. Time covers the whole
 // evaluate() call: BF16 decode, amax pass, quantise/dequantise and the sums for every candidate.
 #include <tbb/global_control.h>
 

@@ -7,7 +7,7 @@
 // device. Time covers the whole CudaBackend::evaluate_device call: the statistics pass, the
 // host-side scale resolution, the metric pass for every candidate and the reduction of the
 // partial records. Candidates cycle through the same eight (recipe, FP8 type) pairs as
-// bench/peer_torch.py and bench/peer_numpy.py, so the rows are comparable.
+// bench/peer_torch.py and tests/peers/peer_numpy.py, so the rows are comparable.
 // --recipes all: every default recipe in every orientation of an activation (E4M3), together and
 // each alone.
 #include <cuda_runtime.h>

@@ -6,15 +6,19 @@
 The tensor is named "bench.activation", shape [N / cols, cols] (default N = 16M = 16777216,
 shape [4096, 4096]), values N(0,1) from numpy.random.default_rng(seed) with 16 outliers of
 magnitude 50..500 at random positions. float32 -> BF16 uses round-to-nearest-even on the bits.
-Needs numpy only.
+Needs numpy and torch: the file is written by the capture hook's safetensors writer
+(datasets/capture/fp8a_capture.py), the one writer of the Python tools.
 """
 
 import argparse
-import json
-import struct
+import os
 import sys
 
 import numpy as np
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "datasets", "capture"))
+import fp8a_capture  # noqa: E402
 
 
 def main(argv=None):
@@ -39,18 +43,10 @@ def main(argv=None):
     bits = x.view(np.uint32)
     bf16 = ((bits + np.uint32(0x7FFF) + ((bits >> 16) & np.uint32(1))) >> 16).astype("<u2")
 
-    header = {
-        "__metadata__": {"step": "0", "generator": "bench/make_bench_tensor.py",
-                         "seed": str(args.seed)},
-        args.name: {"dtype": "BF16", "shape": [rows, args.cols],
-                    "data_offsets": [0, 2 * args.elements]},
-    }
-    h = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    h += b" " * ((-len(h)) % 8)
-    with open(args.out, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        f.write(bf16.tobytes())
+    tensor = torch.from_numpy(bf16.view(np.int16).reshape(rows, args.cols)).view(torch.bfloat16)
+    fp8a_capture.write_safetensors(
+        args.out, {args.name: tensor},
+        {"step": "0", "generator": "bench/make_bench_tensor.py", "seed": str(args.seed)})
     return 0
 
 

@@ -30,7 +30,7 @@ except ImportError:  # pragma: no cover
 
 FLT_MAX = 3.4028234663852886e38
 
-# Same cycle as bench/peer_numpy.py and bench_cuda_metrics / bench_cpu_metrics.
+# Same cycle as tests/peers/peer_numpy.py and bench_cuda_metrics / bench_cpu_metrics.
 CANDIDATE_CYCLE = [
     ("current", "e4m3"), ("current:pow2", "e4m3"), ("current:eps=1000", "e4m3"),
     ("current:pow2:eps=1000", "e4m3"),

@@ -4,7 +4,9 @@
 #
 #   bash bench/run_cpu_bench.sh [BUILD_DIR]      (default: build)
 #
-# Needs a configured build; installs numpy and ml_dtypes into a throw-away venv under /tmp.
+# Needs a configured build; installs numpy and ml_dtypes into a throw-away venv under /tmp for the
+# peer. The tensor is written by the system's python3, which needs numpy and torch (Debian's
+# python3-torch): make_bench_tensor.py uses the capture hook's safetensors writer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -15,12 +17,12 @@ if [ ! -x "$venv/bin/python" ]; then
   "$venv/bin/pip" install -q numpy ml_dtypes
 fi
 tensor=/tmp/fp8a-bench-16m.safetensors
-[ -f "$tensor" ] || "$venv/bin/python" bench/make_bench_tensor.py "$tensor"
+[ -f "$tensor" ] || python3 bench/make_bench_tensor.py "$tensor"
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -m), $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "# numpy $("$venv/bin/python" -c 'import numpy; print(numpy.__version__)'), ml_dtypes $("$venv/bin/python" -c 'import ml_dtypes; print(ml_dtypes.__version__)')"
 "$build/bench/bench_cpu_metrics" "$tensor" --candidates 1,8 --repeat 5
 "$build/bench/bench_cpu_metrics" "$tensor" --candidates 1,8 --repeat 5 --threads 1
-"$venv/bin/python" bench/peer_numpy.py "$tensor" --candidates 1,8 --repeat 3
+"$venv/bin/python" tests/peers/peer_numpy.py "$tensor" --candidates 1,8 --repeat 3
 
 # Full default recipe set on the same tensor: the metric pass alone (every recipe in each
 # orientation TE quantises an activation in), then both tools end to end on the file (read,
@@ -31,7 +33,7 @@ out=$(mktemp -d)
 t0=$(date +%s.%N)
 "$build/cli/fp8-advisor" run --capture "$tensor" --out "$out/fp8a" --recipes "$recipes" --format e4m3 --no-gemms >/dev/null
 t1=$(date +%s.%N)
-"$venv/bin/python" bench/peer_numpy.py "$tensor" --all --format e4m3 --recipes "$recipes" --csv "$out/peer.csv" 2>/dev/null
+"$venv/bin/python" tests/peers/peer_numpy.py "$tensor" --all --format e4m3 --recipes "$recipes" --csv "$out/peer.csv" 2>/dev/null
 t2=$(date +%s.%N)
 echo "end-to-end, 7 recipes (11 evaluations with orientations), 16M BF16 elements:"
 echo "  fp8-advisor run: $(echo "$t1 - $t0" | bc) s"

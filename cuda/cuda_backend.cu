@@ -33,8 +33,10 @@ class CudaBackend::Workspace {
   // Folds one chunk's records (now in host memory) into the totals.
   using Consume = std::function<void(const std::byte* partials, const std::vector<int>& blocks)>;
 
+  // max_blocks: thread blocks per launch, at most (CudaBackendOptions::max_grid_blocks).
   TensorEvaluation evaluate(std::span<const Candidate> candidates, const TensorView* host,
-                            const DeviceMatrix* device, const ChunkPlan& plan, bool resident);
+                            const DeviceMatrix* device, const ChunkPlan& plan, bool resident,
+                            int max_blocks);
 
  private:
   struct Slot {
@@ -121,7 +123,8 @@ void CudaBackend::Workspace::run_pass(const Source& src, const ChunkPlan& plan, 
 
 TensorEvaluation CudaBackend::Workspace::evaluate(std::span<const Candidate> candidates,
                                                   const TensorView* host, const DeviceMatrix* device,
-                                                  const ChunkPlan& plan, bool resident) {
+                                                  const ChunkPlan& plan, bool resident,
+                                                  int max_blocks) {
   FP8A_CUDA_CHECK(cudaSetDevice(0));
   const Source src{host, device, host != nullptr ? host->dtype : device->dtype};
   TensorEvaluation out;
@@ -144,9 +147,9 @@ TensorEvaluation CudaBackend::Workspace::evaluate(std::span<const Candidate> can
   try {
     // Pass 1: statistics (uploads the chunks; in resident mode they stay for pass 2).
     run_pass(
-        src, plan, resident, host != nullptr, kMaxGridBlocks * sizeof(StatsPartial),
-        [](const DeviceMatrix& m, std::byte* partials, cudaStream_t stream, std::vector<int>* blocks) {
-          const int b = launch_tensor_stats(m, reinterpret_cast<StatsPartial*>(partials), stream);
+        src, plan, resident, host != nullptr, static_cast<std::size_t>(max_blocks) * sizeof(StatsPartial),
+        [&](const DeviceMatrix& m, std::byte* partials, cudaStream_t stream, std::vector<int>* blocks) {
+          const int b = launch_tensor_stats(m, max_blocks, reinterpret_cast<StatsPartial*>(partials), stream);
           blocks->push_back(b);
           return static_cast<std::size_t>(b) * sizeof(StatsPartial);
         },
@@ -164,13 +167,13 @@ TensorEvaluation CudaBackend::Workspace::evaluate(std::span<const Candidate> can
     // Pass 2: every candidate; the chunks come from the resident copy or are streamed again.
     if (!jobs.empty())
       run_pass(
-          src, plan, resident, host != nullptr && !resident, metric_partial_capacity(jobs),
+          src, plan, resident, host != nullptr && !resident, metric_partial_capacity(jobs, max_blocks),
           [&](const DeviceMatrix& m, std::byte* partials, cudaStream_t stream, std::vector<int>* blocks) {
             std::size_t offset = 0;
             for (const MetricJob& job : jobs) {
               auto* records = reinterpret_cast<MetricPartial*>(partials + offset);
-              const int b = job.blocked ? launch_metrics_blocked(m, job.params, records, stream)
-                                        : launch_metrics_per_tensor(m, job.group, records, stream);
+              const int b = job.blocked ? launch_metrics_blocked(m, job.params, max_blocks, records, stream)
+                                        : launch_metrics_per_tensor(m, job.group, max_blocks, records, stream);
               blocks->push_back(b);
               offset += static_cast<std::size_t>(b) * job.members.size() * sizeof(MetricPartial);
             }
@@ -263,8 +266,8 @@ CudaBackendOptions fit_to_device_memory(CudaBackendOptions o, std::size_t free_b
   using detail::round_up_allocation;
   constexpr std::size_t kMinChunk = 128 * 128 * 4;  // one F32 tile (chunk_plan.hpp's minimum)
   const std::size_t budget = free_bytes / 4 * 3 / static_cast<std::size_t>(o.max_concurrent);
-  const std::size_t partials =
-      2 * round_up_allocation(static_cast<std::size_t>(kMaxGridBlocks) * kFitCandidates * sizeof(MetricPartial));
+  const std::size_t partials = 2 * round_up_allocation(static_cast<std::size_t>(o.max_grid_blocks) * kFitCandidates *
+                                                       sizeof(MetricPartial));
   const auto streaming = [&](std::size_t chunk) { return 2 * round_up_allocation(chunk) + partials; };
   while (o.chunk_bytes > kMinChunk && streaming(o.chunk_bytes) > budget)
     o.chunk_bytes = std::max(o.chunk_bytes / 2, kMinChunk);
@@ -286,11 +289,15 @@ CudaBackendOptions fit_to_device_memory(CudaBackendOptions o, std::size_t free_b
 
 CudaBackend::CudaBackend(CudaBackendOptions options)
     : options_(options), pool_(std::make_unique<Pool>()) {
-  FP8A_CHECK(options_.chunk_bytes > 0 && options_.max_concurrent >= 1, "CudaBackend: bad options");
+  FP8A_CHECK(options_.chunk_bytes > 0 && options_.max_concurrent >= 1 && options_.max_grid_blocks >= 1,
+             "CudaBackend: bad options");
   const std::string why = cuda_unusable_reason();
   if (!why.empty()) throw Error(ErrorKind::kInternal, "fp8a.cuda.801", "CUDA backend: " + why);
   std::size_t free_bytes = 0, total_bytes = 0;
   FP8A_CUDA_CHECK(cudaSetDevice(0));
+  int grid_limit = 0;
+  FP8A_CUDA_CHECK(cudaDeviceGetAttribute(&grid_limit, cudaDevAttrMaxGridDimX, 0));
+  options_.max_grid_blocks = std::min(options_.max_grid_blocks, std::max(grid_limit, 1));
   FP8A_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
   options_ = fit_to_device_memory(options_, free_bytes);
 }
@@ -309,14 +316,14 @@ TensorEvaluation CudaBackend::evaluate(std::span<const Candidate> candidates,
                                        const TensorView& tensor) const {
   const ChunkPlan p = plan(tensor);
   const Lease workspace(*pool_, options_.max_concurrent);
-  return workspace->evaluate(candidates, &tensor, nullptr, p, keeps_resident(p));
+  return workspace->evaluate(candidates, &tensor, nullptr, p, keeps_resident(p), options_.max_grid_blocks);
 }
 
 TensorEvaluation CudaBackend::evaluate_device(std::span<const Candidate> candidates,
                                               const DeviceMatrix& tensor) const {
   const ChunkPlan p = plan_whole(tensor.rows, tensor.cols, dtype_size(tensor.dtype));
   const Lease workspace(*pool_, options_.max_concurrent);
-  return workspace->evaluate(candidates, nullptr, &tensor, p, true);
+  return workspace->evaluate(candidates, nullptr, &tensor, p, true, options_.max_grid_blocks);
 }
 
 }  // namespace fp8a::cuda

@@ -1,7 +1,7 @@
 // The CUDA backend: engine/backend.hpp on one NVIDIA GPU (device 0). Same results as CpuBackend
 // for every recipe kind: integer counts, amax/amin and scales bit-identical, float64 sums equal to
 // within rounding order: at most 2 n 2^-53 relative for n elements (tests/cuda/test_cuda_backend.cpp,
-// run on a GPU and on the host emulation of cuda/emu).
+// run on a GPU and on the host emulation of tests/cuda_emu).
 //
 // Evaluation of one tensor, two passes:
 //   pass 1  statistics kernel (stats.cuh) -> TensorStats; the host then resolves every candidate
@@ -24,7 +24,7 @@
 // is kept on the device after pass 1 and read from there in pass 2 (streamed once); a larger one
 // is streamed twice. Device memory held per concurrent evaluation is at most
 //     resident_bytes + 2 * max(chunk_bytes, 128 * 128 * element size) + partial records
-// (partials: kMaxGridBlocks * 56 bytes per candidate, 112 KiB per candidate for two slots), plus
+// (partials: max_grid_blocks * 56 bytes per candidate, 112 KiB per candidate for two slots), plus
 // the same 2 * chunk size in pinned host memory. With the defaults (64 MiB chunks, 2 GiB
 // resident, 2 concurrent evaluations) that is about 4.3 GiB of device memory and 256 MiB pinned,
 // whatever the tensor's size: tensors larger than device memory are streamed. The constructor
@@ -42,6 +42,7 @@
 
 #include "cuda/chunk_plan.hpp"
 #include "cuda/device_matrix.hpp"
+#include "cuda/partials.hpp"
 #include "engine/backend.hpp"
 
 namespace fp8a::cuda {
@@ -54,13 +55,18 @@ struct CudaBackendOptions {
   std::size_t chunk_bytes = std::size_t{64} << 20;     // target size of one streamed chunk
   std::size_t resident_bytes = std::size_t{2} << 30;   // keep a tensor on the device up to this
   int max_concurrent = 2;                              // workspaces (concurrent evaluate calls)
+  // Thread blocks per kernel launch, at most: partial records per candidate. The constructor
+  // lowers it to the device's maximum grid size (cudaDevAttrMaxGridDimX): 2^31 - 1 on every CUDA
+  // GPU, so the grids are the same on all of them; the host emulation reports a small one.
+  int max_grid_blocks = kMaxGridBlocks;
 };
 
 // The options shrunk to what a device with `free_bytes` of free memory can hold (another process,
 // a training job, may share the GPU): max_concurrent workspaces of resident_bytes + two chunk
-// buffers + the partial records of up to kFitCandidates candidates, each buffer rounded up to the
-// 2 MiB allocation granule, within 3/4 of the free memory. resident_bytes shrinks first (down to
-// 0: every tensor is streamed twice), then chunk_bytes (halving, down to 64 KiB). Throws a usage
+// buffers + the partial records (max_grid_blocks per candidate) of up to kFitCandidates
+// candidates, each buffer rounded up to the 2 MiB allocation granule, within 3/4 of the free
+// memory. resident_bytes shrinks first (down to 0: every tensor is streamed twice), then
+// chunk_bytes (halving, down to 64 KiB). Throws a usage
 // error (fp8a.cuda.803) when even that does not fit. The CudaBackend constructor applies it to
 // cudaMemGetInfo's free memory.
 inline constexpr std::size_t kFitCandidates = 64;

@@ -54,9 +54,9 @@ std::vector<MetricJob> plan_metric_jobs(std::span<const QuantSpec> specs,
   return jobs;
 }
 
-std::size_t metric_partial_capacity(std::span<const MetricJob> jobs) {
+std::size_t metric_partial_capacity(std::span<const MetricJob> jobs, int max_blocks) {
   std::size_t records = 0;
-  for (const auto& j : jobs) records += static_cast<std::size_t>(kMaxGridBlocks) * j.members.size();
+  for (const auto& j : jobs) records += static_cast<std::size_t>(max_blocks) * j.members.size();
   return records * sizeof(MetricPartial);
 }
 

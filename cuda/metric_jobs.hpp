@@ -44,7 +44,8 @@ struct MetricJob {
 std::vector<MetricJob> plan_metric_jobs(std::span<const QuantSpec> specs,
                                         std::span<const CandidateResult> results);
 
-// Bytes of MetricPartial records the jobs write for one chunk, at most.
-std::size_t metric_partial_capacity(std::span<const MetricJob> jobs);
+// Bytes of MetricPartial records the jobs write for one chunk, at most, with at most max_blocks
+// thread blocks per launch.
+std::size_t metric_partial_capacity(std::span<const MetricJob> jobs, int max_blocks);
 
 }  // namespace fp8a::cuda

@@ -139,12 +139,12 @@ void launch_shape(const DeviceMatrix& m, const BlockedParams& p, MetricPartial* 
 
 }  // namespace
 
-int launch_metrics_blocked(const DeviceMatrix& m, const BlockedParams& p, MetricPartial* out,
-                           cudaStream_t stream) {
+int launch_metrics_blocked(const DeviceMatrix& m, const BlockedParams& p, int max_blocks,
+                           MetricPartial* out, cudaStream_t stream) {
   const std::int64_t br = p.block_rows, bc = p.block_cols;
   const std::int64_t tiles = (m.rows + br - 1) / br * ((m.cols + kTileCols - 1) / kTileCols);
   const int blocks = static_cast<int>(
-      std::clamp<std::int64_t>((tiles + kWarpsPerBlock - 1) / kWarpsPerBlock, 1, kMaxGridBlocks));
+      std::clamp<std::int64_t>((tiles + kWarpsPerBlock - 1) / kWarpsPerBlock, 1, max_blocks));
   if (br == 1 && bc == 128) launch_shape<1, 128>(m, p, out, blocks, stream);
   else if (br == 128 && bc == 1) launch_shape<128, 1>(m, p, out, blocks, stream);
   else if (br == 128 && bc == 128) launch_shape<128, 128>(m, p, out, blocks, stream);

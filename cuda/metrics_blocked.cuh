@@ -13,9 +13,10 @@ namespace fp8a::cuda {
 // Evaluates one blocked candidate on a chunk whose first row and column are multiples of 128 in
 // the tensor (partial blocks at the chunk's right and bottom edges are quantised with their own
 // amax, as fake_quant.cpp does). Writes one MetricPartial per thread block to out (capacity
-// kMaxGridBlocks) on the stream and returns the number written; the grid depends only on the
-// chunk's shape. Block shapes other than the five above are an internal error.
-int launch_metrics_blocked(const DeviceMatrix& chunk, const BlockedParams& params, MetricPartial* out,
-                           cudaStream_t stream);
+// max_blocks) on the stream and returns the number written, at most max_blocks; the grid depends
+// only on the chunk's shape and max_blocks. Block shapes other than the five above are an
+// internal error.
+int launch_metrics_blocked(const DeviceMatrix& chunk, const BlockedParams& params, int max_blocks,
+                           MetricPartial* out, cudaStream_t stream);
 
 }  // namespace fp8a::cuda

@@ -90,13 +90,13 @@ void launch_group(const DeviceMatrix& m, const PerTensorGroup& g, MetricPartial*
 
 }  // namespace
 
-int launch_metrics_per_tensor(const DeviceMatrix& m, const PerTensorGroup& g, MetricPartial* out,
-                              cudaStream_t stream) {
+int launch_metrics_per_tensor(const DeviceMatrix& m, const PerTensorGroup& g, int max_blocks,
+                              MetricPartial* out, cudaStream_t stream) {
   FP8A_CHECK(g.count >= 1 && g.count <= kGroupSize, "launch_metrics_per_tensor: bad group size");
   const std::int64_t n = m.numel();
   // Compute-bound (float64 sums): one 16-byte vector per thread per grid sweep, grid capped.
   const std::int64_t per_block = kThreads * 8;
-  const int blocks = static_cast<int>(std::clamp<std::int64_t>((n + per_block - 1) / per_block, 1, kMaxGridBlocks));
+  const int blocks = static_cast<int>(std::clamp<std::int64_t>((n + per_block - 1) / per_block, 1, max_blocks));
   if (g.count == 1) launch_group<1>(m, g, out, blocks, stream);
   else if (g.count == 2) launch_group<2>(m, g, out, blocks, stream);
   else if (g.count <= 4) launch_group<4>(m, g, out, blocks, stream);

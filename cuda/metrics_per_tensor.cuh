@@ -12,9 +12,9 @@
 namespace fp8a::cuda {
 
 // Writes MetricPartial records laid out [block][j < group.count] to out (capacity
-// kMaxGridBlocks * group.count) on the stream and returns the number of blocks. The grid depends
-// only on the chunk's size.
-int launch_metrics_per_tensor(const DeviceMatrix& chunk, const PerTensorGroup& group,
+// max_blocks * group.count) on the stream and returns the number of blocks, at most max_blocks.
+// The grid depends only on the chunk's size and max_blocks.
+int launch_metrics_per_tensor(const DeviceMatrix& chunk, const PerTensorGroup& group, int max_blocks,
                               MetricPartial* out, cudaStream_t stream);
 
 }  // namespace fp8a::cuda

@@ -18,14 +18,11 @@
 
 namespace fp8a::cuda {
 
-// At most this many thread blocks per launch (so at most this many records per candidate). The
-// host emulation (cuda/emu) caps grids at 8 blocks: an emulated block costs far more than its
-// elements, and with small grids the tests' grid-stride loops go round many times.
-#if defined(FP8A_CUDA_EMULATION)
-inline constexpr int kMaxGridBlocks = 8;
-#else
+// At most this many thread blocks per launch (so at most this many records per candidate): the
+// default of CudaBackendOptions::max_grid_blocks. A constant, not derived from the device's
+// multiprocessor count, so that every GPU runs the same grids (see above); CudaBackend lowers it
+// only to a device's maximum grid size, which on every CUDA GPU is far larger.
 inline constexpr int kMaxGridBlocks = 1024;
-#endif
 
 // One thread block's share of pass 1 (TensorStats without numel).
 struct StatsPartial {

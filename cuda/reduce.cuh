@@ -28,10 +28,11 @@ __device__ T warp_reduce(T v, Op op) {
   return v;
 }
 
-// Every lane ends with the max of the warp's 32 values (all lanes must take part). The host
-// emulation (cuda/emu) takes the sm_80+ path, as the sm_90 build does.
+// Every lane ends with the max of the warp's 32 values (all lanes must take part). The condition is
+// the toolkit's own for declaring __reduce_max_sync (crt/sm_80_rt.h): a host compilation of this
+// body (the host emulation of tests/cuda_emu) takes the sm_80+ path, as the sm_90 build does.
 __device__ inline std::uint32_t warp_max_all(std::uint32_t v) {
-#if __CUDA_ARCH__ >= 800 || defined(FP8A_CUDA_EMULATION)
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
   return __reduce_max_sync(0xFFFFFFFFu, v);
 #else
 #pragma unroll

@@ -65,11 +65,11 @@ __global__ void __launch_bounds__(kThreads) tensor_stats_kernel(const void* x, s
 
 }  // namespace
 
-int launch_tensor_stats(const DeviceMatrix& m, StatsPartial* out, cudaStream_t stream) {
+int launch_tensor_stats(const DeviceMatrix& m, int max_blocks, StatsPartial* out, cudaStream_t stream) {
   const std::int64_t n = m.numel();
   // About 4 vectors per thread before the grid is capped; memory-bound, so a full grid suffices.
   const std::int64_t per_block = kThreads * 8 * 4;
-  const int blocks = static_cast<int>(std::clamp<std::int64_t>((n + per_block - 1) / per_block, 1, kMaxGridBlocks));
+  const int blocks = static_cast<int>(std::clamp<std::int64_t>((n + per_block - 1) / per_block, 1, max_blocks));
   switch (m.dtype) {
     case DType::kBF16: launch_kernel(tensor_stats_kernel<DType::kBF16>, blocks, kThreads, stream, m.data, n, out); break;
     case DType::kF16: launch_kernel(tensor_stats_kernel<DType::kF16>, blocks, kThreads, stream, m.data, n, out); break;

@@ -9,8 +9,8 @@
 
 namespace fp8a::cuda {
 
-// Writes one StatsPartial per thread block to out (capacity kMaxGridBlocks) on the stream and
-// returns the number written. The grid depends only on the chunk's size.
-int launch_tensor_stats(const DeviceMatrix& chunk, StatsPartial* out, cudaStream_t stream);
+// Writes one StatsPartial per thread block to out (capacity max_blocks) on the stream and returns
+// the number written, at most max_blocks. The grid depends only on the chunk's size and max_blocks.
+int launch_tensor_stats(const DeviceMatrix& chunk, int max_blocks, StatsPartial* out, cudaStream_t stream);
 
 }  // namespace fp8a::cuda

@@ -204,50 +204,14 @@ print("%d emulated rows, %d cublaslt rows, %d not run, %d problems"
 sys.exit(1 if bad or not cublaslt else 0)
 PY
 
-read -r -d '' bigcapture_py <<'PY'
-"""Writes a multi-GB BF16 capture for the end-to-end timing: LAYERS layers x STEPS steps, each a
-safetensors file (written by hand: no safetensors package needed) with X [8192, 4096],
-W [4096, 4096] and dY [8192, 4096] in BF16 (160 MiB per layer and step). Random normal values,
-generated on the GPU when there is one."""
-import json, os, struct, sys, torch
-
-out, layers, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-os.makedirs(out, exist_ok=True)
-dev = "cuda" if torch.cuda.is_available() else "cpu"
-g = torch.Generator(device=dev).manual_seed(1)
-total = 0
-for step in range(1, steps + 1):
-    tensors = {}
-    for l in range(layers):
-        name = "layers.%d.mlp.linear_fc1" % l
-        tensors[name + ".activation"] = torch.randn(8192, 4096, generator=g, device=dev)
-        tensors[name + ".weight"] = 0.02 * torch.randn(4096, 4096, generator=g, device=dev)
-        tensors[name + ".gradient"] = 1e-6 * torch.randn(8192, 4096, generator=g, device=dev).pow(3)
-    header, blobs, offset = {"__metadata__": {"step": str(step)}}, [], 0
-    for k, t in tensors.items():
-        b = t.to(torch.bfloat16).cpu().contiguous().view(torch.int16).numpy().tobytes()
-        header[k] = {"dtype": "BF16", "shape": list(t.shape), "data_offsets": [offset, offset + len(b)]}
-        blobs.append(b)
-        offset += len(b)
-    h = json.dumps(header).encode()
-    h += b" " * (-len(h) % 8)
-    with open(os.path.join(out, "step_%06d.safetensors" % step), "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
-    total += 8 + len(h) + offset
-print("wrote %s: %d files, %.2f GB" % (out, steps, total / 1e9))
-PY
-
 # End to end on a multi-GB capture: the time to read the files from disk (O_DIRECT, so the page
 # cache does not answer) against fp8-advisor run --device cuda (and --device cpu) on the same
 # files, whose metrics must agree. The page cache is dropped before each run when the machine
 # lets us; the log says whether it did.
 read -r -d '' e2e_sh <<'SH'
-work=$1 bin=$2
+work=$1 bin=$2 here=$3
 dir=$work/big
-python3 -c "$BIGCAPTURE_PY" "$dir" 12 2 || exit 1
+python3 "$here/make_big_capture.py" "$dir" 12 2 || exit 1
 du -sh "$dir"
 drop() {
   sync
@@ -371,7 +335,7 @@ step "bench_cuda_metrics --recipes all, 16384x16384 BF16" 180 \
   "$bin/bench_cuda_metrics" --elements 268435456 --recipes all --repeat 3
 grep -E "^(fp8a_cuda|  )" "$work/step.txt" >>"$out/bench.txt"
 step "end to end: fp8-advisor run --device cuda/cpu on a 3.9 GB capture vs reading it from disk" 150 \
-  env BIGCAPTURE_PY="$bigcapture_py" COMPARE_PY="$compare_py" bash -c "$e2e_sh" e2e "$work" "$bin"
+  env COMPARE_PY="$compare_py" bash -c "$e2e_sh" e2e "$work" "$bin" "$here"
 grep -E "^(e2e_|page cache|wrote)" "$work/step.txt" >>"$out/bench.txt"
 
 # compute-sanitizer, when the machine has it (the toolkit's, or a wheel's): memcheck on the cuda

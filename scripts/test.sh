@@ -2,7 +2,7 @@
 # README command 2: the whole test suite, in both build configurations, warnings as errors:
 #   build      FP8A_WITH_CUDA=AUTO (CUDA backend compiled when nvcc + cuBLASLt are present)
 #   build-cpu  FP8A_WITH_CUDA=OFF  (the CPU-only configuration must build and pass too), with the
-#              CUDA backend's tests on the host emulation of cuda/emu (label cuda-emu, about 2 min)
+#              CUDA backend's tests on the host emulation of tests/cuda_emu (label cuda-emu, about 2 min)
 # GPU tests carry the ctest label "cuda" and skip, saying so, on machines without a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."

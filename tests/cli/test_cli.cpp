@@ -1,6 +1,6 @@
 // End-to-end tests of the fp8-advisor executable: exit codes, exact error lines, output files.
 // Metric values on the shipped sample are compared with golden CSVs computed by an independent
-// NumPy + ml_dtypes implementation (bench/peer_numpy.py --all; see tests/golden/README.md).
+// NumPy + ml_dtypes implementation (tests/peers/peer_numpy.py --all; see tests/golden/README.md).
 #include <doctest/doctest.h>
 #include <unistd.h>
 

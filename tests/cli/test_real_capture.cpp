@@ -85,7 +85,7 @@ TEST_CASE("the shipped real captures validate, run end to end, and replay delaye
 
 // Golden values from the independent NumPy + ml_dtypes peer (a Python venv with numpy and
 // ml_dtypes), one call per file, STEP = 2 and 3:
-//   python bench/peer_numpy.py --all --format hybrid --recipes current,delayed
+//   python tests/peers/peer_numpy.py --all --format hybrid --recipes current,delayed
 //     --amax-trace datasets/real/lm-spike/amax_trace_rank0.csv
 //     datasets/real/lm-spike/rank0_step_00000STEP.safetensors --csv OUT.csv
 // Counts are the peer's percentages times numel / 100 (all integral).

@@ -24,7 +24,7 @@ namespace fp8a::cuda_test {
 // the thread block, then blocks in order, against Eigen's per-64K-chunk sums). Every term is
 // non-negative, so any order of adding n terms is within (n - 1) * 2^-53 of the exact sum
 // (relative): the two backends differ by at most twice that. This is the bound the tests use; it
-// is what the test-suite's tensors actually need, not a margin (the host emulation of cuda/emu,
+// is what the test-suite's tensors actually need, not a margin (the host emulation of tests/cuda_emu,
 // whose grids are capped at 8 blocks, so whose threads add long runs one by one, measured up to
 // 3.3e-11 relative on 6.4M terms, within the bound of 1.4e-9; the issue asks for 1e-6).
 inline double sum_tolerance(std::int64_t terms) {

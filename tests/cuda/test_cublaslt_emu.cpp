@@ -1,4 +1,4 @@
-// The emulated cuBLASLt of cuda/emu/cublaslt.cpp (label cuda-emu): its products against small GEMMs
+// The emulated cuBLASLt of tests/cuda_emu/cublaslt.cpp (label cuda-emu): its products against small GEMMs
 // worked out by hand here (column-major storage, op(A) and op(B), per-tensor and block scales at
 // hand-computed offsets of their layouts), and the cuBLASLt rules it enforces as statuses.
 #include <doctest/doctest.h>

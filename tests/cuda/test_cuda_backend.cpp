@@ -22,7 +22,7 @@
 
 namespace {
 
-// On the host emulation (cuda/emu, ctest test_cuda_backend_emu) every thread block costs far
+// On the host emulation (tests/cuda_emu, ctest test_cuda_backend_emu) every thread block costs far
 // more than its elements, so the emulated run uses smaller tensors with the same properties
 // (rows wider than a chunk, more than four chunks, column ranges) and the F16/F32 loaders with
 // two fills each (BF16 with all of them); on a GPU everything runs as written.

@@ -1,4 +1,4 @@
-// The host emulation of cuda/emu (label cuda-emu): its warp operations against their CUDA
+// The host emulation of tests/cuda_emu (label cuda-emu): its warp operations against their CUDA
 // definitions written out here, its block barrier, and the CUDA rules it enforces (a barrier or a
 // full-mask warp operation that not every thread joins, pointers that are not device memory,
 // misaligned or out-of-bounds loads, copies in the wrong direction) as launch and call errors.

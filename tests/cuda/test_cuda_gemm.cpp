@@ -1,5 +1,5 @@
 // The cuBLASLt GEMM engine on a GPU (ctest label "cuda"; exits 77, skipped, without a device), and
-// on the emulated cuBLASLt of cuda/emu as sm_90, sm_100, sm_89 and sm_80 devices (test_cuda_gemm_emu,
+// on the emulated cuBLASLt of tests/cuda_emu as sm_90, sm_100, sm_89 and sm_80 devices (test_cuda_gemm_emu,
 // label cuda-emu; it accumulates in FP32, so there the accumulation tolerances below are not
 // exercised):
 //   (a) operands that are exact in FP8 after power-of-two scaling, with products and sums exact in

@@ -238,7 +238,7 @@ TEST_CASE("pass 2 jobs: per-tensor and bf16 candidates in groups of eight, then 
     CHECK(g.scale_inv[i] == 1.0f / s.scale);
     CHECK(g.overflow_threshold[i] == fp8a::fp8_max_finite(s.format) * (1.0f / s.scale));
   }
-  CHECK(fp8a::cuda::metric_partial_capacity(jobs) ==
+  CHECK(fp8a::cuda::metric_partial_capacity(jobs, fp8a::cuda::kMaxGridBlocks) ==
         static_cast<std::size_t>(fp8a::cuda::kMaxGridBlocks) * 12 * sizeof(MetricPartial));
 }
 

@@ -1,5 +1,5 @@
 // The CUDA backend's device-memory bound (cuda/cuda_backend.hpp), on the host emulation of
-// cuda/emu, which counts every cudaMalloc (part of test_cuda_backend_emu, label cuda-emu): however
+// tests/cuda_emu, which counts every cudaMalloc (part of test_cuda_backend_emu, label cuda-emu): however
 // large the tensors and however many threads call evaluate() at once, the device memory held
 // stays within max_concurrent workspaces of
 //     resident_bytes + 2 * max(chunk_bytes, 128 * 128 * element size) + 2 * partial records,

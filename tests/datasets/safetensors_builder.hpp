@@ -1,10 +1,12 @@
-// Test-side safetensors writer, independent of datasets/safetensors.cpp.
+// Test-side safetensors files for the reader (datasets/safetensors.cpp).
 //
 // File layout (huggingface/safetensors): 8-byte little-endian header length N, N bytes of JSON
 // header, then the data buffer that data_offsets index into.
-//   - raw_file(): any header text (malformed on purpose) and any data bytes;
-//   - build_file(): a valid file from (name, dtype, shape, values), tensors laid out back to back
-//     in the order given, data_offsets relative to the start of the data buffer.
+//   - raw_file(): any header text (malformed on purpose) and any data bytes, written here so that
+//     a test can damage any part of a file;
+//   - build_file(): a valid file from (name, dtype, shape, values), written by the project's one
+//     writer (datasets/safetensors_writer.hpp: tensors back to back in the order given, the
+//     header padded with spaces to a multiple of 8); the values are encoded here.
 // Values are encoded here: F32 as IEEE bits, BF16 by round-to-nearest-even of the F32 bits, F16
 // only for a few exact values whose half bit patterns are written out by hand below.
 #pragma once
@@ -18,6 +20,8 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "datasets/safetensors_writer.hpp"
 
 namespace fp8a::test {
 
@@ -90,35 +94,17 @@ struct TensorSpec {
   std::vector<float> values;  // row-major, prod(shape) of them
 };
 
-inline std::string shape_json(const std::vector<std::int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 // A valid file: tensors back to back in the order given, metadata as "__metadata__" (omitted
-// when empty). Names and metadata must not need JSON escaping.
+// when empty).
 inline std::vector<std::byte> build_file(const std::vector<TensorSpec>& tensors,
                                          const std::map<std::string, std::string>& metadata = {}) {
-  std::vector<std::byte> data;
-  std::string header = "{";
-  bool first = true;
-  if (!metadata.empty()) {
-    header += "\"__metadata__\":{";
-    bool first_kv = true;
-    for (const auto& [k, v] : metadata) {
-      header += (first_kv ? "\"" : ",\"") + k + "\":\"" + v + "\"";
-      first_kv = false;
-    }
-    header += "}";
-    first = false;
-  }
+  std::vector<SafetensorsTensorOut> out;
   for (const auto& t : tensors) {
     std::int64_t numel = 1;
     for (auto d : t.shape) numel *= d;
     if (static_cast<std::size_t>(numel) != t.values.size())
       throw std::logic_error("TensorSpec " + t.name + ": value count does not match the shape");
-    const std::size_t begin = data.size();
+    std::vector<std::byte> data;
     for (float v : t.values) {
       if (t.dtype == "BF16")
         append_u16_le(&data, bf16_rne(v));
@@ -129,13 +115,10 @@ inline std::vector<std::byte> build_file(const std::vector<TensorSpec>& tensors,
       else
         throw std::logic_error("TensorSpec: unsupported dtype " + t.dtype);
     }
-    header += (first ? "\"" : ",\"") + t.name + "\":{\"dtype\":\"" + t.dtype +
-              "\",\"shape\":" + shape_json(t.shape) + ",\"data_offsets\":[" +
-              std::to_string(begin) + "," + std::to_string(data.size()) + "]}";
-    first = false;
+    out.push_back({t.name, t.dtype, t.shape, std::string(reinterpret_cast<const char*>(data.data()), data.size())});
   }
-  header += "}";
-  return raw_file(header, data);
+  const std::string file = safetensors_bytes(out, metadata);
+  return to_bytes(file);
 }
 
 }  // namespace fp8a::test

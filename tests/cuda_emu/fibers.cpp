@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda/emu/runtime_internal.hpp"
+#include "tests/cuda_emu/runtime_internal.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -430,19 +430,19 @@ cudaError_t run_kernel(int blocks, int threads, const std::function<void()>& ker
 
 }  // namespace
 
-void launch(int blocks, int threads, cudaStream_t stream, std::initializer_list<ArgCheck> args,
-            const std::function<void()>& kernel) {
+cudaError_t launch(int blocks, int threads, cudaStream_t stream, std::initializer_list<ArgCheck> args,
+                   const std::function<void()>& kernel) {
   // What CUDA refuses at the launch itself.
   if (blocks < 1 || threads < 1 || threads > 1024) {
     set_error(cudaErrorInvalidConfiguration);
-    return;
+    return cudaErrorInvalidConfiguration;
   }
   std::vector<const void*> pointers;
   for (const ArgCheck& a : args) {
     if (a.is_pointer && a.pointer != nullptr && !is_device_pointer(a.pointer)) {
       report_failure("a kernel argument is not device memory");
       set_error(cudaErrorInvalidDevicePointer);
-      return;
+      return cudaErrorInvalidDevicePointer;
     }
     if (a.is_pointer && a.pointer != nullptr) pointers.push_back(a.pointer);
   }
@@ -456,6 +456,7 @@ void launch(int blocks, int threads, cudaStream_t stream, std::initializer_list<
       }
     return run_kernel(blocks, threads, kernel);
   }));
+  return cudaSuccess;
 }
 
 }  // namespace fp8a_emu

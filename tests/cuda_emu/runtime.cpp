@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda/emu/runtime_internal.hpp"
+#include "tests/cuda_emu/runtime_internal.hpp"
 
 namespace fp8a_emu {
 
@@ -204,12 +204,15 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   prop->multiProcessorCount = 1;
   prop->warpSize = 32;
   prop->maxThreadsPerBlock = 1024;
+  prop->maxGridSize[0] = fp8a_emu::kMaxGridDimX;
+  prop->maxGridSize[1] = prop->maxGridSize[2] = 1;  // 1-D grids only
   return cudaSuccess;
 }
 
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
   if (device != 0) return fail(cudaErrorInvalidDevice, "no such device");
   switch (attr) {
+    case cudaDevAttrMaxGridDimX: *value = fp8a_emu::kMaxGridDimX; return cudaSuccess;
     case cudaDevAttrMultiProcessorCount: *value = 1; return cudaSuccess;
     case cudaDevAttrComputeCapabilityMajor: *value = fp8a_emu::compute_capability() / 10; return cudaSuccess;
     case cudaDevAttrComputeCapabilityMinor: *value = fp8a_emu::compute_capability() % 10; return cudaSuccess;

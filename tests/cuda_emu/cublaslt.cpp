@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda/emu/runtime_internal.hpp"
+#include "tests/cuda_emu/runtime_internal.hpp"
 #include "core/fp8_codec.hpp"
 
 struct cublasLtContext {

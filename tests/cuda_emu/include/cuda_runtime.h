@@ -1,5 +1,5 @@
 // Host emulation of the part of the CUDA runtime and kernel language that fp8-advisor's CUDA stage
-// uses (cuda/emu/README.md). Only targets built for the emulation (FP8A_CUDA_EMULATION) see this
+// uses (tests/cuda_emu/README.md). Only targets built for the emulation (FP8A_CUDA_EMULATION) see this
 // file, in place of the toolkit's <cuda_runtime.h>; the kernels and the backend are compiled
 // unchanged by the host compiler and run with these semantics:
 //   - one emulated device (sm_90 unless set: fp8a_emu::set_compute_capability); device memory is host memory, allocations are tracked so that
@@ -24,7 +24,9 @@
 #include <cstring>
 #include <functional>
 #include <initializer_list>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 
 #define FP8A_CUDA_EMULATION 1
 
@@ -59,6 +61,7 @@ enum cudaMemcpyKind {
 };
 
 enum cudaDeviceAttr {
+  cudaDevAttrMaxGridDimX = 5,
   cudaDevAttrMultiProcessorCount = 16,
   cudaDevAttrComputeCapabilityMajor = 75,
   cudaDevAttrComputeCapabilityMinor = 76,
@@ -82,16 +85,20 @@ struct cudaDeviceProp {
   int multiProcessorCount;
   int warpSize;
   int maxThreadsPerBlock;
+  int maxGridSize[3];
 };
 
 struct uint3 { unsigned int x, y, z; };
-struct dim3 { unsigned int x = 1, y = 1, z = 1; };
+struct dim3 {
+  unsigned int x, y, z;
+  constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1) : x(vx), y(vy), z(vz) {}
+};
 struct alignas(16) uint4 { unsigned int x, y, z, w; };
 struct alignas(8) float2 { float x, y; };
 struct alignas(16) float4 { float x, y, z, w; };
 inline float2 make_float2(float x, float y) { return {x, y}; }
 
-// ---- runtime API (cuda/emu/runtime.cpp) ---------------------------------------------------------
+// ---- runtime API (tests/cuda_emu/runtime.cpp) ---------------------------------------------------
 cudaError_t cudaGetDeviceCount(int* count);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device);
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device);
@@ -125,7 +132,7 @@ cudaError_t cudaMalloc(T** ptr, std::size_t bytes) {
   return cudaMalloc(reinterpret_cast<void**>(ptr), bytes);
 }
 
-// ---- the emulator (cuda/emu/fibers.cpp) ---------------------------------------------------------
+// ---- the emulator (tests/cuda_emu/fibers.cpp) ---------------------------------------------------
 namespace fp8a_emu {
 
 // The CUDA thread a fiber runs.
@@ -147,9 +154,21 @@ ArgCheck pointer_arg(const T& arg) {
     return {nullptr, false};
 }
 
-// Runs `kernel` as blocks x threads CUDA threads (a 1-D grid); failures become the last error.
-void launch(int blocks, int threads, cudaStream_t stream, std::initializer_list<ArgCheck> args,
-            const std::function<void()>& kernel);
+// Runs `kernel` as blocks x threads CUDA threads (a 1-D grid); failures become the last error,
+// and the one found at the launch itself is returned (cudaLaunchKernel below).
+cudaError_t launch(int blocks, int threads, cudaStream_t stream, std::initializer_list<ArgCheck> args,
+                   const std::function<void()>& kernel);
+
+template <class... Params, std::size_t... I>
+cudaError_t launch_kernel_args(void (*kernel)(Params...), dim3 grid, dim3 block, void** args,
+                               cudaStream_t stream, std::index_sequence<I...>) {
+  // 2-D and 3-D grids and blocks are not emulated: refused as an invalid configuration.
+  if (grid.y != 1 || grid.z != 1 || block.y != 1 || block.z != 1) return launch(0, 0, stream, {}, {});
+  // The arguments are copied at the launch, as CUDA does.
+  const std::tuple<std::decay_t<Params>...> values(*static_cast<std::decay_t<Params>*>(args[I])...);
+  return launch(static_cast<int>(grid.x), static_cast<int>(block.x), stream, {pointer_arg(std::get<I>(values))...},
+                [=] { kernel(std::get<I>(values)...); });
+}
 
 // Device memory (cudaMalloc) the emulated device holds now, and the most it has held since the
 // last reset: what a test of the backend's memory bound reads.
@@ -164,6 +183,12 @@ void set_device_memory(std::size_t total_bytes);
 // MXFP8). The kernels do not depend on it; cudaDeviceGetAttribute and the emulated cuBLASLt do.
 void set_compute_capability(int sm);
 int compute_capability();
+// The emulated device's maximum grid size (cudaDevAttrMaxGridDimX, maxGridSize[0]): 8 blocks, so
+// that CudaBackend, which caps its grids at the device's maximum, launches small grids here: an
+// emulated block costs far more than its elements (about 45 ns per thread per barrier or warp
+// operation), and with small grids the kernels' grid-stride loops go round many times. Reported,
+// not enforced: a larger launch runs, slowly (the benchmark's fill kernel launches 1024 blocks).
+inline constexpr int kMaxGridDimX = 8;
 
 // __syncthreads(); a warp operation over the 32 lanes of the caller's warp: every lane hands in
 // its value, gets back the one `op` picks for it.
@@ -184,6 +209,15 @@ extern constinit thread_local std::uintptr_t tl_load_end;
 void check_device_load(const void* p, std::size_t bytes);
 
 }  // namespace fp8a_emu
+
+// The runtime's typed cudaLaunchKernel (1-D grids only): args[i] points to the i-th parameter's
+// value; no dynamic shared memory.
+template <class... Params>
+cudaError_t cudaLaunchKernel(void (*kernel)(Params...), dim3 grid, dim3 block, void** args,
+                             std::size_t shared_mem = 0, cudaStream_t stream = nullptr) {
+  if (shared_mem != 0) return ::fp8a_emu::launch(0, 0, stream, {}, {});  // refused: not emulated
+  return ::fp8a_emu::launch_kernel_args(kernel, grid, block, args, stream, std::index_sequence_for<Params...>{});
+}
 
 #define threadIdx (::fp8a_emu::current().thread_idx)
 #define blockIdx (::fp8a_emu::current().block_idx)

@@ -1,5 +1,5 @@
-// Host emulation of the part of cuBLASLt that cuda/cublaslt_gemm.cpp uses (cuda/emu/README.md,
-// implemented in cuda/emu/cublaslt.cpp). Names, signatures and enum values are the toolkit's
+// Host emulation of the part of cuBLASLt that cuda/cublaslt_gemm.cpp uses (tests/cuda_emu/README.md,
+// implemented in tests/cuda_emu/cublaslt.cpp). Names, signatures and enum values are the toolkit's
 // (cuBLAS 13.1's cublasLt.h, library_types.h, cublas_api.h), so the GEMM engine compiles against it
 // unchanged. What a call checks and computes:
 //   - descriptors keep what is set; a set with the wrong value size is CUBLAS_STATUS_INVALID_VALUE,

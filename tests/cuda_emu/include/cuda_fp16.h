@@ -1,4 +1,4 @@
-// Host emulation of <cuda_fp16.h> (cuda/emu/include/cuda_runtime.h): the half type and the
+// Host emulation of <cuda_fp16.h> (tests/cuda_emu/include/cuda_runtime.h): the half type and the
 // conversions the kernels use, exact.
 #pragma once
 
