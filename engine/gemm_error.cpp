@@ -13,6 +13,7 @@
 
 #include "core/error.hpp"
 #include "engine/cpu_backend.hpp"
+#include "engine/evaluation_index.hpp"
 #include "engine/fake_quant.hpp"
 
 namespace fp8a {
@@ -175,24 +176,7 @@ std::vector<GemmRow> evaluate_gemm_errors(const CaptureSet& captures,
   std::map<std::pair<std::int64_t, std::string>, std::array<std::vector<const CapturedTensor*>, 3>> layers;
   for (const auto& t : captures.tensors)
     layers[{t.key.step, t.key.layer}][static_cast<int>(t.key.role)].push_back(&t);
-  // Evaluation rows by (step, layer, role, recipe spec, orientation).
-  std::map<std::tuple<std::int64_t, std::string, Role, std::string, Orientation>, const EvaluationRow*> by_key;
-  std::vector<Recipe> recipes;
-  for (const auto& r : rows) {
-    by_key[{r.key.step, r.key.layer, r.key.role, r.recipe.spec(), r.orientation}] = &r;
-    bool seen = false;
-    for (const auto& x : recipes) seen = seen || x == r.recipe;
-    if (!seen) recipes.push_back(r.recipe);
-  }
-  // Which row quantises an operand: the requested orientation, else rowwise (per-tensor recipes
-  // and 128x128 weight tiles have one set of numbers for both).
-  auto find = [&](const CapturedTensor* t, const Recipe& r, Orientation o) -> const EvaluationRow* {
-    for (Orientation candidate : {o, Orientation::kRowwise}) {
-      auto it = by_key.find({t->key.step, t->key.layer, t->key.role, r.spec(), candidate});
-      if (it != by_key.end()) return it->second;
-    }
-    return nullptr;
-  };
+  const EvaluationIndex index(rows);
 
   struct Job {
     std::int64_t step;
@@ -299,7 +283,7 @@ std::vector<GemmRow> evaluate_gemm_errors(const CaptureSet& captures,
       dyst = data[0].dys.transpose();
       xst = data[0].xs.transpose();
     }
-    for (const Recipe& recipe : recipes) {
+    for (const Recipe& recipe : index.recipes()) {
       struct Use {
         Gemm gemm;
         int a;  // role of the left operand
@@ -313,8 +297,8 @@ std::vector<GemmRow> evaluate_gemm_errors(const CaptureSet& captures,
           {Gemm::kWgrad, 2, Orientation::kColumnwise, 0, Orientation::kColumnwise},
       };
       for (const Use& u : uses) {
-        const EvaluationRow* ra = find(job.ranks[0][u.a], recipe, u.ao);
-        const EvaluationRow* rb = find(job.ranks[0][u.b], recipe, u.bo);
+        const EvaluationRow* ra = index.find_for_use(job.ranks[0][u.a]->key, recipe, u.ao);
+        const EvaluationRow* rb = index.find_for_use(job.ranks[0][u.b]->key, recipe, u.bo);
         if (ra == nullptr || rb == nullptr || !ra->applicability.ok || !rb->applicability.ok) continue;
         ErrorSums sums;
         MatrixD ref_sum, got_sum;  // outputs that add up over the ranks
