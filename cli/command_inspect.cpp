@@ -6,6 +6,7 @@
 
 #include "cli/options.hpp"
 #include "core/error.hpp"
+#include "core/text.hpp"
 #include "datasets/capture.hpp"
 #include "engine/cpu_backend.hpp"
 #include "reports/text_table.hpp"
@@ -13,12 +14,6 @@
 namespace fp8a::cli {
 
 namespace {
-
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 std::string general(double v) {
   char buf[64];
