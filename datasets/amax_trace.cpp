@@ -42,10 +42,6 @@ std::string_view trim_right(std::string_view s) {
   return s;
 }
 
-bool ends_with(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
 // s in single quotes for a message: at most `limit` bytes (cut at a UTF-8 character boundary,
 // "..." added) and control bytes written as \xNN, so a binary file still gives a readable line.
 std::string shown(std::string_view s, std::size_t limit = kShownBytes) {
@@ -422,17 +418,17 @@ constexpr std::string_view kColumnwise = "_columnwise";
 
 // Splits an FP8 statistic's name into "<layer>_<tensor>" and the rest; false for other names.
 bool split_fp8_stat(std::string_view name, std::string_view* layer_tensor, LoggedFp8Stat* out) {
-  out->columnwise = ends_with(name, kColumnwise);
+  out->columnwise = name.ends_with(kColumnwise);
   if (out->columnwise) name.remove_suffix(kColumnwise.size());
   const Fp8StatSuffix* stat = nullptr;
   for (const auto& s : kFp8StatSuffixes)
-    if (ends_with(name, s.text)) stat = &s;
+    if (name.ends_with(s.text)) stat = &s;
   if (stat == nullptr) return false;
   name.remove_suffix(stat->text.size());
   out->stat = stat->kind;
   out->recipe = LoggedRecipe::kTraining;
   for (const auto& r : kLoggedRecipeNames) {
-    if (name.size() > r.text.size() + 1 && ends_with(name, r.text) &&
+    if (name.size() > r.text.size() + 1 && name.ends_with(r.text) &&
         name[name.size() - r.text.size() - 1] == '_') {
       out->recipe = r.recipe;
       name.remove_suffix(r.text.size() + 1);
@@ -519,7 +515,7 @@ void parse_nvdlfw(std::string_view text, const std::string& path, std::size_t fi
       ++counts->fp8_stats;
       continue;
     }
-    if (parts.name.size() <= kCurAmax.size() || !ends_with(parts.name, kCurAmax)) {
+    if (parts.name.size() <= kCurAmax.size() || !parts.name.ends_with(kCurAmax)) {
       ++counts->other_stats;
       continue;
     }

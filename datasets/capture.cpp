@@ -16,10 +16,6 @@ namespace {
 
 constexpr std::string_view kCaptureExtensions[] = {".safetensors", ".npy", ".npz", ".pt"};
 
-bool ends_with(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
 std::string base_name(const std::string& path) {
   const auto slash = path.find_last_of('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
@@ -164,17 +160,17 @@ void load_file(const std::string& path, const FileSystem& fs, const CaptureOptio
   info.bytes = bytes.size();
   const std::string name = base_name(path);
   std::vector<FoundTensor> found;
-  if (ends_with(name, ".npy")) {
+  if (name.ends_with(".npy")) {
     // One array; the file name is the tensor name, the step the last number of the folder.
     const NpyArray a = parse_npy(bytes, path, options.npy_dtype);
     found.push_back(from_npy(a, strip_extension(name)));
     if (last_number(parent_name(path), path, &info.step)) info.step_source = "folder name";
     else info.step_source = "default";
-  } else if (ends_with(name, ".npz")) {
+  } else if (name.ends_with(".npz")) {
     for (const auto& [member, member_bytes] : list_npz(bytes, path))
       found.push_back(from_npy(parse_npy(member_bytes, path + ":" + member + ".npy", options.npy_dtype), member));
     resolve_step({}, strip_extension(name), &info);
-  } else if (ends_with(name, ".pt")) {
+  } else if (name.ends_with(".pt")) {
     std::vector<std::string> skipped;
     const auto tensors = read_torch_save(bytes, path, &skipped);
     std::string layer, tensor;
@@ -226,7 +222,7 @@ void load_file(const std::string& path, const FileSystem& fs, const CaptureOptio
       found.push_back(f);
     }
   }
-  if (!ends_with(name, ".safetensors")) info.rank = resolve_rank({}, path);
+  if (!name.ends_with(".safetensors")) info.rank = resolve_rank({}, path);
   add_tensors(found, info, set);
   info.tensor_count = found.size();
   set->files.push_back(std::move(info));
@@ -235,7 +231,7 @@ void load_file(const std::string& path, const FileSystem& fs, const CaptureOptio
 
 bool is_capture_file(const std::string& path) {
   for (std::string_view ext : kCaptureExtensions)
-    if (ends_with(path, ext)) return true;
+    if (path.ends_with(ext)) return true;
   return false;
 }
 

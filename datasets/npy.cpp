@@ -6,6 +6,7 @@
 
 #include "datasets/stored_zip.hpp"
 #include "core/error.hpp"
+#include "core/text.hpp"
 
 namespace fp8a {
 
@@ -22,7 +23,8 @@ constexpr const char* kCompressed = "fp8a.npy.606";
   throw input_error(id, std::string(where) + ": " + what);
 }
 
-std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
+// Names and dtype strings appear in messages as the file writes them: not escaped, not cut.
+constexpr QuoteStyle kAsWritten{.escape = false, .max_bytes = std::string_view::npos};
 
 std::uint64_t read_le(std::span<const std::byte> bytes, std::uint64_t at, int n) {
   std::uint64_t v = 0;
@@ -200,15 +202,6 @@ class LiteralParser {
   std::size_t pos_ = 0;
 };
 
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::string s = "(";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i > 0) s += ", ";
-    s += std::to_string(shape[i]);
-  }
-  return s + (shape.size() == 1 ? ",)" : ")");
-}
-
 // Resolves 'descr' to an input type, or throws 603 saying what to do.
 DType resolve_dtype(const std::string& descr, NpyRawDType raw, std::string_view where) {
   char order = 0;
@@ -217,7 +210,7 @@ DType resolve_dtype(const std::string& descr, NpyRawDType raw, std::string_view 
     order = type[0];
     type.remove_prefix(1);
   }
-  const std::string head = "unsupported dtype " + quoted(descr);
+  const std::string head = "unsupported dtype " + quoted(descr, kAsWritten);
   if (type == "f8")
     fail(kBadDType, where,
          head + ": float64 is not a capture dtype; convert to float32 (arr.astype(np.float32))");
@@ -307,8 +300,9 @@ NpyArray parse_npy(std::span<const std::byte> bytes, std::string_view where, Npy
                            : key.text == "fortran_order" ? &fortran
                            : key.text == "shape"         ? &shape
                                                          : nullptr;
-    if (slot == nullptr) parser.complain("unexpected key " + quoted(key.text), key.pos);
-    if (*slot != nullptr) parser.complain("key " + quoted(key.text) + " appears twice", key.pos);
+    if (slot == nullptr) parser.complain("unexpected key " + quoted(key.text, kAsWritten), key.pos);
+    if (*slot != nullptr)
+      parser.complain("key " + quoted(key.text, kAsWritten) + " appears twice", key.pos);
     *slot = &value;
   }
   for (const auto& [name, slot] :
@@ -357,7 +351,8 @@ NpyArray parse_npy(std::span<const std::byte> bytes, std::string_view where, Npy
   if (fortran->flag &&
       std::count_if(dims.begin(), dims.end(), [](std::uint64_t d) { return d > 1; }) > 1)
     fail(kBadDType, where,
-         "unsupported layout: Fortran-ordered array of shape " + shape_text(out.shape) +
+         "unsupported layout: Fortran-ordered array of shape " +
+             shape_text(out.shape, ShapeStyle::kTuple) +
              "; save np.ascontiguousarray(arr) instead");
   // As NumPy: the byte size of the non-zero dimensions must fit in a signed 64-bit integer, even
   // when another dimension is 0.
@@ -371,16 +366,17 @@ NpyArray parse_npy(std::span<const std::byte> bytes, std::string_view where, Npy
   }
   if (overflow || nonzero_bytes > static_cast<std::uint64_t>(INT64_MAX))
     fail(kBadSize, where,
-         "shape " + shape_text(out.shape) + " of " + quoted(out.descr) +
-             " is too large: its size in bytes exceeds 2^63 - 1");
+         "shape " + shape_text(out.shape, ShapeStyle::kTuple) + " of " +
+             quoted(out.descr, kAsWritten) + " is too large: its size in bytes exceeds 2^63 - 1");
   const std::uint64_t need = numel == 0 ? 0 : nonzero_bytes;
   const std::uint64_t data_start = preamble + header_bytes;
   const std::uint64_t have = bytes.size() - data_start;
   if (need != have)
     fail(kBadSize, where,
          std::string(need > have ? "truncated" : "trailing bytes") + ": shape " +
-             shape_text(out.shape) + " of " + quoted(out.descr) + " needs " + std::to_string(need) +
-             " data bytes but the file holds " + std::to_string(have) + " after the header");
+             shape_text(out.shape, ShapeStyle::kTuple) + " of " + quoted(out.descr, kAsWritten) +
+             " needs " + std::to_string(need) + " data bytes but the file holds " +
+             std::to_string(have) + " after the header");
   out.data = bytes.data() + data_start;
   out.data_bytes = need;
   return out;
@@ -393,7 +389,7 @@ NpyArray parse_npy(std::span<const std::byte> bytes, std::string_view where, Npy
 namespace {
 
 void raise_npz(const ZipError& e, std::string_view where) {
-  const std::string member = "member " + quoted(e.name);
+  const std::string member = "member " + quoted(e.name, kAsWritten);
   const std::string a = std::to_string(e.a), b = std::to_string(e.b), c = std::to_string(e.c);
   std::string what;
   switch (e.fault) {
@@ -502,8 +498,8 @@ std::vector<std::pair<std::string, std::span<const std::byte>>> list_npz(
             [](const Member* a, const Member* b) { return a->header_offset < b->header_offset; });
   for (std::size_t i = 1; i < by_offset.size(); ++i)
     if (end_of(by_offset[i - 1]) > by_offset[i]->header_offset)
-      bad("members " + quoted(by_offset[i - 1]->zip_name) + " and " +
-          quoted(by_offset[i]->zip_name) + " overlap");
+      bad("members " + quoted(by_offset[i - 1]->zip_name, kAsWritten) + " and " +
+          quoted(by_offset[i]->zip_name, kAsWritten) + " overlap");
 
   std::vector<std::pair<std::string, std::span<const std::byte>>> out;
   std::map<std::string, std::string> seen;  // array name -> zip name
@@ -513,8 +509,8 @@ std::vector<std::pair<std::string, std::span<const std::byte>>> list_npz(
       name.resize(name.size() - 4);
     const auto [it, inserted] = seen.emplace(name, m.zip_name);
     if (!inserted)
-      bad("members " + quoted(it->second) + " and " + quoted(m.zip_name) + " both hold array " +
-          quoted(name));
+      bad("members " + quoted(it->second, kAsWritten) + " and " + quoted(m.zip_name, kAsWritten) +
+          " both hold array " + quoted(name, kAsWritten));
     out.emplace_back(std::move(name), m.data);
   }
   return out;

@@ -8,6 +8,7 @@
 
 #include "datasets/stored_zip.hpp"
 #include "core/error.hpp"
+#include "core/text.hpp"
 
 namespace fp8a {
 
@@ -29,33 +30,9 @@ constexpr std::size_t kMaxRank = 64;                     // dimensions of a tens
 constexpr std::size_t kMaxArgs = 8;                      // arguments of an allow-listed call
 constexpr std::size_t kMaxKey = 1024;                    // bytes of a key path
 constexpr std::size_t kMaxEntries = 65536;               // tensors returned plus entries skipped
-constexpr std::size_t kMaxQuoted = 120;                  // characters of a name in a message
 
 [[noreturn]] void fail(std::string_view id, std::string_view where, const std::string& what) {
   throw input_error(id, std::string(where) + ": " + what);
-}
-
-// Quotes a name for a message on one line: control bytes escaped, long names cut.
-std::string quoted(std::string_view s) {
-  std::string out = "'";
-  for (std::size_t i = 0; i < s.size() && i < kMaxQuoted; ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x20 || c == 0x7F || c == '\'' || c == '\\') {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  if (s.size() > kMaxQuoted) out += "...";
-  return out + "'";
-}
-
-std::string dims_text(const std::vector<std::int64_t>& v) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
-  return out + "]";
 }
 
 std::string key_label(const std::string& key) {
@@ -675,7 +652,7 @@ class Unpickler {
     t.shape = int_list(a[2], "the size");
     t.stride = int_list(a[3], "the stride");
     if (t.shape.size() != t.stride.size())
-      bad(fn.name + ": size " + dims_text(t.shape) + " and stride " + dims_text(t.stride) +
+      bad(fn.name + ": size " + shape_text(t.shape) + " and stride " + shape_text(t.stride) +
           " differ in length");
     if (v3) {
       if (a[6].kind != Kind::kGlobal || globals_[a[6].ref].kind != G::kDtype)
@@ -895,7 +872,7 @@ class Unpickler {
     const Storage& s = storages_[t.storage];
     const std::size_t item = t.dtype->itemsize;
     const auto where_text = [&] {
-      return key_label(key) + " (shape " + dims_text(t.shape) + ", stride " + dims_text(t.stride) +
+      return key_label(key) + " (shape " + shape_text(t.shape) + ", stride " + shape_text(t.stride) +
              ", storage offset " + std::to_string(t.offset) + ")";
     };
     if (t.offset < 0) fail(kBadTensor, where_, where_text() + ": negative storage offset");

@@ -5,15 +5,15 @@
 #include <Eigen/Core>
 #include <array>
 #include <cmath>
-#include <cstring>
-#include <map>
 #include <optional>
 #include <span>
 #include <string>
 
 #include "core/error.hpp"
 #include "engine/cpu_backend.hpp"
+#include "engine/evaluation_index.hpp"
 #include "engine/fake_quant.hpp"
+#include "engine/gemm_pairing.hpp"
 
 namespace fp8a {
 
@@ -96,32 +96,6 @@ void compare(const MatrixD& ref, const MatrixF& got, GemmRow* row) {
   sums.finish(row);
 }
 
-// The three operands of one layer at one step, indexed by Role (activation X, weight W, gradient
-// dY); with tensor parallelism, one such triple per rank.
-using Operands = std::array<const CapturedTensor*, 3>;
-
-// How a layer's GEMMs are split over tensor-parallel ranks (Megatron/TE): column-parallel layers
-// (QKV, FC1) hold all of X and a slice of W's rows and of dY's columns; row-parallel layers (proj,
-// FC2) a slice of X's and W's columns and all of dY; data-parallel ranks the same W and their own
-// tokens of X and dY. A GEMM whose reduction dimension is split (fprop of row-parallel, dgrad of
-// column-parallel, wgrad of data-parallel) sums the ranks' outputs (an all-reduce); the other
-// GEMMs' outputs are the ranks' slices side by side.
-enum class Split { kNone, kColumn, kRow, kData };
-
-bool output_is_sum(Split split, Gemm g) {
-  return (split == Split::kColumn && g == Gemm::kDgrad) ||
-         (split == Split::kRow && g == Gemm::kFprop) || (split == Split::kData && g == Gemm::kWgrad);
-}
-
-const char* split_name(Split s) {
-  return s == Split::kColumn ? "column-parallel" : s == Split::kRow ? "row-parallel" : "data-parallel";
-}
-
-bool same_bytes(const TensorView& a, const TensorView& b) {
-  return a.dtype == b.dtype && a.shape == b.shape &&
-         std::memcmp(a.data, b.data, static_cast<std::size_t>(a.numel()) * dtype_size(a.dtype)) == 0;
-}
-
 // The spec of an operand that the engine gets transposed (a columnwise copy, laid out K-major).
 QuantSpec transposed(QuantSpec s) {
   s.block = BlockShape{s.block.cols, s.block.rows};
@@ -171,93 +145,12 @@ std::vector<GemmRow> evaluate_gemm_errors(const CaptureSet& captures,
                                           std::span<const EvaluationRow> rows,
                                           const GemmOptions& options,
                                           std::vector<std::string>* skipped) {
-  // Operands by (step, layer), one triple per rank (captures list a key's shards in rank order).
-  std::map<std::pair<std::int64_t, std::string>, std::array<std::vector<const CapturedTensor*>, 3>> layers;
-  for (const auto& t : captures.tensors)
-    layers[{t.key.step, t.key.layer}][static_cast<int>(t.key.role)].push_back(&t);
-  // Evaluation rows by (step, layer, role, recipe spec, orientation).
-  std::map<std::tuple<std::int64_t, std::string, Role, std::string, Orientation>, const EvaluationRow*> by_key;
-  std::vector<Recipe> recipes;
-  for (const auto& r : rows) {
-    by_key[{r.key.step, r.key.layer, r.key.role, r.recipe.spec(), r.orientation}] = &r;
-    bool seen = false;
-    for (const auto& x : recipes) seen = seen || x == r.recipe;
-    if (!seen) recipes.push_back(r.recipe);
-  }
-  // Which row quantises an operand: the requested orientation, else rowwise (per-tensor recipes
-  // and 128x128 weight tiles have one set of numbers for both).
-  auto find = [&](const CapturedTensor* t, const Recipe& r, Orientation o) -> const EvaluationRow* {
-    for (Orientation candidate : {o, Orientation::kRowwise}) {
-      auto it = by_key.find({t->key.step, t->key.layer, t->key.role, r.spec(), candidate});
-      if (it != by_key.end()) return it->second;
-    }
-    return nullptr;
-  };
-
-  struct Job {
-    std::int64_t step;
-    std::string layer;
-    std::vector<Operands> ranks;  // one without tensor parallelism
-    Split split = Split::kNone;
-  };
-  std::vector<Job> jobs;
-  const auto fits = [](const Operands& o) {
-    const auto &x = o[0]->view, &w = o[1]->view, &dy = o[2]->view;
-    return x.cols == w.cols && dy.cols == w.rows && x.rows == dy.rows;
-  };
-  const auto shapes = [](const Operands& o) {
-    const auto &x = o[0]->view, &w = o[1]->view, &dy = o[2]->view;
-    return "X " + std::to_string(x.rows) + "x" + std::to_string(x.cols) + ", W " +
-           std::to_string(w.rows) + "x" + std::to_string(w.cols) + ", dY " +
-           std::to_string(dy.rows) + "x" + std::to_string(dy.cols);
-  };
-  for (const auto& [key, by_role] : layers) {
-    if (by_role[0].empty() || by_role[1].empty() || by_role[2].empty()) continue;
-    const std::string where = "step " + std::to_string(key.first) + " layer '" + key.second + "': ";
-    const std::size_t r = by_role[0].size();
-    if (by_role[1].size() != r || by_role[2].size() != r) {
-      skipped->push_back(where + "X, W and dY were captured on different numbers of ranks (" +
-                         std::to_string(r) + ", " + std::to_string(by_role[1].size()) + ", " +
-                         std::to_string(by_role[2].size()) + ")");
-      continue;
-    }
-    Job job{key.first, key.second, {}, Split::kNone};
-    for (std::size_t i = 0; i < r; ++i) job.ranks.push_back({by_role[0][i], by_role[1][i], by_role[2][i]});
-    bool ok = true;
-    for (std::size_t i = 0; i < r && ok; ++i) {
-      if (fits(job.ranks[i])) continue;
-      ok = false;
-      skipped->push_back(where + (r == 1 ? "operand shapes do not fit X [M,K], W [N,K], dY [M,N] ("
-                                         : "rank " + std::to_string(job.ranks[i][0]->rank) +
-                                               "'s shards do not fit X [M,K], W [N,K], dY [M,N] "
-                                               "(sequence parallelism splits X by tokens: not "
-                                               "supported) (") +
-                         shapes(job.ranks[i]) + ")");
-    }
-    if (!ok) continue;
-    if (r > 1) {
-      const auto replicated = [&](int role) {
-        for (std::size_t i = 1; i < r; ++i)
-          if (!same_bytes(job.ranks[i][role]->view, job.ranks[0][role]->view)) return false;
-        return true;
-      };
-      const bool x_same = replicated(0), w_same = replicated(1), dy_same = replicated(2);
-      if (x_same && !w_same && !dy_same) job.split = Split::kColumn;
-      else if (dy_same && !x_same && !w_same) job.split = Split::kRow;
-      else if (w_same && !x_same && !dy_same) job.split = Split::kData;
-      else {
-        skipped->push_back(where + "captured as " + std::to_string(r) +
-                           " ranks, but neither column-parallel (the same X on every rank), "
-                           "row-parallel (the same dY) nor data-parallel (the same W)");
-        continue;
-      }
-    }
-    jobs.push_back(std::move(job));
-  }
+  const EvaluationIndex index(rows);
+  const std::vector<GemmLayer> jobs = pair_gemm_operands(captures, skipped);
 
   std::vector<std::vector<GemmRow>> results(jobs.size());
   tbb::parallel_for(std::size_t{0}, jobs.size(), [&](std::size_t j) {
-    const Job& job = jobs[j];
+    const GemmLayer& job = jobs[j];
     const std::size_t nr = job.ranks.size();
     // Per rank: the operands by role, the sampled token rows, the float64 references.
     struct RankData {
@@ -280,14 +173,6 @@ std::vector<GemmRow> evaluate_gemm_errors(const CaptureSet& captures,
       const MatrixD xd = d.xs.cast<double>(), wd = d.full[1].cast<double>(), dyd = d.dys.cast<double>();
       d.ref = {xd * wd.transpose(), dyd * wd, dyd.transpose() * xd};
     }
-    // Dims of the whole GEMM: N adds up over column-parallel ranks, K over row-parallel ones, the
-    // tokens M over data-parallel ones.
-    std::int64_t m_all = 0, n_all = 0, k_all = 0;
-    for (std::size_t r = 0; r < nr; ++r) {
-      m_all += job.split == Split::kData || r == 0 ? job.ranks[r][0]->view.rows : 0;
-      n_all += job.split == Split::kColumn || r == 0 ? job.ranks[r][1]->view.rows : 0;
-      k_all += job.split == Split::kRow || r == 0 ? job.ranks[r][1]->view.cols : 0;
-    }
     const std::string split_note =
         job.split == Split::kNone ? std::string()
         : std::to_string(nr) + " ranks, " + split_name(job.split);
@@ -299,22 +184,11 @@ std::vector<GemmRow> evaluate_gemm_errors(const CaptureSet& captures,
       dyst = data[0].dys.transpose();
       xst = data[0].xs.transpose();
     }
-    for (const Recipe& recipe : recipes) {
-      struct Use {
-        Gemm gemm;
-        int a;  // role of the left operand
-        Orientation ao;
-        int b;  // role of the right operand
-        Orientation bo;
-      };
-      const Use uses[3] = {
-          {Gemm::kFprop, 0, Orientation::kRowwise, 1, Orientation::kRowwise},
-          {Gemm::kDgrad, 2, Orientation::kRowwise, 1, Orientation::kColumnwise},
-          {Gemm::kWgrad, 2, Orientation::kColumnwise, 0, Orientation::kColumnwise},
-      };
-      for (const Use& u : uses) {
-        const EvaluationRow* ra = find(job.ranks[0][u.a], recipe, u.ao);
-        const EvaluationRow* rb = find(job.ranks[0][u.b], recipe, u.bo);
+    for (const Recipe& recipe : index.recipes()) {
+      for (const GemmOperandUse& u : kGemmOperandUses) {
+        const int ia = static_cast<int>(u.a), ib = static_cast<int>(u.b);
+        const EvaluationRow* ra = index.find_for_use(job.ranks[0][ia]->key, recipe, u.a_orientation);
+        const EvaluationRow* rb = index.find_for_use(job.ranks[0][ib]->key, recipe, u.b_orientation);
         if (ra == nullptr || rb == nullptr || !ra->applicability.ok || !rb->applicability.ok) continue;
         ErrorSums sums;
         MatrixD ref_sum, got_sum;  // outputs that add up over the ranks
@@ -322,8 +196,8 @@ std::vector<GemmRow> evaluate_gemm_errors(const CaptureSet& captures,
         for (std::size_t r = 0; r < nr; ++r) {
           const RankData& d = data[r];
           // Quantise whole operands (scales see every row), then take the sampled token rows.
-          const MatrixF aq = take_rows(fake_quantized(d.full[u.a], spec_for(*ra, *job.ranks[r][u.a])), d.idx);
-          const MatrixF bq_full = fake_quantized(d.full[u.b], spec_for(*rb, *job.ranks[r][u.b]));
+          const MatrixF aq = take_rows(fake_quantized(d.full[ia], spec_for(*ra, *job.ranks[r][ia])), d.idx);
+          const MatrixF bq_full = fake_quantized(d.full[ib], spec_for(*rb, *job.ranks[r][ib]));
           MatrixF got;
           switch (u.gemm) {
             case Gemm::kFprop: got = aq * bq_full.transpose(); break;
@@ -350,11 +224,10 @@ std::vector<GemmRow> evaluate_gemm_errors(const CaptureSet& captures,
         row.format = ra->format;
         row.rows_used = rows_used;
         row.sampled = sampled;
-        switch (u.gemm) {
-          case Gemm::kFprop: row.m = m_all; row.n = n_all; row.k = k_all; break;
-          case Gemm::kDgrad: row.m = m_all; row.n = k_all; row.k = n_all; break;
-          case Gemm::kWgrad: row.m = n_all; row.n = k_all; row.k = m_all; break;
-        }
+        const GemmDims dims = job.dims(u.gemm);
+        row.m = dims.m;
+        row.n = dims.n;
+        row.k = dims.k;
         sums.finish(&row);
         row.note = split_note;
         if (!split_note.empty() && options.engine != nullptr)

@@ -21,7 +21,7 @@
 // and the others side by side, data-parallel (W the same on every rank, tokens split) the wgrad
 // outputs summed and the others side by side. m/n/k are the whole layer's; `note` names the
 // split. The engine is not run on them. Other splits (sequence parallelism splits X by tokens)
-// are skipped.
+// are skipped. The pairing, the splits and the operand copies each GEMM uses: gemm_pairing.hpp.
 #pragma once
 
 #include <cstdint>

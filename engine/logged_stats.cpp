@@ -3,16 +3,12 @@
 #include <cmath>
 #include <map>
 #include <set>
-#include <tuple>
+
+#include "engine/evaluation_index.hpp"
 
 namespace fp8a {
 
 namespace {
-
-// (step, layer, role) of a captured tensor, the layer in sanitised form.
-using TensorKey = std::tuple<std::int64_t, std::string, Role>;
-// ... plus the recipe spec and the copy.
-using RowKey = std::tuple<std::int64_t, std::string, Role, std::string, Orientation>;
 
 double our_value(const LoggedFp8Stat& s, const EvaluationRow& row) {
   const QuantMetrics& m = row.metrics;
@@ -49,29 +45,18 @@ std::string sanitized_layer_name(std::string_view layer) {
 std::vector<LoggedComparison> compare_logged_stats(std::span<const LoggedFp8Stat> logged,
                                                    std::span<const EvaluationRow> rows,
                                                    const std::optional<Recipe>& training_recipe) {
+  const EvaluationIndex index(rows);
   // Captured layers by sanitised name; a sanitised name shared by two layers matches neither.
   std::map<std::string, std::set<std::string>> layers_of;
-  for (const auto& r : rows) layers_of[sanitized_layer_name(r.key.layer)].insert(r.key.layer);
-  const auto layer_key = [&](const std::string& layer) -> std::string {
+  for (const auto& layer : index.layers()) layers_of[sanitized_layer_name(layer)].insert(layer);
+  // The captured layer a logged name is: the one with its sanitised name, else of two or more
+  // such, the one named exactly; "" if none.
+  const auto captured_layer = [&](const std::string& layer) -> std::string {
     const auto it = layers_of.find(sanitized_layer_name(layer));
     if (it == layers_of.end()) return {};
-    if (it->second.size() == 1) return it->first;
+    if (it->second.size() == 1) return *it->second.begin();
     return it->second.count(layer) != 0 ? layer : std::string();
   };
-  const auto row_layer_key = [&](const std::string& layer) {
-    const std::string s = sanitized_layer_name(layer);
-    return layers_of[s].size() == 1 ? s : layer;
-  };
-
-  std::set<TensorKey> captured;
-  std::set<std::string> evaluated;
-  std::map<RowKey, const EvaluationRow*> by_key;
-  for (const auto& r : rows) {
-    const std::string layer = row_layer_key(r.key.layer);
-    captured.emplace(r.key.step, layer, r.key.role);
-    evaluated.insert(r.recipe.spec());
-    by_key.emplace(RowKey(r.key.step, layer, r.key.role, r.recipe.spec(), r.orientation), &r);
-  }
 
   std::vector<LoggedComparison> out;
   out.reserve(logged.size());
@@ -98,12 +83,12 @@ std::vector<LoggedComparison> compare_logged_stats(std::span<const LoggedFp8Stat
       case LoggedRecipe::kBlock: recipe = parse_recipe("block:2d"); break;
       case LoggedRecipe::kMxfp8: recipe = parse_recipe("mxfp8"); break;
     }
-    const std::string layer = layer_key(s.layer);
+    const CaptureKey tensor{s.step, captured_layer(s.layer), s.role};
     if (!recipe) {
       // note set above
-    } else if (layer.empty() || captured.count(TensorKey(s.step, layer, s.role)) == 0) {
+    } else if (tensor.layer.empty() || !index.has_tensor(tensor)) {
       c.note = "not captured at this step";
-    } else if (evaluated.count(recipe->spec()) == 0) {
+    } else if (!index.has_recipe(*recipe)) {
       c.note = "recipe " + recipe->spec() + " not in --recipes";
     } else {
       c.recipe = recipe->spec();
@@ -111,14 +96,14 @@ std::vector<LoggedComparison> compare_logged_stats(std::span<const LoggedFp8Stat
       bool has_copy = false;
       for (const auto o : copies) has_copy = has_copy || o == c.orientation;
       if (!has_copy) c.orientation = Orientation::kRowwise;  // both copies have the same numbers
-      const auto it = by_key.find(RowKey(s.step, layer, s.role, c.recipe, c.orientation));
-      if (it == by_key.end()) {
+      const EvaluationRow* row = index.find(tensor, *recipe, c.orientation);
+      if (row == nullptr) {
         c.note = "not evaluated";
-      } else if (!it->second->applicability.ok) {
-        c.note = "not applicable: " + it->second->applicability.reason;
+      } else if (!row->applicability.ok) {
+        c.note = "not applicable: " + row->applicability.reason;
       } else {
         c.paired = true;
-        c.ours = our_value(s, *it->second);
+        c.ours = our_value(s, *row);
       }
     }
     out.push_back(std::move(c));

@@ -1,8 +1,9 @@
 #include "policies/layer_summary.hpp"
 
 #include <algorithm>
-#include <map>
 #include <utility>
+
+#include "engine/evaluation_index.hpp"
 
 namespace fp8a {
 
@@ -22,38 +23,49 @@ void keep_worst(WorstValue* w, double v, const EvaluationRow& row, bool first, W
 }  // namespace
 
 std::vector<LayerSummary> summarize_layers(std::span<const EvaluationRow> rows) {
-  std::vector<LayerSummary> out;
-  std::map<std::pair<std::string, std::string>, std::size_t> index;
+  const EvaluationIndex index(rows);
   auto lower = [](double a, double b) { return a < b; };
   auto higher = [](double a, double b) { return a > b; };
-  // Layers first appear in row order; keep that order by assigning slots as they appear.
-  for (const auto& row : rows) {
-    if (!row.applicability.ok) continue;
-    const std::string spec = row.recipe.spec();
-    auto [it, inserted] = index.try_emplace({row.key.layer, spec}, out.size());
-    if (inserted) {
-      out.emplace_back();
-      out.back().layer = row.key.layer;
-      out.back().recipe = spec;
+  // One layer's summaries, recipes in the order of their first evaluated row.
+  struct Layer {
+    const EvaluationRow* first = nullptr;  // its first evaluated row
+    std::vector<LayerSummary> recipes;
+  };
+  std::vector<Layer> layers;
+  for (const auto& name : index.layers()) {
+    Layer l;
+    for (const EvaluationRow* row : index.rows_of(name)) {
+      if (!row->applicability.ok) continue;
+      if (l.first == nullptr) l.first = row;
+      const std::string spec = row->recipe.spec();
+      auto it = std::find_if(l.recipes.begin(), l.recipes.end(),
+                             [&](const LayerSummary& s) { return s.recipe == spec; });
+      if (it == l.recipes.end()) {
+        it = l.recipes.insert(l.recipes.end(), LayerSummary{});
+        it->layer = name;
+        it->recipe = spec;
+      }
+      LayerSummary& s = *it;
+      const bool first = s.evaluations == 0;
+      const QuantMetrics& m = row->metrics;
+      keep_worst(&s.min_sqnr_db, m.sqnr_db, *row, first, lower);
+      keep_worst(&s.min_cos, m.cos, *row, first, lower);
+      keep_worst(&s.max_rel_mse, m.rel_mse, *row, first, higher);
+      keep_worst(&s.max_underflow_pct, m.underflow_pct, *row, first, higher);
+      keep_worst(&s.max_overflow_pct, m.overflow_pct, *row, first, higher);
+      keep_worst(&s.max_saturated_pct, m.saturated_pct, *row, first, higher);
+      s.nonfinite_count += row->stats.nan_count + row->stats.inf_count;
+      ++s.evaluations;
     }
-    LayerSummary& s = out[it->second];
-    const bool first = s.evaluations == 0;
-    const QuantMetrics& m = row.metrics;
-    keep_worst(&s.min_sqnr_db, m.sqnr_db, row, first, lower);
-    keep_worst(&s.min_cos, m.cos, row, first, lower);
-    keep_worst(&s.max_rel_mse, m.rel_mse, row, first, higher);
-    keep_worst(&s.max_underflow_pct, m.underflow_pct, row, first, higher);
-    keep_worst(&s.max_overflow_pct, m.overflow_pct, row, first, higher);
-    keep_worst(&s.max_saturated_pct, m.saturated_pct, row, first, higher);
-    s.nonfinite_count += row.stats.nan_count + row.stats.inf_count;
-    ++s.evaluations;
+    if (l.first != nullptr) layers.push_back(std::move(l));
   }
-  // Group each layer's recipes together, layers in order of first appearance.
-  std::map<std::string, std::size_t> layer_rank;
-  for (const auto& s : out) layer_rank.try_emplace(s.layer, layer_rank.size());
-  std::stable_sort(out.begin(), out.end(), [&](const auto& a, const auto& b) {
-    return layer_rank[a.layer] < layer_rank[b.layer];
-  });
+  // Layers in the order of their first evaluated row (a layer whose first rows were not
+  // evaluated comes after the layers that were at that point).
+  std::stable_sort(layers.begin(), layers.end(),
+                   [](const Layer& a, const Layer& b) { return a.first < b.first; });
+  std::vector<LayerSummary> out;
+  for (auto& l : layers)
+    for (auto& s : l.recipes) out.push_back(std::move(s));
   return out;
 }
 

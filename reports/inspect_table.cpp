@@ -4,17 +4,12 @@
 #include <cstdio>
 #include <vector>
 
+#include "core/text.hpp"
 #include "reports/text_table.hpp"
 
 namespace fp8a {
 
 namespace {
-
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 std::string general(double v) {
   char buf[64];

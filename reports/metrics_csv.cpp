@@ -3,18 +3,13 @@
 #include <cmath>
 #include <sstream>
 
+#include "core/text.hpp"
 #include "reports/csv.hpp"
 #include "reports/number_format.hpp"
 
 namespace fp8a {
 
 namespace {
-
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? "x" : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 // Per-tensor values; blocked recipes have none (NaN), written as an empty field.
 std::string optional_number(float v) { return std::isnan(v) ? std::string() : format_number(v); }
@@ -47,7 +42,8 @@ Artifact render_metrics_csv(std::span<const EvaluationRow> rows) {
                                                                                  : 0.0f)
         << ',' << format_number(s.dynamic_range_log2()) << ',' << s.numel << ','
         << m.sums.underflow_count << ',' << m.sums.overflow_count << ',' << s.nan_count << ','
-        << s.inf_count << ',' << dtype_name(r.input_dtype) << ',' << shape_text(r.shape) << ','
+        << s.inf_count << ',' << dtype_name(r.input_dtype) << ','
+        << shape_text(r.shape, ShapeStyle::kCrossed) << ','
         << r.ranks << ',' << (delayed ? replay_mode_name(r.replay.mode) : "") << ',' << csv_field(r.file) << '\n';
   }
   return {"metrics.csv", out.str(), std::to_string(written) + " rows"};

@@ -1,0 +1,35 @@
+// Shapes and quoted names as messages and reports write them (core/text.hpp).
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/text.hpp"
+
+using fp8a::ShapeStyle;
+
+TEST_CASE("shape_text: the three spellings, scalars and 1-D shapes included") {
+  const std::vector<std::int64_t> s2{4, 8}, s1{4}, s0{}, s3{2, 0, -1};
+  CHECK(fp8a::shape_text(s2) == "[4, 8]");
+  CHECK(fp8a::shape_text(s1) == "[4]");
+  CHECK(fp8a::shape_text(s0) == "[]");
+  CHECK(fp8a::shape_text(s3) == "[2, 0, -1]");
+  CHECK(fp8a::shape_text(s2, ShapeStyle::kCrossed) == "[4x8]");
+  CHECK(fp8a::shape_text(s1, ShapeStyle::kCrossed) == "[4]");
+  CHECK(fp8a::shape_text(s0, ShapeStyle::kCrossed) == "[]");
+  CHECK(fp8a::shape_text(s2, ShapeStyle::kTuple) == "(4, 8)");
+  CHECK(fp8a::shape_text(s1, ShapeStyle::kTuple) == "(4,)");
+  CHECK(fp8a::shape_text(s0, ShapeStyle::kTuple) == "()");
+}
+
+TEST_CASE("quoted: escaped and cut by default, as written on request") {
+  CHECK(fp8a::quoted("layers.0") == "'layers.0'");
+  CHECK(fp8a::quoted(std::string("a\nb'c\\d\x7f", 8)) == "'a\\x0ab\\x27c\\x5cd\\x7f'");
+  CHECK(fp8a::quoted(std::string(120, 'x')) == "'" + std::string(120, 'x') + "'");
+  CHECK(fp8a::quoted(std::string(121, 'x')) == "'" + std::string(120, 'x') + "...'");
+  CHECK(fp8a::quoted("abcdef", {.max_bytes = 3}) == "'abc...'");
+  const fp8a::QuoteStyle as_written{.escape = false, .max_bytes = std::string_view::npos};
+  CHECK(fp8a::quoted("a\nb'c", as_written) == "'a\nb'c'");
+  CHECK(fp8a::quoted(std::string(200, 'x'), as_written) == "'" + std::string(200, 'x') + "'");
+}
