@@ -17,7 +17,7 @@
 #include "cuda/partials.hpp"
 #include "cuda/stats.cuh"
 #include "core/error.hpp"
-#include "engine/cpu_backend.hpp"
+#include "engine/quant_spec.hpp"
 
 namespace fp8a::cuda {
 

@@ -5,7 +5,7 @@
 //
 // Evaluation of one tensor, two passes:
 //   pass 1  statistics kernel (stats.cuh) -> TensorStats; the host then resolves every candidate
-//           with make_quant_spec (engine/cpu_backend.hpp), exactly as the CPU backend does;
+//           with make_quant_spec (engine/quant_spec.hpp), exactly as the CPU backend does;
 //   pass 2  one launch of the per-tensor kernel (metrics_per_tensor.cuh) per group of up to eight
 //           per-tensor/bf16 candidates, and one launch of the blocked kernel (metrics_blocked.cuh)
 //           per blocked candidate (metric_jobs.hpp).
