@@ -299,8 +299,6 @@ CudaBackend::~CudaBackend() = default;
 
 std::string CudaBackend::device() const { return describe_device0(); }
 
-Applicability CudaBackend::supports(const Recipe&) const { return Applicability::yes(); }
-
 ChunkPlan CudaBackend::plan(const TensorView& t) const {
   return plan_chunks(t.rows, t.cols, dtype_size(t.dtype), options_.chunk_bytes);
 }

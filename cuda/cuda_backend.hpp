@@ -78,7 +78,6 @@ class CudaBackend final : public Backend {
 
   std::string name() const override { return "cuda"; }
   std::string device() const override;  // describe_device0()
-  Applicability supports(const Recipe& recipe) const override;
   TensorEvaluation evaluate(std::span<const Candidate> candidates,
                             const TensorView& tensor) const override;
 

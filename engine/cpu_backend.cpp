@@ -87,8 +87,6 @@ std::string CpuBackend::device() const {
   return std::to_string(tbb::info::default_concurrency()) + " threads (oneTBB)";
 }
 
-Applicability CpuBackend::supports(const Recipe&) const { return Applicability::yes(); }
-
 std::int64_t rows_per_chunk(std::int64_t cols) {
   const std::int64_t rows = std::max<std::int64_t>(1, CpuBackend::kChunkElements / std::max<std::int64_t>(cols, 1));
   return (rows + 127) / 128 * 128;

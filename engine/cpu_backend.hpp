@@ -19,7 +19,6 @@ class CpuBackend final : public Backend {
 
   std::string name() const override { return "cpu"; }
   std::string device() const override;
-  Applicability supports(const Recipe& recipe) const override;
   TensorEvaluation evaluate(std::span<const Candidate> candidates,
                             const TensorView& tensor) const override;
 };

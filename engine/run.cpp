@@ -111,7 +111,6 @@ std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const R
         row.format = config.format;
         row.fp8 = recipe.kind == RecipeKind::kBf16 ? Fp8Format::kE4M3 : fp8;
         row.orientation = o;
-        row.applicability = backend.supports(recipe);
         for (std::size_t i = first; i < last && row.applicability.ok; ++i)
           row.applicability = recipe_fits(recipe, captures.tensors[i].view);
         Candidate c{recipe, fp8, t.key.role, o};
