@@ -179,7 +179,7 @@ TensorEvaluation CpuBackend::evaluate(std::span<const Candidate> candidates,
     if (!out.results[j].applicability.ok) continue;
     CandidateSums total;
     for (std::size_t c = 0; c < chunks; ++c) total.merge(sums[c * k + j]);
-    const bool per_tensor = specs[j].block.rows == 0 && specs[j].kind != RecipeKind::kBf16;
+    const bool per_tensor = is_per_tensor(specs[j].kind);
     constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
     auto& m = out.results[j].metrics;
     if (per_tensor)

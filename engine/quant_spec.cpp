@@ -12,19 +12,15 @@ Applicability make_quant_spec(const Candidate& c, const TensorStats& stats, DTyp
   spec->pow2_scales = c.recipe.pow2_scales;
   spec->mx_rule = c.recipe.mx_rule;
   spec->value_for_inf = input_type_max(dtype);
-  switch (c.recipe.kind) {
-    case RecipeKind::kPerTensorCurrent:
-      // A given scale: the amax was reduced over ranks (engine/run.hpp AmaxReduction).
-      spec->scale = std::isnan(c.given_scale) ? per_tensor_scale(c.recipe, c.format, stats.amax)
-                                              : c.given_scale;
-      break;
-    case RecipeKind::kPerTensorDelayed:
-      if (std::isnan(c.given_scale))
-        return Applicability::no("no amax history before this step to replay delayed scaling");
-      spec->scale = c.given_scale;
-      break;
-    default:
-      break;
+  if (!is_per_tensor(c.recipe.kind)) return Applicability::yes();
+  if (replays_history(c.recipe.kind)) {
+    if (std::isnan(c.given_scale))
+      return Applicability::no("no amax history before this step to replay delayed scaling");
+    spec->scale = c.given_scale;
+  } else {
+    // A given scale: the amax was reduced over ranks (engine/run.hpp AmaxReduction).
+    spec->scale = std::isnan(c.given_scale) ? per_tensor_scale(c.recipe, c.format, stats.amax)
+                                            : c.given_scale;
   }
   return Applicability::yes();
 }
