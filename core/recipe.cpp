@@ -184,7 +184,7 @@ Recipe parse_recipe(std::string_view spec) {
     bad_recipe(spec, "unknown kind '" + std::string(fields[0]) + "'" +
                          did_you_mean(fields[0], kind_names));
   r.kind = kind->kind;
-  r.pow2_scales = r.kind == RecipeKind::kBlock;  // TE's block scaling default
+  r.pow2_scales = kind->scale_type == ScaleType::kPow2;  // TE's default (block scaling's)
   for (std::size_t i = 1; i < fields.size(); ++i) {
     if (apply_option(spec, fields[i], &r)) continue;
     std::vector<std::string> options;
@@ -207,7 +207,19 @@ std::string default_recipe_list() {
 }
 
 bool is_per_tensor(RecipeKind kind) {
-  return kind == RecipeKind::kPerTensorCurrent || kind == RecipeKind::kPerTensorDelayed;
+  return recipe_kind_traits(kind).granularity == Granularity::kPerTensor;
+}
+
+bool replays_history(RecipeKind kind) { return recipe_kind_traits(kind).replays_history; }
+
+bool te_runs_on(RecipeKind kind, int sm) {
+  const RecipeKindTraits& t = recipe_kind_traits(kind);
+  return sm >= t.te_min_sm && (t.te_max_sm == 0 || sm <= t.te_max_sm);
+}
+
+bool lt_runs_on(RecipeKind kind, int sm) {
+  const RecipeKindTraits& t = recipe_kind_traits(kind);
+  return sm >= t.lt_min_sm && (t.lt_max_sm == 0 || sm <= t.lt_max_sm);
 }
 
 float per_tensor_scale(const Recipe& recipe, Fp8Format format, float amax) {
@@ -216,22 +228,16 @@ float per_tensor_scale(const Recipe& recipe, Fp8Format format, float amax) {
 }
 
 BlockShape block_shape(const Recipe& recipe, Role role, Orientation orientation) {
-  const bool row = orientation == Orientation::kRowwise;
-  switch (recipe.kind) {
-    case RecipeKind::kBlock:
-      if (role == Role::kWeight || recipe.block_2d) return {128, 128};
-      return row ? BlockShape{1, 128} : BlockShape{128, 1};
-    case RecipeKind::kMx:
-      return row ? BlockShape{1, 32} : BlockShape{32, 1};
-    default:
-      return {0, 0};
-  }
+  const RecipeKindTraits& t = recipe_kind_traits(recipe.kind);
+  const BlockShape s = recipe.block_2d && t.block_2d.rows != 0 ? t.block_2d
+                                                                : t.blocks[static_cast<int>(role)];
+  return orientation == Orientation::kRowwise ? s : BlockShape{s.cols, s.rows};
 }
 
 std::vector<Orientation> orientations_for(const Recipe& recipe, Role role) {
-  const bool both = recipe.kind == RecipeKind::kMx ||
-                    (recipe.kind == RecipeKind::kBlock && role != Role::kWeight && !recipe.block_2d);
-  if (both) return {Orientation::kRowwise, Orientation::kColumnwise};
+  // The columnwise copy differs only where its block is the transpose of a non-square one.
+  const BlockShape s = block_shape(recipe, role, Orientation::kRowwise);
+  if (s.rows != s.cols) return {Orientation::kRowwise, Orientation::kColumnwise};
   return {Orientation::kRowwise};
 }
 

@@ -46,23 +46,144 @@ inline const char* orientation_name(Orientation o) {
   return o == Orientation::kRowwise ? "rowwise" : "columnwise";
 }
 
+// Block shape in elements of the 2-D view [rows, cols]: {1, 128} is a run of 128 along a row.
+// {0, 0} for per-tensor recipes and bf16 (no blocks).
+struct BlockShape {
+  std::int64_t rows = 0, cols = 0;
+  bool operator==(const BlockShape&) const = default;
+};
+
+// How many scales a tensor gets.
+enum class Granularity : std::uint8_t {
+  kPerTensor,  // one scale for the whole tensor
+  kBlock,      // one scale per block (block shapes in the row)
+  kNone,       // no FP8 cast and no scale: the BF16 round trip
+};
+
+// How a scale is stored (the kind's default; an option may change it, e.g. block:fp32).
+enum class ScaleType : std::uint8_t {
+  kFp32,  // any fp32 value
+  kPow2,  // fp32 rounded down to a power of two
+  kE8M0,  // an 8-bit exponent (OCP MX E8M0)
+  kNone,  // no scale
+};
+
+// One recipe kind: its names and its behaviour. The functions below derive from these fields.
 struct RecipeKindTraits {
   RecipeKind kind;
-  const char* name;     // first field of the spec string
-  const char* options;  // the options it takes, for messages
-  const char* summary;  // one line for --help
+  const char* name;       // first field of the spec string
+  const char* options;    // the options it takes, for messages
+  const char* summary;    // one line for --help
+  const char* te_recipe;  // TE's recipe class (transformer_engine/common/recipe/__init__.py)
+  Granularity granularity;
+  ScaleType scale_type;   // the default; Recipe::pow2_scales starts as scale_type == kPow2
+  // Rowwise block per role (indexed by Role); the columnwise block is its transpose.
+  BlockShape blocks[3];
+  BlockShape block_2d;    // every role's block under the :2d option; {0, 0}: no such option
+  // The tensor must be >= 2-D with the last dim and the product of the others divisible by this
+  // (te_quantizer's is_quantizable); 0: any shape (a last partial block gets its own scale).
+  int shape_divisor;
+  const char* te_quantizer;  // the TE quantizer class that states shape_divisor's rule
+  const char* short_name;    // the kind in messages ("MXFP8")
+  bool replays_history;      // the scale comes from the amax history of earlier steps
+  // Minimum compute capability (10 * major + minor) for TE to train with it
+  // (transformer_engine/pytorch/quantization.py: _compute_fp8_support, _compute_mxfp8_support,
+  // _compute_fp8_block_scaling_support).
+  int te_min_sm;
+  int te_max_sm;  // the last one TE supports; 0: no upper bound
+  // The compute capabilities whose cuBLASLt runs its GEMMs: [lt_min_sm, lt_max_sm]; lt_max_sm 0
+  // means no upper bound.
+  int lt_min_sm, lt_max_sm;
 };
 inline constexpr RecipeKindTraits kRecipeKinds[] = {
-    {RecipeKind::kPerTensorCurrent, "current", "pow2, eps=V",
-     "per-tensor current scaling (TE Float8CurrentScaling); options :pow2, :eps=V"},
-    {RecipeKind::kPerTensorDelayed, "delayed", "history=H, algo=max|most_recent, margin=M",
-     "delayed scaling (TE DelayedScaling) replayed over steps; defaults history=1024:algo=max:margin=0"},
-    {RecipeKind::kBlock, "block", "fp32, 2d",
-     "TE Float8BlockScaling: 1x128 blocks, 128x128 for weights, power-of-two scales (:fp32 for "
-     "fp32 scales, :2d for 128x128 tiles everywhere)"},
-    {RecipeKind::kMx, "mxfp8", "floor",
-     "TE MXFP8BlockScaling: 32-element blocks, E8M0 scales rounded up (:floor for the OCP MX rule)"},
-    {RecipeKind::kBf16, "bf16", "", "no FP8: the BF16 round trip, for comparison"},
+    {.kind = RecipeKind::kPerTensorCurrent,
+     .name = "current",
+     .options = "pow2, eps=V",
+     .summary = "per-tensor current scaling (TE Float8CurrentScaling); options :pow2, :eps=V",
+     .te_recipe = "Float8CurrentScaling",
+     .granularity = Granularity::kPerTensor,
+     .scale_type = ScaleType::kFp32,
+     .blocks = {},
+     .block_2d = {},
+     .shape_divisor = 0,
+     .te_quantizer = "Float8CurrentScalingQuantizer",
+     .short_name = "current scaling",
+     .replays_history = false,
+     .te_min_sm = 89,
+     .te_max_sm = 0,
+     .lt_min_sm = 89,
+     .lt_max_sm = 0},
+    {.kind = RecipeKind::kPerTensorDelayed,
+     .name = "delayed",
+     .options = "history=H, algo=max|most_recent, margin=M",
+     .summary = "delayed scaling (TE DelayedScaling) replayed over steps; defaults "
+                "history=1024:algo=max:margin=0",
+     .te_recipe = "DelayedScaling",
+     .granularity = Granularity::kPerTensor,
+     .scale_type = ScaleType::kFp32,
+     .blocks = {},
+     .block_2d = {},
+     .shape_divisor = 0,
+     .te_quantizer = "Float8Quantizer",
+     .short_name = "delayed scaling",
+     .replays_history = true,
+     .te_min_sm = 89,
+     .te_max_sm = 0,
+     .lt_min_sm = 89,
+     .lt_max_sm = 0},
+    {.kind = RecipeKind::kBlock,
+     .name = "block",
+     .options = "fp32, 2d",
+     .summary = "TE Float8BlockScaling: 1x128 blocks, 128x128 for weights, power-of-two scales "
+                "(:fp32 for fp32 scales, :2d for 128x128 tiles everywhere)",
+     .te_recipe = "Float8BlockScaling",
+     .granularity = Granularity::kBlock,
+     .scale_type = ScaleType::kPow2,
+     .blocks = {{1, 128}, {128, 128}, {1, 128}},  // x, w, grad _block_scaling_dim 1, 2, 1
+     .block_2d = {128, 128},
+     .shape_divisor = 0,
+     .te_quantizer = "Float8BlockQuantizer",
+     .short_name = "block scaling",
+     .replays_history = false,
+     .te_min_sm = 90,  // Hopper; TE emulates the GEMMs on Blackwell
+     .te_max_sm = 0,
+     .lt_min_sm = 90,  // VEC128_32F / BLK128x128_32F: Hopper only
+     .lt_max_sm = 99},
+    {.kind = RecipeKind::kMx,
+     .name = "mxfp8",
+     .options = "floor",
+     .summary = "TE MXFP8BlockScaling: 32-element blocks, E8M0 scales rounded up (:floor for the "
+                "OCP MX rule)",
+     .te_recipe = "MXFP8BlockScaling",
+     .granularity = Granularity::kBlock,
+     .scale_type = ScaleType::kE8M0,
+     .blocks = {{1, 32}, {1, 32}, {1, 32}},
+     .block_2d = {},
+     .shape_divisor = 32,
+     .te_quantizer = "MXFP8Quantizer",
+     .short_name = "MXFP8",
+     .replays_history = false,
+     .te_min_sm = 100,
+     .te_max_sm = 119,  // "not supported on 12.0+ architectures yet" (_compute_mxfp8_support)
+     .lt_min_sm = 100,  // VEC32_UE8M0
+     .lt_max_sm = 0},
+    {.kind = RecipeKind::kBf16,
+     .name = "bf16",
+     .options = "",
+     .summary = "no FP8: the BF16 round trip, for comparison",
+     .te_recipe = "",
+     .granularity = Granularity::kNone,
+     .scale_type = ScaleType::kNone,
+     .blocks = {},
+     .block_2d = {},
+     .shape_divisor = 0,
+     .te_quantizer = "",
+     .short_name = "bf16",
+     .replays_history = false,
+     .te_min_sm = 80,  // BF16 tensor cores (Ampere)
+     .te_max_sm = 0,
+     .lt_min_sm = 80,
+     .lt_max_sm = 0},
 };
 const RecipeKindTraits& recipe_kind_traits(RecipeKind kind);
 
@@ -93,18 +214,20 @@ std::vector<Recipe> parse_recipe_list(std::string_view list);
 // Every recipe fp8-advisor simulates, in one list (the default of --recipes).
 std::string default_recipe_list();
 
+// Whether TE trains with the kind on a GPU of this compute capability (10 * major + minor), and
+// whether cuBLASLt runs its GEMMs there: the row's [te_min_sm, te_max_sm], [lt_min_sm, lt_max_sm].
+bool te_runs_on(RecipeKind kind, int sm);
+bool lt_runs_on(RecipeKind kind, int sm);
+
 // Per-tensor recipes have one scale for the whole tensor (current, delayed).
 bool is_per_tensor(RecipeKind kind);
+// The scale is replayed from the amax history of earlier steps (delayed).
+bool replays_history(RecipeKind kind);
 
 // The scale current scaling gives a tensor whose amax (TE's: max |x|, NaN skipped) is amax.
 float per_tensor_scale(const Recipe& recipe, Fp8Format format, float amax);
 
-// Block shape in elements of the 2-D view [rows, cols]: {1, 128} is a run of 128 along a row.
-// {0, 0} for per-tensor recipes and bf16 (no blocks).
-struct BlockShape {
-  std::int64_t rows = 0, cols = 0;
-  bool operator==(const BlockShape&) const = default;
-};
+// The row's block for the role (block_2d under :2d), transposed for the columnwise copy.
 BlockShape block_shape(const Recipe& recipe, Role role, Orientation orientation);
 
 // The orientations worth reporting for a recipe and role: only rowwise where the columnwise

@@ -21,12 +21,22 @@ LtType fp8_type(Fp8Format f) { return f == Fp8Format::kE4M3 ? LtType::kE4M3 : Lt
 const char* a_name(Gemm g) { return g == Gemm::kFprop ? "X" : g == Gemm::kDgrad ? "dY" : "dY^T"; }
 const char* b_name(Gemm g) { return g == Gemm::kFprop ? "W" : g == Gemm::kDgrad ? "W^T" : "X^T"; }
 
-// The block mode for a K-major block shape, or kNone when cuBLASLt has none for it.
+// The block mode for a K-major block shape and the kind's scale type, or kNone when cuBLASLt has
+// none for it.
 LtScaleMode block_mode(RecipeKind kind, BlockShape s) {
-  if (kind == RecipeKind::kBlock && s == BlockShape{1, 128}) return LtScaleMode::kVec128_32F;
-  if (kind == RecipeKind::kBlock && s == BlockShape{128, 128}) return LtScaleMode::kBlk128x128_32F;
-  if (kind == RecipeKind::kMx && s == BlockShape{1, 32}) return LtScaleMode::kVec32Ue8m0;
+  if (recipe_kind_traits(kind).scale_type == ScaleType::kE8M0)
+    return s == BlockShape{1, 32} ? LtScaleMode::kVec32Ue8m0 : LtScaleMode::kNone;
+  if (s == BlockShape{1, 128}) return LtScaleMode::kVec128_32F;
+  if (s == BlockShape{128, 128}) return LtScaleMode::kBlk128x128_32F;
   return LtScaleMode::kNone;
+}
+
+// The smallest compute capability with FP8 GEMMs: the lowest lt_min_sm of the FP8 kinds.
+int lt_fp8_min_sm() {
+  int sm = 1 << 30;
+  for (const auto& t : kRecipeKinds)
+    if (t.granularity != Granularity::kNone) sm = std::min(sm, t.lt_min_sm);
+  return sm;
 }
 
 std::string shape_name(BlockShape s) { return std::to_string(s.rows) + "x" + std::to_string(s.cols); }
@@ -95,17 +105,20 @@ LtGemmPlan plan_lt_gemm(Gemm gemm, std::int64_t m, std::int64_t n, std::int64_t 
   p.a.rows_padded = p.m_padded;
   p.b.rows_padded = p.n_padded;
   const std::string gpu = "this GPU is " + sm_name(caps.sm);
-  if (a.kind == RecipeKind::kBf16) {
-    if (caps.sm < 80) return not_supported(p, "BF16 GEMMs need sm_80+; " + gpu);
+  const RecipeKindTraits& kind = recipe_kind_traits(a.kind);
+  if (kind.granularity == Granularity::kNone) {
+    if (!lt_runs_on(a.kind, caps.sm))
+      return not_supported(p, "BF16 GEMMs need " + sm_name(kind.lt_min_sm) + "+; " + gpu);
     p.supported = true;
     return p;
   }
   p.a.type = fp8_type(a.format);
   p.b.type = fp8_type(b.format);
-  if (caps.sm < 89) return not_supported(p, "FP8 GEMMs need sm_89+; " + gpu);
+  if (caps.sm < lt_fp8_min_sm())
+    return not_supported(p, "FP8 GEMMs need " + sm_name(lt_fp8_min_sm()) + "+; " + gpu);
   if (p.a.type == LtType::kE5M2 && p.b.type == LtType::kE5M2)
     return not_supported(p, "cuBLASLt has no E5M2 x E5M2 FP8 GEMM");
-  if (is_per_tensor(a.kind)) {
+  if (kind.granularity == Granularity::kPerTensor) {
     p.a.mode = p.b.mode = LtScaleMode::kScalar32F;
     p.fast_accum = gemm == Gemm::kFprop;  // TE: split accumulator for dgrad and wgrad only
     p.supported = true;
@@ -117,9 +130,10 @@ LtGemmPlan plan_lt_gemm(Gemm gemm, std::int64_t m, std::int64_t n, std::int64_t 
     return not_supported(p, "cuBLASLt has no scaling mode for " + shape_name(a.block) + " x " +
                                 shape_name(b.block) + " blocks along K");
   p.k_padded = round_up(k, kLtBlockK);
-  if (a.kind == RecipeKind::kMx) {
-    if (caps.sm < 100)
-      return not_supported(p, "MXFP8 block scaling (VEC32_UE8M0) needs sm_100+; " + gpu);
+  if (kind.scale_type == ScaleType::kE8M0) {
+    if (!lt_runs_on(a.kind, caps.sm))
+      return not_supported(p, "MXFP8 block scaling (VEC32_UE8M0) needs " + sm_name(kind.lt_min_sm) +
+                                  "+; " + gpu);
     if (caps.version < kLtVersionMx)
       return not_supported(p, "MXFP8 block scaling (VEC32_UE8M0) needs cuBLASLt 12.8+; this is " +
                                   version_name(caps.version));
@@ -127,9 +141,9 @@ LtGemmPlan plan_lt_gemm(Gemm gemm, std::int64_t m, std::int64_t n, std::int64_t 
     if (p.a.mode == LtScaleMode::kBlk128x128_32F && p.b.mode == LtScaleMode::kBlk128x128_32F)
       return not_supported(p, "cuBLASLt takes at most one 128x128-scaled operand (2D x 2D block "
                               "scaling; TE rejects it too)");
-    if (caps.sm / 10 != 9)
+    if (!lt_runs_on(a.kind, caps.sm))
       return not_supported(p, "1x128/128x128 block scaling (VEC128_32F, BLK128x128_32F) is a "
-                              "Hopper (sm_90) mode; " + gpu);
+                              "Hopper (" + sm_name(kind.lt_min_sm) + ") mode; " + gpu);
     if (caps.version < kLtVersionBlock)
       return not_supported(p, "1x128/128x128 block scaling needs cuBLASLt 12.9+; this is " +
                                   version_name(caps.version));

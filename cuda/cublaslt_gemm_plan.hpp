@@ -85,7 +85,8 @@ struct LtGemmPlan {
 // accumulation for fprop and split for dgrad/wgrad (TE's defaults); block recipes with 1x128 ->
 // VEC128_32F and 128x128 -> BLK128x128_32F (sm_90 only, cuBLASLt 12.9+, not both operands 128x128,
 // split accumulation as TE and PyTorch require); MXFP8 1x32 -> VEC32_UE8M0 (sm_100+, cuBLASLt
-// 12.8+); bf16 -> a BF16 GEMM. Anything else is not supported, with the reason.
+// 12.8+); bf16 -> a BF16 GEMM. Anything else is not supported, with the reason. The compute
+// capabilities come from the recipe rows (core/recipe.hpp lt_min_sm, lt_max_sm: lt_runs_on).
 LtGemmPlan plan_lt_gemm(Gemm gemm, std::int64_t m, std::int64_t n, std::int64_t k,
                         const QuantSpec& a, const QuantSpec& b, const LtCaps& caps);
 

@@ -17,7 +17,7 @@
 #include "cuda/partials.hpp"
 #include "cuda/stats.cuh"
 #include "core/error.hpp"
-#include "engine/cpu_backend.hpp"
+#include "engine/quant_spec.hpp"
 
 namespace fp8a::cuda {
 
@@ -305,8 +305,6 @@ CudaBackend::CudaBackend(CudaBackendOptions options)
 CudaBackend::~CudaBackend() = default;
 
 std::string CudaBackend::device() const { return describe_device0(); }
-
-Applicability CudaBackend::supports(const Recipe&) const { return Applicability::yes(); }
 
 ChunkPlan CudaBackend::plan(const TensorView& t) const {
   return plan_chunks(t.rows, t.cols, dtype_size(t.dtype), options_.chunk_bytes);

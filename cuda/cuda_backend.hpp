@@ -5,7 +5,7 @@
 //
 // Evaluation of one tensor, two passes:
 //   pass 1  statistics kernel (stats.cuh) -> TensorStats; the host then resolves every candidate
-//           with make_quant_spec (engine/cpu_backend.hpp), exactly as the CPU backend does;
+//           with make_quant_spec (engine/quant_spec.hpp), exactly as the CPU backend does;
 //   pass 2  one launch of the per-tensor kernel (metrics_per_tensor.cuh) per group of up to eight
 //           per-tensor/bf16 candidates, and one launch of the blocked kernel (metrics_blocked.cuh)
 //           per blocked candidate (metric_jobs.hpp).
@@ -84,7 +84,6 @@ class CudaBackend final : public Backend {
 
   std::string name() const override { return "cuda"; }
   std::string device() const override;  // describe_device0()
-  Applicability supports(const Recipe& recipe) const override;
   TensorEvaluation evaluate(std::span<const Candidate> candidates,
                             const TensorView& tensor) const override;
 

@@ -41,7 +41,7 @@ void merge_metric_partials(std::span<const MetricPartial> records, std::span<con
 
 QuantMetrics finalize_candidate(const TensorStats& stats, const QuantSpec& spec, QuantSums sums,
                                 FakeQuantCounts counts) {
-  const bool per_tensor = spec.block.rows == 0 && spec.kind != RecipeKind::kBf16;
+  const bool per_tensor = is_per_tensor(spec.kind);
   // The CPU folds these in once per chunk: an empty tensor has no chunk and keeps +inf / 0.
   const bool any = stats.numel > 0;
   if (any && per_tensor) {

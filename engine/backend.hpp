@@ -29,7 +29,8 @@ struct Candidate {
   float given_scale = std::numeric_limits<float>::quiet_NaN();
 };
 
-// Whether a backend can evaluate a recipe (or a recipe fits a tensor), with the reason if not.
+// Whether a candidate can be evaluated on a tensor (engine/run.hpp recipe_fits, a delayed
+// candidate's replayed history), with the reason if not. Every backend evaluates every recipe.
 struct Applicability {
   bool ok = true;
   std::string reason;  // empty when ok
@@ -52,7 +53,6 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string name() const = 0;    // "cpu", "cuda"
   virtual std::string device() const = 0;  // human description, e.g. "2 threads (oneTBB)"
-  virtual Applicability supports(const Recipe& recipe) const = 0;
   // Deterministic: the same inputs give bit-identical results whatever the thread count. With no
   // candidates only the statistics pass runs (the engine's amax pass over the ranks of a sharded
   // tensor goes through the backend this way, so a device backend reads the tensor there).

@@ -12,6 +12,7 @@
 
 #include "core/error.hpp"
 #include "engine/fake_quant.hpp"
+#include "engine/quant_spec.hpp"
 #include "core/scale.hpp"
 
 namespace fp8a {
@@ -80,42 +81,40 @@ TensorStats chunk_stats(const float* x, std::int64_t n) {
   return s;
 }
 
+// One candidate's results over one chunk, or merged in chunk order over the tensor: the counts and
+// scale_inv range of fake_quantize_rows and the float64 error sums. Each count is held once, here;
+// the QuantSums the metrics read is made from it at the end.
+struct CandidateSums {
+  FakeQuantCounts counts;
+  double sum_sq_err = 0.0, sum_x_deq = 0.0, sum_deq_sq = 0.0;
+
+  void merge(const CandidateSums& o) {
+    counts.merge(o.counts);
+    sum_sq_err += o.sum_sq_err;
+    sum_x_deq += o.sum_x_deq;
+    sum_deq_sq += o.sum_deq_sq;
+  }
+  QuantSums sums() const {
+    QuantSums s;
+    s.underflow_count = counts.underflow;
+    s.overflow_count = counts.overflow;
+    s.saturated_count = counts.saturated;
+    s.sum_sq_err = sum_sq_err;
+    s.sum_x_deq = sum_x_deq;
+    s.sum_deq_sq = sum_deq_sq;
+    return s;
+  }
+};
+
 }  // namespace
 
 std::string CpuBackend::device() const {
   return std::to_string(tbb::info::default_concurrency()) + " threads (oneTBB)";
 }
 
-Applicability CpuBackend::supports(const Recipe&) const { return Applicability::yes(); }
-
 std::int64_t rows_per_chunk(std::int64_t cols) {
   const std::int64_t rows = std::max<std::int64_t>(1, CpuBackend::kChunkElements / std::max<std::int64_t>(cols, 1));
   return (rows + 127) / 128 * 128;
-}
-
-Applicability make_quant_spec(const Candidate& c, const TensorStats& stats, DType dtype,
-                              QuantSpec* spec) {
-  spec->kind = c.recipe.kind;
-  spec->format = c.format;
-  spec->block = block_shape(c.recipe, c.role, c.orientation);
-  spec->pow2_scales = c.recipe.pow2_scales;
-  spec->mx_rule = c.recipe.mx_rule;
-  spec->value_for_inf = input_type_max(dtype);
-  switch (c.recipe.kind) {
-    case RecipeKind::kPerTensorCurrent:
-      // A given scale: the amax was reduced over ranks (engine/run.hpp AmaxReduction).
-      spec->scale = std::isnan(c.given_scale) ? per_tensor_scale(c.recipe, c.format, stats.amax)
-                                              : c.given_scale;
-      break;
-    case RecipeKind::kPerTensorDelayed:
-      if (std::isnan(c.given_scale))
-        return Applicability::no("no amax history before this step to replay delayed scaling");
-      spec->scale = c.given_scale;
-      break;
-    default:
-      break;
-  }
-  return Applicability::yes();
 }
 
 TensorStats compute_tensor_stats(const TensorView& t) {
@@ -141,8 +140,7 @@ TensorEvaluation CpuBackend::evaluate(std::span<const Candidate> candidates,
     out.results[j].applicability = make_quant_spec(candidates[j], out.stats, t.dtype, &specs[j]);
 
   const auto chunks = static_cast<std::size_t>(chunk_count(t));
-  std::vector<QuantSums> sums(chunks * k);
-  std::vector<FakeQuantCounts> counts(chunks * k);
+  std::vector<CandidateSums> sums(chunks * k);
   struct Scratch {
     FloatArray deq;
     DoubleArray x;
@@ -167,8 +165,8 @@ TensorEvaluation CpuBackend::evaluate(std::span<const Candidate> candidates,
     for (std::size_t j = 0; j < k; ++j) {
       if (!out.results[j].applicability.ok) continue;
       const std::size_t slot = static_cast<std::size_t>(c) * k + j;
-      QuantSums& s = sums[slot];
-      fake_quantize_rows(specs[j], x_raw.data(), rows, t.cols, deq.data(), &counts[slot]);
+      CandidateSums& s = sums[slot];
+      fake_quantize_rows(specs[j], x_raw.data(), rows, t.cols, deq.data(), &s.counts);
       if (has_nonfinite) deq = x_raw.isFinite().select(deq, 0.0f);
       const auto dd = deq.template cast<double>();
       s.sum_sq_err = (xd - dd).square().sum();
@@ -179,24 +177,17 @@ TensorEvaluation CpuBackend::evaluate(std::span<const Candidate> candidates,
 
   for (std::size_t j = 0; j < k; ++j) {
     if (!out.results[j].applicability.ok) continue;
-    QuantSums total;
-    FakeQuantCounts fq;
-    for (std::size_t c = 0; c < chunks; ++c) {
-      total.merge(sums[c * k + j]);
-      fq.merge(counts[c * k + j]);
-    }
-    total.underflow_count = fq.underflow;
-    total.overflow_count = fq.overflow;
-    total.saturated_count = fq.saturated;
-    const bool per_tensor = specs[j].block.rows == 0 && specs[j].kind != RecipeKind::kBf16;
+    CandidateSums total;
+    for (std::size_t c = 0; c < chunks; ++c) total.merge(sums[c * k + j]);
+    const bool per_tensor = is_per_tensor(specs[j].kind);
     constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
     auto& m = out.results[j].metrics;
     if (per_tensor)
-      m = finalize_metrics(out.stats, specs[j].scale, scale_inverse(specs[j].scale), total);
+      m = finalize_metrics(out.stats, specs[j].scale, scale_inverse(specs[j].scale), total.sums());
     else
-      m = finalize_metrics(out.stats, kNaN, kNaN, total);
-    m.scale_inv_min = fq.scale_inv_min;
-    m.scale_inv_max = fq.scale_inv_max;
+      m = finalize_metrics(out.stats, kNaN, kNaN, total.sums());
+    m.scale_inv_min = total.counts.scale_inv_min;
+    m.scale_inv_max = total.counts.scale_inv_max;
   }
   return out;
 }

@@ -19,18 +19,14 @@ class CpuBackend final : public Backend {
 
   std::string name() const override { return "cpu"; }
   std::string device() const override;
-  Applicability supports(const Recipe& recipe) const override;
   TensorEvaluation evaluate(std::span<const Candidate> candidates,
                             const TensorView& tensor) const override;
 };
 
-// Pass 1 alone (amax, counts, sum of squares), shared with inspect and the delayed replay.
+// Pass 1 alone (amax, counts, sum of squares) on the CPU, used by inspect and the GEMM error.
+// It stays with the CPU backend: sum_sq is merged over this backend's chunks, so its rounding is
+// the CPU backend's (a backend-neutral caller asks backend.evaluate({}, tensor).stats).
 TensorStats compute_tensor_stats(const TensorView& tensor);
-
-// Resolves a candidate for a tensor with these stats into what the cast needs; not applicable
-// when a delayed candidate has no replayed scale. Shared by every backend.
-Applicability make_quant_spec(const Candidate& candidate, const TensorStats& stats, DType dtype,
-                              QuantSpec* spec);
 
 // Rows per chunk for a tensor `cols` wide: a multiple of 128 near kChunkElements elements.
 std::int64_t rows_per_chunk(std::int64_t cols);

@@ -11,16 +11,20 @@
 namespace fp8a {
 
 Applicability recipe_fits(const Recipe& recipe, const TensorView& t) {
-  if (recipe.kind != RecipeKind::kMx) return Applicability::yes();
-  if (t.shape.size() >= 2 && t.rows % 32 == 0 && t.cols % 32 == 0) return Applicability::yes();
+  const RecipeKindTraits& kind = recipe_kind_traits(recipe.kind);
+  const int d = kind.shape_divisor;
+  if (d == 0) return Applicability::yes();
+  if (t.shape.size() >= 2 && t.rows % d == 0 && t.cols % d == 0) return Applicability::yes();
   std::string shape;
   for (std::size_t i = 0; i < t.shape.size(); ++i) shape += (i ? ", " : "") + std::to_string(t.shape[i]);
-  return Applicability::no("MXFP8 needs >= 2 dims with the last dim and the product of the others "
-                           "divisible by 32 (TE MXFP8Quantizer.is_quantizable); shape is [" + shape + "]");
+  return Applicability::no(std::string(kind.short_name) +
+                           " needs >= 2 dims with the last dim and the product of the others "
+                           "divisible by " + std::to_string(d) + " (TE " + kind.te_quantizer +
+                           ".is_quantizable); shape is [" + shape + "]");
 }
 
 double delayed_vs_current_log2(const EvaluationRow& row) {
-  if (row.recipe.kind != RecipeKind::kPerTensorDelayed || !row.applicability.ok)
+  if (!replays_history(row.recipe.kind) || !row.applicability.ok)
     return std::numeric_limits<double>::quiet_NaN();
   return std::log2(static_cast<double>(row.metrics.scale)) -
          std::log2(static_cast<double>(row.current_scale));
@@ -46,7 +50,7 @@ void add_captured_amaxes(const CaptureSet& captures, const std::vector<TensorSta
 
 bool needs_history(const RunConfig& config) {
   for (const auto& r : config.recipes)
-    if (r.kind == RecipeKind::kPerTensorDelayed) return true;
+    if (replays_history(r.kind)) return true;
   return false;
 }
 
@@ -111,11 +115,10 @@ std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const R
         row.format = config.format;
         row.fp8 = recipe.kind == RecipeKind::kBf16 ? Fp8Format::kE4M3 : fp8;
         row.orientation = o;
-        row.applicability = backend.supports(recipe);
         for (std::size_t i = first; i < last && row.applicability.ok; ++i)
           row.applicability = recipe_fits(recipe, captures.tensors[i].view);
         Candidate c{recipe, fp8, t.key.role, o};
-        if (recipe.kind == RecipeKind::kPerTensorDelayed && row.applicability.ok) {
+        if (replays_history(recipe.kind) && row.applicability.ok) {
           const auto known = history.find({t.key.layer, t.key.role});
           row.replay = replay_delayed_scale(known != history.end() ? known->second : no_history,
                                             t.key.step, recipe, fp8);
@@ -124,7 +127,7 @@ std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const R
           else
             c.given_scale = row.replay.scale;
         }
-        if (recipe.kind == RecipeKind::kPerTensorCurrent && reduce)
+        if (is_per_tensor(recipe.kind) && !replays_history(recipe.kind) && reduce)
           c.given_scale = per_tensor_scale(recipe, fp8, reduced_amax);  // TE's amax all-reduce
         if (row.applicability.ok) {
           candidates.push_back(c);

@@ -48,9 +48,10 @@ struct EvaluationRow {
   float current_scale = 1.0f;
 };
 
-// Whether TE can quantise a tensor of this shape with the recipe: MXFP8 needs at least 2 dims and
-// both dims of the 2-D view divisible by 32 (TE MXFP8Quantizer.is_quantizable); the other recipes
-// take any shape (block scaling pads partial blocks).
+// Whether TE can quantise a tensor of this shape with the recipe, by the row's shape_divisor:
+// MXFP8 needs at least 2 dims and both dims of the 2-D view divisible by 32 (TE
+// MXFP8Quantizer.is_quantizable); the other recipes take any shape (block scaling pads partial
+// blocks).
 Applicability recipe_fits(const Recipe& recipe, const TensorView& tensor);
 
 // log2(delayed scale / current scale): negative means headroom, positive means the delayed scale is

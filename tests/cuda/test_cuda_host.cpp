@@ -25,6 +25,7 @@
 #include "core/error.hpp"
 #include "engine/cpu_backend.hpp"
 #include "engine/fake_quant.hpp"
+#include "engine/quant_spec.hpp"
 #include "tests/cuda/backend_compare.hpp"
 #include "tests/support/fills.hpp"
 

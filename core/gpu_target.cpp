@@ -1,0 +1,28 @@
+#include "core/gpu_target.hpp"
+
+#include "core/suggest.hpp"
+
+namespace fp8a {
+
+const GpuTarget* find_gpu_target(std::string_view name, std::string* why) {
+  std::vector<std::string> names;
+  for (const auto& t : kGpuTargets) {
+    if (name == t.name) return &t;
+    names.emplace_back(t.name);
+  }
+  if (why != nullptr) {
+    std::string known;
+    for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+    *why = "unknown GPU '" + std::string(name) + "'" + did_you_mean(name, names) + "; known: " + known;
+  }
+  return nullptr;
+}
+
+std::vector<const GpuTarget*> gpu_targets_with_sm(int sm) {
+  std::vector<const GpuTarget*> out;
+  for (const auto& t : kGpuTargets)
+    if (t.sm == sm) out.push_back(&t);
+  return out;
+}
+
+}  // namespace fp8a

@@ -1,0 +1,115 @@
+// The recipe rows (core/recipe.hpp kRecipeKinds) against Transformer Engine's facts, and the
+// functions that derive from them.
+#include <doctest/doctest.h>
+
+#include "core/recipe.hpp"
+
+using fp8a::BlockShape;
+using fp8a::Granularity;
+using fp8a::Orientation;
+using fp8a::RecipeKind;
+using fp8a::Role;
+using fp8a::ScaleType;
+
+namespace {
+
+const fp8a::RecipeKindTraits& row(RecipeKind k) { return fp8a::recipe_kind_traits(k); }
+
+}  // namespace
+
+TEST_CASE("every kind has exactly one row, named after its TE recipe") {
+  for (const auto& t : fp8a::kRecipeKinds) CHECK(&row(t.kind) == &t);
+  // te.md §1: the recipe classes of transformer_engine/common/recipe/__init__.py.
+  CHECK(std::string(row(RecipeKind::kPerTensorCurrent).te_recipe) == "Float8CurrentScaling");
+  CHECK(std::string(row(RecipeKind::kPerTensorDelayed).te_recipe) == "DelayedScaling");
+  CHECK(std::string(row(RecipeKind::kBlock).te_recipe) == "Float8BlockScaling");
+  CHECK(std::string(row(RecipeKind::kMx).te_recipe) == "MXFP8BlockScaling");
+}
+
+TEST_CASE("granularity, scale type and history follow TE's recipes") {
+  // te.md §1.2/§1.3: delayed and current scaling have one fp32 scale per tensor; only delayed
+  // keeps an amax history.
+  CHECK(row(RecipeKind::kPerTensorCurrent).granularity == Granularity::kPerTensor);
+  CHECK(row(RecipeKind::kPerTensorDelayed).granularity == Granularity::kPerTensor);
+  CHECK(row(RecipeKind::kPerTensorCurrent).scale_type == ScaleType::kFp32);  // use_power_2_scales False
+  CHECK(row(RecipeKind::kPerTensorDelayed).scale_type == ScaleType::kFp32);
+  CHECK(row(RecipeKind::kPerTensorDelayed).replays_history);
+  CHECK_FALSE(row(RecipeKind::kPerTensorCurrent).replays_history);
+  // te.md §1.5: Float8BlockScaling's QParams power_2_scale = not use_f32_scales -> pow2 default.
+  CHECK(row(RecipeKind::kBlock).granularity == Granularity::kBlock);
+  CHECK(row(RecipeKind::kBlock).scale_type == ScaleType::kPow2);
+  CHECK(fp8a::parse_recipe("block").pow2_scales);
+  CHECK_FALSE(fp8a::parse_recipe("current").pow2_scales);
+  // te.md §1.4: MXFP8 blocks of 32 with an E8M0 scale.
+  CHECK(row(RecipeKind::kMx).granularity == Granularity::kBlock);
+  CHECK(row(RecipeKind::kMx).scale_type == ScaleType::kE8M0);
+  CHECK(row(RecipeKind::kBf16).granularity == Granularity::kNone);
+  CHECK(row(RecipeKind::kBf16).scale_type == ScaleType::kNone);
+  CHECK(fp8a::is_per_tensor(RecipeKind::kPerTensorCurrent));
+  CHECK(fp8a::is_per_tensor(RecipeKind::kPerTensorDelayed));
+  CHECK_FALSE(fp8a::is_per_tensor(RecipeKind::kBlock));
+  CHECK_FALSE(fp8a::is_per_tensor(RecipeKind::kMx));
+  CHECK_FALSE(fp8a::is_per_tensor(RecipeKind::kBf16));
+}
+
+TEST_CASE("block shapes per role and orientation follow TE's block dims") {
+  // te.md §1.5: x_block_scaling_dim 1 (1x128), w_block_scaling_dim 2 (128x128),
+  // grad_block_scaling_dim 1 (1x128).
+  const auto block = fp8a::parse_recipe("block");
+  CHECK(fp8a::block_shape(block, Role::kActivation, Orientation::kRowwise) == BlockShape{1, 128});
+  CHECK(fp8a::block_shape(block, Role::kActivation, Orientation::kColumnwise) == BlockShape{128, 1});
+  CHECK(fp8a::block_shape(block, Role::kGradient, Orientation::kRowwise) == BlockShape{1, 128});
+  CHECK(fp8a::block_shape(block, Role::kWeight, Orientation::kRowwise) == BlockShape{128, 128});
+  CHECK(fp8a::block_shape(block, Role::kWeight, Orientation::kColumnwise) == BlockShape{128, 128});
+  // Float8BlockQuantizer's default block_scaling_dim=2: 128x128 for every role under :2d.
+  const auto block_2d = fp8a::parse_recipe("block:2d");
+  CHECK(fp8a::block_shape(block_2d, Role::kActivation, Orientation::kRowwise) == BlockShape{128, 128});
+  CHECK(fp8a::orientations_for(block_2d, Role::kGradient).size() == 1);
+  CHECK(fp8a::orientations_for(block, Role::kActivation).size() == 2);
+  CHECK(fp8a::orientations_for(block, Role::kWeight).size() == 1);
+  // te.md §1.4: 32 consecutive values, rowwise and columnwise copies quantised independently.
+  const auto mx = fp8a::parse_recipe("mxfp8");
+  for (Role r : {Role::kActivation, Role::kWeight, Role::kGradient}) {
+    CHECK(fp8a::block_shape(mx, r, Orientation::kRowwise) == BlockShape{1, 32});
+    CHECK(fp8a::block_shape(mx, r, Orientation::kColumnwise) == BlockShape{32, 1});
+    CHECK(fp8a::orientations_for(mx, r).size() == 2);
+  }
+  for (const char* spec : {"current", "delayed", "bf16"}) {
+    const auto rec = fp8a::parse_recipe(spec);
+    CHECK(fp8a::block_shape(rec, Role::kWeight, Orientation::kColumnwise) == BlockShape{0, 0});
+    CHECK(fp8a::orientations_for(rec, Role::kActivation).size() == 1);
+  }
+}
+
+TEST_CASE("MXFP8's shape divisor is TE MXFP8Quantizer.is_quantizable's 32") {
+  // te.md (MXFP8 section): last dim % 32 == 0 and product of the other dims % 32 == 0.
+  CHECK(row(RecipeKind::kMx).shape_divisor == 32);
+  CHECK(std::string(row(RecipeKind::kMx).te_quantizer) == "MXFP8Quantizer");
+  CHECK(row(RecipeKind::kPerTensorCurrent).shape_divisor == 0);
+  CHECK(row(RecipeKind::kBlock).shape_divisor == 0);  // partial blocks are padded, as TE's reference
+}
+
+TEST_CASE("minimum GPUs follow TE's support checks and cuBLASLt's scaling modes") {
+  // TE transformer_engine/pytorch/quantization.py: _compute_fp8_support (>= 8.9 for delayed and
+  // current), _compute_fp8_block_scaling_support (>= 9.0, CUDA 12.9), _compute_mxfp8_support
+  // (>= 10.0 and not 12.0+).
+  CHECK(row(RecipeKind::kPerTensorCurrent).te_min_sm == 89);
+  CHECK(row(RecipeKind::kPerTensorDelayed).te_min_sm == 89);
+  CHECK(row(RecipeKind::kBlock).te_min_sm == 90);
+  CHECK(row(RecipeKind::kMx).te_min_sm == 100);
+  CHECK(fp8a::te_runs_on(RecipeKind::kBlock, 100));  // TE emulates block scaling on Blackwell
+  CHECK(fp8a::te_runs_on(RecipeKind::kMx, 100));
+  CHECK_FALSE(fp8a::te_runs_on(RecipeKind::kMx, 120));
+  CHECK_FALSE(fp8a::te_runs_on(RecipeKind::kPerTensorCurrent, 80));
+  // cuBLASLt (cuda/cublaslt_gemm_plan.cpp): SCALAR_32F FP8 from sm_89, VEC128_32F/BLK128x128_32F
+  // on Hopper only, VEC32_UE8M0 from sm_100, BF16 from sm_80.
+  CHECK(fp8a::lt_runs_on(RecipeKind::kPerTensorCurrent, 89));
+  CHECK_FALSE(fp8a::lt_runs_on(RecipeKind::kPerTensorDelayed, 80));
+  CHECK(fp8a::lt_runs_on(RecipeKind::kBlock, 90));
+  CHECK_FALSE(fp8a::lt_runs_on(RecipeKind::kBlock, 89));
+  CHECK_FALSE(fp8a::lt_runs_on(RecipeKind::kBlock, 100));
+  CHECK_FALSE(fp8a::lt_runs_on(RecipeKind::kMx, 90));
+  CHECK(fp8a::lt_runs_on(RecipeKind::kMx, 100));
+  CHECK(fp8a::lt_runs_on(RecipeKind::kBf16, 80));
+  CHECK_FALSE(fp8a::lt_runs_on(RecipeKind::kBf16, 75));
+}
