@@ -46,7 +46,7 @@ int command_synth(const Invocation& inv) {
       ("preset", po::value(&preset_name)->required(), preset_doc.c_str())
       ("out", po::value(&out_dir)->required(), "output directory (created if missing)")
       ("seed", po::value(&seed)->default_value(1), "random seed; the same seed gives the same bytes")
-      ("steps", po::value(&steps_text), "captured steps, comma-separated (default: the preset's, 50,100)");
+      ("steps", po::value(&steps_text), "captured steps, comma-separated (default: the preset's)");
   po::variables_map vm;
   if (!parse_options(inv, desc, nullptr, &vm, "fp8-advisor synth --preset NAME --out DIR [options]",
                      std::cout))

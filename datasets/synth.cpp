@@ -16,8 +16,10 @@ namespace {
 
 constexpr double kPi = 3.14159265358979323846;
 constexpr double kOutlierGrowthPerStep = 1.2;  // FC2 outlier gain ratio between steps
-constexpr double kOutlierGainAt100 = 20.0;
+constexpr double kOutlierGainAtLast = 20.0;    // at the preset's last default step
 constexpr int kOutlierChannels = 16;
+constexpr double kLognormalScale = 1e-5;  // kLognormalGradient: |g| = scale * exp(sigma * N(0,1))
+constexpr double kLognormalSigma = 2.5;
 
 const std::map<SynthKind, SynthLayerTruth> kTruth = {
     {SynthKind::kHealthy,
@@ -39,6 +41,11 @@ const std::map<SynthKind, SynthLayerTruth> kTruth = {
      {"bf16", "", "current,delayed,block,mxfp8",
       "last layer: the logits gradient carries a large per-token shared component that the "
       "output weight cancels in dgrad, so the FP8 rounding error dominates the input gradient"}},
+    {SynthKind::kLognormalGradient,
+     {"fp8", "current,delayed,block,mxfp8", "",
+      "gradient magnitudes spread lognormally over ~30 binades within every block: E5M2 (hybrid) "
+      "keeps them under every recipe; all-E4M3 flushes the smallest to zero, a large share "
+      "per-tensor but a small one in energy"}},
 };
 
 const char* kind_name(SynthKind k) {
@@ -48,6 +55,7 @@ const char* kind_name(SynthKind k) {
     case SynthKind::kWideGradient: return "wide-gradient";
     case SynthKind::kSensitiveFirst: return "sensitive-first";
     case SynthKind::kSensitiveLast: return "sensitive-last";
+    case SynthKind::kLognormalGradient: return "lognormal-gradient";
   }
   return "?";
 }
@@ -68,6 +76,17 @@ std::vector<SynthPreset> make_presets() {
   const SynthLayer fc2_1{"layers.1.mlp.linear_fc2", SynthKind::kHealthy, H, H};
   const SynthLayer last{"output_layer", SynthKind::kSensitiveLast, H, H};
   const std::vector<std::int64_t> steps = {50, 100};
+  // The shipped sample (datasets/sample): a toy 2-layer transformer, hidden 128, ffn 256, 64
+  // tokens, captured at steps 100 and 200.
+  constexpr std::int64_t kSampleHidden = 128, kSampleFfn = 256, kSampleTokens = 64;
+  const SynthLayer sample_qkv0{"layers.0.self_attention.linear_qkv", SynthKind::kLognormalGradient,
+                               kSampleHidden, 3 * kSampleHidden, 2};
+  const SynthLayer sample_fc2_0{"layers.0.mlp.linear_fc2", SynthKind::kLognormalGradient, kSampleFfn,
+                                kSampleHidden, 1, 0.03};
+  const SynthLayer sample_qkv1{"layers.1.self_attention.linear_qkv", SynthKind::kLognormalGradient,
+                               kSampleHidden, 3 * kSampleHidden, 2};
+  const SynthLayer sample_fc2_1{"layers.1.mlp.linear_fc2", SynthKind::kOutlierGrowth, kSampleFfn,
+                                kSampleHidden};
   return {
       {"outlier-growth", "FC2 input outlier channels grow until delayed scaling saturates",
        {qkv0, fc2_out}, steps},
@@ -78,6 +97,9 @@ std::vector<SynthPreset> make_presets() {
       {"healthy", "Gaussian layers that must stay FP8", {qkv0, fc1_0, fc2_0}, steps},
       {"all", "every pathology above in one model, plus healthy layers",
        {first, fc1_wide, fc2_out, qkv1, fc1_1, fc2_1, last}, steps},
+      {"sample", "the shipped sample: lognormal gradients (one with 3 % exact zeros), 3-D QKV "
+       "operands, FC2 input outliers growing",
+       {sample_qkv0, sample_fc2_0, sample_qkv1, sample_fc2_1}, {100, 200}, kSampleTokens},
   };
 }
 
@@ -100,8 +122,13 @@ std::uint64_t tensor_seed(std::uint64_t seed, const std::string& name, std::int6
   return splitmix(fnv1a(name + "@" + std::to_string(step), splitmix(seed)));
 }
 
-double outlier_gain(std::int64_t step) {
-  return std::max(1.0, kOutlierGainAt100 * std::pow(kOutlierGrowthPerStep, static_cast<double>(step - 100)));
+// last: the preset's last default step.
+double outlier_gain(std::int64_t step, std::int64_t last) {
+  return std::max(1.0, kOutlierGainAtLast * std::pow(kOutlierGrowthPerStep, static_cast<double>(step - last)));
+}
+
+std::int64_t last_default_step(const SynthPreset& preset) {
+  return *std::max_element(preset.default_steps.begin(), preset.default_steps.end());
 }
 
 // Values as float64, row-major [rows, cols].
@@ -127,11 +154,25 @@ void double_center(Matrix& w, std::int64_t rows, std::int64_t cols) {
   }
 }
 
-Matrix generate(const SynthLayer& layer, char role, std::uint64_t seed, std::int64_t step) {
+// Sets round(share * size) elements, at positions drawn from rng, to exact +0.
+void set_zeros(Matrix& m, double share, SynthRandom& rng) {
+  const auto count = static_cast<std::size_t>(std::llround(share * static_cast<double>(m.size())));
+  std::vector<std::size_t> index(m.size());
+  for (std::size_t i = 0; i < index.size(); ++i) index[i] = i;
+  for (std::size_t i = 0; i < count; ++i) {  // partial Fisher-Yates with our own uniform
+    const std::size_t left = index.size() - i;
+    const auto j = i + std::min(left - 1, static_cast<std::size_t>(rng.uniform() * static_cast<double>(left)));
+    std::swap(index[i], index[j]);
+    m[index[i]] = 0.0;
+  }
+}
+
+Matrix generate(const SynthPreset& preset, const SynthLayer& layer, char role, std::uint64_t seed,
+                std::int64_t step) {
   const std::string name = std::string(layer.name) + "." +
                            (role == 'a' ? "activation" : role == 'w' ? "weight" : "gradient");
   SynthRandom rng(tensor_seed(seed, name, step));
-  const std::int64_t T = kSynthTokens;
+  const std::int64_t T = preset.tokens;
   const bool centered = layer.kind == SynthKind::kSensitiveFirst || layer.kind == SynthKind::kSensitiveLast;
   if (role == 'w') {
     Matrix w = gaussian(rng, layer.out * layer.in, 0.02);
@@ -141,7 +182,7 @@ Matrix generate(const SynthLayer& layer, char role, std::uint64_t seed, std::int
   if (role == 'a') {
     Matrix a = gaussian(rng, T * layer.in, 1.0);
     if (layer.kind == SynthKind::kOutlierGrowth) {
-      const double gain = outlier_gain(step);
+      const double gain = outlier_gain(step, last_default_step(preset));
       for (std::int64_t t = 0; t < T; ++t)
         for (int k = 0; k < kOutlierChannels; ++k)
         {
@@ -159,7 +200,16 @@ Matrix generate(const SynthLayer& layer, char role, std::uint64_t seed, std::int
     }
     return a;
   }
-  Matrix g = gaussian(rng, T * layer.out, 1e-3);
+  Matrix g;
+  if (layer.kind == SynthKind::kLognormalGradient) {
+    g.resize(static_cast<std::size_t>(T * layer.out));
+    for (auto& v : g) {
+      const double sign = rng.uniform() < 0.5 ? -1.0 : 1.0;
+      v = sign * kLognormalScale * std::exp(kLognormalSigma * rng.normal());
+    }
+  } else {
+    g = gaussian(rng, T * layer.out, 1e-3);
+  }
   if (layer.kind == SynthKind::kWideGradient) {
     // One scale per 128x128 tile, log2 spread evenly over 0..-30 in a seeded order.
     const std::int64_t tr = (T + 127) / 128, tc = (layer.out + 127) / 128;
@@ -179,6 +229,7 @@ Matrix generate(const SynthLayer& layer, char role, std::uint64_t seed, std::int
       for (std::int64_t c = 0; c < layer.out; ++c) g[static_cast<std::size_t>(t * layer.out + c)] += off;
     }
   }
+  if (layer.gradient_zero_share > 0.0) set_zeros(g, layer.gradient_zero_share, rng);
   return g;
 }
 
@@ -265,6 +316,7 @@ std::vector<SynthFile> synthesize(const SynthPreset& preset, std::uint64_t seed,
   steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
   FP8A_CHECK(!steps.empty() && steps.front() >= 0, "synth: steps must be non-negative");
   const std::int64_t last = steps.back();
+  const std::int64_t outlier_last = last_default_step(preset);
 
   std::vector<SynthFile> files;
   // amax at captured steps, per tensor name.
@@ -275,11 +327,17 @@ std::vector<SynthFile> synthesize(const SynthPreset& preset, std::uint64_t seed,
       for (const char role : {'a', 'w', 'g'}) {
         const std::string name = std::string(layer.name) + "." +
                                  (role == 'a' ? "activation" : role == 'w' ? "weight" : "gradient");
-        const std::int64_t rows = role == 'w' ? layer.out : kSynthTokens;
         const std::int64_t cols = role == 'g' ? layer.out : layer.in;
-        Bf16Tensor t = to_bf16(generate(layer, role, seed, step));
+        std::vector<std::int64_t> shape = {layer.out, cols};
+        if (role != 'w') {
+          FP8A_CHECK(layer.batch >= 1 && preset.tokens % layer.batch == 0,
+                     "synth: a layer's batch must divide the preset's tokens");
+          shape = layer.batch == 1 ? std::vector<std::int64_t>{preset.tokens, cols}
+                                   : std::vector<std::int64_t>{layer.batch, preset.tokens / layer.batch, cols};
+        }
+        Bf16Tensor t = to_bf16(generate(preset, layer, role, seed, step));
         captured_amax[name][step] = t.amax;
-        tensors.push_back({name, "BF16", {rows, cols}, std::move(t.bytes)});
+        tensors.push_back({name, "BF16", std::move(shape), std::move(t.bytes)});
       }
     }
     std::sort(tensors.begin(), tensors.end(),
@@ -304,7 +362,7 @@ std::vector<SynthFile> synthesize(const SynthPreset& preset, std::uint64_t seed,
           double factor = 1.0 + 0.02 * rng.normal();
           if (role[0] == 'w') factor = 1.0 + 0.002 * rng.normal();
           if (layer.kind == SynthKind::kOutlierGrowth && role[0] == 'a')
-            factor = std::max(outlier_gain(s), 4.5) / std::max(outlier_gain(next), 4.5);
+            factor = std::max(outlier_gain(s, outlier_last), 4.5) / std::max(outlier_gain(next, outlier_last), 4.5);
           v = static_cast<float>(static_cast<double>(at_next) * factor);
         }
         csv += std::to_string(s) + "," + name + "," + exact_float(v) + "\n";
@@ -320,7 +378,7 @@ std::vector<SynthFile> synthesize(const SynthPreset& preset, std::uint64_t seed,
   truth["summary"] = preset.summary;
   truth["seed"] = seed;
   truth["steps"] = steps;
-  truth["tokens"] = kSynthTokens;
+  truth["tokens"] = preset.tokens;
   truth["layers"] = nlohmann::ordered_json::array();
   for (const auto& layer : preset.layers) {
     const auto& t = synth_truth(layer.kind);
@@ -329,6 +387,8 @@ std::vector<SynthFile> synthesize(const SynthPreset& preset, std::uint64_t seed,
     l["pathology"] = kind_name(layer.kind);
     l["in_features"] = layer.in;
     l["out_features"] = layer.out;
+    l["batch"] = layer.batch;
+    l["gradient_zero_share"] = layer.gradient_zero_share;
     l["expected_decision"] = t.decision;
     l["fine_with"] = split_list(t.fine_with);
     l["not_fine_with"] = split_list(t.not_fine_with);

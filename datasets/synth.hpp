@@ -1,7 +1,9 @@
 // Deterministic synthetic captures of transformer-like layers with known pathologies and known
 // right answers (`fp8-advisor synth`). Presets are data (kSynthPresets); every preset writes
 //   step_NNNNNN.safetensors  BF16 tensors <layer>.<role> for each captured step:
-//                            activation [tokens, in], weight [out, in], gradient [tokens, out];
+//                            activation [tokens, in], weight [out, in], gradient [tokens, out]
+//                            (activation and gradient [batch, tokens/batch, ...] for a layer with
+//                            batch > 1);
 //   amax_trace.csv           step,tensor,amax for every step 0..last captured step; at captured
 //                            steps the value is the captured BF16 tensor's exact amax;
 //   ground_truth.json        per layer: expected decision (fp8/bf16), recipes it is fine / not fine
@@ -33,6 +35,8 @@ enum class SynthKind : std::uint8_t {
                    // (zero-sum) weight cancels: FP8 error of X swamps the GEMM output
   kSensitiveLast,  // last layer (output projection): logits gradient with a large per-token
                    // shared component that the weight cancels in dgrad
+  kLognormalGradient,  // gradient sign * 1e-5 * exp(N(0, 2.5)): a wide range spread within every
+                       // block; activation N(0,1), weight N(0,0.02)
 };
 
 struct SynthLayer {
@@ -40,6 +44,12 @@ struct SynthLayer {
   SynthKind kind;
   std::int64_t in;
   std::int64_t out;
+  // > 1: activation and gradient are stored 3-D, [batch, tokens / batch, features] (the 2-D view
+  // readers take is unchanged). Must divide the preset's tokens.
+  std::int64_t batch = 1;
+  // Share of the gradient's elements set to exact +0 (rounded to a count; positions drawn from
+  // the tensor's generator). Exact zeros are exact in every format: never underflow.
+  double gradient_zero_share = 0.0;
 };
 
 struct SynthLayerTruth {
@@ -56,7 +66,10 @@ struct SynthPreset {
   const char* name;
   const char* summary;
   std::vector<SynthLayer> layers;
+  // The captured steps without --steps. kOutlierGrowth's outlier channels reach gain 20 at the
+  // last of them (and grow 20 % a step up to it), whatever steps are captured.
   std::vector<std::int64_t> default_steps;
+  std::int64_t tokens = kSynthTokens;  // rows of every activation and gradient
 };
 
 const std::vector<SynthPreset>& synth_presets();

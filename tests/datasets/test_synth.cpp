@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -71,7 +73,7 @@ TEST_CASE("the preset table: unique names, the documented presets, ground truth 
       CHECK(std::string(t.reason).size() > 20);
     }
   }
-  for (const char* n : {"outlier-growth", "wide-gradient", "sensitive-ends", "healthy", "all"})
+  for (const char* n : {"outlier-growth", "wide-gradient", "sensitive-ends", "healthy", "all", "sample"})
     CHECK(find_synth_preset(n) != nullptr);
   CHECK(find_synth_preset("nope") == nullptr);
 }
@@ -94,8 +96,12 @@ TEST_CASE("every preset: same bytes every run, small, and readable by load_captu
 
     std::vector<std::string> names;
     for (const auto& f : files) names.push_back(f.name);
-    const std::vector<std::string> expected = {"step_000050.safetensors", "step_000100.safetensors",
-                                               "amax_trace.csv", "ground_truth.json"};
+    REQUIRE(preset.default_steps.size() == 2);
+    const std::int64_t first_step = preset.default_steps[0], last_step = preset.default_steps[1];
+    char first_name[32], last_name[32];
+    std::snprintf(first_name, sizeof first_name, "step_%06lld.safetensors", static_cast<long long>(first_step));
+    std::snprintf(last_name, sizeof last_name, "step_%06lld.safetensors", static_cast<long long>(last_step));
+    const std::vector<std::string> expected = {first_name, last_name, "amax_trace.csv", "ground_truth.json"};
     CHECK(names == expected);
 
     const MemoryFileSystem fs = to_fs(files);
@@ -107,9 +113,9 @@ TEST_CASE("every preset: same bytes every run, small, and readable by load_captu
     const AmaxTrace trace = load_amax_trace({"synth/amax_trace.csv"}, fs);
     CHECK(trace.series.size() == 3 * preset.layers.size());
     for (const auto& [key, series] : trace.series) {
-      CHECK(series.amax_by_step.size() == 101);  // steps 0..100
+      CHECK(series.amax_by_step.size() == static_cast<std::size_t>(last_step + 1));  // steps 0..last
       CHECK(series.amax_by_step.begin()->first == 0);
-      CHECK(series.amax_by_step.rbegin()->first == 100);
+      CHECK(series.amax_by_step.rbegin()->first == last_step);
     }
     for (const auto& t : captures.tensors) {
       INFO(t.tensor_name << "@" << t.key.step);
@@ -118,11 +124,16 @@ TEST_CASE("every preset: same bytes every run, small, and readable by load_captu
       for (const auto& l : preset.layers)
         if (t.key.layer == l.name) layer = &l;
       REQUIRE(layer != nullptr);
+      const std::int64_t features = t.key.role == Role::kActivation ? layer->in : layer->out;
       const std::vector<std::int64_t> shape =
-          t.key.role == Role::kActivation ? std::vector<std::int64_t>{kSynthTokens, layer->in}
-          : t.key.role == Role::kWeight   ? std::vector<std::int64_t>{layer->out, layer->in}
-                                          : std::vector<std::int64_t>{kSynthTokens, layer->out};
+          t.key.role == Role::kWeight ? std::vector<std::int64_t>{layer->out, layer->in}
+          : layer->batch == 1         ? std::vector<std::int64_t>{preset.tokens, features}
+                                      : std::vector<std::int64_t>{layer->batch, preset.tokens / layer->batch, features};
       CHECK(t.view.shape == shape);
+      std::int64_t zeros = 0;
+      for (std::int64_t i = 0; i < t.view.numel(); ++i) zeros += t.view.load_float(i) == 0.0f;
+      const double zero_share = t.key.role == Role::kGradient ? layer->gradient_zero_share : 0.0;
+      CHECK(zeros == std::llround(zero_share * static_cast<double>(t.view.numel())));
       float amax = 0;
       for (std::int64_t i = 0; i < t.view.numel(); ++i) amax = std::max(amax, std::fabs(t.view.load_float(i)));
       const AmaxSeries* series = trace.find(t.key.layer, t.key.role);
@@ -134,6 +145,7 @@ TEST_CASE("every preset: same bytes every run, small, and readable by load_captu
     CHECK(truth["generator_version"] == kSynthGeneratorVersion);
     CHECK(truth["seed"] == 1);
     CHECK(truth["preset"] == preset.name);
+    CHECK(truth["tokens"] == preset.tokens);
     REQUIRE(truth["layers"].size() == preset.layers.size());
     for (std::size_t i = 0; i < preset.layers.size(); ++i) {
       const auto& l = truth["layers"][i];
@@ -160,4 +172,38 @@ TEST_CASE("steps: custom lists are sorted and deduplicated; the trace covers 0..
   const auto truth = nlohmann::json::parse(files.back().contents);
   CHECK(truth["steps"] == nlohmann::json::array({3, 30}));
   CHECK(truth["seed"] == 5);
+}
+
+TEST_CASE("the sample preset: what datasets/sample is meant to show") {
+  const SynthPreset* sample = find_synth_preset("sample");
+  REQUIRE(sample != nullptr);
+  CHECK(sample->default_steps == std::vector<std::int64_t>{100, 200});
+  CHECK(sample->tokens == 64);
+  std::map<std::string, const SynthLayer*> by_name;
+  for (const auto& l : sample->layers) by_name[l.name] = &l;
+  REQUIRE(by_name.size() == 4);
+  for (const char* layer : {"layers.0.self_attention.linear_qkv", "layers.1.self_attention.linear_qkv"}) {
+    INFO(layer);
+    REQUIRE(by_name.count(layer) == 1);
+    CHECK(by_name[layer]->batch == 2);  // 3-D [batch, seq, hidden] operands
+    CHECK(by_name[layer]->kind == SynthKind::kLognormalGradient);
+  }
+  REQUIRE(by_name.count("layers.0.mlp.linear_fc2") == 1);
+  CHECK(by_name["layers.0.mlp.linear_fc2"]->gradient_zero_share == 0.03);
+  REQUIRE(by_name.count("layers.1.mlp.linear_fc2") == 1);
+  CHECK(by_name["layers.1.mlp.linear_fc2"]->kind == SynthKind::kOutlierGrowth);
+
+  // The FC2 input's outlier channels grow between the steps: gain 20 at the last default step.
+  const auto files = synthesize(*sample, 1, {});
+  const MemoryFileSystem fs = to_fs(files);
+  const CaptureSet captures = load_captures({"synth"}, fs);
+  std::map<std::int64_t, float> outlier_amax;
+  for (const auto& t : captures.tensors) {
+    if (t.key.layer != "layers.1.mlp.linear_fc2" || t.key.role != Role::kActivation) continue;
+    float amax = 0;
+    for (std::int64_t i = 0; i < t.view.numel(); ++i) amax = std::max(amax, std::fabs(t.view.load_float(i)));
+    outlier_amax[t.key.step] = amax;
+  }
+  REQUIRE(outlier_amax.size() == 2);
+  CHECK(outlier_amax[200] > 10.0f * outlier_amax[100]);
 }
