@@ -25,7 +25,7 @@ constexpr int kMaxKeepPreviousSteps = 1'000'000;
 
 ReplayedScale replay_delayed_scale(const std::map<std::int64_t, float>& known, std::int64_t step,
                                    const Recipe& recipe, Fp8Format format) {
-  FP8A_CHECK(recipe.kind == RecipeKind::kPerTensorDelayed, "not a delayed recipe");
+  FP8A_CHECK(replays_history(recipe.kind), "not a delayed recipe");
   const float scaled_max = fp8_max_finite(format) * std::ldexp(1.0f, -recipe.margin);
   ReplayedScale out;
   bool exact = true;

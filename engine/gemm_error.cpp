@@ -47,7 +47,8 @@ QuantSpec spec_of(const EvaluationRow& row) {
 // where each shard has the scale of its own amax (the merged row then has no single scale).
 QuantSpec spec_for(const EvaluationRow& row, const CapturedTensor& shard) {
   QuantSpec s = spec_of(row);
-  if (row.ranks > 1 && row.recipe.kind == RecipeKind::kPerTensorCurrent && std::isnan(s.scale))
+  if (row.ranks > 1 && is_per_tensor(row.recipe.kind) &&
+      !replays_history(row.recipe.kind) && std::isnan(s.scale))
     s.scale = per_tensor_scale(row.recipe, row.fp8, compute_tensor_stats(shard.view).amax);
   return s;
 }

@@ -12,7 +12,8 @@ namespace {
 
 double our_value(const LoggedFp8Stat& s, const EvaluationRow& row) {
   const QuantMetrics& m = row.metrics;
-  const bool e8m0 = row.recipe.kind == RecipeKind::kMx;  // TE logs MXFP8 scales as raw E8M0 codes
+  // TE logs E8M0 scales (MXFP8) as their raw codes.
+  const bool e8m0 = recipe_kind_traits(row.recipe.kind).scale_type == ScaleType::kE8M0;
   switch (s.stat) {
     case LoggedStatKind::kUnderflowPct: return m.underflow_pct;
     case LoggedStatKind::kOverflowPct: return m.overflow_pct;
@@ -73,7 +74,7 @@ std::vector<LoggedComparison> compare_logged_stats(std::span<const LoggedFp8Stat
           c.note = "the training run's recipe: name it with --training-recipe";
         break;
       case LoggedRecipe::kDelayed:
-        if (training_recipe && training_recipe->kind == RecipeKind::kPerTensorDelayed)
+        if (training_recipe && replays_history(training_recipe->kind))
           recipe = training_recipe;
         else
           c.note = "fp8_delayed_scaling is logged for the training recipe only: name it with "

@@ -67,7 +67,7 @@ Artifact render_summary_json(const RunInfo& info, std::span<const EvaluationRow>
   std::size_t by_mode[3] = {0, 0, 0};
   ordered_json replay_details = ordered_json::array();
   for (const auto& r : rows) {
-    if (r.recipe.kind != RecipeKind::kPerTensorDelayed) continue;
+    if (!replays_history(r.recipe.kind)) continue;
     ++by_mode[static_cast<int>(r.replay.mode)];
     if (r.replay.mode != ReplayMode::kExact)
       replay_details.push_back({{"step", r.key.step},
