@@ -1,8 +1,9 @@
 // fp8-advisor built on the host emulation of tests/cuda_emu (label cuda-emu): `run --device cuda` on the
 // sample capture gives --device cpu's metrics.csv (text equal, numbers within the rounding of
 // float64 sums) and the same emulated GEMM rows, and summary.json names the CUDA backend, as
-// scripts/gpu-check.sh checks on a GPU; and gemms.csv adds, after each emulated row, the row of the
-// GEMM engine run on the emulated cuBLASLt (tests/cuda_emu/cublaslt.cpp), as an H200 and as a B200.
+// test_cli_gpu checks on a GPU (both by run_compare.hpp); and gemms.csv adds, after each emulated
+// row, the row of the GEMM engine run on the emulated cuBLASLt (tests/cuda_emu/cublaslt.cpp), as
+// an H200, a B200 and an A100.
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
