@@ -2,14 +2,16 @@
 # Step 1 of the GPU check (scripts/README-gpu.md), on the build machine: build fp8-advisor's CUDA
 # pieces (Release, FP8A_WITH_CUDA=ON, sm_90) and copy into build/gpu-bundle/ everything a GPU
 # machine without Debian -dev packages needs to run them:
-#   bin/        every ctest test labelled cuda (or cuda-host), fp8-advisor, bench_cuda_metrics
+#   bin/        every ctest test labelled cuda (or cuda-host; test_cli_gpu among them, which runs
+#               fp8-advisor itself), fp8-advisor, bench_cuda_metrics
 #   lib/        the shared libraries they need that are neither glibc's nor the driver's
 #               (oneTBB, Boost.Program_options, the CUDA runtime they were built against), except
 #               cuBLASLt (0.5 GiB): the GPU machine's own CUDA 13 cuBLASLt is used (run.sh finds it);
 #   lib/compat/ libstdc++ and libgcc_s, used by run.sh only if the machine's own are too old
 #   data/       the sample capture, the real lm-spike capture (test_cuda_backend reads both, through
 #               FP8A_TEST_DATA) and their amax traces;  peer_torch.py, peer_torch_check.py;
-#               make_big_capture.py and fp8a_capture.py (its writer);  run.sh (= gpu-check.sh)
+#               make_big_capture.py and fp8a_capture.py (its writer);  run.sh (= gpu-check.sh) and
+#               nvidia_wheels.py (where run.sh looks for cuBLASLt and compute-sanitizer in wheels)
 #
 #   bash scripts/gpu-bundle.sh [BUILD_DIR]        (default build-gpu)
 #
@@ -81,6 +83,7 @@ cp datasets/sample/*.safetensors datasets/sample/amax_trace.csv "$bundle/data/sa
 cp datasets/real/lm-spike/*.safetensors datasets/real/lm-spike/amax_trace_rank0.csv "$bundle/data/real/lm-spike/"
 cp bench/peer_torch.py bench/peer_torch_check.py bench/make_big_capture.py datasets/capture/fp8a_capture.py "$bundle/"
 cp scripts/gpu-check.sh "$bundle/run.sh"
+cp scripts/nvidia_wheels.py "$bundle/"
 chmod +x "$bundle/run.sh"
 {
   echo "fp8-advisor GPU bundle"

@@ -19,7 +19,13 @@ namespace fp8a::cli_test {
 
 namespace fs = std::filesystem;
 
-inline const std::string kBinary = FP8A_BINARY;
+// The binary under test: $FP8A_TEST_BINARY when set (the GPU bundle carries the binaries away from
+// the build tree they were built in), else the one the test was built against.
+inline std::string binary_under_test() {
+  const char* env = std::getenv("FP8A_TEST_BINARY");
+  return env != nullptr && *env != '\0' ? std::string(env) : std::string(FP8A_BINARY);
+}
+inline const std::string kBinary = binary_under_test();
 inline const fs::path kSource = FP8A_SOURCE_DIR;
 
 struct Result {

@@ -1,78 +1,38 @@
 // fp8-advisor built on the host emulation of tests/cuda_emu (label cuda-emu): `run --device cuda` on the
 // sample capture gives --device cpu's metrics.csv (text equal, numbers within the rounding of
 // float64 sums) and the same emulated GEMM rows, and summary.json names the CUDA backend, as
-// scripts/gpu-check.sh checks on a GPU; and gemms.csv adds, after each emulated row, the row of the
-// GEMM engine run on the emulated cuBLASLt (tests/cuda_emu/cublaslt.cpp), as an H200 and as a B200.
+// test_cli_gpu checks on a GPU (both by run_compare.hpp); and gemms.csv adds, after each emulated
+// row, the row of the GEMM engine run on the emulated cuBLASLt (tests/cuda_emu/cublaslt.cpp), as
+// an H200, a B200 and an A100.
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cmath>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "cli/cli_support.hpp"
+#include "cli/run_compare.hpp"
 
 namespace {
 
 namespace ct = fp8a::cli_test;
 
-// Float64 sums of at most ~10^6 non-negative terms in two orders (tests/cuda/backend_compare.hpp):
-// 2 n 2^-53 relative, with n well under 10^6 here; derived metrics a few times that.
-constexpr double kRelTol = 1e-9;
-
-void check_same_table(const ct::Table& cpu, const ct::Table& cuda, const char* what) {
-  REQUIRE(cpu.size() == cuda.size());
-  CHECK(!cpu.empty());
-  for (std::size_t i = 0; i < cpu.size(); ++i) {
-    for (const auto& [column, want] : cpu[i]) {
-      const std::string& got = cuda[i].at(column);
-      if (got == want || column == "note") continue;
-      INFO(what << " row " << i << " column " << column << ": cpu " << want << " cuda " << got);
-      const double w = ct::num(want), g = ct::num(got);
-      CHECK(std::isfinite(w));
-      CHECK(std::fabs(g - w) <= kRelTol * std::fabs(w));
-    }
-  }
+// The comparisons of tests/cli/run_compare.hpp, with the emulated cuBLASLt's tolerance.
+void check_same_dirs(const std::filesystem::path& cpu, const std::filesystem::path& cuda) {
+  for (const auto& c : ct::compare_run_dirs(cpu, cuda)) ct::check_run_comparison(c);
 }
-
-// The engine=cublaslt rows: each right after the emulated row of the same GEMM, with TE's
-// accumulation (fast for per-tensor fprop), dims padded to 16 (K to 128 with block scales), and the
-// emulated row's error up to the accumulation difference (both FP32 here). The recipe families that
-// the emulated device cannot run must carry the "cublaslt not run" note instead. Returns the count.
-std::size_t check_cublaslt_rows(const ct::Table& gemms, const std::vector<std::string>& not_run_families) {
-  std::size_t count = 0;
-  for (std::size_t i = 0; i < gemms.size(); ++i) {
-    const auto& e = gemms[i];
-    if (e.at("engine") != "emulated") continue;
-    const std::string recipe = e.at("recipe"), family = recipe.substr(0, recipe.find(':'));
-    INFO("row " << i << " " << e.at("layer") << " " << e.at("gemm") << " " << recipe);
-    const bool ran = i + 1 < gemms.size() && gemms[i + 1].at("engine") == "cublaslt";
-    const bool runs = std::find(not_run_families.begin(), not_run_families.end(), family) == not_run_families.end();
-    CHECK(ran == runs);
-    if (!ran) {
-      CHECK(e.at("note").rfind("cublaslt not run: ", 0) == 0);
-      continue;
-    }
-    ++count;
-    const auto& r = gemms[i + 1];
-    for (const char* column : {"step", "layer", "gemm", "recipe", "format", "m", "n", "k"})
-      CHECK(r.at(column) == e.at(column));
-    const bool per_tensor = family == "current" || family == "delayed";
-    CHECK(r.at("accumulation") == (family == "bf16"                          ? "fp32"
-                                   : per_tensor && e.at("gemm") == "fprop" ? "fast"
-                                                                           : "split"));
-    const double k_multiple = per_tensor || family == "bf16" ? 16 : 128;
-    CHECK(std::fmod(ct::num(r.at("padded_m")), 16) == 0);
-    CHECK(std::fmod(ct::num(r.at("padded_n")), 16) == 0);
-    CHECK(std::fmod(ct::num(r.at("padded_k")), k_multiple) == 0);
-    CHECK(ct::num(r.at("padded_k")) >= ct::num(e.at("k")));
-    CHECK(std::fabs(ct::num(r.at("rel_fro_err")) - ct::num(e.at("rel_fro_err"))) <= 1e-5);
-    CHECK(r.at("note").find("reference BF16 x BF16") != std::string::npos);
-  }
-  return count;
+void check_cublaslt_rows(const std::filesystem::path& run, const std::vector<std::string>& not_run_families) {
+  ct::check_run_comparison(
+      ct::check_cublaslt_rows(ct::read_csv(ct::slurp(run / "gemms.csv")), ct::kCublasltTolEmulated, not_run_families));
+}
+// Rows of a run's gemms.csv from the cuBLASLt engine.
+std::size_t cublaslt_row_count(const std::filesystem::path& run) {
+  const auto gemms = ct::read_csv(ct::slurp(run / "gemms.csv"));
+  return static_cast<std::size_t>(
+      std::count_if(gemms.begin(), gemms.end(), [](const ct::Row& r) { return r.at("engine") == "cublaslt"; }));
 }
 
 }  // namespace
@@ -93,17 +53,11 @@ TEST_CASE("run --device cuda (emulated) == run --device cpu on the sample, with 
   CHECK(summary["backend"]["cuda_devices"] == 1);
   CHECK(nlohmann::json::parse(ct::slurp(out.path / "cpu/summary.json"))["backend"]["name"] == "cpu");
 
-  check_same_table(ct::read_csv(ct::slurp(out.path / "cpu/metrics.csv")),
-                   ct::read_csv(ct::slurp(out.path / "cuda/metrics.csv")), "metrics.csv");
-  const auto gemms_cpu = ct::read_csv(ct::slurp(out.path / "cpu/gemms.csv"));
-  const auto gemms_cuda = ct::read_csv(ct::slurp(out.path / "cuda/gemms.csv"));
-  for (const auto& row : gemms_cpu) CHECK(row.at("engine") == "emulated");
-  ct::Table emulated;
-  for (const auto& row : gemms_cuda)
-    if (row.at("engine") == "emulated") emulated.push_back(row);
-  check_same_table(gemms_cpu, emulated, "gemms.csv");
+  check_same_dirs(out.path / "cpu", out.path / "cuda");
+  for (const auto& row : ct::read_csv(ct::slurp(out.path / "cpu/gemms.csv"))) CHECK(row.at("engine") == "emulated");
   // On sm_90 every GEMM but MXFP8's also ran in cuBLASLt: 8 layers x 3 GEMMs x 7 recipes.
-  CHECK(check_cublaslt_rows(gemms_cuda, {"mxfp8"}) == 168);
+  check_cublaslt_rows(out.path / "cuda", {"mxfp8"});
+  CHECK(cublaslt_row_count(out.path / "cuda") == 168);
 
   // `run --device cuda` on the sample as another GPU (FP8A_CUDA_EMULATION_SM): its gemms.csv.
   const auto run_as = [&](const std::string& name, const std::string& sm) {
@@ -113,15 +67,18 @@ TEST_CASE("run --device cuda (emulated) == run --device cpu on the sample, with 
                            "FP8A_CUDA_EMULATION_SM=" + sm);
     INFO(r.err);
     REQUIRE(r.rc == 0);
-    return ct::read_csv(ct::slurp(out.path / name / "gemms.csv"));
+    return out.path / name;
   };
   // As a B200 (sm_100): MXFP8 runs in cuBLASLt, the Hopper-only 1x128/128x128 modes do not.
-  CHECK(check_cublaslt_rows(run_as("b200", "100"), {"block"}) == 168);
+  const auto b200 = run_as("b200", "100");
+  check_cublaslt_rows(b200, {"block"});
+  CHECK(cublaslt_row_count(b200) == 168);
   // As an A100 (sm_80, which the default build has kernels for): the metrics on the device are the
   // CPU's, and cuBLASLt runs only the BF16 GEMMs (FP8 needs sm_89+): 8 layers x 3 GEMMs.
-  CHECK(check_cublaslt_rows(run_as("a100", "80"), {"current", "delayed", "block", "mxfp8"}) == 24);
-  check_same_table(ct::read_csv(ct::slurp(out.path / "cpu/metrics.csv")),
-                   ct::read_csv(ct::slurp(out.path / "a100/metrics.csv")), "a100 metrics.csv");
+  const auto a100 = run_as("a100", "80");
+  check_cublaslt_rows(a100, {"current", "delayed", "block", "mxfp8"});
+  CHECK(cublaslt_row_count(a100) == 24);
+  check_same_dirs(out.path / "cpu", a100);
 
   // `run --device cuda` on a GPU it cannot use: a one-line usage error, exit 2, no metrics.csv.
   const auto refused = [&](const std::string& name, const std::string& env) {
