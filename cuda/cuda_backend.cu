@@ -271,7 +271,7 @@ CudaBackendOptions fit_to_device_memory(CudaBackendOptions o, std::size_t free_b
   const std::size_t need = streaming(o.chunk_bytes);
   if (need > budget) {
     const auto mib = [](std::size_t b) { return std::to_string((b + (std::size_t{1} << 20) - 1) >> 20); };
-    throw usage_error("fp8a.cuda.803",
+    throw usage_error("fp8a.usage.212",
                       "CUDA device 0 has " + mib(free_bytes) + " MiB of free memory; the CUDA backend needs at least " +
                           mib(need * static_cast<std::size_t>(o.max_concurrent) / 3 * 4) + " MiB free (" +
                           std::to_string(o.max_concurrent) +
