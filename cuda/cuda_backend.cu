@@ -288,7 +288,7 @@ CudaBackend::CudaBackend(CudaBackendOptions options)
     : options_(options), pool_(std::make_unique<Pool>()) {
   FP8A_CHECK(options_.chunk_bytes > 0 && options_.max_concurrent >= 1, "CudaBackend: bad options");
   const std::string why = cuda_unusable_reason();
-  if (!why.empty()) throw Error(ErrorKind::kInternal, "fp8a.cuda.801", "CUDA backend: " + why);
+  if (!why.empty()) throw internal_error("fp8a.cuda.801", "CUDA backend: " + why);
   std::size_t free_bytes = 0, total_bytes = 0;
   FP8A_CUDA_CHECK(cudaSetDevice(0));
   FP8A_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));

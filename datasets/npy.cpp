@@ -11,14 +11,14 @@ namespace fp8a {
 
 namespace {
 
-constexpr const char* kNotNpy = "fp8a.npy.601";
-constexpr const char* kBadHeader = "fp8a.npy.602";
-constexpr const char* kBadDType = "fp8a.npy.603";
-constexpr const char* kBadSize = "fp8a.npy.604";
-constexpr const char* kBadZip = "fp8a.npy.605";
-constexpr const char* kCompressed = "fp8a.npy.606";
+constexpr InputId kNotNpy = "fp8a.npy.601";
+constexpr InputId kBadHeader = "fp8a.npy.602";
+constexpr InputId kBadDType = "fp8a.npy.603";
+constexpr InputId kBadSize = "fp8a.npy.604";
+constexpr InputId kBadZip = "fp8a.npy.605";
+constexpr InputId kCompressed = "fp8a.npy.606";
 
-[[noreturn]] void fail(const char* id, std::string_view where, const std::string& what) {
+[[noreturn]] void fail(InputId id, std::string_view where, const std::string& what) {
   throw input_error(id, std::string(where) + ": " + what);
 }
 

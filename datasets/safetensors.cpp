@@ -25,7 +25,7 @@ constexpr KnownDType kKnownDTypes[] = {
     {"I64", 64},   {"U64", 64},
 };
 
-[[noreturn]] void fail(std::string_view id, std::string_view file, const std::string& what) {
+[[noreturn]] void fail(InputId id, std::string_view file, const std::string& what) {
   throw input_error(id, std::string(file) + ": " + what);
 }
 
@@ -64,7 +64,7 @@ SafetensorsFile parse_safetensors(std::span<const std::byte> bytes, std::string_
   std::vector<std::set<std::string>> open_objects;
   std::string current_top_key;
   std::string duplicate_error;
-  std::string duplicate_id;
+  InputId duplicate_id = "fp8a.safetensors.305";
   json header;
   try {
     header = json::parse(text, [&](int depth, json::parse_event_t event, json& parsed) {

@@ -13,12 +13,12 @@ namespace fp8a {
 
 namespace {
 
-constexpr const char* kNotTorch = "fp8a.torch.701";
-constexpr const char* kBadPickle = "fp8a.torch.702";
-constexpr const char* kNotAllowed = "fp8a.torch.703";
-constexpr const char* kBadTensor = "fp8a.torch.704";
-constexpr const char* kCompressed = "fp8a.torch.705";
-constexpr const char* kNoTensor = "fp8a.torch.706";
+constexpr InputId kNotTorch = "fp8a.torch.701";
+constexpr InputId kBadPickle = "fp8a.torch.702";
+constexpr InputId kNotAllowed = "fp8a.torch.703";
+constexpr InputId kBadTensor = "fp8a.torch.704";
+constexpr InputId kCompressed = "fp8a.torch.705";
+constexpr InputId kNoTensor = "fp8a.torch.706";
 
 // Caps that keep a hostile pickle from exhausting memory or the native stack.
 constexpr std::size_t kMaxStack = std::size_t{1} << 20;  // values on the machine's stack
@@ -31,7 +31,7 @@ constexpr std::size_t kMaxKey = 1024;                    // bytes of a key path
 constexpr std::size_t kMaxEntries = 65536;               // tensors returned plus entries skipped
 constexpr std::size_t kMaxQuoted = 120;                  // characters of a name in a message
 
-[[noreturn]] void fail(std::string_view id, std::string_view where, const std::string& what) {
+[[noreturn]] void fail(InputId id, std::string_view where, const std::string& what) {
   throw input_error(id, std::string(where) + ": " + what);
 }
 
