@@ -6,6 +6,7 @@
 // tensor with NaNs, a recipe that does not fit) are values, not exceptions.
 #pragma once
 
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -68,6 +69,18 @@ inline Error input_error(InputId id, std::string_view message) {
 inline Error internal_error(InternalId id, std::string_view message) {
   return Error(ErrorKind::kInternal, id.text(), message);
 }
+
+// Text that came from an input file (a key, a name, a dtype string, a line), for a message: in
+// single quotes, on one line, readable whatever the bytes are.
+// - \n \r \t, and \xNN for the other control bytes (0x00-0x1f, 0x7f), for bytes that are not
+//   valid UTF-8 (stray continuation bytes, overlong forms, surrogates, beyond U+10FFFF), and for
+//   the bytes of valid UTF-8 characters that control or reorder a line: C1 controls
+//   (U+0080-U+009F), U+2028-U+202E, U+2066-U+2069. `\` and `'` become \\ and \'.
+// - Other valid UTF-8 (a tensor name in Chinese, a "×") is kept as it is.
+// - At most max_chars characters of `bytes` are shown (a character: one UTF-8 character, or one
+//   escaped byte); longer text is cut there and ends in "...", followed by its length outside
+//   the quotes: 'abc...' (1234 bytes).
+std::string quoted_input(std::string_view bytes, std::size_t max_chars = 80);
 
 namespace detail {
 [[noreturn]] void check_failed(const char* cond, const char* file, int line, std::string_view msg);
