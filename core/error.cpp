@@ -56,10 +56,9 @@ void append_hex(std::string& out, unsigned char c) {
   out += kHex[c & 0xF];
 }
 
-}  // namespace
-
-std::string quoted_input(std::string_view bytes, std::size_t max_chars) {
-  std::string out = "'";
+// Appends bytes escaped (quoted_input's rules) to out, at most max_chars characters of them;
+// returns the number of bytes shown.
+std::size_t append_escaped(std::string& out, std::string_view bytes, std::size_t max_chars) {
   std::size_t i = 0;
   for (std::size_t shown = 0; i < bytes.size() && shown < max_chars; ++shown) {
     const auto c = static_cast<unsigned char>(bytes[i]);
@@ -87,8 +86,23 @@ std::string quoted_input(std::string_view bytes, std::size_t max_chars) {
       ++i;
     }
   }
-  if (i == bytes.size()) return out + "'";
-  return out + "...' (" + std::to_string(bytes.size()) + " bytes)";
+  return i;
+}
+
+std::string length_note(std::string_view bytes) { return " (" + std::to_string(bytes.size()) + " bytes)"; }
+
+}  // namespace
+
+std::string quoted_input(std::string_view bytes, std::size_t max_chars) {
+  std::string out = "'";
+  if (append_escaped(out, bytes, max_chars) == bytes.size()) return out + "'";
+  return out + "...'" + length_note(bytes);
+}
+
+std::string escaped_input(std::string_view bytes, std::size_t max_chars) {
+  std::string out;
+  if (append_escaped(out, bytes, max_chars) == bytes.size()) return out;
+  return out + "..." + length_note(bytes);
 }
 
 }  // namespace fp8a

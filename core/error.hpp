@@ -81,6 +81,9 @@ inline Error internal_error(InternalId id, std::string_view message) {
 //   escaped byte); longer text is cut there and ends in "...", followed by its length outside
 //   the quotes: 'abc...' (1234 bytes).
 std::string quoted_input(std::string_view bytes, std::size_t max_chars = 80);
+// The same without the quotes, for text that a message shows bare (a zip member path in a list):
+// 'abc' -> abc, a cut one ends in "... (1234 bytes)".
+std::string escaped_input(std::string_view bytes, std::size_t max_chars = 80);
 
 namespace detail {
 [[noreturn]] void check_failed(const char* cond, const char* file, int line, std::string_view msg);

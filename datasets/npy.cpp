@@ -22,8 +22,6 @@ constexpr InputId kCompressed = "fp8a.npy.606";
   throw input_error(id, std::string(where) + ": " + what);
 }
 
-std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
-
 std::uint64_t read_le(std::span<const std::byte> bytes, std::uint64_t at, int n) {
   std::uint64_t v = 0;
   for (int i = n - 1; i >= 0; --i) v = (v << 8) | static_cast<std::uint8_t>(bytes[at + i]);
@@ -158,7 +156,7 @@ class LiteralParser {
     if (name == "True")
       v.flag = true;
     else if (name != "False")
-      complain("unexpected name '" + name + "' (only True and False are allowed)", v.pos);
+      complain("unexpected name " + quoted_input(name) + " (only True and False are allowed)", v.pos);
     return v;
   }
 
@@ -217,7 +215,7 @@ DType resolve_dtype(const std::string& descr, NpyRawDType raw, std::string_view 
     order = type[0];
     type.remove_prefix(1);
   }
-  const std::string head = "unsupported dtype " + quoted(descr);
+  const std::string head = "unsupported dtype " + quoted_input(descr);
   if (type == "f8")
     fail(kBadDType, where,
          head + ": float64 is not a capture dtype; convert to float32 (arr.astype(np.float32))");
@@ -307,8 +305,8 @@ NpyArray parse_npy(std::span<const std::byte> bytes, std::string_view where, Npy
                            : key.text == "fortran_order" ? &fortran
                            : key.text == "shape"         ? &shape
                                                          : nullptr;
-    if (slot == nullptr) parser.complain("unexpected key " + quoted(key.text), key.pos);
-    if (*slot != nullptr) parser.complain("key " + quoted(key.text) + " appears twice", key.pos);
+    if (slot == nullptr) parser.complain("unexpected key " + quoted_input(key.text), key.pos);
+    if (*slot != nullptr) parser.complain("key " + quoted_input(key.text) + " appears twice", key.pos);
     *slot = &value;
   }
   for (const auto& [name, slot] :
@@ -371,7 +369,7 @@ NpyArray parse_npy(std::span<const std::byte> bytes, std::string_view where, Npy
   }
   if (overflow || nonzero_bytes > static_cast<std::uint64_t>(INT64_MAX))
     fail(kBadSize, where,
-         "shape " + shape_text(out.shape) + " of " + quoted(out.descr) +
+         "shape " + shape_text(out.shape) + " of " + quoted_input(out.descr) +
              " is too large: its size in bytes exceeds 2^63 - 1");
   const std::uint64_t need = numel == 0 ? 0 : nonzero_bytes;
   const std::uint64_t data_start = preamble + header_bytes;
@@ -379,7 +377,7 @@ NpyArray parse_npy(std::span<const std::byte> bytes, std::string_view where, Npy
   if (need != have)
     fail(kBadSize, where,
          std::string(need > have ? "truncated" : "trailing bytes") + ": shape " +
-             shape_text(out.shape) + " of " + quoted(out.descr) + " needs " + std::to_string(need) +
+             shape_text(out.shape) + " of " + quoted_input(out.descr) + " needs " + std::to_string(need) +
              " data bytes but the file holds " + std::to_string(have) + " after the header");
   out.data = bytes.data() + data_start;
   out.data_bytes = need;
@@ -393,7 +391,7 @@ NpyArray parse_npy(std::span<const std::byte> bytes, std::string_view where, Npy
 namespace {
 
 void raise_npz(const ZipError& e, std::string_view where) {
-  const std::string member = "member " + quoted(e.name);
+  const std::string member = "member " + quoted_input(e.name);
   const std::string a = std::to_string(e.a), b = std::to_string(e.b), c = std::to_string(e.c);
   std::string what;
   switch (e.fault) {
@@ -502,8 +500,8 @@ std::vector<std::pair<std::string, std::span<const std::byte>>> list_npz(
             [](const Member* a, const Member* b) { return a->header_offset < b->header_offset; });
   for (std::size_t i = 1; i < by_offset.size(); ++i)
     if (end_of(by_offset[i - 1]) > by_offset[i]->header_offset)
-      bad("members " + quoted(by_offset[i - 1]->zip_name) + " and " +
-          quoted(by_offset[i]->zip_name) + " overlap");
+      bad("members " + quoted_input(by_offset[i - 1]->zip_name) + " and " +
+          quoted_input(by_offset[i]->zip_name) + " overlap");
 
   std::vector<std::pair<std::string, std::span<const std::byte>>> out;
   std::map<std::string, std::string> seen;  // array name -> zip name
@@ -513,8 +511,8 @@ std::vector<std::pair<std::string, std::span<const std::byte>>> list_npz(
       name.resize(name.size() - 4);
     const auto [it, inserted] = seen.emplace(name, m.zip_name);
     if (!inserted)
-      bad("members " + quoted(it->second) + " and " + quoted(m.zip_name) + " both hold array " +
-          quoted(name));
+      bad("members " + quoted_input(it->second) + " and " + quoted_input(m.zip_name) + " both hold array " +
+          quoted_input(name));
     out.emplace_back(std::move(name), m.data);
   }
   return out;

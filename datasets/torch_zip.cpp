@@ -35,22 +35,8 @@ constexpr std::size_t kMaxQuoted = 120;                  // characters of a name
   throw input_error(id, std::string(where) + ": " + what);
 }
 
-// Quotes a name for a message on one line: control bytes escaped, long names cut.
-std::string quoted(std::string_view s) {
-  std::string out = "'";
-  for (std::size_t i = 0; i < s.size() && i < kMaxQuoted; ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x20 || c == 0x7F || c == '\'' || c == '\\') {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  if (s.size() > kMaxQuoted) out += "...";
-  return out + "'";
-}
+// Quotes a name for a message on one line (quoted_input): control bytes escaped, long names cut.
+std::string quoted(std::string_view s) { return quoted_input(s, kMaxQuoted); }
 
 std::string dims_text(const std::vector<std::int64_t>& v) {
   std::string out = "[";
@@ -368,7 +354,7 @@ class Unpickler {
         char buf[8];
         std::snprintf(buf, sizeof buf, "0x%02x", op_);
         fail(kBadPickle, where_,
-             "malformed pickle at byte " + std::to_string(op_pos_) + " of " + member_ +
+             "malformed pickle at byte " + std::to_string(op_pos_) + " of " + escaped_input(member_, kMaxQuoted) +
                  ": unknown or unsupported opcode " + buf);
       }
       if (op_ == '.') {
@@ -478,7 +464,7 @@ class Unpickler {
   }
 
   [[noreturn]] void walk_error(const std::string& what) const {
-    fail(kBadPickle, where_, "malformed pickle " + member_ + ": " + what);
+    fail(kBadPickle, where_, "malformed pickle " + escaped_input(member_, kMaxQuoted) + ": " + what);
   }
 
   // ---- stack, marks, memo ----
@@ -951,7 +937,7 @@ class Unpickler {
   [[noreturn]] void bad(const std::string& what) const {
     const char* name = op_ == 0 ? nullptr : opcode_name(op_);
     fail(kBadPickle, where_,
-         "malformed pickle at byte " + std::to_string(op_pos_) + " of " + member_ +
+         "malformed pickle at byte " + std::to_string(op_pos_) + " of " + escaped_input(member_, kMaxQuoted) +
              (name != nullptr ? std::string(" (") + name + ")" : std::string()) + ": " + what);
   }
 
@@ -1033,7 +1019,7 @@ std::vector<TorchTensor> read_torch_save(std::span<const std::byte> bytes, std::
     if (!skipped_here.empty()) {
       what += " (skipped: ";
       for (std::size_t i = 0; i < skipped_here.size() && i < 4; ++i)
-        what += (i ? ", " : "") + skipped_here[i];
+        what += (i ? ", " : "") + escaped_input(skipped_here[i], kMaxQuoted);
       if (skipped_here.size() > 4) what += ", ...";
       what += ")";
     }

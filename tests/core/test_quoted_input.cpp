@@ -45,3 +45,9 @@ TEST_CASE("quoted_input: long text cut at max_chars characters, with its length 
   CHECK(quoted_input("\n\n\n\n", 2) == "'\\n\\n...' (4 bytes)");
   CHECK(quoted_input("abc", 0) == "'...' (3 bytes)");
 }
+
+TEST_CASE("escaped_input: the same escaping without the quotes") {
+  CHECK(fp8a::escaped_input("archive/data.pkl") == "archive/data.pkl");
+  CHECK(fp8a::escaped_input("a\n\xff") == "a\\n\\xff");
+  CHECK(fp8a::escaped_input("abcdef", 3) == "abc... (6 bytes)");
+}
