@@ -104,7 +104,7 @@ int command_run(const Invocation& inv) {
     training_recipe = parse_recipe(training_recipe_text);
     if (std::find(info.config.recipes.begin(), info.config.recipes.end(), *training_recipe) ==
         info.config.recipes.end())
-      throw usage_error("fp8a.usage.210", "--training-recipe " + training_recipe->spec() +
+      throw usage_error("fp8a.usage.211", "--training-recipe " + training_recipe->spec() +
                                               " is not among --recipes; add it there");
     info.training_recipe = training_recipe->spec();
   }

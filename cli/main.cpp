@@ -55,10 +55,12 @@ int main(int argc, char** argv) {
     std::cerr << "fp8-advisor: error: " << e.what() << "\n";
     return e.exit_code();
   } catch (const std::bad_alloc&) {
-    std::cerr << "fp8-advisor: error: [fp8a.internal.002] out of memory\n";
+    constexpr fp8a::InternalId kOutOfMemory = "fp8a.internal.002";
+    std::cerr << "fp8-advisor: error: [" << kOutOfMemory.text() << "] out of memory\n";
     return fp8a::kExitInternal;
   } catch (const std::exception& e) {
-    std::cerr << "fp8-advisor: error: [fp8a.internal.003] " << e.what() << "\n";
+    constexpr fp8a::InternalId kUnexpected = "fp8a.internal.003";
+    std::cerr << "fp8-advisor: error: [" << kUnexpected.text() << "] " << e.what() << "\n";
     return fp8a::kExitInternal;
   }
 }

@@ -14,9 +14,8 @@ std::string Error::compose(std::string_view id, std::string_view message) {
 namespace fp8a::detail {
 
 void check_failed(const char* cond, const char* file, int line, std::string_view msg) {
-  throw Error(ErrorKind::kInternal, "fp8a.internal.001",
-              std::string(file) + ":" + std::to_string(line) + ": check '" + cond +
-                  "' failed: " + std::string(msg));
+  throw internal_error("fp8a.internal.001", std::string(file) + ":" + std::to_string(line) +
+                                                ": check '" + cond + "' failed: " + std::string(msg));
 }
 
 }  // namespace fp8a::detail

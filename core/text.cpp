@@ -1,6 +1,5 @@
 #include "core/text.hpp"
 
-#include <cstdio>
 
 namespace fp8a {
 
@@ -13,20 +12,87 @@ std::string shape_text(std::span<const std::int64_t> shape, ShapeStyle style) {
   return s + (tuple ? ")" : "]");
 }
 
-std::string quoted(std::string_view s, QuoteStyle style) {
-  std::string out = "'";
-  for (std::size_t i = 0; i < s.size() && i < style.max_bytes; ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (style.escape && (c < 0x20 || c == 0x7F || c == '\'' || c == '\\')) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    } else {
+namespace {
+
+// Length of the valid UTF-8 character at the start of s (2 to 4 bytes), 0 when s does not start
+// with one. Rejects overlong forms, surrogates and code points beyond U+10FFFF (RFC 3629).
+std::size_t utf8_length(std::string_view s, char32_t* code_point) {
+  const auto b = [&](std::size_t i) { return static_cast<unsigned char>(s[i]); };
+  const unsigned char lead = b(0);
+  const std::size_t n = lead >= 0xC2 && lead <= 0xDF ? 2 : lead >= 0xE0 && lead <= 0xEF ? 3
+                      : lead >= 0xF0 && lead <= 0xF4 ? 4 : 0;
+  if (n == 0 || s.size() < n) return 0;
+  constexpr char32_t kLeadBits[] = {0, 0, 0x1F, 0x0F, 0x07};
+  constexpr char32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000};
+  char32_t cp = lead & kLeadBits[n];
+  for (std::size_t i = 1; i < n; ++i) {
+    if ((b(i) & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (b(i) & 0x3F);
+  }
+  if (cp < kSmallest[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+  *code_point = cp;
+  return n;
+}
+
+// Characters that end a line or reorder text on a terminal, though valid UTF-8.
+bool is_layout_control(char32_t cp) {
+  return (cp >= 0x80 && cp <= 0x9F) || (cp >= 0x2028 && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
+void append_hex(std::string& out, unsigned char c) {
+  constexpr char kHex[] = "0123456789abcdef";
+  out += "\\x";
+  out += kHex[c >> 4];
+  out += kHex[c & 0xF];
+}
+
+// Appends bytes escaped (quoted_input's rules) to out, at most max_chars characters of them;
+// returns the number of bytes shown.
+std::size_t append_escaped(std::string& out, std::string_view bytes, std::size_t max_chars) {
+  std::size_t i = 0;
+  for (std::size_t shown = 0; i < bytes.size() && shown < max_chars; ++shown) {
+    const auto c = static_cast<unsigned char>(bytes[i]);
+    if (c >= 0x20 && c < 0x7F) {
+      if (c == '\\' || c == '\'') out += '\\';
       out += static_cast<char>(c);
+      ++i;
+    } else if (c == '\n' || c == '\r' || c == '\t') {
+      out += c == '\n' ? "\\n" : c == '\r' ? "\\r" : "\\t";
+      ++i;
+    } else if (char32_t cp = 0; c >= 0x80) {
+      const std::size_t n = utf8_length(bytes.substr(i), &cp);
+      if (n == 0) {
+        append_hex(out, c);
+        ++i;
+      } else {
+        for (std::size_t k = 0; k < n; ++k) {
+          if (is_layout_control(cp)) append_hex(out, static_cast<unsigned char>(bytes[i + k]));
+          else out += bytes[i + k];
+        }
+        i += n;
+      }
+    } else {
+      append_hex(out, c);
+      ++i;
     }
   }
-  if (s.size() > style.max_bytes) out += "...";
-  return out + "'";
+  return i;
+}
+
+std::string length_note(std::string_view bytes) { return " (" + std::to_string(bytes.size()) + " bytes)"; }
+
+}  // namespace
+
+std::string quoted_input(std::string_view bytes, std::size_t max_chars) {
+  std::string out = "'";
+  if (append_escaped(out, bytes, max_chars) == bytes.size()) return out + "'";
+  return out + "...'" + length_note(bytes);
+}
+
+std::string escaped_input(std::string_view bytes, std::size_t max_chars) {
+  std::string out;
+  if (append_escaped(out, bytes, max_chars) == bytes.size()) return out;
+  return out + "..." + length_note(bytes);
 }
 
 }  // namespace fp8a

@@ -1,4 +1,5 @@
-// Text for messages and reports: a tensor shape, a name quoted for a one-line message.
+// Text for messages and reports: a tensor shape, and text from an input file quoted for a
+// one-line message.
 // (A suffix test is std::string_view::ends_with.)
 #pragma once
 
@@ -19,17 +20,19 @@ enum class ShapeStyle : std::uint8_t {
 // The dims of a shape as text, in `style`. Dims are written as they are (negative ones too).
 std::string shape_text(std::span<const std::int64_t> shape, ShapeStyle style = ShapeStyle::kList);
 
-// How quoted() writes text that may hold any bytes (a name read from a file). The default: escaped,
-// at most 120 bytes.
-struct QuoteStyle {
-  // Control bytes (< 0x20, 0x7F), ' and \ written as \xNN (two lower-case hex digits), so the
-  // message stays on one line and the quotes stay unambiguous.
-  bool escape = true;
-  // At most this many bytes of the text are shown; when it is longer, "..." follows them.
-  std::size_t max_bytes = 120;
-};
-
-// `s` in single quotes for a message, written as `style` says.
-std::string quoted(std::string_view s, QuoteStyle style = {});
+// Text that came from an input file (a key, a name, a dtype string, a line), for a message: in
+// single quotes, on one line, readable whatever the bytes are.
+// - \n \r \t, and \xNN for the other control bytes (0x00-0x1f, 0x7f), for bytes that are not
+//   valid UTF-8 (stray continuation bytes, overlong forms, surrogates, beyond U+10FFFF), and for
+//   the bytes of valid UTF-8 characters that control or reorder a line: C1 controls
+//   (U+0080-U+009F), U+2028-U+202E, U+2066-U+2069. `\` and `'` become \\ and \'.
+// - Other valid UTF-8 (a tensor name in Chinese, a "×") is kept as it is.
+// - At most max_chars characters of `bytes` are shown (a character: one UTF-8 character, or one
+//   escaped byte); longer text is cut there and ends in "...", followed by its length outside
+//   the quotes: 'abc...' (1234 bytes).
+std::string quoted_input(std::string_view bytes, std::size_t max_chars = 80);
+// The same without the quotes, for text that a message shows bare (a zip member path in a list):
+// 'abc' -> abc, a cut one ends in "... (1234 bytes)".
+std::string escaped_input(std::string_view bytes, std::size_t max_chars = 80);
 
 }  // namespace fp8a

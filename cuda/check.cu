@@ -7,9 +7,9 @@
 namespace fp8a::cuda {
 
 void cuda_failed(cudaError_t status, const char* expression, const char* file, int line) {
-  throw Error(ErrorKind::kInternal, "fp8a.cuda.801",
-              std::string(file) + ":" + std::to_string(line) + ": " + expression + " failed: " +
-                  cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")");
+  throw internal_error("fp8a.cuda.801",
+                       std::string(file) + ":" + std::to_string(line) + ": " + expression + " failed: " +
+                           cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")");
 }
 
 }  // namespace fp8a::cuda

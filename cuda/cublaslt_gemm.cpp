@@ -30,9 +30,8 @@ inline constexpr std::size_t kLtVersionMxCacheFixed = 120804;
 
 // Every cuBLASLt status goes through here: fp8a.cuda.802 naming the GEMM, the call and the status.
 [[noreturn]] void lt_failed(cublasStatus_t status, const char* call, const std::string& what) {
-  throw Error(ErrorKind::kInternal, "fp8a.cuda.802",
-              what + ": " + call + " failed: " + cublasLtGetStatusName(status) + " (" +
-                  cublasLtGetStatusString(status) + ")");
+  throw internal_error("fp8a.cuda.802", what + ": " + call + " failed: " + cublasLtGetStatusName(status) +
+                                            " (" + cublasLtGetStatusString(status) + ")");
 }
 
 void lt_check(cublasStatus_t status, const char* call, const std::string& what) {
@@ -175,7 +174,7 @@ struct CublasltGemm::State {
 
 CublasltGemm::CublasltGemm() {
   const std::string why = cuda_unusable_reason();
-  if (!why.empty()) throw Error(ErrorKind::kInternal, "fp8a.cuda.801", "cuBLASLt GEMM engine: " + why);
+  if (!why.empty()) throw internal_error("fp8a.cuda.801", "cuBLASLt GEMM engine: " + why);
   FP8A_CUDA_CHECK(cudaSetDevice(0));
   caps_ = probe_lt_caps();
   state_ = std::make_unique<State>();

@@ -274,7 +274,7 @@ CudaBackendOptions fit_to_device_memory(CudaBackendOptions o, std::size_t free_b
   const std::size_t need = streaming(o.chunk_bytes);
   if (need > budget) {
     const auto mib = [](std::size_t b) { return std::to_string((b + (std::size_t{1} << 20) - 1) >> 20); };
-    throw usage_error("fp8a.cuda.803",
+    throw usage_error("fp8a.usage.212",
                       "CUDA device 0 has " + mib(free_bytes) + " MiB of free memory; the CUDA backend needs at least " +
                           mib(need * static_cast<std::size_t>(o.max_concurrent) / 3 * 4) + " MiB free (" +
                           std::to_string(o.max_concurrent) +
@@ -292,7 +292,7 @@ CudaBackend::CudaBackend(CudaBackendOptions options)
   FP8A_CHECK(options_.chunk_bytes > 0 && options_.max_concurrent >= 1 && options_.max_grid_blocks >= 1,
              "CudaBackend: bad options");
   const std::string why = cuda_unusable_reason();
-  if (!why.empty()) throw Error(ErrorKind::kInternal, "fp8a.cuda.801", "CUDA backend: " + why);
+  if (!why.empty()) throw internal_error("fp8a.cuda.801", "CUDA backend: " + why);
   std::size_t free_bytes = 0, total_bytes = 0;
   FP8A_CUDA_CHECK(cudaSetDevice(0));
   int grid_limit = 0;

@@ -29,7 +29,7 @@
 // resident, 2 concurrent evaluations) that is about 4.3 GiB of device memory and 256 MiB pinned,
 // whatever the tensor's size: tensors larger than device memory are streamed. The constructor
 // fits the options to 3/4 of the device's free memory (fit_to_device_memory: less resident, then
-// smaller chunks), so a GPU shared with another job works too, or fails at once with fp8a.cuda.803.
+// smaller chunks), so a GPU shared with another job works too, or fails at once with fp8a.usage.212.
 //
 // Threads: evaluate() may be called concurrently (engine/run.cpp evaluates tensors in parallel);
 // each call takes one of max_concurrent workspaces (streams + buffers), waiting when all are busy.
@@ -64,17 +64,16 @@ struct CudaBackendOptions {
 // The options shrunk to what a device with `free_bytes` of free memory can hold (another process,
 // a training job, may share the GPU): max_concurrent workspaces of resident_bytes + two chunk
 // buffers + the partial records (max_grid_blocks per candidate) of up to kFitCandidates
-// candidates, each buffer rounded up to the 2 MiB allocation granule, within 3/4 of the free
-// memory. resident_bytes shrinks first (down to 0: every tensor is streamed twice), then
-// chunk_bytes (halving, down to 64 KiB). Throws a usage
-// error (fp8a.cuda.803) when even that does not fit. The CudaBackend constructor applies it to
+// candidates, each buffer rounded up to the 2 MiB allocation granule, within 3/4 of the free memory. resident_bytes shrinks first (down to
+// 0: every tensor is streamed twice), then chunk_bytes (halving, down to 64 KiB). Throws a usage
+// error (fp8a.usage.212) when even that does not fit. The CudaBackend constructor applies it to
 // cudaMemGetInfo's free memory.
 inline constexpr std::size_t kFitCandidates = 64;
 CudaBackendOptions fit_to_device_memory(CudaBackendOptions options, std::size_t free_bytes);
 
 class CudaBackend final : public Backend {
  public:
-  // Throws fp8a::Error (fp8a.cuda.801) when cuda_unusable_reason() is not empty, fp8a.cuda.803
+  // Throws fp8a::Error (fp8a.cuda.801) when cuda_unusable_reason() is not empty, fp8a.usage.212
   // when the device has too little free memory. options() are the options after
   // fit_to_device_memory.
   explicit CudaBackend(CudaBackendOptions options = {});

@@ -14,6 +14,7 @@
 
 #include "datasets/capture.hpp"
 #include "core/error.hpp"
+#include "core/text.hpp"
 
 namespace fp8a {
 
@@ -25,7 +26,7 @@ constexpr std::string_view kIteration = "iteration=";
 constexpr std::string_view kValue = "value=";
 constexpr std::string_view kCurAmax = "_cur_amax";
 constexpr std::string_view kNvdlfwLayout = "'<layer>_<tensor>_<stat> iteration=<N> value=<V>'";
-// Longest piece of a line quoted in a message, and of a tensor name.
+// Most characters of a line quoted in a message, and of a tensor name.
 constexpr std::size_t kShownBytes = 60;
 constexpr std::size_t kShownNameBytes = 300;
 // Skipped tensor names listed in a note, at most.
@@ -42,31 +43,9 @@ std::string_view trim_right(std::string_view s) {
   return s;
 }
 
-// s in single quotes for a message: at most `limit` bytes (cut at a UTF-8 character boundary,
-// "..." added) and control bytes written as \xNN, so a binary file still gives a readable line.
-std::string shown(std::string_view s, std::size_t limit = kShownBytes) {
-  bool cut = false;
-  if (s.size() > limit) {
-    std::size_t n = limit;
-    while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
-    s = s.substr(0, n);
-    cut = true;
-  }
-  constexpr char kHex[] = "0123456789abcdef";
-  std::string out = "'";
-  for (const char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7F) {
-      out += "\\x";
-      out += kHex[u >> 4];
-      out += kHex[u & 0xF];
-    } else {
-      out += c;
-    }
-  }
-  out += cut ? "...'" : "'";
-  return out;
-}
+// s quoted for a message (quoted_input): at most `limit` characters, control bytes escaped, so a
+// binary file still gives a readable line.
+std::string shown(std::string_view s, std::size_t limit = kShownBytes) { return quoted_input(s, limit); }
 
 // "path:LINE: ", built only when a message needs it.
 std::string at_line(const std::string& path, std::size_t line) {
@@ -236,8 +215,10 @@ void check_repeats(const std::string& path, Format format, const TraceBuilder& b
   const std::string name = name_in_file(format, builder.key(repeat_series));
   const std::string what =
       format == Format::kCsv
-          ? "duplicate row: step " + std::to_string(repeat->step) + ", tensor '" + name + "'"
-          : "duplicate line: '" + name + "' at iteration " + std::to_string(repeat->step);
+          ? "duplicate row: step " + std::to_string(repeat->step) + ", tensor " +
+                shown(name, kShownNameBytes)
+          : "duplicate line: " + shown(name, kShownNameBytes) + " at iteration " +
+                std::to_string(repeat->step);
   throw input_error("fp8a.trace.505", at_line(path, repeat->line) + what +
                                           " already given on line " + std::to_string(first->line));
 }

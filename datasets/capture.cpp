@@ -9,6 +9,7 @@
 #include "datasets/safetensors.hpp"
 #include "datasets/torch_zip.hpp"
 #include "core/error.hpp"
+#include "core/text.hpp"
 
 namespace fp8a {
 
@@ -54,8 +55,8 @@ void resolve_step(const std::map<std::string, std::string>& metadata, const std:
                   CaptureFile* f) {
   if (auto it = metadata.find("step"); it != metadata.end()) {
     if (!parse_int64(it->second, &f->step) || f->step < 0)
-      throw input_error("fp8a.capture.405", f->path + ": __metadata__ step '" + it->second +
-                                                "' is not a non-negative integer");
+      throw input_error("fp8a.capture.405", f->path + ": __metadata__ step " + quoted_input(it->second) +
+                                                " is not a non-negative integer");
     f->step_source = "metadata";
     return;
   }
@@ -79,7 +80,7 @@ struct FoundTensor {
 
 void add_tensors(const std::vector<FoundTensor>& found, const CaptureFile& info, CaptureSet* set) {
   for (const auto& e : found) {
-    const std::string where = info.path + ": tensor '" + e.name + "': ";
+    const std::string where = info.path + ": tensor " + quoted_input(e.name) + ": ";
     CapturedTensor t;
     if (!split_tensor_name(e.name, &t.key.layer, &t.key.role))
       throw input_error("fp8a.capture.403",
@@ -134,8 +135,8 @@ int resolve_rank(const std::map<std::string, std::string>& metadata, const std::
   std::int64_t r = -1;
   if (auto it = metadata.find("rank"); it != metadata.end()) {
     if (!parse_int64(it->second, &r) || r < 0 || r > 1'000'000)
-      throw input_error("fp8a.capture.408", path + ": __metadata__ rank '" + it->second +
-                                                "' is not a non-negative integer");
+      throw input_error("fp8a.capture.408", path + ": __metadata__ rank " + quoted_input(it->second) +
+                                                " is not a non-negative integer");
     return static_cast<int>(r);
   }
   std::string dir = path;
@@ -322,8 +323,8 @@ CaptureSet load_captures(const std::vector<std::string>& paths, const FileSystem
     const auto& b = set.tensors[i];
     if (a.key == b.key && (a.rank == b.rank || a.rank < 0))
       throw input_error("fp8a.capture.404",
-                        "step " + std::to_string(b.key.step) + " tensor '" + b.tensor_name +
-                            "' appears in both " + a.file + " and " + b.file +
+                        "step " + std::to_string(b.key.step) + " tensor " + quoted_input(b.tensor_name) +
+                            " appears in both " + a.file + " and " + b.file +
                             (a.rank == b.rank && a.rank >= 0
                                  ? " (same rank " + std::to_string(a.rank) + ")"
                                  : std::string()));

@@ -12,19 +12,16 @@ namespace fp8a {
 
 namespace {
 
-constexpr const char* kNotNpy = "fp8a.npy.601";
-constexpr const char* kBadHeader = "fp8a.npy.602";
-constexpr const char* kBadDType = "fp8a.npy.603";
-constexpr const char* kBadSize = "fp8a.npy.604";
-constexpr const char* kBadZip = "fp8a.npy.605";
-constexpr const char* kCompressed = "fp8a.npy.606";
+constexpr InputId kNotNpy = "fp8a.npy.601";
+constexpr InputId kBadHeader = "fp8a.npy.602";
+constexpr InputId kBadDType = "fp8a.npy.603";
+constexpr InputId kBadSize = "fp8a.npy.604";
+constexpr InputId kBadZip = "fp8a.npy.605";
+constexpr InputId kCompressed = "fp8a.npy.606";
 
-[[noreturn]] void fail(const char* id, std::string_view where, const std::string& what) {
+[[noreturn]] void fail(InputId id, std::string_view where, const std::string& what) {
   throw input_error(id, std::string(where) + ": " + what);
 }
-
-// Names and dtype strings appear in messages as the file writes them: not escaped, not cut.
-constexpr QuoteStyle kAsWritten{.escape = false, .max_bytes = std::string_view::npos};
 
 std::uint64_t read_le(std::span<const std::byte> bytes, std::uint64_t at, int n) {
   std::uint64_t v = 0;
@@ -160,7 +157,7 @@ class LiteralParser {
     if (name == "True")
       v.flag = true;
     else if (name != "False")
-      complain("unexpected name '" + name + "' (only True and False are allowed)", v.pos);
+      complain("unexpected name " + quoted_input(name) + " (only True and False are allowed)", v.pos);
     return v;
   }
 
@@ -210,7 +207,7 @@ DType resolve_dtype(const std::string& descr, NpyRawDType raw, std::string_view 
     order = type[0];
     type.remove_prefix(1);
   }
-  const std::string head = "unsupported dtype " + quoted(descr, kAsWritten);
+  const std::string head = "unsupported dtype " + quoted_input(descr);
   if (type == "f8")
     fail(kBadDType, where,
          head + ": float64 is not a capture dtype; convert to float32 (arr.astype(np.float32))");
@@ -300,9 +297,8 @@ NpyArray parse_npy(std::span<const std::byte> bytes, std::string_view where, Npy
                            : key.text == "fortran_order" ? &fortran
                            : key.text == "shape"         ? &shape
                                                          : nullptr;
-    if (slot == nullptr) parser.complain("unexpected key " + quoted(key.text, kAsWritten), key.pos);
-    if (*slot != nullptr)
-      parser.complain("key " + quoted(key.text, kAsWritten) + " appears twice", key.pos);
+    if (slot == nullptr) parser.complain("unexpected key " + quoted_input(key.text), key.pos);
+    if (*slot != nullptr) parser.complain("key " + quoted_input(key.text) + " appears twice", key.pos);
     *slot = &value;
   }
   for (const auto& [name, slot] :
@@ -366,17 +362,16 @@ NpyArray parse_npy(std::span<const std::byte> bytes, std::string_view where, Npy
   }
   if (overflow || nonzero_bytes > static_cast<std::uint64_t>(INT64_MAX))
     fail(kBadSize, where,
-         "shape " + shape_text(out.shape, ShapeStyle::kTuple) + " of " +
-             quoted(out.descr, kAsWritten) + " is too large: its size in bytes exceeds 2^63 - 1");
+         "shape " + shape_text(out.shape, ShapeStyle::kTuple) + " of " + quoted_input(out.descr) +
+             " is too large: its size in bytes exceeds 2^63 - 1");
   const std::uint64_t need = numel == 0 ? 0 : nonzero_bytes;
   const std::uint64_t data_start = preamble + header_bytes;
   const std::uint64_t have = bytes.size() - data_start;
   if (need != have)
     fail(kBadSize, where,
          std::string(need > have ? "truncated" : "trailing bytes") + ": shape " +
-             shape_text(out.shape, ShapeStyle::kTuple) + " of " + quoted(out.descr, kAsWritten) +
-             " needs " + std::to_string(need) + " data bytes but the file holds " +
-             std::to_string(have) + " after the header");
+             shape_text(out.shape, ShapeStyle::kTuple) + " of " + quoted_input(out.descr) + " needs " + std::to_string(need) +
+             " data bytes but the file holds " + std::to_string(have) + " after the header");
   out.data = bytes.data() + data_start;
   out.data_bytes = need;
   return out;
@@ -389,7 +384,7 @@ NpyArray parse_npy(std::span<const std::byte> bytes, std::string_view where, Npy
 namespace {
 
 void raise_npz(const ZipError& e, std::string_view where) {
-  const std::string member = "member " + quoted(e.name, kAsWritten);
+  const std::string member = "member " + quoted_input(e.name);
   const std::string a = std::to_string(e.a), b = std::to_string(e.b), c = std::to_string(e.c);
   std::string what;
   switch (e.fault) {
@@ -498,8 +493,8 @@ std::vector<std::pair<std::string, std::span<const std::byte>>> list_npz(
             [](const Member* a, const Member* b) { return a->header_offset < b->header_offset; });
   for (std::size_t i = 1; i < by_offset.size(); ++i)
     if (end_of(by_offset[i - 1]) > by_offset[i]->header_offset)
-      bad("members " + quoted(by_offset[i - 1]->zip_name, kAsWritten) + " and " +
-          quoted(by_offset[i]->zip_name, kAsWritten) + " overlap");
+      bad("members " + quoted_input(by_offset[i - 1]->zip_name) + " and " +
+          quoted_input(by_offset[i]->zip_name) + " overlap");
 
   std::vector<std::pair<std::string, std::span<const std::byte>>> out;
   std::map<std::string, std::string> seen;  // array name -> zip name
@@ -509,8 +504,8 @@ std::vector<std::pair<std::string, std::span<const std::byte>>> list_npz(
       name.resize(name.size() - 4);
     const auto [it, inserted] = seen.emplace(name, m.zip_name);
     if (!inserted)
-      bad("members " + quoted(it->second, kAsWritten) + " and " + quoted(m.zip_name, kAsWritten) +
-          " both hold array " + quoted(name, kAsWritten));
+      bad("members " + quoted_input(it->second) + " and " + quoted_input(m.zip_name) + " both hold array " +
+          quoted_input(name));
     out.emplace_back(std::move(name), m.data);
   }
   return out;

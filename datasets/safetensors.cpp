@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/text.hpp"
 
 namespace fp8a {
 
@@ -25,11 +26,9 @@ constexpr KnownDType kKnownDTypes[] = {
     {"I64", 64},   {"U64", 64},
 };
 
-[[noreturn]] void fail(std::string_view id, std::string_view file, const std::string& what) {
+[[noreturn]] void fail(InputId id, std::string_view file, const std::string& what) {
   throw input_error(id, std::string(file) + ": " + what);
 }
-
-std::string in_quotes(std::string_view s) { return "'" + std::string(s) + "'"; }
 
 }  // namespace
 
@@ -64,7 +63,7 @@ SafetensorsFile parse_safetensors(std::span<const std::byte> bytes, std::string_
   std::vector<std::set<std::string>> open_objects;
   std::string current_top_key;
   std::string duplicate_error;
-  std::string duplicate_id;
+  InputId duplicate_id = "fp8a.safetensors.305";
   json header;
   try {
     header = json::parse(text, [&](int depth, json::parse_event_t event, json& parsed) {
@@ -77,14 +76,14 @@ SafetensorsFile parse_safetensors(std::span<const std::byte> bytes, std::string_
           if (depth == 1) {
             duplicate_id = "fp8a.safetensors.311";
             duplicate_error = (k == "__metadata__" ? std::string("__metadata__")
-                                                   : "tensor name " + in_quotes(k)) +
+                                                   : "tensor name " + quoted_input(k)) +
                               " appears twice";
           } else if (current_top_key == "__metadata__") {
             duplicate_id = "fp8a.safetensors.306";
-            duplicate_error = "__metadata__ key " + in_quotes(k) + " appears twice";
+            duplicate_error = "__metadata__ key " + quoted_input(k) + " appears twice";
           } else {
             duplicate_id = "fp8a.safetensors.305";
-            duplicate_error = "tensor " + in_quotes(current_top_key) + ": field " + in_quotes(k) +
+            duplicate_error = "tensor " + quoted_input(current_top_key) + ": field " + quoted_input(k) +
                               " appears twice";
           }
         }
@@ -95,6 +94,16 @@ SafetensorsFile parse_safetensors(std::span<const std::byte> bytes, std::string_
     std::string why = e.what();
     // nlohmann messages start with "[json.exception.parse_error.101] "; keep the text after it.
     if (auto pos = why.find("] "); pos != std::string::npos) why = why.substr(pos + 2);
+    // nlohmann shows the bytes it last read as they are ("last read: '<bytes>'"); quote them.
+    constexpr std::string_view kLastRead = "; last read: '";
+    if (const auto at = why.find(kLastRead); at != std::string::npos) {
+      const auto from = at + kLastRead.size();
+      auto to = why.rfind("'; expected ");
+      if (to == std::string::npos || to < from) to = why.size() - 1;
+      if (to >= from && why[to] == '\'')
+        why = why.substr(0, at) + "; last read: " +
+              quoted_input(std::string_view(why).substr(from, to - from)) + why.substr(to + 1);
+    }
     fail("fp8a.safetensors.304", file, "header is not valid JSON: " + why);
   }
   if (!duplicate_error.empty()) fail(duplicate_id, file, duplicate_error);
@@ -111,12 +120,12 @@ SafetensorsFile parse_safetensors(std::span<const std::byte> bytes, std::string_
       for (auto& [k, v] : value.items()) {
         if (!v.is_string())
           fail("fp8a.safetensors.306", file,
-               "__metadata__ value of " + in_quotes(k) + " is not a string");
+               "__metadata__ value of " + quoted_input(k) + " is not a string");
         out.metadata[k] = v.get<std::string>();
       }
       continue;
     }
-    const std::string where = "tensor " + in_quotes(name) + ": ";
+    const std::string where = "tensor " + quoted_input(name) + ": ";
     if (!value.is_object()) fail("fp8a.safetensors.305", file, where + "entry is not an object");
     const auto dt = value.find("dtype");
     const auto sh = value.find("shape");
@@ -137,7 +146,7 @@ SafetensorsFile parse_safetensors(std::span<const std::byte> bytes, std::string_
     for (const auto& k : kKnownDTypes)
       if (e.dtype_name == k.name) known = &k;
     if (known == nullptr)
-      fail("fp8a.safetensors.307", file, where + "unknown dtype " + in_quotes(e.dtype_name));
+      fail("fp8a.safetensors.307", file, where + "unknown dtype " + quoted_input(e.dtype_name));
     e.dtype = dtype_from_name(e.dtype_name);
 
     std::uint64_t numel = 1;
@@ -182,7 +191,7 @@ SafetensorsFile parse_safetensors(std::span<const std::byte> bytes, std::string_
   for (const auto* e : by_offset) {
     if (e->begin != expected)
       fail("fp8a.safetensors.308", file,
-           "tensor " + in_quotes(e->name) + ": data starts at offset " + std::to_string(e->begin) +
+           "tensor " + quoted_input(e->name) + ": data starts at offset " + std::to_string(e->begin) +
                " but the previous tensor ends at " + std::to_string(expected) +
                (e->begin < expected ? " (overlap)" : " (gap)"));
     expected = e->end;

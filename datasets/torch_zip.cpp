@@ -14,12 +14,12 @@ namespace fp8a {
 
 namespace {
 
-constexpr const char* kNotTorch = "fp8a.torch.701";
-constexpr const char* kBadPickle = "fp8a.torch.702";
-constexpr const char* kNotAllowed = "fp8a.torch.703";
-constexpr const char* kBadTensor = "fp8a.torch.704";
-constexpr const char* kCompressed = "fp8a.torch.705";
-constexpr const char* kNoTensor = "fp8a.torch.706";
+constexpr InputId kNotTorch = "fp8a.torch.701";
+constexpr InputId kBadPickle = "fp8a.torch.702";
+constexpr InputId kNotAllowed = "fp8a.torch.703";
+constexpr InputId kBadTensor = "fp8a.torch.704";
+constexpr InputId kCompressed = "fp8a.torch.705";
+constexpr InputId kNoTensor = "fp8a.torch.706";
 
 // Caps that keep a hostile pickle from exhausting memory or the native stack.
 constexpr std::size_t kMaxStack = std::size_t{1} << 20;  // values on the machine's stack
@@ -30,10 +30,14 @@ constexpr std::size_t kMaxRank = 64;                     // dimensions of a tens
 constexpr std::size_t kMaxArgs = 8;                      // arguments of an allow-listed call
 constexpr std::size_t kMaxKey = 1024;                    // bytes of a key path
 constexpr std::size_t kMaxEntries = 65536;               // tensors returned plus entries skipped
+constexpr std::size_t kMaxQuoted = 120;                  // characters of a name in a message
 
-[[noreturn]] void fail(std::string_view id, std::string_view where, const std::string& what) {
+[[noreturn]] void fail(InputId id, std::string_view where, const std::string& what) {
   throw input_error(id, std::string(where) + ": " + what);
 }
+
+// Quotes a name for a message on one line (quoted_input): control bytes escaped, long names cut.
+std::string quoted(std::string_view s) { return quoted_input(s, kMaxQuoted); }
 
 std::string key_label(const std::string& key) {
   return key.empty() ? "top-level tensor" : "tensor " + quoted(key);
@@ -345,7 +349,7 @@ class Unpickler {
         char buf[8];
         std::snprintf(buf, sizeof buf, "0x%02x", op_);
         fail(kBadPickle, where_,
-             "malformed pickle at byte " + std::to_string(op_pos_) + " of " + member_ +
+             "malformed pickle at byte " + std::to_string(op_pos_) + " of " + escaped_input(member_, kMaxQuoted) +
                  ": unknown or unsupported opcode " + buf);
       }
       if (op_ == '.') {
@@ -455,7 +459,7 @@ class Unpickler {
   }
 
   [[noreturn]] void walk_error(const std::string& what) const {
-    fail(kBadPickle, where_, "malformed pickle " + member_ + ": " + what);
+    fail(kBadPickle, where_, "malformed pickle " + escaped_input(member_, kMaxQuoted) + ": " + what);
   }
 
   // ---- stack, marks, memo ----
@@ -928,7 +932,7 @@ class Unpickler {
   [[noreturn]] void bad(const std::string& what) const {
     const char* name = op_ == 0 ? nullptr : opcode_name(op_);
     fail(kBadPickle, where_,
-         "malformed pickle at byte " + std::to_string(op_pos_) + " of " + member_ +
+         "malformed pickle at byte " + std::to_string(op_pos_) + " of " + escaped_input(member_, kMaxQuoted) +
              (name != nullptr ? std::string(" (") + name + ")" : std::string()) + ": " + what);
   }
 
@@ -1010,7 +1014,7 @@ std::vector<TorchTensor> read_torch_save(std::span<const std::byte> bytes, std::
     if (!skipped_here.empty()) {
       what += " (skipped: ";
       for (std::size_t i = 0; i < skipped_here.size() && i < 4; ++i)
-        what += (i ? ", " : "") + skipped_here[i];
+        what += (i ? ", " : "") + escaped_input(skipped_here[i], kMaxQuoted);
       if (skipped_here.size() > 4) what += ", ...";
       what += ")";
     }

@@ -791,7 +791,7 @@ TEST_CASE("nvdlfw_inspect FP8 statistics are shown beside ours (nvdlfw_stats.csv
 
   const auto bad = run(args + " --training-recipe block --out " + shell_quote((dir.path / "o3").string()));
   CHECK(bad.rc == 2);
-  CHECK(bad.err == "fp8-advisor: error: [fp8a.usage.210] --training-recipe block is not among "
+  CHECK(bad.err == "fp8-advisor: error: [fp8a.usage.211] --training-recipe block is not among "
                    "--recipes; add it there\n");
   CHECK_FALSE(fs::exists(dir.path / "o3"));
 }

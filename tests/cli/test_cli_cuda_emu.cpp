@@ -99,7 +99,7 @@ TEST_CASE("run --device cuda (emulated) == run --device cpu on the sample, with 
   CHECK(!std::filesystem::exists(out.path / "t4"));
   // A GPU with too little free memory.
   CHECK(refused("small", "FP8A_CUDA_EMULATION_MEMORY=20971520")
-            .rfind("fp8-advisor: error: [fp8a.cuda.803] CUDA device 0 has 20 MiB of free memory", 0) == 0);
+            .rfind("fp8-advisor: error: [fp8a.usage.212] CUDA device 0 has 20 MiB of free memory", 0) == 0);
 
   // auto stays on the CPU until the CUDA backend has passed the GPU checks.
   const auto r = ct::run("run --capture " + ct::shell_quote(sample) + " --no-gemms --out " +

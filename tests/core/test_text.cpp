@@ -22,14 +22,3 @@ TEST_CASE("shape_text: the three spellings, scalars and 1-D shapes included") {
   CHECK(fp8a::shape_text(s1, ShapeStyle::kTuple) == "(4,)");
   CHECK(fp8a::shape_text(s0, ShapeStyle::kTuple) == "()");
 }
-
-TEST_CASE("quoted: escaped and cut by default, as written on request") {
-  CHECK(fp8a::quoted("layers.0") == "'layers.0'");
-  CHECK(fp8a::quoted(std::string("a\nb'c\\d\x7f", 8)) == "'a\\x0ab\\x27c\\x5cd\\x7f'");
-  CHECK(fp8a::quoted(std::string(120, 'x')) == "'" + std::string(120, 'x') + "'");
-  CHECK(fp8a::quoted(std::string(121, 'x')) == "'" + std::string(120, 'x') + "...'");
-  CHECK(fp8a::quoted("abcdef", {.max_bytes = 3}) == "'abc...'");
-  const fp8a::QuoteStyle as_written{.escape = false, .max_bytes = std::string_view::npos};
-  CHECK(fp8a::quoted("a\nb'c", as_written) == "'a\nb'c'");
-  CHECK(fp8a::quoted(std::string(200, 'x'), as_written) == "'" + std::string(200, 'x') + "'");
-}

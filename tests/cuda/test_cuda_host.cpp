@@ -838,7 +838,7 @@ TEST_CASE("fit_to_device_memory: the resident budget shrinks first, then the chu
   CHECK(o.resident_bytes == 12 * MiB);
   // 20 MiB free: 7.5 MiB per workspace, less than the smallest (2 + 2 + 8 MiB).
   CHECK_THROWS_WITH_AS(fp8a::cuda::fit_to_device_memory(defaults, 20 * MiB),
-                       "[fp8a.cuda.803] CUDA device 0 has 20 MiB of free memory; the CUDA backend needs at least "
+                       "[fp8a.usage.212] CUDA device 0 has 20 MiB of free memory; the CUDA backend needs at least "
                        "32 MiB free (2 workspaces of two chunk buffers and partial records, in 3/4 of the free "
                        "memory): free some GPU memory, or run on the CPU (--device cpu)",
                        fp8a::Error);

@@ -112,7 +112,7 @@ TEST_CASE("a GPU with little free memory: the default options shrink, a tensor l
   }
   {
     const DeviceMemory limit(20 * MiB);  // 7.5 MiB per workspace: less than 2 + 2 + 4 MiB
-    CHECK_THROWS_WITH_AS(fp8a::cuda::CudaBackend(), doctest::Contains("[fp8a.cuda.803] CUDA device 0 has 20 MiB of free memory"),
+    CHECK_THROWS_WITH_AS(fp8a::cuda::CudaBackend(), doctest::Contains("[fp8a.usage.212] CUDA device 0 has 20 MiB of free memory"),
                          fp8a::Error);
   }
 }

@@ -245,7 +245,7 @@ TEST_CASE("501: neither format") {
       "nvdlfw_inspect statistics lines '<layer>_<tensor>_<stat> iteration=<N> value=<V>', found "
       "'step,tensor,amax,rank'",
       Error);
-  // Long first lines are cut at 60 bytes; control bytes are shown as \xNN.
+  // Long first lines are cut at 60 characters, with the line's length; control bytes escaped.
   CHECK_THROWS_WITH_AS(
       load_amax_trace({"x.log"}, one_file("x.log",
                                           "2025-01-01 12:00:00,123 - INFO - Loaded config "
@@ -253,7 +253,7 @@ TEST_CASE("501: neither format") {
                                           "more\n")),
       "[fp8a.trace.501] x.log:1: not an amax trace: expected the CSV header 'step,tensor,amax' or "
       "nvdlfw_inspect statistics lines '<layer>_<tensor>_<stat> iteration=<N> value=<V>', found "
-      "'2025-01-01 12:00:00,123 - INFO - Loaded config file\\x09config.y...'",
+      "'2025-01-01 12:00:00,123 - INFO - Loaded config file\\tconfig.y...' (91 bytes)",
       Error);
   CHECK_THROWS_WITH_AS(
       load_amax_trace({"x.st"}, one_file("x.st", std::string_view("\x10\0\0\0\0\0\0\0{}", 10))),

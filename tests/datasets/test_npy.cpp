@@ -4,6 +4,7 @@
 // fp8a.npy.6xx refusal is checked with its exact message.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -662,6 +663,27 @@ TEST_CASE("npy 602: syntax errors in the header, with their offset") {
     INFO(c.header);
     CHECK(thrown(npy(c.header, d)) == bad_header(c.complaint, c.at));
   }
+}
+
+TEST_CASE("npy 602/603: input bytes in a message are escaped, so it stays one printable line") {
+  const Bytes d(4);
+  // A damaged header: a key with a carriage return (a line break on a terminal), NUL, an escape
+  // and bytes that are not UTF-8; then the same bytes in 'descr'.
+  const std::string key = std::string("sh\rape\0\x1b[2J\xff\xfe", 13);
+  const std::string bad_key =
+      thrown(npy("{'descr': '<f4', 'fortran_order': False, '" + key + "': (1,)}", d));
+  CHECK(bad_key == bad_header("unexpected key 'sh\\rape\\x00\\x1b[2J\\xff\\xfe'", 41));
+  const std::string bad_descr =
+      thrown(npy("{'descr': '" + key + "', 'fortran_order': False, 'shape': (1,)}", d));
+  const std::string descr_head = "[fp8a.npy.603] t.npy: unsupported dtype 'sh\\rape\\x00\\x1b[2J\\xff\\xfe'; ";
+  CHECK(bad_descr.rfind(descr_head, 0) == 0);
+  for (const std::string& m : {bad_key, bad_descr}) {
+    INFO(m);
+    CHECK(std::all_of(m.begin(), m.end(), [](char c) { return c >= 0x20 && c < 0x7F; }));
+  }
+  // A long key is cut, with its length.
+  CHECK(thrown(npy("{'" + std::string(100, 'k') + "': 1}", d)) ==
+        bad_header("unexpected key '" + std::string(80, 'k') + "...' (100 bytes)", 1));
 }
 
 TEST_CASE("npy 602: keys and value types") {

@@ -256,7 +256,7 @@ TEST_CASE("304: invalid UTF-8 inside a string") {
                        msg("304",
                            "header is not valid JSON: parse error at line 1, column 24: syntax "
                            "error while parsing value - invalid string: ill-formed UTF-8 byte; "
-                           "last read: '\"\xC3('")
+                           "last read: '\"\\xc3('")
                            .c_str(),
                        Error);
 }

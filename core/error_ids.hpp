@@ -1,0 +1,124 @@
+// The error ids: one row per id, with its kind (and so its exit code) and a one-line meaning.
+//
+// This table is the only list. README.md's "Exit codes and errors" table shows the same rows, word
+// for word (tests/core/test_error_ids.cpp checks both ways); usage_error/input_error/internal_error
+// (core/error.hpp) accept only an id of this table with their kind, at compile time.
+// A new id: add its row here, in its family's block, and the same row to README.md.
+#pragma once
+
+#include <span>
+#include <string_view>
+
+namespace fp8a {
+
+enum class ErrorKind {
+  kUsage,     // bad command line, or a device that cannot run it: exit 2
+  kInput,     // bad input data or unreadable/unwritable file: exit 3
+  kInternal,  // a bug, or a failure of the CUDA runtime or cuBLASLt: exit 1
+};
+
+enum ExitCode : int { kExitOk = 0, kExitInternal = 1, kExitUsage = 2, kExitInput = 3 };
+
+constexpr int exit_code_of(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::kUsage: return kExitUsage;
+    case ErrorKind::kInput: return kExitInput;
+    case ErrorKind::kInternal: break;
+  }
+  return kExitInternal;
+}
+
+struct ErrorIdRow {
+  std::string_view id;       // "fp8a.<family>.<number>", as it appears between brackets in a message
+  ErrorKind kind;            // one kind per family
+  std::string_view meaning;  // README.md's text for the id (Markdown), one line
+};
+
+namespace detail {
+using enum ErrorKind;
+inline constexpr ErrorIdRow kErrorIdRows[] = {
+    {"fp8a.usage.201", kUsage, "bad recipe spec (unknown kind or option, bad `eps`, empty list entry)"},
+    {"fp8a.usage.202", kUsage, "bad `--format` (`e5m2` alone is not a TE recipe format)"},
+    {"fp8a.usage.203", kUsage, "bad command line: unknown or missing option, bad value"},
+    {"fp8a.usage.204", kUsage, "missing or unknown command"},
+    {"fp8a.usage.205", kUsage, "bad `--threads` or `--gemm-rows`"},
+    {"fp8a.usage.206", kUsage, "bad `--device`, or `--device cuda` without a CUDA build or GPU"},
+    {"fp8a.usage.207", kUsage, "bad `--npy-dtype` (the only value is `bf16`)"},
+    {"fp8a.usage.208", kUsage, "bad `--amax-reduction` (`tp` or `none`)"},
+    {"fp8a.usage.209", kUsage, "`synth`: unknown `--preset`"},
+    {"fp8a.usage.210", kUsage, "`synth`: bad `--steps` (comma-separated integers 0..10000000)"},
+    {"fp8a.usage.211", kUsage, "`--training-recipe` is not one of `--recipes`"},
+    {"fp8a.usage.212", kUsage,
+     "`--device cuda`: the GPU has too little free memory for the CUDA backend (amounts named)"},
+    {"fp8a.io.101", kInput, "capture path does not exist"},
+    {"fp8a.io.102", kInput, "file cannot be opened or mapped, or is not a regular file/directory"},
+    {"fp8a.io.103", kInput, "directory holds no captures (`*.safetensors`, `*.npy`, `*.npz`, `*.pt`)"},
+    {"fp8a.io.104", kInput, "output directory or file cannot be written"},
+    {"fp8a.safetensors.301", kInput, "file shorter than 8 bytes"},
+    {"fp8a.safetensors.302", kInput, "header length over 100,000,000 bytes (not a safetensors file)"},
+    {"fp8a.safetensors.303", kInput, "header runs past the end of the file"},
+    {"fp8a.safetensors.304", kInput, "header is not valid UTF-8 JSON, or not an object"},
+    {"fp8a.safetensors.305", kInput, "tensor entry malformed (dtype, shape, data_offsets)"},
+    {"fp8a.safetensors.306", kInput, "`__metadata__` is not an object of strings"},
+    {"fp8a.safetensors.307", kInput, "unknown dtype"},
+    {"fp8a.safetensors.308", kInput, "data offsets with a gap, an overlap, or end before begin"},
+    {"fp8a.safetensors.309", kInput, "byte size differs from shape × dtype size, or overflows"},
+    {"fp8a.safetensors.310", kInput, "data truncated, or trailing bytes after the last tensor"},
+    {"fp8a.safetensors.311", kInput, "duplicate tensor name"},
+    {"fp8a.capture.401", kInput, "dtype valid in safetensors but not a capture type (BF16, F16, F32)"},
+    {"fp8a.capture.402", kInput, "empty tensor"},
+    {"fp8a.capture.403", kInput, "tensor name is not `<layer>.<role>`"},
+    {"fp8a.capture.404", kInput, "the same (step, layer, role) in two files without distinct ranks"},
+    {"fp8a.capture.405", kInput, "`__metadata__[\"step\"]` is not a non-negative integer"},
+    {"fp8a.capture.406", kInput, "NaN/Inf in a tensor with `--fail-on-nonfinite`"},
+    {"fp8a.capture.407", kInput, "TE tensor dump without a `high_precision` tensor"},
+    {"fp8a.capture.408", kInput, "`__metadata__[\"rank\"]` is not a non-negative integer"},
+    {"fp8a.npy.601", kInput, "not an `.npy` file (magic, version)"},
+    {"fp8a.npy.602", kInput, "bad `.npy` header (the position is named)"},
+    {"fp8a.npy.603", kInput,
+     "unsupported `.npy` dtype or layout (float64, big-endian, object, structured, Fortran order; "
+     "2-byte void/uint16 without `--npy-dtype bf16`)"},
+    {"fp8a.npy.604", kInput,
+     "`.npy` data size differs from the header's shape (truncated, trailing bytes, overflow)"},
+    {"fp8a.npy.605", kInput, "bad `.npz` zip structure"},
+    {"fp8a.npy.606", kInput, "compressed `.npz` member (use `np.savez`)"},
+    {"fp8a.torch.701", kInput,
+     "not a zip-format `torch.save` archive (legacy format, no `data.pkl`, bad zip)"},
+    {"fp8a.torch.702", kInput, "malformed or oversized pickle (opcode and byte named)"},
+    {"fp8a.torch.703", kInput, "pickle global outside the allow-list (named; nothing is run)"},
+    {"fp8a.torch.704", kInput, "tensor not contiguous, or its storage out of bounds"},
+    {"fp8a.torch.705", kInput, "compressed or encrypted archive member"},
+    {"fp8a.torch.706", kInput, "no BF16/F16/F32 tensor in the file"},
+    {"fp8a.trace.501", kInput,
+     "`--amax-trace` file is neither a `step,tensor,amax` CSV nor an nvdlfw_inspect statistics log"},
+    {"fp8a.trace.502", kInput,
+     "malformed trace line (field count, quotes, missing `iteration=`/`value=`)"},
+    {"fp8a.trace.503", kInput,
+     "bad number in a trace (step not a non-negative integer, amax negative or not a float32)"},
+    {"fp8a.trace.504", kInput, "trace tensor name is not `<layer>.<role>`"},
+    {"fp8a.trace.505", kInput,
+     "the same (tensor, step) twice in one trace file (several files, e.g. ranks, merge by max)"},
+    {"fp8a.trace.506", kInput, "trace file holds no amax entries"},
+    {"fp8a.cuda.801", kInternal,
+     "a CUDA runtime call failed (out of device memory, driver error); the message names the call"},
+    {"fp8a.cuda.802", kInternal,
+     "a cuBLASLt call failed (`--device cuda` GEMMs); the message names the layer, step, GEMM, "
+     "recipe, call and status"},
+    {"fp8a.internal.001", kInternal, "an internal invariant failed (a bug: please report it)"},
+    {"fp8a.internal.002", kInternal, "out of host memory"},
+    {"fp8a.internal.003", kInternal,
+     "an unexpected exception reached `main` (a bug: please report it with the message)"},
+};
+}  // namespace detail
+
+// Every id, in README.md's order.
+inline constexpr std::span<const ErrorIdRow> kErrorIds = detail::kErrorIdRows;
+
+// The row of `id`, or nullptr.
+constexpr const ErrorIdRow* find_error_id(std::string_view id) {
+  for (const ErrorIdRow& row : kErrorIds)
+    if (row.id == id) return &row;
+  return nullptr;
+}
+
+}  // namespace fp8a

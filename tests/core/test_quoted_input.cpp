@@ -1,0 +1,53 @@
+// quoted_input (core/error.hpp): input bytes quoted for a one-line message.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "core/text.hpp"
+
+using fp8a::quoted_input;
+
+TEST_CASE("quoted_input: printable ASCII as it is, in single quotes; \\ and ' escaped") {
+  CHECK(quoted_input("") == "''");
+  CHECK(quoted_input("layers.0.weight") == "'layers.0.weight'");
+  CHECK(quoted_input("it's") == "'it\\'s'");
+  CHECK(quoted_input("a\\b") == "'a\\\\b'");
+}
+
+TEST_CASE("quoted_input: control bytes escaped, so the message stays on one line") {
+  CHECK(quoted_input("a\nb\tc\rd") == "'a\\nb\\tc\\rd'");
+  CHECK(quoted_input(std::string("\0\x01\x1f\x7f", 4)) == "'\\x00\\x01\\x1f\\x7f'");
+  CHECK(quoted_input("\x1b[2J") == "'\\x1b[2J'");  // a terminal escape sequence is not run
+}
+
+TEST_CASE("quoted_input: valid UTF-8 kept, other high bytes as \\xNN") {
+  CHECK(quoted_input("caf\xC3\xA9 \xE5\xB1\x82.weight \xF0\x9F\x98\x80") ==
+        "'caf\xC3\xA9 \xE5\xB1\x82.weight \xF0\x9F\x98\x80'");
+  CHECK(quoted_input("\x93NUMPY") == "'\\x93NUMPY'");           // stray continuation byte
+  CHECK(quoted_input("\xC3") == "'\\xc3'");                     // cut sequence
+  CHECK(quoted_input("\xC3(") == "'\\xc3('");                   // bad continuation
+  CHECK(quoted_input("\xC0\xAF") == "'\\xc0\\xaf'");            // overlong '/'
+  CHECK(quoted_input("\xED\xA0\x80") == "'\\xed\\xa0\\x80'");   // surrogate U+D800
+  CHECK(quoted_input("\xF4\x90\x80\x80") == "'\\xf4\\x90\\x80\\x80'");  // beyond U+10FFFF
+  CHECK(quoted_input("\xFF\xFE") == "'\\xff\\xfe'");
+  // Valid UTF-8 that breaks or reorders a line: C1 NEL, LINE SEPARATOR, RIGHT-TO-LEFT OVERRIDE.
+  CHECK(quoted_input("a\xC2\x85" "b") == "'a\\xc2\\x85b'");
+  CHECK(quoted_input("a\xE2\x80\xA8" "b") == "'a\\xe2\\x80\\xa8b'");
+  CHECK(quoted_input("a\xE2\x80\xAE" "b") == "'a\\xe2\\x80\\xaeb'");
+}
+
+TEST_CASE("quoted_input: long text cut at max_chars characters, with its length in bytes") {
+  CHECK(quoted_input(std::string(80, 'x')) == "'" + std::string(80, 'x') + "'");
+  CHECK(quoted_input(std::string(81, 'x')) == "'" + std::string(80, 'x') + "...' (81 bytes)");
+  CHECK(quoted_input("abcdef", 3) == "'abc...' (6 bytes)");
+  // A character is one UTF-8 character or one escaped byte; never cut inside one.
+  CHECK(quoted_input("\xC3\xA9\xC3\xA9\xC3\xA9", 2) == "'\xC3\xA9\xC3\xA9...' (6 bytes)");
+  CHECK(quoted_input("\n\n\n\n", 2) == "'\\n\\n...' (4 bytes)");
+  CHECK(quoted_input("abc", 0) == "'...' (3 bytes)");
+}
+
+TEST_CASE("escaped_input: the same escaping without the quotes") {
+  CHECK(fp8a::escaped_input("archive/data.pkl") == "archive/data.pkl");
+  CHECK(fp8a::escaped_input("a\n\xff") == "a\\n\\xff");
+  CHECK(fp8a::escaped_input("abcdef", 3) == "abc... (6 bytes)");
+}
