@@ -44,7 +44,7 @@ std::string recipe_help() {
 }  // namespace
 
 int command_run(const Invocation& inv) {
-  std::vector<std::string> capture_paths, trace_paths;
+  std::vector<std::string> capture_paths, log_paths, amax_trace_paths;
   std::string out_dir, recipes_text, format_text, device_text, npy_dtype_text, reduction_text,
       training_recipe_text;
   int threads = 0;
@@ -64,10 +64,11 @@ int command_run(const Invocation& inv) {
        "none = each rank's own amax for current scaling")
       ("npy-dtype", po::value(&npy_dtype_text),
        "bf16: read 2-byte void / uint16 .npy arrays as BF16 (how np.save stores bfloat16)")
-      ("amax-trace", po::value(&trace_paths)->multitoken(),
-       "amax of every step for exact delayed-scaling replay: CSV step,tensor,amax and/or "
-       "nvdlfw_inspect statistics logs (cur_amax; their LogFp8TensorStats values go to "
-       "nvdlfw_stats.csv beside ours)")
+      ("training-log", po::value(&log_paths)->multitoken(),
+       "what the training run logged at every step: CSV step,tensor,amax (amax of every step, for "
+       "exact delayed-scaling replay) and/or nvdlfw_inspect statistics logs (cur_amax; their "
+       "LogFp8TensorStats values go to nvdlfw_stats.csv beside ours)")
+      ("amax-trace", po::value(&amax_trace_paths)->multitoken(), "the same as --training-log")
       ("training-recipe", po::value(&training_recipe_text),
        "the recipe the logged run trained with (one of --recipes): nvdlfw_inspect statistics "
        "without a recipe name are compared with it")
@@ -125,13 +126,14 @@ int command_run(const Invocation& inv) {
   DiskFileSystem fs;
   const CaptureSet captures = load_captures(capture_paths, fs, capture_options(npy_dtype_text));
   info.inputs = captures.files;
-  AmaxTrace trace;
-  if (!trace_paths.empty()) {
-    trace = load_amax_trace(trace_paths, fs);
-    info.config.trace = &trace;
-    info.trace_files = trace.files;
-    info.trace_rounded = trace.rounded;
-    info.trace_notes = trace.notes;
+  TrainingLog training_log;
+  log_paths.insert(log_paths.end(), amax_trace_paths.begin(), amax_trace_paths.end());
+  if (!log_paths.empty()) {
+    training_log = load_training_log(log_paths, fs);
+    info.config.training_log = &training_log;
+    info.log_files = training_log.files;
+    info.log_rounded = training_log.rounded;
+    info.log_notes = training_log.notes;
   }
   info.read_seconds = seconds_since(t0);
 
@@ -160,13 +162,13 @@ int command_run(const Invocation& inv) {
   std::vector<Artifact> artifacts;
   artifacts.push_back(render_metrics_csv(rows));
   if (vm.count("no-gemms") == 0) artifacts.push_back(render_gemms_csv(gemms));
-  if (!trace.fp8_stats.empty()) {
-    const auto compared = compare_logged_stats(trace.fp8_stats, rows, training_recipe);
+  if (!training_log.fp8_stats.empty()) {
+    const auto compared = compare_logged_stats(training_log.fp8_stats, rows, training_recipe);
     info.logged_stats = summarize_logged_stats(compared);
-    artifacts.push_back(render_nvdlfw_csv(compared, trace.files));
+    artifacts.push_back(render_nvdlfw_csv(compared, training_log.files));
   } else if (training_recipe) {
     const std::string w = "--training-recipe: no nvdlfw_inspect FP8 statistics (LogFp8TensorStats) "
-                          "in the --amax-trace files, nothing to compare";
+                          "in the --training-log files, nothing to compare";
     std::cerr << "fp8-advisor: warning: " << w << "\n";
     info.warnings.push_back(w);
   }

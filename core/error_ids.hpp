@@ -90,7 +90,7 @@ inline constexpr ErrorIdRow kErrorIdRows[] = {
     {"fp8a.torch.705", kInput, "compressed or encrypted archive member"},
     {"fp8a.torch.706", kInput, "no BF16/F16/F32 tensor in the file"},
     {"fp8a.trace.501", kInput,
-     "`--amax-trace` file is neither a `step,tensor,amax` CSV nor an nvdlfw_inspect statistics log"},
+     "`--training-log` file is neither a `step,tensor,amax` CSV nor an nvdlfw_inspect statistics log"},
     {"fp8a.trace.502", kInput,
      "malformed trace line (field count, quotes, missing `iteration=`/`value=`)"},
     {"fp8a.trace.503", kInput,

@@ -67,7 +67,7 @@ ReplayedScale replay_delayed_scale(const std::map<std::int64_t, float>& known, s
     } else {
       out.mode = ReplayMode::kUnavailable;
       out.detail = "no amax known before step " + std::to_string(step) +
-                   " (capture an earlier step or pass --amax-trace)";
+                   " (capture an earlier step or pass --training-log)";
       return out;
     }
     if (amax > 0.0f && std::isfinite(amax)) {

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "datasets/amax_trace.hpp"
+#include "datasets/training_log.hpp"
 #include "engine/run.hpp"
 
 namespace fp8a {

@@ -38,7 +38,7 @@ using AmaxHistories = std::map<std::pair<std::string, Role>, AmaxHistory>;
 // Adds the captured amaxes of tensors [first, last) to the known ones (the trace's). The trace
 // wins where it has the step; several ranks of a captured step reduce by max.
 void add_captured_amaxes(const CaptureSet& captures, const std::vector<TensorStats>& stats,
-                         const AmaxTrace* trace, std::size_t first, std::size_t last, AmaxHistories* known) {
+                         const TrainingLog* trace, std::size_t first, std::size_t last, AmaxHistories* known) {
   for (std::size_t i = first; i < last; ++i) {
     const auto& k = captures.tensors[i].key;
     const AmaxSeries* traced = trace != nullptr ? trace->find(k.layer, k.role) : nullptr;
@@ -76,8 +76,8 @@ std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const R
   // of a sharded tensor reduce their amax first (TE's amax all-reduce): only those are read
   // twice, their statistics pass first.
   AmaxHistories history;
-  if (config.trace != nullptr)
-    for (const auto& [key, series] : config.trace->series) history[key] = series.amax_by_step;
+  if (config.training_log != nullptr)
+    for (const auto& [key, series] : config.training_log->series) history[key] = series.amax_by_step;
   const AmaxHistory no_history;
   const bool by_step = needs_history(config);
   const auto step_of = [&](std::size_t g) { return captures.tensors[groups[g].first].key.step; };
@@ -174,7 +174,7 @@ std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const R
   };
   for (const auto& [begin, end] : waves) {
     tbb::parallel_for(begin, end, evaluate_group);
-    add_captured_amaxes(captures, stats, config.trace, groups[begin].first, groups[end - 1].second, &history);
+    add_captured_amaxes(captures, stats, config.training_log, groups[begin].first, groups[end - 1].second, &history);
   }
   std::vector<EvaluationRow> out;
   for (auto& rows : per_group)

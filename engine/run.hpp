@@ -1,12 +1,12 @@
 // Run orchestration: every (captured tensor x recipe x orientation) evaluated on a backend, as
-// table rows, with delayed scaling replayed over the captured steps and an optional amax trace.
+// table rows, with delayed scaling replayed over the captured steps and an optional training log.
 #pragma once
 
 #include <span>
 #include <string>
 #include <vector>
 
-#include "datasets/amax_trace.hpp"
+#include "datasets/training_log.hpp"
 #include "datasets/capture.hpp"
 #include "engine/backend.hpp"
 #include "engine/delayed_replay.hpp"
@@ -24,7 +24,7 @@ struct RunConfig {
   std::vector<Recipe> recipes;
   AmaxReduction amax_reduction = AmaxReduction::kTp;
   TrainingFormat format = TrainingFormat::kHybrid;
-  const AmaxTrace* trace = nullptr;  // amaxes of every step, for exact delayed-scaling replay
+  const TrainingLog* training_log = nullptr;  // amaxes of every step: exact delayed replay
 };
 
 // One row of the evaluation table: one tensor under one recipe, in one orientation.

@@ -16,7 +16,7 @@ inline constexpr const char* kNvdlfwCsvColumns[] = {
     "recipe", "orientation", "file", "line", "note",
 };
 
-// files: AmaxTrace::files, which LoggedFp8Stat::file indexes. Note: the number of rows.
+// files: TrainingLog::files, which LoggedFp8Stat::file indexes. Note: the number of rows.
 Artifact render_nvdlfw_csv(std::span<const LoggedComparison> rows,
                            std::span<const std::string> files);
 

@@ -22,11 +22,11 @@ struct RunInfo {
   int cuda_devices = 0;        // CUDA devices seen (0 without CUDA)
   std::vector<CaptureFile> inputs;
   RunConfig config;
-  // The amax trace, when one was given (--amax-trace).
-  std::vector<std::string> trace_files;
-  bool trace_rounded = false;
-  std::vector<std::string> trace_notes;
-  // nvdlfw_inspect FP8 statistics found in the trace files, and the recipe the logged run trained
+  // The training log, when one was given (--training-log; summary.json's amax_trace* keys).
+  std::vector<std::string> log_files;
+  bool log_rounded = false;
+  std::vector<std::string> log_notes;
+  // nvdlfw_inspect FP8 statistics found in the training log, and the recipe the logged run trained
   // with (--training-recipe, "" if not given).
   std::optional<LoggedStatsSummary> logged_stats;
   std::string training_recipe;

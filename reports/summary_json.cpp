@@ -80,9 +80,9 @@ Artifact render_summary_json(const RunInfo& info, std::span<const EvaluationRow>
   j["delayed_replay"] = {{"exact", by_mode[0]},
                          {"approximate", by_mode[1]},
                          {"unavailable", by_mode[2]},
-                         {"amax_trace", info.trace_files},
-                         {"amax_trace_rounded", info.trace_rounded},
-                         {"amax_trace_notes", info.trace_notes},
+                         {"amax_trace", info.log_files},
+                         {"amax_trace_rounded", info.log_rounded},
+                         {"amax_trace_notes", info.log_notes},
                          {"not_exact", replay_details}};
   if (info.logged_stats) {
     ordered_json diffs = ordered_json::object();

@@ -22,7 +22,7 @@ cxx=${CXX_FUZZ:-clang++}
 mkdir -p "$work/corpus"
 
 sources=(tests/fuzz/fuzz_inputs.cpp datasets/file_system.cpp datasets/safetensors.cpp
-         datasets/capture.cpp datasets/amax_trace.cpp datasets/npy.cpp datasets/stored_zip.cpp
+         datasets/capture.cpp datasets/training_log.cpp datasets/npy.cpp datasets/stored_zip.cpp
          datasets/torch_zip.cpp core/error.cpp core/recipe.cpp)
 bin=$work/fuzz_inputs
 if [ ! -x "$bin" ] || [ -n "$(find "${sources[@]}" datasets/*.hpp core/*.hpp tests/support/in_file.hpp -newer "$bin" | head -n 1)" ]; then

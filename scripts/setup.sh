@@ -7,5 +7,5 @@ bash scripts/install-deps.sh
 source scripts/cuda-env.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release | grep -E "fp8-advisor|Error" || true
 cmake --build build --target fp8-advisor
-./build/cli/fp8-advisor run --capture datasets/sample --amax-trace datasets/sample/amax_trace.csv \
+./build/cli/fp8-advisor run --capture datasets/sample --training-log datasets/sample/amax_trace.csv \
   --out build/sample-run --format hybrid

@@ -151,7 +151,7 @@ TEST_CASE("every recipe kind, the delayed replay from the sample's amax trace, a
           "match the independent NumPy peer") {
   TempDir out;
   const auto r = run("run --capture " + sample() + " --out " + shell_quote(out.path.string()) +
-                     " --format hybrid --amax-trace " +
+                     " --format hybrid --training-log " +
                      shell_quote((kSource / "datasets/sample/amax_trace.csv").string()) +
                      " --recipes current,current:pow2,delayed:history=16:algo=max:margin=0,"
                      "delayed:history=4:algo=most_recent:margin=1,block,block:fp32,mxfp8,mxfp8:floor,bf16");
@@ -377,7 +377,7 @@ TEST_CASE("an output path that is a file is refused; existing reports are replac
   CHECK(slurp(out / "metrics.csv").rfind("step,layer,", 0) == 0);
 }
 
-TEST_CASE("--amax-trace makes the delayed replay exact (CSV and nvdlfw_inspect logs)") {
+TEST_CASE("--training-log (alias --amax-trace) makes the delayed replay exact (CSV and nvdlfw_inspect logs)") {
   TempDir dir;
   const fs::path capture = dir.path / "step_5.safetensors";
   write_bytes(capture, one_tensor("l.activation", {1.0f, -0.5f, 0.25f, 2.0f}));
@@ -394,8 +394,10 @@ TEST_CASE("--amax-trace makes the delayed replay exact (CSV and nvdlfw_inspect l
   for (const fs::path& trace : {csv, log}) {
     INFO(trace);
     const fs::path out = dir.path / ("out-" + trace.filename().string());
+    // The CSV through --training-log, the log through its alias --amax-trace.
+    const std::string option = trace == csv ? " --training-log " : " --amax-trace ";
     const auto r = run("run --recipes delayed:history=2:algo=max:margin=0,current --capture " +
-                       shell_quote(capture.string()) + " --amax-trace " + shell_quote(trace.string()) +
+                       shell_quote(capture.string()) + option + shell_quote(trace.string()) +
                        " --out " + shell_quote(out.string()));
     INFO(r.err);
     REQUIRE(r.rc == 0);
@@ -786,7 +788,7 @@ TEST_CASE("nvdlfw_inspect FP8 statistics are shown beside ours (nvdlfw_stats.csv
                           "current --out " + shell_quote((dir.path / "o4").string()));
   CHECK(no_log.rc == 0);
   CHECK(no_log.err == "fp8-advisor: warning: --training-recipe: no nvdlfw_inspect FP8 statistics "
-                      "(LogFp8TensorStats) in the --amax-trace files, nothing to compare\n");
+                      "(LogFp8TensorStats) in the --training-log files, nothing to compare\n");
   CHECK_FALSE(fs::exists(dir.path / "o4/nvdlfw_stats.csv"));
 
   const auto bad = run(args + " --training-recipe block --out " + shell_quote((dir.path / "o3").string()));

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "cuda/cuda_backend.hpp"
-#include "datasets/amax_trace.hpp"
+#include "datasets/training_log.hpp"
 #include "datasets/capture.hpp"
 #include "datasets/file_system.hpp"
 #include "engine/cpu_backend.hpp"
@@ -33,12 +33,12 @@ std::string data_root() {
 }
 
 // Every default recipe and the 128x128-everywhere block recipe, on the CPU and the CUDA backend.
-void compare_runs(const fp8a::CaptureSet& set, const fp8a::AmaxTrace* trace, fp8a::TrainingFormat format,
+void compare_runs(const fp8a::CaptureSet& set, const fp8a::TrainingLog* trace, fp8a::TrainingFormat format,
                   fp8a::AmaxReduction reduction, std::size_t min_rows) {
   fp8a::RunConfig config;
   config.recipes = fp8a::parse_recipe_list(fp8a::default_recipe_list() + ",block:2d");
   config.format = format;
-  config.trace = trace;
+  config.training_log = trace;
   config.amax_reduction = reduction;
   fp8a::cuda::CudaBackendOptions options;
   options.chunk_bytes = 64 << 10;
@@ -75,7 +75,7 @@ TEST_CASE("evaluate_captures: CUDA backend rows == CPU backend rows on the sampl
   for (const Dataset& d : {Dataset{"sample", "sample/amax_trace.csv"},
                            Dataset{"real/lm-spike", "real/lm-spike/amax_trace_rank0.csv"}}) {
     const fp8a::CaptureSet set = fp8a::load_captures({root + d.dir}, fs);
-    const fp8a::AmaxTrace trace = fp8a::load_amax_trace({root + d.trace}, fs);
+    const fp8a::TrainingLog trace = fp8a::load_training_log({root + d.trace}, fs);
     for (auto format : {fp8a::TrainingFormat::kHybrid, fp8a::TrainingFormat::kE4M3}) {
       INFO(d.dir << " format " << (format == fp8a::TrainingFormat::kHybrid ? "hybrid" : "e4m3"));
       compare_runs(set, &trace, format, fp8a::AmaxReduction::kTp, 100);

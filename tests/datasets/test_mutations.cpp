@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "datasets/amax_trace.hpp"
+#include "datasets/training_log.hpp"
 #include "datasets/capture.hpp"
 #include "datasets/file_system.hpp"
 #include "core/error.hpp"
@@ -101,7 +101,7 @@ bool loads(const Seed& seed, std::vector<std::byte> bytes, const std::string& wh
   mem.add_file(seed.path, std::move(bytes));
   try {
     if (seed.trace) {
-      (void)fp8a::load_amax_trace({seed.path}, mem);
+      (void)fp8a::load_training_log({seed.path}, mem);
       return true;
     }
     const auto file = mem.map(seed.path)->bytes();

@@ -1,5 +1,5 @@
 // fp8-advisor synth's generator: deterministic bytes, files that load_captures and
-// load_amax_trace read back, a trace whose captured steps equal the tensors' exact BF16 amax, and
+// load_training_log read back, a trace whose captured steps equal the tensors' exact BF16 amax, and
 // ground truth for every layer. (That the pathologies are real under the advisor's own metrics is
 // tested end to end in tests/cli/test_cli.cpp.)
 #include <doctest/doctest.h>
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "datasets/amax_trace.hpp"
+#include "datasets/training_log.hpp"
 #include "datasets/capture.hpp"
 #include "datasets/safetensors.hpp"
 #include "datasets/synth.hpp"
@@ -110,7 +110,7 @@ TEST_CASE("every preset: same bytes every run, small, and readable by load_captu
     CHECK(captures.tensors.size() == 2 * 3 * preset.layers.size());
     for (const auto& f : captures.files) CHECK(f.step_source == "metadata");
 
-    const AmaxTrace trace = load_amax_trace({"synth/amax_trace.csv"}, fs);
+    const TrainingLog trace = load_training_log({"synth/amax_trace.csv"}, fs);
     CHECK(trace.series.size() == 3 * preset.layers.size());
     for (const auto& [key, series] : trace.series) {
       CHECK(series.amax_by_step.size() == static_cast<std::size_t>(last_step + 1));  // steps 0..last
@@ -167,7 +167,7 @@ TEST_CASE("steps: custom lists are sorted and deduplicated; the trace covers 0..
   CHECK(files[0].name == "step_000003.safetensors");
   CHECK(files[1].name == "step_000030.safetensors");
   const MemoryFileSystem fs = to_fs(files);
-  const AmaxTrace trace = load_amax_trace({"synth/amax_trace.csv"}, fs);
+  const TrainingLog trace = load_training_log({"synth/amax_trace.csv"}, fs);
   for (const auto& [key, series] : trace.series) CHECK(series.amax_by_step.size() == 31);
   const auto truth = nlohmann::json::parse(files.back().contents);
   CHECK(truth["steps"] == nlohmann::json::array({3, 30}));

@@ -84,7 +84,7 @@ TEST_CASE("exact, approximate and unavailable replays") {
   CHECK(m.detail == "no amax known in the history window [199, 199]; used step 100's amax");
   const auto u = fp8a::replay_delayed_scale(sparse, 100, r, Fp8Format::kE4M3);
   CHECK(u.mode == ReplayMode::kUnavailable);
-  CHECK(u.detail == "no amax known before step 100 (capture an earlier step or pass --amax-trace)");
+  CHECK(u.detail == "no amax known before step 100 (capture an earlier step or pass --training-log)");
   CHECK(fp8a::replay_delayed_scale(sparse, 0, r, Fp8Format::kE4M3).mode == ReplayMode::kExact);
 }
 
@@ -94,7 +94,7 @@ TEST_CASE("through evaluate_captures: the spike saturates at its step, then unde
   // Steps 6 and 7 cast with 448/100, so 1e-4 * 4.48 falls below E4M3's smallest subnormal / 2.
   std::vector<std::vector<float>> data;
   fp8a::CaptureSet set;
-  fp8a::AmaxTrace trace;
+  fp8a::TrainingLog trace;
   for (int s = 0; s < 8; ++s)
     trace.series[{"l", fp8a::Role::kActivation}].amax_by_step[s] = s == 5 ? 100.0f : 1.0f;
   for (int s = 4; s < 8; ++s) data.push_back({1.0f, 0.5f, 1e-4f, s == 5 ? 100.0f : -1.0f});
@@ -110,7 +110,7 @@ TEST_CASE("through evaluate_captures: the spike saturates at its step, then unde
   fp8a::RunConfig config;
   config.recipes = {fp8a::parse_recipe("delayed:history=2:algo=max:margin=0")};
   config.format = fp8a::TrainingFormat::kE4M3;
-  config.trace = &trace;
+  config.training_log = &trace;
   const auto rows = fp8a::evaluate_captures(set, config, fp8a::CpuBackend());
   REQUIRE(rows.size() == 4);
   for (const auto& r : rows) {

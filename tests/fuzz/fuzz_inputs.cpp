@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "datasets/amax_trace.hpp"
+#include "datasets/training_log.hpp"
 #include "datasets/capture.hpp"
 #include "datasets/file_system.hpp"
 #include "datasets/npy.hpp"
@@ -34,7 +34,7 @@ enum class Reader {
   kNpy,        // parse_npy alone (the capture's naming rules do not apply)
   kNpz,        // list_npz, then parse_npy on every member
   kTorchSave,  // read_torch_save alone
-  kTrace,      // load_amax_trace (CSV or nvdlfw_inspect log, told apart by content)
+  kTrace,      // load_training_log (CSV or nvdlfw_inspect log, told apart by content)
   kRecipes,    // the --recipes list: parses, with every canonical spec reading back to itself,
                // or is a usage error
 };
@@ -117,7 +117,7 @@ unsigned read_file(const Target& t, std::span<const std::byte> bytes, const fp8a
         sum += touch(t, bytes, tensor.data, tensor_bytes(t, tensor.shape, tensor.dtype));
       break;
     case Reader::kTrace:
-      sum += static_cast<unsigned>(fp8a::load_amax_trace({t.path}, fs).series.size());
+      sum += static_cast<unsigned>(fp8a::load_training_log({t.path}, fs).series.size());
       break;
     case Reader::kRecipes: {
       const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());

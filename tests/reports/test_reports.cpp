@@ -60,8 +60,8 @@ fp8a::RunInfo fixed_info() {
   info.read_seconds = 0.5;
   info.evaluate_seconds = 0.25;
   info.outputs = {"metrics.csv", "gemms.csv", "summary.json"};
-  info.trace_files = {"trace.csv"};
-  info.trace_notes = {"trace.csv: capture CSV, 40 amax values"};
+  info.log_files = {"trace.csv"};
+  info.log_notes = {"trace.csv: capture CSV, 40 amax values"};
   info.warnings = {"caps/step_10.safetensors: tensor 'x.weight' holds 1 NaN and 0 Inf elements"};
   return info;
 }

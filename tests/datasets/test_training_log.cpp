@@ -1,4 +1,4 @@
-// load_amax_trace over an in-memory file system: the capture CSV and nvdlfw_inspect statistics
+// load_training_log over an in-memory file system: the capture CSV and nvdlfw_inspect statistics
 // logs, format detection, merging of per-rank files by max, notes, and every error message.
 #include <doctest/doctest.h>
 
@@ -10,13 +10,13 @@
 #include <string_view>
 #include <vector>
 
-#include "datasets/amax_trace.hpp"
+#include "datasets/training_log.hpp"
 #include "core/error.hpp"
 
 using fp8a::AmaxSeries;
-using fp8a::AmaxTrace;
+using fp8a::TrainingLog;
 using fp8a::Error;
-using fp8a::load_amax_trace;
+using fp8a::load_training_log;
 using fp8a::MemoryFileSystem;
 using fp8a::Role;
 
@@ -47,7 +47,7 @@ std::string stat_line(const std::string& name, int iteration, double value) {
 // The prefix of Python logging's "%(asctime)s - %(levelname)s - %(message)s" formatter.
 constexpr std::string_view kLogPrefix = "2025-01-01 12:00:00,123 - INFO - ";
 
-const AmaxSeries& series_of(const AmaxTrace& t, const std::string& layer, Role role) {
+const AmaxSeries& series_of(const TrainingLog& t, const std::string& layer, Role role) {
   const AmaxSeries* s = t.find(layer, role);
   REQUIRE(s != nullptr);
   return *s;
@@ -69,7 +69,7 @@ TEST_CASE("CSV: several tensors and steps, exact float32 values, nan and inf") {
                            "7,layers.0.fc1.gradient,-0\n"
                            "3,layers.10.fc2.weight,1.4e-45\n"
                            "2,layers.10.fc2.weight,448\n");
-  const AmaxTrace t = load_amax_trace({"trace.csv"}, fs);
+  const TrainingLog t = load_training_log({"trace.csv"}, fs);
   CHECK(t.files == std::vector<std::string>{"trace.csv"});
   CHECK_FALSE(t.rounded);
   CHECK(t.notes == std::vector<std::string>{"trace.csv: capture CSV, 11 amax values"});
@@ -115,7 +115,7 @@ TEST_CASE("CSV: CRLF line ends, blank lines, quoted tensor names") {
                            "5,\"say \"\"hi\"\".weight\",1.5\r\n"
                            "\"6\",plain.gradient,\"0.125\"\r\n"
                            "6,\"model.blocks[0,1].proj.activation\",4\r\n");  // same key, next step
-  const AmaxTrace t = load_amax_trace({"t.csv"}, fs);
+  const TrainingLog t = load_training_log({"t.csv"}, fs);
   REQUIRE(t.series.size() == 3);
   const auto& a = series_of(t, "model.blocks[0,1].proj", Role::kActivation).amax_by_step;
   REQUIRE(a.size() == 2);
@@ -128,7 +128,7 @@ TEST_CASE("CSV: CRLF line ends, blank lines, quoted tensor names") {
 
 TEST_CASE("CSV without a final newline") {
   const auto fs = one_file("t.csv", "step,tensor,amax\n3,a.b.weight,1.75");
-  const AmaxTrace t = load_amax_trace({"t.csv"}, fs);
+  const TrainingLog t = load_training_log({"t.csv"}, fs);
   CHECK(series_of(t, "a.b", Role::kWeight).amax_by_step.at(3) == 1.75f);
 }
 
@@ -157,7 +157,7 @@ TEST_CASE("nvdlfw_inspect log: cur_amax of activation, weight, gradient; the res
   log += "  " + fc2 + "_gradient_cur_amax\titeration=1000000 value=nan\n";
 
   const auto fs = one_file("logs/nvdlfw_inspect_globalrank-0.log", log);
-  const AmaxTrace t = load_amax_trace({"logs/nvdlfw_inspect_globalrank-0.log"}, fs);
+  const TrainingLog t = load_training_log({"logs/nvdlfw_inspect_globalrank-0.log"}, fs);
   CHECK(t.rounded);
   CHECK(t.notes ==
         std::vector<std::string>{
@@ -194,8 +194,8 @@ TEST_CASE("per-rank logs merged by max, NaN wins; a CSV can join them") {
                        stat_line(a + "_gradient_cur_amax", 2, 0.25)));
   fs.add_file("extra.csv", bytes_of("step,tensor,amax\n2,layers.0.fc1.activation,4.5\n"
                                     "9,layers.0.fc1.weight,8\n"));
-  const AmaxTrace t =
-      load_amax_trace({"r/nvdlfw_inspect_globalrank-1.log", "r/nvdlfw_inspect_globalrank-0.log",
+  const TrainingLog t =
+      load_training_log({"r/nvdlfw_inspect_globalrank-1.log", "r/nvdlfw_inspect_globalrank-0.log",
                        "extra.csv", "r/nvdlfw_inspect_globalrank-1.log"},
                       fs);
   CHECK(t.files == std::vector<std::string>{"r/nvdlfw_inspect_globalrank-1.log",
@@ -227,27 +227,27 @@ TEST_CASE("per-rank logs merged by max, NaN wins; a CSV can join them") {
 TEST_CASE("io: missing path, directory") {
   MemoryFileSystem fs;
   fs.add_file("dir/a.csv", bytes_of("step,tensor,amax\n0,a.weight,1\n"));
-  CHECK_THROWS_WITH_AS(load_amax_trace({"nope.csv"}, fs),
+  CHECK_THROWS_WITH_AS(load_training_log({"nope.csv"}, fs),
                        "[fp8a.io.101] nope.csv: no such file or directory", Error);
-  CHECK_THROWS_WITH_AS(load_amax_trace({"dir"}, fs),
+  CHECK_THROWS_WITH_AS(load_training_log({"dir"}, fs),
                        "[fp8a.io.102] dir: not a regular file (give the trace files themselves)",
                        Error);
   // Paths are all checked before any file is read.
   fs.add_file("bad.csv", bytes_of("nonsense\n"));
-  CHECK_THROWS_WITH_AS(load_amax_trace({"bad.csv", "nope.csv"}, fs),
+  CHECK_THROWS_WITH_AS(load_training_log({"bad.csv", "nope.csv"}, fs),
                        "[fp8a.io.101] nope.csv: no such file or directory", Error);
 }
 
 TEST_CASE("501: neither format") {
   CHECK_THROWS_WITH_AS(
-      load_amax_trace({"x.csv"}, one_file("x.csv", "step,tensor,amax,rank\n0,a.weight,1,0\n")),
+      load_training_log({"x.csv"}, one_file("x.csv", "step,tensor,amax,rank\n0,a.weight,1,0\n")),
       "[fp8a.trace.501] x.csv:1: not an amax trace: expected the CSV header 'step,tensor,amax' or "
       "nvdlfw_inspect statistics lines '<layer>_<tensor>_<stat> iteration=<N> value=<V>', found "
       "'step,tensor,amax,rank'",
       Error);
   // Long first lines are cut at 60 characters, with the line's length; control bytes escaped.
   CHECK_THROWS_WITH_AS(
-      load_amax_trace({"x.log"}, one_file("x.log",
+      load_training_log({"x.log"}, one_file("x.log",
                                           "2025-01-01 12:00:00,123 - INFO - Loaded config "
                                           "file\tconfig.yaml for all layers of the model\n"
                                           "more\n")),
@@ -256,17 +256,17 @@ TEST_CASE("501: neither format") {
       "'2025-01-01 12:00:00,123 - INFO - Loaded config file\\tconfig.y...' (91 bytes)",
       Error);
   CHECK_THROWS_WITH_AS(
-      load_amax_trace({"x.st"}, one_file("x.st", std::string_view("\x10\0\0\0\0\0\0\0{}", 10))),
+      load_training_log({"x.st"}, one_file("x.st", std::string_view("\x10\0\0\0\0\0\0\0{}", 10))),
       "[fp8a.trace.501] x.st:1: not an amax trace: expected the CSV header 'step,tensor,amax' or "
       "nvdlfw_inspect statistics lines '<layer>_<tensor>_<stat> iteration=<N> value=<V>', found "
       "'\\x10\\x00\\x00\\x00\\x00\\x00\\x00\\x00{}'",
       Error);
-  CHECK_THROWS_WITH_AS(load_amax_trace({"e.csv"}, one_file("e.csv", "")),
+  CHECK_THROWS_WITH_AS(load_training_log({"e.csv"}, one_file("e.csv", "")),
                        "[fp8a.trace.501] e.csv: not an amax trace: the file is empty", Error);
-  CHECK_THROWS_WITH_AS(load_amax_trace({"e.csv"}, one_file("e.csv", "\n \r\n\n")),
+  CHECK_THROWS_WITH_AS(load_training_log({"e.csv"}, one_file("e.csv", "\n \r\n\n")),
                        "[fp8a.trace.501] e.csv: not an amax trace: the file is empty", Error);
   CHECK_THROWS_WITH_AS(
-      load_amax_trace({"b.csv"}, one_file("b.csv", "\xEF\xBB\xBFstep,tensor,amax\n0,a.weight,1\n")),
+      load_training_log({"b.csv"}, one_file("b.csv", "\xEF\xBB\xBFstep,tensor,amax\n0,a.weight,1\n")),
       "[fp8a.trace.501] b.csv:1: not an amax trace: the file starts with a UTF-8 byte-order mark; "
       "write the CSV without one",
       Error);
@@ -274,7 +274,7 @@ TEST_CASE("501: neither format") {
 
 TEST_CASE("502: malformed CSV rows") {
   const auto load = [](std::string_view rows) {
-    return load_amax_trace(
+    return load_training_log(
         {"t.csv"}, one_file("t.csv", "step,tensor,amax\n0,a.weight,1\n" + std::string(rows)));
   };
   CHECK_THROWS_WITH_AS(load("1,a.weight\n"),
@@ -302,7 +302,7 @@ TEST_CASE("502: malformed CSV rows") {
 TEST_CASE("502: malformed nvdlfw_inspect lines") {
   const std::string good = stat_line("l_weight_cur_amax", 1, 1.0);
   const auto load = [&](const std::string& bad) {
-    return load_amax_trace({"r.log"}, one_file("r.log", good + bad));
+    return load_training_log({"r.log"}, one_file("r.log", good + bad));
   };
   const std::string expected = "; expected '<layer>_<tensor>_<stat> iteration=<N> value=<V>'";
   CHECK_THROWS_WITH_AS(
@@ -341,7 +341,7 @@ TEST_CASE("502: malformed nvdlfw_inspect lines") {
       Error);
   // A log is recognised by any statistics line; then every non-blank line must be one.
   CHECK_THROWS_WITH_AS(
-      load_amax_trace({"r.log"}, one_file("r.log", "\nconfig loaded\n" + good)),
+      load_training_log({"r.log"}, one_file("r.log", "\nconfig loaded\n" + good)),
       ("[fp8a.trace.502] r.log:2: malformed nvdlfw_inspect statistics line: no 'iteration='" +
        expected)
           .c_str(),
@@ -357,7 +357,7 @@ TEST_CASE("502: malformed nvdlfw_inspect lines") {
 
 TEST_CASE("503: bad numbers") {
   const auto csv = [](std::string_view row) {
-    return load_amax_trace({"t.csv"}, one_file("t.csv", "step,tensor,amax\n" + std::string(row)));
+    return load_training_log({"t.csv"}, one_file("t.csv", "step,tensor,amax\n" + std::string(row)));
   };
   CHECK_THROWS_WITH_AS(csv("-1,a.weight,1\n"),
                        "[fp8a.trace.503] t.csv:2: step '-1' is not a non-negative integer", Error);
@@ -393,7 +393,7 @@ TEST_CASE("503: bad numbers") {
                        Error);
 
   const auto log = [](const std::string& line) {
-    return load_amax_trace({"r.log"}, one_file("r.log", line));
+    return load_training_log({"r.log"}, one_file("r.log", line));
   };
   CHECK_THROWS_WITH_AS(log("l_weight_cur_amax \t\t\t\t iteration=-00001 \t\t\t\t value=1.0000\n"),
                        "[fp8a.trace.503] r.log:1: iteration '-00001' is not a non-negative integer",
@@ -416,7 +416,7 @@ TEST_CASE("503: bad numbers") {
 
 TEST_CASE("504: CSV tensor name is not <layer>.<role>") {
   const auto csv = [](std::string_view row) {
-    return load_amax_trace({"t.csv"}, one_file("t.csv", "step,tensor,amax\n" + std::string(row)));
+    return load_training_log({"t.csv"}, one_file("t.csv", "step,tensor,amax\n" + std::string(row)));
   };
   CHECK_THROWS_WITH_AS(csv("0,layers.0.fc1.output,1\n"),
                        "[fp8a.trace.504] t.csv:2: tensor 'layers.0.fc1.output' is not "
@@ -446,7 +446,7 @@ TEST_CASE("504: CSV tensor name is not <layer>.<role>") {
 
 TEST_CASE("505: the same (layer, role, step) twice in one file") {
   CHECK_THROWS_WITH_AS(
-      load_amax_trace({"t.csv"}, one_file("t.csv",
+      load_training_log({"t.csv"}, one_file("t.csv",
                                           "step,tensor,amax\n"
                                           "0,a.weight,1\n"
                                           "0,a.activation,1\n"
@@ -459,7 +459,7 @@ TEST_CASE("505: the same (layer, role, step) twice in one file") {
       Error);
   // Quoted and unquoted spellings of one name are the same tensor.
   CHECK_THROWS_WITH_AS(
-      load_amax_trace({"t.csv"}, one_file("t.csv",
+      load_training_log({"t.csv"}, one_file("t.csv",
                                           "step,tensor,amax\n"
                                           "4,\"a,b.gradient\",1\n"
                                           "4,\"a,b.gradient\",1\n")),
@@ -467,7 +467,7 @@ TEST_CASE("505: the same (layer, role, step) twice in one file") {
       "line 2",
       Error);
   CHECK_THROWS_WITH_AS(
-      load_amax_trace({"r.log"},
+      load_training_log({"r.log"},
                       one_file("r.log", stat_line("l.fc1_gradient_cur_amax", 7, 1.0) +
                                             stat_line("l.fc1_weight_cur_amax", 7, 1.0) +
                                             std::string(kLogPrefix) +
@@ -478,11 +478,11 @@ TEST_CASE("505: the same (layer, role, step) twice in one file") {
 }
 
 TEST_CASE("506: no amax entries") {
-  CHECK_THROWS_WITH_AS(load_amax_trace({"t.csv"}, one_file("t.csv", "step,tensor,amax\r\n\r\n")),
+  CHECK_THROWS_WITH_AS(load_training_log({"t.csv"}, one_file("t.csv", "step,tensor,amax\r\n\r\n")),
                        "[fp8a.trace.506] t.csv: no amax rows after the header 'step,tensor,amax'",
                        Error);
   CHECK_THROWS_WITH_AS(
-      load_amax_trace({"r.log"}, one_file("r.log", stat_line("l_output_underflows%", 1, 0.5) +
+      load_training_log({"r.log"}, one_file("r.log", stat_line("l_output_underflows%", 1, 0.5) +
                                                        stat_line("l_activation_min", 1, 0.5) +
                                                        stat_line("l_output_cur_amax", 1, 2.0))),
       "[fp8a.trace.506] r.log: no cur_amax values and no FP8 statistics of activation, weight or "
@@ -495,7 +495,7 @@ TEST_CASE("nvdlfw_inspect log: at most 8 skipped tensor names are listed") {
   std::string log = stat_line("l_weight_cur_amax", 0, 1.0);
   for (const char* t : {"a", "b", "c", "d", "e", "f", "g", "h", "i", "a"})
     log += stat_line(std::string("l_") + t + "_cur_amax", 0, 1.0);
-  const AmaxTrace t = load_amax_trace({"r.log"}, one_file("r.log", log));
+  const TrainingLog t = load_training_log({"r.log"}, one_file("r.log", log));
   REQUIRE(!t.notes.empty());
   CHECK(t.notes[0] ==
         "r.log: nvdlfw_inspect statistics log, 1 cur_amax value; skipped 10 lines of other "
@@ -514,7 +514,7 @@ TEST_CASE("nvdlfw_inspect log: LogFp8TensorStats values are kept as logged") {
   log += stat_line("lin_gradient_scale_inv_max", 12, 1024.0);
   log += stat_line("lin_wgrad_underflows%", 12, 1.0);   // not a GEMM operand: skipped
   log += stat_line("lin_activation_l1_norm", 12, 1.0);  // LogTensorStats: skipped
-  const AmaxTrace t = load_amax_trace({"r.log"}, one_file("r.log", log));
+  const TrainingLog t = load_training_log({"r.log"}, one_file("r.log", log));
   CHECK(t.series.empty());
   CHECK_FALSE(t.rounded);  // no amax was read from the log
   CHECK(t.notes == std::vector<std::string>{
@@ -550,10 +550,10 @@ TEST_CASE("nvdlfw_inspect log: LogFp8TensorStats values are kept as logged") {
   CHECK(std::string(fp8a::logged_stat_name(fp8a::LoggedStatKind::kScaleInvMin)) == "scale_inv_min");
 
   CHECK_THROWS_WITH_AS(
-      load_amax_trace({"r.log"}, one_file("r.log", "l_activation_mse iteration=1 value=x\n")),
+      load_training_log({"r.log"}, one_file("r.log", "l_activation_mse iteration=1 value=x\n")),
       "[fp8a.trace.503] r.log:1: value 'x' of 'l_activation_mse' is not a number", Error);
   CHECK_THROWS_WITH_AS(
-      load_amax_trace({"r.log"}, one_file("r.log", "_activation_mse iteration=1 value=1\n")),
+      load_training_log({"r.log"}, one_file("r.log", "_activation_mse iteration=1 value=1\n")),
       "[fp8a.trace.502] r.log:1: malformed nvdlfw_inspect statistics line: statistic "
       "'_activation_mse' names no layer; expected '<layer>_<tensor>_<stat> iteration=<N> "
       "value=<V>'",

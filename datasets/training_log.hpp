@@ -1,6 +1,7 @@
-// An amax trace: the amax (max |x|) of every GEMM operand at every training step, read from a file,
-// so that Transformer Engine's delayed scaling (scale from an amax history of earlier steps) can be
-// replayed exactly.
+// A training log: what a training run recorded at every step, read from files (--training-log,
+// alias --amax-trace): the amax (max |x|) of every GEMM operand, so that Transformer Engine's
+// delayed scaling (scale from an amax history of earlier steps) can be replayed exactly, and the
+// FP8 statistics nvdlfw_inspect logged, to be shown beside fp8-advisor's own.
 //
 // Two formats, told apart by content (never by file name):
 //  1. CSV from our capture hook. First line exactly "step,tensor,amax"; then rows STEP,TENSOR,AMAX
@@ -57,7 +58,7 @@ struct LoggedFp8Stat {
   LoggedStatKind stat = LoggedStatKind::kUnderflowPct;
   bool columnwise = false;
   double value = 0.0;
-  std::size_t file = 0;    // index into AmaxTrace::files
+  std::size_t file = 0;    // index into TrainingLog::files
   std::size_t line = 0;
 };
 
@@ -66,7 +67,8 @@ struct AmaxSeries {
   std::map<std::int64_t, float> amax_by_step;
 };
 
-struct AmaxTrace {
+// Every file of one --training-log, merged.
+struct TrainingLog {
   std::map<std::pair<std::string, Role>, AmaxSeries> series;  // (layer, role) -> series
   std::vector<std::string> files;                             // paths read, in order, each once
   // nvdlfw_inspect FP8 statistics, in file and line order (several ranks' logs are not merged).
@@ -82,7 +84,7 @@ struct AmaxTrace {
   const AmaxSeries* find(const std::string& layer, Role role) const;  // nullptr if absent
 };
 
-// Reads each file (a path listed twice is read once) and merges them into one trace. The format is
+// Reads each file (a path listed twice is read once) and merges them into one log. The format is
 // detected from the content: the CSV header on the first line, else any line holding "iteration="
 // followed by "value=". Throws input errors (exit 3), messages "path:LINE: ...":
 //   fp8a.io.101     path does not exist
@@ -95,6 +97,6 @@ struct AmaxTrace {
 //   fp8a.trace.504  CSV tensor name is not <layer>.<role>
 //   fp8a.trace.505  the same (layer, role, step) twice in one file (both line numbers named)
 //   fp8a.trace.506  the file holds no amax entries (nvdlfw logs: no cur_amax and no FP8 statistic)
-AmaxTrace load_amax_trace(const std::vector<std::string>& paths, const FileSystem& fs);
+TrainingLog load_training_log(const std::vector<std::string>& paths, const FileSystem& fs);
 
 }  // namespace fp8a

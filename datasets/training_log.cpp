@@ -1,4 +1,4 @@
-#include "datasets/amax_trace.hpp"
+#include "datasets/training_log.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -152,7 +152,7 @@ class TraceBuilder {
   }
   // Moves the values into trace->series, merging equal steps by max; returns how many steps were
   // given by more than one file.
-  std::size_t finish(AmaxTrace* trace) {
+  std::size_t finish(TrainingLog* trace) {
     std::size_t merged = 0;
     for (std::uint32_t s = 0; s < cells_.size(); ++s) {
       auto& cells = cells_[s];
@@ -613,13 +613,13 @@ const char* logged_stat_name(LoggedStatKind s) {
   return "";
 }
 
-const AmaxSeries* AmaxTrace::find(const std::string& layer, Role role) const {
+const AmaxSeries* TrainingLog::find(const std::string& layer, Role role) const {
   const auto it = series.find(SeriesKey(layer, role));
   return it == series.end() ? nullptr : &it->second;
 }
 
-AmaxTrace load_amax_trace(const std::vector<std::string>& paths, const FileSystem& fs) {
-  AmaxTrace trace;
+TrainingLog load_training_log(const std::vector<std::string>& paths, const FileSystem& fs) {
+  TrainingLog trace;
   std::vector<std::string> repeated_notes;
   for (const auto& p : paths) {
     switch (fs.kind(p)) {
