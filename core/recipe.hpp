@@ -193,7 +193,7 @@ struct Recipe {
   float amax_epsilon = 0.0f;  // current: amax is raised to at least this before the division
   int history = 1024;         // delayed: amax_history_len
   DelayedAlgo algo = DelayedAlgo::kMax;  // delayed: amax_compute_algo
-  int margin = 0;                        // delayed: scale = (fp8_max * 2^-margin) / amax
+  int margin = 0;                        // delayed: the scale has 2^-margin headroom (METRICS.md)
   MxScaleRule mx_rule = MxScaleRule::kTeRoundUp;
   // block: 128x128 tiles for every role (TE Float8BlockQuantizer's default block_scaling_dim=2,
   // which nvdlfw_inspect's fp8_block_scaling statistics use) instead of 1x128 for X and dY.

@@ -1,11 +1,7 @@
-// Replay of Transformer Engine's delayed scaling (DelayedScaling) over training steps.
-//
-// TE keeps, per tensor, an amax history of the last H steps and a scale. At step t it casts with
-// the scale computed after step t-1 from the history then: amax = max over steps [t-H, t-1]
-// (algo max) or amax of step t-1 (most_recent); scale = (fp8_max * 2^-margin) / amax in fp32,
-// +inf -> FLT_MAX; an amax of 0, inf or NaN keeps the previous scale. History starts at zeros and
-// the scale at 1, so step 0 casts with scale 1 (common/recipe/delayed_scaling.cu,
-// pytorch/quantization.py _default_sf_compute). No power-of-two rounding.
+// Replay of Transformer Engine's delayed scaling (DelayedScaling) over training steps: the scale
+// TE casts step t with, from the amaxes of earlier steps. The rule is METRICS.md's "scale
+// (delayed)" row (TE common/recipe/delayed_scaling.cu, pytorch/quantization.py
+// _default_sf_compute); tests/engine/test_delayed_replay.cpp checks it against its own reference.
 #pragma once
 
 #include <cstdint>
