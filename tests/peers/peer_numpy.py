@@ -244,15 +244,7 @@ def csv_row(step, name, recipe, fmt, dtype, m):
 
 
 def write_csv(rows, out):
-    text = io.StringIO()
-    w = csv.writer(text, lineterminator="\n")
-    w.writerow(CSV_HEADER)
-    w.writerows(rows)
-    if out in (None, "-"):
-        sys.stdout.write(text.getvalue())
-    else:
-        with open(out, "w", encoding="utf-8", newline="") as f:
-            f.write(text.getvalue())
+    write_rows(CSV_HEADER, rows, out)
 
 
 # ----------------------------------------------------------------------------------------------
