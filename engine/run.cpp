@@ -7,6 +7,7 @@
 #include <map>
 
 #include "core/scale.hpp"
+#include "core/text.hpp"
 
 namespace fp8a {
 
@@ -15,12 +16,10 @@ Applicability recipe_fits(const Recipe& recipe, const TensorView& t) {
   const int d = kind.shape_divisor;
   if (d == 0) return Applicability::yes();
   if (t.shape.size() >= 2 && t.rows % d == 0 && t.cols % d == 0) return Applicability::yes();
-  std::string shape;
-  for (std::size_t i = 0; i < t.shape.size(); ++i) shape += (i ? ", " : "") + std::to_string(t.shape[i]);
   return Applicability::no(std::string(kind.short_name) +
                            " needs >= 2 dims with the last dim and the product of the others "
                            "divisible by " + std::to_string(d) + " (TE " + kind.te_quantizer +
-                           ".is_quantizable); shape is [" + shape + "]");
+                           ".is_quantizable); shape is " + shape_text(t.shape));
 }
 
 double delayed_vs_current_log2(const EvaluationRow& row) {

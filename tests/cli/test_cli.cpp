@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cli/cli_support.hpp"
+#include "datasets/safetensors_builder.hpp"
 
 namespace {
 
@@ -28,21 +29,11 @@ constexpr double kGoldenRelTol = 1e-12;
 
 std::string sample() { return shell_quote((kSource / "datasets/sample").string()); }
 
-// A safetensors file with one F32 tensor; the header is given as JSON text.
-std::string safetensors_bytes(const std::string& header, const std::vector<float>& values) {
-  std::string s(8, '\0');
-  std::uint64_t n = header.size();
-  for (int i = 0; i < 8; ++i) s[i] = static_cast<char>((n >> (8 * i)) & 0xFF);
-  s += header;
-  s.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
-  return s;
-}
-
+// A safetensors file with one 1-D F32 tensor, written by the tests' builder.
 std::string one_tensor(const std::string& name, const std::vector<float>& values) {
-  const std::string header = "{\"" + name + "\":{\"dtype\":\"F32\",\"shape\":[" +
-                             std::to_string(values.size()) + "],\"data_offsets\":[0," +
-                             std::to_string(values.size() * 4) + "]}}";
-  return safetensors_bytes(header, values);
+  const auto bytes =
+      fp8a::test::build_file({{name, "F32", {static_cast<std::int64_t>(values.size())}, values}});
+  return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
 }
 
 }  // namespace
