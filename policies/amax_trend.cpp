@@ -1,0 +1,314 @@
+#include "policies/amax_trend.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <deque>
+#include <limits>
+
+#include "core/error.hpp"
+
+namespace fp8a {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr int kMaxMargin = 64;  // parse_recipe's range
+
+struct Point {
+  std::int64_t step;
+  double log2_amax;
+};
+
+bool fittable(float amax) { return std::isfinite(amax) && amax > 0.0f; }
+
+std::vector<Point> points_of(const std::map<std::int64_t, float>& series) {
+  std::vector<Point> out;
+  for (const auto& [step, amax] : series)
+    if (fittable(amax)) out.push_back({step, std::log2(static_cast<double>(amax))});
+  return out;
+}
+
+double median(std::vector<double> v) {
+  FP8A_CHECK(!v.empty(), "median of nothing");
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::string num(double v, const char* format = "%.3g") {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+// The window of the scale at step t: [t - W, t - 1].
+std::int64_t window_of(const Recipe& r) { return r.algo == DelayedAlgo::kMax ? r.history : 1; }
+
+}  // namespace
+
+std::map<std::pair<std::string, Role>, std::map<std::int64_t, float>> merge_amax_series(
+    const TrainingLog* log, std::span<const EvaluationRow> rows) {
+  std::map<std::pair<std::string, Role>, std::map<std::int64_t, float>> out;
+  if (log != nullptr)
+    for (const auto& [key, series] : log->series) out[key] = series.amax_by_step;
+  for (const auto& row : rows) {
+    const AmaxSeries* logged = log != nullptr ? log->find(row.key.layer, row.key.role) : nullptr;
+    if (logged != nullptr && logged->amax_by_step.count(row.key.step) != 0) continue;
+    auto [it, inserted] = out[{row.key.layer, row.key.role}].try_emplace(row.key.step, row.stats.amax);
+    if (!inserted) it->second = std::max(it->second, row.stats.amax);
+  }
+  return out;
+}
+
+AmaxTrend fit_amax_trend(const std::map<std::int64_t, float>& series, const AmaxTrendConfig& config) {
+  AmaxTrend t;
+  t.amax_by_step = series;
+  t.slope_log2_per_1000 = kNaN;
+  t.fitted_log2_at_last = kNaN;
+  std::vector<Point> pts = points_of(series);
+  if (!pts.empty() && config.fit_last_steps > 0) {
+    const std::int64_t from = pts.back().step - config.fit_last_steps;
+    std::erase_if(pts, [from](const Point& p) { return p.step <= from; });
+  }
+  if (pts.size() > config.max_fit_points && config.max_fit_points >= 2) {
+    std::vector<Point> thin;
+    const std::size_t n = pts.size(), m = config.max_fit_points;
+    for (std::size_t k = 0; k < m; ++k) thin.push_back(pts[k * (n - 1) / (m - 1)]);
+    pts = std::move(thin);
+  }
+  t.points = pts.size();
+  if (!pts.empty()) {
+    t.first_step = pts.front().step;
+    t.last_step = pts.back().step;
+    t.steps_spanned = t.last_step - t.first_step;
+  }
+  if (pts.size() < 2) {
+    if (series.empty()) t.no_trend = "no trend: no steps";
+    else if (pts.empty()) t.no_trend = "no trend: no finite nonzero amax";
+    else if (series.size() == 1) t.no_trend = "no trend: one step";
+    else t.no_trend = "no trend: one step with a finite nonzero amax";
+    if (pts.size() == 1) t.fitted_log2_at_last = pts[0].log2_amax;
+    return t;
+  }
+  std::vector<double> slopes;
+  slopes.reserve(pts.size() * (pts.size() - 1) / 2);
+  for (std::size_t i = 0; i < pts.size(); ++i)
+    for (std::size_t j = i + 1; j < pts.size(); ++j)
+      slopes.push_back((pts[j].log2_amax - pts[i].log2_amax) /
+                       static_cast<double>(pts[j].step - pts[i].step));
+  const double b = median(std::move(slopes));
+  std::vector<double> at_last;
+  for (const auto& p : pts) at_last.push_back(p.log2_amax - b * static_cast<double>(p.step - t.last_step));
+  t.has_trend = true;
+  t.slope_log2_per_1000 = 1000.0 * b;
+  t.fitted_log2_at_last = median(std::move(at_last));
+  return t;
+}
+
+std::vector<AmaxTrend> fit_amax_trends(const TrainingLog* log, std::span<const EvaluationRow> rows,
+                                       const AmaxTrendConfig& config) {
+  std::vector<AmaxTrend> out;
+  for (const auto& [key, series] : merge_amax_series(log, rows)) {
+    AmaxTrend t = fit_amax_trend(series, config);
+    t.layer = key.first;
+    t.role = key.second;
+    for (const auto& [step, amax] : series) {
+      const AmaxSeries* logged = log != nullptr ? log->find(key.first, key.second) : nullptr;
+      if (logged != nullptr && logged->amax_by_step.count(step) != 0) ++t.logged_steps;
+      else ++t.captured_steps;
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+DelayedForecast forecast_delayed(const AmaxTrend& trend, const Recipe& recipe, Fp8Format fp8,
+                                 const std::map<std::int64_t, float>& captured,
+                                 const AmaxTrendConfig& config) {
+  FP8A_CHECK(replays_history(recipe.kind), "forecast_delayed needs a delayed recipe");
+  DelayedForecast f;
+  f.layer = trend.layer;
+  f.role = trend.role;
+  f.recipe = recipe.spec();
+  f.fp8 = fp8;
+  f.has_trend = trend.has_trend;
+  f.slope_log2_per_1000 = trend.slope_log2_per_1000;
+  f.points = trend.points;
+  f.steps_spanned = trend.steps_spanned;
+  f.headroom_binades = kNaN;
+  f.captured_headroom_binades = kNaN;
+  f.worst_jump_binades = -kInf;
+  f.margin_for_trend = recipe.margin;
+  const auto& series = trend.amax_by_step;
+  const std::int64_t W = window_of(recipe);
+  const double M = recipe.margin;
+  const std::vector<Point> pts = points_of(series);
+
+  // The window max of step t from the known points: the latest of the largest in [t-W, t-1], else
+  // the latest point before the window (the replay's approximate rule); pts.size() when none.
+  auto window_max_at = [&](std::int64_t t) {
+    const auto begin = std::lower_bound(pts.begin(), pts.end(), t - W,
+                                        [](const Point& p, std::int64_t s) { return p.step < s; });
+    const auto end = std::lower_bound(pts.begin(), pts.end(), t,
+                                      [](const Point& p, std::int64_t s) { return p.step < s; });
+    if (begin == end)
+      return end == pts.begin() ? pts.size() : static_cast<std::size_t>(end - pts.begin()) - 1;
+    auto best = begin;
+    for (auto it = begin; it != end; ++it)
+      if (it->log2_amax >= best->log2_amax) best = it;
+    return static_cast<std::size_t>(best - pts.begin());
+  };
+
+  // Observed: each known step t >= 1 against its window (a monotone deque of point indices,
+  // values decreasing; on ties the later point stays).
+  {
+    std::deque<std::size_t> dq;
+    for (std::size_t j = 0; j < pts.size(); ++j) {
+      if (j > 0) {
+        while (!dq.empty() && pts[dq.back()].log2_amax <= pts[j - 1].log2_amax) dq.pop_back();
+        dq.push_back(j - 1);
+      }
+      const std::int64_t t = pts[j].step;
+      while (!dq.empty() && pts[dq.front()].step < t - W) dq.pop_front();
+      if (t < 1 || j == 0) continue;  // step 0 casts with TE's initial scale 1
+      const double held = dq.empty() ? pts[j - 1].log2_amax : pts[dq.front()].log2_amax;
+      const double jump = pts[j].log2_amax - held;
+      ++f.judged_steps;
+      if (jump > M) ++f.saturated_steps;
+      if (jump > f.worst_jump_binades) {
+        f.worst_jump_binades = jump;
+        f.worst_jump_step = t;
+      }
+    }
+  }
+
+  if (series.empty()) {
+    f.reason = f.layer + " " + role_name(f.role) + ", " + f.recipe + ": " + trend.no_trend;
+    return f;
+  }
+
+  // Now: the replayed scale of step T against amax(T).
+  const std::int64_t T = series.rbegin()->first;
+  f.step = T;
+  const ReplayedScale rs = replay_delayed_scale(series, T, recipe, fp8);
+  f.replay = rs.mode;
+  auto headroom_for = [&](float amax) {
+    if (rs.mode == ReplayMode::kUnavailable || std::isnan(amax)) return kNaN;
+    if (amax == 0.0f) return kInf;
+    if (std::isinf(amax)) return -kInf;
+    return std::log2(static_cast<double>(fp8_max_finite(fp8))) - std::log2(static_cast<double>(amax)) -
+           std::log2(static_cast<double>(rs.scale));
+  };
+  f.headroom_binades = headroom_for(series.rbegin()->second);
+  if (const auto c = captured.find(T); c != captured.end()) f.captured_headroom_binades = headroom_for(c->second);
+  if (const std::size_t w = window_max_at(T); w < pts.size()) {
+    f.window_max_step = pts[w].step;
+    f.window_max_until = pts[w].step + W;
+  }
+  f.holds_spike = std::isfinite(f.headroom_binades) && f.headroom_binades - M > config.held_spike_binades;
+
+  // Forecast: the line L(t) = c + g (t - last fitted step) against M + the window max, the window
+  // holding the known points of [t-W, T] and the line's own steps of [T+1, t-1].
+  if (trend.has_trend && !pts.empty()) {
+    const double g = trend.slope_log2_per_1000 / 1000.0;
+    auto line = [&](std::int64_t t) {
+      return trend.fitted_log2_at_last + g * static_cast<double>(t - trend.last_step);
+    };
+    std::vector<double> suffix_max(pts.size());
+    for (std::size_t i = pts.size(); i-- > 0;)
+      suffix_max[i] = i + 1 < pts.size() ? std::max(pts[i].log2_amax, suffix_max[i + 1]) : pts[i].log2_amax;
+    auto held = [&](std::int64_t t) {  // max known point in [t-W, T]; -inf when none
+      const auto it = std::lower_bound(pts.begin(), pts.end(), t - W,
+                                       [](const Point& p, std::int64_t s) { return p.step < s; });
+      return it == pts.end() ? -kInf : suffix_max[static_cast<std::size_t>(it - pts.begin())];
+    };
+    double held_next = held(T + 1);
+    if (held_next == -kInf) held_next = pts.back().log2_amax;  // the replay's approximate rule
+    const double jump_next = line(T + 1) - held_next;
+    if (jump_next > M) {
+      f.saturation_step = T + 1;
+      f.saturation_excess_binades = jump_next - M;
+    } else if (g > M) {
+      // From T+2 the window holds L(t-1), so L(t) > M + L(t-1) every step; the first t with
+      // L(t) > M + held(t) (monotone in t) is found by bisection; held is empty from T+W+1.
+      std::int64_t lo = T + 2, hi = T + W + 1;
+      while (lo < hi) {
+        const std::int64_t mid = lo + (hi - lo) / 2;
+        if (line(mid) > M + held(mid)) hi = mid;
+        else lo = mid + 1;
+      }
+      f.saturation_step = lo;
+      f.saturation_excess_binades = line(lo) - M - std::max(held(lo), line(lo - 1));
+    }
+    const double need = std::max({0.0, jump_next, g});
+    f.margin_for_trend = static_cast<int>(std::min<double>(kMaxMargin, std::ceil(need)));
+  }
+
+  // The reason, one line.
+  std::string r = f.layer + " " + role_name(f.role) + ", " + f.recipe + ": ";
+  if (trend.has_trend) {
+    const double s = trend.slope_log2_per_1000;
+    const std::string fit = std::to_string(trend.points) + " points over " + std::to_string(trend.steps_spanned) + " steps";
+    r += s == 0.0 ? "amax is flat (" + fit + ")"
+                  : std::string("amax ") + (s > 0 ? "grows" : "shrinks") + " 2^" + num(std::fabs(s)) +
+                        " per 1000 steps (" + fit + ")";
+  } else {
+    r += trend.no_trend;
+  }
+  if (rs.mode == ReplayMode::kUnavailable) {
+    r += "; no delayed scale at step " + std::to_string(T) + " (" + rs.detail + ")";
+  } else if (f.headroom_binades < 0) {
+    r += "; saturating at step " + std::to_string(T) + ": amax " + num(-f.headroom_binades) +
+         " binades above the delayed scale's range";
+  } else if (f.holds_spike) {
+    const std::int64_t more = std::max<std::int64_t>(0, f.window_max_until - T);
+    r += "; history holds step " + std::to_string(f.window_max_step) + "'s amax: scale " +
+         num(f.headroom_binades) + " binades below current scaling's at step " + std::to_string(T) +
+         " (underflow), for " + std::to_string(more) + " more steps (through step " +
+         std::to_string(f.window_max_until) + ")";
+  } else {
+    r += "; headroom " + num(f.headroom_binades) + " binades at step " + std::to_string(T);
+  }
+  if (f.saturation_step) {
+    r += "; starts saturating near step " + std::to_string(*f.saturation_step) + " (by " +
+         num(f.saturation_excess_binades) + " binades), margin=" + std::to_string(f.margin_for_trend) +
+         " avoids it";
+  } else if (trend.has_trend) {
+    r += "; no saturation forecast (growth " + num(trend.slope_log2_per_1000 / 1000.0) +
+         " binades per step, margin " + std::to_string(recipe.margin) + ")";
+  }
+  if (f.saturated_steps > 0)
+    r += "; saturated at " + std::to_string(f.saturated_steps) + " of " + std::to_string(f.judged_steps) +
+         " steps, worst step " + std::to_string(f.worst_jump_step) + " (amax 2^" + num(f.worst_jump_binades) +
+         " above its window max)";
+  f.reason = std::move(r);
+  return f;
+}
+
+std::vector<DelayedForecast> forecast_delayed_scaling(const TrainingLog* log,
+                                                      std::span<const EvaluationRow> rows,
+                                                      std::span<const Recipe> recipes,
+                                                      TrainingFormat format,
+                                                      const AmaxTrendConfig& config) {
+  std::map<std::pair<std::string, Role>, std::map<std::int64_t, float>> captured;
+  for (const auto& row : rows) {
+    auto [it, inserted] = captured[{row.key.layer, row.key.role}].try_emplace(row.key.step, row.stats.amax);
+    if (!inserted) it->second = std::max(it->second, row.stats.amax);
+  }
+  const std::map<std::int64_t, float> none;
+  std::vector<DelayedForecast> out;
+  for (const auto& trend : fit_amax_trends(log, rows, config)) {
+    const auto c = captured.find({trend.layer, trend.role});
+    for (const auto& recipe : recipes)
+      if (replays_history(recipe.kind))
+        out.push_back(forecast_delayed(trend, recipe, fp8_format_for(format, trend.role),
+                                       c != captured.end() ? c->second : none, config));
+  }
+  return out;
+}
+
+}  // namespace fp8a

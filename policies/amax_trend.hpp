@@ -1,0 +1,138 @@
+// The amax trend of each GEMM operand and the delayed-scaling forecast built on it: how fast each
+// (layer, role)'s amax moves, how many binades a delayed-scaling recipe's scale leaves before it
+// saturates, whether its history holds an old spike (scale too small, underflow), and the step
+// from which the fitted growth outruns the history window. The definitions are METRICS.md's
+// "Amax trend and the delayed-scaling forecast"; this header says what each field holds.
+//
+// Why Theil–Sen: amax series of real runs are noisy and hold spikes (datasets/real/lm-spike: one
+// step 2^9.8 above its neighbours). Least squares over log2(amax) lets one spike tilt the line;
+// the Theil–Sen slope (median of the pairwise slopes) ignores up to 29 % of outlying points, needs
+// no tuning, and is deterministic (a sort of the pairwise slopes, ties broken by value).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/recipe.hpp"
+#include "datasets/training_log.hpp"
+#include "engine/delayed_replay.hpp"
+#include "engine/run.hpp"
+
+namespace fp8a {
+
+struct AmaxTrendConfig {
+  // Fit only the points of the last N steps before the series' last step (steps > last - N);
+  // 0: every point.
+  std::int64_t fit_last_steps = 0;
+  // At most this many points enter the fit (every point when fewer): evenly spaced by index,
+  // first and last always kept. Theil–Sen costs points² / 2 slopes.
+  std::size_t max_fit_points = 1024;
+  // A history window max this many binades above the current amax (beyond the margin) is
+  // reported as "history holds a spike".
+  double held_spike_binades = 1.0;
+};
+
+// The amax series of one (layer, role) and its fitted trend.
+struct AmaxTrend {
+  std::string layer;
+  Role role = Role::kActivation;
+  // The merged series: the training log's amaxes, plus the captured tensors' amaxes at steps the
+  // log lacks (the log wins where both have a step, as engine/run.cpp's replay does).
+  std::map<std::int64_t, float> amax_by_step;
+  std::size_t logged_steps = 0;    // steps that came from the training log
+  std::size_t captured_steps = 0;  // steps that came from captured tensors only
+  // The fit. Points: steps with a finite, nonzero amax (zero, inf and NaN cannot be logged).
+  bool has_trend = false;         // false: fewer than two points (see no_trend)
+  std::string no_trend;           // "no trend: one step", ...; empty when has_trend
+  std::size_t points = 0;         // points fitted (after fit_last_steps and max_fit_points)
+  std::int64_t first_step = 0;    // first and last fitted step
+  std::int64_t last_step = 0;
+  std::int64_t steps_spanned = 0;  // last_step - first_step
+  // Theil–Sen: binades (log2 amax) per 1000 steps; NaN without a trend. Positive: growing.
+  double slope_log2_per_1000 = 0.0;
+  // The fitted line's log2(amax) at last_step (median of log2 a_i - slope·(s_i - last_step)).
+  double fitted_log2_at_last = 0.0;
+};
+
+// The merged series of every (layer, role) of the log and of the rows, sorted by (layer, role).
+// `log` may be null (captured steps only). Rows of one tensor (several recipes, copies) carry the
+// same stats; the max over them is taken.
+std::map<std::pair<std::string, Role>, std::map<std::int64_t, float>> merge_amax_series(
+    const TrainingLog* log, std::span<const EvaluationRow> rows);
+
+// The trend of one series (layer and role left empty).
+AmaxTrend fit_amax_trend(const std::map<std::int64_t, float>& amax_by_step,
+                         const AmaxTrendConfig& config = {});
+
+// Every (layer, role) of merge_amax_series, in its order.
+std::vector<AmaxTrend> fit_amax_trends(const TrainingLog* log, std::span<const EvaluationRow> rows,
+                                       const AmaxTrendConfig& config = {});
+
+// One delayed-scaling recipe on one (layer, role)'s series. "Now" is the series' last step T.
+// Binades are log2 units; W is the window: the history length (algo max) or 1 (most_recent).
+struct DelayedForecast {
+  std::string layer;
+  Role role = Role::kActivation;
+  std::string recipe;  // canonical spec
+  Fp8Format fp8 = Fp8Format::kE4M3;
+  // The trend it builds on (copied from AmaxTrend).
+  bool has_trend = false;
+  double slope_log2_per_1000 = 0.0;
+  std::size_t points = 0;
+  std::int64_t steps_spanned = 0;
+  // Now.
+  std::int64_t step = 0;                       // T
+  ReplayMode replay = ReplayMode::kUnavailable;  // how scale(T) was replayed from the series
+  // log2(saturating scale / delayed scale) at T, saturating scale = fp8_max / amax(T): how many
+  // binades amax(T) could grow before scale(T) saturates it. = -delayed_vs_current_log2, with the
+  // series' amax. Negative: saturating now. NaN when unavailable; +inf for amax 0.
+  double headroom_binades = 0.0;
+  // The same with the captured tensor's own amax at T (EvaluationRow stats, the max over its
+  // rows), which can be below the log's (a capture holds one micro-batch); NaN when T was not
+  // captured or rows were not given.
+  double captured_headroom_binades = 0.0;
+  // The step whose amax sets scale(T) (latest of the window's largest; -1 when none), and the
+  // last step whose scale it sets if nothing larger arrives: window_max_step + W.
+  std::int64_t window_max_step = -1;
+  std::int64_t window_max_until = -1;
+  // headroom - margin > held_spike_binades and window_max_step < T: the history holds an older
+  // amax that keeps the scale small (underflow) until window_max_until.
+  bool holds_spike = false;
+  // Observed over the series: steps t >= 1 whose amax exceeds the delayed threshold
+  // (log2 amax(t) - log2 window max(t) > margin), of the steps with a known window, and the
+  // step with the largest jump log2 amax(t) - log2 window max(t) (margin not subtracted).
+  std::size_t saturated_steps = 0;
+  std::size_t judged_steps = 0;
+  std::int64_t worst_jump_step = -1;
+  double worst_jump_binades = 0.0;  // -inf when no step was judged
+  // Forecast: the first step > T at which the fitted line outgrows the delayed threshold, the
+  // window holding the series' known amaxes and the line's own earlier steps; none when it never
+  // does (then growth per step <= margin). excess: binades above the threshold at that step.
+  std::optional<std::int64_t> saturation_step;
+  double saturation_excess_binades = 0.0;
+  // The smallest margin >= 0 with no forecast saturation (same history and algo).
+  int margin_for_trend = 0;
+  // One line, numbers included, for the advice and the watch list.
+  std::string reason;
+};
+
+// The forecast of one recipe (must replay history) on one trend; `captured` are the captured
+// amaxes by step (for captured_headroom_binades; may be empty).
+DelayedForecast forecast_delayed(const AmaxTrend& trend, const Recipe& recipe, Fp8Format fp8,
+                                 const std::map<std::int64_t, float>& captured = {},
+                                 const AmaxTrendConfig& config = {});
+
+// Every (layer, role) of the log and rows x every delayed recipe of `recipes` (others skipped), in
+// (layer, role) order, then recipe order. The FP8 type per role comes from `format`.
+std::vector<DelayedForecast> forecast_delayed_scaling(const TrainingLog* log,
+                                                      std::span<const EvaluationRow> rows,
+                                                      std::span<const Recipe> recipes,
+                                                      TrainingFormat format,
+                                                      const AmaxTrendConfig& config = {});
+
+}  // namespace fp8a
