@@ -34,7 +34,7 @@ inline constexpr double kKernelLaunchSeconds = 2e-6;
 
 struct CostOptions {
   // Tokens (rows of X and dY) one pass of each layer processes, over the ranks the capture covers,
-  // when the capture holds a sample of them; 0: the captured token count (GemmLayer::m).
+  // when the capture holds a sample of them; 0 (or less): the captured count (GemmLayer::m).
   // Every GEMM's token dimension becomes tokens_per_step: fprop's and dgrad's m, wgrad's k.
   double tokens_per_step = 0;
 };
