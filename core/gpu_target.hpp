@@ -1,6 +1,8 @@
 // GPU targets as data: one row per GPU a recipe is advised for, with its compute capability (which
 // recipes TE and cuBLASLt run there: core/recipe.hpp's rows) and its peak throughput (for the cost
-// model). Figures are NVIDIA datasheet numbers per GPU, dense (without 2:4 sparsity).
+// model). Figures are NVIDIA datasheet numbers per GPU, dense (without 2:4 sparsity), with FP32
+// accumulation (TE's GEMMs accumulate in FP32; GeForce cards do that at half their FP16-accumulate
+// rate). Rows are ordered by compute capability.
 #pragma once
 
 #include <string>
@@ -23,9 +25,17 @@ inline constexpr GpuTarget kGpuTargets[] = {
     {"a100", "A100 SXM4 80GB", 80, 312.0, 0.0, 2039.0,
      "NVIDIA A100 Tensor Core GPU datasheet, A100 80GB SXM: BF16 Tensor Core 312 TFLOPS (624 with "
      "sparsity), GPU memory bandwidth 2,039 GB/s; no FP8 tensor cores"},
+    {"l4", "L4", 89, 121.0, 242.5, 300.0,
+     "NVIDIA L4 Tensor Core GPU datasheet: BF16 Tensor Core 242 TFLOPS and FP8 Tensor Core 485 "
+     "TFLOPS with sparsity (half without), GPU memory bandwidth 300 GB/s"},
     {"l40s", "L40S", 89, 362.05, 733.0, 864.0,
      "NVIDIA L40S datasheet: BF16 Tensor Core 362.05 TFLOPS (733 with sparsity), FP8 Tensor Core "
      "733 TFLOPS (1,466 with sparsity), memory bandwidth 864 GB/s"},
+    {"rtx4090", "GeForce RTX 4090", 89, 165.2, 330.3, 1008.0,
+     "NVIDIA Ada GPU architecture whitepaper, GeForce RTX 4090 datasheet table: Peak BF16 Tensor "
+     "TFLOPS with FP32 Accumulate 165.2 and Peak FP8 Tensor TFLOPS with FP32 Accumulate 330.3 "
+     "(dense; FP8 with FP16 accumulate, 660.6, is not what TE's GEMMs use), memory bandwidth "
+     "1,008 GB/s"},
     {"h100", "H100 SXM5 80GB", 90, 989.0, 1979.0, 3350.0,
      "NVIDIA H100 Tensor Core GPU datasheet, H100 SXM: BF16 Tensor Core 1,979 TFLOPS and FP8 "
      "3,958 TFLOPS with sparsity (half without), GPU memory bandwidth 3.35 TB/s"},
@@ -38,6 +48,11 @@ inline constexpr GpuTarget kGpuTargets[] = {
     {"gb200", "B200 in GB200 NVL72", 100, 2500.0, 5000.0, 8000.0,
      "NVIDIA GB200 NVL72 datasheet, per Blackwell GPU: FP16/BF16 Tensor Core 5 PFLOPS and FP8 "
      "10 PFLOPS with sparsity (half without), 186 GB HBM3e at 8 TB/s"},
+    {"rtx5090", "GeForce RTX 5090", 120, 209.5, 419.0, 1792.0,
+     "NVIDIA RTX Blackwell GPU architecture whitepaper, GeForce RTX 5090 datasheet table: Peak BF16 "
+     "Tensor TFLOPS with FP32 Accumulate 209.5 and Peak FP8 Tensor TFLOPS with FP32 Accumulate 419 "
+     "(dense; FP8 with FP16 accumulate, 838, is not what TE's GEMMs use), memory bandwidth "
+     "1,792 GB/s"},
 };
 
 // The row named `name`, or nullptr; then *why (when given) says so, with "did you mean" and the

@@ -12,8 +12,10 @@ TEST_CASE("GPU targets are found by name, with did you mean for unknown ones") {
   CHECK(h100->sm == 90);
   std::string why;
   CHECK(fp8a::find_gpu_target("h1000", &why) == nullptr);
-  CHECK(why == "unknown GPU 'h1000' (did you mean 'h100'?); known: a100, l40s, h100, h200, b200, "
-               "gb200");
+  CHECK(why == "unknown GPU 'h1000' (did you mean 'h100'?); known: a100, l4, l40s, rtx4090, h100, "
+               "h200, b200, gb200, rtx5090");
+  CHECK(fp8a::find_gpu_target("rtx-4090", &why) == nullptr);
+  CHECK(why.find("(did you mean 'rtx4090'?)") != std::string::npos);
   CHECK(fp8a::find_gpu_target("H100") == nullptr);  // names are lower case
   CHECK(fp8a::find_gpu_target("tpu") == nullptr);
 }
@@ -23,7 +25,12 @@ TEST_CASE("GPU targets are found by compute capability") {
   REQUIRE(hopper.size() == 2);
   CHECK(std::string(hopper[0]->name) == "h100");
   CHECK(std::string(hopper[1]->name) == "h200");
-  CHECK(fp8a::gpu_targets_with_sm(89).size() == 1);
+  const auto ada = fp8a::gpu_targets_with_sm(89);
+  REQUIRE(ada.size() == 3);
+  CHECK(std::string(ada[0]->name) == "l4");
+  CHECK(std::string(ada[1]->name) == "l40s");
+  CHECK(std::string(ada[2]->name) == "rtx4090");
+  CHECK(fp8a::gpu_targets_with_sm(120).size() == 1);
   CHECK(fp8a::gpu_targets_with_sm(75).empty());
 }
 
@@ -53,4 +60,44 @@ TEST_CASE("GPU rows hold dense datasheet figures") {
   CHECK(fp8a::te_runs_on(fp8a::RecipeKind::kBlock, h100.sm));
   CHECK_FALSE(fp8a::te_runs_on(fp8a::RecipeKind::kMx, h200.sm));
   CHECK(fp8a::te_runs_on(fp8a::RecipeKind::kMx, gb200.sm));
+}
+
+// TE's support matrix (docs support_matrix.html, "Format support by compute capability"):
+// 8.9 (L4, L40S, RTX 40) per-tensor FP8 only; 12.0 (RTX 50) per-tensor and block scaling, no MXFP8.
+TEST_CASE("L4: Ada datacenter, datasheet figures halved for density; per-tensor FP8 only") {
+  const auto& l4 = *fp8a::find_gpu_target("l4");
+  CHECK(l4.sm == 89);
+  CHECK(l4.bf16_tflops == 242.0 / 2);  // "BF16 Tensor Core 242 TFLOPS*", * with sparsity
+  CHECK(l4.fp8_tflops == 485.0 / 2);   // "FP8 Tensor Core 485 TFLOPS*"
+  CHECK(l4.memory_gbs == 300.0);
+  CHECK(fp8a::te_runs_on(fp8a::RecipeKind::kPerTensorCurrent, l4.sm));
+  CHECK(fp8a::te_runs_on(fp8a::RecipeKind::kPerTensorDelayed, l4.sm));
+  CHECK_FALSE(fp8a::te_runs_on(fp8a::RecipeKind::kBlock, l4.sm));
+  CHECK_FALSE(fp8a::te_runs_on(fp8a::RecipeKind::kMx, l4.sm));
+}
+
+TEST_CASE("RTX 4090: the FP32-accumulate rates TE's GEMMs get, not the FP16-accumulate ones") {
+  const auto& rtx = *fp8a::find_gpu_target("rtx4090");
+  CHECK(rtx.sm == 89);
+  CHECK(rtx.bf16_tflops == 165.2);
+  CHECK(rtx.fp8_tflops == 330.3);  // the whitepaper's FP16-accumulate FP8 rate is 660.6
+  CHECK(rtx.fp8_tflops == doctest::Approx(660.6 / 2));
+  CHECK(rtx.memory_gbs == 1008.0);
+  CHECK(std::string(rtx.source).find("FP32 Accumulate") != std::string::npos);
+  CHECK(fp8a::te_runs_on(fp8a::RecipeKind::kPerTensorCurrent, rtx.sm));
+  CHECK_FALSE(fp8a::te_runs_on(fp8a::RecipeKind::kBlock, rtx.sm));
+  CHECK_FALSE(fp8a::te_runs_on(fp8a::RecipeKind::kMx, rtx.sm));
+}
+
+TEST_CASE("RTX 5090: sm_120, FP32-accumulate rates; block scaling yes, MXFP8 not yet") {
+  const auto& rtx = *fp8a::find_gpu_target("rtx5090");
+  CHECK(rtx.sm == 120);
+  CHECK(rtx.bf16_tflops == 209.5);
+  CHECK(rtx.fp8_tflops == 419.0);  // the whitepaper's FP16-accumulate FP8 rate is 838
+  CHECK(rtx.fp8_tflops == doctest::Approx(838.0 / 2));
+  CHECK(rtx.memory_gbs == 1792.0);
+  CHECK(std::string(rtx.source).find("FP32 Accumulate") != std::string::npos);
+  CHECK(fp8a::te_runs_on(fp8a::RecipeKind::kPerTensorCurrent, rtx.sm));
+  CHECK(fp8a::te_runs_on(fp8a::RecipeKind::kBlock, rtx.sm));
+  CHECK_FALSE(fp8a::te_runs_on(fp8a::RecipeKind::kMx, rtx.sm));  // te_max_sm 119
 }

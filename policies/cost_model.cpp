@@ -1,0 +1,253 @@
+#include "policies/cost_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "core/error.hpp"
+
+namespace fp8a {
+namespace {
+
+constexpr double kTera = 1e12;  // TFLOP/s to FLOP/s
+constexpr double kGiga = 1e9;   // GB/s to B/s
+
+double memory_seconds(double bytes, const GpuTarget& gpu) {
+  return bytes / (gpu.memory_gbs * kGiga * kAchievableBandwidthFraction);
+}
+
+double compute_seconds(double flops, double tflops) {
+  return flops / (tflops * kTera * kAchievableGemmFraction);
+}
+
+KernelCost kernel(double flops, double tflops, double bytes, const GpuTarget& gpu) {
+  const double compute = flops > 0 ? compute_seconds(flops, tflops) : 0.0;
+  return {flops, bytes, std::max({compute, memory_seconds(bytes, gpu), kKernelLaunchSeconds})};
+}
+
+std::string sm_text(int sm) { return "sm_" + std::to_string(sm); }
+
+// One rank's X [m, k], W [n, k], dY [m, n], before they are arranged per GEMM.
+struct RankDims {
+  double m = 0, n = 0, k = 0;
+};
+
+RankDims rank_dims(const GemmLayer& layer, const CostOptions& options) {
+  RankDims d{static_cast<double>(layer.m), static_cast<double>(layer.n),
+             static_cast<double>(layer.k)};
+  if (options.tokens_per_step > 0) d.m = options.tokens_per_step;
+  const double ranks = static_cast<double>(std::max<std::size_t>(layer.ranks.size(), 1));
+  switch (layer.split) {
+    case Split::kNone: break;
+    case Split::kColumn: d.n /= ranks; break;
+    case Split::kRow: d.k /= ranks; break;
+    case Split::kData: d.m /= ranks; break;
+  }
+  return d;
+}
+
+// GemmLayer::dims's arrangement: fprop {m, n, k}, dgrad {m, k, n}, wgrad {n, k, m}.
+GemmShape arrange(const RankDims& d, Gemm gemm) {
+  switch (gemm) {
+    case Gemm::kFprop: return {d.m, d.n, d.k};
+    case Gemm::kDgrad: return {d.m, d.k, d.n};
+    case Gemm::kWgrad: return {d.n, d.k, d.m};
+  }
+  return {d.m, d.n, d.k};
+}
+
+// A role's stored tensor [rows, cols]: X [m, k], W [n, k], dY [m, n]. The rowwise copy is read
+// as [rows, cols] (reduction cols), the columnwise one as [cols, rows].
+std::array<double, 2> stored_shape(const RankDims& d, Role role) {
+  switch (role) {
+    case Role::kActivation: return {d.m, d.k};
+    case Role::kWeight: return {d.n, d.k};
+    case Role::kGradient: return {d.m, d.n};
+  }
+  return {d.m, d.k};
+}
+
+bool is_fp8(const Recipe& recipe) { return recipe.kind != RecipeKind::kBf16; }
+
+}  // namespace
+
+RecipeSupport recipe_support(RecipeKind kind, const GpuTarget& gpu) {
+  if (te_runs_on(kind, gpu.sm)) return {};
+  const auto& row = recipe_kind_traits(kind);
+  const std::string te = *row.te_recipe != '\0' ? std::string(" (TE ") + row.te_recipe + ")" : "";
+  const std::string rule = gpu.sm < row.te_min_sm
+                               ? " needs " + sm_text(row.te_min_sm) + "+"
+                               : " runs on " + sm_text(row.te_min_sm) + " to " +
+                                     sm_text(row.te_max_sm) + " only";
+  return {false, row.name + rule + te + "; " + gpu.name + " is " + sm_text(gpu.sm)};
+}
+
+GemmShape rank_gemm_shape(const GemmLayer& layer, Gemm gemm, const CostOptions& options) {
+  return arrange(rank_dims(layer, options), gemm);
+}
+
+double gemm_flops(const GemmShape& s) { return 2.0 * s.m * s.n * s.k; }
+
+KernelCost gemm_cost_bf16(const GemmShape& s, const GpuTarget& gpu) {
+  const double bytes = kBf16Bytes * (s.m * s.k + s.n * s.k) + kBf16Bytes * s.m * s.n;
+  return kernel(gemm_flops(s), gpu.bf16_tflops, bytes, gpu);
+}
+
+KernelCost gemm_cost_fp8(const GemmShape& s, const Recipe& recipe, Role a, Role b,
+                         const GpuTarget& gpu) {
+  FP8A_CHECK(is_fp8(recipe), "gemm_cost_fp8 needs an FP8 recipe");
+  const double scales = (block_scale_count(recipe, a, s.m, s.k) +
+                         block_scale_count(recipe, b, s.n, s.k)) * scale_bytes(recipe);
+  const double bytes = kFp8Bytes * (s.m * s.k + s.n * s.k) + scales + kBf16Bytes * s.m * s.n;
+  return kernel(gemm_flops(s), gpu.fp8_tflops, bytes, gpu);
+}
+
+double block_scale_count(const Recipe& recipe, Role role, double outer, double reduction) {
+  if (!is_fp8(recipe)) return 0.0;
+  if (is_per_tensor(recipe.kind)) return 1.0;
+  const BlockShape block = block_shape(recipe, role, Orientation::kRowwise);
+  return std::ceil(outer / static_cast<double>(block.rows)) *
+         std::ceil(reduction / static_cast<double>(block.cols));
+}
+
+double scale_bytes(const Recipe& recipe) {
+  if (!is_fp8(recipe)) return 0.0;
+  return recipe_kind_traits(recipe.kind).scale_type == ScaleType::kE8M0 ? kE8M0ScaleBytes
+                                                                        : kFp32ScaleBytes;
+}
+
+KernelCost cast_cost(const Recipe& recipe, Role role, double outer, double reduction,
+                     const GpuTarget& gpu) {
+  FP8A_CHECK(is_fp8(recipe), "cast_cost needs an FP8 recipe");
+  const double elements = outer * reduction;
+  const double bytes = (kBf16Bytes + kFp8Bytes) * elements +
+                       block_scale_count(recipe, role, outer, reduction) * scale_bytes(recipe);
+  return kernel(0.0, 0.0, bytes, gpu);
+}
+
+KernelCost amax_cost(const Recipe& recipe, double elements, const GpuTarget& gpu) {
+  if (recipe.kind != RecipeKind::kPerTensorCurrent) return {};
+  return kernel(0.0, 0.0, kBf16Bytes * elements, gpu);
+}
+
+bool fp8_gemm_reads_transposed(int sm) { return (sm >= 100 && sm < 120) || sm >= 130; }
+
+CostModel build_cost_model(std::span<const GemmLayer> layers, std::span<const Recipe> recipes,
+                           const GpuTarget& gpu, const CostOptions& options) {
+  CostModel model;
+  model.gpu = &gpu;
+  model.options = options;
+  model.recipes.assign(recipes.begin(), recipes.end());
+  for (const auto& r : model.recipes) {
+    model.support.push_back(recipe_support(r.kind, gpu));
+    model.single_copy.push_back(is_per_tensor(r.kind) && fp8_gemm_reads_transposed(gpu.sm));
+  }
+  const std::size_t n_recipes = model.recipes.size();
+
+  std::map<std::string, LayerCost> by_name;
+  for (const auto& layer : layers) {
+    LayerCost& c = by_name[layer.layer];
+    if (c.steps == 0) {
+      c.layer = layer.layer;
+      c.fp8_seconds.assign(n_recipes, {});
+      c.cast_seconds.assign(n_recipes, {});
+      c.amax_seconds.assign(n_recipes, {});
+    }
+    ++c.steps;
+    const RankDims d = rank_dims(layer, options);
+    const double ranks = static_cast<double>(std::max<std::size_t>(layer.ranks.size(), 1));
+    for (const auto& use : kGemmOperandUses) {
+      const auto g = static_cast<std::size_t>(use.gemm);
+      const GemmShape s = arrange(d, use.gemm);
+      c.flops[g] += gemm_flops(s) * ranks;
+      const double bf16 = gemm_cost_bf16(s, gpu).seconds;
+      c.bf16_seconds[g] += bf16;
+      for (std::size_t r = 0; r < n_recipes; ++r) {
+        if (!model.support[r].runs) continue;
+        const Recipe& recipe = model.recipes[r];
+        c.fp8_seconds[r][g] +=
+            is_fp8(recipe) ? gemm_cost_fp8(s, recipe, use.a, use.b, gpu).seconds : bf16;
+      }
+    }
+    for (std::size_t r = 0; r < n_recipes; ++r) {
+      const Recipe& recipe = model.recipes[r];
+      if (!model.support[r].runs || !is_fp8(recipe)) continue;
+      for (const Role role : {Role::kActivation, Role::kWeight, Role::kGradient}) {
+        const auto ri = static_cast<std::size_t>(role);
+        const auto [rows, cols] = stored_shape(d, role);
+        const double row_cast = cast_cost(recipe, role, rows, cols, gpu).seconds;
+        c.cast_seconds[r][ri][0] += row_cast;
+        c.cast_seconds[r][ri][1] +=
+            model.single_copy[r] ? row_cast : cast_cost(recipe, role, cols, rows, gpu).seconds;
+        c.amax_seconds[r][ri] += amax_cost(recipe, rows * cols, gpu).seconds;
+      }
+    }
+  }
+  for (auto& [name, c] : by_name) model.layers.push_back(std::move(c));
+  return model;
+}
+
+CostPlan uniform_plan(const CostModel& model, int recipe) {
+  CostPlan plan;
+  plan.choice.assign(model.layers.size(), {recipe, recipe, recipe});
+  return plan;
+}
+
+CostEstimate estimate_cost(const CostModel& model, const CostPlan& plan) {
+  FP8A_CHECK(plan.choice.size() == model.layers.size(), "a cost plan has one entry per layer");
+  const int n_recipes = static_cast<int>(model.recipes.size());
+  CostEstimate e;
+  for (std::size_t l = 0; l < model.layers.size(); ++l) {
+    const LayerCost& c = model.layers[l];
+    // The copies (recipe, role, orientation) and amax passes (recipe, role) the FP8 GEMMs need.
+    std::array<std::array<int, 3>, 6> casts{};
+    std::array<std::array<int, 2>, 6> amaxes{};
+    std::size_t n_casts = 0, n_amaxes = 0;
+    auto need = [&](int r, Role role, Orientation o) {
+      const int ro = static_cast<int>(role);
+      const int oi = model.single_copy[static_cast<std::size_t>(r)] ? 0 : static_cast<int>(o);
+      const std::array<int, 3> key{r, ro, oi};
+      if (std::find(casts.begin(), casts.begin() + n_casts, key) == casts.begin() + n_casts)
+        casts[n_casts++] = key;
+      const std::array<int, 2> akey{r, ro};
+      if (std::find(amaxes.begin(), amaxes.begin() + n_amaxes, akey) == amaxes.begin() + n_amaxes)
+        amaxes[n_amaxes++] = akey;
+    };
+    for (const auto& use : kGemmOperandUses) {
+      const auto g = static_cast<std::size_t>(use.gemm);
+      const int r = plan.choice[l][g];
+      e.bf16_seconds += c.bf16_seconds[g];
+      e.total_flops += c.flops[g];
+      if (r == kCostBf16) {
+        e.plan_seconds += c.bf16_seconds[g];
+        continue;
+      }
+      FP8A_CHECK(r >= 0 && r < n_recipes, "a cost plan names a recipe of its model");
+      const auto ru = static_cast<std::size_t>(r);
+      FP8A_CHECK(model.support[ru].runs, "a cost plan chose a recipe the GPU does not run");
+      if (!is_fp8(model.recipes[ru])) {
+        e.plan_seconds += c.bf16_seconds[g];
+        continue;
+      }
+      e.plan_seconds += c.fp8_seconds[ru][g];
+      e.fp8_flops += c.flops[g];
+      need(r, use.a, use.a_orientation);
+      need(r, use.b, use.b_orientation);
+    }
+    for (std::size_t i = 0; i < n_casts; ++i) {
+      const auto& [r, role, o] = casts[i];
+      e.plan_seconds += c.cast_seconds[static_cast<std::size_t>(r)][static_cast<std::size_t>(role)]
+                                      [static_cast<std::size_t>(o)];
+    }
+    for (std::size_t i = 0; i < n_amaxes; ++i) {
+      const auto& [r, role] = amaxes[i];
+      e.plan_seconds +=
+          c.amax_seconds[static_cast<std::size_t>(r)][static_cast<std::size_t>(role)];
+    }
+  }
+  e.speedup = e.plan_seconds > 0 ? e.bf16_seconds / e.plan_seconds : 1.0;
+  e.fp8_flop_share = e.total_flops > 0 ? e.fp8_flops / e.total_flops : 0.0;
+  return e;
+}
+
+}  // namespace fp8a
