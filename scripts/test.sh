@@ -4,17 +4,22 @@
 #   build-cpu  FP8A_WITH_CUDA=OFF  (the CPU-only configuration must build and pass too), with the
 #              CUDA backend's tests on the host emulation of tests/cuda_emu (label cuda-emu, about 2 min)
 # GPU tests carry the ctest label "cuda" and skip, saying so, on machines without a GPU.
+# The consumer checks (label "consumers") run in build/consumers-venv, made by
+# scripts/consumers-env.sh from PyPI (about 2 min and 5.5 GB the first time, nothing after);
+# FP8A_SKIP_CONSUMERS=1 leaves it out and those tests skip. They run once, in build-cpu (they
+# do not depend on the build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
+[ "${FP8A_SKIP_CONSUMERS:-0}" = 1 ] || bash scripts/consumers-env.sh
 source scripts/cuda-env.sh
 jobs=$(nproc)
-for cfg in "build AUTO OFF" "build-cpu OFF ON"; do
+for cfg in "build AUTO OFF OFF" "build-cpu OFF ON ON"; do
   set -- $cfg
-  dir=$1 cuda=$2 emulation=$3
+  dir=$1 cuda=$2 emulation=$3 consumers=$4
   echo "== configure $dir (FP8A_WITH_CUDA=$cuda)"
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFP8A_WITH_CUDA="$cuda" -DFP8A_WERROR=ON \
-    -DFP8A_CUDA_EMULATION="$emulation" \
+    -DFP8A_CUDA_EMULATION="$emulation" -DFP8A_CONSUMER_TESTS="$consumers" \
     | grep -E "fp8-advisor|Error" || true
   echo "== build $dir"
   cmake --build "$dir" -j "$jobs"

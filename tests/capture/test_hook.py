@@ -1,5 +1,7 @@
 #!/usr/bin/python3
-"""Tests of datasets/capture/fp8a_capture.py on a real PyTorch.
+"""Tests of datasets/capture/fp8a_capture.py on a real PyTorch, as a training script uses it:
+installed with pip from datasets/capture (its pyproject.toml) into a virtualenv made for the
+test (seeing this Python's torch), then imported by name.
 
 Usage: test_hook.py PATH_TO_fp8-advisor [unittest args]
 Exits 77 (skipped, for ctest SKIP_RETURN_CODE) when this Python cannot import torch.
@@ -12,12 +14,14 @@ import shutil
 import struct
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import unittest
 import weakref
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "datasets", "capture"))
+PACKAGE_SRC = os.path.join(HERE, "..", "..", "datasets", "capture")
+VENV_ENV = "FP8A_CAPTURE_TEST_VENV"
 
 try:
     import torch
@@ -25,7 +29,35 @@ except Exception as e:  # noqa: BLE001
     print("SKIPPED: %s cannot import torch (%s); install python3-torch" % (sys.executable, e))
     sys.exit(77)
 
-import fp8a_capture  # noqa: E402
+
+def run_in_package_venv():
+    """pip-installs datasets/capture into a fresh venv that sees this Python's packages (torch)
+    and runs this file again there. Offline: --no-index --no-build-isolation (the venv's own
+    setuptools builds it), from a copy (setuptools writes build/ next to the sources)."""
+    tmp = tempfile.mkdtemp(prefix="fp8a_capture_venv_")
+    try:
+        venv = os.path.join(tmp, "venv")
+        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", venv], check=True)
+        py = os.path.join(venv, "bin", "python")
+        if sys.prefix != sys.base_prefix:  # run from a venv: its packages too
+            child_site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                        check=True, capture_output=True, text=True).stdout.strip()
+            with open(os.path.join(child_site, "fp8a_parent_venv.pth"), "w") as f:
+                f.write(sysconfig.get_paths()["purelib"] + "\n")
+        src = os.path.join(tmp, "capture")
+        shutil.copytree(PACKAGE_SRC, src, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+        subprocess.run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-index",
+                        "--no-build-isolation", "--no-deps", src], check=True)
+        env = dict(os.environ, **{VENV_ENV: venv})
+        return subprocess.run([py, os.path.abspath(__file__)] + sys.argv[1:], env=env).returncode
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__" and VENV_ENV not in os.environ:
+    sys.exit(run_in_package_venv())
+
+import fp8a_capture  # noqa: E402  (the pip-installed package)
 
 BINARY = None
 _DT = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
@@ -105,6 +137,15 @@ def run_inspect(path):
         shape = [int(v) for v in shape.strip("[]").split(",")]
         rows[(int(step), layer + "." + role)] = (dtype, shape, float(am))
     return rows
+
+
+class Package(unittest.TestCase):
+    def test_imported_from_the_installed_package(self):
+        site = sysconfig.get_paths()["purelib"]
+        self.assertEqual(os.path.dirname(os.path.abspath(fp8a_capture.__file__)), site)
+        self.assertTrue(site.startswith(os.environ[VENV_ENV]))
+        from importlib.metadata import version
+        self.assertEqual(version("fp8a-capture"), "0.1.0")
 
 
 class Trainer(object):

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Creates the virtualenv the consumer checks (tests/consumers/, ctest label "consumers") run in:
+# the consumers' own parsers from PyPI at the versions of tests/consumers/requirements.txt, on
+# Debian 12's /usr/bin/python3 (3.11).
+#   bash scripts/consumers-env.sh [VENV]      default build/consumers-venv
+# Does nothing when VENV was made from the same pins (a stamp holds their hash). Besides pip:
+#  - Transformer Engine 2.20.2: its pure-Python wheel is unpacked into VENV/share/fp8a/te, not
+#    installed: the checks load transformer_engine/common/recipe/__init__.py by path, since
+#    importing the package needs libtransformer_engine.so, and an installed TE breaks Megatron's
+#    imports (it raises RuntimeError where Megatron catches ImportError).
+#  - Megatron-Core 0.19.2: its wheel says Requires-Python >= 3.12; its Python sources (all of
+#    which compile on 3.11) are unpacked into site-packages without the one compiled module
+#    (megatron/core/datasets/helpers_cpp, cp312, unused by the checks). 0.16.1, the last release
+#    for 3.11, has no megatron/training (the argument parser).
+# PyPI's torch is a CUDA build: it pulls NVIDIA's runtime wheels (most of the venv's size) and
+# runs on the CPU without a GPU.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv=${1:-build/consumers-venv}
+python=/usr/bin/python3
+te_version=2.20.2
+megatron_version=0.19.2
+req=tests/consumers/requirements.txt
+con=tests/consumers/constraints.txt
+stamp_text="$(cat "$req" "$con" 2>/dev/null; echo "te=$te_version megatron=$megatron_version"; cat datasets/capture/pyproject.toml 2>/dev/null)"
+stamp=$(printf '%s' "$stamp_text" | sha256sum | cut -c1-16)
+if [ -f "$venv/.fp8a-stamp" ] && [ "$(cat "$venv/.fp8a-stamp")" = "$stamp" ]; then
+  exit 0
+fi
+start=$(date +%s)
+echo "== creating $venv (consumer checks)"
+rm -rf "$venv"
+"$python" -m venv "$venv"
+pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
+constraints=()
+[ -f "$con" ] && constraints=(-c "$con")
+"${pip[@]}" install -r "$req" "${constraints[@]}"
+dl=$(mktemp -d)
+trap 'rm -rf "$dl"' EXIT
+# The capture hook's package, as a training script installs it (from a copy: setuptools builds
+# in the source folder).
+cp -r datasets/capture "$dl/capture"
+"${pip[@]}" install --no-deps "$dl/capture"
+"${pip[@]}" download --no-deps --only-binary=:all: -d "$dl" "transformer-engine==$te_version"
+"${pip[@]}" download --no-deps --only-binary=:all: --python-version 3.12 -d "$dl" \
+  "megatron-core==$megatron_version"
+mkdir -p "$venv/share/fp8a/te"
+"$venv/bin/python" - "$dl" "$venv" <<'PY'
+import pathlib, sys, sysconfig, zipfile
+dl, venv = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+zipfile.ZipFile(next(dl.glob("transformer_engine-*.whl"))).extractall(venv / "share/fp8a/te")
+site = pathlib.Path(sysconfig.get_paths()["purelib"])
+with zipfile.ZipFile(next(dl.glob("megatron_core-*.whl"))) as z:
+    for n in z.namelist():
+        if n.startswith("megatron/") and not n.endswith(".so"):
+            z.extract(n, site)
+PY
+printf '%s\n' "$stamp" > "$venv/.fp8a-stamp"
+echo "== $venv ready in $(( $(date +%s) - start )) s, $(du -sh "$venv" | cut -f1)"

@@ -1,0 +1,63 @@
+"""What the consumer checkers share: the one-line verdict, file reading, TE's recipe module.
+
+Each checker prints one line and exits 0 ("OK: ...") or 1 ("FAIL: <reason>"); 2 is a usage
+error. They run in the venv of scripts/consumers-env.sh, where TE's pure-Python sources lie in
+<venv>/share/fp8a/te (unpacked, not installed: see that script).
+"""
+import importlib.util
+import json
+import os
+import sys
+
+TE_SRC = os.path.join(sys.prefix, "share", "fp8a", "te")
+
+
+class CheckFailed(Exception):
+    pass
+
+
+def main(check):
+    """Runs check(argv) -> str, maps it to the one-line verdict and the exit code."""
+    try:
+        ok = check(sys.argv[1:])
+    except CheckFailed as e:
+        print("FAIL: %s" % e)
+        return 1
+    except Exception as e:  # noqa: BLE001 - the consumer's own error is the verdict
+        print("FAIL: %s: %s" % (type(e).__name__, " ".join(str(e).split())))
+        return 1
+    print("OK: %s" % ok)
+    return 0
+
+
+def read_json(path):
+    if not os.path.isfile(path):  # the consumers' loaders treat a missing file as empty
+        raise CheckFailed("%s: no such file" % path)
+    with open(path, encoding="utf-8") as f:
+        try:
+            return json.load(f)
+        except json.JSONDecodeError as e:
+            raise CheckFailed("%s: not JSON (%s)" % (path, e))
+
+
+def require_file(path):
+    if not os.path.isfile(path):
+        raise CheckFailed("%s: no such file" % path)
+
+
+def te_recipe_module():
+    """TE's transformer_engine/common/recipe/__init__.py, loaded by path with TE's import-time
+    environment variables unset (they change the defaults, see consumers.md section 1.1)."""
+    name = "transformer_engine_common_recipe"
+    if name in sys.modules:
+        return sys.modules[name]
+    path = os.path.join(TE_SRC, "transformer_engine", "common", "recipe", "__init__.py")
+    if not os.path.isfile(path):
+        raise CheckFailed("TE's recipe module not found at %s (run scripts/consumers-env.sh)" % path)
+    for k in [k for k in os.environ if k.startswith("NVTE_")]:
+        del os.environ[k]
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # pydantic resolves annotations through sys.modules[cls.__module__]
+    spec.loader.exec_module(mod)
+    return mod

@@ -1,0 +1,120 @@
+#!/usr/bin/python3
+"""run_checks.py CONSUMER VENV: runs CONSUMER's checker in VENV on the samples of
+tests/consumers/samples/: each good sample must pass ("OK: ..."), each bad one must fail with
+the expected reason (a substring of its "FAIL: ..." line). Exits 77 (skipped, for ctest's
+SKIP_RETURN_CODE) when VENV has no python: create it with `bash scripts/consumers-env.sh`."""
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+S = os.path.join(HERE, "samples")
+SCHEMA = os.path.join(S, "schema", "recipe_min.schema.json")
+OK = "OK: "
+# Megatron module paths (local layer indices) and what good_precision.yaml maps them to.
+MEGATRON_PATHS = ["decoder.layers.0.self_attention.linear_qkv=bf16",
+                  "decoder.layers.3.mlp.linear_fc2=bf16",
+                  "decoder.layers.2.mlp.linear_fc1=mxfp8",
+                  "decoder.layers.1.mlp.linear_fc2=tensorwise_hybrid",
+                  "decoder.layers.10.mlp.linear_fc2=tensorwise_hybrid",
+                  "output_layer=tensorwise_hybrid"]
+NVDLFW_LAYERS = ["model.decoder.layers.2.mlp.linear_fc2", "model.decoder.layers.1.self_attention.linear_qkv",
+                 "model.decoder.layers.3.mlp.linear_fc1", "model.decoder.layers.4.mlp.linear_fc1"]
+
+CASES = {
+    "schema": ("check_schema.py", [
+        ([SCHEMA, "schema/good_recipe.json"], OK),
+        ([SCHEMA, "schema/bad_unknown_key.json"], "at /: Additional properties are not allowed ('extra' was unexpected)"),
+        ([SCHEMA, "schema/bad_margin.json"], "at /recipe/margin: -1 is less than the minimum of 0"),
+        (["schema/bad_not_2020.schema.json", "schema/good_recipe.json"], "$schema is not Draft 2020-12"),
+        ([SCHEMA, "schema/missing.json"], "no such file"),
+    ]),
+    "te": ("check_te_recipe.py", [
+        (["te/good_delayed.json"], OK + "good_delayed.json builds recipe_type=DelayedScaling, margin=1, format=HYBRID, amax_history_len=1024"),
+        (["te/good_current.json"], OK),
+        (["te/good_block_fp32_env.json"], OK),
+        (["te/good_mxfp8_flat.json"], OK),
+        (["te/bad_unknown_key.json"], "unknown key 'history' for DelayedScaling (TE would ignore it)"),
+        (["te/bad_margin.json"], "DelayedScaling.margin = -1: must be >= 0"),
+        (["te/bad_history.json"], "DelayedScaling.amax_history_len = '16': expected an integer"),
+        (["te/bad_e5m2.json"], "Float8CurrentScaling.fp8_format = 'E5M2': expected one of E4M3, HYBRID"),
+        (["te/bad_f32_scales.json"], "use_f32_scales = true does not change TE's scales"),
+        (["te/bad_block_dims.json"], "Only 1D or 2D blocks supported for w"),
+        (["te/bad_class.json"], "class 'NVFP4BlockScaling': expected one of"),
+    ]),
+    "megatron": ("check_megatron.py", [
+        (["megatron/good_precision.yaml"] + MEGATRON_PATHS, OK),
+        (["megatron/good_precision.yaml", "decoder.layers.1.mlp.linear_fc2=bf16"],
+         "decoder.layers.1.mlp.linear_fc2 resolves to config 'tensorwise_hybrid', expected 'bf16'"),
+        (["megatron/bad_matcher_not_enabled.yaml"], "matcher 'layer2_mlp' has no `enabled: true`"),
+        (["megatron/bad_unknown_recipe_key.yaml"], "ValueError: Field 'fp8_margin' not valid"),
+        (["megatron/bad_delayed.yaml"], "ValueError: Delayed scaling not in scope"),
+        (["megatron/bad_format.yaml"], "ValueError: Unhandled fp8_format e5m2"),
+        (["megatron/bad_dangling_config.yaml"], "matcher 'layer2_mlp' names config 'mxfp8_blocks', not in configs"),
+        (["megatron/bad_regex_matcher.yaml"], "NotImplementedError: Match type 'regex' not implemented"),
+    ]),
+    "megatron_args": ("check_megatron_args.py", [
+        (["megatron_args/good_args.txt"], OK),
+        (["megatron_args/good_delayed.txt"], OK),
+        (["megatron_args/bad_unknown_flag.txt"], "unrecognized arguments: --fp8-history-len 16"),
+        (["megatron_args/bad_recipe_choice.txt"], "argument --fp8-format: invalid choice: 'e5m2'"),
+        (["megatron_args/bad_delayed_bf16_layers.txt"], "Delayed scaling does not support first / last layer in BF16"),
+    ]),
+    "nvdlfw": ("check_nvdlfw.py", [
+        (["nvdlfw/good_debug.yaml"] + NVDLFW_LAYERS, OK),
+        (["nvdlfw/bad_unknown_feature.yaml"], "Could not find feature 'DisableQuantizationGem' in namespace 'transformer_engine'"),
+        (["nvdlfw/bad_no_enabled.yaml"], "Missing required config field `enabled` under fallback_layer1"),
+        (["nvdlfw/bad_gemm_name.yaml"], "DisableQuantizationGEMM.gemms 'wgard': expected one of dgrad, fprop, wgrad"),
+        (["nvdlfw/bad_no_stats.yaml"], "LogTensorStats.stats must be a non-empty list"),
+        (["nvdlfw/bad_overlap.yaml"] + NVDLFW_LAYERS, "Found multiple debug configs targeting the same layer(s): model.decoder.layers.2.mlp.linear_fc2"),
+        (["nvdlfw/missing.yaml"], "no such file"),
+    ]),
+    "torchao": ("check_torchao.py", [
+        (["torchao/good_rowwise.json"], OK + "good_rowwise.json: torchao recipe rowwise, 4 modules kept high precision, 2 converted"),
+        (["torchao/good_tensorwise_nomodules.json"], OK),
+        (["torchao/good_none.json"], OK),
+        (["torchao/bad_recipe_name.json"], "recipe_name mxfp8 not in valid names"),
+        (["torchao/bad_unknown_key.json"], "unknown key 'emulate'"),
+        (["torchao/bad_filter_matches_nothing.json"], "filter_fqns entry 'layers.7.' matches no module"),
+        (["torchao/bad_none_without_reason.json"], "recipe_name is null without a reason"),
+    ]),
+}
+
+
+def main():
+    if len(sys.argv) != 3 or sys.argv[1] not in CASES:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    consumer, venv = sys.argv[1], os.path.abspath(sys.argv[2])
+    python = os.path.join(venv, "bin", "python")
+    if not os.access(python, os.X_OK):
+        print("SKIPPED: no consumer venv at %s; create it with `bash scripts/consumers-env.sh`" % venv)
+        return 77
+    checker, cases = CASES[consumer]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NVTE_")}
+    env["TORCH_CPP_LOG_LEVEL"] = "ERROR"
+    passed = failed = 0
+    for args, expect in cases:
+        args = [a if a.startswith("/") or "=" in a or not a.endswith((".json", ".yaml", ".txt"))
+                else os.path.join(S, a) for a in args]
+        p = subprocess.run([python, os.path.join(HERE, checker)] + args, cwd=S, env=env,
+                           capture_output=True, text=True, timeout=300)
+        lines = p.stdout.strip().splitlines()
+        last = lines[-1] if lines else ""
+        want_ok = expect.startswith(OK)
+        good = (p.returncode == 0 and last.startswith(expect)) if want_ok else \
+               (p.returncode == 1 and last.startswith("FAIL: ") and expect in last)
+        shown = " ".join(os.path.relpath(a, S) if a.startswith(S) else a for a in args)
+        if good and len(lines) == 1:
+            passed += 1
+            print("ok   %s %s\n     %s" % (checker, shown, last[:300]))
+        else:
+            failed += 1
+            print("FAIL %s %s: rc %d, expected %r\n  stdout: %s\n  stderr: %s"
+                  % (checker, shown, p.returncode, expect, p.stdout.strip(), p.stderr.strip()[-2000:]))
+    print("%d passed, %d failed" % (passed, failed))
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
