@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "datasets/capture.hpp"
+#include "datasets/synth.hpp"
 #include "datasets/training_log.hpp"
 #include "engine/cpu_backend.hpp"
 #include "engine/evaluation_index.hpp"
@@ -384,4 +385,47 @@ TEST_CASE("real captures: current scaling passes every GEMM of lm-sane") {
       }
   CHECK(alo == doctest::Approx(0.2619).epsilon(1e-3));
   CHECK(ahi == doctest::Approx(1.0958).epsilon(1e-3));
+}
+
+TEST_CASE("synth sensitive-ends: GEMM amplification flags exactly the cancelling GEMMs") {
+  // The preset's first-layer inputs and last-layer gradients carry a per-token offset the weight
+  // cancels: fprop of the first layer and dgrad of the last come out 3.7-4.1x their prediction,
+  // every other GEMM 0.92-1.01x (current, block, mxfp8 under hybrid).
+  MemoryFileSystem mfs;
+  const SynthPreset* preset = find_synth_preset("sensitive-ends");
+  REQUIRE(preset != nullptr);
+  std::vector<std::string> paths;
+  for (const SynthFile& f : synthesize(*preset, 1, preset->default_steps)) {
+    if (!f.name.ends_with(".safetensors")) continue;
+    std::vector<std::byte> b(f.contents.size());
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<std::byte>(f.contents[i]);
+    mfs.add_file("se/" + f.name, std::move(b));
+    paths.push_back("se/" + f.name);
+  }
+  RealRun r;
+  r.captures = load_captures(paths, mfs);
+  RunConfig config;
+  config.recipes = parse_recipe_list("current,block,mxfp8");
+  r.rows = evaluate_captures(r.captures, config, CpuBackend());
+  std::vector<std::string> skipped;
+  r.gemms = evaluate_gemm_errors(r.captures, r.rows, {}, &skipped);
+  for (const char* recipe : {"current", "block", "mxfp8"}) {
+    const auto vs = judge_gemms(r, recipe, default_policy());
+    REQUIRE(!vs.empty());
+    for (const auto& v : vs) {
+      const bool cancelling = (v.gemm->layer == "layers.0.self_attention.linear_qkv" &&
+                               v.gemm->gemm == Gemm::kFprop) ||
+                              (v.gemm->layer == "output_layer" && v.gemm->gemm == Gemm::kDgrad);
+      INFO(recipe << " " << v.gemm->layer << " " << gemm_name(v.gemm->gemm) << ": " << v.verdict.reason);
+      CHECK(v.verdict.passed == !cancelling);
+      if (cancelling) {
+        CHECK(v.verdict.limiting == Criterion::kGemmAmplification);
+        CHECK(has(v.verdict.reason, ": cancellation)"));
+        CHECK(v.verdict.measured > 3.5);
+      } else {
+        for (const auto& c : v.verdict.checks)
+          if (c.criterion == Criterion::kGemmAmplification) CHECK(c.measured < 1.05);
+      }
+    }
+  }
 }
