@@ -58,9 +58,12 @@ Policy default_policy() {
                      "(E4M3 m=3, E5M2 m=2, BF16 m=7; METRICS.md \"Policy criteria\"); k = 4: twice "
                      "the 1.85x of the least favourable scale position within a binade "
                      "(fp8-advisor)"};
-  p.saturation = {true, 0.01, 1.0,
-                  "fp8-advisor: clipping is the scale behind the amax, not rounding; more than 1 "
-                  "element in 10,000 fails (no published threshold; TE logs overflows% only)"};
+  p.saturation = {true, 0.05, 1.0,
+                  "fp8-advisor: clipping is the scale behind the amax, not rounding; 1 element in "
+                  "2,000, between datasets/real/lm-sane (delayed clips at most 0.012 %, rel_mse at "
+                  "the floor) and synth outlier-growth (delayed clips 0.177 % of the growing FC2 "
+                  "input at 1.1x the floor: only this criterion sees it); no published threshold "
+                  "(TE logs overflows% only)"};
   p.gemm_amplification = {true, 2.0, 0.001953125, 1.0,
                           "fp8-advisor: independent operand errors predict rel_fro_err = "
                           "sqrt(rel_mse_a + rel_mse_b) (METRICS.md); factor 2 separates the "

@@ -68,7 +68,7 @@ struct RelMseFloorCriterion {
 // Fails when saturated_pct > max_pct.
 struct SaturationCriterion {
   bool enabled = true;
-  double max_pct = 0.01;  // percent of the tensor's elements, in (0, 100]
+  double max_pct = 0.05;  // percent of the tensor's elements, in (0, 100]
   double weight = 1.0;
   std::string source;
   bool operator==(const SaturationCriterion&) const = default;
