@@ -19,6 +19,7 @@
 #include "policies/layer_summary.hpp"
 #include "policies/logged_stats_summary.hpp"
 #include "policies/nonfinite.hpp"
+#include "policies/policy.hpp"
 #include "reports/artifact.hpp"
 #include "reports/atomic_file.hpp"
 #include "reports/console_table.hpp"
@@ -46,7 +47,7 @@ std::string recipe_help() {
 int command_run(const Invocation& inv) {
   std::vector<std::string> capture_paths, log_paths, amax_trace_paths;
   std::string out_dir, recipes_text, format_text, device_text, npy_dtype_text, reduction_text,
-      training_recipe_text;
+      training_recipe_text, policy_text;
   int threads = 0;
   std::int64_t gemm_rows = 0;
   const std::string recipes_doc = recipe_help();
@@ -79,6 +80,9 @@ int command_run(const Invocation& inv) {
       ("device", po::value(&device_text)->default_value("auto"),
        "auto, cpu or cuda (cuda also runs every GEMM of gemms.csv in cuBLASLt); auto means the "
        "CPU until the CUDA backend has passed the GPU checks")
+      ("policy", po::value(&policy_text)->default_value("default"),
+       "the advice's criteria: default, te-autoswitch (TE PR #2883's rule) or a policy JSON file "
+       "(README \"Policy\"); validated now, applied by the advice to come")
       ("fail-on-nonfinite", "exit 3 when a tensor holds NaN or Inf (default: warn and leave "
                             "those elements out of the sums)");
   po::variables_map vm;
@@ -87,6 +91,7 @@ int command_run(const Invocation& inv) {
     return kExitOk;
   if (threads < 0) throw usage_error("fp8a.usage.205", "--threads must be >= 0");
   if (gemm_rows < 0) throw usage_error("fp8a.usage.205", "--gemm-rows must be >= 0");
+  [[maybe_unused]] const Policy policy = load_policy(policy_text, DiskFileSystem());
 
   RunInfo info;
   info.version = FP8A_VERSION;

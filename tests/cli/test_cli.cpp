@@ -280,6 +280,9 @@ TEST_CASE("usage errors exit 2 with one line") {
        "mean 'tp'?)\n"},
       {"run --capture x --out y --threads -1",
        "fp8-advisor: error: [fp8a.usage.205] --threads must be >= 0\n"},
+      {"run --capture x --out y --policy te-autoswich",
+       "fp8-advisor: error: [fp8a.usage.213] --policy 'te-autoswich' is neither a preset (default, "
+       "te-autoswitch) nor a policy file (did you mean 'te-autoswitch'?)\n"},
   };
   for (const auto& c : cases) {
     INFO("args: " << c.args);
@@ -319,6 +322,17 @@ TEST_CASE("bad input exits 3 naming the file and tensor, and writes no output") 
   write_bytes(truncated, good.substr(0, good.size() - 3));
   expect(truncated.string(), "[fp8a.safetensors.310] " + truncated.string() +
                                  ": truncated: tensors need 16 data bytes but the file holds 13");
+
+  // A bad --policy file is bad input, found before any capture is read.
+  const fs::path policy = dir.path / "policy.json";
+  write_bytes(policy, "{\"criteria\": {\"saturation\": {\"max_pct\": -1}}}");
+  const auto bad_policy = run("run --capture " + shell_quote(missing) + " --out " +
+                              shell_quote(out.string()) + " --policy " + shell_quote(policy.string()));
+  CHECK(bad_policy.rc == 3);
+  CHECK(bad_policy.err == "fp8-advisor: error: [fp8a.policy.904] policy file '" + policy.string() +
+                              "': criteria.saturation.max_pct is -1, expected a number in (0.0, "
+                              "100.0]\n");
+  CHECK_FALSE(fs::exists(out));
 
   const fs::path badname = dir.path / "badname.safetensors";
   write_bytes(badname, one_tensor("layers.0.fc1.input", {1, 2}));

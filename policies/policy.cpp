@@ -1,0 +1,400 @@
+#include "policies/policy.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/suggest.hpp"
+#include "core/text.hpp"
+
+namespace fp8a {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr const char* kPr2883 =
+    "NVIDIA/TransformerEngine PR #2883 (open), transformer_engine/debug/features/autoswitch_gemm.py";
+
+}  // namespace
+
+const char* fallback_scope_name(FallbackScope scope) {
+  return scope == FallbackScope::kGemm ? "gemm" : "global";
+}
+
+double rel_mse_floor(int mantissa_bits) {
+  return std::ldexp(1.0, -2 * mantissa_bits) / (32.0 * std::log(2.0));
+}
+
+Policy default_policy() {
+  Policy p;
+  p.name = "default";
+  p.description =
+      "fp8-advisor's default: relative measures only. A tensor fails when its rel_mse is more "
+      "than k times its format's rounding floor, when it clips more than a tiny share, or when "
+      "its underflow exceeds TE's 5 % and the flushed values carry more than 1 % of its energy "
+      "(many negligible values flushed is not signal lost); a GEMM fails on its operands, on an "
+      "output error far above what they predict, or on per-element damage to dW.";
+  p.scope = FallbackScope::kGemm;
+  p.scope_source =
+      "per GEMM: nvdlfw_inspect's DisableQuantizationGEMM keeps single GEMMs of a layer in high "
+      "precision (TE debug features)";
+  p.underflow = {true, 5.0, 1.0, 1.0,
+                 std::string("count: ") + kPr2883 +
+                     " underflow_threshold_pct default 5.0; energy: fp8-advisor, 1 % of sum x^2 "
+                     "(flushes alone then allow 20 dB SQNR, the E5M2 rel_mse_floor limit k x "
+                     "floor = 19.5 dB); METRICS.md \"Policy criteria\""};
+  p.mse = {false, 1e-4, 1.0,
+           std::string(kPr2883) +
+               " mse_threshold default 1e-4; absolute (scales with the tensor's magnitude "
+               "squared), so off here: rel_mse_floor judges the relative error"};
+  p.rel_mse_floor = {true, 4.0, rel_mse_floor(3), rel_mse_floor(2), rel_mse_floor(7), 1.0,
+                     "floor: uniform rounding noise of m mantissa bits, 2^(-2m)/(32 ln 2) "
+                     "(E4M3 m=3, E5M2 m=2, BF16 m=7; METRICS.md \"Policy criteria\"); k = 4: twice "
+                     "the 1.85x of the least favourable scale position within a binade "
+                     "(fp8-advisor)"};
+  p.saturation = {true, 0.05, 1.0,
+                  "fp8-advisor: clipping is the scale behind the amax, not rounding; 1 element in "
+                  "2,000, between datasets/real/lm-sane (delayed clips at most 0.012 %, rel_mse at "
+                  "the floor) and synth outlier-growth (delayed clips 0.177 % of the growing FC2 "
+                  "input at 1.1x the floor: only this criterion sees it); no published threshold "
+                  "(TE logs overflows% only)"};
+  p.gemm_amplification = {true, 2.0, 0.001953125, 1.0,
+                          "fp8-advisor: independent operand errors predict rel_fro_err = "
+                          "sqrt(rel_mse_a + rel_mse_b) (METRICS.md); factor 2 separates the "
+                          "cancelling GEMMs of synth preset sensitive-ends (3.7-4.1x) from its "
+                          "other GEMMs (0.92-1.01x) and datasets/real/lm-sane (0.26-1.10x); errors "
+                          "below 2^-9, the BF16 rounding of the output itself, never fail"};
+  p.wgrad_damage = {true, 1.0, 2.0, 1.0,
+                    "fp8-advisor: Adam normalises each parameter's update, so a dW entry zeroed "
+                    "by FP8 stops that weight for the step (1 % of entries); sign flips against "
+                    "the share independent Gaussian noise flips, 100 atan(rel_fro_err)/pi "
+                    "(METRICS.md), factor 2"};
+  p.delayed_forecast = {true, 10000, 1.0,
+                        "fp8-advisor: a delayed-scaling history forecast to start saturating "
+                        "within 10,000 steps of the last capture fails"};
+  return p;
+}
+
+Policy te_autoswitch_policy() {
+  Policy p = default_policy();
+  p.name = "te-autoswitch";
+  p.description =
+      "Transformer Engine PR #2883 AutoswitchGemm's rule with its defaults: a GEMM goes to high "
+      "precision when any tensor it consumes has underflow% > 5 or MSE > 1e-4 (absolute: it "
+      "depends on the tensor's scale), and any such breach sends every GEMM to high precision "
+      "(hold_window_scope global). No other criterion.";
+  p.scope = FallbackScope::kGlobal;
+  p.scope_source = std::string(kPr2883) + " hold_window_scope default \"global\"";
+  p.underflow = {true, 5.0, std::nullopt, 1.0,
+                 std::string(kPr2883) + " underflow_threshold_pct default 5.0 (switch if >)"};
+  p.mse = {true, 1e-4, 1.0, std::string(kPr2883) + " mse_threshold default 1e-4 (switch if >)"};
+  p.rel_mse_floor.enabled = false;
+  p.saturation.enabled = false;
+  p.gemm_amplification.enabled = false;
+  p.wgrad_damage.enabled = false;
+  p.delayed_forecast.enabled = false;
+  return p;
+}
+
+std::string policy_to_json(const Policy& p) {
+  Json c;
+  c["underflow"] = {{"enabled", p.underflow.enabled},
+                    {"max_pct", p.underflow.max_pct},
+                    {"max_energy_pct", p.underflow.max_energy_pct ? Json(*p.underflow.max_energy_pct)
+                                                                  : Json(nullptr)},
+                    {"weight", p.underflow.weight},
+                    {"source", p.underflow.source}};
+  c["mse"] = {{"enabled", p.mse.enabled},
+              {"max", p.mse.max},
+              {"weight", p.mse.weight},
+              {"source", p.mse.source}};
+  c["rel_mse_floor"] = {{"enabled", p.rel_mse_floor.enabled},
+                        {"k", p.rel_mse_floor.k},
+                        {"floor_e4m3", p.rel_mse_floor.floor_e4m3},
+                        {"floor_e5m2", p.rel_mse_floor.floor_e5m2},
+                        {"floor_bf16", p.rel_mse_floor.floor_bf16},
+                        {"weight", p.rel_mse_floor.weight},
+                        {"source", p.rel_mse_floor.source}};
+  c["saturation"] = {{"enabled", p.saturation.enabled},
+                     {"max_pct", p.saturation.max_pct},
+                     {"weight", p.saturation.weight},
+                     {"source", p.saturation.source}};
+  c["gemm_amplification"] = {{"enabled", p.gemm_amplification.enabled},
+                             {"factor", p.gemm_amplification.factor},
+                             {"min_rel_fro_err", p.gemm_amplification.min_rel_fro_err},
+                             {"weight", p.gemm_amplification.weight},
+                             {"source", p.gemm_amplification.source}};
+  c["wgrad_damage"] = {{"enabled", p.wgrad_damage.enabled},
+                       {"max_zeroed_pct", p.wgrad_damage.max_zeroed_pct},
+                       {"sign_flip_factor", p.wgrad_damage.sign_flip_factor},
+                       {"weight", p.wgrad_damage.weight},
+                       {"source", p.wgrad_damage.source}};
+  c["delayed_forecast"] = {{"enabled", p.delayed_forecast.enabled},
+                           {"horizon_steps", p.delayed_forecast.horizon_steps},
+                           {"weight", p.delayed_forecast.weight},
+                           {"source", p.delayed_forecast.source}};
+  Json j;
+  j["name"] = p.name;
+  j["description"] = p.description;
+  j["scope"] = fallback_scope_name(p.scope);
+  j["scope_source"] = p.scope_source;
+  j["criteria"] = std::move(c);
+  return j.dump(2) + "\n";
+}
+
+namespace {
+
+// Reads one JSON object's keys into a struct, naming each key by its path in messages.
+class ObjectReader {
+ public:
+  ObjectReader(const Json& object, std::string path, std::string_view origin)
+      : object_(object), path_(std::move(path)), origin_(origin) {}
+
+  // Every key of the object must be one of `keys`.
+  void only(const std::vector<std::string>& keys) const {
+    for (const auto& [key, value] : object_.items()) {
+      (void)value;
+      bool known = false;
+      for (const auto& k : keys) known = known || k == key;
+      if (!known)
+        throw input_error("fp8a.policy.902", prefix() + "unknown key " + quoted_input(name(key)) +
+                                                 did_you_mean(key, keys));
+    }
+  }
+
+  void boolean(const char* key, bool* out) const {
+    if (const Json* v = find(key)) {
+      if (!v->is_boolean()) wrong_type(key, "true or false", *v);
+      *out = v->get<bool>();
+    }
+  }
+
+  void text(const char* key, std::string* out) const {
+    if (const Json* v = find(key)) {
+      if (!v->is_string()) wrong_type(key, "a string", *v);
+      *out = v->get<std::string>();
+    }
+  }
+
+  // A finite number in [lo, hi], or (lo, hi] when lo_open.
+  void number(const char* key, double lo, bool lo_open, double hi, double* out) const {
+    if (const Json* v = find(key)) *out = checked_number(key, *v, lo, lo_open, hi);
+  }
+
+  // Like number(), or null to unset.
+  void optional_number(const char* key, double lo, bool lo_open, double hi,
+                       std::optional<double>* out) const {
+    if (const Json* v = find(key)) {
+      if (v->is_null()) *out = std::nullopt;
+      else *out = checked_number(key, *v, lo, lo_open, hi, " or null");
+    }
+  }
+
+  void integer(const char* key, std::int64_t lo, std::int64_t hi, std::int64_t* out) const {
+    if (const Json* v = find(key)) {
+      if (!v->is_number_integer()) wrong_type(key, "an integer", *v);
+      const bool is_unsigned = v->is_number_unsigned();
+      const auto u = is_unsigned ? v->get<std::uint64_t>() : 0;
+      const std::int64_t x = is_unsigned ? static_cast<std::int64_t>(std::min<std::uint64_t>(
+                                               u, static_cast<std::uint64_t>(hi) + 1))
+                                         : v->get<std::int64_t>();
+      if (x < lo || x > hi)
+        throw input_error("fp8a.policy.904", prefix() + name(key) + " is " + v->dump() +
+                                                 ", expected an integer in [" + std::to_string(lo) +
+                                                 ", " + std::to_string(hi) + "]");
+      *out = x;
+    }
+  }
+
+  // The object under `key` (checked to be an object), or nullptr when absent.
+  const Json* object(const char* key) const {
+    const Json* v = find(key);
+    if (v != nullptr && !v->is_object()) wrong_type(key, "an object", *v);
+    return v;
+  }
+
+  // One of `names`; returns its index, or -1 when the key is absent.
+  int choice(const char* key, const std::vector<std::string>& names) const {
+    const Json* v = find(key);
+    if (v == nullptr) return -1;
+    if (!v->is_string()) wrong_type(key, "a string", *v);
+    const auto s = v->get<std::string>();
+    for (std::size_t i = 0; i < names.size(); ++i)
+      if (names[i] == s) return static_cast<int>(i);
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    throw input_error("fp8a.policy.904", prefix() + name(key) + " is " + quoted_input(s) +
+                                             ", expected one of " + list + did_you_mean(s, names));
+  }
+
+  std::string name(std::string_view key) const {
+    return path_.empty() ? std::string(key) : path_ + "." + std::string(key);
+  }
+
+ private:
+  const Json* find(const char* key) const {
+    const auto it = object_.find(key);
+    return it == object_.end() ? nullptr : &*it;
+  }
+
+  std::string prefix() const { return "policy file " + std::string(origin_) + ": "; }
+
+  static std::string type_of(const Json& v) {
+    if (v.is_number()) return "a number";
+    if (v.is_string()) return "a string";
+    if (v.is_boolean()) return "a boolean";
+    if (v.is_null()) return "null";
+    if (v.is_array()) return "an array";
+    return "an object";
+  }
+
+  [[noreturn]] void wrong_type(const char* key, const char* expected, const Json& v) const {
+    throw input_error("fp8a.policy.903", prefix() + name(key) + " must be " + expected + ", not " +
+                                             type_of(v));
+  }
+
+  double checked_number(const char* key, const Json& v, double lo, bool lo_open, double hi,
+                        const char* or_null = "") const {
+    if (!v.is_number()) {
+      const std::string expected = std::string("a number") + or_null;
+      wrong_type(key, expected.c_str(), v);
+    }
+    const double x = v.get<double>();
+    const bool ok = std::isfinite(x) && (lo_open ? x > lo : x >= lo) && x <= hi;
+    if (!ok) {
+      const auto bound = [](double b) {
+        return b == std::numeric_limits<double>::max() ? std::string("inf") : Json(b).dump();
+      };
+      throw input_error("fp8a.policy.904", prefix() + name(key) + " is " + v.dump() +
+                                               ", expected a number in " + (lo_open ? "(" : "[") +
+                                               bound(lo) + ", " + bound(hi) +
+                                               (hi == std::numeric_limits<double>::max() ? ")" : "]"));
+    }
+    return x;
+  }
+
+  const Json& object_;
+  std::string path_;
+  std::string_view origin_;
+};
+
+constexpr double kInf = std::numeric_limits<double>::max();
+
+// enabled, weight and source: the keys every criterion has.
+void read_common(const ObjectReader& r, bool* enabled, double* weight, std::string* source) {
+  r.boolean("enabled", enabled);
+  r.number("weight", 0.0, false, kInf, weight);
+  r.text("source", source);
+}
+
+}  // namespace
+
+Policy parse_policy(std::string_view json_text, std::string_view origin) {
+  const std::string where = quoted_input(origin, 200);
+  Json j;
+  try {
+    j = Json::parse(json_text.begin(), json_text.end());
+  } catch (const Json::parse_error& e) {
+    std::string what = e.what();
+    if (const auto at = what.find("] "); what.rfind("[json.exception", 0) == 0 && at != std::string::npos)
+      what = what.substr(at + 2);
+    throw input_error("fp8a.policy.901", "policy file " + where + " is not valid JSON: " + what);
+  }
+  if (!j.is_object())
+    throw input_error("fp8a.policy.901", "policy file " + where + " is not a JSON object");
+
+  const ObjectReader top(j, "", where);
+  top.only({"base", "name", "description", "scope", "scope_source", "criteria"});
+  const int base = top.choice("base", {kPolicyPresets[0], kPolicyPresets[1]});
+  Policy p = base == 1 ? te_autoswitch_policy() : default_policy();
+  top.text("name", &p.name);
+  top.text("description", &p.description);
+  if (const int scope = top.choice("scope", {"gemm", "global"}); scope >= 0)
+    p.scope = scope == 0 ? FallbackScope::kGemm : FallbackScope::kGlobal;
+  top.text("scope_source", &p.scope_source);
+
+  const Json* criteria = top.object("criteria");
+  if (criteria == nullptr) return p;
+  const ObjectReader cr(*criteria, "criteria", where);
+  cr.only({"underflow", "mse", "rel_mse_floor", "saturation", "gemm_amplification", "wgrad_damage",
+           "delayed_forecast"});
+  // Each criterion's object, read by `read` when present.
+  const auto each = [&](const char* key, const std::vector<std::string>& keys,
+                        const std::function<void(const ObjectReader&)>& read) {
+    if (const Json* o = cr.object(key)) {
+      const ObjectReader r(*o, cr.name(key), where);
+      r.only(keys);
+      read(r);
+    }
+  };
+  each("underflow", {"enabled", "max_pct", "max_energy_pct", "weight", "source"},
+       [&](const ObjectReader& r) {
+         auto& c = p.underflow;
+         read_common(r, &c.enabled, &c.weight, &c.source);
+         r.number("max_pct", 0.0, true, 100.0, &c.max_pct);
+         r.optional_number("max_energy_pct", 0.0, true, 100.0, &c.max_energy_pct);
+       });
+  each("mse", {"enabled", "max", "weight", "source"}, [&](const ObjectReader& r) {
+    auto& c = p.mse;
+    read_common(r, &c.enabled, &c.weight, &c.source);
+    r.number("max", 0.0, true, kInf, &c.max);
+  });
+  each("rel_mse_floor", {"enabled", "k", "floor_e4m3", "floor_e5m2", "floor_bf16", "weight", "source"},
+       [&](const ObjectReader& r) {
+         auto& c = p.rel_mse_floor;
+         read_common(r, &c.enabled, &c.weight, &c.source);
+         r.number("k", 1.0, false, kInf, &c.k);
+         r.number("floor_e4m3", 0.0, true, 1.0, &c.floor_e4m3);
+         r.number("floor_e5m2", 0.0, true, 1.0, &c.floor_e5m2);
+         r.number("floor_bf16", 0.0, true, 1.0, &c.floor_bf16);
+       });
+  each("saturation", {"enabled", "max_pct", "weight", "source"}, [&](const ObjectReader& r) {
+    auto& c = p.saturation;
+    read_common(r, &c.enabled, &c.weight, &c.source);
+    r.number("max_pct", 0.0, true, 100.0, &c.max_pct);
+  });
+  each("gemm_amplification", {"enabled", "factor", "min_rel_fro_err", "weight", "source"},
+       [&](const ObjectReader& r) {
+         auto& c = p.gemm_amplification;
+         read_common(r, &c.enabled, &c.weight, &c.source);
+         r.number("factor", 1.0, false, kInf, &c.factor);
+         r.number("min_rel_fro_err", 0.0, true, kInf, &c.min_rel_fro_err);
+       });
+  each("wgrad_damage", {"enabled", "max_zeroed_pct", "sign_flip_factor", "weight", "source"},
+       [&](const ObjectReader& r) {
+         auto& c = p.wgrad_damage;
+         read_common(r, &c.enabled, &c.weight, &c.source);
+         r.number("max_zeroed_pct", 0.0, true, 100.0, &c.max_zeroed_pct);
+         r.number("sign_flip_factor", 1.0, false, kInf, &c.sign_flip_factor);
+       });
+  each("delayed_forecast", {"enabled", "horizon_steps", "weight", "source"},
+       [&](const ObjectReader& r) {
+         auto& c = p.delayed_forecast;
+         read_common(r, &c.enabled, &c.weight, &c.source);
+         r.integer("horizon_steps", 0, 1'000'000'000, &c.horizon_steps);
+       });
+  return p;
+}
+
+Policy load_policy(std::string_view name_or_path, const FileSystem& fs) {
+  if (name_or_path == kPolicyPresets[0]) return default_policy();
+  if (name_or_path == kPolicyPresets[1]) return te_autoswitch_policy();
+  const std::string path(name_or_path);
+  if (fs.kind(path) != FileSystem::Kind::kFile)
+    throw usage_error("fp8a.usage.213",
+                      "--policy " + quoted_input(name_or_path, 200) +
+                          " is neither a preset (default, te-autoswitch) nor a policy file" +
+                          did_you_mean(name_or_path, {kPolicyPresets[0], kPolicyPresets[1]}));
+  const auto file = fs.map(path);
+  const auto bytes = file->bytes();
+  return parse_policy(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()),
+                      path);
+}
+
+}  // namespace fp8a

@@ -1,0 +1,249 @@
+#include "policies/verdict.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <numbers>
+
+#include "engine/gemm_pairing.hpp"
+
+namespace fp8a {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+std::string printf_text(const char* format, double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, x);
+  return buf;
+}
+
+// Percentages as metrics.csv readers know them: 3 decimals, 3 significant digits below 0.01.
+std::string pct(double x) {
+  if (x == 0.0 || !std::isfinite(x) || std::fabs(x) >= 0.01) return printf_text("%.3f", x);
+  return printf_text("%.3g", x);
+}
+std::string num(double x) { return printf_text("%.3g", x); }
+std::string times(double x) { return printf_text(std::fabs(x) >= 100 ? "%.0fx" : "%.1fx", x); }
+
+// A check of measured against threshold where larger measures are worse.
+Check upper_check(Criterion c, double measured, double threshold, double weight) {
+  Check k;
+  k.criterion = c;
+  k.measured = measured;
+  k.threshold = threshold;
+  k.weight = weight;
+  k.passed = measured <= threshold;  // NaN fails
+  k.margin = std::isnan(measured) ? -kInf : (threshold - measured) / threshold;
+  return k;
+}
+
+// "step 2 gradient" / "step 2 gradient (columnwise copy)"
+std::string tensor_what(const EvaluationRow& row) {
+  std::string s = "step " + std::to_string(row.key.step) + " " + role_name(row.key.role);
+  if (row.orientation == Orientation::kColumnwise) s += " (columnwise copy)";
+  return s;
+}
+
+std::string under(const Recipe& recipe, TrainingFormat format) {
+  return " under " + recipe.spec() + "/" + training_format_name(format);
+}
+
+void finish(Verdict* v) {
+  std::string reason;
+  for (const Check& c : v->checks) {
+    if (!c.passed) {
+      v->passed = false;
+      reason += (reason.empty() ? "" : "; ") + c.reason;
+    } else if (!c.reason.empty()) {
+      v->notes.push_back(c.reason);
+    }
+    v->risk = std::max(v->risk, c.weighted_load());
+    if (!v->limiting || c.margin < v->margin) {
+      v->limiting = c.criterion;
+      v->measured = c.measured;
+      v->threshold = c.threshold;
+      v->margin = c.margin;
+    }
+  }
+  if (!reason.empty()) v->reason = v->reason.empty() ? reason : v->reason + "; " + reason;
+}
+
+// The tensor criteria's checks of one tensor copy, appended to `out`; false when the evaluation
+// was not applicable (its reason then goes to *not_applicable).
+bool tensor_checks(const TensorEvidence& ev, const Policy& policy, std::vector<Check>* out,
+                   std::string* not_applicable) {
+  const EvaluationRow& row = *ev.row;
+  const std::string what = tensor_what(row);
+  const std::string how = under(row.recipe, row.format);
+  if (!row.applicability.ok) {
+    *not_applicable = what + how + " not applicable: " + row.applicability.reason;
+    return false;
+  }
+  const QuantMetrics& m = row.metrics;
+  const bool bf16 = row.recipe.kind == RecipeKind::kBf16;
+  const char* format_name = bf16 ? "BF16" : row.fp8 == Fp8Format::kE4M3 ? "E4M3" : "E5M2";
+  const RelMseFloorCriterion& fl = policy.rel_mse_floor;
+  const double floor = bf16 ? fl.floor_bf16 : row.fp8 == Fp8Format::kE4M3 ? fl.floor_e4m3
+                                                                          : fl.floor_e5m2;
+
+  if (const UnderflowCriterion& c = policy.underflow; c.enabled) {
+    const double u = m.underflow_pct;
+    if (!c.max_energy_pct || !(u > c.max_pct)) {
+      Check k = upper_check(Criterion::kUnderflow, u, c.max_pct, c.weight);
+      if (!k.passed)
+        k.reason = what + " underflow " + pct(u) + " % of elements (> " + pct(c.max_pct) + " %)" + how;
+      out->push_back(std::move(k));
+    } else {
+      // Each flushed element adds its whole x^2 to the error sum: 100 * rel_mse bounds the share.
+      const bool bounded = !ev.underflow_energy_pct.has_value();
+      const double energy = bounded ? 100.0 * m.rel_mse : *ev.underflow_energy_pct;
+      Check k = upper_check(Criterion::kUnderflow, energy, *c.max_energy_pct, c.weight);
+      const std::string share = std::string(bounded ? "at most " : "") + pct(energy) +
+                                " % of its energy" + (bounded ? ", bounded by rel_mse" : "");
+      if (!k.passed) {
+        k.reason = what + " underflow " + pct(u) + " % of elements (" + share + " > " +
+                   pct(*c.max_energy_pct) + " %): signal lost" + how;
+      } else {
+        std::string at_floor;
+        if (fl.enabled) at_floor = ", rel_mse " + times(m.rel_mse / floor) + " the " + format_name + " floor";
+        k.reason = what + " underflow " + pct(u) + " % of elements (" + share + at_floor +
+                   "): many negligible values flushed, not signal lost" + how;
+      }
+      out->push_back(std::move(k));
+    }
+  }
+  if (const MseCriterion& c = policy.mse; c.enabled) {
+    Check k = upper_check(Criterion::kMse, m.mse, c.max, c.weight);
+    if (!k.passed) k.reason = what + " MSE " + num(m.mse) + " (> " + num(c.max) + ", absolute)" + how;
+    out->push_back(std::move(k));
+  }
+  if (fl.enabled) {
+    const double ratio = m.rel_mse / floor;
+    Check k = upper_check(Criterion::kRelMseFloor, ratio, fl.k, fl.weight);
+    if (!k.passed)
+      k.reason = what + " rel_mse " + num(m.rel_mse) + " = " + times(ratio) + " the " + format_name +
+                 " rounding floor " + num(floor) + " (> " + times(fl.k) + "; SQNR " +
+                 printf_text("%.2f", m.sqnr_db) + " dB)" + how;
+    out->push_back(std::move(k));
+  }
+  if (const SaturationCriterion& c = policy.saturation; c.enabled) {
+    Check k = upper_check(Criterion::kSaturation, m.saturated_pct, c.max_pct, c.weight);
+    if (!k.passed)
+      k.reason = what + " saturated " + pct(m.saturated_pct) + " % of elements (> " + pct(c.max_pct) +
+                 " %)" + how;
+    out->push_back(std::move(k));
+  }
+  return true;
+}
+
+}  // namespace
+
+const char* criterion_name(Criterion c) {
+  switch (c) {
+    case Criterion::kUnderflow: return "underflow";
+    case Criterion::kMse: return "mse";
+    case Criterion::kRelMseFloor: return "rel_mse_floor";
+    case Criterion::kSaturation: return "saturation";
+    case Criterion::kGemmAmplification: return "gemm_amplification";
+    case Criterion::kWgradZeroed: return "wgrad_zeroed";
+    case Criterion::kWgradSignFlip: return "wgrad_sign_flip";
+    case Criterion::kDelayedForecast: break;
+  }
+  return "delayed_forecast";
+}
+
+double Check::weighted_load() const { return weight * (1.0 - margin); }
+
+Verdict judge_tensor(const TensorEvidence& tensor, const Policy& policy) {
+  Verdict v;
+  if (!tensor_checks(tensor, policy, &v.checks, &v.reason)) v.passed = false;
+  finish(&v);
+  return v;
+}
+
+Verdict judge_gemm(const GemmEvidence& ev, const Policy& policy) {
+  Verdict v;
+  const GemmOperandUse& use = kGemmOperandUses[static_cast<int>(ev.gemm)];
+  const char* gemm = gemm_name(ev.gemm);
+  bool both = true;
+  for (const auto& [operand, role] : {std::pair{&ev.a, use.a}, std::pair{&ev.b, use.b}}) {
+    if (operand->row == nullptr) {
+      both = false;
+      v.notes.push_back(std::string(gemm) + ": " + role_name(role) +
+                        " not captured; judged on the other operand alone");
+      continue;
+    }
+    std::string na;
+    if (!tensor_checks(*operand, policy, &v.checks, &na)) {
+      both = false;
+      v.passed = false;
+      v.reason += (v.reason.empty() ? "" : "; ") + na;
+    }
+  }
+  const GemmRow* out = ev.output;
+  const std::string how = out ? under(out->recipe, out->format) : std::string();
+  if (const GemmAmplificationCriterion& c = policy.gemm_amplification;
+      c.enabled && both && out != nullptr && !(out->rel_fro_err <= c.min_rel_fro_err)) {
+    const double predicted = std::sqrt(ev.a.row->metrics.rel_mse + ev.b.row->metrics.rel_mse);
+    const double ratio = predicted > 0 ? out->rel_fro_err / predicted : kInf;
+    Check k = upper_check(Criterion::kGemmAmplification, ratio, c.factor, c.weight);
+    if (!k.passed)
+      k.reason = "step " + std::to_string(out->step) + " " + gemm + " output rel_fro_err " +
+                 num(out->rel_fro_err) + " = " + times(ratio) + " the " + num(predicted) +
+                 " its operands' rel_mse predict (> " + times(c.factor) + ": cancellation)" + how;
+    v.checks.push_back(std::move(k));
+  }
+  if (const WgradDamageCriterion& c = policy.wgrad_damage; c.enabled && ev.gemm == Gemm::kWgrad) {
+    const std::string step = out ? "step " + std::to_string(out->step) + " " : std::string();
+    if (ev.zeroed_pct) {
+      Check k = upper_check(Criterion::kWgradZeroed, *ev.zeroed_pct, c.max_zeroed_pct, c.weight);
+      if (!k.passed)
+        k.reason = step + "wgrad: " + pct(*ev.zeroed_pct) + " % of dW entries zeroed (> " +
+                   pct(c.max_zeroed_pct) + " %)" + how;
+      v.checks.push_back(std::move(k));
+    }
+    if (ev.sign_flip_pct && out != nullptr) {
+      const double expected = 100.0 * std::atan(out->rel_fro_err) / std::numbers::pi;
+      const double ratio = expected > 0 ? *ev.sign_flip_pct / expected
+                                        : (*ev.sign_flip_pct > 0 ? kInf : 0.0);
+      Check k = upper_check(Criterion::kWgradSignFlip, ratio, c.sign_flip_factor, c.weight);
+      if (!k.passed)
+        k.reason = step + "wgrad: " + pct(*ev.sign_flip_pct) + " % of dW entries flip sign, " +
+                   times(ratio) + " the " + pct(expected) +
+                   " % that independent noise of its rel_fro_err flips (> " +
+                   times(c.sign_flip_factor) + ")" + how;
+      v.checks.push_back(std::move(k));
+    }
+  }
+  finish(&v);
+  return v;
+}
+
+Verdict judge_delayed_forecast(std::optional<double> steps_until_saturation,
+                               const std::string& what, const Policy& policy) {
+  Verdict v;
+  const DelayedForecastCriterion& c = policy.delayed_forecast;
+  if (c.enabled && steps_until_saturation) {
+    const double steps = *steps_until_saturation;
+    const auto horizon = static_cast<double>(c.horizon_steps);
+    Check k;
+    k.criterion = Criterion::kDelayedForecast;
+    k.measured = steps;
+    k.threshold = horizon;
+    k.weight = c.weight;
+    k.passed = steps >= horizon;  // NaN fails
+    k.margin = std::isnan(steps) ? -kInf : horizon > 0 ? (steps - horizon) / horizon : kInf;
+    if (!k.passed)
+      k.reason = what + ": the amax history forecast to run out of headroom " +
+                 printf_text("%.0f", steps) + " steps after the last capture (< " +
+                 std::to_string(c.horizon_steps) + ")";
+    v.checks.push_back(std::move(k));
+  }
+  finish(&v);
+  return v;
+}
+
+}  // namespace fp8a

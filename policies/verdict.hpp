@@ -1,0 +1,111 @@
+// The policy's criteria applied to evidence, as pure functions: one tensor copy under one recipe
+// (an EvaluationRow), one GEMM (its two operand copies and its output error), a delayed-scaling
+// forecast. Each returns a Verdict: passed or not, the limiting criterion with its measured value,
+// threshold and margin, and for every failed check a reason in words and numbers.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/gemm_error.hpp"
+#include "engine/run.hpp"
+#include "policies/policy.hpp"
+
+namespace fp8a {
+
+enum class Criterion : std::uint8_t {
+  kUnderflow,          // UnderflowCriterion
+  kMse,                // MseCriterion
+  kRelMseFloor,        // RelMseFloorCriterion
+  kSaturation,         // SaturationCriterion
+  kGemmAmplification,  // GemmAmplificationCriterion
+  kWgradZeroed,        // WgradDamageCriterion.max_zeroed_pct
+  kWgradSignFlip,      // WgradDamageCriterion.sign_flip_factor
+  kDelayedForecast,    // DelayedForecastCriterion
+};
+// The policy file's key of the criterion ("underflow", ..., "wgrad_zeroed", "wgrad_sign_flip").
+const char* criterion_name(Criterion c);
+
+// One criterion applied to one piece of evidence.
+struct Check {
+  Criterion criterion = Criterion::kUnderflow;
+  bool passed = true;
+  // What was compared, in the criterion's units (percent, rel_mse ratio, factor, steps):
+  //   kUnderflow        underflow_pct vs max_pct; above it with the energy rule on, the flushed
+  //                     energy share (percent, measured or bounded) vs max_energy_pct
+  //   kMse              mse vs max
+  //   kRelMseFloor      rel_mse / floor vs k
+  //   kSaturation       saturated_pct vs max_pct
+  //   kGemmAmplification rel_fro_err / predicted vs factor
+  //   kWgradZeroed      zeroed_pct vs max_zeroed_pct
+  //   kWgradSignFlip    sign_flip_pct / expected vs sign_flip_factor
+  //   kDelayedForecast  steps until saturation vs horizon_steps (larger is better)
+  double measured = 0.0;
+  double threshold = 0.0;
+  // How far inside the threshold, relative to it: (threshold - measured) / threshold, and
+  // (measured - threshold) / threshold for kDelayedForecast. Negative fails; NaN measures fail
+  // with margin -inf.
+  double margin = 0.0;
+  double weight = 1.0;  // the criterion's weight in the policy
+  // weight * (1 - margin): the criterion's weighted load; 1 at the threshold for weight 1.
+  double weighted_load() const;
+  // Failed checks: what failed, in words and numbers. Passed checks: empty, or a note when the
+  // pass needed an explanation (many negligible values flushed).
+  std::string reason;
+};
+
+struct Verdict {
+  bool passed = true;
+  // The check with the smallest margin (failed or not); unset when no criterion applied.
+  std::optional<Criterion> limiting;
+  double measured = 0.0, threshold = 0.0, margin = 0.0;  // the limiting check's
+  // The reasons of the failed checks joined by "; " (empty when passed); a not applicable
+  // evaluation fails with the backend's reason.
+  std::string reason;
+  std::vector<std::string> notes;  // the passed checks' notes
+  std::vector<Check> checks;       // every check made, in Criterion order per piece of evidence
+  // The largest weighted load of the checks: how close to failing (the search's risk order).
+  double risk = 0.0;
+};
+
+// The evidence of one tensor copy under one recipe.
+struct TensorEvidence {
+  const EvaluationRow* row = nullptr;  // never null
+  // Percent of the tensor's energy (sum x^2) in the elements that flush to zero (metrics.csv
+  // underflow_energy_pct). Unset while the evaluation does not compute it: the energy rule then
+  // uses its upper bound 100 * rel_mse.
+  std::optional<double> underflow_energy_pct;
+};
+
+// The evidence of one GEMM of a layer at a step under one recipe.
+struct GemmEvidence {
+  Gemm gemm = Gemm::kFprop;
+  // The operand copies the GEMM consumes (kGemmOperandUses: EvaluationIndex::find_for_use); a null
+  // row is an operand that was not captured: judged from the other alone (the verdict says so).
+  TensorEvidence a, b;
+  const GemmRow* output = nullptr;  // the emulated output error; null when not computed
+  // wgrad output only (gemms.csv zeroed_pct, sign_flip_pct); unset while not computed.
+  std::optional<double> zeroed_pct;
+  std::optional<double> sign_flip_pct;
+};
+
+// The tensor criteria (underflow, mse, rel_mse_floor, saturation) on one tensor copy. Reasons
+// read like "step 2 gradient underflow 44.200 % of elements (0.300 % of its energy) under
+// current/hybrid".
+Verdict judge_tensor(const TensorEvidence& tensor, const Policy& policy);
+
+// One GEMM: the tensor criteria on each operand copy (OR: any failed operand fails the GEMM, as
+// TE's AutoswitchGemm ORs over a GEMM's tensors), then gemm_amplification when the output error
+// and both operands are known, then wgrad_damage on a wgrad output with those columns.
+Verdict judge_gemm(const GemmEvidence& gemm, const Policy& policy);
+
+// Delayed scaling's forecast for one tensor: steps after the last captured step until the history
+// window runs out of headroom (unset: the trend never gets there, or there is no trend).
+// `what` names the tensor and recipe in the reason ("layers.3.mlp.linear_fc2 activation under
+// delayed:history=1024").
+Verdict judge_delayed_forecast(std::optional<double> steps_until_saturation,
+                               const std::string& what, const Policy& policy);
+
+}  // namespace fp8a

@@ -1,0 +1,221 @@
+// The policy file: the presets, the shipped JSON files, custom files, and every error path with
+// its exact message.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "core/error.hpp"
+#include "policies/policy.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kPolicies = fs::path(FP8A_SOURCE_DIR) / "policies";
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::vector<std::byte> bytes_of(const std::string& s) {
+  std::vector<std::byte> b(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) b[i] = static_cast<std::byte>(s[i]);
+  return b;
+}
+
+// The message of the error that parsing `text` as policy file "p.json" throws.
+std::string parse_error(const std::string& text) {
+  try {
+    (void)fp8a::parse_policy(text, "p.json");
+  } catch (const fp8a::Error& e) {
+    CHECK(e.exit_code() == 3);
+    return e.what();
+  }
+  FAIL("no error for " << text);
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("the shipped policy files are policy_to_json of the presets, byte for byte") {
+  // FP8A_UPDATE_POLICY_FILES=1 rewrites them (on purpose only, like tests/golden/).
+  const bool update = std::getenv("FP8A_UPDATE_POLICY_FILES") != nullptr;
+  for (const auto& [file, policy] :
+       {std::pair{"default_policy.json", fp8a::default_policy()},
+        std::pair{"te_autoswitch_policy.json", fp8a::te_autoswitch_policy()}}) {
+    INFO(file);
+    const std::string want = fp8a::policy_to_json(policy);
+    if (update) std::ofstream(kPolicies / file, std::ios::binary) << want;
+    CHECK(read_text(kPolicies / file) == want);
+    // The file read back is the preset, and so is its text given as a file.
+    CHECK(fp8a::parse_policy(want, file) == policy);
+    fp8a::MemoryFileSystem mfs;
+    mfs.add_file(std::string("dir/") + file, bytes_of(want));
+    CHECK(fp8a::load_policy(std::string("dir/") + file, mfs) == policy);
+  }
+}
+
+TEST_CASE("presets by name; the rounding floors are 2^(-2m)/(32 ln 2)") {
+  fp8a::MemoryFileSystem none;
+  const auto d = fp8a::load_policy("default", none);
+  CHECK(d == fp8a::default_policy());
+  CHECK(d.name == "default");
+  CHECK(d.scope == fp8a::FallbackScope::kGemm);
+  CHECK(d.underflow.max_pct == 5.0);
+  CHECK(d.underflow.max_energy_pct == 1.0);
+  CHECK_FALSE(d.mse.enabled);
+  CHECK(d.rel_mse_floor.k == 4.0);
+  // E4M3 7.04e-4 (31.52 dB), E5M2 2.82e-3 (25.50 dB): see METRICS.md "Policy criteria".
+  CHECK(d.rel_mse_floor.floor_e4m3 == doctest::Approx(0.0007044409379340642).epsilon(1e-15));
+  CHECK(d.rel_mse_floor.floor_e5m2 == doctest::Approx(0.0028177637517362566).epsilon(1e-15));
+  CHECK(d.rel_mse_floor.floor_bf16 == doctest::Approx(2.751722413804938e-06).epsilon(1e-15));
+  CHECK(d.saturation.max_pct == 0.05);
+  CHECK(d.gemm_amplification.factor == 2.0);
+  CHECK(d.gemm_amplification.min_rel_fro_err == std::ldexp(1.0, -9));
+  CHECK(d.wgrad_damage.max_zeroed_pct == 1.0);
+  CHECK(d.wgrad_damage.sign_flip_factor == 2.0);
+  CHECK(d.delayed_forecast.horizon_steps == 10000);
+  for (const auto* src : {&d.underflow.source, &d.mse.source, &d.rel_mse_floor.source,
+                          &d.saturation.source, &d.gemm_amplification.source,
+                          &d.wgrad_damage.source, &d.delayed_forecast.source, &d.scope_source})
+    CHECK_FALSE(src->empty());
+
+  // TE PR #2883's AutoswitchGemm defaults and nothing else.
+  const auto t = fp8a::load_policy("te-autoswitch", none);
+  CHECK(t == fp8a::te_autoswitch_policy());
+  CHECK(t.scope == fp8a::FallbackScope::kGlobal);
+  CHECK(t.underflow.enabled);
+  CHECK(t.underflow.max_pct == 5.0);
+  CHECK_FALSE(t.underflow.max_energy_pct.has_value());
+  CHECK(t.mse.enabled);
+  CHECK(t.mse.max == 1e-4);
+  CHECK_FALSE(t.rel_mse_floor.enabled);
+  CHECK_FALSE(t.saturation.enabled);
+  CHECK_FALSE(t.gemm_amplification.enabled);
+  CHECK_FALSE(t.wgrad_damage.enabled);
+  CHECK_FALSE(t.delayed_forecast.enabled);
+}
+
+TEST_CASE("a custom file changes what it names over its base") {
+  const auto p = fp8a::parse_policy(R"({
+    "name": "strict",
+    "criteria": {
+      "saturation": {"max_pct": 0.001, "source": "ours"},
+      "underflow": {"max_energy_pct": null, "max_pct": 1},
+      "delayed_forecast": {"horizon_steps": 50000, "weight": 2.5}
+    }
+  })", "strict.json");
+  fp8a::Policy want = fp8a::default_policy();
+  want.name = "strict";
+  want.saturation.max_pct = 0.001;
+  want.saturation.source = "ours";
+  want.underflow.max_energy_pct.reset();
+  want.underflow.max_pct = 1.0;
+  want.delayed_forecast.horizon_steps = 50000;
+  want.delayed_forecast.weight = 2.5;
+  CHECK(p == want);
+
+  const auto t = fp8a::parse_policy(R"({"base": "te-autoswitch", "scope": "gemm",
+                                        "criteria": {"mse": {"enabled": false}}})", "t.json");
+  fp8a::Policy want_t = fp8a::te_autoswitch_policy();
+  want_t.scope = fp8a::FallbackScope::kGemm;
+  want_t.mse.enabled = false;
+  CHECK(t == want_t);
+  CHECK(fp8a::parse_policy("{}", "empty.json") == fp8a::default_policy());
+}
+
+TEST_CASE("bad policy files: input errors naming the key") {
+  CHECK(parse_error("{\"criteria\": ") ==
+        "[fp8a.policy.901] policy file 'p.json' is not valid JSON: parse error at line 1, column "
+        "14: syntax error while parsing value - unexpected end of input; expected '[', '{', or a "
+        "literal");
+  CHECK(parse_error("[1, 2]") == "[fp8a.policy.901] policy file 'p.json' is not a JSON object");
+  CHECK(parse_error(R"({"critera": {}})") ==
+        "[fp8a.policy.902] policy file 'p.json': unknown key 'critera' (did you mean 'criteria'?)");
+  CHECK(parse_error(R"({"criteria": {"saturaton": {}}})") ==
+        "[fp8a.policy.902] policy file 'p.json': unknown key 'criteria.saturaton' (did you mean "
+        "'saturation'?)");
+  CHECK(parse_error(R"({"criteria": {"underflow": {"max_pc": 3}}})") ==
+        "[fp8a.policy.902] policy file 'p.json': unknown key 'criteria.underflow.max_pc' (did you "
+        "mean 'max_pct'?)");
+  CHECK(parse_error(R"({"criteria": {"rel_mse_floor": {"zzzz": 3}}})") ==
+        "[fp8a.policy.902] policy file 'p.json': unknown key 'criteria.rel_mse_floor.zzzz'");
+  CHECK(parse_error(R"({"criteria": {"underflow": {"max_pct": "5"}}})") ==
+        "[fp8a.policy.903] policy file 'p.json': criteria.underflow.max_pct must be a number, not "
+        "a string");
+  CHECK(parse_error(R"({"criteria": {"underflow": {"max_energy_pct": true}}})") ==
+        "[fp8a.policy.903] policy file 'p.json': criteria.underflow.max_energy_pct must be a "
+        "number or null, not a boolean");
+  CHECK(parse_error(R"({"criteria": {"mse": {"enabled": 1}}})") ==
+        "[fp8a.policy.903] policy file 'p.json': criteria.mse.enabled must be true or false, not "
+        "a number");
+  CHECK(parse_error(R"({"criteria": {"mse": {"source": null}}})") ==
+        "[fp8a.policy.903] policy file 'p.json': criteria.mse.source must be a string, not null");
+  CHECK(parse_error(R"({"criteria": []})") ==
+        "[fp8a.policy.903] policy file 'p.json': criteria must be an object, not an array");
+  CHECK(parse_error(R"({"criteria": {"saturation": 0.1}})") ==
+        "[fp8a.policy.903] policy file 'p.json': criteria.saturation must be an object, not a "
+        "number");
+  CHECK(parse_error(R"({"criteria": {"delayed_forecast": {"horizon_steps": 1.5}}})") ==
+        "[fp8a.policy.903] policy file 'p.json': criteria.delayed_forecast.horizon_steps must be "
+        "an integer, not a number");
+  CHECK(parse_error(R"({"criteria": {"delayed_forecast": {"horizon_steps": -1}}})") ==
+        "[fp8a.policy.904] policy file 'p.json': criteria.delayed_forecast.horizon_steps is -1, "
+        "expected an integer in [0, 1000000000]");
+  CHECK(parse_error(R"({"criteria": {"saturation": {"max_pct": 0}}})") ==
+        "[fp8a.policy.904] policy file 'p.json': criteria.saturation.max_pct is 0, expected a "
+        "number in (0.0, 100.0]");
+  CHECK(parse_error(R"({"criteria": {"underflow": {"max_pct": 101}}})") ==
+        "[fp8a.policy.904] policy file 'p.json': criteria.underflow.max_pct is 101, expected a "
+        "number in (0.0, 100.0]");
+  CHECK(parse_error(R"({"criteria": {"rel_mse_floor": {"k": 0.5}}})") ==
+        "[fp8a.policy.904] policy file 'p.json': criteria.rel_mse_floor.k is 0.5, expected a "
+        "number in [1.0, inf)");
+  CHECK(parse_error(R"({"criteria": {"mse": {"weight": -1}}})") ==
+        "[fp8a.policy.904] policy file 'p.json': criteria.mse.weight is -1, expected a number in "
+        "[0.0, inf)");
+  CHECK(parse_error(R"({"scope": "layer"})") ==
+        "[fp8a.policy.904] policy file 'p.json': scope is 'layer', expected one of gemm, global");
+  CHECK(parse_error(R"({"base": "te_autoswitch"})") ==
+        "[fp8a.policy.904] policy file 'p.json': base is 'te_autoswitch', expected one of default, "
+        "te-autoswitch (did you mean 'te-autoswitch'?)");
+  CHECK(parse_error(R"({"base": 3})") ==
+        "[fp8a.policy.903] policy file 'p.json': base must be a string, not a number");
+}
+
+TEST_CASE("--policy that is neither a preset nor a file is a usage error") {
+  fp8a::MemoryFileSystem mfs;
+  mfs.add_file("dir/p.json", bytes_of("{}"));
+  const auto message = [&](const std::string& arg) -> std::string {
+    try {
+      (void)fp8a::load_policy(arg, mfs);
+    } catch (const fp8a::Error& e) {
+      CHECK(e.exit_code() == 2);
+      return e.what();
+    }
+    return "no error";
+  };
+  CHECK(message("te-autoswich") ==
+        "[fp8a.usage.213] --policy 'te-autoswich' is neither a preset (default, te-autoswitch) "
+        "nor a policy file (did you mean 'te-autoswitch'?)");
+  CHECK(message("dir") ==
+        "[fp8a.usage.213] --policy 'dir' is neither a preset (default, te-autoswitch) nor a "
+        "policy file");
+  CHECK(fp8a::load_policy("dir/p.json", mfs) == fp8a::default_policy());
+  // A file that parses badly is bad input (exit 3), named by its path.
+  mfs.add_file("dir/bad.json", bytes_of("{\"nme\": 1}"));
+  try {
+    (void)fp8a::load_policy("dir/bad.json", mfs);
+    FAIL("no error");
+  } catch (const fp8a::Error& e) {
+    CHECK(e.exit_code() == 3);
+    CHECK(std::string(e.what()) ==
+          "[fp8a.policy.902] policy file 'dir/bad.json': unknown key 'nme' (did you mean 'name'?)");
+  }
+}
