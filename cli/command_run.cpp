@@ -58,8 +58,9 @@ int command_run(const Invocation& inv) {
        "(searched recursively)")
       ("out", po::value(&out_dir)->required(), "output directory (created if missing)")
       ("recipes", po::value(&recipes_text)->default_value(default_recipe_list()), recipes_doc.c_str())
-      ("format", po::value(&format_text)->default_value("hybrid"),
-       "e4m3 (every role E4M3) or hybrid (E5M2 for gradients), as TE's recipe Format")
+      ("format", po::value(&format_text)->default_value(training_format_list(kAllTrainingFormats)),
+       "comma-separated TE recipe Formats to evaluate: e4m3 (every role E4M3) and/or hybrid "
+       "(E5M2 for gradients)")
       ("amax-reduction", po::value(&reduction_text)->default_value("tp"),
        "tensors captured as several ranks: tp = one amax reduced over the ranks (TE's all-reduce), "
        "none = each rank's own amax for current scaling")
@@ -98,7 +99,7 @@ int command_run(const Invocation& inv) {
   info.git_revision = FP8A_GIT_REVISION;
   info.command_line = inv.command_line;
   info.config.recipes = parse_recipe_list(recipes_text);
-  info.config.format = parse_training_format(format_text);
+  info.config.formats = parse_training_format_list(format_text);
   if (reduction_text == "tp") info.config.amax_reduction = AmaxReduction::kTp;
   else if (reduction_text == "none") info.config.amax_reduction = AmaxReduction::kNone;
   else
@@ -191,7 +192,7 @@ int command_run(const Invocation& inv) {
   }
   std::cout << "fp8-advisor " << FP8A_VERSION << ": " << captures.tensors.size() << " tensors from "
             << captures.files.size() << " file(s), " << info.config.recipes.size()
-            << " recipe(s), format " << training_format_name(info.config.format) << ", backend "
+            << " recipe(s), format " << training_format_list(info.config.formats) << ", backend "
             << info.backend << " (" << info.device << ")\n\n"
             << render_layer_table(layers) << "\n" << wrote << "\n";
   if (info.logged_stats) std::cout << render_logged_stats_line(*info.logged_stats, training_recipe.has_value());

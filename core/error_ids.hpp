@@ -38,7 +38,7 @@ namespace detail {
 using enum ErrorKind;
 inline constexpr ErrorIdRow kErrorIdRows[] = {
     {"fp8a.usage.201", kUsage, "bad recipe spec (unknown kind or option, bad `eps`, empty list entry)"},
-    {"fp8a.usage.202", kUsage, "bad `--format` (`e5m2` alone is not a TE recipe format)"},
+    {"fp8a.usage.202", kUsage, "bad `--format` entry (`e4m3` or `hybrid`; `e5m2` alone is not a TE recipe format)"},
     {"fp8a.usage.203", kUsage, "bad command line: unknown or missing option, bad value"},
     {"fp8a.usage.204", kUsage, "missing or unknown command"},
     {"fp8a.usage.205", kUsage, "bad `--threads` or `--gemm-rows`"},

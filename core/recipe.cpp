@@ -1,5 +1,6 @@
 #include "core/recipe.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 
@@ -33,6 +34,28 @@ TrainingFormat parse_training_format(std::string_view name) {
   throw usage_error("fp8a.usage.202", "--format '" + std::string(name) +
                                           "': expected e4m3 or hybrid" +
                                           did_you_mean(name, {"e4m3", "hybrid"}));
+}
+
+std::vector<TrainingFormat> parse_training_format_list(std::string_view list) {
+  std::vector<TrainingFormat> out;
+  std::size_t begin = 0;
+  while (true) {
+    const std::size_t end = std::min(list.find(',', begin), list.size());
+    const std::string_view item = list.substr(begin, end - begin);
+    if (item.empty())
+      throw usage_error("fp8a.usage.202", "--format '" + std::string(list) +
+                                              "': empty entry in the list; expected e4m3 and/or hybrid");
+    const TrainingFormat f = parse_training_format(item);
+    if (std::find(out.begin(), out.end(), f) == out.end()) out.push_back(f);
+    if (end == list.size()) return out;
+    begin = end + 1;
+  }
+}
+
+std::string training_format_list(const std::vector<TrainingFormat>& formats) {
+  std::string s;
+  for (const TrainingFormat f : formats) s += (s.empty() ? "" : ",") + std::string(training_format_name(f));
+  return s;
 }
 
 Fp8Format fp8_format_for(TrainingFormat f, Role role) {

@@ -23,6 +23,14 @@ enum class TrainingFormat : std::uint8_t { kE4M3, kHybrid };
 const char* training_format_name(TrainingFormat f);
 // Throws usage error fp8a.usage.202 for anything but "e4m3" / "hybrid".
 TrainingFormat parse_training_format(std::string_view name);
+// `--format LIST`: comma-separated formats, duplicates dropped, order kept. Throws usage error
+// fp8a.usage.202 for a bad or empty entry.
+std::vector<TrainingFormat> parse_training_format_list(std::string_view list);
+// The formats as `--format` takes them ("e4m3,hybrid"); the inverse of parse_training_format_list.
+std::string training_format_list(const std::vector<TrainingFormat>& formats);
+// Every format: `--format`'s and RunConfig's default.
+inline const std::vector<TrainingFormat> kAllTrainingFormats = {TrainingFormat::kE4M3,
+                                                                TrainingFormat::kHybrid};
 Fp8Format fp8_format_for(TrainingFormat f, Role role);
 
 // How scales are chosen. One row per kind in kRecipeKinds.

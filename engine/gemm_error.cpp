@@ -3,6 +3,7 @@
 #include <tbb/parallel_for.h>
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <optional>
@@ -149,9 +150,12 @@ std::vector<GemmRow> evaluate_gemm_errors(const CaptureSet& captures,
   const EvaluationIndex index(rows);
   const std::vector<GemmLayer> jobs = pair_gemm_operands(captures, skipped);
 
-  std::vector<std::vector<GemmRow>> results(jobs.size());
+  const std::vector<TrainingFormat>& formats = index.formats();
+  // Per job, per format: its rows.
+  std::vector<std::vector<std::vector<GemmRow>>> results(jobs.size());
   tbb::parallel_for(std::size_t{0}, jobs.size(), [&](std::size_t j) {
     const GemmLayer& job = jobs[j];
+    results[j].resize(formats.size());
     const std::size_t nr = job.ranks.size();
     // Per rank: the operands by role, the sampled token rows, the float64 references.
     struct RankData {
@@ -185,81 +189,111 @@ std::vector<GemmRow> evaluate_gemm_errors(const CaptureSet& captures,
       dyst = data[0].dys.transpose();
       xst = data[0].xs.transpose();
     }
+    // One GEMM of the recipe from the operands' rows: the emulated row (and the engine's) to out.
+    const auto compute = [&](const Recipe& recipe, const GemmOperandUse& u, const EvaluationRow& ra,
+                             const EvaluationRow& rb, TrainingFormat format, std::vector<GemmRow>* out) {
+      const int ia = static_cast<int>(u.a), ib = static_cast<int>(u.b);
+      ErrorSums sums;
+      MatrixD ref_sum, got_sum;  // outputs that add up over the ranks
+      const bool summed = output_is_sum(job.split, u.gemm);
+      for (std::size_t r = 0; r < nr; ++r) {
+        const RankData& d = data[r];
+        // Quantise whole operands (scales see every row), then take the sampled token rows.
+        const MatrixF aq = take_rows(fake_quantized(d.full[ia], spec_for(ra, *job.ranks[r][ia])), d.idx);
+        const MatrixF bq_full = fake_quantized(d.full[ib], spec_for(rb, *job.ranks[r][ib]));
+        MatrixF got;
+        switch (u.gemm) {
+          case Gemm::kFprop: got = aq * bq_full.transpose(); break;
+          case Gemm::kDgrad: got = aq * bq_full; break;
+          case Gemm::kWgrad: got = aq.transpose() * take_rows(bq_full, d.idx); break;
+        }
+        const MatrixD& ref = d.ref[static_cast<int>(u.gemm)];
+        if (!summed) {
+          sums.add(ref, got.cast<double>());
+        } else if (r == 0) {
+          ref_sum = ref;
+          got_sum = got.cast<double>();
+        } else {
+          ref_sum += ref;
+          got_sum += got.cast<double>();
+        }
+      }
+      if (summed) sums.add(ref_sum, got_sum);
+      GemmRow row;
+      row.step = job.step;
+      row.layer = job.layer;
+      row.gemm = u.gemm;
+      row.recipe = recipe;
+      row.format = format;
+      row.rows_used = rows_used;
+      row.sampled = sampled;
+      const GemmDims dims = job.dims(u.gemm);
+      row.m = dims.m;
+      row.n = dims.n;
+      row.k = dims.k;
+      sums.finish(&row);
+      row.note = split_note;
+      if (!split_note.empty() && options.engine != nullptr)
+        row.note += "; " + options.engine->name() + " not run: rank shards";
+      out->push_back(row);
+      if (!use_engine) return;
+      const RankData& d = data[0];
+      GemmProblem p;
+      p.gemm = u.gemm;
+      p.what = "step " + std::to_string(job.step) + " layer '" + job.layer + "' " +
+               gemm_name(u.gemm) + " " + recipe.spec();
+      const QuantSpec sa = spec_of(ra), sb = spec_of(rb);
+      const bool fprop = u.gemm == Gemm::kFprop, dgrad = u.gemm == Gemm::kDgrad;
+      const MatrixF* a = fprop ? &d.xs : dgrad ? &d.dys : &dyst;
+      const MatrixF* b = fprop ? &d.full[1] : dgrad ? &wt : &xst;
+      p.a.spec = fprop || dgrad ? sa : transposed(sa);
+      p.b.spec = fprop ? sb : transposed(sb);
+      p.m = a->rows();
+      p.n = b->rows();
+      p.k = a->cols();
+      p.a.rows = p.m;
+      p.b.rows = p.n;
+      p.a.values = std::span<const float>(a->data(), static_cast<std::size_t>(a->size()));
+      p.b.values = std::span<const float>(b->data(), static_cast<std::size_t>(b->size()));
+      run_on_engine(*options.engine, p, sampled, out);
+    };
     for (const Recipe& recipe : index.recipes()) {
       for (const GemmOperandUse& u : kGemmOperandUses) {
-        const int ia = static_cast<int>(u.a), ib = static_cast<int>(u.b);
-        const EvaluationRow* ra = index.find_for_use(job.ranks[0][ia]->key, recipe, u.a_orientation);
-        const EvaluationRow* rb = index.find_for_use(job.ranks[0][ib]->key, recipe, u.b_orientation);
-        if (ra == nullptr || rb == nullptr || !ra->applicability.ok || !rb->applicability.ok) continue;
-        ErrorSums sums;
-        MatrixD ref_sum, got_sum;  // outputs that add up over the ranks
-        const bool summed = output_is_sum(job.split, u.gemm);
-        for (std::size_t r = 0; r < nr; ++r) {
-          const RankData& d = data[r];
-          // Quantise whole operands (scales see every row), then take the sampled token rows.
-          const MatrixF aq = take_rows(fake_quantized(d.full[ia], spec_for(*ra, *job.ranks[r][ia])), d.idx);
-          const MatrixF bq_full = fake_quantized(d.full[ib], spec_for(*rb, *job.ranks[r][ib]));
-          MatrixF got;
-          switch (u.gemm) {
-            case Gemm::kFprop: got = aq * bq_full.transpose(); break;
-            case Gemm::kDgrad: got = aq * bq_full; break;
-            case Gemm::kWgrad: got = aq.transpose() * take_rows(bq_full, d.idx); break;
+        // A format whose operands have an earlier format's FP8 types (fprop, whose X and W are
+        // E4M3 in every format; BF16) gets copies of that format's rows: computed once.
+        struct Computed {
+          Fp8Format a, b;
+          std::size_t format, begin, end;  // its rows: results[j][format][begin, end)
+        };
+        std::vector<Computed> computed;
+        for (std::size_t f = 0; f < formats.size(); ++f) {
+          std::vector<GemmRow>& rows_f = results[j][f];
+          const EvaluationRow* ra =
+              index.find_for_use(job.ranks[0][static_cast<int>(u.a)]->key, recipe, formats[f], u.a_orientation);
+          const EvaluationRow* rb =
+              index.find_for_use(job.ranks[0][static_cast<int>(u.b)]->key, recipe, formats[f], u.b_orientation);
+          if (ra == nullptr || rb == nullptr || !ra->applicability.ok || !rb->applicability.ok) continue;
+          const auto same = std::find_if(computed.begin(), computed.end(), [&](const Computed& c) {
+            return c.a == ra->fp8 && c.b == rb->fp8;
+          });
+          if (same != computed.end()) {
+            for (std::size_t i = same->begin; i < same->end; ++i) {
+              rows_f.push_back(results[j][same->format][i]);
+              rows_f.back().format = formats[f];
+            }
+            continue;
           }
-          const MatrixD& ref = d.ref[static_cast<int>(u.gemm)];
-          if (!summed) {
-            sums.add(ref, got.cast<double>());
-          } else if (r == 0) {
-            ref_sum = ref;
-            got_sum = got.cast<double>();
-          } else {
-            ref_sum += ref;
-            got_sum += got.cast<double>();
-          }
+          const std::size_t begin = rows_f.size();
+          compute(recipe, u, *ra, *rb, formats[f], &rows_f);
+          computed.push_back({ra->fp8, rb->fp8, f, begin, rows_f.size()});
         }
-        if (summed) sums.add(ref_sum, got_sum);
-        GemmRow row;
-        row.step = job.step;
-        row.layer = job.layer;
-        row.gemm = u.gemm;
-        row.recipe = recipe;
-        row.format = ra->format;
-        row.rows_used = rows_used;
-        row.sampled = sampled;
-        const GemmDims dims = job.dims(u.gemm);
-        row.m = dims.m;
-        row.n = dims.n;
-        row.k = dims.k;
-        sums.finish(&row);
-        row.note = split_note;
-        if (!split_note.empty() && options.engine != nullptr)
-          row.note += "; " + options.engine->name() + " not run: rank shards";
-        results[j].push_back(row);
-        if (!use_engine) continue;
-        const RankData& d = data[0];
-        GemmProblem p;
-        p.gemm = u.gemm;
-        p.what = "step " + std::to_string(job.step) + " layer '" + job.layer + "' " +
-                 gemm_name(u.gemm) + " " + recipe.spec();
-        const QuantSpec sa = spec_of(*ra), sb = spec_of(*rb);
-        const bool fprop = u.gemm == Gemm::kFprop, dgrad = u.gemm == Gemm::kDgrad;
-        const MatrixF* a = fprop ? &d.xs : dgrad ? &d.dys : &dyst;
-        const MatrixF* b = fprop ? &d.full[1] : dgrad ? &wt : &xst;
-        p.a.spec = fprop || dgrad ? sa : transposed(sa);
-        p.b.spec = fprop ? sb : transposed(sb);
-        p.m = a->rows();
-        p.n = b->rows();
-        p.k = a->cols();
-        p.a.rows = p.m;
-        p.b.rows = p.n;
-        p.a.values = std::span<const float>(a->data(), static_cast<std::size_t>(a->size()));
-        p.b.values = std::span<const float>(b->data(), static_cast<std::size_t>(b->size()));
-        run_on_engine(*options.engine, p, sampled, &results[j]);
       }
     }
   });
   std::vector<GemmRow> out;
-  for (auto& r : results)
-    for (auto& g : r) out.push_back(std::move(g));
+  for (std::size_t f = 0; f < formats.size(); ++f)
+    for (auto& r : results)
+      for (auto& g : r[f]) out.push_back(std::move(g));
   return out;
 }
 

@@ -59,6 +59,10 @@ struct GemmOptions {
   const GemmEngine* engine = nullptr;  // also run every GEMM on this engine (not owned)
 };
 
+// Rows ordered by format (the table's, EvaluationIndex::formats), then layer job, recipe and GEMM:
+// each format's rows are those of a run of that format alone. A GEMM whose operands have the same
+// FP8 types in two formats (fprop: X and W are E4M3 in both; BF16) is computed once and its rows
+// repeated with the other format.
 // Layers whose operands do not fit together (X [M,K], W [N,K], dY [M,N]) are skipped and named in
 // `skipped`. Evaluations that were not applicable (delayed without history) are skipped too.
 std::vector<GemmRow> evaluate_gemm_errors(const CaptureSet& captures,

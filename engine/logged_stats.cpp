@@ -1,5 +1,6 @@
 #include "engine/logged_stats.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -47,6 +48,11 @@ std::vector<LoggedComparison> compare_logged_stats(std::span<const LoggedFp8Stat
                                                    std::span<const EvaluationRow> rows,
                                                    const std::optional<Recipe>& training_recipe) {
   const EvaluationIndex index(rows);
+  const auto& formats = index.formats();
+  const TrainingFormat format =
+      formats.empty() || std::find(formats.begin(), formats.end(), TrainingFormat::kHybrid) != formats.end()
+          ? TrainingFormat::kHybrid
+          : formats.front();
   // Captured layers by sanitised name; a sanitised name shared by two layers matches neither.
   std::map<std::string, std::set<std::string>> layers_of;
   for (const auto& layer : index.layers()) layers_of[sanitized_layer_name(layer)].insert(layer);
@@ -97,7 +103,7 @@ std::vector<LoggedComparison> compare_logged_stats(std::span<const LoggedFp8Stat
       bool has_copy = false;
       for (const auto o : copies) has_copy = has_copy || o == c.orientation;
       if (!has_copy) c.orientation = Orientation::kRowwise;  // both copies have the same numbers
-      const EvaluationRow* row = index.find(tensor, *recipe, c.orientation);
+      const EvaluationRow* row = index.find(tensor, *recipe, format, c.orientation);
       if (row == nullptr) {
         c.note = "not evaluated";
       } else if (!row->applicability.ok) {

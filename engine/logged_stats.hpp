@@ -39,7 +39,8 @@ struct LoggedComparison {
 
 // One comparison per logged value, in the log's order. training_recipe: the recipe the logged
 // run trained with (bare statistic names), if known; it must be among the evaluated recipes for
-// its values to pair.
+// its values to pair. nvdlfw_inspect does not log the format: values are compared with the hybrid
+// rows (TE's default recipe.Format) when the table has them, else with its first format's.
 std::vector<LoggedComparison> compare_logged_stats(std::span<const LoggedFp8Stat> logged,
                                                    std::span<const EvaluationRow> rows,
                                                    const std::optional<Recipe>& training_recipe);

@@ -88,51 +88,68 @@ std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const R
     g = h;
   }
 
-  std::vector<std::vector<EvaluationRow>> per_group(groups.size());
+  // Per group: its evaluations, and per format the evaluations that are its rows, in row order.
+  struct GroupRows {
+    std::vector<EvaluationRow> evaluations;
+    std::vector<std::vector<std::size_t>> of_format;
+  };
+  const std::vector<TrainingFormat>& formats = config.formats;
+  std::vector<GroupRows> per_group(groups.size());
   const auto evaluate_group = [&](std::size_t g) {
     const auto [first, last] = groups[g];
     const CapturedTensor& t = captures.tensors[first];
-    const Fp8Format fp8 = fp8_format_for(config.format, t.key.role);
     const bool reduce = last - first > 1 && config.amax_reduction == AmaxReduction::kTp;
     float reduced_amax = 0.0f;
     if (reduce)
       for (std::size_t i = first; i < last; ++i)
         reduced_amax = std::max(reduced_amax, backend.evaluate({}, captures.tensors[i].view).stats.amax);
-    std::vector<EvaluationRow>& rows = per_group[g];
+    std::vector<EvaluationRow>& rows = per_group[g].evaluations;
+    per_group[g].of_format.resize(formats.size());
     std::vector<Candidate> candidates;
-    std::vector<std::size_t> slots;  // row index of each candidate sent to the backend
+    std::vector<std::size_t> slots;  // evaluation index of each candidate sent to the backend
     for (const Recipe& recipe : config.recipes) {
       for (Orientation o : orientations_for(recipe, t.key.role)) {
-        EvaluationRow row;
-        row.key = t.key;
-        row.file = t.file;
-        row.tensor_name = t.tensor_name;
-        row.input_dtype = t.view.dtype;
-        row.shape = t.view.shape;
-        row.ranks = static_cast<int>(last - first);
-        row.recipe = recipe;
-        row.format = config.format;
-        row.fp8 = recipe.kind == RecipeKind::kBf16 ? Fp8Format::kE4M3 : fp8;
-        row.orientation = o;
-        for (std::size_t i = first; i < last && row.applicability.ok; ++i)
-          row.applicability = recipe_fits(recipe, captures.tensors[i].view);
-        Candidate c{recipe, fp8, t.key.role, o};
-        if (replays_history(recipe.kind) && row.applicability.ok) {
-          const auto known = history.find({t.key.layer, t.key.role});
-          row.replay = replay_delayed_scale(known != history.end() ? known->second : no_history,
-                                            t.key.step, recipe, fp8);
-          if (row.replay.mode == ReplayMode::kUnavailable)
-            row.applicability = Applicability::no(row.replay.detail);
-          else
-            c.given_scale = row.replay.scale;
+        const std::size_t first_of_copy = rows.size();
+        for (std::size_t f = 0; f < formats.size(); ++f) {
+          // BF16 casts to no FP8 type: one evaluation serves every format (reported as E4M3).
+          const Fp8Format fp8 = recipe.kind == RecipeKind::kBf16
+                                    ? Fp8Format::kE4M3
+                                    : fp8_format_for(formats[f], t.key.role);
+          std::size_t e = first_of_copy;
+          while (e < rows.size() && rows[e].fp8 != fp8) ++e;
+          per_group[g].of_format[f].push_back(e);
+          if (e < rows.size()) continue;  // an earlier format's evaluation of this FP8 type
+          EvaluationRow row;
+          row.key = t.key;
+          row.file = t.file;
+          row.tensor_name = t.tensor_name;
+          row.input_dtype = t.view.dtype;
+          row.shape = t.view.shape;
+          row.ranks = static_cast<int>(last - first);
+          row.recipe = recipe;
+          row.format = formats[f];
+          row.fp8 = fp8;
+          row.orientation = o;
+          for (std::size_t i = first; i < last && row.applicability.ok; ++i)
+            row.applicability = recipe_fits(recipe, captures.tensors[i].view);
+          Candidate c{recipe, fp8, t.key.role, o};
+          if (replays_history(recipe.kind) && row.applicability.ok) {
+            const auto known = history.find({t.key.layer, t.key.role});
+            row.replay = replay_delayed_scale(known != history.end() ? known->second : no_history,
+                                              t.key.step, recipe, fp8);
+            if (row.replay.mode == ReplayMode::kUnavailable)
+              row.applicability = Applicability::no(row.replay.detail);
+            else
+              c.given_scale = row.replay.scale;
+          }
+          if (is_per_tensor(recipe.kind) && !replays_history(recipe.kind) && reduce)
+            c.given_scale = per_tensor_scale(recipe, fp8, reduced_amax);  // TE's amax all-reduce
+          if (row.applicability.ok) {
+            candidates.push_back(c);
+            slots.push_back(rows.size());
+          }
+          rows.push_back(std::move(row));
         }
-        if (is_per_tensor(recipe.kind) && !replays_history(recipe.kind) && reduce)
-          c.given_scale = per_tensor_scale(recipe, fp8, reduced_amax);  // TE's amax all-reduce
-        if (row.applicability.ok) {
-          candidates.push_back(c);
-          slots.push_back(rows.size());
-        }
-        rows.push_back(std::move(row));
       }
     }
     // Evaluate every shard and merge: counts and sums add up, stats merge, scale ranges widen.
@@ -176,8 +193,12 @@ std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const R
     add_captured_amaxes(captures, stats, config.training_log, groups[begin].first, groups[end - 1].second, &history);
   }
   std::vector<EvaluationRow> out;
-  for (auto& rows : per_group)
-    for (auto& r : rows) out.push_back(std::move(r));
+  for (std::size_t f = 0; f < formats.size(); ++f)
+    for (const GroupRows& group : per_group)
+      for (const std::size_t e : group.of_format[f]) {
+        out.push_back(group.evaluations[e]);
+        out.back().format = formats[f];
+      }
   return out;
 }
 

@@ -23,11 +23,16 @@ enum class AmaxReduction { kTp, kNone };
 struct RunConfig {
   std::vector<Recipe> recipes;
   AmaxReduction amax_reduction = AmaxReduction::kTp;
-  TrainingFormat format = TrainingFormat::kHybrid;
+  // The formats evaluated, each once, in this order. A tensor is evaluated once per (recipe, FP8
+  // type): activation and weight (E4M3 in every format) and BF16 once, gradients once per
+  // distinct type (E4M3 for e4m3, E5M2 for hybrid).
+  std::vector<TrainingFormat> formats = kAllTrainingFormats;
   const TrainingLog* training_log = nullptr;  // amaxes of every step: exact delayed replay
 };
 
-// One row of the evaluation table: one tensor under one recipe, in one orientation.
+// One row of the evaluation table: one tensor under one recipe in one format, in one orientation.
+// Every format has its complete set of rows; rows of formats that give the tensor the same FP8
+// type (and BF16 rows) are copies of one evaluation.
 struct EvaluationRow {
   CaptureKey key;
   std::string file;
@@ -58,7 +63,8 @@ Applicability recipe_fits(const Recipe& recipe, const TensorView& tensor);
 // too large and values saturate. NaN for rows that are not delayed.
 double delayed_vs_current_log2(const EvaluationRow& row);
 
-// Rows ordered by tensor (capture order), then recipe (config order), then orientation. The
+// Rows ordered by format (config order), then tensor (capture order), then recipe (config order),
+// then orientation: each format's rows are exactly those of a run of that format alone. The
 // result does not depend on the thread count.
 std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const RunConfig& config,
                                              const Backend& backend);

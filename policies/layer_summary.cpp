@@ -31,6 +31,10 @@ std::vector<LayerSummary> summarize_layers(std::span<const EvaluationRow> rows) 
     const EvaluationRow* first = nullptr;  // its first evaluated row
     std::vector<LayerSummary> recipes;
   };
+  const auto& formats = index.formats();
+  const auto format_rank = [&](TrainingFormat f) {
+    return std::find(formats.begin(), formats.end(), f) - formats.begin();
+  };
   std::vector<Layer> layers;
   for (const auto& name : index.layers()) {
     Layer l;
@@ -38,12 +42,18 @@ std::vector<LayerSummary> summarize_layers(std::span<const EvaluationRow> rows) 
       if (!row->applicability.ok) continue;
       if (l.first == nullptr) l.first = row;
       const std::string spec = row->recipe.spec();
-      auto it = std::find_if(l.recipes.begin(), l.recipes.end(),
-                             [&](const LayerSummary& s) { return s.recipe == spec; });
+      auto it = std::find_if(l.recipes.begin(), l.recipes.end(), [&](const LayerSummary& s) {
+        return s.recipe == spec && s.format == row->format;
+      });
       if (it == l.recipes.end()) {
-        it = l.recipes.insert(l.recipes.end(), LayerSummary{});
+        // After the recipe's formats that come before this one (or at the end, for a new recipe).
+        auto at = std::find_if(l.recipes.begin(), l.recipes.end(),
+                               [&](const LayerSummary& s) { return s.recipe == spec; });
+        while (at != l.recipes.end() && at->recipe == spec && format_rank(at->format) < format_rank(row->format)) ++at;
+        it = l.recipes.insert(at, LayerSummary{});
         it->layer = name;
         it->recipe = spec;
+        it->format = row->format;
       }
       LayerSummary& s = *it;
       const bool first = s.evaluations == 0;

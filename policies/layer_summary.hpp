@@ -1,4 +1,4 @@
-// Per-layer worst metrics: for each (layer, recipe), the worst value of each metric over the
+// Per-layer worst metrics: for each (layer, recipe, format), the worst value of each metric over the
 // layer's tensors (roles) and steps, and where it occurred.
 #pragma once
 
@@ -20,6 +20,7 @@ struct WorstValue {
 struct LayerSummary {
   std::string layer;
   std::string recipe;  // canonical spec
+  TrainingFormat format = TrainingFormat::kHybrid;
   std::size_t evaluations = 0;
   WorstValue min_sqnr_db;
   WorstValue min_cos;
@@ -31,7 +32,8 @@ struct LayerSummary {
 };
 
 // Rows that a backend could not evaluate are skipped. Layers keep the order in which they first
-// appear in rows; recipes the order of their first appearance within a layer.
+// appear in rows; recipes the order of their first appearance within a layer, and under each
+// recipe its formats in the table's order (EvaluationIndex::formats).
 std::vector<LayerSummary> summarize_layers(std::span<const EvaluationRow> rows);
 
 }  // namespace fp8a

@@ -1,12 +1,16 @@
 #include "policies/nonfinite.hpp"
 
+#include <set>
+#include <tuple>
+
 namespace fp8a {
 
 NonFiniteVerdict judge_nonfinite(std::span<const EvaluationRow> rows, NonFiniteAction action) {
   NonFiniteVerdict verdict;
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const auto& r = rows[i];
-    if (i > 0 && rows[i - 1].key == r.key) continue;
+  // Every tensor once: its rows repeat per recipe and copy, and again per format.
+  std::set<std::tuple<std::int64_t, std::string, Role>> seen;
+  for (const auto& r : rows) {
+    if (!seen.emplace(r.key.step, r.key.layer, r.key.role).second) continue;
     if (r.stats.nan_count + r.stats.inf_count == 0) continue;
     const std::string what = r.file + ": tensor '" + r.tensor_name + "' holds " +
                              std::to_string(r.stats.nan_count) + " NaN and " +

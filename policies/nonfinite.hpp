@@ -19,7 +19,7 @@ struct NonFiniteVerdict {
   std::optional<std::string> failure;  // kFail: the message of the first such tensor
 };
 
-// rows: the evaluation table (a tensor's rows are adjacent; each tensor is judged once).
+// rows: the evaluation table; each tensor (step, layer, role) is judged once, at its first row.
 NonFiniteVerdict judge_nonfinite(std::span<const EvaluationRow> rows, NonFiniteAction action);
 
 }  // namespace fp8a

@@ -24,14 +24,23 @@ std::string where(const WorstValue& w) { return w.tensor + "@" + std::to_string(
 }  // namespace
 
 std::string render_layer_table(std::span<const LayerSummary> layers) {
-  const std::vector<std::string> head = {"layer", "recipe", "min sqnr dB", "(where)", "min cos",
-                                         "max underflow %", "max saturated %"};
+  bool several_formats = false;
+  for (const auto& l : layers) several_formats = several_formats || l.format != layers.front().format;
+  std::vector<std::string> head = {"layer", "recipe", "min sqnr dB", "(where)", "min cos",
+                                   "max underflow %", "max saturated %"};
+  std::vector<bool> left = {true, true, false, true, false, false, false};
+  if (several_formats) {
+    head.insert(head.begin() + 2, "format");
+    left.insert(left.begin() + 2, true);
+  }
   std::vector<std::vector<std::string>> cells;
-  for (const auto& l : layers)
+  for (const auto& l : layers) {
     cells.push_back({l.layer, l.recipe, fixed(l.min_sqnr_db.value, 2), where(l.min_sqnr_db),
                      fixed(l.min_cos.value, 6), fixed(l.max_underflow_pct.value, 3),
                      fixed(l.max_saturated_pct.value, 3)});
-  return render_text_table(head, cells, {true, true, false, true, false, false, false});
+    if (several_formats) cells.back().insert(cells.back().begin() + 2, training_format_name(l.format));
+  }
+  return render_text_table(head, cells, left);
 }
 
 std::string render_logged_stats_line(const LoggedStatsSummary& s, bool training_recipe_given) {

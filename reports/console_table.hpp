@@ -10,6 +10,7 @@
 
 namespace fp8a {
 
+// One line per (layer, recipe, format); a format column only when the summaries hold several.
 std::string render_layer_table(std::span<const LayerSummary> layers);
 
 // One line on the nvdlfw_inspect statistics: how many were paired with ours, the largest

@@ -43,7 +43,10 @@ Artifact render_summary_json(const RunInfo& info, std::span<const EvaluationRow>
   ordered_json recipes = ordered_json::array();
   for (const auto& r : info.config.recipes) recipes.push_back(r.spec());
   j["recipes"] = recipes;
-  j["format"] = training_format_name(info.config.format);
+  // As --format takes it ("hybrid", "e4m3,hybrid"). Entries below name their format only when the
+  // run has several (a single-format run's summary is the one it has always been).
+  j["format"] = training_format_list(info.config.formats);
+  const bool several_formats = info.config.formats.size() > 1;
   j["amax_reduction"] = info.config.amax_reduction == AmaxReduction::kTp ? "tp" : "none";
   j["timings_s"] = {{"read", info.read_seconds},
                     {"evaluate", info.evaluate_seconds},
@@ -54,12 +57,14 @@ Artifact render_summary_json(const RunInfo& info, std::span<const EvaluationRow>
     if (r.applicability.ok) {
       ++evaluated;
     } else {
-      skipped.push_back({{"step", r.key.step},
-                         {"layer", r.key.layer},
-                         {"tensor", role_name(r.key.role)},
-                         {"recipe", r.recipe.spec()},
-                         {"orientation", orientation_name(r.orientation)},
-                         {"reason", r.applicability.reason}});
+      ordered_json entry = {{"step", r.key.step},
+                            {"layer", r.key.layer},
+                            {"tensor", role_name(r.key.role)},
+                            {"recipe", r.recipe.spec()}};
+      if (several_formats) entry["format"] = training_format_name(r.format);
+      entry["orientation"] = orientation_name(r.orientation);
+      entry["reason"] = r.applicability.reason;
+      skipped.push_back(std::move(entry));
     }
   }
   j["evaluations"] = evaluated;
@@ -69,13 +74,15 @@ Artifact render_summary_json(const RunInfo& info, std::span<const EvaluationRow>
   for (const auto& r : rows) {
     if (!replays_history(r.recipe.kind)) continue;
     ++by_mode[static_cast<int>(r.replay.mode)];
-    if (r.replay.mode != ReplayMode::kExact)
-      replay_details.push_back({{"step", r.key.step},
-                                {"layer", r.key.layer},
-                                {"tensor", role_name(r.key.role)},
-                                {"recipe", r.recipe.spec()},
-                                {"mode", replay_mode_name(r.replay.mode)},
-                                {"detail", r.replay.detail}});
+    if (r.replay.mode == ReplayMode::kExact) continue;
+    ordered_json entry = {{"step", r.key.step},
+                          {"layer", r.key.layer},
+                          {"tensor", role_name(r.key.role)},
+                          {"recipe", r.recipe.spec()}};
+    if (several_formats) entry["format"] = training_format_name(r.format);
+    entry["mode"] = replay_mode_name(r.replay.mode);
+    entry["detail"] = r.replay.detail;
+    replay_details.push_back(std::move(entry));
   }
   j["delayed_replay"] = {{"exact", by_mode[0]},
                          {"approximate", by_mode[1]},
@@ -95,18 +102,19 @@ Artifact render_summary_json(const RunInfo& info, std::span<const EvaluationRow>
   j["not_applicable"] = skipped;
   j["outputs"] = info.outputs;
   ordered_json out_layers = ordered_json::array();
-  for (const auto& l : layers)
-    out_layers.push_back({{"layer", l.layer},
-                          {"recipe", l.recipe},
-                          {"evaluations", l.evaluations},
-                          {"worst",
-                           {{"sqnr_db", worst(l.min_sqnr_db)},
-                            {"cos", worst(l.min_cos)},
-                            {"rel_mse", worst(l.max_rel_mse)},
-                            {"underflow_pct", worst(l.max_underflow_pct)},
-                            {"overflow_pct", worst(l.max_overflow_pct)},
-                            {"saturated_pct", worst(l.max_saturated_pct)}}},
-                          {"nonfinite_count", l.nonfinite_count}});
+  for (const auto& l : layers) {
+    ordered_json entry = {{"layer", l.layer}, {"recipe", l.recipe}};
+    if (several_formats) entry["format"] = training_format_name(l.format);
+    entry["evaluations"] = l.evaluations;
+    entry["worst"] = {{"sqnr_db", worst(l.min_sqnr_db)},
+                      {"cos", worst(l.min_cos)},
+                      {"rel_mse", worst(l.max_rel_mse)},
+                      {"underflow_pct", worst(l.max_underflow_pct)},
+                      {"overflow_pct", worst(l.max_overflow_pct)},
+                      {"saturated_pct", worst(l.max_saturated_pct)}};
+    entry["nonfinite_count"] = l.nonfinite_count;
+    out_layers.push_back(std::move(entry));
+  }
   j["layers"] = out_layers;
   j["warnings"] = info.warnings;
   return {"summary.json", j.dump(2) + "\n", ""};

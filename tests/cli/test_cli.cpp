@@ -184,6 +184,34 @@ TEST_CASE("the sample's known content: gradients underflow under all-E4M3, not u
   CHECK(worst_hybrid < 0.2);
 }
 
+TEST_CASE("--format e4m3,hybrid (the default): the files are the single-format runs' one after the other") {
+  TempDir a, b, both, dup;
+  REQUIRE(run("run --capture " + sample() + " --out " + shell_quote(a.path.string()) + " --format e4m3").rc == 0);
+  REQUIRE(run("run --capture " + sample() + " --out " + shell_quote(b.path.string()) + " --format hybrid").rc == 0);
+  const auto r = run("run --capture " + sample() + " --out " + shell_quote(both.path.string()));
+  REQUIRE(r.rc == 0);
+  REQUIRE(run("run --capture " + sample() + " --out " + shell_quote(dup.path.string()) +
+              " --format e4m3,hybrid,e4m3").rc == 0);
+  for (const char* name : {"metrics.csv", "gemms.csv"}) {
+    INFO(name);
+    const std::string e4m3 = slurp(a.path / name), hybrid = slurp(b.path / name);
+    const std::size_t header = e4m3.find('\n') + 1;
+    REQUIRE(hybrid.compare(0, header, e4m3, 0, header) == 0);
+    CHECK(slurp(both.path / name) == e4m3 + hybrid.substr(header));
+    CHECK(slurp(dup.path / name) == slurp(both.path / name));
+  }
+  // stdout names the formats, and the layer table gains a format column.
+  CHECK(r.out.find("format e4m3,hybrid, backend") != std::string::npos);
+  CHECK(r.out.find("  format  min sqnr dB") != std::string::npos);
+  CHECK(run("run --capture " + sample() + " --out " + shell_quote(b.path.string()) + " --format hybrid")
+            .out.find("  format  ") == std::string::npos);
+  const auto summary = nlohmann::json::parse(slurp(both.path / "summary.json"));
+  CHECK(summary["format"] == "e4m3,hybrid");
+  CHECK(summary["layers"][0]["format"] == "e4m3");
+  CHECK(summary["layers"][1]["format"] == "hybrid");
+  CHECK(summary["layers"][0]["recipe"] == summary["layers"][1]["recipe"]);
+}
+
 TEST_CASE("results are identical with 1 and 2 threads") {
   TempDir a, b;
   REQUIRE(run("run --threads 1 --capture " + sample() + " --out " + shell_quote(a.path.string())).rc == 0);
@@ -275,6 +303,12 @@ TEST_CASE("usage errors exit 2 with one line") {
       {"run --capture x --out y --format e5m2",
        "fp8-advisor: error: [fp8a.usage.202] --format e5m2: Transformer Engine has no all-E5M2 "
        "recipe; use e4m3 or hybrid (E5M2 for gradients only)\n"},
+      {"run --capture x --out y --format e4m3,hybird",
+       "fp8-advisor: error: [fp8a.usage.202] --format 'hybird': expected e4m3 or hybrid (did you "
+       "mean 'hybrid'?)\n"},
+      {"run --capture x --out y --format hybrid,",
+       "fp8-advisor: error: [fp8a.usage.202] --format 'hybrid,': empty entry in the list; expected "
+       "e4m3 and/or hybrid\n"},
       {"run --capture x --out y --amax-reduction dp",
        "fp8-advisor: error: [fp8a.usage.208] --amax-reduction 'dp': expected tp or none (did you "
        "mean 'tp'?)\n"},
@@ -352,8 +386,11 @@ TEST_CASE("NaN/Inf data: a warning by default, exit 3 with --fail-on-nonfinite")
   CHECK(r.err == "fp8-advisor: warning: " + file.string() +
                      ": tensor 'l.weight' holds 1 NaN and 1 Inf elements; they are counted and "
                      "left out of the error sums\n");
+  // One row per format (the default evaluates both), one warning for the tensor.
   const auto rows = read_csv(slurp(out / "metrics.csv"));
-  REQUIRE(rows.size() == 1);
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].at("format") == "e4m3");
+  CHECK(rows[1].at("format") == "hybrid");
   CHECK(rows[0].at("step") == "5");  // from the file name
   CHECK(rows[0].at("nan_count") == "1");
   CHECK(rows[0].at("inf_count") == "1");
@@ -401,7 +438,7 @@ TEST_CASE("--training-log (alias --amax-trace) makes the delayed replay exact (C
     const fs::path out = dir.path / ("out-" + trace.filename().string());
     // The CSV through --training-log, the log through its alias --amax-trace.
     const std::string option = trace == csv ? " --training-log " : " --amax-trace ";
-    const auto r = run("run --recipes delayed:history=2:algo=max:margin=0,current --capture " +
+    const auto r = run("run --recipes delayed:history=2:algo=max:margin=0,current --format hybrid --capture " +
                        shell_quote(capture.string()) + option + shell_quote(trace.string()) +
                        " --out " + shell_quote(out.string()));
     INFO(r.err);
@@ -429,7 +466,7 @@ TEST_CASE("gemms.csv: three GEMMs per layer, step and recipe; --no-gemms skips i
   TempDir a, b;
   REQUIRE(run("run --recipes current,mxfp8 --capture " + sample() + " --out " + shell_quote(a.path.string())).rc == 0);
   const auto g = read_csv(slurp(a.path / "gemms.csv"));
-  CHECK(g.size() == 2 * 4 * 3 * 2);  // steps x layers x GEMMs x recipes
+  CHECK(g.size() == 2 * 4 * 3 * 2 * 2);  // steps x layers x GEMMs x recipes x formats (default: both)
   for (const auto& row : g) {
     CHECK(num(row.at("rel_fro_err")) > 0.0);
     CHECK(num(row.at("rel_fro_err")) < 0.2);

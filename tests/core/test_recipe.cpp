@@ -1,5 +1,8 @@
 #include <doctest/doctest.h>
 
+#include <string>
+#include <vector>
+
 #include "core/error.hpp"
 #include "core/recipe.hpp"
 
@@ -64,6 +67,31 @@ TEST_CASE("formats map roles to FP8 types as TE's recipe.Format does") {
                        "[fp8a.usage.202] --format 'hybird': expected e4m3 or hybrid (did you mean "
                        "'hybrid'?)",
                        Error);
+}
+
+TEST_CASE("--format takes a list: duplicates dropped, order kept, each entry checked") {
+  using fp8a::TrainingFormat;
+  using List = std::vector<TrainingFormat>;
+  CHECK(fp8a::parse_training_format_list("hybrid") == List{TrainingFormat::kHybrid});
+  CHECK(fp8a::parse_training_format_list("e4m3,hybrid") == fp8a::kAllTrainingFormats);
+  CHECK(fp8a::parse_training_format_list("hybrid,e4m3,hybrid") ==
+        List{TrainingFormat::kHybrid, TrainingFormat::kE4M3});
+  CHECK(fp8a::training_format_list(fp8a::kAllTrainingFormats) == "e4m3,hybrid");
+  CHECK(fp8a::training_format_list(List{TrainingFormat::kHybrid}) == "hybrid");
+  CHECK_THROWS_WITH_AS(fp8a::parse_training_format_list("e4m3,hybird"),
+                       "[fp8a.usage.202] --format 'hybird': expected e4m3 or hybrid (did you mean "
+                       "'hybrid'?)",
+                       Error);
+  CHECK_THROWS_WITH_AS(fp8a::parse_training_format_list("hybrid,e5m2"),
+                       "[fp8a.usage.202] --format e5m2: Transformer Engine has no all-E5M2 recipe; "
+                       "use e4m3 or hybrid (E5M2 for gradients only)",
+                       Error);
+  for (const char* bad : {"", "e4m3,", ",hybrid", "e4m3,,hybrid"})
+    CHECK_THROWS_WITH_AS(fp8a::parse_training_format_list(bad),
+                         ("[fp8a.usage.202] --format '" + std::string(bad) +
+                          "': empty entry in the list; expected e4m3 and/or hybrid")
+                             .c_str(),
+                         Error);
 }
 
 TEST_CASE("every recipe kind parses, prints canonically and rejects what it does not take") {

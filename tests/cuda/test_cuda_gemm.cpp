@@ -207,7 +207,7 @@ std::vector<fp8a::GemmRow> check_engine_against_emulated(const Captured& c,
                                                          fp8a::TrainingFormat format) {
   fp8a::RunConfig config;
   config.recipes = fp8a::parse_recipe_list("current,current:pow2,block,block:fp32,mxfp8,bf16");
-  config.format = format;
+  config.formats = {format};
   const auto rows = fp8a::evaluate_captures(c.set, config, fp8a::CpuBackend());
   std::vector<std::string> skipped;
   const auto g = fp8a::evaluate_gemm_errors(c.set, rows, fp8a::GemmOptions{0, &engine}, &skipped);

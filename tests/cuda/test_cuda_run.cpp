@@ -37,7 +37,7 @@ void compare_runs(const fp8a::CaptureSet& set, const fp8a::TrainingLog* trace, f
                   fp8a::AmaxReduction reduction, std::size_t min_rows) {
   fp8a::RunConfig config;
   config.recipes = fp8a::parse_recipe_list(fp8a::default_recipe_list() + ",block:2d");
-  config.format = format;
+  config.formats = {format};
   config.training_log = trace;
   config.amax_reduction = reduction;
   fp8a::cuda::CudaBackendOptions options;

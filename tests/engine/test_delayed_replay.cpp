@@ -109,7 +109,7 @@ TEST_CASE("through evaluate_captures: the spike saturates at its step, then unde
   }
   fp8a::RunConfig config;
   config.recipes = {fp8a::parse_recipe("delayed:history=2:algo=max:margin=0")};
-  config.format = fp8a::TrainingFormat::kE4M3;
+  config.formats = {fp8a::TrainingFormat::kE4M3};
   config.training_log = &trace;
   const auto rows = fp8a::evaluate_captures(set, config, fp8a::CpuBackend());
   REQUIRE(rows.size() == 4);

@@ -42,7 +42,7 @@ TEST_CASE("per-tensor current scaling, E4M3: only the 1.0625 tie loses precision
   build(&l);
   fp8a::RunConfig config;
   config.recipes = {fp8a::parse_recipe("current")};
-  config.format = fp8a::TrainingFormat::kE4M3;
+  config.formats = {fp8a::TrainingFormat::kE4M3};
   const auto rows = fp8a::evaluate_captures(l.set, config, fp8a::CpuBackend());
   std::vector<std::string> skipped;
   const auto g = fp8a::evaluate_gemm_errors(l.set, rows, fp8a::GemmOptions{}, &skipped);
@@ -68,6 +68,7 @@ TEST_CASE("bf16 of BF16-exact values has no error; mismatched shapes are skipped
   Layer l{{1.5f, -2.0f}, {0.25f, 4.0f}, {3.0f}, {}};
   build(&l);
   fp8a::RunConfig config;
+  config.formats = {fp8a::TrainingFormat::kHybrid};
   config.recipes = {fp8a::parse_recipe("bf16")};
   const auto rows = fp8a::evaluate_captures(l.set, config, fp8a::CpuBackend());
   std::vector<std::string> skipped;
@@ -105,6 +106,7 @@ TEST_CASE("--gemm-rows samples token rows evenly and says so") {
   add(fp8a::Role::kWeight, l.w, {2, 4});
   add(fp8a::Role::kGradient, l.dy, {8, 2});
   fp8a::RunConfig config;
+  config.formats = {fp8a::TrainingFormat::kHybrid};
   config.recipes = {fp8a::parse_recipe("current")};
   const auto rows = fp8a::evaluate_captures(l.set, config, fp8a::CpuBackend());
   std::vector<std::string> skipped;
@@ -211,7 +213,7 @@ TEST_CASE("a GemmEngine gets each GEMM K-major with the emulated casts, and its 
   build_random(&l);
   fp8a::RunConfig config;
   config.recipes = {fp8a::parse_recipe("current"), fp8a::parse_recipe("block"), fp8a::parse_recipe("mxfp8")};
-  config.format = fp8a::TrainingFormat::kHybrid;
+  config.formats = {fp8a::TrainingFormat::kHybrid};
   const auto rows = fp8a::evaluate_captures(l.set, config, fp8a::CpuBackend());
   std::vector<std::string> skipped;
   const auto plain = fp8a::evaluate_gemm_errors(l.set, rows, fp8a::GemmOptions{}, &skipped);
@@ -280,6 +282,7 @@ TEST_CASE("an engine that cannot run a GEMM, or sampled blocks it cannot keep, l
   RandomLayer l;
   build_random(&l);
   fp8a::RunConfig config;
+  config.formats = {fp8a::TrainingFormat::kHybrid};
   config.recipes = {fp8a::parse_recipe("current"), fp8a::parse_recipe("block")};
   const auto rows = fp8a::evaluate_captures(l.set, config, fp8a::CpuBackend());
   std::vector<std::string> skipped;

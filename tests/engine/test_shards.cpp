@@ -53,7 +53,7 @@ TEST_CASE("--amax-reduction tp: shards evaluate like the concatenated tensor") {
   build(&f);
   fp8a::RunConfig config;
   config.recipes = fp8a::parse_recipe_list("current,current:pow2,mxfp8,bf16");
-  config.format = fp8a::TrainingFormat::kE4M3;
+  config.formats = {fp8a::TrainingFormat::kE4M3};
   const auto rows = fp8a::evaluate_captures(f.set, config, fp8a::CpuBackend());
   // Rows: layer "l" (one per recipe and orientation), then layer "whole", in the same order.
   REQUIRE(rows.size() % 2 == 0);
@@ -84,7 +84,7 @@ TEST_CASE("--amax-reduction none: each shard keeps its own current scale") {
   build(&f);
   fp8a::RunConfig config;
   config.recipes = {fp8a::parse_recipe("current")};
-  config.format = fp8a::TrainingFormat::kE4M3;
+  config.formats = {fp8a::TrainingFormat::kE4M3};
   config.amax_reduction = fp8a::AmaxReduction::kNone;
   const auto rows = fp8a::evaluate_captures(f.set, config, fp8a::CpuBackend());
   REQUIRE(rows.size() == 2);
@@ -184,7 +184,7 @@ TEST_CASE("tensor-parallel layers: the GEMM error of 2 column- or row-parallel r
     l.add_whole("whole");
     fp8a::RunConfig config;
     config.recipes = fp8a::parse_recipe_list("current,block,mxfp8,bf16");
-    config.format = fp8a::TrainingFormat::kHybrid;
+    config.formats = {fp8a::TrainingFormat::kHybrid};
     const auto rows = fp8a::evaluate_captures(l.set, config, fp8a::CpuBackend());
     std::vector<std::string> skipped;
     const auto all = fp8a::evaluate_gemm_errors(l.set, rows, fp8a::GemmOptions{}, &skipped);
@@ -213,7 +213,7 @@ TEST_CASE("tensor-parallel layers, --amax-reduction none: each W shard keeps its
   l.add_split("tp", true);
   fp8a::RunConfig config;
   config.recipes = {fp8a::parse_recipe("current")};
-  config.format = fp8a::TrainingFormat::kE4M3;
+  config.formats = {fp8a::TrainingFormat::kE4M3};
   config.amax_reduction = fp8a::AmaxReduction::kNone;
   const auto rows = fp8a::evaluate_captures(l.set, config, fp8a::CpuBackend());
   std::vector<std::string> skipped;
@@ -269,6 +269,7 @@ TEST_CASE("tensor-parallel layers that cannot be put together are skipped, sayin
   l.add("odd", fp8a::Role::kWeight, 1, std::vector<float>(l.w.begin() + 128 * 256, l.w.end()), 128, 256);
   l.add("odd", fp8a::Role::kGradient, -1, l.dy, 64, 256);
   fp8a::RunConfig config;
+  config.formats = {fp8a::TrainingFormat::kHybrid};
   config.recipes = {fp8a::parse_recipe("current")};
   const auto rows = fp8a::evaluate_captures(l.set, config, fp8a::CpuBackend());
   std::vector<std::string> skipped;
@@ -295,6 +296,7 @@ TEST_CASE("data-parallel ranks (the same W, their own tokens): GEMM error of the
     l.add("dp", fp8a::Role::kGradient, r, std::vector<float>(l.dy.begin() + r * h * n, l.dy.begin() + (r + 1) * h * n), h, n);
   l.add_whole("whole");
   fp8a::RunConfig config;
+  config.formats = {fp8a::TrainingFormat::kHybrid};
   // Not block: its 128-token columnwise blocks would straddle the 32-token rank boundary.
   config.recipes = fp8a::parse_recipe_list("current,mxfp8,bf16");
   const auto rows = fp8a::evaluate_captures(l.set, config, fp8a::CpuBackend());

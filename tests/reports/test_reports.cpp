@@ -57,6 +57,7 @@ fp8a::RunInfo fixed_info() {
   f.bytes = 1234;
   info.inputs = {f};
   info.config.recipes = fp8a::parse_recipe_list("current,current:pow2");
+  info.config.formats = {fp8a::TrainingFormat::kHybrid};  // the rows' (make_row)
   info.read_seconds = 0.5;
   info.evaluate_seconds = 0.25;
   info.outputs = {"metrics.csv", "gemms.csv", "summary.json"};
@@ -128,6 +129,26 @@ TEST_CASE("metrics.csv, summary.json and the console table match their golden fi
   e.rel_fro_err = 0.0390625;
   e.note = "X E4M3 SCALAR_32F x W E4M3 SCALAR_32F, fast accumulation, FP32 output";
   check_golden("gemms.csv", fp8a::render_gemms_csv(std::vector<fp8a::GemmRow>{g, e}).contents);
+}
+
+TEST_CASE("two formats: summary.json and the console table name each entry's format") {
+  // The hybrid rows, then the same tensors under e4m3 (gradients E4M3: more underflow), as
+  // evaluate_captures orders them.
+  const auto hybrid = fp8a::testing::sample_rows();
+  std::vector<fp8a::EvaluationRow> rows;
+  for (auto r : hybrid) {
+    r.format = fp8a::TrainingFormat::kE4M3;
+    r.fp8 = fp8a::Fp8Format::kE4M3;
+    if (r.key.role == fp8a::Role::kGradient) r.metrics.underflow_pct += 4.0;
+    rows.push_back(r);
+  }
+  rows.insert(rows.end(), hybrid.begin(), hybrid.end());
+  rows.back().applicability = fp8a::Applicability::no("example reason");
+  auto info = fixed_info();
+  info.config.formats = fp8a::kAllTrainingFormats;
+  const auto layers = fp8a::summarize_layers(rows);
+  check_golden("summary_formats.json", fp8a::render_summary_json(info, rows, layers).contents);
+  check_golden("table_formats.txt", fp8a::render_layer_table(layers));
 }
 
 TEST_CASE("atomic writes replace whole files and leave nothing behind on failure") {
