@@ -252,7 +252,7 @@ RealRun evaluate_real(const std::string& name) {
   const TrainingLog log = load_training_log({dir + "/amax_trace_rank0.csv"}, fs);
   RunConfig config;
   config.recipes = parse_recipe_list("current,delayed");
-  config.format = TrainingFormat::kHybrid;
+  config.formats = {TrainingFormat::kHybrid};
   config.training_log = &log;
   r.rows = evaluate_captures(r.captures, config, CpuBackend());
   std::vector<std::string> skipped;
@@ -275,8 +275,8 @@ std::vector<GemmVerdict> judge_gemms(const RealRun& r, const std::string& recipe
     const GemmOperandUse& use = kGemmOperandUses[static_cast<int>(g.gemm)];
     GemmEvidence ev;
     ev.gemm = g.gemm;
-    ev.a.row = index.find_for_use({g.step, g.layer, use.a}, g.recipe, use.a_orientation);
-    ev.b.row = index.find_for_use({g.step, g.layer, use.b}, g.recipe, use.b_orientation);
+    ev.a.row = index.find_for_use({g.step, g.layer, use.a}, g.recipe, g.format, use.a_orientation);
+    ev.b.row = index.find_for_use({g.step, g.layer, use.b}, g.recipe, g.format, use.b_orientation);
     ev.output = &g;
     out.push_back({&g, judge_gemm(ev, p)});
   }
@@ -452,6 +452,7 @@ TEST_CASE("synth outlier-growth: only the saturation criterion sees delayed scal
   const TrainingLog log = load_training_log({"og/amax_trace.csv"}, mfs);
   RunConfig config;
   config.recipes = parse_recipe_list("current,delayed");
+  config.formats = {TrainingFormat::kHybrid};
   config.training_log = &log;
   r.rows = evaluate_captures(r.captures, config, CpuBackend());
   std::vector<std::string> skipped;
