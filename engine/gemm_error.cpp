@@ -89,7 +89,8 @@ struct EntryDamage {
       if (r == 0.0) continue;
       zeroed += g == 0.0;
       flipped += g != 0.0 && ((g < 0.0) != (r < 0.0));
-      rel.push_back(std::fabs(g - r) / std::fabs(r));
+      const double e = std::fabs(g - r) / std::fabs(r);
+      rel.push_back(std::isnan(e) ? INFINITY : e);  // a NaN (inf - inf in float32) is the worst
     }
   }
   // The median: the middle value, or the mean of the two middle values of an even count; exact
