@@ -28,6 +28,7 @@ void QuantSums::merge(const QuantSums& o) {
   sum_sq_err += o.sum_sq_err;
   sum_x_deq += o.sum_x_deq;
   sum_deq_sq += o.sum_deq_sq;
+  sum_sq_underflow += o.sum_sq_underflow;
 }
 
 QuantMetrics finalize_metrics(const TensorStats& stats, float scale, float scale_inv,
@@ -53,6 +54,7 @@ QuantMetrics finalize_metrics(const TensorStats& stats, float scale, float scale
   m.underflow_pct = numel > 0 ? 100.0 * static_cast<double>(sums.underflow_count) / numel : 0.0;
   m.overflow_pct = numel > 0 ? 100.0 * static_cast<double>(sums.overflow_count) / numel : 0.0;
   m.saturated_pct = numel > 0 ? 100.0 * static_cast<double>(sums.saturated_count) / numel : 0.0;
+  m.underflow_energy_pct = stats.sum_sq > 0 ? 100.0 * sums.sum_sq_underflow / stats.sum_sq : 0.0;
   return m;
 }
 

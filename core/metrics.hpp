@@ -38,6 +38,7 @@ struct QuantSums {
   double sum_sq_err = 0.0;           // sum (x - deq)^2
   double sum_x_deq = 0.0;            // sum x * deq
   double sum_deq_sq = 0.0;           // sum deq^2
+  double sum_sq_underflow = 0.0;     // sum x^2 over the underflow_count elements (all finite)
 
   void merge(const QuantSums& other);
 };
@@ -58,6 +59,9 @@ struct QuantMetrics {
   double underflow_pct = 0.0; // 100 * underflow_count / numel
   double overflow_pct = 0.0;  // 100 * overflow_count / numel
   double saturated_pct = 0.0; // 100 * saturated_count / numel
+  // 100 * sum_sq_underflow / TensorStats::sum_sq: the share of the tensor's energy that flushes to
+  // zero (0 when sum_sq is 0).
+  double underflow_energy_pct = 0.0;
 };
 
 // scale / scale_inv: the per-tensor values, NaN for blocked recipes (set the range afterwards).

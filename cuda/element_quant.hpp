@@ -7,7 +7,7 @@
 //   saturated: |s| > 464 (E4M3) / > nextafter(61440, 0) (E5M2)
 //   overflow:  |x| > fp8_max * scale_inv   (the threshold is one fp32 multiply)
 //   underflow: x != 0 and fp8(s) == 0      (NaN x counts as nonzero; bf16: the BF16 value is 0)
-//   sums over finite x only, in float64:   (x - deq)^2, x * deq, deq^2
+//   sums over finite x only, in float64:   (x - deq)^2, x * deq, deq^2, and x^2 where x underflows
 // On sm_89+ the cast is the hardware conversion (cvt.rn.satfinite.e4m3x2.f32 and back through
 // f16, both exact); elsewhere, and on the host, the shared software round trip of
 // core/fp8_codec.hpp, which equals it for every non-NaN input (tests/cuda/test_cuda_codec).
@@ -78,6 +78,7 @@ struct ElementSums {
   double sum_sq_err = 0.0;
   double sum_x_deq = 0.0;
   double sum_deq_sq = 0.0;
+  double sum_sq_underflow = 0.0;  // x^2 of the underflowing elements
   std::uint32_t underflow = 0;
   std::uint32_t overflow = 0;
   std::uint32_t saturated = 0;
@@ -95,6 +96,7 @@ FP8A_HD void add_sums(ElementSums& a, double xd, double dd) {
 FP8A_HD void accumulate(ElementSums& a, double xd, bool finite, float deq, bool underflow,
                         bool saturated, bool overflow) {
   a.underflow += underflow;
+  a.sum_sq_underflow += underflow ? xd * xd : 0.0;  // an underflowing x is finite
   a.saturated += saturated;
   a.overflow += overflow;
   add_sums(a, xd, finite ? static_cast<double>(deq) : 0.0);
@@ -192,6 +194,7 @@ FP8A_HD void add_counted(ElementSums& a, double xd, float deq, std::uint32_t bit
   a.saturated += bits >= lim.saturated_min;
   a.overflow += bits > lim.overflow_above;
 #endif
+  a.sum_sq_underflow += bits - 1u < lim.underflow_max ? xd * xd : 0.0;
   add_sums(a, xd, static_cast<double>(deq));
 }
 

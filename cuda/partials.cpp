@@ -32,6 +32,7 @@ void merge_metric_partials(std::span<const MetricPartial> records, std::span<con
     s.sum_sq_err += p.sum_sq_err;
     s.sum_x_deq += p.sum_x_deq;
     s.sum_deq_sq += p.sum_deq_sq;
+    s.sum_sq_underflow += p.sum_sq_underflow;
     FakeQuantCounts& f = counts[c];
     f.add(p.underflow, p.saturated, p.overflow);
     f.scale_inv_min = std::min(f.scale_inv_min, bits_float(p.scale_inv_min_bits));

@@ -42,6 +42,7 @@ struct MetricPartial {
   double sum_sq_err;
   double sum_x_deq;
   double sum_deq_sq;
+  double sum_sq_underflow;  // x^2 over the underflowing elements
   std::int64_t underflow;
   std::int64_t overflow;
   std::int64_t saturated;
@@ -50,13 +51,13 @@ struct MetricPartial {
   std::uint32_t scale_inv_min_bits;
   std::uint32_t scale_inv_max_bits;
 };
-static_assert(sizeof(MetricPartial) == 56);
+static_assert(sizeof(MetricPartial) == 64);
 
 // Adds records [0, n) in index order to *total (numel is left alone).
 void merge_stats_partials(std::span<const StatsPartial> records, TensorStats* total);
 
 // Adds the records of one launch, laid out [block][j] for the candidates members[j], in block
-// order: the three sums to sums[members[j]], the counts and the scale_inv range to
+// order: the four sums to sums[members[j]], the counts and the scale_inv range to
 // counts[members[j]] (as the CPU backend splits them between QuantSums and FakeQuantCounts).
 void merge_metric_partials(std::span<const MetricPartial> records, std::span<const std::size_t> members,
                            std::span<QuantSums> sums, std::span<FakeQuantCounts> counts);

@@ -71,6 +71,7 @@ __device__ inline void write_metric_partial(const ElementSums& a, std::uint32_t 
   const double e = block_reduce(a.sum_sq_err, SumOp(), 0.0);
   const double xd = block_reduce(a.sum_x_deq, SumOp(), 0.0);
   const double dd = block_reduce(a.sum_deq_sq, SumOp(), 0.0);
+  const double uu = block_reduce(a.sum_sq_underflow, SumOp(), 0.0);
   const u64 under = block_reduce(static_cast<u64>(a.underflow), SumOp(), u64{0});
   const u64 over = block_reduce(static_cast<u64>(a.overflow), SumOp(), u64{0});
   const u64 sat = block_reduce(static_cast<u64>(a.saturated), SumOp(), u64{0});
@@ -81,6 +82,7 @@ __device__ inline void write_metric_partial(const ElementSums& a, std::uint32_t 
     p.sum_sq_err = e;
     p.sum_x_deq = xd;
     p.sum_deq_sq = dd;
+    p.sum_sq_underflow = uu;
     p.underflow = static_cast<std::int64_t>(under);
     p.overflow = static_cast<std::int64_t>(over);
     p.saturated = static_cast<std::int64_t>(sat);

@@ -86,13 +86,14 @@ TensorStats chunk_stats(const float* x, std::int64_t n) {
 // the QuantSums the metrics read is made from it at the end.
 struct CandidateSums {
   FakeQuantCounts counts;
-  double sum_sq_err = 0.0, sum_x_deq = 0.0, sum_deq_sq = 0.0;
+  double sum_sq_err = 0.0, sum_x_deq = 0.0, sum_deq_sq = 0.0, sum_sq_underflow = 0.0;
 
   void merge(const CandidateSums& o) {
     counts.merge(o.counts);
     sum_sq_err += o.sum_sq_err;
     sum_x_deq += o.sum_x_deq;
     sum_deq_sq += o.sum_deq_sq;
+    sum_sq_underflow += o.sum_sq_underflow;
   }
   QuantSums sums() const {
     QuantSums s;
@@ -102,6 +103,7 @@ struct CandidateSums {
     s.sum_sq_err = sum_sq_err;
     s.sum_x_deq = sum_x_deq;
     s.sum_deq_sq = sum_deq_sq;
+    s.sum_sq_underflow = sum_sq_underflow;
     return s;
   }
 };
@@ -172,6 +174,16 @@ TensorEvaluation CpuBackend::evaluate(std::span<const Candidate> candidates,
       s.sum_sq_err = (xd - dd).square().sum();
       s.sum_x_deq = (xd * dd).sum();
       s.sum_deq_sq = dd.square().sum();
+      // The energy of the underflowing elements, summed as sum_sq is (Eigen over the chunk), only
+      // where the chunk has any. An underflow is a finite x != 0 whose FP8 (BF16) value is +-0,
+      // and deq = value * scale_inv is 0 exactly then (scale_inv >= 2^-128 keeps the smallest
+      // FP8 value nonzero): the check below holds the two definitions together.
+      if (s.counts.underflow > 0) {
+        const auto flushed = (xd != 0.0) && (deq == 0.0f);
+        FP8A_CHECK(flushed.count() == s.counts.underflow,
+                   "underflow energy: flushed elements differ from the underflow count");
+        s.sum_sq_underflow = flushed.select(xd, 0.0).square().sum();
+      }
     }
   });
 

@@ -9,6 +9,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "core/error.hpp"
 #include "engine/cpu_backend.hpp"
@@ -74,21 +75,61 @@ MatrixF take_rows(const MatrixF& x, const std::vector<std::int64_t>& idx) {
   return out;
 }
 
+// The per-entry damage of an output (METRICS.md, gemms.csv): entries zeroed, signs flipped, and
+// every |got - ref| / |ref| over entries with ref != 0, gathered over the parts of an output.
+struct EntryDamage {
+  std::int64_t entries = 0, zeroed = 0, flipped = 0;
+  std::vector<double> rel;
+  void add(const MatrixD& ref, const MatrixD& got) {
+    const Eigen::Index n = ref.size();
+    entries += n;
+    rel.reserve(rel.size() + static_cast<std::size_t>(n));
+    for (Eigen::Index i = 0; i < n; ++i) {
+      const double r = ref.data()[i], g = got.data()[i];
+      if (r == 0.0) continue;
+      zeroed += g == 0.0;
+      flipped += g != 0.0 && ((g < 0.0) != (r < 0.0));
+      const double e = std::fabs(g - r) / std::fabs(r);
+      rel.push_back(std::isnan(e) ? INFINITY : e);  // a NaN (inf - inf in float32) is the worst
+    }
+  }
+  // The median: the middle value, or the mean of the two middle values of an even count; exact
+  // whatever the order the entries came in (nth_element on the gathered copy).
+  double median() {
+    if (rel.empty()) return 0.0;
+    const std::size_t h = rel.size() / 2;
+    std::nth_element(rel.begin(), rel.begin() + static_cast<std::ptrdiff_t>(h), rel.end());
+    const double upper = rel[h];
+    if (rel.size() % 2 == 1) return upper;
+    const double lower = *std::max_element(rel.begin(), rel.begin() + static_cast<std::ptrdiff_t>(h));
+    return (lower + upper) / 2.0;
+  }
+  void finish(GemmRow* row) {
+    const double e = static_cast<double>(entries);
+    row->zeroed_pct = entries > 0 ? 100.0 * static_cast<double>(zeroed) / e : 0.0;
+    row->sign_flip_pct = entries > 0 ? 100.0 * static_cast<double>(flipped) / e : 0.0;
+    row->median_rel_err = median();
+  }
+};
+
 // ||got - ref||_F, ||ref||_F, ||got||_F and <got, ref>, summed over the parts of an output (the
-// ranks' slices of a tensor-parallel GEMM), then rel_fro_err and cos.
+// ranks' slices of a tensor-parallel GEMM), then rel_fro_err and cos; and the per-entry damage.
 struct ErrorSums {
   double err2 = 0, ref2 = 0, got2 = 0, dot = 0;
+  EntryDamage damage;
   void add(const MatrixD& ref, const MatrixD& got) {
     err2 += (got - ref).squaredNorm();
     ref2 += ref.squaredNorm();
     got2 += got.squaredNorm();
     dot += got.cwiseProduct(ref).sum();
+    damage.add(ref, got);
   }
-  void finish(GemmRow* row) const {
+  void finish(GemmRow* row) {
     const double ref_norm = std::sqrt(ref2), got_norm = std::sqrt(got2), err = std::sqrt(err2);
     row->rel_fro_err = ref_norm > 0 ? err / ref_norm : (err > 0 ? INFINITY : 0.0);
     row->cos = (ref_norm > 0 && got_norm > 0) ? dot / (ref_norm * got_norm)
                                               : (ref_norm == 0 && got_norm == 0 ? 1.0 : 0.0);
+    damage.finish(row);
   }
 };
 

@@ -52,6 +52,11 @@ struct GemmRow {
   std::string accumulation = "fp32";  // engine rows: "fast", "split" or "fp32" (GemmRun)
   std::int64_t m_padded = 0, n_padded = 0, k_padded = 0;  // engine rows: the dims it ran; else 0
   std::string note;  // engine rows: what ran; emulated rows: why the engine did not run, if it didn't
+  // Per-entry damage of the output against the same reference (METRICS.md, gemms.csv), over all
+  // the output's entries (of every rank's part):
+  double zeroed_pct = 0.0;      // 100 * #(ref != 0, got == 0) / entries
+  double sign_flip_pct = 0.0;   // 100 * #(ref, got != 0 of opposite signs) / entries
+  double median_rel_err = 0.0;  // median of |got - ref| / |ref| over ref != 0 (0 if none)
 };
 
 struct GemmOptions {

@@ -46,7 +46,8 @@ Artifact render_metrics_csv(std::span<const EvaluationRow> rows) {
         << m.sums.underflow_count << ',' << m.sums.overflow_count << ',' << s.nan_count << ','
         << s.inf_count << ',' << dtype_name(r.input_dtype) << ','
         << shape_text(r.shape, ShapeStyle::kCrossed) << ','
-        << r.ranks << ',' << (delayed ? replay_mode_name(r.replay.mode) : "") << ',' << csv_field(r.file) << '\n';
+        << r.ranks << ',' << (delayed ? replay_mode_name(r.replay.mode) : "") << ',' << csv_field(r.file) << ','
+        << format_number(m.underflow_energy_pct) << '\n';
   }
   return {"metrics.csv", out.str(), std::to_string(written) + " rows"};
 }

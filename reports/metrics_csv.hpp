@@ -19,6 +19,7 @@ inline constexpr const char* kMetricsCsvColumns[] = {
     "amin",          "dynamic_range_log2", "numel",        "underflow_count",
     "overflow_count", "nan_count",      "inf_count",       "input_dtype",
     "shape",         "ranks",           "replay",          "file",
+    "underflow_energy_pct",
 };
 
 // The whole file (header line included). Rows that a backend could not evaluate are skipped here

@@ -138,6 +138,7 @@ inline void check_same_result(const CandidateResult& g, const CandidateResult& w
   check_close(gm.sums.sum_sq_err, wm.sums.sum_sq_err, sum_tol, "sum_sq_err");
   check_close(gm.sums.sum_x_deq, wm.sums.sum_x_deq, sum_tol, "sum_x_deq");
   check_close(gm.sums.sum_deq_sq, wm.sums.sum_deq_sq, sum_tol, "sum_deq_sq");
+  check_close(gm.sums.sum_sq_underflow, wm.sums.sum_sq_underflow, sum_tol, "sum_sq_underflow");
   check_close(gm.mse, wm.mse, derived_tol, "mse");
   check_close(gm.rel_mse, wm.rel_mse, derived_tol, "rel_mse");
   {  // -10 log10(rel_mse): 0 dB when nothing survives the cast, so compare absolutely (dB)
@@ -149,6 +150,7 @@ inline void check_same_result(const CandidateResult& g, const CandidateResult& w
   CHECK(same_float(gm.underflow_pct, wm.underflow_pct));
   CHECK(same_float(gm.overflow_pct, wm.overflow_pct));
   CHECK(same_float(gm.saturated_pct, wm.saturated_pct));
+  check_close(gm.underflow_energy_pct, wm.underflow_energy_pct, derived_tol, "underflow_energy_pct");
 }
 
 inline void check_same_evaluation(const TensorEvaluation& got, const TensorEvaluation& want,

@@ -132,6 +132,7 @@ TEST_CASE("results are bit-identical from run to run and between concurrent call
       CHECK(a.sum_sq_err == b.sum_sq_err);
       CHECK(a.sum_x_deq == b.sum_x_deq);
       CHECK(a.sum_deq_sq == b.sum_deq_sq);
+      CHECK(a.sum_sq_underflow == b.sum_sq_underflow);
       CHECK(a.underflow_count == b.underflow_count);
     }
   }

@@ -314,7 +314,7 @@ fp8a::TensorEvaluation emulate_cuda(const std::vector<fp8a::Candidate>& cands, c
   std::vector<fp8a::QuantSums> sums(k);
   std::vector<fp8a::FakeQuantCounts> counts(k);
   const auto record = [](const ElementSums& a, std::uint32_t lo, std::uint32_t hi) {
-    return MetricPartial{a.sum_sq_err, a.sum_x_deq, a.sum_deq_sq, a.underflow, a.overflow, a.saturated, lo, hi};
+    return MetricPartial{a.sum_sq_err, a.sum_x_deq, a.sum_deq_sq, a.sum_sq_underflow, a.underflow, a.overflow, a.saturated, lo, hi};
   };
   for (const MetricJob& job : plan_metric_jobs(specs, out.results)) {
     std::vector<MetricPartial> records;
@@ -435,6 +435,7 @@ TEST_CASE("a pair through quantize_fp8_x2 == two quantize_fp8, bit for bit, each
     CHECK(one.sum_sq_err == two.sum_sq_err);
     CHECK(one.sum_x_deq == two.sum_x_deq);
     CHECK(one.sum_deq_sq == two.sum_deq_sq);
+    CHECK(one.sum_sq_underflow == two.sum_sq_underflow);
     CHECK(one.underflow == two.underflow);
     CHECK(one.overflow == two.overflow);
     CHECK(one.saturated == two.saturated);

@@ -21,6 +21,7 @@ using fp8a::testing::check_close;
 struct Ref {
   std::int64_t underflow = 0, overflow = 0, saturated = 0;
   double sum_sq_err = 0, sum_x_deq = 0, sum_deq_sq = 0;
+  double sum_sq_underflow = 0;  // x^2 of the elements counted in `underflow`
   float scale_inv_min = INFINITY, scale_inv_max = 0;
 };
 
@@ -89,7 +90,9 @@ Ref blocked_ref(const std::vector<float>& x, std::int64_t rows, std::int64_t col
           const float s = v * scale;
           const unsigned code = fp8a::ref::encode_ref(spec, s);
           const auto deq = static_cast<float>(fp8a::ref::decode_ref(spec, code)) * scale_inv;
-          r.underflow += v != 0.0f && (code & 0x7F) == 0;
+          const bool flushed = v != 0.0f && (code & 0x7F) == 0;
+          r.underflow += flushed;
+          if (flushed) r.sum_sq_underflow += double(v) * v;
           r.overflow += std::fabs(v) > fp8_max * scale_inv;
           r.saturated += std::fabs(s) > sat;
           if (!std::isfinite(v)) continue;
@@ -152,6 +155,7 @@ TEST_CASE("blocked recipes match the reference over odd shapes, fills, roles and
               check_close(m.sums.sum_sq_err, want.sum_sq_err, "sum_sq_err");
               check_close(m.sums.sum_x_deq, want.sum_x_deq, "sum_x_deq");
               check_close(m.sums.sum_deq_sq, want.sum_deq_sq, "sum_deq_sq");
+              check_close(m.sums.sum_sq_underflow, want.sum_sq_underflow, "sum_sq_underflow");
               CHECK(std::isnan(m.scale));  // no single scale for a blocked recipe
             }
           }

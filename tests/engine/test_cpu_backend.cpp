@@ -23,6 +23,7 @@ struct RefResult {
   float scale, scale_inv, amax;
   std::int64_t underflow = 0, overflow = 0, nan = 0, inf = 0;
   double sum_sq = 0, sum_sq_err = 0, sum_x_deq = 0, sum_deq_sq = 0;
+  double sum_sq_underflow = 0;  // x^2 of the elements counted in `underflow`
 };
 
 RefResult evaluate_ref(const std::vector<float>& x, bool e4m3, bool pow2, float eps) {
@@ -51,7 +52,10 @@ RefResult evaluate_ref(const std::vector<float>& x, bool e4m3, bool pow2, float 
   for (float v : x) {
     const unsigned code = fp8a::ref::encode_ref(spec, v * scale);
     const auto deq = static_cast<float>(fp8a::ref::decode_ref(spec, code)) * r.scale_inv;
-    if (v != 0.0f && (code & 0x7F) == 0) ++r.underflow;
+    if (v != 0.0f && (code & 0x7F) == 0) {
+      ++r.underflow;
+      r.sum_sq_underflow += double(v) * v;  // such a v is finite
+    }
     if (std::fabs(v) > threshold) ++r.overflow;
     if (std::isnan(v)) ++r.nan;
     if (std::isinf(v)) ++r.inf;
@@ -111,6 +115,10 @@ void check_against_ref(const fp8a::TensorView& view, const std::vector<float>& x
     check_close(m.sums.sum_sq_err, want.sum_sq_err, "sum_sq_err");
     check_close(m.sums.sum_x_deq, want.sum_x_deq, "sum_x_deq");
     check_close(m.sums.sum_deq_sq, want.sum_deq_sq, "sum_deq_sq");
+    check_close(m.sums.sum_sq_underflow, want.sum_sq_underflow, "sum_sq_underflow");
+    check_close(m.underflow_energy_pct,
+                want.sum_sq > 0 ? 100.0 * want.sum_sq_underflow / want.sum_sq : 0.0,
+                "underflow_energy_pct");
   }
 }
 
@@ -197,4 +205,27 @@ TEST_CASE("results do not depend on the thread count") {
     CHECK(one.results[i].metrics.sums.sum_x_deq == many.results[i].metrics.sums.sum_x_deq);
     CHECK(one.results[i].metrics.cos == many.results[i].metrics.cos);
   }
+}
+
+TEST_CASE("underflow_energy_pct: the share of sum x^2 in the elements that flush to zero") {
+  // Current scaling, E4M3: amax 448 gives scale 1; the smallest E4M3 subnormal is 2^-9, so
+  // |x| < 2^-10 flushes to zero, 2^-10 < |x| does not. NaN and inf are left out of both sums.
+  const float tiny = std::ldexp(1.0f, -12), kept = std::ldexp(1.0f, -8);
+  const std::vector<float> x = {448.0f, tiny, -tiny, tiny, kept, -kept, 0.0f, NAN, -INFINITY, 3.0f};
+  const auto t = make_f32(x, {static_cast<std::int64_t>(x.size())});
+  fp8a::Candidate c;  // current, E4M3
+  const auto eval = fp8a::CpuBackend().evaluate(std::vector<fp8a::Candidate>{c}, t.view);
+  REQUIRE(eval.results[0].applicability.ok);
+  const auto& m = eval.results[0].metrics;
+  CHECK(m.sums.underflow_count == 3);
+  const double flushed = 3.0 * std::ldexp(1.0, -24);
+  const double total = 448.0 * 448.0 + flushed + 2.0 * std::ldexp(1.0, -16) + 9.0;
+  CHECK(m.sums.sum_sq_underflow == flushed);
+  CHECK(m.underflow_energy_pct == doctest::Approx(100.0 * flushed / total).epsilon(1e-14));
+
+  // Nothing flushed: 0; an all-zero tensor: 0 (no energy to share).
+  const auto none = make_f32({1.0f, -2.0f, 448.0f}, {3});
+  CHECK(fp8a::CpuBackend().evaluate(std::vector<fp8a::Candidate>{c}, none.view).results[0].metrics.underflow_energy_pct == 0.0);
+  const auto zeros = make_f32({0.0f, -0.0f}, {2});
+  CHECK(fp8a::CpuBackend().evaluate(std::vector<fp8a::Candidate>{c}, zeros.view).results[0].metrics.underflow_energy_pct == 0.0);
 }

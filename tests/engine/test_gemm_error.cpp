@@ -2,6 +2,7 @@
 // low-precision GEMM, cuBLASLt with --device cuda) is given each GEMM and reported.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -62,6 +63,104 @@ TEST_CASE("per-tensor current scaling, E4M3: only the 1.0625 tie loses precision
                      (std::sqrt(896.0 * 896.0 + 2.125 * 2.125) * std::sqrt(896.0 * 896.0 + 4.0));
   CHECK(g[2].cos == doctest::Approx(cos).epsilon(1e-12));
   CHECK_FALSE(g[0].sampled);
+  // Per-entry damage: nothing zeroed or flipped; the median of one entry, and of two (their mean).
+  for (const auto& r : g) {
+    CHECK(r.zeroed_pct == 0.0);
+    CHECK(r.sign_flip_pct == 0.0);
+  }
+  CHECK(g[0].median_rel_err == doctest::Approx(0.0625 / 449.0625).epsilon(1e-15));
+  CHECK(g[1].median_rel_err == 0.0);
+  CHECK(g[2].median_rel_err == doctest::Approx((0.0 + 0.125 / 2.125) / 2).epsilon(1e-15));
+}
+
+namespace {
+
+// zeroed_pct, sign_flip_pct and median_rel_err of got against ref as METRICS.md words them,
+// spelled out: counts over all entries, the median of the sorted relative errors of ref != 0.
+struct DamageRef {
+  double zeroed_pct = 0, sign_flip_pct = 0, median_rel_err = 0;
+};
+
+DamageRef damage_ref(const std::vector<double>& ref, const std::vector<double>& got) {
+  DamageRef d;
+  std::vector<double> rel;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    if (ref[i] == 0) continue;
+    if (got[i] == 0) d.zeroed_pct += 100.0 / static_cast<double>(ref.size());
+    if (got[i] != 0 && (got[i] > 0) != (ref[i] > 0)) d.sign_flip_pct += 100.0 / static_cast<double>(ref.size());
+    rel.push_back(std::fabs(got[i] - ref[i]) / std::fabs(ref[i]));
+  }
+  std::sort(rel.begin(), rel.end());
+  const std::size_t n = rel.size();
+  if (n > 0) d.median_rel_err = n % 2 == 1 ? rel[n / 2] : (rel[n / 2 - 1] + rel[n / 2]) / 2;
+  return d;
+}
+
+// C [m, n] = A [m, k] B^T (B [n, k]), row-major, in double.
+std::vector<double> matmul_nt(const std::vector<float>& a, const std::vector<float>& b,
+                              std::size_t m, std::size_t n, std::size_t k) {
+  std::vector<double> c(m * n, 0.0);
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t j = 0; j < n; ++j)
+      for (std::size_t p = 0; p < k; ++p) c[i * n + j] += double(a[i * k + p]) * b[j * k + p];
+  return c;
+}
+
+std::vector<float> transpose(const std::vector<float>& a, std::size_t rows, std::size_t cols) {
+  std::vector<float> t(a.size());
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t j = 0; j < cols; ++j) t[j * rows + i] = a[i * cols + j];
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("per-entry damage: entries flushed to zero, a sign flipped by cancellation, the median") {
+  // E4M3 current scaling; X and W hold 448 (scale 1), dY holds 1 (scale 448, exact).
+  // X row 2 is 2^-12, below half the smallest E4M3 subnormal 2^-9: it flushes to 0.
+  // W: 2.125 is a tie between 2 and 2.25 and rounds to 2; 0.7 rounds to 0.6875. So
+  // Y[0,0] = 1 * 2.125 - 3 * 0.7 = +0.025, quantised 1 * 2 - 3 * 0.6875 = -0.0625: a flip.
+  const float tiny = std::ldexp(1.0f, -12);
+  Layer l{{1.0f, -3.0f, 448.0f, 0.0f, tiny, 0.0f}, {2.125f, 0.7f, 448.0f, 0.0f},
+          {1.0f, 0.0f, 0.0f, 1.0f, 1.0f, 1.0f}, {}};
+  const std::vector<float> xq = {1.0f, -3.0f, 448.0f, 0.0f, 0.0f, 0.0f}, wq = {2.0f, 0.6875f, 448.0f, 0.0f};
+  auto add = [&](fp8a::Role role, std::vector<float>& data, std::vector<std::int64_t> shape) {
+    fp8a::CapturedTensor t;
+    t.key = {3, "l", role};
+    t.tensor_name = std::string("l.") + fp8a::role_name(role);
+    t.view = fp8a::make_tensor_view(reinterpret_cast<const std::byte*>(data.data()), fp8a::DType::kF32,
+                                    std::move(shape));
+    l.set.tensors.push_back(t);
+  };
+  add(fp8a::Role::kActivation, l.x, {3, 2});
+  add(fp8a::Role::kWeight, l.w, {2, 2});
+  add(fp8a::Role::kGradient, l.dy, {3, 2});
+  fp8a::RunConfig config;
+  config.recipes = {fp8a::parse_recipe("current")};
+  config.format = fp8a::TrainingFormat::kE4M3;
+  const auto rows = fp8a::evaluate_captures(l.set, config, fp8a::CpuBackend());
+  std::vector<std::string> skipped;
+  const auto g = fp8a::evaluate_gemm_errors(l.set, rows, fp8a::GemmOptions{}, &skipped);
+  REQUIRE(g.size() == 3);
+  // Every quantised product and sum here is exact in float32, so the float64 reference of the
+  // hand-quantised operands is the engine's float32 output.
+  const auto wt = transpose(l.w, 2, 2), wqt = transpose(wq, 2, 2);
+  const auto dyt = transpose(l.dy, 3, 2), xt = transpose(l.x, 3, 2), xqt = transpose(xq, 3, 2);
+  const std::vector<DamageRef> want = {
+      damage_ref(matmul_nt(l.x, l.w, 3, 2, 2), matmul_nt(xq, wq, 3, 2, 2)),       // Y = X W^T
+      damage_ref(matmul_nt(l.dy, wt, 3, 2, 2), matmul_nt(l.dy, wqt, 3, 2, 2)),    // dX = dY W
+      damage_ref(matmul_nt(dyt, xt, 2, 2, 3), matmul_nt(dyt, xqt, 2, 2, 3)),      // dW = dY^T X
+  };
+  for (int i = 0; i < 3; ++i) {
+    INFO(fp8a::gemm_name(g[i].gemm));
+    CHECK(g[i].zeroed_pct == doctest::Approx(want[i].zeroed_pct).epsilon(1e-15));
+    CHECK(g[i].sign_flip_pct == doctest::Approx(want[i].sign_flip_pct).epsilon(1e-15));
+    CHECK(g[i].median_rel_err == doctest::Approx(want[i].median_rel_err).epsilon(1e-15));
+  }
+  // The hand-worked numbers: fprop zeroes row 2 (2 of 6 entries) and flips Y[0,0] (1 of 6).
+  CHECK(g[0].zeroed_pct == doctest::Approx(100.0 / 3));
+  CHECK(g[0].sign_flip_pct == doctest::Approx(100.0 / 6));
+  CHECK(g[2].zeroed_pct == 0.0);  // dW rows add X's rows: 1 + 2^-12 -> 1 is not a zero
 }
 
 TEST_CASE("bf16 of BF16-exact values has no error; mismatched shapes are skipped by name") {

@@ -48,6 +48,8 @@ Metric definitions (kept in step with the C++ engine; sums in float64 over finit
   sqnr_db   = -10 log10(rel_mse)    (inf if rel_mse == 0)
   cos       = sum_xd / sqrt(sum_sq * sum_dd)  (1 if both norms 0, 0 if exactly one is)
   underflow_pct = 100 * #(x != 0 and q == 0) / numel  (NaN counts as nonzero, +-0 as zero)
+  underflow_energy_pct = 100 * sum x^2 over finite x with x != 0 and q == 0 / sum_sq
+              (0 if sum_sq is 0)
   overflow_pct  = 100 * count(|x| > float32(fp8_max * scale_inv)) / numel  (inf counts, NaN not)
   saturated_count = #(|float32(x * scale)| > 464) for E4M3, >= 61440 for E5M2 (inf counts)
   scale_inv_min, scale_inv_max = over the tensor's blocks (NaN block scales left out); per-tensor:
@@ -59,6 +61,10 @@ rowwise, W columnwise), wgrad dY^T X (dY columnwise, X columnwise); operands qua
 (per-tensor recipes with the tensor's metric scale), dequantised, multiplied in float32
 (np.matmul); reference np.matmul in float64 of the unquantised operands.
   rel_fro_err = ||Yq - Y||_F / ||Y||_F,  cos = <Yq, Y> / (||Yq||_F ||Y||_F)   (float64)
+  over the E = m*n entries of the output (Yq float32 taken as float64):
+  zeroed_pct     = 100 * #(Y != 0 and Yq == 0) / E
+  sign_flip_pct  = 100 * #(Y != 0, Yq != 0, sign(Yq) != sign(Y)) / E
+  median_rel_err = np.median(|Yq - Y| / |Y| over Y != 0)   (0 if no Y is nonzero)
   m, n = output dims, k = reduction dim. float32 accumulation order is BLAS-dependent: compare
   with a tolerance.
 """
@@ -269,8 +275,10 @@ def role_dtype(role, training_format):
 # Written from the Transformer Engine / OCP definitions (see the module docstring), vectorised over
 # whole tensors and blocks; independent of the C++ engine's code.
 
-ALL_HEADER = CSV_HEADER + ["orientation", "saturated_count", "scale_inv_min", "scale_inv_max"]
-GEMM_HEADER = ["step", "layer", "gemm", "recipe", "format", "rel_fro_err", "cos", "m", "n", "k"]
+ALL_HEADER = CSV_HEADER + ["orientation", "saturated_count", "scale_inv_min", "scale_inv_max",
+                           "underflow_energy_pct"]
+GEMM_HEADER = ["step", "layer", "gemm", "recipe", "format", "rel_fro_err", "cos", "m", "n", "k",
+               "zeroed_pct", "sign_flip_pct", "median_rel_err"]
 
 # |x * scale| beyond the last rounding boundary past max finite: E4M3 > 464 (a tie at 464 rounds to
 # even, 448), E5M2 >= 61440 (the tie would round to inf).
@@ -503,6 +511,8 @@ def error_metrics(x, q):
         sum_xd = float(np.sum(xf * df))
         sum_dd = float(np.sum(df * df))
     underflow = int(np.count_nonzero((x != 0) & (code == 0)))  # NaN x is nonzero; NaN code too
+    flushed = x[(x != 0) & (code == 0) & finite].astype(np.float64)
+    sum_flushed = float(np.sum(flushed * flushed))
     mse = sum_sq_err / n_finite if n_finite else math.nan
     if sum_sq > 0:
         rel_mse = sum_sq_err / sum_sq
@@ -517,6 +527,7 @@ def error_metrics(x, q):
         "mse": mse, "rel_mse": rel_mse, "sqnr_db": sqnr_db, "cos": cos,
         "underflow_pct": 100 * underflow / numel if numel else 0.0,
         "overflow_pct": 100 * q.overflow / numel if numel else 0.0,
+        "underflow_energy_pct": 100 * sum_flushed / sum_sq if sum_sq > 0 else 0.0,
     }
 
 
@@ -580,6 +591,19 @@ def rel_fro_and_cos(ref, got):
     return rel, cos
 
 
+def entry_damage(ref, got):
+    """zeroed_pct, sign_flip_pct, median_rel_err of the float32 output got against ref."""
+    g = got.astype(np.float64).ravel()
+    r = ref.ravel()
+    e = r.size
+    nz = r != 0
+    zeroed = int(np.count_nonzero(nz & (g == 0)))
+    flipped = int(np.count_nonzero(nz & (g != 0) & (np.signbit(g) != np.signbit(r))))
+    rel = np.abs(g[nz] - r[nz]) / np.abs(r[nz])
+    median = float(np.median(rel)) if rel.size else 0.0
+    return (100 * zeroed / e if e else 0.0, 100 * flipped / e if e else 0.0, median)
+
+
 def gemm_rows(step, layer, ops, recipes, training_format, scales):
     """ops: {role: (input dtype string, float32 2-D array)}; scales: {(role, spec): per-tensor
     scale or None (delayed not replayable)}. X [M,K], W [N,K], dY [M,N]."""
@@ -617,9 +641,11 @@ def gemm_rows(step, layer, ops, recipes, training_format, scales):
         }
         for g in ("fprop", "dgrad", "wgrad"):
             rel, cos = rel_fro_and_cos(refs[g], got[g])
+            zeroed, flipped, median = entry_damage(refs[g], got[g])
             mm, nn, kk = dims[g]
             rows.append([str(step), layer, g, rc.spec, training_format, fmt_num(rel), fmt_num(cos),
-                         str(mm), str(nn), str(kk)])
+                         str(mm), str(nn), str(kk), fmt_num(zeroed), fmt_num(flipped),
+                         fmt_num(median)])
     return rows
 
 
@@ -678,7 +704,7 @@ def run_all(files, training_format, recipes, out, trace_path=None, gemms_out=Non
                                 + [fmt_num(m[c]) for c in ("mse", "rel_mse", "sqnr_db", "cos",
                                                             "underflow_pct", "overflow_pct")]
                                 + [orient, str(qz.saturated), fmt_num(qz.sinv_min),
-                                   fmt_num(qz.sinv_max)])
+                                   fmt_num(qz.sinv_max), fmt_num(m["underflow_energy_pct"])])
         if gemms_out is not None:
             for layer in sorted(layers):
                 ops = layers[layer]

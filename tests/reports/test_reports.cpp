@@ -93,6 +93,7 @@ TEST_CASE("metrics.csv, summary.json and the console table match their golden fi
   delayed.current_scale = 179.2f;  // log2(89.6 / 179.2) = -1
   delayed.replay = {fp8a::ReplayMode::kApproximate, 89.6f, "history window [4, 19] has 1 of 16 steps"};
   delayed.metrics.sums.saturated_count = 2;
+  delayed.metrics.underflow_energy_pct = 0.0123;  // the flushed elements' share of sum x^2
   rows.push_back(delayed);
   auto block = fp8a::testing::make_row(20, "layers.0.fc1", fp8a::Role::kGradient, "block", 28.0, 0.999, 0.0, 0.0);
   block.orientation = fp8a::Orientation::kColumnwise;
@@ -117,6 +118,9 @@ TEST_CASE("metrics.csv, summary.json and the console table match their golden fi
   g.rel_fro_err = 0.03125;
   g.cos = 0.9995;
   g.note = "cublaslt not run: MXFP8 block scaling (VEC32_UE8M0) needs sm_100+; this GPU is sm_90";
+  g.zeroed_pct = 21.875;  // per-entry damage of the output: 28 of 128 entries zeroed
+  g.sign_flip_pct = 0.78125;
+  g.median_rel_err = 0.0625;
   // The same GEMM from a real engine: its accumulation, the padded dims it ran, a quoted note.
   fp8a::GemmRow e = g;
   e.gemm = fp8a::Gemm::kFprop;
