@@ -97,12 +97,9 @@ bool tensor_checks(const TensorEvidence& ev, const Policy& policy, std::vector<C
         k.reason = what + " underflow " + pct(u) + " % of elements (> " + pct(c.max_pct) + " %)" + how;
       out->push_back(std::move(k));
     } else {
-      // Each flushed element adds its whole x^2 to the error sum: 100 * rel_mse bounds the share.
-      const bool bounded = !ev.underflow_energy_pct.has_value();
-      const double energy = bounded ? 100.0 * m.rel_mse : *ev.underflow_energy_pct;
+      const double energy = m.underflow_energy_pct;
       Check k = upper_check(Criterion::kUnderflow, energy, *c.max_energy_pct, c.weight);
-      const std::string share = std::string(bounded ? "at most " : "") + pct(energy) +
-                                " % of its energy" + (bounded ? ", bounded by rel_mse" : "");
+      const std::string share = pct(energy) + " % of its energy";
       if (!k.passed) {
         k.reason = what + " underflow " + pct(u) + " % of elements (" + share + " > " +
                    pct(*c.max_energy_pct) + " %): signal lost" + how;
@@ -198,20 +195,20 @@ Verdict judge_gemm(const GemmEvidence& ev, const Policy& policy) {
   }
   if (const WgradDamageCriterion& c = policy.wgrad_damage; c.enabled && ev.gemm == Gemm::kWgrad) {
     const std::string step = out ? "step " + std::to_string(out->step) + " " : std::string();
-    if (ev.zeroed_pct) {
-      Check k = upper_check(Criterion::kWgradZeroed, *ev.zeroed_pct, c.max_zeroed_pct, c.weight);
+    if (out != nullptr) {
+      Check k = upper_check(Criterion::kWgradZeroed, out->zeroed_pct, c.max_zeroed_pct, c.weight);
       if (!k.passed)
-        k.reason = step + "wgrad: " + pct(*ev.zeroed_pct) + " % of dW entries zeroed (> " +
+        k.reason = step + "wgrad: " + pct(out->zeroed_pct) + " % of dW entries zeroed (> " +
                    pct(c.max_zeroed_pct) + " %)" + how;
       v.checks.push_back(std::move(k));
     }
-    if (ev.sign_flip_pct && out != nullptr) {
+    if (out != nullptr) {
       const double expected = 100.0 * std::atan(out->rel_fro_err) / std::numbers::pi;
-      const double ratio = expected > 0 ? *ev.sign_flip_pct / expected
-                                        : (*ev.sign_flip_pct > 0 ? kInf : 0.0);
+      const double ratio = expected > 0 ? out->sign_flip_pct / expected
+                                        : (out->sign_flip_pct > 0 ? kInf : 0.0);
       Check k = upper_check(Criterion::kWgradSignFlip, ratio, c.sign_flip_factor, c.weight);
       if (!k.passed)
-        k.reason = step + "wgrad: " + pct(*ev.sign_flip_pct) + " % of dW entries flip sign, " +
+        k.reason = step + "wgrad: " + pct(out->sign_flip_pct) + " % of dW entries flip sign, " +
                    times(ratio) + " the " + pct(expected) +
                    " % that independent noise of its rel_fro_err flips (> " +
                    times(c.sign_flip_factor) + ")" + how;

@@ -72,11 +72,7 @@ struct Verdict {
 
 // The evidence of one tensor copy under one recipe.
 struct TensorEvidence {
-  const EvaluationRow* row = nullptr;  // never null
-  // Percent of the tensor's energy (sum x^2) in the elements that flush to zero (metrics.csv
-  // underflow_energy_pct). Unset while the evaluation does not compute it: the energy rule then
-  // uses its upper bound 100 * rel_mse.
-  std::optional<double> underflow_energy_pct;
+  const EvaluationRow* row = nullptr;  // never null; its metrics carry underflow_energy_pct
 };
 
 // The evidence of one GEMM of a layer at a step under one recipe.
@@ -85,10 +81,9 @@ struct GemmEvidence {
   // The operand copies the GEMM consumes (kGemmOperandUses: EvaluationIndex::find_for_use); a null
   // row is an operand that was not captured: judged from the other alone (the verdict says so).
   TensorEvidence a, b;
-  const GemmRow* output = nullptr;  // the emulated output error; null when not computed
-  // wgrad output only (gemms.csv zeroed_pct, sign_flip_pct); unset while not computed.
-  std::optional<double> zeroed_pct;
-  std::optional<double> sign_flip_pct;
+  // The emulated output error, with its per-entry damage (zeroed_pct, sign_flip_pct: the wgrad
+  // criteria); null when not computed.
+  const GemmRow* output = nullptr;
 };
 
 // The tensor criteria (underflow, mse, rel_mse_floor, saturation) on one tensor copy. Reasons

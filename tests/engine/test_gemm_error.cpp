@@ -137,7 +137,7 @@ TEST_CASE("per-entry damage: entries flushed to zero, a sign flipped by cancella
   add(fp8a::Role::kGradient, l.dy, {3, 2});
   fp8a::RunConfig config;
   config.recipes = {fp8a::parse_recipe("current")};
-  config.format = fp8a::TrainingFormat::kE4M3;
+  config.formats = {fp8a::TrainingFormat::kE4M3};
   const auto rows = fp8a::evaluate_captures(l.set, config, fp8a::CpuBackend());
   std::vector<std::string> skipped;
   const auto g = fp8a::evaluate_gemm_errors(l.set, rows, fp8a::GemmOptions{}, &skipped);
