@@ -14,6 +14,7 @@
 #include "engine/gemm_error.hpp"
 #include "engine/gemm_pairing.hpp"
 #include "engine/run.hpp"
+#include "core/gpu_target.hpp"
 #include "policies/advice.hpp"
 
 namespace {
@@ -233,4 +234,86 @@ TEST_CASE("real lm-spike: not delayed scaling; delayed's failures name the spike
   for (const LayerDecision& l : rec.layers)
     for (const GemmDecision& g : l.gemms)
       if (g.precision == Precision::kBf16) CHECK_FALSE(g.reason.empty());
+}
+
+TEST_CASE("a layer without all three operands is judged from the copies that exist") {
+  // The wide-gradient preset with the FC1 gradient dropped at step 100: that step's fprop is still
+  // judged (X and W), its dgrad and wgrad from W and X alone, and the layer is marked incomplete.
+  const SynthPreset* preset = find_synth_preset("wide-gradient");
+  REQUIRE(preset != nullptr);
+  Evaluated e;
+  evaluate_synth(e, *preset);
+  const std::string fc1 = "layers.0.mlp.linear_fc1";
+  std::erase_if(e.rows, [&](const EvaluationRow& r) {
+    return r.key.step == 100 && r.key.layer == fc1 && r.key.role == Role::kGradient;
+  });
+  std::erase_if(e.gemms, [&](const GemmRow& g) { return g.step == 100 && g.layer == fc1; });
+  std::erase_if(e.layers, [&](const GemmLayer& l) { return l.step == 100 && l.layer == fc1; });
+  const Recommendation rec = advise(e);
+  REQUIRE(rec.chosen.has_value());
+  for (const CandidateAdvice& c : rec.candidates) {
+    const LayerJudgement* l = judgement(c, fc1);
+    REQUIRE(l != nullptr);
+    CHECK(l->incomplete);
+    CHECK(l->steps == std::vector<std::int64_t>{50, 100});
+    for (const GemmJudgement& g : l->gemms) {
+      CHECK(g.judged);
+      CHECK(g.steps == 2);
+      CHECK(g.flops > 0);  // step 50's
+    }
+    CHECK_FALSE(judgement(c, "layers.0.self_attention.linear_qkv")->incomplete);
+  }
+  for (const LayerDecision& l : rec.layers) CHECK(l.incomplete == (l.layer == fc1));
+}
+
+TEST_CASE("te-autoswitch's global scope sends every GEMM to BF16 on one failure") {
+  Evaluated e;
+  evaluate_real(e, "lm-spike");
+  const Recommendation rec = advise(e, te_autoswitch_policy());
+  REQUIRE(rec.chosen.has_value());
+  for (const CandidateAdvice& c : rec.candidates) {
+    CHECK(c.fp8_flops == 0.0);
+    CHECK(c.gemms_to_bf16 == 6);
+  }
+  for (const LayerDecision& l : rec.layers) {
+    CHECK(l.precision == Precision::kBf16);
+    for (const GemmDecision& g : l.gemms) {
+      CHECK(g.precision == Precision::kBf16);
+      if (g.fp8_safe) CHECK(has(g.reason, "every GEMM to BF16 (policy scope global): "));
+    }
+  }
+}
+
+TEST_CASE("with a cost model: recipes the GPU cannot run are excluded, the fastest plan wins") {
+  const SynthPreset* preset = find_synth_preset("healthy");
+  REQUIRE(preset != nullptr);
+  Evaluated e;
+  evaluate_synth(e, *preset);
+  const EvaluationIndex index(e.rows);
+  AdviceInputs in;
+  in.index = &index;
+  in.gemms = e.gemms;
+  in.layers = e.layers;
+  in.candidates = index_candidates(index);
+  const GpuTarget* h100 = find_gpu_target("h100");
+  REQUIRE(h100 != nullptr);
+  const CostModel model = build_cost_model(e.layers, index.recipes(), *h100);
+  const Recommendation rec = recommend(in, default_policy(), &model);
+  REQUIRE(rec.chosen.has_value());
+  const CandidateAdvice& chosen = rec.candidates[*rec.chosen];
+  CHECK(chosen.runnable);
+  REQUIRE(chosen.speedup.has_value());
+  for (const CandidateAdvice& c : rec.candidates) {
+    if (c.candidate.recipe.kind == RecipeKind::kMx) {
+      CHECK_FALSE(c.runnable);
+      CHECK(has(c.excluded, "mxfp8 needs sm_100"));
+      CHECK_FALSE(c.speedup.has_value());
+    } else {
+      REQUIRE(c.speedup.has_value());
+      CHECK(*c.speedup <= *chosen.speedup);
+    }
+  }
+  REQUIRE(rec.pareto.size() == rec.candidates.size());
+  for (std::size_t i = 0; i < rec.pareto.size(); ++i)
+    CHECK(rec.pareto[i].speedup.has_value() == rec.candidates[i].runnable);
 }
