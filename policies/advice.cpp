@@ -92,6 +92,10 @@ Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const
     if (g.engine != "emulated") continue;
     outputs.emplace(GemmKey{g.step, g.layer, g.gemm, g.recipe.spec(), g.format}, &g);
   }
+  using ForecastKey = std::tuple<std::string, Role, std::string, Fp8Format>;
+  std::map<ForecastKey, const DelayedForecast*> forecasts;
+  for (const DelayedForecast& f : inputs.forecasts)
+    forecasts.emplace(ForecastKey{f.layer, f.role, f.recipe, f.fp8}, &f);
   // The layers and their captured steps.
   std::vector<std::pair<std::string, std::vector<std::int64_t>>> layers;
   for (const std::string& name : index.layers()) {
@@ -144,7 +148,20 @@ Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const
                        static_cast<double>(d.k);
           }
         }
-        j.fp8_safe = j.judged && j.failed_steps == 0;
+        if (j.judged && cand.recipe.kind == RecipeKind::kPerTensorDelayed)
+          for (Role role : {use.a, use.b}) {
+            const auto f = forecasts.find(
+                ForecastKey{name, role, spec, fp8_format_for(cand.format, role)});
+            if (f == forecasts.end()) continue;
+            std::optional<double> steps_left;
+            if (f->second->saturation_step)
+              steps_left = static_cast<double>(*f->second->saturation_step - f->second->step);
+            Verdict fv = judge_delayed_forecast(
+                steps_left, name + " " + role_name(role) + " under " + candidate_name(cand), policy);
+            if (!j.forecast || worse(fv, 0, *j.forecast, 0)) j.forecast = std::move(fv);
+          }
+        j.fp8_safe = j.judged && j.failed_steps == 0 && (!j.forecast || j.forecast->passed);
+        j.risk = std::max(j.worst.risk, j.forecast ? j.forecast->risk : 0.0);
         ca.total_flops += j.flops;
         if (j.judged) {
           any_judged = true;
@@ -165,7 +182,7 @@ Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const
         if (j.fp8_safe && !global_off) {
           p[static_cast<int>(j.gemm)] = Precision::kFp8;
           ca.fp8_flops += j.flops;
-          ca.total_risk += j.worst.risk;
+          ca.total_risk += j.risk;
         } else if (j.judged) {
           ++ca.gemms_to_bf16;
         }
@@ -263,7 +280,9 @@ Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const
           gd.reason = kept_reason(j, c.candidate);
         } else {
           any_bf16 = true;
-          gd.reason = j.fp8_safe ? global_cause : j.worst.reason;
+          gd.reason = j.fp8_safe          ? global_cause
+                      : !j.worst.passed ? j.worst.reason
+                                        : j.forecast->reason;
         }
       }
       ld.precision = any_fp8 && any_bf16 ? Precision::kMixed

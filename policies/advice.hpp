@@ -32,6 +32,7 @@
 #include "engine/evaluation_index.hpp"
 #include "engine/gemm_error.hpp"
 #include "engine/gemm_pairing.hpp"
+#include "policies/amax_trend.hpp"
 #include "policies/cost_model.hpp"
 #include "policies/policy.hpp"
 #include "policies/verdict.hpp"
@@ -60,6 +61,9 @@ struct AdviceInputs {
   std::span<const GemmRow> gemms;          // evaluate_gemm_errors (emulated rows are used)
   std::span<const GemmLayer> layers;       // pair_gemm_operands: the complete (step, layer)s
   std::vector<RunCandidate> candidates;       // the evaluated candidates; bf16 ones are ignored
+  // Delayed candidates only: forecast_delayed_scaling of each format (matched by layer, role,
+  // recipe spec and the role's FP8 type in the candidate's format). Empty: no forecast judged.
+  std::span<const DelayedForecast> forecasts;
 };
 
 enum class Precision : std::uint8_t { kFp8, kBf16, kMixed };  // kMixed: layers only
@@ -86,8 +90,14 @@ struct GemmJudgement {
   int failed_steps = 0;   // of them, failed
   std::vector<StepVerdict> failures;  // every failed step's verdict, in step order
   bool has_output = false;  // the worst step's emulated GemmRow was found (amplification, damage)
+  // Delayed candidates with forecasts: the worse of its two operands' judge_delayed_forecast
+  // (the history running out of headroom after the last capture); unset when none was found.
+  std::optional<Verdict> forecast;
   double flops = 0;       // 2 m n k summed over the complete captured steps
-  bool fp8_safe = false;  // judged and no step failed
+  // judged, no step failed and the forecast (if any) passed.
+  bool fp8_safe = false;
+  // max(worst.risk, forecast's risk): what total_risk sums.
+  double risk = 0;
 };
 
 // One layer under one candidate.
@@ -124,7 +134,8 @@ struct GemmDecision {
   bool judged = false;
   bool fp8_safe = false;
   Precision precision = Precision::kBf16;
-  // bf16: the worst verdict's reason (or why nothing was judged, or the global scope's cause);
+  // bf16: the worst verdict's reason, else the failed forecast's (or why nothing was judged, or
+  // the global scope's cause);
   // fp8 with a margin under kSmallMargin: "kept FP8: ... margin ..."; otherwise empty.
   std::string reason;
 };

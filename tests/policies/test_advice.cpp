@@ -40,13 +40,28 @@ void evaluate(Evaluated& e, const std::string& recipes, std::vector<TrainingForm
   e.layers = pair_gemm_operands(e.captures, &skipped);
 }
 
-Recommendation advise(const Evaluated& e, const Policy& policy = default_policy()) {
+// The delayed-scaling forecasts of every format of the table, as the run would pass them.
+std::vector<DelayedForecast> forecasts(const Evaluated& e, const EvaluationIndex& index) {
+  std::vector<DelayedForecast> out;
+  for (TrainingFormat f : index.formats())
+    for (DelayedForecast& d : forecast_delayed_scaling(&e.log, e.rows, index.recipes(), f))
+      out.push_back(std::move(d));
+  return out;
+}
+
+// The selection without a cost model; the forecasts only when asked (the ground-truth checks run
+// on the evaluation tables alone).
+Recommendation advise(const Evaluated& e, const Policy& policy = default_policy(),
+                      bool with_forecasts = false) {
   const EvaluationIndex index(e.rows);
+  const std::vector<DelayedForecast> fc =
+      with_forecasts ? forecasts(e, index) : std::vector<DelayedForecast>{};
   AdviceInputs in;
   in.index = &index;
   in.gemms = e.gemms;
   in.layers = e.layers;
   in.candidates = index_candidates(index);
+  in.forecasts = fc;
   return recommend(in, policy, nullptr);
 }
 
@@ -97,6 +112,7 @@ std::string explain(const LayerJudgement& l) {
       s += " (step " + std::to_string(g.worst_step) + " " + criterion_name(*g.worst.limiting) +
            " " + std::to_string(g.worst.measured) + " vs " + std::to_string(g.worst.threshold) +
            ", margin " + std::to_string(g.worst.margin) + ")";
+    if (g.forecast && !g.forecast->passed) s += " [forecast: " + g.forecast->reason + "]";
   }
   return s;
 }
@@ -316,4 +332,41 @@ TEST_CASE("with a cost model: recipes the GPU cannot run are excluded, the faste
   REQUIRE(rec.pareto.size() == rec.candidates.size());
   for (std::size_t i = 0; i < rec.pareto.size(); ++i)
     CHECK(rec.pareto[i].speedup.has_value() == rec.candidates[i].runnable);
+}
+
+TEST_CASE("the delayed-scaling forecast enters the delayed candidates' verdicts") {
+  // lm-sane passes every GEMM under delayed scaling on the captured steps, but its amax trends grow:
+  // with margin 0 the forecast has the weights' history run out of headroom 1 step after the last
+  // capture (any growth per step beyond the margin does), far inside the 10000-step horizon.
+  Evaluated e;
+  evaluate_real(e, "lm-sane");
+  const Recommendation plain = advise(e);
+  const Recommendation rec = advise(e, default_policy(), true);
+  REQUIRE(rec.chosen.has_value());
+  CHECK(rec.candidates[*rec.chosen].candidate.recipe.kind == RecipeKind::kPerTensorCurrent);
+  REQUIRE(rec.candidates.size() == plain.candidates.size());
+  for (std::size_t i = 0; i < rec.candidates.size(); ++i) {
+    const CandidateAdvice& c = rec.candidates[i];
+    const bool delayed = c.candidate.recipe.kind == RecipeKind::kPerTensorDelayed;
+    for (std::size_t li = 0; li < c.layers.size(); ++li)
+      for (const GemmJudgement& g : c.layers[li].gemms) {
+        const GemmJudgement& p = plain.candidates[i].layers[li].gemms[static_cast<int>(g.gemm)];
+        CHECK(g.failed_steps == p.failed_steps);  // the captured steps judge alike
+        CHECK(g.forecast.has_value() == delayed);
+        if (!delayed) {
+          CHECK(g.fp8_safe == p.fp8_safe);
+          continue;
+        }
+        CHECK(p.fp8_safe);
+        CHECK_FALSE(g.fp8_safe);
+        REQUIRE(g.forecast.has_value());
+        CHECK(g.forecast->limiting == Criterion::kDelayedForecast);
+        CHECK(has(g.forecast->reason, "under delayed:history=1024:algo=max:margin=0/hybrid: the "
+                                      "amax history forecast to run out of headroom "));
+        if (g.gemm != Gemm::kWgrad)  // fprop and dgrad read W
+          CHECK(has(g.forecast->reason, " weight under delayed"));
+      }
+  }
+  const LayerDecision& first = rec.layers.front();
+  CHECK(first.precision == Precision::kFp8);
 }
