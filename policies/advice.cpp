@@ -1,0 +1,300 @@
+#include "policies/advice.hpp"
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "core/error.hpp"
+
+namespace fp8a {
+
+namespace {
+
+std::string fmt(const char* format, ...) {
+  char buf[512];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(buf, sizeof buf, format, args);
+  va_end(args);
+  return buf;
+}
+
+// Whether verdict a (at step sa) is worse than b (at sb): failing first, then the lower margin,
+// the higher risk, the earlier step.
+bool worse(const Verdict& a, std::int64_t sa, const Verdict& b, std::int64_t sb) {
+  if (a.passed != b.passed) return !a.passed;
+  if (a.margin != b.margin) return a.margin < b.margin;
+  if (a.risk != b.risk) return a.risk > b.risk;
+  return sa < sb;
+}
+
+int kind_rank(RecipeKind kind) {
+  int i = 0;
+  for (RecipeKind k : kCandidatePreference) {
+    if (k == kind) return i;
+    ++i;
+  }
+  return i;
+}
+
+// The numerics order: true when candidate a is preferred to b.
+bool numerics_better(const CandidateAdvice& a, std::size_t ia, const CandidateAdvice& b,
+                     std::size_t ib) {
+  if (a.fp8_flops != b.fp8_flops) return a.fp8_flops > b.fp8_flops;
+  if (a.total_risk != b.total_risk) return a.total_risk < b.total_risk;
+  const int ka = kind_rank(a.candidate.recipe.kind), kb = kind_rank(b.candidate.recipe.kind);
+  if (ka != kb) return ka < kb;
+  if (a.candidate.format != b.candidate.format)
+    return a.candidate.format == TrainingFormat::kHybrid;
+  return ia < ib;
+}
+
+using GemmKey = std::tuple<std::int64_t, std::string, Gemm, std::string, TrainingFormat>;
+
+std::string kept_reason(const GemmJudgement& j, const RunCandidate& c) {
+  const Verdict& v = j.worst;
+  if (!v.limiting || v.margin >= kSmallMargin) return "";
+  return fmt("kept FP8: step %lld %s %s %.4g against %.4g (margin %.3f < %.2f) under %s",
+             static_cast<long long>(j.worst_step), gemm_name(j.gemm), criterion_name(*v.limiting),
+             v.measured, v.threshold, v.margin, kSmallMargin, candidate_name(c).c_str());
+}
+
+}  // namespace
+
+std::string candidate_name(const RunCandidate& c) {
+  return c.recipe.spec() + "/" + training_format_name(c.format);
+}
+
+const char* precision_name(Precision p) {
+  return p == Precision::kFp8 ? "fp8" : p == Precision::kBf16 ? "bf16" : "mixed";
+}
+
+std::vector<RunCandidate> index_candidates(const EvaluationIndex& index) {
+  std::vector<RunCandidate> out;
+  for (const Recipe& r : index.recipes()) {
+    if (r.kind == RecipeKind::kBf16) continue;
+    for (TrainingFormat f : index.formats()) out.push_back({r, f});
+  }
+  return out;
+}
+
+Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const CostModel* cost) {
+  FP8A_CHECK(inputs.index != nullptr, "recommend: no evaluation index");
+  const EvaluationIndex& index = *inputs.index;
+
+  std::map<std::pair<std::int64_t, std::string>, const GemmLayer*> complete;
+  for (const GemmLayer& l : inputs.layers) complete[{l.step, l.layer}] = &l;
+  std::map<GemmKey, const GemmRow*> outputs;
+  for (const GemmRow& g : inputs.gemms) {
+    if (g.engine != "emulated") continue;
+    outputs.emplace(GemmKey{g.step, g.layer, g.gemm, g.recipe.spec(), g.format}, &g);
+  }
+  using ForecastKey = std::tuple<std::string, Role, std::string, Fp8Format>;
+  std::map<ForecastKey, const DelayedForecast*> forecasts;
+  for (const DelayedForecast& f : inputs.forecasts)
+    forecasts.emplace(ForecastKey{f.layer, f.role, f.recipe, f.fp8}, &f);
+  // The layers and their captured steps.
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> layers;
+  for (const std::string& name : index.layers()) {
+    std::set<std::int64_t> steps;
+    for (const EvaluationRow* r : index.rows_of(name)) steps.insert(r->key.step);
+    layers.push_back({name, {steps.begin(), steps.end()}});
+  }
+
+  Recommendation rec;
+  for (const RunCandidate& cand : inputs.candidates) {
+    if (cand.recipe.kind == RecipeKind::kBf16) continue;
+    CandidateAdvice ca;
+    ca.candidate = cand;
+    const std::string spec = cand.recipe.spec();
+    for (const auto& [name, steps] : layers) {
+      LayerJudgement lj;
+      lj.layer = name;
+      lj.steps = steps;
+      bool any_judged = false, all_safe = true;
+      for (std::int64_t step : steps)
+        if (!complete.contains({step, name})) lj.incomplete = true;
+      for (const GemmOperandUse& use : kGemmOperandUses) {
+        GemmJudgement& j = lj.gemms[static_cast<int>(use.gemm)];
+        j.gemm = use.gemm;
+        for (std::int64_t step : steps) {
+          GemmEvidence ev;
+          ev.gemm = use.gemm;
+          ev.a.row = index.find_for_use({step, name, use.a}, cand.recipe, cand.format,
+                                        use.a_orientation);
+          ev.b.row = index.find_for_use({step, name, use.b}, cand.recipe, cand.format,
+                                        use.b_orientation);
+          if (ev.a.row == nullptr && ev.b.row == nullptr) continue;
+          const auto out = outputs.find(GemmKey{step, name, use.gemm, spec, cand.format});
+          ev.output = out == outputs.end() ? nullptr : out->second;
+          Verdict v = judge_gemm(ev, policy);
+          ++j.steps;
+          if (!v.passed) {
+            ++j.failed_steps;
+            j.failures.push_back({step, v});
+          }
+          if (!j.judged || worse(v, step, j.worst, j.worst_step)) {
+            j.worst = std::move(v);
+            j.worst_step = step;
+            j.has_output = ev.output != nullptr;
+          }
+          j.judged = true;
+          if (const auto it = complete.find({step, name}); it != complete.end()) {
+            const GemmDims d = it->second->dims(use.gemm);
+            j.flops += 2.0 * static_cast<double>(d.m) * static_cast<double>(d.n) *
+                       static_cast<double>(d.k);
+          }
+        }
+        if (j.judged && cand.recipe.kind == RecipeKind::kPerTensorDelayed)
+          for (Role role : {use.a, use.b}) {
+            const auto f = forecasts.find(
+                ForecastKey{name, role, spec, fp8_format_for(cand.format, role)});
+            if (f == forecasts.end()) continue;
+            std::optional<double> steps_left;
+            if (f->second->saturation_step)
+              steps_left = static_cast<double>(*f->second->saturation_step - f->second->step);
+            Verdict fv = judge_delayed_forecast(
+                steps_left, name + " " + role_name(role) + " under " + candidate_name(cand), policy);
+            if (!j.forecast || worse(fv, 0, *j.forecast, 0)) j.forecast = std::move(fv);
+          }
+        j.fp8_safe = j.judged && j.failed_steps == 0 && (!j.forecast || j.forecast->passed);
+        j.risk = std::max(j.worst.risk, j.forecast ? j.forecast->risk : 0.0);
+        ca.total_flops += j.flops;
+        if (j.judged) {
+          any_judged = true;
+          all_safe = all_safe && j.fp8_safe;
+        }
+      }
+      lj.fp8_safe = any_judged && all_safe;
+      ca.layers.push_back(std::move(lj));
+    }
+    // The plan: passing GEMMs FP8; under the global scope, none when any fails.
+    bool any_failed = false;
+    for (const LayerJudgement& lj : ca.layers)
+      for (const GemmJudgement& j : lj.gemms) any_failed = any_failed || (j.judged && !j.fp8_safe);
+    const bool global_off = policy.scope == FallbackScope::kGlobal && any_failed;
+    for (const LayerJudgement& lj : ca.layers) {
+      std::array<Precision, 3> p{Precision::kBf16, Precision::kBf16, Precision::kBf16};
+      for (const GemmJudgement& j : lj.gemms) {
+        if (j.fp8_safe && !global_off) {
+          p[static_cast<int>(j.gemm)] = Precision::kFp8;
+          ca.fp8_flops += j.flops;
+          ca.total_risk += j.risk;
+        } else if (j.judged) {
+          ++ca.gemms_to_bf16;
+        }
+      }
+      ca.plan.push_back(p);
+    }
+    ca.fp8_flop_share = ca.total_flops > 0 ? ca.fp8_flops / ca.total_flops : 0.0;
+    if (cost != nullptr) {
+      int r = -1;
+      for (std::size_t i = 0; i < cost->recipes.size(); ++i)
+        if (cost->recipes[i] == cand.recipe) r = static_cast<int>(i);
+      if (r < 0) {
+        ca.runnable = false;
+        ca.excluded = cand.recipe.spec() + " is not in the cost model";
+      } else if (!cost->support[static_cast<std::size_t>(r)].runs) {
+        ca.runnable = false;
+        ca.excluded = cost->support[static_cast<std::size_t>(r)].reason;
+      } else {
+        CostPlan plan = uniform_plan(*cost, kCostBf16);
+        for (std::size_t li = 0; li < ca.layers.size(); ++li)
+          for (std::size_t ci = 0; ci < cost->layers.size(); ++ci)
+            if (cost->layers[ci].layer == ca.layers[li].layer)
+              for (int g = 0; g < 3; ++g)
+                if (ca.plan[li][static_cast<std::size_t>(g)] == Precision::kFp8)
+                  plan.choice[ci][static_cast<std::size_t>(g)] = r;
+        ca.speedup = estimate_cost(*cost, plan).speedup;
+      }
+    }
+    rec.candidates.push_back(std::move(ca));
+  }
+
+  // The choice.
+  std::optional<std::size_t> best, second;
+  auto better = [&](std::size_t a, std::size_t b) {
+    const CandidateAdvice& x = rec.candidates[a];
+    const CandidateAdvice& y = rec.candidates[b];
+    if (cost != nullptr && *x.speedup != *y.speedup) return *x.speedup > *y.speedup;
+    return numerics_better(x, a, y, b);
+  };
+  for (std::size_t i = 0; i < rec.candidates.size(); ++i) {
+    if (!rec.candidates[i].runnable) continue;
+    if (!best || better(i, *best)) {
+      second = best;
+      best = i;
+    } else if (!second || better(i, *second)) {
+      second = i;
+    }
+  }
+  rec.chosen = best;
+  if (best) {
+    const CandidateAdvice& c = rec.candidates[*best];
+    rec.why = fmt("%s keeps %.1f %% of the GEMM FLOPs in FP8 with %d GEMMs to BF16 (risk %.3f)",
+                  candidate_name(c.candidate).c_str(), 100.0 * c.fp8_flop_share, c.gemms_to_bf16,
+                  c.total_risk);
+    if (c.speedup) rec.why += fmt(", predicted GEMM speedup %.3fx", *c.speedup);
+    if (second) {
+      const CandidateAdvice& s = rec.candidates[*second];
+      const char* key = cost != nullptr && *c.speedup != *s.speedup ? "faster"
+                        : c.fp8_flops != s.fp8_flops               ? "more FP8 FLOPs"
+                        : c.total_risk != s.total_risk             ? "tied on FLOPs, lower risk"
+                                                                   : "tied, preference order";
+      rec.why += fmt("; next %s %.1f %% with %d to BF16 (risk %.3f)",
+                     candidate_name(s.candidate).c_str(), 100.0 * s.fp8_flop_share,
+                     s.gemms_to_bf16, s.total_risk);
+      if (s.speedup) rec.why += fmt(", %.3fx", *s.speedup);
+      rec.why += fmt(": %s", key);
+    }
+    // The decisions under it.
+    std::string global_cause;
+    if (policy.scope == FallbackScope::kGlobal)
+      for (const LayerJudgement& lj : c.layers)
+        for (const GemmJudgement& j : lj.gemms)
+          if (global_cause.empty() && j.judged && !j.fp8_safe)
+            global_cause = "every GEMM to BF16 (policy scope global): " + lj.layer + " " +
+                           gemm_name(j.gemm) + ": " + j.worst.reason;
+    for (std::size_t li = 0; li < c.layers.size(); ++li) {
+      const LayerJudgement& lj = c.layers[li];
+      LayerDecision ld;
+      ld.layer = lj.layer;
+      ld.incomplete = lj.incomplete;
+      ld.fp8_safe = lj.fp8_safe;
+      bool any_fp8 = false, any_bf16 = false;
+      for (const GemmJudgement& j : lj.gemms) {
+        GemmDecision& gd = ld.gemms[static_cast<int>(j.gemm)];
+        gd.gemm = j.gemm;
+        gd.judged = j.judged;
+        gd.fp8_safe = j.fp8_safe;
+        gd.precision = c.plan[li][static_cast<int>(j.gemm)];
+        if (!j.judged) {
+          gd.reason = fmt("%s: no operand copy captured", gemm_name(j.gemm));
+          continue;
+        }
+        if (gd.precision == Precision::kFp8) {
+          any_fp8 = true;
+          gd.reason = kept_reason(j, c.candidate);
+        } else {
+          any_bf16 = true;
+          gd.reason = j.fp8_safe          ? global_cause
+                      : !j.worst.passed ? j.worst.reason
+                                        : j.forecast->reason;
+        }
+      }
+      ld.precision = any_fp8 && any_bf16 ? Precision::kMixed
+                     : any_fp8           ? Precision::kFp8
+                                         : Precision::kBf16;
+      rec.layers.push_back(std::move(ld));
+    }
+  }
+  for (const CandidateAdvice& c : rec.candidates)
+    rec.pareto.push_back(
+        {c.candidate, c.fp8_flop_share, c.speedup, c.gemms_to_bf16, c.runnable, c.excluded});
+  return rec;
+}
+
+}  // namespace fp8a

@@ -1,0 +1,174 @@
+// The selection, numerics first: every (layer, GEMM) judged under every evaluated FP8 candidate
+// (recipe, format), the global candidate chosen, and the plan of which GEMMs stay FP8 under it.
+// A pure function from the evaluation tables to a Recommendation; reports render it, they build
+// no reasons of their own.
+//
+// The choice (no cost model, `--cost none`): the candidate under which the most GEMM FLOPs stay
+// FP8 once every failing GEMM is sent to BF16 (FLOPs: 2 m n k of the whole layer, from
+// GemmLayer::dims, summed over the captured steps). Ties: the lower total risk (the sum of the
+// worst Verdict::risk of the GEMMs the plan keeps in FP8), then kCandidatePreference:
+//   current > block > mxfp8 > delayed   (recipe kind), then hybrid > e4m3, then input order.
+// Why that order: per-tensor current scaling follows each tensor's amax with no history to lag and
+// runs on every FP8 GPU (sm_89+); block scaling next (sm_90+, a scale per 1x128 / 128x128 block
+// to cast and read); MXFP8 needs sm_100+; delayed scaling last, because its amax history lags
+// spikes and growth (datasets/real/lm-spike: the spike step saturates). Hybrid first: E5M2
+// gradients keep the range TE's and Megatron's default training format is chosen for.
+//
+// With a CostModel: the candidates the GPU cannot run (recipe_support) or the model does not hold
+// are excluded with their reason; among the others, the fastest plan (estimate_cost of the plan
+// that keeps the passing GEMMs in FP8 under the candidate), ties in the numerics order above.
+//
+// Under a policy with FallbackScope::kGlobal (te-autoswitch) any failing GEMM sends every GEMM of
+// the candidate to BF16.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/evaluation_index.hpp"
+#include "engine/gemm_error.hpp"
+#include "engine/gemm_pairing.hpp"
+#include "policies/amax_trend.hpp"
+#include "policies/cost_model.hpp"
+#include "policies/policy.hpp"
+#include "policies/verdict.hpp"
+
+namespace fp8a {
+
+// One FP8 candidate for the whole run (TE applies one recipe per autocast region).
+struct RunCandidate {
+  Recipe recipe;
+  TrainingFormat format = TrainingFormat::kHybrid;
+  bool operator==(const RunCandidate&) const = default;
+};
+// "current/hybrid", as the verdicts' reasons name a recipe in a format.
+std::string candidate_name(const RunCandidate& c);
+
+// The tie-break order of the recipe kinds, first preferred (see the file comment).
+inline constexpr RecipeKind kCandidatePreference[] = {RecipeKind::kPerTensorCurrent, RecipeKind::kBlock,
+                                                      RecipeKind::kMx, RecipeKind::kPerTensorDelayed};
+
+// Every non-BF16 recipe of the index in every format of it, in the index's order (recipe, then
+// format). BF16 is never a candidate: it is the fallback.
+std::vector<RunCandidate> index_candidates(const EvaluationIndex& index);
+
+struct AdviceInputs {
+  const EvaluationIndex* index = nullptr;  // the evaluation rows; never null
+  std::span<const GemmRow> gemms;          // evaluate_gemm_errors (emulated rows are used)
+  std::span<const GemmLayer> layers;       // pair_gemm_operands: the complete (step, layer)s
+  std::vector<RunCandidate> candidates;       // the evaluated candidates; bf16 ones are ignored
+  // Delayed candidates only: forecast_delayed_scaling of each format (matched by layer, role,
+  // recipe spec and the role's FP8 type in the candidate's format). Empty: no forecast judged.
+  std::span<const DelayedForecast> forecasts;
+};
+
+enum class Precision : std::uint8_t { kFp8, kBf16, kMixed };  // kMixed: layers only
+const char* precision_name(Precision p);  // "fp8", "bf16", "mixed"
+
+// A margin below this keeps a GEMM FP8 with a "kept FP8: ..." reason (how close it came).
+inline constexpr double kSmallMargin = 0.25;
+
+// One step's verdict of a GEMM.
+struct StepVerdict {
+  std::int64_t step = 0;
+  Verdict verdict;
+};
+
+// One GEMM of one layer under one candidate, over every captured step.
+struct GemmJudgement {
+  Gemm gemm = Gemm::kFprop;
+  bool judged = false;  // false: no operand copy of it was evaluated (nothing to judge)
+  // The worst step's verdict: a failing one before any passing one, then the lowest margin,
+  // then the highest risk, then the earliest step.
+  Verdict worst;
+  std::int64_t worst_step = 0;
+  int steps = 0;          // steps judged
+  int failed_steps = 0;   // of them, failed
+  std::vector<StepVerdict> failures;  // every failed step's verdict, in step order
+  bool has_output = false;  // the worst step's emulated GemmRow was found (amplification, damage)
+  // Delayed candidates with forecasts: the worse of its two operands' judge_delayed_forecast
+  // (the history running out of headroom after the last capture); unset when none was found.
+  std::optional<Verdict> forecast;
+  double flops = 0;       // 2 m n k summed over the complete captured steps
+  // judged, no step failed and the forecast (if any) passed.
+  bool fp8_safe = false;
+  // max(worst.risk, forecast's risk): what total_risk sums.
+  double risk = 0;
+};
+
+// One layer under one candidate.
+struct LayerJudgement {
+  std::string layer;
+  // Not all three operands captured at some captured step: judged from the copies that exist,
+  // the GEMMs without a complete step counting no FLOPs.
+  bool incomplete = false;
+  std::vector<std::int64_t> steps;       // the captured steps of the layer
+  std::array<GemmJudgement, 3> gemms{};  // indexed by Gemm
+  bool fp8_safe = false;                 // every judged GEMM safe (and at least one judged)
+};
+
+// Everything about one candidate: its judgements and the plan that keeps its passing GEMMs FP8.
+struct CandidateAdvice {
+  RunCandidate candidate;
+  std::vector<LayerJudgement> layers;  // in EvaluationIndex::layers() order
+  double total_flops = 0;              // every GEMM's (the same for all candidates)
+  double fp8_flops = 0;                // of the GEMMs the plan keeps FP8
+  double fp8_flop_share = 0;           // fp8_flops / total_flops (0 without FLOPs)
+  double total_risk = 0;               // sum of the worst risk of the GEMMs kept FP8
+  int gemms_to_bf16 = 0;               // judged (layer, GEMM)s the plan sends to BF16
+  // With a cost model: whether it may be chosen, why not, and its predicted GEMM speedup.
+  bool runnable = true;
+  std::string excluded;                // empty when runnable
+  std::optional<double> speedup;
+  // The plan's precision of (layer i, GEMM g): kFp8 exactly when fp8_safe and the scope allows.
+  std::vector<std::array<Precision, 3>> plan;
+};
+
+// The recommendation's decision for one GEMM of one layer.
+struct GemmDecision {
+  Gemm gemm = Gemm::kFprop;
+  bool judged = false;
+  bool fp8_safe = false;
+  Precision precision = Precision::kBf16;
+  // bf16: the worst verdict's reason, else the failed forecast's (or why nothing was judged, or
+  // the global scope's cause);
+  // fp8 with a margin under kSmallMargin: "kept FP8: ... margin ..."; otherwise empty.
+  std::string reason;
+};
+
+struct LayerDecision {
+  std::string layer;
+  bool incomplete = false;
+  bool fp8_safe = false;
+  Precision precision = Precision::kBf16;  // fp8 / bf16 when all judged GEMMs agree, else mixed
+  std::array<GemmDecision, 3> gemms{};
+};
+
+// One point of the Pareto list: a candidate's plan.
+struct ParetoPoint {
+  RunCandidate candidate;
+  double fp8_flop_share = 0;
+  std::optional<double> speedup;  // null without a cost model or when excluded
+  int gemms_to_bf16 = 0;
+  bool runnable = true;
+  std::string excluded;
+};
+
+struct Recommendation {
+  std::vector<CandidateAdvice> candidates;  // AdviceInputs::candidates without the bf16 ones
+  // Index into candidates of the chosen one; unset when none (no candidate, or none runnable).
+  std::optional<std::size_t> chosen;
+  std::string why;  // how it was chosen, with numbers
+  std::vector<LayerDecision> layers;  // under the chosen candidate; empty when none
+  std::vector<ParetoPoint> pareto;    // one per candidate, in candidates' order
+};
+
+// The selection. `cost` null: numerics alone (--cost none); else its recipes name the candidates'
+// recipes (matched by ==) and its layers the GemmLayers' names.
+Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const CostModel* cost);
+
+}  // namespace fp8a
