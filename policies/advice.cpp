@@ -1,6 +1,7 @@
 #include "policies/advice.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <map>
@@ -40,11 +41,20 @@ int kind_rank(RecipeKind kind) {
   return i;
 }
 
+// Total risks this close count as a tie, so the preference order decides: a risk is a weighted
+// sum of threshold loads over the GEMMs kept in FP8, and a few percent between two recipes that
+// keep the same GEMMs is noise (sensitive-ends: 3.588 delayed/e4m3 against 3.616 current/hybrid).
+constexpr double kRiskTieRelative = 0.10;
+
+bool risk_tied(double a, double b) {
+  return std::fabs(a - b) <= kRiskTieRelative * std::max(std::fabs(a), std::fabs(b));
+}
+
 // The numerics order: true when candidate a is preferred to b.
 bool numerics_better(const CandidateAdvice& a, std::size_t ia, const CandidateAdvice& b,
                      std::size_t ib) {
   if (a.fp8_flops != b.fp8_flops) return a.fp8_flops > b.fp8_flops;
-  if (a.total_risk != b.total_risk) return a.total_risk < b.total_risk;
+  if (!risk_tied(a.total_risk, b.total_risk)) return a.total_risk < b.total_risk;
   const int ka = kind_rank(a.candidate.recipe.kind), kb = kind_rank(b.candidate.recipe.kind);
   if (ka != kb) return ka < kb;
   if (a.candidate.format != b.candidate.format)
@@ -242,7 +252,7 @@ Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const
       const CandidateAdvice& s = rec.candidates[*second];
       const char* key = cost != nullptr && *c.speedup != *s.speedup ? "faster"
                         : c.fp8_flops != s.fp8_flops               ? "more FP8 FLOPs"
-                        : c.total_risk != s.total_risk             ? "tied on FLOPs, lower risk"
+                        : !risk_tied(c.total_risk, s.total_risk)   ? "tied on FLOPs, lower risk"
                                                                    : "tied, preference order";
       rec.why += fmt("; next %s %.1f %% with %d to BF16 (risk %.3f)",
                      candidate_name(s.candidate).c_str(), 100.0 * s.fp8_flop_share,

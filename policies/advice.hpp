@@ -6,7 +6,8 @@
 // The choice (no cost model, `--cost none`): the candidate under which the most GEMM FLOPs stay
 // FP8 once every failing GEMM is sent to BF16 (FLOPs: 2 m n k of the whole layer, from
 // GemmLayer::dims, summed over the captured steps). Ties: the lower total risk (the sum of the
-// worst Verdict::risk of the GEMMs the plan keeps in FP8), then kCandidatePreference:
+// worst Verdict::risk of the GEMMs the plan keeps in FP8; within 10 % counts as a tie), then
+// kCandidatePreference:
 //   current > block > mxfp8 > delayed   (recipe kind), then hybrid > e4m3, then input order.
 // Why that order: per-tensor current scaling follows each tensor's amax with no history to lag and
 // runs on every FP8 GPU (sm_89+); block scaling next (sm_90+, a scale per 1x128 / 128x128 block
