@@ -301,6 +301,63 @@ Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const
       rec.layers.push_back(std::move(ld));
     }
   }
+  if (!best) {
+    // Nothing to choose: every layer BF16, with why.
+    if (rec.candidates.empty()) {
+      rec.why = "no FP8 candidate was evaluated";
+    } else {
+      rec.why = "no FP8 candidate can be chosen:";
+      for (const CandidateAdvice& c : rec.candidates)
+        rec.why += fmt("%s %s: %s", &c == &rec.candidates.front() ? "" : ";",
+                       candidate_name(c.candidate).c_str(), c.excluded.c_str());
+    }
+    for (const auto& [name, steps] : layers) {
+      LayerDecision ld;
+      ld.layer = name;
+      for (std::int64_t step : steps)
+        if (!complete.contains({step, name})) ld.incomplete = true;
+      for (int g = 0; g < 3; ++g) {
+        ld.gemms[static_cast<std::size_t>(g)].gemm = static_cast<Gemm>(g);
+        ld.gemms[static_cast<std::size_t>(g)].reason = rec.why;
+      }
+      rec.layers.push_back(std::move(ld));
+    }
+  } else {
+    // The tensor copies to watch: those the chosen plan's FP8 GEMMs consume, at their smallest
+    // judge_tensor margin over the steps.
+    const CandidateAdvice& c = rec.candidates[*best];
+    std::map<std::tuple<std::string, Role, Orientation>, WatchItem> copies;
+    for (std::size_t li = 0; li < c.layers.size(); ++li) {
+      const LayerJudgement& lj = c.layers[li];
+      for (const GemmOperandUse& use : kGemmOperandUses) {
+        if (c.plan[li][static_cast<int>(use.gemm)] != Precision::kFp8) continue;
+        for (const auto& [role, orientation] :
+             {std::pair{use.a, use.a_orientation}, std::pair{use.b, use.b_orientation}})
+          for (std::int64_t step : lj.steps) {
+            const EvaluationRow* row = index.find_for_use({step, lj.layer, role}, c.candidate.recipe,
+                                                          c.candidate.format, orientation);
+            if (row == nullptr) continue;
+            const Verdict v = judge_tensor({row}, policy);
+            if (!v.limiting) continue;
+            const auto key = std::tuple{lj.layer, role, orientation};
+            const auto it = copies.find(key);
+            if (it != copies.end() && !(v.margin < it->second.margin ||
+                                        (v.margin == it->second.margin && step < it->second.step)))
+              continue;
+            copies[key] = {lj.layer, role, orientation, step, *v.limiting, v.measured, v.threshold,
+                           v.margin};
+          }
+      }
+    }
+    for (const auto& [key, w] : copies) rec.watch.push_back(w);
+    std::stable_sort(rec.watch.begin(), rec.watch.end(),
+                     [](const WatchItem& x, const WatchItem& y) { return x.margin < y.margin; });
+    if (rec.watch.size() > kWatchCount) rec.watch.resize(kWatchCount);
+  }
+  if (cost != nullptr) {
+    rec.gpu = cost->gpu;
+    rec.cost_source = "roofline";
+  }
   for (const CandidateAdvice& c : rec.candidates)
     rec.pareto.push_back(
         {c.candidate, c.fp8_flop_share, c.speedup, c.gemms_to_bf16, c.runnable, c.excluded});

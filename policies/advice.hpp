@@ -159,13 +159,34 @@ struct ParetoPoint {
   std::string excluded;
 };
 
+// A tensor copy the chosen plan keeps in FP8 (a GEMM kept FP8 consumes it), at its smallest
+// margin over the captured steps: what to watch in the next run.
+struct WatchItem {
+  std::string layer;
+  Role role = Role::kActivation;
+  Orientation orientation = Orientation::kRowwise;
+  std::int64_t step = 0;  // the step of the smallest margin (the earliest of equal ones)
+  Criterion criterion = Criterion::kUnderflow;  // judge_tensor's limiting check there
+  double measured = 0, threshold = 0, margin = 0;
+};
+// How many WatchItems a Recommendation lists at most.
+inline constexpr std::size_t kWatchCount = 5;
+
 struct Recommendation {
   std::vector<CandidateAdvice> candidates;  // AdviceInputs::candidates without the bf16 ones
   // Index into candidates of the chosen one; unset when none (no candidate, or none runnable).
   std::optional<std::size_t> chosen;
-  std::string why;  // how it was chosen, with numbers
-  std::vector<LayerDecision> layers;  // under the chosen candidate; empty when none
+  // How it was chosen, with numbers; when none is chosen, why not (the exclusions).
+  std::string why;
+  // Every layer of the index: under the chosen candidate, or, when none is chosen, every GEMM
+  // BF16 with `why` as its reason.
+  std::vector<LayerDecision> layers;
   std::vector<ParetoPoint> pareto;    // one per candidate, in candidates' order
+  const GpuTarget* gpu = nullptr;     // the cost model's GPU; null without a cost model
+  const char* cost_source = "none";   // "roofline" with a cost model (estimate_cost), else "none"
+  // The chosen plan's FP8 tensor copies with the smallest judge_tensor margins, smallest first
+  // (ties: layer, role, orientation), at most kWatchCount; empty when none is chosen.
+  std::vector<WatchItem> watch;
 };
 
 // The selection. `cost` null: numerics alone (--cost none); else its recipes name the candidates'

@@ -372,3 +372,55 @@ TEST_CASE("the delayed-scaling forecast enters the delayed candidates' verdicts"
   const LayerDecision& first = rec.layers.front();
   CHECK(first.precision == Precision::kFp8);
 }
+
+TEST_CASE("the watch list, the GPU and the cost source; no runnable candidate is every layer BF16") {
+  const SynthPreset* preset = find_synth_preset("healthy");
+  REQUIRE(preset != nullptr);
+  Evaluated e;
+  evaluate_synth(e, *preset);
+  const EvaluationIndex index(e.rows);
+  AdviceInputs in;
+  in.index = &index;
+  in.gemms = e.gemms;
+  in.layers = e.layers;
+  in.candidates = index_candidates(index);
+
+  const Recommendation plain = recommend(in, default_policy(), nullptr);
+  REQUIRE(plain.chosen.has_value());
+  CHECK(plain.gpu == nullptr);
+  CHECK(std::string(plain.cost_source) == "none");
+  REQUIRE_FALSE(plain.watch.empty());
+  CHECK(plain.watch.size() <= kWatchCount);
+  for (std::size_t i = 1; i < plain.watch.size(); ++i)
+    CHECK(plain.watch[i - 1].margin <= plain.watch[i].margin);
+  for (const WatchItem& w : plain.watch) {
+    const LayerJudgement* l = judgement(plain.candidates[*plain.chosen], w.layer);
+    REQUIRE(l != nullptr);
+    CHECK(w.threshold > 0);
+  }
+
+  const GpuTarget* h100 = find_gpu_target("h100");
+  REQUIRE(h100 != nullptr);
+  const CostModel model = build_cost_model(e.layers, index.recipes(), *h100);
+  const Recommendation costed = recommend(in, default_policy(), &model);
+  CHECK(costed.gpu == h100);
+  CHECK(std::string(costed.cost_source) == "roofline");
+
+  // An A100 runs no FP8 recipe: nothing is chosen, and every layer is BF16 with the exclusions.
+  const GpuTarget* a100 = find_gpu_target("a100");
+  REQUIRE(a100 != nullptr);
+  const CostModel none_runs = build_cost_model(e.layers, index.recipes(), *a100);
+  const Recommendation none = recommend(in, default_policy(), &none_runs);
+  CHECK_FALSE(none.chosen.has_value());
+  CHECK(has(none.why, "no FP8 candidate can be chosen: current/e4m3: "));
+  CHECK(none.watch.empty());
+  REQUIRE(none.layers.size() == index.layers().size());
+  for (const LayerDecision& l : none.layers) {
+    CHECK(l.precision == Precision::kBf16);
+    CHECK_FALSE(l.fp8_safe);
+    for (const GemmDecision& g : l.gemms) {
+      CHECK(g.precision == Precision::kBf16);
+      CHECK(g.reason == none.why);
+    }
+  }
+}
