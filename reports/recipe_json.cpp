@@ -1,0 +1,183 @@
+#include "reports/recipe_json.hpp"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace fp8a {
+
+namespace {
+
+using nlohmann::ordered_json;
+
+// JSON has no inf/NaN: write them as strings (as summary.json does).
+ordered_json number(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
+ordered_json optional_number(const std::optional<double>& v) {
+  return v ? number(*v) : ordered_json(nullptr);
+}
+
+// TE's recipe object: the class, its fp8_format and the constructor fields the spec sets, by
+// TE's names (consumers.md section 1); what TE reads only from the environment goes in "env".
+ordered_json te_recipe(const RunCandidate& c) {
+  const Recipe& r = c.recipe;
+  ordered_json j;
+  j["class"] = recipe_kind_traits(r.kind).te_recipe;
+  j["fp8_format"] = c.format == TrainingFormat::kE4M3 ? "E4M3" : "HYBRID";
+  switch (r.kind) {
+    case RecipeKind::kPerTensorDelayed:
+      j["margin"] = r.margin;
+      j["amax_history_len"] = r.history;
+      j["amax_compute_algo"] = r.algo == DelayedAlgo::kMax ? "max" : "most_recent";
+      break;
+    case RecipeKind::kPerTensorCurrent:
+      // Written either way: TE's default comes from NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES.
+      j["use_power_2_scales"] = r.pow2_scales;
+      break;
+    case RecipeKind::kBlock:
+      // Float8BlockScaling(use_f32_scales=True) does not change the scales; the env var does.
+      if (!r.pow2_scales) j["env"] = {{"NVTE_FP8_BLOCK_SCALING_FP32_SCALES", "1"}};
+      break;
+    case RecipeKind::kMx:
+    case RecipeKind::kBf16:
+      break;
+  }
+  return j;
+}
+
+ordered_json candidate_ref(const RunCandidate& c) {
+  return {{"name", candidate_name(c)},
+          {"recipe", c.recipe.spec()},
+          {"format", training_format_name(c.format)}};
+}
+
+// The GEMMs' reasons, GEMMs with the same reason named together: "dgrad, wgrad: ...".
+ordered_json layer_reasons(const LayerDecision& l) {
+  std::vector<std::pair<std::string, std::string>> groups;  // (GEMM names, reason)
+  for (const GemmDecision& g : l.gemms) {
+    if (g.reason.empty()) continue;
+    // A reason that already starts with its GEMM's name ("dgrad: no operand copy captured").
+    const std::string prefix = std::string(gemm_name(g.gemm)) + ": ";
+    const std::string text = g.reason.starts_with(prefix) ? g.reason.substr(prefix.size()) : g.reason;
+    bool joined = false;
+    for (auto& [names, reason] : groups)
+      if (reason == text) {
+        names += std::string(", ") + gemm_name(g.gemm);
+        joined = true;
+      }
+    if (!joined) groups.emplace_back(gemm_name(g.gemm), text);
+  }
+  ordered_json out = ordered_json::array();
+  for (const auto& [names, reason] : groups) out.push_back(names + ": " + reason);
+  return out;
+}
+
+ordered_json verdict_json(const Verdict& v) {
+  ordered_json j;
+  j["passed"] = v.passed;
+  j["criterion"] = v.limiting ? ordered_json(criterion_name(*v.limiting)) : ordered_json(nullptr);
+  j["measured"] = number(v.measured);
+  j["threshold"] = number(v.threshold);
+  j["margin"] = number(v.margin);
+  return j;
+}
+
+ordered_json evidence_json(const CandidateAdvice& c) {
+  ordered_json out = ordered_json::array();
+  for (const LayerJudgement& l : c.layers) {
+    ordered_json gemms;
+    for (const GemmJudgement& g : l.gemms) {
+      if (!g.judged) {
+        gemms[gemm_name(g.gemm)] = nullptr;
+        continue;
+      }
+      ordered_json e = verdict_json(g.worst);
+      e["step"] = g.worst_step;
+      e["steps"] = g.steps;
+      e["failed_steps"] = g.failed_steps;
+      e["forecast"] = g.forecast ? verdict_json(*g.forecast) : ordered_json(nullptr);
+      gemms[gemm_name(g.gemm)] = std::move(e);
+    }
+    out.push_back({{"layer", l.layer}, {"gemms", std::move(gemms)}});
+  }
+  return out;
+}
+
+}  // namespace
+
+Artifact render_recipe_json(const Recommendation& rec, const RunInfo& info) {
+  const CandidateAdvice* chosen = rec.chosen ? &rec.candidates[*rec.chosen] : nullptr;
+  ordered_json j;
+  j["schema_version"] = kRecipeJsonSchemaVersion;
+  j["recipe"] = chosen ? te_recipe(chosen->candidate) : ordered_json(nullptr);
+  j["candidate"] = chosen ? candidate_ref(chosen->candidate) : ordered_json(nullptr);
+  j["why"] = rec.why;
+  j["gpu"] = rec.gpu ? ordered_json{{"name", rec.gpu->name},
+                                    {"product", rec.gpu->product},
+                                    {"sm", rec.gpu->sm}}
+                     : ordered_json(nullptr);
+  ordered_json layers = ordered_json::array();
+  std::size_t fp8 = 0, bf16 = 0, mixed = 0;
+  for (const LayerDecision& l : rec.layers) {
+    ordered_json gemms;
+    for (const GemmDecision& g : l.gemms)
+      gemms[gemm_name(g.gemm)] = {{"precision", precision_name(g.precision)},
+                                  {"fp8_safe", g.fp8_safe},
+                                  {"reason", g.reason}};
+    (l.precision == Precision::kFp8 ? fp8 : l.precision == Precision::kBf16 ? bf16 : mixed)++;
+    layers.push_back({{"layer", l.layer},
+                      {"precision", precision_name(l.precision)},
+                      {"fp8_safe", l.fp8_safe},
+                      {"incomplete", l.incomplete},
+                      {"gemms", std::move(gemms)},
+                      {"reasons", layer_reasons(l)}});
+  }
+  j["layers"] = std::move(layers);
+  j["predicted"] = {
+      {"gemm_speedup_vs_bf16", chosen ? optional_number(chosen->speedup) : ordered_json(nullptr)},
+      {"fp8_flop_share", number(chosen ? chosen->fp8_flop_share : 0.0)},
+      {"cost_source", rec.cost_source}};
+  ordered_json pareto = ordered_json::array();
+  for (std::size_t i = 0; i < rec.pareto.size(); ++i) {
+    const ParetoPoint& p = rec.pareto[i];
+    pareto.push_back({{"candidate", candidate_name(p.candidate)},
+                      {"recipe", p.candidate.recipe.spec()},
+                      {"format", training_format_name(p.candidate.format)},
+                      {"chosen", rec.chosen && *rec.chosen == i},
+                      {"fp8_flop_share", number(p.fp8_flop_share)},
+                      {"speedup", optional_number(p.speedup)},
+                      {"gemms_to_bf16", p.gemms_to_bf16},
+                      {"runnable", p.runnable},
+                      {"excluded_reason", p.runnable ? ordered_json(nullptr) : ordered_json(p.excluded)}});
+  }
+  j["pareto"] = std::move(pareto);
+  j["evidence"] = chosen ? evidence_json(*chosen) : ordered_json::array();
+  ordered_json watch = ordered_json::array();
+  for (const WatchItem& w : rec.watch)
+    watch.push_back({{"layer", w.layer},
+                     {"tensor", role_name(w.role)},
+                     {"orientation", orientation_name(w.orientation)},
+                     {"step", w.step},
+                     {"criterion", criterion_name(w.criterion)},
+                     {"measured", number(w.measured)},
+                     {"threshold", number(w.threshold)},
+                     {"margin", number(w.margin)}});
+  j["watch"] = std::move(watch);
+  j["provenance"] = {{"version", info.version},
+                     {"git_revision", info.git_revision},
+                     {"command_line", info.command_line},
+                     {"backend", info.backend},
+                     {"device", info.device}};
+  const std::string note = std::to_string(rec.layers.size()) + " layers: " + std::to_string(fp8) +
+                           " fp8, " + std::to_string(mixed) + " mixed, " + std::to_string(bf16) +
+                           " bf16";
+  return {"recipe.json", j.dump(2) + "\n", note};
+}
+
+}  // namespace fp8a
