@@ -1,8 +1,12 @@
 #!/usr/bin/python3
 """run_checks.py CONSUMER VENV: runs CONSUMER's checker in VENV on the samples of
 tests/consumers/samples/: each good sample must pass ("OK: ..."), each bad one must fail with
-the expected reason (a substring of its "FAIL: ..." line). Exits 77 (skipped, for ctest's
+the expected reason (a substring of its "FAIL: ..." line). CONSUMER recipe_json checks the golden
+recipe_*.json files of tests/golden/reports/ against reports/recipe.schema.json and builds their
+"recipe" with TE's recipe classes. Exits 77 (skipped, for ctest's
 SKIP_RETURN_CODE) when VENV has no python: create it with `bash scripts/consumers-env.sh`."""
+import glob
+import json
 import os
 import subprocess
 import sys
@@ -10,6 +14,9 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 S = os.path.join(HERE, "samples")
 SCHEMA = os.path.join(S, "schema", "recipe_min.schema.json")
+# recipe.json's real schema and the files the report tests write (tests/reports/test_recipe_json.cpp).
+RECIPE_SCHEMA = os.path.join(HERE, "..", "..", "reports", "recipe.schema.json")
+RECIPE_GOLDENS = sorted(glob.glob(os.path.join(HERE, "..", "golden", "reports", "recipe_*.json")))
 OK = "OK: "
 # Megatron module paths (local layer indices) and what good_precision.yaml maps them to.
 MEGATRON_PATHS = ["decoder.layers.0.self_attention.linear_qkv=bf16",
@@ -21,6 +28,20 @@ MEGATRON_PATHS = ["decoder.layers.0.self_attention.linear_qkv=bf16",
 NVDLFW_LAYERS = ["model.decoder.layers.2.mlp.linear_fc2", "model.decoder.layers.1.self_attention.linear_qkv",
                  "model.decoder.layers.3.mlp.linear_fc1", "model.decoder.layers.4.mlp.linear_fc1"]
 
+def _recipe_json_cases():
+    """Every golden recipe.json against the schema; the "recipe" of each (when one was chosen)
+    through TE's recipe classes; one hand-broken file that the schema must reject."""
+    cases = []
+    for path in [os.path.abspath(p) for p in RECIPE_GOLDENS]:
+        cases.append(([RECIPE_SCHEMA, path], OK, "check_schema.py"))
+        with open(path, encoding="utf-8") as f:
+            if json.load(f).get("recipe") is not None:
+                cases.append(([path], OK, "check_te_recipe.py"))
+    cases.append(([RECIPE_SCHEMA, "schema/bad_recipe_json_f32_scales.json"],
+                  "at /recipe: ", "check_schema.py"))
+    return cases
+
+
 CASES = {
     "schema": ("check_schema.py", [
         ([SCHEMA, "schema/good_recipe.json"], OK),
@@ -29,6 +50,7 @@ CASES = {
         (["schema/bad_not_2020.schema.json", "schema/good_recipe.json"], "$schema is not Draft 2020-12"),
         ([SCHEMA, "schema/missing.json"], "no such file"),
     ]),
+    "recipe_json": ("check_schema.py", _recipe_json_cases()),
     "te": ("check_te_recipe.py", [
         (["te/good_delayed.json"], OK + "good_delayed.json builds recipe_type=DelayedScaling, margin=1, format=HYBRID, amax_history_len=1024"),
         (["te/good_current.json"], OK),
@@ -91,13 +113,18 @@ def main():
         print("SKIPPED: no consumer venv at %s; create it with `bash scripts/consumers-env.sh`" % venv)
         return 77
     checker, cases = CASES[consumer]
+    if consumer == "recipe_json" and len(RECIPE_GOLDENS) < 4:
+        print("FAIL: expected the 4 golden recipe_*.json files, found %d" % len(RECIPE_GOLDENS))
+        return 1
     env = {k: v for k, v in os.environ.items() if not k.startswith("NVTE_")}
     env["TORCH_CPP_LOG_LEVEL"] = "ERROR"
     passed = failed = 0
-    for args, expect in cases:
+    for case in cases:
+        args, expect = case[0], case[1]
+        case_checker = case[2] if len(case) > 2 else checker
         args = [a if a.startswith("/") or "=" in a or not a.endswith((".json", ".yaml", ".txt"))
                 else os.path.join(S, a) for a in args]
-        p = subprocess.run([python, os.path.join(HERE, checker)] + args, cwd=S, env=env,
+        p = subprocess.run([python, os.path.join(HERE, case_checker)] + args, cwd=S, env=env,
                            capture_output=True, text=True, timeout=300)
         lines = p.stdout.strip().splitlines()
         last = lines[-1] if lines else ""
@@ -107,11 +134,11 @@ def main():
         shown = " ".join(os.path.relpath(a, S) if a.startswith(S) else a for a in args)
         if good and len(lines) == 1:
             passed += 1
-            print("ok   %s %s\n     %s" % (checker, shown, last[:300]))
+            print("ok   %s %s\n     %s" % (case_checker, shown, last[:300]))
         else:
             failed += 1
             print("FAIL %s %s: rc %d, expected %r\n  stdout: %s\n  stderr: %s"
-                  % (checker, shown, p.returncode, expect, p.stdout.strip(), p.stderr.strip()[-2000:]))
+                  % (case_checker, shown, p.returncode, expect, p.stdout.strip(), p.stderr.strip()[-2000:]))
     print("%d passed, %d failed" % (passed, failed))
     return 0 if failed == 0 else 1
 
