@@ -51,6 +51,24 @@ ordered_json te_recipe(const RunCandidate& c) {
   return j;
 }
 
+// What the candidate's evaluation assumed that TE's recipe object cannot say: the file's
+// "recipe" is then the nearest TE recipe, and these notes say how it differs.
+ordered_json recipe_notes(const RunCandidate& c) {
+  const Recipe& r = c.recipe;
+  ordered_json out = ordered_json::array();
+  if (r.kind == RecipeKind::kPerTensorCurrent && r.amax_epsilon != 0.0f)
+    out.push_back(r.spec() + ": Float8CurrentScaling takes no amax epsilon (its QParams' "
+                             "amax_epsilon is a class attribute, 0); TE trains without it");
+  if (r.kind == RecipeKind::kBlock && r.block_2d)
+    out.push_back(r.spec() + ": 128x128 blocks for every role are not a Float8BlockScaling recipe "
+                             "TE trains with; TE's default is 1x128 for activations and "
+                             "gradients, 128x128 for weights");
+  if (r.kind == RecipeKind::kMx && r.mx_rule == MxScaleRule::kOcpFloor)
+    out.push_back(r.spec() + ": evaluated with the OCP MX floor rule; TE's MXFP8BlockScaling "
+                             "rounds the E8M0 scale up (never saturates)");
+  return out;
+}
+
 ordered_json candidate_ref(const RunCandidate& c) {
   return {{"name", candidate_name(c)},
           {"recipe", c.recipe.spec()},
@@ -117,6 +135,7 @@ Artifact render_recipe_json(const Recommendation& rec, const RunInfo& info) {
   j["schema_version"] = kRecipeJsonSchemaVersion;
   j["recipe"] = chosen ? te_recipe(chosen->candidate) : ordered_json(nullptr);
   j["candidate"] = chosen ? candidate_ref(chosen->candidate) : ordered_json(nullptr);
+  j["recipe_notes"] = chosen ? recipe_notes(chosen->candidate) : ordered_json::array();
   j["why"] = rec.why;
   j["gpu"] = rec.gpu ? ordered_json{{"name", rec.gpu->name},
                                     {"product", rec.gpu->product},

@@ -30,7 +30,7 @@ NVDLFW_LAYERS = ["model.decoder.layers.2.mlp.linear_fc2", "model.decoder.layers.
 
 def _recipe_json_cases():
     """Every golden recipe.json against the schema; the "recipe" of each (when one was chosen)
-    through TE's recipe classes; one hand-broken file that the schema must reject."""
+    through TE's recipe classes; hand-broken files that the schema must reject."""
     cases = []
     for path in [os.path.abspath(p) for p in RECIPE_GOLDENS]:
         cases.append(([RECIPE_SCHEMA, path], OK, "check_schema.py"))
@@ -39,6 +39,9 @@ def _recipe_json_cases():
                 cases.append(([path], OK, "check_te_recipe.py"))
     cases.append(([RECIPE_SCHEMA, "schema/bad_recipe_json_f32_scales.json"],
                   "at /recipe: ", "check_schema.py"))
+    cases.append(([RECIPE_SCHEMA, "schema/bad_recipe_json_gemm_mixed.json"],
+                  "at /layers/1/gemms/dgrad/precision: 'mixed' is not one of ['fp8', 'bf16']",
+                  "check_schema.py"))
     return cases
 
 
@@ -113,8 +116,8 @@ def main():
         print("SKIPPED: no consumer venv at %s; create it with `bash scripts/consumers-env.sh`" % venv)
         return 77
     checker, cases = CASES[consumer]
-    if consumer == "recipe_json" and len(RECIPE_GOLDENS) < 4:
-        print("FAIL: expected the 4 golden recipe_*.json files, found %d" % len(RECIPE_GOLDENS))
+    if consumer == "recipe_json" and len(RECIPE_GOLDENS) < 5:
+        print("FAIL: expected the 5 golden recipe_*.json files, found %d" % len(RECIPE_GOLDENS))
         return 1
     env = {k: v for k, v in os.environ.items() if not k.startswith("NVTE_")}
     env["TORCH_CPP_LOG_LEVEL"] = "ERROR"

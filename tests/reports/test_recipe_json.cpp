@@ -258,3 +258,18 @@ TEST_CASE("recipe.json: no runnable candidate is every layer BF16 with the reaso
   CHECK(got.find("\"recipe\": null") != std::string::npos);
   check_golden("recipe_all_bf16.json", got);
 }
+
+TEST_CASE("recipe.json: what TE's recipe cannot express is a note beside the nearest TE recipe") {
+  Recommendation rec;
+  rec.candidates = {candidate("mxfp8:floor", TrainingFormat::kE4M3)};
+  add_layer(rec, rec.candidates[0], "layers.0.mlp.linear_fc1", false,
+            {fp8(Criterion::kRelMseFloor, 1.1, 4), fp8(Criterion::kSaturation, 0.004, 0.01),
+             fp8(Criterion::kUnderflow, 0.2, 5)});
+  rec.chosen = 0;
+  rec.why = "mxfp8:floor/e4m3 keeps 100.0 % of the GEMM FLOPs in FP8 with 0 GEMMs to BF16 (risk 0.725)";
+  finish(rec);
+  const std::string got = render(rec);
+  CHECK(got.find("\"class\": \"MXFP8BlockScaling\"") != std::string::npos);
+  CHECK(got.find("OCP MX floor rule") != std::string::npos);
+  check_golden("recipe_mxfp8_floor.json", got);
+}
