@@ -60,7 +60,8 @@ std::string render_answer(const AnswerContext& a) {
   std::string s;
   if (!rec.chosen) {
     s += "answer: no FP8 recipe can be recommended";
-    s += rec.candidates.empty() ? " (no FP8 candidate evaluated)\n" : ": none runs on " + a.gpu + "\n";
+    s += rec.candidates.empty() && a.gpu_excluded.empty() ? " (no FP8 candidate evaluated)\n"
+                                                           : ": none runs on " + a.gpu + "\n";
   } else {
     const CandidateAdvice& c = rec.candidates[*rec.chosen];
     if (c.fp8_flops > 0)
@@ -138,13 +139,12 @@ std::string render_answer(const AnswerContext& a) {
         s += "    " + std::get<2>(watch[i]) + "\n";
     }
   }
-  std::vector<const CandidateAdvice*> excluded;
+  std::vector<std::pair<std::string, std::string>> excluded = a.gpu_excluded;
   for (const CandidateAdvice& c : rec.candidates)
-    if (!c.runnable) excluded.push_back(&c);
+    if (!c.runnable) excluded.emplace_back(candidate_name(c.candidate), c.excluded);
   if (!excluded.empty()) {
     s += "  excluded on " + a.gpu + ":\n";
-    for (const CandidateAdvice* c : excluded)
-      s += "    " + candidate_name(c->candidate) + ": " + c->excluded + "\n";
+    for (const auto& [name, why] : excluded) s += "    " + name + ": " + why + "\n";
   }
   return s;
 }

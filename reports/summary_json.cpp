@@ -81,6 +81,9 @@ ordered_json decision_json(const AnswerContext& a) {
     pareto.push_back(std::move(e));
   }
   d["pareto"] = pareto;
+  ordered_json excluded = ordered_json::array();
+  for (const auto& [name, why] : a.gpu_excluded) excluded.push_back({{"candidate", name}, {"reason", why}});
+  d["gpu_excluded"] = excluded;
   return d;
 }
 

@@ -594,6 +594,14 @@ TEST_CASE("--quiet prints only the answer; --gpu, --cost, --tokens-per-step erro
                     "(did you mean 'roofline'?)\n");
   CHECK(run("run --capture " + sample() + " --out " + shell_quote(a.path.string()) + " --tokens-per-step -1").rc == 2);
 
+  // Without a cost model the GPU still rules out what it cannot run: FP8 needs sm_89+.
+  const auto a100 = run("run --capture " + sample() + " --out " + shell_quote(a.path.string()) +
+                        " --cost none --gpu a100 --quiet --recipes current,mxfp8 --format hybrid");
+  REQUIRE(a100.rc == 0);
+  CHECK(a100.out.rfind("answer: no FP8 recipe can be recommended: none runs on a100\n  excluded on a100:\n"
+                       "    current/hybrid: current needs sm_89+ (TE Float8CurrentScaling); a100 is sm_80\n", 0) == 0);
+  CHECK(nlohmann::json::parse(slurp(a.path / "summary.json")).at("decision").at("gpu_excluded").size() == 2);
+
   const auto skip = run("run --no-gemms --capture " + sample() + " --out " + shell_quote(a.path.string()) + " --quiet");
   REQUIRE(skip.rc == 0);
   CHECK(skip.out.rfind("answer: advice skipped: --no-gemms leaves no GEMM evidence to judge\nwrote ", 0) == 0);
