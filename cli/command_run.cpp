@@ -16,16 +16,24 @@
 #include "engine/run.hpp"
 #include "engine/gemm_error.hpp"
 #include "engine/logged_stats.hpp"
+#include "core/gpu_target.hpp"
+#include "engine/evaluation_index.hpp"
+#include "engine/gemm_pairing.hpp"
+#include "policies/advice.hpp"
+#include "policies/amax_trend.hpp"
+#include "policies/cost_model.hpp"
 #include "policies/layer_summary.hpp"
 #include "policies/logged_stats_summary.hpp"
 #include "policies/nonfinite.hpp"
 #include "policies/policy.hpp"
+#include "reports/answer_text.hpp"
 #include "reports/artifact.hpp"
 #include "reports/atomic_file.hpp"
 #include "reports/console_table.hpp"
 #include "reports/gemms_csv.hpp"
 #include "reports/metrics_csv.hpp"
 #include "reports/nvdlfw_csv.hpp"
+#include "reports/recipe_json.hpp"
 #include "reports/summary_json.hpp"
 
 namespace fp8a::cli {
@@ -47,8 +55,9 @@ std::string recipe_help() {
 int command_run(const Invocation& inv) {
   std::vector<std::string> capture_paths, log_paths, amax_trace_paths;
   std::string out_dir, recipes_text, format_text, device_text, npy_dtype_text, reduction_text,
-      training_recipe_text, policy_text;
+      training_recipe_text, policy_text, gpu_text, cost_text;
   int threads = 0;
+  double tokens_per_step = 0;
   std::int64_t gemm_rows = 0;
   const std::string recipes_doc = recipe_help();
   po::options_description desc("Options");
@@ -83,7 +92,17 @@ int command_run(const Invocation& inv) {
        "CPU until the CUDA backend has passed the GPU checks")
       ("policy", po::value(&policy_text)->default_value("default"),
        "the advice's criteria: default, te-autoswitch (TE PR #2883's rule) or a policy JSON file "
-       "(README \"Policy\"); validated now, applied by the advice to come")
+       "(README \"Policy\")")
+      ("gpu", po::value(&gpu_text)->default_value("h100"),
+       "the GPU the advice is for (its recipes and the cost model's peaks): a100, l4, l40s, "
+       "rtx4090, h100, h200, b200, gb200, rtx5090")
+      ("cost", po::value(&cost_text)->default_value("roofline"),
+       "roofline: choose the fastest plan on --gpu by the GEMM roofline; none: by the numerics "
+       "alone (the most GEMM FLOPs in FP8)")
+      ("tokens-per-step", po::value(&tokens_per_step)->default_value(0),
+       "tokens each layer processes per step (all ranks) when the captures hold a sample of "
+       "them; 0 = the captured tokens")
+      ("quiet", "print only the answer on stdout (errors and warnings still go to stderr)")
       ("fail-on-nonfinite", "exit 3 when a tensor holds NaN or Inf (default: warn and leave "
                             "those elements out of the sums)");
   po::variables_map vm;
@@ -92,7 +111,16 @@ int command_run(const Invocation& inv) {
     return kExitOk;
   if (threads < 0) throw usage_error("fp8a.usage.205", "--threads must be >= 0");
   if (gemm_rows < 0) throw usage_error("fp8a.usage.205", "--gemm-rows must be >= 0");
-  [[maybe_unused]] const Policy policy = load_policy(policy_text, DiskFileSystem());
+  const Policy policy = load_policy(policy_text, DiskFileSystem());
+  std::string gpu_why;
+  const GpuTarget* gpu = find_gpu_target(gpu_text, &gpu_why);
+  if (gpu == nullptr) throw usage_error("fp8a.usage.214", "--gpu: " + gpu_why);
+  if (cost_text != "roofline" && cost_text != "none")
+    throw usage_error("fp8a.usage.215", "--cost '" + cost_text + "': expected roofline or none" +
+                                            did_you_mean(cost_text, {"roofline", "none"}));
+  if (!(tokens_per_step >= 0))
+    throw usage_error("fp8a.usage.215", "--tokens-per-step must be >= 0");
+  const bool quiet = vm.count("quiet") != 0;
 
   RunInfo info;
   info.version = FP8A_VERSION;
@@ -164,6 +192,43 @@ int command_run(const Invocation& inv) {
     for (const auto& s : skipped) info.warnings.push_back("gemms: " + s);
   }
 
+  // The advice: every candidate judged on the GEMMs' evidence, under the policy and the GPU.
+  // Without GEMM errors (--no-gemms) there is no GEMM evidence, so no advice.
+  const EvaluationIndex index(rows);
+  std::optional<Recommendation> recommendation;
+  AnswerContext answer;
+  answer.gpu = gpu->name;
+  answer.cost_source = cost_text;
+  if (vm.count("no-gemms") != 0) {
+    answer.skipped = "advice skipped: --no-gemms leaves no GEMM evidence to judge";
+  } else {
+    std::vector<std::string> unpaired;  // evaluate_gemm_errors reported these already
+    const std::vector<GemmLayer> gemm_layers = pair_gemm_operands(captures, &unpaired);
+    std::vector<DelayedForecast> forecasts;
+    if (!log_paths.empty())
+      for (const TrainingFormat f : index.formats())
+        for (DelayedForecast& d : forecast_delayed_scaling(&training_log, rows, index.recipes(), f))
+          forecasts.push_back(std::move(d));
+    AdviceInputs in;
+    in.index = &index;
+    in.gemms = gemms;
+    in.layers = gemm_layers;
+    // The cost model excludes the candidates the GPU cannot run; without one, leave them out here.
+    for (const RunCandidate& c : index_candidates(index)) {
+      const RecipeSupport support = recipe_support(c.recipe.kind, *gpu);
+      if (cost_text == "none" && !support.runs)
+        answer.gpu_excluded.emplace_back(candidate_name(c), support.reason);
+      else
+        in.candidates.push_back(c);
+    }
+    in.forecasts = forecasts;
+    std::optional<CostModel> cost;
+    if (cost_text == "roofline")
+      cost = build_cost_model(gemm_layers, index.recipes(), *gpu, CostOptions{tokens_per_step});
+    recommendation = recommend(in, policy, cost ? &*cost : nullptr);
+    answer.recommendation = &*recommendation;
+  }
+
   // The files of the run, in the order they are written and listed.
   std::vector<Artifact> artifacts;
   artifacts.push_back(render_metrics_csv(rows));
@@ -178,10 +243,11 @@ int command_run(const Invocation& inv) {
     std::cerr << "fp8-advisor: warning: " << w << "\n";
     info.warnings.push_back(w);
   }
+  if (recommendation) artifacts.push_back(render_recipe_json(*recommendation, info));
   const auto layers = summarize_layers(rows);
   for (const auto& a : artifacts) info.outputs.push_back(a.name);
   info.outputs.push_back("summary.json");
-  artifacts.push_back(render_summary_json(info, rows, layers));
+  artifacts.push_back(render_summary_json(info, rows, layers, &answer));
 
   ensure_output_directory(out_dir);
   std::string wrote;
@@ -190,11 +256,18 @@ int command_run(const Invocation& inv) {
     wrote += (wrote.empty() ? "wrote " : ", ") + out_dir + "/" + a.name +
              (a.note.empty() ? "" : " (" + a.note + ")");
   }
+  // The answer first (with the files written), then the tables.
+  const std::string answer_text = render_answer(answer) + wrote + "\n";
+  if (quiet) {
+    std::cout << answer_text;
+    return kExitOk;
+  }
   std::cout << "fp8-advisor " << FP8A_VERSION << ": " << captures.tensors.size() << " tensors from "
             << captures.files.size() << " file(s), " << info.config.recipes.size()
             << " recipe(s), format " << training_format_list(info.config.formats) << ", backend "
             << info.backend << " (" << info.device << ")\n\n"
-            << render_layer_table(layers) << "\n" << wrote << "\n";
+            << answer_text << "\n"
+            << render_layer_table(layers);
   if (info.logged_stats) std::cout << render_logged_stats_line(*info.logged_stats, training_recipe.has_value());
   return kExitOk;
 }

@@ -52,6 +52,8 @@ inline constexpr ErrorIdRow kErrorIdRows[] = {
      "`--device cuda`: the GPU has too little free memory for the CUDA backend (amounts named)"},
     {"fp8a.usage.213", kUsage,
      "`--policy` is neither a preset (`default`, `te-autoswitch`) nor an existing file"},
+    {"fp8a.usage.214", kUsage, "unknown `--gpu` name (with \"did you mean\" and the known names)"},
+    {"fp8a.usage.215", kUsage, "bad `--cost` (`roofline` or `none`) or `--tokens-per-step` (must be >= 0)"},
     {"fp8a.io.101", kInput, "capture path does not exist"},
     {"fp8a.io.102", kInput, "file cannot be opened or mapped, or is not a regular file/directory"},
     {"fp8a.io.103", kInput, "directory holds no captures (`*.safetensors`, `*.npy`, `*.npz`, `*.pt`)"},

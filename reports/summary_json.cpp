@@ -20,10 +20,77 @@ ordered_json worst(const WorstValue& w) {
   return {{"value", number(w.value)}, {"tensor", w.tensor}, {"step", w.step}};
 }
 
+ordered_json optional_number(const std::optional<double>& v) {
+  return v ? number(*v) : ordered_json(nullptr);
+}
+
+ordered_json candidate_json(const RunCandidate& c) {
+  return {{"candidate", candidate_name(c)},
+          {"recipe", c.recipe.spec()},
+          {"format", training_format_name(c.format)}};
+}
+
+ordered_json decision_json(const AnswerContext& a) {
+  ordered_json d;
+  d["gpu"] = a.gpu;
+  d["cost_source"] = a.cost_source;
+  if (a.recommendation == nullptr) {
+    d["chosen"] = nullptr;
+    d["skipped"] = a.skipped;
+    return d;
+  }
+  const Recommendation& rec = *a.recommendation;
+  if (rec.chosen) {
+    const CandidateAdvice& c = rec.candidates[*rec.chosen];
+    ordered_json chosen = candidate_json(c.candidate);
+    chosen["te_recipe"] = te_recipe_call(c.candidate);
+    chosen["fp8_flop_share"] = number(c.fp8_flop_share);
+    chosen["gemm_speedup_vs_bf16"] = optional_number(c.speedup);
+    chosen["gemms_to_bf16"] = c.gemms_to_bf16;
+    d["chosen"] = chosen;
+  } else {
+    d["chosen"] = nullptr;
+  }
+  d["why"] = rec.why;
+  ordered_json layers = ordered_json::array();
+  for (const LayerDecision& l : rec.layers) {
+    ordered_json gemms = ordered_json::object();
+    ordered_json reasons = ordered_json::array();
+    for (const GemmDecision& g : l.gemms) {
+      gemms[gemm_name(g.gemm)] = {{"precision", precision_name(g.precision)},
+                                  {"fp8_safe", g.fp8_safe},
+                                  {"judged", g.judged}};
+      if (!g.reason.empty()) reasons.push_back(std::string(gemm_name(g.gemm)) + ": " + g.reason);
+    }
+    layers.push_back({{"layer", l.layer},
+                      {"precision", precision_name(l.precision)},
+                      {"fp8_safe", l.fp8_safe},
+                      {"incomplete", l.incomplete},
+                      {"gemms", gemms},
+                      {"reasons", reasons}});
+  }
+  d["layers"] = layers;
+  ordered_json pareto = ordered_json::array();
+  for (const ParetoPoint& p : rec.pareto) {
+    ordered_json e = candidate_json(p.candidate);
+    e["fp8_flop_share"] = number(p.fp8_flop_share);
+    e["gemm_speedup_vs_bf16"] = optional_number(p.speedup);
+    e["gemms_to_bf16"] = p.gemms_to_bf16;
+    e["runnable"] = p.runnable;
+    e["excluded"] = p.excluded;
+    pareto.push_back(std::move(e));
+  }
+  d["pareto"] = pareto;
+  ordered_json excluded = ordered_json::array();
+  for (const auto& [name, why] : a.gpu_excluded) excluded.push_back({{"candidate", name}, {"reason", why}});
+  d["gpu_excluded"] = excluded;
+  return d;
+}
+
 }  // namespace
 
 Artifact render_summary_json(const RunInfo& info, std::span<const EvaluationRow> rows,
-                             std::span<const LayerSummary> layers) {
+                             std::span<const LayerSummary> layers, const AnswerContext* decision) {
   ordered_json j;
   j["tool"] = {{"name", "fp8-advisor"}, {"version", info.version}, {"git_revision", info.git_revision}};
   j["command_line"] = info.command_line;
@@ -116,6 +183,7 @@ Artifact render_summary_json(const RunInfo& info, std::span<const EvaluationRow>
     out_layers.push_back(std::move(entry));
   }
   j["layers"] = out_layers;
+  if (decision != nullptr) j["decision"] = decision_json(*decision);
   j["warnings"] = info.warnings;
   return {"summary.json", j.dump(2) + "\n", ""};
 }

@@ -486,6 +486,130 @@ TEST_CASE("--training-log (alias --amax-trace) makes the delayed replay exact (C
   CHECK(r.err == "fp8-advisor: error: [fp8a.trace.503] " + bad.string() + ":2: amax '-3' is negative\n");
 }
 
+namespace {
+
+// The answer block: from its "answer: " line to its "wrote " line, inclusive.
+std::string answer_block(const std::string& out) {
+  const auto begin = out.find("answer: ");
+  const auto wrote = out.find("\nwrote ", begin);
+  if (begin == std::string::npos || wrote == std::string::npos) return {};
+  return out.substr(begin, out.find('\n', wrote + 1) + 1 - begin);
+}
+
+std::string real_run(const std::string& name, const fs::path& out, const std::string& extra) {
+  const fs::path dir = kSource / "datasets/real" / name;
+  return "run --capture " + shell_quote(dir.string()) + " --training-log " +
+         shell_quote((dir / "amax_trace_rank0.csv").string()) + " --out " +
+         shell_quote(out.string()) + " " + extra;
+}
+
+}  // namespace
+
+TEST_CASE("the answer: numerics alone on the sample and the real runs, the decision in summary.json") {
+  TempDir a;
+  const auto r = run("run --capture " + sample() + " --out " + shell_quote(a.path.string()) + " --cost none");
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  // The answer comes first, then the layer table.
+  const auto answer_at = r.out.find("\nanswer: Float8CurrentScaling(fp8_format=Format.HYBRID)  [current/hybrid]\n");
+  REQUIRE(answer_at != std::string::npos);
+  CHECK(answer_at < r.out.find("min sqnr dB"));
+  CHECK(r.out.find("  keep in BF16: nothing, every GEMM FP8\n") != std::string::npos);
+  CHECK(r.out.find("  cost: none (numerics only); FP8 share of GEMM FLOPs 100.0 %\n") != std::string::npos);
+  const auto summary = nlohmann::json::parse(slurp(a.path / "summary.json"));
+  const auto& d = summary.at("decision");
+  CHECK(d.at("gpu") == "h100");
+  CHECK(d.at("cost_source") == "none");
+  CHECK(d.at("chosen").at("candidate") == "current/hybrid");
+  CHECK(d.at("chosen").at("te_recipe") == "Float8CurrentScaling(fp8_format=Format.HYBRID)");
+  CHECK(d.at("layers").size() == 4);
+  for (const auto& l : d.at("layers")) {
+    CHECK(l.at("fp8_safe") == true);
+    CHECK(l.at("precision") == "fp8");
+  }
+  CHECK_FALSE(d.at("pareto").empty());
+
+  // lm-spike: the spike step saturates delayed scaling's scale, so not delayed.
+  TempDir spike;
+  const auto s = run(real_run("lm-spike", spike.path, "--cost none --gemm-rows 256"));
+  INFO(s.err);
+  REQUIRE(s.rc == 0);
+  const auto sd = nlohmann::json::parse(slurp(spike.path / "summary.json")).at("decision");
+  REQUIRE(sd.at("chosen").is_object());
+  CHECK(sd.at("chosen").at("recipe").get<std::string>().rfind("delayed", 0) != 0);
+  CHECK(s.out.find("answer: DelayedScaling") == std::string::npos);
+  CHECK(s.out.find("  watch next run:\n") != std::string::npos);
+
+  // lm-sane: every GEMM stays FP8.
+  TempDir sane;
+  const auto n = run(real_run("lm-sane", sane.path, "--cost none --gemm-rows 256"));
+  INFO(n.err);
+  REQUIRE(n.rc == 0);
+  CHECK(n.out.find("  keep in BF16: nothing, every GEMM FP8\n") != std::string::npos);
+  const auto nd = nlohmann::json::parse(slurp(sane.path / "summary.json")).at("decision");
+  CHECK(nd.at("chosen").at("fp8_flop_share") == 1.0);
+  for (const auto& l : nd.at("layers")) CHECK(l.at("precision") == "fp8");
+}
+
+TEST_CASE("the answer with the default cost (roofline, h100): FP8 does not pay for the sample's GEMMs") {
+  TempDir a;
+  const auto r = run("run --capture " + sample() + " --out " + shell_quote(a.path.string()));
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  const std::string key = "FP8 does not pay for these GEMM sizes on h100: ";
+  const auto at = r.out.find(key);
+  REQUIRE(at != std::string::npos);
+  const auto x = r.out.find("predicts ", at);
+  REQUIRE(x != std::string::npos);
+  CHECK(std::stod(r.out.substr(x + 9)) < 1.0);
+  CHECK(r.out.find("  excluded on h100:\n    mxfp8/e4m3: mxfp8 needs sm_100+") != std::string::npos);
+  const auto d = nlohmann::json::parse(slurp(a.path / "summary.json")).at("decision");
+  CHECK(d.at("cost_source") == "roofline");
+  for (const auto& p : d.at("pareto"))
+    if (p.at("runnable") == true && p.at("fp8_flop_share") > 0.0) CHECK(p.at("gemm_speedup_vs_bf16") < 1.0);
+}
+
+TEST_CASE("--quiet prints only the answer; --gpu, --cost, --tokens-per-step errors; --no-gemms skips") {
+  TempDir a, b;
+  const auto loud = run("run --capture " + sample() + " --out " + shell_quote(a.path.string()) + " --cost none");
+  const auto quiet = run("run --capture " + sample() + " --out " + shell_quote(b.path.string()) + " --cost none --quiet");
+  REQUIRE(loud.rc == 0);
+  REQUIRE(quiet.rc == 0);
+  CHECK(quiet.out.rfind("answer: ", 0) == 0);
+  // The same block, with the other output folder in its "wrote" line.
+  std::string want = answer_block(loud.out);
+  for (auto p = want.find(a.path.string()); p != std::string::npos; p = want.find(a.path.string()))
+    want.replace(p, a.path.string().size(), b.path.string());
+  CHECK(quiet.out == want);
+  CHECK(quiet.out.find("min sqnr dB") == std::string::npos);
+
+  const auto gpu = run("run --capture " + sample() + " --out " + shell_quote(a.path.string()) + " --gpu a1OO");
+  CHECK(gpu.rc == 2);
+  CHECK(gpu.out.empty());
+  CHECK(gpu.err == "fp8-advisor: error: [fp8a.usage.214] --gpu: unknown GPU 'a1OO' (did you mean "
+                   "'a100'?); known: a100, l4, l40s, rtx4090, h100, h200, b200, gb200, rtx5090\n");
+  const auto cost = run("run --capture " + sample() + " --out " + shell_quote(a.path.string()) + " --cost rofline");
+  CHECK(cost.rc == 2);
+  CHECK(cost.err == "fp8-advisor: error: [fp8a.usage.215] --cost 'rofline': expected roofline or none "
+                    "(did you mean 'roofline'?)\n");
+  CHECK(run("run --capture " + sample() + " --out " + shell_quote(a.path.string()) + " --tokens-per-step -1").rc == 2);
+
+  // Without a cost model the GPU still rules out what it cannot run: FP8 needs sm_89+.
+  const auto a100 = run("run --capture " + sample() + " --out " + shell_quote(a.path.string()) +
+                        " --cost none --gpu a100 --quiet --recipes current,mxfp8 --format hybrid");
+  REQUIRE(a100.rc == 0);
+  CHECK(a100.out.rfind("answer: no FP8 recipe can be recommended: none runs on a100\n  excluded on a100:\n"
+                       "    current/hybrid: current needs sm_89+ (TE Float8CurrentScaling); a100 is sm_80\n", 0) == 0);
+  CHECK(nlohmann::json::parse(slurp(a.path / "summary.json")).at("decision").at("gpu_excluded").size() == 2);
+
+  const auto skip = run("run --no-gemms --capture " + sample() + " --out " + shell_quote(a.path.string()) + " --quiet");
+  REQUIRE(skip.rc == 0);
+  CHECK(skip.out.rfind("answer: advice skipped: --no-gemms leaves no GEMM evidence to judge\nwrote ", 0) == 0);
+  const auto d = nlohmann::json::parse(slurp(a.path / "summary.json")).at("decision");
+  CHECK(d.at("chosen").is_null());
+  CHECK(d.at("skipped") == "advice skipped: --no-gemms leaves no GEMM evidence to judge");
+}
+
 TEST_CASE("gemms.csv: three GEMMs per layer, step and recipe; --no-gemms skips it") {
   TempDir a, b;
   REQUIRE(run("run --recipes current,mxfp8 --capture " + sample() + " --out " + shell_quote(a.path.string())).rc == 0);

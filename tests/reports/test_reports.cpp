@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "policies/layer_summary.hpp"
+#include "reports/answer_text.hpp"
 #include "reports/atomic_file.hpp"
 #include "reports/console_table.hpp"
 #include "reports/gemms_csv.hpp"
@@ -67,6 +68,62 @@ fp8a::RunInfo fixed_info() {
   return info;
 }
 
+// A hand-built recommendation: current/hybrid chosen with one wgrad to BF16 and one GEMM kept
+// close to its limit; mxfp8/hybrid excluded for the GPU.
+fp8a::Recommendation fixed_recommendation() {
+  using namespace fp8a;
+  Recommendation rec;
+  CandidateAdvice cur;
+  cur.candidate = {parse_recipe("current"), TrainingFormat::kHybrid};
+  cur.total_flops = 3e9;
+  cur.fp8_flops = 2e9;
+  cur.fp8_flop_share = 2.0 / 3.0;
+  cur.total_risk = 1.5;
+  cur.gemms_to_bf16 = 1;
+  cur.speedup = 0.75;
+  LayerJudgement lj;
+  lj.layer = "layers.0.fc1";
+  lj.steps = {10, 20};
+  for (int g = 0; g < 3; ++g) {
+    GemmJudgement& j = lj.gemms[g];
+    j.gemm = static_cast<Gemm>(g);
+    j.judged = true;
+    j.steps = 2;
+    j.flops = 1e9;
+    j.fp8_safe = g != 2;
+    j.worst.passed = j.fp8_safe;
+    j.worst.limiting = g == 2 ? Criterion::kUnderflow : Criterion::kMse;
+    j.worst.margin = g == 0 ? 0.125 : g == 1 ? 0.5 : -0.25;
+    j.worst_step = 20;
+  }
+  cur.layers = {lj};
+  cur.plan = {{Precision::kFp8, Precision::kFp8, Precision::kBf16}};
+  CandidateAdvice mx;
+  mx.candidate = {parse_recipe("mxfp8"), TrainingFormat::kHybrid};
+  mx.total_flops = 3e9;
+  mx.runnable = false;
+  mx.excluded = "mxfp8 needs sm_100+ (TE MXFP8BlockScaling); h100 is sm_90";
+  rec.candidates = {cur, mx};
+  rec.chosen = 0;
+  rec.why = "current/hybrid keeps 66.7 % of the GEMM FLOPs in FP8 with 1 GEMMs to BF16 (risk 1.500)";
+  LayerDecision ld;
+  ld.layer = "layers.0.fc1";
+  ld.precision = Precision::kMixed;
+  for (int g = 0; g < 3; ++g) {
+    GemmDecision& d = ld.gemms[g];
+    d.gemm = static_cast<Gemm>(g);
+    d.judged = true;
+    d.fp8_safe = g != 2;
+    d.precision = g == 2 ? Precision::kBf16 : Precision::kFp8;
+  }
+  ld.gemms[0].reason = "kept FP8: step 20 fprop mse 0.875 against 1 (margin 0.125 < 0.25)";
+  ld.gemms[2].reason = "step 20 gradient underflow 6.25 % (> 5 %) under current/hybrid";
+  rec.layers = {ld};
+  rec.pareto = {{cur.candidate, cur.fp8_flop_share, cur.speedup, 1, true, ""},
+                {mx.candidate, 0.0, std::nullopt, 0, false, mx.excluded}};
+  return rec;
+}
+
 }  // namespace
 
 TEST_CASE("numbers print as the shortest round-trip text") {
@@ -103,7 +160,10 @@ TEST_CASE("metrics.csv, summary.json and the console table match their golden fi
   rows.push_back(block);
   const auto layers = fp8a::summarize_layers(rows);
   check_golden("metrics.csv", fp8a::render_metrics_csv(rows).contents);
-  check_golden("summary.json", fp8a::render_summary_json(fixed_info(), rows, layers).contents);
+  const fp8a::Recommendation rec = fixed_recommendation();
+  const fp8a::AnswerContext answer{&rec, "h100", "roofline", "", {}};
+  check_golden("summary.json", fp8a::render_summary_json(fixed_info(), rows, layers, &answer).contents);
+  check_golden("answer.txt", fp8a::render_answer(answer));
   check_golden("table.txt", fp8a::render_layer_table(layers));
   fp8a::GemmRow g;
   g.step = 20;

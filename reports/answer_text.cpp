@@ -1,0 +1,152 @@
+#include "reports/answer_text.hpp"
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <tuple>
+#include <vector>
+
+namespace fp8a {
+
+namespace {
+
+std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
+std::string fmt(const char* f, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, f);
+  std::vsnprintf(buf, sizeof buf, f, ap);
+  va_end(ap);
+  return buf;
+}
+
+const char* te_format(TrainingFormat f) { return f == TrainingFormat::kE4M3 ? "E4M3" : "HYBRID"; }
+
+}  // namespace
+
+std::string te_recipe_call(const RunCandidate& c) {
+  const Recipe& r = c.recipe;
+  std::string args = std::string("fp8_format=Format.") + te_format(c.format);
+  std::vector<std::string> notes;
+  switch (r.kind) {
+    case RecipeKind::kPerTensorDelayed:
+      // TE's DelayedScaling defaults: margin=0, amax_history_len=1024, amax_compute_algo="max".
+      if (r.margin != 0) args += fmt(", margin=%d", r.margin);
+      if (r.history != 1024) args += fmt(", amax_history_len=%d", r.history);
+      if (r.algo != DelayedAlgo::kMax) args += ", amax_compute_algo=\"most_recent\"";
+      break;
+    case RecipeKind::kPerTensorCurrent:
+      if (r.pow2_scales) notes.push_back("power_2_scale=True in its QParams");
+      if (r.amax_epsilon != 0.0f) notes.push_back(fmt("amax_epsilon=%g in its QParams", r.amax_epsilon));
+      break;
+    case RecipeKind::kBlock:
+      if (r.block_2d) args += ", x_block_scaling_dim=2, grad_block_scaling_dim=2";
+      if (!r.pow2_scales) notes.push_back("FP32 block scales: NVTE_FP8_BLOCK_SCALING_FP32_SCALES=1");
+      break;
+    case RecipeKind::kMx:
+      if (r.mx_rule == MxScaleRule::kOcpFloor) notes.push_back("OCP floor scale rule: not a TE option");
+      break;
+    case RecipeKind::kBf16:
+      break;
+  }
+  std::string s = std::string(recipe_kind_traits(r.kind).te_recipe) + "(" + args + ")";
+  for (const auto& n : notes) s += "; " + n;
+  return s;
+}
+
+std::string render_answer(const AnswerContext& a) {
+  if (a.recommendation == nullptr) return "answer: " + a.skipped + "\n";
+  const Recommendation& rec = *a.recommendation;
+  std::string s;
+  if (!rec.chosen) {
+    s += "answer: no FP8 recipe can be recommended";
+    s += rec.candidates.empty() && a.gpu_excluded.empty() ? " (no FP8 candidate evaluated)\n"
+                                                           : ": none runs on " + a.gpu + "\n";
+  } else {
+    const CandidateAdvice& c = rec.candidates[*rec.chosen];
+    if (c.fp8_flops > 0)
+      s += "answer: " + te_recipe_call(c.candidate) + "  [" + candidate_name(c.candidate) + "]\n";
+    else
+      s += "answer: every GEMM in BF16 (the chosen " + te_recipe_call(c.candidate) + "  [" +
+           candidate_name(c.candidate) + "] keeps none in FP8)\n";
+    s += "  why: " + rec.why + "\n";
+    // The BF16 fallbacks: whole layers where every judged GEMM goes BF16, else single GEMMs.
+    std::vector<std::string> bf16, close;
+    for (const LayerDecision& l : rec.layers) {
+      bool any_judged = false;
+      for (const GemmDecision& g : l.gemms) any_judged = any_judged || g.judged;
+      if (!any_judged) {
+        bf16.push_back(l.layer + ": " + l.gemms[0].reason);
+        continue;
+      }
+      for (const GemmDecision& g : l.gemms) {
+        if (!g.judged) continue;
+        if (g.precision == Precision::kBf16)
+          bf16.push_back(l.layer + " " + gemm_name(g.gemm) + ": " + g.reason);
+        else if (!g.reason.empty())
+          close.push_back(l.layer + " " + gemm_name(g.gemm) + ": " + g.reason);
+      }
+    }
+    if (bf16.empty()) {
+      s += "  keep in BF16: nothing, every GEMM FP8\n";
+    } else {
+      s += fmt("  keep in BF16 (%zu GEMM%s):\n", bf16.size(), bf16.size() == 1 ? "" : "s");
+      for (const auto& b : bf16) s += "    " + b + "\n";
+    }
+    if (!close.empty()) {
+      s += "  kept FP8 close to the limit:\n";
+      for (const auto& b : close) s += "    " + b + "\n";
+    }
+    if (c.speedup) {
+      s += fmt("  predicted GEMM speedup over all-BF16: %.3fx on %s (cost: %s); FP8 share of GEMM "
+               "FLOPs %.1f %%\n",
+               *c.speedup, a.gpu.c_str(), a.cost_source.c_str(), 100.0 * c.fp8_flop_share);
+      // The plan with the most FP8 (the chosen one when it has any): slower than BF16 means
+      // FP8 does not pay at these sizes, whichever candidate the speed chose.
+      const ParetoPoint* most = nullptr;
+      for (const ParetoPoint& p : rec.pareto)
+        if (p.runnable && p.speedup && (most == nullptr || p.fp8_flop_share > most->fp8_flop_share))
+          most = &p;
+      if (c.fp8_flop_share > 0 && *c.speedup < 1.0) most = &rec.pareto[*rec.chosen];
+      if (most != nullptr && most->fp8_flop_share > 0 && *most->speedup < 1.0)
+        s += fmt("  FP8 does not pay for these GEMM sizes on %s: %s with %.1f %% of the GEMM FLOPs "
+                 "in FP8 predicts %.3fx (the casts cost more than the faster GEMMs save); "
+                 "--tokens-per-step gives the real token count, --cost none decides by the "
+                 "numerics alone\n",
+                 a.gpu.c_str(), candidate_name(most->candidate).c_str(),
+                 100.0 * most->fp8_flop_share, *most->speedup);
+    } else {
+      s += fmt("  cost: %s (numerics only); FP8 share of GEMM FLOPs %.1f %%\n",
+               a.cost_source.c_str(), 100.0 * c.fp8_flop_share);
+    }
+    // Watch next run: the failing GEMMs first, then the passing ones with the smallest margin.
+    std::vector<std::tuple<bool, double, std::string>> watch;
+    for (const LayerJudgement& l : c.layers)
+      for (const GemmJudgement& g : l.gemms) {
+        if (!g.judged || !g.worst.limiting) continue;
+        watch.emplace_back(g.fp8_safe, g.worst.margin,
+                           fmt("%s %s: %s margin %.3g (%s at step %lld)", l.layer.c_str(),
+                               gemm_name(g.gemm), criterion_name(*g.worst.limiting),
+                               g.worst.margin, g.fp8_safe ? "passed" : "failed",
+                               static_cast<long long>(g.worst_step)));
+      }
+    std::stable_sort(watch.begin(), watch.end(), [](const auto& x, const auto& y) {
+      return std::tie(std::get<0>(x), std::get<1>(x)) < std::tie(std::get<0>(y), std::get<1>(y));
+    });
+    if (!watch.empty()) {
+      s += "  watch next run:\n";
+      for (std::size_t i = 0; i < watch.size() && i < kWatchListLength; ++i)
+        s += "    " + std::get<2>(watch[i]) + "\n";
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> excluded = a.gpu_excluded;
+  for (const CandidateAdvice& c : rec.candidates)
+    if (!c.runnable) excluded.emplace_back(candidate_name(c.candidate), c.excluded);
+  if (!excluded.empty()) {
+    s += "  excluded on " + a.gpu + ":\n";
+    for (const auto& [name, why] : excluded) s += "    " + name + ": " + why + "\n";
+  }
+  return s;
+}
+
+}  // namespace fp8a

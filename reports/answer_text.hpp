@@ -1,0 +1,35 @@
+// The answer `run` prints first: the recommended TE recipe and format, the GEMMs to keep in BF16
+// with their reasons, the predicted speedup and FP8 share, the candidates the GPU excludes and the
+// GEMMs to watch next run. Layout only: every reason and number comes from the Recommendation.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "policies/advice.hpp"
+
+namespace fp8a {
+
+// What the answer and summary.json's "decision" are rendered from.
+struct AnswerContext {
+  const Recommendation* recommendation = nullptr;  // null: no advice (skipped says why)
+  std::string gpu;          // --gpu, "h100"
+  std::string cost_source;  // --cost, "roofline" or "none"
+  std::string skipped;      // why there is no recommendation (e.g. --no-gemms); empty otherwise
+  // Without a cost model (--cost none) the candidates the GPU cannot run are left out before the
+  // advice: each one's candidate_name and recipe_support's reason.
+  std::vector<std::pair<std::string, std::string>> gpu_excluded;
+};
+
+// The most GEMMs the answer lists to watch next run.
+inline constexpr std::size_t kWatchListLength = 5;
+
+// TE's constructor call of the candidate, e.g. "Float8CurrentScaling(fp8_format=Format.HYBRID)",
+// with the fields that differ from TE's defaults.
+std::string te_recipe_call(const RunCandidate& candidate);
+
+// The answer block, every line ending in '\n' (the "wrote ..." line is the caller's).
+std::string render_answer(const AnswerContext& answer);
+
+}  // namespace fp8a
