@@ -21,6 +21,9 @@ MEGATRON_PATHS = ["decoder.layers.0.self_attention.linear_qkv=bf16",
 NVDLFW_LAYERS = ["model.decoder.layers.2.mlp.linear_fc2", "model.decoder.layers.1.self_attention.linear_qkv",
                  "model.decoder.layers.3.mlp.linear_fc1", "model.decoder.layers.4.mlp.linear_fc1"]
 
+# The golden files of tests/reports/test_configs.cpp, which fp8-advisor writes.
+G = os.path.join(os.path.dirname(HERE), "golden", "reports")
+
 CASES = {
     "schema": ("check_schema.py", [
         ([SCHEMA, "schema/good_recipe.json"], OK),
@@ -59,6 +62,14 @@ CASES = {
         (["megatron_args/bad_unknown_flag.txt"], "unrecognized arguments: --fp8-history-len 16"),
         (["megatron_args/bad_recipe_choice.txt"], "argument --fp8-format: invalid choice: 'e5m2'"),
         (["megatron_args/bad_delayed_bf16_layers.txt"], "Delayed scaling does not support first / last layer in BF16"),
+    ]),
+    "golden_megatron_args": ("check_megatron_args.py", [
+        ([os.path.join(G, "megatron_args_mixed.txt")],
+         OK + "megatron_args_mixed.txt: 9 words parsed by Megatron; fp8=hybrid fp8_recipe=tensorwise "
+         "fp8_margin=0 fp8_amax_history_len=1 fp8_amax_compute_algo=most_recent fp8_wgrad=True "
+         "first_last_layers_bf16=True num_layers_at_start_in_bf16=1 num_layers_at_end_in_bf16=1"),
+        ([os.path.join(G, "megatron_args_delayed.txt")], OK),
+        ([os.path.join(G, "megatron_args_block.txt")], OK),
     ]),
     "nvdlfw": ("check_nvdlfw.py", [
         (["nvdlfw/good_debug.yaml"] + NVDLFW_LAYERS, OK),
