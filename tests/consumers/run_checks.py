@@ -71,6 +71,22 @@ CASES = {
         ([os.path.join(G, "megatron_args_delayed.txt")], OK),
         ([os.path.join(G, "megatron_args_block.txt")], OK),
     ]),
+    "golden_megatron": ("check_megatron.py", [
+        ([os.path.join(G, "te_precision_config_mixed.yaml"),
+          "decoder.layers.0.self_attention.linear_qkv=bf16", "decoder.layers.0.mlp.linear_fc2=bf16",
+          "decoder.layers.1.mlp.linear_fc1=bf16", "decoder.layers.3.mlp.linear_fc2=bf16",
+          "decoder.layers.13.mlp.linear_fc2=tensorwise_hybrid", "decoder.layers.0.mlp.linear_fc1=tensorwise_hybrid",
+          "decoder.layers.2.self_attention.linear_proj=tensorwise_hybrid", "output_layer=tensorwise_hybrid"],
+         OK + "te_precision_config_mixed.yaml: 5 matchers, bf16[training]=bf16, "
+         "tensorwise_hybrid[training]=Float8CurrentScaling; 8 module paths resolved as expected"),
+        ([os.path.join(G, "te_precision_config_delayed.yaml"),
+          "decoder.layers.3.mlp.linear_fc2=bf16", "decoder.layers.2.self_attention.linear_proj=-"],
+         OK + "te_precision_config_delayed.yaml: 4 matchers, bf16[training]=bf16;"),
+        ([os.path.join(G, "te_precision_config_block.yaml"),
+          "decoder.layers.1.mlp.linear_fc2=bf16", "decoder.layers.1.mlp.linear_fc1=blockwise_e4m3"],
+         OK + "te_precision_config_block.yaml: 2 matchers, bf16[training]=bf16, "
+         "blockwise_e4m3[training]=Float8BlockScaling;"),
+    ]),
     "nvdlfw": ("check_nvdlfw.py", [
         (["nvdlfw/good_debug.yaml"] + NVDLFW_LAYERS, OK),
         (["nvdlfw/bad_unknown_feature.yaml"], "Could not find feature 'DisableQuantizationGem' in namespace 'transformer_engine'"),

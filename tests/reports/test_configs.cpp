@@ -11,6 +11,7 @@
 
 #include "reports/layer_names.hpp"
 #include "reports/megatron_args.hpp"
+#include "reports/te_precision_config.hpp"
 
 namespace fs = std::filesystem;
 using namespace fp8a;
@@ -152,4 +153,28 @@ TEST_CASE("megatron_args.txt: the mixed, delayed and block plans match their gol
   const Artifact empty = render_megatron_args(none);
   CHECK(empty.note == "no FP8 candidate");
   CHECK(empty.contents.find("\n--") == std::string::npos);
+}
+
+TEST_CASE("te_precision_config.yaml: BF16 matchers, the recipe's config unless delayed") {
+  const auto mixed = render_te_precision_config(mixed_rec());
+  REQUIRE(mixed.has_value());
+  CHECK(mixed->name == "te_precision_config.yaml");
+  CHECK(mixed->note == "4 BF16 matchers");
+  check_golden("te_precision_config_mixed.yaml", mixed->contents);
+  const auto delayed = render_te_precision_config(delayed_rec());
+  REQUIRE(delayed.has_value());
+  CHECK(delayed->contents.find("delayed") != std::string::npos);  // only in the comments
+  CHECK(delayed->contents.find("fp8_quantization_recipe") == std::string::npos);
+  check_golden("te_precision_config_delayed.yaml", delayed->contents);
+  const auto block = render_te_precision_config(block_rec());
+  REQUIRE(block.has_value());
+  check_golden("te_precision_config_block.yaml", block->contents);
+  // Delayed with nothing in BF16: nothing to say, and why.
+  std::string why;
+  CHECK_FALSE(render_te_precision_config(
+                  make_rec("delayed", TrainingFormat::kHybrid, {{"layers.0.mlp.linear_fc1", "fff", {1, 1, 1}}}), &why)
+                  .has_value());
+  CHECK(why.find("cannot express delayed scaling") != std::string::npos);
+  CHECK_FALSE(render_te_precision_config(Recommendation{}, &why).has_value());
+  CHECK(why.find("no FP8 candidate") != std::string::npos);
 }
