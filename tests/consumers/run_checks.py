@@ -87,6 +87,18 @@ CASES = {
          OK + "te_precision_config_block.yaml: 2 matchers, bf16[training]=bf16, "
          "blockwise_e4m3[training]=Float8BlockScaling;"),
     ]),
+    "golden_nvdlfw": ("check_nvdlfw.py", [
+        ([os.path.join(G, "nvdlfw_inspect_mixed.yaml"), "model.decoder.layers.1.self_attention.linear_qkv",
+          "model.decoder.layers.1.mlp.linear_fc2", "model.decoder.layers.2.mlp.linear_fc1",
+          "model.decoder.layers.3.self_attention.linear_proj", "model.decoder.layers.4.mlp.linear_fc2",
+          "model.decoder.layers.14.mlp.linear_fc2"],
+         OK + "nvdlfw_inspect_mixed.yaml: 5 sections parsed by nvdlfw_inspect, 6 layer names resolved"),
+        ([os.path.join(G, "nvdlfw_inspect_delayed.yaml"), "model.decoder.layers.2.mlp.linear_fc1",
+          "model.decoder.layers.4.mlp.linear_fc2"], OK),
+        ([os.path.join(G, "nvdlfw_inspect_block.yaml"), "model.decoder.layers.2.mlp.linear_fc2",
+          "model.decoder.layers.4.mlp.linear_fc2", "model.decoder.layers.1.self_attention.linear_qkv"],
+         OK + "nvdlfw_inspect_block.yaml: 2 sections parsed by nvdlfw_inspect, 3 layer names resolved"),
+    ]),
     "nvdlfw": ("check_nvdlfw.py", [
         (["nvdlfw/good_debug.yaml"] + NVDLFW_LAYERS, OK),
         (["nvdlfw/bad_unknown_feature.yaml"], "Could not find feature 'DisableQuantizationGem' in namespace 'transformer_engine'"),

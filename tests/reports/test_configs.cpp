@@ -11,6 +11,7 @@
 
 #include "reports/layer_names.hpp"
 #include "reports/megatron_args.hpp"
+#include "reports/nvdlfw_inspect_yaml.hpp"
 #include "reports/te_precision_config.hpp"
 
 namespace fs = std::filesystem;
@@ -176,5 +177,25 @@ TEST_CASE("te_precision_config.yaml: BF16 matchers, the recipe's config unless d
                   .has_value());
   CHECK(why.find("cannot express delayed scaling") != std::string::npos);
   CHECK_FALSE(render_te_precision_config(Recommendation{}, &why).has_value());
+  CHECK(why.find("no FP8 candidate") != std::string::npos);
+}
+
+TEST_CASE("nvdlfw_inspect.yaml: one section per layer, fallbacks and the riskiest FP8 GEMMs watched") {
+  const auto mixed = render_nvdlfw_inspect_yaml(mixed_rec());
+  REQUIRE(mixed.has_value());
+  CHECK(mixed->name == "nvdlfw_inspect.yaml");
+  // layers.1 fc1: wgrad BF16 and its dgrad (margin 0.12) watched in the same section.
+  CHECK(mixed->note == "4 fallbacks, 2 layers watched");
+  check_golden("nvdlfw_inspect_mixed.yaml", mixed->contents);
+  const auto delayed = render_nvdlfw_inspect_yaml(delayed_rec());
+  REQUIRE(delayed.has_value());
+  CHECK(delayed->contents.find("overflows%") != std::string::npos);
+  check_golden("nvdlfw_inspect_delayed.yaml", delayed->contents);
+  const auto block = render_nvdlfw_inspect_yaml(block_rec());
+  REQUIRE(block.has_value());
+  CHECK(block->note == "1 fallbacks, 2 layers watched");  // three GEMMs of two layers
+  check_golden("nvdlfw_inspect_block.yaml", block->contents);
+  std::string why;
+  CHECK_FALSE(render_nvdlfw_inspect_yaml(Recommendation{}, &why).has_value());
   CHECK(why.find("no FP8 candidate") != std::string::npos);
 }
