@@ -99,6 +99,15 @@ CASES = {
           "model.decoder.layers.4.mlp.linear_fc2", "model.decoder.layers.1.self_attention.linear_qkv"],
          OK + "nvdlfw_inspect_block.yaml: 2 sections parsed by nvdlfw_inspect, 3 layer names resolved"),
     ]),
+    "golden_torchao": ("check_torchao.py", [
+        ([os.path.join(G, "torchao_mixed.json")],
+         OK + "torchao_mixed.json: torchao recipe tensorwise, 4 modules kept high precision, 1 converted"),
+        ([os.path.join(G, "torchao_delayed.json")], OK + "torchao_delayed.json: no torchao recipe (the advice is delayed"),
+        ([os.path.join(G, "torchao_block.json")],
+         OK + "torchao_block.json: torchao recipe rowwise, 1 modules kept high precision, 1 converted"),
+        ([os.path.join(G, "torchao_block_gw_hp.json")],
+         OK + "torchao_block_gw_hp.json: torchao recipe rowwise_with_gw_hp, 1 modules kept high precision"),
+    ]),
     "nvdlfw": ("check_nvdlfw.py", [
         (["nvdlfw/good_debug.yaml"] + NVDLFW_LAYERS, OK),
         (["nvdlfw/bad_unknown_feature.yaml"], "Could not find feature 'DisableQuantizationGem' in namespace 'transformer_engine'"),

@@ -13,6 +13,7 @@
 #include "reports/megatron_args.hpp"
 #include "reports/nvdlfw_inspect_yaml.hpp"
 #include "reports/te_precision_config.hpp"
+#include "reports/torchao_json.hpp"
 
 namespace fs = std::filesystem;
 using namespace fp8a;
@@ -198,4 +199,25 @@ TEST_CASE("nvdlfw_inspect.yaml: one section per layer, fallbacks and the riskies
   std::string why;
   CHECK_FALSE(render_nvdlfw_inspect_yaml(Recommendation{}, &why).has_value());
   CHECK(why.find("no FP8 candidate") != std::string::npos);
+}
+
+TEST_CASE("torchao.json: the closest torchao recipe and the modules kept in high precision") {
+  const Artifact mixed = render_torchao_json(mixed_rec());
+  CHECK(mixed.name == "torchao.json");
+  CHECK(mixed.note == "tensorwise, 4 modules kept high precision");
+  check_golden("torchao_mixed.json", mixed.contents);
+  const Artifact delayed = render_torchao_json(delayed_rec());
+  CHECK(delayed.note == "none, 0 modules kept high precision");
+  check_golden("torchao_delayed.json", delayed.contents);
+  const Artifact block = render_torchao_json(block_rec());
+  CHECK(block.note == "rowwise, 1 modules kept high precision");
+  check_golden("torchao_block.json", block.contents);
+  // Only a wgrad in BF16 under block scaling: torchao's grad-weight GEMM in high precision instead.
+  const Artifact gw = render_torchao_json(make_rec("block", TrainingFormat::kHybrid,
+                                                   {{"layers.0.mlp.linear_fc1", "ffb", {0.5, 0.5, -0.1}},
+                                                    {"layers.1.mlp.linear_fc2", "bbb", {-1, -1, -1}},
+                                                    {"layers.2.mlp.linear_fc2", "fff", {1, 1, 1}}}));
+  CHECK(gw.note == "rowwise_with_gw_hp, 1 modules kept high precision");
+  check_golden("torchao_block_gw_hp.json", gw.contents);
+  CHECK(render_torchao_json(Recommendation{}).contents.find("no FP8 candidate") != std::string::npos);
 }
