@@ -75,14 +75,28 @@ const RunCandidate* chosen_candidate(const Recommendation& rec) {
   return &rec.candidates[*rec.chosen].candidate;
 }
 
+bool is_fallback(const GemmDecision& gemm) { return gemm.judged && gemm.precision == Precision::kBf16; }
+
 bool has_bf16_gemm(const LayerDecision& layer) {
-  return std::any_of(layer.gemms.begin(), layer.gemms.end(),
-                     [](const GemmDecision& g) { return g.precision == Precision::kBf16; });
+  return std::any_of(layer.gemms.begin(), layer.gemms.end(), is_fallback);
+}
+
+std::string fallback_gemm_list(const LayerDecision& layer) {
+  std::string s;
+  for (const GemmDecision& g : layer.gemms)
+    if (is_fallback(g)) s += std::string(s.empty() ? "" : ",") + gemm_name(g.gemm);
+  return s;
+}
+
+bool whole_layer_fallback(const LayerDecision& layer) {
+  return has_bf16_gemm(layer) &&
+         std::none_of(layer.gemms.begin(), layer.gemms.end(),
+                      [](const GemmDecision& g) { return g.judged && g.precision != Precision::kBf16; });
 }
 
 std::string first_bf16_reason(const LayerDecision& layer) {
   for (const GemmDecision& g : layer.gemms)
-    if (g.precision == Precision::kBf16 && !g.reason.empty()) return g.reason;
+    if (is_fallback(g) && !g.reason.empty()) return g.reason;
   return "";
 }
 
@@ -92,7 +106,7 @@ FirstLastBf16 first_last_bf16(const Recommendation& rec) {
     const auto i = transformer_layer_index(l.layer);
     if (!i) continue;
     const auto [it, fresh] = all_bf16.emplace(*i, true);
-    it->second = it->second && l.precision == Precision::kBf16;
+    it->second = it->second && whole_layer_fallback(l);
   }
   FirstLastBf16 r;
   if (all_bf16.empty()) return r;

@@ -32,8 +32,16 @@ MappedName nvdlfw_layer_name(const std::string& layer);
 // The chosen candidate, null when none.
 const RunCandidate* chosen_candidate(const Recommendation& rec);
 
-// Whether the layer's plan keeps at least one GEMM in BF16.
+// A BF16 fallback of the plan: a judged GEMM the plan keeps in BF16. A GEMM with no operand
+// captured (judged false) is BF16 in the plan but unknown, not a fallback: the configs leave it
+// at the run's recipe.
+bool is_fallback(const GemmDecision& gemm);
+// Whether the layer has at least one fallback GEMM.
 bool has_bf16_gemm(const LayerDecision& layer);
+// Its fallback GEMMs, "fprop,wgrad"; "" when none.
+std::string fallback_gemm_list(const LayerDecision& layer);
+// Every judged GEMM is a fallback (and at least one is judged).
+bool whole_layer_fallback(const LayerDecision& layer);
 
 // The first reason of a BF16 GEMM of the layer ("" when none).
 std::string first_bf16_reason(const LayerDecision& layer);

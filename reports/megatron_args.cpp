@@ -87,10 +87,7 @@ Artifact render_megatron_args(const Recommendation& rec) {
     const bool covered = r.kind != RecipeKind::kPerTensorDelayed && i &&
                          (*i < fl.at_start || (fl.at_end > 0 && *i > fl.last_index - fl.at_end));
     if (covered) continue;
-    std::string gemms;
-    for (const GemmDecision& g : l.gemms)
-      if (g.precision == Precision::kBf16) gemms += std::string(gemms.empty() ? "" : ",") + gemm_name(g.gemm);
-    rest.push_back(l.layer + " (" + gemms + ")");
+    rest.push_back(l.layer + " (" + fallback_gemm_list(l) + ")");
   }
   if (!rest.empty()) {
     o << "# BF16 fallbacks these flags cannot express (te_precision_config.yaml keeps whole modules,\n"

@@ -101,7 +101,7 @@ std::optional<Artifact> render_nvdlfw_inspect_yaml(const Recommendation& rec, st
     const LayerDecision& l = rec.layers[i];
     std::vector<std::string> bf16;
     for (const GemmDecision& g : l.gemms)
-      if (g.precision == Precision::kBf16) bf16.push_back(gemm_name(g.gemm));
+      if (is_fallback(g)) bf16.push_back(gemm_name(g.gemm));
     std::vector<const Watched*> watch;
     for (const Watched& w : fp8)
       if (w.layer == i) watch.push_back(&w);

@@ -80,12 +80,8 @@ std::optional<Artifact> render_te_precision_config(const Recommendation& rec, st
     if (!has_bf16_gemm(l)) continue;
     const MappedName m = megatron_module_path(l.layer);
     std::string why = l.layer + ": ";
-    if (l.precision != Precision::kBf16) {
-      std::string gemms;
-      for (const GemmDecision& g : l.gemms)
-        if (g.precision == Precision::kBf16) gemms += std::string(gemms.empty() ? "" : ",") + gemm_name(g.gemm);
-      why += "only " + gemms + " BF16 in the plan; the whole module here. ";
-    }
+    if (!whole_layer_fallback(l))
+      why += "only " + fallback_gemm_list(l) + " BF16 in the plan; the whole module here. ";
     why += first_bf16_reason(l);
     out << YAML::Newline << YAML::Comment(why);
     if (m.guess) out << YAML::Newline << YAML::Comment("name mapping is a guess: " + m.note);

@@ -27,13 +27,12 @@ Artifact render_torchao_json(const Recommendation& rec) {
   } else {
     bool wgrad_only = false;  // some module keeps only its wgrad in BF16
     for (const LayerDecision& l : rec.layers) {
-      const bool f = l.gemms[0].precision == Precision::kBf16, d = l.gemms[1].precision == Precision::kBf16,
-                 w = l.gemms[2].precision == Precision::kBf16;
+      const bool f = is_fallback(l.gemms[0]), d = is_fallback(l.gemms[1]), w = is_fallback(l.gemms[2]);
       wgrad_only = wgrad_only || (w && !f && !d);
     }
     const bool gw_hp = c->recipe.kind == RecipeKind::kBlock && wgrad_only;
     for (const LayerDecision& l : rec.layers) {
-      const bool fd = l.gemms[0].precision == Precision::kBf16 || l.gemms[1].precision == Precision::kBf16;
+      const bool fd = is_fallback(l.gemms[0]) || is_fallback(l.gemms[1]);
       if (gw_hp ? fd : has_bf16_gemm(l)) filter.push_back(l.layer);
     }
     if (c->recipe.kind == RecipeKind::kPerTensorCurrent) {

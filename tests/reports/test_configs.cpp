@@ -131,6 +131,30 @@ TEST_CASE("captured layer names map to Megatron's and nvdlfw_inspect's, guesses 
   CHECK(nv.guess);
 }
 
+TEST_CASE("a GEMM with no operand captured is BF16 in the plan but no fallback") {
+  Recommendation rec = make_rec("current", TrainingFormat::kHybrid,
+                                {{"layers.0.mlp.linear_fc1", "bbb", {-1, -1, -1}},
+                                 {"layers.1.mlp.linear_fc1", "fbb", {1, -1, -1}},
+                                 {"layers.2.mlp.linear_fc1", "bbb", {-1, -1, -1}}});
+  // layers.0: only fprop judged (BF16); layers.1: wgrad not judged; layers.2: nothing judged.
+  rec.layers[0].gemms[1].judged = rec.layers[0].gemms[2].judged = false;
+  rec.layers[1].gemms[2].judged = false;
+  for (GemmDecision& g : rec.layers[2].gemms) g.judged = false;
+  CHECK(whole_layer_fallback(rec.layers[0]));
+  CHECK(fallback_gemm_list(rec.layers[0]) == "fprop");
+  CHECK(fallback_gemm_list(rec.layers[1]) == "dgrad");
+  CHECK_FALSE(has_bf16_gemm(rec.layers[2]));
+  CHECK_FALSE(whole_layer_fallback(rec.layers[2]));
+  CHECK(first_last_bf16(rec).at_start == 1);
+  const auto nv = render_nvdlfw_inspect_yaml(rec);
+  REQUIRE(nv.has_value());
+  CHECK(nv->contents.find("DisableQuantizationLayer") == std::string::npos);  // not every GEMM judged
+  CHECK(nv->contents.find("gemms: [fprop]") != std::string::npos);
+  CHECK(nv->contents.find("gemms: [dgrad]") != std::string::npos);
+  CHECK(nv->contents.find("layers.3.mlp") == std::string::npos);  // layers.2, nothing judged
+  CHECK(render_torchao_json(rec).note == "tensorwise, 2 modules kept high precision");
+}
+
 TEST_CASE("first/last BF16 runs count whole captured layers from both ends") {
   const FirstLastBf16 m = first_last_bf16(mixed_rec());
   CHECK(m.at_start == 1);
