@@ -7,6 +7,7 @@
 #include <cctype>
 #include <string_view>
 #include <cstdio>
+#include <set>
 #include <vector>
 
 #include "reports/layer_names.hpp"
@@ -97,6 +98,7 @@ std::optional<Artifact> render_nvdlfw_inspect_yaml(const Recommendation& rec, st
   out << YAML::Comment("global and 1-based): mapped from the captured 0-based indices, a guess; check them") << YAML::Newline;
   out << YAML::Comment("against debug_api.infer_and_assign_layer_names on your model.") << YAML::Newline;
   out << YAML::BeginMap;
+  std::set<std::string> names;  // one section per nvdlfw name (two would fail at its lookup)
   for (std::size_t i = 0; i < rec.layers.size(); ++i) {
     const LayerDecision& l = rec.layers[i];
     std::vector<std::string> bf16;
@@ -107,6 +109,7 @@ std::optional<Artifact> render_nvdlfw_inspect_yaml(const Recommendation& rec, st
       if (w.layer == i) watch.push_back(&w);
     if (bf16.empty() && watch.empty()) continue;
     const MappedName name = nvdlfw_layer_name(l.layer);
+    if (!names.insert(name.name).second) continue;
     out << YAML::Newline << YAML::Comment(l.layer + " -> " + name.name + " (" + name.note + ")");
     if (!bf16.empty()) out << YAML::Newline << YAML::Comment("BF16: " + first_bf16_reason(l));
     for (const Watched* w : watch)

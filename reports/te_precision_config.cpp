@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <set>
 #include <string>
 
 #include "reports/layer_names.hpp"
@@ -76,9 +77,11 @@ std::optional<Artifact> render_te_precision_config(const Recommendation& rec, st
   if (!delayed) emit_config(out, megatron_config_name(*c), c);
   out << YAML::EndMap;
   out << YAML::Key << "matchers" << YAML::Value << YAML::BeginMap;
+  std::set<std::string> paths;  // two captured names of one module path: one matcher
   for (const LayerDecision& l : rec.layers) {
     if (!has_bf16_gemm(l)) continue;
     const MappedName m = megatron_module_path(l.layer);
+    if (!paths.insert(m.name).second) continue;
     std::string why = l.layer + ": ";
     if (!whole_layer_fallback(l))
       why += "only " + fallback_gemm_list(l) + " BF16 in the plan; the whole module here. ";

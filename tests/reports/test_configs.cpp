@@ -155,6 +155,22 @@ TEST_CASE("a GEMM with no operand captured is BF16 in the plan but no fallback")
   CHECK(render_torchao_json(rec).note == "tensorwise, 2 modules kept high precision");
 }
 
+TEST_CASE("two captured names of one module give one matcher and one nvdlfw section") {
+  const Recommendation rec = make_rec("current", TrainingFormat::kHybrid,
+                                      {{"decoder.layers.0.mlp.linear_fc1", "bbb", {-1, -1, -1}},
+                                       {"module.decoder.layers.0.mlp.linear_fc1", "bbb", {-1, -1, -1}}});
+  const auto te = render_te_precision_config(rec);
+  REQUIRE(te.has_value());
+  const std::string key = "bf16_decoder_layers_0_mlp_linear_fc1:";
+  CHECK(te->contents.find(key) != std::string::npos);
+  CHECK(te->contents.find(key, te->contents.find(key) + 1) == std::string::npos);
+  const auto nv = render_nvdlfw_inspect_yaml(rec);
+  REQUIRE(nv.has_value());
+  const std::string section = "layer_model_decoder_layers_1_mlp_linear_fc1:";
+  CHECK(nv->contents.find(section) != std::string::npos);
+  CHECK(nv->contents.find(section, nv->contents.find(section) + 1) == std::string::npos);
+}
+
 TEST_CASE("first/last BF16 runs count whole captured layers from both ends") {
   const FirstLastBf16 m = first_last_bf16(mixed_rec());
   CHECK(m.at_start == 1);
