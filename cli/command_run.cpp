@@ -31,10 +31,14 @@
 #include "reports/atomic_file.hpp"
 #include "reports/console_table.hpp"
 #include "reports/gemms_csv.hpp"
+#include "reports/megatron_args.hpp"
 #include "reports/metrics_csv.hpp"
 #include "reports/nvdlfw_csv.hpp"
+#include "reports/nvdlfw_inspect_yaml.hpp"
 #include "reports/recipe_json.hpp"
 #include "reports/summary_json.hpp"
+#include "reports/te_precision_config.hpp"
+#include "reports/torchao_json.hpp"
 
 namespace fp8a::cli {
 
@@ -243,7 +247,17 @@ int command_run(const Invocation& inv) {
     std::cerr << "fp8-advisor: warning: " << w << "\n";
     info.warnings.push_back(w);
   }
-  if (recommendation) artifacts.push_back(render_recipe_json(*recommendation, info));
+  // The recommendation and the configs for the tools people train with.
+  if (recommendation) {
+    artifacts.push_back(render_recipe_json(*recommendation, info));
+    artifacts.push_back(render_megatron_args(*recommendation));
+    std::string why;
+    if (auto a = render_te_precision_config(*recommendation, &why)) artifacts.push_back(std::move(*a));
+    else answer.not_written.push_back(why);
+    if (auto a = render_nvdlfw_inspect_yaml(*recommendation, &why)) artifacts.push_back(std::move(*a));
+    else answer.not_written.push_back(why);
+    artifacts.push_back(render_torchao_json(*recommendation));
+  }
   const auto layers = summarize_layers(rows);
   for (const auto& a : artifacts) info.outputs.push_back(a.name);
   info.outputs.push_back("summary.json");

@@ -218,6 +218,46 @@ Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const
               for (int g = 0; g < 3; ++g)
                 if (ca.plan[li][static_cast<std::size_t>(g)] == Precision::kFp8)
                   plan.choice[ci][static_cast<std::size_t>(g)] = r;
+        ca.numerics_speedup = estimate_cost(*cost, plan).speedup;
+        // A GEMM the numbers allow in FP8 goes to BF16 where that makes the captured GEMMs no
+        // slower (FP8 would not pay there). Casts are shared by a layer's GEMMs, so repeat until
+        // nothing changes (at most one pass per GEMM of a layer).
+        ca.not_paying.assign(ca.layers.size(), {});
+        for (int pass = 0; pass < 3; ++pass) {
+          bool changed = false;
+          for (std::size_t li = 0; li < ca.layers.size(); ++li)
+            for (std::size_t ci = 0; ci < cost->layers.size(); ++ci) {
+              if (cost->layers[ci].layer != ca.layers[li].layer) continue;
+              for (std::size_t g = 0; g < 3; ++g) {
+                if (plan.choice[ci][g] != r) continue;
+                const double before = estimate_cost(*cost, plan).plan_seconds;
+                plan.choice[ci][g] = kCostBf16;
+                const double after = estimate_cost(*cost, plan).plan_seconds;
+                if (after > before) {
+                  plan.choice[ci][g] = r;
+                  continue;
+                }
+                const GemmJudgement& j = ca.layers[li].gemms[g];
+                ca.plan[li][g] = Precision::kBf16;
+                ca.not_paying[li][g] =
+                    fmt("FP8 would not pay on %s: the captured GEMMs take %.4g us with %s %s in "
+                        "FP8 and %.4g us with it in BF16 (roofline, casts included)",
+                        cost->gpu->name, before * 1e6, ca.layers[li].layer.c_str(),
+                        gemm_name(j.gemm), after * 1e6);
+                changed = true;
+              }
+            }
+          if (!changed) break;
+        }
+        ca.fp8_flops = 0;
+        ca.total_risk = 0;
+        for (std::size_t li = 0; li < ca.layers.size(); ++li)
+          for (const GemmJudgement& j : ca.layers[li].gemms)
+            if (ca.plan[li][static_cast<int>(j.gemm)] == Precision::kFp8) {
+              ca.fp8_flops += j.flops;
+              ca.total_risk += j.risk;
+            }
+        ca.fp8_flop_share = ca.total_flops > 0 ? ca.fp8_flops / ca.total_flops : 0.0;
         ca.speedup = estimate_cost(*cost, plan).speedup;
       }
     }
@@ -290,9 +330,12 @@ Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const
           gd.reason = kept_reason(j, c.candidate);
         } else {
           any_bf16 = true;
-          gd.reason = j.fp8_safe          ? global_cause
-                      : !j.worst.passed ? j.worst.reason
-                                        : j.forecast->reason;
+          const std::string& not_paying =
+              c.not_paying.empty() ? std::string() : c.not_paying[li][static_cast<int>(j.gemm)];
+          gd.reason = j.fp8_safe && !not_paying.empty() ? not_paying
+                      : j.fp8_safe                      ? global_cause
+                      : !j.worst.passed                 ? j.worst.reason
+                                                        : j.forecast->reason;
         }
       }
       ld.precision = any_fp8 && any_bf16 ? Precision::kMixed

@@ -124,7 +124,12 @@ struct CandidateAdvice {
   // With a cost model: whether it may be chosen, why not, and its predicted GEMM speedup.
   bool runnable = true;
   std::string excluded;                // empty when runnable
-  std::optional<double> speedup;
+  std::optional<double> speedup;       // of the plan (after the GEMMs where FP8 would not pay)
+  // Of the numerics-only plan (every passing GEMM FP8), before the cost sends GEMMs to BF16.
+  std::optional<double> numerics_speedup;
+  // Per (layer i, GEMM g): why the cost model sent a GEMM the numbers allow in FP8 to BF16
+  // (FP8 would not pay: its casts cost more than the faster GEMM saves); "" otherwise.
+  std::vector<std::array<std::string, 3>> not_paying;
   // The plan's precision of (layer i, GEMM g): kFp8 exactly when fp8_safe and the scope allows.
   std::vector<std::array<Precision, 3>> plan;
 };

@@ -72,7 +72,9 @@ std::string render_answer(const AnswerContext& a) {
     s += "  why: " + rec.why + "\n";
     // The BF16 fallbacks: whole layers where every judged GEMM goes BF16, else single GEMMs.
     std::vector<std::string> bf16, close;
-    for (const LayerDecision& l : rec.layers) {
+    std::size_t not_paying = 0;  // GEMMs the numbers allow in FP8, sent to BF16 by the cost
+    for (std::size_t li = 0; li < rec.layers.size(); ++li) {
+      const LayerDecision& l = rec.layers[li];
       bool any_judged = false;
       for (const GemmDecision& g : l.gemms) any_judged = any_judged || g.judged;
       if (!any_judged) {
@@ -81,18 +83,27 @@ std::string render_answer(const AnswerContext& a) {
       }
       for (const GemmDecision& g : l.gemms) {
         if (!g.judged) continue;
-        if (g.precision == Precision::kBf16)
+        if (g.precision == Precision::kBf16 && li < c.not_paying.size() &&
+            !c.not_paying[li][static_cast<int>(g.gemm)].empty())
+          ++not_paying;
+        else if (g.precision == Precision::kBf16)
           bf16.push_back(l.layer + " " + gemm_name(g.gemm) + ": " + g.reason);
         else if (!g.reason.empty())
           close.push_back(l.layer + " " + gemm_name(g.gemm) + ": " + g.reason);
       }
     }
-    if (bf16.empty()) {
+    if (bf16.empty() && not_paying == 0) {
       s += "  keep in BF16: nothing, every GEMM FP8\n";
+    } else if (bf16.empty()) {
+      s += "  keep in BF16 for the numbers: nothing\n";
     } else {
       s += fmt("  keep in BF16 (%zu GEMM%s):\n", bf16.size(), bf16.size() == 1 ? "" : "s");
       for (const auto& b : bf16) s += "    " + b + "\n";
     }
+    if (not_paying > 0)
+      s += fmt("  keep in BF16 because FP8 would not pay on %s: %zu GEMM%s the numbers allow in "
+               "FP8 (their casts cost more than the faster GEMMs save; recipe.json has each)\n",
+               a.gpu.c_str(), not_paying, not_paying == 1 ? "" : "s");
     if (!close.empty()) {
       s += "  kept FP8 close to the limit:\n";
       for (const auto& b : close) s += "    " + b + "\n";
@@ -101,20 +112,12 @@ std::string render_answer(const AnswerContext& a) {
       s += fmt("  predicted GEMM speedup over all-BF16: %.3fx on %s (cost: %s); FP8 share of GEMM "
                "FLOPs %.1f %%\n",
                *c.speedup, a.gpu.c_str(), a.cost_source.c_str(), 100.0 * c.fp8_flop_share);
-      // The plan with the most FP8 (the chosen one when it has any): slower than BF16 means
-      // FP8 does not pay at these sizes, whichever candidate the speed chose.
-      const ParetoPoint* most = nullptr;
-      for (const ParetoPoint& p : rec.pareto)
-        if (p.runnable && p.speedup && (most == nullptr || p.fp8_flop_share > most->fp8_flop_share))
-          most = &p;
-      if (c.fp8_flop_share > 0 && *c.speedup < 1.0) most = &rec.pareto[*rec.chosen];
-      if (most != nullptr && most->fp8_flop_share > 0 && *most->speedup < 1.0)
-        s += fmt("  FP8 does not pay for these GEMM sizes on %s: %s with %.1f %% of the GEMM FLOPs "
-                 "in FP8 predicts %.3fx (the casts cost more than the faster GEMMs save); "
+      // Where the numbers allow FP8 but the cost says no: what the numerics-only plan predicts.
+      if (not_paying > 0 && c.numerics_speedup)
+        s += fmt("  with every GEMM the numbers allow in FP8, %s predicts %.3fx on %s; "
                  "--tokens-per-step gives the real token count, --cost none decides by the "
                  "numerics alone\n",
-                 a.gpu.c_str(), candidate_name(most->candidate).c_str(),
-                 100.0 * most->fp8_flop_share, *most->speedup);
+                 candidate_name(c.candidate).c_str(), *c.numerics_speedup, a.gpu.c_str());
     } else {
       s += fmt("  cost: %s (numerics only); FP8 share of GEMM FLOPs %.1f %%\n",
                a.cost_source.c_str(), 100.0 * c.fp8_flop_share);
@@ -146,6 +149,7 @@ std::string render_answer(const AnswerContext& a) {
     s += "  excluded on " + a.gpu + ":\n";
     for (const auto& [name, why] : excluded) s += "    " + name + ": " + why + "\n";
   }
+  for (const std::string& why : a.not_written) s += "  not written: " + why + "\n";
   return s;
 }
 

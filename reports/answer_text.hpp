@@ -20,6 +20,8 @@ struct AnswerContext {
   // Without a cost model (--cost none) the candidates the GPU cannot run are left out before the
   // advice: each one's candidate_name and recipe_support's reason.
   std::vector<std::pair<std::string, std::string>> gpu_excluded;
+  // Config files the run left out, each with the writer's sentence why.
+  std::vector<std::string> not_written;
 };
 
 // The most GEMMs the answer lists to watch next run.

@@ -5,7 +5,7 @@
 # sudo when available). The CUDA toolkit is optional and not installed here.
 set -euo pipefail
 packages=(cmake ninja-build g++ git python3 libeigen3-dev libboost-program-options-dev
-          nlohmann-json3-dev libtbb-dev doctest-dev python3-torch python3-venv)
+          nlohmann-json3-dev libyaml-cpp-dev libtbb-dev doctest-dev python3-torch python3-venv)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -44,6 +44,8 @@ def _recipe_json_cases():
                   "check_schema.py"))
     return cases
 
+# The golden files of tests/reports/test_configs.cpp, which fp8-advisor writes.
+G = os.path.join(os.path.dirname(HERE), "golden", "reports")
 
 CASES = {
     "schema": ("check_schema.py", [
@@ -84,6 +86,51 @@ CASES = {
         (["megatron_args/bad_unknown_flag.txt"], "unrecognized arguments: --fp8-history-len 16"),
         (["megatron_args/bad_recipe_choice.txt"], "argument --fp8-format: invalid choice: 'e5m2'"),
         (["megatron_args/bad_delayed_bf16_layers.txt"], "Delayed scaling does not support first / last layer in BF16"),
+    ]),
+    "golden_megatron_args": ("check_megatron_args.py", [
+        ([os.path.join(G, "megatron_args_mixed.txt")],
+         OK + "megatron_args_mixed.txt: 9 words parsed by Megatron; fp8=hybrid fp8_recipe=tensorwise "
+         "fp8_margin=0 fp8_amax_history_len=1 fp8_amax_compute_algo=most_recent fp8_wgrad=True "
+         "first_last_layers_bf16=True num_layers_at_start_in_bf16=1 num_layers_at_end_in_bf16=1"),
+        ([os.path.join(G, "megatron_args_delayed.txt")], OK),
+        ([os.path.join(G, "megatron_args_block.txt")], OK),
+    ]),
+    "golden_megatron": ("check_megatron.py", [
+        ([os.path.join(G, "te_precision_config_mixed.yaml"),
+          "decoder.layers.0.self_attention.linear_qkv=bf16", "decoder.layers.0.mlp.linear_fc2=bf16",
+          "decoder.layers.1.mlp.linear_fc1=bf16", "decoder.layers.3.mlp.linear_fc2=bf16",
+          "decoder.layers.13.mlp.linear_fc2=tensorwise_hybrid", "decoder.layers.0.mlp.linear_fc1=tensorwise_hybrid",
+          "decoder.layers.2.self_attention.linear_proj=tensorwise_hybrid", "output_layer=tensorwise_hybrid"],
+         OK + "te_precision_config_mixed.yaml: 5 matchers, bf16[training]=bf16, "
+         "tensorwise_hybrid[training]=Float8CurrentScaling; 8 module paths resolved as expected"),
+        ([os.path.join(G, "te_precision_config_delayed.yaml"),
+          "decoder.layers.3.mlp.linear_fc2=bf16", "decoder.layers.2.self_attention.linear_proj=-"],
+         OK + "te_precision_config_delayed.yaml: 4 matchers, bf16[training]=bf16;"),
+        ([os.path.join(G, "te_precision_config_block.yaml"),
+          "decoder.layers.1.mlp.linear_fc2=bf16", "decoder.layers.1.mlp.linear_fc1=blockwise_e4m3"],
+         OK + "te_precision_config_block.yaml: 2 matchers, bf16[training]=bf16, "
+         "blockwise_e4m3[training]=Float8BlockScaling;"),
+    ]),
+    "golden_nvdlfw": ("check_nvdlfw.py", [
+        ([os.path.join(G, "nvdlfw_inspect_mixed.yaml"), "model.decoder.layers.1.self_attention.linear_qkv",
+          "model.decoder.layers.1.mlp.linear_fc2", "model.decoder.layers.2.mlp.linear_fc1",
+          "model.decoder.layers.3.self_attention.linear_proj", "model.decoder.layers.4.mlp.linear_fc2",
+          "model.decoder.layers.14.mlp.linear_fc2"],
+         OK + "nvdlfw_inspect_mixed.yaml: 5 sections parsed by nvdlfw_inspect, 6 layer names resolved"),
+        ([os.path.join(G, "nvdlfw_inspect_delayed.yaml"), "model.decoder.layers.2.mlp.linear_fc1",
+          "model.decoder.layers.4.mlp.linear_fc2"], OK),
+        ([os.path.join(G, "nvdlfw_inspect_block.yaml"), "model.decoder.layers.2.mlp.linear_fc2",
+          "model.decoder.layers.4.mlp.linear_fc2", "model.decoder.layers.1.self_attention.linear_qkv"],
+         OK + "nvdlfw_inspect_block.yaml: 2 sections parsed by nvdlfw_inspect, 3 layer names resolved"),
+    ]),
+    "golden_torchao": ("check_torchao.py", [
+        ([os.path.join(G, "torchao_mixed.json")],
+         OK + "torchao_mixed.json: torchao recipe tensorwise, 4 modules kept high precision, 1 converted"),
+        ([os.path.join(G, "torchao_delayed.json")], OK + "torchao_delayed.json: no torchao recipe (the advice is delayed"),
+        ([os.path.join(G, "torchao_block.json")],
+         OK + "torchao_block.json: torchao recipe rowwise, 1 modules kept high precision, 1 converted"),
+        ([os.path.join(G, "torchao_block_gw_hp.json")],
+         OK + "torchao_block_gw_hp.json: torchao recipe rowwise_with_gw_hp, 1 modules kept high precision"),
     ]),
     "nvdlfw": ("check_nvdlfw.py", [
         (["nvdlfw/good_debug.yaml"] + NVDLFW_LAYERS, OK),

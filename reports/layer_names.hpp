@@ -1,0 +1,59 @@
+// Captured layer names in each consumer's scheme, and what the consumer configs share about a
+// Recommendation: the chosen candidate and which modules of which transformer layers stay BF16.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "policies/advice.hpp"
+
+namespace fp8a {
+
+// A name in a consumer's scheme; `guess` says the mapping is inferred, with why in `note`.
+struct MappedName {
+  std::string name;
+  bool guess = false;
+  std::string note;  // empty when not a guess
+};
+
+// The transformer layer index of a captured name ("layers.3.mlp.linear_fc2" -> 3), unset when the
+// name has no "layers.<N>." part.
+std::optional<int> transformer_layer_index(const std::string& layer);
+
+// Megatron-Core's module path (GPTModel.named_modules(): "decoder.layers.3.mlp.linear_fc2",
+// "output_layer"). The index is the captured one; Megatron's count from 0 in each pipeline stage.
+MappedName megatron_module_path(const std::string& layer);
+
+// nvdlfw_inspect's name (infer_and_assign_layer_names: "model.decoder.layers.<layer_number>...",
+// Megatron's global 1-based layer_number): the captured index taken as global and 0-based, + 1.
+MappedName nvdlfw_layer_name(const std::string& layer);
+
+// The chosen candidate, null when none.
+const RunCandidate* chosen_candidate(const Recommendation& rec);
+
+// A BF16 fallback of the plan: a judged GEMM the plan keeps in BF16. A GEMM with no operand
+// captured (judged false) is BF16 in the plan but unknown, not a fallback: the configs leave it
+// at the run's recipe.
+bool is_fallback(const GemmDecision& gemm);
+// Whether the layer has at least one fallback GEMM.
+bool has_bf16_gemm(const LayerDecision& layer);
+// Its fallback GEMMs, "fprop,wgrad"; "" when none.
+std::string fallback_gemm_list(const LayerDecision& layer);
+// Every judged GEMM is a fallback (and at least one is judged).
+bool whole_layer_fallback(const LayerDecision& layer);
+
+// The first reason of a BF16 GEMM of the layer ("" when none).
+std::string first_bf16_reason(const LayerDecision& layer);
+
+// The leading / trailing run of captured transformer layers whose every captured module is all
+// BF16: counts of consecutive indices from the smallest captured index (0 required) up, and from
+// the largest captured index down (the largest captured index taken as the model's last layer).
+struct FirstLastBf16 {
+  int at_start = 0;
+  int at_end = 0;
+  int last_index = -1;  // the largest captured transformer layer index; -1 when none
+};
+FirstLastBf16 first_last_bf16(const Recommendation& rec);
+
+}  // namespace fp8a

@@ -1,0 +1,100 @@
+#include "reports/megatron_args.hpp"
+
+#include <sstream>
+#include <vector>
+
+#include "reports/layer_names.hpp"
+
+namespace fp8a {
+
+const char* megatron_fp8_recipe(RecipeKind kind) {
+  switch (kind) {
+    case RecipeKind::kPerTensorCurrent: return "tensorwise";
+    case RecipeKind::kPerTensorDelayed: return "delayed";
+    case RecipeKind::kBlock: return "blockwise";
+    case RecipeKind::kMx: return "mxfp8";
+    case RecipeKind::kBf16: return "";
+  }
+  return "";
+}
+
+Artifact render_megatron_args(const Recommendation& rec) {
+  std::ostringstream o;
+  o << "# Megatron-LM FP8 flags for the recommended recipe (fp8-advisor megatron_args.txt).\n";
+  const RunCandidate* c = chosen_candidate(rec);
+  if (c == nullptr) {
+    o << "# No FP8 candidate was chosen: train in BF16 (no --fp8-format).\n";
+    if (!rec.why.empty()) o << "# " << rec.why << "\n";
+    return {"megatron_args.txt", o.str(), "no FP8 candidate"};
+  }
+  const Recipe& r = c->recipe;
+  o << "# Recipe " << r.spec() << " in format " << training_format_name(c->format) << " (TE "
+    << recipe_kind_traits(r.kind).te_recipe << ").\n";
+  o << "--fp8-format " << training_format_name(c->format) << "\n";
+  o << "--fp8-recipe " << megatron_fp8_recipe(r.kind) << "\n";
+  std::string note = std::string("--fp8-recipe ") + megatron_fp8_recipe(r.kind) + " --fp8-format " +
+                     training_format_name(c->format);
+  switch (r.kind) {
+    case RecipeKind::kPerTensorDelayed:
+      o << "# Megatron's delayed-scaling defaults differ from TE's DelayedScaling: --fp8-amax-history-len 1\n"
+           "# (TE 1024) and --fp8-amax-compute-algo most_recent (TE max); all three are written explicitly.\n";
+      o << "--fp8-margin " << r.margin << "\n";
+      o << "--fp8-amax-history-len " << r.history << "\n";
+      o << "--fp8-amax-compute-algo " << (r.algo == DelayedAlgo::kMax ? "max" : "most_recent") << "\n";
+      break;
+    case RecipeKind::kPerTensorCurrent:
+      if (r.pow2_scales || r.amax_epsilon != 0.0f)
+        o << "# Not expressible in Megatron's flags: " << r.spec()
+          << "'s options (tensorwise builds TE's Float8CurrentScaling with its defaults).\n";
+      break;
+    case RecipeKind::kBlock:
+      if (!r.pow2_scales)
+        o << "# block:fp32 (FP32 block scales): set NVTE_FP8_BLOCK_SCALING_FP32_SCALES=1 in the environment;\n"
+             "# Megatron's blockwise uses TE's power-of-two scales otherwise.\n";
+      if (r.block_2d)
+        o << "# Not expressible in Megatron's flags: 128x128 blocks for every role (blockwise uses TE's\n"
+             "# default, 1x128 for activations and gradients).\n";
+      break;
+    case RecipeKind::kMx:
+      if (r.mx_rule == MxScaleRule::kOcpFloor)
+        o << "# Not expressible: the OCP floor scale rule (TE's MXFP8 rounds its E8M0 scales up).\n";
+      break;
+    case RecipeKind::kBf16: break;
+  }
+  const FirstLastBf16 fl = first_last_bf16(rec);
+  if (fl.at_start > 0 || fl.at_end > 0) {
+    std::ostringstream which;
+    which << fl.at_start << " first and " << fl.at_end << " last transformer layer(s)";
+    if (r.kind == RecipeKind::kPerTensorDelayed) {
+      o << "# The plan keeps the " << which.str() << " in BF16, but Megatron\n"
+           "# cannot combine --first-last-layers-bf16 with delayed scaling (TransformerConfig raises):\n"
+           "# left out; nvdlfw_inspect.yaml's DisableQuantizationLayer keeps them in BF16.\n";
+    } else {
+      o << "# The plan keeps the " << which.str() << " in BF16. The model's last layer\n"
+           "# is taken to be layers." << fl.last_index << ", the last one captured: check it against --num-layers.\n"
+           "# The counts are global; Megatron checks them against num_layers / pipeline stages.\n";
+      o << "--first-last-layers-bf16\n";
+      o << "--num-layers-at-start-in-bf16 " << fl.at_start << "\n";
+      o << "--num-layers-at-end-in-bf16 " << fl.at_end << "\n";
+      note += " --first-last-layers-bf16";
+    }
+  }
+  // What the flags cannot carry: BF16 fallbacks of single modules or GEMMs elsewhere.
+  std::vector<std::string> rest;
+  for (const LayerDecision& l : rec.layers) {
+    if (!has_bf16_gemm(l)) continue;
+    const auto i = transformer_layer_index(l.layer);
+    const bool covered = r.kind != RecipeKind::kPerTensorDelayed && i &&
+                         (*i < fl.at_start || (fl.at_end > 0 && *i > fl.last_index - fl.at_end));
+    if (covered) continue;
+    rest.push_back(l.layer + " (" + fallback_gemm_list(l) + ")");
+  }
+  if (!rest.empty()) {
+    o << "# BF16 fallbacks these flags cannot express (te_precision_config.yaml keeps whole modules,\n"
+         "# nvdlfw_inspect.yaml single GEMMs):\n";
+    for (const std::string& s : rest) o << "#   " << s << "\n";
+  }
+  return {"megatron_args.txt", o.str(), note};
+}
+
+}  // namespace fp8a

@@ -1,0 +1,176 @@
+#include "reports/nvdlfw_inspect_yaml.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <string_view>
+#include <cstdio>
+#include <set>
+#include <vector>
+
+#include "reports/layer_names.hpp"
+
+namespace fp8a {
+namespace {
+
+// A regex matching exactly the name.
+std::string exact_regex(const std::string& name) {
+  std::string r = "^";
+  for (char ch : name) {
+    if (std::string_view(".^$*+?()[]{}|\\").find(ch) != std::string_view::npos) r += '\\';
+    r += ch;
+  }
+  return r + "$";
+}
+
+std::string section_name(const std::string& layer) {
+  std::string n = "layer_";
+  for (char ch : layer) n += std::isalnum(static_cast<unsigned char>(ch)) != 0 ? ch : '_';
+  return n;
+}
+
+// The roles the GEMM consumes (kGemmOperandUses: fprop X W, dgrad dY W, wgrad X dY).
+std::array<Role, 2> gemm_roles(Gemm g) {
+  switch (g) {
+    case Gemm::kFprop: return {Role::kActivation, Role::kWeight};
+    case Gemm::kDgrad: return {Role::kGradient, Role::kWeight};
+    case Gemm::kWgrad: return {Role::kActivation, Role::kGradient};
+  }
+  return {Role::kActivation, Role::kWeight};
+}
+
+std::string margin_text(double m) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", m);
+  return buf;
+}
+
+struct Watched {
+  std::size_t layer = 0;
+  Gemm gemm = Gemm::kFprop;
+  double margin = 0;
+  std::string criterion;
+};
+
+void emit_flow_list(YAML::Emitter& out, const std::vector<std::string>& items) {
+  out << YAML::Flow << YAML::BeginSeq;
+  for (const std::string& s : items) out << s;
+  out << YAML::EndSeq;
+}
+
+}  // namespace
+
+std::optional<Artifact> render_nvdlfw_inspect_yaml(const Recommendation& rec, std::string* why_omitted) {
+  const auto omit = [&](const std::string& why) -> std::optional<Artifact> {
+    if (why_omitted != nullptr) *why_omitted = why;
+    return std::nullopt;
+  };
+  const RunCandidate* c = chosen_candidate(rec);
+  if (c == nullptr) return omit("nvdlfw_inspect.yaml not written: no FP8 candidate was chosen");
+  const CandidateAdvice& advice = rec.candidates[*rec.chosen];
+
+  // The FP8 GEMMs of the plan with the smallest worst margins.
+  std::vector<Watched> fp8;
+  for (std::size_t i = 0; i < rec.layers.size(); ++i) {
+    const LayerJudgement* j = nullptr;
+    for (const LayerJudgement& lj : advice.layers)
+      if (lj.layer == rec.layers[i].layer) j = &lj;
+    if (j == nullptr) continue;
+    for (const GemmDecision& g : rec.layers[i].gemms) {
+      if (g.precision != Precision::kFp8) continue;
+      const GemmJudgement& gj = j->gemms[static_cast<std::size_t>(g.gemm)];
+      if (!gj.judged) continue;
+      fp8.push_back({i, g.gemm, gj.worst.margin,
+                     gj.worst.limiting ? criterion_name(*gj.worst.limiting) : std::string("no criterion")});
+    }
+  }
+  std::stable_sort(fp8.begin(), fp8.end(), [](const Watched& a, const Watched& b) { return a.margin < b.margin; });
+  if (fp8.size() > static_cast<std::size_t>(kWatchedGemms)) fp8.resize(kWatchedGemms);
+
+  int fallbacks = 0, watched_layers = 0;
+  YAML::Emitter out;
+  out << YAML::Comment("TE debug config for nvdlfw_inspect (fp8-advisor nvdlfw_inspect.yaml), recipe " +
+                       c->recipe.spec() + "/" + training_format_name(c->format) + ".")
+      << YAML::Newline;
+  out << YAML::Comment("Layer names are nvdlfw_inspect's for Megatron (model.decoder.layers.<layer_number>...,") << YAML::Newline;
+  out << YAML::Comment("global and 1-based): mapped from the captured 0-based indices, a guess; check them") << YAML::Newline;
+  out << YAML::Comment("against debug_api.infer_and_assign_layer_names on your model.") << YAML::Newline;
+  out << YAML::BeginMap;
+  std::set<std::string> names;  // one section per nvdlfw name (two would fail at its lookup)
+  for (std::size_t i = 0; i < rec.layers.size(); ++i) {
+    const LayerDecision& l = rec.layers[i];
+    std::vector<std::string> bf16;
+    for (const GemmDecision& g : l.gemms)
+      if (is_fallback(g)) bf16.push_back(gemm_name(g.gemm));
+    std::vector<const Watched*> watch;
+    for (const Watched& w : fp8)
+      if (w.layer == i) watch.push_back(&w);
+    if (bf16.empty() && watch.empty()) continue;
+    const MappedName name = nvdlfw_layer_name(l.layer);
+    if (!names.insert(name.name).second) continue;
+    out << YAML::Newline << YAML::Comment(l.layer + " -> " + name.name + " (" + name.note + ")");
+    if (!bf16.empty()) out << YAML::Newline << YAML::Comment("BF16: " + first_bf16_reason(l));
+    for (const Watched* w : watch)
+      out << YAML::Newline
+          << YAML::Comment("watch: " + std::string(gemm_name(w->gemm)) + " kept FP8 with margin " +
+                           margin_text(w->margin) + " (" + w->criterion + ")");
+    out << YAML::Key << section_name(name.name) << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "enabled" << YAML::Value << true;
+    out << YAML::Key << "layers" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "layer_name_regex_pattern" << YAML::Value << YAML::SingleQuoted << exact_regex(name.name);
+    out << YAML::EndMap;
+    out << YAML::Key << "transformer_engine" << YAML::Value << YAML::BeginMap;
+    if (bf16.size() == 3) {
+      out << YAML::Key << "DisableQuantizationLayer" << YAML::Value << YAML::BeginMap;
+      out << YAML::Key << "enabled" << YAML::Value << true << YAML::EndMap;
+      ++fallbacks;
+    } else if (!bf16.empty()) {
+      out << YAML::Key << "DisableQuantizationGEMM" << YAML::Value << YAML::BeginMap;
+      out << YAML::Key << "enabled" << YAML::Value << true;
+      out << YAML::Key << "gemms" << YAML::Value;
+      emit_flow_list(out, bf16);
+      out << YAML::EndMap;
+      ++fallbacks;
+    }
+    if (!watch.empty()) {
+      std::vector<std::string> tensors;
+      for (Role r : {Role::kActivation, Role::kWeight, Role::kGradient})
+        for (const Watched* w : watch) {
+          const auto roles = gemm_roles(w->gemm);
+          if ((roles[0] == r || roles[1] == r) &&
+              std::find(tensors.begin(), tensors.end(), role_name(r)) == tensors.end())
+            tensors.push_back(role_name(r));
+        }
+      std::vector<std::string> stats = {"underflows%", "scale_inv_min", "scale_inv_max", "mse"};
+      if (c->recipe.kind == RecipeKind::kPerTensorDelayed) stats.insert(stats.begin() + 1, "overflows%");
+      out << YAML::Key << "LogFp8TensorStats" << YAML::Value << YAML::BeginMap;
+      out << YAML::Key << "enabled" << YAML::Value << true;
+      out << YAML::Key << "tensors" << YAML::Value;
+      emit_flow_list(out, tensors);
+      out << YAML::Key << "stats" << YAML::Value;
+      emit_flow_list(out, stats);
+      out << YAML::Key << "freq" << YAML::Value << kWatchFrequency;
+      out << YAML::EndMap;
+      out << YAML::Key << "LogTensorStats" << YAML::Value << YAML::BeginMap;
+      out << YAML::Key << "enabled" << YAML::Value << true;
+      out << YAML::Key << "tensors" << YAML::Value;
+      emit_flow_list(out, tensors);
+      out << YAML::Key << "stats" << YAML::Value;
+      emit_flow_list(out, {"cur_amax", "dynamic_range"});
+      out << YAML::Key << "freq" << YAML::Value << kWatchFrequency;
+      out << YAML::EndMap;
+      ++watched_layers;
+    }
+    out << YAML::EndMap;  // transformer_engine
+    out << YAML::EndMap;  // section
+  }
+  out << YAML::EndMap;
+  if (fallbacks == 0 && watched_layers == 0)
+    return omit("nvdlfw_inspect.yaml not written: no BF16 fallback and no FP8 GEMM to watch");
+  return Artifact{"nvdlfw_inspect.yaml", std::string(out.c_str()) + "\n",
+                  std::to_string(fallbacks) + " fallbacks, " + std::to_string(watched_layers) + " layers watched"};
+}
+
+}  // namespace fp8a

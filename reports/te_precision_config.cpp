@@ -1,0 +1,100 @@
+#include "reports/te_precision_config.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <set>
+#include <string>
+
+#include "reports/layer_names.hpp"
+#include "reports/megatron_args.hpp"
+
+namespace fp8a {
+namespace {
+
+std::string matcher_name(const std::string& path) {
+  std::string n = "bf16_";
+  for (char ch : path) n += (ch == '.' || ch == '*') ? '_' : ch;
+  return n;
+}
+
+void emit_config(YAML::Emitter& out, const std::string& name, const RunCandidate* c) {
+  out << YAML::Key << name << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "transformer_engine_config_type" << YAML::Value << "TEQuantizationParams";
+  out << YAML::Key << "training_recipe" << YAML::Value;
+  if (c == nullptr) {
+    out << YAML::Flow << YAML::BeginMap << YAML::EndMap;
+  } else {
+    out << YAML::BeginMap;
+    out << YAML::Key << "fp8_quantization_recipe" << YAML::Value << megatron_fp8_recipe(c->recipe.kind);
+    out << YAML::Key << "fp8_format" << YAML::Value << training_format_name(c->format);
+    out << YAML::EndMap;
+  }
+  out << YAML::EndMap;
+}
+
+void emit_matcher(YAML::Emitter& out, const std::string& name, const std::string& config,
+                  const std::string& pattern) {
+  out << YAML::Key << name << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "config" << YAML::Value << config;
+  out << YAML::Key << "type" << YAML::Value << "glob";
+  out << YAML::Key << "pattern" << YAML::Value << YAML::DoubleQuoted << pattern;
+  out << YAML::Key << "enabled" << YAML::Value << true;
+  out << YAML::EndMap;
+}
+
+}  // namespace
+
+std::string megatron_config_name(const RunCandidate& c) {
+  return std::string(megatron_fp8_recipe(c.recipe.kind)) + "_" + training_format_name(c.format);
+}
+
+std::optional<Artifact> render_te_precision_config(const Recommendation& rec, std::string* why_omitted) {
+  const RunCandidate* c = chosen_candidate(rec);
+  const auto omit = [&](const std::string& why) -> std::optional<Artifact> {
+    if (why_omitted != nullptr) *why_omitted = why;
+    return std::nullopt;
+  };
+  if (c == nullptr) return omit("te_precision_config.yaml not written: no FP8 candidate was chosen");
+  const bool delayed = c->recipe.kind == RecipeKind::kPerTensorDelayed;
+  int fallbacks = 0;
+  for (const LayerDecision& l : rec.layers) fallbacks += has_bf16_gemm(l) ? 1 : 0;
+  if (delayed && fallbacks == 0)
+    return omit("te_precision_config.yaml not written: Megatron's precision config cannot express delayed "
+                "scaling (set by megatron_args.txt) and the plan keeps no module in BF16");
+
+  YAML::Emitter out;
+  out << YAML::Comment("Megatron-Core --te-precision-config-file (fp8-advisor te_precision_config.yaml).") << YAML::Newline;
+  out << YAML::Comment("Layer indices are the captured ones; Megatron's count from 0 in each pipeline stage,") << YAML::Newline;
+  out << YAML::Comment("so with pipeline parallelism renumber them per stage.") << YAML::Newline;
+  if (delayed)
+    out << YAML::Comment("Delayed scaling, its margin and history cannot be expressed here: only the BF16") << YAML::Newline
+        << YAML::Comment("fallbacks; the run's recipe comes from megatron_args.txt (" + c->recipe.spec() + ").") << YAML::Newline;
+  else if (c->recipe.kind == RecipeKind::kBlock && !c->recipe.pow2_scales)
+    out << YAML::Comment("block:fp32: set NVTE_FP8_BLOCK_SCALING_FP32_SCALES=1 (not expressible here).") << YAML::Newline;
+  out << YAML::BeginMap;
+  out << YAML::Key << "configs" << YAML::Value << YAML::BeginMap;
+  emit_config(out, "bf16", nullptr);
+  if (!delayed) emit_config(out, megatron_config_name(*c), c);
+  out << YAML::EndMap;
+  out << YAML::Key << "matchers" << YAML::Value << YAML::BeginMap;
+  std::set<std::string> paths;  // two captured names of one module path: one matcher
+  for (const LayerDecision& l : rec.layers) {
+    if (!has_bf16_gemm(l)) continue;
+    const MappedName m = megatron_module_path(l.layer);
+    if (!paths.insert(m.name).second) continue;
+    std::string why = l.layer + ": ";
+    if (!whole_layer_fallback(l))
+      why += "only " + fallback_gemm_list(l) + " BF16 in the plan; the whole module here. ";
+    why += first_bf16_reason(l);
+    out << YAML::Newline << YAML::Comment(why);
+    if (m.guess) out << YAML::Newline << YAML::Comment("name mapping is a guess: " + m.note);
+    emit_matcher(out, matcher_name(m.name), "bf16", "*" + m.name);
+  }
+  if (!delayed) emit_matcher(out, "rest", megatron_config_name(*c), "*");
+  out << YAML::EndMap;
+  out << YAML::EndMap;
+  std::string text = std::string(out.c_str()) + "\n";
+  return Artifact{"te_precision_config.yaml", text, std::to_string(fallbacks) + " BF16 matchers"};
+}
+
+}  // namespace fp8a

@@ -1,0 +1,263 @@
+// The consumer configs (megatron_args.txt, te_precision_config.yaml, nvdlfw_inspect.yaml) from
+// hand-built Recommendations: golden files in tests/golden/reports/, which the consumers' own
+// parsers load in the `consumers` ctests (tests/consumers/run_checks.py golden_*).
+// Refresh on purpose with FP8A_UPDATE_GOLDEN=1 and review the diff.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "reports/layer_names.hpp"
+#include "reports/megatron_args.hpp"
+#include "reports/nvdlfw_inspect_yaml.hpp"
+#include "reports/te_precision_config.hpp"
+#include "reports/torchao_json.hpp"
+
+namespace fs = std::filesystem;
+using namespace fp8a;
+
+namespace {
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void check_golden(const std::string& name, const std::string& got) {
+  const fs::path path = fs::path(FP8A_SOURCE_DIR) / "tests/golden/reports" / name;
+  if (const char* u = std::getenv("FP8A_UPDATE_GOLDEN"); u != nullptr && std::string(u) == "1") {
+    std::ofstream(path, std::ios::binary) << got;
+    MESSAGE("updated " << path);
+    return;
+  }
+  INFO("golden file " << path << " (FP8A_UPDATE_GOLDEN=1 refreshes it)");
+  REQUIRE(fs::exists(path));
+  CHECK(got == slurp(path));
+}
+
+// One layer: the precision of fprop, dgrad, wgrad ('f' FP8, 'b' BF16) and the worst margin of
+// each (the judgement under the chosen candidate).
+struct LayerSpec {
+  std::string name;
+  const char* plan;  // e.g. "ffb"
+  double margins[3];
+};
+
+Recommendation make_rec(const std::string& recipe, TrainingFormat format, const std::vector<LayerSpec>& specs) {
+  Recommendation rec;
+  CandidateAdvice cand;
+  cand.candidate = {parse_recipe(recipe), format};
+  const std::string cname = candidate_name(cand.candidate);
+  for (const LayerSpec& s : specs) {
+    LayerDecision d;
+    d.layer = s.name;
+    LayerJudgement j;
+    j.layer = s.name;
+    int bf16 = 0;
+    for (int g = 0; g < 3; ++g) {
+      const auto gemm = static_cast<Gemm>(g);
+      const bool fp8 = s.plan[g] == 'f';
+      bf16 += fp8 ? 0 : 1;
+      GemmDecision& gd = d.gemms[static_cast<std::size_t>(g)];
+      gd.gemm = gemm;
+      gd.judged = true;
+      gd.fp8_safe = fp8;
+      gd.precision = fp8 ? Precision::kFp8 : Precision::kBf16;
+      if (!fp8)
+        gd.reason = std::string(gemm_name(gemm)) + " of " + s.name + ": gradient underflow 12.5 % under " + cname;
+      else if (s.margins[g] < kSmallMargin)
+        gd.reason = "kept FP8: margin " + std::to_string(s.margins[g]).substr(0, 4);
+      GemmJudgement& gj = j.gemms[static_cast<std::size_t>(g)];
+      gj.gemm = gemm;
+      gj.judged = true;
+      gj.fp8_safe = fp8;
+      gj.steps = 2;
+      gj.worst.passed = fp8;
+      gj.worst.margin = s.margins[g];
+      gj.worst.limiting = Criterion::kUnderflow;
+    }
+    d.fp8_safe = j.fp8_safe = bf16 == 0;
+    d.precision = bf16 == 0 ? Precision::kFp8 : bf16 == 3 ? Precision::kBf16 : Precision::kMixed;
+    rec.layers.push_back(d);
+    cand.layers.push_back(j);
+  }
+  rec.candidates.push_back(cand);
+  rec.chosen = 0;
+  rec.why = "the most GEMM FLOPs in FP8";
+  return rec;
+}
+
+// Layers 0 and 3 all BF16, the wgrad of layer 1's FC1 BF16, the rest FP8.
+const std::vector<LayerSpec> kMixedLayers = {
+    {"layers.0.self_attention.linear_qkv", "bbb", {-0.5, -0.2, -0.8}},
+    {"layers.0.mlp.linear_fc2", "bbb", {-0.1, -0.1, -0.3}},
+    {"layers.1.mlp.linear_fc1", "ffb", {0.6, 0.12, -0.4}},
+    {"layers.2.self_attention.linear_proj", "fff", {0.9, 0.8, 0.7}},
+    {"layers.3.mlp.linear_fc2", "bbb", {-0.2, -0.6, -0.9}},
+};
+
+Recommendation mixed_rec() { return make_rec("current", TrainingFormat::kHybrid, kMixedLayers); }
+Recommendation delayed_rec() {
+  return make_rec("delayed:history=1024:algo=max:margin=1", TrainingFormat::kHybrid, kMixedLayers);
+}
+Recommendation block_rec() {
+  return make_rec("block:fp32", TrainingFormat::kE4M3,
+                  {{"layers.0.self_attention.linear_qkv", "fff", {0.5, 0.4, 0.3}},
+                   {"layers.1.mlp.linear_fc2", "fbf", {0.2, -0.3, 0.05}},
+                   {"layers.3.mlp.linear_fc2", "fff", {0.9, 0.8, 0.1}}});
+}
+
+}  // namespace
+
+TEST_CASE("captured layer names map to Megatron's and nvdlfw_inspect's, guesses marked") {
+  CHECK(transformer_layer_index("layers.3.mlp.linear_fc2") == 3);
+  CHECK(transformer_layer_index("module.decoder.layers.12.mlp.linear_fc1") == 12);
+  CHECK_FALSE(transformer_layer_index("output_layer").has_value());
+  CHECK_FALSE(transformer_layer_index("xlayers.3.fc").has_value());
+  const MappedName exact = megatron_module_path("module.decoder.layers.2.self_attention.linear_qkv");
+  CHECK(exact.name == "decoder.layers.2.self_attention.linear_qkv");
+  CHECK_FALSE(exact.guess);
+  const MappedName bare = megatron_module_path("layers.2.mlp.linear_fc2");
+  CHECK(bare.name == "decoder.layers.2.mlp.linear_fc2");
+  CHECK(bare.guess);
+  CHECK(megatron_module_path("model.layers.0.self_attn.q_proj").guess);
+  CHECK(megatron_module_path("output_layer").name == "output_layer");
+  const MappedName nv = nvdlfw_layer_name("layers.2.mlp.linear_fc2");
+  CHECK(nv.name == "model.decoder.layers.3.mlp.linear_fc2");
+  CHECK(nv.guess);
+}
+
+TEST_CASE("a GEMM with no operand captured is BF16 in the plan but no fallback") {
+  Recommendation rec = make_rec("current", TrainingFormat::kHybrid,
+                                {{"layers.0.mlp.linear_fc1", "bbb", {-1, -1, -1}},
+                                 {"layers.1.mlp.linear_fc1", "fbb", {1, -1, -1}},
+                                 {"layers.2.mlp.linear_fc1", "bbb", {-1, -1, -1}}});
+  // layers.0: only fprop judged (BF16); layers.1: wgrad not judged; layers.2: nothing judged.
+  rec.layers[0].gemms[1].judged = rec.layers[0].gemms[2].judged = false;
+  rec.layers[1].gemms[2].judged = false;
+  for (GemmDecision& g : rec.layers[2].gemms) g.judged = false;
+  CHECK(whole_layer_fallback(rec.layers[0]));
+  CHECK(fallback_gemm_list(rec.layers[0]) == "fprop");
+  CHECK(fallback_gemm_list(rec.layers[1]) == "dgrad");
+  CHECK_FALSE(has_bf16_gemm(rec.layers[2]));
+  CHECK_FALSE(whole_layer_fallback(rec.layers[2]));
+  CHECK(first_last_bf16(rec).at_start == 1);
+  const auto nv = render_nvdlfw_inspect_yaml(rec);
+  REQUIRE(nv.has_value());
+  CHECK(nv->contents.find("DisableQuantizationLayer") == std::string::npos);  // not every GEMM judged
+  CHECK(nv->contents.find("gemms: [fprop]") != std::string::npos);
+  CHECK(nv->contents.find("gemms: [dgrad]") != std::string::npos);
+  CHECK(nv->contents.find("layers.3.mlp") == std::string::npos);  // layers.2, nothing judged
+  CHECK(render_torchao_json(rec).note == "tensorwise, 2 modules kept high precision");
+}
+
+TEST_CASE("two captured names of one module give one matcher and one nvdlfw section") {
+  const Recommendation rec = make_rec("current", TrainingFormat::kHybrid,
+                                      {{"decoder.layers.0.mlp.linear_fc1", "bbb", {-1, -1, -1}},
+                                       {"module.decoder.layers.0.mlp.linear_fc1", "bbb", {-1, -1, -1}}});
+  const auto te = render_te_precision_config(rec);
+  REQUIRE(te.has_value());
+  const std::string key = "bf16_decoder_layers_0_mlp_linear_fc1:";
+  CHECK(te->contents.find(key) != std::string::npos);
+  CHECK(te->contents.find(key, te->contents.find(key) + 1) == std::string::npos);
+  const auto nv = render_nvdlfw_inspect_yaml(rec);
+  REQUIRE(nv.has_value());
+  const std::string section = "layer_model_decoder_layers_1_mlp_linear_fc1:";
+  CHECK(nv->contents.find(section) != std::string::npos);
+  CHECK(nv->contents.find(section, nv->contents.find(section) + 1) == std::string::npos);
+}
+
+TEST_CASE("first/last BF16 runs count whole captured layers from both ends") {
+  const FirstLastBf16 m = first_last_bf16(mixed_rec());
+  CHECK(m.at_start == 1);
+  CHECK(m.at_end == 1);
+  CHECK(m.last_index == 3);
+  const FirstLastBf16 b = first_last_bf16(block_rec());
+  CHECK(b.at_start == 0);
+  CHECK(b.at_end == 0);
+}
+
+TEST_CASE("megatron_args.txt: the mixed, delayed and block plans match their golden files") {
+  const Artifact mixed = render_megatron_args(mixed_rec());
+  CHECK(mixed.name == "megatron_args.txt");
+  CHECK(mixed.note == "--fp8-recipe tensorwise --fp8-format hybrid --first-last-layers-bf16");
+  check_golden("megatron_args_mixed.txt", mixed.contents);
+  const Artifact delayed = render_megatron_args(delayed_rec());
+  CHECK(delayed.contents.find("\n--first-last-layers-bf16") == std::string::npos);
+  check_golden("megatron_args_delayed.txt", delayed.contents);
+  check_golden("megatron_args_block.txt", render_megatron_args(block_rec()).contents);
+  Recommendation none;
+  none.why = "no candidate";
+  const Artifact empty = render_megatron_args(none);
+  CHECK(empty.note == "no FP8 candidate");
+  CHECK(empty.contents.find("\n--") == std::string::npos);
+}
+
+TEST_CASE("te_precision_config.yaml: BF16 matchers, the recipe's config unless delayed") {
+  const auto mixed = render_te_precision_config(mixed_rec());
+  REQUIRE(mixed.has_value());
+  CHECK(mixed->name == "te_precision_config.yaml");
+  CHECK(mixed->note == "4 BF16 matchers");
+  check_golden("te_precision_config_mixed.yaml", mixed->contents);
+  const auto delayed = render_te_precision_config(delayed_rec());
+  REQUIRE(delayed.has_value());
+  CHECK(delayed->contents.find("delayed") != std::string::npos);  // only in the comments
+  CHECK(delayed->contents.find("fp8_quantization_recipe") == std::string::npos);
+  check_golden("te_precision_config_delayed.yaml", delayed->contents);
+  const auto block = render_te_precision_config(block_rec());
+  REQUIRE(block.has_value());
+  check_golden("te_precision_config_block.yaml", block->contents);
+  // Delayed with nothing in BF16: nothing to say, and why.
+  std::string why;
+  CHECK_FALSE(render_te_precision_config(
+                  make_rec("delayed", TrainingFormat::kHybrid, {{"layers.0.mlp.linear_fc1", "fff", {1, 1, 1}}}), &why)
+                  .has_value());
+  CHECK(why.find("cannot express delayed scaling") != std::string::npos);
+  CHECK_FALSE(render_te_precision_config(Recommendation{}, &why).has_value());
+  CHECK(why.find("no FP8 candidate") != std::string::npos);
+}
+
+TEST_CASE("nvdlfw_inspect.yaml: one section per layer, fallbacks and the riskiest FP8 GEMMs watched") {
+  const auto mixed = render_nvdlfw_inspect_yaml(mixed_rec());
+  REQUIRE(mixed.has_value());
+  CHECK(mixed->name == "nvdlfw_inspect.yaml");
+  // layers.1 fc1: wgrad BF16 and its dgrad (margin 0.12) watched in the same section.
+  CHECK(mixed->note == "4 fallbacks, 2 layers watched");
+  check_golden("nvdlfw_inspect_mixed.yaml", mixed->contents);
+  const auto delayed = render_nvdlfw_inspect_yaml(delayed_rec());
+  REQUIRE(delayed.has_value());
+  CHECK(delayed->contents.find("overflows%") != std::string::npos);
+  check_golden("nvdlfw_inspect_delayed.yaml", delayed->contents);
+  const auto block = render_nvdlfw_inspect_yaml(block_rec());
+  REQUIRE(block.has_value());
+  CHECK(block->note == "1 fallbacks, 2 layers watched");  // three GEMMs of two layers
+  check_golden("nvdlfw_inspect_block.yaml", block->contents);
+  std::string why;
+  CHECK_FALSE(render_nvdlfw_inspect_yaml(Recommendation{}, &why).has_value());
+  CHECK(why.find("no FP8 candidate") != std::string::npos);
+}
+
+TEST_CASE("torchao.json: the closest torchao recipe and the modules kept in high precision") {
+  const Artifact mixed = render_torchao_json(mixed_rec());
+  CHECK(mixed.name == "torchao.json");
+  CHECK(mixed.note == "tensorwise, 4 modules kept high precision");
+  check_golden("torchao_mixed.json", mixed.contents);
+  const Artifact delayed = render_torchao_json(delayed_rec());
+  CHECK(delayed.note == "none, 0 modules kept high precision");
+  check_golden("torchao_delayed.json", delayed.contents);
+  const Artifact block = render_torchao_json(block_rec());
+  CHECK(block.note == "rowwise, 1 modules kept high precision");
+  check_golden("torchao_block.json", block.contents);
+  // Only a wgrad in BF16 under block scaling: torchao's grad-weight GEMM in high precision instead.
+  const Artifact gw = render_torchao_json(make_rec("block", TrainingFormat::kHybrid,
+                                                   {{"layers.0.mlp.linear_fc1", "ffb", {0.5, 0.5, -0.1}},
+                                                    {"layers.1.mlp.linear_fc2", "bbb", {-1, -1, -1}},
+                                                    {"layers.2.mlp.linear_fc2", "fff", {1, 1, 1}}}));
+  CHECK(gw.note == "rowwise_with_gw_hp, 1 modules kept high precision");
+  check_golden("torchao_block_gw_hp.json", gw.contents);
+  CHECK(render_torchao_json(Recommendation{}).contents.find("no FP8 candidate") != std::string::npos);
+}
