@@ -219,6 +219,7 @@ Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const
                 if (ca.plan[li][static_cast<std::size_t>(g)] == Precision::kFp8)
                   plan.choice[ci][static_cast<std::size_t>(g)] = r;
         ca.numerics_speedup = estimate_cost(*cost, plan).speedup;
+        ca.numerics_fp8_flops = ca.fp8_flops;
         // A GEMM the numbers allow in FP8 goes to BF16 where that makes the captured GEMMs no
         // slower (FP8 would not pay there). Casts are shared by a layer's GEMMs, so repeat until
         // nothing changes (at most one pass per GEMM of a layer).
@@ -270,6 +271,9 @@ Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const
     const CandidateAdvice& x = rec.candidates[a];
     const CandidateAdvice& y = rec.candidates[b];
     if (cost != nullptr && *x.speedup != *y.speedup) return *x.speedup > *y.speedup;
+    // Equally fast (e.g. all BF16 where FP8 pays nowhere): what the numbers allow decides.
+    if (cost != nullptr && x.numerics_fp8_flops != y.numerics_fp8_flops)
+      return x.numerics_fp8_flops > y.numerics_fp8_flops;
     return numerics_better(x, a, y, b);
   };
   for (std::size_t i = 0; i < rec.candidates.size(); ++i) {
@@ -291,6 +295,8 @@ Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const
     if (second) {
       const CandidateAdvice& s = rec.candidates[*second];
       const char* key = cost != nullptr && *c.speedup != *s.speedup ? "faster"
+                        : cost != nullptr && c.numerics_fp8_flops != s.numerics_fp8_flops
+                            ? "as fast, more GEMM FLOPs the numbers allow in FP8"
                         : c.fp8_flops != s.fp8_flops               ? "more FP8 FLOPs"
                         : !risk_tied(c.total_risk, s.total_risk)   ? "tied on FLOPs, lower risk"
                                                                    : "tied, preference order";

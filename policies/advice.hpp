@@ -127,6 +127,7 @@ struct CandidateAdvice {
   std::optional<double> speedup;       // of the plan (after the GEMMs where FP8 would not pay)
   // Of the numerics-only plan (every passing GEMM FP8), before the cost sends GEMMs to BF16.
   std::optional<double> numerics_speedup;
+  double numerics_fp8_flops = 0;
   // Per (layer i, GEMM g): why the cost model sent a GEMM the numbers allow in FP8 to BF16
   // (FP8 would not pay: its casts cost more than the faster GEMM saves); "" otherwise.
   std::vector<std::array<std::string, 3>> not_paying;
