@@ -1,7 +1,23 @@
 #include "core/text.hpp"
 
+#include <cstdarg>
+#include <cstdio>
+
 
 namespace fp8a {
+
+std::string format_text(const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  va_list again;
+  va_copy(again, args);
+  const int n = std::vsnprintf(nullptr, 0, format, args);
+  va_end(args);
+  std::string out(n > 0 ? static_cast<std::size_t>(n) : 0, '\0');
+  if (n > 0) std::vsnprintf(out.data(), out.size() + 1, format, again);
+  va_end(again);
+  return out;
+}
 
 std::string shape_text(std::span<const std::int64_t> shape, ShapeStyle style) {
   const bool tuple = style == ShapeStyle::kTuple;

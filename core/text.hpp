@@ -1,5 +1,5 @@
-// Text for messages and reports: a tensor shape, and text from an input file quoted for a
-// one-line message.
+// Text for messages and reports: printf-style formatting, a tensor shape, and text from an input
+// file quoted for a one-line message.
 // (A suffix test is std::string_view::ends_with.)
 #pragma once
 
@@ -9,6 +9,9 @@
 #include <string_view>
 
 namespace fp8a {
+
+// printf into a std::string of whatever length the result needs.
+std::string format_text(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
 // How shape_text() writes a shape; each example is the shape {4, 8} (and {4}).
 enum class ShapeStyle : std::uint8_t {

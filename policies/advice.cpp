@@ -2,26 +2,16 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdarg>
-#include <cstdio>
 #include <map>
 #include <set>
 #include <tuple>
 
 #include "core/error.hpp"
+#include "core/text.hpp"
 
 namespace fp8a {
 
 namespace {
-
-std::string fmt(const char* format, ...) {
-  char buf[512];
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(buf, sizeof buf, format, args);
-  va_end(args);
-  return buf;
-}
 
 // Whether verdict a (at step sa) is worse than b (at sb): failing first, then the lower margin,
 // the higher risk, the earlier step.
@@ -67,7 +57,7 @@ using GemmKey = std::tuple<std::int64_t, std::string, Gemm, std::string, Trainin
 std::string kept_reason(const GemmJudgement& j, const RunCandidate& c) {
   const Verdict& v = j.worst;
   if (!v.limiting || v.margin >= kSmallMargin) return "";
-  return fmt("kept FP8: step %lld %s %s %.4g against %.4g (margin %.3f < %.2f) under %s",
+  return format_text("kept FP8: step %lld %s %s %.4g against %.4g (margin %.3f < %.2f) under %s",
              static_cast<long long>(j.worst_step), gemm_name(j.gemm), criterion_name(*v.limiting),
              v.measured, v.threshold, v.margin, kSmallMargin, candidate_name(c).c_str());
 }
@@ -241,7 +231,7 @@ Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const
                 const GemmJudgement& j = ca.layers[li].gemms[g];
                 ca.plan[li][g] = Precision::kBf16;
                 ca.not_paying[li][g] =
-                    fmt("FP8 would not pay on %s: the captured GEMMs take %.4g us with %s %s in "
+                    format_text("FP8 would not pay on %s: the captured GEMMs take %.4g us with %s %s in "
                         "FP8 and %.4g us with it in BF16 (roofline, casts included)",
                         cost->gpu->name, before * 1e6, ca.layers[li].layer.c_str(),
                         gemm_name(j.gemm), after * 1e6);
@@ -288,10 +278,10 @@ Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const
   rec.chosen = best;
   if (best) {
     const CandidateAdvice& c = rec.candidates[*best];
-    rec.why = fmt("%s keeps %.1f %% of the GEMM FLOPs in FP8 with %d GEMMs to BF16 (risk %.3f)",
+    rec.why = format_text("%s keeps %.1f %% of the GEMM FLOPs in FP8 with %d GEMMs to BF16 (risk %.3f)",
                   candidate_name(c.candidate).c_str(), 100.0 * c.fp8_flop_share, c.gemms_to_bf16,
                   c.total_risk);
-    if (c.speedup) rec.why += fmt(", predicted GEMM speedup %.3fx", *c.speedup);
+    if (c.speedup) rec.why += format_text(", predicted GEMM speedup %.3fx", *c.speedup);
     if (second) {
       const CandidateAdvice& s = rec.candidates[*second];
       const char* key = cost != nullptr && *c.speedup != *s.speedup ? "faster"
@@ -300,11 +290,11 @@ Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const
                         : c.fp8_flops != s.fp8_flops               ? "more FP8 FLOPs"
                         : !risk_tied(c.total_risk, s.total_risk)   ? "tied on FLOPs, lower risk"
                                                                    : "tied, preference order";
-      rec.why += fmt("; next %s %.1f %% with %d to BF16 (risk %.3f)",
+      rec.why += format_text("; next %s %.1f %% with %d to BF16 (risk %.3f)",
                      candidate_name(s.candidate).c_str(), 100.0 * s.fp8_flop_share,
                      s.gemms_to_bf16, s.total_risk);
-      if (s.speedup) rec.why += fmt(", %.3fx", *s.speedup);
-      rec.why += fmt(": %s", key);
+      if (s.speedup) rec.why += format_text(", %.3fx", *s.speedup);
+      rec.why += format_text(": %s", key);
     }
     // The decisions under it.
     std::string global_cause;
@@ -328,7 +318,7 @@ Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const
         gd.fp8_safe = j.fp8_safe;
         gd.precision = c.plan[li][static_cast<int>(j.gemm)];
         if (!j.judged) {
-          gd.reason = fmt("%s: no operand copy captured", gemm_name(j.gemm));
+          gd.reason = format_text("%s: no operand copy captured", gemm_name(j.gemm));
           continue;
         }
         if (gd.precision == Precision::kFp8) {
@@ -357,7 +347,7 @@ Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const
     } else {
       rec.why = "no FP8 candidate can be chosen:";
       for (const CandidateAdvice& c : rec.candidates)
-        rec.why += fmt("%s %s: %s", &c == &rec.candidates.front() ? "" : ";",
+        rec.why += format_text("%s %s: %s", &c == &rec.candidates.front() ? "" : ";",
                        candidate_name(c.candidate).c_str(), c.excluded.c_str());
     }
     for (const auto& [name, steps] : layers) {

@@ -1,24 +1,14 @@
 #include "reports/answer_text.hpp"
 
 #include <algorithm>
-#include <cstdarg>
-#include <cstdio>
 #include <tuple>
 #include <vector>
+
+#include "core/text.hpp"
 
 namespace fp8a {
 
 namespace {
-
-std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
-std::string fmt(const char* f, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, f);
-  std::vsnprintf(buf, sizeof buf, f, ap);
-  va_end(ap);
-  return buf;
-}
 
 const char* te_format(TrainingFormat f) { return f == TrainingFormat::kE4M3 ? "E4M3" : "HYBRID"; }
 
@@ -31,13 +21,13 @@ std::string te_recipe_call(const RunCandidate& c) {
   switch (r.kind) {
     case RecipeKind::kPerTensorDelayed:
       // TE's DelayedScaling defaults: margin=0, amax_history_len=1024, amax_compute_algo="max".
-      if (r.margin != 0) args += fmt(", margin=%d", r.margin);
-      if (r.history != 1024) args += fmt(", amax_history_len=%d", r.history);
+      if (r.margin != 0) args += format_text(", margin=%d", r.margin);
+      if (r.history != 1024) args += format_text(", amax_history_len=%d", r.history);
       if (r.algo != DelayedAlgo::kMax) args += ", amax_compute_algo=\"most_recent\"";
       break;
     case RecipeKind::kPerTensorCurrent:
       if (r.pow2_scales) notes.push_back("power_2_scale=True in its QParams");
-      if (r.amax_epsilon != 0.0f) notes.push_back(fmt("amax_epsilon=%g in its QParams", r.amax_epsilon));
+      if (r.amax_epsilon != 0.0f) notes.push_back(format_text("amax_epsilon=%g in its QParams", r.amax_epsilon));
       break;
     case RecipeKind::kBlock:
       if (r.block_2d) args += ", x_block_scaling_dim=2, grad_block_scaling_dim=2";
@@ -97,11 +87,11 @@ std::string render_answer(const AnswerContext& a) {
     } else if (bf16.empty()) {
       s += "  keep in BF16 for the numbers: nothing\n";
     } else {
-      s += fmt("  keep in BF16 (%zu GEMM%s):\n", bf16.size(), bf16.size() == 1 ? "" : "s");
+      s += format_text("  keep in BF16 (%zu GEMM%s):\n", bf16.size(), bf16.size() == 1 ? "" : "s");
       for (const auto& b : bf16) s += "    " + b + "\n";
     }
     if (not_paying > 0)
-      s += fmt("  keep in BF16 because FP8 would not pay on %s: %zu GEMM%s the numbers allow in "
+      s += format_text("  keep in BF16 because FP8 would not pay on %s: %zu GEMM%s the numbers allow in "
                "FP8 (their casts cost more than the faster GEMMs save; recipe.json has each)\n",
                a.gpu.c_str(), not_paying, not_paying == 1 ? "" : "s");
     if (!close.empty()) {
@@ -109,17 +99,17 @@ std::string render_answer(const AnswerContext& a) {
       for (const auto& b : close) s += "    " + b + "\n";
     }
     if (c.speedup) {
-      s += fmt("  predicted GEMM speedup over all-BF16: %.3fx on %s (cost: %s); FP8 share of GEMM "
+      s += format_text("  predicted GEMM speedup over all-BF16: %.3fx on %s (cost: %s); FP8 share of GEMM "
                "FLOPs %.1f %%\n",
                *c.speedup, a.gpu.c_str(), a.cost_source.c_str(), 100.0 * c.fp8_flop_share);
       // Where the numbers allow FP8 but the cost says no: what the numerics-only plan predicts.
       if (not_paying > 0 && c.numerics_speedup)
-        s += fmt("  with every GEMM the numbers allow in FP8, %s predicts %.3fx on %s; "
+        s += format_text("  with every GEMM the numbers allow in FP8, %s predicts %.3fx on %s; "
                  "--tokens-per-step gives the real token count, --cost none decides by the "
                  "numerics alone\n",
                  candidate_name(c.candidate).c_str(), *c.numerics_speedup, a.gpu.c_str());
     } else {
-      s += fmt("  cost: %s (numerics only); FP8 share of GEMM FLOPs %.1f %%\n",
+      s += format_text("  cost: %s (numerics only); FP8 share of GEMM FLOPs %.1f %%\n",
                a.cost_source.c_str(), 100.0 * c.fp8_flop_share);
     }
     // Watch next run: the failing GEMMs first, then the passing ones with the smallest margin.
@@ -128,7 +118,7 @@ std::string render_answer(const AnswerContext& a) {
       for (const GemmJudgement& g : l.gemms) {
         if (!g.judged || !g.worst.limiting) continue;
         watch.emplace_back(g.fp8_safe, g.worst.margin,
-                           fmt("%s %s: %s margin %.3g (%s at step %lld)", l.layer.c_str(),
+                           format_text("%s %s: %s margin %.3g (%s at step %lld)", l.layer.c_str(),
                                gemm_name(g.gemm), criterion_name(*g.worst.limiting),
                                g.worst.margin, g.fp8_safe ? "passed" : "failed",
                                static_cast<long long>(g.worst_step)));

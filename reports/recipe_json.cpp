@@ -6,21 +6,16 @@
 #include <utility>
 #include <vector>
 
+#include "reports/json_number.hpp"
+
 namespace fp8a {
 
 namespace {
 
 using nlohmann::ordered_json;
 
-// JSON has no inf/NaN: write them as strings (as summary.json does).
-ordered_json number(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return v;
-}
-
 ordered_json optional_number(const std::optional<double>& v) {
-  return v ? number(*v) : ordered_json(nullptr);
+  return v ? json_number(*v) : ordered_json(nullptr);
 }
 
 // TE's recipe object: the class, its fp8_format and the constructor fields the spec sets, by
@@ -100,9 +95,9 @@ ordered_json verdict_json(const Verdict& v) {
   ordered_json j;
   j["passed"] = v.passed;
   j["criterion"] = v.limiting ? ordered_json(criterion_name(*v.limiting)) : ordered_json(nullptr);
-  j["measured"] = number(v.measured);
-  j["threshold"] = number(v.threshold);
-  j["margin"] = number(v.margin);
+  j["measured"] = json_number(v.measured);
+  j["threshold"] = json_number(v.threshold);
+  j["margin"] = json_number(v.margin);
   return j;
 }
 
@@ -160,7 +155,7 @@ Artifact render_recipe_json(const Recommendation& rec, const RunInfo& info) {
   j["layers"] = std::move(layers);
   j["predicted"] = {
       {"gemm_speedup_vs_bf16", chosen ? optional_number(chosen->speedup) : ordered_json(nullptr)},
-      {"fp8_flop_share", number(chosen ? chosen->fp8_flop_share : 0.0)},
+      {"fp8_flop_share", json_number(chosen ? chosen->fp8_flop_share : 0.0)},
       {"cost_source", rec.cost_source}};
   ordered_json pareto = ordered_json::array();
   for (std::size_t i = 0; i < rec.pareto.size(); ++i) {
@@ -169,7 +164,7 @@ Artifact render_recipe_json(const Recommendation& rec, const RunInfo& info) {
                       {"recipe", p.candidate.recipe.spec()},
                       {"format", training_format_name(p.candidate.format)},
                       {"chosen", rec.chosen && *rec.chosen == i},
-                      {"fp8_flop_share", number(p.fp8_flop_share)},
+                      {"fp8_flop_share", json_number(p.fp8_flop_share)},
                       {"speedup", optional_number(p.speedup)},
                       {"gemms_to_bf16", p.gemms_to_bf16},
                       {"runnable", p.runnable},
@@ -184,9 +179,9 @@ Artifact render_recipe_json(const Recommendation& rec, const RunInfo& info) {
                      {"orientation", orientation_name(w.orientation)},
                      {"step", w.step},
                      {"criterion", criterion_name(w.criterion)},
-                     {"measured", number(w.measured)},
-                     {"threshold", number(w.threshold)},
-                     {"margin", number(w.margin)}});
+                     {"measured", json_number(w.measured)},
+                     {"threshold", json_number(w.threshold)},
+                     {"margin", json_number(w.margin)}});
   j["watch"] = std::move(watch);
   j["provenance"] = {{"version", info.version},
                      {"git_revision", info.git_revision},

@@ -3,25 +3,20 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "reports/json_number.hpp"
+
 namespace fp8a {
 
 namespace {
 
 using nlohmann::ordered_json;
 
-// JSON has no inf/NaN: write them as strings so nothing is lost.
-ordered_json number(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return v;
-}
-
 ordered_json worst(const WorstValue& w) {
-  return {{"value", number(w.value)}, {"tensor", w.tensor}, {"step", w.step}};
+  return {{"value", json_number(w.value)}, {"tensor", w.tensor}, {"step", w.step}};
 }
 
 ordered_json optional_number(const std::optional<double>& v) {
-  return v ? number(*v) : ordered_json(nullptr);
+  return v ? json_number(*v) : ordered_json(nullptr);
 }
 
 ordered_json candidate_json(const RunCandidate& c) {
@@ -44,7 +39,7 @@ ordered_json decision_json(const AnswerContext& a) {
     const CandidateAdvice& c = rec.candidates[*rec.chosen];
     ordered_json chosen = candidate_json(c.candidate);
     chosen["te_recipe"] = te_recipe_call(c.candidate);
-    chosen["fp8_flop_share"] = number(c.fp8_flop_share);
+    chosen["fp8_flop_share"] = json_number(c.fp8_flop_share);
     chosen["gemm_speedup_vs_bf16"] = optional_number(c.speedup);
     chosen["gemms_to_bf16"] = c.gemms_to_bf16;
     d["chosen"] = chosen;
@@ -73,7 +68,7 @@ ordered_json decision_json(const AnswerContext& a) {
   ordered_json pareto = ordered_json::array();
   for (const ParetoPoint& p : rec.pareto) {
     ordered_json e = candidate_json(p.candidate);
-    e["fp8_flop_share"] = number(p.fp8_flop_share);
+    e["fp8_flop_share"] = json_number(p.fp8_flop_share);
     e["gemm_speedup_vs_bf16"] = optional_number(p.speedup);
     e["gemms_to_bf16"] = p.gemms_to_bf16;
     e["runnable"] = p.runnable;
@@ -160,7 +155,7 @@ Artifact render_summary_json(const RunInfo& info, std::span<const EvaluationRow>
                          {"not_exact", replay_details}};
   if (info.logged_stats) {
     ordered_json diffs = ordered_json::object();
-    for (const auto& [name, d] : info.logged_stats->max_abs_difference) diffs[name] = number(d);
+    for (const auto& [name, d] : info.logged_stats->max_abs_difference) diffs[name] = json_number(d);
     j["nvdlfw_stats"] = {{"logged", info.logged_stats->logged},
                          {"paired", info.logged_stats->paired},
                          {"training_recipe", info.training_recipe},

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "support/golden.hpp"
 #include "reports/layer_names.hpp"
 #include "reports/megatron_args.hpp"
 #include "reports/nvdlfw_inspect_yaml.hpp"
@@ -20,24 +21,8 @@ using namespace fp8a;
 
 namespace {
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void check_golden(const std::string& name, const std::string& got) {
-  const fs::path path = fs::path(FP8A_SOURCE_DIR) / "tests/golden/reports" / name;
-  if (const char* u = std::getenv("FP8A_UPDATE_GOLDEN"); u != nullptr && std::string(u) == "1") {
-    std::ofstream(path, std::ios::binary) << got;
-    MESSAGE("updated " << path);
-    return;
-  }
-  INFO("golden file " << path << " (FP8A_UPDATE_GOLDEN=1 refreshes it)");
-  REQUIRE(fs::exists(path));
-  CHECK(got == slurp(path));
-}
+using fp8a::testing::check_golden;
+using fp8a::testing::slurp;
 
 // One layer: the precision of fprop, dgrad, wgrad ('f' FP8, 'b' BF16) and the worst margin of
 // each (the judgement under the chosen candidate).

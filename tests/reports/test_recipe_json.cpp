@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 
+#include "support/golden.hpp"
 #include "core/gpu_target.hpp"
 #include "reports/recipe_json.hpp"
 
@@ -18,22 +19,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-using namespace fp8a;
+using fp8a::testing::check_golden;
+using fp8a::testing::slurp;
 
-void check_golden(const std::string& name, const std::string& got) {
-  const fs::path path = fs::path(FP8A_SOURCE_DIR) / "tests/golden/reports" / name;
-  if (const char* u = std::getenv("FP8A_UPDATE_GOLDEN"); u != nullptr && std::string(u) == "1") {
-    std::ofstream(path, std::ios::binary) << got;
-    MESSAGE("updated " << path);
-    return;
-  }
-  INFO("golden file " << path << " (FP8A_UPDATE_GOLDEN=1 refreshes it)");
-  REQUIRE(fs::exists(path));
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  CHECK(got == ss.str());
-}
+using namespace fp8a;
 
 RunInfo info() {
   RunInfo i;

@@ -1,0 +1,16 @@
+// Numbers in the JSON outputs (summary.json, recipe.json): JSON has no inf or NaN, so those are
+// written as the strings "inf", "-inf" and "nan"; every other value as a JSON number.
+#pragma once
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+namespace fp8a {
+
+inline nlohmann::ordered_json json_number(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
+}  // namespace fp8a
