@@ -5,44 +5,9 @@
 #include <vector>
 
 #include "core/text.hpp"
+#include "reports/te_recipe.hpp"
 
 namespace fp8a {
-
-namespace {
-
-const char* te_format(TrainingFormat f) { return f == TrainingFormat::kE4M3 ? "E4M3" : "HYBRID"; }
-
-}  // namespace
-
-std::string te_recipe_call(const RunCandidate& c) {
-  const Recipe& r = c.recipe;
-  std::string args = std::string("fp8_format=Format.") + te_format(c.format);
-  std::vector<std::string> notes;
-  switch (r.kind) {
-    case RecipeKind::kPerTensorDelayed:
-      // TE's DelayedScaling defaults: margin=0, amax_history_len=1024, amax_compute_algo="max".
-      if (r.margin != 0) args += format_text(", margin=%d", r.margin);
-      if (r.history != 1024) args += format_text(", amax_history_len=%d", r.history);
-      if (r.algo != DelayedAlgo::kMax) args += ", amax_compute_algo=\"most_recent\"";
-      break;
-    case RecipeKind::kPerTensorCurrent:
-      if (r.pow2_scales) notes.push_back("power_2_scale=True in its QParams");
-      if (r.amax_epsilon != 0.0f) notes.push_back(format_text("amax_epsilon=%g in its QParams", r.amax_epsilon));
-      break;
-    case RecipeKind::kBlock:
-      if (r.block_2d) args += ", x_block_scaling_dim=2, grad_block_scaling_dim=2";
-      if (!r.pow2_scales) notes.push_back("FP32 block scales: NVTE_FP8_BLOCK_SCALING_FP32_SCALES=1");
-      break;
-    case RecipeKind::kMx:
-      if (r.mx_rule == MxScaleRule::kOcpFloor) notes.push_back("OCP floor scale rule: not a TE option");
-      break;
-    case RecipeKind::kBf16:
-      break;
-  }
-  std::string s = std::string(recipe_kind_traits(r.kind).te_recipe) + "(" + args + ")";
-  for (const auto& n : notes) s += "; " + n;
-  return s;
-}
 
 std::string render_answer(const AnswerContext& a) {
   if (a.recommendation == nullptr) return "answer: " + a.skipped + "\n";
@@ -55,9 +20,9 @@ std::string render_answer(const AnswerContext& a) {
   } else {
     const CandidateAdvice& c = rec.candidates[*rec.chosen];
     if (c.fp8_flops > 0)
-      s += "answer: " + te_recipe_call(c.candidate) + "  [" + candidate_name(c.candidate) + "]\n";
+      s += "answer: " + te_recipe_call(te_recipe_for(c.candidate)) + "  [" + candidate_name(c.candidate) + "]\n";
     else
-      s += "answer: every GEMM in BF16 (the chosen " + te_recipe_call(c.candidate) + "  [" +
+      s += "answer: every GEMM in BF16 (the chosen " + te_recipe_call(te_recipe_for(c.candidate)) + "  [" +
            candidate_name(c.candidate) + "] keeps none in FP8)\n";
     s += "  why: " + rec.why + "\n";
     // The BF16 fallbacks: whole layers where every judged GEMM goes BF16, else single GEMMs.

@@ -27,10 +27,6 @@ struct AnswerContext {
 // The most GEMMs the answer lists to watch next run.
 inline constexpr std::size_t kWatchListLength = 5;
 
-// TE's constructor call of the candidate, e.g. "Float8CurrentScaling(fp8_format=Format.HYBRID)",
-// with the fields that differ from TE's defaults.
-std::string te_recipe_call(const RunCandidate& candidate);
-
 // The answer block, every line ending in '\n' (the "wrote ..." line is the caller's).
 std::string render_answer(const AnswerContext& answer);
 

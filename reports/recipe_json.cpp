@@ -4,9 +4,11 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "reports/json_number.hpp"
+#include "reports/te_recipe.hpp"
 
 namespace fp8a {
 
@@ -18,50 +20,19 @@ ordered_json optional_number(const std::optional<double>& v) {
   return v ? json_number(*v) : ordered_json(nullptr);
 }
 
-// TE's recipe object: the class, its fp8_format and the constructor fields the spec sets, by
-// TE's names (consumers.md section 1); what TE reads only from the environment goes in "env".
-ordered_json te_recipe(const RunCandidate& c) {
-  const Recipe& r = c.recipe;
+// TE's recipe object (reports/te_recipe.hpp) as JSON: every field the spec sets, defaults too,
+// and "env" for what TE reads only from the environment.
+ordered_json te_recipe_json(const TeRecipe& t) {
   ordered_json j;
-  j["class"] = recipe_kind_traits(r.kind).te_recipe;
-  j["fp8_format"] = c.format == TrainingFormat::kE4M3 ? "E4M3" : "HYBRID";
-  switch (r.kind) {
-    case RecipeKind::kPerTensorDelayed:
-      j["margin"] = r.margin;
-      j["amax_history_len"] = r.history;
-      j["amax_compute_algo"] = r.algo == DelayedAlgo::kMax ? "max" : "most_recent";
-      break;
-    case RecipeKind::kPerTensorCurrent:
-      // Written either way: TE's default comes from NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES.
-      j["use_power_2_scales"] = r.pow2_scales;
-      break;
-    case RecipeKind::kBlock:
-      // Float8BlockScaling(use_f32_scales=True) does not change the scales; the env var does.
-      if (!r.pow2_scales) j["env"] = {{"NVTE_FP8_BLOCK_SCALING_FP32_SCALES", "1"}};
-      break;
-    case RecipeKind::kMx:
-    case RecipeKind::kBf16:
-      break;
+  j["class"] = t.class_name;
+  j["fp8_format"] = t.fp8_format;
+  for (const TeRecipeField& f : t.fields) std::visit([&](const auto& v) { j[f.name] = v; }, f.value);
+  if (!t.env.empty()) {
+    ordered_json env = ordered_json::object();
+    for (const auto& [name, value] : t.env) env[name] = value;
+    j["env"] = std::move(env);
   }
   return j;
-}
-
-// What the candidate's evaluation assumed that TE's recipe object cannot say: the file's
-// "recipe" is then the nearest TE recipe, and these notes say how it differs.
-ordered_json recipe_notes(const RunCandidate& c) {
-  const Recipe& r = c.recipe;
-  ordered_json out = ordered_json::array();
-  if (r.kind == RecipeKind::kPerTensorCurrent && r.amax_epsilon != 0.0f)
-    out.push_back(r.spec() + ": Float8CurrentScaling takes no amax epsilon (its QParams' "
-                             "amax_epsilon is a class attribute, 0); TE trains without it");
-  if (r.kind == RecipeKind::kBlock && r.block_2d)
-    out.push_back(r.spec() + ": 128x128 blocks for every role are not a Float8BlockScaling recipe "
-                             "TE trains with; TE's default is 1x128 for activations and "
-                             "gradients, 128x128 for weights");
-  if (r.kind == RecipeKind::kMx && r.mx_rule == MxScaleRule::kOcpFloor)
-    out.push_back(r.spec() + ": evaluated with the OCP MX floor rule; TE's MXFP8BlockScaling "
-                             "rounds the E8M0 scale up (never saturates)");
-  return out;
 }
 
 ordered_json candidate_ref(const RunCandidate& c) {
@@ -128,9 +99,10 @@ Artifact render_recipe_json(const Recommendation& rec, const RunInfo& info) {
   const CandidateAdvice* chosen = rec.chosen ? &rec.candidates[*rec.chosen] : nullptr;
   ordered_json j;
   j["schema_version"] = kRecipeJsonSchemaVersion;
-  j["recipe"] = chosen ? te_recipe(chosen->candidate) : ordered_json(nullptr);
+  const TeRecipe te = chosen ? te_recipe_for(chosen->candidate) : TeRecipe{};
+  j["recipe"] = chosen ? te_recipe_json(te) : ordered_json(nullptr);
   j["candidate"] = chosen ? candidate_ref(chosen->candidate) : ordered_json(nullptr);
-  j["recipe_notes"] = chosen ? recipe_notes(chosen->candidate) : ordered_json::array();
+  j["recipe_notes"] = te.notes;
   j["why"] = rec.why;
   j["gpu"] = rec.gpu ? ordered_json{{"name", rec.gpu->name},
                                     {"product", rec.gpu->product},

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "reports/json_number.hpp"
+#include "reports/te_recipe.hpp"
 
 namespace fp8a {
 
@@ -38,7 +39,7 @@ ordered_json decision_json(const AnswerContext& a) {
   if (rec.chosen) {
     const CandidateAdvice& c = rec.candidates[*rec.chosen];
     ordered_json chosen = candidate_json(c.candidate);
-    chosen["te_recipe"] = te_recipe_call(c.candidate);
+    chosen["te_recipe"] = te_recipe_call(te_recipe_for(c.candidate));
     chosen["fp8_flop_share"] = json_number(c.fp8_flop_share);
     chosen["gemm_speedup_vs_bf16"] = optional_number(c.speedup);
     chosen["gemms_to_bf16"] = c.gemms_to_bf16;

@@ -1,0 +1,60 @@
+#include "reports/te_recipe.hpp"
+
+namespace fp8a {
+
+TeRecipe te_recipe_for(const RunCandidate& c) {
+  const Recipe& r = c.recipe;
+  TeRecipe t;
+  t.class_name = recipe_kind_traits(r.kind).te_recipe;
+  t.fp8_format = c.format == TrainingFormat::kE4M3 ? "E4M3" : "HYBRID";
+  switch (r.kind) {
+    case RecipeKind::kPerTensorDelayed:
+      t.fields.push_back({"margin", r.margin, r.margin == 0});
+      t.fields.push_back({"amax_history_len", r.history, r.history == 1024});
+      t.fields.push_back({"amax_compute_algo",
+                          std::string(r.algo == DelayedAlgo::kMax ? "max" : "most_recent"),
+                          r.algo == DelayedAlgo::kMax});
+      break;
+    case RecipeKind::kPerTensorCurrent:
+      // The quantizer reads the field; TE's default comes from NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES
+      // (unset: False), so recipe.json writes it either way.
+      t.fields.push_back({"use_power_2_scales", r.pow2_scales, !r.pow2_scales});
+      if (r.amax_epsilon != 0.0f)
+        t.notes.push_back(r.spec() + ": Float8CurrentScaling takes no amax epsilon (its QParams' "
+                                     "amax_epsilon is a class attribute, 0); TE trains without it");
+      break;
+    case RecipeKind::kBlock:
+      // Float8BlockScaling(use_f32_scales=True) does not change the scales; the env var does.
+      if (!r.pow2_scales) t.env.emplace_back("NVTE_FP8_BLOCK_SCALING_FP32_SCALES", "1");
+      if (r.block_2d)
+        t.notes.push_back(r.spec() + ": 128x128 blocks for every role are not a Float8BlockScaling "
+                                     "recipe TE trains with; TE's default is 1x128 for activations "
+                                     "and gradients, 128x128 for weights");
+      break;
+    case RecipeKind::kMx:
+      if (r.mx_rule == MxScaleRule::kOcpFloor)
+        t.notes.push_back(r.spec() + ": evaluated with the OCP MX floor rule; TE's MXFP8BlockScaling "
+                                     "rounds the E8M0 scale up (never saturates)");
+      break;
+    case RecipeKind::kBf16:
+      break;
+  }
+  return t;
+}
+
+std::string te_recipe_call(const TeRecipe& t) {
+  std::string s = t.class_name + "(fp8_format=Format." + t.fp8_format;
+  for (const TeRecipeField& f : t.fields) {
+    if (f.te_default) continue;
+    s += ", " + f.name + "=";
+    if (const bool* b = std::get_if<bool>(&f.value)) s += *b ? "True" : "False";
+    else if (const int* i = std::get_if<int>(&f.value)) s += std::to_string(*i);
+    else s += "\"" + std::get<std::string>(f.value) + "\"";
+  }
+  s += ")";
+  for (const auto& [name, value] : t.env) s += "; env " + name + "=" + value;
+  for (const std::string& n : t.notes) s += "; " + n;
+  return s;
+}
+
+}  // namespace fp8a

@@ -1,0 +1,38 @@
+// Transformer Engine's recipe object for a candidate, in TE's own names (consumers.md §1): the
+// class, its fp8_format, the constructor fields the spec sets, what TE reads only from the
+// environment, and notes where TE's recipe cannot express what was evaluated. One mapping that
+// recipe.json, the answer and summary.json all render, so they cannot disagree.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "policies/advice.hpp"
+
+namespace fp8a {
+
+struct TeRecipeField {
+  std::string name;                             // TE's constructor field, e.g. "margin"
+  std::variant<bool, int, std::string> value;  // as the field's Python type
+  bool te_default = false;                      // TE uses this value when the field is not given
+};
+
+struct TeRecipe {
+  std::string class_name;             // "DelayedScaling", "Float8CurrentScaling", ...
+  std::string fp8_format;             // "E4M3" or "HYBRID" (TE's recipe.Format)
+  std::vector<TeRecipeField> fields;  // in TE's declaration order
+  // Environment variables TE reads at import instead of a field (set before importing TE).
+  std::vector<std::pair<std::string, std::string>> env;
+  // What the evaluation assumed that this object cannot say (recipe.json's "recipe_notes").
+  std::vector<std::string> notes;
+};
+
+TeRecipe te_recipe_for(const RunCandidate& candidate);
+
+// The constructor call, e.g. "Float8CurrentScaling(fp8_format=Format.HYBRID)", with the fields
+// that differ from TE's defaults, then "; env NAME=VALUE" and "; <note>" for each.
+std::string te_recipe_call(const TeRecipe& recipe);
+
+}  // namespace fp8a
