@@ -54,6 +54,19 @@ bool numerics_better(const CandidateAdvice& a, std::size_t ia, const CandidateAd
 
 using GemmKey = std::tuple<std::int64_t, std::string, Gemm, std::string, TrainingFormat>;
 
+// The FP8 FLOPs and total risk of the GEMMs the candidate's plan keeps in FP8, and the share.
+void tally_fp8(CandidateAdvice* ca) {
+  ca->fp8_flops = 0;
+  ca->total_risk = 0;
+  for (std::size_t li = 0; li < ca->layers.size(); ++li)
+    for (const GemmJudgement& j : ca->layers[li].gemms)
+      if (ca->plan[li][static_cast<int>(j.gemm)] == Precision::kFp8) {
+        ca->fp8_flops += j.flops;
+        ca->total_risk += j.risk;
+      }
+  ca->fp8_flop_share = ca->total_flops > 0 ? ca->fp8_flops / ca->total_flops : 0.0;
+}
+
 std::string kept_reason(const GemmJudgement& j, const RunCandidate& c) {
   const Verdict& v = j.worst;
   if (!v.limiting || v.margin >= kSmallMargin) return "";
@@ -103,6 +116,13 @@ Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const
     for (const EvaluationRow* r : index.rows_of(name)) steps.insert(r->key.step);
     layers.push_back({name, {steps.begin(), steps.end()}});
   }
+
+  // The cost model's row of each layer (layers() order), when the model has it.
+  std::vector<std::optional<std::size_t>> cost_row(layers.size());
+  if (cost != nullptr)
+    for (std::size_t li = 0; li < layers.size(); ++li)
+      for (std::size_t ci = 0; ci < cost->layers.size(); ++ci)
+        if (cost->layers[ci].layer == layers[li].first) cost_row[li] = ci;
 
   Recommendation rec;
   for (const RunCandidate& cand : inputs.candidates) {
@@ -181,15 +201,13 @@ Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const
       for (const GemmJudgement& j : lj.gemms) {
         if (j.fp8_safe && !global_off) {
           p[static_cast<int>(j.gemm)] = Precision::kFp8;
-          ca.fp8_flops += j.flops;
-          ca.total_risk += j.risk;
         } else if (j.judged) {
           ++ca.gemms_to_bf16;
         }
       }
       ca.plan.push_back(p);
     }
-    ca.fp8_flop_share = ca.total_flops > 0 ? ca.fp8_flops / ca.total_flops : 0.0;
+    tally_fp8(&ca);
     if (cost != nullptr) {
       int r = -1;
       for (std::size_t i = 0; i < cost->recipes.size(); ++i)
@@ -203,52 +221,42 @@ Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const
       } else {
         CostPlan plan = uniform_plan(*cost, kCostBf16);
         for (std::size_t li = 0; li < ca.layers.size(); ++li)
-          for (std::size_t ci = 0; ci < cost->layers.size(); ++ci)
-            if (cost->layers[ci].layer == ca.layers[li].layer)
-              for (int g = 0; g < 3; ++g)
-                if (ca.plan[li][static_cast<std::size_t>(g)] == Precision::kFp8)
-                  plan.choice[ci][static_cast<std::size_t>(g)] = r;
+          if (cost_row[li])
+            for (std::size_t g = 0; g < 3; ++g)
+              if (ca.plan[li][g] == Precision::kFp8) plan.choice[*cost_row[li]][g] = r;
         ca.numerics_speedup = estimate_cost(*cost, plan).speedup;
         ca.numerics_fp8_flops = ca.fp8_flops;
         // A GEMM the numbers allow in FP8 goes to BF16 where that makes the captured GEMMs no
         // slower (FP8 would not pay there). Casts are shared by a layer's GEMMs, so repeat until
         // nothing changes (at most one pass per GEMM of a layer).
         ca.not_paying.assign(ca.layers.size(), {});
+        double seconds = estimate_cost(*cost, plan).plan_seconds;  // of the plan as it stands
         for (int pass = 0; pass < 3; ++pass) {
           bool changed = false;
-          for (std::size_t li = 0; li < ca.layers.size(); ++li)
-            for (std::size_t ci = 0; ci < cost->layers.size(); ++ci) {
-              if (cost->layers[ci].layer != ca.layers[li].layer) continue;
-              for (std::size_t g = 0; g < 3; ++g) {
-                if (plan.choice[ci][g] != r) continue;
-                const double before = estimate_cost(*cost, plan).plan_seconds;
-                plan.choice[ci][g] = kCostBf16;
-                const double after = estimate_cost(*cost, plan).plan_seconds;
-                if (after > before) {
-                  plan.choice[ci][g] = r;
-                  continue;
-                }
-                const GemmJudgement& j = ca.layers[li].gemms[g];
-                ca.plan[li][g] = Precision::kBf16;
-                ca.not_paying[li][g] =
-                    format_text("FP8 would not pay on %s: the captured GEMMs take %.4g us with %s %s in "
-                        "FP8 and %.4g us with it in BF16 (roofline, casts included)",
-                        cost->gpu->name, before * 1e6, ca.layers[li].layer.c_str(),
-                        gemm_name(j.gemm), after * 1e6);
-                changed = true;
+          for (std::size_t li = 0; li < ca.layers.size(); ++li) {
+            if (!cost_row[li]) continue;
+            for (std::size_t g = 0; g < 3; ++g) {
+              int& choice = plan.choice[*cost_row[li]][g];
+              if (choice != r) continue;
+              choice = kCostBf16;
+              const double without = estimate_cost(*cost, plan).plan_seconds;
+              if (without > seconds) {
+                choice = r;
+                continue;
               }
+              ca.plan[li][g] = Precision::kBf16;
+              ca.not_paying[li][g] = format_text(
+                  "FP8 would not pay on %s: the captured GEMMs take %.4g us with %s %s in FP8 and "
+                  "%.4g us with it in BF16 (roofline, casts included)",
+                  cost->gpu->name, seconds * 1e6, ca.layers[li].layer.c_str(),
+                  gemm_name(ca.layers[li].gemms[g].gemm), without * 1e6);
+              seconds = without;
+              changed = true;
             }
+          }
           if (!changed) break;
         }
-        ca.fp8_flops = 0;
-        ca.total_risk = 0;
-        for (std::size_t li = 0; li < ca.layers.size(); ++li)
-          for (const GemmJudgement& j : ca.layers[li].gemms)
-            if (ca.plan[li][static_cast<int>(j.gemm)] == Precision::kFp8) {
-              ca.fp8_flops += j.flops;
-              ca.total_risk += j.risk;
-            }
-        ca.fp8_flop_share = ca.total_flops > 0 ? ca.fp8_flops / ca.total_flops : 0.0;
+        tally_fp8(&ca);
         ca.speedup = estimate_cost(*cost, plan).speedup;
       }
     }
