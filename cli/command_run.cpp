@@ -185,13 +185,16 @@ int command_run(const Invocation& inv) {
   info.warnings = nonfinite.warnings;
   for (const auto& w : info.warnings) std::cerr << "fp8-advisor: warning: " << w << "\n";
 
+  // The GEMM layers (X, W, dY paired per step and rank): the GEMM error and the advice use them.
+  std::vector<GemmLayer> gemm_layers;
   std::vector<GemmRow> gemms;
   if (vm.count("no-gemms") == 0) {
     t0 = std::chrono::steady_clock::now();
     std::vector<std::string> skipped;
+    gemm_layers = pair_gemm_operands(captures, &skipped);
     // With the CUDA backend every GEMM also runs in cuBLASLt (engine=cublaslt rows).
     const auto gemm_engine = make_gemm_engine(*backend);
-    gemms = evaluate_gemm_errors(captures, rows, GemmOptions{gemm_rows, gemm_engine.get()}, &skipped);
+    gemms = evaluate_gemm_errors(gemm_layers, rows, GemmOptions{gemm_rows, gemm_engine.get()});
     info.gemm_seconds = seconds_since(t0);
     for (const auto& s : skipped) info.warnings.push_back("gemms: " + s);
   }
@@ -206,13 +209,9 @@ int command_run(const Invocation& inv) {
   if (vm.count("no-gemms") != 0) {
     answer.skipped = "advice skipped: --no-gemms leaves no GEMM evidence to judge";
   } else {
-    std::vector<std::string> unpaired;  // evaluate_gemm_errors reported these already
-    const std::vector<GemmLayer> gemm_layers = pair_gemm_operands(captures, &unpaired);
     std::vector<DelayedForecast> forecasts;
     if (!log_paths.empty())
-      for (const TrainingFormat f : index.formats())
-        for (DelayedForecast& d : forecast_delayed_scaling(&training_log, rows, index.recipes(), f))
-          forecasts.push_back(std::move(d));
+      forecasts = forecast_delayed_scaling(&training_log, rows, index.recipes(), index.formats());
     AdviceInputs in;
     in.index = &index;
     in.gemms = gemms;

@@ -188,8 +188,13 @@ std::vector<GemmRow> evaluate_gemm_errors(const CaptureSet& captures,
                                           std::span<const EvaluationRow> rows,
                                           const GemmOptions& options,
                                           std::vector<std::string>* skipped) {
+  return evaluate_gemm_errors(pair_gemm_operands(captures, skipped), rows, options);
+}
+
+std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> jobs,
+                                          std::span<const EvaluationRow> rows,
+                                          const GemmOptions& options) {
   const EvaluationIndex index(rows);
-  const std::vector<GemmLayer> jobs = pair_gemm_operands(captures, skipped);
 
   const std::vector<TrainingFormat>& formats = index.formats();
   // Per job, per format: its rows.

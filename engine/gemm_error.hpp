@@ -31,6 +31,7 @@
 
 #include "datasets/capture.hpp"
 #include "engine/gemm_engine.hpp"
+#include "engine/gemm_pairing.hpp"
 #include "engine/run.hpp"
 
 namespace fp8a {
@@ -74,5 +75,9 @@ std::vector<GemmRow> evaluate_gemm_errors(const CaptureSet& captures,
                                           std::span<const EvaluationRow> rows,
                                           const GemmOptions& options,
                                           std::vector<std::string>* skipped);
+// The same on layers already paired (pair_gemm_operands), for a caller that needs the pairing too.
+std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> layers,
+                                          std::span<const EvaluationRow> rows,
+                                          const GemmOptions& options);
 
 }  // namespace fp8a

@@ -292,7 +292,7 @@ DelayedForecast forecast_delayed(const AmaxTrend& trend, const Recipe& recipe, F
 std::vector<DelayedForecast> forecast_delayed_scaling(const TrainingLog* log,
                                                       std::span<const EvaluationRow> rows,
                                                       std::span<const Recipe> recipes,
-                                                      TrainingFormat format,
+                                                      std::span<const TrainingFormat> formats,
                                                       const AmaxTrendConfig& config) {
   std::map<std::pair<std::string, Role>, std::map<std::int64_t, float>> captured;
   for (const auto& row : rows) {
@@ -303,10 +303,15 @@ std::vector<DelayedForecast> forecast_delayed_scaling(const TrainingLog* log,
   std::vector<DelayedForecast> out;
   for (const auto& trend : fit_amax_trends(log, rows, config)) {
     const auto c = captured.find({trend.layer, trend.role});
+    std::vector<Fp8Format> fp8s;  // the role's FP8 types under the formats, each once
+    for (const TrainingFormat f : formats) {
+      const Fp8Format t = fp8_format_for(f, trend.role);
+      if (std::find(fp8s.begin(), fp8s.end(), t) == fp8s.end()) fp8s.push_back(t);
+    }
+    const auto& known = c != captured.end() ? c->second : none;
     for (const auto& recipe : recipes)
       if (replays_history(recipe.kind))
-        out.push_back(forecast_delayed(trend, recipe, fp8_format_for(format, trend.role),
-                                       c != captured.end() ? c->second : none, config));
+        for (const Fp8Format t : fp8s) out.push_back(forecast_delayed(trend, recipe, t, known, config));
   }
   return out;
 }

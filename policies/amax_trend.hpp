@@ -127,12 +127,14 @@ DelayedForecast forecast_delayed(const AmaxTrend& trend, const Recipe& recipe, F
                                  const std::map<std::int64_t, float>& captured = {},
                                  const AmaxTrendConfig& config = {});
 
-// Every (layer, role) of the log and rows x every delayed recipe of `recipes` (others skipped), in
-// (layer, role) order, then recipe order. The FP8 type per role comes from `format`.
+// Every (layer, role) of the log and rows x every delayed recipe of `recipes` (others skipped) x
+// every FP8 type the role has under `formats` (each once: activations and weights are E4M3 in
+// both formats), in (layer, role) order, then recipe order, then `formats` order. The trends are
+// fitted once.
 std::vector<DelayedForecast> forecast_delayed_scaling(const TrainingLog* log,
                                                       std::span<const EvaluationRow> rows,
                                                       std::span<const Recipe> recipes,
-                                                      TrainingFormat format,
+                                                      std::span<const TrainingFormat> formats,
                                                       const AmaxTrendConfig& config = {});
 
 }  // namespace fp8a

@@ -42,11 +42,7 @@ void evaluate(Evaluated& e, const std::string& recipes, std::vector<TrainingForm
 
 // The delayed-scaling forecasts of every format of the table, as the run would pass them.
 std::vector<DelayedForecast> forecasts(const Evaluated& e, const EvaluationIndex& index) {
-  std::vector<DelayedForecast> out;
-  for (TrainingFormat f : index.formats())
-    for (DelayedForecast& d : forecast_delayed_scaling(&e.log, e.rows, index.recipes(), f))
-      out.push_back(std::move(d));
-  return out;
+  return forecast_delayed_scaling(&e.log, e.rows, index.recipes(), index.formats());
 }
 
 // The selection without a cost model; the forecasts only when asked (the ground-truth checks run

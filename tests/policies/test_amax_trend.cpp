@@ -269,7 +269,7 @@ TEST_CASE("real captures: the lm-spike gradient spike at step 2 and its lag at s
     config.training_log = &log;
     const auto rows = fp8a::evaluate_captures(captures, config, fp8a::CpuBackend{});
     const auto forecasts =
-        fp8a::forecast_delayed_scaling(&log, rows, recipes, fp8a::TrainingFormat::kHybrid);
+        fp8a::forecast_delayed_scaling(&log, rows, recipes, std::vector{fp8a::TrainingFormat::kHybrid});
     CHECK(forecasts.size() == 6 * 2);
     const fp8a::DelayedForecast* f = nullptr;
     for (const auto& x : forecasts)
