@@ -16,10 +16,6 @@ namespace {
 
 using nlohmann::ordered_json;
 
-ordered_json optional_number(const std::optional<double>& v) {
-  return v ? json_number(*v) : ordered_json(nullptr);
-}
-
 // TE's recipe object (reports/te_recipe.hpp) as JSON: every field the spec sets, defaults too,
 // and "env" for what TE reads only from the environment.
 ordered_json te_recipe_json(const TeRecipe& t) {
@@ -126,7 +122,7 @@ Artifact render_recipe_json(const Recommendation& rec, const RunInfo& info) {
   }
   j["layers"] = std::move(layers);
   j["predicted"] = {
-      {"gemm_speedup_vs_bf16", chosen ? optional_number(chosen->speedup) : ordered_json(nullptr)},
+      {"gemm_speedup_vs_bf16", chosen ? json_number(chosen->speedup) : ordered_json(nullptr)},
       {"fp8_flop_share", json_number(chosen ? chosen->fp8_flop_share : 0.0)},
       {"cost_source", rec.cost_source}};
   ordered_json pareto = ordered_json::array();
@@ -137,7 +133,7 @@ Artifact render_recipe_json(const Recommendation& rec, const RunInfo& info) {
                       {"format", training_format_name(p.candidate.format)},
                       {"chosen", rec.chosen && *rec.chosen == i},
                       {"fp8_flop_share", json_number(p.fp8_flop_share)},
-                      {"speedup", optional_number(p.speedup)},
+                      {"speedup", json_number(p.speedup)},
                       {"gemms_to_bf16", p.gemms_to_bf16},
                       {"runnable", p.runnable},
                       {"excluded_reason", p.runnable ? ordered_json(nullptr) : ordered_json(p.excluded)}});

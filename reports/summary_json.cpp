@@ -16,10 +16,6 @@ ordered_json worst(const WorstValue& w) {
   return {{"value", json_number(w.value)}, {"tensor", w.tensor}, {"step", w.step}};
 }
 
-ordered_json optional_number(const std::optional<double>& v) {
-  return v ? json_number(*v) : ordered_json(nullptr);
-}
-
 ordered_json candidate_json(const RunCandidate& c) {
   return {{"candidate", candidate_name(c)},
           {"recipe", c.recipe.spec()},
@@ -41,7 +37,7 @@ ordered_json decision_json(const AnswerContext& a) {
     ordered_json chosen = candidate_json(c.candidate);
     chosen["te_recipe"] = te_recipe_call(te_recipe_for(c.candidate));
     chosen["fp8_flop_share"] = json_number(c.fp8_flop_share);
-    chosen["gemm_speedup_vs_bf16"] = optional_number(c.speedup);
+    chosen["gemm_speedup_vs_bf16"] = json_number(c.speedup);
     chosen["gemms_to_bf16"] = c.gemms_to_bf16;
     d["chosen"] = chosen;
   } else {
@@ -70,7 +66,7 @@ ordered_json decision_json(const AnswerContext& a) {
   for (const ParetoPoint& p : rec.pareto) {
     ordered_json e = candidate_json(p.candidate);
     e["fp8_flop_share"] = json_number(p.fp8_flop_share);
-    e["gemm_speedup_vs_bf16"] = optional_number(p.speedup);
+    e["gemm_speedup_vs_bf16"] = json_number(p.speedup);
     e["gemms_to_bf16"] = p.gemms_to_bf16;
     e["runnable"] = p.runnable;
     e["excluded"] = p.excluded;
