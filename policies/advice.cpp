@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "core/error.hpp"
+#include "core/layer_name.hpp"
 #include "core/text.hpp"
 
 namespace fp8a {
@@ -31,6 +32,11 @@ int kind_rank(RecipeKind kind) {
   return i;
 }
 
+// The format preferred on ties (advice.hpp): hybrid, but e4m3 for MXFP8 (Megatron-Bridge PR #638).
+TrainingFormat preferred_format(RecipeKind kind) {
+  return kind == RecipeKind::kMx ? TrainingFormat::kE4M3 : TrainingFormat::kHybrid;
+}
+
 // Total risks this close count as a tie, so the preference order decides: a risk is a weighted
 // sum of threshold loads over the GEMMs kept in FP8, and a few percent between two recipes that
 // keep the same GEMMs is noise (sensitive-ends: 3.588 delayed/e4m3 against 3.616 current/hybrid).
@@ -48,7 +54,7 @@ bool numerics_better(const CandidateAdvice& a, std::size_t ia, const CandidateAd
   const int ka = kind_rank(a.candidate.recipe.kind), kb = kind_rank(b.candidate.recipe.kind);
   if (ka != kb) return ka < kb;
   if (a.candidate.format != b.candidate.format)
-    return a.candidate.format == TrainingFormat::kHybrid;
+    return preferred_format(a.candidate.recipe.kind) == a.candidate.format;
   return ia < ib;
 }
 
@@ -75,10 +81,306 @@ std::string kept_reason(const GemmJudgement& j, const RunCandidate& c) {
              v.measured, v.threshold, v.margin, kSmallMargin, candidate_name(c).c_str());
 }
 
+
+// The cost model's index of the recipe; -1 when it does not hold it.
+int cost_recipe_index(const CostModel& cost, const Recipe& recipe) {
+  for (std::size_t i = 0; i < cost.recipes.size(); ++i)
+    if (cost.recipes[i] == recipe) return static_cast<int>(i);
+  return -1;
+}
+
+// The cost model's row of each layer of the candidates' layers() order, when it has one.
+using CostRows = std::vector<std::optional<std::size_t>>;
+
+// The first reason a GEMM of the layer is not fp8_safe under the candidate ("" when all are).
+std::string failing_reason(const LayerJudgement& l) {
+  for (const GemmJudgement& j : l.gemms) {
+    if (!j.judged || j.fp8_safe) continue;
+    const std::string& r = !j.worst.passed ? j.worst.reason : j.forecast->reason;
+    return std::string(gemm_name(j.gemm)) + ": " + r;
+  }
+  return "";
+}
+
+double layer_risk(const LayerJudgement& l) {
+  double r = 0;
+  for (const GemmJudgement& j : l.gemms)
+    if (j.judged) r += j.risk;
+  return r;
+}
+
+double layer_flops(const LayerJudgement& l) {
+  double f = 0;
+  for (const GemmJudgement& j : l.gemms) f += j.flops;
+  return f;
+}
+
+// The Pareto list under the chosen candidate (ParetoPoint in advice.hpp says the order).
+std::vector<ParetoPoint> pareto_path(const CandidateAdvice& c, const CostModel* cost,
+                                     const CostRows& cost_row) {
+  struct Item {
+    std::size_t li;
+    int g;
+    double risk;
+    int group;  // 0: failing, sent to BF16; 1: safe, sent to BF16 (cost, scope); 2: kept FP8
+  };
+  std::vector<Item> items;
+  for (std::size_t li = 0; li < c.layers.size(); ++li)
+    for (const GemmJudgement& j : c.layers[li].gemms) {
+      if (!j.judged) continue;
+      const int g = static_cast<int>(j.gemm);
+      const int group = c.plan[li][static_cast<std::size_t>(g)] == Precision::kFp8 ? 2
+                        : j.fp8_safe                                           ? 1
+                                                                               : 0;
+      items.push_back({li, g, j.risk, group});
+    }
+  std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
+    if (a.group != b.group) return a.group < b.group;
+    return a.group != 1 && a.risk > b.risk;  // group 1 stays in layer order
+  });
+  const int r = cost != nullptr ? cost_recipe_index(*cost, c.candidate.recipe) : -1;
+  const bool costed = r >= 0 && c.speedup.has_value();
+  CostPlan plan = costed ? uniform_plan(*cost, kCostBf16) : CostPlan{};
+  double fp8_flops = 0, risk = 0;
+  int failing = 0, chosen_at = 0;
+  std::vector<std::array<bool, 3>> fp8(c.layers.size(), {false, false, false});
+  for (const Item& it : items) {
+    const GemmJudgement& j = c.layers[it.li].gemms[static_cast<std::size_t>(it.g)];
+    fp8[it.li][static_cast<std::size_t>(it.g)] = true;
+    fp8_flops += j.flops;
+    risk += j.risk;
+    failing += j.fp8_safe ? 0 : 1;
+    if (it.group != 2) ++chosen_at;
+    if (costed && cost_row[it.li]) plan.choice[*cost_row[it.li]][static_cast<std::size_t>(it.g)] = r;
+  }
+  std::vector<ParetoPoint> points;
+  for (std::size_t k = 0; k <= items.size(); ++k) {
+    if (k > 0) {
+      const Item& it = items[k - 1];
+      const GemmJudgement& j = c.layers[it.li].gemms[static_cast<std::size_t>(it.g)];
+      fp8[it.li][static_cast<std::size_t>(it.g)] = false;
+      fp8_flops -= j.flops;
+      risk -= j.risk;
+      failing -= j.fp8_safe ? 0 : 1;
+      if (costed && cost_row[it.li])
+        plan.choice[*cost_row[it.li]][static_cast<std::size_t>(it.g)] = kCostBf16;
+    }
+    ParetoPoint p;
+    p.gemms_to_bf16 = static_cast<int>(k);
+    if (k > 0)
+      p.moved = c.layers[items[k - 1].li].layer + " " +
+                gemm_name(static_cast<Gemm>(items[k - 1].g));
+    p.fp8_flop_share = c.total_flops > 0 ? std::max(0.0, fp8_flops) / c.total_flops : 0.0;
+    if (costed) p.speedup = estimate_cost(*cost, plan).speedup;
+    p.risk = k == items.size() ? 0.0 : std::max(0.0, risk);
+    p.failing_in_fp8 = failing;
+    p.chosen = static_cast<int>(k) == chosen_at;
+    points.push_back(std::move(p));
+  }
+  // Drop the points another beats on both axes.
+  const auto speed = [](const ParetoPoint& p) { return p.speedup ? *p.speedup : p.fp8_flop_share; };
+  std::vector<ParetoPoint> kept;
+  for (const ParetoPoint& p : points) {
+    bool dominated = false;
+    for (const ParetoPoint& q : points)
+      if (&q != &p && speed(q) >= speed(p) && q.risk <= p.risk &&
+          (speed(q) > speed(p) || q.risk < p.risk))
+        dominated = true;
+    if (!dominated || p.chosen) kept.push_back(p);
+  }
+  return kept;
+}
+
+// The per-module plan (ModulePlan in advice.hpp) over `base` and the mixable candidates.
+ModulePlan plan_modules(const std::vector<CandidateAdvice>& cands, std::size_t base,
+                        const std::vector<std::size_t>& mixable, const CostModel* cost,
+                        const CostRows& cost_row) {
+  ModulePlan mp;
+  mp.base = base;
+  const CandidateAdvice& b = cands[base];
+  const auto preferred = [&](std::size_t x, std::size_t y, std::size_t li) {
+    const double rx = layer_risk(cands[x].layers[li]), ry = layer_risk(cands[y].layers[li]);
+    if (!risk_tied(rx, ry)) return rx < ry;
+    const RunCandidate &cx = cands[x].candidate, &cy = cands[y].candidate;
+    const int kx = kind_rank(cx.recipe.kind), ky = kind_rank(cy.recipe.kind);
+    if (kx != ky) return kx < ky;
+    if (cx.format != cy.format) return preferred_format(cx.recipe.kind) == cx.format;
+    return x < y;
+  };
+  // One module's time under a choice (a candidate index, or unset: BF16), the others BF16.
+  const auto seconds = [&](std::size_t li, std::optional<std::size_t> choice) {
+    CostPlan plan = uniform_plan(*cost, kCostBf16);
+    if (choice) {
+      const int r = cost_recipe_index(*cost, cands[*choice].candidate.recipe);
+      for (int& g : plan.choice[*cost_row[li]]) g = r;
+    }
+    return estimate_cost(*cost, plan).plan_seconds;
+  };
+  for (std::size_t li = 0; li < b.layers.size(); ++li) {
+    ModuleChoice m;
+    m.layer = b.layers[li].layer;
+    std::vector<std::size_t> safe;
+    for (std::size_t j : mixable)
+      if (cands[j].layers[li].fp8_safe) safe.push_back(j);
+    const bool base_safe = std::find(safe.begin(), safe.end(), base) != safe.end();
+    std::optional<std::size_t> pick;
+    if (base_safe) {
+      pick = base;
+    } else {
+      for (std::size_t j : safe)
+        if (!pick || preferred(j, *pick, li)) pick = j;
+    }
+    if (pick && !base_safe)
+      m.reason = format_text("%s; %s passes all its GEMMs (risk %.3f)",
+                             failing_reason(b.layers[li]).c_str(),
+                             candidate_name(cands[*pick].candidate).c_str(),
+                             layer_risk(cands[*pick].layers[li]));
+    if (!pick)
+      m.reason = format_text("no per-module recipe passes all its GEMMs (%zu tried); %s",
+                             mixable.size(), failing_reason(b.layers[li]).c_str());
+    if (cost != nullptr && cost_row[li] && !safe.empty()) {
+      // The fastest of the passing candidates and BF16; the numerics' pick on ties.
+      std::optional<std::size_t> fastest = pick;
+      double best = seconds(li, pick);
+      for (std::size_t j : safe) {
+        const double t = seconds(li, j);
+        if (t < best) best = t, fastest = j;
+      }
+      const double bf16 = seconds(li, std::nullopt);
+      if (bf16 <= best) {
+        m.reason = format_text("FP8 would not pay on %s: %.4g us in BF16 against %.4g us under %s "
+                               "(roofline, casts included)",
+                               cost->gpu->name, bf16 * 1e6, best * 1e6,
+                               candidate_name(cands[*fastest].candidate).c_str());
+        fastest.reset();
+      } else if (fastest != pick) {
+        m.reason = format_text("%s is faster on %s: %.4g us against %.4g us under %s (roofline); "
+                               "all its GEMMs pass there",
+                               candidate_name(cands[*fastest].candidate).c_str(), cost->gpu->name,
+                               best * 1e6, seconds(li, pick) * 1e6,
+                               candidate_name(cands[*pick].candidate).c_str());
+      }
+      pick = fastest;
+    }
+    m.candidate = pick;
+    if (pick) {
+      mp.fp8_flops += layer_flops(b.layers[li]);
+      if (*pick != base) ++mp.switched;
+    } else {
+      ++mp.bf16;
+    }
+    mp.modules.push_back(std::move(m));
+  }
+  mp.fp8_flop_share = b.total_flops > 0 ? mp.fp8_flops / b.total_flops : 0.0;
+  if (cost != nullptr && b.speedup) {
+    CostPlan plan = uniform_plan(*cost, kCostBf16);
+    for (std::size_t li = 0; li < mp.modules.size(); ++li)
+      if (cost_row[li] && mp.modules[li].candidate) {
+        const int r = cost_recipe_index(*cost, cands[*mp.modules[li].candidate].candidate.recipe);
+        for (int& g : plan.choice[*cost_row[li]]) g = r;
+      }
+    mp.speedup = estimate_cost(*cost, plan).speedup;
+  }
+  std::map<std::string, int> to;
+  for (const ModuleChoice& m : mp.modules)
+    if (m.candidate && *m.candidate != base) ++to[candidate_name(cands[*m.candidate].candidate)];
+  mp.why = format_text("per module: %zu of %zu on %s", mp.modules.size() - mp.switched - mp.bf16,
+                       mp.modules.size(), candidate_name(b.candidate).c_str());
+  for (const auto& [name, n] : to) mp.why += format_text(", %d on %s", n, name.c_str());
+  mp.why += format_text(", %d in BF16; %.1f %% of the GEMM FLOPs in FP8", mp.bf16,
+                        100.0 * mp.fp8_flop_share);
+  if (mp.speedup) mp.why += format_text(", predicted GEMM speedup %.3fx", *mp.speedup);
+  return mp;
+}
+
+// The field facts (Advisory in advice.hpp), each with when it applies.
+std::vector<Advisory> field_advisories(const Recommendation& rec) {
+  std::vector<Advisory> out;
+  if (!rec.chosen) return out;
+  const CandidateAdvice& c = rec.candidates[*rec.chosen];
+  const RecipeKind kind = c.candidate.recipe.kind;
+  // The same recipe in the other format, when evaluated.
+  const auto other = [&]() -> const CandidateAdvice* {
+    for (const CandidateAdvice& o : rec.candidates)
+      if (o.candidate.recipe == c.candidate.recipe && o.candidate.format != c.candidate.format)
+        return &o;
+    return nullptr;
+  };
+  const auto numbers = [](const CandidateAdvice* o) {
+    return o == nullptr ? std::string(" (not evaluated here)")
+                        : format_text(" (here %.1f %% of the GEMM FLOPs in FP8 with %d GEMMs to "
+                                      "BF16, risk %.3f)",
+                                      100.0 * o->fp8_flop_share, o->gemms_to_bf16, o->total_risk);
+  };
+  if (kind == RecipeKind::kMx && c.candidate.format == TrainingFormat::kHybrid) {
+    const CandidateAdvice* o = other();
+    out.push_back({"NVIDIA-NeMo/Megatron-Bridge PR #638",
+                   "MXFP8 with E5M2 (hybrid) gradients diverged and lowered MMLU on Nemotron5-8B; "
+                   "Megatron-Bridge's MXFP8 preset and TE's MXFP8BlockScaling default use E4M3. "
+                   "The captured numbers favour hybrid here; consider " +
+                       (o ? candidate_name(o->candidate) : std::string("mxfp8/e4m3")) + numbers(o)});
+  }
+  if (kind == RecipeKind::kBlock && c.candidate.format == TrainingFormat::kE4M3) {
+    const CandidateAdvice* o = other();
+    out.push_back({"NVIDIA/TransformerEngine#2754",
+                   "block scaling with all-E4M3 tracked BF16's loss worse than HYBRID (E5M2 "
+                   "gradients) in a reported run; the captured numbers favour e4m3 here; consider " +
+                       (o ? candidate_name(o->candidate) : std::string("block/hybrid")) + numbers(o)});
+  }
+  // The first and last captured transformer layers kept FP8 against the common rule of thumb.
+  std::map<int, std::vector<std::size_t>> by_index;  // index -> layers
+  for (std::size_t li = 0; li < rec.layers.size(); ++li)
+    if (const auto i = transformer_layer_index(rec.layers[li].layer)) by_index[*i].push_back(li);
+  std::vector<std::string> kept;
+  double margin = 0;
+  bool any_margin = false;
+  const auto ends = by_index.empty() ? std::vector<int>{}
+                    : by_index.begin()->first == by_index.rbegin()->first
+                        ? std::vector<int>{by_index.begin()->first}
+                        : std::vector<int>{by_index.begin()->first, by_index.rbegin()->first};
+  for (int index : ends) {
+    if (index == by_index.begin()->first && index != 0) continue;  // layer 0 not captured
+    bool all_fp8 = true;
+    for (std::size_t li : by_index[index])
+      all_fp8 = all_fp8 && rec.layers[li].precision == Precision::kFp8;
+    if (!all_fp8) continue;
+    for (std::size_t li : by_index[index])
+      for (const GemmJudgement& j : c.layers[li].gemms)
+        if (j.judged && j.worst.limiting) {
+          margin = any_margin ? std::min(margin, j.worst.margin) : j.worst.margin;
+          any_margin = true;
+        }
+    kept.push_back(format_text("layers.%d (%s)", index,
+                                 index == 0 ? "the first" : "the last captured"));
+  }
+  if (!kept.empty()) {
+    std::string names = kept[0];
+    if (kept.size() > 1) names += " and " + kept[1];
+    out.push_back({"Megatron-LM --first-last-layers-bf16; Megatron-Bridge PR #651",
+                   names + (kept.size() > 1 ? " stay" : " stays") +
+                       " FP8: every GEMM passes the policy" +
+                       (any_margin ? format_text(" (smallest margin %.3f)", margin) : std::string()) +
+                       ". A common rule of thumb keeps the first and last layers in BF16; these "
+                       "numbers do not call for it, and it costs FP8 GEMMs (Megatron-Bridge turned "
+                       "it off in its current-scaling performance configs)"});
+  }
+  return out;
+}
 }  // namespace
 
 std::string candidate_name(const RunCandidate& c) {
   return c.recipe.spec() + "/" + training_format_name(c.format);
+}
+
+bool per_module_recipe(const Recipe& r) {
+  switch (r.kind) {
+    case RecipeKind::kPerTensorCurrent: return !r.pow2_scales && r.amax_epsilon == 0.0f;
+    case RecipeKind::kBlock: return r.pow2_scales && !r.block_2d;
+    case RecipeKind::kMx: return r.mx_rule == MxScaleRule::kTeRoundUp;
+    case RecipeKind::kPerTensorDelayed:
+    case RecipeKind::kBf16: return false;
+  }
+  return false;
 }
 
 const char* precision_name(Precision p) {
@@ -118,7 +420,7 @@ Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const
   }
 
   // The cost model's row of each layer (layers() order), when the model has it.
-  std::vector<std::optional<std::size_t>> cost_row(layers.size());
+  CostRows cost_row(layers.size());
   if (cost != nullptr)
     for (std::size_t li = 0; li < layers.size(); ++li)
       for (std::size_t ci = 0; ci < cost->layers.size(); ++ci)
@@ -209,9 +511,7 @@ Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const
     }
     tally_fp8(&ca);
     if (cost != nullptr) {
-      int r = -1;
-      for (std::size_t i = 0; i < cost->recipes.size(); ++i)
-        if (cost->recipes[i] == cand.recipe) r = static_cast<int>(i);
+      const int r = cost_recipe_index(*cost, cand.recipe);
       if (r < 0) {
         ca.runnable = false;
         ca.excluded = cand.recipe.spec() + " is not in the cost model";
@@ -245,6 +545,7 @@ Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const
                 continue;
               }
               ca.plan[li][g] = Precision::kBf16;
+              ++ca.gemms_not_paying;
               ca.not_paying[li][g] = format_text(
                   "FP8 would not pay on %s: the captured GEMMs take %.4g us with %s %s in FP8 and "
                   "%.4g us with it in BF16 (roofline, casts included)",
@@ -286,9 +587,11 @@ Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const
   rec.chosen = best;
   if (best) {
     const CandidateAdvice& c = rec.candidates[*best];
-    rec.why = format_text("%s keeps %.1f %% of the GEMM FLOPs in FP8 with %d GEMMs to BF16 (risk %.3f)",
-                  candidate_name(c.candidate).c_str(), 100.0 * c.fp8_flop_share, c.gemms_to_bf16,
-                  c.total_risk);
+    rec.why = format_text("%s keeps %.1f %% of the GEMM FLOPs in FP8 with %d GEMMs to BF16",
+                  candidate_name(c.candidate).c_str(), 100.0 * c.fp8_flop_share, c.gemms_to_bf16);
+    if (c.gemms_not_paying > 0)
+      rec.why += format_text(" and %d where FP8 would not pay", c.gemms_not_paying);
+    rec.why += format_text(" (risk %.3f)", c.total_risk);
     if (c.speedup) rec.why += format_text(", predicted GEMM speedup %.3fx", *c.speedup);
     if (second) {
       const CandidateAdvice& s = rec.candidates[*second];
@@ -298,9 +601,11 @@ Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const
                         : c.fp8_flops != s.fp8_flops               ? "more FP8 FLOPs"
                         : !risk_tied(c.total_risk, s.total_risk)   ? "tied on FLOPs, lower risk"
                                                                    : "tied, preference order";
-      rec.why += format_text("; next %s %.1f %% with %d to BF16 (risk %.3f)",
+      rec.why += format_text("; next %s %.1f %% with %d to BF16",
                      candidate_name(s.candidate).c_str(), 100.0 * s.fp8_flop_share,
-                     s.gemms_to_bf16, s.total_risk);
+                     s.gemms_to_bf16);
+      if (s.gemms_not_paying > 0) rec.why += format_text(" and %d not paying", s.gemms_not_paying);
+      rec.why += format_text(" (risk %.3f)", s.total_risk);
       if (s.speedup) rec.why += format_text(", %.3fx", *s.speedup);
       rec.why += format_text(": %s", key);
     }
@@ -405,9 +710,30 @@ Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const
     rec.gpu = cost->gpu;
     rec.cost_source = "roofline";
   }
-  for (const CandidateAdvice& c : rec.candidates)
-    rec.pareto.push_back(
-        {c.candidate, c.fp8_flop_share, c.speedup, c.gemms_to_bf16, c.runnable, c.excluded});
+  if (best) {
+    rec.pareto = pareto_path(rec.candidates[*best], cost, cost_row);
+    // The per-module plan: over the runnable candidates Megatron's precision config can express.
+    std::vector<std::size_t> mixable;
+    for (std::size_t i = 0; i < rec.candidates.size(); ++i)
+      if (rec.candidates[i].runnable && per_module_recipe(rec.candidates[i].candidate.recipe))
+        mixable.push_back(i);
+    if (policy.scope == FallbackScope::kGlobal) {
+      rec.module_plan_note = "no per-module plan: the policy's scope is global (one failing GEMM "
+                             "sends every GEMM to BF16)";
+    } else if (mixable.empty()) {
+      rec.module_plan_note = "no per-module plan: no candidate that runs here is one Megatron's "
+                             "precision config can express (tensorwise, blockwise or mxfp8 with "
+                             "TE's defaults)";
+    } else {
+      std::size_t base = mixable.front();
+      for (std::size_t i : mixable)
+        if (i == *best || (base != *best && better(i, base))) base = i;
+      rec.module_plan = plan_modules(rec.candidates, base, mixable, cost, cost_row);
+    }
+  } else {
+    rec.module_plan_note = "no per-module plan: no FP8 candidate was chosen";
+  }
+  rec.advisories = field_advisories(rec);
   return rec;
 }
 

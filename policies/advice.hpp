@@ -8,12 +8,16 @@
 // GemmLayer::dims, summed over the captured steps). Ties: the lower total risk (the sum of the
 // worst Verdict::risk of the GEMMs the plan keeps in FP8; within 10 % counts as a tie), then
 // kCandidatePreference:
-//   current > block > mxfp8 > delayed   (recipe kind), then hybrid > e4m3, then input order.
+//   current > block > mxfp8 > delayed   (recipe kind), then hybrid > e4m3 (mxfp8: e4m3 > hybrid),
+//   then input order.
 // Why that order: per-tensor current scaling follows each tensor's amax with no history to lag and
 // runs on every FP8 GPU (sm_89+); block scaling next (sm_90+, a scale per 1x128 / 128x128 block
 // to cast and read); MXFP8 needs sm_100+; delayed scaling last, because its amax history lags
 // spikes and growth (datasets/real/lm-spike: the spike step saturates). Hybrid first: E5M2
-// gradients keep the range TE's and Megatron's default training format is chosen for.
+// gradients keep the range TE's and Megatron's default training format is chosen for, and tracked
+// BF16 better under block scaling (TransformerEngine #2754); but not for MXFP8, whose 32-element
+// blocks already give gradients range: E5M2 gradients diverged there (Megatron-Bridge PR #638,
+// whose MXFP8 preset and TE's MXFP8BlockScaling default are E4M3).
 //
 // With a CostModel: the candidates the GPU cannot run (recipe_support) or the model does not hold
 // are excluded with their reason; among the others, the fastest plan (estimate_cost of the plan
@@ -120,7 +124,8 @@ struct CandidateAdvice {
   double fp8_flops = 0;                // of the GEMMs the plan keeps FP8
   double fp8_flop_share = 0;           // fp8_flops / total_flops (0 without FLOPs)
   double total_risk = 0;               // sum of the worst risk of the GEMMs kept FP8
-  int gemms_to_bf16 = 0;               // judged (layer, GEMM)s the plan sends to BF16
+  int gemms_to_bf16 = 0;               // judged (layer, GEMM)s the numbers send to BF16
+  int gemms_not_paying = 0;            // and those the cost model sends (FP8 would not pay)
   // With a cost model: whether it may be chosen, why not, and its predicted GEMM speedup.
   bool runnable = true;
   std::string excluded;                // empty when runnable
@@ -155,14 +160,59 @@ struct LayerDecision {
   std::array<GemmDecision, 3> gemms{};
 };
 
-// One point of the Pareto list: a candidate's plan.
+// One point of the Pareto list, from all-FP8 to all-BF16 under the chosen candidate: the plan
+// after `gemms_to_bf16` of its judged GEMMs went to BF16, one more per point. The order: the GEMMs
+// the chosen plan sends to BF16 (failing ones by falling risk, then those where FP8 would not pay),
+// so the chosen plan is a point; then the plan's FP8 GEMMs by falling risk. Points another point
+// beats on both axes (speedup, or the FP8 FLOP share without a cost model, against risk) are
+// dropped; the chosen point never is.
 struct ParetoPoint {
-  RunCandidate candidate;
-  double fp8_flop_share = 0;
-  std::optional<double> speedup;  // null without a cost model or when excluded
   int gemms_to_bf16 = 0;
-  bool runnable = true;
-  std::string excluded;
+  std::string moved;               // "layers.3.mlp.linear_fc2 wgrad" this point sent; "" at all-FP8
+  double fp8_flop_share = 0;
+  std::optional<double> speedup;   // with a cost model
+  double risk = 0;                 // the sum of the FP8 GEMMs' risks (GemmJudgement::risk)
+  int failing_in_fp8 = 0;          // FP8 GEMMs that are not fp8_safe
+  bool chosen = false;             // the recommended plan
+};
+
+// Megatron-Core's --te-precision-config-file runs each module under its own recipe: tensorwise
+// (Float8CurrentScaling with TE's defaults), blockwise (Float8BlockScaling: power-of-two scales,
+// TE's default blocks) or mxfp8 (MXFP8BlockScaling, TE's scale rule), in e4m3 or hybrid
+// (../shared/reference/consumers.md §3.1). No delayed scaling, no recipe option, no single GEMM.
+bool per_module_recipe(const Recipe& recipe);
+
+// One module of the per-module plan.
+struct ModuleChoice {
+  std::string layer;
+  // Into Recommendation::candidates: the module's recipe; unset: the whole module in BF16.
+  std::optional<std::size_t> candidate;
+  // Empty on the base with every GEMM passing; else why not the base, with numbers.
+  std::string reason;
+};
+
+// The per-module plan, for users who can mix recipes per module: every module on the base
+// candidate where all its GEMMs pass there, else on the candidate under which they all pass
+// (the lowest risk of the layer, within 10 % the preference order), else BF16; with a cost model,
+// the fastest of those (BF16 included: where FP8 would not pay), the base on ties. Only
+// per_module_recipe candidates the GPU runs; none under a global-scope policy.
+struct ModulePlan {
+  std::size_t base = 0;              // into Recommendation::candidates: the "*" recipe
+  std::vector<ModuleChoice> modules; // every layer, in Recommendation::layers order
+  double fp8_flops = 0;
+  double fp8_flop_share = 0;
+  std::optional<double> speedup;     // with a cost model
+  int switched = 0;                  // modules on a candidate other than the base
+  int bf16 = 0;                      // modules in BF16
+  std::string why;                   // the plan in one line, with numbers
+};
+
+// A fact from the field that the captured numbers cannot show, with its source: advice beside the
+// choice (policies/advice.cpp kFieldFacts says when each applies). It never changes the choice,
+// except where the preference order cites it (mxfp8: e4m3 before hybrid).
+struct Advisory {
+  std::string source;  // "NVIDIA-NeMo/Megatron-Bridge PR #638"
+  std::string text;    // the fact and what it means for this plan, with numbers
 };
 
 // A tensor copy the chosen plan keeps in FP8 (a GEMM kept FP8 consumes it), at its smallest
@@ -187,7 +237,11 @@ struct Recommendation {
   // Every layer of the index: under the chosen candidate, or, when none is chosen, every GEMM
   // BF16 with `why` as its reason.
   std::vector<LayerDecision> layers;
-  std::vector<ParetoPoint> pareto;    // one per candidate, in candidates' order
+  std::vector<ParetoPoint> pareto;    // under the chosen candidate; empty when none is chosen
+  // Unset when no candidate can be mixed per module (module_plan_note says why).
+  std::optional<ModulePlan> module_plan;
+  std::string module_plan_note;
+  std::vector<Advisory> advisories;
   const GpuTarget* gpu = nullptr;     // the cost model's GPU; null without a cost model
   const char* cost_source = "none";   // "roofline" with a cost model (estimate_cost), else "none"
   // The chosen plan's FP8 tensor copies with the smallest judge_tensor margins, smallest first

@@ -97,6 +97,19 @@ std::string render_answer(const AnswerContext& a) {
         s += "    " + std::get<2>(watch[i]) + "\n";
     }
   }
+  if (rec.module_plan) {
+    const ModulePlan& mp = *rec.module_plan;
+    s += "  mixing recipes per module (te_precision_config.yaml): " + mp.why + "\n";
+    for (const ModuleChoice& m : mp.modules)
+      if (!m.candidate || *m.candidate != mp.base)
+        s += "    " + m.layer + ": " +
+             (m.candidate ? candidate_name(rec.candidates[*m.candidate].candidate) : std::string("BF16")) +
+             ": " + m.reason + "\n";
+  }
+  if (!rec.advisories.empty()) {
+    s += "  from the field:\n";
+    for (const Advisory& adv : rec.advisories) s += "    " + adv.text + " [" + adv.source + "]\n";
+  }
   std::vector<std::pair<std::string, std::string>> excluded = a.gpu_excluded;
   for (const CandidateAdvice& c : rec.candidates)
     if (!c.runnable) excluded.emplace_back(candidate_name(c.candidate), c.excluded);

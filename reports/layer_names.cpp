@@ -1,7 +1,6 @@
 #include "reports/layer_names.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <map>
 #include <string_view>
 
@@ -12,23 +11,6 @@ namespace {
 constexpr std::string_view kMegatronSuffixes[] = {"self_attention.linear_qkv", "self_attention.linear_proj",
                                                   "mlp.linear_fc1", "mlp.linear_fc2"};
 
-struct Split {
-  std::size_t start = 0;  // where "layers." begins
-  int index = 0;
-  std::string suffix;  // after "layers.<N>."
-};
-
-std::optional<Split> split_layer(const std::string& name) {
-  for (std::size_t pos = name.find("layers."); pos != std::string::npos; pos = name.find("layers.", pos + 1)) {
-    if (pos > 0 && name[pos - 1] != '.') continue;
-    std::size_t i = pos + 7, j = i;
-    while (j < name.size() && std::isdigit(static_cast<unsigned char>(name[j])) != 0) ++j;
-    if (j == i || j - i > 6 || j >= name.size() || name[j] != '.') continue;
-    return Split{pos, std::stoi(name.substr(i, j - i)), name.substr(j + 1)};
-  }
-  return std::nullopt;
-}
-
 bool megatron_suffix(const std::string& suffix) {
   return std::find(std::begin(kMegatronSuffixes), std::end(kMegatronSuffixes), suffix) !=
          std::end(kMegatronSuffixes);
@@ -36,15 +18,9 @@ bool megatron_suffix(const std::string& suffix) {
 
 }  // namespace
 
-std::optional<int> transformer_layer_index(const std::string& layer) {
-  const auto s = split_layer(layer);
-  if (!s) return std::nullopt;
-  return s->index;
-}
-
 MappedName megatron_module_path(const std::string& layer) {
   if (layer == "output_layer" || layer.ends_with(".output_layer")) return {"output_layer", false, ""};
-  const auto s = split_layer(layer);
+  const auto s = split_transformer_layer(layer);
   if (!s) return {layer, true, "not a Megatron transformer-layer name; used as captured"};
   MappedName m{"decoder.layers." + std::to_string(s->index) + "." + s->suffix, false, ""};
   const bool decoder = s->start >= 8 && layer.compare(s->start - 8, 8, "decoder.") == 0;
@@ -61,7 +37,7 @@ MappedName megatron_module_path(const std::string& layer) {
 MappedName nvdlfw_layer_name(const std::string& layer) {
   if (layer == "output_layer" || layer.ends_with(".output_layer"))
     return {"model.output_layer", true, "the LM head's name is not inferred by nvdlfw_inspect from a layer number"};
-  const auto s = split_layer(layer);
+  const auto s = split_transformer_layer(layer);
   if (!s) return {layer, true, "not a transformer-layer name; used as captured"};
   MappedName m{"model.decoder.layers." + std::to_string(s->index + 1) + "." + s->suffix, true,
                "captured index " + std::to_string(s->index) +

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/layer_name.hpp"
 #include "policies/advice.hpp"
 
 namespace fp8a {
@@ -16,10 +17,6 @@ struct MappedName {
   bool guess = false;
   std::string note;  // empty when not a guess
 };
-
-// The transformer layer index of a captured name ("layers.3.mlp.linear_fc2" -> 3), unset when the
-// name has no "layers.<N>." part.
-std::optional<int> transformer_layer_index(const std::string& layer);
 
 // Megatron-Core's module path (GPTModel.named_modules(): "decoder.layers.3.mlp.linear_fc2",
 // "output_layer"). The index is the captured one; Megatron's count from 0 in each pipeline stage.

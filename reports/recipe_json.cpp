@@ -4,9 +4,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
-#include <variant>
 #include <vector>
 
+#include "reports/advice_json.hpp"
 #include "reports/json_number.hpp"
 #include "reports/te_recipe.hpp"
 
@@ -15,27 +15,6 @@ namespace fp8a {
 namespace {
 
 using nlohmann::ordered_json;
-
-// TE's recipe object (reports/te_recipe.hpp) as JSON: every field the spec sets, defaults too,
-// and "env" for what TE reads only from the environment.
-ordered_json te_recipe_json(const TeRecipe& t) {
-  ordered_json j;
-  j["class"] = t.class_name;
-  j["fp8_format"] = t.fp8_format;
-  for (const TeRecipeField& f : t.fields) std::visit([&](const auto& v) { j[f.name] = v; }, f.value);
-  if (!t.env.empty()) {
-    ordered_json env = ordered_json::object();
-    for (const auto& [name, value] : t.env) env[name] = value;
-    j["env"] = std::move(env);
-  }
-  return j;
-}
-
-ordered_json candidate_ref(const RunCandidate& c) {
-  return {{"name", candidate_name(c)},
-          {"recipe", c.recipe.spec()},
-          {"format", training_format_name(c.format)}};
-}
 
 // The GEMMs' reasons, GEMMs with the same reason named together: "dgrad, wgrad: ...".
 ordered_json layer_reasons(const LayerDecision& l) {
@@ -125,20 +104,11 @@ Artifact render_recipe_json(const Recommendation& rec, const RunInfo& info) {
       {"gemm_speedup_vs_bf16", chosen ? json_number(chosen->speedup) : ordered_json(nullptr)},
       {"fp8_flop_share", json_number(chosen ? chosen->fp8_flop_share : 0.0)},
       {"cost_source", rec.cost_source}};
-  ordered_json pareto = ordered_json::array();
-  for (std::size_t i = 0; i < rec.pareto.size(); ++i) {
-    const ParetoPoint& p = rec.pareto[i];
-    pareto.push_back({{"candidate", candidate_name(p.candidate)},
-                      {"recipe", p.candidate.recipe.spec()},
-                      {"format", training_format_name(p.candidate.format)},
-                      {"chosen", rec.chosen && *rec.chosen == i},
-                      {"fp8_flop_share", json_number(p.fp8_flop_share)},
-                      {"speedup", json_number(p.speedup)},
-                      {"gemms_to_bf16", p.gemms_to_bf16},
-                      {"runnable", p.runnable},
-                      {"excluded_reason", p.runnable ? ordered_json(nullptr) : ordered_json(p.excluded)}});
-  }
-  j["pareto"] = std::move(pareto);
+  j["candidates"] = candidates_json(rec);
+  j["pareto"] = pareto_json(rec);
+  j["module_plan"] = module_plan_json(rec);
+  j["module_plan_note"] = module_plan_note_json(rec);
+  j["advisories"] = advisories_json(rec);
   j["evidence"] = chosen ? evidence_json(*chosen) : ordered_json::array();
   ordered_json watch = ordered_json::array();
   for (const WatchItem& w : rec.watch)

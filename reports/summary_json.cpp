@@ -3,6 +3,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "reports/advice_json.hpp"
 #include "reports/json_number.hpp"
 #include "reports/te_recipe.hpp"
 
@@ -14,12 +15,6 @@ using nlohmann::ordered_json;
 
 ordered_json worst(const WorstValue& w) {
   return {{"value", json_number(w.value)}, {"tensor", w.tensor}, {"step", w.step}};
-}
-
-ordered_json candidate_json(const RunCandidate& c) {
-  return {{"candidate", candidate_name(c)},
-          {"recipe", c.recipe.spec()},
-          {"format", training_format_name(c.format)}};
 }
 
 ordered_json decision_json(const AnswerContext& a) {
@@ -34,11 +29,12 @@ ordered_json decision_json(const AnswerContext& a) {
   const Recommendation& rec = *a.recommendation;
   if (rec.chosen) {
     const CandidateAdvice& c = rec.candidates[*rec.chosen];
-    ordered_json chosen = candidate_json(c.candidate);
+    ordered_json chosen = candidate_ref(c.candidate);
     chosen["te_recipe"] = te_recipe_call(te_recipe_for(c.candidate));
     chosen["fp8_flop_share"] = json_number(c.fp8_flop_share);
     chosen["gemm_speedup_vs_bf16"] = json_number(c.speedup);
     chosen["gemms_to_bf16"] = c.gemms_to_bf16;
+    chosen["gemms_not_paying"] = c.gemms_not_paying;
     d["chosen"] = chosen;
   } else {
     d["chosen"] = nullptr;
@@ -62,17 +58,11 @@ ordered_json decision_json(const AnswerContext& a) {
                       {"reasons", reasons}});
   }
   d["layers"] = layers;
-  ordered_json pareto = ordered_json::array();
-  for (const ParetoPoint& p : rec.pareto) {
-    ordered_json e = candidate_json(p.candidate);
-    e["fp8_flop_share"] = json_number(p.fp8_flop_share);
-    e["gemm_speedup_vs_bf16"] = json_number(p.speedup);
-    e["gemms_to_bf16"] = p.gemms_to_bf16;
-    e["runnable"] = p.runnable;
-    e["excluded"] = p.excluded;
-    pareto.push_back(std::move(e));
-  }
-  d["pareto"] = pareto;
+  d["candidates"] = candidates_json(rec);
+  d["pareto"] = pareto_json(rec);
+  d["module_plan"] = module_plan_json(rec);
+  d["module_plan_note"] = module_plan_note_json(rec);
+  d["advisories"] = advisories_json(rec);
   ordered_json excluded = ordered_json::array();
   for (const auto& [name, why] : a.gpu_excluded) excluded.push_back({{"candidate", name}, {"reason", why}});
   d["gpu_excluded"] = excluded;

@@ -2,7 +2,9 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <set>
+#include <vector>
 #include <string>
 
 #include "reports/layer_names.hpp"
@@ -12,7 +14,7 @@ namespace fp8a {
 namespace {
 
 std::string matcher_name(const std::string& path) {
-  std::string n = "bf16_";
+  std::string n;
   for (char ch : path) n += (ch == '.' || ch == '*') ? '_' : ch;
   return n;
 }
@@ -71,30 +73,55 @@ std::optional<Artifact> render_te_precision_config(const Recommendation& rec, st
         << YAML::Comment("fallbacks; the run's recipe comes from megatron_args.txt (" + c->recipe.spec() + ").") << YAML::Newline;
   else if (c->recipe.kind == RecipeKind::kBlock && !c->recipe.pow2_scales)
     out << YAML::Comment("block:fp32: set NVTE_FP8_BLOCK_SCALING_FP32_SCALES=1 (not expressible here).") << YAML::Newline;
+  // The per-module plan when its base is the chosen recipe (the run's, from megatron_args.txt):
+  // each module not on the base gets its own recipe or BF16. Otherwise the BF16 fallbacks alone.
+  const ModulePlan* mp = rec.module_plan && !delayed && rec.chosen && rec.module_plan->base == *rec.chosen
+                             ? &*rec.module_plan
+                             : nullptr;
+  std::vector<std::size_t> others;  // candidates of switched modules, first use first
+  if (mp != nullptr)
+    for (const ModuleChoice& m : mp->modules)
+      if (m.candidate && *m.candidate != mp->base &&
+          std::find(others.begin(), others.end(), *m.candidate) == others.end())
+        others.push_back(*m.candidate);
   out << YAML::BeginMap;
   out << YAML::Key << "configs" << YAML::Value << YAML::BeginMap;
   emit_config(out, "bf16", nullptr);
   if (!delayed) emit_config(out, megatron_config_name(*c), c);
+  for (std::size_t i : others)
+    emit_config(out, megatron_config_name(rec.candidates[i].candidate), &rec.candidates[i].candidate);
   out << YAML::EndMap;
   out << YAML::Key << "matchers" << YAML::Value << YAML::BeginMap;
   std::set<std::string> paths;  // two captured names of one module path: one matcher
-  for (const LayerDecision& l : rec.layers) {
-    if (!has_bf16_gemm(l)) continue;
-    const MappedName m = megatron_module_path(l.layer);
-    if (!paths.insert(m.name).second) continue;
-    std::string why = l.layer + ": ";
-    if (!whole_layer_fallback(l))
-      why += "only " + fallback_gemm_list(l) + " BF16 in the plan; the whole module here. ";
-    why += first_bf16_reason(l);
+  int matchers = 0;
+  for (std::size_t li = 0; li < rec.layers.size(); ++li) {
+    const LayerDecision& l = rec.layers[li];
+    const ModuleChoice* m = mp != nullptr && li < mp->modules.size() ? &mp->modules[li] : nullptr;
+    const bool on_base = m != nullptr ? m->candidate && *m->candidate == mp->base : !has_bf16_gemm(l);
+    if (on_base) continue;
+    const MappedName name = megatron_module_path(l.layer);
+    if (!paths.insert(name.name).second) continue;
+    std::string config = "bf16", why = l.layer + ": ";
+    if (m != nullptr) {
+      if (m->candidate) config = megatron_config_name(rec.candidates[*m->candidate].candidate);
+      why += m->reason;
+    } else {
+      if (!whole_layer_fallback(l))
+        why += "only " + fallback_gemm_list(l) + " BF16 in the plan; the whole module here. ";
+      why += first_bf16_reason(l);
+    }
     out << YAML::Newline << YAML::Comment(why);
-    if (m.guess) out << YAML::Newline << YAML::Comment("name mapping is a guess: " + m.note);
-    emit_matcher(out, matcher_name(m.name), "bf16", "*" + m.name);
+    if (name.guess) out << YAML::Newline << YAML::Comment("name mapping is a guess: " + name.note);
+    emit_matcher(out, (config == "bf16" ? "bf16_" : config + "_") + matcher_name(name.name), config,
+                 "*" + name.name);
+    ++matchers;
   }
   if (!delayed) emit_matcher(out, "rest", megatron_config_name(*c), "*");
   out << YAML::EndMap;
   out << YAML::EndMap;
   std::string text = std::string(out.c_str()) + "\n";
-  return Artifact{"te_precision_config.yaml", text, std::to_string(fallbacks) + " BF16 matchers"};
+  return Artifact{"te_precision_config.yaml", text,
+                  std::to_string(matchers) + (mp != nullptr ? " module matchers" : " BF16 matchers")};
 }
 
 }  // namespace fp8a

@@ -1,6 +1,8 @@
-// te_precision_config.yaml: Megatron-Core's --te-precision-config-file for the plan: a `bf16`
-// config (training_recipe {}) matched by every module the plan keeps (wholly or partly) in BF16,
-// then, unless the chosen recipe is delayed scaling, the chosen recipe's config matched by "*".
+// te_precision_config.yaml: Megatron-Core's --te-precision-config-file. With a per-module plan
+// whose base is the chosen recipe: a config per recipe the plan uses and `bf16` (training_recipe
+// {}), a matcher per module not on the base, then the base's config matched by "*". Otherwise the
+// BF16 fallbacks: a `bf16` config matched by every module the plan keeps (wholly or partly) in
+// BF16, then, unless the chosen recipe is delayed scaling, the chosen recipe's config for "*".
 // The file cannot express delayed scaling, margin, history, recipe options or single GEMMs:
 // under delayed scaling it holds only the BF16 fallbacks (the run's recipe comes from
 // megatron_args.txt), and a module with only some GEMMs in BF16 goes to BF16 whole (numerics
@@ -21,7 +23,8 @@ namespace fp8a {
 std::string megatron_config_name(const RunCandidate& c);
 
 // Unset when the file would say nothing Megatron can use (no chosen candidate, or delayed
-// scaling with no BF16 fallback); `why_omitted` then says why. Note: "N BF16 matchers".
+// scaling with no BF16 fallback); `why_omitted` then says why. Note: "N module matchers" with a
+// per-module plan, else "N BF16 matchers".
 std::optional<Artifact> render_te_precision_config(const Recommendation& rec, std::string* why_omitted = nullptr);
 
 }  // namespace fp8a

@@ -524,7 +524,7 @@ TEST_CASE("the answer: numerics alone on the sample and the real runs, the decis
   const auto& d = summary.at("decision");
   CHECK(d.at("gpu") == "h100");
   CHECK(d.at("cost_source") == "none");
-  CHECK(d.at("chosen").at("candidate") == "current/hybrid");
+  CHECK(d.at("chosen").at("name") == "current/hybrid");
   CHECK(d.at("chosen").at("te_recipe") == "Float8CurrentScaling(fp8_format=Format.HYBRID)");
   CHECK(d.at("layers").size() == 4);
   for (const auto& l : d.at("layers")) {
@@ -574,8 +574,8 @@ TEST_CASE("the answer with the default cost (roofline, h100): FP8 does not pay f
   CHECK(r.out.find("  excluded on h100:\n    mxfp8/e4m3: mxfp8 needs sm_100+") != std::string::npos);
   const auto d = nlohmann::json::parse(slurp(a.path / "summary.json")).at("decision");
   CHECK(d.at("cost_source") == "roofline");
-  for (const auto& p : d.at("pareto"))
-    if (p.at("runnable") == true) CHECK(p.at("fp8_flop_share") == 0.0);
+  for (const auto& c : d.at("candidates"))
+    if (c.at("runnable") == true) CHECK(c.at("fp8_flop_share") == 0.0);
   // recipe.json keeps the numbers' verdict beside the plan: fp8_safe, precision bf16, the reason.
   const auto recipe = nlohmann::json::parse(slurp(a.path / "recipe.json"));
   for (const auto& l : recipe.at("layers"))

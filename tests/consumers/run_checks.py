@@ -103,6 +103,13 @@ CASES = {
           "decoder.layers.2.self_attention.linear_proj=tensorwise_hybrid", "output_layer=tensorwise_hybrid"],
          OK + "te_precision_config_mixed.yaml: 5 matchers, bf16[training]=bf16, "
          "tensorwise_hybrid[training]=Float8CurrentScaling; 8 module paths resolved as expected"),
+        ([os.path.join(G, "te_precision_config_modules.yaml"),
+          "decoder.layers.0.self_attention.linear_qkv=mxfp8_e4m3", "decoder.layers.0.mlp.linear_fc2=bf16",
+          "decoder.layers.1.mlp.linear_fc1=blockwise_hybrid", "decoder.layers.3.mlp.linear_fc2=mxfp8_e4m3",
+          "decoder.layers.2.self_attention.linear_proj=tensorwise_hybrid", "output_layer=tensorwise_hybrid"],
+         OK + "te_precision_config_modules.yaml: 5 matchers, bf16[training]=bf16, "
+         "tensorwise_hybrid[training]=Float8CurrentScaling, mxfp8_e4m3[training]=MXFP8BlockScaling, "
+         "blockwise_hybrid[training]=Float8BlockScaling; 6 module paths resolved as expected"),
         ([os.path.join(G, "te_precision_config_delayed.yaml"),
           "decoder.layers.3.mlp.linear_fc2=bf16", "decoder.layers.2.self_attention.linear_proj=-"],
          OK + "te_precision_config_delayed.yaml: 4 matchers, bf16[training]=bf16;"),

@@ -117,6 +117,77 @@ bool has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
+// The Pareto list of the chosen candidate, from all-FP8 to all-BF16: one GEMM more in BF16 per
+// point, the FP8 share and the risk falling, the chosen plan one of the points, failing GEMMs sent
+// to BF16 before it, nothing failing in FP8 from it on.
+void check_pareto(const Recommendation& rec) {
+  REQUIRE(rec.chosen.has_value());
+  const CandidateAdvice& c = rec.candidates[*rec.chosen];
+  REQUIRE_FALSE(rec.pareto.empty());
+  int judged = 0;
+  for (const LayerJudgement& l : c.layers)
+    for (const GemmJudgement& g : l.gemms) judged += g.judged ? 1 : 0;
+  CHECK(rec.pareto.front().gemms_to_bf16 <= c.gemms_to_bf16 + c.gemms_not_paying);
+  CHECK(rec.pareto.back().gemms_to_bf16 == judged);
+  CHECK(rec.pareto.back().fp8_flop_share == 0.0);
+  CHECK(rec.pareto.back().risk == 0.0);
+  int chosen = 0;
+  for (std::size_t i = 0; i < rec.pareto.size(); ++i) {
+    const ParetoPoint& p = rec.pareto[i];
+    if (p.chosen) {
+      ++chosen;
+      CHECK(p.gemms_to_bf16 == c.gemms_to_bf16 + c.gemms_not_paying);
+      CHECK(p.fp8_flop_share == doctest::Approx(c.fp8_flop_share).epsilon(1e-12));
+      CHECK(p.risk == doctest::Approx(c.total_risk).epsilon(1e-9));
+      CHECK(p.failing_in_fp8 == 0);
+    }
+    if (i == 0) continue;
+    const ParetoPoint& q = rec.pareto[i - 1];
+    CHECK(p.gemms_to_bf16 > q.gemms_to_bf16);
+    CHECK(p.fp8_flop_share <= q.fp8_flop_share);
+    CHECK(p.risk <= q.risk + 1e-12);
+    CHECK(p.failing_in_fp8 <= q.failing_in_fp8);
+  }
+  CHECK(chosen == 1);
+}
+
+// The per-module plan against the judgements it came from: every layer once, in order; a module on
+// the base has every GEMM safe there; a switched module is safe under its candidate, which Megatron
+// can express; a BF16 module is safe under none of the mixable candidates (no cost model here).
+void check_module_plan(const Recommendation& rec) {
+  REQUIRE(rec.module_plan.has_value());
+  const ModulePlan& mp = *rec.module_plan;
+  REQUIRE(mp.modules.size() == rec.layers.size());
+  CHECK(per_module_recipe(rec.candidates[mp.base].candidate.recipe));
+  int switched = 0, bf16 = 0;
+  for (std::size_t li = 0; li < mp.modules.size(); ++li) {
+    const ModuleChoice& m = mp.modules[li];
+    INFO(m.layer << ": " << m.reason);
+    CHECK(m.layer == rec.layers[li].layer);
+    if (m.candidate) {
+      CHECK(per_module_recipe(rec.candidates[*m.candidate].candidate.recipe));
+      CHECK(rec.candidates[*m.candidate].layers[li].fp8_safe);
+      CHECK(m.reason.empty() == (*m.candidate == mp.base));
+      switched += *m.candidate != mp.base ? 1 : 0;
+    } else {
+      ++bf16;
+      CHECK(has(m.reason, "no per-module recipe passes all its GEMMs"));
+      for (const CandidateAdvice& c : rec.candidates)
+        if (per_module_recipe(c.candidate.recipe)) CHECK_FALSE(c.layers[li].fp8_safe);
+    }
+  }
+  CHECK(mp.switched == switched);
+  CHECK(mp.bf16 == bf16);
+  // Never fewer FP8 FLOPs than the chosen single-recipe plan keeps in whole modules.
+  double whole = 0;
+  const CandidateAdvice& c = rec.candidates[*rec.chosen];
+  if (mp.base == *rec.chosen)
+    for (std::size_t li = 0; li < c.layers.size(); ++li)
+      if (c.layers[li].fp8_safe)
+        for (const GemmJudgement& g : c.layers[li].gemms) whole += g.flops;
+  CHECK(mp.fp8_flops >= whole);
+}
+
 }  // namespace
 
 TEST_CASE("synth presets: fp8_safe and the layer decisions match the ground truth") {
@@ -166,12 +237,9 @@ TEST_CASE("synth presets: fp8_safe and the layer decisions match the ground trut
     }
     for (const auto& s : disagreements) MESSAGE(s);
     CHECK(disagreements.empty());
-    // The Pareto list: one point per candidate, the chosen one with the largest FP8 share.
-    REQUIRE(rec.pareto.size() == rec.candidates.size());
-    for (const ParetoPoint& p : rec.pareto) {
-      CHECK_FALSE(p.speedup.has_value());
-      CHECK(p.fp8_flop_share <= chosen.fp8_flop_share);
-    }
+    check_pareto(rec);
+    for (const ParetoPoint& p : rec.pareto) CHECK_FALSE(p.speedup.has_value());
+    check_module_plan(rec);
   }
 }
 
@@ -327,9 +395,12 @@ TEST_CASE("with a cost model: recipes the GPU cannot run are excluded, the faste
       CHECK(*c.speedup <= *chosen.speedup);
     }
   }
-  REQUIRE(rec.pareto.size() == rec.candidates.size());
-  for (std::size_t i = 0; i < rec.pareto.size(); ++i)
-    CHECK(rec.pareto[i].speedup.has_value() == rec.candidates[i].runnable);
+  check_pareto(rec);
+  for (const ParetoPoint& p : rec.pareto) CHECK(p.speedup.has_value());
+  // With the cost: the chosen point is the chosen plan's speedup, all-BF16 is 1.
+  for (const ParetoPoint& p : rec.pareto)
+    if (p.chosen) CHECK(*p.speedup == doctest::Approx(*chosen.speedup).epsilon(1e-12));
+  CHECK(*rec.pareto.back().speedup == doctest::Approx(1.0));
 }
 
 TEST_CASE("the delayed-scaling forecast enters the delayed candidates' verdicts") {
@@ -419,4 +490,63 @@ TEST_CASE("the watch list, the GPU and the cost source; no runnable candidate is
       CHECK(g.reason == none.why);
     }
   }
+}
+
+TEST_CASE("real lm-spike, every recipe kind: the per-module plan and the Pareto list") {
+  Evaluated e;
+  DiskFileSystem fs;
+  const std::string dir = std::string(FP8A_SOURCE_DIR) + "/datasets/real/lm-spike";
+  e.captures = load_captures({dir}, fs);
+  e.log = load_training_log({dir + "/amax_trace_rank0.csv"}, fs);
+  evaluate(e, "current,delayed,block,mxfp8", kAllTrainingFormats);
+  const Recommendation rec = advise(e);
+  REQUIRE(rec.chosen.has_value());
+  MESSAGE(rec.why);
+  check_pareto(rec);
+  check_module_plan(rec);
+  MESSAGE(rec.module_plan->why);
+  for (const ModuleChoice& m : rec.module_plan->modules) MESSAGE(m.layer << ": " << m.reason);
+  // All-FP8 first: every GEMM of both layers in FP8 under the chosen recipe, failing ones too.
+  CHECK(rec.pareto.front().gemms_to_bf16 == 0);
+  CHECK(rec.pareto.front().fp8_flop_share == 1.0);
+  CHECK(rec.pareto.front().failing_in_fp8 == rec.candidates[*rec.chosen].gemms_to_bf16);
+}
+
+TEST_CASE("advisories: the field facts, each where it applies, with its source") {
+  // lm-sane keeps both captured layers FP8: layer 0 and the last captured one, against the rule
+  // of thumb.
+  Evaluated sane;
+  evaluate_real(sane, "lm-sane");
+  const Recommendation rec = advise(sane);
+  REQUIRE(rec.advisories.size() == 1);
+  CHECK(rec.advisories[0].source == "Megatron-LM --first-last-layers-bf16; Megatron-Bridge PR #651");
+  CHECK(has(rec.advisories[0].text, "layers.0 (the first) and layers.3 (the last captured) stay FP8"));
+  // MXFP8 with hybrid gradients chosen (the only candidate): Megatron-Bridge PR #638.
+  const SynthPreset* preset = find_synth_preset("healthy");
+  REQUIRE(preset != nullptr);
+  Evaluated e;
+  evaluate_synth(e, *preset);
+  const EvaluationIndex index(e.rows);
+  AdviceInputs in;
+  in.index = &index;
+  in.gemms = e.gemms;
+  in.layers = e.layers;
+  in.candidates = {{parse_recipe("mxfp8"), TrainingFormat::kHybrid}};
+  const Recommendation mx = recommend(in, default_policy(), nullptr);
+  REQUIRE(mx.chosen.has_value());
+  bool pr638 = false;
+  for (const Advisory& a : mx.advisories)
+    if (a.source == "NVIDIA-NeMo/Megatron-Bridge PR #638") {
+      pr638 = true;
+      CHECK(has(a.text, "consider mxfp8/e4m3 (not evaluated here)"));
+    }
+  CHECK(pr638);
+  // Both MXFP8 formats evaluated and equally good: e4m3 wins the tie (the preference order).
+  in.candidates = {{parse_recipe("mxfp8"), TrainingFormat::kHybrid}, {parse_recipe("mxfp8"), TrainingFormat::kE4M3}};
+  const Recommendation both = recommend(in, default_policy(), nullptr);
+  REQUIRE(both.chosen.has_value());
+  MESSAGE(both.why);
+  REQUIRE(both.candidates[0].fp8_flops == both.candidates[1].fp8_flops);
+  CHECK(has(both.why, "tied, preference order"));
+  CHECK(both.candidates[*both.chosen].candidate.format == TrainingFormat::kE4M3);
 }

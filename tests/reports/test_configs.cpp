@@ -206,6 +206,37 @@ TEST_CASE("te_precision_config.yaml: BF16 matchers, the recipe's config unless d
   CHECK(why.find("no FP8 candidate") != std::string::npos);
 }
 
+TEST_CASE("te_precision_config.yaml: the per-module plan, each module on its recipe or BF16") {
+  Recommendation rec = mixed_rec();
+  CandidateAdvice mx, block;
+  mx.candidate = {parse_recipe("mxfp8"), TrainingFormat::kE4M3};
+  block.candidate = {parse_recipe("block"), TrainingFormat::kHybrid};
+  rec.candidates.push_back(mx);
+  rec.candidates.push_back(block);
+  ModulePlan mp;
+  mp.base = 0;
+  mp.modules = {{"layers.0.self_attention.linear_qkv", 1, "dgrad: underflow 12.5 % under current/hybrid; mxfp8/e4m3 passes all its GEMMs (risk 1.100)"},
+                {"layers.0.mlp.linear_fc2", std::nullopt, "no per-module recipe passes all its GEMMs (3 tried); dgrad: underflow"},
+                {"layers.1.mlp.linear_fc1", 2, "wgrad: underflow 12.5 % under current/hybrid; block/hybrid passes all its GEMMs (risk 0.900)"},
+                {"layers.2.self_attention.linear_proj", 0, ""},
+                {"layers.3.mlp.linear_fc2", 1, "fprop: underflow; mxfp8/e4m3 passes all its GEMMs (risk 2.000)"}};
+  mp.switched = 3;
+  mp.bf16 = 1;
+  rec.module_plan = mp;
+  const auto te = render_te_precision_config(rec);
+  REQUIRE(te.has_value());
+  CHECK(te->note == "4 module matchers");
+  check_golden("te_precision_config_modules.yaml", te->contents);
+  // A base other than the chosen recipe (delayed chosen): the BF16 fallbacks alone, as before.
+  Recommendation delayed = delayed_rec();
+  delayed.candidates.push_back(mx);
+  mp.base = 1;
+  delayed.module_plan = mp;
+  const auto d = render_te_precision_config(delayed);
+  REQUIRE(d.has_value());
+  CHECK(d->contents == render_te_precision_config(delayed_rec())->contents);
+}
+
 TEST_CASE("nvdlfw_inspect.yaml: one section per layer, fallbacks and the riskiest FP8 GEMMs watched") {
   const auto mixed = render_nvdlfw_inspect_yaml(mixed_rec());
   REQUIRE(mixed.has_value());

@@ -130,8 +130,15 @@ void finish(Recommendation& rec) {
           ++c.gemms_to_bf16;
       }
     c.fp8_flop_share = c.total_flops > 0 ? c.fp8_flops / c.total_flops : 0;
-    rec.pareto.push_back(
-        {c.candidate, c.fp8_flop_share, c.speedup, c.gemms_to_bf16, c.runnable, c.excluded});
+  }
+  // The Pareto list of the chosen candidate: all-FP8, then one point per GEMM sent to BF16.
+  if (rec.chosen) {
+    const CandidateAdvice& c = rec.candidates[*rec.chosen];
+    rec.pareto.push_back({0, "", c.total_flops > 0 ? 1.0 : 0.0, c.speedup, c.total_risk + 1.0,
+                          c.gemms_to_bf16, c.gemms_to_bf16 == 0});
+    if (c.gemms_to_bf16 > 0)
+      rec.pareto.push_back({c.gemms_to_bf16, c.layers.back().layer + " fprop", c.fp8_flop_share,
+                            c.speedup, c.total_risk, 0, true});
   }
 }
 
@@ -186,6 +193,21 @@ TEST_CASE("recipe.json: mixed layers, a BF16 fallback with reasons, the roofline
                 Criterion::kUnderflow, 4.1, 5, 0.18},
                {"layers.0.self_attention.linear_qkv", Role::kActivation, Orientation::kRowwise, 20,
                 Criterion::kRelMseFloor, 1.2, 4, 0.7}};
+  ModulePlan mp;
+  mp.base = 0;
+  mp.modules = {{"layers.0.self_attention.linear_qkv", 0, ""},
+                {"layers.0.mlp.linear_fc2", std::nullopt,
+                 "no per-module recipe passes all its GEMMs (1 tried); dgrad: " + underflow},
+                {"layers.0.mlp.linear_fc1", 0, ""}};
+  mp.fp8_flops = 4e12;
+  mp.fp8_flop_share = 4.0 / 7.0;
+  mp.speedup = 1.25;
+  mp.bf16 = 1;
+  mp.why = "per module: 2 of 3 on current/hybrid, 1 in BF16; 57.1 % of the GEMM FLOPs in FP8, "
+           "predicted GEMM speedup 1.250x";
+  rec.module_plan = mp;
+  rec.advisories = {{"Megatron-LM --first-last-layers-bf16; Megatron-Bridge PR #651",
+                     "layers.0 (the first) stays FP8: every GEMM passes the policy"}};
   finish(rec);
   check_golden("recipe_mixed.json", render(rec));
 }
