@@ -13,7 +13,8 @@ TE has no JSON form of its recipes (only ``repr()``); this module is that form, 
 ``load(path_or_dict, te_recipe=None) -> Advice``
   path_or_dict: a path to recipe.json (str or os.PathLike) or the parsed JSON object.
   te_recipe: TE's recipe module; default ``importlib.import_module("transformer_engine.common.recipe")``,
-  imported only when the file holds a recipe (an all-BF16 file needs no TE).
+  imported only when the file holds a recipe (an all-BF16 file needs no TE; without TE installed,
+  a file with a recipe raises the import's ImportError).
   Raises RecipeJsonError (a ValueError; one line: the file, the JSON pointer, what is wrong) for an
   unreadable or non-JSON file, schema_version != 1, a class other than DelayedScaling,
   Float8CurrentScaling, Float8BlockScaling, MXFP8BlockScaling, a field TE's class does not declare
