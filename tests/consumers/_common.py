@@ -10,6 +10,7 @@ import os
 import sys
 
 TE_SRC = os.path.join(sys.prefix, "share", "fp8a", "te")
+CAPTURE_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "datasets", "capture")
 
 
 class CheckFailed(Exception):
@@ -45,10 +46,10 @@ def require_file(path):
         raise CheckFailed("%s: no such file" % path)
 
 
-def te_recipe_module():
-    """TE's transformer_engine/common/recipe/__init__.py, loaded by path with TE's import-time
-    environment variables unset (they change the defaults, see consumers.md section 1.1)."""
-    name = "transformer_engine_common_recipe"
+def te_recipe_module(env=None, name="transformer_engine_common_recipe"):
+    """TE's transformer_engine/common/recipe/__init__.py, loaded by path as module `name` (once;
+    a second name gives a second copy) with TE's import-time environment variables unset (they
+    change the defaults, see consumers.md section 1.1) except those of env, which are set."""
     if name in sys.modules:
         return sys.modules[name]
     path = os.path.join(TE_SRC, "transformer_engine", "common", "recipe", "__init__.py")
@@ -56,8 +57,23 @@ def te_recipe_module():
         raise CheckFailed("TE's recipe module not found at %s (run scripts/consumers-env.sh)" % path)
     for k in [k for k in os.environ if k.startswith("NVTE_")]:
         del os.environ[k]
+    os.environ.update(env or {})
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod  # pydantic resolves annotations through sys.modules[cls.__module__]
     spec.loader.exec_module(mod)
+    return mod
+
+
+def installed_module(name):
+    """Module `name` of datasets/capture as pip installed it into the venv (not from the source
+    tree), checked to be the tree's current file: scripts/consumers-env.sh reinstalls it."""
+    mod = importlib.import_module(name)
+    src = os.path.join(CAPTURE_SRC, name + ".py")
+    if not os.path.realpath(mod.__file__).startswith(os.path.realpath(sys.prefix) + os.sep):
+        raise CheckFailed("%s imported from %s, not from the venv %s" % (name, mod.__file__, sys.prefix))
+    with open(mod.__file__, "rb") as a, open(src, "rb") as b:
+        if a.read() != b.read():
+            raise CheckFailed("%s in %s is not datasets/capture/%s.py: run scripts/consumers-env.sh"
+                              % (name, sys.prefix, name))
     return mod

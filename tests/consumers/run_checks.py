@@ -3,7 +3,8 @@
 tests/consumers/samples/: each good sample must pass ("OK: ..."), each bad one must fail with
 the expected reason (a substring of its "FAIL: ..." line). CONSUMER recipe_json checks the golden
 recipe_*.json files of tests/golden/reports/ against reports/recipe.schema.json and builds their
-"recipe" with TE's recipe classes. Exits 77 (skipped, for ctest's
+"recipe" with TE's recipe classes. CONSUMER loader runs check_loader.py (the recipe.json loader
+of datasets/capture, as installed in VENV). Exits 77 (skipped, for ctest's
 SKIP_RETURN_CODE) when VENV has no python: create it with `bash scripts/consumers-env.sh`."""
 import glob
 import json
@@ -68,6 +69,9 @@ CASES = {
         (["te/bad_f32_scales.json"], "use_f32_scales = true does not change TE's scales"),
         (["te/bad_block_dims.json"], "Only 1D or 2D blocks supported for w"),
         (["te/bad_class.json"], "class 'NVFP4BlockScaling': expected one of"),
+    ]),
+    "loader": ("check_loader.py", [
+        ([], OK + "fp8a_recipe from "),
     ]),
     "megatron": ("check_megatron.py", [
         (["megatron/good_precision.yaml"] + MEGATRON_PATHS, OK),
