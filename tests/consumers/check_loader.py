@@ -90,7 +90,16 @@ def check_goldens(c, loader, te, te_fp32):
             for k, v in r.items():
                 if k not in ("class", "fp8_format", "env"):
                     c.eq("%s %s" % (name, k), getattr(adv.recipe, k), v)
-        c.eq(name + " module_recipes", adv.module_recipes, {})
+        plan = (doc.get("module_plan") or {}).get("modules", [])
+        c.eq(name + " module_recipes", sorted(adv.module_recipes), sorted(m["layer"] for m in plan))
+        for m in plan:
+            got = adv.module_recipes[m["layer"]]
+            if m["recipe"] is None:
+                c.eq("%s module %s" % (name, m["layer"]), got, None)
+            else:
+                c.eq("%s module %s class" % (name, m["layer"]), type(got).__name__, m["recipe"]["class"])
+                c.eq("%s module %s format" % (name, m["layer"]), got.fp8_format.name,
+                     m["recipe"]["fp8_format"])
         c.eq(name + " layer names", list(adv.layers), [l["layer"] for l in doc["layers"]])
         for l in doc["layers"]:
             p = adv.layers[l["layer"]]
@@ -104,9 +113,12 @@ def check_goldens(c, loader, te, te_fp32):
               if l["gemms"][g]["precision"] == "bf16"])
         c.eq(name + " bf16_layers", adv.bf16_layers(),
              [l["layer"] for l in doc["layers"] if l["precision"] == "bf16"])
-        # No module plan: every module gets the global recipe (None: all BF16).
+        # Every module the plan does not name gets the global recipe (None: all BF16); a named one
+        # its own.
         for fqn in ("module.decoder.layers.3.mlp.linear_fc2", "model.decoder.layers.0.mlp.linear_fc1"):
-            c.true(name + " recipe_for " + fqn, adv.recipe_for(fqn) is adv.recipe)
+            own = [m for m in plan if fqn.endswith("." + m["layer"])]
+            want = adv.module_recipes[own[0]["layer"]] if own else adv.recipe
+            c.true(name + " recipe_for " + fqn, adv.recipe_for(fqn) is want)
 
     # The same files, by hand, as a second opinion on the loop above.
     adv = loader.load(os.path.join(G, "recipe_delayed.json"), te_recipe=te)
@@ -125,7 +137,10 @@ def check_goldens(c, loader, te, te_fp32):
          [("layers.0.mlp.linear_fc2", "dgrad"), ("layers.0.mlp.linear_fc2", "wgrad"),
           ("layers.0.mlp.linear_fc1", "dgrad"), ("layers.0.mlp.linear_fc1", "wgrad")])
     c.eq("mixed bf16_layers", adv.bf16_layers(), [])
-    c.true("mixed recipe_for", adv.recipe_for("model.decoder.layers.0.mlp.linear_fc2") is adv.recipe)
+    # Its module plan keeps FC2 in BF16 and QKV on the chosen recipe.
+    c.eq("mixed recipe_for fc2", adv.recipe_for("model.decoder.layers.0.mlp.linear_fc2"), None)
+    c.true("mixed recipe_for qkv",
+           type(adv.recipe_for("model.decoder.layers.0.self_attention.linear_qkv")) is te.Float8CurrentScaling)
     adv = loader.load(os.path.join(G, "recipe_mxfp8_floor.json"), te_recipe=te)
     c.true("mxfp8 class", type(adv.recipe) is te.MXFP8BlockScaling)
     c.eq("mxfp8 format", adv.recipe.fp8_format, te.Format.E4M3)
