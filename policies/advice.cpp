@@ -734,6 +734,27 @@ Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const
     rec.module_plan_note = "no per-module plan: no FP8 candidate was chosen";
   }
   rec.advisories = field_advisories(rec);
+  // What could not be judged.
+  std::set<std::int64_t> all_steps;
+  for (const auto& [name, steps] : layers) all_steps.insert(steps.begin(), steps.end());
+  const bool any_delayed = std::any_of(rec.candidates.begin(), rec.candidates.end(), [](const CandidateAdvice& c) {
+    return c.candidate.recipe.kind == RecipeKind::kPerTensorDelayed;
+  });
+  const bool any_trend = std::any_of(inputs.forecasts.begin(), inputs.forecasts.end(),
+                                     [](const DelayedForecast& f) { return f.has_trend; });
+  if (!any_trend && (all_steps.size() <= 1 || any_delayed))
+    rec.limits.push_back(format_text(
+        "no amax trend: %zu captured step%s and no training log of more; how fast each amax grows, "
+        "and when a delayed-scaling history would run out of headroom, is not judged (capture more "
+        "steps, or pass --training-log with every step's amax)",
+        all_steps.size(), all_steps.size() == 1 ? "" : "s"));
+  int incomplete = 0;
+  for (const LayerDecision& l : rec.layers) incomplete += l.incomplete ? 1 : 0;
+  if (incomplete > 0)
+    rec.limits.push_back(format_text(
+        "%d layer%s without all three operands at some step: judged from the copies that exist, "
+        "their GEMMs without a complete step counting no FLOPs (recipe.json: incomplete)",
+        incomplete, incomplete == 1 ? "" : "s"));
   return rec;
 }
 

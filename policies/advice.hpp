@@ -242,6 +242,9 @@ struct Recommendation {
   std::optional<ModulePlan> module_plan;
   std::string module_plan_note;
   std::vector<Advisory> advisories;
+  // What the advice could not judge and why, e.g. no amax trend from a single captured step;
+  // empty when nothing.
+  std::vector<std::string> limits;
   const GpuTarget* gpu = nullptr;     // the cost model's GPU; null without a cost model
   const char* cost_source = "none";   // "roofline" with a cost model (estimate_cost), else "none"
   // The chosen plan's FP8 tensor copies with the smallest judge_tensor margins, smallest first

@@ -84,6 +84,12 @@ ordered_json module_plan_note_json(const Recommendation& rec) {
   return rec.module_plan_note.empty() ? ordered_json(nullptr) : ordered_json(rec.module_plan_note);
 }
 
+ordered_json limits_json(const Recommendation& rec) {
+  ordered_json out = ordered_json::array();
+  for (const std::string& l : rec.limits) out.push_back(l);
+  return out;
+}
+
 ordered_json advisories_json(const Recommendation& rec) {
   ordered_json out = ordered_json::array();
   for (const Advisory& a : rec.advisories) out.push_back({{"source", a.source}, {"text", a.text}});

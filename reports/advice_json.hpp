@@ -32,6 +32,9 @@ nlohmann::ordered_json module_plan_json(const Recommendation& rec);
 // Recommendation::module_plan_note as JSON: null when empty.
 nlohmann::ordered_json module_plan_note_json(const Recommendation& rec);
 
+// Recommendation::limits as a JSON array of strings.
+nlohmann::ordered_json limits_json(const Recommendation& rec);
+
 // [{"source", "text"}] of Recommendation::advisories.
 nlohmann::ordered_json advisories_json(const Recommendation& rec);
 

@@ -106,6 +106,7 @@ std::string render_answer(const AnswerContext& a) {
              (m.candidate ? candidate_name(rec.candidates[*m.candidate].candidate) : std::string("BF16")) +
              ": " + m.reason + "\n";
   }
+  for (const std::string& l : rec.limits) s += "  not judged: " + l + "\n";
   if (!rec.advisories.empty()) {
     s += "  from the field:\n";
     for (const Advisory& adv : rec.advisories) s += "    " + adv.text + " [" + adv.source + "]\n";

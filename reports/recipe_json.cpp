@@ -109,6 +109,7 @@ Artifact render_recipe_json(const Recommendation& rec, const RunInfo& info) {
   j["module_plan"] = module_plan_json(rec);
   j["module_plan_note"] = module_plan_note_json(rec);
   j["advisories"] = advisories_json(rec);
+  j["limits"] = limits_json(rec);
   j["evidence"] = chosen ? evidence_json(*chosen) : ordered_json::array();
   ordered_json watch = ordered_json::array();
   for (const WatchItem& w : rec.watch)

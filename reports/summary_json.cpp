@@ -63,6 +63,7 @@ ordered_json decision_json(const AnswerContext& a) {
   d["module_plan"] = module_plan_json(rec);
   d["module_plan_note"] = module_plan_note_json(rec);
   d["advisories"] = advisories_json(rec);
+  d["limits"] = limits_json(rec);
   ordered_json excluded = ordered_json::array();
   for (const auto& [name, why] : a.gpu_excluded) excluded.push_back({{"candidate", name}, {"reason", why}});
   d["gpu_excluded"] = excluded;

@@ -587,6 +587,45 @@ TEST_CASE("the answer with the default cost (roofline, h100): FP8 does not pay f
     }
 }
 
+TEST_CASE("edge cases of the advice: one captured step, a policy that rejects everything") {
+  // One step, no training log: no trend, and the answer says what that leaves unjudged.
+  TempDir a;
+  const auto r = run("run --capture " + shell_quote(std::string(FP8A_SOURCE_DIR) +
+                                                   "/datasets/sample/step_000100.safetensors") +
+                     " --out " + shell_quote(a.path.string()) + " --cost none --quiet");
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  CHECK(r.out.find("  not judged: no amax trend: 1 captured step and no training log of more") !=
+        std::string::npos);
+  const auto recipe = nlohmann::json::parse(slurp(a.path / "recipe.json"));
+  REQUIRE(recipe.at("limits").size() == 1);
+  CHECK(recipe.at("limits")[0].get<std::string>().rfind("no amax trend: 1 captured step", 0) == 0);
+
+  // Every tensor over a rel_mse bound it cannot meet: all BF16 with each GEMM's reason, exit 0.
+  TempDir b;
+  const fs::path policy = b.path / "reject.json";
+  write_bytes(policy, R"({"name": "reject-all", "criteria": {"rel_mse_floor": {"k": 1,
+      "floor_e4m3": 1e-30, "floor_e5m2": 1e-30, "floor_bf16": 1e-30}}})");
+  const auto x = run("run --capture " + sample() + " --out " + shell_quote((b.path / "out").string()) +
+                     " --cost none --quiet --policy " + shell_quote(policy.string()));
+  INFO(x.err);
+  REQUIRE(x.rc == 0);
+  CHECK(x.out.find("answer: every GEMM in BF16 (the chosen ") != std::string::npos);
+  CHECK(x.out.find("  keep in BF16 (12 GEMMs):\n") != std::string::npos);
+  const auto rj = nlohmann::json::parse(slurp(b.path / "out" / "recipe.json"));
+  CHECK(rj.at("predicted").at("fp8_flop_share") == 0.0);
+  for (const auto& l : rj.at("layers")) {
+    CHECK(l.at("precision") == "bf16");
+    for (const auto& [gemm, g] : l.at("gemms").items()) {
+      INFO(l.at("layer") << " " << gemm);
+      CHECK(g.at("fp8_safe") == false);
+      CHECK(g.at("reason").get<std::string>().find("rel_mse") != std::string::npos);
+    }
+  }
+  // No module can be FP8 either: every module of the per-module plan BF16.
+  for (const auto& m : rj.at("module_plan").at("modules")) CHECK(m.at("precision") == "bf16");
+}
+
 TEST_CASE("--quiet prints only the answer; --gpu, --cost, --tokens-per-step errors; --no-gemms skips") {
   TempDir a, b;
   const auto loud = run("run --capture " + sample() + " --out " + shell_quote(a.path.string()) + " --cost none");
