@@ -76,14 +76,22 @@ MatrixF take_rows(const MatrixF& x, const std::vector<std::int64_t>& idx) {
 }
 
 // The per-entry damage of an output (METRICS.md, gemms.csv): entries zeroed, signs flipped, and
-// every |got - ref| / |ref| over entries with ref != 0, gathered over the parts of an output.
+// every |got - ref| / |ref| over entries with ref != 0, gathered over the parts of an output; and
+// the flips independent rounding noise would make: each entry's noise variance c * S, where S is
+// the output of the squared operands (sum over the reduction of a^2 b^2, what per-element
+// rounding of the operands puts into that entry), c scaled so that the variances add up to
+// ||got - ref||^2.
 struct EntryDamage {
   std::int64_t entries = 0, zeroed = 0, flipped = 0;
   std::vector<double> rel;
-  void add(const MatrixD& ref, const MatrixD& got) {
+  std::vector<std::pair<double, double>> mag_s;  // (|ref|, S) of the entries with ref != 0
+  double s_sum = 0;                              // S over every entry
+  void add(const MatrixD& ref, const MatrixD& got, const MatrixD& s) {
     const Eigen::Index n = ref.size();
     entries += n;
     rel.reserve(rel.size() + static_cast<std::size_t>(n));
+    mag_s.reserve(mag_s.size() + static_cast<std::size_t>(n));
+    s_sum += s.sum();
     for (Eigen::Index i = 0; i < n; ++i) {
       const double r = ref.data()[i], g = got.data()[i];
       if (r == 0.0) continue;
@@ -91,6 +99,7 @@ struct EntryDamage {
       flipped += g != 0.0 && ((g < 0.0) != (r < 0.0));
       const double e = std::fabs(g - r) / std::fabs(r);
       rel.push_back(std::isnan(e) ? INFINITY : e);  // a NaN (inf - inf in float32) is the worst
+      mag_s.emplace_back(std::fabs(r), s.data()[i]);
     }
   }
   // The median: the middle value, or the mean of the two middle values of an even count; exact
@@ -104,38 +113,49 @@ struct EntryDamage {
     const double lower = *std::max_element(rel.begin(), rel.begin() + static_cast<std::ptrdiff_t>(h));
     return (lower + upper) / 2.0;
   }
-  void finish(GemmRow* row) {
+  // 100 / entries * sum over ref != 0 of P(N(0, c S) < -|ref|) = erfc(|ref| / sqrt(2 c S)) / 2.
+  double noise_flips(double err2) const {
+    if (entries == 0 || !(s_sum > 0) || !std::isfinite(err2)) return 0.0;
+    const double c = err2 / s_sum;
+    double p = 0;
+    for (const auto& [mag, s] : mag_s)
+      if (c * s > 0) p += 0.5 * std::erfc(mag / std::sqrt(2.0 * c * s));
+    return 100.0 * p / static_cast<double>(entries);
+  }
+  void finish(GemmRow* row, double err2) {
     const double e = static_cast<double>(entries);
     row->zeroed_pct = entries > 0 ? 100.0 * static_cast<double>(zeroed) / e : 0.0;
     row->sign_flip_pct = entries > 0 ? 100.0 * static_cast<double>(flipped) / e : 0.0;
     row->median_rel_err = median();
+    row->noise_sign_flip_pct = noise_flips(err2);
   }
 };
 
 // ||got - ref||_F, ||ref||_F, ||got||_F and <got, ref>, summed over the parts of an output (the
 // ranks' slices of a tensor-parallel GEMM), then rel_fro_err and cos; and the per-entry damage.
+// `s` is the part's squared-operand output (EntryDamage).
 struct ErrorSums {
   double err2 = 0, ref2 = 0, got2 = 0, dot = 0;
   EntryDamage damage;
-  void add(const MatrixD& ref, const MatrixD& got) {
+  void add(const MatrixD& ref, const MatrixD& got, const MatrixD& s) {
     err2 += (got - ref).squaredNorm();
     ref2 += ref.squaredNorm();
     got2 += got.squaredNorm();
     dot += got.cwiseProduct(ref).sum();
-    damage.add(ref, got);
+    damage.add(ref, got, s);
   }
   void finish(GemmRow* row) {
     const double ref_norm = std::sqrt(ref2), got_norm = std::sqrt(got2), err = std::sqrt(err2);
     row->rel_fro_err = ref_norm > 0 ? err / ref_norm : (err > 0 ? INFINITY : 0.0);
     row->cos = (ref_norm > 0 && got_norm > 0) ? dot / (ref_norm * got_norm)
                                               : (ref_norm == 0 && got_norm == 0 ? 1.0 : 0.0);
-    damage.finish(row);
+    damage.finish(row, err2);
   }
 };
 
-void compare(const MatrixD& ref, const MatrixF& got, GemmRow* row) {
+void compare(const MatrixD& ref, const MatrixF& got, const MatrixD& s, GemmRow* row) {
   ErrorSums sums;
-  sums.add(ref, got.cast<double>());
+  sums.add(ref, got.cast<double>(), s);
   sums.finish(row);
 }
 
@@ -153,7 +173,7 @@ bool sampling_keeps_blocks(const GemmProblem& p) {
 }
 
 // Runs one GEMM on the engine: a row of its own, or a note on the emulated row saying why not.
-void run_on_engine(const GemmEngine& engine, const GemmProblem& p, bool sampled,
+void run_on_engine(const GemmEngine& engine, const GemmProblem& p, bool sampled, const MatrixD& s,
                    std::vector<GemmRow>* rows) {
   GemmRow& emulated = rows->back();
   if (sampled && !sampling_keeps_blocks(p)) {
@@ -178,7 +198,7 @@ void run_on_engine(const GemmEngine& engine, const GemmProblem& p, bool sampled,
   row.k_padded = r.k_padded;
   row.note = r.note;
   const MatrixD ref = Eigen::Map<const MatrixF>(r.reference.data(), p.m, p.n).cast<double>();
-  compare(ref, Eigen::Map<const MatrixF>(r.out.data(), p.m, p.n), &row);
+  compare(ref, Eigen::Map<const MatrixF>(r.out.data(), p.m, p.n), s, &row);
   rows->push_back(std::move(row));
 }
 
@@ -209,6 +229,7 @@ std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> jobs,
       std::vector<std::int64_t> idx;   // the token rows used
       MatrixF xs, dys;                 // those rows of X and dY
       std::array<MatrixD, 3> ref;      // fprop, dgrad, wgrad in float64
+      std::array<MatrixD, 3> sq;       // the same GEMMs of the squared operands (EntryDamage)
     };
     std::vector<RankData> data(nr);
     bool sampled = false;
@@ -223,6 +244,8 @@ std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> jobs,
       d.dys = take_rows(d.full[2], d.idx);
       const MatrixD xd = d.xs.cast<double>(), wd = d.full[1].cast<double>(), dyd = d.dys.cast<double>();
       d.ref = {xd * wd.transpose(), dyd * wd, dyd.transpose() * xd};
+      const MatrixD x2 = xd.cwiseAbs2(), w2 = wd.cwiseAbs2(), dy2 = dyd.cwiseAbs2();
+      d.sq = {x2 * w2.transpose(), dy2 * w2, dy2.transpose() * x2};
     }
     const std::string split_note =
         job.split == Split::kNone ? std::string()
@@ -240,7 +263,7 @@ std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> jobs,
                              const EvaluationRow& rb, TrainingFormat format, std::vector<GemmRow>* out) {
       const int ia = static_cast<int>(u.a), ib = static_cast<int>(u.b);
       ErrorSums sums;
-      MatrixD ref_sum, got_sum;  // outputs that add up over the ranks
+      MatrixD ref_sum, got_sum, sq_sum;  // outputs that add up over the ranks
       const bool summed = output_is_sum(job.split, u.gemm);
       for (std::size_t r = 0; r < nr; ++r) {
         const RankData& d = data[r];
@@ -254,17 +277,20 @@ std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> jobs,
           case Gemm::kWgrad: got = aq.transpose() * take_rows(bq_full, d.idx); break;
         }
         const MatrixD& ref = d.ref[static_cast<int>(u.gemm)];
+        const MatrixD& sq = d.sq[static_cast<int>(u.gemm)];
         if (!summed) {
-          sums.add(ref, got.cast<double>());
+          sums.add(ref, got.cast<double>(), sq);
         } else if (r == 0) {
           ref_sum = ref;
           got_sum = got.cast<double>();
+          sq_sum = sq;
         } else {
           ref_sum += ref;
           got_sum += got.cast<double>();
+          sq_sum += sq;
         }
       }
-      if (summed) sums.add(ref_sum, got_sum);
+      if (summed) sums.add(ref_sum, got_sum, sq_sum);
       GemmRow row;
       row.step = job.step;
       row.layer = job.layer;
@@ -301,7 +327,7 @@ std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> jobs,
       p.b.rows = p.n;
       p.a.values = std::span<const float>(a->data(), static_cast<std::size_t>(a->size()));
       p.b.values = std::span<const float>(b->data(), static_cast<std::size_t>(b->size()));
-      run_on_engine(*options.engine, p, sampled, out);
+      run_on_engine(*options.engine, p, sampled, d.sq[static_cast<int>(u.gemm)], out);
     };
     for (const Recipe& recipe : index.recipes()) {
       for (const GemmOperandUse& u : kGemmOperandUses) {

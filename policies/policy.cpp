@@ -73,8 +73,9 @@ Policy default_policy() {
   p.wgrad_damage = {true, 1.0, 2.0, 1.0,
                     "fp8-advisor: Adam normalises each parameter's update, so a dW entry zeroed "
                     "by FP8 stops that weight for the step (1 % of entries); sign flips against "
-                    "the share independent Gaussian noise flips, 100 atan(rel_fro_err)/pi "
-                    "(METRICS.md), factor 2"};
+                    "the share independent rounding noise of the measured size flips, each "
+                    "entry's noise as its operands predict (gemms.csv noise_sign_flip_pct, "
+                    "METRICS.md), factor 2: datasets/real/lm-spike's GEMMs measure 0.5-1.7x"};
   p.delayed_forecast = {true, 10000, 1.0,
                         "fp8-advisor: a delayed-scaling history forecast to start saturating "
                         "within 10,000 steps of the last capture fails"};

@@ -89,8 +89,8 @@ struct GemmAmplificationCriterion {
 
 // Per-element damage of the wgrad output dW, where Adam sees it (gemms.csv zeroed_pct,
 // sign_flip_pct). Fails when zeroed_pct > max_zeroed_pct, or when sign_flip_pct exceeds
-// sign_flip_factor times the share an output perturbed by independent Gaussian noise of the
-// same relative size flips: 100 * atan(rel_fro_err) / pi (METRICS.md).
+// sign_flip_factor times the share independent rounding noise of the measured size flips, each
+// entry's noise as its operands predict (GemmRow::noise_sign_flip_pct, METRICS.md).
 struct WgradDamageCriterion {
   bool enabled = true;
   double max_zeroed_pct = 1.0;    // percent of dW entries, in (0, 100]

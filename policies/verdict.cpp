@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
-#include <numbers>
 
 #include "engine/gemm_pairing.hpp"
 
@@ -203,14 +202,14 @@ Verdict judge_gemm(const GemmEvidence& ev, const Policy& policy) {
       v.checks.push_back(std::move(k));
     }
     if (out != nullptr) {
-      const double expected = 100.0 * std::atan(out->rel_fro_err) / std::numbers::pi;
+      const double expected = out->noise_sign_flip_pct;
       const double ratio = expected > 0 ? out->sign_flip_pct / expected
                                         : (out->sign_flip_pct > 0 ? kInf : 0.0);
       Check k = upper_check(Criterion::kWgradSignFlip, ratio, c.sign_flip_factor, c.weight);
       if (!k.passed)
         k.reason = step + "wgrad: " + pct(out->sign_flip_pct) + " % of dW entries flip sign, " +
                    times(ratio) + " the " + pct(expected) +
-                   " % that independent noise of its rel_fro_err flips (> " +
+                   " % that independent rounding noise of its size flips (> " +
                    times(c.sign_flip_factor) + ")" + how;
       v.checks.push_back(std::move(k));
     }

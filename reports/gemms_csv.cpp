@@ -23,7 +23,8 @@ Artifact render_gemms_csv(std::span<const GemmRow> rows) {
         << csv_field(r.engine) << ',' << csv_field(r.accumulation) << ',' << dim_field(r.m_padded)
         << ',' << dim_field(r.n_padded) << ',' << dim_field(r.k_padded) << ','
         << csv_field(r.note) << ',' << format_number(r.zeroed_pct) << ','
-        << format_number(r.sign_flip_pct) << ',' << format_number(r.median_rel_err) << '\n';
+        << format_number(r.sign_flip_pct) << ',' << format_number(r.median_rel_err) << ','
+        << format_number(r.noise_sign_flip_pct) << '\n';
   return {"gemms.csv", out.str(), std::to_string(rows.size()) + " rows"};
 }
 

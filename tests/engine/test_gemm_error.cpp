@@ -77,12 +77,26 @@ namespace {
 
 // zeroed_pct, sign_flip_pct and median_rel_err of got against ref as METRICS.md words them,
 // spelled out: counts over all entries, the median of the sorted relative errors of ref != 0.
+// noise_sign_flip_pct as well: each entry's noise variance c * sq (sq: the GEMM of the squared
+// operands), c = sum (got - ref)^2 / sum sq, and P(flip) = Phi(-|ref| / sd) summed over ref != 0.
 struct DamageRef {
-  double zeroed_pct = 0, sign_flip_pct = 0, median_rel_err = 0;
+  double zeroed_pct = 0, sign_flip_pct = 0, median_rel_err = 0, noise_sign_flip_pct = 0;
 };
 
-DamageRef damage_ref(const std::vector<double>& ref, const std::vector<double>& got) {
+DamageRef damage_ref(const std::vector<double>& ref, const std::vector<double>& got,
+                     const std::vector<double>& sq) {
   DamageRef d;
+  double err2 = 0, sq_sum = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    err2 += (got[i] - ref[i]) * (got[i] - ref[i]);
+    sq_sum += sq[i];
+  }
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double var = err2 / sq_sum * sq[i];
+    if (ref[i] == 0 || !(var > 0)) continue;
+    const double phi = 0.5 * std::erfc(std::fabs(ref[i]) / std::sqrt(var) / std::sqrt(2.0));
+    d.noise_sign_flip_pct += 100.0 * phi / static_cast<double>(ref.size());
+  }
   std::vector<double> rel;
   for (std::size_t i = 0; i < ref.size(); ++i) {
     if (ref[i] == 0) continue;
@@ -104,6 +118,12 @@ std::vector<double> matmul_nt(const std::vector<float>& a, const std::vector<flo
     for (std::size_t j = 0; j < n; ++j)
       for (std::size_t p = 0; p < k; ++p) c[i * n + j] += double(a[i * k + p]) * b[j * k + p];
   return c;
+}
+
+std::vector<float> squared(const std::vector<float>& a) {
+  std::vector<float> s(a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) s[i] = a[i] * a[i];
+  return s;
 }
 
 std::vector<float> transpose(const std::vector<float>& a, std::size_t rows, std::size_t cols) {
@@ -146,17 +166,24 @@ TEST_CASE("per-entry damage: entries flushed to zero, a sign flipped by cancella
   // hand-quantised operands is the engine's float32 output.
   const auto wt = transpose(l.w, 2, 2), wqt = transpose(wq, 2, 2);
   const auto dyt = transpose(l.dy, 3, 2), xt = transpose(l.x, 3, 2), xqt = transpose(xq, 3, 2);
+  // (The squared operands: 448^2 and 2^-24 are exact in float32.)
+  const auto sq = [](const std::vector<float>& a, const std::vector<float>& b, std::size_t m,
+                     std::size_t n, std::size_t k) { return matmul_nt(squared(a), squared(b), m, n, k); };
   const std::vector<DamageRef> want = {
-      damage_ref(matmul_nt(l.x, l.w, 3, 2, 2), matmul_nt(xq, wq, 3, 2, 2)),       // Y = X W^T
-      damage_ref(matmul_nt(l.dy, wt, 3, 2, 2), matmul_nt(l.dy, wqt, 3, 2, 2)),    // dX = dY W
-      damage_ref(matmul_nt(dyt, xt, 2, 2, 3), matmul_nt(dyt, xqt, 2, 2, 3)),      // dW = dY^T X
-  };
+      damage_ref(matmul_nt(l.x, l.w, 3, 2, 2), matmul_nt(xq, wq, 3, 2, 2), sq(l.x, l.w, 3, 2, 2)),
+      damage_ref(matmul_nt(l.dy, wt, 3, 2, 2), matmul_nt(l.dy, wqt, 3, 2, 2), sq(l.dy, wt, 3, 2, 2)),
+      damage_ref(matmul_nt(dyt, xt, 2, 2, 3), matmul_nt(dyt, xqt, 2, 2, 3), sq(dyt, xt, 2, 2, 3)),
+  };  // Y = X W^T, dX = dY W, dW = dY^T X
   for (int i = 0; i < 3; ++i) {
     INFO(fp8a::gemm_name(g[i].gemm));
     CHECK(g[i].zeroed_pct == doctest::Approx(want[i].zeroed_pct).epsilon(1e-15));
     CHECK(g[i].sign_flip_pct == doctest::Approx(want[i].sign_flip_pct).epsilon(1e-15));
     CHECK(g[i].median_rel_err == doctest::Approx(want[i].median_rel_err).epsilon(1e-15));
+    CHECK(g[i].noise_sign_flip_pct == doctest::Approx(want[i].noise_sign_flip_pct).epsilon(1e-12));
   }
+  // Y[0,0] = +0.025 is small against its entry's noise (the rounding of 2.125 and 0.7 against
+  // squared operands of 1 * 4.5 + 9 * 0.49): the fprop output's noise flips a share of it.
+  CHECK(g[0].noise_sign_flip_pct > 0.0);
   // The hand-worked numbers: fprop zeroes row 2 (2 of 6 entries) and flips Y[0,0] (1 of 6).
   CHECK(g[0].zeroed_pct == doctest::Approx(100.0 / 3));
   CHECK(g[0].sign_flip_pct == doctest::Approx(100.0 / 6));

@@ -65,6 +65,10 @@ rowwise, W columnwise), wgrad dY^T X (dY columnwise, X columnwise); operands qua
   zeroed_pct     = 100 * #(Y != 0 and Yq == 0) / E
   sign_flip_pct  = 100 * #(Y != 0, Yq != 0, sign(Yq) != sign(Y)) / E
   median_rel_err = np.median(|Yq - Y| / |Y| over Y != 0)   (0 if no Y is nonzero)
+  noise_sign_flip_pct = 100 * sum over Y != 0 of erfc(|Y| / sqrt(2 c S)) / 2 / E, where S is the
+                   same GEMM of the squared operands (float64; what per-element rounding of the
+                   operands puts into each entry) and c = ||Yq - Y||_F^2 / sum S: the signs
+                   independent rounding noise of the measured size would flip (0 if sum S = 0)
   m, n = output dims, k = reduction dim. float32 accumulation order is BLAS-dependent: compare
   with a tolerance.
 """
@@ -278,7 +282,7 @@ def role_dtype(role, training_format):
 ALL_HEADER = CSV_HEADER + ["orientation", "saturated_count", "scale_inv_min", "scale_inv_max",
                            "underflow_energy_pct"]
 GEMM_HEADER = ["step", "layer", "gemm", "recipe", "format", "rel_fro_err", "cos", "m", "n", "k",
-               "zeroed_pct", "sign_flip_pct", "median_rel_err"]
+               "zeroed_pct", "sign_flip_pct", "median_rel_err", "noise_sign_flip_pct"]
 
 # |x * scale| beyond the last rounding boundary past max finite: E4M3 > 464 (a tie at 464 rounds to
 # even, 448), E5M2 >= 61440 (the tie would round to inf).
@@ -591,8 +595,12 @@ def rel_fro_and_cos(ref, got):
     return rel, cos
 
 
-def entry_damage(ref, got):
-    """zeroed_pct, sign_flip_pct, median_rel_err of the float32 output got against ref."""
+_ERFC = np.frompyfunc(math.erfc, 1, 1)
+
+
+def entry_damage(ref, got, sq):
+    """zeroed_pct, sign_flip_pct, median_rel_err, noise_sign_flip_pct of the float32 output got
+    against ref; sq: the float64 GEMM of the squared operands."""
     g = got.astype(np.float64).ravel()
     r = ref.ravel()
     e = r.size
@@ -601,7 +609,13 @@ def entry_damage(ref, got):
     flipped = int(np.count_nonzero(nz & (g != 0) & (np.signbit(g) != np.signbit(r))))
     rel = np.abs(g[nz] - r[nz]) / np.abs(r[nz])
     median = float(np.median(rel)) if rel.size else 0.0
-    return (100 * zeroed / e if e else 0.0, 100 * flipped / e if e else 0.0, median)
+    s = sq.ravel()
+    noise = 0.0
+    if e and s.sum() > 0:
+        var = float(np.sum((g - r) ** 2)) / float(s.sum()) * s
+        on = nz & (var > 0)
+        noise = 100 * float(np.sum(_ERFC(np.abs(r[on]) / np.sqrt(2 * var[on])).astype(np.float64))) / 2 / e
+    return (100 * zeroed / e if e else 0.0, 100 * flipped / e if e else 0.0, median, noise)
 
 
 def gemm_rows(step, layer, ops, recipes, training_format, scales):
@@ -617,6 +631,8 @@ def gemm_rows(step, layer, ops, recipes, training_format, scales):
         return []
     xd, wd, dyd = x.astype(np.float64), w.astype(np.float64), dy.astype(np.float64)
     refs = {"fprop": xd @ wd.T, "dgrad": dyd @ wd, "wgrad": dyd.T @ xd}
+    x2, w2, dy2 = xd * xd, wd * wd, dyd * dyd
+    squares = {"fprop": x2 @ w2.T, "dgrad": dy2 @ w2, "wgrad": dy2.T @ x2}
     dims = {"fprop": (m, n, k), "dgrad": (m, k, n), "wgrad": (n, k, m)}
     rows = []
     for rc in recipes:
@@ -641,11 +657,11 @@ def gemm_rows(step, layer, ops, recipes, training_format, scales):
         }
         for g in ("fprop", "dgrad", "wgrad"):
             rel, cos = rel_fro_and_cos(refs[g], got[g])
-            zeroed, flipped, median = entry_damage(refs[g], got[g])
+            zeroed, flipped, median, noise = entry_damage(refs[g], got[g], squares[g])
             mm, nn, kk = dims[g]
             rows.append([str(step), layer, g, rc.spec, training_format, fmt_num(rel), fmt_num(cos),
                          str(mm), str(nn), str(kk), fmt_num(zeroed), fmt_num(flipped),
-                         fmt_num(median)])
+                         fmt_num(median), fmt_num(noise)])
     return rows
 
 

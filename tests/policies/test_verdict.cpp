@@ -184,11 +184,13 @@ TEST_CASE("default policy: saturation, the rounding floor, GEMM amplification, w
   bev.output = &bout;
   CHECK(judge_gemm(bev, d).passed);
 
-  // wgrad: 3 % of dW zeroed fails; sign flips against 100 atan(0.06)/pi = 1.908 %: 3 % is 1.6x.
+  // wgrad: 3 % of dW zeroed fails; sign flips against the 1.908 % independent rounding noise of
+  // its size flips (noise_sign_flip_pct, as the engine computes it): 3 % is 1.6x.
   const auto dy = row(Role::kGradient, "current", 0.0, kFloorE5m2, 1e-9);
   GemmRow wout = out;
   wout.gemm = Gemm::kWgrad;
   wout.rel_fro_err = 0.06;
+  wout.noise_sign_flip_pct = 1.908;
   auto wev = gemm(Gemm::kWgrad, dy, x);
   wout.zeroed_pct = 3.0;
   wout.sign_flip_pct = 3.0;
@@ -202,7 +204,7 @@ TEST_CASE("default policy: saturation, the rounding floor, GEMM amplification, w
   CHECK_FALSE(wv2.passed);
   CHECK(wv2.limiting == Criterion::kWgradSignFlip);
   CHECK(wv2.reason == "step 7 wgrad: 4.000 % of dW entries flip sign, 2.1x the 1.908 % that "
-                      "independent noise of its rel_fro_err flips (> 2.0x) under current/hybrid");
+                      "independent rounding noise of its size flips (> 2.0x) under current/hybrid");
   // A missing operand: judged on the other, and said so.
   GemmEvidence half;
   half.gemm = Gemm::kDgrad;
@@ -322,8 +324,11 @@ TEST_CASE("real captures: delayed scaling fails at the lm-spike spike with its n
   // Current scaling keeps every tensor through the spike, although up to 47.491 % of the first
   // layer's gradient flushes (step 3, a negligible share of its energy): TE's 5 % rule sends
   // those GEMMs to BF16. What fails is where Adam sees it, per dW entry: the last FC2's wgrad
-  // zeroes 2.344 % (step 3) and 4.517 % (step 299) of dW entries, and the first QKV's wgrad at
-  // step 1 flips 2.2x the signs its rel_fro_err explains.
+  // zeroes 2.344 % (step 3) and 4.517 % (step 299) of dW entries. The first QKV's wgrad at step 1
+  // flips 0.867 % of dW signs: 2.2x what Gaussian outputs would flip under noise of its
+  // rel_fro_err, but its dW is heavy-tailed (kurtosis 10.6) and independent rounding noise
+  // spread as its operands predict flips 0.9 %: it passes (tests/peers/peer_numpy.py computes
+  // the same noise_sign_flip_pct).
   const auto current = judge_gemms(spike, "current", d);
   std::vector<std::string> failed;
   for (const auto& v : current) {
@@ -332,13 +337,15 @@ TEST_CASE("real captures: delayed scaling fails at the lm-spike spike with its n
                      gemm_name(v.gemm->gemm) + ": " + v.verdict.reason);
   }
   CHECK(failed == std::vector<std::string>{
-                      "1 " + std::string(kQkv) + " wgrad: step 1 wgrad: 0.867 % of dW entries flip "
-                      "sign, 2.2x the 0.387 % that independent noise of its rel_fro_err flips (> "
-                      "2.0x) under current/hybrid",
                       "3 " + std::string(kFc2) + " wgrad: step 3 wgrad: 2.344 % of dW entries "
                       "zeroed (> 1.000 %) under current/hybrid",
                       "299 " + std::string(kFc2) + " wgrad: step 299 wgrad: 4.517 % of dW entries "
                       "zeroed (> 1.000 %) under current/hybrid"});
+  const auto& qkv1 = find(current, 1, kQkv, Gemm::kWgrad);
+  CHECK(qkv1.verdict.passed);
+  CHECK(qkv1.gemm->sign_flip_pct == doctest::Approx(0.867).epsilon(2e-3));
+  // The peer's (independent) value: 0.912 %, ratio 0.95.
+  CHECK(qkv1.gemm->noise_sign_flip_pct == doctest::Approx(0.912).epsilon(2e-3));
   const auto& dgrad3 = find(current, 3, kQkv, Gemm::kDgrad).verdict;
   CHECK(dgrad3.passed);
   REQUIRE(dgrad3.notes.size() == 1);
