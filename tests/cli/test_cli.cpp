@@ -247,13 +247,6 @@ TEST_CASE("--format e4m3,hybrid (the default): the files are the single-format r
   CHECK(summary["layers"][0]["recipe"] == summary["layers"][1]["recipe"]);
 }
 
-TEST_CASE("results are identical with 1 and 2 threads") {
-  TempDir a, b;
-  REQUIRE(run("run --threads 1 --capture " + sample() + " --out " + shell_quote(a.path.string())).rc == 0);
-  REQUIRE(run("run --threads 2 --capture " + sample() + " --out " + shell_quote(b.path.string())).rc == 0);
-  CHECK(slurp(a.path / "metrics.csv") == slurp(b.path / "metrics.csv"));
-}
-
 TEST_CASE("inspect lists every tensor with the shape of its file's header and the NumPy peer's amax") {
   const auto r = run("inspect " + sample());
   INFO(r.err);
@@ -515,6 +508,29 @@ std::string real_run(const std::string& name, const fs::path& out, const std::st
 }
 
 }  // namespace
+
+TEST_CASE("results are identical with 1 and 2 threads") {
+  TempDir a, b;
+  REQUIRE(run("run --threads 1 --capture " + sample() + " --out " + shell_quote(a.path.string())).rc == 0);
+  REQUIRE(run("run --threads 2 --capture " + sample() + " --out " + shell_quote(b.path.string())).rc == 0);
+  CHECK(slurp(a.path / "metrics.csv") == slurp(b.path / "metrics.csv"));
+  // The advice and every config, on a run where it keeps GEMMs FP8 (numerics alone): byte for
+  // byte, recipe.json but for its provenance's command line (which names --threads and --out).
+  TempDir c, d;
+  for (const auto& [threads, dir] : {std::pair{"1", &c}, std::pair{"2", &d}})
+    REQUIRE(run(real_run("lm-spike", dir->path, std::string("--cost none --threads ") + threads)).rc == 0);
+  for (const char* f : {"gemms.csv", "megatron_args.txt", "te_precision_config.yaml",
+                        "nvdlfw_inspect.yaml", "torchao.json"}) {
+    INFO(f);
+    CHECK(slurp(c.path / f) == slurp(d.path / f));
+  }
+  auto rc = nlohmann::json::parse(slurp(c.path / "recipe.json"));
+  auto rd = nlohmann::json::parse(slurp(d.path / "recipe.json"));
+  CHECK(rc.at("provenance").at("command_line") != rd.at("provenance").at("command_line"));
+  rc["provenance"].erase("command_line");
+  rd["provenance"].erase("command_line");
+  CHECK(rc.dump() == rd.dump());
+}
 
 TEST_CASE("the answer: numerics alone on the sample and the real runs, the decision in summary.json") {
   TempDir a;
