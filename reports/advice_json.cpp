@@ -96,4 +96,13 @@ ordered_json advisories_json(const Recommendation& rec) {
   return out;
 }
 
+void add_recommendation_lists(ordered_json& out, const Recommendation& rec) {
+  out["candidates"] = candidates_json(rec);
+  out["pareto"] = pareto_json(rec);
+  out["module_plan"] = module_plan_json(rec);
+  out["module_plan_note"] = module_plan_note_json(rec);
+  out["advisories"] = advisories_json(rec);
+  out["limits"] = limits_json(rec);
+}
+
 }  // namespace fp8a

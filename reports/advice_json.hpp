@@ -38,4 +38,8 @@ nlohmann::ordered_json limits_json(const Recommendation& rec);
 // [{"source", "text"}] of Recommendation::advisories.
 nlohmann::ordered_json advisories_json(const Recommendation& rec);
 
+// Sets "candidates", "pareto", "module_plan", "module_plan_note", "advisories" and "limits" of
+// `out` (recipe.json's top level, summary.json's "decision"), in that order.
+void add_recommendation_lists(nlohmann::ordered_json& out, const Recommendation& rec);
+
 }  // namespace fp8a

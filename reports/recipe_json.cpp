@@ -104,12 +104,7 @@ Artifact render_recipe_json(const Recommendation& rec, const RunInfo& info) {
       {"gemm_speedup_vs_bf16", chosen ? json_number(chosen->speedup) : ordered_json(nullptr)},
       {"fp8_flop_share", json_number(chosen ? chosen->fp8_flop_share : 0.0)},
       {"cost_source", rec.cost_source}};
-  j["candidates"] = candidates_json(rec);
-  j["pareto"] = pareto_json(rec);
-  j["module_plan"] = module_plan_json(rec);
-  j["module_plan_note"] = module_plan_note_json(rec);
-  j["advisories"] = advisories_json(rec);
-  j["limits"] = limits_json(rec);
+  add_recommendation_lists(j, rec);
   j["evidence"] = chosen ? evidence_json(*chosen) : ordered_json::array();
   ordered_json watch = ordered_json::array();
   for (const WatchItem& w : rec.watch)

@@ -58,12 +58,7 @@ ordered_json decision_json(const AnswerContext& a) {
                       {"reasons", reasons}});
   }
   d["layers"] = layers;
-  d["candidates"] = candidates_json(rec);
-  d["pareto"] = pareto_json(rec);
-  d["module_plan"] = module_plan_json(rec);
-  d["module_plan_note"] = module_plan_note_json(rec);
-  d["advisories"] = advisories_json(rec);
-  d["limits"] = limits_json(rec);
+  add_recommendation_lists(d, rec);
   ordered_json excluded = ordered_json::array();
   for (const auto& [name, why] : a.gpu_excluded) excluded.push_back({{"candidate", name}, {"reason", why}});
   d["gpu_excluded"] = excluded;

@@ -45,6 +45,16 @@ std::vector<DelayedForecast> forecasts(const Evaluated& e, const EvaluationIndex
   return forecast_delayed_scaling(&e.log, e.rows, index.recipes(), index.formats());
 }
 
+// The advice's inputs from the evaluation tables: every candidate of the index, no forecasts.
+AdviceInputs inputs_of(const Evaluated& e, const EvaluationIndex& index) {
+  AdviceInputs in;
+  in.index = &index;
+  in.gemms = e.gemms;
+  in.layers = e.layers;
+  in.candidates = index_candidates(index);
+  return in;
+}
+
 // The selection without a cost model; the forecasts only when asked (the ground-truth checks run
 // on the evaluation tables alone).
 Recommendation advise(const Evaluated& e, const Policy& policy = default_policy(),
@@ -52,11 +62,7 @@ Recommendation advise(const Evaluated& e, const Policy& policy = default_policy(
   const EvaluationIndex index(e.rows);
   const std::vector<DelayedForecast> fc =
       with_forecasts ? forecasts(e, index) : std::vector<DelayedForecast>{};
-  AdviceInputs in;
-  in.index = &index;
-  in.gemms = e.gemms;
-  in.layers = e.layers;
-  in.candidates = index_candidates(index);
+  AdviceInputs in = inputs_of(e, index);
   in.forecasts = fc;
   return recommend(in, policy, nullptr);
 }
@@ -372,11 +378,7 @@ TEST_CASE("with a cost model: recipes the GPU cannot run are excluded, the faste
   Evaluated e;
   evaluate_synth(e, *preset);
   const EvaluationIndex index(e.rows);
-  AdviceInputs in;
-  in.index = &index;
-  in.gemms = e.gemms;
-  in.layers = e.layers;
-  in.candidates = index_candidates(index);
+  AdviceInputs in = inputs_of(e, index);
   const GpuTarget* h100 = find_gpu_target("h100");
   REQUIRE(h100 != nullptr);
   const CostModel model = build_cost_model(e.layers, index.recipes(), *h100);
@@ -446,11 +448,7 @@ TEST_CASE("the watch list, the GPU and the cost source; no runnable candidate is
   Evaluated e;
   evaluate_synth(e, *preset);
   const EvaluationIndex index(e.rows);
-  AdviceInputs in;
-  in.index = &index;
-  in.gemms = e.gemms;
-  in.layers = e.layers;
-  in.candidates = index_candidates(index);
+  AdviceInputs in = inputs_of(e, index);
 
   const Recommendation plain = recommend(in, default_policy(), nullptr);
   REQUIRE(plain.chosen.has_value());
@@ -527,10 +525,7 @@ TEST_CASE("advisories: the field facts, each where it applies, with its source")
   Evaluated e;
   evaluate_synth(e, *preset);
   const EvaluationIndex index(e.rows);
-  AdviceInputs in;
-  in.index = &index;
-  in.gemms = e.gemms;
-  in.layers = e.layers;
+  AdviceInputs in = inputs_of(e, index);
   in.candidates = {{parse_recipe("mxfp8"), TrainingFormat::kHybrid}};
   const Recommendation mx = recommend(in, default_policy(), nullptr);
   REQUIRE(mx.chosen.has_value());
