@@ -1,16 +1,18 @@
 // The selection against the evaluation: how long recommend() takes on the evaluation table of a
 // Megatron-like capture, next to the evaluation that made the table.
 //
-//   bench_selection [--layers 96] [--steps 3] [--tokens 256] [--hidden 256] [--ffn 1024]
-//                   [--repeat 5] [--threads N] [--gemm-rows 0] [--gpu h100] [--tokens-per-step 0]
+//   bench_selection [--layers 96] [--steps 3] [--step-every 100] [--tokens 256] [--hidden 256]
+//                   [--ffn 1024] [--repeat 5] [--threads N] [--gemm-rows 0] [--gpu h100]
+//                   [--tokens-per-step 0]
 //
 // The capture is generated in memory by the synth generator (datasets/synth.hpp) from a preset
 // built here: --layers / 4 transformer blocks of layers.<i>.{self_attention.linear_qkv,
 // self_attention.linear_proj, mlp.linear_fc1, mlp.linear_fc2}, X [tokens, in], W [out, in],
-// dY [tokens, out], captured at steps 100, 200, ... with the amax trace of every step. Most layers
-// are healthy; block 0's QKV is sensitive-first, the last block's FC2 sensitive-last, every 6th
-// block's FC2 has growing outliers and every 8th block's FC1 a wide gradient, so the selection
-// has failing GEMMs to judge and send to BF16, as on a real model.
+// dY [tokens, out], captured at steps 100, 200, ... (--step-every) with the amax trace of every
+// step from 0 (forecast_delayed_scaling fits up to 1024 of its points per layer and role).
+// Most layers are healthy; block 0's QKV is sensitive-first, the last block's FC2
+// sensitive-last, every 6th block's FC2 has growing outliers and every 8th block's FC1 a wide
+// gradient, so the selection has failing GEMMs to judge and send to BF16, as on a real model.
 //
 // Evaluation, as `fp8-advisor run` does it by default: the CPU backend, the default recipe list,
 // --format e4m3,hybrid, the amax trace as --training-log (exact delayed replay),
@@ -58,6 +60,7 @@ double seconds_since(Clock::time_point t0) {
 struct Options {
   int layers = 96;  // 4 per transformer block
   int steps = 3;
+  int step_every = 100;  // captured steps 1x, 2x, ... this; the trace covers 0 .. the last
   std::int64_t tokens = 256, hidden = 256, ffn = 1024;
   int repeat = 5;
   int threads = 0;
@@ -77,7 +80,7 @@ BenchPreset make_preset(const Options& o) {
   b.preset.name = "bench-selection";
   b.preset.summary = "Megatron-like blocks for bench_selection";
   b.preset.tokens = o.tokens;
-  for (int s = 1; s <= o.steps; ++s) b.preset.default_steps.push_back(100 * s);
+  for (int s = 1; s <= o.steps; ++s) b.preset.default_steps.push_back(static_cast<std::int64_t>(o.step_every) * s);
   const int blocks = o.layers / 4;
   for (int i = 0; i < blocks; ++i) {
     const std::string p = "layers." + std::to_string(i) + ".";
@@ -119,6 +122,7 @@ bool parse_args(int argc, char** argv, Options* o) {
     const char* v = argv[++i];
     if (a == "--layers") o->layers = std::atoi(v);
     else if (a == "--steps") o->steps = std::atoi(v);
+    else if (a == "--step-every") o->step_every = std::atoi(v);
     else if (a == "--tokens") o->tokens = std::atoll(v);
     else if (a == "--hidden") o->hidden = std::atoll(v);
     else if (a == "--ffn") o->ffn = std::atoll(v);
@@ -129,7 +133,7 @@ bool parse_args(int argc, char** argv, Options* o) {
     else if (a == "--tokens-per-step") o->tokens_per_step = std::atof(v);
     else return false;
   }
-  return o->layers >= 4 && o->layers % 4 == 0 && o->steps >= 1 && o->tokens > 0 && o->hidden > 0 &&
+  return o->layers >= 4 && o->layers % 4 == 0 && o->steps >= 1 && o->step_every >= 1 && o->tokens > 0 && o->hidden > 0 &&
          o->ffn > 0 && o->repeat >= 1 && o->threads >= 0 && o->gemm_rows >= 0 &&
          o->tokens_per_step >= 0;
 }
@@ -140,7 +144,7 @@ int main(int argc, char** argv) {
   Options o;
   if (!parse_args(argc, argv, &o)) {
     std::fprintf(stderr,
-                 "usage: %s [--layers 96 (a multiple of 4)] [--steps 3] [--tokens 256] [--hidden 256] "
+                 "usage: %s [--layers 96 (a multiple of 4)] [--steps 3] [--step-every 100] [--tokens 256] [--hidden 256] "
                  "[--ffn 1024] [--repeat 5] [--threads N] [--gemm-rows 0] [--gpu h100] "
                  "[--tokens-per-step 0]\n",
                  argv[0]);
@@ -254,7 +258,7 @@ int main(int argc, char** argv) {
     std::printf("  recipes %zu (%s), formats e4m3,hybrid, training log: %zu steps traced; threads %s; "
                 "gemm rows %s; tokens per step %s\n",
                 config.recipes.size(), fp8a::default_recipe_list().c_str(),
-                static_cast<std::size_t>(100 * o.steps + 1),
+                static_cast<std::size_t>(o.step_every) * static_cast<std::size_t>(o.steps) + 1,
                 o.threads > 0 ? std::to_string(o.threads).c_str() : "all",
                 o.gemm_rows > 0 ? std::to_string(o.gemm_rows).c_str() : "all",
                 o.tokens_per_step > 0 ? std::to_string(o.tokens_per_step).c_str() : "captured");
