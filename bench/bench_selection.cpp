@@ -1,0 +1,298 @@
+// The selection against the evaluation: how long recommend() takes on the evaluation table of a
+// Megatron-like capture, next to the evaluation that made the table.
+//
+//   bench_selection [--layers 96] [--steps 3] [--step-every 100] [--tokens 256] [--hidden 256]
+//                   [--ffn 1024] [--repeat 5] [--threads N] [--gemm-rows 0] [--gpu h100]
+//                   [--tokens-per-step 0]
+//
+// The capture is generated in memory by the synth generator (datasets/synth.hpp) from a preset
+// built here: --layers / 4 transformer blocks of layers.<i>.{self_attention.linear_qkv,
+// self_attention.linear_proj, mlp.linear_fc1, mlp.linear_fc2}, X [tokens, in], W [out, in],
+// dY [tokens, out], captured at steps 100, 200, ... (--step-every) with the amax trace of every
+// step from 0 (forecast_delayed_scaling fits up to 1024 of its points per layer and role).
+// Most layers are healthy; block 0's QKV is sensitive-first, the last block's FC2
+// sensitive-last, every 6th block's FC2 has growing outliers and every 8th block's FC1 a wide
+// gradient, so the selection has failing GEMMs to judge and send to BF16, as on a real model.
+//
+// Evaluation, as `fp8-advisor run` does it by default: the CPU backend, the default recipe list,
+// --format e4m3,hybrid, the amax trace as --training-log (exact delayed replay),
+// pair_gemm_operands and evaluate_gemm_errors on every token row. Timed once.
+// Selection, everything `run` does between the evaluation and the renderers: the EvaluationIndex,
+// forecast_delayed_scaling, the candidates, recommend() under the default policy with
+// --cost none and with --cost roofline on --gpu (build_cost_model timed on its own). Timed
+// --repeat times each, median and min. Wall clock (steady_clock) throughout.
+#include <tbb/global_control.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/gpu_target.hpp"
+#include "datasets/capture.hpp"
+#include "datasets/file_system.hpp"
+#include "datasets/synth.hpp"
+#include "datasets/training_log.hpp"
+#include "engine/cpu_backend.hpp"
+#include "engine/evaluation_index.hpp"
+#include "engine/gemm_error.hpp"
+#include "engine/gemm_pairing.hpp"
+#include "engine/run.hpp"
+#include "policies/advice.hpp"
+#include "policies/amax_trend.hpp"
+#include "policies/cost_model.hpp"
+#include "policies/policy.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+struct Options {
+  int layers = 96;  // 4 per transformer block
+  int steps = 3;
+  int step_every = 100;  // captured steps 1x, 2x, ... this; the trace covers 0 .. the last
+  std::int64_t tokens = 256, hidden = 256, ffn = 1024;
+  int repeat = 5;
+  int threads = 0;
+  std::int64_t gemm_rows = 0;
+  double tokens_per_step = 0;  // CostOptions, as run's --tokens-per-step
+  std::string gpu = "h100";
+};
+
+// The names outlive the preset (SynthLayer holds const char*); a deque never moves its strings.
+struct BenchPreset {
+  std::deque<std::string> names;
+  fp8a::SynthPreset preset;
+};
+
+BenchPreset make_preset(const Options& o) {
+  BenchPreset b;
+  b.preset.name = "bench-selection";
+  b.preset.summary = "Megatron-like blocks for bench_selection";
+  b.preset.tokens = o.tokens;
+  for (int s = 1; s <= o.steps; ++s) b.preset.default_steps.push_back(static_cast<std::int64_t>(o.step_every) * s);
+  const int blocks = o.layers / 4;
+  for (int i = 0; i < blocks; ++i) {
+    const std::string p = "layers." + std::to_string(i) + ".";
+    auto add = [&](const char* suffix, fp8a::SynthKind kind, std::int64_t in, std::int64_t out) {
+      b.names.push_back(p + suffix);
+      b.preset.layers.push_back({b.names.back().c_str(), kind, in, out});
+    };
+    using K = fp8a::SynthKind;
+    add("self_attention.linear_qkv", i == 0 ? K::kSensitiveFirst : K::kHealthy, o.hidden, 3 * o.hidden);
+    add("self_attention.linear_proj", K::kHealthy, o.hidden, o.hidden);
+    add("mlp.linear_fc1", i % 8 == 4 ? K::kWideGradient : K::kHealthy, o.hidden, o.ffn);
+    add("mlp.linear_fc2",
+        i == blocks - 1 ? K::kSensitiveLast : (i % 6 == 3 ? K::kOutlierGrowth : K::kHealthy), o.ffn,
+        o.hidden);
+  }
+  return b;
+}
+
+struct Timing {
+  double median = 0, min = 0;
+};
+
+template <class F>
+Timing time_repeated(int repeat, F&& f) {
+  std::vector<double> t;
+  for (int r = 0; r < repeat; ++r) {
+    const auto t0 = Clock::now();
+    f();
+    t.push_back(seconds_since(t0));
+  }
+  std::sort(t.begin(), t.end());
+  return {t[t.size() / 2], t.front()};
+}
+
+bool parse_args(int argc, char** argv, Options* o) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (i + 1 >= argc) return false;
+    const char* v = argv[++i];
+    if (a == "--layers") o->layers = std::atoi(v);
+    else if (a == "--steps") o->steps = std::atoi(v);
+    else if (a == "--step-every") o->step_every = std::atoi(v);
+    else if (a == "--tokens") o->tokens = std::atoll(v);
+    else if (a == "--hidden") o->hidden = std::atoll(v);
+    else if (a == "--ffn") o->ffn = std::atoll(v);
+    else if (a == "--repeat") o->repeat = std::atoi(v);
+    else if (a == "--threads") o->threads = std::atoi(v);
+    else if (a == "--gemm-rows") o->gemm_rows = std::atoll(v);
+    else if (a == "--gpu") o->gpu = v;
+    else if (a == "--tokens-per-step") o->tokens_per_step = std::atof(v);
+    else return false;
+  }
+  return o->layers >= 4 && o->layers % 4 == 0 && o->steps >= 1 && o->step_every >= 1 && o->tokens > 0 && o->hidden > 0 &&
+         o->ffn > 0 && o->repeat >= 1 && o->threads >= 0 && o->gemm_rows >= 0 &&
+         o->tokens_per_step >= 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  if (!parse_args(argc, argv, &o)) {
+    std::fprintf(stderr,
+                 "usage: %s [--layers 96 (a multiple of 4)] [--steps 3] [--step-every 100] [--tokens 256] [--hidden 256] "
+                 "[--ffn 1024] [--repeat 5] [--threads N] [--gemm-rows 0] [--gpu h100] "
+                 "[--tokens-per-step 0]\n",
+                 argv[0]);
+    return 2;
+  }
+  std::unique_ptr<tbb::global_control> limit;
+  if (o.threads > 0)
+    limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
+                                                  static_cast<std::size_t>(o.threads));
+  try {
+    std::string why;
+    const fp8a::GpuTarget* gpu = fp8a::find_gpu_target(o.gpu, &why);
+    if (gpu == nullptr) {
+      std::fprintf(stderr, "bench_selection: --gpu: %s\n", why.c_str());
+      return 2;
+    }
+
+    // The capture and its amax trace, in memory.
+    auto t0 = Clock::now();
+    const BenchPreset bp = make_preset(o);
+    fp8a::MemoryFileSystem mfs;
+    std::vector<std::string> paths;
+    for (fp8a::SynthFile& f : fp8a::synthesize(bp.preset, 1, bp.preset.default_steps)) {
+      std::vector<std::byte> bytes(f.contents.size());
+      std::transform(f.contents.begin(), f.contents.end(), bytes.begin(),
+                     [](char c) { return static_cast<std::byte>(c); });
+      f.contents = std::string();
+      mfs.add_file("c/" + f.name, std::move(bytes));
+      if (f.name.ends_with(".safetensors")) paths.push_back("c/" + f.name);
+    }
+    const double generate_s = seconds_since(t0);
+    t0 = Clock::now();
+    const fp8a::CaptureSet captures = fp8a::load_captures(paths, mfs);
+    const fp8a::TrainingLog log = fp8a::load_training_log({"c/amax_trace.csv"}, mfs);
+    const double read_s = seconds_since(t0);
+    std::int64_t elements = 0;
+    for (const auto& t : captures.tensors) elements += t.view.numel();
+
+    // The evaluation, as `fp8-advisor run` with its defaults.
+    fp8a::RunConfig config;
+    config.recipes = fp8a::parse_recipe_list(fp8a::default_recipe_list());
+    config.formats = fp8a::parse_training_format_list("e4m3,hybrid");
+    config.training_log = &log;
+    const fp8a::CpuBackend backend;
+    t0 = Clock::now();
+    const std::vector<fp8a::EvaluationRow> rows = fp8a::evaluate_captures(captures, config, backend);
+    const double evaluate_s = seconds_since(t0);
+    t0 = Clock::now();
+    std::vector<std::string> skipped;
+    const std::vector<fp8a::GemmLayer> gemm_layers = fp8a::pair_gemm_operands(captures, &skipped);
+    const std::vector<fp8a::GemmRow> gemms =
+        fp8a::evaluate_gemm_errors(gemm_layers, rows, fp8a::GemmOptions{o.gemm_rows, nullptr});
+    const double gemm_s = seconds_since(t0);
+    const double evaluation_s = evaluate_s + gemm_s;
+
+    // The selection, as `run` does it after the evaluation.
+    const fp8a::Policy policy = fp8a::default_policy();
+    std::size_t candidates_all = 0, candidates_none = 0;
+    auto inputs_for = [&](const fp8a::EvaluationIndex& index,
+                          const std::vector<fp8a::DelayedForecast>& forecasts, bool cost_none) {
+      fp8a::AdviceInputs in;
+      in.index = &index;
+      in.gemms = gemms;
+      in.layers = gemm_layers;
+      const auto all = fp8a::index_candidates(index);
+      candidates_all = all.size();
+      for (const fp8a::RunCandidate& c : all)
+        if (!cost_none || fp8a::recipe_support(c.recipe.kind, *gpu).runs) in.candidates.push_back(c);
+      if (cost_none) candidates_none = in.candidates.size();
+      in.forecasts = forecasts;
+      return in;
+    };
+    std::optional<fp8a::Recommendation> rec_none, rec_roofline;
+    const Timing index_t = time_repeated(o.repeat, [&] { const fp8a::EvaluationIndex index(rows); });
+    const fp8a::EvaluationIndex index(rows);
+    std::vector<fp8a::DelayedForecast> forecasts;
+    // Of it, the Theil-Sen fit of every (layer, role)'s amax series.
+    const Timing fit_t = time_repeated(o.repeat, [&] { (void)fp8a::fit_amax_trends(&log, rows, {}); });
+    const Timing forecast_t = time_repeated(o.repeat, [&] {
+      forecasts = fp8a::forecast_delayed_scaling(&log, rows, index.recipes(), index.formats());
+    });
+    const Timing none_t = time_repeated(o.repeat, [&] {
+      rec_none = fp8a::recommend(inputs_for(index, forecasts, true), policy, nullptr);
+    });
+    std::optional<fp8a::CostModel> cost;
+    const Timing cost_t = time_repeated(o.repeat, [&] {
+      cost = fp8a::build_cost_model(gemm_layers, index.recipes(), *gpu, fp8a::CostOptions{o.tokens_per_step});
+    });
+    const Timing roofline_t = time_repeated(o.repeat, [&] {
+      rec_roofline = fp8a::recommend(inputs_for(index, forecasts, false), policy, &*cost);
+    });
+    // One whole selection per --cost, as `run` does it once (index, forecasts, model, recommend).
+    const Timing whole_none_t = time_repeated(o.repeat, [&] {
+      const fp8a::EvaluationIndex ix(rows);
+      const auto fc = fp8a::forecast_delayed_scaling(&log, rows, ix.recipes(), ix.formats());
+      rec_none = fp8a::recommend(inputs_for(ix, fc, true), policy, nullptr);
+    });
+    const Timing whole_roofline_t = time_repeated(o.repeat, [&] {
+      const fp8a::EvaluationIndex ix(rows);
+      const auto fc = fp8a::forecast_delayed_scaling(&log, rows, ix.recipes(), ix.formats());
+      const fp8a::CostModel cm = fp8a::build_cost_model(gemm_layers, ix.recipes(), *gpu,
+                                                           fp8a::CostOptions{o.tokens_per_step});
+      rec_roofline = fp8a::recommend(inputs_for(ix, fc, false), policy, &cm);
+    });
+
+    std::printf("bench_selection: %d layers (%d blocks x qkv/proj/fc1/fc2), %d step(s), tokens %lld, "
+                "hidden %lld, ffn %lld: %zu BF16 tensors, %lld elements (generated in %.2f s, read %.2f s)\n",
+                o.layers, o.layers / 4, o.steps, static_cast<long long>(o.tokens),
+                static_cast<long long>(o.hidden), static_cast<long long>(o.ffn), captures.tensors.size(),
+                static_cast<long long>(elements), generate_s, read_s);
+    std::printf("  recipes %zu (%s), formats e4m3,hybrid, training log: %zu steps traced; threads %s; "
+                "gemm rows %s; tokens per step %s\n",
+                config.recipes.size(), fp8a::default_recipe_list().c_str(),
+                static_cast<std::size_t>(o.step_every) * static_cast<std::size_t>(o.steps) + 1,
+                o.threads > 0 ? std::to_string(o.threads).c_str() : "all",
+                o.gemm_rows > 0 ? std::to_string(o.gemm_rows).c_str() : "all",
+                o.tokens_per_step > 0 ? std::to_string(o.tokens_per_step).c_str() : "captured");
+    std::printf("  evaluation rows %zu, GEMM layers %zu, GEMM rows %zu, forecasts %zu, candidates %zu "
+                "(--cost none on %s: %zu runnable), skipped pairings %zu\n",
+                rows.size(), gemm_layers.size(), gemms.size(), forecasts.size(), candidates_all,
+                gpu->name, candidates_none, skipped.size());
+    for (const auto* r : {&rec_none, &rec_roofline}) {
+      const auto& rec = **r;
+      std::printf("  --cost %-8s chose %s: %.200s\n", rec.cost_source,
+                  rec.chosen ? fp8a::candidate_name(rec.candidates[*rec.chosen].candidate).c_str() : "none",
+                  rec.why.c_str());
+    }
+    std::printf("\n| what | runs | median s | min s | share of the evaluation |\n"
+                "| --- | --- | --- | --- | --- |\n");
+    auto row = [&](const char* what, int runs, Timing t) {
+      std::printf("| %s | %d | %.4g | %.4g | %.2f %% |\n", what, runs, t.median, t.min,
+                  100.0 * t.median / evaluation_s);
+    };
+    row("evaluation: `evaluate_captures` (CPU backend)", 1, {evaluate_s, evaluate_s});
+    row("evaluation: `pair_gemm_operands` + `evaluate_gemm_errors`", 1, {gemm_s, gemm_s});
+    row("**evaluation, total**", 1, {evaluation_s, evaluation_s});
+    row("`EvaluationIndex` construction", o.repeat, index_t);
+    row("`forecast_delayed_scaling`", o.repeat, forecast_t);
+    row("of it, `fit_amax_trends` (Theil-Sen fit per layer and role)", o.repeat, fit_t);
+    row("`recommend`, `--cost none`", o.repeat, none_t);
+    row("`build_cost_model` (roofline)", o.repeat, cost_t);
+    row("`recommend`, `--cost roofline`", o.repeat, roofline_t);
+    row("**selection, total, `--cost none`** (index + forecast + recommend)", o.repeat, whole_none_t);
+    row("**selection, total, `--cost roofline`** (index + forecast + model + recommend)", o.repeat,
+        whole_roofline_t);
+  } catch (const fp8a::Error& e) {
+    std::fprintf(stderr, "bench_selection: %s\n", e.what());
+    return e.exit_code();
+  }
+  return 0;
+}
