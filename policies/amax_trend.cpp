@@ -30,11 +30,15 @@ std::vector<Point> points_of(const std::map<std::int64_t, float>& series) {
   return out;
 }
 
+// The middle value, or the mean of the two middle ones: a selection (nth_element), the same value
+// a sort gives at a fraction of its cost (a Theil-Sen fit of 1024 points has 523,776 slopes).
 double median(std::vector<double> v) {
   FP8A_CHECK(!v.empty(), "median of nothing");
-  std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  const auto mid = v.begin() + static_cast<std::ptrdiff_t>(n / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  if (n % 2 == 1) return *mid;
+  return 0.5 * (*std::max_element(v.begin(), mid) + *mid);
 }
 
 std::string num(double v, const char* format = "%.3g") {
