@@ -244,8 +244,22 @@ std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> jobs,
       d.dys = take_rows(d.full[2], d.idx);
       const MatrixD xd = d.xs.cast<double>(), wd = d.full[1].cast<double>(), dyd = d.dys.cast<double>();
       d.ref = {xd * wd.transpose(), dyd * wd, dyd.transpose() * xd};
-      const MatrixD x2 = xd.cwiseAbs2(), w2 = wd.cwiseAbs2(), dy2 = dyd.cwiseAbs2();
-      d.sq = {x2 * w2.transpose(), dy2 * w2, dy2.transpose() * x2};
+      // In float32 (sums of positive terms, no cancellation; a variance estimate), each operand
+      // divided by its amax first so no square under- or overflows, the scale put back in float64.
+      const auto unit_square = [](const MatrixF& a, double* scale2) -> MatrixF {
+        const float amax = a.size() > 0 ? a.cwiseAbs().maxCoeff() : 0.0f;
+        *scale2 = static_cast<double>(amax) * static_cast<double>(amax);
+        if (!(amax > 0.0f) || !std::isfinite(amax)) {
+          *scale2 = 0.0;
+          return MatrixF::Zero(a.rows(), a.cols());
+        }
+        return (a / amax).cwiseAbs2();
+      };
+      double sx = 0, sw = 0, sdy = 0;
+      const MatrixF x2 = unit_square(d.xs, &sx), w2 = unit_square(d.full[1], &sw),
+                    dy2 = unit_square(d.dys, &sdy);
+      d.sq = {(x2 * w2.transpose()).cast<double>() * (sx * sw), (dy2 * w2).cast<double>() * (sdy * sw),
+              (dy2.transpose() * x2).cast<double>() * (sdy * sx)};
     }
     const std::string split_note =
         job.split == Split::kNone ? std::string()
