@@ -75,23 +75,63 @@ MatrixF take_rows(const MatrixF& x, const std::vector<std::int64_t>& idx) {
   return out;
 }
 
+// The flips independent rounding noise would make in an output (METRICS.md
+// noise_sign_flip_pct): each entry's noise variance c * S, where S is the output of the squared
+// operands (sum over the reduction of a^2 b^2, what per-element rounding of the operands puts
+// into that entry), c scaled so that the variances add up to ||got - ref||^2. S and the reference
+// are the same for every recipe, so a table per (layer, step, GEMM) holds t = ref^2 / S of the
+// entries with ref != 0 < S, sorted: a row's sum covers only the entries its noise can reach.
+struct NoiseTable {
+  std::vector<double> t;   // grouped by binade, ascending binades (finish)
+  std::vector<std::size_t> binade_end;  // t[binade_end[b - 1], binade_end[b]) have ilogb b + kMinBinade
+  double s_sum = 0;        // S over every entry
+  std::int64_t entries = 0;
+  static constexpr int kMinBinade = -1100, kBinades = 2200;  // every finite positive double's ilogb
+  void add(const MatrixD& ref, const MatrixD& s) {
+    entries += ref.size();
+    s_sum += s.sum();
+    for (Eigen::Index i = 0; i < ref.size(); ++i) {
+      const double r = ref.data()[i], v = s.data()[i];
+      if (r != 0.0 && v > 0.0) {
+        const double ti = r * r / v;
+        if (std::isfinite(ti) && ti > 0) t.push_back(ti);
+      }
+    }
+  }
+  // Groups t by binade (a counting sort, two passes: cheaper than sorting, and all flips needs).
+  void finish() {
+    std::vector<std::size_t> count(kBinades + 1, 0);
+    for (double ti : t) ++count[static_cast<std::size_t>(std::ilogb(ti) - kMinBinade + 1)];
+    for (std::size_t b = 1; b < count.size(); ++b) count[b] += count[b - 1];
+    binade_end.assign(count.begin() + 1, count.end());
+    std::vector<double> grouped(t.size());
+    for (double ti : t) grouped[count[static_cast<std::size_t>(std::ilogb(ti) - kMinBinade)]++] = ti;
+    t = std::move(grouped);
+  }
+  // 100 / entries * sum over those entries of P(N(0, c S) < -|ref|) = erfc(sqrt(t / 2c)) / 2.
+  // Entries beyond 8 noise deviations (erfc(8) / 2 = 5.6e-30) add nothing a double holds next
+  // to the rest: the sum stops at the binade past t = 64 * 2c.
+  double flips(double err2) const {
+    if (entries == 0 || !(s_sum > 0) || !std::isfinite(err2) || !(err2 > 0)) return 0.0;
+    const double two_c = 2.0 * err2 / s_sum, cut = 64.0 * two_c;
+    const int last = std::isfinite(cut) ? std::min(std::ilogb(cut) - kMinBinade, kBinades - 1) : kBinades - 1;
+    const std::size_t end = last < 0 ? 0 : binade_end[static_cast<std::size_t>(last)];
+    double p = 0;
+    for (std::size_t i = 0; i < end; ++i)
+      if (t[i] < cut) p += 0.5 * std::erfc(std::sqrt(t[i] / two_c));
+    return 100.0 * p / static_cast<double>(entries);
+  }
+};
+
 // The per-entry damage of an output (METRICS.md, gemms.csv): entries zeroed, signs flipped, and
-// every |got - ref| / |ref| over entries with ref != 0, gathered over the parts of an output; and
-// the flips independent rounding noise would make: each entry's noise variance c * S, where S is
-// the output of the squared operands (sum over the reduction of a^2 b^2, what per-element
-// rounding of the operands puts into that entry), c scaled so that the variances add up to
-// ||got - ref||^2.
+// every |got - ref| / |ref| over entries with ref != 0, gathered over the parts of an output.
 struct EntryDamage {
   std::int64_t entries = 0, zeroed = 0, flipped = 0;
   std::vector<double> rel;
-  std::vector<std::pair<double, double>> mag_s;  // (|ref|, S) of the entries with ref != 0
-  double s_sum = 0;                              // S over every entry
-  void add(const MatrixD& ref, const MatrixD& got, const MatrixD& s) {
+  void add(const MatrixD& ref, const MatrixD& got) {
     const Eigen::Index n = ref.size();
     entries += n;
     rel.reserve(rel.size() + static_cast<std::size_t>(n));
-    mag_s.reserve(mag_s.size() + static_cast<std::size_t>(n));
-    s_sum += s.sum();
     for (Eigen::Index i = 0; i < n; ++i) {
       const double r = ref.data()[i], g = got.data()[i];
       if (r == 0.0) continue;
@@ -99,7 +139,6 @@ struct EntryDamage {
       flipped += g != 0.0 && ((g < 0.0) != (r < 0.0));
       const double e = std::fabs(g - r) / std::fabs(r);
       rel.push_back(std::isnan(e) ? INFINITY : e);  // a NaN (inf - inf in float32) is the worst
-      mag_s.emplace_back(std::fabs(r), s.data()[i]);
     }
   }
   // The median: the middle value, or the mean of the two middle values of an even count; exact
@@ -113,50 +152,41 @@ struct EntryDamage {
     const double lower = *std::max_element(rel.begin(), rel.begin() + static_cast<std::ptrdiff_t>(h));
     return (lower + upper) / 2.0;
   }
-  // 100 / entries * sum over ref != 0 of P(N(0, c S) < -|ref|) = erfc(|ref| / sqrt(2 c S)) / 2.
-  double noise_flips(double err2) const {
-    if (entries == 0 || !(s_sum > 0) || !std::isfinite(err2)) return 0.0;
-    const double c = err2 / s_sum;
-    double p = 0;
-    for (const auto& [mag, s] : mag_s)
-      if (c * s > 0) p += 0.5 * std::erfc(mag / std::sqrt(2.0 * c * s));
-    return 100.0 * p / static_cast<double>(entries);
-  }
-  void finish(GemmRow* row, double err2) {
+  void finish(GemmRow* row) {
     const double e = static_cast<double>(entries);
     row->zeroed_pct = entries > 0 ? 100.0 * static_cast<double>(zeroed) / e : 0.0;
     row->sign_flip_pct = entries > 0 ? 100.0 * static_cast<double>(flipped) / e : 0.0;
     row->median_rel_err = median();
-    row->noise_sign_flip_pct = noise_flips(err2);
   }
 };
 
 // ||got - ref||_F, ||ref||_F, ||got||_F and <got, ref>, summed over the parts of an output (the
-// ranks' slices of a tensor-parallel GEMM), then rel_fro_err and cos; and the per-entry damage.
-// `s` is the part's squared-operand output (EntryDamage).
+// ranks' slices of a tensor-parallel GEMM), then rel_fro_err and cos; the per-entry damage; and
+// the noise's flips from the output's NoiseTable.
 struct ErrorSums {
   double err2 = 0, ref2 = 0, got2 = 0, dot = 0;
   EntryDamage damage;
-  void add(const MatrixD& ref, const MatrixD& got, const MatrixD& s) {
+  void add(const MatrixD& ref, const MatrixD& got) {
     err2 += (got - ref).squaredNorm();
     ref2 += ref.squaredNorm();
     got2 += got.squaredNorm();
     dot += got.cwiseProduct(ref).sum();
-    damage.add(ref, got, s);
+    damage.add(ref, got);
   }
-  void finish(GemmRow* row) {
+  void finish(const NoiseTable& noise, GemmRow* row) {
     const double ref_norm = std::sqrt(ref2), got_norm = std::sqrt(got2), err = std::sqrt(err2);
     row->rel_fro_err = ref_norm > 0 ? err / ref_norm : (err > 0 ? INFINITY : 0.0);
     row->cos = (ref_norm > 0 && got_norm > 0) ? dot / (ref_norm * got_norm)
                                               : (ref_norm == 0 && got_norm == 0 ? 1.0 : 0.0);
-    damage.finish(row, err2);
+    damage.finish(row);
+    row->noise_sign_flip_pct = noise.entries > 0 ? noise.flips(err2) : std::nan("");
   }
 };
 
-void compare(const MatrixD& ref, const MatrixF& got, const MatrixD& s, GemmRow* row) {
+void compare(const MatrixD& ref, const MatrixF& got, const NoiseTable& noise, GemmRow* row) {
   ErrorSums sums;
-  sums.add(ref, got.cast<double>(), s);
-  sums.finish(row);
+  sums.add(ref, got.cast<double>());
+  sums.finish(noise, row);
 }
 
 // The spec of an operand that the engine gets transposed (a columnwise copy, laid out K-major).
@@ -173,8 +203,8 @@ bool sampling_keeps_blocks(const GemmProblem& p) {
 }
 
 // Runs one GEMM on the engine: a row of its own, or a note on the emulated row saying why not.
-void run_on_engine(const GemmEngine& engine, const GemmProblem& p, bool sampled, const MatrixD& s,
-                   std::vector<GemmRow>* rows) {
+void run_on_engine(const GemmEngine& engine, const GemmProblem& p, bool sampled,
+                   const NoiseTable& noise, std::vector<GemmRow>* rows) {
   GemmRow& emulated = rows->back();
   if (sampled && !sampling_keeps_blocks(p)) {
     emulated.note = engine.name() +
@@ -198,7 +228,7 @@ void run_on_engine(const GemmEngine& engine, const GemmProblem& p, bool sampled,
   row.k_padded = r.k_padded;
   row.note = r.note;
   const MatrixD ref = Eigen::Map<const MatrixF>(r.reference.data(), p.m, p.n).cast<double>();
-  compare(ref, Eigen::Map<const MatrixF>(r.out.data(), p.m, p.n), s, &row);
+  compare(ref, Eigen::Map<const MatrixF>(r.out.data(), p.m, p.n), noise, &row);
   rows->push_back(std::move(row));
 }
 
@@ -229,7 +259,7 @@ std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> jobs,
       std::vector<std::int64_t> idx;   // the token rows used
       MatrixF xs, dys;                 // those rows of X and dY
       std::array<MatrixD, 3> ref;      // fprop, dgrad, wgrad in float64
-      std::array<MatrixD, 3> sq;       // the same GEMMs of the squared operands (EntryDamage)
+      std::array<MatrixD, 3> sq;       // wgrad's: the GEMM of the squared operands (NoiseTable)
     };
     std::vector<RankData> data(nr);
     bool sampled = false;
@@ -255,11 +285,28 @@ std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> jobs,
         }
         return (a / amax).cwiseAbs2();
       };
-      double sx = 0, sw = 0, sdy = 0;
-      const MatrixF x2 = unit_square(d.xs, &sx), w2 = unit_square(d.full[1], &sw),
-                    dy2 = unit_square(d.dys, &sdy);
-      d.sq = {(x2 * w2.transpose()).cast<double>() * (sx * sw), (dy2 * w2).cast<double>() * (sdy * sw),
-              (dy2.transpose() * x2).cast<double>() * (sdy * sx)};
+      double sx = 0, sdy = 0;
+      const MatrixF x2 = unit_square(d.xs, &sx), dy2 = unit_square(d.dys, &sdy);
+      d.sq[static_cast<int>(Gemm::kWgrad)] = (dy2.transpose() * x2).cast<double>() * (sdy * sx);
+    }
+    // The noise table of the whole wgrad output (the ranks' slices, or their sum): only wgrad's
+    // flips are judged (Adam's per-parameter update), and the sum costs an erfc for about a
+    // fifth of the entries of every row, so fprop and dgrad rows go without (an empty table).
+    std::array<NoiseTable, 3> noise;
+    for (const GemmOperandUse& u : kGemmOperandUses) {
+      if (u.gemm != Gemm::kWgrad) continue;
+      const int g = static_cast<int>(u.gemm);
+      if (output_is_sum(job.split, u.gemm) && nr > 1) {
+        MatrixD ref_sum = data[0].ref[g], sq_sum = data[0].sq[g];
+        for (std::size_t r = 1; r < nr; ++r) {
+          ref_sum += data[r].ref[g];
+          sq_sum += data[r].sq[g];
+        }
+        noise[g].add(ref_sum, sq_sum);
+      } else {
+        for (std::size_t r = 0; r < nr; ++r) noise[g].add(data[r].ref[g], data[r].sq[g]);
+      }
+      noise[g].finish();
     }
     const std::string split_note =
         job.split == Split::kNone ? std::string()
@@ -277,7 +324,7 @@ std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> jobs,
                              const EvaluationRow& rb, TrainingFormat format, std::vector<GemmRow>* out) {
       const int ia = static_cast<int>(u.a), ib = static_cast<int>(u.b);
       ErrorSums sums;
-      MatrixD ref_sum, got_sum, sq_sum;  // outputs that add up over the ranks
+      MatrixD ref_sum, got_sum;  // outputs that add up over the ranks
       const bool summed = output_is_sum(job.split, u.gemm);
       for (std::size_t r = 0; r < nr; ++r) {
         const RankData& d = data[r];
@@ -291,20 +338,17 @@ std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> jobs,
           case Gemm::kWgrad: got = aq.transpose() * take_rows(bq_full, d.idx); break;
         }
         const MatrixD& ref = d.ref[static_cast<int>(u.gemm)];
-        const MatrixD& sq = d.sq[static_cast<int>(u.gemm)];
         if (!summed) {
-          sums.add(ref, got.cast<double>(), sq);
+          sums.add(ref, got.cast<double>());
         } else if (r == 0) {
           ref_sum = ref;
           got_sum = got.cast<double>();
-          sq_sum = sq;
         } else {
           ref_sum += ref;
           got_sum += got.cast<double>();
-          sq_sum += sq;
         }
       }
-      if (summed) sums.add(ref_sum, got_sum, sq_sum);
+      if (summed) sums.add(ref_sum, got_sum);
       GemmRow row;
       row.step = job.step;
       row.layer = job.layer;
@@ -317,7 +361,7 @@ std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> jobs,
       row.m = dims.m;
       row.n = dims.n;
       row.k = dims.k;
-      sums.finish(&row);
+      sums.finish(noise[static_cast<int>(u.gemm)], &row);
       row.note = split_note;
       if (!split_note.empty() && options.engine != nullptr)
         row.note += "; " + options.engine->name() + " not run: rank shards";
@@ -341,7 +385,7 @@ std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> jobs,
       p.b.rows = p.n;
       p.a.values = std::span<const float>(a->data(), static_cast<std::size_t>(a->size()));
       p.b.values = std::span<const float>(b->data(), static_cast<std::size_t>(b->size()));
-      run_on_engine(*options.engine, p, sampled, d.sq[static_cast<int>(u.gemm)], out);
+      run_on_engine(*options.engine, p, sampled, noise[static_cast<int>(u.gemm)], out);
     };
     for (const Recipe& recipe : index.recipes()) {
       for (const GemmOperandUse& u : kGemmOperandUses) {

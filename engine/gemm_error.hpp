@@ -58,9 +58,10 @@ struct GemmRow {
   double zeroed_pct = 0.0;      // 100 * #(ref != 0, got == 0) / entries
   double sign_flip_pct = 0.0;   // 100 * #(ref, got != 0 of opposite signs) / entries
   double median_rel_err = 0.0;  // median of |got - ref| / |ref| over ref != 0 (0 if none)
-  // The sign flips independent rounding noise of the measured size would make (METRICS.md): 100 *
-  // sum over ref != 0 of erfc(|ref| / sqrt(2 c S)) / 2 / entries, S the output of the squared
-  // operands, c = ||got - ref||^2 / sum S. What sign_flip_pct is judged against.
+  // wgrad rows: the sign flips independent rounding noise of the measured size would make
+  // (METRICS.md): 100 * sum over ref != 0 of erfc(|ref| / sqrt(2 c S)) / 2 / entries, S the
+  // output of the squared operands, c = ||got - ref||^2 / sum S. What sign_flip_pct is judged
+  // against. NaN for fprop and dgrad rows (not computed: gemms.csv leaves the field empty).
   double noise_sign_flip_pct = 0.0;
 };
 

@@ -32,11 +32,6 @@ int kind_rank(RecipeKind kind) {
   return i;
 }
 
-// The format preferred on ties (advice.hpp): hybrid, but e4m3 for MXFP8 (Megatron-Bridge PR #638).
-TrainingFormat preferred_format(RecipeKind kind) {
-  return kind == RecipeKind::kMx ? TrainingFormat::kE4M3 : TrainingFormat::kHybrid;
-}
-
 // Total risks this close count as a tie, so the preference order decides: a risk is a weighted
 // sum of threshold loads over the GEMMs kept in FP8, and a few percent between two recipes that
 // keep the same GEMMs is noise (sensitive-ends: 3.588 delayed/e4m3 against 3.616 current/hybrid).
@@ -372,6 +367,10 @@ std::string candidate_name(const RunCandidate& c) {
   return c.recipe.spec() + "/" + training_format_name(c.format);
 }
 
+TrainingFormat preferred_format(RecipeKind kind) {
+  return kind == RecipeKind::kMx ? TrainingFormat::kE4M3 : TrainingFormat::kHybrid;
+}
+
 bool per_module_recipe(const Recipe& r) {
   switch (r.kind) {
     case RecipeKind::kPerTensorCurrent: return !r.pow2_scales && r.amax_epsilon == 0.0f;
@@ -510,6 +509,27 @@ Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const
       ca.plan.push_back(p);
     }
     tally_fp8(&ca);
+    double worst_margin = 0;
+    for (const LayerJudgement& lj : ca.layers)
+      for (const GemmJudgement& j : lj.gemms) {
+        if (!j.judged || j.fp8_safe) continue;
+        const Verdict& v = !j.worst.passed ? j.worst : *j.forecast;
+        if (!ca.worst_failure.empty() && v.margin >= worst_margin) continue;
+        worst_margin = v.margin;
+        ca.worst_failure = lj.layer + " " + gemm_name(j.gemm) + ": " + v.reason;
+      }
+    std::map<std::int64_t, std::pair<int, const Verdict*>> by_step;  // step -> (GEMMs, worst)
+    std::map<const Verdict*, std::string> where;
+    for (const LayerJudgement& lj : ca.layers)
+      for (const GemmJudgement& j : lj.gemms)
+        for (const StepVerdict& f : j.failures) {
+          auto& [n, w] = by_step[f.step];
+          ++n;
+          if (w == nullptr || f.verdict.margin < w->margin) w = &f.verdict;
+          where[&f.verdict] = lj.layer + " " + gemm_name(j.gemm);
+        }
+    for (const auto& [step, nw] : by_step)
+      ca.failures_by_step.push_back({step, nw.first, where[nw.second] + ": " + nw.second->reason});
     if (cost != nullptr) {
       const int r = cost_recipe_index(*cost, cand.recipe);
       if (r < 0) {

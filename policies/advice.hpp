@@ -53,6 +53,9 @@ struct RunCandidate {
 // "current/hybrid", as the verdicts' reasons name a recipe in a format.
 std::string candidate_name(const RunCandidate& c);
 
+// The format preferred on ties: hybrid, but e4m3 for MXFP8 (see the file comment).
+TrainingFormat preferred_format(RecipeKind kind);
+
 // The tie-break order of the recipe kinds, first preferred (see the file comment).
 inline constexpr RecipeKind kCandidatePreference[] = {RecipeKind::kPerTensorCurrent, RecipeKind::kBlock,
                                                       RecipeKind::kMx, RecipeKind::kPerTensorDelayed};
@@ -126,6 +129,18 @@ struct CandidateAdvice {
   double total_risk = 0;               // sum of the worst risk of the GEMMs kept FP8
   int gemms_to_bf16 = 0;               // judged (layer, GEMM)s the numbers send to BF16
   int gemms_not_paying = 0;            // and those the cost model sends (FP8 would not pay)
+  // The reason of its failing GEMM with the lowest margin (the worst step's verdict, else the
+  // failed forecast), "layers.3.mlp.linear_fc2 fprop: step 2 activation saturated ..."; empty
+  // when every judged GEMM passes.
+  std::string worst_failure;
+  // Per captured step with failing GEMMs, in step order: how many fail there, and the reason of
+  // the one with the lowest margin ("layers.3.mlp.linear_fc2 fprop: step 2 activation ...").
+  struct StepFailures {
+    std::int64_t step = 0;
+    int gemms = 0;
+    std::string worst;
+  };
+  std::vector<StepFailures> failures_by_step;
   // With a cost model: whether it may be chosen, why not, and its predicted GEMM speedup.
   bool runnable = true;
   std::string excluded;                // empty when runnable

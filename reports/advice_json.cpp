@@ -40,6 +40,11 @@ ordered_json candidates_json(const Recommendation& rec) {
     e["gemms_to_bf16"] = c.gemms_to_bf16;
     e["gemms_not_paying"] = c.gemms_not_paying;
     e["total_risk"] = json_number(c.total_risk);
+    e["worst_failure"] = c.worst_failure.empty() ? ordered_json(nullptr) : ordered_json(c.worst_failure);
+    ordered_json steps = ordered_json::array();
+    for (const auto& f : c.failures_by_step)
+      steps.push_back({{"step", f.step}, {"gemms", f.gemms}, {"worst", f.worst}});
+    e["failures_by_step"] = std::move(steps);
     out.push_back(std::move(e));
   }
   return out;

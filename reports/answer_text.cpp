@@ -97,6 +97,47 @@ std::string render_answer(const AnswerContext& a) {
         s += "    " + std::get<2>(watch[i]) + "\n";
     }
   }
+  // Why not the other recipe kinds: for each kind but the chosen one, its runnable candidate that
+  // keeps the most GEMM FLOPs FP8 (the preferred format on ties), when it fails somewhere: how many
+  // GEMMs, at which steps, and the worst failure where most fail (recipe.json's candidates have
+  // every candidate and all of it).
+  if (rec.chosen) {
+    std::vector<std::string> others;
+    const RecipeKind chosen_kind = rec.candidates[*rec.chosen].candidate.recipe.kind;
+    for (RecipeKind kind : kCandidatePreference) {
+      if (kind == chosen_kind) continue;
+      const CandidateAdvice* best = nullptr;
+      const auto flops = [](const CandidateAdvice& c) { return std::max(c.numerics_fp8_flops, c.fp8_flops); };
+      for (const CandidateAdvice& o : rec.candidates) {
+        if (!o.runnable || o.candidate.recipe.kind != kind) continue;
+        if (best == nullptr || flops(o) > flops(*best) ||
+            (flops(o) == flops(*best) && o.candidate.format == preferred_format(kind) &&
+             best->candidate.format != preferred_format(kind)))
+          best = &o;
+      }
+      if (best == nullptr || best->worst_failure.empty()) continue;
+      std::string line = format_text("%s: %d GEMM%s fail", candidate_name(best->candidate).c_str(),
+                                     best->gemms_to_bf16, best->gemms_to_bf16 == 1 ? "" : "s");
+      // The steps they fail at, and the worst failure of the step where most fail (the first
+      // check of its reason).
+      const CandidateAdvice::StepFailures* most = nullptr;
+      std::string steps;
+      for (const auto& f : best->failures_by_step) {
+        steps += format_text("%s%lld (%d)", steps.empty() ? "" : ", ", static_cast<long long>(f.step), f.gemms);
+        if (most == nullptr || f.gemms > most->gemms) most = &f;
+      }
+      if (most != nullptr) {
+        const std::string& w = most->worst;
+        line += " at steps " + steps + "; at step " + std::to_string(most->step) + ": " +
+                w.substr(0, w.find("; step "));
+      } else {
+        line += ": " + best->worst_failure;  // the forecast alone
+      }
+      others.push_back(line);
+    }
+    if (!others.empty()) s += "  not the other recipes:\n";
+    for (const std::string& o : others) s += "    " + o + "\n";
+  }
   if (rec.module_plan) {
     const ModulePlan& mp = *rec.module_plan;
     s += "  mixing recipes per module (te_precision_config.yaml): " + mp.why + "\n";

@@ -1,5 +1,6 @@
 #include "reports/gemms_csv.hpp"
 
+#include <cmath>
 #include <sstream>
 
 #include "reports/csv.hpp"
@@ -24,7 +25,8 @@ Artifact render_gemms_csv(std::span<const GemmRow> rows) {
         << ',' << dim_field(r.n_padded) << ',' << dim_field(r.k_padded) << ','
         << csv_field(r.note) << ',' << format_number(r.zeroed_pct) << ','
         << format_number(r.sign_flip_pct) << ',' << format_number(r.median_rel_err) << ','
-        << format_number(r.noise_sign_flip_pct) << '\n';
+        << (std::isnan(r.noise_sign_flip_pct) ? std::string() : format_number(r.noise_sign_flip_pct))
+        << '\n';
   return {"gemms.csv", out.str(), std::to_string(rows.size()) + " rows"};
 }
 

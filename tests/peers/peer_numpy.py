@@ -65,10 +65,11 @@ rowwise, W columnwise), wgrad dY^T X (dY columnwise, X columnwise); operands qua
   zeroed_pct     = 100 * #(Y != 0 and Yq == 0) / E
   sign_flip_pct  = 100 * #(Y != 0, Yq != 0, sign(Yq) != sign(Y)) / E
   median_rel_err = np.median(|Yq - Y| / |Y| over Y != 0)   (0 if no Y is nonzero)
-  noise_sign_flip_pct = 100 * sum over Y != 0 of erfc(|Y| / sqrt(2 c S)) / 2 / E, where S is the
-                   same GEMM of the squared operands (float64; what per-element rounding of the
-                   operands puts into each entry) and c = ||Yq - Y||_F^2 / sum S: the signs
-                   independent rounding noise of the measured size would flip (0 if sum S = 0)
+  noise_sign_flip_pct (wgrad only; empty for fprop, dgrad) = 100 * sum over Y != 0 of
+                   erfc(|Y| / sqrt(2 c S)) / 2 / E, where S is the same GEMM of the squared
+                   operands (float64; what per-element rounding of the operands puts into each
+                   entry) and c = ||Yq - Y||_F^2 / sum S: the signs independent rounding noise of
+                   the measured size would flip (0 if sum S = 0)
   m, n = output dims, k = reduction dim. float32 accumulation order is BLAS-dependent: compare
   with a tolerance.
 """
@@ -600,7 +601,7 @@ _ERFC = np.frompyfunc(math.erfc, 1, 1)
 
 def entry_damage(ref, got, sq):
     """zeroed_pct, sign_flip_pct, median_rel_err, noise_sign_flip_pct of the float32 output got
-    against ref; sq: the float64 GEMM of the squared operands."""
+    against ref; sq: the float64 GEMM of the squared operands (None: no noise_sign_flip_pct)."""
     g = got.astype(np.float64).ravel()
     r = ref.ravel()
     e = r.size
@@ -609,6 +610,8 @@ def entry_damage(ref, got, sq):
     flipped = int(np.count_nonzero(nz & (g != 0) & (np.signbit(g) != np.signbit(r))))
     rel = np.abs(g[nz] - r[nz]) / np.abs(r[nz])
     median = float(np.median(rel)) if rel.size else 0.0
+    if sq is None:
+        return (100 * zeroed / e if e else 0.0, 100 * flipped / e if e else 0.0, median, None)
     s = sq.ravel()
     noise = 0.0
     if e and s.sum() > 0:
@@ -657,11 +660,12 @@ def gemm_rows(step, layer, ops, recipes, training_format, scales):
         }
         for g in ("fprop", "dgrad", "wgrad"):
             rel, cos = rel_fro_and_cos(refs[g], got[g])
-            zeroed, flipped, median, noise = entry_damage(refs[g], got[g], squares[g])
+            zeroed, flipped, median, noise = entry_damage(refs[g], got[g],
+                                                          squares[g] if g == "wgrad" else None)
             mm, nn, kk = dims[g]
             rows.append([str(step), layer, g, rc.spec, training_format, fmt_num(rel), fmt_num(cos),
                          str(mm), str(nn), str(kk), fmt_num(zeroed), fmt_num(flipped),
-                         fmt_num(median), fmt_num(noise)])
+                         fmt_num(median), "" if noise is None else fmt_num(noise)])
     return rows
 
 
