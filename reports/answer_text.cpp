@@ -116,8 +116,8 @@ std::string render_answer(const AnswerContext& a) {
           best = &o;
       }
       if (best == nullptr || best->worst_failure.empty()) continue;
-      std::string line = format_text("%s: %d GEMM%s fail", candidate_name(best->candidate).c_str(),
-                                     best->gemms_to_bf16, best->gemms_to_bf16 == 1 ? "" : "s");
+      std::string line = format_text("%s: %d GEMM%s", candidate_name(best->candidate).c_str(),
+                                     best->gemms_to_bf16, best->gemms_to_bf16 == 1 ? " fails" : "s fail");
       // The steps they fail at, and the worst failure of the step where most fail (the first
       // check of its reason).
       const CandidateAdvice::StepFailures* most = nullptr;

@@ -570,6 +570,12 @@ TEST_CASE("the answer: numerics alone on the sample and the real runs, the decis
   REQUIRE(sd.at("chosen").is_object());
   CHECK(sd.at("chosen").at("recipe").get<std::string>().rfind("delayed", 0) != 0);
   CHECK(s.out.find("answer: DelayedScaling") == std::string::npos);
+  // Why not delayed scaling, in the answer: every GEMM fails at the spike, with its numbers.
+  CHECK(s.out.find("  not the other recipes:\n") != std::string::npos);
+  CHECK(s.out.find("    delayed:history=1024:algo=max:margin=0/hybrid: 6 GEMMs fail at steps 1 (5), 2 (6), "
+                   "3 (5), 299 (1); at step 2: layers.3.mlp.linear_fc2 fprop: step 2 activation rel_mse "
+                   "0.402 = 570x the E4M3 rounding floor") != std::string::npos);
+  CHECK(s.out.find("SQNR 3.96 dB) under delayed:history=1024:algo=max:margin=0/hybrid\n") != std::string::npos);
   CHECK(s.out.find("  watch next run:\n") != std::string::npos);
 
   // lm-sane: every GEMM stays FP8.
