@@ -240,6 +240,14 @@ TEST_CASE("synth presets: fp8_safe and the layer decisions match the ground trut
                             << std::string(precision_name(d->precision)) << " under "
                             << candidate_name(chosen.candidate) << ":"
                             << explain(*judgement(chosen, layer.name)));
+      // Where modules cannot split their GEMMs (Megatron's precision config), the per-module plan
+      // is the ground truth's decision exactly: bf16 layers whole in BF16, fp8 layers on a recipe.
+      REQUIRE(rec.module_plan.has_value());
+      for (const ModuleChoice& m : rec.module_plan->modules)
+        if (m.layer == layer.name && m.candidate.has_value() != want_fp8)
+          disagreements.push_back(std::string(preset.name) + " " + layer.name +
+                                  ": per-module plan " + (m.candidate ? "fp8" : "bf16") +
+                                  ", truth " + truth.decision + ": " + m.reason);
     }
     for (const auto& s : disagreements) MESSAGE(s);
     CHECK(disagreements.empty());
