@@ -1,5 +1,6 @@
 // fp8-advisor run: read captures, evaluate every recipe on every tensor, write the reports.
 #include <tbb/global_control.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -9,6 +10,7 @@
 
 #include "cli/backend_registry.hpp"
 #include "cli/options.hpp"
+#include "cli/progress.hpp"
 #include "cli/version.hpp"
 #include "core/error.hpp"
 #include "core/suggest.hpp"
@@ -63,6 +65,7 @@ int command_run(const Invocation& inv) {
   int threads = 0;
   double tokens_per_step = 0;
   std::int64_t gemm_rows = 0;
+  double progress_every = 10.0;
   const std::string recipes_doc = recipe_help();
   po::options_description desc("Options");
   desc.add_options()
@@ -106,7 +109,11 @@ int command_run(const Invocation& inv) {
       ("tokens-per-step", po::value(&tokens_per_step)->default_value(0),
        "tokens each layer processes per step (all ranks) when the captures hold a sample of "
        "them; 0 = the captured tokens")
-      ("quiet", "print only the answer on stdout (errors and warnings still go to stderr)")
+      ("quiet", "print only the answer on stdout (errors and warnings still go to stderr; no "
+                "progress)")
+      ("progress-every", po::value(&progress_every)->default_value(10.0),
+       "progress on stderr: redrawn in place on a terminal; otherwise a line every this many "
+       "seconds (0 = after every tensor and GEMM layer)")
       ("fail-on-nonfinite", "exit 3 when a tensor holds NaN or Inf (default: warn and leave "
                             "those elements out of the sums)");
   po::variables_map vm;
@@ -115,6 +122,7 @@ int command_run(const Invocation& inv) {
     return kExitOk;
   if (threads < 0) throw usage_error("fp8a.usage.205", "--threads must be >= 0");
   if (gemm_rows < 0) throw usage_error("fp8a.usage.205", "--gemm-rows must be >= 0");
+  if (!(progress_every >= 0)) throw usage_error("fp8a.usage.205", "--progress-every must be >= 0");
   const Policy policy = load_policy(policy_text, DiskFileSystem());
   std::string gpu_why;
   const GpuTarget* gpu = find_gpu_target(gpu_text, &gpu_why);
@@ -125,6 +133,8 @@ int command_run(const Invocation& inv) {
   if (!(tokens_per_step >= 0))
     throw usage_error("fp8a.usage.215", "--tokens-per-step must be >= 0");
   const bool quiet = vm.count("quiet") != 0;
+  std::optional<TerminalProgress> progress;
+  if (!quiet) progress.emplace(stderr, ::isatty(STDERR_FILENO) != 0, progress_every);
 
   RunInfo info;
   info.version = FP8A_VERSION;
@@ -176,6 +186,7 @@ int command_run(const Invocation& inv) {
   info.read_seconds = seconds_since(t0);
 
   t0 = std::chrono::steady_clock::now();
+  info.config.progress = progress ? &*progress : nullptr;
   const auto rows = evaluate_captures(captures, info.config, *backend);
   info.evaluate_seconds = seconds_since(t0);
 
@@ -194,7 +205,8 @@ int command_run(const Invocation& inv) {
     gemm_layers = pair_gemm_operands(captures, &skipped);
     // With the CUDA backend every GEMM also runs in cuBLASLt (engine=cublaslt rows).
     const auto gemm_engine = make_gemm_engine(*backend);
-    gemms = evaluate_gemm_errors(gemm_layers, rows, GemmOptions{gemm_rows, gemm_engine.get()});
+    gemms = evaluate_gemm_errors(gemm_layers, rows,
+                                 GemmOptions{gemm_rows, gemm_engine.get(), info.config.progress});
     info.gemm_seconds = seconds_since(t0);
     for (const auto& s : skipped) info.warnings.push_back("gemms: " + s);
   }

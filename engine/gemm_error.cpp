@@ -249,6 +249,19 @@ std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> jobs,
   const std::vector<TrainingFormat>& formats = index.formats();
   // Per job, per format: its rows.
   std::vector<std::vector<std::vector<GemmRow>>> results(jobs.size());
+  // A job's input bytes: its X, W and dY over the ranks (what progress counts).
+  const auto job_bytes = [](const GemmLayer& job) {
+    std::uint64_t b = 0;
+    for (const auto& rank : job.ranks)
+      for (const CapturedTensor* t : rank)
+        b += static_cast<std::uint64_t>(t->view.numel()) * dtype_size(t->view.dtype);
+    return b;
+  };
+  if (options.progress != nullptr) {
+    std::uint64_t total = 0;
+    for (const GemmLayer& job : jobs) total += job_bytes(job);
+    options.progress->begin_stage("GEMM layers", jobs.size(), total);
+  }
   tbb::parallel_for(std::size_t{0}, jobs.size(), [&](std::size_t j) {
     const GemmLayer& job = jobs[j];
     results[j].resize(formats.size());
@@ -419,7 +432,9 @@ std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> jobs,
         }
       }
     }
+    if (options.progress != nullptr) options.progress->unit_done(job.layer, job_bytes(job));
   });
+  if (options.progress != nullptr) options.progress->end_stage();
   std::vector<GemmRow> out;
   for (std::size_t f = 0; f < formats.size(); ++f)
     for (auto& r : results)

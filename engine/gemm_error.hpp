@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "datasets/capture.hpp"
+#include "core/progress.hpp"
 #include "engine/gemm_engine.hpp"
 #include "engine/gemm_pairing.hpp"
 #include "engine/run.hpp"
@@ -68,6 +69,7 @@ struct GemmRow {
 struct GemmOptions {
   std::int64_t sample_rows = 0;  // 0: all token rows; else this many, evenly spaced
   const GemmEngine* engine = nullptr;  // also run every GEMM on this engine (not owned)
+  ProgressSink* progress = nullptr;    // told of each (step, layer) done, stage "GEMM layers"
 };
 
 // Rows ordered by format (the table's, EvaluationIndex::formats), then layer job, recipe and GEMM:

@@ -188,10 +188,29 @@ std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const R
       rows[slots[c]].metrics = total.results[c].metrics;
     }
   };
+  const auto group_bytes = [&](std::size_t g) {
+    std::uint64_t b = 0;
+    for (std::size_t i = groups[g].first; i < groups[g].second; ++i) {
+      const TensorView& v = captures.tensors[i].view;
+      b += static_cast<std::uint64_t>(v.numel()) * dtype_size(v.dtype);
+    }
+    return b;
+  };
+  if (config.progress != nullptr) {
+    std::uint64_t total = 0;
+    for (std::size_t g = 0; g < groups.size(); ++g) total += group_bytes(g);
+    config.progress->begin_stage("tensors", groups.size(), total);
+  }
+  const auto evaluate_and_report = [&](std::size_t g) {
+    evaluate_group(g);
+    if (config.progress != nullptr)
+      config.progress->unit_done(captures.tensors[groups[g].first].key.layer, group_bytes(g));
+  };
   for (const auto& [begin, end] : waves) {
-    tbb::parallel_for(begin, end, evaluate_group);
+    tbb::parallel_for(begin, end, evaluate_and_report);
     add_captured_amaxes(captures, stats, config.training_log, groups[begin].first, groups[end - 1].second, &history);
   }
+  if (config.progress != nullptr) config.progress->end_stage();
   std::vector<EvaluationRow> out;
   for (std::size_t f = 0; f < formats.size(); ++f)
     for (const GroupRows& group : per_group)

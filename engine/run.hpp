@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/progress.hpp"
 #include "datasets/training_log.hpp"
 #include "datasets/capture.hpp"
 #include "engine/backend.hpp"
@@ -28,6 +29,9 @@ struct RunConfig {
   // distinct type (E4M3 for e4m3, E5M2 for hybrid).
   std::vector<TrainingFormat> formats = kAllTrainingFormats;
   const TrainingLog* training_log = nullptr;  // amaxes of every step: exact delayed replay
+  // Told of each tensor evaluated (stage "tensors", a sharded tensor's ranks as one unit); null:
+  // nothing reported. Not owned.
+  ProgressSink* progress = nullptr;
 };
 
 // One row of the evaluation table: one tensor under one recipe in one format, in one orientation.

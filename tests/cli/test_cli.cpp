@@ -660,6 +660,46 @@ TEST_CASE("edge cases of the advice: one captured step, a policy that rejects ev
   for (const auto& m : rj.at("module_plan").at("modules")) CHECK(m.at("precision") == "bf16");
 }
 
+TEST_CASE("progress on stderr: plain lines in a log, one redrawn line on a terminal, none with --quiet") {
+  // Not a terminal (the test's pipe), a line after every unit: both stages, each to its end.
+  TempDir a;
+  const auto r = run("run --capture " + sample() + " --out " + shell_quote(a.path.string()) +
+                     " --cost none --progress-every 0");
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  CHECK(r.err.find("progress: tensors 1/24 (") != std::string::npos);
+  CHECK(r.err.find("progress: tensors 24/24 (100 %), ") != std::string::npos);
+  CHECK(r.err.find("progress: GEMM layers 8/8 (100 %), ") != std::string::npos);
+  CHECK(r.err.find(" done in ") != std::string::npos);
+  CHECK(r.err.find('\r') == std::string::npos);
+  // The sample's run is far shorter than the default 10 s: no line at all.
+  TempDir b;
+  const auto d = run("run --capture " + sample() + " --out " + shell_quote(b.path.string()) + " --cost none");
+  CHECK(d.err.find("progress:") == std::string::npos);
+  // --quiet: nothing, whatever the interval.
+  TempDir c;
+  const auto q = run("run --capture " + sample() + " --out " + shell_quote(c.path.string()) +
+                     " --cost none --quiet --progress-every 0");
+  CHECK(q.err.find("progress") == std::string::npos);
+  CHECK(run("run --capture x --out y --progress-every -1").err ==
+        "fp8-advisor: error: [fp8a.usage.205] --progress-every must be >= 0\n");
+  // A terminal (util-linux script gives the run a pseudo-terminal): the line is redrawn in place.
+  if (::access("/usr/bin/script", X_OK) != 0) {
+    MESSAGE("no /usr/bin/script: the terminal case is not tested");
+    return;
+  }
+  TempDir t;
+  const std::string inner = shell_quote(kBinary) + " run --capture " + sample() + " --out " +
+                            shell_quote((t.path / "o").string()) + " --cost none >/dev/null";
+  const std::string cmd = "/usr/bin/script -qec " + shell_quote(inner) + " /dev/null > " +
+                          shell_quote((t.path / "tty.txt").string()) + " 2>&1";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  const std::string tty = slurp(t.path / "tty.txt");
+  CHECK(tty.find("\r\x1b[Ktensors ") != std::string::npos);
+  CHECK(tty.find("\r\x1b[KGEMM layers 8/8 (100 %), ") != std::string::npos);
+  CHECK(tty.find("progress:") == std::string::npos);
+}
+
 TEST_CASE("--quiet prints only the answer; --gpu, --cost, --tokens-per-step errors; --no-gemms skips") {
   TempDir a, b;
   const auto loud = run("run --capture " + sample() + " --out " + shell_quote(a.path.string()) + " --cost none");

@@ -16,6 +16,7 @@
 #include "reports/console_table.hpp"
 #include "reports/gemms_csv.hpp"
 #include "reports/metrics_csv.hpp"
+#include "reports/progress_line.hpp"
 #include "reports/number_format.hpp"
 #include "reports/summary_json.hpp"
 #include "support/rows.hpp"
@@ -220,4 +221,36 @@ TEST_CASE("atomic writes replace whole files and leave nothing behind on failure
                        ("[fp8a.io.104] " + bad + ": cannot write: No such file or directory").c_str(),
                        fp8a::Error);
   fs::remove_all(dir);
+}
+
+TEST_CASE("progress: the line, its share by bytes, the rate, the ETA and the clock") {
+  fp8a::ProgressState s;
+  s.stage = "tensors";
+  s.total = 864;
+  s.bytes_total = 1000000000;
+  CHECK(fp8a::progress_line(s) == "tensors 0/864 (0 %)");
+  s.done = 123;
+  s.bytes_done = 250000000;  // a quarter of the bytes, 14 % of the units: the share goes by bytes
+  s.elapsed_s = 10.0;
+  s.current = "layers.3.mlp.linear_fc2";
+  // 25 MB/s; 30 s left (10 s per quarter).
+  CHECK(fp8a::progress_line(s) == "tensors 123/864 (25 %), 25 MB/s, ETA 0:30, layers.3.mlp.linear_fc2");
+  s.done = 864;
+  s.bytes_done = s.bytes_total;
+  s.elapsed_s = 2.0;
+  s.current.clear();
+  CHECK(fp8a::progress_line(s) == "tensors 864/864 (100 %), 500 MB/s, done in 2.0 s");
+  s.elapsed_s = 0.5;
+  CHECK(fp8a::progress_line(s) == "tensors 864/864 (100 %), 2.00 GB/s, done in 0.5 s");
+  // Without bytes the share and the ETA go by units.
+  fp8a::ProgressState u;
+  u.stage = "GEMM layers";
+  u.total = 8;
+  u.done = 2;
+  u.elapsed_s = 1.0;
+  CHECK(fp8a::progress_line(u) == "GEMM layers 2/8 (25 %), ETA 0:03");
+  CHECK(fp8a::clock_text(0.2) == "0:01");  // rounded up
+  CHECK(fp8a::clock_text(725) == "12:05");
+  CHECK(fp8a::clock_text(3723) == "1:02:03");
+  CHECK(fp8a::clock_text(-4) == "0:00");
 }
