@@ -270,10 +270,13 @@ double worst_value(const Page& p, const std::string& layer, Role role, Orientati
 void render_heatmaps(Markup& m, const Page& p, std::vector<std::string>* thinned) {
   m.open("section", {{"id", "heatmaps"}});
   m.element("h2", {}, "Heatmaps: layer x candidate");
-  paragraph(m, "Each cell is the worst value over the captured steps of one operand copy of the layer under one "
-               "candidate (recipe/format). Dark is worse in every map: low SQNR, high underflow, high saturation. "
-               "Hatched cells were not evaluated (the recipe does not fit the shape, or no such copy). The chosen "
-               "candidate's cell is outlined in layers the plan keeps (partly) in FP8. Layer names link to their card.",
+  paragraph(m,
+            "Each cell is the worst value over the captured steps of one operand copy of the layer under "
+            "one candidate (recipe/format). Dark is worse in every map: low SQNR, high underflow, high "
+            "saturation. Percentages are on a log scale from 0.0001 %, zeros drawn as the lowest. Hatched "
+            "cells were not evaluated (the recipe does not fit the shape, or no such copy). The chosen "
+            "candidate's cell is outlined in layers the plan keeps (partly) in FP8. Layer names link to "
+            "their card.",
             "note");
   std::vector<std::string> rows = p.layers;
   if (rows.size() > kReportMaxHeatmapRows) {
@@ -304,8 +307,8 @@ void render_heatmaps(Markup& m, const Page& p, std::vector<std::string>* thinned
     const char* unit;
   };
   constexpr MetricInfo kMetrics[] = {{HeatMetric::kSqnr, "sqnr", "SQNR", "SQNR (dB)"},
-                                     {HeatMetric::kUnderflow, "underflow", "underflow", "underflow (% of elements)"},
-                                     {HeatMetric::kSaturated, "saturated", "saturated", "saturated (% of elements)"}};
+                                     {HeatMetric::kUnderflow, "underflow", "underflow", "underflow (%)"},
+                                     {HeatMetric::kSaturated, "saturated", "saturated", "saturated (%)"}};
   for (Role role : {Role::kActivation, Role::kWeight, Role::kGradient}) {
     for (Orientation o : {Orientation::kRowwise, Orientation::kColumnwise}) {
       // A columnwise map only where some recipe evaluates a separate columnwise copy of the role.
@@ -343,7 +346,7 @@ void render_heatmaps(Markup& m, const Page& p, std::vector<std::string>* thinned
           auto [lo, hi] = svg::value_range(h.values, svg::ScaleKind::kLog10, {1e-4, 1});
           h.colour_lo = std::max(1e-4, lo);
           h.colour_hi = std::max(hi, h.colour_lo * 10);
-          h.value_title = std::string(mi.unit) + ", log; 0 at the end";
+          h.value_title = std::string(mi.unit) + ", log";
         }
         m.append(svg::heatmap(h));
       }

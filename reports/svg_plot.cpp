@@ -295,7 +295,9 @@ double colour_position(const HeatmapSpec& s, double v) {
 Markup heatmap(const HeatmapSpec& s) {
   const std::size_t rows = s.row_labels.size(), cols = s.col_labels.size();
   FP8A_CHECK(s.values.size() == rows * cols, "heatmap: values must be rows x cols");
-  constexpr double kCellW = 58, kCellH = 15, kLegendW = 150;
+  constexpr double kCellW = 58, kCellH = 15;
+  const double legend_w = std::max({150.0, text_width(s.value_title) + 10, text_width(s.missing_label) + 30,
+                                    text_width(s.marked_label) + 30});
   double label_w = 40;
   for (const auto& l : s.row_labels) label_w = std::max(label_w, text_width(l));
   double col_label_h = 30;  // column labels rotated 35 degrees above the cells
@@ -304,7 +306,7 @@ Markup heatmap(const HeatmapSpec& s) {
   const double top = kTitleHeight + 22 + col_label_h;
   const double grid_w = kCellW * static_cast<double>(cols);
   const double grid_h = kCellH * static_cast<double>(rows);
-  const double width = left + grid_w + 24 + kLegendW;
+  const double width = left + grid_w + 24 + legend_w;
   const double height = std::max(top + grid_h + 16, top + 230.0);
 
   Markup m;

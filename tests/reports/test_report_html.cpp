@@ -194,3 +194,34 @@ TEST_CASE("report.html: without advice, and with a training log's amax trace") {
   // Nothing is marked without a chosen candidate (only the legend keys).
   CHECK(count_of(s, "stroke=\"#000\" stroke-width=\"1.5\"") == 6 * 3);
 }
+
+TEST_CASE("report.html: a 100-layer model, 16 candidates, 2 steps stays a few MB") {
+  // The page's bound (issue 15: "a few MB at most for a 100-layer model").
+  constexpr std::size_t kMaxBytes = 5'000'000;
+  std::vector<EvaluationRow> rows;
+  const std::vector<Recipe> recipes = parse_recipe_list(default_recipe_list());
+  for (std::int64_t step : {1, 2})
+    for (int l = 0; l < 100; ++l)
+      for (Role role : {Role::kActivation, Role::kWeight, Role::kGradient})
+        for (TrainingFormat f : kAllTrainingFormats)
+          for (const Recipe& recipe : recipes)
+            for (Orientation o : {Orientation::kRowwise, Orientation::kColumnwise}) {
+              if (o == Orientation::kColumnwise && recipe.kind != RecipeKind::kBlock && recipe.kind != RecipeKind::kMx)
+                continue;
+              EvaluationRow r = testing::make_row(step, "layers." + std::to_string(l) + ".mlp.linear_fc1", role,
+                                                  recipe.spec(), 20 + l % 13, 0.99, 0.25 * (l % 7), 0);
+              r.format = f;
+              r.fp8 = fp8_format_for(f, role);
+              r.orientation = o;
+              rows.push_back(r);
+            }
+  const RunInfo info = fixed_info();
+  const auto layers = summarize_layers(rows);
+  const Artifact a = render_report_html({&info, rows, {}, layers, nullptr, nullptr});
+  MESSAGE("100-layer page: ", a.contents.size(), " bytes");
+  CHECK(a.contents.size() < kMaxBytes);
+  CHECK(markup_error(a.contents) == "");
+  // What did not fit is said on the page.
+  if (a.contents.find("<div class=\"card\" id=\"layer-99-") == std::string::npos)
+    CHECK(a.contents.find("layer cards: the first ") != std::string::npos);
+}
