@@ -38,6 +38,7 @@
 #include "reports/nvdlfw_csv.hpp"
 #include "reports/nvdlfw_inspect_yaml.hpp"
 #include "reports/recipe_json.hpp"
+#include "reports/report_html.hpp"
 #include "reports/summary_json.hpp"
 #include "reports/te_precision_config.hpp"
 #include "reports/torchao_json.hpp"
@@ -272,7 +273,9 @@ int command_run(const Invocation& inv) {
   const auto layers = summarize_layers(rows);
   for (const auto& a : artifacts) info.outputs.push_back(a.name);
   info.outputs.push_back("summary.json");
+  info.outputs.push_back("report.html");
   artifacts.push_back(render_summary_json(info, rows, layers, &answer));
+  artifacts.push_back(render_report_html({&info, rows, gemms, layers, answer.recommendation, &answer}));
 
   ensure_output_directory(out_dir);
   std::string wrote;

@@ -1,0 +1,577 @@
+#include "reports/report_html.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "core/error.hpp"
+#include "core/layer_name.hpp"
+#include "core/text.hpp"
+#include "reports/svg_plot.hpp"
+#include "reports/te_recipe.hpp"
+
+namespace fp8a {
+
+namespace {
+
+using svg::Markup;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Printable, plain: no external font, colours that survive greyscale printing.
+constexpr const char* kCss = R"(
+body { font-family: sans-serif; font-size: 14px; line-height: 1.4; margin: 1.5em auto; max-width: 1200px; padding: 0 1em; color: #111; }
+h1 { font-size: 1.6em; margin-bottom: 0.2em; }
+h2 { border-bottom: 2px solid #444; padding-bottom: 0.1em; margin-top: 2em; }
+h3 { margin-bottom: 0.3em; }
+code, pre { font-family: monospace; font-size: 0.92em; }
+pre { background: #f4f4f4; border: 1px solid #ccc; padding: 0.6em; white-space: pre-wrap; }
+table { border-collapse: collapse; margin: 0.4em 0 1em 0; font-size: 0.9em; }
+th, td { border: 1px solid #bbb; padding: 0.15em 0.45em; text-align: left; vertical-align: top; }
+th { background: #e8e8e8; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+tr.bf16 td { font-weight: bold; }
+.answer { font-size: 1.15em; border: 2px solid #333; padding: 0.6em; background: #f8f8f8; }
+.note { color: #444; font-style: italic; }
+.card { border: 1px solid #999; padding: 0.4em 0.9em; margin: 1.2em 0; page-break-inside: avoid; }
+svg.chart { display: block; margin: 0.6em 0; max-width: 100%; height: auto; }
+nav ul { columns: 2; }
+@media print { body { max-width: none; margin: 0; } h2 { page-break-before: always; } .card { page-break-inside: avoid; } a { color: inherit; text-decoration: none; } }
+)";
+
+std::string num(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return format_text("%.3g", v);
+}
+std::string pct(double v) { return num(v) + " %"; }
+
+const char* fp8_name(Fp8Format f) { return f == Fp8Format::kE4M3 ? "e4m3" : "e5m2"; }
+
+// An id for an anchor: the layer's position and its name with every other character '-'.
+std::string layer_anchor(std::size_t position, const std::string& layer) {
+  std::string s = "layer-" + std::to_string(position) + "-";
+  for (char c : layer) s += std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
+  return s;
+}
+
+// Layers in model order: the transformer-layer index, then the name (layers without an index
+// after the indexed ones).
+std::vector<std::string> model_order(const std::vector<std::string>& layers) {
+  std::vector<std::string> v = layers;
+  const auto key = [](const std::string& name) {
+    const auto i = transformer_layer_index(name);
+    return std::make_tuple(i ? 0 : 1, i.value_or(0), name);
+  };
+  std::stable_sort(v.begin(), v.end(), [&](const std::string& a, const std::string& b) { return key(a) < key(b); });
+  return v;
+}
+
+// A table from header and rows of cells; cells flagged numeric are right-aligned.
+struct Cell {
+  std::string text;
+  bool numeric = false;
+};
+void table(Markup& m, const std::vector<std::string>& header, const std::vector<std::vector<Cell>>& rows,
+           const std::vector<std::string>& row_classes = {}) {
+  m.open("table").open("thead").open("tr");
+  for (const auto& h : header) m.element("th", {}, h);
+  m.close().close().open("tbody");
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    if (r < row_classes.size() && !row_classes[r].empty()) m.open("tr", {{"class", row_classes[r]}});
+    else m.open("tr");
+    for (const Cell& c : rows[r]) {
+      if (c.numeric) m.element("td", {{"class", "num"}}, c.text);
+      else m.element("td", {}, c.text);
+    }
+    m.close();
+  }
+  m.close().close();
+}
+
+void paragraph(Markup& m, const std::string& text, const char* cls = nullptr) {
+  if (cls) m.element("p", {{"class", cls}}, text);
+  else m.element("p", {}, text);
+}
+
+void list(Markup& m, const std::vector<std::string>& items) {
+  m.open("ul");
+  for (const auto& i : items) m.element("li", {}, i);
+  m.close();
+}
+
+// ---- what the page is built from ----------------------------------------------------------------
+
+struct Page {
+  const ReportInputs& in;
+  EvaluationIndex index;
+  std::vector<RunCandidate> candidates;   // the heatmaps' columns
+  std::vector<std::string> layers;        // model order
+  std::map<std::string, std::size_t> position;  // layer -> its place in `layers`
+  const CandidateAdvice* chosen = nullptr;
+  int chosen_column = -1;
+
+  explicit Page(const ReportInputs& inputs) : in(inputs), index(inputs.rows) {
+    candidates = index_candidates(index);
+    layers = model_order(index.layers());
+    for (std::size_t i = 0; i < layers.size(); ++i) position[layers[i]] = i;
+    if (in.recommendation && in.recommendation->chosen) {
+      chosen = &in.recommendation->candidates[*in.recommendation->chosen];
+      for (std::size_t c = 0; c < candidates.size(); ++c)
+        if (candidates[c] == chosen->candidate) chosen_column = static_cast<int>(c);
+    }
+  }
+  const LayerDecision* decision(const std::string& layer) const {
+    if (!in.recommendation) return nullptr;
+    for (const LayerDecision& d : in.recommendation->layers)
+      if (d.layer == layer) return &d;
+    return nullptr;
+  }
+  std::string anchor(const std::string& layer) const { return layer_anchor(position.at(layer), layer); }
+};
+
+// ---- summary --------------------------------------------------------------------------------------
+
+void render_summary(Markup& m, const Page& p) {
+  const RunInfo& info = *p.in.info;
+  const Recommendation* rec = p.in.recommendation;
+  m.open("section", {{"id", "summary"}});
+  m.element("h2", {}, "Summary");
+  m.open("div", {{"class", "answer"}});
+  if (!rec) {
+    m.element("p", {}, p.in.answer && !p.in.answer->skipped.empty() ? p.in.answer->skipped : "no advice");
+  } else if (!p.chosen) {
+    m.element("p", {}, "No FP8 recipe can be recommended.");
+    m.element("p", {}, rec->why);
+  } else {
+    const CandidateAdvice& c = *p.chosen;
+    m.open("p").text("Recommended: ");
+    m.element("code", {}, te_recipe_call(te_recipe_for(c.candidate)));
+    m.text("  [" + candidate_name(c.candidate) + "]").close();
+    m.element("p", {}, "Why: " + rec->why);
+    std::string cost = c.speedup ? format_text("predicted GEMM speedup over all-BF16 %.3fx on %s (cost: %s); ",
+                                               *c.speedup, rec->gpu ? rec->gpu->name : "?", rec->cost_source)
+                                 : std::string("cost: none (numerics only); ");
+    m.element("p", {}, cost + format_text("FP8 share of GEMM FLOPs %.1f %%.", 100.0 * c.fp8_flop_share));
+  }
+  m.close();
+
+  // The BF16 fallbacks, each with its reason.
+  if (rec && p.chosen) {
+    std::vector<std::vector<Cell>> rows;
+    for (std::size_t li = 0; li < rec->layers.size(); ++li) {
+      const LayerDecision& l = rec->layers[li];
+      for (const GemmDecision& g : l.gemms) {
+        if (!g.judged || g.precision != Precision::kBf16) continue;
+        std::string reason = g.reason;
+        if (li < p.chosen->not_paying.size() && !p.chosen->not_paying[li][static_cast<int>(g.gemm)].empty())
+          reason = "FP8 would not pay: " + p.chosen->not_paying[li][static_cast<int>(g.gemm)];
+        rows.push_back({{l.layer}, {gemm_name(g.gemm)}, {reason}});
+      }
+    }
+    m.element("h3", {}, format_text("GEMMs kept in BF16: %zu", rows.size()));
+    if (!rows.empty()) table(m, {"layer", "GEMM", "reason"}, rows);
+  }
+
+  // Counts and provenance.
+  std::set<std::int64_t> steps;
+  std::set<std::tuple<std::int64_t, std::string, Role>> tensors;
+  for (const EvaluationRow& r : p.in.rows) {
+    steps.insert(r.key.step);
+    tensors.emplace(r.key.step, r.key.layer, r.key.role);
+  }
+  std::string step_list;
+  for (std::int64_t s : steps) step_list += (step_list.empty() ? "" : ", ") + std::to_string(s);
+  std::string recipes;
+  for (const Recipe& r : p.index.recipes()) recipes += (recipes.empty() ? "" : ", ") + r.spec();
+  std::string formats;
+  for (TrainingFormat f : p.index.formats()) formats += (formats.empty() ? "" : ", ") + std::string(training_format_name(f));
+  std::string command;
+  for (const auto& a : info.command_line) command += (command.empty() ? "" : " ") + a;
+  std::vector<std::vector<Cell>> facts = {
+      {{"layers"}, {std::to_string(p.layers.size()), true}},
+      {{"tensors (step, layer, role)"}, {std::to_string(tensors.size()), true}},
+      {{"steps"}, {std::to_string(steps.size()) + (step_list.empty() ? "" : ": " + step_list)}},
+      {{"evaluation rows"}, {std::to_string(p.in.rows.size()), true}},
+      {{"GEMM rows"}, {std::to_string(p.in.gemms.size()), true}},
+      {{"recipes"}, {recipes}},
+      {{"formats"}, {formats}},
+      {{"backend"}, {info.backend + " (" + info.device + "), --device " + info.requested_device}},
+      {{"fp8-advisor"}, {info.version + " (" + info.git_revision + ")"}},
+      {{"command"}, {command}},
+  };
+  if (p.in.answer) facts.push_back({{"GPU / cost"}, {p.in.answer->gpu + " / " + p.in.answer->cost_source}});
+  m.element("h3", {}, "The run");
+  table(m, {"", ""}, facts);
+
+  m.element("h3", {}, format_text("Inputs: %zu capture file(s)", info.inputs.size()));
+  std::vector<std::string> inputs;
+  for (std::size_t i = 0; i < info.inputs.size() && i < kReportMaxInputsListed; ++i) {
+    const CaptureFile& f = info.inputs[i];
+    inputs.push_back(f.path + format_text(" (step %lld, %zu tensors)", static_cast<long long>(f.step), f.tensor_count) +
+                     (f.note.empty() ? "" : "; " + f.note));
+  }
+  if (info.inputs.size() > kReportMaxInputsListed)
+    inputs.push_back(format_text("... and %zu more (summary.json lists all)", info.inputs.size() - kReportMaxInputsListed));
+  for (const auto& l : info.log_files) inputs.push_back("training log: " + l);
+  for (const auto& n : info.log_notes) inputs.push_back("training log: " + n);
+  list(m, inputs);
+
+  std::vector<std::string> warnings = info.warnings;
+  if (rec)
+    for (const auto& l : rec->limits) warnings.push_back("not judged: " + l);
+  for (const EvaluationRow& r : p.in.rows)
+    if (replays_history(r.recipe.kind) && r.replay.mode == ReplayMode::kApproximate) {
+      warnings.push_back("some delayed-scaling replays are approximate (no amax of every step): see metrics.csv's replay column");
+      break;
+    }
+  m.element("h3", {}, format_text("Warnings and limits: %zu", warnings.size()));
+  if (!warnings.empty()) list(m, warnings);
+  if (rec && !rec->advisories.empty()) {
+    m.element("h3", {}, "From the field");
+    std::vector<std::string> adv;
+    for (const Advisory& a : rec->advisories) adv.push_back(a.text + " [" + a.source + "]");
+    list(m, adv);
+  }
+  if (p.in.answer) {
+    m.element("h3", {}, "The answer as printed by run");
+    m.element("pre", {}, render_answer(*p.in.answer));
+  }
+  m.close();
+}
+
+// ---- heatmaps -------------------------------------------------------------------------------------
+
+enum class HeatMetric { kSqnr, kUnderflow, kSaturated };
+
+// The worst value of the metric over the layer's steps for (role, copy, candidate); NaN if none
+// was evaluated. A per-tensor recipe's one copy serves both orientations (find_for_use).
+double worst_value(const Page& p, const std::string& layer, Role role, Orientation o, const RunCandidate& c,
+                   HeatMetric metric) {
+  double worst = kNaN;
+  std::set<std::int64_t> steps;
+  for (const EvaluationRow* r : p.index.rows_of(layer)) steps.insert(r->key.step);
+  for (std::int64_t step : steps) {
+    const EvaluationRow* r = p.index.find_for_use({step, layer, role}, c.recipe, c.format, o);
+    if (r == nullptr || !r->applicability.ok) continue;
+    const double v = metric == HeatMetric::kSqnr        ? r->metrics.sqnr_db
+                     : metric == HeatMetric::kUnderflow ? r->metrics.underflow_pct
+                                                        : r->metrics.saturated_pct;
+    if (std::isnan(v)) continue;
+    if (std::isnan(worst)) worst = v;
+    else worst = metric == HeatMetric::kSqnr ? std::min(worst, v) : std::max(worst, v);
+  }
+  return worst;
+}
+
+void render_heatmaps(Markup& m, const Page& p, std::vector<std::string>* thinned) {
+  m.open("section", {{"id", "heatmaps"}});
+  m.element("h2", {}, "Heatmaps: layer x candidate");
+  paragraph(m,
+            "Each cell is the worst value over the captured steps of one operand copy of the layer under "
+            "one candidate (recipe/format). Dark is worse in every map: low SQNR, high underflow, high "
+            "saturation. Percentages are on a log scale from 0.0001 %, zeros drawn as the lowest. Hatched "
+            "cells were not evaluated (the recipe does not fit the shape, or no such copy). The chosen "
+            "candidate's cell is outlined in layers the plan keeps (partly) in FP8. Layer names link to "
+            "their card.",
+            "note");
+  std::vector<std::string> rows = p.layers;
+  if (rows.size() > kReportMaxHeatmapRows) {
+    thinned->push_back(format_text("heatmaps show the first %zu of %zu layers (model order)", kReportMaxHeatmapRows,
+                                   rows.size()));
+    rows.resize(kReportMaxHeatmapRows);
+  }
+  std::vector<std::string> labels, links;
+  std::vector<int> marked;
+  for (const auto& l : rows) {
+    const LayerDecision* d = p.decision(l);
+    const bool bf16 = d != nullptr && d->precision == Precision::kBf16;
+    labels.push_back(l + (bf16 ? " [BF16]" : ""));
+    links.push_back("#" + p.anchor(l));
+    marked.push_back(bf16 ? -1 : p.chosen_column);
+  }
+  std::vector<std::string> cols;
+  for (const RunCandidate& c : p.candidates) cols.push_back(candidate_name(c));
+  if (cols.empty()) {
+    paragraph(m, "No FP8 candidate was evaluated.", "note");
+    m.close();
+    return;
+  }
+  struct MetricInfo {
+    HeatMetric metric;
+    const char* id;
+    const char* name;
+    const char* unit;
+  };
+  constexpr MetricInfo kMetrics[] = {{HeatMetric::kSqnr, "sqnr", "SQNR", "SQNR (dB)"},
+                                     {HeatMetric::kUnderflow, "underflow", "underflow", "underflow (%)"},
+                                     {HeatMetric::kSaturated, "saturated", "saturated", "saturated (%)"}};
+  for (Role role : {Role::kActivation, Role::kWeight, Role::kGradient}) {
+    for (Orientation o : {Orientation::kRowwise, Orientation::kColumnwise}) {
+      // A columnwise map only where some recipe evaluates a separate columnwise copy of the role.
+      bool any = false, separate = o == Orientation::kRowwise;
+      for (const EvaluationRow& r : p.in.rows)
+        if (r.key.role == role) {
+          any = true;
+          separate = separate || r.orientation == o;
+        }
+      if (!any || !separate) continue;
+      const std::string what = std::string(role_name(role)) + ", " + orientation_name(o) + " copy";
+      m.element("h3", {{"id", std::string("heat-") + role_name(role) + "-" + orientation_name(o)}}, what);
+      for (const MetricInfo& mi : kMetrics) {
+        svg::HeatmapSpec h;
+        h.id = std::string("hm-") + role_name(role) + "-" + orientation_name(o) + "-" + mi.id;
+        h.title = std::string(mi.name) + " of the " + what + " (worst over steps)";
+        h.row_labels = labels;
+        h.row_links = links;
+        h.col_labels = cols;
+        h.marked_col = marked;
+        h.row_title = "layer (model order)";
+        h.col_title = "candidate (recipe/format)";
+        h.missing_label = "not evaluated";
+        h.marked_label = "chosen candidate";
+        for (const auto& l : rows)
+          for (const RunCandidate& c : p.candidates) h.values.push_back(worst_value(p, l, role, o, c, mi.metric));
+        h.show_values = h.values.size() <= 240;
+        if (mi.metric == HeatMetric::kSqnr) {
+          h.value_title = mi.unit;
+          std::tie(h.colour_lo, h.colour_hi) = svg::value_range(h.values, svg::ScaleKind::kLinear, {0, 40});
+        } else {
+          // Percentages span decades: a log scale from 1e-4 % (zeros drawn at that end).
+          h.colour_kind = svg::ScaleKind::kLog10;
+          h.reverse = true;
+          auto [lo, hi] = svg::value_range(h.values, svg::ScaleKind::kLog10, {1e-4, 1});
+          h.colour_lo = std::max(1e-4, lo);
+          h.colour_hi = std::max(hi, h.colour_lo * 10);
+          h.value_title = std::string(mi.unit) + ", log";
+        }
+        m.append(svg::heatmap(h));
+      }
+    }
+  }
+  m.close();
+}
+
+// ---- layer cards ----------------------------------------------------------------------------------
+
+// The worst of one metric over steps, with the step it came from.
+struct Worst {
+  double value = kNaN;
+  std::int64_t step = 0;
+  void take(double v, std::int64_t s, bool lower_is_worse) {
+    if (std::isnan(v)) return;
+    if (std::isnan(value) || (lower_is_worse ? v < value : v > value)) {
+      value = v;
+      step = s;
+    }
+  }
+  std::string text(bool percent, bool with_step) const {
+    if (std::isnan(value)) return "";
+    return (percent ? pct(value) : num(value)) + (with_step ? " @" + std::to_string(step) : "");
+  }
+};
+
+void render_operands(Markup& m, const Page& p, const std::string& layer, bool several_steps) {
+  // Grouped by (role, copy, recipe, FP8 type): formats that give the tensor the same type share
+  // one evaluation, listed once with both formats named.
+  struct Group {
+    Role role;
+    Orientation orientation;
+    std::string recipe;
+    std::string type;
+    std::vector<std::string> formats;
+    Worst sqnr, rel_mse, underflow, energy, saturated, amax;
+    std::string not_applicable;
+    std::size_t first = 0;  // table order
+  };
+  std::map<std::tuple<Role, Orientation, std::string, std::string>, Group> groups;
+  std::size_t order = 0;
+  for (const EvaluationRow* r : p.index.rows_of(layer)) {
+    const bool bf16 = r->recipe.kind == RecipeKind::kBf16;
+    const std::string type = bf16 ? "bf16" : fp8_name(r->fp8);
+    auto [it, fresh] = groups.try_emplace({r->key.role, r->orientation, r->recipe.spec(), type});
+    Group& g = it->second;
+    if (fresh) {
+      g.role = r->key.role;
+      g.orientation = r->orientation;
+      g.recipe = r->recipe.spec();
+      g.type = type;
+      g.first = order++;
+    }
+    const std::string f = training_format_name(r->format);
+    if (std::find(g.formats.begin(), g.formats.end(), f) == g.formats.end()) g.formats.push_back(f);
+    if (!r->applicability.ok) {
+      g.not_applicable = r->applicability.reason;
+      continue;
+    }
+    g.sqnr.take(r->metrics.sqnr_db, r->key.step, true);
+    g.rel_mse.take(r->metrics.rel_mse, r->key.step, false);
+    g.underflow.take(r->metrics.underflow_pct, r->key.step, false);
+    g.energy.take(r->metrics.underflow_energy_pct, r->key.step, false);
+    g.saturated.take(r->metrics.saturated_pct, r->key.step, false);
+    g.amax.take(r->stats.amax, r->key.step, false);
+  }
+  std::vector<const Group*> sorted;
+  for (const auto& [k, g] : groups) sorted.push_back(&g);
+  std::sort(sorted.begin(), sorted.end(), [](const Group* a, const Group* b) {
+    return std::tie(a->role, a->orientation, a->first) < std::tie(b->role, b->orientation, b->first);
+  });
+  std::vector<std::vector<Cell>> rows;
+  for (const Group* g : sorted) {
+    std::string formats;
+    for (const auto& f : g->formats) formats += (formats.empty() ? "" : ", ") + f;
+    rows.push_back({{role_name(g->role)}, {orientation_name(g->orientation)}, {g->recipe}, {formats}, {g->type},
+                    {g->sqnr.text(false, several_steps), true}, {g->rel_mse.text(false, several_steps), true},
+                    {g->underflow.text(true, several_steps), true}, {g->energy.text(true, false), true},
+                    {g->saturated.text(true, several_steps), true}, {g->amax.text(false, several_steps), true},
+                    {g->not_applicable.empty() ? "" : "not evaluated: " + g->not_applicable}});
+  }
+  m.element("h4", {}, "Operands under every recipe");
+  if (several_steps) paragraph(m, "Worst value over the captured steps, '@' the step.", "note");
+  table(m, {"role", "copy", "recipe", "format", "type", "SQNR (dB)", "rel. MSE", "underflow", "underflow energy",
+            "saturated", "amax", "note"},
+        rows);
+}
+
+void render_gemms(Markup& m, const Page& p, const std::string& layer, bool several_steps) {
+  struct Group {
+    Gemm gemm;
+    std::string recipe, format, engine;
+    Worst err, zeroed, flips, noise;
+    std::string note;
+  };
+  std::vector<Group> groups;
+  for (const GemmRow& g : p.in.gemms) {
+    if (g.layer != layer) continue;
+    const std::string recipe = g.recipe.spec(), format = training_format_name(g.format);
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& x) {
+      return x.gemm == g.gemm && x.recipe == recipe && x.format == format && x.engine == g.engine;
+    });
+    if (it == groups.end()) it = groups.insert(groups.end(), Group{g.gemm, recipe, format, g.engine, {}, {}, {}, {}, ""});
+    it->err.take(g.rel_fro_err, g.step, false);
+    it->zeroed.take(g.zeroed_pct, g.step, false);
+    it->flips.take(g.sign_flip_pct, g.step, false);
+    it->noise.take(g.noise_sign_flip_pct, g.step, false);
+    if (!g.note.empty()) it->note = g.note;
+  }
+  if (groups.empty()) return;
+  std::stable_sort(groups.begin(), groups.end(), [](const Group& a, const Group& b) { return a.gemm < b.gemm; });
+  std::vector<std::vector<Cell>> rows;
+  for (const Group& g : groups)
+    rows.push_back({{gemm_name(g.gemm)}, {g.recipe}, {g.format}, {g.engine}, {g.err.text(false, several_steps), true},
+                    {g.zeroed.text(true, several_steps), true}, {g.flips.text(true, several_steps), true},
+                    {g.gemm == Gemm::kWgrad ? g.noise.text(true, several_steps) : "", true}, {g.note}});
+  m.element("h4", {}, "GEMM-output error (gemms.csv)");
+  table(m, {"GEMM", "recipe", "format", "engine", "rel. Frobenius error", "zeroed", "sign flips", "noise sign flips", "note"},
+        rows);
+}
+
+void render_decision(Markup& m, const Page& p, const std::string& layer) {
+  const LayerDecision* d = p.decision(layer);
+  if (d == nullptr) return;
+  m.element("h4", {}, std::string("Decision: ") + precision_name(d->precision) +
+                          (p.chosen ? " under " + candidate_name(p.chosen->candidate) : std::string()) +
+                          (d->incomplete ? " (not all operands captured at every step)" : ""));
+  std::vector<std::vector<Cell>> rows;
+  std::vector<std::string> classes;
+  for (const GemmDecision& g : d->gemms) {
+    rows.push_back({{gemm_name(g.gemm)}, {g.judged ? precision_name(g.precision) : "not judged"}, {g.reason}});
+    classes.push_back(g.precision == Precision::kBf16 ? "bf16" : "");
+  }
+  table(m, {"GEMM", "precision", "reason"}, rows, classes);
+}
+
+void render_amax_trace(Markup& m, const Page& p, const std::string& layer) {
+  const TrainingLog* log = p.in.info->config.training_log;
+  if (log == nullptr) return;
+  svg::LineChartSpec c;
+  c.title = "amax over the training log's steps: " + layer;
+  c.x_title = "training step";
+  c.y_title = "amax (|x| max, log scale)";
+  c.y_kind = svg::ScaleKind::kLog10;
+  for (Role role : {Role::kActivation, Role::kWeight, Role::kGradient}) {
+    const AmaxSeries* s = log->find(layer, role);
+    if (s == nullptr) continue;
+    svg::Series se{role_name(role), {}, {}};
+    for (const auto& [step, amax] : s->amax_by_step) {
+      se.x.push_back(static_cast<double>(step));
+      se.y.push_back(amax);
+    }
+    c.series.push_back(std::move(se));
+  }
+  if (c.series.empty()) return;
+  m.element("h4", {}, "Amax trace");
+  m.append(svg::line_chart(c));
+}
+
+void render_cards(Markup& m, const Page& p, std::vector<std::string>* thinned) {
+  m.open("section", {{"id", "layers"}});
+  m.element("h2", {}, "Layers");
+  std::set<std::int64_t> steps;
+  for (const EvaluationRow& r : p.in.rows) steps.insert(r.key.step);
+  const bool several = steps.size() > 1;
+  const std::size_t start = m.size();
+  std::size_t shown = 0;
+  for (const std::string& layer : p.layers) {
+    if (m.size() - start > kReportCardBytes) break;
+    m.open("div", {{"class", "card"}, {"id", p.anchor(layer)}});
+    m.element("h3", {}, layer);
+    render_decision(m, p, layer);
+    render_operands(m, p, layer, several);
+    render_gemms(m, p, layer, several);
+    render_amax_trace(m, p, layer);
+    m.close();
+    ++shown;
+  }
+  if (shown < p.layers.size()) {
+    const std::string t = format_text("layer cards: the first %zu of %zu layers (the page's size limit); "
+                                      "metrics.csv and gemms.csv have every layer",
+                                      shown, p.layers.size());
+    thinned->push_back(t);
+    paragraph(m, t, "note");
+  }
+  m.close();
+}
+
+}  // namespace
+
+Artifact render_report_html(const ReportInputs& in) {
+  FP8A_CHECK(in.info != nullptr, "render_report_html: RunInfo is required");
+  const Page page(in);
+  std::vector<std::string> thinned;
+  Markup body;
+  render_summary(body, page);
+  render_heatmaps(body, page, &thinned);
+  render_cards(body, page, &thinned);
+
+  Markup m;
+  m.open("html", {{"lang", "en"}}).open("head");
+  m.leaf("meta", {{"charset", "utf-8"}});
+  m.leaf("meta", {{"name", "viewport"}, {"content", "width=device-width, initial-scale=1"}});
+  m.element("title", {}, "fp8-advisor report");
+  m.element("style", {}, kCss);
+  m.close().open("body");
+  m.element("h1", {}, "fp8-advisor report");
+  paragraph(m, "fp8-advisor " + in.info->version + " (" + in.info->git_revision + "), backend " + in.info->backend +
+                   ". One self-contained page: no script, nothing loaded from elsewhere.",
+            "note");
+  m.open("nav").open("ul");
+  m.open("li").element("a", {{"href", "#summary"}}, "Summary").close();
+  m.open("li").element("a", {{"href", "#heatmaps"}}, "Heatmaps").close();
+  m.open("li").element("a", {{"href", "#layers"}}, "Layers").close();
+  m.close().close();
+  if (!thinned.empty()) {
+    m.element("p", {{"class", "note"}}, "Thinned to keep the page small:");
+    list(m, thinned);
+  }
+  m.append(body);
+  m.close().close();
+  std::string contents = "<!DOCTYPE html>\n" + m.str() + "\n";
+  const std::string note = format_text("%.1f kB", static_cast<double>(contents.size()) / 1000.0);
+  return {"report.html", std::move(contents), note};
+}
+
+}  // namespace fp8a

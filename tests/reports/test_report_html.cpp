@@ -1,0 +1,227 @@
+// report.html from hand-built rows, golden-free: the page's structure (sections, the recommended
+// recipe, reasons, layer order, links), every chart with its axis titles and legend, nothing that
+// refers outside the file, well-formed markup. check_html.py runs a real parser on a real run.
+#include <doctest/doctest.h>
+
+#include <regex>
+#include <set>
+
+#include "reports/markup_check.hpp"
+#include "reports/report_html.hpp"
+#include "support/rows.hpp"
+
+using namespace fp8a;
+using fp8a::test::count_of;
+using fp8a::test::markup_error;
+
+namespace {
+
+RunInfo fixed_info() {
+  RunInfo info;
+  info.version = "0.1.0";
+  info.git_revision = "0123456789ab";
+  info.command_line = {"fp8-advisor", "run", "--capture", "caps", "--out", "out"};
+  info.requested_device = "auto";
+  info.backend = "cpu";
+  info.device = "2 threads (oneTBB)";
+  CaptureFile f;
+  f.path = "caps/step_10.safetensors";
+  f.step = 10;
+  f.tensor_count = 6;
+  info.inputs = {f};
+  info.warnings = {"caps/step_10.safetensors: tensor 'x.weight' holds 1 NaN and 0 Inf elements <&>"};
+  return info;
+}
+
+// Two layers whose names sort wrongly as text (layers.10 before layers.2), a current and an mxfp8
+// candidate, mxfp8 not fitting layers.10's gradient (a hatched cell) and with a columnwise copy.
+std::vector<EvaluationRow> fixed_rows() {
+  using testing::make_row;
+  std::vector<EvaluationRow> rows;
+  for (const char* layer : {"layers.10.fc1", "layers.2.fc1"})
+    for (Role role : {Role::kActivation, Role::kWeight, Role::kGradient}) {
+      rows.push_back(make_row(10, layer, role, "current", 30, 0.999, role == Role::kGradient ? 7.5 : 0, 0));
+      EvaluationRow mx = make_row(10, layer, role, "mxfp8", 28, 0.998, 0.5, 0);
+      mx.metrics.saturated_pct = 0.01;
+      if (std::string(layer) == "layers.10.fc1" && role == Role::kGradient)
+        mx.applicability = Applicability::no("MXFP8 needs both dims divisible by 32");
+      rows.push_back(mx);
+      mx.orientation = Orientation::kColumnwise;
+      rows.push_back(mx);
+    }
+  return rows;
+}
+
+std::vector<GemmRow> fixed_gemms() {
+  std::vector<GemmRow> g;
+  for (int i = 0; i < 3; ++i) {
+    GemmRow r;
+    r.step = 10;
+    r.layer = "layers.2.fc1";
+    r.gemm = static_cast<Gemm>(i);
+    r.recipe = parse_recipe("current");
+    r.rel_fro_err = 0.03125 * (i + 1);
+    r.zeroed_pct = i == 2 ? 2.5 : 0;
+    r.sign_flip_pct = 0.75;
+    g.push_back(r);
+  }
+  return g;
+}
+
+Recommendation fixed_recommendation() {
+  Recommendation rec;
+  CandidateAdvice cur;
+  cur.candidate = {parse_recipe("current"), TrainingFormat::kHybrid};
+  cur.fp8_flop_share = 5.0 / 6.0;
+  cur.speedup = 1.375;
+  CandidateAdvice mx;
+  mx.candidate = {parse_recipe("mxfp8"), TrainingFormat::kHybrid};
+  rec.candidates = {cur, mx};
+  rec.chosen = 0;
+  rec.why = "current/hybrid keeps 83.3 % of the GEMM FLOPs in FP8";
+  for (const char* layer : {"layers.10.fc1", "layers.2.fc1"}) {
+    LayerDecision d;
+    d.layer = layer;
+    d.precision = std::string(layer) == "layers.2.fc1" ? Precision::kMixed : Precision::kFp8;
+    for (int g = 0; g < 3; ++g) {
+      d.gemms[g].gemm = static_cast<Gemm>(g);
+      d.gemms[g].judged = true;
+      d.gemms[g].precision = Precision::kFp8;
+    }
+    if (d.precision == Precision::kMixed) {
+      d.gemms[2].precision = Precision::kBf16;
+      d.gemms[2].reason = "step 10 gradient underflow 7.5 % (> 5 %) under current/hybrid";
+    }
+    rec.layers.push_back(d);
+  }
+  rec.limits = {"no amax trend from a single captured step"};
+  return rec;
+}
+
+// Every <svg>...</svg> of the page.
+std::vector<std::string> svgs_of(const std::string& page) {
+  std::vector<std::string> v;
+  for (std::size_t p = page.find("<svg "); p != std::string::npos; p = page.find("<svg ", p + 1))
+    v.push_back(page.substr(p, page.find("</svg>", p) + 6 - p));
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("report.html: the sections, the answer and the reasons, self-contained and well-formed") {
+  const RunInfo info = fixed_info();
+  const auto rows = fixed_rows();
+  const auto gemms = fixed_gemms();
+  const auto layers = summarize_layers(rows);
+  const Recommendation rec = fixed_recommendation();
+  AnswerContext answer;
+  answer.recommendation = &rec;
+  answer.gpu = "h100";
+  answer.cost_source = "roofline";
+  const Artifact a = render_report_html({&info, rows, gemms, layers, &rec, &answer});
+  const std::string& s = a.contents;
+  CHECK(a.name == "report.html");
+  CHECK(s.starts_with("<!DOCTYPE html>\n<html lang=\"en\">"));
+  CHECK(markup_error(s) == "");
+  CHECK(s.find("http") == std::string::npos);
+  CHECK(s.find("<script") == std::string::npos);
+  CHECK(s.find("<link") == std::string::npos);
+  CHECK(s.find("<img") == std::string::npos);
+  // Every url() is a reference inside the page (the hatch patterns).
+  CHECK(count_of(s, "url(") == count_of(s, "url(#"));
+  for (const char* id : {"id=\"summary\"", "id=\"heatmaps\"", "id=\"layers\""}) CHECK(s.find(id) != std::string::npos);
+  // (a) the summary: TE's recipe call, why, the fallback with its reason, speedup, limits, warnings.
+  CHECK(s.find("<code>Float8CurrentScaling(fp8_format=Format.HYBRID)</code>") != std::string::npos);
+  CHECK(s.find("current/hybrid keeps 83.3 % of the GEMM FLOPs in FP8") != std::string::npos);
+  CHECK(s.find("GEMMs kept in BF16: 1") != std::string::npos);
+  CHECK(s.find("step 10 gradient underflow 7.5 % (&gt; 5 %) under current/hybrid") != std::string::npos);
+  CHECK(s.find("FP8 share of GEMM FLOPs 83.3 %") != std::string::npos);
+  CHECK(s.find("not judged: no amax trend from a single captured step") != std::string::npos);
+  CHECK(s.find("holds 1 NaN and 0 Inf elements &lt;&amp;&gt;") != std::string::npos);
+  CHECK(s.find("The answer as printed by run") != std::string::npos);
+  // (b) heatmaps: every role rowwise, and the columnwise copies mxfp8 evaluates; three metrics each.
+  const auto charts = svgs_of(s);
+  CHECK(charts.size() == 6 * 3);
+  for (const std::string& c : charts) {
+    CHECK(markup_error(c) == "");
+    CHECK(count_of(c, "class=\"axis-title\"") == 2);
+    CHECK(count_of(c, "<title>") == 1);
+    CHECK(c.find("class=\"legend\"") != std::string::npos);
+  }
+  CHECK(s.find("SQNR of the gradient, columnwise copy (worst over steps)") != std::string::npos);
+  // Model order: layers.2 before layers.10, in the heatmaps and the cards.
+  CHECK(charts[0].find(">layers.2.fc1</text>") < charts[0].find(">layers.10.fc1</text>"));
+  CHECK(s.find("<h3>layers.2.fc1</h3>") < s.find("<h3>layers.10.fc1</h3>"));
+  // The chosen column outlined in each of both layers' rows, plus the legend key, in every map.
+  CHECK(count_of(charts[0], "stroke=\"#000\" stroke-width=\"1.5\"") == 3);
+  // mxfp8 does not fit layers.10's gradient: hatched in the gradient maps.
+  CHECK(count_of(s, "class=\"missing\"") == 2 * 3);
+  CHECK(s.find("not evaluated: MXFP8 needs both dims divisible by 32") != std::string::npos);
+  // (c) cards: linked from the heatmaps' row labels; every link has its target.
+  std::set<std::string> ids, links;
+  const std::regex id_re("id=\"([^\"]+)\""), href_re("href=\"#([^\"]+)\"");
+  for (auto it = std::sregex_iterator(s.begin(), s.end(), id_re); it != std::sregex_iterator(); ++it)
+    CHECK(ids.insert((*it)[1]).second);  // unique
+  for (auto it = std::sregex_iterator(s.begin(), s.end(), href_re); it != std::sregex_iterator(); ++it)
+    links.insert((*it)[1]);
+  for (const auto& l : links) CHECK_MESSAGE(ids.count(l) == 1, l);
+  CHECK(links.count("layer-0-layers-2-fc1") == 1);
+  CHECK(s.find("<div class=\"card\" id=\"layer-0-layers-2-fc1\">") != std::string::npos);
+  CHECK(s.find("<h4>GEMM-output error (gemms.csv)</h4>") != std::string::npos);
+  CHECK(s.find("<td class=\"num\">0.0938</td>") != std::string::npos);  // wgrad's rel_fro_err
+  CHECK(s.find("<h4>Decision: mixed under current/hybrid</h4>") != std::string::npos);
+  CHECK(s.find("<tr class=\"bf16\"><td>wgrad</td><td>bf16</td>") != std::string::npos);
+}
+
+TEST_CASE("report.html: without advice, and with a training log's amax trace") {
+  RunInfo info = fixed_info();
+  TrainingLog log;
+  for (std::int64_t step = 0; step < 5; ++step) {
+    log.series[{"layers.2.fc1", Role::kActivation}].amax_by_step[step] = 1.0f + static_cast<float>(step);
+    log.series[{"layers.2.fc1", Role::kGradient}].amax_by_step[step] = 1e-3f;
+  }
+  info.config.training_log = &log;
+  const auto rows = fixed_rows();
+  const auto layers = summarize_layers(rows);
+  AnswerContext answer;
+  answer.skipped = "advice skipped: --no-gemms leaves no GEMM evidence to judge";
+  const std::string s = render_report_html({&info, rows, {}, layers, nullptr, &answer}).contents;
+  CHECK(markup_error(s) == "");
+  CHECK(s.find("advice skipped: --no-gemms leaves no GEMM evidence to judge") != std::string::npos);
+  CHECK(s.find("GEMM-output error") == std::string::npos);
+  CHECK(s.find("amax over the training log&#39;s steps: layers.2.fc1") != std::string::npos);
+  CHECK(count_of(s, "<svg ") == 6 * 3 + 1);
+  // Nothing is marked without a chosen candidate (only the legend keys).
+  CHECK(count_of(s, "stroke=\"#000\" stroke-width=\"1.5\"") == 6 * 3);
+}
+
+TEST_CASE("report.html: a 100-layer model, 16 candidates, 2 steps stays a few MB") {
+  // The page's bound (issue 15: "a few MB at most for a 100-layer model").
+  constexpr std::size_t kMaxBytes = 5'000'000;
+  std::vector<EvaluationRow> rows;
+  const std::vector<Recipe> recipes = parse_recipe_list(default_recipe_list());
+  for (std::int64_t step : {1, 2})
+    for (int l = 0; l < 100; ++l)
+      for (Role role : {Role::kActivation, Role::kWeight, Role::kGradient})
+        for (TrainingFormat f : kAllTrainingFormats)
+          for (const Recipe& recipe : recipes)
+            for (Orientation o : {Orientation::kRowwise, Orientation::kColumnwise}) {
+              if (o == Orientation::kColumnwise && recipe.kind != RecipeKind::kBlock && recipe.kind != RecipeKind::kMx)
+                continue;
+              EvaluationRow r = testing::make_row(step, "layers." + std::to_string(l) + ".mlp.linear_fc1", role,
+                                                  recipe.spec(), 20 + l % 13, 0.99, 0.25 * (l % 7), 0);
+              r.format = f;
+              r.fp8 = fp8_format_for(f, role);
+              r.orientation = o;
+              rows.push_back(r);
+            }
+  const RunInfo info = fixed_info();
+  const auto layers = summarize_layers(rows);
+  const Artifact a = render_report_html({&info, rows, {}, layers, nullptr, nullptr});
+  MESSAGE("100-layer page: ", a.contents.size(), " bytes");
+  CHECK(a.contents.size() < kMaxBytes);
+  CHECK(markup_error(a.contents) == "");
+  // What did not fit is said on the page.
+  if (a.contents.find("<div class=\"card\" id=\"layer-99-") == std::string::npos)
+    CHECK(a.contents.find("layer cards: the first ") != std::string::npos);
+}
