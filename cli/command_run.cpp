@@ -34,6 +34,7 @@
 #include "reports/nvdlfw_csv.hpp"
 #include "reports/nvdlfw_inspect_yaml.hpp"
 #include "reports/recipe_json.hpp"
+#include "reports/report_md.hpp"
 #include "reports/summary_json.hpp"
 #include "reports/te_precision_config.hpp"
 #include "reports/torchao_json.hpp"
@@ -211,6 +212,7 @@ int command_run(const Invocation& inv) {
     artifacts.push_back(render_torchao_json(*recommendation));
   }
   const auto layers = summarize_layers(rows);
+  artifacts.push_back(render_report_md(info, rows, layers, answer));
   for (const auto& a : artifacts) info.outputs.push_back(a.name);
   info.outputs.push_back("summary.json");
   artifacts.push_back(render_summary_json(info, rows, layers, &answer));
