@@ -63,6 +63,7 @@ std::unique_ptr<tbb::global_control> thread_limit(int threads);
 TrainingLog load_evaluation_log(const EvaluationOptions& o, const FileSystem& fs);
 
 int command_run(const Invocation& inv);
+int command_whatif(const Invocation& inv);
 int command_inspect(const Invocation& inv);
 int command_synth(const Invocation& inv);
 
