@@ -15,6 +15,7 @@ constexpr const char* kUsage =
     "\n"
     "commands:\n"
     "  run       evaluate FP8 recipes on captured tensors and write metrics.csv and summary.json\n"
+    "  whatif    one layer's metrics under every recipe, in the terminal (--layer REGEX)\n"
     "  inspect   list and validate the tensors of captures\n"
     "  synth     write synthetic captures with known pathologies and their ground truth\n"
     "\n"
@@ -39,10 +40,11 @@ int dispatch(int argc, char** argv) {
   inv.subcommand = first;
   inv.args.assign(argv + 2, argv + argc);
   if (first == "run") return cli::command_run(inv);
+  if (first == "whatif") return cli::command_whatif(inv);
   if (first == "inspect") return cli::command_inspect(inv);
   if (first == "synth") return cli::command_synth(inv);
   throw usage_error("fp8a.usage.204", "unknown command '" + first + "'" +
-                                          did_you_mean(first, {"run", "inspect", "synth"}) +
+                                          did_you_mean(first, {"run", "whatif", "inspect", "synth"}) +
                                           "; try 'fp8-advisor --help'");
 }
 

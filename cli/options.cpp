@@ -3,6 +3,7 @@
 #include <ostream>
 
 #include "core/error.hpp"
+#include "core/recipe.hpp"
 #include "core/suggest.hpp"
 
 namespace fp8a::cli {
@@ -42,6 +43,72 @@ CaptureOptions capture_options(const std::string& npy_dtype) {
     throw usage_error("fp8a.usage.207", "--npy-dtype '" + npy_dtype + "': the only value is bf16" +
                                             did_you_mean(npy_dtype, {"bf16"}));
   return o;
+}
+
+namespace {
+
+std::string recipe_help() {
+  std::string s = "comma-separated recipe specs (default: all kinds); kinds:";
+  for (const auto& k : kRecipeKinds) s += std::string("\n  ") + k.name + ": " + k.summary;
+  return s;
+}
+
+}  // namespace
+
+void add_evaluation_options(po::options_description& desc, EvaluationOptions& o,
+                            const char* recipes_option) {
+  static const std::string recipes_doc = recipe_help();
+  desc.add_options()
+      ("capture", po::value(&o.capture_paths)->multitoken()->required(),
+       "capture files (.safetensors, .npy, .npz, .pt incl. TE DumpTensors) and/or directories "
+       "(searched recursively)")
+      (recipes_option, po::value(&o.recipes_text)->default_value(default_recipe_list()), recipes_doc.c_str())
+      ("format", po::value(&o.format_text)->default_value(training_format_list(kAllTrainingFormats)),
+       "comma-separated TE recipe Formats to evaluate: e4m3 (every role E4M3) and/or hybrid "
+       "(E5M2 for gradients)")
+      ("amax-reduction", po::value(&o.reduction_text)->default_value("tp"),
+       "tensors captured as several ranks: tp = one amax reduced over the ranks (TE's all-reduce), "
+       "none = each rank's own amax for current scaling")
+      ("npy-dtype", po::value(&o.npy_dtype_text),
+       "bf16: read 2-byte void / uint16 .npy arrays as BF16 (how np.save stores bfloat16)")
+      ("training-log", po::value(&o.log_paths)->multitoken(),
+       "what the training run logged at every step: CSV step,tensor,amax (amax of every step, for "
+       "exact delayed-scaling replay) and/or nvdlfw_inspect statistics logs (cur_amax; their "
+       "LogFp8TensorStats values go to nvdlfw_stats.csv beside ours)")
+      ("amax-trace", po::value(&o.amax_trace_paths)->multitoken(), "the same as --training-log")
+      ("gemm-rows", po::value(&o.gemm_rows)->default_value(0),
+       "GEMM-output error on this many token rows (evenly spaced), 0 = all rows")
+      ("threads", po::value(&o.threads)->default_value(0), "worker threads; 0 = all cores")
+      ("device", po::value(&o.device_text)->default_value("auto"),
+       "auto, cpu or cuda (cuda also runs every GEMM of gemms.csv in cuBLASLt); auto means the "
+       "CPU until the CUDA backend has passed the GPU checks");
+}
+
+RunConfig evaluation_config(EvaluationOptions& o) {
+  if (o.threads < 0) throw usage_error("fp8a.usage.205", "--threads must be >= 0");
+  if (o.gemm_rows < 0) throw usage_error("fp8a.usage.205", "--gemm-rows must be >= 0");
+  RunConfig config;
+  config.recipes = parse_recipe_list(o.recipes_text);
+  config.formats = parse_training_format_list(o.format_text);
+  if (o.reduction_text == "tp") config.amax_reduction = AmaxReduction::kTp;
+  else if (o.reduction_text == "none") config.amax_reduction = AmaxReduction::kNone;
+  else
+    throw usage_error("fp8a.usage.208", "--amax-reduction '" + o.reduction_text +
+                                            "': expected tp or none" +
+                                            did_you_mean(o.reduction_text, {"tp", "none"}));
+  o.log_paths.insert(o.log_paths.end(), o.amax_trace_paths.begin(), o.amax_trace_paths.end());
+  o.amax_trace_paths.clear();
+  return config;
+}
+
+std::unique_ptr<tbb::global_control> thread_limit(int threads) {
+  if (threads <= 0) return nullptr;
+  return std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
+                                               static_cast<std::size_t>(threads));
+}
+
+TrainingLog load_evaluation_log(const EvaluationOptions& o, const FileSystem& fs) {
+  return o.log_paths.empty() ? TrainingLog{} : load_training_log(o.log_paths, fs);
 }
 
 }  // namespace fp8a::cli

@@ -1,12 +1,19 @@
 // Shared command-line plumbing for the subcommands.
 #pragma once
 
+#include <tbb/global_control.h>
+
 #include <boost/program_options.hpp>
+#include <cstdint>
 #include <iosfwd>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "datasets/capture.hpp"
+#include "datasets/file_system.hpp"
+#include "datasets/training_log.hpp"
+#include "engine/run.hpp"
 
 namespace fp8a::cli {
 
@@ -28,7 +35,35 @@ bool parse_options(const Invocation& inv, po::options_description& desc,
 // --npy-dtype: "" (none) or "bf16"; anything else is usage error fp8a.usage.207.
 CaptureOptions capture_options(const std::string& npy_dtype);
 
+// What `run` and `whatif` read and how they evaluate it: the option values as given.
+struct EvaluationOptions {
+  std::vector<std::string> capture_paths;
+  std::vector<std::string> log_paths;  // --training-log and --amax-trace together (after parsing)
+  std::vector<std::string> amax_trace_paths;
+  std::string recipes_text, format_text, device_text, npy_dtype_text, reduction_text;
+  int threads = 0;
+  std::int64_t gemm_rows = 0;
+};
+
+// Adds --capture, the recipes option under `recipes_option` (run: "recipes", whatif: "recipe"),
+// --format, --amax-reduction, --npy-dtype, --training-log, --amax-trace, --gemm-rows, --threads
+// and --device to desc, storing into o (which must outlive the parse).
+void add_evaluation_options(po::options_description& desc, EvaluationOptions& o,
+                            const char* recipes_option);
+
+// After the parse: checks --threads and --gemm-rows (fp8a.usage.205), parses the recipes, formats
+// and --amax-reduction into a RunConfig (training_log unset), and merges --amax-trace into
+// o.log_paths.
+RunConfig evaluation_config(EvaluationOptions& o);
+
+// --threads N > 0 limits oneTBB for the returned object's lifetime; null for 0 (all cores).
+std::unique_ptr<tbb::global_control> thread_limit(int threads);
+
+// The training log of o.log_paths (empty when none) read through fs.
+TrainingLog load_evaluation_log(const EvaluationOptions& o, const FileSystem& fs);
+
 int command_run(const Invocation& inv);
+int command_whatif(const Invocation& inv);
 int command_inspect(const Invocation& inv);
 int command_synth(const Invocation& inv);
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace fp8a {
@@ -23,18 +24,32 @@ inline std::size_t edit_distance(std::string_view a, std::string_view b) {
   return row[b.size()];
 }
 
-// Returns " (did you mean 'x'?)" for the closest candidate within a few edits, else "".
-inline std::string did_you_mean(std::string_view name, const std::vector<std::string>& candidates) {
-  std::string best;
-  std::size_t best_d = std::max<std::size_t>(2, name.size() / 3) + 1;
-  for (const auto& c : candidates) {
-    const std::size_t d = edit_distance(name, c);
-    if (d < best_d) {
-      best_d = d;
-      best = c;
-    }
-  }
-  return best.empty() ? std::string() : " (did you mean '" + best + "'?)";
+// The candidates within a few edits of name (at most max(2, |name| / 3)), closest first (ties in
+// the candidates' order), at most max_count of them.
+inline std::vector<std::string> closest_names(std::string_view name,
+                                              const std::vector<std::string>& candidates,
+                                              std::size_t max_count) {
+  const std::size_t limit = std::max<std::size_t>(2, name.size() / 3);
+  std::vector<std::pair<std::size_t, std::string>> near;
+  for (const auto& c : candidates)
+    if (const std::size_t d = edit_distance(name, c); d <= limit) near.emplace_back(d, c);
+  std::stable_sort(near.begin(), near.end(),
+                   [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < near.size() && i < max_count; ++i) out.push_back(near[i].second);
+  return out;
+}
+
+// " (did you mean 'x'?)", or " (did you mean 'x' or 'y'?)" for up to max_count of the closest
+// candidates (closest_names); "" when none is close.
+inline std::string did_you_mean(std::string_view name, const std::vector<std::string>& candidates,
+                                std::size_t max_count = 1) {
+  const std::vector<std::string> near = closest_names(name, candidates, max_count);
+  if (near.empty()) return {};
+  std::string s = " (did you mean ";
+  for (std::size_t i = 0; i < near.size(); ++i)
+    s += (i == 0 ? "" : i + 1 == near.size() ? " or " : ", ") + ("'" + near[i] + "'");
+  return s + "?)";
 }
 
 }  // namespace fp8a

@@ -9,6 +9,33 @@
 
 namespace fp8a {
 
+PlanFallbacks plan_fallbacks(const Recommendation& rec) {
+  PlanFallbacks f;
+  if (!rec.chosen) return f;
+  const CandidateAdvice& c = rec.candidates[*rec.chosen];
+  // Whole layers where no GEMM was judged, else single GEMMs.
+  for (std::size_t li = 0; li < rec.layers.size(); ++li) {
+    const LayerDecision& l = rec.layers[li];
+    bool any_judged = false;
+    for (const GemmDecision& g : l.gemms) any_judged = any_judged || g.judged;
+    if (!any_judged) {
+      f.bf16.push_back(l.layer + ": " + l.gemms[0].reason);
+      continue;
+    }
+    for (const GemmDecision& g : l.gemms) {
+      if (!g.judged) continue;
+      if (g.precision == Precision::kBf16 && li < c.not_paying.size() &&
+          !c.not_paying[li][static_cast<int>(g.gemm)].empty())
+        ++f.not_paying;
+      else if (g.precision == Precision::kBf16)
+        f.bf16.push_back(l.layer + " " + gemm_name(g.gemm) + ": " + g.reason);
+      else if (!g.reason.empty())
+        f.close.push_back(l.layer + " " + gemm_name(g.gemm) + ": " + g.reason);
+    }
+  }
+  return f;
+}
+
 std::string render_answer(const AnswerContext& a) {
   if (a.recommendation == nullptr) return "answer: " + a.skipped + "\n";
   const Recommendation& rec = *a.recommendation;
@@ -25,28 +52,10 @@ std::string render_answer(const AnswerContext& a) {
       s += "answer: every GEMM in BF16 (the chosen " + te_recipe_call(te_recipe_for(c.candidate)) + "  [" +
            candidate_name(c.candidate) + "] keeps none in FP8)\n";
     s += "  why: " + rec.why + "\n";
-    // The BF16 fallbacks: whole layers where every judged GEMM goes BF16, else single GEMMs.
-    std::vector<std::string> bf16, close;
-    std::size_t not_paying = 0;  // GEMMs the numbers allow in FP8, sent to BF16 by the cost
-    for (std::size_t li = 0; li < rec.layers.size(); ++li) {
-      const LayerDecision& l = rec.layers[li];
-      bool any_judged = false;
-      for (const GemmDecision& g : l.gemms) any_judged = any_judged || g.judged;
-      if (!any_judged) {
-        bf16.push_back(l.layer + ": " + l.gemms[0].reason);
-        continue;
-      }
-      for (const GemmDecision& g : l.gemms) {
-        if (!g.judged) continue;
-        if (g.precision == Precision::kBf16 && li < c.not_paying.size() &&
-            !c.not_paying[li][static_cast<int>(g.gemm)].empty())
-          ++not_paying;
-        else if (g.precision == Precision::kBf16)
-          bf16.push_back(l.layer + " " + gemm_name(g.gemm) + ": " + g.reason);
-        else if (!g.reason.empty())
-          close.push_back(l.layer + " " + gemm_name(g.gemm) + ": " + g.reason);
-      }
-    }
+    const PlanFallbacks fallbacks = plan_fallbacks(rec);
+    const std::vector<std::string>& bf16 = fallbacks.bf16;
+    const std::vector<std::string>& close = fallbacks.close;
+    const std::size_t not_paying = fallbacks.not_paying;
     if (bf16.empty() && not_paying == 0) {
       s += "  keep in BF16: nothing, every GEMM FP8\n";
     } else if (bf16.empty()) {

@@ -24,6 +24,16 @@ struct AnswerContext {
   std::vector<std::string> not_written;
 };
 
+// The chosen plan's GEMMs by what happens to them, each "<layer> <gemm>: <reason>" (a layer none
+// of whose GEMMs was judged: "<layer>: <reason>"), in layer then GEMM order.
+struct PlanFallbacks {
+  std::vector<std::string> bf16;   // kept in BF16 for the numbers (or not judged)
+  std::vector<std::string> close;  // kept FP8 with a reason: close to the limit
+  std::size_t not_paying = 0;      // GEMMs the numbers allow in FP8 that the cost sends to BF16
+};
+// The fallbacks of rec's chosen candidate; empty when none is chosen.
+PlanFallbacks plan_fallbacks(const Recommendation& rec);
+
 // The most GEMMs the answer lists to watch next run.
 inline constexpr std::size_t kWatchListLength = 5;
 

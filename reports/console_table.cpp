@@ -1,7 +1,5 @@
 #include "reports/console_table.hpp"
 
-#include <cmath>
-#include <cstdio>
 #include <vector>
 
 #include "reports/number_format.hpp"
@@ -9,19 +7,7 @@
 
 namespace fp8a {
 
-namespace {
-
-std::string fixed(double v, int decimals) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
-
-std::string where(const WorstValue& w) { return w.tensor + "@" + std::to_string(w.step); }
-
-}  // namespace
+std::string worst_where(const WorstValue& w) { return w.tensor + "@" + std::to_string(w.step); }
 
 std::string render_layer_table(std::span<const LayerSummary> layers) {
   bool several_formats = false;
@@ -35,9 +21,9 @@ std::string render_layer_table(std::span<const LayerSummary> layers) {
   }
   std::vector<std::vector<std::string>> cells;
   for (const auto& l : layers) {
-    cells.push_back({l.layer, l.recipe, fixed(l.min_sqnr_db.value, 2), where(l.min_sqnr_db),
-                     fixed(l.min_cos.value, 6), fixed(l.max_underflow_pct.value, 3),
-                     fixed(l.max_saturated_pct.value, 3)});
+    cells.push_back({l.layer, l.recipe, format_fixed(l.min_sqnr_db.value, 2), worst_where(l.min_sqnr_db),
+                     format_fixed(l.min_cos.value, 6), format_fixed(l.max_underflow_pct.value, 3),
+                     format_fixed(l.max_saturated_pct.value, 3)});
     if (several_formats) cells.back().insert(cells.back().begin() + 2, training_format_name(l.format));
   }
   return render_text_table(head, cells, left);

@@ -10,6 +10,9 @@
 
 namespace fp8a {
 
+// Where a worst value occurred: "gradient/col@20" (tensor, then step).
+std::string worst_where(const WorstValue& w);
+
 // One line per (layer, recipe, format); a format column only when the summaries hold several.
 std::string render_layer_table(std::span<const LayerSummary> layers);
 

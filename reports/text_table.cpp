@@ -6,27 +6,29 @@ namespace fp8a {
 
 std::string render_text_table(const std::vector<std::string>& head,
                               const std::vector<std::vector<std::string>>& rows,
-                              const std::vector<bool>& left) {
+                              const std::vector<bool>& left,
+                              const std::vector<std::vector<bool>>& marked) {
   std::vector<std::size_t> width(head.size());
   for (std::size_t c = 0; c < head.size(); ++c) {
     width[c] = head[c].size();
     for (const auto& row : rows) width[c] = std::max(width[c], row[c].size());
   }
   std::string out;
-  auto emit = [&](const std::vector<std::string>& row) {
+  auto emit = [&](const std::vector<std::string>& row, const std::vector<bool>* marks) {
     std::string line;
     for (std::size_t c = 0; c < row.size(); ++c) {
       const std::size_t pad = width[c] - row[c].size();
       const bool is_left = c >= left.size() || left[c];
+      const bool mark = marks != nullptr && c < marks->size() && (*marks)[c];
       if (!is_left) line.append(pad, ' ');
-      line += row[c];
+      line += mark ? kTerminalMark + row[c] + kTerminalReset : row[c];
       if (c + 1 < row.size()) line.append((is_left ? pad : 0) + 2, ' ');
     }
     line.erase(line.find_last_not_of(' ') + 1);
     out += line + '\n';
   };
-  emit(head);
-  for (const auto& row : rows) emit(row);
+  emit(head, nullptr);
+  for (std::size_t r = 0; r < rows.size(); ++r) emit(rows[r], r < marked.size() ? &marked[r] : nullptr);
   return out;
 }
 

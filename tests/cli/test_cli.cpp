@@ -157,8 +157,14 @@ TEST_CASE("run on the shipped sample matches the independent NumPy golden values
       if (e.is_regular_file()) files.insert(e.path().filename().string());
     CHECK(files == std::set<std::string>{"metrics.csv", "gemms.csv", "recipe.json",
                                          "megatron_args.txt", "te_precision_config.yaml",
-                                         "nvdlfw_inspect.yaml", "torchao.json", "summary.json",
+                                         "nvdlfw_inspect.yaml", "torchao.json", "report.md", "summary.json",
                                          "report.html"});
+    // report.md: the same answer as stdout, every layer's decision.
+    const std::string md = slurp(out.path / "report.md");
+    CHECK(md.starts_with("# fp8-advisor report\n"));
+    CHECK(md.find("## Per-layer decisions") != std::string::npos);
+    for (const char* layer : {"layers.0.self_attention.linear_qkv", "layers.1.mlp.linear_fc2"})
+      CHECK(md.find(std::string("| ") + layer + " | ") != std::string::npos);
   }
 }
 
@@ -756,7 +762,7 @@ TEST_CASE("gemms.csv: three GEMMs per layer, step and recipe; --no-gemms skips i
   REQUIRE(run("run --no-gemms --recipes current --capture " + sample() + " --out " + shell_quote(b.path.string())).rc == 0);
   CHECK_FALSE(fs::exists(b.path / "gemms.csv"));
   const auto summary = nlohmann::json::parse(slurp(b.path / "summary.json"));
-  CHECK(summary["outputs"] == nlohmann::json::array({"metrics.csv", "summary.json", "report.html"}));
+  CHECK(summary["outputs"] == nlohmann::json::array({"metrics.csv", "report.md", "summary.json", "report.html"}));
 }
 
 TEST_CASE(".npy folders, .npz archives and TE DumpTensors .pt files are captures too") {

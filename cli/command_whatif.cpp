@@ -1,0 +1,113 @@
+// fp8-advisor whatif: one layer's metrics under every candidate, in the terminal, without a run.
+#include <unistd.h>
+
+#include <algorithm>
+#include <iostream>
+#include <optional>
+#include <regex>
+#include <set>
+
+#include "cli/backend_registry.hpp"
+#include "cli/options.hpp"
+#include "core/error.hpp"
+#include "core/suggest.hpp"
+#include "engine/gemm_error.hpp"
+#include "engine/gemm_pairing.hpp"
+#include "reports/whatif_table.hpp"
+
+namespace fp8a::cli {
+
+namespace {
+
+// The captured layer names in capture order, once each.
+std::vector<std::string> layer_names(const CaptureSet& captures) {
+  std::vector<std::string> names;
+  for (const CapturedTensor& t : captures.tensors)
+    if (std::find(names.begin(), names.end(), t.key.layer) == names.end()) names.push_back(t.key.layer);
+  return names;
+}
+
+// The layers --layer matches (std::regex_search, ECMAScript, as the capture hook's re.search).
+std::vector<std::string> matching_layers(const std::string& pattern, const std::vector<std::string>& names) {
+  std::regex re;
+  try {
+    re = std::regex(pattern, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    throw usage_error("fp8a.usage.216", "--layer '" + pattern + "' is not a valid regular expression: " + e.what());
+  }
+  std::vector<std::string> matched;
+  for (const std::string& n : names)
+    if (std::regex_search(n, re)) matched.push_back(n);
+  if (matched.empty()) {
+    constexpr std::size_t kSuggestions = 3;
+    throw usage_error("fp8a.usage.216", "--layer '" + pattern + "' matches no captured layer" +
+                                            did_you_mean(pattern, names, kSuggestions) + "; " +
+                                            std::to_string(names.size()) + " captured, 'fp8-advisor inspect' lists them");
+  }
+  return matched;
+}
+
+}  // namespace
+
+int command_whatif(const Invocation& inv) {
+  EvaluationOptions eval;
+  std::string layer_pattern;
+  std::int64_t step = 0;
+  po::options_description desc("Options");
+  desc.add_options()
+      ("layer", po::value(&layer_pattern)->required(),
+       "the layers to show: an ECMAScript regular expression searched in each captured layer name")
+      ("step", po::value(&step), "show this captured step only (every step is still evaluated, "
+                                 "for the delayed replay's history)");
+  add_evaluation_options(desc, eval, "recipe");
+  po::variables_map vm;
+  if (!parse_options(inv, desc, nullptr, &vm,
+                     "fp8-advisor whatif --capture PATH [PATH ...] --layer REGEX [--recipe SPEC[,SPEC...]] "
+                     "[--step N] [options]",
+                     std::cout))
+    return kExitOk;
+  RunConfig config = evaluation_config(eval);
+  const auto limit = thread_limit(eval.threads);
+  const auto backend = make_backend(parse_device_choice(eval.device_text));
+
+  DiskFileSystem fs;
+  const CaptureSet all = load_captures(eval.capture_paths, fs, capture_options(eval.npy_dtype_text));
+  const std::vector<std::string> layers = matching_layers(layer_pattern, layer_names(all));
+  const std::set<std::string> wanted(layers.begin(), layers.end());
+  // Only the matched layers' tensors are evaluated: every step of them, as run evaluates them.
+  CaptureSet captures;
+  captures.files = all.files;
+  captures.mappings = all.mappings;
+  std::set<std::int64_t> steps;
+  for (const CapturedTensor& t : all.tensors)
+    if (wanted.count(t.key.layer) != 0) {
+      captures.tensors.push_back(t);
+      steps.insert(t.key.step);
+    }
+  const bool one_step = vm.count("step") != 0;
+  if (one_step && steps.count(step) == 0) {
+    std::string list;
+    for (std::int64_t s : steps) list += (list.empty() ? "" : ", ") + std::to_string(s);
+    throw usage_error("fp8a.usage.217", "--step " + std::to_string(step) +
+                                            ": the matched layers were captured at steps " + list);
+  }
+  const TrainingLog training_log = load_evaluation_log(eval, fs);
+  if (!eval.log_paths.empty()) config.training_log = &training_log;
+  auto rows = evaluate_captures(captures, config, *backend);
+  std::vector<std::string> skipped;
+  std::vector<GemmLayer> gemm_layers = pair_gemm_operands(captures, &skipped);
+  if (one_step) {
+    std::erase_if(rows, [&](const EvaluationRow& r) { return r.key.step != step; });
+    std::erase_if(gemm_layers, [&](const GemmLayer& g) { return g.step != step; });
+  }
+  const auto gemm_engine = make_gemm_engine(*backend);
+  const auto gemms = evaluate_gemm_errors(gemm_layers, rows, GemmOptions{eval.gemm_rows, gemm_engine.get()});
+  for (const auto& s : skipped) std::cerr << "fp8-advisor: warning: gemms: " << s << "\n";
+
+  const bool terminal = ::isatty(STDOUT_FILENO) == 1;
+  for (std::size_t i = 0; i < layers.size(); ++i)
+    std::cout << (i == 0 ? "" : "\n") << render_whatif_table(layers[i], rows, gemms, terminal);
+  return kExitOk;
+}
+
+}  // namespace fp8a::cli

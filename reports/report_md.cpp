@@ -1,0 +1,208 @@
+#include "reports/report_md.hpp"
+
+#include <set>
+#include <tuple>
+#include <vector>
+
+#include "core/text.hpp"
+#include "reports/console_table.hpp"
+#include "reports/number_format.hpp"
+#include "reports/te_recipe.hpp"
+
+namespace fp8a {
+
+namespace {
+
+// A Markdown table: the header, the delimiter row (right-aligned where !left[c]), the rows; every
+// cell escaped.
+std::string markdown_table(const std::vector<std::string>& head,
+                           const std::vector<std::vector<std::string>>& rows,
+                           const std::vector<bool>& left) {
+  const auto line = [](const std::vector<std::string>& cells) {
+    std::string s = "|";
+    for (const auto& c : cells) s += " " + markdown_cell(c) + " |";
+    return s + "\n";
+  };
+  std::string s = line(head) + "|";
+  for (std::size_t c = 0; c < head.size(); ++c) s += c < left.size() && !left[c] ? " ---: |" : " --- |";
+  s += "\n";
+  for (const auto& r : rows) s += line(r);
+  return s;
+}
+
+std::string code(const std::string& text) { return "`" + text + "`"; }
+
+std::string bullets(const std::vector<std::string>& items) {
+  std::string s;
+  for (const auto& i : items) s += "- " + i + "\n";
+  return s;
+}
+
+std::string recommendation_section(const AnswerContext& a) {
+  std::string s = "## Recommendation\n\n";
+  if (a.recommendation == nullptr) return s + a.skipped + "\n\n";
+  const Recommendation& rec = *a.recommendation;
+  if (!rec.chosen) {
+    s += "**No FP8 recipe can be recommended**";
+    s += rec.candidates.empty() && a.gpu_excluded.empty() ? " (no FP8 candidate evaluated)"
+                                                           : ": none runs on " + a.gpu;
+    s += "; every GEMM stays in BF16.\n\n";
+  } else {
+    const CandidateAdvice& c = rec.candidates[*rec.chosen];
+    const std::string call = code(te_recipe_call(te_recipe_for(c.candidate)));
+    s += c.fp8_flops > 0 ? "**Recipe:** " + call + " (" + candidate_name(c.candidate) + ")\n\n"
+                         : "**Every GEMM in BF16** (the chosen " + call + ", " +
+                               candidate_name(c.candidate) + ", keeps none in FP8)\n\n";
+  }
+  s += "- why: " + rec.why + "\n";
+  if (rec.chosen) {
+    const CandidateAdvice& c = rec.candidates[*rec.chosen];
+    if (c.speedup)
+      s += format_text("- predicted GEMM speedup over all-BF16: %.3fx on %s (cost: %s); FP8 share of "
+                       "GEMM FLOPs %.1f %%\n",
+                       *c.speedup, a.gpu.c_str(), a.cost_source.c_str(), 100.0 * c.fp8_flop_share);
+    else
+      s += format_text("- cost: %s (numerics only); FP8 share of GEMM FLOPs %.1f %%\n",
+                       a.cost_source.c_str(), 100.0 * c.fp8_flop_share);
+  }
+  if (rec.module_plan) s += "- per module (te_precision_config.yaml): " + rec.module_plan->why + "\n";
+  else if (!rec.module_plan_note.empty()) s += "- per module: " + rec.module_plan_note + "\n";
+  s += "\n";
+
+  const PlanFallbacks f = plan_fallbacks(rec);
+  if (rec.chosen) {
+    s += "### Kept in BF16\n\n";
+    if (f.bf16.empty()) s += f.not_paying == 0 ? "Nothing: every GEMM FP8.\n" : "Nothing for the numbers.\n";
+    s += bullets(f.bf16);
+    if (f.not_paying > 0)
+      s += format_text("- %zu GEMM%s the numbers allow in FP8, because FP8 would not pay on %s "
+                       "(recipe.json has each)\n",
+                       f.not_paying, f.not_paying == 1 ? "" : "s", a.gpu.c_str());
+    s += "\n";
+  }
+  if (!f.close.empty()) s += "### Kept FP8 close to the limit\n\n" + bullets(f.close) + "\n";
+  if (!rec.advisories.empty()) {
+    std::vector<std::string> items;
+    for (const Advisory& adv : rec.advisories) items.push_back(adv.text + " [" + adv.source + "]");
+    s += "### From the field\n\n" + bullets(items) + "\n";
+  }
+  if (!rec.limits.empty()) s += "### Not judged\n\n" + bullets(rec.limits) + "\n";
+  std::vector<std::string> excluded;
+  for (const auto& [name, why] : a.gpu_excluded) excluded.push_back(name + ": " + why);
+  for (const CandidateAdvice& c : rec.candidates)
+    if (!c.runnable) excluded.push_back(candidate_name(c.candidate) + ": " + c.excluded);
+  if (!excluded.empty()) s += "### Excluded on " + a.gpu + "\n\n" + bullets(excluded) + "\n";
+  return s;
+}
+
+std::string run_section(const RunInfo& info, std::span<const EvaluationRow> rows) {
+  std::set<std::string> layers;
+  std::set<std::tuple<std::int64_t, std::string, Role>> tensors;
+  std::set<std::int64_t> steps;
+  int approximate = 0;
+  for (const EvaluationRow& r : rows) {
+    layers.insert(r.key.layer);
+    tensors.emplace(r.key.step, r.key.layer, r.key.role);
+    steps.insert(r.key.step);
+    approximate += replays_history(r.recipe.kind) && r.replay.mode == ReplayMode::kApproximate;
+  }
+  std::string step_list;
+  for (std::int64_t st : steps) step_list += (step_list.empty() ? "" : ", ") + std::to_string(st);
+  std::string command;
+  for (const auto& w : info.command_line) command += (command.empty() ? "" : " ") + w;
+  std::string s = "## Run\n\n";
+  s += markdown_table({"run", ""},
+                      {{"layers", std::to_string(layers.size())},
+                       {"tensors", std::to_string(tensors.size())},
+                       {"steps", std::to_string(steps.size()) + (steps.empty() ? "" : " (" + step_list + ")")},
+                       {"recipes", std::to_string(info.config.recipes.size())},
+                       {"format", training_format_list(info.config.formats)},
+                       {"backend", info.backend + " (" + info.device + ")"},
+                       {"version", info.version + " (git " + info.git_revision + ")"},
+                       {"command", code(command)}},
+                      {true, true});
+  s += "\n### Inputs\n\n";
+  std::vector<std::vector<std::string>> inputs;
+  for (const CaptureFile& f : info.inputs)
+    inputs.push_back({code(f.path), std::to_string(f.step), f.rank < 0 ? "" : std::to_string(f.rank),
+                      std::to_string(f.tensor_count), f.note});
+  s += markdown_table({"file", "step", "rank", "tensors", "note"}, inputs,
+                      {true, false, false, false, true});
+  for (const auto& l : info.log_files) s += "\ntraining log: " + code(l) + "\n";
+  std::vector<std::string> warnings = info.warnings;
+  if (approximate > 0)
+    warnings.push_back(format_text("%d delayed-scaling evaluation%s replayed approximately "
+                                   "(summary.json delayed_replay names each)",
+                                   approximate, approximate == 1 ? "" : "s"));
+  s += "\n### Warnings\n\n" + (warnings.empty() ? std::string("None.\n") : bullets(warnings));
+  return s + "\n";
+}
+
+std::string gemm_cell(const GemmDecision& g) {
+  if (!g.judged) return "not judged";
+  return precision_name(g.precision);
+}
+
+std::string decisions_section(const Recommendation& rec) {
+  std::vector<std::vector<std::string>> cells;
+  for (const LayerDecision& l : rec.layers) {
+    // The reasons, one per GEMM that has one; the same reason for all three once.
+    std::string reasons;
+    const bool same = l.gemms[0].reason == l.gemms[1].reason && l.gemms[1].reason == l.gemms[2].reason;
+    if (same) reasons = l.gemms[0].reason;
+    else
+      for (const GemmDecision& g : l.gemms)
+        if (!g.reason.empty()) {
+          // A reason that names its GEMM first is not prefixed again.
+          const std::string name = std::string(gemm_name(g.gemm)) + ":";
+          reasons += (reasons.empty() ? "" : "\n") + (g.reason.starts_with(name) ? "" : name + " ") + g.reason;
+        }
+    cells.push_back({l.layer + (l.incomplete ? " (incomplete)" : ""), precision_name(l.precision),
+                     l.fp8_safe ? "yes" : "no", gemm_cell(l.gemms[0]), gemm_cell(l.gemms[1]),
+                     gemm_cell(l.gemms[2]), reasons});
+  }
+  return "## Per-layer decisions\n\n" +
+         markdown_table({"layer", "precision", "fp8_safe", "fprop", "dgrad", "wgrad", "reasons"}, cells, {}) +
+         "\n";
+}
+
+std::string metrics_section(std::span<const LayerSummary> layers) {
+  std::vector<std::vector<std::string>> cells;
+  for (const LayerSummary& l : layers)
+    cells.push_back({l.layer, l.recipe, training_format_name(l.format),
+                     format_fixed(l.min_sqnr_db.value, 2), worst_where(l.min_sqnr_db),
+                     format_fixed(l.min_cos.value, 6), format_text("%.3g", l.max_rel_mse.value),
+                     format_fixed(l.max_underflow_pct.value, 3), format_fixed(l.max_saturated_pct.value, 3),
+                     std::to_string(l.nonfinite_count)});
+  return "## Per-layer worst metrics\n\nOver each layer's tensors and steps (metrics.csv has every "
+         "value, METRICS.md defines them).\n\n" +
+         markdown_table({"layer", "recipe", "format", "min SQNR dB", "(where)", "min cos", "max rel_mse",
+                         "max underflow %", "max saturated %", "NaN/Inf"},
+                        cells, {true, true, true, false, true, false, false, false, false, false});
+}
+
+}  // namespace
+
+std::string markdown_cell(std::string_view text) {
+  std::string s;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char ch = text[i];
+    if (ch == '|') s += "\\|";
+    else if (ch == '\r' && i + 1 < text.size() && text[i + 1] == '\n') continue;
+    else if (ch == '\n' || ch == '\r') s += "<br>";
+    else s += ch;
+  }
+  return s;
+}
+
+Artifact render_report_md(const RunInfo& info, std::span<const EvaluationRow> rows,
+                          std::span<const LayerSummary> layers, const AnswerContext& answer) {
+  std::string s = "# fp8-advisor report\n\n";
+  s += recommendation_section(answer);
+  s += run_section(info, rows);
+  if (answer.recommendation != nullptr) s += decisions_section(*answer.recommendation);
+  s += metrics_section(layers);
+  return {"report.md", s, ""};
+}
+
+}  // namespace fp8a
