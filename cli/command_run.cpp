@@ -1,6 +1,4 @@
 // fp8-advisor run: read captures, evaluate every recipe on every tensor, write the reports.
-#include <tbb/global_control.h>
-
 #include <algorithm>
 #include <chrono>
 #include <iostream>
@@ -8,6 +6,7 @@
 #include <optional>
 
 #include "cli/backend_registry.hpp"
+#include "cli/evaluation_options.hpp"
 #include "cli/options.hpp"
 #include "cli/version.hpp"
 #include "core/error.hpp"
@@ -48,37 +47,22 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-std::string recipe_help() {
-  std::string s = "comma-separated recipe specs (default: all kinds); kinds:";
-  for (const auto& k : kRecipeKinds) s += std::string("\n  ") + k.name + ": " + k.summary;
-  return s;
-}
-
 }  // namespace
 
 int command_run(const Invocation& inv) {
   std::vector<std::string> capture_paths, log_paths, amax_trace_paths;
-  std::string out_dir, recipes_text, format_text, device_text, npy_dtype_text, reduction_text,
-      training_recipe_text, policy_text, gpu_text, cost_text;
-  int threads = 0;
+  std::string out_dir, training_recipe_text, policy_text, gpu_text, cost_text;
+  EvaluationOptions eval;
   double tokens_per_step = 0;
   std::int64_t gemm_rows = 0;
-  const std::string recipes_doc = recipe_help();
   po::options_description desc("Options");
   desc.add_options()
       ("capture", po::value(&capture_paths)->multitoken()->required(),
        "capture files (.safetensors, .npy, .npz, .pt incl. TE DumpTensors) and/or directories "
        "(searched recursively)")
-      ("out", po::value(&out_dir)->required(), "output directory (created if missing)")
-      ("recipes", po::value(&recipes_text)->default_value(default_recipe_list()), recipes_doc.c_str())
-      ("format", po::value(&format_text)->default_value(training_format_list(kAllTrainingFormats)),
-       "comma-separated TE recipe Formats to evaluate: e4m3 (every role E4M3) and/or hybrid "
-       "(E5M2 for gradients)")
-      ("amax-reduction", po::value(&reduction_text)->default_value("tp"),
-       "tensors captured as several ranks: tp = one amax reduced over the ranks (TE's all-reduce), "
-       "none = each rank's own amax for current scaling")
-      ("npy-dtype", po::value(&npy_dtype_text),
-       "bf16: read 2-byte void / uint16 .npy arrays as BF16 (how np.save stores bfloat16)")
+      ("out", po::value(&out_dir)->required(), "output directory (created if missing)");
+  add_recipe_options(desc, &eval);
+  desc.add_options()
       ("training-log", po::value(&log_paths)->multitoken(),
        "what the training run logged at every step: CSV step,tensor,amax (amax of every step, for "
        "exact delayed-scaling replay) and/or nvdlfw_inspect statistics logs (cur_amax; their "
@@ -89,11 +73,9 @@ int command_run(const Invocation& inv) {
        "without a recipe name are compared with it")
       ("gemm-rows", po::value(&gemm_rows)->default_value(0),
        "GEMM-output error on this many token rows (evenly spaced), 0 = all rows")
-      ("no-gemms", "skip the GEMM-output error (gemms.csv)")
-      ("threads", po::value(&threads)->default_value(0), "worker threads; 0 = all cores")
-      ("device", po::value(&device_text)->default_value("auto"),
-       "auto, cpu or cuda (cuda also runs every GEMM of gemms.csv in cuBLASLt); auto means the "
-       "CPU until the CUDA backend has passed the GPU checks")
+      ("no-gemms", "skip the GEMM-output error (gemms.csv)");
+  add_backend_options(desc, &eval);
+  desc.add_options()
       ("policy", po::value(&policy_text)->default_value("default"),
        "the advice's criteria: default, te-autoswitch (TE PR #2883's rule) or a policy JSON file "
        "(README \"Policy\")")
@@ -113,7 +95,7 @@ int command_run(const Invocation& inv) {
   if (!parse_options(inv, desc, nullptr, &vm,
                      "fp8-advisor run --capture PATH [PATH ...] --out DIR [options]", std::cout))
     return kExitOk;
-  if (threads < 0) throw usage_error("fp8a.usage.205", "--threads must be >= 0");
+  if (eval.threads < 0) throw usage_error("fp8a.usage.205", "--threads must be >= 0");
   if (gemm_rows < 0) throw usage_error("fp8a.usage.205", "--gemm-rows must be >= 0");
   const Policy policy = load_policy(policy_text, DiskFileSystem());
   std::string gpu_why;
@@ -130,14 +112,7 @@ int command_run(const Invocation& inv) {
   info.version = FP8A_VERSION;
   info.git_revision = FP8A_GIT_REVISION;
   info.command_line = inv.command_line;
-  info.config.recipes = parse_recipe_list(recipes_text);
-  info.config.formats = parse_training_format_list(format_text);
-  if (reduction_text == "tp") info.config.amax_reduction = AmaxReduction::kTp;
-  else if (reduction_text == "none") info.config.amax_reduction = AmaxReduction::kNone;
-  else
-    throw usage_error("fp8a.usage.208", "--amax-reduction '" + reduction_text +
-                                            "': expected tp or none" +
-                                            did_you_mean(reduction_text, {"tp", "none"}));
+  info.config = evaluation_config(eval);
   std::optional<Recipe> training_recipe;
   if (vm.count("training-recipe") != 0) {
     training_recipe = parse_recipe(training_recipe_text);
@@ -147,22 +122,17 @@ int command_run(const Invocation& inv) {
                                               " is not among --recipes; add it there");
     info.training_recipe = training_recipe->spec();
   }
-  std::unique_ptr<tbb::global_control> limit;
-  if (threads > 0)
-    limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
-                                                  static_cast<std::size_t>(threads));
-  const auto backends = probe_backends();
-  const DeviceChoice device_choice = parse_device_choice(device_text);
-  const auto backend = make_backend(device_choice);
-  info.requested_device = device_choice_name(device_choice);
+  const EvaluationBackend evaluator = start_backend(eval);
+  const Backend* backend = evaluator.backend.get();
+  info.requested_device = device_choice_name(evaluator.device_choice);
   info.backend = backend->name();
   info.device = backend->device();
-  info.cuda_compiled = backends.cuda_compiled;
-  info.cuda_devices = backends.cuda_devices;
+  info.cuda_compiled = evaluator.backends.cuda_compiled;
+  info.cuda_devices = evaluator.backends.cuda_devices;
 
   auto t0 = std::chrono::steady_clock::now();
   DiskFileSystem fs;
-  const CaptureSet captures = load_captures(capture_paths, fs, capture_options(npy_dtype_text));
+  const CaptureSet captures = load_captures(capture_paths, fs, capture_options(eval.npy_dtype_text));
   info.inputs = captures.files;
   TrainingLog training_log;
   log_paths.insert(log_paths.end(), amax_trace_paths.begin(), amax_trace_paths.end());

@@ -31,5 +31,6 @@ CaptureOptions capture_options(const std::string& npy_dtype);
 int command_run(const Invocation& inv);
 int command_inspect(const Invocation& inv);
 int command_synth(const Invocation& inv);
+int command_compare(const Invocation& inv);
 
 }  // namespace fp8a::cli
