@@ -81,7 +81,8 @@ int command_compare(const Invocation& inv) {
   RunConfig config = evaluation_config(eval);
   const bool recipes_given = !vm["recipes"].defaulted();
   const bool formats_given = !vm["format"].defaulted();
-  const auto folder = std::find_if(sides, sides + 2, [](const Side& s) { return s.run_folder; });
+  const auto folder =
+      std::find_if(sides, sides + 2, [](const Side& s) { return s.run_folder && !s.records.empty(); });
   if (folder != sides + 2) {
     if (!recipes_given)
       config.recipes = parse_recipe_list(join(distinct(folder->records, &MetricsRecord::recipe)));

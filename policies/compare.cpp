@@ -26,7 +26,9 @@ bool nonfinite_term(double b, double c, double* term) {
 double log_ratio_term(double b, double c) {
   double t = 0;
   if (nonfinite_term(b, c, &t)) return t;
-  return std::abs(std::log10(std::max(c, kDivergenceErrorFloor) / std::max(b, kDivergenceErrorFloor)));
+  // A difference of logs, not the log of a ratio: swapping the sides gives the same bits.
+  return std::abs(std::log10(std::max(c, kDivergenceErrorFloor)) -
+                  std::log10(std::max(b, kDivergenceErrorFloor)));
 }
 
 double pct_term(double b, double c) {
