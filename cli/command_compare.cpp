@@ -12,7 +12,6 @@
 #include "datasets/capture.hpp"
 #include "datasets/metrics_table.hpp"
 #include "policies/compare.hpp"
-#include "reports/atomic_file.hpp"
 #include "reports/compare_report.hpp"
 
 namespace fp8a::cli {
@@ -128,14 +127,8 @@ int command_compare(const Invocation& inv) {
   info.cand_path = sides[1].path;
   info.base_kind = sides[0].run_folder ? "run folder" : "capture";
   info.cand_kind = sides[1].run_folder ? "run folder" : "capture";
-  const Artifact artifacts[] = {render_compare_csv(result), render_compare_md(result, info, kMarkdownTop)};
-  ensure_output_directory(out_dir);
-  std::string wrote;
-  for (const auto& a : artifacts) {
-    write_file_atomically(out_dir + "/" + a.name, a.contents);
-    wrote += (wrote.empty() ? "wrote " : ", ") + out_dir + "/" + a.name +
-             (a.note.empty() ? "" : " (" + a.note + ")");
-  }
+  const std::string wrote = write_artifacts(
+      out_dir, {render_compare_csv(result), render_compare_md(result, info, kMarkdownTop)});
   const std::string list = render_compare_list(result, kStdoutTop);
   if (vm.count("quiet") != 0) {
     std::cout << list;

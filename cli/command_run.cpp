@@ -27,7 +27,6 @@
 #include "policies/policy.hpp"
 #include "reports/answer_text.hpp"
 #include "reports/artifact.hpp"
-#include "reports/atomic_file.hpp"
 #include "reports/console_table.hpp"
 #include "reports/gemms_csv.hpp"
 #include "reports/megatron_args.hpp"
@@ -232,13 +231,7 @@ int command_run(const Invocation& inv) {
   info.outputs.push_back("summary.json");
   artifacts.push_back(render_summary_json(info, rows, layers, &answer));
 
-  ensure_output_directory(out_dir);
-  std::string wrote;
-  for (const auto& a : artifacts) {
-    write_file_atomically(out_dir + "/" + a.name, a.contents);
-    wrote += (wrote.empty() ? "wrote " : ", ") + out_dir + "/" + a.name +
-             (a.note.empty() ? "" : " (" + a.note + ")");
-  }
+  const std::string wrote = write_artifacts(out_dir, artifacts);
   // The answer first (with the files written), then the tables.
   const std::string answer_text = render_answer(answer) + wrote + "\n";
   if (quiet) {

@@ -4,6 +4,7 @@
 
 #include "core/error.hpp"
 #include "core/suggest.hpp"
+#include "reports/atomic_file.hpp"
 
 namespace fp8a::cli {
 
@@ -42,6 +43,17 @@ CaptureOptions capture_options(const std::string& npy_dtype) {
     throw usage_error("fp8a.usage.207", "--npy-dtype '" + npy_dtype + "': the only value is bf16" +
                                             did_you_mean(npy_dtype, {"bf16"}));
   return o;
+}
+
+std::string write_artifacts(const std::string& out_dir, const std::vector<Artifact>& artifacts) {
+  ensure_output_directory(out_dir);
+  std::string wrote;
+  for (const auto& a : artifacts) {
+    write_file_atomically(out_dir + "/" + a.name, a.contents);
+    wrote += (wrote.empty() ? "wrote " : ", ") + out_dir + "/" + a.name +
+             (a.note.empty() ? "" : " (" + a.note + ")");
+  }
+  return wrote;
 }
 
 }  // namespace fp8a::cli

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "datasets/capture.hpp"
+#include "reports/artifact.hpp"
 
 namespace fp8a::cli {
 
@@ -27,6 +28,11 @@ bool parse_options(const Invocation& inv, po::options_description& desc,
 
 // --npy-dtype: "" (none) or "bf16"; anything else is usage error fp8a.usage.207.
 CaptureOptions capture_options(const std::string& npy_dtype);
+
+// Creates out_dir and writes each artifact into it atomically (reports/atomic_file.hpp), in order;
+// returns the line that lists them: "wrote DIR/a.csv (12 rows), DIR/b.json". Input error
+// fp8a.io.104 when the directory or a file cannot be written.
+std::string write_artifacts(const std::string& out_dir, const std::vector<Artifact>& artifacts);
 
 int command_run(const Invocation& inv);
 int command_inspect(const Invocation& inv);

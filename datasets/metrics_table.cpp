@@ -106,13 +106,13 @@ std::vector<MetricsRecord> read_metrics_csv(const std::string& path, const FileS
                               quoted_input(field(c)) + " is not valid there");
     };
     MetricsRecord m;
-    if (!parse_number(field(kStep), &m.step) || m.step < 0) throw bad(kStep);
-    m.layer = field(kLayer);
-    if (m.layer.empty()) throw bad(kLayer);
+    if (!parse_number(field(kStep), &m.key.step) || m.key.step < 0) throw bad(kStep);
+    m.key.layer = field(kLayer);
+    if (m.key.layer.empty()) throw bad(kLayer);
     int role = 0;
     while (role < 3 && field(kTensor) != kRoleNames[role]) ++role;
     if (role == 3) throw bad(kTensor);
-    m.role = static_cast<Role>(role);
+    m.key.role = static_cast<Role>(role);
     m.recipe = field(kRecipe);
     if (m.recipe.empty()) throw bad(kRecipe);
     m.format = field(kFormat);

@@ -7,20 +7,17 @@
 // type it was written from (amax float, the metrics double).
 #pragma once
 
-#include <cstdint>
 #include <string>
 #include <vector>
 
-#include "core/recipe.hpp"
+#include "datasets/capture.hpp"
 #include "datasets/file_system.hpp"
 
 namespace fp8a {
 
 // One row of metrics.csv: one tensor under one recipe in one format and orientation.
 struct MetricsRecord {
-  std::int64_t step = 0;
-  std::string layer;
-  Role role = Role::kActivation;
+  CaptureKey key;           // step, layer, and the role metrics.csv calls `tensor`
   std::string recipe;       // canonical spec, e.g. "delayed:history=1024:algo=max:margin=0"
   std::string format;       // "e4m3" or "hybrid"
   std::string orientation;  // "rowwise" or "columnwise"

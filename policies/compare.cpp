@@ -47,7 +47,7 @@ struct GroupLess {
 };
 
 CompareGroup group_of(const MetricsRecord& r) {
-  return {r.layer, r.role, r.recipe, r.format, r.orientation};
+  return {r.key.layer, r.key.role, r.recipe, r.format, r.orientation};
 }
 
 using Groups = std::map<CompareGroup, std::map<std::int64_t, const MetricsRecord*>, GroupLess>;
@@ -55,8 +55,8 @@ using Groups = std::map<CompareGroup, std::map<std::int64_t, const MetricsRecord
 Groups group_rows(std::span<const MetricsRecord> rows, std::set<std::int64_t>* steps) {
   Groups g;
   for (const auto& r : rows) {
-    g[group_of(r)].emplace(r.step, &r);
-    steps->insert(r.step);
+    g[group_of(r)].emplace(r.key.step, &r);
+    steps->insert(r.key.step);
   }
   return g;
 }
@@ -92,7 +92,7 @@ std::vector<MetricsRecord> metrics_records(std::span<const EvaluationRow> rows) 
   for (const auto& r : rows) {
     if (!r.applicability.ok) continue;
     const auto& m = r.metrics;
-    out.push_back({r.key.step, r.key.layer, r.key.role, r.recipe.spec(),
+    out.push_back({r.key, r.recipe.spec(),
                    training_format_name(r.format), orientation_name(r.orientation),
                    static_cast<double>(r.stats.amax), m.mse, m.rel_mse, m.sqnr_db, m.cos,
                    m.underflow_pct, m.overflow_pct, m.saturated_pct});

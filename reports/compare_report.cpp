@@ -25,8 +25,8 @@ std::string arrow(const char* fmt, double b, double c) {
 }
 
 std::string steps_cell(const CompareMatch& m) {
-  return m.same_step ? std::to_string(m.base.step)
-                     : std::to_string(m.base.step) + " -> " + std::to_string(m.cand.step);
+  return m.same_step ? std::to_string(m.base.key.step)
+                     : std::to_string(m.base.key.step) + " -> " + std::to_string(m.cand.key.step);
 }
 
 double metric(const MetricsRecord& r, int i) {
@@ -55,7 +55,7 @@ RankedTable compare_ranked_table(const CompareResult& result, std::size_t top) {
   for (const auto& m : result.matches) {
     if (t.rows.size() == top) break;
     t.rows.push_back({std::to_string(m.rank), printf_number("%.3f", m.score),
-                      kDivergenceTermNames[m.driver], m.base.layer, role_name(m.base.role),
+                      kDivergenceTermNames[m.driver], m.base.key.layer, role_name(m.base.key.role),
                       m.base.recipe, m.base.format, m.base.orientation, steps_cell(m),
                       arrow("%.3f", m.base.underflow_pct, m.cand.underflow_pct),
                       arrow("%.3f", m.base.saturated_pct, m.cand.saturated_pct),
@@ -74,9 +74,9 @@ Artifact render_compare_csv(const CompareResult& result) {
   out << '\n';
   for (const auto& m : result.matches) {
     out << m.rank << ',' << format_number(m.score) << ',' << kDivergenceTermNames[m.driver] << ','
-        << csv_field(m.base.layer) << ',' << role_name(m.base.role) << ',' << csv_field(m.base.recipe)
-        << ',' << m.base.format << ',' << m.base.orientation << ',' << m.base.step << ','
-        << m.cand.step << ',' << csv_field(m.step_note);
+        << csv_field(m.base.key.layer) << ',' << role_name(m.base.key.role) << ',' << csv_field(m.base.recipe)
+        << ',' << m.base.format << ',' << m.base.orientation << ',' << m.base.key.step << ','
+        << m.cand.key.step << ',' << csv_field(m.step_note);
     for (int i = 0; i < static_cast<int>(std::size(kCompareCsvMetrics)); ++i) {
       const double b = metric(m.base, i), c = metric(m.cand, i);
       out << ',' << format_number(b) << ',' << format_number(c) << ',' << format_number(c - b);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,14 @@ std::vector<float> flushed() {
   return v;
 }
 
+// The named fields of a compare.csv row.
+void check_fields(const Row& row, const std::map<std::string, std::string>& expected) {
+  for (const auto& [column, value] : expected) {
+    INFO(column);
+    CHECK(row.at(column) == value);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("compare: a planted FC2-input underflow ranks first, at the nearest step") {
@@ -75,13 +84,9 @@ TEST_CASE("compare: a planted FC2-input underflow ranks first, at the nearest st
   const auto rows = read_csv(slurp(t.path / "out/compare.csv"));
   REQUIRE(rows.size() == 3);
   const Row& top = rows[0];
-  CHECK(top.at("rank") == "1");
-  CHECK(top.at("layer") == "layers.3.mlp.linear_fc2");
-  CHECK(top.at("tensor") == "activation");
-  CHECK(top.at("driver") == "underflow_pct");
-  CHECK(top.at("base_step") == "100");
-  CHECK(top.at("cand_step") == "120");
-  CHECK(top.at("step_note") == "nearest: base 100, cand 120");
+  check_fields(top, {{"rank", "1"}, {"layer", "layers.3.mlp.linear_fc2"}, {"tensor", "activation"},
+                     {"driver", "underflow_pct"}, {"base_step", "100"}, {"cand_step", "120"},
+                     {"step_note", "nearest: base 100, cand 120"}});
   CHECK(num(top.at("base_underflow_pct")) == 1.0);
   CHECK(num(top.at("cand_underflow_pct")) == 80.0);
   CHECK(num(top.at("cand_mse")) == doctest::Approx(980.0).epsilon(kRelTol));
@@ -137,12 +142,9 @@ TEST_CASE("compare: lm-sane against lm-spike ranks the spike's first-layer gradi
   // flushes 85.6 % of it, against 0.28 % in the sane run; the SQNR barely moves (the flushed values
   // are tiny). Then current scaling (72 %), then block scaling's columnwise copy (64 %).
   const Row& top = rows[0];
-  CHECK(top.at("layer") == "layers.0.self_attention.linear_qkv");
-  CHECK(top.at("tensor") == "gradient");
-  CHECK(top.at("recipe") == "delayed:history=16:algo=most_recent:margin=0");
-  CHECK(top.at("format") == "e4m3");
-  CHECK(top.at("base_step") == "3");
-  CHECK(top.at("driver") == "underflow_pct");
+  check_fields(top, {{"layer", "layers.0.self_attention.linear_qkv"}, {"tensor", "gradient"},
+                     {"recipe", "delayed:history=16:algo=most_recent:margin=0"}, {"format", "e4m3"},
+                     {"base_step", "3"}, {"driver", "underflow_pct"}});
   CHECK(num(top.at("cand_underflow_pct")) == doctest::Approx(85.5937).epsilon(1e-5));
   CHECK(num(top.at("base_underflow_pct")) < 0.3);
   CHECK(num(top.at("score")) == doctest::Approx(8.5313).epsilon(1e-4));
@@ -152,10 +154,8 @@ TEST_CASE("compare: lm-sane against lm-spike ranks the spike's first-layer gradi
     CHECK(rows[i].at("base_step") == "3");
   }
   // Then delayed scaling's FC2 weight at the spike step: 63 % saturated.
-  CHECK(rows[6].at("layer") == "layers.3.mlp.linear_fc2");
-  CHECK(rows[6].at("tensor") == "weight");
-  CHECK(rows[6].at("driver") == "saturated_pct");
-  CHECK(rows[6].at("base_step") == "2");
+  check_fields(rows[6], {{"layer", "layers.3.mlp.linear_fc2"}, {"tensor", "weight"},
+                         {"driver", "saturated_pct"}, {"base_step", "2"}});
   // Reversed sides: the same matches and scores (the terms are symmetric).
   const auto back = run("compare " + q(spike) + " " + q(sane) + " --out " + q(t.path / "back"));
   REQUIRE(back.rc == 0);

@@ -19,9 +19,7 @@ constexpr double kTol = 1e-12;
 MetricsRecord row(std::int64_t step, const char* layer, Role role, double underflow, double mse,
                   double rel_mse, double saturated = 0) {
   MetricsRecord r;
-  r.step = step;
-  r.layer = layer;
-  r.role = role;
+  r.key = {step, layer, role};
   r.recipe = "current";
   r.format = "hybrid";
   r.orientation = "rowwise";
@@ -51,14 +49,14 @@ TEST_CASE("compare: NVIDIA's FC2-input example ranks first, driven by underflow"
   REQUIRE(res.matches.size() == 3);
   const auto& top = res.matches[0];
   CHECK(top.rank == 1);
-  CHECK(top.base.role == Role::kActivation);
+  CHECK(top.base.key.role == Role::kActivation);
   CHECK(top.score == doctest::Approx(7.9).epsilon(kTol));
   CHECK(std::string(fp8a::kDivergenceTermNames[top.driver]) == "underflow_pct");
   CHECK(top.terms.rel_mse == doctest::Approx(1.0).epsilon(kTol));
   CHECK(top.step_note == "same step");
-  CHECK(res.matches[1].base.role == Role::kGradient);
+  CHECK(res.matches[1].base.key.role == Role::kGradient);
   CHECK(res.matches[1].score == doctest::Approx(3.0).epsilon(kTol));
-  CHECK(res.matches[2].base.role == Role::kWeight);
+  CHECK(res.matches[2].base.key.role == Role::kWeight);
   CHECK(res.matches[2].score == doctest::Approx(2.0).epsilon(kTol));  // 20 dB
   CHECK(res.same_step_matches == 3);
   // Swapped sides: the same scores, bit for bit.
