@@ -118,15 +118,13 @@ int command_run(const Invocation& inv) {
                                               " is not among --recipes; add it there");
     info.training_recipe = training_recipe->spec();
   }
-  const auto limit = thread_limit(eval.threads);
-  const auto backends = probe_backends();
-  const DeviceChoice device_choice = parse_device_choice(eval.device_text);
-  const auto backend = make_backend(device_choice);
-  info.requested_device = device_choice_name(device_choice);
+  const EvaluationBackend evaluator = start_backend(eval);
+  const Backend* backend = evaluator.backend.get();
+  info.requested_device = device_choice_name(evaluator.device_choice);
   info.backend = backend->name();
   info.device = backend->device();
-  info.cuda_compiled = backends.cuda_compiled;
-  info.cuda_devices = backends.cuda_devices;
+  info.cuda_compiled = evaluator.backends.cuda_compiled;
+  info.cuda_devices = evaluator.backends.cuda_devices;
 
   auto t0 = std::chrono::steady_clock::now();
   DiskFileSystem fs;
@@ -233,13 +231,7 @@ int command_run(const Invocation& inv) {
   artifacts.push_back(render_summary_json(info, rows, layers, &answer));
   artifacts.push_back(render_report_html({&info, rows, gemms, layers, answer.recommendation, &answer}));
 
-  ensure_output_directory(out_dir);
-  std::string wrote;
-  for (const auto& a : artifacts) {
-    write_file_atomically(out_dir + "/" + a.name, a.contents);
-    wrote += (wrote.empty() ? "wrote " : ", ") + out_dir + "/" + a.name +
-             (a.note.empty() ? "" : " (" + a.note + ")");
-  }
+  const std::string wrote = write_artifacts(out_dir, artifacts);
   // The answer first (with the files written), then the tables.
   const std::string answer_text = render_answer(answer) + wrote + "\n";
   if (quiet) {

@@ -67,8 +67,8 @@ int command_whatif(const Invocation& inv) {
                      std::cout))
     return kExitOk;
   RunConfig config = evaluation_config(eval);
-  const auto limit = thread_limit(eval.threads);
-  const auto backend = make_backend(parse_device_choice(eval.device_text));
+  const EvaluationBackend evaluator = start_backend(eval);
+  const Backend* backend = evaluator.backend.get();
 
   DiskFileSystem fs;
   const CaptureSet all = load_captures(eval.capture_paths, fs, capture_options(eval.npy_dtype_text));

@@ -17,6 +17,7 @@ constexpr const char* kUsage =
     "  run       evaluate FP8 recipes on captured tensors and write metrics.csv and summary.json\n"
     "  whatif    one layer's metrics under every recipe, in the terminal (--layer REGEX)\n"
     "  inspect   list and validate the tensors of captures\n"
+    "  compare   rank the tensors whose metrics diverge most between two captures or run folders\n"
     "  synth     write synthetic captures with known pathologies and their ground truth\n"
     "\n"
     "  fp8-advisor <command> --help   options of a command\n"
@@ -43,8 +44,9 @@ int dispatch(int argc, char** argv) {
   if (first == "whatif") return cli::command_whatif(inv);
   if (first == "inspect") return cli::command_inspect(inv);
   if (first == "synth") return cli::command_synth(inv);
+  if (first == "compare") return cli::command_compare(inv);
   throw usage_error("fp8a.usage.204", "unknown command '" + first + "'" +
-                                          did_you_mean(first, {"run", "whatif", "inspect", "synth"}) +
+                                          did_you_mean(first, {"run", "whatif", "compare", "inspect", "synth"}) +
                                           "; try 'fp8-advisor --help'");
 }
 

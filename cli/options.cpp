@@ -5,6 +5,7 @@
 #include "core/error.hpp"
 #include "core/recipe.hpp"
 #include "core/suggest.hpp"
+#include "reports/atomic_file.hpp"
 
 namespace fp8a::cli {
 
@@ -55,13 +56,9 @@ std::string recipe_help() {
 
 }  // namespace
 
-void add_evaluation_options(po::options_description& desc, EvaluationOptions& o,
-                            const char* recipes_option) {
+void add_recipe_options(po::options_description& desc, EvaluationOptions& o, const char* recipes_option) {
   static const std::string recipes_doc = recipe_help();
   desc.add_options()
-      ("capture", po::value(&o.capture_paths)->multitoken()->required(),
-       "capture files (.safetensors, .npy, .npz, .pt incl. TE DumpTensors) and/or directories "
-       "(searched recursively)")
       (recipes_option, po::value(&o.recipes_text)->default_value(default_recipe_list()), recipes_doc.c_str())
       ("format", po::value(&o.format_text)->default_value(training_format_list(kAllTrainingFormats)),
        "comma-separated TE recipe Formats to evaluate: e4m3 (every role E4M3) and/or hybrid "
@@ -70,18 +67,53 @@ void add_evaluation_options(po::options_description& desc, EvaluationOptions& o,
        "tensors captured as several ranks: tp = one amax reduced over the ranks (TE's all-reduce), "
        "none = each rank's own amax for current scaling")
       ("npy-dtype", po::value(&o.npy_dtype_text),
-       "bf16: read 2-byte void / uint16 .npy arrays as BF16 (how np.save stores bfloat16)")
+       "bf16: read 2-byte void / uint16 .npy arrays as BF16 (how np.save stores bfloat16)");
+}
+
+void add_backend_options(po::options_description& desc, EvaluationOptions& o) {
+  desc.add_options()
+      ("threads", po::value(&o.threads)->default_value(0), "worker threads; 0 = all cores")
+      ("device", po::value(&o.device_text)->default_value("auto"),
+       "auto, cpu or cuda (cuda also runs every GEMM of gemms.csv in cuBLASLt); auto means the "
+       "CPU until the CUDA backend has passed the GPU checks");
+}
+
+void add_evaluation_options(po::options_description& desc, EvaluationOptions& o,
+                            const char* recipes_option) {
+  desc.add_options()
+      ("capture", po::value(&o.capture_paths)->multitoken()->required(),
+       "capture files (.safetensors, .npy, .npz, .pt incl. TE DumpTensors) and/or directories "
+       "(searched recursively)");
+  add_recipe_options(desc, o, recipes_option);
+  desc.add_options()
       ("training-log", po::value(&o.log_paths)->multitoken(),
        "what the training run logged at every step: CSV step,tensor,amax (amax of every step, for "
        "exact delayed-scaling replay) and/or nvdlfw_inspect statistics logs (cur_amax; their "
        "LogFp8TensorStats values go to nvdlfw_stats.csv beside ours)")
       ("amax-trace", po::value(&o.amax_trace_paths)->multitoken(), "the same as --training-log")
       ("gemm-rows", po::value(&o.gemm_rows)->default_value(0),
-       "GEMM-output error on this many token rows (evenly spaced), 0 = all rows")
-      ("threads", po::value(&o.threads)->default_value(0), "worker threads; 0 = all cores")
-      ("device", po::value(&o.device_text)->default_value("auto"),
-       "auto, cpu or cuda (cuda also runs every GEMM of gemms.csv in cuBLASLt); auto means the "
-       "CPU until the CUDA backend has passed the GPU checks");
+       "GEMM-output error on this many token rows (evenly spaced), 0 = all rows");
+  add_backend_options(desc, o);
+}
+
+EvaluationBackend start_backend(const EvaluationOptions& o) {
+  EvaluationBackend e;
+  e.thread_limit = thread_limit(o.threads);
+  e.backends = probe_backends();
+  e.device_choice = parse_device_choice(o.device_text);
+  e.backend = make_backend(e.device_choice);
+  return e;
+}
+
+std::string write_artifacts(const std::string& out_dir, const std::vector<Artifact>& artifacts) {
+  ensure_output_directory(out_dir);
+  std::string wrote;
+  for (const auto& a : artifacts) {
+    write_file_atomically(out_dir + "/" + a.name, a.contents);
+    wrote += (wrote.empty() ? "wrote " : ", ") + out_dir + "/" + a.name +
+             (a.note.empty() ? "" : " (" + a.note + ")");
+  }
+  return wrote;
 }
 
 RunConfig evaluation_config(EvaluationOptions& o) {

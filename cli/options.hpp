@@ -10,10 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "cli/backend_registry.hpp"
 #include "datasets/capture.hpp"
 #include "datasets/file_system.hpp"
 #include "datasets/training_log.hpp"
 #include "engine/run.hpp"
+#include "reports/artifact.hpp"
 
 namespace fp8a::cli {
 
@@ -45,6 +47,12 @@ struct EvaluationOptions {
   std::int64_t gemm_rows = 0;
 };
 
+// The recipes option under `recipes_option`, --format, --amax-reduction, --npy-dtype (run,
+// whatif and compare).
+void add_recipe_options(po::options_description& desc, EvaluationOptions& o, const char* recipes_option);
+// --threads, --device.
+void add_backend_options(po::options_description& desc, EvaluationOptions& o);
+
 // Adds --capture, the recipes option under `recipes_option` (run: "recipes", whatif: "recipe"),
 // --format, --amax-reduction, --npy-dtype, --training-log, --amax-trace, --gemm-rows, --threads
 // and --device to desc, storing into o (which must outlive the parse).
@@ -62,7 +70,23 @@ std::unique_ptr<tbb::global_control> thread_limit(int threads);
 // The training log of o.log_paths (empty when none) read through fs.
 TrainingLog load_evaluation_log(const EvaluationOptions& o, const FileSystem& fs);
 
+// What evaluates: the --threads limit (kept alive with the backend), the backends this build has,
+// the --device choice and its backend. Usage error fp8a.usage.206 for a bad or unusable --device.
+struct EvaluationBackend {
+  std::unique_ptr<tbb::global_control> thread_limit;
+  BuildBackends backends;
+  DeviceChoice device_choice = DeviceChoice::kAuto;
+  std::unique_ptr<Backend> backend;
+};
+EvaluationBackend start_backend(const EvaluationOptions& o);
+
+// Creates out_dir and writes each artifact into it atomically (reports/atomic_file.hpp), in order;
+// returns the line that lists them: "wrote DIR/a.csv (12 rows), DIR/b.json". Input error
+// fp8a.io.104 when the directory or a file cannot be written.
+std::string write_artifacts(const std::string& out_dir, const std::vector<Artifact>& artifacts);
+
 int command_run(const Invocation& inv);
+int command_compare(const Invocation& inv);
 int command_whatif(const Invocation& inv);
 int command_inspect(const Invocation& inv);
 int command_synth(const Invocation& inv);

@@ -1,0 +1,146 @@
+// fp8-advisor compare: two captures or earlier run folders (a good run and a bad one, or two steps
+// of one run) evaluated alike, matched tensor by tensor and ranked by how far their metrics
+// diverge (policies/compare.hpp); writes compare.csv and compare.md, prints the top of the ranking.
+#include <algorithm>
+#include <iostream>
+#include <optional>
+
+#include "cli/options.hpp"
+#include "cli/version.hpp"
+#include "core/error.hpp"
+#include "datasets/capture.hpp"
+#include "datasets/metrics_table.hpp"
+#include "policies/compare.hpp"
+#include "reports/compare_report.hpp"
+
+namespace fp8a::cli {
+
+namespace {
+
+// Matches listed on stdout and in compare.md.
+constexpr std::size_t kStdoutTop = 10;
+constexpr std::size_t kMarkdownTop = 20;
+
+struct Side {
+  const char* name;  // "base" or "cand"
+  std::string path;
+  bool run_folder = false;
+  std::vector<MetricsRecord> records;
+};
+
+// The values of one field over a run folder's rows, in order of first appearance.
+template <class Field>
+std::vector<std::string> distinct(const std::vector<MetricsRecord>& rows, Field field) {
+  std::vector<std::string> out;
+  for (const auto& r : rows)
+    if (std::find(out.begin(), out.end(), r.*field) == out.end()) out.push_back(r.*field);
+  return out;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
+  return s;
+}
+
+}  // namespace
+
+int command_compare(const Invocation& inv) {
+  std::vector<std::string> inputs;
+  std::string out_dir;
+  EvaluationOptions eval;
+  po::options_description desc("Options");
+  desc.add_options()
+      ("inputs", po::value(&inputs)->multitoken(),
+       "BASE CAND (positional): each a capture file or directory, as run --capture takes them, or "
+       "the --out folder of an earlier run (its metrics.csv is read back)")
+      ("out", po::value(&out_dir)->required(), "output directory (created if missing)");
+  add_recipe_options(desc, eval, "recipes");
+  add_backend_options(desc, eval);
+  desc.add_options()("quiet", "print only the ranked list on stdout");
+  po::positional_options_description positional;
+  positional.add("inputs", -1);
+  po::variables_map vm;
+  if (!parse_options(inv, desc, &positional, &vm,
+                     "fp8-advisor compare BASE CAND --out DIR [options]", std::cout))
+    return kExitOk;
+  if (inputs.size() != 2)
+    throw usage_error("fp8a.usage.218", "fp8-advisor compare: expected two inputs, BASE and CAND; got " +
+                                            std::to_string(inputs.size()));
+
+  DiskFileSystem fs;
+  Side sides[2] = {{"base", inputs[0], false, {}}, {"cand", inputs[1], false, {}}};
+  for (Side& s : sides) {
+    s.run_folder = is_run_output_folder(s.path, fs);
+    if (s.run_folder) s.records = read_metrics_csv(s.path + "/metrics.csv", fs);
+  }
+  // Both sides under the same recipes and formats: those asked for, else a run folder's.
+  RunConfig config = evaluation_config(eval);
+  const bool recipes_given = !vm["recipes"].defaulted();
+  const bool formats_given = !vm["format"].defaulted();
+  const auto folder =
+      std::find_if(sides, sides + 2, [](const Side& s) { return s.run_folder && !s.records.empty(); });
+  if (folder != sides + 2) {
+    if (!recipes_given)
+      config.recipes = parse_recipe_list(join(distinct(folder->records, &MetricsRecord::recipe)));
+    if (!formats_given)
+      config.formats = parse_training_format_list(join(distinct(folder->records, &MetricsRecord::format)));
+  }
+  std::vector<std::string> specs;
+  for (const Recipe& r : config.recipes) specs.push_back(r.spec());
+  const std::string formats = training_format_list(config.formats);
+  for (Side& s : sides)
+    std::erase_if(s.records, [&](const MetricsRecord& r) {
+      return std::find(specs.begin(), specs.end(), r.recipe) == specs.end() ||
+             std::none_of(config.formats.begin(), config.formats.end(),
+                          [&](TrainingFormat f) { return r.format == training_format_name(f); });
+    });
+  CompareInfo info;
+  info.version = FP8A_VERSION;
+  info.git_revision = FP8A_GIT_REVISION;
+  info.command_line = inv.command_line;
+  std::optional<EvaluationBackend> evaluator;
+  for (Side& s : sides) {
+    if (s.run_folder) continue;
+    if (!evaluator) {
+      evaluator = start_backend(eval);
+      info.backend = evaluator->backend->name();
+      info.device = evaluator->backend->device();
+    }
+    const CaptureSet captures = load_captures({s.path}, fs, capture_options(eval.npy_dtype_text));
+    s.records = metrics_records(evaluate_captures(captures, config, *evaluator->backend));
+  }
+  for (const Side& s : sides)
+    if (s.records.empty())
+      throw input_error("fp8a.compare.101", std::string("compare: ") + s.name + " " + s.path +
+                                                ": no evaluated tensor under --recipes " +
+                                                join(specs) + " --format " + formats);
+  const CompareResult result = compare_records(sides[0].records, sides[1].records);
+  if (result.matches.empty())
+    throw input_error("fp8a.compare.102",
+                      "compare: nothing matched: no (layer, tensor, recipe, format, orientation) of "
+                      "base " + sides[0].path + " is in cand " + sides[1].path);
+
+  info.base_path = sides[0].path;
+  info.cand_path = sides[1].path;
+  info.base_kind = sides[0].run_folder ? "run folder" : "capture";
+  info.cand_kind = sides[1].run_folder ? "run folder" : "capture";
+  const std::string wrote = write_artifacts(
+      out_dir, {render_compare_csv(result), render_compare_md(result, info, kMarkdownTop)});
+  const std::string list = render_compare_list(result, kStdoutTop);
+  if (vm.count("quiet") != 0) {
+    std::cout << list;
+    return kExitOk;
+  }
+  std::cout << "fp8-advisor " << FP8A_VERSION << " compare: base " << info.base_path << " ("
+            << info.base_kind << ", " << result.base_rows << " rows), cand " << info.cand_path
+            << " (" << info.cand_kind << ", " << result.cand_rows << " rows)\n"
+            << result.matches.size() << " matches (" << result.same_step_matches
+            << " at the same step), unmatched: " << result.base_unmatched_rows << " base rows, "
+            << result.cand_unmatched_rows << " cand rows\n\n"
+            << "largest divergences (score: METRICS.md \"Divergence score\"):\n"
+            << list << "\n" << wrote << "\n";
+  return kExitOk;
+}
+
+}  // namespace fp8a::cli

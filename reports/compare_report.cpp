@@ -1,0 +1,138 @@
+#include "reports/compare_report.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "reports/csv.hpp"
+#include "reports/number_format.hpp"
+#include "reports/text_table.hpp"
+
+namespace fp8a {
+
+namespace {
+
+std::string printf_number(const char* fmt, double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, v);
+  return buf;
+}
+
+std::string arrow(const char* fmt, double b, double c) {
+  return printf_number(fmt, b) + " -> " + printf_number(fmt, c);
+}
+
+std::string steps_cell(const CompareMatch& m) {
+  return m.same_step ? std::to_string(m.base.key.step)
+                     : std::to_string(m.base.key.step) + " -> " + std::to_string(m.cand.key.step);
+}
+
+double metric(const MetricsRecord& r, int i) {
+  const double v[] = {r.mse, r.rel_mse, r.sqnr_db, r.underflow_pct, r.saturated_pct, r.overflow_pct,
+                      r.cos, r.amax};
+  return v[i];
+}
+
+std::string group_text(const CompareGroup& g) {
+  return g.layer + " " + role_name(g.role) + " " + g.recipe + " " + g.format + " " + g.orientation;
+}
+
+std::string md_cell(const std::string& s) {
+  std::string out;
+  for (char c : s) out += c == '|' ? std::string("\\|") : std::string(1, c);
+  return out;
+}
+
+}  // namespace
+
+RankedTable compare_ranked_table(const CompareResult& result, std::size_t top) {
+  RankedTable t;
+  t.head = {"rank", "score", "driver", "layer", "tensor", "recipe", "format", "orientation",
+            "step", "underflow %", "saturated %", "sqnr dB", "mse"};
+  t.left = {false, false, true, true, true, true, true, true, false, false, false, false, false};
+  for (const auto& m : result.matches) {
+    if (t.rows.size() == top) break;
+    t.rows.push_back({std::to_string(m.rank), printf_number("%.3f", m.score),
+                      kDivergenceTermNames[m.driver], m.base.key.layer, role_name(m.base.key.role),
+                      m.base.recipe, m.base.format, m.base.orientation, steps_cell(m),
+                      arrow("%.3f", m.base.underflow_pct, m.cand.underflow_pct),
+                      arrow("%.3f", m.base.saturated_pct, m.cand.saturated_pct),
+                      arrow("%.2f", m.base.sqnr_db, m.cand.sqnr_db),
+                      arrow("%.3g", m.base.mse, m.cand.mse)});
+    t.matches.push_back(&m);
+  }
+  return t;
+}
+
+Artifact render_compare_csv(const CompareResult& result) {
+  std::ostringstream out;
+  out << "rank,score,driver,layer,tensor,recipe,format,orientation,base_step,cand_step,step_note";
+  for (const char* name : kCompareCsvMetrics) out << ",base_" << name << ",cand_" << name << ",delta_" << name;
+  for (const char* name : kDivergenceTermNames) out << ",term_" << name;
+  out << '\n';
+  for (const auto& m : result.matches) {
+    out << m.rank << ',' << format_number(m.score) << ',' << kDivergenceTermNames[m.driver] << ','
+        << csv_field(m.base.key.layer) << ',' << role_name(m.base.key.role) << ',' << csv_field(m.base.recipe)
+        << ',' << m.base.format << ',' << m.base.orientation << ',' << m.base.key.step << ','
+        << m.cand.key.step << ',' << csv_field(m.step_note);
+    for (int i = 0; i < static_cast<int>(std::size(kCompareCsvMetrics)); ++i) {
+      const double b = metric(m.base, i), c = metric(m.cand, i);
+      out << ',' << format_number(b) << ',' << format_number(c) << ',' << format_number(c - b);
+    }
+    for (double term : {m.terms.rel_mse, m.terms.underflow, m.terms.saturated})
+      out << ',' << format_number(term);
+    out << '\n';
+  }
+  return {"compare.csv", out.str(), std::to_string(result.matches.size()) + " matches"};
+}
+
+Artifact render_compare_md(const CompareResult& result, const CompareInfo& info, std::size_t top) {
+  std::ostringstream out;
+  out << "# fp8-advisor compare\n\n"
+      << "- base: `" << info.base_path << "` (" << info.base_kind << ", " << result.base_rows
+      << " rows, steps";
+  for (auto s : result.base_steps) out << ' ' << s;
+  out << ")\n- cand: `" << info.cand_path << "` (" << info.cand_kind << ", " << result.cand_rows
+      << " rows, steps";
+  for (auto s : result.cand_steps) out << ' ' << s;
+  out << ")\n- matched: " << result.matches.size() << " (" << result.same_step_matches
+      << " at the same step, " << result.matches.size() - result.same_step_matches
+      << " at the nearest step)\n- unmatched: " << result.base_unmatched_rows << " base rows in "
+      << result.base_only.size() << " groups, " << result.cand_unmatched_rows << " cand rows in "
+      << result.cand_only.size() << " groups\n\n";
+  const RankedTable t = compare_ranked_table(result, top);
+  out << "## Largest divergences (top " << t.rows.size() << " of " << result.matches.size()
+      << ")\n\n"
+      << "score = the largest of |log10(cand/base)| of rel_mse (= |delta SQNR| / 10 dB) and "
+         "|delta| / 10 percentage points of underflow and of saturation (METRICS.md \"Divergence "
+         "score\"); driver = the term that sets it.\n\n|";
+  for (const auto& h : t.head) out << ' ' << h << " |";
+  out << "\n|";
+  for (bool left : t.left) out << (left ? " --- |" : " ---: |");
+  out << '\n';
+  for (const auto& row : t.rows) {
+    out << '|';
+    for (const auto& cell : row) out << ' ' << md_cell(cell) << " |";
+    out << '\n';
+  }
+  for (const auto* side : {&result.base_only, &result.cand_only}) {
+    if (side->empty()) continue;
+    out << "\n## Only in " << (side == &result.base_only ? "base" : "cand") << "\n\n";
+    for (const auto& g : *side) out << "- " << md_cell(group_text(g)) << '\n';
+  }
+  out << "\n---\nfp8-advisor " << info.version << " (git " << info.git_revision << ")";
+  if (!info.backend.empty()) out << ", backend " << info.backend << " (" << info.device << ")";
+  out << "; command:";
+  for (const auto& a : info.command_line) out << ' ' << a;
+  out << '\n';
+  return {"compare.md", out.str(), "top " + std::to_string(t.rows.size())};
+}
+
+std::string render_compare_list(const CompareResult& result, std::size_t top) {
+  const RankedTable t = compare_ranked_table(result, top);
+  return render_text_table(t.head, t.rows, t.left);
+}
+
+}  // namespace fp8a
