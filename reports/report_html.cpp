@@ -9,8 +9,8 @@
 #include <tuple>
 
 #include "core/error.hpp"
-#include "core/layer_name.hpp"
 #include "core/text.hpp"
+#include "reports/html_page.hpp"
 #include "reports/svg_plot.hpp"
 #include "reports/te_recipe.hpp"
 
@@ -21,32 +21,12 @@ namespace {
 using svg::Markup;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// Printable, plain: no external font, colours that survive greyscale printing.
-constexpr const char* kCss = R"(
-body { font-family: sans-serif; font-size: 14px; line-height: 1.4; margin: 1.5em auto; max-width: 1200px; padding: 0 1em; color: #111; }
-h1 { font-size: 1.6em; margin-bottom: 0.2em; }
-h2 { border-bottom: 2px solid #444; padding-bottom: 0.1em; margin-top: 2em; }
-h3 { margin-bottom: 0.3em; }
-code, pre { font-family: monospace; font-size: 0.92em; }
-pre { background: #f4f4f4; border: 1px solid #ccc; padding: 0.6em; white-space: pre-wrap; }
-table { border-collapse: collapse; margin: 0.4em 0 1em 0; font-size: 0.9em; }
-th, td { border: 1px solid #bbb; padding: 0.15em 0.45em; text-align: left; vertical-align: top; }
-th { background: #e8e8e8; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
-tr.bf16 td { font-weight: bold; }
-.answer { font-size: 1.15em; border: 2px solid #333; padding: 0.6em; background: #f8f8f8; }
-.note { color: #444; font-style: italic; }
-.card { border: 1px solid #999; padding: 0.4em 0.9em; margin: 1.2em 0; page-break-inside: avoid; }
-svg.chart { display: block; margin: 0.6em 0; max-width: 100%; height: auto; }
-nav ul { columns: 2; }
-@media print { body { max-width: none; margin: 0; } h2 { page-break-before: always; } .card { page-break-inside: avoid; } a { color: inherit; text-decoration: none; } }
-)";
+using html::Cell;
+using html::list;
+using html::paragraph;
+using html::table;
 
-std::string num(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return format_text("%.3g", v);
-}
+std::string num(double v) { return html::number(v); }
 std::string pct(double v) { return num(v) + " %"; }
 
 const char* fp8_name(Fp8Format f) { return f == Fp8Format::kE4M3 ? "e4m3" : "e5m2"; }
@@ -56,51 +36,6 @@ std::string layer_anchor(std::size_t position, const std::string& layer) {
   std::string s = "layer-" + std::to_string(position) + "-";
   for (char c : layer) s += std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
   return s;
-}
-
-// Layers in model order: the transformer-layer index, then the name (layers without an index
-// after the indexed ones).
-std::vector<std::string> model_order(const std::vector<std::string>& layers) {
-  std::vector<std::string> v = layers;
-  const auto key = [](const std::string& name) {
-    const auto i = transformer_layer_index(name);
-    return std::make_tuple(i ? 0 : 1, i.value_or(0), name);
-  };
-  std::stable_sort(v.begin(), v.end(), [&](const std::string& a, const std::string& b) { return key(a) < key(b); });
-  return v;
-}
-
-// A table from header and rows of cells; cells flagged numeric are right-aligned.
-struct Cell {
-  std::string text;
-  bool numeric = false;
-};
-void table(Markup& m, const std::vector<std::string>& header, const std::vector<std::vector<Cell>>& rows,
-           const std::vector<std::string>& row_classes = {}) {
-  m.open("table").open("thead").open("tr");
-  for (const auto& h : header) m.element("th", {}, h);
-  m.close().close().open("tbody");
-  for (std::size_t r = 0; r < rows.size(); ++r) {
-    if (r < row_classes.size() && !row_classes[r].empty()) m.open("tr", {{"class", row_classes[r]}});
-    else m.open("tr");
-    for (const Cell& c : rows[r]) {
-      if (c.numeric) m.element("td", {{"class", "num"}}, c.text);
-      else m.element("td", {}, c.text);
-    }
-    m.close();
-  }
-  m.close().close();
-}
-
-void paragraph(Markup& m, const std::string& text, const char* cls = nullptr) {
-  if (cls) m.element("p", {{"class", cls}}, text);
-  else m.element("p", {}, text);
-}
-
-void list(Markup& m, const std::vector<std::string>& items) {
-  m.open("ul");
-  for (const auto& i : items) m.element("li", {}, i);
-  m.close();
 }
 
 // ---- what the page is built from ----------------------------------------------------------------
@@ -116,7 +51,7 @@ struct Page {
 
   explicit Page(const ReportInputs& inputs) : in(inputs), index(inputs.rows) {
     candidates = index_candidates(index);
-    layers = model_order(index.layers());
+    layers = html::model_order(index.layers());
     for (std::size_t i = 0; i < layers.size(); ++i) position[layers[i]] = i;
     if (in.recommendation && in.recommendation->chosen) {
       chosen = &in.recommendation->candidates[*in.recommendation->chosen];
@@ -541,37 +476,16 @@ void render_cards(Markup& m, const Page& p, std::vector<std::string>* thinned) {
 Artifact render_report_html(const ReportInputs& in) {
   FP8A_CHECK(in.info != nullptr, "render_report_html: RunInfo is required");
   const Page page(in);
-  std::vector<std::string> thinned;
+  html::PageHead head;
+  head.title = "fp8-advisor report";
+  head.subtitle = "fp8-advisor " + in.info->version + " (" + in.info->git_revision + "), backend " + in.info->backend +
+                  ". One self-contained page: no script, nothing loaded from elsewhere.";
+  head.nav = {{"summary", "Summary"}, {"heatmaps", "Heatmaps"}, {"layers", "Layers"}};
   Markup body;
   render_summary(body, page);
-  render_heatmaps(body, page, &thinned);
-  render_cards(body, page, &thinned);
-
-  Markup m;
-  m.open("html", {{"lang", "en"}}).open("head");
-  m.leaf("meta", {{"charset", "utf-8"}});
-  m.leaf("meta", {{"name", "viewport"}, {"content", "width=device-width, initial-scale=1"}});
-  m.element("title", {}, "fp8-advisor report");
-  m.element("style", {}, kCss);
-  m.close().open("body");
-  m.element("h1", {}, "fp8-advisor report");
-  paragraph(m, "fp8-advisor " + in.info->version + " (" + in.info->git_revision + "), backend " + in.info->backend +
-                   ". One self-contained page: no script, nothing loaded from elsewhere.",
-            "note");
-  m.open("nav").open("ul");
-  m.open("li").element("a", {{"href", "#summary"}}, "Summary").close();
-  m.open("li").element("a", {{"href", "#heatmaps"}}, "Heatmaps").close();
-  m.open("li").element("a", {{"href", "#layers"}}, "Layers").close();
-  m.close().close();
-  if (!thinned.empty()) {
-    m.element("p", {{"class", "note"}}, "Thinned to keep the page small:");
-    list(m, thinned);
-  }
-  m.append(body);
-  m.close().close();
-  std::string contents = "<!DOCTYPE html>\n" + m.str() + "\n";
-  const std::string note = format_text("%.1f kB", static_cast<double>(contents.size()) / 1000.0);
-  return {"report.html", std::move(contents), note};
+  render_heatmaps(body, page, &head.thinned);
+  render_cards(body, page, &head.thinned);
+  return html::document("report.html", head, body);
 }
 
 }  // namespace fp8a
