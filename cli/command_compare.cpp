@@ -1,6 +1,7 @@
 // fp8-advisor compare: two captures or earlier run folders (a good run and a bad one, or two steps
 // of one run) evaluated alike, matched tensor by tensor and ranked by how far their metrics
-// diverge (policies/compare.hpp); writes compare.csv and compare.md, prints the top of the ranking.
+// diverge (policies/compare.hpp); writes compare.csv, compare.md and compare.html, prints the top of
+// the ranking.
 #include <algorithm>
 #include <iostream>
 #include <optional>
@@ -11,15 +12,17 @@
 #include "datasets/capture.hpp"
 #include "datasets/metrics_table.hpp"
 #include "policies/compare.hpp"
+#include "reports/compare_html.hpp"
 #include "reports/compare_report.hpp"
 
 namespace fp8a::cli {
 
 namespace {
 
-// Matches listed on stdout and in compare.md.
+// Matches listed on stdout, in compare.md and in compare.html's ranked table.
 constexpr std::size_t kStdoutTop = 10;
 constexpr std::size_t kMarkdownTop = 20;
+constexpr std::size_t kHtmlTop = 50;
 
 struct Side {
   const char* name;  // "base" or "cand"
@@ -126,7 +129,8 @@ int command_compare(const Invocation& inv) {
   info.base_kind = sides[0].run_folder ? "run folder" : "capture";
   info.cand_kind = sides[1].run_folder ? "run folder" : "capture";
   const std::string wrote = write_artifacts(
-      out_dir, {render_compare_csv(result), render_compare_md(result, info, kMarkdownTop)});
+      out_dir, {render_compare_csv(result), render_compare_md(result, info, kMarkdownTop),
+                render_compare_html(result, info, kHtmlTop)});
   const std::string list = render_compare_list(result, kStdoutTop);
   if (vm.count("quiet") != 0) {
     std::cout << list;

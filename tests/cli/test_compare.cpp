@@ -114,6 +114,15 @@ TEST_CASE("compare: a planted FC2-input underflow ranks first, at the nearest st
                 "rowwise | 100 -> 120 | 1.000 -> 80.000 |") != std::string::npos);
   CHECK(md.find("## Only in cand\n\n- layers.5.only_in_cand activation current e4m3 rowwise\n") !=
         std::string::npos);
+  // compare.html beside them, rank 1 the first row of its ranked table.
+  CHECK(r.out.find("/compare.md (top 3), " + (t.path / "out").string() + "/compare.html (") != std::string::npos);
+  const std::string page = slurp(t.path / "out/compare.html");
+  CHECK(page.starts_with("<!DOCTYPE html>"));
+  const auto ranking = page.find("<section id=\"ranking\">");
+  REQUIRE(ranking != std::string::npos);
+  CHECK(page.find("<tr class=\"top\"><td class=\"num\">1</td><td class=\"num\">7.900</td><td>underflow_pct</td>"
+                  "<td>layers.3.mlp.linear_fc2</td><td>activation</td>",
+                  ranking) != std::string::npos);
   // --quiet: the ranked list alone.
   const auto quiet = run("compare " + q(t.path / "base") + " " + q(t.path / "cand") + " --out " +
                          q(t.path / "out2") + " --recipes current --format e4m3 --quiet");

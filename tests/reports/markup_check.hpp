@@ -97,4 +97,32 @@ inline std::size_t count_of(std::string_view s, std::string_view needle) {
   return n;
 }
 
+// Every <svg ...>...</svg> of a page, in order.
+inline std::vector<std::string> svgs_of(std::string_view page) {
+  std::vector<std::string> v;
+  for (std::size_t p = page.find("<svg "); p != std::string_view::npos; p = page.find("<svg ", p + 1))
+    v.emplace_back(page.substr(p, page.find("</svg>", p) + 6 - p));
+  return v;
+}
+
+// "" when a report page is self-contained: the doctype first, well-formed, no URL, script, link
+// or image, every url() a reference inside the page; else what is wrong.
+inline std::string page_error(std::string_view s) {
+  if (!s.starts_with("<!DOCTYPE html>\n<html lang=\"en\">")) return "no doctype and <html lang=\"en\"> first";
+  if (std::string e = markup_error(s); !e.empty()) return e;
+  for (const char* bad : {"http", "<script", "<link", "<img"})
+    if (s.find(bad) != std::string_view::npos) return std::string(bad) + " in the page";
+  if (count_of(s, "url(") != count_of(s, "url(#")) return "a url() that is not an anchor of the page";
+  return "";
+}
+
+// "" when a chart has its title, both axis titles and a legend; else what is missing.
+inline std::string chart_error(std::string_view svg) {
+  if (std::string e = markup_error(svg); !e.empty()) return e;
+  if (count_of(svg, "<title>") != 1) return "not one <title>";
+  if (count_of(svg, "class=\"axis-title\"") != 2) return "not two axis titles";
+  if (svg.find("class=\"legend\"") == std::string_view::npos) return "no legend";
+  return "";
+}
+
 }  // namespace fp8a::test
