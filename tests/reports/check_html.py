@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""report.html under a real parser: `fp8-advisor run` on a capture, then the page parsed by lxml's
-strict XML parser (the page is well-formed XHTML-compatible HTML5) and checked: the three sections,
-every <svg> with a title, axis titles and a legend, every link an anchor of the page, ids unique,
-no script, no event handler, nothing referring outside the file (http, //, file:, url() other
-than url(#...), @import).
+"""report.html and compare.html under a real parser: `fp8-advisor run` on a capture (or `compare`
+on two), then the page parsed by lxml's strict XML parser (the page is well-formed XHTML-compatible
+HTML5) and checked: its sections, every <svg> with a title, axis titles and a legend, every link an
+anchor of the page, ids unique, no script, no event handler, nothing referring outside the file
+(http, //, file:, url() other than url(#...), @import). For compare.html also: the ranked table's
+first row, highlighted, is compare.csv's rank 1.
 
 usage: check_html.py FP8_ADVISOR CAPTURE_DIR [EXTRA RUN ARGS...]
+       check_html.py FP8_ADVISOR --compare BASE CAND [EXTRA COMPARE ARGS...]
 Exit 0 and one "OK: ..." line; 1 and "FAIL: ..." lines; 77 when lxml is missing (Debian's
 python3-lxml, scripts/install-deps.sh installs it)."""
 import re
@@ -27,7 +29,11 @@ def local(tag):
     return tag.split("}")[-1] if isinstance(tag, str) else ""
 
 
-def check(path):
+RUN_SECTIONS = ("summary", "heatmaps", "layers")
+COMPARE_SECTIONS = ("inputs", "ranking", "heatmaps", "distribution", "one-side")
+
+
+def check(path, sections):
     failures = []
     raw = open(path, "rb").read()
     parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=True)
@@ -64,7 +70,7 @@ def check(path):
     for h in hrefs:
         if h not in ids:
             failures.append(f"link to #{h}: no such id")
-    for section in ("summary", "heatmaps", "layers"):
+    for section in sections:
         if section not in ids:
             failures.append(f"no section #{section}")
     svgs = [el for el in root.iter() if local(el.tag) == "svg"]
@@ -86,30 +92,57 @@ def check(path):
     for c in cards:
         if c.get("id") not in hrefs:
             failures.append(f"card {c.get('id')} is linked from nowhere")
-    return failures, len(svgs), len(cards), len(raw)
+    return failures, len(svgs), len(cards), len(raw), root
+
+
+def check_compare_top(root, csv_path):
+    """The ranking's first body row: class "top", and compare.csv's rank 1 (layer, tensor, recipe)."""
+    import csv
+    with open(csv_path, newline="") as f:
+        first = next(csv.DictReader(f))
+    section = next(el for el in root.iter() if el.get("id") == "ranking")
+    rows = [el for el in section.iter() if local(el.tag) == "tr" and el.getparent() is not None
+            and local(el.getparent().tag) == "tbody"]
+    if not rows:
+        return ["the ranking has no rows"]
+    cells = ["".join(td.itertext()) for td in rows[0] if local(td.tag) == "td"]
+    failures = []
+    if rows[0].get("class") != "top":
+        failures.append("the ranking's first row is not highlighted")
+    if cells[:1] != ["1"] or [cells[3], cells[4], cells[5]] != [first["layer"], first["tensor"], first["recipe"]]:
+        failures.append(f"the ranking's first row {cells[:6]} is not compare.csv's rank 1 {first}")
+    return failures
 
 
 def main():
-    if len(sys.argv) < 3:
+    if len(sys.argv) < 3 or (sys.argv[2] == "--compare" and len(sys.argv) < 5):
         print(__doc__)
         return 2
-    binary, capture = sys.argv[1], sys.argv[2]
+    binary = sys.argv[1]
+    compare = sys.argv[2] == "--compare"
+    page = "compare.html" if compare else "report.html"
     with tempfile.TemporaryDirectory() as out:
-        cmd = [binary, "run", "--capture", capture, "--out", out, "--quiet", *sys.argv[3:]]
+        if compare:
+            cmd = [binary, "compare", sys.argv[3], sys.argv[4], "--out", out, "--quiet", *sys.argv[5:]]
+        else:
+            cmd = [binary, "run", "--capture", sys.argv[2], "--out", out, "--quiet", *sys.argv[3:]]
         run = subprocess.run(cmd, capture_output=True, text=True)
         if run.returncode != 0:
             print(f"FAIL: {' '.join(cmd)} exited {run.returncode}: {run.stderr.strip()}")
             return 1
         try:
-            failures, svgs, cards, size = check(out + "/report.html")
+            failures, svgs, cards, size, root = check(out + "/" + page, COMPARE_SECTIONS if compare else RUN_SECTIONS)
         except etree.XMLSyntaxError as e:
-            print(f"FAIL: report.html is not well-formed: {e}")
+            print(f"FAIL: {page} is not well-formed: {e}")
             return 1
+        if compare:
+            failures += check_compare_top(root, out + "/compare.csv")
     for f in failures:
         print("FAIL: " + f)
     if failures:
         return 1
-    print(f"OK: report.html well-formed ({size} bytes, {svgs} svg, {cards} layer cards), self-contained")
+    what = f"{svgs} svg" + ("" if compare else f", {cards} layer cards")
+    print(f"OK: {page} well-formed ({size} bytes, {what}), self-contained")
     return 0
 
 
