@@ -281,12 +281,18 @@ def check_runs(chromium, binary, repo, work, keep):
         run_fp8(binary, ["run", "--capture", cap, "--out", out, "--cost", "none", "--quiet"], f"run on synth {tag}")
         reports[tag] = os.path.join(out, "report.html")
 
+    # compare.html: the early synth run against the late one.
+    cmp_out = os.path.join(work, "compare")
+    run_fp8(binary, ["compare", os.path.join(work, "early-capture"), os.path.join(work, "late-capture"),
+                     "--out", cmp_out, "--quiet"], "compare early late")
+
     renders = {}
     for name, html in (("sample", os.path.join(sample, "report.html")), ("early", reports["early"]),
-                       ("late", reports["late"])):
+                       ("late", reports["late"]), ("compare", os.path.join(cmp_out, "compare.html"))):
         r = render(chromium, html, os.path.join(work, name + ".png"), work)
-        check_loads_clean(f"{name} report.html", r, failures)
-        share, colours, chroma = check_not_blank(f"{name} report.html", r, failures)
+        page = "compare.html" if name == "compare" else f"{name} report.html"
+        check_loads_clean(page, r, failures)
+        share, colours, chroma = check_not_blank(page, r, failures)
         notes.append(f"{name}: {share:.1%} non-white, {colours} colours, {r.seconds:.1f} s")
         renders[name] = r
         if keep:
