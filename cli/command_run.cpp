@@ -20,6 +20,7 @@
 #include "core/gpu_target.hpp"
 #include "engine/evaluation_index.hpp"
 #include "engine/gemm_pairing.hpp"
+#include "engine/histogram.hpp"
 #include "policies/advice.hpp"
 #include "policies/amax_trend.hpp"
 #include "policies/cost_model.hpp"
@@ -169,13 +170,13 @@ int command_run(const Invocation& inv) {
   // Without GEMM errors (--no-gemms) there is no GEMM evidence, so no advice.
   const EvaluationIndex index(rows);
   std::optional<Recommendation> recommendation;
+  std::vector<DelayedForecast> forecasts;
   AnswerContext answer;
   answer.gpu = gpu->name;
   answer.cost_source = cost_text;
   if (vm.count("no-gemms") != 0) {
     answer.skipped = "advice skipped: --no-gemms leaves no GEMM evidence to judge";
   } else {
-    std::vector<DelayedForecast> forecasts;
     if (!eval.log_paths.empty())
       forecasts = forecast_delayed_scaling(&training_log, rows, index.recipes(), index.formats());
     AdviceInputs in;
@@ -229,7 +230,17 @@ int command_run(const Invocation& inv) {
   info.outputs.push_back("summary.json");
   info.outputs.push_back("report.html");
   artifacts.push_back(render_summary_json(info, rows, layers, &answer));
-  artifacts.push_back(render_report_html({&info, rows, gemms, layers, answer.recommendation, &answer}));
+  // report.html's magnitude histograms: one pass over each operand's tensor (its shards merged)
+  // at the step report_histogram_choices picks.
+  std::vector<OperandHistogram> histograms;
+  for (const HistogramChoice& c : report_histogram_choices(rows)) {
+    OperandHistogram h{c.key, {}};
+    for (const CapturedTensor& t : captures.tensors)
+      if (t.key == c.key) h.histogram.merge(log2_histogram(t.view));
+    histograms.push_back(std::move(h));
+  }
+  artifacts.push_back(render_report_html(
+      {&info, rows, gemms, layers, answer.recommendation, &answer, forecasts, histograms}));
 
   const std::string wrote = write_artifacts(out_dir, artifacts);
   // The answer first (with the files written), then the tables.

@@ -143,6 +143,9 @@ DelayedForecast forecast_delayed(const AmaxTrend& trend, const Recipe& recipe, F
   f.slope_log2_per_1000 = trend.slope_log2_per_1000;
   f.points = trend.points;
   f.steps_spanned = trend.steps_spanned;
+  f.fit_first_step = trend.first_step;
+  f.fit_last_step = trend.last_step;
+  f.fitted_log2_at_last = trend.fitted_log2_at_last;
   f.headroom_binades = kNaN;
   f.captured_headroom_binades = kNaN;
   f.worst_jump_binades = -kInf;

@@ -85,6 +85,11 @@ struct DelayedForecast {
   double slope_log2_per_1000 = 0.0;
   std::size_t points = 0;
   std::int64_t steps_spanned = 0;
+  // The fitted line: log2 amax(s) = fitted_log2_at_last + slope_log2_per_1000 / 1000 ·
+  // (s - fit_last_step), fitted over fit_first_step..fit_last_step (meaningful with has_trend).
+  std::int64_t fit_first_step = 0;
+  std::int64_t fit_last_step = 0;
+  double fitted_log2_at_last = 0.0;
   // Now.
   std::int64_t step = 0;                       // T
   ReplayMode replay = ReplayMode::kUnavailable;  // how scale(T) was replayed from the series

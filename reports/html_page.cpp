@@ -28,6 +28,7 @@ tr.top td { font-weight: bold; background: #fff2b3; }
 .answer { font-size: 1.15em; border: 2px solid #333; padding: 0.6em; background: #f8f8f8; }
 .note { color: #444; font-style: italic; }
 .card { border: 1px solid #999; padding: 0.4em 0.9em; margin: 1.2em 0; page-break-inside: avoid; }
+.plots { display: flex; flex-wrap: wrap; gap: 0 1em; }
 svg.chart { display: block; margin: 0.6em 0; max-width: 100%; height: auto; }
 nav ul { columns: 2; }
 @media print { body { max-width: none; margin: 0; } h2 { page-break-before: always; } .card { page-break-inside: avoid; } a { color: inherit; text-decoration: none; } }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <deque>
 #include <limits>
 #include <map>
 #include <set>
@@ -48,10 +49,12 @@ struct Page {
   std::map<std::string, std::size_t> position;  // layer -> its place in `layers`
   const CandidateAdvice* chosen = nullptr;
   int chosen_column = -1;
+  std::vector<HistogramChoice> histogram_choices;
 
   explicit Page(const ReportInputs& inputs) : in(inputs), index(inputs.rows) {
     candidates = index_candidates(index);
     layers = html::model_order(index.layers());
+    if (!in.histograms.empty()) histogram_choices = report_histogram_choices(in.rows);
     for (std::size_t i = 0; i < layers.size(); ++i) position[layers[i]] = i;
     if (in.recommendation && in.recommendation->chosen) {
       chosen = &in.recommendation->candidates[*in.recommendation->chosen];
@@ -419,27 +422,219 @@ void render_decision(Markup& m, const Page& p, const std::string& layer) {
   table(m, {"GEMM", "precision", "reason"}, rows, classes);
 }
 
-void render_amax_trace(Markup& m, const Page& p, const std::string& layer) {
+// The charts of one operand side by side: 560 px each fits two in the page's 1200 px.
+constexpr double kOperandChartWidth = 560;
+
+// What DelayedScaling casts step t with, as an amax: the largest finite nonzero amax of steps
+// t-W..t-1 (W = history, or 1 for most_recent), times 2^margin: the amax above which step t
+// saturates. NaN where the window holds none (METRICS.md "scale (delayed)").
+std::vector<double> delayed_threshold(const std::map<std::int64_t, float>& amax_by_step, const Recipe& recipe) {
+  const std::int64_t w = recipe.algo == DelayedAlgo::kMax ? recipe.history : 1;
+  const double factor = std::ldexp(1.0, recipe.margin);
+  std::vector<double> out;
+  std::deque<std::pair<std::int64_t, float>> window;  // decreasing amaxes, steps ascending
+  auto next = amax_by_step.begin();
+  for (const auto& [step, amax] : amax_by_step) {
+    for (; next != amax_by_step.end() && next->first < step; ++next) {
+      if (!(next->second > 0.0f) || !std::isfinite(next->second)) continue;
+      while (!window.empty() && window.back().second <= next->second) window.pop_back();
+      window.emplace_back(next->first, next->second);
+    }
+    while (!window.empty() && window.front().first < step - w) window.pop_front();
+    out.push_back(window.empty() ? kNaN : factor * window.front().second);
+  }
+  return out;
+}
+
+// A delayed recipe's spec without the options at their defaults' names: "delayed",
+// "delayed:history=16:algo=most_recent" (the legend names the full spec).
+std::string short_delayed_name(const std::string& spec) {
+  std::string s = spec;
+  for (const char* d : {":margin=0", ":algo=max", ":history=1024"})
+    if (const auto i = s.find(d); i != std::string::npos) s.erase(i, std::string(d).size());
+  return s;
+}
+
+// The amax trace of one operand: the logged amax, each delayed recipe's threshold, and the
+// advice's fitted trend extended past the last step with the forecast saturation steps.
+void render_amax_chart(Markup& m, const Page& p, const std::string& layer, Role role, std::vector<std::string>* notes) {
   const TrainingLog* log = p.in.info->config.training_log;
-  if (log == nullptr) return;
+  const AmaxSeries* s = log ? log->find(layer, role) : nullptr;
+  if (s == nullptr || s->amax_by_step.empty()) return;
   svg::LineChartSpec c;
-  c.title = "amax over the training log's steps: " + layer;
+  c.title = "amax of the " + std::string(role_name(role)) + " over the training log's steps";
   c.x_title = "training step";
   c.y_title = "amax (|x| max, log scale)";
   c.y_kind = svg::ScaleKind::kLog10;
-  for (Role role : {Role::kActivation, Role::kWeight, Role::kGradient}) {
-    const AmaxSeries* s = log->find(layer, role);
-    if (s == nullptr) continue;
-    svg::Series se{role_name(role), {}, {}};
-    for (const auto& [step, amax] : s->amax_by_step) {
-      se.x.push_back(static_cast<double>(step));
-      se.y.push_back(amax);
-    }
-    c.series.push_back(std::move(se));
+  c.width = kOperandChartWidth;
+  svg::Series amax{"amax (training log)", {}, {}, 0, ""};
+  for (const auto& [step, a] : s->amax_by_step) {
+    amax.x.push_back(static_cast<double>(step));
+    amax.y.push_back(a);
   }
-  if (c.series.empty()) return;
-  m.element("h4", {}, "Amax trace");
+  c.series.push_back(amax);
+  std::size_t colour = 1;
+  std::map<std::string, std::size_t> recipe_colour;
+  for (const Recipe& r : p.in.info->config.recipes) {
+    if (!replays_history(r.kind) || recipe_colour.count(r.spec())) continue;
+    recipe_colour[r.spec()] = colour;
+    svg::Series t{r.spec() + (r.margin == 0 ? ": window max" : ": window max x 2^" + std::to_string(r.margin)), amax.x,
+                  delayed_threshold(s->amax_by_step, r), colour, svg::series_dash(colour)};
+    c.series.push_back(std::move(t));
+    ++colour;
+  }
+  // The forecasts of this operand: one fitted trend, a saturation step per recipe (every FP8 type
+  // of a recipe has the same one: the threshold is relative to the window max).
+  const DelayedForecast* trend = nullptr;
+  std::int64_t end = s->amax_by_step.rbegin()->first;
+  std::set<std::pair<std::string, std::int64_t>> marked;
+  std::set<std::string> reasons;
+  for (const DelayedForecast& f : p.in.forecasts) {
+    if (f.layer != layer || f.role != role) continue;
+    if (reasons.insert(f.recipe).second) notes->push_back(f.recipe + " (" + fp8_name(f.fp8) + "): " + f.reason);
+    if (!f.has_trend) continue;
+    if (trend == nullptr) trend = &f;
+    // The extension reaches the forecast step when it lies within one fitted span past now.
+    const std::int64_t reach = f.step + std::max<std::int64_t>(f.steps_spanned, 10);
+    end = std::max(end, std::min(reach, f.saturation_step.value_or(f.step + std::max<std::int64_t>(f.steps_spanned / 4, 5))));
+  }
+  if (trend != nullptr) {
+    const auto line = [&](std::int64_t step) {
+      return std::exp2(trend->fitted_log2_at_last +
+                       trend->slope_log2_per_1000 / 1000.0 * static_cast<double>(step - trend->fit_last_step));
+    };
+    c.series.push_back({format_text("fitted trend (%+.2f binades / 1000 steps), extended", trend->slope_log2_per_1000),
+                        {static_cast<double>(trend->fit_first_step), static_cast<double>(end)},
+                        {line(trend->fit_first_step), line(end)},
+                        6,
+                        "7 4"});
+    std::string beyond;  // the forecasts past the chart's end, or none
+    for (const DelayedForecast& f : p.in.forecasts) {
+      if (f.layer != layer || f.role != role || !f.has_trend) continue;
+      if (!marked.insert({f.recipe, f.saturation_step.value_or(-1)}).second) continue;
+      const std::string name = short_delayed_name(f.recipe);
+      if (f.saturation_step && *f.saturation_step <= end)
+        c.markers.push_back({static_cast<double>(*f.saturation_step), line(*f.saturation_step),
+                             "forecast: " + name + " saturates @" + std::to_string(*f.saturation_step),
+                             recipe_colour.count(f.recipe) ? recipe_colour[f.recipe] : 6});
+      else if (f.saturation_step)
+        beyond += (beyond.empty() ? "" : ", ") + name + " saturates @" + std::to_string(*f.saturation_step);
+    }
+    if (c.markers.empty())
+      c.markers.push_back({static_cast<double>(end), line(end),
+                           "forecast: " + (beyond.empty() ? std::string("no saturation") : beyond), 6});
+  }
   m.append(svg::line_chart(c));
+}
+
+// The window of one scale factor (dequantisation factor scale_inv) in log2 |x|: from the FP8
+// type's smallest subnormal to its max finite, times scale_inv.
+std::pair<double, double> scale_window(Fp8Format f, double scale_inv) {
+  const Fp8Traits& t = kFp8Traits[static_cast<int>(f)];
+  const double l = std::log2(scale_inv);
+  return {t.min_normal_exp - t.mantissa_bits + l, std::log2(static_cast<double>(t.max_finite)) + l};
+}
+
+// The window of one candidate's row in log2 |x|: per-tensor recipes the scale's; blocked ones
+// from the smallest block scale's smallest subnormal to the largest block scale's max finite.
+// Appends it to `windows` and returns it, with a note of its numbers.
+std::pair<double, double> candidate_window(const EvaluationRow& r, const std::string& who, bool shaded,
+                                           std::size_t colour, std::vector<svg::Window>* windows, std::string* note) {
+  const double lo = scale_window(r.fp8, r.metrics.scale_inv_min).first;
+  const double hi = scale_window(r.fp8, r.metrics.scale_inv_max).second;
+  const bool per_tensor = is_per_tensor(r.recipe.kind);
+  windows->push_back({lo, hi, (per_tensor ? "window of " : "block scales' windows of ") + who, shaded, colour});
+  *note = format_text("%s: representable |x| from 2^%.1f to 2^%.1f", who.c_str(), lo, hi) +
+          (per_tensor ? std::string()
+                      : format_text(" over all blocks (block scale_inv from 2^%.1f to 2^%.1f)",
+                                    std::log2(r.metrics.scale_inv_min), std::log2(r.metrics.scale_inv_max))) +
+          "; underflow " + pct(r.metrics.underflow_pct) + ", saturated " + pct(r.metrics.saturated_pct) + ".";
+  return {lo, hi};
+}
+
+// The log2|x| histogram of one operand with the chosen candidate's window over it (bars coloured
+// by it), and the window of the candidate that leaves the most elements outside.
+void render_histogram(Markup& m, const Page& p, const std::string& layer, Role role, std::vector<std::string>* notes) {
+  const HistogramChoice* choice = nullptr;
+  for (const HistogramChoice& c : p.histogram_choices)
+    if (c.key.layer == layer && c.key.role == role) choice = &c;
+  const OperandHistogram* oh = nullptr;
+  for (const OperandHistogram& h : p.in.histograms)
+    if (h.key.layer == layer && h.key.role == role) oh = &h;
+  if (oh == nullptr) return;
+  const Log2Histogram& h = oh->histogram;
+  const std::int64_t step = oh->key.step;
+  svg::HistogramSpec c;
+  c.title = format_text("log2 |x| of the %s at step %lld", role_name(role), static_cast<long long>(step));
+  c.x_title = "log2 |x| (binade)";
+  c.y_title = "elements (log scale)";
+  c.y_kind = svg::ScaleKind::kLog10;
+  c.width = kOperandChartWidth;
+  c.bar_label = "elements";
+  // Binade edges, the outer two moved in to the smallest and largest |x| (so that no bar reaches
+  // past the data into a window's outside).
+  for (std::size_t i = 0; i <= h.counts.size(); ++i) c.edges.push_back(h.min_exp + static_cast<double>(i));
+  for (std::int64_t n : h.counts) c.counts.push_back(static_cast<double>(n));
+  if (h.counts.empty()) {
+    c.edges = {0};
+  } else {
+    c.edges.front() = std::log2(static_cast<double>(h.amin_nonzero));
+    c.edges.back() = std::max(c.edges[c.edges.size() - 2] + 0.05, std::log2(static_cast<double>(h.amax_finite)));
+  }
+  std::string why = "the latest captured step (no candidate leaves an element outside its window)";
+  if (choice != nullptr && choice->worst && choice->key.step == step)
+    why = "the step where a candidate, " + candidate_name(*choice->worst) + ", leaves the most elements outside its window (" +
+          pct(choice->outside_pct) + ")";
+  std::vector<std::string> window_notes;
+  const auto row_of = [&](const RunCandidate& rc) {
+    const EvaluationRow* r = p.index.find({step, layer, role}, rc.recipe, rc.format, Orientation::kRowwise);
+    return r != nullptr && r->applicability.ok && r->recipe.kind != RecipeKind::kBf16 ? r : nullptr;
+  };
+  if (p.chosen) {
+    if (const EvaluationRow* r = row_of(p.chosen->candidate)) {
+      std::string note;
+      c.split = candidate_window(*r, "chosen " + candidate_name(p.chosen->candidate) + " (" + fp8_name(r->fp8) + ")",
+                                 true, 5, &c.windows, &note);
+      c.below_label = "below the chosen window (underflow)";
+      c.above_label = "above the chosen window (saturates)";
+      window_notes.push_back(note);
+    } else {
+      window_notes.push_back("no chosen window: " + candidate_name(p.chosen->candidate) + " was not evaluated on it.");
+    }
+  }
+  if (choice != nullptr && choice->worst && (!p.chosen || !(*choice->worst == p.chosen->candidate)))
+    if (const EvaluationRow* r = row_of(*choice->worst)) {
+      std::string note;
+      candidate_window(*r, candidate_name(*choice->worst) + " (" + fp8_name(r->fp8) + ")", false, 3, &c.windows, &note);
+      window_notes.push_back(note);
+    }
+  std::string text = format_text("Histogram at step %lld, ", static_cast<long long>(step)) + why +
+                     format_text("; %lld elements, of them %lld zeros, %lld NaN and %lld Inf not drawn.",
+                                 static_cast<long long>(h.numel), static_cast<long long>(h.zeros),
+                                 static_cast<long long>(h.nan_count), static_cast<long long>(h.inf_count));
+  for (const auto& n : window_notes) text += " " + n;
+  notes->push_back(text);
+  m.append(svg::histogram(c));
+}
+
+void render_operand_views(Markup& m, const Page& p, const std::string& layer) {
+  bool heading = false;
+  for (Role role : {Role::kActivation, Role::kWeight, Role::kGradient}) {
+    Markup charts;
+    std::vector<std::string> notes;
+    render_amax_chart(charts, p, layer, role, &notes);
+    render_histogram(charts, p, layer, role, &notes);
+    if (charts.size() == 0) continue;
+    if (!heading) m.element("h4", {}, "Amax trace and magnitudes per operand");
+    heading = true;
+    m.element("h5", {}, role_name(role));
+    m.open("div", {{"class", "plots"}}).append(charts).close();
+    if (!notes.empty()) {
+      m.open("ul", {{"class", "note"}});
+      for (const auto& n : notes) m.element("li", {}, n);
+      m.close();
+    }
+  }
 }
 
 void render_cards(Markup& m, const Page& p, std::vector<std::string>* thinned) {
@@ -457,7 +652,7 @@ void render_cards(Markup& m, const Page& p, std::vector<std::string>* thinned) {
     render_decision(m, p, layer);
     render_operands(m, p, layer, several);
     render_gemms(m, p, layer, several);
-    render_amax_trace(m, p, layer);
+    render_operand_views(m, p, layer);
     m.close();
     ++shown;
   }
@@ -472,6 +667,22 @@ void render_cards(Markup& m, const Page& p, std::vector<std::string>* thinned) {
 }
 
 }  // namespace
+
+std::vector<HistogramChoice> report_histogram_choices(std::span<const EvaluationRow> rows) {
+  std::vector<HistogramChoice> out;
+  std::map<std::pair<std::string, Role>, std::size_t> slot;
+  for (const EvaluationRow& r : rows) {
+    auto [it, fresh] = slot.try_emplace({r.key.layer, r.key.role}, out.size());
+    if (fresh) out.push_back({r.key, std::nullopt, 0});
+    HistogramChoice& c = out[it->second];
+    if (!c.worst && r.key.step > c.key.step) c.key = r.key;  // the latest step while none is outside
+    if (r.recipe.kind == RecipeKind::kBf16 || r.orientation != Orientation::kRowwise || !r.applicability.ok)
+      continue;
+    const double outside = r.metrics.underflow_pct + r.metrics.saturated_pct;
+    if (outside > c.outside_pct) c = {r.key, RunCandidate{r.recipe, r.format}, outside};
+  }
+  return out;
+}
 
 Artifact render_report_html(const ReportInputs& in) {
   FP8A_CHECK(in.info != nullptr, "render_report_html: RunInfo is required");

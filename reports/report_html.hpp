@@ -8,22 +8,45 @@
 //              candidate's cell outlined; the row labels link to the layer's card
 //   Layers     a card per layer: its decision per GEMM with the reasons, each operand's metrics
 //              under every recipe (table), the GEMM-output error per GEMM, and the amax trace over
-//              the training log's steps per operand
+//              the training log's steps per operand with the threshold each delayed recipe's
+//              history implies and the advice's forecast, and the log2|x| histogram per operand
+//              with the chosen candidate's representable window over it
 // Layout only: every decision and reason comes from the Recommendation (policies/advice.hpp).
 // Charts come from reports/svg_plot.hpp; the page is well-formed XML as well as HTML5.
 #pragma once
 
+#include <optional>
 #include <span>
 
 #include "engine/gemm_error.hpp"
+#include "engine/histogram.hpp"
 #include "engine/run.hpp"
 #include "policies/advice.hpp"
+#include "policies/amax_trend.hpp"
 #include "policies/layer_summary.hpp"
 #include "reports/answer_text.hpp"
 #include "reports/artifact.hpp"
 #include "reports/run_info.hpp"
 
 namespace fp8a {
+
+// The log2|x| histogram of one captured operand (all its rank shards together) at one step.
+struct OperandHistogram {
+  CaptureKey key;
+  Log2Histogram histogram;
+};
+
+// Which step of each (layer, role) the report's histogram shows, and the candidate drawn there
+// beside the chosen one: the step and FP8 candidate (rowwise copy) that leave the most elements
+// outside the candidate's window (underflow % + saturated %; the first in table order on a tie);
+// the latest captured step, with no such candidate, when no candidate leaves any element
+// outside. One per (layer, role) of `rows`, in the rows' order of first appearance.
+struct HistogramChoice {
+  CaptureKey key;
+  std::optional<RunCandidate> worst;
+  double outside_pct = 0;  // worst's underflow % + saturated % at key.step
+};
+std::vector<HistogramChoice> report_histogram_choices(std::span<const EvaluationRow> rows);
 
 // What command_run has once the run is decided. Pointers are not owned; spans outlive the call.
 struct ReportInputs {
@@ -34,6 +57,10 @@ struct ReportInputs {
   std::span<const LayerSummary> layers;           // summarize_layers
   const Recommendation* recommendation = nullptr; // null: no advice (answer->skipped says why)
   const AnswerContext* answer = nullptr;          // the answer `run` prints; may be null
+  // forecast_delayed_scaling over the training log (empty without one): drawn on the amax traces
+  std::span<const DelayedForecast> forecasts = {};
+  // For the keys of report_histogram_choices (any subset; a missing one is not drawn)
+  std::span<const OperandHistogram> histograms = {};
 };
 
 // Bounds that keep the page a few MB for a 100-layer model; what they leave out the page says.

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/error.hpp"
+#include "core/text.hpp"
 
 namespace fp8a::svg {
 
@@ -142,6 +143,12 @@ std::vector<Tick> log10_ticks(double lo, double hi, int target) {
     if ((e - first) % stride != 0) continue;
     const double v = std::pow(10.0, e);
     ticks.push_back({v, tick_label(v)});
+  }
+  if (ticks.size() == 1) {  // one decade tick: add its 2x and 5x neighbours inside the range
+    for (int e = first - 1; e <= last; ++e)
+      for (double k : {2.0, 5.0})
+        if (const double v = k * std::pow(10.0, e); v >= lo && v <= hi) ticks.push_back({v, tick_label(v)});
+    std::sort(ticks.begin(), ticks.end(), [](const Tick& a, const Tick& b) { return a.value < b.value; });
   }
   if (ticks.empty()) {  // less than a decade: the ends
     ticks.push_back({lo, tick_label(lo)});
@@ -406,11 +413,83 @@ Markup heatmap(const HeatmapSpec& s) {
   return m;
 }
 
+namespace {
+
+// One legend entry: a line (stroke and dash) or a filled swatch.
+struct LegendEntry {
+  std::string label;
+  Rgb colour;
+  bool line = true;
+  std::string dash = "";   // lines only
+  double opacity = 1.0;    // swatches only
+};
+
+// Where the legend goes: right of the axes while it takes at most a third of the width, else
+// below them, one entry per row. The frame and the chart's height follow from it.
+struct LegendLayout {
+  bool below = false;
+  double width = 0;   // of the right-hand column (0 when below)
+  double height = 0;  // extra height below the axes (0 when right)
+};
+LegendLayout layout_legend(const std::vector<LegendEntry>& entries, double chart_width) {
+  double w = 40;
+  for (const LegendEntry& e : entries) w = std::max(w, text_width(e.label) + 34);
+  if (w <= chart_width / 3) return {false, w, 0};
+  return {true, 0, 16.0 * static_cast<double>(entries.size()) + 6};
+}
+
+void draw_legend(Markup& m, const std::vector<LegendEntry>& entries, double x0, double y0) {
+  m.open("g", {{"class", "legend"}});
+  double ly = y0;
+  for (const LegendEntry& e : entries) {
+    if (e.line) {
+      Attrs a{{"x1", px(x0)}, {"y1", px(ly)}, {"x2", px(x0 + 24)}, {"y2", px(ly)}, {"stroke", hex(e.colour)},
+              {"stroke-width", "1.8"}};
+      if (!e.dash.empty()) a.push_back({"stroke-dasharray", e.dash});
+      m.leaf("line", a);
+    } else {
+      Attrs a{{"x", px(x0)}, {"y", px(ly - 5)}, {"width", "24"}, {"height", "10"}, {"fill", hex(e.colour)}};
+      if (e.opacity < 1) a.push_back({"fill-opacity", format_text("%g", e.opacity)});
+      m.leaf("rect", a);
+    }
+    m.element("text", {{"x", px(x0 + 28)}, {"y", px(ly + 4)}}, e.label);
+    ly += 16;
+  }
+  m.close();
+}
+
+// The frame of an x-y chart of at least width x height with this legend, and the chart's size.
+struct ChartBox {
+  Frame frame;
+  double width, height;
+  LegendLayout legend;
+};
+ChartBox chart_box(double width, double height, const std::vector<LegendEntry>& entries) {
+  const LegendLayout l = layout_legend(entries, width);
+  const double right = l.below ? width - 16 : width - l.width - 12;
+  return {Frame{64, kTitleHeight + 10, right, height - 44}, width, height + l.height, l};
+}
+void draw_box_legend(Markup& m, const ChartBox& b, const std::vector<LegendEntry>& entries) {
+  if (b.legend.below) draw_legend(m, entries, b.frame.left, b.frame.bottom + 52);
+  else draw_legend(m, entries, b.frame.right + 10, b.frame.top + 8);
+}
+
+constexpr Rgb kBarColour{0x35, 0x5f, 0x8d};
+constexpr Rgb kBelowColour{0xbb, 0xbb, 0xbb};  // light grey: underflow side
+constexpr Rgb kAboveColour{0xd5, 0x5e, 0x00};  // vermillion: saturating side
+constexpr Rgb kBandColour{0xbb, 0xbb, 0xbb};
+
+}  // namespace
+
 Markup line_chart(const LineChartSpec& s) {
   std::vector<double> xs, ys;
   for (const Series& se : s.series) {
     xs.insert(xs.end(), se.x.begin(), se.x.end());
     ys.insert(ys.end(), se.y.begin(), se.y.end());
+  }
+  for (const Marker& mk : s.markers) {
+    xs.push_back(mk.x);
+    ys.push_back(mk.y);
   }
   if (s.band) {
     ys.push_back(s.band->lo);
@@ -418,19 +497,23 @@ Markup line_chart(const LineChartSpec& s) {
   }
   const auto [x_lo, x_hi] = value_range(xs, s.x_kind, {0, 1});
   const auto [y_lo, y_hi] = value_range(ys, s.y_kind, {s.y_kind == ScaleKind::kLog10 ? 0.1 : 0, 1});
-  double legend_w = 40;
-  for (const Series& se : s.series) legend_w = std::max(legend_w, text_width(se.name) + 34);
-  if (s.band) legend_w = std::max(legend_w, text_width(s.band->label) + 34);
-  const Frame f{64, kTitleHeight + 10, s.width - legend_w - 12, s.height - 44};
+  const auto colour_of = [](const Series& se, std::size_t i) { return series_colour(se.colour.value_or(i)); };
+  const auto dash_of = [](const Series& se, std::size_t i) { return se.dash.value_or(series_dash(se.colour.value_or(i))); };
+  std::vector<LegendEntry> legend;
+  for (std::size_t i = 0; i < s.series.size(); ++i)
+    legend.push_back({s.series[i].name, colour_of(s.series[i], i), true, dash_of(s.series[i], i)});
+  if (s.band) legend.push_back({s.band->label, kBandColour, false, "", 0.45});
+  const ChartBox box = chart_box(s.width, s.height, legend);
+  const Frame& f = box.frame;
   const Scale x{s.x_kind, x_lo, x_hi, f.left, f.right};
   const Scale y{s.y_kind, y_lo, y_hi, f.bottom, f.top};
 
   Markup m;
-  open_svg(m, s.width, s.height, s.title);
+  open_svg(m, box.width, box.height, s.title);
   if (s.band) {
     const double a = y.to_px(s.band->lo), b = y.to_px(s.band->hi);
     m.leaf("rect", {{"class", "band"}, {"x", px(f.left)}, {"y", px(std::min(a, b))},
-                    {"width", px(f.right - f.left)}, {"height", px(std::abs(a - b))}, {"fill", "#bbb"},
+                    {"width", px(f.right - f.left)}, {"height", px(std::abs(a - b))}, {"fill", hex(kBandColour)},
                     {"fill-opacity", "0.45"}});
   }
   draw_axes(m, f, x, y, s.x_title, s.y_title);
@@ -450,75 +533,124 @@ Markup line_chart(const LineChartSpec& s) {
       pen_down = true;
     }
     if (d.empty()) continue;
-    Attrs a{{"d", d}, {"stroke", hex(series_colour(i))}};
-    if (!series_dash(i).empty()) a.push_back({"stroke-dasharray", series_dash(i)});
+    Attrs a{{"d", d}, {"stroke", hex(colour_of(se, i))}};
+    if (const std::string dash = dash_of(se, i); !dash.empty()) a.push_back({"stroke-dasharray", dash});
     m.leaf("path", a);
   }
   m.close();
-  m.open("g", {{"class", "legend"}});
-  double ly = f.top + 8;
-  for (std::size_t i = 0; i < s.series.size(); ++i, ly += 16) {
-    Attrs a{{"x1", px(f.right + 10)}, {"y1", px(ly)}, {"x2", px(f.right + 34)}, {"y2", px(ly)},
-            {"stroke", hex(series_colour(i))}, {"stroke-width", "1.8"}};
-    if (!series_dash(i).empty()) a.push_back({"stroke-dasharray", series_dash(i)});
-    m.leaf("line", a);
-    m.element("text", {{"x", px(f.right + 38)}, {"y", px(ly + 4)}}, s.series[i].name);
+  if (!s.markers.empty()) {
+    m.open("g", {{"class", "markers"}});
+    for (const Marker& mk : s.markers) {
+      if (!std::isfinite(mk.x) || !std::isfinite(mk.y) || (s.y_kind == ScaleKind::kLog10 && !(mk.y > 0))) continue;
+      const double cx = x.to_px(mk.x), cy = y.to_px(mk.y);
+      m.leaf("circle", {{"cx", px(cx)}, {"cy", px(cy)}, {"r", "4"}, {"fill", "#fff"},
+                        {"stroke", hex(series_colour(mk.colour))}, {"stroke-width", "2"}});
+      // The label above the point: left of it when it fits there, else right of it, else from the
+      // frame's left edge.
+      const double w = text_width(mk.label);
+      const bool left = cx - 7 - w >= f.left;
+      const double tx = left ? cx - 7 : std::min(cx + 7, std::max(f.left + 4, f.right - 4 - w));
+      m.element("text", {{"class", "marker-label"}, {"x", px(tx)}, {"y", px(std::max(f.top + 10, cy - 7))},
+                         {"text-anchor", left ? "end" : "start"}, {"stroke", "#fff"}, {"stroke-width", "3"},
+                         {"paint-order", "stroke"}},
+                mk.label);
+    }
+    m.close();
   }
-  if (s.band) {
-    m.leaf("rect", {{"x", px(f.right + 10)}, {"y", px(ly - 5)}, {"width", "24"}, {"height", "10"},
-                    {"fill", "#bbb"}, {"fill-opacity", "0.45"}});
-    m.element("text", {{"x", px(f.right + 38)}, {"y", px(ly + 4)}}, s.band->label);
-  }
-  m.close();
+  draw_box_legend(m, box, legend);
   m.close();
   return m;
 }
 
 Markup histogram(const HistogramSpec& s) {
   FP8A_CHECK(s.edges.size() == s.counts.size() + 1, "histogram: edges must be counts + 1");
-  const auto [x_lo, x_hi] = value_range(s.edges, ScaleKind::kLinear, {0, 1});
+  std::vector<double> xs = s.edges;
+  for (const Window& w : s.windows) {
+    xs.push_back(w.lo);
+    xs.push_back(w.hi);
+  }
+  if (s.split) {
+    xs.push_back(s.split->first);
+    xs.push_back(s.split->second);
+  }
+  const auto [x_lo, x_hi] = value_range(xs, ScaleKind::kLinear, {0, 1});
   std::vector<double> ys = s.counts;
   if (s.y_kind == ScaleKind::kLinear) ys.push_back(0);
-  const auto [y_lo, y_hi] = value_range(ys, s.y_kind, {s.y_kind == ScaleKind::kLog10 ? 0.1 : 0, 1});
-  double legend_w = 40;
-  for (const Window& w : s.windows) legend_w = std::max(legend_w, text_width(w.label) + 34);
-  const Frame f{64, kTitleHeight + 10, s.width - legend_w - 12, s.height - 44};
+  auto [y_lo, y_hi] = value_range(ys, s.y_kind, {s.y_kind == ScaleKind::kLog10 ? 0.1 : 0, 1});
+  y_hi *= s.y_kind == ScaleKind::kLog10 ? 2.0 : 1.08;  // room above the tallest bar for the range bars
+  std::vector<LegendEntry> legend{{s.bar_label, kBarColour, false}};
+  if (s.split) {
+    legend.push_back({s.below_label, kBelowColour, false});
+    legend.push_back({s.above_label, kAboveColour, false});
+  }
+  const auto window_colour = [&](std::size_t i) { return series_colour(s.windows[i].colour.value_or(i + 5)); };
+  for (std::size_t i = 0; i < s.windows.size(); ++i) {
+    if (s.windows[i].shaded) legend.push_back({s.windows[i].label, window_colour(i), false, "", 0.25});
+    else legend.push_back({s.windows[i].label, window_colour(i), true, "5 3"});
+  }
+  const ChartBox box = chart_box(s.width, s.height, legend);
+  const Frame& f = box.frame;
   const Scale x{ScaleKind::kLinear, x_lo, x_hi, f.left, f.right};
   const Scale y{s.y_kind, s.y_kind == ScaleKind::kLog10 ? y_lo : std::min(0.0, y_lo), y_hi, f.bottom, f.top};
 
   Markup m;
-  open_svg(m, s.width, s.height, s.title);
-  m.open("g", {{"class", "windows"}});
-  for (std::size_t i = 0; i < s.windows.size(); ++i) {
-    const double a = std::clamp(x.to_px(s.windows[i].lo), f.left, f.right);
-    const double b = std::clamp(x.to_px(s.windows[i].hi), f.left, f.right);
-    m.leaf("rect", {{"class", "window"}, {"x", px(a)}, {"y", px(f.top)}, {"width", px(b - a)},
-                    {"height", px(f.bottom - f.top)}, {"fill", hex(series_colour(i + 5))},
-                    {"fill-opacity", "0.25"}});
-  }
-  m.close();
+  open_svg(m, box.width, box.height, s.title);
+  const auto draw_windows = [&](bool shaded) {
+    m.open("g", {{"class", shaded ? "windows" : "window-edges"}});
+    double bar_y = f.top + 3;
+    for (std::size_t i = 0; i < s.windows.size(); ++i) {
+      if (s.windows[i].shaded != shaded) continue;
+      const double a = std::clamp(x.to_px(s.windows[i].lo), f.left, f.right);
+      const double b = std::clamp(x.to_px(s.windows[i].hi), f.left, f.right);
+      const std::string c = hex(window_colour(i));
+      if (shaded)
+        m.leaf("rect", {{"class", "window"}, {"x", px(a)}, {"y", px(f.top)}, {"width", px(b - a)},
+                        {"height", px(f.bottom - f.top)}, {"fill", c}, {"fill-opacity", "0.25"}});
+      else
+        m.leaf("line", {{"class", "window"}, {"x1", px(a)}, {"y1", px(bar_y)}, {"x2", px(b)}, {"y2", px(bar_y)},
+                        {"stroke", c}, {"stroke-width", "4"}});
+      for (double e : {a, b}) {
+        Attrs at{{"x1", px(e)}, {"y1", px(f.top)}, {"x2", px(e)}, {"y2", px(f.bottom)}, {"stroke", c},
+                 {"stroke-width", shaded ? "1.2" : "1.8"}};
+        if (!shaded) at.push_back({"stroke-dasharray", "5 3"});
+        m.leaf("line", at);
+      }
+      if (!shaded) bar_y += 6;
+    }
+    m.close();
+  };
+  draw_windows(true);
   draw_axes(m, f, x, y, s.x_title, s.y_title);
-  m.open("g", {{"class", "bars"}, {"fill", "#355f8d"}});
-  for (std::size_t i = 0; i < s.counts.size(); ++i) {
-    const double c = s.counts[i];
-    if (!std::isfinite(c) || !(c > 0)) continue;
-    const double a = x.to_px(s.edges[i]), b = x.to_px(s.edges[i + 1]);
-    const double top = y.to_px(c), base = f.bottom;
-    m.leaf("rect", {{"x", px(a)}, {"y", px(top)}, {"width", px(std::max(0.5, b - a - 0.5))},
-                    {"height", px(std::max(0.0, base - top))}});
+  // Each bar in up to three pieces: left of the split window, inside it, right of it.
+  const double split_lo = s.split ? x.to_px(s.split->first) : -1e300;
+  const double split_hi = s.split ? x.to_px(s.split->second) : 1e300;
+  struct Piece {
+    const char* cls;
+    Rgb colour;
+    double from, to;  // pixel clip
+  };
+  const Piece pieces[] = {{"bars", kBarColour, split_lo, split_hi},
+                          {"bars-below", kBelowColour, -1e300, split_lo},
+                          {"bars-above", kAboveColour, split_hi, 1e300}};
+  for (std::size_t k = 0; k < std::size(pieces); ++k) {
+    if (!s.split && k > 0) continue;
+    const Piece& pc = pieces[k];
+    Markup bars;
+    for (std::size_t i = 0; i < s.counts.size(); ++i) {
+      const double c = s.counts[i];
+      if (!std::isfinite(c) || !(c > 0)) continue;
+      const double a = std::max(x.to_px(s.edges[i]), pc.from), b = std::min(x.to_px(s.edges[i + 1]) - 0.5, pc.to);
+      if (!(b > a)) continue;
+      const double top = y.to_px(c), base = f.bottom;
+      bars.leaf("rect", {{"x", px(a)}, {"y", px(top)}, {"width", px(std::max(0.5, b - a))},
+                         {"height", px(std::max(0.0, base - top))}});
+    }
+    m.open("g", {{"class", pc.cls}, {"fill", hex(pc.colour)}, {"stroke", "#000"}, {"stroke-width", "0.3"}});
+    m.append(bars);
+    m.close();
   }
-  m.close();
-  m.open("g", {{"class", "legend"}});
-  double ly = f.top + 8;
-  m.leaf("rect", {{"x", px(f.right + 10)}, {"y", px(ly - 5)}, {"width", "24"}, {"height", "10"}, {"fill", "#355f8d"}});
-  m.element("text", {{"x", px(f.right + 38)}, {"y", px(ly + 4)}}, "count");
-  for (std::size_t i = 0; i < s.windows.size(); ++i) {
-    ly += 16;
-    m.leaf("rect", {{"x", px(f.right + 10)}, {"y", px(ly - 5)}, {"width", "24"}, {"height", "10"},
-                    {"fill", hex(series_colour(i + 5))}, {"fill-opacity", "0.25"}});
-    m.element("text", {{"x", px(f.right + 38)}, {"y", px(ly + 4)}}, s.windows[i].label);
-  }
-  m.close();
+  draw_windows(false);  // over the bars
+  draw_box_legend(m, box, legend);
   m.close();
   return m;
 }

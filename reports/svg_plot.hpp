@@ -123,6 +123,16 @@ Markup heatmap(const HeatmapSpec& spec);
 struct Series {
   std::string name;
   std::vector<double> x, y;  // equal lengths; a non-finite y (or a y <= 0 on a log axis) breaks the line
+  // The colour (series_colour index) and dash pattern (stroke-dasharray, "" solid); unset: the
+  // series' own index for both, so that related series can share a colour and differ in dash.
+  std::optional<std::size_t> colour = std::nullopt;
+  std::optional<std::string> dash = std::nullopt;
+};
+// A point drawn as a ring, with its label next to it (e.g. a forecast's step).
+struct Marker {
+  double x = 0, y = 0;
+  std::string label;
+  std::size_t colour = 0;  // series_colour index
 };
 struct Band {
   double lo = 0, hi = 0;  // a shaded horizontal band between these y values
@@ -134,13 +144,20 @@ struct LineChartSpec {
   ScaleKind x_kind = ScaleKind::kLinear, y_kind = ScaleKind::kLinear;
   std::vector<Series> series;
   std::optional<Band> band;
+  std::vector<Marker> markers;  // inside the axes' ranges (they widen them)
+  // The minimum size; the legend goes below the axes when it would take over a third of the
+  // width, and the chart grows to hold it.
   double width = 640, height = 260;
 };
 Markup line_chart(const LineChartSpec& spec);
 
 struct Window {
-  double lo = 0, hi = 0;  // a shaded vertical window between these x values
+  double lo = 0, hi = 0;  // a vertical window between these x values
   std::string label;
+  // Shaded over the plot; otherwise drawn as dashed edges and a range bar along the top, so that
+  // it reads over a shaded one.
+  bool shaded = true;
+  std::optional<std::size_t> colour = std::nullopt;  // series_colour index; unset: 5 + its index
 };
 struct HistogramSpec {
   std::string title;
@@ -148,8 +165,13 @@ struct HistogramSpec {
   std::vector<double> edges;     // bins' edges, ascending: counts.size() + 1 of them
   std::vector<double> counts;
   ScaleKind y_kind = ScaleKind::kLinear;  // kLog10: empty bins are not drawn
-  std::vector<Window> windows;
-  double width = 640, height = 240;
+  std::vector<Window> windows;  // the x axis spans the bins and every window
+  // Bars coloured by where they lie against this x range (lo, hi): the parts left of it, inside
+  // and right of it in three colours, named in the legend by these labels.
+  std::optional<std::pair<double, double>> split;
+  std::string below_label = "below the window", above_label = "above the window";
+  std::string bar_label = "count";  // the legend's name of the bars (inside the window)
+  double width = 640, height = 240;  // the minimum size, as LineChartSpec's
 };
 Markup histogram(const HistogramSpec& spec);
 

@@ -173,10 +173,106 @@ TEST_CASE("report.html: without advice, and with a training log's amax trace") {
   CHECK(markup_error(s) == "");
   CHECK(s.find("advice skipped: --no-gemms leaves no GEMM evidence to judge") != std::string::npos);
   CHECK(s.find("GEMM-output error") == std::string::npos);
-  CHECK(s.find("amax over the training log&#39;s steps: layers.2.fc1") != std::string::npos);
-  CHECK(count_of(s, "<svg ") == 6 * 3 + 1);
+  // One amax chart per logged operand (activation and gradient), in layers.2.fc1's card.
+  CHECK(count_of(s, "<title>amax of the activation over the training log&#39;s steps</title>") == 1);
+  CHECK(count_of(s, "<title>amax of the gradient over the training log&#39;s steps</title>") == 1);
+  CHECK(count_of(s, "<svg ") == 6 * 3 + 2);
   // Nothing is marked without a chosen candidate (only the legend keys).
   CHECK(count_of(s, "stroke=\"#000\" stroke-width=\"1.5\"") == 6 * 3);
+}
+
+TEST_CASE("report.html: the amax trace with the delayed window and the forecast, the log2|x| histogram with windows") {
+  RunInfo info = fixed_info();
+  info.config.recipes = {parse_recipe("current"), parse_recipe("delayed:history=2"), parse_recipe("mxfp8")};
+  TrainingLog log;
+  for (std::int64_t step = 0; step < 6; ++step)
+    log.series[{"layers.2.fc1", Role::kActivation}].amax_by_step[step] = step == 1 ? 8.0f : 1.0f;
+  info.config.training_log = &log;
+  const auto rows = fixed_rows();
+  const auto layers = summarize_layers(rows);
+  const Recommendation rec = fixed_recommendation();
+  DelayedForecast f;
+  f.layer = "layers.2.fc1";
+  f.role = Role::kActivation;
+  f.recipe = "delayed:history=2:algo=max:margin=0";
+  f.has_trend = true;
+  f.slope_log2_per_1000 = 500;  // 2x per 2 steps
+  f.steps_spanned = 5;
+  f.step = 5;
+  f.fit_first_step = 0;
+  f.fit_last_step = 5;
+  f.fitted_log2_at_last = 0;
+  f.saturation_step = 8;
+  f.reason = "starts saturating near step 8";
+  const std::vector<DelayedForecast> forecasts{f};
+  // layers.2.fc1's activation at step 10: |x| from 2^-20 to 2^3, 1000 elements a binade, 7 zeros.
+  OperandHistogram h{{10, "layers.2.fc1", Role::kActivation}, {}};
+  h.histogram.min_exp = -20;
+  h.histogram.counts.assign(24, 1000);
+  h.histogram.amin_nonzero = std::ldexp(1.0f, -20);
+  h.histogram.amax_finite = 12.0f;
+  h.histogram.zeros = 7;
+  h.histogram.numel = 24 * 1000 + 7;
+  const std::vector<OperandHistogram> histograms{h};
+  AnswerContext answer;
+  answer.recommendation = &rec;
+  const std::string s = render_report_html({&info, rows, fixed_gemms(), layers, &rec, &answer, forecasts, histograms}).contents;
+  CHECK(markup_error(s) == "");
+  const auto charts = svgs_of(s);
+  const auto chart = [&](const std::string& title) {
+    for (const auto& c : charts)
+      if (c.find("<title>" + title + "</title>") != std::string::npos) return c;
+    return std::string();
+  };
+  // The amax trace: the logged amax, the delayed recipe's window max (the step 1 spike held for
+  // steps 2 and 3), the fitted trend dashed past step 5 and the forecast's step, labelled.
+  const std::string amax = chart("amax of the activation over the training log&#39;s steps");
+  REQUIRE(!amax.empty());
+  CHECK(count_of(amax, "class=\"axis-title\"") == 2);
+  CHECK(amax.find(">delayed:history=2:algo=max:margin=0: window max</text>") != std::string::npos);
+  CHECK(amax.find(">fitted trend (+500.00 binades / 1000 steps), extended</text>") != std::string::npos);
+  CHECK(amax.find("stroke-dasharray=\"7 4\"") != std::string::npos);
+  CHECK(amax.find(">forecast: delayed:history=2 saturates @8</text>") != std::string::npos);
+  CHECK(count_of(amax, "<circle ") == 1);
+  CHECK(count_of(amax, "<path ") == 3);
+  CHECK(s.find("starts saturating near step 8") != std::string::npos);
+  // The histogram of step 10 (mxfp8 leaves the most outside there: 0.51 %): axis titles in its
+  // units, the chosen current/hybrid window shaded (scale_inv 1/179.2: 2^-16.5 .. 2^1.3), mxfp8's
+  // drawn as edges, and bars on both sides of the chosen window.
+  const std::string hist = chart("log2 |x| of the activation at step 10");
+  REQUIRE(!hist.empty());
+  CHECK(hist.find(">log2 |x| (binade)</text>") != std::string::npos);
+  CHECK(hist.find(">elements (log scale)</text>") != std::string::npos);
+  CHECK(count_of(hist, "class=\"window\"") == 2);
+  CHECK(hist.find(">window of chosen current/hybrid (e4m3)</text>") != std::string::npos);
+  CHECK(hist.find(">block scales&#39; windows of mxfp8/hybrid (e4m3)</text>") != std::string::npos);
+  CHECK(hist.find("<g class=\"window-edges\">") != std::string::npos);
+  for (const char* g : {"<g class=\"bars-below\"", "<g class=\"bars-above\"", "<g class=\"bars\""}) {
+    const std::size_t at = hist.find(g);
+    REQUIRE(at != std::string::npos);
+    CHECK(hist.compare(hist.find('>', at) + 1, 5, "<rect") == 0);  // not empty
+  }
+  CHECK(s.find("representable |x| from 2^-16.5 to 2^1.3") != std::string::npos);
+  CHECK(s.find("Histogram at step 10, the step where a candidate, mxfp8/hybrid, leaves the most elements outside "
+               "its window (0.51 %); 24007 elements, of them 7 zeros") != std::string::npos);
+}
+
+TEST_CASE("report_histogram_choices: the step and candidate leaving the most outside, else the latest step") {
+  using testing::make_row;
+  std::vector<EvaluationRow> rows{make_row(1, "l", Role::kActivation, "current", 30, 1, 0, 0),
+                                  make_row(2, "l", Role::kActivation, "current", 30, 1, 0, 0),
+                                  make_row(1, "l", Role::kGradient, "current", 30, 1, 4, 0),
+                                  make_row(2, "l", Role::kGradient, "current", 30, 1, 1, 0),
+                                  make_row(2, "l", Role::kGradient, "delayed", 30, 1, 1, 0)};
+  rows.back().metrics.saturated_pct = 49;
+  const auto c = report_histogram_choices(rows);
+  REQUIRE(c.size() == 2);
+  CHECK(c[0].key == CaptureKey{2, "l", Role::kActivation});
+  CHECK(!c[0].worst);
+  CHECK(c[1].key == CaptureKey{2, "l", Role::kGradient});
+  REQUIRE(c[1].worst);
+  CHECK(c[1].worst->recipe.spec() == "delayed:history=1024:algo=max:margin=0");
+  CHECK(c[1].outside_pct == 50);
 }
 
 TEST_CASE("report.html: a 100-layer model, 16 candidates, 2 steps stays a few MB") {
