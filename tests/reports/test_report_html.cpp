@@ -9,6 +9,7 @@
 #include "reports/markup_check.hpp"
 #include "reports/report_html.hpp"
 #include "support/rows.hpp"
+#include "support/run_info.hpp"
 
 using namespace fp8a;
 using fp8a::test::chart_error;
@@ -20,18 +21,7 @@ using fp8a::test::svgs_of;
 namespace {
 
 RunInfo fixed_info() {
-  RunInfo info;
-  info.version = "0.1.0";
-  info.git_revision = "0123456789ab";
-  info.command_line = {"fp8-advisor", "run", "--capture", "caps", "--out", "out"};
-  info.requested_device = "auto";
-  info.backend = "cpu";
-  info.device = "2 threads (oneTBB)";
-  CaptureFile f;
-  f.path = "caps/step_10.safetensors";
-  f.step = 10;
-  f.tensor_count = 6;
-  info.inputs = {f};
+  RunInfo info = testing::base_run_info(6);
   info.warnings = {"caps/step_10.safetensors: tensor 'x.weight' holds 1 NaN and 0 Inf elements <&>"};
   return info;
 }

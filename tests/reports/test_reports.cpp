@@ -17,6 +17,7 @@
 #include "reports/gemms_csv.hpp"
 #include "reports/metrics_csv.hpp"
 #include "reports/progress_line.hpp"
+#include "support/run_info.hpp"
 #include "reports/number_format.hpp"
 #include "reports/summary_json.hpp"
 #include "support/rows.hpp"
@@ -29,20 +30,9 @@ using fp8a::testing::check_golden;
 using fp8a::testing::slurp;
 
 fp8a::RunInfo fixed_info() {
-  fp8a::RunInfo info;
-  info.version = "0.1.0";
-  info.git_revision = "0123456789ab";
-  info.command_line = {"fp8-advisor", "run", "--capture", "caps", "--out", "out"};
-  info.requested_device = "auto";
-  info.backend = "cpu";
-  info.device = "2 threads (oneTBB)";
-  fp8a::CaptureFile f;
-  f.path = "caps/step_10.safetensors";
-  f.step = 10;
-  f.step_source = "file name";
-  f.tensor_count = 4;
-  f.bytes = 1234;
-  info.inputs = {f};
+  fp8a::RunInfo info = fp8a::testing::base_run_info(4);
+  info.inputs[0].step_source = "file name";
+  info.inputs[0].bytes = 1234;
   info.config.recipes = fp8a::parse_recipe_list("current,current:pow2");
   info.config.formats = {fp8a::TrainingFormat::kHybrid};  // the rows' (make_row)
   info.read_seconds = 0.5;
