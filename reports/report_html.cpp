@@ -276,14 +276,20 @@ void render_heatmaps(Markup& m, const Page& p, std::vector<std::string>* thinned
         h.show_values = h.values.size() <= 240;
         if (mi.metric == HeatMetric::kSqnr) {
           h.value_title = mi.unit;
-          std::tie(h.colour_lo, h.colour_hi) = svg::value_range(h.values, svg::ScaleKind::kLinear, {0, 40});
+          // An absolute scale, at least 0 to 40 dB: a map of well-scaled tensors (25-35 dB) stays
+          // light however small its spread, instead of spanning the palette.
+          const auto [lo, hi] = svg::value_range(h.values, svg::ScaleKind::kLinear, {0, 40});
+          h.colour_lo = std::min(lo, 0.0);
+          h.colour_hi = std::max(hi, 40.0);
         } else {
           // Percentages span decades: a log scale from 1e-4 % (zeros drawn at that end).
           h.colour_kind = svg::ScaleKind::kLog10;
           h.reverse = true;
           auto [lo, hi] = svg::value_range(h.values, svg::ScaleKind::kLog10, {1e-4, 1});
+          // At least up to 10 %: a map whose worst is 0.01 % stays light (the policy's underflow
+          // bound is 5 %, saturation's 0.05 %).
           h.colour_lo = std::max(1e-4, lo);
-          h.colour_hi = std::max(hi, h.colour_lo * 10);
+          h.colour_hi = std::max({hi, h.colour_lo * 10, 10.0});
           h.value_title = std::string(mi.unit) + ", log";
         }
         m.append(svg::heatmap(h));
