@@ -8,6 +8,8 @@
 #include <sstream>
 #include <tuple>
 
+#include <unistd.h>
+
 #include "cli/cli_support.hpp"
 #include "core/text.hpp"
 #include "reports/whatif_table.hpp"
@@ -164,4 +166,39 @@ TEST_CASE("whatif usage errors: an unknown layer gets did you mean, a bad regex 
   r = run("whatif --capture " + kSample);
   CHECK(r.rc == 2);
   CHECK(r.err.find("[fp8a.usage.203]") != std::string::npos);
+}
+
+TEST_CASE("whatif on a terminal: the worst value of each metric column highlighted") {
+  // util-linux script gives the command a pseudo-terminal; its output (the terminal's) is kept.
+  if (::access("/usr/bin/script", X_OK) != 0) {
+    MESSAGE("no /usr/bin/script: the terminal case is not tested");
+    return;
+  }
+  TempDir t;
+  const std::string inner = shell_quote(kBinary) + " whatif --capture " + shell_quote(kSample) +
+                            " --layer layers.1.mlp.linear_fc2 --recipe current,delayed";
+  const std::string cmd = "/usr/bin/script -qec " + shell_quote(inner) + " /dev/null > " +
+                          shell_quote((t.path / "tty.txt").string()) + " 2>&1";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  const std::string tty = slurp(t.path / "tty.txt");
+  // ANSI bold + reverse on, then reset: at least one highlighted cell per metric column of the
+  // tensor table and of the GEMM table.
+  std::size_t marks = 0;
+  for (auto p = tty.find("\x1b["); p != std::string::npos; p = tty.find("\x1b[", p + 1)) ++marks;
+  CHECK(marks >= 2 * 5);
+  CHECK(tty.find("\x1b[0m") != std::string::npos);
+  // The same numbers as on a pipe, once the codes are gone.
+  std::string plain;
+  for (std::size_t i = 0; i < tty.size();) {
+    if (tty[i] == '\x1b') {
+      i = tty.find('m', i) + 1;
+      continue;
+    }
+    if (tty[i] != '\r') plain += tty[i];
+    ++i;
+  }
+  const auto piped = run("whatif --capture " + shell_quote(kSample) +
+                         " --layer layers.1.mlp.linear_fc2 --recipe current,delayed");
+  REQUIRE(piped.rc == 0);
+  CHECK(plain == piped.out);
 }
