@@ -1,6 +1,7 @@
 #include "reports/compare_html.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -31,13 +32,21 @@ std::string joined(const std::vector<std::string>& v, const char* sep) {
   return s;
 }
 
-// A heatmap column: one recipe, format and orientation of a tensor role.
-using Column = std::tuple<std::string, std::string, std::string>;  // recipe, format, orientation
+// A heatmap column inside one training format's map: a recipe and an orientation.
+using Column = std::pair<std::string, std::string>;  // recipe, orientation
 
-std::string column_label(const Column& c) {
-  const auto& [recipe, format, orientation] = c;
-  return recipe + "/" + format + (orientation == "columnwise" ? " col" : "");
+std::string column_label(const Column& c) { return c.first + (c.second == "columnwise" ? " col" : ""); }
+
+// The format as an id fragment: letters, digits, '-' and '_' kept, anything else '_'.
+std::string id_part(const std::string& s) {
+  std::string out;
+  for (char c : s) out += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ? c : '_';
+  return out;
 }
+
+// Narrower than the run report's cells, so that a format's 13 columns of the default recipes
+// stay under ~1,100 px next to long layer names (the page is at most 1,200 px wide).
+constexpr double kCompareCellWidth = 50;
 
 void render_inputs(Markup& m, const CompareResult& r, const CompareInfo& info) {
   m.open("section", {{"id", "inputs"}});
@@ -98,92 +107,98 @@ void render_ranking(Markup& m, const CompareResult& r, std::size_t top) {
 
 void render_heatmaps(Markup& m, const CompareResult& r, std::vector<std::string>* thinned) {
   m.open("section", {{"id", "heatmaps"}});
-  m.element("h2", {}, "Heatmaps: layer x recipe/format");
+  m.element("h2", {}, "Heatmaps: layer x recipe, one map per training format");
   html::paragraph(m,
-                  "One map per tensor role and metric. Each cell is the group's (layer, tensor, recipe, format, "
-                  "orientation) highest-scoring match over the steps; Δ is cand - base. Dark is worse in every "
-                  "map: a high score, more underflow, a lower SQNR. Hatched cells have no match: one side lacks "
-                  "the group, or a value is not finite. \"col\" marks a columnwise copy.",
+                  "One map per tensor role, training format and metric. Each cell is the group's (layer, tensor, "
+                  "recipe, format, orientation) highest-scoring match over the steps; Δ is cand - base. Dark is "
+                  "worse in every map: a high score, more underflow, a lower SQNR. Hatched cells have no match: "
+                  "one side lacks the group, or a value is not finite. \"col\" marks a columnwise copy.",
                   "note");
   for (Role role : {Role::kActivation, Role::kWeight, Role::kGradient}) {
     // The group's first match in rank order is its highest-scoring one.
-    std::map<std::pair<std::string, Column>, const CompareMatch*> best;
+    std::map<std::tuple<std::string, std::string, Column>, const CompareMatch*> best;  // layer, format, column
     std::set<std::string> layer_set;
-    std::set<Column> column_set;
+    std::map<std::string, std::set<Column>> column_sets;  // by format
     for (const CompareMatch& x : r.matches) {
       if (x.base.key.role != role) continue;
-      const Column c{x.base.recipe, x.base.format, x.base.orientation};
-      best.try_emplace({x.base.key.layer, c}, &x);
+      const Column c{x.base.recipe, x.base.orientation};
+      best.try_emplace({x.base.key.layer, x.base.format, c}, &x);
       layer_set.insert(x.base.key.layer);
-      column_set.insert(c);
+      column_sets[x.base.format].insert(c);
     }
     for (const auto* side : {&r.base_only, &r.cand_only})
       for (const CompareGroup& g : *side)
         if (g.role == role) {
           layer_set.insert(g.layer);
-          column_set.insert({g.recipe, g.format, g.orientation});
+          column_sets[g.format].insert({g.recipe, g.orientation});
         }
     if (best.empty()) continue;
+    // Every format's maps have the same rows, so that a layer sits at the same height in each.
     std::vector<std::string> layers = html::model_order({layer_set.begin(), layer_set.end()});
-    std::vector<Column> columns(column_set.begin(), column_set.end());
     const std::string what = role_name(role);
     if (layers.size() > kCompareMaxHeatmapRows) {
       thinned->push_back(format_text("%s heatmaps: the first %zu of %zu layers (model order)", what.c_str(),
                                      kCompareMaxHeatmapRows, layers.size()));
       layers.resize(kCompareMaxHeatmapRows);
     }
-    if (columns.size() > kCompareMaxHeatmapCols) {
-      thinned->push_back(format_text("%s heatmaps: the first %zu of %zu recipe/format columns", what.c_str(),
-                                     kCompareMaxHeatmapCols, columns.size()));
-      columns.resize(kCompareMaxHeatmapCols);
-    }
-    std::vector<std::string> col_labels;
-    for (const Column& c : columns) col_labels.push_back(column_label(c));
     m.element("h3", {{"id", "heat-" + what}}, "The " + what);
-
-    struct MetricInfo {
-      const char* id;
-      const char* name;
-      const char* unit;
-      bool reverse;  // high values dark
-    };
-    constexpr MetricInfo kMetrics[] = {{"score", "Divergence score", "score", true},
-                                       {"underflow", "Δ underflow", "Δ underflow (pp)", true},
-                                       {"sqnr", "Δ SQNR", "Δ SQNR (dB)", false}};
-    for (const MetricInfo& mi : kMetrics) {
-      svg::HeatmapSpec h;
-      h.id = "cmp-" + what + "-" + mi.id;
-      h.title = std::string(mi.name) + " of the " + what + ", cand - base (highest-scoring match per group)";
-      if (std::string(mi.id) == "score") h.title = "Divergence score of the " + what + " (highest over steps)";
-      h.row_labels = layers;
-      h.col_labels = col_labels;
-      h.row_title = "layer (model order)";
-      h.col_title = "recipe/format";
-      h.value_title = mi.unit;
-      h.missing_label = "no match";
-      h.marked_label = "rank 1";
-      h.reverse = mi.reverse;
-      for (std::size_t li = 0; li < layers.size(); ++li) {
-        int marked = -1;
-        for (std::size_t ci = 0; ci < columns.size(); ++ci) {
-          const auto it = best.find({layers[li], columns[ci]});
-          const CompareMatch* x = it == best.end() ? nullptr : it->second;
-          if (x != nullptr && x->rank == 1) marked = static_cast<int>(ci);
-          const double v = x == nullptr                   ? kNaN
-                           : std::string(mi.id) == "score" ? x->score
-                           : std::string(mi.id) == "underflow"
-                               ? x->cand.underflow_pct - x->base.underflow_pct
-                               : x->cand.sqnr_db - x->base.sqnr_db;
-          h.values.push_back(v);
-        }
-        h.marked_col.push_back(marked);
+    for (const auto& [format, column_set] : column_sets) {
+      std::vector<Column> columns(column_set.begin(), column_set.end());
+      if (columns.size() > kCompareMaxHeatmapCols) {
+        thinned->push_back(format_text("%s heatmaps, format %s: the first %zu of %zu recipe columns", what.c_str(),
+                                       format.c_str(), kCompareMaxHeatmapCols, columns.size()));
+        columns.resize(kCompareMaxHeatmapCols);
       }
-      h.show_values = h.values.size() <= 240;
-      auto [lo, hi] = svg::value_range(h.values, svg::ScaleKind::kLinear, {0, 1});
-      h.colour_lo = std::min(lo, 0.0);  // zero, "no change", always on the scale
-      h.colour_hi = std::max(hi, std::string(mi.id) == "score" ? 1.0 : 0.0);
-      if (h.colour_hi <= h.colour_lo) h.colour_hi = h.colour_lo + 1;
-      m.append(svg::heatmap(h));
+      std::vector<std::string> col_labels;
+      for (const Column& c : columns) col_labels.push_back(column_label(c));
+      if (column_sets.size() > 1) m.element("h4", {}, "The " + what + ", format " + format);
+
+      struct MetricInfo {
+        const char* id;
+        const char* name;
+        const char* unit;
+        bool reverse;  // high values dark
+      };
+      constexpr MetricInfo kMetrics[] = {{"score", "Divergence score", "score", true},
+                                         {"underflow", "Δ underflow", "Δ underflow (pp)", true},
+                                         {"sqnr", "Δ SQNR", "Δ SQNR (dB)", false}};
+      for (const MetricInfo& mi : kMetrics) {
+        const std::string metric = mi.id;
+        svg::HeatmapSpec h;
+        h.id = "cmp-" + what + "-" + id_part(format) + "-" + metric;
+        h.title = metric == "score" ? "Divergence score of the " + what + ", " + format + " (highest over steps)"
+                                    : std::string(mi.name) + " of the " + what + ", " + format +
+                                          ", cand - base (highest-scoring match per group)";
+        h.row_labels = layers;
+        h.col_labels = col_labels;
+        h.row_title = "layer (model order)";
+        h.col_title = "recipe (format " + format + ")";
+        h.value_title = mi.unit;
+        h.missing_label = "no match";
+        h.marked_label = "rank 1";
+        h.reverse = mi.reverse;
+        h.cell_width = kCompareCellWidth;
+        for (std::size_t li = 0; li < layers.size(); ++li) {
+          int marked = -1;
+          for (std::size_t ci = 0; ci < columns.size(); ++ci) {
+            const auto it = best.find({layers[li], format, columns[ci]});
+            const CompareMatch* x = it == best.end() ? nullptr : it->second;
+            if (x != nullptr && x->rank == 1) marked = static_cast<int>(ci);
+            const double v = x == nullptr            ? kNaN
+                             : metric == "score"     ? x->score
+                             : metric == "underflow" ? x->cand.underflow_pct - x->base.underflow_pct
+                                                     : x->cand.sqnr_db - x->base.sqnr_db;
+            h.values.push_back(v);
+          }
+          h.marked_col.push_back(marked);
+        }
+        h.show_values = h.values.size() <= 240;
+        auto [lo, hi] = svg::value_range(h.values, svg::ScaleKind::kLinear, {0, 1});
+        h.colour_lo = std::min(lo, 0.0);  // zero, "no change", always on the scale
+        h.colour_hi = std::max(hi, metric == "score" ? 1.0 : 0.0);
+        if (h.colour_hi <= h.colour_lo) h.colour_hi = h.colour_lo + 1;
+        m.append(svg::heatmap(h));
+      }
     }
   }
   m.close();

@@ -302,7 +302,8 @@ double colour_position(const HeatmapSpec& s, double v) {
 Markup heatmap(const HeatmapSpec& s) {
   const std::size_t rows = s.row_labels.size(), cols = s.col_labels.size();
   FP8A_CHECK(s.values.size() == rows * cols, "heatmap: values must be rows x cols");
-  constexpr double kCellW = 58, kCellH = 15;
+  const double cell_w = s.cell_width;
+  constexpr double kCellH = 15;
   const double legend_w = std::max({150.0, text_width(s.value_title) + 10, text_width(s.missing_label) + 30,
                                     text_width(s.marked_label) + 30});
   double label_w = 40;
@@ -311,7 +312,7 @@ Markup heatmap(const HeatmapSpec& s) {
   for (const auto& l : s.col_labels) col_label_h = std::max(col_label_h, text_width(l) * 0.58 + 14);
   const double left = 28 + label_w + 6;
   const double top = kTitleHeight + 22 + col_label_h;
-  const double grid_w = kCellW * static_cast<double>(cols);
+  const double grid_w = cell_w * static_cast<double>(cols);
   const double grid_h = kCellH * static_cast<double>(rows);
   const double width = left + grid_w + 24 + legend_w;
   const double height = std::max(top + grid_h + 16, top + 230.0);
@@ -336,7 +337,7 @@ Markup heatmap(const HeatmapSpec& s) {
             s.row_title);
   m.open("g", {{"class", "axis"}});
   for (std::size_t c = 0; c < cols; ++c) {
-    const double x = left + kCellW * (static_cast<double>(c) + 0.5);
+    const double x = left + cell_w * (static_cast<double>(c) + 0.5);
     m.element("text", {{"x", px(x)}, {"y", px(top - 6)}, {"transform", "rotate(-35 " + px(x) + " " + px(top - 6) + ")"}},
               s.col_labels[c]);
   }
@@ -357,17 +358,17 @@ Markup heatmap(const HeatmapSpec& s) {
   for (std::size_t r = 0; r < rows; ++r)
     for (std::size_t c = 0; c < cols; ++c) {
       const double v = s.values[r * cols + c];
-      const double x = left + kCellW * static_cast<double>(c), y = top + kCellH * static_cast<double>(r);
+      const double x = left + cell_w * static_cast<double>(c), y = top + kCellH * static_cast<double>(r);
       if (!std::isfinite(v)) {
-        m.leaf("rect", {{"class", "missing"}, {"x", px(x)}, {"y", px(y)}, {"width", px(kCellW)},
+        m.leaf("rect", {{"class", "missing"}, {"x", px(x)}, {"y", px(y)}, {"width", px(cell_w)},
                         {"height", px(kCellH)}, {"fill", "url(#" + hatch + ")"}});
         continue;
       }
       const Rgb fill = viridis(colour_position(s, v));
-      m.leaf("rect", {{"x", px(x)}, {"y", px(y)}, {"width", px(kCellW)}, {"height", px(kCellH)},
+      m.leaf("rect", {{"x", px(x)}, {"y", px(y)}, {"width", px(cell_w)}, {"height", px(kCellH)},
                       {"fill", hex(fill)}});
       if (s.show_values)
-        m.element("text", {{"x", px(x + kCellW / 2)}, {"y", px(y + 11)}, {"fill", hex(text_colour_on(fill))}},
+        m.element("text", {{"x", px(x + cell_w / 2)}, {"y", px(y + 11)}, {"fill", hex(text_colour_on(fill))}},
                   tick_label(v));
     }
   m.close();
@@ -375,10 +376,10 @@ Markup heatmap(const HeatmapSpec& s) {
   m.open("g", {{"class", "marked"}, {"fill", "none"}});
   for (std::size_t r = 0; r < rows && r < s.marked_col.size(); ++r) {
     if (s.marked_col[r] < 0 || static_cast<std::size_t>(s.marked_col[r]) >= cols) continue;
-    const double x = left + kCellW * s.marked_col[r], y = top + kCellH * static_cast<double>(r);
-    m.leaf("rect", {{"x", px(x + 1)}, {"y", px(y + 1)}, {"width", px(kCellW - 2)}, {"height", px(kCellH - 2)},
+    const double x = left + cell_w * s.marked_col[r], y = top + kCellH * static_cast<double>(r);
+    m.leaf("rect", {{"x", px(x + 1)}, {"y", px(y + 1)}, {"width", px(cell_w - 2)}, {"height", px(kCellH - 2)},
                     {"stroke", "#fff"}, {"stroke-width", "2"}});
-    m.leaf("rect", {{"x", px(x + 2.5)}, {"y", px(y + 2.5)}, {"width", px(kCellW - 5)},
+    m.leaf("rect", {{"x", px(x + 2.5)}, {"y", px(y + 2.5)}, {"width", px(cell_w - 5)},
                     {"height", px(kCellH - 5)}, {"stroke", "#000"}, {"stroke-width", "1.5"}});
   }
   m.close();

@@ -115,6 +115,7 @@ struct HeatmapSpec {
   double colour_lo = 0, colour_hi = 1;  // values at the ends of the colour scale (clamped)
   bool reverse = false;                 // true: high values dark (so that "bad" is dark)
   bool show_values = true;              // print each value in its cell
+  double cell_width = 58;               // px; 50 still holds a 10 px "-0.0123"
   std::string missing_label = "not evaluated";  // the legend's entry for NaN cells
   std::string marked_label = "chosen";          // the legend's entry for the outline
 };

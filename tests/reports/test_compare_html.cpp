@@ -55,16 +55,22 @@ TEST_CASE("compare.html: sections, NVIDIA's example on top, heatmaps, distributi
   CHECK(count_of(s, "<tr class=\"top\">") == 1);
   CHECK(s.find("<td class=\"num\">1.00 -&gt; 80.00</td>") == std::string::npos);  // cells as compare.md's
   CHECK(s.find("<td class=\"num\">1.000 -&gt; 80.000</td>") != std::string::npos);
-  // Heatmaps: activation, weight, gradient x score, Δ underflow, Δ SQNR; then the histogram.
+  // Heatmaps: activation, weight, gradient x score, Δ underflow, Δ SQNR (one format, so one map
+  // each and no per-format heading); then the histogram.
   const auto charts = svgs_of(s);
   REQUIRE(charts.size() == 3 * 3 + 1);
-  CHECK(charts[0].find("<title>Divergence score of the activation (highest over steps)</title>") != std::string::npos);
-  CHECK(charts[1].find("<title>Δ underflow of the activation, cand - base") != std::string::npos);
-  CHECK(charts[2].find("<title>Δ SQNR of the activation, cand - base") != std::string::npos);
+  CHECK(count_of(s, "<h4>") == 0);
+  CHECK(charts[0].find("<title>Divergence score of the activation, hybrid (highest over steps)</title>") !=
+        std::string::npos);
+  CHECK(charts[1].find("<title>Δ underflow of the activation, hybrid, cand - base") != std::string::npos);
+  CHECK(charts[2].find("<title>Δ SQNR of the activation, hybrid, cand - base") != std::string::npos);
+  CHECK(charts[0].find(">recipe (format hybrid)</text>") != std::string::npos);
+  CHECK(charts[0].find("<pattern id=\"cmp-activation-hybrid-score-missing\"") != std::string::npos);
   // Model order (layers.0, layers.3, layers.10) and the columns, columnwise copies marked.
   CHECK(charts[0].find(">layers.0.self_attention.linear_qkv</text>") < charts[0].find(">layers.3.mlp.linear_fc2</text>"));
   CHECK(charts[0].find(">layers.3.mlp.linear_fc2</text>") < charts[0].find(">layers.10.mlp.linear_fc1</text>"));
-  CHECK(charts[0].find(">mxfp8/hybrid col</text>") != std::string::npos);
+  CHECK(charts[0].find(">mxfp8 col</text>") != std::string::npos);
+  CHECK(charts[0].find("/hybrid</text>") == std::string::npos);  // the format is in the title, not the labels
   CHECK(charts[0].find(">7.9</text>") != std::string::npos);  // the FC2 cell's score
   CHECK(charts[1].find(">79</text>") != std::string::npos);   // its Δ underflow, pp
   CHECK(charts[2].find(">-10</text>") != std::string::npos);  // its Δ SQNR, dB
@@ -109,4 +115,41 @@ TEST_CASE("compare.html: the top 50 of many, a non-finite score, escaping") {
   CHECK(e.find("1 match(es) with a non-finite score (one side non-finite) are not drawn.") != std::string::npos);
   CHECK(e.find("<td class=\"num\">inf</td>") != std::string::npos);
   CHECK(e.find("<h3>Only in cand: 1 group(s)</h3>") != std::string::npos);
+}
+
+TEST_CASE("compare.html: one map per training format, rank 1 outlined only in its format's map") {
+  std::vector<MetricsRecord> base, cand;
+  const std::vector<std::string> recipes = {"current", "delayed:history=16:algo=most_recent:margin=0", "mxfp8"};
+  for (const char* format : {"e4m3", "hybrid"})
+    for (const std::string& recipe : recipes)
+      for (int l = 0; l < 2; ++l) {
+        const std::string layer = "layers." + std::to_string(l) + ".mlp.linear_fc1";
+        // The worst: layers.1 under current/e4m3 (80 % underflow in cand).
+        const double under = std::string(format) == "e4m3" && recipe == "current" && l == 1 ? 80 : 1;
+        MetricsRecord b = testing::compare_row(1, layer, Role::kActivation, recipe, "rowwise", 1, 1e-2, 1e-3);
+        MetricsRecord c = testing::compare_row(1, layer, Role::kActivation, recipe, "rowwise", under, 1e-2, 1e-3);
+        b.format = c.format = format;
+        base.push_back(b);
+        cand.push_back(c);
+      }
+  const std::string s = render_compare_html(compare_records(base, cand), testing::fixed_compare_info(), 50).contents;
+  check_self_contained(s);
+  CHECK(s.find("<h4>The activation, format e4m3</h4>") < s.find("<h4>The activation, format hybrid</h4>"));
+  const auto charts = svgs_of(s);
+  REQUIRE(charts.size() == 2 * 3 + 1);  // e4m3's three maps, hybrid's three, the histogram
+  CHECK(charts[0].find("<title>Divergence score of the activation, e4m3 (highest over steps)</title>") !=
+        std::string::npos);
+  CHECK(charts[3].find("<title>Divergence score of the activation, hybrid (highest over steps)</title>") !=
+        std::string::npos);
+  for (std::size_t i = 0; i < 6; ++i) {
+    // Three recipe columns, labelled by recipe alone; 2 x 3 cells, none missing.
+    CHECK(count_of(charts[i], "transform=\"rotate(-35 ") == 3);
+    CHECK(charts[i].find(">delayed:history=16:algo=most_recent:margin=0</text>") != std::string::npos);
+    CHECK(count_of(charts[i], "class=\"missing\"") == 0);
+    CHECK(count_of(charts[i], "width=\"50\" height=\"15\"") == 6);  // the compare page's narrower cells
+    // The rank-1 cell's outline in e4m3's maps only (every map has the legend's key).
+    CHECK(count_of(charts[i], "stroke=\"#000\" stroke-width=\"1.5\"") == (i < 3 ? 2 : 1));
+  }
+  CHECK(charts[1].find(">79</text>") != std::string::npos);  // e4m3's Δ underflow of layers.1/current
+  CHECK(charts[4].find(">79</text>") == std::string::npos);
 }
