@@ -80,14 +80,16 @@ int command_compare(const Invocation& inv) {
                                             std::to_string(inputs.size()));
 
   DiskFileSystem fs;
-  Side sides[2] = {{"base", inputs[0], base_logs, false, {}}, {"cand", inputs[1], cand_logs, false, {}}};
+  Side sides[2] = {{"base", inputs[0], base_logs, false, {}},
+                   {"cand", inputs[1], cand_logs, false, {}}};
   for (Side& s : sides) {
     s.run_folder = is_run_output_folder(s.path, fs);
     // A run folder's metrics.csv already holds its delayed replay, with or without a log.
     if (s.run_folder && !s.log_paths.empty())
-      throw usage_error("fp8a.usage.219", std::string("fp8-advisor compare: --") + s.name +
-                                              "-training-log is for a capture; " + s.name + " " +
-                                              s.path + " is a run folder (its metrics.csv holds the replay)");
+      throw usage_error("fp8a.usage.219",
+                        std::string("fp8-advisor compare: --") + s.name +
+                            "-training-log is for a capture; " + s.name + " " + s.path +
+                            " is a run folder (its metrics.csv holds the replay)");
   }
   // Every log is read before anything is evaluated, so that a bad one fails fast.
   TrainingLog logs[2];

@@ -102,7 +102,8 @@ Artifact render_compare_md(const CompareResult& result, const CompareInfo& info,
   out << log_text(info.base_log_files) << ")\n- cand: `" << info.cand_path << "` ("
       << info.cand_kind << ", " << result.cand_rows << " rows, steps";
   for (auto s : result.cand_steps) out << ' ' << s;
-  out << log_text(info.cand_log_files) << ")\n- matched: " << result.matches.size() << " (" << result.same_step_matches
+  out << log_text(info.cand_log_files) << ")\n- matched: " << result.matches.size() << " ("
+      << result.same_step_matches
       << " at the same step, " << result.matches.size() - result.same_step_matches
       << " at the nearest step)\n- unmatched: " << result.base_unmatched_rows << " base rows in "
       << result.base_only.size() << " groups, " << result.cand_unmatched_rows << " cand rows in "
