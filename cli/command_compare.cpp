@@ -27,6 +27,7 @@ constexpr std::size_t kHtmlTop = 50;
 struct Side {
   const char* name;  // "base" or "cand"
   std::string path;
+  std::vector<std::string> log_paths;  // --base-training-log / --cand-training-log
   bool run_folder = false;
   std::vector<MetricsRecord> records;
 };
@@ -50,6 +51,7 @@ std::string join(const std::vector<std::string>& v) {
 
 int command_compare(const Invocation& inv) {
   std::vector<std::string> inputs;
+  std::vector<std::string> base_logs, cand_logs;
   std::string out_dir;
   EvaluationOptions eval;
   po::options_description desc("Options");
@@ -60,7 +62,13 @@ int command_compare(const Invocation& inv) {
       ("out", po::value(&out_dir)->required(), "output directory (created if missing)");
   add_recipe_options(desc, eval, "recipes");
   add_backend_options(desc, eval);
-  desc.add_options()("quiet", "print only the ranked list on stdout");
+  desc.add_options()
+      ("base-training-log", po::value(&base_logs)->multitoken(),
+       "BASE's training log (amax trace CSV or nvdlfw_inspect logs, as run --training-log): "
+       "delayed scaling replayed exactly; BASE must be a capture")
+      ("cand-training-log", po::value(&cand_logs)->multitoken(),
+       "CAND's training log, likewise")
+      ("quiet", "print only the ranked list on stdout");
   po::positional_options_description positional;
   positional.add("inputs", -1);
   po::variables_map vm;
@@ -72,11 +80,23 @@ int command_compare(const Invocation& inv) {
                                             std::to_string(inputs.size()));
 
   DiskFileSystem fs;
-  Side sides[2] = {{"base", inputs[0], false, {}}, {"cand", inputs[1], false, {}}};
+  Side sides[2] = {{"base", inputs[0], base_logs, false, {}},
+                   {"cand", inputs[1], cand_logs, false, {}}};
   for (Side& s : sides) {
     s.run_folder = is_run_output_folder(s.path, fs);
-    if (s.run_folder) s.records = read_metrics_csv(s.path + "/metrics.csv", fs);
+    // A run folder's metrics.csv already holds its delayed replay, with or without a log.
+    if (s.run_folder && !s.log_paths.empty())
+      throw usage_error("fp8a.usage.219",
+                        std::string("fp8-advisor compare: --") + s.name +
+                            "-training-log is for a capture; " + s.name + " " + s.path +
+                            " is a run folder (its metrics.csv holds the replay)");
   }
+  // Every log is read before anything is evaluated, so that a bad one fails fast.
+  TrainingLog logs[2];
+  for (int i = 0; i < 2; ++i)
+    if (!sides[i].log_paths.empty()) logs[i] = load_training_log(sides[i].log_paths, fs);
+  for (Side& s : sides)
+    if (s.run_folder) s.records = read_metrics_csv(s.path + "/metrics.csv", fs);
   // Both sides under the same recipes and formats: those asked for, else a run folder's.
   RunConfig config = evaluation_config(eval);
   const bool recipes_given = !vm["recipes"].defaulted();
@@ -103,7 +123,8 @@ int command_compare(const Invocation& inv) {
   info.git_revision = FP8A_GIT_REVISION;
   info.command_line = inv.command_line;
   std::optional<EvaluationBackend> evaluator;
-  for (Side& s : sides) {
+  for (int i = 0; i < 2; ++i) {
+    Side& s = sides[i];
     if (s.run_folder) continue;
     if (!evaluator) {
       evaluator = start_backend(eval);
@@ -111,7 +132,9 @@ int command_compare(const Invocation& inv) {
       info.device = evaluator->backend->device();
     }
     const CaptureSet captures = load_captures({s.path}, fs, capture_options(eval.npy_dtype_text));
-    s.records = metrics_records(evaluate_captures(captures, config, *evaluator->backend));
+    RunConfig side_config = config;
+    if (!s.log_paths.empty()) side_config.training_log = &logs[i];
+    s.records = metrics_records(evaluate_captures(captures, side_config, *evaluator->backend));
   }
   for (const Side& s : sides)
     if (s.records.empty())
@@ -128,6 +151,8 @@ int command_compare(const Invocation& inv) {
   info.cand_path = sides[1].path;
   info.base_kind = sides[0].run_folder ? "run folder" : "capture";
   info.cand_kind = sides[1].run_folder ? "run folder" : "capture";
+  info.base_log_files = logs[0].files;
+  info.cand_log_files = logs[1].files;
   const std::string wrote = write_artifacts(
       out_dir, {render_compare_csv(result), render_compare_md(result, info, kMarkdownTop),
                 render_compare_html(result, info, kHtmlTop)});

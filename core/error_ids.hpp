@@ -58,6 +58,8 @@ inline constexpr ErrorIdRow kErrorIdRows[] = {
      "`whatif`: `--layer` is not a valid regular expression, or matches no captured layer (with \"did you mean\")"},
     {"fp8a.usage.217", kUsage, "`whatif`: no tensor of the matched layers was captured at `--step` (the captured steps named)"},
     {"fp8a.usage.218", kUsage, "`compare`: not exactly two inputs (BASE and CAND)"},
+    {"fp8a.usage.219", kUsage,
+     "`compare`: `--base-training-log` or `--cand-training-log` given for a side that is a run folder"},
     {"fp8a.io.101", kInput, "capture path does not exist"},
     {"fp8a.io.102", kInput, "file cannot be opened or mapped, or is not a regular file/directory"},
     {"fp8a.io.103", kInput, "directory holds no captures (`*.safetensors`, `*.npy`, `*.npz`, `*.pt`)"},

@@ -90,14 +90,20 @@ Artifact render_compare_csv(const CompareResult& result) {
 
 Artifact render_compare_md(const CompareResult& result, const CompareInfo& info, std::size_t top) {
   std::ostringstream out;
+  const auto log_text = [](const std::vector<std::string>& files) {
+    std::string s;
+    for (const auto& f : files) s += (s.empty() ? "; training log `" : "`, `") + f;
+    return s.empty() ? s : s + "` (delayed scaling replayed exactly)";
+  };
   out << "# fp8-advisor compare\n\n"
       << "- base: `" << info.base_path << "` (" << info.base_kind << ", " << result.base_rows
       << " rows, steps";
   for (auto s : result.base_steps) out << ' ' << s;
-  out << ")\n- cand: `" << info.cand_path << "` (" << info.cand_kind << ", " << result.cand_rows
-      << " rows, steps";
+  out << log_text(info.base_log_files) << ")\n- cand: `" << info.cand_path << "` ("
+      << info.cand_kind << ", " << result.cand_rows << " rows, steps";
   for (auto s : result.cand_steps) out << ' ' << s;
-  out << ")\n- matched: " << result.matches.size() << " (" << result.same_step_matches
+  out << log_text(info.cand_log_files) << ")\n- matched: " << result.matches.size() << " ("
+      << result.same_step_matches
       << " at the same step, " << result.matches.size() - result.same_step_matches
       << " at the nearest step)\n- unmatched: " << result.base_unmatched_rows << " base rows in "
       << result.base_only.size() << " groups, " << result.cand_unmatched_rows << " cand rows in "

@@ -25,6 +25,11 @@ struct CompareInfo {
   std::string cand_path;
   std::string base_kind;  // "capture" or "run folder"
   std::string cand_kind;
+  // The training log each side's capture was evaluated with (--base-training-log,
+  // --cand-training-log): its files, empty when none (delayed scaling then replayed from the
+  // captured steps alone).
+  std::vector<std::string> base_log_files;
+  std::vector<std::string> cand_log_files;
 };
 
 // The top `top` matches as text cells, one row per match in rank order.

@@ -1,6 +1,7 @@
 // End-to-end tests of `fp8-advisor compare`: a planted divergence ranks first with its numbers,
 // lm-sane against lm-spike (datasets/real) ranks the spike's first-layer gradient first, a run
-// folder compares exactly like the capture it was made from, and the error lines word for word.
+// folder compares exactly like the capture it was made from, a side's training log makes its delayed
+// rows exact, and the error lines word for word.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -197,6 +198,74 @@ TEST_CASE("compare: a run --out folder gives the scores of the capture it was ma
   for (const Row& row : read_csv(slurp(t.path / "c/compare.csv"))) CHECK(row.at("score") == "0");
 }
 
+TEST_CASE("compare: each side's training log makes its delayed rows exact") {
+  TempDir t;
+  const auto sane = kSource / "datasets/real/lm-sane";
+  const auto spike = kSource / "datasets/real/lm-spike";
+  const auto sane_log = sane / "amax_trace_rank0.csv";
+  const auto spike_log = spike / "amax_trace_rank0.csv";
+  const std::string lists = " --recipes current,delayed:history=16:algo=most_recent --format hybrid";
+  const auto plain = run("compare " + q(sane) + " " + q(spike) + " --out " + q(t.path / "plain") + lists);
+  const auto logged = run("compare " + q(sane) + " " + q(spike) + " --out " + q(t.path / "logged") + lists +
+                          " --base-training-log " + q(sane_log) + " --cand-training-log " + q(spike_log));
+  // The reference: run with the same log, whose delayed replay is exact.
+  const auto made = run("run --capture " + q(sane) + " --training-log " + q(sane_log) + " --out " +
+                        q(t.path / "sane-run") + lists + " --no-gemms --quiet");
+  INFO(logged.err);
+  REQUIRE(plain.rc == 0);
+  REQUIRE(logged.rc == 0);
+  REQUIRE(made.rc == 0);
+  // Rows by (layer, tensor, recipe, orientation, step).
+  const auto by_key = [](const std::vector<Row>& rows, const char* step) {
+    std::map<std::string, Row> out;
+    for (const Row& r : rows)
+      out[r.at("layer") + " " + r.at("tensor") + " " + r.at("recipe") + " " + r.at("orientation") +
+          " " + r.at(step)] = r;
+    return out;
+  };
+  const auto without = by_key(read_csv(slurp(t.path / "plain/compare.csv")), "base_step");
+  const auto with = by_key(read_csv(slurp(t.path / "logged/compare.csv")), "base_step");
+  const auto reference = by_key(read_csv(slurp(t.path / "sane-run/metrics.csv")), "step");
+  // The log also replays the first captured step (step 0 precedes it): 2 layers x 3 roles more.
+  CHECK(with.size() == without.size() + 6);
+  const std::string delayed = " delayed:history=16:algo=most_recent:margin=0 rowwise ";
+  // Step 299: without a log its history is steps 1-3 (the last captured), with it steps 283-298.
+  const std::string key = "layers.3.mlp.linear_fc2 weight" + delayed + "299";
+  REQUIRE(with.count(key) == 1);
+  REQUIRE(without.count(key) == 1);
+  CHECK(with.at(key).at("score") != without.at(key).at("score"));
+  CHECK(with.at(key).at("base_sqnr_db") != without.at(key).at("base_sqnr_db"));
+  // Every delayed base row is the exact replay of run --training-log.
+  std::size_t delayed_rows = 0;
+  for (const auto& [k, row] : with) {
+    if (row.at("recipe") == "current") continue;
+    ++delayed_rows;
+    INFO(k);
+    REQUIRE(reference.count(k) == 1);
+    for (const char* metric : {"sqnr_db", "underflow_pct", "saturated_pct"})
+      CHECK(num(row.at(std::string("base_") + metric)) ==
+            doctest::Approx(num(reference.at(k).at(metric))).epsilon(kRelTol));
+  }
+  CHECK(delayed_rows == 24);
+  // Current scaling does not read the log: the same scores.
+  std::size_t current_rows = 0;
+  for (const auto& [k, row] : without)
+    if (row.at("recipe") == "current") {
+      ++current_rows;
+      INFO(k);
+      REQUIRE(with.count(k) == 1);
+      CHECK(with.at(k).at("score") == row.at("score"));
+    }
+  CHECK(current_rows > 0);
+  // compare.md names each side's log; the log-less run names none.
+  const std::string md = slurp(t.path / "logged/compare.md");
+  CHECK(md.find("; training log `" + sane_log.string() + "` (delayed scaling replayed exactly))\n- cand: `") !=
+        std::string::npos);
+  CHECK(md.find("; training log `" + spike_log.string() + "` (delayed scaling replayed exactly))\n- matched: ") !=
+        std::string::npos);
+  CHECK(slurp(t.path / "plain/compare.md").find("training log") == std::string::npos);
+}
+
 TEST_CASE("compare: errors, word for word") {
   TempDir t;
   const auto sane = (kSource / "datasets/real/lm-sane").string();
@@ -234,6 +303,17 @@ TEST_CASE("compare: errors, word for word") {
   CHECK(r.rc == 3);
   CHECK(err(r) == "fp8-advisor: error: [fp8a.compare.101] compare: base " + folder.string() +
                       ": no evaluated tensor under --recipes current --format hybrid\n");
+  // A training log for a run folder's side; a missing log file.
+  r = run("compare " + q(folder) + " " + shell_quote(sane) + " --out " + q(t.path / "o") +
+          " --base-training-log " + shell_quote(sane + "/amax_trace_rank0.csv"));
+  CHECK(r.rc == 2);
+  CHECK(err(r) == "fp8-advisor: error: [fp8a.usage.219] fp8-advisor compare: --base-training-log is "
+                  "for a capture; base " + folder.string() + " is a run folder (its metrics.csv "
+                  "holds the replay)\n");
+  r = run("compare " + shell_quote(sane) + " " + shell_quote(sane) + " --out " + q(t.path / "o") +
+          " --cand-training-log " + shell_quote(missing));
+  CHECK(r.rc == 3);
+  CHECK(err(r) == "fp8-advisor: error: [fp8a.io.101] " + missing + ": no such file or directory\n");
   // Two captures of different layers.
   fs::create_directories(t.path / "a");
   fs::create_directories(t.path / "b");
