@@ -83,6 +83,13 @@ void evaluate_synth(Evaluated& e, const SynthPreset& preset) {
   evaluate(e, "current,delayed,block,mxfp8", kAllTrainingFormats);
 }
 
+// evaluate_synth of the preset of that name.
+void evaluate_preset(Evaluated& e, const std::string& name) {
+  const SynthPreset* preset = find_synth_preset(name);
+  REQUIRE(preset != nullptr);
+  evaluate_synth(e, *preset);
+}
+
 void evaluate_real(Evaluated& e, const std::string& name) {
   DiskFileSystem fs;
   const std::string dir = std::string(FP8A_SOURCE_DIR) + "/datasets/real/" + name;
@@ -381,10 +388,8 @@ TEST_CASE("te-autoswitch's global scope sends every GEMM to BF16 on one failure"
 }
 
 TEST_CASE("with a cost model: recipes the GPU cannot run are excluded, the fastest plan wins") {
-  const SynthPreset* preset = find_synth_preset("healthy");
-  REQUIRE(preset != nullptr);
   Evaluated e;
-  evaluate_synth(e, *preset);
+  evaluate_preset(e, "healthy");
   const EvaluationIndex index(e.rows);
   AdviceInputs in = inputs_of(e, index);
   const GpuTarget* h100 = find_gpu_target("h100");
@@ -451,10 +456,8 @@ TEST_CASE("the delayed-scaling forecast enters the delayed candidates' verdicts"
 }
 
 TEST_CASE("the watch list, the GPU and the cost source; no runnable candidate is every layer BF16") {
-  const SynthPreset* preset = find_synth_preset("healthy");
-  REQUIRE(preset != nullptr);
   Evaluated e;
-  evaluate_synth(e, *preset);
+  evaluate_preset(e, "healthy");
   const EvaluationIndex index(e.rows);
   AdviceInputs in = inputs_of(e, index);
 
@@ -528,10 +531,8 @@ TEST_CASE("advisories: the field facts, each where it applies, with its source")
   CHECK(rec.advisories[0].source == "Megatron-LM --first-last-layers-bf16; Megatron-Bridge PR #651");
   CHECK(has(rec.advisories[0].text, "layers.0 (the first) and layers.3 (the last captured) stay FP8"));
   // MXFP8 with hybrid gradients chosen (the only candidate): Megatron-Bridge PR #638.
-  const SynthPreset* preset = find_synth_preset("healthy");
-  REQUIRE(preset != nullptr);
   Evaluated e;
-  evaluate_synth(e, *preset);
+  evaluate_preset(e, "healthy");
   const EvaluationIndex index(e.rows);
   AdviceInputs in = inputs_of(e, index);
   in.candidates = {{parse_recipe("mxfp8"), TrainingFormat::kHybrid}};
