@@ -14,6 +14,7 @@
 #include "policies/compare.hpp"
 #include "reports/compare_html.hpp"
 #include "reports/compare_report.hpp"
+#include "reports/output_lock.hpp"
 
 namespace fp8a::cli {
 
@@ -79,6 +80,7 @@ int command_compare(const Invocation& inv) {
     throw usage_error("fp8a.usage.218", "fp8-advisor compare: expected two inputs, BASE and CAND; got " +
                                             std::to_string(inputs.size()));
 
+  const OutputLock out_lock(out_dir, join_command_line(inv.command_line));  // one run per --out
   DiskFileSystem fs;
   Side sides[2] = {{"base", inputs[0], base_logs, false, {}},
                    {"cand", inputs[1], cand_logs, false, {}}};

@@ -35,6 +35,7 @@
 #include "reports/gemms_csv.hpp"
 #include "reports/megatron_args.hpp"
 #include "reports/metrics_csv.hpp"
+#include "reports/output_lock.hpp"
 #include "reports/nvdlfw_csv.hpp"
 #include "reports/nvdlfw_inspect_yaml.hpp"
 #include "reports/recipe_json.hpp"
@@ -127,6 +128,7 @@ int command_run(const Invocation& inv) {
   info.cuda_compiled = evaluator.backends.cuda_compiled;
   info.cuda_devices = evaluator.backends.cuda_devices;
 
+  const OutputLock out_lock(out_dir, join_command_line(inv.command_line));  // one run per --out
   auto t0 = std::chrono::steady_clock::now();
   DiskFileSystem fs;
   const CaptureSet captures = load_captures(eval.capture_paths, fs, capture_options(eval.npy_dtype_text));

@@ -105,6 +105,12 @@ EvaluationBackend start_backend(const EvaluationOptions& o) {
   return e;
 }
 
+std::string join_command_line(const std::vector<std::string>& words) {
+  std::string s;
+  for (const std::string& w : words) s += (s.empty() ? "" : " ") + w;
+  return s;
+}
+
 std::string write_artifacts(const std::string& out_dir, const std::vector<Artifact>& artifacts) {
   ensure_output_directory(out_dir);
   std::string wrote;

@@ -85,6 +85,9 @@ EvaluationBackend start_backend(const EvaluationOptions& o);
 // fp8a.io.104 when the directory or a file cannot be written.
 std::string write_artifacts(const std::string& out_dir, const std::vector<Artifact>& artifacts);
 
+// The command line as one line, words joined by spaces (for the --out lock's owner).
+std::string join_command_line(const std::vector<std::string>& words);
+
 int command_run(const Invocation& inv);
 int command_compare(const Invocation& inv);
 int command_whatif(const Invocation& inv);

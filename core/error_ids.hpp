@@ -60,6 +60,8 @@ inline constexpr ErrorIdRow kErrorIdRows[] = {
     {"fp8a.usage.218", kUsage, "`compare`: not exactly two inputs (BASE and CAND)"},
     {"fp8a.usage.219", kUsage,
      "`compare`: `--base-training-log` or `--cand-training-log` given for a side that is a run folder"},
+    {"fp8a.usage.220", kUsage,
+     "`--out` is in use by another live fp8-advisor (its pid and command named; a dead run's lock is taken over)"},
     {"fp8a.io.101", kInput, "capture path does not exist"},
     {"fp8a.io.102", kInput, "file cannot be opened or mapped, or is not a regular file/directory"},
     {"fp8a.io.103", kInput, "directory holds no captures (`*.safetensors`, `*.npy`, `*.npz`, `*.pt`)"},

@@ -2,6 +2,8 @@
 // Metric values on the shipped sample are compared with golden CSVs computed by an independent
 // NumPy + ml_dtypes implementation (tests/peers/peer_numpy.py --all; see tests/golden/README.md).
 #include <doctest/doctest.h>
+#include <cerrno>
+#include <csignal>
 #include <unistd.h>
 
 #include <algorithm>
@@ -665,6 +667,55 @@ TEST_CASE("edge cases of the advice: one captured step, a policy that rejects ev
   }
   // No module can be FP8 either: every module of the per-module plan BF16.
   for (const auto& m : rj.at("module_plan").at("modules")) CHECK(m.at("precision") == "bf16");
+}
+
+namespace {
+// Field 22 of /proc/PID/stat, as reports/output_lock.cpp reads it (written here again on purpose:
+// the test plants locks by the same rule).
+std::string proc_start_time(long pid) {
+  const std::string stat = slurp("/proc/" + std::to_string(pid) + "/stat");
+  std::istringstream rest(stat.substr(stat.rfind(')') + 2));
+  std::string field;
+  for (int i = 3; i <= 22; ++i) rest >> field;
+  return field;
+}
+}  // namespace
+
+TEST_CASE("one run per --out: a live owner's lock refuses, a dead run's lock is taken over") {
+  TempDir d;
+  const fs::path out = d.path / "out";
+  fs::create_directories(out);
+  const fs::path lock = out / ".fp8-advisor.lock";
+  const std::string cmd = "run --capture " + sample() + " --out " + shell_quote(out.string()) + " --cost none --quiet";
+  // A live owner: this test process, with its own start time.
+  const long me = static_cast<long>(::getpid());
+  write_bytes(lock, std::to_string(me) + " " + proc_start_time(me) + " fp8-advisor run --out elsewhere\n");
+  const auto busy = run(cmd);
+  CHECK(busy.rc == 2);
+  CHECK(busy.err == "fp8-advisor: error: [fp8a.usage.220] --out " + out.string() +
+                        " is in use by another fp8-advisor (pid " + std::to_string(me) +
+                        ": fp8-advisor run --out elsewhere); wait for it or choose another --out (a lock "
+                        "left by a dead run is taken over: " + lock.string() + ")\n");
+  CHECK(fs::exists(lock));                        // not ours: left alone
+  CHECK_FALSE(fs::exists(out / "metrics.csv"));  // nothing written
+  // The same pid with another start time: the pid was reused, the owner is gone.
+  write_bytes(lock, std::to_string(me) + " 1 fp8-advisor run\n");
+  const auto reused = run(cmd);
+  INFO(reused.err);
+  CHECK(reused.rc == 0);
+  CHECK_FALSE(fs::exists(lock));  // released at the end
+  CHECK(fs::exists(out / "recipe.json"));
+  // A pid that no longer exists (a killed run): taken over.
+  long dead = 4194303;
+  while (dead > 1 && (::kill(static_cast<pid_t>(dead), 0) == 0 || errno != ESRCH)) --dead;
+  write_bytes(lock, std::to_string(dead) + " 12345 fp8-advisor run\n");
+  CHECK(run(cmd).rc == 0);
+  CHECK_FALSE(fs::exists(lock));
+  // An error with a fresh --out: neither the lock nor the directory it created is left.
+  const fs::path fresh = d.path / "fresh";
+  CHECK(run("run --capture " + shell_quote((d.path / "missing").string()) + " --out " +
+            shell_quote(fresh.string())).rc == 3);
+  CHECK_FALSE(fs::exists(fresh));
 }
 
 TEST_CASE("progress on stderr: plain lines in a log, one redrawn line on a terminal, none with --quiet") {
