@@ -302,20 +302,25 @@ std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> jobs,
       const MatrixF x2 = unit_square(d.xs, &sx), dy2 = unit_square(d.dys, &sdy);
       d.sq[static_cast<int>(Gemm::kWgrad)] = (dy2.transpose() * x2).cast<double>() * (sdy * sx);
     }
+    // Per GEMM whose output adds up over the ranks: the reference summed once, for every recipe's
+    // row and the noise table.
+    std::array<MatrixD, 3> ref_total;
+    for (const GemmOperandUse& u : kGemmOperandUses) {
+      if (!output_is_sum(job.split, u.gemm)) continue;
+      const int g = static_cast<int>(u.gemm);
+      ref_total[g] = data[0].ref[g];
+      for (std::size_t r = 1; r < nr; ++r) ref_total[g] += data[r].ref[g];
+    }
     // The noise table of the whole wgrad output (the ranks' slices, or their sum): only wgrad's
     // flips are judged (Adam's per-parameter update), and the sum costs an erfc for about a
     // fifth of the entries of every row, so fprop and dgrad rows go without (an empty table).
     std::array<NoiseTable, 3> noise;
-    for (const GemmOperandUse& u : kGemmOperandUses) {
-      if (u.gemm != Gemm::kWgrad) continue;
-      const int g = static_cast<int>(u.gemm);
-      if (output_is_sum(job.split, u.gemm) && nr > 1) {
-        MatrixD ref_sum = data[0].ref[g], sq_sum = data[0].sq[g];
-        for (std::size_t r = 1; r < nr; ++r) {
-          ref_sum += data[r].ref[g];
-          sq_sum += data[r].sq[g];
-        }
-        noise[g].add(ref_sum, sq_sum);
+    {
+      const int g = static_cast<int>(Gemm::kWgrad);
+      if (output_is_sum(job.split, Gemm::kWgrad)) {
+        MatrixD sq_sum = data[0].sq[g];
+        for (std::size_t r = 1; r < nr; ++r) sq_sum += data[r].sq[g];
+        noise[g].add(ref_total[g], sq_sum);
       } else {
         for (std::size_t r = 0; r < nr; ++r) noise[g].add(data[r].ref[g], data[r].sq[g]);
       }
@@ -337,7 +342,7 @@ std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> jobs,
                              const EvaluationRow& rb, TrainingFormat format, std::vector<GemmRow>* out) {
       const int ia = static_cast<int>(u.a), ib = static_cast<int>(u.b);
       ErrorSums sums;
-      MatrixD ref_sum, got_sum;  // outputs that add up over the ranks
+      MatrixD got_sum;  // an output that adds up over the ranks (its reference: ref_total)
       const bool summed = output_is_sum(job.split, u.gemm);
       for (std::size_t r = 0; r < nr; ++r) {
         const RankData& d = data[r];
@@ -350,18 +355,15 @@ std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> jobs,
           case Gemm::kDgrad: got = aq * bq_full; break;
           case Gemm::kWgrad: got = aq.transpose() * take_rows(bq_full, d.idx); break;
         }
-        const MatrixD& ref = d.ref[static_cast<int>(u.gemm)];
         if (!summed) {
-          sums.add(ref, got.cast<double>());
+          sums.add(d.ref[static_cast<int>(u.gemm)], got.cast<double>());
         } else if (r == 0) {
-          ref_sum = ref;
           got_sum = got.cast<double>();
         } else {
-          ref_sum += ref;
           got_sum += got.cast<double>();
         }
       }
-      if (summed) sums.add(ref_sum, got_sum);
+      if (summed) sums.add(ref_total[static_cast<int>(u.gemm)], got_sum);
       GemmRow row;
       row.step = job.step;
       row.layer = job.layer;
