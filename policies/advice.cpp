@@ -329,12 +329,14 @@ std::vector<Advisory> field_advisories(const Recommendation& rec) {
   std::vector<std::string> kept;
   double margin = 0;
   bool any_margin = false;
-  const auto ends = by_index.empty() ? std::vector<int>{}
-                    : by_index.begin()->first == by_index.rbegin()->first
-                        ? std::vector<int>{by_index.begin()->first}
-                        : std::vector<int>{by_index.begin()->first, by_index.rbegin()->first};
+  // The first layer when it was captured (index 0), and the last captured one when it is another.
+  std::vector<int> ends;
+  if (!by_index.empty()) {
+    const int first = by_index.begin()->first, last = by_index.rbegin()->first;
+    if (first == 0) ends.push_back(0);
+    if (last != first) ends.push_back(last);
+  }
   for (int index : ends) {
-    if (index == by_index.begin()->first && index != 0) continue;  // layer 0 not captured
     bool all_fp8 = true;
     for (std::size_t li : by_index[index])
       all_fp8 = all_fp8 && rec.layers[li].precision == Precision::kFp8;
@@ -518,18 +520,23 @@ Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const
         worst_margin = v.margin;
         ca.worst_failure = lj.layer + " " + gemm_name(j.gemm) + ": " + v.reason;
       }
-    std::map<std::int64_t, std::pair<int, const Verdict*>> by_step;  // step -> (GEMMs, worst)
-    std::map<const Verdict*, std::string> where;
+    struct StepWorst {
+      int gemms = 0;
+      const Verdict* verdict = nullptr;  // the lowest margin of the step
+      std::string where;                 // its layer and GEMM
+    };
+    std::map<std::int64_t, StepWorst> by_step;
     for (const LayerJudgement& lj : ca.layers)
       for (const GemmJudgement& j : lj.gemms)
         for (const StepVerdict& f : j.failures) {
-          auto& [n, w] = by_step[f.step];
-          ++n;
-          if (w == nullptr || f.verdict.margin < w->margin) w = &f.verdict;
-          where[&f.verdict] = lj.layer + " " + gemm_name(j.gemm);
+          StepWorst& w = by_step[f.step];
+          ++w.gemms;
+          if (w.verdict != nullptr && f.verdict.margin >= w.verdict->margin) continue;
+          w.verdict = &f.verdict;
+          w.where = lj.layer + " " + gemm_name(j.gemm);
         }
-    for (const auto& [step, nw] : by_step)
-      ca.failures_by_step.push_back({step, nw.first, where[nw.second] + ": " + nw.second->reason});
+    for (const auto& [step, w] : by_step)
+      ca.failures_by_step.push_back({step, w.gemms, w.where + ": " + w.verdict->reason});
     if (cost != nullptr) {
       const int r = cost_recipe_index(*cost, cand.recipe);
       if (r < 0) {
