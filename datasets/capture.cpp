@@ -92,6 +92,7 @@ void add_tensors(const std::vector<FoundTensor>& found, const CaptureFile& info,
     t.key.step = info.step;
     t.rank = info.rank;
     t.file = info.path;
+    t.file_identity = info.identity;
     t.tensor_name = e.name;
     t.view = make_tensor_view(e.data, *e.dtype, e.shape);
     set->tensors.push_back(std::move(t));
@@ -159,6 +160,7 @@ void load_file(const std::string& path, const FileSystem& fs, const CaptureOptio
   CaptureFile info;
   info.path = path;
   info.bytes = bytes.size();
+  info.identity = mapping->identity();
   const std::string name = base_name(path);
   std::vector<FoundTensor> found;
   if (name.ends_with(".npy")) {

@@ -38,6 +38,7 @@ struct CapturedTensor {
   // shards of one tensor (engine/run.hpp evaluates them together).
   int rank = -1;
   std::string file;         // path it was read from
+  std::string file_identity;  // the file's MappedFile::identity() when it was read
   std::string tensor_name;  // name inside the file
   TensorView view;          // points into the mapped file
 };
@@ -50,6 +51,7 @@ struct CaptureFile {
   std::string note;         // e.g. why nothing was taken from it
   std::size_t tensor_count = 0;
   std::uint64_t bytes = 0;
+  std::string identity;  // MappedFile::identity()
 };
 
 struct CaptureSet {

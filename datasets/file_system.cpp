@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -18,7 +19,8 @@ namespace {
 
 class MmapFile final : public MappedFile {
  public:
-  MmapFile(void* addr, std::size_t size) : addr_(addr), size_(size) {}
+  MmapFile(void* addr, std::size_t size, std::string identity)
+      : addr_(addr), size_(size), identity_(std::move(identity)) {}
   ~MmapFile() override {
     if (addr_ != nullptr) ::munmap(addr_, size_);
   }
@@ -27,16 +29,25 @@ class MmapFile final : public MappedFile {
   std::span<const std::byte> bytes() const override {
     return {static_cast<const std::byte*>(addr_), size_};
   }
+  std::string identity() const override { return identity_; }
 
  private:
   void* addr_;
   std::size_t size_;
+  std::string identity_;
 };
 
 class VectorFile final : public MappedFile {
  public:
   explicit VectorFile(std::shared_ptr<const std::vector<std::byte>> data) : data_(std::move(data)) {}
   std::span<const std::byte> bytes() const override { return {data_->data(), data_->size()}; }
+  std::string identity() const override {
+    std::uint64_t h = 0xcbf29ce484222325u;  // FNV-1a 64
+    for (std::byte b : *data_) h = (h ^ static_cast<std::uint8_t>(b)) * 0x100000001b3u;
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+    return "size " + std::to_string(data_->size()) + ", fnv1a " + hex;
+  }
 
  private:
   std::shared_ptr<const std::vector<std::byte>> data_;
@@ -90,7 +101,9 @@ std::shared_ptr<const MappedFile> DiskFileSystem::map(const std::string& path) c
     }
   }
   ::close(fd);
-  return std::make_shared<MmapFile>(addr, size);
+  return std::make_shared<MmapFile>(
+      addr, size, "size " + std::to_string(st.st_size) + ", mtime " + std::to_string(st.st_mtim.tv_sec) +
+                      "." + std::to_string(st.st_mtim.tv_nsec));
 }
 
 void MemoryFileSystem::add_file(const std::string& path, std::vector<std::byte> contents) {

@@ -16,6 +16,10 @@ class MappedFile {
  public:
   virtual ~MappedFile() = default;
   virtual std::span<const std::byte> bytes() const = 0;
+  // What tells this version of the file from another, taken when it was mapped: the size and
+  // modification time of a file on disk, the size and a hash of the contents in memory. A
+  // checkpoint keys its results by it (with the path).
+  virtual std::string identity() const = 0;
 };
 
 class FileSystem {

@@ -5,6 +5,7 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <optional>
 #include <span>
@@ -16,6 +17,7 @@
 #include "engine/evaluation_index.hpp"
 #include "engine/fake_quant.hpp"
 #include "engine/gemm_pairing.hpp"
+#include "engine/unit_codec.hpp"
 
 namespace fp8a {
 
@@ -232,6 +234,48 @@ void run_on_engine(const GemmEngine& engine, const GemmProblem& p, bool sampled,
   rows->push_back(std::move(row));
 }
 
+// The key of a (step, layer) job's rows: its operands' identities on every rank, and for every
+// recipe, GEMM and format the evaluation rows its operands are quantised by (as spec_of reads
+// them), with the options that change the rows.
+std::string gemm_unit_key(const GemmLayer& job, const EvaluationIndex& index, const GemmOptions& options) {
+  ByteWriter w;
+  w.str("GEMM layer 1");
+  w.i64(job.step);
+  w.str(job.layer);
+  w.u8(static_cast<std::uint8_t>(job.split));
+  w.u64(job.ranks.size());
+  for (const auto& rank : job.ranks)
+    for (const CapturedTensor* t : rank) {
+      w.str(t->file);
+      w.str(t->file_identity);
+      w.str(t->tensor_name);
+    }
+  w.i64(options.sample_rows);
+  w.str(options.engine != nullptr ? options.engine->name() : std::string());
+  const auto put_row = [&](const EvaluationRow* r) {
+    w.u8(r == nullptr ? 0 : r->applicability.ok ? 1 : 2);
+    if (r == nullptr || !r->applicability.ok) return;
+    const QuantSpec s = spec_of(*r);
+    write_recipe(w, r->recipe);
+    w.u8(static_cast<std::uint8_t>(s.format));
+    w.i64(s.block.rows);
+    w.i64(s.block.cols);
+    w.f32(s.scale);
+    w.f32(s.value_for_inf);
+    w.u8(static_cast<std::uint8_t>(r->key.role));
+    w.u8(static_cast<std::uint8_t>(r->orientation));
+  };
+  w.u64(index.formats().size());
+  for (const Recipe& recipe : index.recipes())
+    for (const GemmOperandUse& u : kGemmOperandUses)
+      for (const TrainingFormat f : index.formats()) {
+        w.u8(static_cast<std::uint8_t>(f));
+        put_row(index.find_for_use(job.ranks[0][static_cast<int>(u.a)]->key, recipe, f, u.a_orientation));
+        put_row(index.find_for_use(job.ranks[0][static_cast<int>(u.b)]->key, recipe, f, u.b_orientation));
+      }
+  return w.take();
+}
+
 }  // namespace
 
 std::vector<GemmRow> evaluate_gemm_errors(const CaptureSet& captures,
@@ -262,7 +306,7 @@ std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> jobs,
     for (const GemmLayer& job : jobs) total += job_bytes(job);
     options.progress->begin_stage("GEMM layers", jobs.size(), total);
   }
-  tbb::parallel_for(std::size_t{0}, jobs.size(), [&](std::size_t j) {
+  const auto compute_job = [&](std::size_t j) {
     const GemmLayer& job = jobs[j];
     results[j].resize(formats.size());
     const std::size_t nr = job.ranks.size();
@@ -434,8 +478,37 @@ std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> jobs,
         }
       }
     }
-    if (options.progress != nullptr) options.progress->unit_done(job.layer, job_bytes(job));
+  };
+  // Each job from the store when it has it, else computed (and saved).
+  std::atomic<bool> stopped{false};
+  tbb::parallel_for(std::size_t{0}, jobs.size(), [&](std::size_t j) {
+    if (stop_requested(options.stop)) {
+      stopped = true;
+      return;
+    }
+    std::string key;
+    bool stored = false;
+    if (options.store != nullptr) {
+      key = gemm_unit_key(jobs[j], index, options);
+      if (const auto bytes = options.store->load(UnitKind::kGemmLayer, key)) {
+        try {
+          auto r = decode_gemm_rows(*bytes);
+          if (r.size() == formats.size()) {
+            results[j] = std::move(r);
+            stored = true;
+          }
+        } catch (const DecodeError&) {
+          // Not a whole set of rows (another build's layout): computed again.
+        }
+      }
+    }
+    if (!stored) {
+      compute_job(j);
+      if (options.store != nullptr) options.store->save(UnitKind::kGemmLayer, key, encode_gemm_rows(results[j]));
+    }
+    if (options.progress != nullptr) options.progress->unit_done(jobs[j].layer, job_bytes(jobs[j]));
   });
+  if (stopped) throw StopRequested();
   if (options.progress != nullptr) options.progress->end_stage();
   std::vector<GemmRow> out;
   for (std::size_t f = 0; f < formats.size(); ++f)

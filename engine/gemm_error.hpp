@@ -31,9 +31,11 @@
 
 #include "datasets/capture.hpp"
 #include "core/progress.hpp"
+#include "core/stop.hpp"
 #include "engine/gemm_engine.hpp"
 #include "engine/gemm_pairing.hpp"
 #include "engine/run.hpp"
+#include "engine/unit_store.hpp"
 
 namespace fp8a {
 
@@ -70,6 +72,11 @@ struct GemmOptions {
   std::int64_t sample_rows = 0;  // 0: all token rows; else this many, evenly spaced
   const GemmEngine* engine = nullptr;  // also run every GEMM on this engine (not owned)
   ProgressSink* progress = nullptr;    // told of each (step, layer) done, stage "GEMM layers"
+  // Finished layers' rows are kept here and taken from here (a checkpoint); null: none. Not owned.
+  UnitStore* store = nullptr;
+  // Checked before each (step, layer): once requested, none is started, those started finish,
+  // and evaluate_gemm_errors throws StopRequested. Null: never. Not owned.
+  const StopRequest* stop = nullptr;
 };
 
 // Rows ordered by format (the table's, EvaluationIndex::formats), then layer job, recipe and GEMM:

@@ -2,6 +2,7 @@
 
 #include <tbb/parallel_for.h>
 
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -102,7 +103,7 @@ std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const R
     float reduced_amax = 0.0f;
     if (reduce)
       for (std::size_t i = first; i < last; ++i)
-        reduced_amax = std::max(reduced_amax, backend.evaluate({}, captures.tensors[i].view).stats.amax);
+        reduced_amax = std::max(reduced_amax, evaluate_shard(backend, config.store, captures.tensors[i], {}).stats.amax);
     std::vector<EvaluationRow>& rows = per_group[g].evaluations;
     per_group[g].of_format.resize(formats.size());
     std::vector<Candidate> candidates;
@@ -155,7 +156,7 @@ std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const R
     // Evaluate every shard and merge: counts and sums add up, stats merge, scale ranges widen.
     TensorEvaluation total;
     for (std::size_t i = first; i < last; ++i) {
-      const TensorEvaluation eval = backend.evaluate(candidates, captures.tensors[i].view);
+      const TensorEvaluation eval = evaluate_shard(backend, config.store, captures.tensors[i], candidates);
       stats[i] = eval.stats;
       if (i == first) {
         total = eval;
@@ -201,13 +202,19 @@ std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const R
     for (std::size_t g = 0; g < groups.size(); ++g) total += group_bytes(g);
     config.progress->begin_stage("tensors", groups.size(), total);
   }
+  std::atomic<bool> stopped{false};
   const auto evaluate_and_report = [&](std::size_t g) {
+    if (stop_requested(config.stop)) {
+      stopped = true;
+      return;
+    }
     evaluate_group(g);
     if (config.progress != nullptr)
       config.progress->unit_done(captures.tensors[groups[g].first].key.layer, group_bytes(g));
   };
   for (const auto& [begin, end] : waves) {
     tbb::parallel_for(begin, end, evaluate_and_report);
+    if (stopped) throw StopRequested();
     add_captured_amaxes(captures, stats, config.training_log, groups[begin].first, groups[end - 1].second, &history);
   }
   if (config.progress != nullptr) config.progress->end_stage();

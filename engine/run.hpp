@@ -7,10 +7,12 @@
 #include <vector>
 
 #include "core/progress.hpp"
+#include "core/stop.hpp"
 #include "datasets/training_log.hpp"
 #include "datasets/capture.hpp"
 #include "engine/backend.hpp"
 #include "engine/delayed_replay.hpp"
+#include "engine/unit_store.hpp"
 
 namespace fp8a {
 
@@ -32,6 +34,12 @@ struct RunConfig {
   // Told of each tensor evaluated (stage "tensors", a sharded tensor's ranks as one unit); null:
   // nothing reported. Not owned.
   ProgressSink* progress = nullptr;
+  // Finished shard evaluations are kept here and taken from here (a checkpoint); null: none.
+  // Not owned.
+  UnitStore* store = nullptr;
+  // Checked before each tensor: once requested, no tensor is started, those started finish, and
+  // evaluate_captures throws StopRequested. Null: never. Not owned.
+  const StopRequest* stop = nullptr;
 };
 
 // One row of the evaluation table: one tensor under one recipe in one format, in one orientation.
@@ -69,7 +77,7 @@ double delayed_vs_current_log2(const EvaluationRow& row);
 
 // Rows ordered by format (config order), then tensor (capture order), then recipe (config order),
 // then orientation: each format's rows are exactly those of a run of that format alone. The
-// result does not depend on the thread count.
+// result does not depend on the thread count, nor on which evaluations came from the store.
 std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const RunConfig& config,
                                              const Backend& backend);
 

@@ -1,0 +1,284 @@
+// The units a checkpoint keeps (engine/unit_codec.hpp, engine/unit_store.hpp): encodings that give
+// back every bit, keys that change with everything a result depends on, and runs that take their
+// units from a store giving the rows a run without one gives, without calling the backend.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <mutex>
+
+#include "datasets/synth.hpp"
+#include "engine/cpu_backend.hpp"
+#include "engine/gemm_error.hpp"
+#include "engine/gemm_pairing.hpp"
+#include "engine/run.hpp"
+#include "engine/unit_codec.hpp"
+#include "engine/unit_store.hpp"
+
+namespace {
+
+using namespace fp8a;
+
+// The bit patterns of every float and double field: what "the same result" means here.
+template <class T>
+bool same_bits(const T& a, const T& b) {
+  return std::memcmp(&a, &b, sizeof(T)) == 0;
+}
+
+const float kNaNPayload = std::bit_cast<float>(0x7FC01234u);
+const double kNaNPayloadD = std::bit_cast<double>(0x7FF8000000ABCDEFull);
+
+class MapStore final : public UnitStore {
+ public:
+  std::optional<std::string> load(UnitKind kind, std::string_view key) override {
+    const std::lock_guard<std::mutex> l(mutex_);
+    ++loads[kind];
+    const auto it = units_.find({kind, std::string(key)});
+    if (it == units_.end()) return std::nullopt;
+    ++hits[kind];
+    return it->second;
+  }
+  void save(UnitKind kind, std::string_view key, std::string_view bytes) override {
+    const std::lock_guard<std::mutex> l(mutex_);
+    ++saves[kind];
+    units_[{kind, std::string(key)}] = std::string(bytes);
+  }
+  std::map<UnitKind, int> loads, hits, saves;
+  std::size_t size() const { return units_.size(); }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::pair<UnitKind, std::string>, std::string> units_;
+};
+
+// The CPU backend, counting its evaluations.
+class CountingBackend final : public Backend {
+ public:
+  std::string name() const override { return inner_.name(); }
+  std::string device() const override { return inner_.device(); }
+  TensorEvaluation evaluate(std::span<const Candidate> c, const TensorView& t) const override {
+    ++calls;
+    return inner_.evaluate(c, t);
+  }
+  mutable std::atomic<int> calls{0};
+
+ private:
+  CpuBackend inner_;
+};
+
+struct Synth {
+  MemoryFileSystem fs;
+  CaptureSet captures;
+  TrainingLog log;
+};
+
+void load_synth(Synth& s, const char* preset_name) {
+  const SynthPreset* preset = find_synth_preset(preset_name);
+  REQUIRE(preset != nullptr);
+  std::vector<std::string> paths;
+  for (const SynthFile& f : synthesize(*preset, 1, preset->default_steps)) {
+    std::vector<std::byte> b(f.contents.size());
+    std::memcpy(b.data(), f.contents.data(), b.size());
+    s.fs.add_file("s/" + f.name, std::move(b));
+    if (f.name.ends_with(".safetensors")) paths.push_back("s/" + f.name);
+  }
+  s.captures = load_captures(paths, s.fs);
+}
+
+RunConfig config_of(const char* recipes) {
+  RunConfig c;
+  c.recipes = parse_recipe_list(recipes);
+  return c;
+}
+
+// Every field of two rows compared: floats by bits.
+void check_same_rows(const std::vector<EvaluationRow>& a, const std::vector<EvaluationRow>& b) {
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    CHECK(a[i].key == b[i].key);
+    CHECK(a[i].recipe == b[i].recipe);
+    CHECK(a[i].format == b[i].format);
+    CHECK(a[i].orientation == b[i].orientation);
+    CHECK(a[i].applicability.ok == b[i].applicability.ok);
+    CHECK(encode_tensor_evaluation({a[i].stats, {{a[i].applicability, a[i].metrics}}}) ==
+          encode_tensor_evaluation({b[i].stats, {{b[i].applicability, b[i].metrics}}}));
+    CHECK(same_bits(a[i].current_scale, b[i].current_scale));
+    CHECK(same_bits(a[i].replay.scale, b[i].replay.scale));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a tensor evaluation encodes and decodes to the same bits, NaN payloads and -0 included") {
+  TensorEvaluation e;
+  e.stats.numel = 1234567890123;
+  e.stats.nan_count = 3;
+  e.stats.amax = kNaNPayload;
+  e.stats.amax_finite = std::numeric_limits<float>::denorm_min();
+  e.stats.amin_nonzero = std::numeric_limits<float>::infinity();
+  e.stats.sum_sq = -0.0;
+  CandidateResult ok;
+  ok.metrics.scale = 448.0f / 3.0f;
+  ok.metrics.scale_inv_min = -0.0f;
+  ok.metrics.sums.underflow_count = -7;  // any bits survive, not only sensible ones
+  ok.metrics.sums.sum_sq_err = kNaNPayloadD;
+  ok.metrics.rel_mse = std::numeric_limits<double>::denorm_min();
+  ok.metrics.underflow_energy_pct = 1.0 / 3.0;
+  CandidateResult no{Applicability::no("MXFP8 needs dims divisible by 32; shape is [3, 5]"), {}};
+  e.results = {ok, no};
+  const std::string bytes = encode_tensor_evaluation(e);
+  const TensorEvaluation d = decode_tensor_evaluation(bytes);
+  CHECK(std::bit_cast<std::uint32_t>(d.stats.amax) == 0x7FC01234u);
+  CHECK(same_bits(d.stats.amax_finite, e.stats.amax_finite));
+  CHECK(std::signbit(d.stats.sum_sq));
+  CHECK(d.stats.numel == 1234567890123);
+  REQUIRE(d.results.size() == 2);
+  CHECK(same_bits(d.results[0].metrics.scale, ok.metrics.scale));
+  CHECK(std::signbit(d.results[0].metrics.scale_inv_min));
+  CHECK(d.results[0].metrics.sums.underflow_count == -7);
+  CHECK(std::bit_cast<std::uint64_t>(d.results[0].metrics.sums.sum_sq_err) == 0x7FF8000000ABCDEFull);
+  CHECK(same_bits(d.results[0].metrics.underflow_energy_pct, ok.metrics.underflow_energy_pct));
+  CHECK(!d.results[1].applicability.ok);
+  CHECK(d.results[1].applicability.reason == no.applicability.reason);
+  CHECK(encode_tensor_evaluation(d) == bytes);
+}
+
+TEST_CASE("GEMM rows encode and decode to the same fields") {
+  GemmRow g;
+  g.step = 300;
+  g.layer = "layers.0.mlp.fc2";
+  g.gemm = Gemm::kWgrad;
+  g.recipe = parse_recipe("delayed:history=16:algo=most_recent:margin=1");
+  g.format = TrainingFormat::kE4M3;
+  g.m = 256;
+  g.n = 1024;
+  g.k = 4096;
+  g.rows_used = 128;
+  g.sampled = true;
+  g.rel_fro_err = 0.0123456789;
+  g.cos = 0.99999;
+  g.engine = "cublaslt";
+  g.accumulation = "split";
+  g.m_padded = 256;
+  g.note = "2 ranks, column-parallel";
+  g.zeroed_pct = 2.344;
+  g.noise_sign_flip_pct = std::nan("");
+  const std::vector<std::vector<GemmRow>> per_format{{g, g}, {}};
+  const auto d = decode_gemm_rows(encode_gemm_rows(per_format));
+  REQUIRE(d.size() == 2);
+  REQUIRE(d[0].size() == 2);
+  CHECK(d[1].empty());
+  const GemmRow& r = d[0][1];
+  CHECK(r.step == 300);
+  CHECK(r.layer == g.layer);
+  CHECK(r.gemm == Gemm::kWgrad);
+  CHECK(r.recipe == g.recipe);
+  CHECK(r.recipe.spec() == "delayed:history=16:algo=most_recent:margin=1");
+  CHECK(r.format == TrainingFormat::kE4M3);
+  CHECK(r.k == 4096);
+  CHECK(r.rows_used == 128);
+  CHECK(r.sampled);
+  CHECK(same_bits(r.rel_fro_err, g.rel_fro_err));
+  CHECK(r.engine == "cublaslt");
+  CHECK(r.accumulation == "split");
+  CHECK(r.note == g.note);
+  CHECK(same_bits(r.zeroed_pct, 2.344));
+  CHECK(std::isnan(r.noise_sign_flip_pct));
+}
+
+TEST_CASE("truncated, padded or foreign bytes are refused, not misread") {
+  TensorEvaluation e;
+  e.results.resize(3);
+  const std::string bytes = encode_tensor_evaluation(e);
+  for (std::size_t cut : {std::size_t{0}, std::size_t{7}, std::size_t{8}, bytes.size() - 1})
+    CHECK_THROWS_AS(decode_tensor_evaluation(std::string_view(bytes).substr(0, cut)), DecodeError);
+  CHECK_THROWS_AS(decode_tensor_evaluation(bytes + "x"), DecodeError);
+  CHECK_THROWS_AS(decode_gemm_rows(bytes), DecodeError);  // another kind's tag
+  std::string huge = bytes.substr(0, 8 + 4 * 8 + 3 * 8 + 8);  // stats, then a count
+  std::uint64_t n = std::uint64_t{1} << 60;
+  std::memcpy(huge.data() + huge.size() - 8, &n, 8);
+  CHECK_THROWS_AS(decode_tensor_evaluation(huge), DecodeError);  // a count the bytes cannot hold
+}
+
+TEST_CASE("a shard's key changes with its file's identity, its tensor and each candidate's scale bits") {
+  CapturedTensor t;
+  t.file = "a.safetensors";
+  t.file_identity = "size 100, mtime 1.5";
+  t.tensor_name = "l.activation";
+  std::vector<float> data(4, 1.0f);
+  t.view = make_tensor_view(reinterpret_cast<const std::byte*>(data.data()), DType::kF32, {2, 2});
+  Candidate c{parse_recipe("delayed"), Fp8Format::kE4M3, Role::kActivation, Orientation::kRowwise, 2.0f};
+  const std::vector<Candidate> cands{c};
+  const std::string base = shard_unit_key(t, cands);
+  CHECK(shard_unit_key(t, cands) == base);
+  CapturedTensor t2 = t;
+  t2.file_identity = "size 100, mtime 1.6";
+  CHECK(shard_unit_key(t2, cands) != base);
+  t2 = t;
+  t2.tensor_name = "l.gradient";
+  CHECK(shard_unit_key(t2, cands) != base);
+  Candidate c2 = c;
+  c2.given_scale = std::nextafter(2.0f, 3.0f);
+  CHECK(shard_unit_key(t, std::vector<Candidate>{c2}) != base);
+  c2 = c;
+  c2.recipe.margin = 1;
+  CHECK(shard_unit_key(t, std::vector<Candidate>{c2}) != base);
+  c2 = c;
+  c2.format = Fp8Format::kE5M2;
+  CHECK(shard_unit_key(t, std::vector<Candidate>{c2}) != base);
+  CHECK(shard_unit_key(t, {}) != base);
+}
+
+TEST_CASE("a run that takes every unit from the store gives the same rows and never calls the backend") {
+  Synth s;
+  load_synth(s, "all");
+  RunConfig config = config_of("current,delayed,block,mxfp8,bf16");
+  const CountingBackend backend;
+  const auto plain = evaluate_captures(s.captures, config, backend);
+  const int plain_calls = backend.calls;
+  MapStore store;
+  config.store = &store;
+  const auto first = evaluate_captures(s.captures, config, backend);
+  check_same_rows(plain, first);
+  CHECK(backend.calls == 2 * plain_calls);
+  CHECK(store.saves[UnitKind::kShard] == plain_calls);
+  CHECK(store.hits[UnitKind::kShard] == 0);
+  const auto second = evaluate_captures(s.captures, config, backend);
+  check_same_rows(plain, second);
+  CHECK(backend.calls == 2 * plain_calls);  // nothing evaluated again
+  CHECK(store.hits[UnitKind::kShard] == plain_calls);
+
+  // GEMM layers: the same, byte for byte in their encoding.
+  const auto layers = pair_gemm_operands(s.captures, nullptr);
+  REQUIRE(!layers.empty());
+  GemmOptions o;
+  const auto gemm_plain = evaluate_gemm_errors(layers, plain, o);
+  o.store = &store;
+  const auto gemm_first = evaluate_gemm_errors(layers, plain, o);
+  CHECK(store.saves[UnitKind::kGemmLayer] == static_cast<int>(layers.size()));
+  const auto gemm_second = evaluate_gemm_errors(layers, plain, o);
+  CHECK(store.hits[UnitKind::kGemmLayer] == static_cast<int>(layers.size()));
+  CHECK(encode_gemm_rows({gemm_plain}) == encode_gemm_rows({gemm_first}));
+  CHECK(encode_gemm_rows({gemm_plain}) == encode_gemm_rows({gemm_second}));
+}
+
+TEST_CASE("a stop request: no unit is started after it, and the run says it stopped") {
+  Synth s;
+  load_synth(s, "all");
+  RunConfig config = config_of("current");
+  const CountingBackend backend;
+  StopRequest stop;
+  stop.signal = 2;
+  config.stop = &stop;
+  CHECK_THROWS_AS(evaluate_captures(s.captures, config, backend), StopRequested);
+  CHECK(backend.calls == 0);
+  config.stop = nullptr;
+  const auto rows = evaluate_captures(s.captures, config, backend);
+  GemmOptions o;
+  o.stop = &stop;
+  CHECK_THROWS_AS(evaluate_gemm_errors(pair_gemm_operands(s.captures, nullptr), rows, o), StopRequested);
+}
