@@ -10,6 +10,7 @@
 #include "cli/backend_registry.hpp"
 #include "cli/options.hpp"
 #include "cli/progress.hpp"
+#include "cli/stop_signals.hpp"
 #include "cli/version.hpp"
 #include "core/error.hpp"
 #include "core/suggest.hpp"
@@ -31,6 +32,7 @@
 #include "reports/answer_text.hpp"
 #include "reports/artifact.hpp"
 #include "reports/atomic_file.hpp"
+#include "reports/checkpoint.hpp"
 #include "reports/console_table.hpp"
 #include "reports/gemms_csv.hpp"
 #include "reports/megatron_args.hpp"
@@ -51,6 +53,25 @@ namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// What the checkpoint is keyed by besides each unit's own key: the build, the options that
+// change results, and the identity of every file read (its notes on --resume name them).
+CheckpointManifest checkpoint_manifest(const EvaluationOptions& eval, const RunConfig& config,
+                                       bool gemms, const CaptureSet& captures,
+                                       const TrainingLog& log, const FileSystem& fs) {
+  CheckpointManifest m;
+  m.build = std::string(FP8A_VERSION) + " (git " + FP8A_GIT_REVISION + ")";
+  std::string recipes;
+  for (const Recipe& r : config.recipes) recipes += (recipes.empty() ? "" : ",") + r.spec();
+  m.options["--recipes"] = recipes;
+  m.options["--format"] = training_format_list(config.formats);
+  m.options["--amax-reduction"] = eval.reduction_text;
+  m.options["--npy-dtype"] = eval.npy_dtype_text;
+  m.options["--gemm-rows"] = gemms ? std::to_string(eval.gemm_rows) : "none (--no-gemms)";
+  for (const CaptureFile& f : captures.files) m.inputs[f.path] = f.identity;
+  for (const std::string& f : log.files) m.inputs[f] = fs.map(f)->identity();
+  return m;
 }
 
 }  // namespace
@@ -86,7 +107,9 @@ int command_run(const Invocation& inv) {
        "progress on stderr: redrawn in place on a terminal; otherwise a line every this many "
        "seconds (0 = after every tensor and GEMM layer)")
       ("fail-on-nonfinite", "exit 3 when a tensor holds NaN or Inf (default: warn and leave "
-                            "those elements out of the sums)");
+                            "those elements out of the sums)")
+      ("resume", "continue a run that was killed or stopped: reuse the evaluations it finished, "
+                 "kept in DIR/.fp8-advisor-checkpoint (without --resume it is started afresh)");
   po::variables_map vm;
   if (!parse_options(inv, desc, nullptr, &vm,
                      "fp8-advisor run --capture PATH [PATH ...] --out DIR [options]", std::cout))
@@ -109,7 +132,11 @@ int command_run(const Invocation& inv) {
   RunInfo info;
   info.version = FP8A_VERSION;
   info.git_revision = FP8A_GIT_REVISION;
-  info.command_line = inv.command_line;
+  // --resume changes how the results are reached, not what they are: the provenance leaves it
+  // out, so a resumed run's files are those of an uninterrupted one.
+  for (const std::string& w : inv.command_line)
+    if (w != "--resume") info.command_line.push_back(w);
+  const bool resume = vm.count("resume") != 0;
   info.config = config;
   std::optional<Recipe> training_recipe;
   if (vm.count("training-recipe") != 0) {
@@ -129,6 +156,7 @@ int command_run(const Invocation& inv) {
   info.cuda_devices = evaluator.backends.cuda_devices;
 
   const OutputLock out_lock(out_dir, join_command_line(inv.command_line));  // one run per --out
+  const StopOnSignals signals;  // SIGINT/SIGTERM: stop at the next tensor or GEMM layer
   auto t0 = std::chrono::steady_clock::now();
   DiskFileSystem fs;
   const CaptureSet captures = load_captures(eval.capture_paths, fs, capture_options(eval.npy_dtype_text));
@@ -142,14 +170,41 @@ int command_run(const Invocation& inv) {
   }
   info.read_seconds = seconds_since(t0);
 
+  // Every finished unit goes to the checkpoint as the run goes; --resume takes them back.
+  const bool gemms_wanted = vm.count("no-gemms") == 0;
+  Checkpoint checkpoint(out_dir, checkpoint_manifest(eval, config, gemms_wanted, captures, training_log, fs), resume);
+  for (const std::string& note : checkpoint.notes()) std::cerr << "fp8-advisor: " << note << "\n";
+  info.config.store = &checkpoint;
+  info.config.stop = &signals.request();
+  // A stop request ends the run here: what is finished is in the checkpoint.
+  const auto stopped = [&] {
+    if (progress && ::isatty(STDERR_FILENO) != 0) std::cerr << "\n";
+    const int signal = signals.request().signal;
+    std::string again = join_command_line(info.command_line) + " --resume";
+    std::cerr << "fp8-advisor: stopped by " << StopOnSignals::signal_name(signal) << ": "
+              << checkpoint.reused(UnitKind::kShard) + checkpoint.computed(UnitKind::kShard)
+              << " evaluations (tensor x recipe) and "
+              << checkpoint.reused(UnitKind::kGemmLayer) + checkpoint.computed(UnitKind::kGemmLayer)
+              << " GEMM layers are kept in " << checkpoint.dir() << "; resume with: " << again << "\n";
+    return 128 + signal;
+  };
+
   t0 = std::chrono::steady_clock::now();
   info.config.progress = progress ? &*progress : nullptr;
-  const auto rows = evaluate_captures(captures, info.config, *backend);
+  std::vector<EvaluationRow> rows;
+  try {
+    rows = evaluate_captures(captures, info.config, *backend);
+  } catch (const StopRequested&) {
+    return stopped();
+  }
   info.evaluate_seconds = seconds_since(t0);
 
   const NonFiniteVerdict nonfinite = judge_nonfinite(
       rows, vm.count("fail-on-nonfinite") != 0 ? NonFiniteAction::kFail : NonFiniteAction::kWarn);
-  if (nonfinite.failure) throw input_error("fp8a.capture.406", *nonfinite.failure);
+  if (nonfinite.failure) {
+    if (!resume) checkpoint.discard();  // a failed run leaves --out as it found it
+    throw input_error("fp8a.capture.406", *nonfinite.failure);
+  }
   info.warnings = nonfinite.warnings;
   for (const auto& w : info.warnings) std::cerr << "fp8-advisor: warning: " << w << "\n";
 
@@ -162,8 +217,13 @@ int command_run(const Invocation& inv) {
     gemm_layers = pair_gemm_operands(captures, &skipped);
     // With the CUDA backend every GEMM also runs in cuBLASLt (engine=cublaslt rows).
     const auto gemm_engine = make_gemm_engine(*backend);
-    gemms = evaluate_gemm_errors(gemm_layers, rows,
-                                 GemmOptions{eval.gemm_rows, gemm_engine.get(), info.config.progress});
+    try {
+      gemms = evaluate_gemm_errors(gemm_layers, rows,
+                                   GemmOptions{eval.gemm_rows, gemm_engine.get(), info.config.progress,
+                                               &checkpoint, &signals.request()});
+    } catch (const StopRequested&) {
+      return stopped();
+    }
     info.gemm_seconds = seconds_since(t0);
     for (const auto& s : skipped) info.warnings.push_back("gemms: " + s);
   }
@@ -245,6 +305,12 @@ int command_run(const Invocation& inv) {
       {&info, rows, gemms, layers, answer.recommendation, &answer, forecasts, histograms}));
 
   const std::string wrote = write_artifacts(out_dir, artifacts);
+  if (resume)
+    std::cerr << "fp8-advisor: resumed: " << checkpoint.reused(UnitKind::kShard) << " of "
+              << checkpoint.reused(UnitKind::kShard) + checkpoint.computed(UnitKind::kShard)
+              << " evaluations (tensor x recipe) and " << checkpoint.reused(UnitKind::kGemmLayer) << " of "
+              << checkpoint.reused(UnitKind::kGemmLayer) + checkpoint.computed(UnitKind::kGemmLayer)
+              << " GEMM layers taken from " << checkpoint.dir() << "\n";
   // The answer first (with the files written), then the tables.
   const std::string answer_text = render_answer(answer) + wrote + "\n";
   if (quiet) {

@@ -502,6 +502,7 @@ std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> jobs,
         }
       }
     }
+    if (options.store != nullptr) options.store->count(UnitKind::kGemmLayer, stored ? 1 : 0, stored ? 0 : 1);
     if (!stored) {
       compute_job(j);
       if (options.store != nullptr) options.store->save(UnitKind::kGemmLayer, key, encode_gemm_rows(results[j]));

@@ -52,6 +52,16 @@ bool alive(const Holder& h) {
   return now.empty() || h.started.empty() || now == h.started;
 }
 
+// The temporary files a dead run was writing when it died (atomic_file.hpp names them
+// NAME.tmp.PID): never renamed into place, so nothing reads them; removed with the stale lock.
+void remove_temporaries(const std::string& dir, long pid) {
+  if (pid <= 0) return;
+  const std::string suffix = ".tmp." + std::to_string(pid);
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+    if (e.path().filename().string().ends_with(suffix)) std::filesystem::remove(e.path(), ec);
+}
+
 }  // namespace
 
 OutputLock::OutputLock(const std::string& dir, const std::string& command)
@@ -79,6 +89,7 @@ OutputLock::OutputLock(const std::string& dir, const std::string& command)
                             ": " + h.command + "); wait for it or choose another --out (a lock left by "
                             "a dead run is taken over: " + path_ + ")");
     ::unlink(path_.c_str());  // stale: its run is gone
+    remove_temporaries(dir, h.pid);
   }
   throw input_error("fp8a.io.104", path_ + ": cannot take the lock (another run took it meanwhile)");
 }

@@ -2,7 +2,8 @@
 // its start time (from /proc), taken before the run reads anything and removed when it ends. A
 // second run on the same directory refuses while the owner lives; a lock whose process is gone
 // (killed, crashed: the pid does not exist or now belongs to a later process) is stale and is
-// taken over, so a dead run never blocks its directory. When the lock created the directory and
+// taken over, so a dead run never blocks its directory (and the temporary files it was writing
+// when it died are removed). When the lock created the directory and
 // the run ends without writing anything (an error), the empty directory is removed again.
 #pragma once
 

@@ -47,7 +47,13 @@ class MapStore final : public UnitStore {
     ++saves[kind];
     units_[{kind, std::string(key)}] = std::string(bytes);
   }
+  void count(UnitKind kind, std::uint64_t r, std::uint64_t c) override {
+    const std::lock_guard<std::mutex> l(mutex_);
+    reused[kind] += r;
+    computed[kind] += c;
+  }
   std::map<UnitKind, int> loads, hits, saves;
+  std::map<UnitKind, std::uint64_t> reused, computed;
   std::size_t size() const { return units_.size(); }
 
  private:
@@ -204,33 +210,42 @@ TEST_CASE("truncated, padded or foreign bytes are refused, not misread") {
   CHECK_THROWS_AS(decode_tensor_evaluation(huge), DecodeError);  // a count the bytes cannot hold
 }
 
-TEST_CASE("a shard's key changes with its file's identity, its tensor and each candidate's scale bits") {
+TEST_CASE("a shard's key changes with its file's identity and its tensor, a candidate's with each field") {
   CapturedTensor t;
   t.file = "a.safetensors";
   t.file_identity = "size 100, mtime 1.5";
   t.tensor_name = "l.activation";
   std::vector<float> data(4, 1.0f);
   t.view = make_tensor_view(reinterpret_cast<const std::byte*>(data.data()), DType::kF32, {2, 2});
-  Candidate c{parse_recipe("delayed"), Fp8Format::kE4M3, Role::kActivation, Orientation::kRowwise, 2.0f};
-  const std::vector<Candidate> cands{c};
-  const std::string base = shard_unit_key(t, cands);
-  CHECK(shard_unit_key(t, cands) == base);
+  const std::string base = shard_unit_key(t);
+  CHECK(shard_unit_key(t) == base);
   CapturedTensor t2 = t;
   t2.file_identity = "size 100, mtime 1.6";
-  CHECK(shard_unit_key(t2, cands) != base);
+  CHECK(shard_unit_key(t2) != base);
   t2 = t;
   t2.tensor_name = "l.gradient";
-  CHECK(shard_unit_key(t2, cands) != base);
+  CHECK(shard_unit_key(t2) != base);
+  t2 = t;
+  t2.file = "b.safetensors";
+  CHECK(shard_unit_key(t2) != base);
+
+  const Candidate c{parse_recipe("delayed"), Fp8Format::kE4M3, Role::kActivation, Orientation::kRowwise, 2.0f};
+  const std::string cbase = candidate_unit_key(c);
   Candidate c2 = c;
   c2.given_scale = std::nextafter(2.0f, 3.0f);
-  CHECK(shard_unit_key(t, std::vector<Candidate>{c2}) != base);
+  CHECK(candidate_unit_key(c2) != cbase);
   c2 = c;
   c2.recipe.margin = 1;
-  CHECK(shard_unit_key(t, std::vector<Candidate>{c2}) != base);
+  CHECK(candidate_unit_key(c2) != cbase);
   c2 = c;
   c2.format = Fp8Format::kE5M2;
-  CHECK(shard_unit_key(t, std::vector<Candidate>{c2}) != base);
-  CHECK(shard_unit_key(t, {}) != base);
+  CHECK(candidate_unit_key(c2) != cbase);
+  c2 = c;
+  c2.orientation = Orientation::kColumnwise;
+  CHECK(candidate_unit_key(c2) != cbase);
+  c2 = c;
+  c2.role = Role::kWeight;
+  CHECK(candidate_unit_key(c2) != cbase);
 }
 
 TEST_CASE("a run that takes every unit from the store gives the same rows and never calls the backend") {
@@ -247,10 +262,12 @@ TEST_CASE("a run that takes every unit from the store gives the same rows and ne
   CHECK(backend.calls == 2 * plain_calls);
   CHECK(store.saves[UnitKind::kShard] == plain_calls);
   CHECK(store.hits[UnitKind::kShard] == 0);
+  CHECK(store.reused[UnitKind::kShard] == 0);
   const auto second = evaluate_captures(s.captures, config, backend);
   check_same_rows(plain, second);
   CHECK(backend.calls == 2 * plain_calls);  // nothing evaluated again
   CHECK(store.hits[UnitKind::kShard] == plain_calls);
+  CHECK(store.computed[UnitKind::kShard] == store.reused[UnitKind::kShard]);
 
   // GEMM layers: the same, byte for byte in their encoding.
   const auto layers = pair_gemm_operands(s.captures, nullptr);
@@ -264,6 +281,24 @@ TEST_CASE("a run that takes every unit from the store gives the same rows and ne
   CHECK(store.hits[UnitKind::kGemmLayer] == static_cast<int>(layers.size()));
   CHECK(encode_gemm_rows({gemm_plain}) == encode_gemm_rows({gemm_first}));
   CHECK(encode_gemm_rows({gemm_plain}) == encode_gemm_rows({gemm_second}));
+}
+
+TEST_CASE("with more recipes, only the candidates the store lacks are evaluated, and the rows are a plain run's") {
+  Synth s;
+  load_synth(s, "all");
+  const CpuBackend cpu;
+  MapStore store;
+  RunConfig fewer = config_of("current,block");
+  fewer.store = &store;
+  evaluate_captures(s.captures, fewer, cpu);
+  const std::uint64_t first = store.computed[UnitKind::kShard];
+  RunConfig more = config_of("current,delayed,block,mxfp8");
+  const auto plain = evaluate_captures(s.captures, more, cpu);
+  more.store = &store;
+  const auto resumed = evaluate_captures(s.captures, more, cpu);
+  check_same_rows(plain, resumed);
+  CHECK(store.reused[UnitKind::kShard] == first);  // every current and block evaluation
+  CHECK(store.computed[UnitKind::kShard] > first);  // and the delayed and MXFP8 ones
 }
 
 TEST_CASE("a stop request: no unit is started after it, and the run says it stopped") {
