@@ -55,6 +55,22 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// The command line without --threads, --resume, --quiet and --progress-every (and their values).
+std::vector<std::string> result_command_line(const std::vector<std::string>& words) {
+  std::vector<std::string> kept;
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    const std::string& w = words[i];
+    if (w == "--resume" || w == "--quiet") continue;
+    if (w == "--threads" || w == "--progress-every") {
+      ++i;  // and its value
+      continue;
+    }
+    if (w.starts_with("--threads=") || w.starts_with("--progress-every=")) continue;
+    kept.push_back(w);
+  }
+  return kept;
+}
+
 // What the checkpoint is keyed by besides each unit's own key: the build, the options that
 // change results, and the identity of every file read (its notes on --resume name them).
 CheckpointManifest checkpoint_manifest(const EvaluationOptions& eval, const RunConfig& config,
@@ -132,10 +148,10 @@ int command_run(const Invocation& inv) {
   RunInfo info;
   info.version = FP8A_VERSION;
   info.git_revision = FP8A_GIT_REVISION;
-  // --resume changes how the results are reached, not what they are: the provenance leaves it
-  // out, so a resumed run's files are those of an uninterrupted one.
-  for (const std::string& w : inv.command_line)
-    if (w != "--resume") info.command_line.push_back(w);
+  // Options that change how the results are reached, not what they are, are left out of the
+  // provenance, so the files of a resumed run, or of one with other threads, are byte for byte
+  // those of any other run of the same inputs and options.
+  info.command_line = result_command_line(inv.command_line);
   const bool resume = vm.count("resume") != 0;
   info.config = config;
   std::optional<Recipe> training_recipe;
@@ -180,7 +196,10 @@ int command_run(const Invocation& inv) {
   const auto stopped = [&] {
     if (progress && ::isatty(STDERR_FILENO) != 0) std::cerr << "\n";
     const int signal = signals.request().signal;
-    std::string again = join_command_line(info.command_line) + " --resume";
+    std::string again;
+    for (const std::string& w : inv.command_line)
+      if (w != "--resume") again += (again.empty() ? "" : " ") + w;
+    again += " --resume";
     std::cerr << "fp8-advisor: stopped by " << StopOnSignals::signal_name(signal) << ": "
               << checkpoint.reused(UnitKind::kShard) + checkpoint.computed(UnitKind::kShard)
               << " evaluations (tensor x recipe) and "
