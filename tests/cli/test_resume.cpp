@@ -102,6 +102,13 @@ std::string resumed_line(std::size_t reused, std::size_t evaluations, std::size_
          std::to_string(gemm_layers) + " GEMM layers taken from ";
 }
 
+// The capture and its reference run.
+struct SpikeRun : Spike {
+  fs::path ref = dir.path / "ref";
+  double t_full = 0;  // the reference run's seconds
+  SpikeRun() { reference_run(*this, ref, &t_full); }
+};
+
 void check_same_outputs(const fs::path& ref, const fs::path& out) {
   for (const char* f : kSameFiles) {
     INFO(f);
@@ -126,10 +133,9 @@ std::size_t units_in(const fs::path& out) {
 }  // namespace
 
 TEST_CASE("killed at random points, more than once, then resumed: the files of an uninterrupted run") {
-  Spike s;
-  const fs::path ref = s.dir.path / "ref";
-  double t_full = 0;
-  reference_run(s, ref, &t_full);
+  const SpikeRun s;
+  const fs::path& ref = s.ref;
+  const double t_full = s.t_full;
   std::random_device seed_source;
   const unsigned seed = seed_source();
   INFO("seed " << seed << ", uninterrupted run " << t_full << " s");
@@ -171,10 +177,8 @@ TEST_CASE("killed at random points, more than once, then resumed: the files of a
 }
 
 TEST_CASE("SIGINT and SIGTERM stop at the next unit, keep the checkpoint and say how to resume") {
-  Spike s;
-  const fs::path ref = s.dir.path / "ref";
-  double t_full = 0;
-  reference_run(s, ref, &t_full);
+  const SpikeRun s;
+  const fs::path& ref = s.ref;
   for (const int sig : {SIGINT, SIGTERM}) {
     const char* name = sig == SIGINT ? "SIGINT" : "SIGTERM";
     INFO(name);
@@ -206,10 +210,8 @@ TEST_CASE("SIGINT and SIGTERM stop at the next unit, keep the checkpoint and say
 }
 
 TEST_CASE("--resume after an input file changed: its tensors are evaluated again, and it says so") {
-  Spike s;
-  const fs::path ref = s.dir.path / "ref";
-  double t_full = 0;
-  reference_run(s, ref, &t_full);
+  const SpikeRun s;
+  const fs::path& ref = s.ref;
   fs::copy(ref, s.out, fs::copy_options::recursive);
   // The same bytes, a new modification time: the checkpoint cannot tell it is the same.
   const fs::path touched = s.capture / "rank0_step_000002.safetensors";
