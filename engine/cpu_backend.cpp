@@ -5,12 +5,13 @@
 #include <tbb/info.h>
 #include <tbb/parallel_for.h>
 
-#include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "core/error.hpp"
+#include "engine/cpu_isa.hpp"
 #include "engine/fake_quant.hpp"
 #include "engine/quant_spec.hpp"
 #include "core/scale.hpp"
@@ -19,35 +20,24 @@ namespace fp8a {
 
 namespace {
 
-using FloatArray = Eigen::Array<float, Eigen::Dynamic, 1>;
-using DoubleArray = Eigen::Array<double, Eigen::Dynamic, 1>;
-
 std::int64_t chunk_count(const TensorView& t) {
   const std::int64_t rows = rows_per_chunk(t.cols);
   return (t.rows + rows - 1) / rows;
 }
 
-// Runs fn(chunk_index, x, rows) over every chunk in parallel, x holding the chunk's rows as
-// floats (row-major).
-template <class Fn>
-void for_each_chunk(const TensorView& t, Fn&& fn) {
-  const std::int64_t chunk_rows = rows_per_chunk(t.cols);
-  tbb::enumerable_thread_specific<FloatArray> buffers(
-      [&] { return FloatArray(std::min(chunk_rows, t.rows) * t.cols); });
-  tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, chunk_count(t), 1),
-                    [&](const tbb::blocked_range<std::int64_t>& r) {
-                      FloatArray& buf = buffers.local();
-                      for (std::int64_t c = r.begin(); c != r.end(); ++c) {
-                        const std::int64_t row0 = c * chunk_rows;
-                        const std::int64_t rows = std::min(chunk_rows, t.rows - row0);
-                        const std::int64_t n = rows * t.cols;
-                        t.load_floats(row0 * t.cols, n, buf.data());
-                        fn(c, buf.head(n), rows);
-                      }
-                    });
-}
+// A float64 sum in index order, ((t0 + t1) + t2) + ..., the same on every CPU path (a lane-wise
+// vector sum would round differently per vector width). It is also the order Eigen 3.4's sum()
+// took on these (non-vectorised: float -> double casts) expressions before the paths existed,
+// so the numbers did not change. Starting from -0.0 makes the first addition exact (t0 itself).
+struct SequentialSum {
+  double acc = -0.0;
+  void add(double t) { acc += t; }
+  double value(std::int64_t n) const { return n == 0 ? 0.0 : acc; }
+};
 
-TensorStats chunk_stats(const float* x, std::int64_t n) {
+bool is_finite(float v) { return (float_bits(v) & 0x7F800000u) != 0x7F800000u; }
+
+TensorStats chunk_stats_body(const float* x, std::int64_t n) {
   // For non-negative floats the order of the values is the order of their bit patterns, and NaN
   // patterns lie above +inf; working on |x|'s bits keeps every min/max an integer reduction,
   // which vectorises (float min/max with NaN semantics does not).
@@ -75,9 +65,17 @@ TensorStats chunk_stats(const float* x, std::int64_t n) {
   s.amax = bits_float(static_cast<std::uint32_t>(amax));
   s.amax_finite = bits_float(static_cast<std::uint32_t>(amax_finite));
   s.amin_nonzero = bits_float(static_cast<std::uint32_t>(amin));  // +inf when there is no finite nonzero element
-  const Eigen::Map<const FloatArray> xa(x, n);
-  s.sum_sq = nan + inf == 0 ? xa.cast<double>().square().sum()
-                            : xa.isFinite().select(xa, 0.0f).cast<double>().square().sum();
+  // One float64 chain in index order, as every sum here (see SequentialSum).
+  SequentialSum sum_sq;
+  if (nan + inf == 0) {
+    for (std::int64_t i = 0; i < n; ++i) sum_sq.add(static_cast<double>(x[i]) * x[i]);
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double v = is_finite(x[i]) ? x[i] : 0.0;
+      sum_sq.add(v * v);
+    }
+  }
+  s.sum_sq = sum_sq.value(n);
   return s;
 }
 
@@ -108,10 +106,82 @@ struct CandidateSums {
   }
 };
 
+// One candidate's error sums over a chunk: x the chunk (NaN/Inf included), deq its fake
+// quantisation. The sums run over finite elements only: NaN/Inf are zeroed on both sides (they
+// are still counted in underflow/overflow, as TE counts them). Each sum is one chain in index
+// order (SequentialSum), the three (four) interleaved in one loop.
+void candidate_sums_body(const float* x, const float* deq, std::int64_t n, CandidateSums* s) {
+  SequentialSum err, x_deq, deq_sq;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const bool finite = is_finite(x[i]);
+    const double xd = finite ? x[i] : 0.0;
+    const double dd = finite ? deq[i] : 0.0f;
+    const double d = xd - dd;
+    err.add(d * d);
+    x_deq.add(xd * dd);
+    deq_sq.add(dd * dd);
+  }
+  s->sum_sq_err = err.value(n);
+  s->sum_x_deq = x_deq.value(n);
+  s->sum_deq_sq = deq_sq.value(n);
+  // The energy of the underflowing elements, only where the chunk has any. An underflow is a
+  // finite x != 0 whose FP8 (BF16) value is +-0, and deq = value * scale_inv is 0 exactly then
+  // (scale_inv >= 2^-128 keeps the smallest FP8 value nonzero): the check below holds the two
+  // definitions together.
+  if (s->counts.underflow == 0) return;
+  SequentialSum underflow_sq;
+  std::int64_t flushed = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const bool finite = is_finite(x[i]);
+    const double xd = finite ? x[i] : 0.0;
+    const bool flush = xd != 0.0 && (finite ? deq[i] : 0.0f) == 0.0f;
+    flushed += flush;
+    const double u = flush ? xd : 0.0;
+    underflow_sq.add(u * u);
+  }
+  FP8A_CHECK(flushed == s->counts.underflow,
+             "underflow energy: flushed elements differ from the underflow count");
+  s->sum_sq_underflow = underflow_sq.value(n);
+}
+
+void load_floats_body(const TensorView& t, std::int64_t begin, std::int64_t n, float* out) {
+  t.load_floats(begin, n, out);
+}
+
+FP8A_CPU_PATHS(TensorStats, chunk_stats, (const float* x, std::int64_t n), (x, n), chunk_stats_body)
+FP8A_CPU_PATHS(void, candidate_sums, (const float* x, const float* deq, std::int64_t n, CandidateSums* s),
+               (x, deq, n, s), candidate_sums_body)
+FP8A_CPU_PATHS(void, load_floats, (const TensorView& t, std::int64_t begin, std::int64_t n, float* out),
+               (t, begin, n, out), load_floats_body)
+
+// Runs fn(chunk_index, x, n, rows) over every chunk in parallel, x holding the chunk's rows as n
+// floats (row-major), converted by the path's decode loop.
+template <class Fn>
+void for_each_chunk(CpuIsa isa, const TensorView& t, Fn&& fn) {
+  const auto load = FP8A_CPU_PICK(isa, load_floats);
+  const std::int64_t chunk_rows = rows_per_chunk(t.cols);
+  tbb::enumerable_thread_specific<std::vector<float>> buffers(
+      [&] { return std::vector<float>(static_cast<std::size_t>(std::min(chunk_rows, t.rows) * t.cols)); });
+  tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, chunk_count(t), 1),
+                    [&](const tbb::blocked_range<std::int64_t>& r) {
+                      std::vector<float>& buf = buffers.local();
+                      for (std::int64_t c = r.begin(); c != r.end(); ++c) {
+                        const std::int64_t row0 = c * chunk_rows;
+                        const std::int64_t rows = std::min(chunk_rows, t.rows - row0);
+                        const std::int64_t n = rows * t.cols;
+                        load(t, row0 * t.cols, n, buf.data());
+                        fn(c, buf.data(), n, rows);
+                      }
+                    });
+}
+
 }  // namespace
 
+CpuBackend::CpuBackend(std::optional<CpuIsa> isa) : isa_(resolve_cpu_isa(isa)) {}
+
 std::string CpuBackend::device() const {
-  return std::to_string(tbb::info::default_concurrency()) + " threads (oneTBB)";
+  return std::to_string(tbb::info::default_concurrency()) + " threads (oneTBB), " +
+         std::string(cpu_isa_label(isa_));
 }
 
 std::int64_t rows_per_chunk(std::int64_t cols) {
@@ -119,10 +189,13 @@ std::int64_t rows_per_chunk(std::int64_t cols) {
   return (rows + 127) / 128 * 128;
 }
 
-TensorStats compute_tensor_stats(const TensorView& t) {
+TensorStats compute_tensor_stats(const TensorView& t) { return compute_tensor_stats(t, default_cpu_isa()); }
+
+TensorStats compute_tensor_stats(const TensorView& t, CpuIsa isa) {
+  const auto stats = FP8A_CPU_PICK(isa, chunk_stats);
   std::vector<TensorStats> parts(static_cast<std::size_t>(chunk_count(t)));
-  for_each_chunk(t, [&](std::int64_t c, const auto& x, std::int64_t) {
-    parts[c] = chunk_stats(x.data(), x.size());
+  for_each_chunk(isa, t, [&](std::int64_t c, const float* x, std::int64_t n, std::int64_t) {
+    parts[c] = stats(x, n);
   });
   TensorStats total;
   for (const auto& p : parts) total.merge(p);
@@ -132,8 +205,7 @@ TensorStats compute_tensor_stats(const TensorView& t) {
 TensorEvaluation CpuBackend::evaluate(std::span<const Candidate> candidates,
                                       const TensorView& t) const {
   TensorEvaluation out;
-  out.stats = compute_tensor_stats(t);
-  const bool has_nonfinite = out.stats.nan_count + out.stats.inf_count > 0;
+  out.stats = compute_tensor_stats(t, isa_);
   const std::size_t k = candidates.size();
   if (k == 0) return out;  // statistics only
   out.results.resize(k);
@@ -143,47 +215,16 @@ TensorEvaluation CpuBackend::evaluate(std::span<const Candidate> candidates,
 
   const auto chunks = static_cast<std::size_t>(chunk_count(t));
   std::vector<CandidateSums> sums(chunks * k);
-  struct Scratch {
-    FloatArray deq;
-    DoubleArray x;
-  };
-  tbb::enumerable_thread_specific<Scratch> scratch;
-  for_each_chunk(t, [&](std::int64_t c, const auto& x_raw, std::int64_t rows) {
-    Scratch& buf = scratch.local();
-    const std::int64_t n = x_raw.size();
-    if (buf.deq.size() < n) {
-      buf.deq.resize(n);
-      buf.x.resize(n);
-    }
-    auto deq = buf.deq.head(n);
-    // The error sums run over finite elements only: NaN/Inf are zeroed on both sides (they are
-    // still counted in underflow/overflow, as TE counts them). x in double is shared by all
-    // candidates of the chunk.
-    auto xd = buf.x.head(n);
-    if (has_nonfinite)
-      xd = x_raw.isFinite().select(x_raw, 0.0f).template cast<double>();
-    else
-      xd = x_raw.template cast<double>();
+  const auto candidate_sums = FP8A_CPU_PICK(isa_, candidate_sums);
+  tbb::enumerable_thread_specific<std::vector<float>> scratch;
+  for_each_chunk(isa_, t, [&](std::int64_t c, const float* x, std::int64_t n, std::int64_t rows) {
+    std::vector<float>& deq = scratch.local();
+    if (deq.size() < static_cast<std::size_t>(n)) deq.resize(static_cast<std::size_t>(n));
     for (std::size_t j = 0; j < k; ++j) {
       if (!out.results[j].applicability.ok) continue;
-      const std::size_t slot = static_cast<std::size_t>(c) * k + j;
-      CandidateSums& s = sums[slot];
-      fake_quantize_rows(specs[j], x_raw.data(), rows, t.cols, deq.data(), &s.counts);
-      if (has_nonfinite) deq = x_raw.isFinite().select(deq, 0.0f);
-      const auto dd = deq.template cast<double>();
-      s.sum_sq_err = (xd - dd).square().sum();
-      s.sum_x_deq = (xd * dd).sum();
-      s.sum_deq_sq = dd.square().sum();
-      // The energy of the underflowing elements, summed as sum_sq is (Eigen over the chunk), only
-      // where the chunk has any. An underflow is a finite x != 0 whose FP8 (BF16) value is +-0,
-      // and deq = value * scale_inv is 0 exactly then (scale_inv >= 2^-128 keeps the smallest
-      // FP8 value nonzero): the check below holds the two definitions together.
-      if (s.counts.underflow > 0) {
-        const auto flushed = (xd != 0.0) && (deq == 0.0f);
-        FP8A_CHECK(flushed.count() == s.counts.underflow,
-                   "underflow energy: flushed elements differ from the underflow count");
-        s.sum_sq_underflow = flushed.select(xd, 0.0).square().sum();
-      }
+      CandidateSums& s = sums[static_cast<std::size_t>(c) * k + j];
+      fake_quantize_rows(specs[j], x, rows, t.cols, deq.data(), &s.counts, isa_);
+      candidate_sums(x, deq.data(), n, &s);
     }
   });
 
