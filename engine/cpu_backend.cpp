@@ -109,9 +109,15 @@ struct CandidateSums {
 // One candidate's error sums over a chunk: x the chunk (NaN/Inf included), deq its fake
 // quantisation. The sums run over finite elements only: NaN/Inf are zeroed on both sides (they
 // are still counted in underflow/overflow, as TE counts them). Each sum is one chain in index
-// order (SequentialSum), the three (four) interleaved in one loop.
-void candidate_sums_body(const float* x, const float* deq, std::int64_t n, CandidateSums* s) {
-  SequentialSum err, x_deq, deq_sq;
+// order (SequentialSum); the chains are independent, so one loop runs them side by side.
+// kUnderflow adds the energy of the underflowing elements, for chunks that have any. An
+// underflow is a finite x != 0 whose FP8 (BF16) value is +-0, and deq = value * scale_inv is 0
+// exactly then (scale_inv >= 2^-128 keeps the smallest FP8 value nonzero): the check below holds
+// the two definitions together.
+template <bool kUnderflow>
+void candidate_sums_loop(const float* x, const float* deq, std::int64_t n, CandidateSums* s) {
+  SequentialSum err, x_deq, deq_sq, underflow_sq;
+  std::int64_t flushed = 0;
   for (std::int64_t i = 0; i < n; ++i) {
     const bool finite = is_finite(x[i]);
     const double xd = finite ? x[i] : 0.0;
@@ -120,28 +126,28 @@ void candidate_sums_body(const float* x, const float* deq, std::int64_t n, Candi
     err.add(d * d);
     x_deq.add(xd * dd);
     deq_sq.add(dd * dd);
+    if constexpr (kUnderflow) {
+      const bool flush = xd != 0.0 && dd == 0.0;
+      flushed += flush;
+      const double u = flush ? xd : 0.0;
+      underflow_sq.add(u * u);
+    }
   }
   s->sum_sq_err = err.value(n);
   s->sum_x_deq = x_deq.value(n);
   s->sum_deq_sq = deq_sq.value(n);
-  // The energy of the underflowing elements, only where the chunk has any. An underflow is a
-  // finite x != 0 whose FP8 (BF16) value is +-0, and deq = value * scale_inv is 0 exactly then
-  // (scale_inv >= 2^-128 keeps the smallest FP8 value nonzero): the check below holds the two
-  // definitions together.
-  if (s->counts.underflow == 0) return;
-  SequentialSum underflow_sq;
-  std::int64_t flushed = 0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    const bool finite = is_finite(x[i]);
-    const double xd = finite ? x[i] : 0.0;
-    const bool flush = xd != 0.0 && (finite ? deq[i] : 0.0f) == 0.0f;
-    flushed += flush;
-    const double u = flush ? xd : 0.0;
-    underflow_sq.add(u * u);
+  if constexpr (kUnderflow) {
+    FP8A_CHECK(flushed == s->counts.underflow,
+               "underflow energy: flushed elements differ from the underflow count");
+    s->sum_sq_underflow = underflow_sq.value(n);
   }
-  FP8A_CHECK(flushed == s->counts.underflow,
-             "underflow energy: flushed elements differ from the underflow count");
-  s->sum_sq_underflow = underflow_sq.value(n);
+}
+
+void candidate_sums_body(const float* x, const float* deq, std::int64_t n, CandidateSums* s) {
+  if (s->counts.underflow > 0)
+    candidate_sums_loop<true>(x, deq, n, s);
+  else
+    candidate_sums_loop<false>(x, deq, n, s);
 }
 
 void load_floats_body(const TensorView& t, std::int64_t begin, std::int64_t n, float* out) {
