@@ -106,48 +106,108 @@ struct CandidateSums {
   }
 };
 
-// One candidate's error sums over a chunk: x the chunk (NaN/Inf included), deq its fake
-// quantisation. The sums run over finite elements only: NaN/Inf are zeroed on both sides (they
-// are still counted in underflow/overflow, as TE counts them). Each sum is one chain in index
-// order (SequentialSum); the chains are independent, so one loop runs them side by side.
-// kUnderflow adds the energy of the underflowing elements, for chunks that have any. An
-// underflow is a finite x != 0 whose FP8 (BF16) value is +-0, and deq = value * scale_inv is 0
-// exactly then (scale_inv >= 2^-128 keeps the smallest FP8 value nonzero): the check below holds
-// the two definitions together.
-template <bool kUnderflow>
-void candidate_sums_loop(const float* x, const float* deq, std::int64_t n, CandidateSums* s) {
-  SequentialSum err, x_deq, deq_sq, underflow_sq;
-  std::int64_t flushed = 0;
+// The error sums of G candidates over a chunk: x the chunk (NaN/Inf included), deq[g] its fake
+// quantisation by candidate g. The sums run over finite elements only: NaN/Inf are zeroed on
+// both sides (they are still counted in underflow/overflow, as TE counts them). Each sum is one
+// chain in index order (SequentialSum), bound by the latency of its additions; the chains of
+// all G candidates are independent, so one loop runs them side by side.
+// The underflow energy is kept only for candidates with underflows. An underflow is a finite
+// x != 0 whose FP8 (BF16) value is +-0, and deq = value * scale_inv is 0 exactly then
+// (scale_inv >= 2^-128 keeps the smallest FP8 value nonzero): the check below holds the two
+// definitions together.
+template <int G>
+void candidate_sums_loop(const float* x, const float* const* deq, std::int64_t n,
+                         CandidateSums* const* sums) {
+  SequentialSum err[G], x_deq[G], deq_sq[G], underflow_sq[G];
+  std::int64_t flushed[G] = {};
   for (std::int64_t i = 0; i < n; ++i) {
     const bool finite = is_finite(x[i]);
     const double xd = finite ? x[i] : 0.0;
-    const double dd = finite ? deq[i] : 0.0f;
-    const double d = xd - dd;
-    err.add(d * d);
-    x_deq.add(xd * dd);
-    deq_sq.add(dd * dd);
-    if constexpr (kUnderflow) {
+    for (int g = 0; g < G; ++g) {
+      const double dd = finite ? deq[g][i] : 0.0f;
+      const double d = xd - dd;
+      err[g].add(d * d);
+      x_deq[g].add(xd * dd);
+      deq_sq[g].add(dd * dd);
       const bool flush = xd != 0.0 && dd == 0.0;
-      flushed += flush;
+      flushed[g] += flush;
       const double u = flush ? xd : 0.0;
-      underflow_sq.add(u * u);
+      underflow_sq[g].add(u * u);
     }
   }
-  s->sum_sq_err = err.value(n);
-  s->sum_x_deq = x_deq.value(n);
-  s->sum_deq_sq = deq_sq.value(n);
-  if constexpr (kUnderflow) {
-    FP8A_CHECK(flushed == s->counts.underflow,
+  for (int g = 0; g < G; ++g) {
+    CandidateSums* s = sums[g];
+    s->sum_sq_err = err[g].value(n);
+    s->sum_x_deq = x_deq[g].value(n);
+    s->sum_deq_sq = deq_sq[g].value(n);
+    if (s->counts.underflow == 0) continue;
+    FP8A_CHECK(flushed[g] == s->counts.underflow,
                "underflow energy: flushed elements differ from the underflow count");
-    s->sum_sq_underflow = underflow_sq.value(n);
+    s->sum_sq_underflow = underflow_sq[g].value(n);
   }
 }
 
-void candidate_sums_body(const float* x, const float* deq, std::int64_t n, CandidateSums* s) {
-  if (s->counts.underflow > 0)
-    candidate_sums_loop<true>(x, deq, n, s);
-  else
-    candidate_sums_loop<false>(x, deq, n, s);
+// Candidates summed in one loop (the group's chains fill the additions' latency).
+constexpr int kSumGroup = 4;
+
+void candidate_sums_body(const float* x, const float* const* deq, int count, std::int64_t n,
+                         CandidateSums* const* sums) {
+  switch (count) {
+    case 1: return candidate_sums_loop<1>(x, deq, n, sums);
+    case 2: return candidate_sums_loop<2>(x, deq, n, sums);
+    case 3: return candidate_sums_loop<3>(x, deq, n, sums);
+    default: break;
+  }
+  static_assert(kSumGroup == 4);
+  candidate_sums_loop<4>(x, deq, n, sums);
+}
+
+// candidate_sums_loop<4> with one vector lane per candidate, for the v3/v4 paths (AVX's four
+// doubles; GCC lowers such vectors to slow code on SSE2): each lane runs the scalar loop's
+// chains, operation for operation (IEEE, no contraction), so the bits are the same. Fewer than
+// four candidates fill the spare lanes with the first and drop their sums.
+void candidate_sums_lanes(const float* x, const float* const* deq, int count, std::int64_t n,
+                          CandidateSums* const* sums) {
+  using Doubles = double __attribute__((vector_size(32)));
+  using Masks = long long __attribute__((vector_size(32)));
+  const Doubles kZero = {0.0, 0.0, 0.0, 0.0};
+  Doubles err = {-0.0, -0.0, -0.0, -0.0}, x_deq = err, deq_sq = err, underflow_sq = err;
+  Masks flushed = {0, 0, 0, 0};
+  const float* q[kSumGroup];
+  for (int g = 0; g < kSumGroup; ++g) q[g] = deq[g < count ? g : 0];
+  for (std::int64_t i = 0; i < n; ++i) {
+    const bool finite = is_finite(x[i]);
+    const double xs = finite ? x[i] : 0.0;
+    const Doubles xd = {xs, xs, xs, xs};
+    Doubles dd = {static_cast<double>(q[0][i]), static_cast<double>(q[1][i]),
+                  static_cast<double>(q[2][i]), static_cast<double>(q[3][i])};
+    if (!finite) dd = kZero;
+    const Doubles d = xd - dd;
+    err += d * d;
+    x_deq += xd * dd;
+    deq_sq += dd * dd;
+    const Masks flush = (xd != 0.0) & (dd == 0.0);  // -1 in the lanes that flush
+    flushed -= flush;
+    const Doubles u = flush ? xd : kZero;
+    underflow_sq += u * u;
+  }
+  for (int g = 0; g < count; ++g) {
+    CandidateSums* s = sums[g];
+    s->sum_sq_err = n == 0 ? 0.0 : err[g];
+    s->sum_x_deq = n == 0 ? 0.0 : x_deq[g];
+    s->sum_deq_sq = n == 0 ? 0.0 : deq_sq[g];
+    if (s->counts.underflow == 0) continue;
+    FP8A_CHECK(flushed[g] == s->counts.underflow,
+               "underflow energy: flushed elements differ from the underflow count");
+    s->sum_sq_underflow = n == 0 ? 0.0 : underflow_sq[g];
+  }
+}
+
+// One candidate alone runs the scalar loop: a vector with three spare lanes is slower.
+void candidate_sums_lanes_body(const float* x, const float* const* deq, int count, std::int64_t n,
+                               CandidateSums* const* sums) {
+  if (count == 1) return candidate_sums_loop<1>(x, deq, n, sums);
+  candidate_sums_lanes(x, deq, count, n, sums);
 }
 
 void load_floats_body(const TensorView& t, std::int64_t begin, std::int64_t n, float* out) {
@@ -155,8 +215,9 @@ void load_floats_body(const TensorView& t, std::int64_t begin, std::int64_t n, f
 }
 
 FP8A_CPU_PATHS(TensorStats, chunk_stats, (const float* x, std::int64_t n), (x, n), chunk_stats_body)
-FP8A_CPU_PATHS(void, candidate_sums, (const float* x, const float* deq, std::int64_t n, CandidateSums* s),
-               (x, deq, n, s), candidate_sums_body)
+FP8A_CPU_PATHS2(void, candidate_sums,
+                (const float* x, const float* const* deq, int count, std::int64_t n, CandidateSums* const* s),
+                (x, deq, count, n, s), candidate_sums_body, candidate_sums_lanes_body)
 FP8A_CPU_PATHS(void, load_floats, (const TensorView& t, std::int64_t begin, std::int64_t n, float* out),
                (t, begin, n, out), load_floats_body)
 
@@ -224,14 +285,25 @@ TensorEvaluation CpuBackend::evaluate(std::span<const Candidate> candidates,
   const auto candidate_sums = FP8A_CPU_PICK(isa_, candidate_sums);
   tbb::enumerable_thread_specific<std::vector<float>> scratch;
   for_each_chunk(isa_, t, [&](std::int64_t c, const float* x, std::int64_t n, std::int64_t rows) {
-    std::vector<float>& deq = scratch.local();
-    if (deq.size() < static_cast<std::size_t>(n)) deq.resize(static_cast<std::size_t>(n));
+    std::vector<float>& deq = scratch.local();  // kSumGroup chunks
+    const auto chunk_size = static_cast<std::size_t>(n);
+    if (deq.size() < kSumGroup * chunk_size) deq.resize(kSumGroup * chunk_size);
+    const float* group_deq[kSumGroup];
+    CandidateSums* group_sums[kSumGroup];
+    int count = 0;
     for (std::size_t j = 0; j < k; ++j) {
       if (!out.results[j].applicability.ok) continue;
       CandidateSums& s = sums[static_cast<std::size_t>(c) * k + j];
-      fake_quantize_rows(specs[j], x, rows, t.cols, deq.data(), &s.counts, isa_);
-      candidate_sums(x, deq.data(), n, &s);
+      float* d = deq.data() + static_cast<std::size_t>(count) * chunk_size;
+      fake_quantize_rows(specs[j], x, rows, t.cols, d, &s.counts, isa_);
+      group_deq[count] = d;
+      group_sums[count] = &s;
+      if (++count == kSumGroup) {
+        candidate_sums(x, group_deq, count, n, group_sums);
+        count = 0;
+      }
     }
+    if (count > 0) candidate_sums(x, group_deq, count, n, group_sums);
   });
 
   for (std::size_t j = 0; j < k; ++j) {

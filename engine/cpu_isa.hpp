@@ -50,19 +50,21 @@ CpuIsa parse_cpu_isa(std::string_view text, std::string_view what);
 // `return body args;` compiled for its path (v3/v4 forward to the baseline where absent), with
 // every call inside inlined (flatten), so the whole body is compiled for the path. Use it at
 // namespace scope inside an anonymous namespace, with `body` a function of that file.
+// FP8A_CPU_PATHS2 takes a second body for v3/v4 (one that must give the baseline body's bits).
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
 #define FP8A_CPU_X86_PATHS 1
-#define FP8A_CPU_PATHS(ret, name, params, args, body)                                   \
-  __attribute__((flatten)) ret name##_baseline params { return body args; }            \
-  __attribute__((target("arch=x86-64-v3"), flatten)) ret name##_v3 params { return body args; } \
-  __attribute__((target("arch=x86-64-v4"), flatten)) ret name##_v4 params { return body args; }
+#define FP8A_CPU_PATHS2(ret, name, params, args, body, vector_body)                       \
+  __attribute__((flatten)) ret name##_baseline params { return body args; }              \
+  __attribute__((target("arch=x86-64-v3"), flatten)) ret name##_v3 params { return vector_body args; } \
+  __attribute__((target("arch=x86-64-v4"), flatten)) ret name##_v4 params { return vector_body args; }
 #else
 #define FP8A_CPU_X86_PATHS 0
-#define FP8A_CPU_PATHS(ret, name, params, args, body)                  \
+#define FP8A_CPU_PATHS2(ret, name, params, args, body, vector_body)     \
   __attribute__((flatten)) ret name##_baseline params { return body args; } \
   ret name##_v3 params { return name##_baseline args; }               \
   ret name##_v4 params { return name##_baseline args; }
 #endif
+#define FP8A_CPU_PATHS(ret, name, params, args, body) FP8A_CPU_PATHS2(ret, name, params, args, body, body)
 
 // The entry point of `name` for path `isa`.
 #define FP8A_CPU_PICK(isa, name)                             \
