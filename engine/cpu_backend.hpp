@@ -1,4 +1,4 @@
-// CPU backend: oneTBB for parallelism over chunks of rows, Eigen for the per-chunk float64 sums.
+// CPU backend: oneTBB for parallelism over chunks of rows, per-chunk float64 sums in element order.
 //
 // Determinism: the tensor is cut into fixed chunks of whole rows (a multiple of 128 rows, about
 // kChunkElements elements, independent of the number of threads), so every block of every recipe
