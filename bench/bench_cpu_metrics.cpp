@@ -3,6 +3,8 @@
 //   bench_cpu_metrics FILE.safetensors [--candidates 1,8] [--repeat 5] [--threads N]
 //   bench_cpu_metrics FILE.safetensors --recipes all [--repeat 5] [--threads N]
 //
+// The CPU code path is the backend's default: FP8A_CPU_ISA=baseline|v3|v4, else the widest.
+//
 // --recipes all evaluates every default recipe in each orientation TE quantises an activation in
 // (rowwise, plus columnwise for block and MXFP8), all together and then each alone; delayed
 // scaling gets the tensor's current scale as its replayed scale (the replay itself is host-side
@@ -104,9 +106,9 @@ int main(int argc, char** argv) {
       std::sort(times.begin(), times.end());
       const double median = times[times.size() / 2];
       const auto n = static_cast<double>(t.view.numel());
-      std::printf("fp8a_cpu K=%d elements=%lld threads=%s median_s=%.6f elements_x_candidates_per_s=%.4g\n",
+      std::printf("fp8a_cpu K=%d elements=%lld threads=%s path=%s median_s=%.6f elements_x_candidates_per_s=%.4g\n",
                   k, static_cast<long long>(t.view.numel()), threads > 0 ? std::to_string(threads).c_str() : "all",
-                  median, n * k / median);
+                  std::string(fp8a::cpu_isa_name(backend.isa())).c_str(), median, n * k / median);
       for (std::size_t j = 0; j < cands.size() && j < 8; ++j) {
         const auto& m = eval.results[j].metrics;
         std::printf("  %s,%s scale=%.9g mse=%.17g cos=%.17g underflow_pct=%.17g overflow_pct=%.17g\n",

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # CPU metric-pass benchmark: fp8-advisor's CPU backend against the NumPy + ml_dtypes peer on the
-# same 16M-element BF16 tensor, K = 1 and 8 candidates, both in this one run.
+# same 16M-element BF16 tensor, K = 1 and 8 candidates, both in this one run; per core for each
+# CPU code path (baseline SSE2, x86-64-v3 AVX2, x86-64-v4 AVX-512) the CPU runs.
 #
-#   bash bench/run_cpu_bench.sh [BUILD_DIR]      (default: build)
+#   [ROUNDS=3] bash bench/run_cpu_bench.sh [BUILD_DIR]      (default: build; ROUNDS default 1)
 #
 # Needs a configured build; installs numpy and ml_dtypes into a throw-away venv under /tmp for the
 # peer. The tensor is written by the system's python3, which needs numpy and torch (Debian's
@@ -20,9 +21,19 @@ tensor=/tmp/fp8a-bench-16m.safetensors
 [ -f "$tensor" ] || python3 bench/make_bench_tensor.py "$tensor"
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -m), $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "# numpy $("$venv/bin/python" -c 'import numpy; print(numpy.__version__)'), ml_dtypes $("$venv/bin/python" -c 'import ml_dtypes; print(ml_dtypes.__version__)')"
+echo "# $(uptime)"
 "$build/bench/bench_cpu_metrics" "$tensor" --candidates 1,8 --repeat 5
-"$build/bench/bench_cpu_metrics" "$tensor" --candidates 1,8 --repeat 5 --threads 1
-"$venv/bin/python" tests/peers/peer_numpy.py "$tensor" --candidates 1,8 --repeat 3
+# Per core, each CPU code path this CPU runs (FP8A_CPU_ISA, engine/cpu_isa.hpp) and the peer,
+# alternated over ROUNDS rounds (other jobs on a shared machine then hit each alike; take medians).
+for round in $(seq "${ROUNDS:-1}"); do
+  echo "# round $round: $(uptime)"
+  for isa in baseline v3 v4; do
+    FP8A_CPU_ISA=$isa "$build/bench/bench_cpu_metrics" "$tensor" --candidates 1,8 --repeat 5 --threads 1 ||
+      echo "path $isa: not run (this CPU lacks it)"
+  done
+  "$venv/bin/python" tests/peers/peer_numpy.py "$tensor" --candidates 1,8 --repeat 3
+done
+echo "# $(uptime)"
 
 # Full default recipe set on the same tensor: the metric pass alone (every recipe in each
 # orientation TE quantises an activation in), then both tools end to end on the file (read,

@@ -5,12 +5,13 @@
 #include <tbb/info.h>
 #include <tbb/parallel_for.h>
 
-#include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "core/error.hpp"
+#include "engine/cpu_isa.hpp"
 #include "engine/fake_quant.hpp"
 #include "engine/quant_spec.hpp"
 #include "core/scale.hpp"
@@ -19,35 +20,24 @@ namespace fp8a {
 
 namespace {
 
-using FloatArray = Eigen::Array<float, Eigen::Dynamic, 1>;
-using DoubleArray = Eigen::Array<double, Eigen::Dynamic, 1>;
-
 std::int64_t chunk_count(const TensorView& t) {
   const std::int64_t rows = rows_per_chunk(t.cols);
   return (t.rows + rows - 1) / rows;
 }
 
-// Runs fn(chunk_index, x, rows) over every chunk in parallel, x holding the chunk's rows as
-// floats (row-major).
-template <class Fn>
-void for_each_chunk(const TensorView& t, Fn&& fn) {
-  const std::int64_t chunk_rows = rows_per_chunk(t.cols);
-  tbb::enumerable_thread_specific<FloatArray> buffers(
-      [&] { return FloatArray(std::min(chunk_rows, t.rows) * t.cols); });
-  tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, chunk_count(t), 1),
-                    [&](const tbb::blocked_range<std::int64_t>& r) {
-                      FloatArray& buf = buffers.local();
-                      for (std::int64_t c = r.begin(); c != r.end(); ++c) {
-                        const std::int64_t row0 = c * chunk_rows;
-                        const std::int64_t rows = std::min(chunk_rows, t.rows - row0);
-                        const std::int64_t n = rows * t.cols;
-                        t.load_floats(row0 * t.cols, n, buf.data());
-                        fn(c, buf.head(n), rows);
-                      }
-                    });
-}
+// A float64 sum in index order, ((t0 + t1) + t2) + ..., the same on every CPU path (a lane-wise
+// vector sum would round differently per vector width). It is also the order Eigen 3.4's sum()
+// took on these (non-vectorised: float -> double casts) expressions before the paths existed,
+// so the numbers did not change. Starting from -0.0 makes the first addition exact (t0 itself).
+struct SequentialSum {
+  double acc = -0.0;
+  void add(double t) { acc += t; }
+  double value(std::int64_t n) const { return n == 0 ? 0.0 : acc; }
+};
 
-TensorStats chunk_stats(const float* x, std::int64_t n) {
+bool is_finite(float v) { return (float_bits(v) & 0x7F800000u) != 0x7F800000u; }
+
+TensorStats chunk_stats_body(const float* x, std::int64_t n) {
   // For non-negative floats the order of the values is the order of their bit patterns, and NaN
   // patterns lie above +inf; working on |x|'s bits keeps every min/max an integer reduction,
   // which vectorises (float min/max with NaN semantics does not).
@@ -75,9 +65,17 @@ TensorStats chunk_stats(const float* x, std::int64_t n) {
   s.amax = bits_float(static_cast<std::uint32_t>(amax));
   s.amax_finite = bits_float(static_cast<std::uint32_t>(amax_finite));
   s.amin_nonzero = bits_float(static_cast<std::uint32_t>(amin));  // +inf when there is no finite nonzero element
-  const Eigen::Map<const FloatArray> xa(x, n);
-  s.sum_sq = nan + inf == 0 ? xa.cast<double>().square().sum()
-                            : xa.isFinite().select(xa, 0.0f).cast<double>().square().sum();
+  // One float64 chain in index order, as every sum here (see SequentialSum).
+  SequentialSum sum_sq;
+  if (nan + inf == 0) {
+    for (std::int64_t i = 0; i < n; ++i) sum_sq.add(static_cast<double>(x[i]) * x[i]);
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double v = is_finite(x[i]) ? x[i] : 0.0;
+      sum_sq.add(v * v);
+    }
+  }
+  s.sum_sq = sum_sq.value(n);
   return s;
 }
 
@@ -108,10 +106,149 @@ struct CandidateSums {
   }
 };
 
+// The error sums of G candidates over a chunk: x the chunk (NaN/Inf included), deq[g] its fake
+// quantisation by candidate g. The sums run over finite elements only: NaN/Inf are zeroed on
+// both sides (they are still counted in underflow/overflow, as TE counts them). Each sum is one
+// chain in index order (SequentialSum), bound by the latency of its additions; the chains of
+// all G candidates are independent, so one loop runs them side by side.
+// The underflow energy is kept only for candidates with underflows. An underflow is a finite
+// x != 0 whose FP8 (BF16) value is +-0, and deq = value * scale_inv is 0 exactly then
+// (scale_inv >= 2^-128 keeps the smallest FP8 value nonzero): the check below holds the two
+// definitions together.
+template <int G>
+void candidate_sums_loop(const float* x, const float* const* deq, std::int64_t n,
+                         CandidateSums* const* sums) {
+  SequentialSum err[G], x_deq[G], deq_sq[G], underflow_sq[G];
+  std::int64_t flushed[G] = {};
+  for (std::int64_t i = 0; i < n; ++i) {
+    const bool finite = is_finite(x[i]);
+    const double xd = finite ? x[i] : 0.0;
+    for (int g = 0; g < G; ++g) {
+      const double dd = finite ? deq[g][i] : 0.0f;
+      const double d = xd - dd;
+      err[g].add(d * d);
+      x_deq[g].add(xd * dd);
+      deq_sq[g].add(dd * dd);
+      const bool flush = xd != 0.0 && dd == 0.0;
+      flushed[g] += flush;
+      const double u = flush ? xd : 0.0;
+      underflow_sq[g].add(u * u);
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    CandidateSums* s = sums[g];
+    s->sum_sq_err = err[g].value(n);
+    s->sum_x_deq = x_deq[g].value(n);
+    s->sum_deq_sq = deq_sq[g].value(n);
+    if (s->counts.underflow == 0) continue;
+    FP8A_CHECK(flushed[g] == s->counts.underflow,
+               "underflow energy: flushed elements differ from the underflow count");
+    s->sum_sq_underflow = underflow_sq[g].value(n);
+  }
+}
+
+// Candidates summed in one loop (the group's chains fill the additions' latency).
+constexpr int kSumGroup = 4;
+
+void candidate_sums_body(const float* x, const float* const* deq, int count, std::int64_t n,
+                         CandidateSums* const* sums) {
+  switch (count) {
+    case 1: return candidate_sums_loop<1>(x, deq, n, sums);
+    case 2: return candidate_sums_loop<2>(x, deq, n, sums);
+    case 3: return candidate_sums_loop<3>(x, deq, n, sums);
+    default: break;
+  }
+  static_assert(kSumGroup == 4);
+  candidate_sums_loop<4>(x, deq, n, sums);
+}
+
+// candidate_sums_loop<4> with one vector lane per candidate, for the v3/v4 paths (AVX's four
+// doubles; GCC lowers such vectors to slow code on SSE2): each lane runs the scalar loop's
+// chains, operation for operation (IEEE, no contraction), so the bits are the same. Fewer than
+// four candidates fill the spare lanes with the first and drop their sums.
+void candidate_sums_lanes(const float* x, const float* const* deq, int count, std::int64_t n,
+                          CandidateSums* const* sums) {
+  using Doubles = double __attribute__((vector_size(32)));
+  using Masks = long long __attribute__((vector_size(32)));
+  const Doubles kZero = {0.0, 0.0, 0.0, 0.0};
+  Doubles err = {-0.0, -0.0, -0.0, -0.0}, x_deq = err, deq_sq = err, underflow_sq = err;
+  Masks flushed = {0, 0, 0, 0};
+  const float* q[kSumGroup];
+  for (int g = 0; g < kSumGroup; ++g) q[g] = deq[g < count ? g : 0];
+  for (std::int64_t i = 0; i < n; ++i) {
+    const bool finite = is_finite(x[i]);
+    const double xs = finite ? x[i] : 0.0;
+    const Doubles xd = {xs, xs, xs, xs};
+    Doubles dd = {static_cast<double>(q[0][i]), static_cast<double>(q[1][i]),
+                  static_cast<double>(q[2][i]), static_cast<double>(q[3][i])};
+    if (!finite) dd = kZero;
+    const Doubles d = xd - dd;
+    err += d * d;
+    x_deq += xd * dd;
+    deq_sq += dd * dd;
+    const Masks flush = (xd != 0.0) & (dd == 0.0);  // -1 in the lanes that flush
+    flushed -= flush;
+    const Doubles u = flush ? xd : kZero;
+    underflow_sq += u * u;
+  }
+  for (int g = 0; g < count; ++g) {
+    CandidateSums* s = sums[g];
+    s->sum_sq_err = n == 0 ? 0.0 : err[g];
+    s->sum_x_deq = n == 0 ? 0.0 : x_deq[g];
+    s->sum_deq_sq = n == 0 ? 0.0 : deq_sq[g];
+    if (s->counts.underflow == 0) continue;
+    FP8A_CHECK(flushed[g] == s->counts.underflow,
+               "underflow energy: flushed elements differ from the underflow count");
+    s->sum_sq_underflow = n == 0 ? 0.0 : underflow_sq[g];
+  }
+}
+
+// One candidate alone runs the scalar loop: a vector with three spare lanes is slower.
+void candidate_sums_lanes_body(const float* x, const float* const* deq, int count, std::int64_t n,
+                               CandidateSums* const* sums) {
+  if (count == 1) return candidate_sums_loop<1>(x, deq, n, sums);
+  candidate_sums_lanes(x, deq, count, n, sums);
+}
+
+void load_floats_body(const TensorView& t, std::int64_t begin, std::int64_t n, float* out) {
+  t.load_floats(begin, n, out);
+}
+
+FP8A_CPU_PATHS(TensorStats, chunk_stats, (const float* x, std::int64_t n), (x, n), chunk_stats_body)
+FP8A_CPU_PATHS2(void, candidate_sums,
+                (const float* x, const float* const* deq, int count, std::int64_t n, CandidateSums* const* s),
+                (x, deq, count, n, s), candidate_sums_body, candidate_sums_lanes_body)
+FP8A_CPU_PATHS(void, load_floats, (const TensorView& t, std::int64_t begin, std::int64_t n, float* out),
+               (t, begin, n, out), load_floats_body)
+
+// Runs fn(chunk_index, x, n, rows) over every chunk in parallel, x holding the chunk's rows as n
+// floats (row-major), converted by the path's decode loop.
+template <class Fn>
+void for_each_chunk(CpuIsa isa, const TensorView& t, Fn&& fn) {
+  const auto load = FP8A_CPU_PICK(isa, load_floats);
+  const std::int64_t chunk_rows = rows_per_chunk(t.cols);
+  tbb::enumerable_thread_specific<std::vector<float>> buffers(
+      [&] { return std::vector<float>(static_cast<std::size_t>(std::min(chunk_rows, t.rows) * t.cols)); });
+  tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, chunk_count(t), 1),
+                    [&](const tbb::blocked_range<std::int64_t>& r) {
+                      std::vector<float>& buf = buffers.local();
+                      for (std::int64_t c = r.begin(); c != r.end(); ++c) {
+                        const std::int64_t row0 = c * chunk_rows;
+                        const std::int64_t rows = std::min(chunk_rows, t.rows - row0);
+                        const std::int64_t n = rows * t.cols;
+                        load(t, row0 * t.cols, n, buf.data());
+                        fn(c, buf.data(), n, rows);
+                      }
+                    });
+}
+
 }  // namespace
 
+CpuBackend::CpuBackend(std::optional<CpuIsa> isa) : isa_(resolve_cpu_isa(isa)) {}
+
 std::string CpuBackend::device() const {
-  return std::to_string(tbb::info::default_concurrency()) + " threads (oneTBB)";
+  return std::to_string(tbb::info::default_concurrency()) + " threads (oneTBB), " +
+         std::string(cpu_isa_label(isa_));
 }
 
 std::int64_t rows_per_chunk(std::int64_t cols) {
@@ -119,10 +256,13 @@ std::int64_t rows_per_chunk(std::int64_t cols) {
   return (rows + 127) / 128 * 128;
 }
 
-TensorStats compute_tensor_stats(const TensorView& t) {
+TensorStats compute_tensor_stats(const TensorView& t) { return compute_tensor_stats(t, default_cpu_isa()); }
+
+TensorStats compute_tensor_stats(const TensorView& t, CpuIsa isa) {
+  const auto stats = FP8A_CPU_PICK(isa, chunk_stats);
   std::vector<TensorStats> parts(static_cast<std::size_t>(chunk_count(t)));
-  for_each_chunk(t, [&](std::int64_t c, const auto& x, std::int64_t) {
-    parts[c] = chunk_stats(x.data(), x.size());
+  for_each_chunk(isa, t, [&](std::int64_t c, const float* x, std::int64_t n, std::int64_t) {
+    parts[c] = stats(x, n);
   });
   TensorStats total;
   for (const auto& p : parts) total.merge(p);
@@ -132,8 +272,7 @@ TensorStats compute_tensor_stats(const TensorView& t) {
 TensorEvaluation CpuBackend::evaluate(std::span<const Candidate> candidates,
                                       const TensorView& t) const {
   TensorEvaluation out;
-  out.stats = compute_tensor_stats(t);
-  const bool has_nonfinite = out.stats.nan_count + out.stats.inf_count > 0;
+  out.stats = compute_tensor_stats(t, isa_);
   const std::size_t k = candidates.size();
   if (k == 0) return out;  // statistics only
   out.results.resize(k);
@@ -143,48 +282,28 @@ TensorEvaluation CpuBackend::evaluate(std::span<const Candidate> candidates,
 
   const auto chunks = static_cast<std::size_t>(chunk_count(t));
   std::vector<CandidateSums> sums(chunks * k);
-  struct Scratch {
-    FloatArray deq;
-    DoubleArray x;
-  };
-  tbb::enumerable_thread_specific<Scratch> scratch;
-  for_each_chunk(t, [&](std::int64_t c, const auto& x_raw, std::int64_t rows) {
-    Scratch& buf = scratch.local();
-    const std::int64_t n = x_raw.size();
-    if (buf.deq.size() < n) {
-      buf.deq.resize(n);
-      buf.x.resize(n);
-    }
-    auto deq = buf.deq.head(n);
-    // The error sums run over finite elements only: NaN/Inf are zeroed on both sides (they are
-    // still counted in underflow/overflow, as TE counts them). x in double is shared by all
-    // candidates of the chunk.
-    auto xd = buf.x.head(n);
-    if (has_nonfinite)
-      xd = x_raw.isFinite().select(x_raw, 0.0f).template cast<double>();
-    else
-      xd = x_raw.template cast<double>();
+  const auto candidate_sums = FP8A_CPU_PICK(isa_, candidate_sums);
+  tbb::enumerable_thread_specific<std::vector<float>> scratch;
+  for_each_chunk(isa_, t, [&](std::int64_t c, const float* x, std::int64_t n, std::int64_t rows) {
+    std::vector<float>& deq = scratch.local();  // kSumGroup chunks
+    const auto chunk_size = static_cast<std::size_t>(n);
+    if (deq.size() < kSumGroup * chunk_size) deq.resize(kSumGroup * chunk_size);
+    const float* group_deq[kSumGroup];
+    CandidateSums* group_sums[kSumGroup];
+    int count = 0;
     for (std::size_t j = 0; j < k; ++j) {
       if (!out.results[j].applicability.ok) continue;
-      const std::size_t slot = static_cast<std::size_t>(c) * k + j;
-      CandidateSums& s = sums[slot];
-      fake_quantize_rows(specs[j], x_raw.data(), rows, t.cols, deq.data(), &s.counts);
-      if (has_nonfinite) deq = x_raw.isFinite().select(deq, 0.0f);
-      const auto dd = deq.template cast<double>();
-      s.sum_sq_err = (xd - dd).square().sum();
-      s.sum_x_deq = (xd * dd).sum();
-      s.sum_deq_sq = dd.square().sum();
-      // The energy of the underflowing elements, summed as sum_sq is (Eigen over the chunk), only
-      // where the chunk has any. An underflow is a finite x != 0 whose FP8 (BF16) value is +-0,
-      // and deq = value * scale_inv is 0 exactly then (scale_inv >= 2^-128 keeps the smallest
-      // FP8 value nonzero): the check below holds the two definitions together.
-      if (s.counts.underflow > 0) {
-        const auto flushed = (xd != 0.0) && (deq == 0.0f);
-        FP8A_CHECK(flushed.count() == s.counts.underflow,
-                   "underflow energy: flushed elements differ from the underflow count");
-        s.sum_sq_underflow = flushed.select(xd, 0.0).square().sum();
+      CandidateSums& s = sums[static_cast<std::size_t>(c) * k + j];
+      float* d = deq.data() + static_cast<std::size_t>(count) * chunk_size;
+      fake_quantize_rows(specs[j], x, rows, t.cols, d, &s.counts, isa_);
+      group_deq[count] = d;
+      group_sums[count] = &s;
+      if (++count == kSumGroup) {
+        candidate_sums(x, group_deq, count, n, group_sums);
+        count = 0;
       }
     }
+    if (count > 0) candidate_sums(x, group_deq, count, n, group_sums);
   });
 
   for (std::size_t j = 0; j < k; ++j) {

@@ -126,6 +126,20 @@ void dispatch(const QuantSpec& spec, const float* x, std::int64_t rows, std::int
   }
 }
 
+void fake_quantize_rows_body(const QuantSpec& spec, const float* x, std::int64_t rows,
+                             std::int64_t cols, float* deq, FakeQuantCounts* counts) {
+  if (spec.kind == RecipeKind::kBf16) return fake_quantize_bf16(x, rows * cols, deq, counts);
+  if (spec.format == Fp8Format::kE4M3)
+    dispatch<round_trip_e4m3>(spec, x, rows, cols, deq, counts);
+  else
+    dispatch<round_trip_e5m2>(spec, x, rows, cols, deq, counts);
+}
+
+FP8A_CPU_PATHS(void, fake_quantize_rows_on,
+               (const QuantSpec& spec, const float* x, std::int64_t rows, std::int64_t cols,
+                float* deq, FakeQuantCounts* counts),
+               (spec, x, rows, cols, deq, counts), fake_quantize_rows_body)
+
 }  // namespace
 
 void FakeQuantCounts::add(std::int64_t u, std::int64_t s, std::int64_t o) {
@@ -153,13 +167,16 @@ float input_type_max(DType dtype) {
 
 void fake_quantize_rows(const QuantSpec& spec, const float* x, std::int64_t rows,
                         std::int64_t cols, float* deq, FakeQuantCounts* counts) {
+  fake_quantize_rows(spec, x, rows, cols, deq, counts, default_cpu_isa());
+}
+
+void fake_quantize_rows(const QuantSpec& spec, const float* x, std::int64_t rows,
+                        std::int64_t cols, float* deq, FakeQuantCounts* counts, CpuIsa isa) {
   FP8A_CHECK(rows * cols < (std::int64_t{1} << 31), "fake_quantize_rows: run too long for 32-bit counts");
-  if (spec.kind == RecipeKind::kBf16) return fake_quantize_bf16(x, rows * cols, deq, counts);
-  FP8A_CHECK((spec.block.rows == 0) == is_per_tensor(spec.kind), "block shape does not fit the recipe");
-  if (spec.format == Fp8Format::kE4M3)
-    dispatch<round_trip_e4m3>(spec, x, rows, cols, deq, counts);
-  else
-    dispatch<round_trip_e5m2>(spec, x, rows, cols, deq, counts);
+  FP8A_CHECK(spec.kind == RecipeKind::kBf16 || (spec.block.rows == 0) == is_per_tensor(spec.kind),
+             "block shape does not fit the recipe");
+  FP8A_CHECK(cpu_isa_supported(isa), "fake_quantize_rows: a CPU path this CPU lacks");
+  FP8A_CPU_PICK(isa, fake_quantize_rows_on)(spec, x, rows, cols, deq, counts);
 }
 
 }  // namespace fp8a

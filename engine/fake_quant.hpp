@@ -9,6 +9,7 @@
 
 #include "core/recipe.hpp"
 #include "core/tensor_view.hpp"
+#include "engine/cpu_isa.hpp"
 
 namespace fp8a {
 
@@ -42,7 +43,11 @@ float input_type_max(DType dtype);
 // Fake-quantises rows [0, rows) of x (row-major, `cols` wide) into deq. For blocked recipes the
 // rows must start at a multiple of the block height; a last partial block (fewer rows or columns)
 // is quantised with its own amax, as TE's blockwise reference pads with zeros.
+// Runs on default_cpu_isa(), or on the given path (which must be supported); every path gives
+// the same bits.
 void fake_quantize_rows(const QuantSpec& spec, const float* x, std::int64_t rows,
                         std::int64_t cols, float* deq, FakeQuantCounts* counts);
+void fake_quantize_rows(const QuantSpec& spec, const float* x, std::int64_t rows,
+                        std::int64_t cols, float* deq, FakeQuantCounts* counts, CpuIsa isa);
 
 }  // namespace fp8a

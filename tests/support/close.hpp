@@ -7,7 +7,8 @@
 
 namespace fp8a::testing {
 
-// The engine sums per chunk with Eigen and merges chunks in order; a reference sums sequentially.
+// The engine sums each chunk in index order and merges chunks in order; a reference sums
+// sequentially.
 // For the tensor sizes in the tests the two differ by far less than this relative bound.
 constexpr double kSumRelTol = 1e-12;
 
