@@ -9,13 +9,17 @@
 #include <string>
 #include <vector>
 
+#include "core/tensor_view.hpp"
+
 namespace fp8a {
 
-// The bytes of one file, valid while the object lives.
-class MappedFile {
+// The bytes of one file, valid while the object lives. As a TensorStorage, release() drops the
+// pages of a byte range from the process (madvise MADV_DONTNEED on a disk mapping: the next read
+// maps them again from the file); a no-op for in-memory files.
+class MappedFile : public TensorStorage {
  public:
-  virtual ~MappedFile() = default;
   virtual std::span<const std::byte> bytes() const = 0;
+  void release(const std::byte*, std::size_t) const override {}
 };
 
 class FileSystem {
