@@ -434,6 +434,9 @@ std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> jobs,
         }
       }
     }
+    // Done with the operands' bytes (TensorStorage::release): the resident set stays the jobs running.
+    for (const auto& rank : job.ranks)
+      for (const CapturedTensor* t : rank) t->view.release();
     if (options.progress != nullptr) options.progress->unit_done(job.layer, job_bytes(job));
   });
   if (options.progress != nullptr) options.progress->end_stage();

@@ -203,6 +203,8 @@ std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const R
   }
   const auto evaluate_and_report = [&](std::size_t g) {
     evaluate_group(g);
+    // Done with its bytes: the resident set holds the groups being evaluated, not all read so far.
+    for (std::size_t i = groups[g].first; i < groups[g].second; ++i) captures.tensors[i].view.release();
     if (config.progress != nullptr)
       config.progress->unit_done(captures.tensors[groups[g].first].key.layer, group_bytes(g));
   };
