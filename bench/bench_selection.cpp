@@ -27,12 +27,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "bench/bench_model.hpp"
 #include "core/error.hpp"
 #include "core/gpu_target.hpp"
 #include "datasets/capture.hpp"
@@ -68,36 +68,6 @@ struct Options {
   double tokens_per_step = 0;  // CostOptions, as run's --tokens-per-step
   std::string gpu = "h100";
 };
-
-// The names outlive the preset (SynthLayer holds const char*); a deque never moves its strings.
-struct BenchPreset {
-  std::deque<std::string> names;
-  fp8a::SynthPreset preset;
-};
-
-BenchPreset make_preset(const Options& o) {
-  BenchPreset b;
-  b.preset.name = "bench-selection";
-  b.preset.summary = "Megatron-like blocks for bench_selection";
-  b.preset.tokens = o.tokens;
-  for (int s = 1; s <= o.steps; ++s) b.preset.default_steps.push_back(static_cast<std::int64_t>(o.step_every) * s);
-  const int blocks = o.layers / 4;
-  for (int i = 0; i < blocks; ++i) {
-    const std::string p = "layers." + std::to_string(i) + ".";
-    auto add = [&](const char* suffix, fp8a::SynthKind kind, std::int64_t in, std::int64_t out) {
-      b.names.push_back(p + suffix);
-      b.preset.layers.push_back({b.names.back().c_str(), kind, in, out});
-    };
-    using K = fp8a::SynthKind;
-    add("self_attention.linear_qkv", i == 0 ? K::kSensitiveFirst : K::kHealthy, o.hidden, 3 * o.hidden);
-    add("self_attention.linear_proj", K::kHealthy, o.hidden, o.hidden);
-    add("mlp.linear_fc1", i % 8 == 4 ? K::kWideGradient : K::kHealthy, o.hidden, o.ffn);
-    add("mlp.linear_fc2",
-        i == blocks - 1 ? K::kSensitiveLast : (i % 6 == 3 ? K::kOutlierGrowth : K::kHealthy), o.ffn,
-        o.hidden);
-  }
-  return b;
-}
 
 struct Timing {
   double median = 0, min = 0;
@@ -164,7 +134,8 @@ int main(int argc, char** argv) {
 
     // The capture and its amax trace, in memory.
     auto t0 = Clock::now();
-    const BenchPreset bp = make_preset(o);
+    const fp8a::bench::ModelPreset bp =
+        fp8a::bench::make_model_preset({o.layers, o.steps, o.step_every, o.tokens, o.hidden, o.ffn});
     fp8a::MemoryFileSystem mfs;
     std::vector<std::string> paths;
     for (fp8a::SynthFile& f : fp8a::synthesize(bp.preset, 1, bp.preset.default_steps)) {

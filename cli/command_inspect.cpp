@@ -28,8 +28,10 @@ int command_inspect(const Invocation& inv) {
   DiskFileSystem fs;
   const CaptureSet captures = load_captures(paths, fs, capture_options(npy_dtype_text));
   std::vector<TensorStats> stats(captures.tensors.size());
-  tbb::parallel_for(std::size_t{0}, stats.size(),
-                    [&](std::size_t i) { stats[i] = compute_tensor_stats(captures.tensors[i].view); });
+  tbb::parallel_for(std::size_t{0}, stats.size(), [&](std::size_t i) {
+    stats[i] = compute_tensor_stats(captures.tensors[i].view);
+    captures.tensors[i].view.release();  // TensorStorage::release
+  });
 
   std::cout << render_inspect_table(captures, stats);
   return kExitOk;

@@ -317,7 +317,10 @@ int command_run(const Invocation& inv) {
   for (const HistogramChoice& c : report_histogram_choices(rows)) {
     OperandHistogram h{c.key, {}};
     for (const CapturedTensor& t : captures.tensors)
-      if (t.key == c.key) h.histogram.merge(log2_histogram(t.view));
+      if (t.key == c.key) {
+        h.histogram.merge(log2_histogram(t.view));
+        t.view.release();  // the resident set stays one tensor (TensorStorage::release)
+      }
     histograms.push_back(std::move(h));
   }
   artifacts.push_back(render_report_html(

@@ -129,6 +129,9 @@ inline constexpr ErrorIdRow kErrorIdRows[] = {
     {"fp8a.cuda.802", kInternal,
      "a cuBLASLt call failed (`--device cuda` GEMMs); the message names the layer, step, GEMM, "
      "recipe, call and status"},
+    {"fp8a.cuda.803", kInternal,
+     "`--device cuda`: out of device memory for a tensor's buffers even after retrying with "
+     "chunks down to 128x128 elements (the tensor's shape and the memory free named)"},
     {"fp8a.internal.001", kInternal, "an internal invariant failed (a bug: please report it)"},
     {"fp8a.internal.002", kInternal, "out of host memory"},
     {"fp8a.internal.003", kInternal,

@@ -41,6 +41,18 @@ inline std::optional<DType> dtype_from_name(std::string_view name) {
   return std::nullopt;
 }
 
+// Where a view's bytes live. A pass over a tensor tells it when it is done with the bytes, so a
+// memory-mapped file can drop their pages from the process: the resident set then holds the
+// tensors being read, not every tensor read so far. Reads after a release still see the same
+// bytes (the pages come back from the file).
+class TensorStorage {
+ public:
+  virtual ~TensorStorage() = default;
+  // [data, data + size) is not needed for now. Safe while other threads read these or nearby
+  // bytes. No-op for storage that is not a mapping.
+  virtual void release(const std::byte* data, std::size_t size) const = 0;
+};
+
 struct TensorView {
   const std::byte* data = nullptr;  // first element, row-major, little-endian
   DType dtype = DType::kF32;
@@ -48,7 +60,17 @@ struct TensorView {
   std::int64_t rows = 0;            // product of all dims but the last (1 for 0-D and 1-D)
   std::int64_t cols = 0;            // last dim (1 for 0-D)
 
+  // The storage the bytes live in (a capture's mapped file); null: nothing to release. Not owned:
+  // it outlives the view (CaptureSet::mappings).
+  const TensorStorage* storage = nullptr;
+
   std::int64_t numel() const { return rows * cols; }
+  std::size_t byte_size() const { return static_cast<std::size_t>(numel()) * dtype_size(dtype); }
+
+  // Done with the bytes for now: the storage may drop them from memory (TensorStorage::release).
+  void release() const {
+    if (storage != nullptr) storage->release(data, byte_size());
+  }
 
   // Element i (row-major) as float; exact for all three input types.
   float load_float(std::int64_t i) const {
@@ -96,9 +118,11 @@ struct TensorView {
 };
 
 // Builds a 2-D view [rows, last dim] of an N-D tensor; 0-D is [1,1], 1-D [n] is [1,n].
-inline TensorView make_tensor_view(const std::byte* data, DType dtype, std::vector<std::int64_t> shape) {
+inline TensorView make_tensor_view(const std::byte* data, DType dtype, std::vector<std::int64_t> shape,
+                                   const TensorStorage* storage = nullptr) {
   TensorView v;
   v.data = data;
+  v.storage = storage;
   v.dtype = dtype;
   v.cols = shape.empty() ? 1 : shape.back();
   v.rows = 1;

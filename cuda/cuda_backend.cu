@@ -17,9 +17,25 @@
 #include "cuda/partials.hpp"
 #include "cuda/stats.cuh"
 #include "core/error.hpp"
+#include "core/text.hpp"
 #include "engine/quant_spec.hpp"
 
 namespace fp8a::cuda {
+
+namespace {
+
+// Thrown by a workspace when the runtime is out of memory for one of its buffers; caught by
+// CudaBackend::evaluate, which retries with smaller buffers.
+struct OutOfMemory {
+  std::size_t bytes;  // the allocation that failed
+};
+
+template <class B>
+void reserve_or_signal(B& buffer, std::size_t bytes) {
+  if (!buffer.try_reserve(bytes)) throw OutOfMemory{bytes};
+}
+
+}  // namespace
 
 // Device resources of one evaluation at a time: two slots that alternate over the chunks, and
 // the resident copy of the tensor.
@@ -34,9 +50,12 @@ class CudaBackend::Workspace {
   using Consume = std::function<void(const std::byte* partials, const std::vector<int>& blocks)>;
 
   // max_blocks: thread blocks per launch, at most (CudaBackendOptions::max_grid_blocks).
+  // Throws OutOfMemory when a buffer cannot be allocated (nothing in flight then).
   TensorEvaluation evaluate(std::span<const Candidate> candidates, const TensorView* host,
                             const DeviceMatrix* device, const ChunkPlan& plan, bool resident,
                             int max_blocks);
+  // Frees every buffer (a retry with smaller chunks, or memory for another workspace's retry).
+  void release_buffers();
 
  private:
   struct Slot {
@@ -72,6 +91,16 @@ void CudaBackend::Workspace::finish(Slot& s, const Consume& consume) {
   consume(s.host_partials.data(), s.blocks);
 }
 
+void CudaBackend::Workspace::release_buffers() {
+  for (Slot& s : slots_) {
+    s.staging.release();
+    s.chunk.release();
+    s.partials.release();
+    s.host_partials.release();
+  }
+  resident_.release();
+}
+
 void CudaBackend::Workspace::abandon() {
   for (Slot& s : slots_) {
     static_cast<void>(cudaStreamSynchronize(s.stream.get()));
@@ -84,8 +113,8 @@ void CudaBackend::Workspace::run_pass(const Source& src, const ChunkPlan& plan, 
                                       bool upload, std::size_t partial_capacity,
                                       const Launch& launch, const Consume& consume) {
   for (Slot& s : slots_) {
-    s.partials.reserve(partial_capacity);
-    s.host_partials.reserve(partial_capacity);
+    reserve_or_signal(s.partials, partial_capacity);
+    reserve_or_signal(s.host_partials, partial_capacity);
   }
   const std::size_t elem = dtype_size(src.dtype);
   const std::size_t n = plan.chunks.size();
@@ -133,11 +162,11 @@ TensorEvaluation CudaBackend::Workspace::evaluate(std::span<const Candidate> can
     FP8A_CHECK(reinterpret_cast<std::uintptr_t>(device->data) % 16 == 0,
                "evaluate_device: the tensor must be 16-byte aligned");
   if (host != nullptr) {
-    for (Slot& s : slots_) s.staging.reserve(plan.max_chunk_bytes);
+    for (Slot& s : slots_) reserve_or_signal(s.staging, plan.max_chunk_bytes);
     if (resident)
-      resident_.reserve(plan.total_bytes);
+      reserve_or_signal(resident_, plan.total_bytes);
     else
-      for (Slot& s : slots_) s.chunk.reserve(plan.max_chunk_bytes);
+      for (Slot& s : slots_) reserve_or_signal(s.chunk, plan.max_chunk_bytes);
   }
   const std::size_t k = candidates.size();
   out.results.resize(k);
@@ -206,6 +235,7 @@ struct CudaBackend::Pool {
   std::condition_variable freed;
   std::vector<std::unique_ptr<Workspace>> idle;
   int live = 0;  // created, idle or leased
+  CudaBackendBudget budget;  // what evaluate() plans with now (lowered by failed allocations)
 };
 
 class CudaBackend::Lease {
@@ -300,28 +330,95 @@ CudaBackend::CudaBackend(CudaBackendOptions options)
   options_.max_grid_blocks = std::min(options_.max_grid_blocks, std::max(grid_limit, 1));
   FP8A_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
   options_ = fit_to_device_memory(options_, free_bytes);
+  pool_->budget = {options_.chunk_bytes, options_.resident_bytes};
 }
 
 CudaBackend::~CudaBackend() = default;
 
 std::string CudaBackend::device() const { return describe_device0(); }
 
+CudaBackendBudget CudaBackend::budget() const {
+  const std::lock_guard<std::mutex> lock(pool_->mutex);
+  return pool_->budget;
+}
+
 ChunkPlan CudaBackend::plan(const TensorView& t) const {
-  return plan_chunks(t.rows, t.cols, dtype_size(t.dtype), options_.chunk_bytes);
+  return plan_chunks(t.rows, t.cols, dtype_size(t.dtype), budget().chunk_bytes);
+}
+
+bool CudaBackend::keeps_resident(const ChunkPlan& plan) const {
+  return plan.total_bytes <= budget().resident_bytes;
+}
+
+CudaBackendBudget lower_budget(CudaBackendBudget b, std::size_t min_chunk_bytes) {
+  if (b.resident_bytes > 0) b.resident_bytes = 0;
+  else if (b.chunk_bytes > min_chunk_bytes) b.chunk_bytes = std::max(b.chunk_bytes / 2, min_chunk_bytes);
+  return b;
+}
+
+namespace {
+
+[[noreturn]] void out_of_device_memory(const TensorView* host, const DeviceMatrix* device,
+                                       std::size_t failed_bytes, const CudaBackendBudget& b) {
+  const auto mib = [](std::size_t n) { return std::to_string(n >> 20); };
+  const auto kib = [](std::size_t n) { return std::to_string((n + 1023) >> 10); };
+  std::size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) static_cast<void>(cudaGetLastError());
+  const DType dtype = host != nullptr ? host->dtype : device->dtype;
+  const std::string shape = host != nullptr ? shape_text(host->shape)
+                                            : "[" + std::to_string(device->rows) + ", " +
+                                                  std::to_string(device->cols) + "]";
+  throw internal_error(
+      "fp8a.cuda.803",
+      "CUDA device 0 is out of memory for the CUDA backend's buffers of a " + shape + " " +
+          dtype_name(dtype) + " tensor, even with chunks of " + kib(b.chunk_bytes) + " KiB (" +
+          std::to_string(kChunkAlign) + "x" + std::to_string(kChunkAlign) +
+          " elements at the least) and nothing kept resident: an allocation of " + kib(failed_bytes) +
+          " KiB failed with " + mib(free_bytes) + " MiB free; free some GPU memory, or run on the CPU (--device cpu)");
+}
+
+}  // namespace
+
+void CudaBackend::release_idle_buffers() const {
+  const std::lock_guard<std::mutex> lock(pool_->mutex);
+  for (auto& w : pool_->idle) w->release_buffers();
 }
 
 TensorEvaluation CudaBackend::evaluate(std::span<const Candidate> candidates,
                                        const TensorView& tensor) const {
-  const ChunkPlan p = plan(tensor);
   const Lease workspace(*pool_, options_.max_concurrent);
-  return workspace->evaluate(candidates, &tensor, nullptr, p, keeps_resident(p), options_.max_grid_blocks);
+  const std::size_t min_chunk = static_cast<std::size_t>(kChunkAlign * kChunkAlign) * dtype_size(tensor.dtype);
+  for (;;) {
+    const CudaBackendBudget b = budget();
+    const ChunkPlan p = plan_chunks(tensor.rows, tensor.cols, dtype_size(tensor.dtype), b.chunk_bytes);
+    try {
+      return workspace->evaluate(candidates, &tensor, nullptr, p, p.total_bytes <= b.resident_bytes,
+                                 options_.max_grid_blocks);
+    } catch (const OutOfMemory& oom) {
+      // Smaller buffers, for this tensor and every later one: nothing resident, then half the
+      // chunk budget, down to one 128 x 128 tile. The other workspaces' idle buffers go too.
+      workspace->release_buffers();
+      release_idle_buffers();
+      const CudaBackendBudget lower = lower_budget(b, min_chunk);
+      if (lower.chunk_bytes == b.chunk_bytes && lower.resident_bytes == b.resident_bytes)
+        out_of_device_memory(&tensor, nullptr, oom.bytes, b);
+      const std::lock_guard<std::mutex> lock(pool_->mutex);
+      pool_->budget.chunk_bytes = std::min(pool_->budget.chunk_bytes, lower.chunk_bytes);
+      pool_->budget.resident_bytes = std::min(pool_->budget.resident_bytes, lower.resident_bytes);
+    }
+  }
 }
 
 TensorEvaluation CudaBackend::evaluate_device(std::span<const Candidate> candidates,
                                               const DeviceMatrix& tensor) const {
   const ChunkPlan p = plan_whole(tensor.rows, tensor.cols, dtype_size(tensor.dtype));
   const Lease workspace(*pool_, options_.max_concurrent);
-  return workspace->evaluate(candidates, nullptr, &tensor, p, true, options_.max_grid_blocks);
+  try {
+    return workspace->evaluate(candidates, nullptr, &tensor, p, true, options_.max_grid_blocks);
+  } catch (const OutOfMemory& oom) {  // one chunk already on the device: nothing to make smaller
+    workspace->release_buffers();
+    out_of_device_memory(nullptr, &tensor, oom.bytes, budget());
+  }
 }
 
 }  // namespace fp8a::cuda

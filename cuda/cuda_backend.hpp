@@ -30,6 +30,11 @@
 // whatever the tensor's size: tensors larger than device memory are streamed. The constructor
 // fits the options to 3/4 of the device's free memory (fit_to_device_memory: less resident, then
 // smaller chunks), so a GPU shared with another job works too, or fails at once with fp8a.usage.212.
+// When memory runs out later (the other job grew), a failed allocation of a workspace's buffers
+// is retried with smaller ones, for that tensor and every later one (lower_budget: nothing
+// resident, then half the chunk budget, down to one 128 x 128 tile); only then does evaluate()
+// fail, with fp8a.cuda.803. A tensor's results do not depend on the retries before it, only on
+// the chunks it was evaluated with (budget()).
 //
 // Threads: evaluate() may be called concurrently (engine/run.cpp evaluates tensors in parallel);
 // each call takes one of max_concurrent workspaces (streams + buffers), waiting when all are busy.
@@ -71,6 +76,19 @@ struct CudaBackendOptions {
 inline constexpr std::size_t kFitCandidates = 64;
 CudaBackendOptions fit_to_device_memory(CudaBackendOptions options, std::size_t free_bytes);
 
+// What evaluate() plans with now: options().chunk_bytes and resident_bytes until a device
+// allocation fails, then lowered (lower_budget).
+struct CudaBackendBudget {
+  std::size_t chunk_bytes = 0;
+  std::size_t resident_bytes = 0;
+  bool operator==(const CudaBackendBudget&) const = default;
+};
+
+// The budget to retry with after an allocation failed: resident_bytes 0 (tensors streamed) if it
+// was not, else chunk_bytes halved, not below min_chunk_bytes (128 x 128 elements of the
+// tensor's type). Unchanged when both are at their floor: nothing left to make smaller.
+CudaBackendBudget lower_budget(CudaBackendBudget budget, std::size_t min_chunk_bytes);
+
 class CudaBackend final : public Backend {
  public:
   // Throws fp8a::Error (fp8a.cuda.801) when cuda_unusable_reason() is not empty, fp8a.usage.212
@@ -83,6 +101,8 @@ class CudaBackend final : public Backend {
 
   std::string name() const override { return "cuda"; }
   std::string device() const override;  // describe_device0()
+  // Throws fp8a::Error fp8a.cuda.803 when the device has no memory for the buffers even at the
+  // smallest budget (see the top of this file), fp8a.cuda.801 for other runtime failures.
   TensorEvaluation evaluate(std::span<const Candidate> candidates,
                             const TensorView& tensor) const override;
 
@@ -92,15 +112,18 @@ class CudaBackend final : public Backend {
   TensorEvaluation evaluate_device(std::span<const Candidate> candidates,
                                    const DeviceMatrix& tensor) const;
 
-  // How evaluate() cuts this tensor, and whether it keeps it resident between the passes.
+  // How evaluate() cuts this tensor, and whether it keeps it resident between the passes, with
+  // the budget now.
   ChunkPlan plan(const TensorView& tensor) const;
-  bool keeps_resident(const ChunkPlan& plan) const { return plan.total_bytes <= options_.resident_bytes; }
+  bool keeps_resident(const ChunkPlan& plan) const;
   const CudaBackendOptions& options() const { return options_; }
+  CudaBackendBudget budget() const;
 
  private:
   class Workspace;
   struct Pool;
   class Lease;
+  void release_idle_buffers() const;
   CudaBackendOptions options_;
   std::unique_ptr<Pool> pool_;
 };

@@ -1,5 +1,5 @@
 // RAII owners for device memory, pinned host memory, streams and events. Buffers only grow
-// (reserve), so a workspace reused across tensors reallocates rarely. Destructors never throw:
+// (reserve, try_reserve) until released, so a workspace reused across tensors reallocates rarely. Destructors never throw:
 // release errors at teardown are ignored.
 #pragma once
 
@@ -28,23 +28,35 @@ class Buffer {
 
   // At least `bytes` long afterwards; the contents are lost when it grows.
   void reserve(std::size_t bytes) {
-    if (bytes <= size_) return;
+    if (!try_reserve(bytes)) cuda_failed(cudaErrorMemoryAllocation, "Alloc(&p, n)", __FILE__, __LINE__);
+  }
+  // As reserve, but false when the runtime is out of memory (cudaErrorMemoryAllocation; the
+  // buffer is then empty and the runtime's last error cleared). Other failures throw as reserve.
+  bool try_reserve(std::size_t bytes) {
+    if (bytes <= size_) return true;
     release();
     const std::size_t n = detail::round_up_allocation(bytes);
     void* p = nullptr;
-    FP8A_CUDA_CHECK(Alloc(&p, n));
+    const cudaError_t status = Alloc(&p, n);
+    if (status == cudaErrorMemoryAllocation) {
+      static_cast<void>(cudaGetLastError());
+      return false;
+    }
+    FP8A_CUDA_CHECK(status);
     data_ = static_cast<std::byte*>(p);
     size_ = n;
+    return true;
   }
   std::byte* data() const { return data_; }
   std::size_t size() const { return size_; }
-
- private:
+  // Frees the memory now (a later reserve allocates again).
   void release() {
     if (data_ != nullptr) static_cast<void>(Free(data_));
     data_ = nullptr;
     size_ = 0;
   }
+
+ private:
   std::byte* data_ = nullptr;
   std::size_t size_ = 0;
 };

@@ -78,7 +78,8 @@ struct FoundTensor {
   const std::byte* data = nullptr;
 };
 
-void add_tensors(const std::vector<FoundTensor>& found, const CaptureFile& info, CaptureSet* set) {
+void add_tensors(const std::vector<FoundTensor>& found, const CaptureFile& info,
+                 const TensorStorage* storage, CaptureSet* set) {
   for (const auto& e : found) {
     const std::string where = info.path + ": tensor " + quoted_input(e.name) + ": ";
     CapturedTensor t;
@@ -94,7 +95,7 @@ void add_tensors(const std::vector<FoundTensor>& found, const CaptureFile& info,
     t.file = info.path;
     t.file_identity = info.identity;
     t.tensor_name = e.name;
-    t.view = make_tensor_view(e.data, *e.dtype, e.shape);
+    t.view = make_tensor_view(e.data, *e.dtype, e.shape, storage);
     set->tensors.push_back(std::move(t));
   }
 }
@@ -226,7 +227,7 @@ void load_file(const std::string& path, const FileSystem& fs, const CaptureOptio
     }
   }
   if (!name.ends_with(".safetensors")) info.rank = resolve_rank({}, path);
-  add_tensors(found, info, set);
+  add_tensors(found, info, mapping.get(), set);
   info.tensor_count = found.size();
   set->files.push_back(std::move(info));
   set->mappings.push_back(std::move(mapping));

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 
@@ -30,6 +31,17 @@ class MmapFile final : public MappedFile {
     return {static_cast<const std::byte*>(addr_), size_};
   }
   std::string identity() const override { return identity_; }
+  // Whole pages, widened to the pages the range touches: the mapping is read-only, so a page
+  // shared with a neighbouring tensor is only faulted in again from the file when read.
+  void release(const std::byte* data, std::size_t size) const override {
+    const auto* base = static_cast<const std::byte*>(addr_);
+    if (size == 0 || data < base || data + size > base + size_) return;
+    static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const auto begin = reinterpret_cast<std::uintptr_t>(data) & ~(page - 1);
+    const auto end = (reinterpret_cast<std::uintptr_t>(data) + size + page - 1) & ~(page - 1);
+    // Advice only: a failure leaves the pages resident, nothing else.
+    ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+  }
 
  private:
   void* addr_;

@@ -9,17 +9,21 @@
 #include <string>
 #include <vector>
 
+#include "core/tensor_view.hpp"
+
 namespace fp8a {
 
-// The bytes of one file, valid while the object lives.
-class MappedFile {
+// The bytes of one file, valid while the object lives. As a TensorStorage, release() drops the
+// pages of a byte range from the process (madvise MADV_DONTNEED on a disk mapping: the next read
+// maps them again from the file); a no-op for in-memory files.
+class MappedFile : public TensorStorage {
  public:
-  virtual ~MappedFile() = default;
   virtual std::span<const std::byte> bytes() const = 0;
   // What tells this version of the file from another, taken when it was mapped: the size and
   // modification time of a file on disk, the size and a hash of the contents in memory. A
   // checkpoint keys its results by it (with the path).
   virtual std::string identity() const = 0;
+  void release(const std::byte*, std::size_t) const override {}
 };
 
 class FileSystem {

@@ -506,6 +506,9 @@ std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> jobs,
     if (!stored) {
       compute_job(j);
       if (options.store != nullptr) options.store->save(UnitKind::kGemmLayer, key, encode_gemm_rows(results[j]));
+      // Done with the operands' bytes (TensorStorage::release): the resident set stays the jobs running.
+      for (const auto& rank : jobs[j].ranks)
+        for (const CapturedTensor* t : rank) t->view.release();
     }
     if (options.progress != nullptr) options.progress->unit_done(jobs[j].layer, job_bytes(jobs[j]));
   });

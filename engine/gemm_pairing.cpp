@@ -93,6 +93,8 @@ std::vector<GemmLayer> pair_gemm_operands(const CaptureSet& captures, std::vecto
         return true;
       };
       const bool x_same = replicated(0), w_same = replicated(1), dy_same = replicated(2);
+      for (const auto& rank : g.ranks)  // compared: done with their bytes (TensorStorage::release)
+        for (const CapturedTensor* t : rank) t->view.release();
       if (x_same && !w_same && !dy_same) g.split = Split::kColumn;
       else if (dy_same && !x_same && !w_same) g.split = Split::kRow;
       else if (w_same && !x_same && !dy_same) g.split = Split::kData;

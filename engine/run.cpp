@@ -209,6 +209,8 @@ std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const R
       return;
     }
     evaluate_group(g);
+    // Done with its bytes: the resident set holds the groups being evaluated, not all read so far.
+    for (std::size_t i = groups[g].first; i < groups[g].second; ++i) captures.tensors[i].view.release();
     if (config.progress != nullptr)
       config.progress->unit_done(captures.tensors[groups[g].first].key.layer, group_bytes(g));
   };
@@ -218,13 +220,28 @@ std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const R
     add_captured_amaxes(captures, stats, config.training_log, groups[begin].first, groups[end - 1].second, &history);
   }
   if (config.progress != nullptr) config.progress->end_stage();
-  std::vector<EvaluationRow> out;
-  for (std::size_t f = 0; f < formats.size(); ++f)
-    for (const GroupRows& group : per_group)
+  // The table, filled one group at a time: each evaluation moved into the last row that uses it
+  // (copied into the others), then the group's evaluations freed. Never the whole table twice.
+  std::vector<std::size_t> format_begin(formats.size() + 1, 0);  // first row of each format
+  for (std::size_t f = 0; f < formats.size(); ++f) {
+    format_begin[f + 1] = format_begin[f];
+    for (const GroupRows& group : per_group) format_begin[f + 1] += group.of_format[f].size();
+  }
+  std::vector<EvaluationRow> out(format_begin.back());
+  std::vector<std::size_t> next(format_begin.begin(), format_begin.end() - 1);  // per format
+  for (GroupRows& group : per_group) {
+    std::vector<std::size_t> last_use(group.evaluations.size(), 0);  // the format
+    for (std::size_t f = 0; f < formats.size(); ++f)
+      for (const std::size_t e : group.of_format[f]) last_use[e] = f;
+    for (std::size_t f = 0; f < formats.size(); ++f)
       for (const std::size_t e : group.of_format[f]) {
-        out.push_back(group.evaluations[e]);
-        out.back().format = formats[f];
+        EvaluationRow& row = out[next[f]++];
+        if (last_use[e] == f) row = std::move(group.evaluations[e]);
+        else row = group.evaluations[e];
+        row.format = formats[f];
       }
+    group = GroupRows{};
+  }
   return out;
 }
 

@@ -116,3 +116,136 @@ TEST_CASE("a GPU with little free memory: the default options shrink, a tensor l
                          fp8a::Error);
   }
 }
+
+namespace {
+
+// Bit-identical evaluations: every count, scale, float64 sum and derived figure equal.
+void check_identical(const fp8a::TensorEvaluation& got, const fp8a::TensorEvaluation& want) {
+  ct::check_same_stats(got.stats, want.stats);
+  CHECK(ct::same_float(got.stats.sum_sq, want.stats.sum_sq));
+  REQUIRE(got.results.size() == want.results.size());
+  for (std::size_t j = 0; j < want.results.size(); ++j) {
+    INFO("candidate " << j);
+    const auto& g = got.results[j];
+    const auto& w = want.results[j];
+    CHECK(g.applicability.ok == w.applicability.ok);
+    const fp8a::QuantMetrics& gm = g.metrics;
+    const fp8a::QuantMetrics& wm = w.metrics;
+    CHECK(gm.sums.underflow_count == wm.sums.underflow_count);
+    CHECK(gm.sums.overflow_count == wm.sums.overflow_count);
+    CHECK(gm.sums.saturated_count == wm.sums.saturated_count);
+    for (const auto& [a, b] : {std::pair{gm.sums.sum_sq_err, wm.sums.sum_sq_err}, {gm.sums.sum_x_deq, wm.sums.sum_x_deq},
+                               {gm.sums.sum_deq_sq, wm.sums.sum_deq_sq}, {gm.sums.sum_sq_underflow, wm.sums.sum_sq_underflow},
+                               {gm.mse, wm.mse}, {gm.sqnr_db, wm.sqnr_db}, {gm.cos, wm.cos},
+                               {static_cast<double>(gm.scale), static_cast<double>(wm.scale)},
+                               {static_cast<double>(gm.scale_inv_min), static_cast<double>(wm.scale_inv_min)},
+                               {static_cast<double>(gm.scale_inv_max), static_cast<double>(wm.scale_inv_max)}})
+      CHECK(ct::same_float(a, b));
+  }
+}
+
+std::vector<fp8a::Candidate> three_recipes() {
+  std::vector<fp8a::Candidate> cands;
+  for (const char* r : {"current", "block", "mxfp8"})
+    for (auto o : fp8a::orientations_for(fp8a::parse_recipe(r), fp8a::Role::kActivation))
+      cands.push_back({fp8a::parse_recipe(r), fp8a::Fp8Format::kE4M3, fp8a::Role::kActivation, o});
+  return cands;
+}
+
+// Clears the injected failures when a test ends, however it ends.
+struct NoFailuresAfter {
+  ~NoFailuresAfter() { fp8a_emu::fail_device_allocations(0); }
+};
+
+}  // namespace
+
+TEST_CASE("lower_budget: nothing resident first, then half the chunks, down to one 128 x 128 tile") {
+  using fp8a::cuda::CudaBackendBudget;
+  using fp8a::cuda::lower_budget;
+  CHECK(lower_budget({256 << 10, 3 << 20}, 32 << 10) == CudaBackendBudget{256 << 10, 0});
+  CHECK(lower_budget({256 << 10, 0}, 32 << 10) == CudaBackendBudget{128 << 10, 0});
+  CHECK(lower_budget({48 << 10, 0}, 32 << 10) == CudaBackendBudget{32 << 10, 0});
+  CHECK(lower_budget({32 << 10, 0}, 32 << 10) == CudaBackendBudget{32 << 10, 0});  // the floor
+}
+
+TEST_CASE("injected allocation failures: retried with smaller buffers, the results those buffers give") {
+  const NoFailuresAfter cleanup;
+  constexpr std::size_t KiB = 1024;
+  fp8a::cuda::CudaBackendOptions o;
+  o.chunk_bytes = 256 * KiB;
+  o.resident_bytes = std::size_t{3} << 20;
+  o.max_concurrent = 1;
+  const auto t = ct::store(ct::make_fill(1024 * 1024, ct::Fill::kNormal, 21), fp8a::DType::kBF16, {1024, 1024});
+  const auto cands = three_recipes();
+  const std::size_t before = fp8a_emu::device_bytes_in_use();
+  {
+    const fp8a::cuda::CudaBackend gpu(o);
+    CHECK(gpu.keeps_resident(gpu.plan(t.view)));  // 2 MiB of 3
+    const std::size_t asked_before = fp8a_emu::device_allocation_sizes().size();
+    // The resident copy, then a 256 KiB and a 128 KiB chunk buffer fail: 64 KiB chunks, streamed.
+    fp8a_emu::fail_device_allocations(3);
+    const fp8a::TensorEvaluation got = gpu.evaluate(cands, t.view);
+    CHECK(fp8a_emu::fail_device_allocations(0) == 0);  // all three were used
+    CHECK(gpu.budget() == fp8a::cuda::CudaBackendBudget{64 * KiB, 0});
+    CHECK(!gpu.keeps_resident(gpu.plan(t.view)));
+    CHECK(gpu.plan(t.view).max_chunk_bytes == 64 * KiB);  // 128 x 256 BF16
+    const auto asked = fp8a_emu::device_allocation_sizes();
+    REQUIRE(asked.size() > asked_before + 3);
+    CHECK(asked[asked_before] >= t.view.byte_size());  // the resident copy came first
+    // The same evaluation as a backend planned that way from the start, bit for bit; within the
+    // documented bound of the CPU backend.
+    fp8a::cuda::CudaBackendOptions planned = o;
+    planned.chunk_bytes = 64 * KiB;
+    planned.resident_bytes = 0;
+    check_identical(got, fp8a::cuda::CudaBackend(planned).evaluate(cands, t.view));
+    ct::check_same_evaluation(got, fp8a::CpuBackend().evaluate(cands, t.view), cands);
+    // Later tensors start from the lowered budget: no more failures, the same results.
+    check_identical(gpu.evaluate(cands, t.view), got);
+  }
+  CHECK(fp8a_emu::device_bytes_in_use() == before);
+}
+
+TEST_CASE("device memory taken after the backend started: the chunks halve until the buffers fit") {
+  constexpr std::size_t MiB = std::size_t{1} << 20;
+  const auto t = ct::store(ct::make_fill(2048 * 5120, ct::Fill::kNormal, 22), fp8a::DType::kBF16, {2048, 5120});
+  const auto cands = three_recipes();
+  REQUIRE(fp8a_emu::device_bytes_in_use() == 0);
+  fp8a::TensorEvaluation got;
+  {
+    const fp8a::cuda::CudaBackend gpu;  // 16 GiB free now: 64 MiB chunks, 2 GiB resident
+    REQUIRE(gpu.budget() == fp8a::cuda::CudaBackendBudget{64 * MiB, 2048 * MiB});
+    const DeviceMemory limit(16 * MiB);  // then another job leaves 16 MiB of it
+    fp8a_emu::reset_device_bytes_peak();
+    // 20 MiB resident fails; two chunk buffers of 20, 16 and 8 MiB (+ 4 MiB of partial records)
+    // fail; 4 MiB chunks fit.
+    got = gpu.evaluate(cands, t.view);
+    CHECK(gpu.budget() == fp8a::cuda::CudaBackendBudget{4 * MiB, 0});
+    CHECK(fp8a_emu::device_bytes_peak() <= 16 * MiB);
+  }
+  fp8a::cuda::CudaBackendOptions planned;
+  planned.chunk_bytes = 4 * MiB;
+  planned.resident_bytes = 0;
+  check_identical(got, fp8a::cuda::CudaBackend(planned).evaluate(cands, t.view));
+  ct::check_same_evaluation(got, fp8a::CpuBackend().evaluate(cands, t.view), cands);
+}
+
+TEST_CASE("no memory even for 128 x 128 chunks: fp8a.cuda.803, and the backend still works after") {
+  const NoFailuresAfter cleanup;
+  fp8a::cuda::CudaBackendOptions o;
+  o.chunk_bytes = 256 << 10;
+  o.resident_bytes = 0;
+  o.max_concurrent = 1;
+  const auto t = ct::store(ct::make_fill(512 * 512, ct::Fill::kNormal, 23), fp8a::DType::kBF16, {512, 512});
+  const auto cands = three_recipes();
+  const fp8a::cuda::CudaBackend gpu(o);
+  fp8a_emu::fail_device_allocations(1000);
+  CHECK_THROWS_WITH_AS(gpu.evaluate(cands, t.view),
+                       doctest::Contains("[fp8a.cuda.803] CUDA device 0 is out of memory for the CUDA backend's "
+                                         "buffers of a [512, 512] BF16 tensor, even with chunks of 32 KiB (128x128 "
+                                         "elements at the least) and nothing kept resident: an allocation of 32 KiB "
+                                         "failed with "),
+                       fp8a::Error);
+  CHECK(fp8a_emu::fail_device_allocations(0) > 0);
+  CHECK(gpu.budget() == fp8a::cuda::CudaBackendBudget{32 << 10, 0});
+  ct::check_same_evaluation(gpu.evaluate(cands, t.view), fp8a::CpuBackend().evaluate(cands, t.view), cands);
+}

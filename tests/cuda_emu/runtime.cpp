@@ -31,6 +31,8 @@ struct Registry {
   std::size_t device_bytes = 0, device_peak = 0;
   std::size_t device_total = std::size_t{16} << 30;
   int sm = 90;
+  int failures_left = 0;                 // injected: the next cudaMalloc calls that fail
+  std::vector<std::size_t> asked;        // every cudaMalloc's size, in order
 };
 
 Registry& registry() {
@@ -42,6 +44,9 @@ Registry& registry() {
     // FP8A_CUDA_EMULATION_SM=<10 * major + minor>: the device's compute capability.
     if (const char* v = std::getenv("FP8A_CUDA_EMULATION_SM"); v != nullptr && *v != '\0')
       r.sm = static_cast<int>(std::strtol(v, nullptr, 10));
+    // FP8A_CUDA_EMULATION_FAIL_ALLOCATIONS=<n>: the first n cudaMalloc calls fail.
+    if (const char* v = std::getenv("FP8A_CUDA_EMULATION_FAIL_ALLOCATIONS"); v != nullptr && *v != '\0')
+      r.failures_left = static_cast<int>(std::strtol(v, nullptr, 10));
     return true;
   }();
   static_cast<void>(configured);
@@ -63,6 +68,13 @@ cudaError_t allocate(void** ptr, std::size_t bytes, Space space) {
   if (bytes == 0) return cudaSuccess;
   Registry& r = registry();
   const std::lock_guard<std::mutex> lock(r.mutex);
+  if (space == Space::kDevice) {
+    r.asked.push_back(bytes);
+    if (r.failures_left > 0) {
+      --r.failures_left;
+      return fail(cudaErrorMemoryAllocation, "out of emulated device memory (an injected failure)");
+    }
+  }
   if (space == Space::kDevice && bytes > r.device_total - r.device_bytes)
     return fail(cudaErrorMemoryAllocation, "out of emulated device memory");
   void* p = ::operator new(bytes, std::align_val_t{256}, std::nothrow);
@@ -120,6 +132,18 @@ std::size_t device_bytes_peak() {
 void set_device_memory(std::size_t total_bytes) {
   const std::lock_guard<std::mutex> lock(registry().mutex);
   registry().device_total = total_bytes;
+}
+
+int fail_device_allocations(int n) {
+  const std::lock_guard<std::mutex> lock(registry().mutex);
+  const int left = registry().failures_left;
+  registry().failures_left = n;
+  return left;
+}
+
+std::vector<std::size_t> device_allocation_sizes() {
+  const std::lock_guard<std::mutex> lock(registry().mutex);
+  return registry().asked;
 }
 
 void reset_device_bytes_peak() {

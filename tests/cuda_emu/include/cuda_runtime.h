@@ -27,6 +27,7 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #define FP8A_CUDA_EMULATION 1
 
@@ -178,6 +179,14 @@ void reset_device_bytes_peak();
 // The emulated device's memory (16 GiB unless set): cudaMalloc past it fails with
 // cudaErrorMemoryAllocation, cudaMemGetInfo reports it less what is in use.
 void set_device_memory(std::size_t total_bytes);
+// An injected failure: the next n cudaMalloc calls fail with cudaErrorMemoryAllocation, whatever
+// the memory free (as on a GPU another process just filled), also set for a whole process by the
+// environment variable FP8A_CUDA_EMULATION_FAIL_ALLOCATIONS=<n>. Returns how many of an earlier
+// call's failures were left.
+int fail_device_allocations(int n);
+// Device allocations (cudaMalloc) asked for so far, failed or not, and their sizes in bytes, in
+// order: what a test reads to see which buffers a retry asked for.
+std::vector<std::size_t> device_allocation_sizes();
 // The emulated device's compute capability, 10 * major + minor: 90 (H100/H200) unless set here or
 // by the environment variable FP8A_CUDA_EMULATION_SM (e.g. 100 for a B200, whose cuBLASLt takes
 // MXFP8). The kernels do not depend on it; cudaDeviceGetAttribute and the emulated cuBLASLt do.
