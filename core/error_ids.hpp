@@ -62,6 +62,7 @@ inline constexpr ErrorIdRow kErrorIdRows[] = {
      "`compare`: `--base-training-log` or `--cand-training-log` given for a side that is a run folder"},
     {"fp8a.usage.220", kUsage,
      "`--out` is in use by another live fp8-advisor (its pid and command named; a dead run's lock is taken over)"},
+    {"fp8a.usage.225", kUsage, "bad `--gemm-rows` (`auto`, `0` for all rows, or a number of token rows)"},
     {"fp8a.io.101", kInput, "capture path does not exist"},
     {"fp8a.io.102", kInput, "file cannot be opened or mapped, or is not a regular file/directory"},
     {"fp8a.io.103", kInput, "directory holds no captures (`*.safetensors`, `*.npy`, `*.npz`, `*.pt`)"},
