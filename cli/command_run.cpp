@@ -7,6 +7,8 @@
 
 #include <unistd.h>
 
+#include <tbb/global_control.h>
+
 #include "cli/backend_registry.hpp"
 #include "cli/options.hpp"
 #include "cli/progress.hpp"
@@ -243,6 +245,9 @@ int command_run(const Invocation& inv) {
     } catch (const StopRequested&) {
       return stopped();
     }
+    info.gemm_path = "emulated on the CPU, " +
+                     std::to_string(tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism)) +
+                     " threads" + (gemm_engine != nullptr ? "; " + gemm_engine->name() + " rows on the GPU" : "");
     info.gemm_seconds = seconds_since(t0);
     for (const auto& s : skipped) info.warnings.push_back("gemms: " + s);
   }
@@ -339,7 +344,8 @@ int command_run(const Invocation& inv) {
   std::cout << "fp8-advisor " << FP8A_VERSION << ": " << captures.tensors.size() << " tensors from "
             << captures.files.size() << " file(s), " << info.config.recipes.size()
             << " recipe(s), format " << training_format_list(info.config.formats) << ", backend "
-            << info.backend << " (" << info.device << ")\n\n"
+            << info.backend << " (" << info.device << ")"
+            << (info.gemm_path.empty() ? "" : ", GEMM error " + info.gemm_path) << "\n\n"
             << answer_text << "\n"
             << render_layer_table(layers);
   if (info.logged_stats) std::cout << render_logged_stats_line(*info.logged_stats, training_recipe.has_value());
