@@ -245,9 +245,9 @@ int command_run(const Invocation& inv) {
     } catch (const StopRequested&) {
       return stopped();
     }
-    info.gemm_path = "emulated on the CPU, " +
-                     std::to_string(tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism)) +
-                     " threads" + (gemm_engine != nullptr ? "; " + gemm_engine->name() + " rows on the GPU" : "");
+    const std::size_t threads = tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism);
+    info.gemm_path = "emulated on the CPU, " + std::to_string(threads) + (threads == 1 ? " thread" : " threads") +
+                     (gemm_engine != nullptr ? "; " + gemm_engine->name() + " rows on the GPU" : "");
     info.gemm_seconds = seconds_since(t0);
     for (const auto& s : skipped) info.warnings.push_back("gemms: " + s);
   }
