@@ -86,7 +86,8 @@ CheckpointManifest checkpoint_manifest(const EvaluationOptions& eval, const RunC
   m.options["--format"] = training_format_list(config.formats);
   m.options["--amax-reduction"] = eval.reduction_text;
   m.options["--npy-dtype"] = eval.npy_dtype_text;
-  m.options["--gemm-rows"] = gemms ? std::to_string(eval.gemm_rows) : "none (--no-gemms)";
+  m.options["--gemm-rows"] =
+      !gemms ? "none (--no-gemms)" : eval.gemm_rows == kGemmRowsAuto ? "auto" : std::to_string(eval.gemm_rows);
   for (const CaptureFile& f : captures.files) m.inputs[f.path] = f.identity;
   for (const std::string& f : log.files) m.inputs[f] = fs.map(f)->identity();
   return m;
