@@ -7,6 +7,8 @@
 
 #include <unistd.h>
 
+#include <tbb/global_control.h>
+
 #include "cli/backend_registry.hpp"
 #include "cli/options.hpp"
 #include "cli/progress.hpp"
@@ -84,7 +86,8 @@ CheckpointManifest checkpoint_manifest(const EvaluationOptions& eval, const RunC
   m.options["--format"] = training_format_list(config.formats);
   m.options["--amax-reduction"] = eval.reduction_text;
   m.options["--npy-dtype"] = eval.npy_dtype_text;
-  m.options["--gemm-rows"] = gemms ? std::to_string(eval.gemm_rows) : "none (--no-gemms)";
+  m.options["--gemm-rows"] =
+      !gemms ? "none (--no-gemms)" : eval.gemm_rows == kGemmRowsAuto ? "auto" : std::to_string(eval.gemm_rows);
   for (const CaptureFile& f : captures.files) m.inputs[f.path] = f.identity;
   for (const std::string& f : log.files) m.inputs[f] = fs.map(f)->identity();
   return m;
@@ -243,6 +246,9 @@ int command_run(const Invocation& inv) {
     } catch (const StopRequested&) {
       return stopped();
     }
+    const std::size_t threads = tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism);
+    info.gemm_path = "emulated on the CPU, " + std::to_string(threads) + (threads == 1 ? " thread" : " threads") +
+                     (gemm_engine != nullptr ? "; " + gemm_engine->name() + " rows on the GPU" : "");
     info.gemm_seconds = seconds_since(t0);
     for (const auto& s : skipped) info.warnings.push_back("gemms: " + s);
   }
@@ -342,7 +348,8 @@ int command_run(const Invocation& inv) {
   std::cout << "fp8-advisor " << FP8A_VERSION << ": " << captures.tensors.size() << " tensors from "
             << captures.files.size() << " file(s), " << info.config.recipes.size()
             << " recipe(s), format " << training_format_list(info.config.formats) << ", backend "
-            << info.backend << " (" << info.device << ")\n\n"
+            << info.backend << " (" << info.device << ")"
+            << (info.gemm_path.empty() ? "" : ", GEMM error " + info.gemm_path) << "\n\n"
             << answer_text << "\n"
             << render_layer_table(layers);
   if (info.logged_stats) std::cout << render_logged_stats_line(*info.logged_stats, training_recipe.has_value());

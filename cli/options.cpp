@@ -1,10 +1,12 @@
 #include "cli/options.hpp"
 
+#include <charconv>
 #include <ostream>
 
 #include "core/error.hpp"
 #include "core/recipe.hpp"
 #include "core/suggest.hpp"
+#include "engine/gemm_error.hpp"
 #include "reports/atomic_file.hpp"
 
 namespace fp8a::cli {
@@ -91,8 +93,10 @@ void add_evaluation_options(po::options_description& desc, EvaluationOptions& o,
        "exact delayed-scaling replay) and/or nvdlfw_inspect statistics logs (cur_amax; their "
        "LogFp8TensorStats values go to nvdlfw_stats.csv beside ours)")
       ("amax-trace", po::value(&o.amax_trace_paths)->multitoken(), "the same as --training-log")
-      ("gemm-rows", po::value(&o.gemm_rows)->default_value(0),
-       "GEMM-output error on this many token rows (evenly spaced), 0 = all rows");
+      ("gemm-rows", po::value(&o.gemm_rows_text)->default_value("auto"),
+       "GEMM-output error on this many token rows (evenly spaced); 0 = all rows; auto = all rows "
+       "unless a GEMM exceeds 2^32 multiply-adds, then as many as fit (at least 256), reported as "
+       "sampled with the standard error");
   add_backend_options(desc, o);
 }
 
@@ -122,9 +126,21 @@ std::string write_artifacts(const std::string& out_dir, const std::vector<Artifa
   return wrote;
 }
 
+std::int64_t parse_gemm_rows(const std::string& text) {
+  if (text == "auto") return kGemmRowsAuto;
+  std::int64_t rows = -1;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, rows);
+  if (text.empty() || ec != std::errc() || ptr != end || rows < 0)
+    throw usage_error("fp8a.usage.225", "--gemm-rows '" + text +
+                                            "': expected auto, 0 (all rows) or a number of token rows" +
+                                            did_you_mean(text, {"auto"}));
+  return rows;
+}
+
 RunConfig evaluation_config(EvaluationOptions& o) {
   if (o.threads < 0) throw usage_error("fp8a.usage.205", "--threads must be >= 0");
-  if (o.gemm_rows < 0) throw usage_error("fp8a.usage.205", "--gemm-rows must be >= 0");
+  o.gemm_rows = parse_gemm_rows(o.gemm_rows_text);
   RunConfig config;
   config.recipes = parse_recipe_list(o.recipes_text);
   config.formats = parse_training_format_list(o.format_text);

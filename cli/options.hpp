@@ -44,7 +44,8 @@ struct EvaluationOptions {
   std::vector<std::string> amax_trace_paths;
   std::string recipes_text, format_text, device_text, npy_dtype_text, reduction_text;
   int threads = 0;
-  std::int64_t gemm_rows = 0;
+  std::string gemm_rows_text = "auto";  // --gemm-rows as given: auto, 0 or a number of rows
+  std::int64_t gemm_rows = 0;  // parsed by evaluation_config (kGemmRowsAuto for auto)
 };
 
 // The recipes option under `recipes_option`, --format, --amax-reduction, --npy-dtype (run,
@@ -59,10 +60,14 @@ void add_backend_options(po::options_description& desc, EvaluationOptions& o);
 void add_evaluation_options(po::options_description& desc, EvaluationOptions& o,
                             const char* recipes_option);
 
-// After the parse: checks --threads and --gemm-rows (fp8a.usage.205), parses the recipes, formats
+// After the parse: checks --threads (fp8a.usage.205) and --gemm-rows (parse_gemm_rows), parses the recipes, formats
 // and --amax-reduction into a RunConfig (training_log unset), and merges --amax-trace into
 // o.log_paths.
 RunConfig evaluation_config(EvaluationOptions& o);
+
+// --gemm-rows: "auto" -> kGemmRowsAuto, "0" -> 0 (all rows), "N" -> N; anything else is usage
+// error fp8a.usage.225.
+std::int64_t parse_gemm_rows(const std::string& text);
 
 // --threads N > 0 limits oneTBB for the returned object's lifetime; null for 0 (all cores).
 std::unique_ptr<tbb::global_control> thread_limit(int threads);

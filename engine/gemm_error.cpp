@@ -1,6 +1,7 @@
 #include "engine/gemm_error.hpp"
 
 #include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
 
 #include <Eigen/Core>
 #include <algorithm>
@@ -57,10 +58,48 @@ QuantSpec spec_for(const EvaluationRow& row, const CapturedTensor& shard) {
   return s;
 }
 
+// The bands of output rows a product of `rows` rows is computed in: {first row, rows}.
+std::vector<std::pair<Eigen::Index, Eigen::Index>> row_bands(Eigen::Index rows) {
+  std::vector<std::pair<Eigen::Index, Eigen::Index>> bands;
+  for (Eigen::Index r = 0; r < rows;) {
+    Eigen::Index n = std::min<Eigen::Index>(kGemmBandRows, rows - r);
+    if (rows - r - n < kGemmMinBandRows) n = rows - r;
+    bands.emplace_back(r, n);
+    r += n;
+  }
+  return bands;
+}
+
+// f(first row, rows) for every band of `rows`, as tasks. Isolated: a thread waiting for the bands
+// runs only bands, never another job or GEMM that would hold its own operands meanwhile.
+template <class F>
+void for_each_band(Eigen::Index rows, const F& f) {
+  const auto bands = row_bands(rows);
+  tbb::this_task_arena::isolate([&] {
+    tbb::parallel_for(std::size_t{0}, bands.size(), [&](std::size_t i) { f(bands[i].first, bands[i].second); });
+  });
+}
+
+// out = lhs * rhs, in bands of output rows. Each band is evaluated into a temporary and copied, as
+// `out = lhs * rhs` is: with that form the bands give the whole product's numbers bit for bit
+// (measured; writing each band in place with noalias() moved float32 outputs by an ulp).
+template <class Out, class Lhs, class Rhs>
+Out product(const Lhs& lhs, const Rhs& rhs) {
+  Out out(lhs.rows(), rhs.cols());
+  for_each_band(lhs.rows(), [&](Eigen::Index r, Eigen::Index n) {
+    out.middleRows(r, n) = lhs.middleRows(r, n) * rhs;
+  });
+  return out;
+}
+
 MatrixF fake_quantized(const MatrixF& x, const QuantSpec& spec) {
   MatrixF out(x.rows(), x.cols());
-  FakeQuantCounts unused;
-  fake_quantize_rows(spec, x.data(), x.rows(), x.cols(), out.data(), &unused);
+  FP8A_CHECK(spec.block.rows <= 1 || kGemmBandRows % spec.block.rows == 0,
+             "GEMM bands must hold whole blocks");
+  for_each_band(x.rows(), [&](Eigen::Index r, Eigen::Index n) {
+    FakeQuantCounts unused;
+    fake_quantize_rows(spec, x.data() + r * x.cols(), n, x.cols(), out.data() + r * x.cols(), &unused);
+  });
   return out;
 }
 
@@ -165,15 +204,50 @@ struct EntryDamage {
 // ||got - ref||_F, ||ref||_F, ||got||_F and <got, ref>, summed over the parts of an output (the
 // ranks' slices of a tensor-parallel GEMM), then rel_fro_err and cos; the per-entry damage; and
 // the noise's flips from the output's NoiseTable.
+// With `units` (sampled fprop and dgrad) also ||got - ref||^2 and ||ref||^2 of each sampled token's
+// output row, summed over the parts that hold the same tokens, for rel_fro_err_se.
 struct ErrorSums {
   double err2 = 0, ref2 = 0, got2 = 0, dot = 0;
   EntryDamage damage;
-  void add(const MatrixD& ref, const MatrixD& got) {
+  std::int64_t units = 0;                  // sampled tokens (0: no standard error)
+  std::int64_t population = 0;             // of the layer's tokens
+  std::vector<double> unit_err2, unit_ref2;
+  // first_unit: the token of ref's row 0 among the units (0 unless the parts hold different tokens).
+  void add(const MatrixD& ref, const MatrixD& got, std::int64_t first_unit = 0) {
     err2 += (got - ref).squaredNorm();
     ref2 += ref.squaredNorm();
     got2 += got.squaredNorm();
     dot += got.cwiseProduct(ref).sum();
     damage.add(ref, got);
+    if (units == 0) return;
+    unit_err2.resize(static_cast<std::size_t>(units), 0.0);
+    unit_ref2.resize(static_cast<std::size_t>(units), 0.0);
+    FP8A_CHECK(first_unit + ref.rows() <= units, "GEMM output rows beyond the sampled tokens");
+    for (Eigen::Index i = 0; i < ref.rows(); ++i) {
+      const auto u = static_cast<std::size_t>(first_unit + i);
+      unit_err2[u] += (got.row(i) - ref.row(i)).squaredNorm();
+      unit_ref2[u] += ref.row(i).squaredNorm();
+    }
+  }
+  // The ratio estimator's standard error (METRICS.md rel_fro_err_se): R = sum e / sum r over the
+  // n sampled of M tokens, var R ~ (1 - n/M) / (n rbar^2) * sum (e - R r)^2 / (n - 1), and
+  // rel_fro_err = sqrt R, so its standard error is se(R) / (2 sqrt R).
+  double standard_error() const {
+    const auto n = static_cast<double>(units);
+    if (units < 2) return INFINITY;
+    double e = 0, r = 0;
+    for (std::size_t u = 0; u < unit_err2.size(); ++u) e += unit_err2[u], r += unit_ref2[u];
+    if (!(r > 0)) return e > 0 ? INFINITY : 0.0;
+    const double ratio = e / r, rbar = r / n;
+    double s2 = 0;
+    for (std::size_t u = 0; u < unit_err2.size(); ++u) {
+      const double d = unit_err2[u] - ratio * unit_ref2[u];
+      s2 += d * d;
+    }
+    s2 /= n - 1;
+    const double fpc = std::max(0.0, 1.0 - n / static_cast<double>(population));
+    const double se_ratio = std::sqrt(fpc * s2 / n) / rbar;
+    return ratio > 0 ? se_ratio / (2.0 * std::sqrt(ratio)) : 0.0;
   }
   void finish(const NoiseTable& noise, GemmRow* row) {
     const double ref_norm = std::sqrt(ref2), got_norm = std::sqrt(got2), err = std::sqrt(err2);
@@ -181,12 +255,17 @@ struct ErrorSums {
     row->cos = (ref_norm > 0 && got_norm > 0) ? dot / (ref_norm * got_norm)
                                               : (ref_norm == 0 && got_norm == 0 ? 1.0 : 0.0);
     damage.finish(row);
+    row->rel_fro_err_se = units > 0 ? standard_error() : std::nan("");
     row->noise_sign_flip_pct = noise.entries > 0 ? noise.flips(err2) : std::nan("");
   }
 };
 
-void compare(const MatrixD& ref, const MatrixF& got, const NoiseTable& noise, GemmRow* row) {
+// units, population: ErrorSums's (0 when the output's rows are not a sample of the tokens).
+void compare(const MatrixD& ref, const MatrixF& got, const NoiseTable& noise, std::int64_t units,
+             std::int64_t population, GemmRow* row) {
   ErrorSums sums;
+  sums.units = units;
+  sums.population = population;
   sums.add(ref, got.cast<double>());
   sums.finish(noise, row);
 }
@@ -206,7 +285,7 @@ bool sampling_keeps_blocks(const GemmProblem& p) {
 
 // Runs one GEMM on the engine: a row of its own, or a note on the emulated row saying why not.
 void run_on_engine(const GemmEngine& engine, const GemmProblem& p, bool sampled,
-                   const NoiseTable& noise, std::vector<GemmRow>* rows) {
+                   std::int64_t population, const NoiseTable& noise, std::vector<GemmRow>* rows) {
   GemmRow& emulated = rows->back();
   if (sampled && !sampling_keeps_blocks(p)) {
     emulated.note = engine.name() +
@@ -230,7 +309,8 @@ void run_on_engine(const GemmEngine& engine, const GemmProblem& p, bool sampled,
   row.k_padded = r.k_padded;
   row.note = r.note;
   const MatrixD ref = Eigen::Map<const MatrixF>(r.reference.data(), p.m, p.n).cast<double>();
-  compare(ref, Eigen::Map<const MatrixF>(r.out.data(), p.m, p.n), noise, &row);
+  const std::int64_t units = sampled && p.gemm != Gemm::kWgrad ? p.m : 0;
+  compare(ref, Eigen::Map<const MatrixF>(r.out.data(), p.m, p.n), noise, units, population, &row);
   rows->push_back(std::move(row));
 }
 
@@ -278,6 +358,13 @@ std::string gemm_unit_key(const GemmLayer& job, const EvaluationIndex& index, co
 
 }  // namespace
 
+std::int64_t gemm_rows_for(std::int64_t sample_rows, std::int64_t m, std::int64_t n, std::int64_t k) {
+  if (sample_rows != kGemmRowsAuto) return sample_rows <= 0 ? m : std::min(sample_rows, m);
+  const std::int64_t nk = std::max<std::int64_t>(1, n * k);
+  if (m <= kGemmAutoMacs / nk) return m;
+  return std::min(m, std::max(kGemmAutoMinRows, kGemmAutoMacs / nk));
+}
+
 std::vector<GemmRow> evaluate_gemm_errors(const CaptureSet& captures,
                                           std::span<const EvaluationRow> rows,
                                           const GemmOptions& options,
@@ -321,16 +408,23 @@ std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> jobs,
     std::vector<RankData> data(nr);
     bool sampled = false;
     std::int64_t rows_used = 0;
+    // The token rows each rank uses (data-parallel ranks share the layer's).
+    const std::int64_t want = gemm_rows_for(options.sample_rows, job.m, job.n, job.k);
+    const std::int64_t rank_rows =
+        job.split == Split::kData ? (want + static_cast<std::int64_t>(nr) - 1) / static_cast<std::int64_t>(nr) : want;
+    std::vector<std::int64_t> first_unit(nr, 0);  // a rank's first token among the sampled ones
     for (std::size_t r = 0; r < nr; ++r) {
       RankData& d = data[r];
       for (int role = 0; role < 3; ++role) d.full[role] = load_matrix(job.ranks[r][role]->view);
-      d.idx = sample(d.full[0].rows(), options.sample_rows);
+      d.idx = sample(d.full[0].rows(), rank_rows);
+      if (job.split == Split::kData) first_unit[r] = rows_used;
       sampled = sampled || static_cast<std::int64_t>(d.idx.size()) < d.full[0].rows();
       if (r == 0 || job.split == Split::kData) rows_used += static_cast<std::int64_t>(d.idx.size());
       d.xs = take_rows(d.full[0], d.idx);
       d.dys = take_rows(d.full[2], d.idx);
       const MatrixD xd = d.xs.cast<double>(), wd = d.full[1].cast<double>(), dyd = d.dys.cast<double>();
-      d.ref = {xd * wd.transpose(), dyd * wd, dyd.transpose() * xd};
+      d.ref = {product<MatrixD>(xd, wd.transpose()), product<MatrixD>(dyd, wd),
+               product<MatrixD>(dyd.transpose(), xd)};
       // In float32 (sums of positive terms, no cancellation; a variance estimate), each operand
       // divided by its amax first so no square under- or overflows, the scale put back in float64.
       const auto unit_square = [](const MatrixF& a, double* scale2) -> MatrixF {
@@ -344,7 +438,7 @@ std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> jobs,
       };
       double sx = 0, sdy = 0;
       const MatrixF x2 = unit_square(d.xs, &sx), dy2 = unit_square(d.dys, &sdy);
-      d.sq[static_cast<int>(Gemm::kWgrad)] = (dy2.transpose() * x2).cast<double>() * (sdy * sx);
+      d.sq[static_cast<int>(Gemm::kWgrad)] = product<MatrixF>(dy2.transpose(), x2).cast<double>() * (sdy * sx);
     }
     // Per GEMM whose output adds up over the ranks: the reference summed once, for every recipe's
     // row and the noise table.
@@ -386,6 +480,8 @@ std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> jobs,
                              const EvaluationRow& rb, TrainingFormat format, std::vector<GemmRow>* out) {
       const int ia = static_cast<int>(u.a), ib = static_cast<int>(u.b);
       ErrorSums sums;
+      if (sampled && u.gemm != Gemm::kWgrad) sums.units = rows_used;
+      sums.population = job.m;
       MatrixD got_sum;  // an output that adds up over the ranks (its reference: ref_total)
       const bool summed = output_is_sum(job.split, u.gemm);
       for (std::size_t r = 0; r < nr; ++r) {
@@ -395,12 +491,12 @@ std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> jobs,
         const MatrixF bq_full = fake_quantized(d.full[ib], spec_for(rb, *job.ranks[r][ib]));
         MatrixF got;
         switch (u.gemm) {
-          case Gemm::kFprop: got = aq * bq_full.transpose(); break;
-          case Gemm::kDgrad: got = aq * bq_full; break;
-          case Gemm::kWgrad: got = aq.transpose() * take_rows(bq_full, d.idx); break;
+          case Gemm::kFprop: got = product<MatrixF>(aq, bq_full.transpose()); break;
+          case Gemm::kDgrad: got = product<MatrixF>(aq, bq_full); break;
+          case Gemm::kWgrad: got = product<MatrixF>(aq.transpose(), take_rows(bq_full, d.idx)); break;
         }
         if (!summed) {
-          sums.add(d.ref[static_cast<int>(u.gemm)], got.cast<double>());
+          sums.add(d.ref[static_cast<int>(u.gemm)], got.cast<double>(), first_unit[r]);
         } else if (r == 0) {
           got_sum = got.cast<double>();
         } else {
@@ -444,7 +540,7 @@ std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> jobs,
       p.b.rows = p.n;
       p.a.values = std::span<const float>(a->data(), static_cast<std::size_t>(a->size()));
       p.b.values = std::span<const float>(b->data(), static_cast<std::size_t>(b->size()));
-      run_on_engine(*options.engine, p, sampled, noise[static_cast<int>(u.gemm)], out);
+      run_on_engine(*options.engine, p, sampled, job.m, noise[static_cast<int>(u.gemm)], out);
     };
     for (const Recipe& recipe : index.recipes()) {
       for (const GemmOperandUse& u : kGemmOperandUses) {

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -49,6 +50,10 @@ struct GemmRow {
   std::int64_t rows_used = 0;        // token rows used (all M unless sampled)
   bool sampled = false;
   double rel_fro_err = 0.0;          // ||Y_q - Y||_F / ||Y||_F
+  // Sampled fprop and dgrad rows: the standard error of rel_fro_err as an estimate of the whole
+  // output's, from the sampled output rows (METRICS.md rel_fro_err_se). NaN otherwise (not
+  // sampled, or wgrad, whose sample shortens the reduction: gemms.csv leaves the field empty).
+  double rel_fro_err_se = std::numeric_limits<double>::quiet_NaN();
   double cos = 0.0;                  // cosine similarity of Y_q and Y
   // Which GEMM: "emulated" (dequantised operands, float32 accumulation, float64 reference) or a
   // GemmEngine's name ("cublaslt": the real low-precision GEMM against its own reference).
@@ -68,8 +73,26 @@ struct GemmRow {
   double noise_sign_flip_pct = 0.0;
 };
 
+// GemmOptions::sample_rows: choose by size (gemm_rows_for).
+inline constexpr std::int64_t kGemmRowsAuto = -1;
+
+// The token rows `auto` uses for a layer of m tokens whose fprop is [m, n] with reduction k: all m
+// while m * n * k <= kGemmAutoMacs, else the fewest rows r >= kGemmAutoMinRows with r * n * k
+// <= kGemmAutoMacs (but not more than m). The figures behind the bound: bench/RESULTS.md.
+inline constexpr std::int64_t kGemmAutoMacs = std::int64_t{1} << 32;
+inline constexpr std::int64_t kGemmAutoMinRows = 256;
+std::int64_t gemm_rows_for(std::int64_t sample_rows, std::int64_t m, std::int64_t n, std::int64_t k);
+
+// The products are computed in bands of this many output rows, each a task: a fixed size, so the
+// numbers do not depend on the thread count; a multiple of every recipe's block height (the
+// operands are fake-quantised in the same bands). A last band of fewer than kGemmMinBandRows rows
+// joins the one before it (Eigen computes a thin product in another order than the whole one).
+inline constexpr std::int64_t kGemmBandRows = 384;
+inline constexpr std::int64_t kGemmMinBandRows = 32;
+
 struct GemmOptions {
-  std::int64_t sample_rows = 0;  // 0: all token rows; else this many, evenly spaced
+  // kGemmRowsAuto: gemm_rows_for's choice; 0: all token rows; else this many, evenly spaced.
+  std::int64_t sample_rows = 0;
   const GemmEngine* engine = nullptr;  // also run every GEMM on this engine (not owned)
   ProgressSink* progress = nullptr;    // told of each (step, layer) done, stage "GEMM layers"
   // Finished layers' rows are kept here and taken from here (a checkpoint); null: none. Not owned.

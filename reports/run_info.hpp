@@ -20,6 +20,9 @@ struct RunInfo {
   std::string device;          // backend's description
   bool cuda_compiled = false;  // whether this build includes the CUDA backend
   int cuda_devices = 0;        // CUDA devices seen (0 without CUDA)
+  // Where the GEMM error ran: "emulated on the CPU, N threads" (and "; cuBLASLt rows on the GPU"
+  // with its engine); empty with --no-gemms.
+  std::string gemm_path;
   std::vector<CaptureFile> inputs;
   RunConfig config;
   // The training log, when one was given (--training-log; summary.json's amax_trace* keys).

@@ -76,7 +76,8 @@ Artifact render_summary_json(const RunInfo& info, std::span<const EvaluationRow>
                   {"name", info.backend},
                   {"device", info.device},
                   {"cuda_compiled", info.cuda_compiled},
-                  {"cuda_devices", info.cuda_devices}};
+                  {"cuda_devices", info.cuda_devices},
+                  {"gemm_path", info.gemm_path}};
   ordered_json inputs = ordered_json::array();
   for (const auto& f : info.inputs)
     inputs.push_back({{"file", f.path},

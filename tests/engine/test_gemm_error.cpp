@@ -1,10 +1,12 @@
 // GEMM-output error on operands small enough to work out by hand, and how a GemmEngine (the real
 // low-precision GEMM, cuBLASLt with --device cuda) is given each GEMM and reported.
 #include <doctest/doctest.h>
+#include <tbb/global_control.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -248,6 +250,123 @@ TEST_CASE("--gemm-rows samples token rows evenly and says so") {
   }
   CHECK(g[0].m == 8);  // dims are the full GEMM's
   CHECK(g[2].k == 8);
+}
+
+namespace {
+
+// One layer "l" at step 0 from row-major float operands X [m, k], W [n, k], dY [m, n].
+void add_layer(Layer* l, std::int64_t m, std::int64_t n, std::int64_t k) {
+  auto add = [&](fp8a::Role role, std::vector<float>& data, std::vector<std::int64_t> shape) {
+    fp8a::CapturedTensor t;
+    t.key = {0, "l", role};
+    t.view = fp8a::make_tensor_view(reinterpret_cast<const std::byte*>(data.data()), fp8a::DType::kF32,
+                                    std::move(shape));
+    l->set.tensors.push_back(t);
+  };
+  add(fp8a::Role::kActivation, l->x, {m, k});
+  add(fp8a::Role::kWeight, l->w, {n, k});
+  add(fp8a::Role::kGradient, l->dy, {m, n});
+}
+
+// The bits of every number of a row, and its strings.
+std::string row_bits(const fp8a::GemmRow& r) {
+  std::string s = r.layer + "|" + r.recipe.spec() + "|" + r.note + "|" + std::to_string(r.rows_used);
+  for (double v : {r.rel_fro_err, r.rel_fro_err_se, r.cos, r.zeroed_pct, r.sign_flip_pct, r.median_rel_err,
+                   r.noise_sign_flip_pct}) {
+    std::uint64_t b = 0;
+    std::memcpy(&b, &v, sizeof b);
+    s += "|" + std::to_string(b);
+  }
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("GEMM rows are bit-identical with 1, 2 and 4 threads (products in several bands)") {
+  // M = 900 tokens and N = 800: fprop, dgrad and wgrad outputs all span three bands of rows
+  // (kGemmBandRows = 384), the last one partial; --gemm-rows 700 samples as well.
+  const std::int64_t m = 900, n = 800, k = 96;
+  static_assert(900 > 2 * fp8a::kGemmBandRows && 800 > 2 * fp8a::kGemmBandRows);
+  Layer l;
+  std::uint64_t state = 12345;
+  const auto next = [&] {  // a fixed LCG: the same operands on every run
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<float>(static_cast<double>(state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+  };
+  l.x.resize(static_cast<std::size_t>(m * k));
+  l.w.resize(static_cast<std::size_t>(n * k));
+  l.dy.resize(static_cast<std::size_t>(m * n));
+  for (float& v : l.x) v = 4.0f * next();
+  for (float& v : l.w) v = 0.02f * next();
+  for (float& v : l.dy) v = 1e-4f * next() * next() * next();
+  add_layer(&l, m, n, k);
+  fp8a::RunConfig config;
+  config.recipes = fp8a::parse_recipe_list("current,block,mxfp8");
+  const auto rows = fp8a::evaluate_captures(l.set, config, fp8a::CpuBackend());
+  for (const std::int64_t sample : {std::int64_t{0}, std::int64_t{700}}) {
+    std::vector<std::string> first;
+    for (const std::size_t threads : {std::size_t{1}, std::size_t{2}, std::size_t{4}}) {
+      const tbb::global_control limit(tbb::global_control::max_allowed_parallelism, threads);
+      std::vector<std::string> skipped;
+      fp8a::GemmOptions options;
+      options.sample_rows = sample;
+      const auto g = fp8a::evaluate_gemm_errors(l.set, rows, options, &skipped);
+      REQUIRE(g.size() >= 9);  // not every recipe applies to every operand of these shapes
+      std::vector<std::string> bits;
+      for (const auto& r : g) bits.push_back(row_bits(r));
+      INFO("threads " << threads << ", --gemm-rows " << sample);
+      if (first.empty()) first = bits;
+      else CHECK(bits == first);
+    }
+  }
+}
+
+TEST_CASE("sampled fprop rows carry the ratio estimator's standard error; wgrad's is empty") {
+  // E4M3 current scaling, X amax 448 (scale 1): 1.0625 rounds to 1 (a tie), 1.1875 to 1.25 (a
+  // tie, to even); everything else is exact, and W = [1, 1], dY = 1 are exact. fprop Y = x0 + x1.
+  // --gemm-rows 4 of 8 takes rows 0, 2, 4, 6.
+  Layer l{{448, 1, 2, 1, 2, 1.0625f, 2, 1, 4, 1.1875f, 2, 1, 8, 1.0625f, 2, 1}, {1, 1},
+          {1, 1, 1, 1, 1, 1, 1, 1}, {}};
+  add_layer(&l, 8, 1, 2);
+  fp8a::RunConfig config;
+  config.recipes = {fp8a::parse_recipe("current")};
+  config.formats = {fp8a::TrainingFormat::kE4M3};
+  const auto rows = fp8a::evaluate_captures(l.set, config, fp8a::CpuBackend());
+  std::vector<std::string> skipped;
+  fp8a::GemmOptions options;
+  options.sample_rows = 4;
+  const auto g = fp8a::evaluate_gemm_errors(l.set, rows, options, &skipped);
+  REQUIRE(g.size() == 3);
+  // Per sampled row: squared error e and squared reference r of its output.
+  const std::vector<double> e = {0, 0.0625 * 0.0625, 0.0625 * 0.0625, 0.0625 * 0.0625};
+  const std::vector<double> r = {449.0 * 449.0, 3.0625 * 3.0625, 5.1875 * 5.1875, 9.0625 * 9.0625};
+  double se = 0, sr = 0;
+  for (std::size_t i = 0; i < 4; ++i) se += e[i], sr += r[i];
+  const double ratio = se / sr;
+  double s2 = 0;
+  for (std::size_t i = 0; i < 4; ++i) s2 += (e[i] - ratio * r[i]) * (e[i] - ratio * r[i]) / 3.0;
+  const double se_ratio = std::sqrt((1.0 - 4.0 / 8.0) * s2 / 4.0) / (sr / 4.0);
+  CHECK(g[0].sampled);
+  CHECK(g[0].rel_fro_err == doctest::Approx(std::sqrt(ratio)).epsilon(1e-12));
+  CHECK(g[0].rel_fro_err_se == doctest::Approx(se_ratio / (2.0 * std::sqrt(ratio))).epsilon(1e-12));
+  CHECK(g[1].rel_fro_err == 0.0);  // dgrad dX = dY W: exact
+  CHECK(g[1].rel_fro_err_se == 0.0);
+  CHECK(std::isnan(g[2].rel_fro_err_se));  // wgrad: the sample shortens the reduction
+  // Not sampled: no standard error.
+  const auto all = fp8a::evaluate_gemm_errors(l.set, rows, fp8a::GemmOptions{}, &skipped);
+  for (const auto& row : all) CHECK(std::isnan(row.rel_fro_err_se));
+}
+
+TEST_CASE("--gemm-rows auto keeps every row up to 2^32 multiply-adds, then samples") {
+  CHECK(fp8a::gemm_rows_for(fp8a::kGemmRowsAuto, 128, 384, 128) == 128);    // the sample captures
+  CHECK(fp8a::gemm_rows_for(fp8a::kGemmRowsAuto, 4096, 1024, 1024) == 4096);  // 2^32 exactly
+  CHECK(fp8a::gemm_rows_for(fp8a::kGemmRowsAuto, 4097, 1024, 1024) == 4096);
+  CHECK(fp8a::gemm_rows_for(fp8a::kGemmRowsAuto, 8192, 4096, 4096) == 256);
+  CHECK(fp8a::gemm_rows_for(fp8a::kGemmRowsAuto, 8192, 16384, 16384) == 256);  // the floor
+  CHECK(fp8a::gemm_rows_for(fp8a::kGemmRowsAuto, 100, 16384, 16384) == 100);
+  CHECK(fp8a::gemm_rows_for(0, 8192, 4096, 4096) == 8192);
+  CHECK(fp8a::gemm_rows_for(300, 8192, 4096, 4096) == 300);
+  CHECK(fp8a::gemm_rows_for(300, 200, 4096, 4096) == 200);
 }
 
 namespace {

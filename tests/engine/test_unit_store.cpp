@@ -173,6 +173,7 @@ TEST_CASE("GEMM rows encode and decode to the same fields") {
   g.note = "2 ranks, column-parallel";
   g.zeroed_pct = 2.344;
   g.noise_sign_flip_pct = std::nan("");
+  g.rel_fro_err_se = 0.000157;
   const std::vector<std::vector<GemmRow>> per_format{{g, g}, {}};
   const auto d = decode_gemm_rows(encode_gemm_rows(per_format));
   REQUIRE(d.size() == 2);
@@ -194,6 +195,7 @@ TEST_CASE("GEMM rows encode and decode to the same fields") {
   CHECK(r.note == g.note);
   CHECK(same_bits(r.zeroed_pct, 2.344));
   CHECK(std::isnan(r.noise_sign_flip_pct));
+  CHECK(same_bits(r.rel_fro_err_se, 0.000157));
 }
 
 TEST_CASE("truncated, padded or foreign bytes are refused, not misread") {

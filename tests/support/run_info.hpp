@@ -14,6 +14,7 @@ inline RunInfo base_run_info(int tensor_count) {
   info.requested_device = "auto";
   info.backend = "cpu";
   info.device = "2 threads (oneTBB)";
+  info.gemm_path = "emulated on the CPU, 2 threads";
   CaptureFile f;
   f.path = "caps/step_10.safetensors";
   f.step = 10;
