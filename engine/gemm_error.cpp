@@ -14,6 +14,7 @@
 
 #include "core/error.hpp"
 #include "engine/cpu_backend.hpp"
+#include "engine/cluster.hpp"
 #include "engine/evaluation_index.hpp"
 #include "engine/fake_quant.hpp"
 #include "engine/gemm_pairing.hpp"
@@ -479,9 +480,21 @@ std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> jobs,
       }
     }
   };
+  // Over several ranks each job is owned by one, shared out by its m*n*k; the others receive its
+  // rows after every rank's own jobs are done.
+  const bool shared = is_distributed(options.cluster);
+  std::vector<int> owner;
+  if (shared) {
+    std::vector<std::uint64_t> costs;
+    for (const GemmLayer& job : jobs)
+      costs.push_back(static_cast<std::uint64_t>(job.m) * static_cast<std::uint64_t>(job.n) *
+                      static_cast<std::uint64_t>(job.k));
+    owner = assign_balanced(costs, options.cluster->size());
+  }
   // Each job from the store when it has it, else computed (and saved).
   std::atomic<bool> stopped{false};
   tbb::parallel_for(std::size_t{0}, jobs.size(), [&](std::size_t j) {
+    if (shared && owner[j] != options.cluster->rank()) return;
     if (stop_requested(options.stop)) {
       stopped = true;
       return;
@@ -509,6 +522,32 @@ std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> jobs,
     }
     if (options.progress != nullptr) options.progress->unit_done(jobs[j].layer, job_bytes(jobs[j]));
   });
+  if (shared) {
+    const auto job_key = [](std::size_t j) {
+      ByteWriter w;
+      w.str("GEMM job");
+      w.u64(j);
+      return w.take();
+    };
+    RecordingStore own(nullptr);
+    for (std::size_t j = 0; j < jobs.size(); ++j)
+      if (owner[j] == options.cluster->rank() && !results[j].empty())
+        own.save(UnitKind::kGemmLayer, job_key(j), encode_gemm_rows(results[j]));
+    GatheredUnits all = exchange_units(*options.cluster, own, stopped);
+    if (all.stopped()) throw StopRequested();
+    for (std::size_t j = 0; j < jobs.size(); ++j) {
+      if (owner[j] == options.cluster->rank()) continue;
+      try {
+        results[j] = decode_gemm_rows(*all.load(UnitKind::kGemmLayer, job_key(j)));
+      } catch (const DecodeError& e) {
+        throw internal_error("fp8a.internal.005", "the GEMM rows of step " + std::to_string(jobs[j].step) +
+                                                      " layer '" + jobs[j].layer + "' from MPI rank " +
+                                                      std::to_string(owner[j]) + " do not decode: " + e.what());
+      }
+      FP8A_CHECK(results[j].size() == formats.size(), "a GEMM layer received with another number of formats");
+      if (options.progress != nullptr) options.progress->unit_done(jobs[j].layer, job_bytes(jobs[j]));
+    }
+  }
   if (stopped) throw StopRequested();
   if (options.progress != nullptr) options.progress->end_stage();
   std::vector<GemmRow> out;

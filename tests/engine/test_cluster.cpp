@@ -1,0 +1,182 @@
+// Work shared out over the ranks of a run (engine/cluster.hpp): the assignment is fixed, balanced
+// and gives every unit one owner; a run over N in-process ranks (threads exchanging through
+// memory, the MPI exchange's stand-in) gives every rank exactly the rows of one process, with
+// each shard evaluated by one rank only. The reference is the single-process run.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <thread>
+
+#include "datasets/synth.hpp"
+#include "engine/cluster.hpp"
+#include "engine/cpu_backend.hpp"
+#include "engine/gemm_error.hpp"
+#include "engine/gemm_pairing.hpp"
+#include "engine/run.hpp"
+#include "engine/unit_codec.hpp"
+
+namespace {
+
+using namespace fp8a;
+
+// N ranks in one process: all_gather through shared slots between two barriers.
+struct Exchange {
+  explicit Exchange(int n) : slots(static_cast<std::size_t>(n)), barrier(n) {}
+  std::vector<std::string> slots;
+  std::barrier<> barrier;
+  std::atomic<int> gathers{0};
+};
+
+class ThreadCluster final : public Cluster {
+ public:
+  ThreadCluster(Exchange* x, int rank) : x_(x), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return static_cast<int>(x_->slots.size()); }
+  std::vector<std::string> all_gather(std::string_view mine) override {
+    x_->slots[static_cast<std::size_t>(rank_)] = std::string(mine);
+    x_->barrier.arrive_and_wait();
+    std::vector<std::string> all = x_->slots;
+    x_->barrier.arrive_and_wait();
+    if (rank_ == 0) ++x_->gathers;
+    return all;
+  }
+
+ private:
+  Exchange* x_;
+  int rank_;
+};
+
+class CountingBackend final : public Backend {
+ public:
+  std::string name() const override { return inner_.name(); }
+  std::string device() const override { return inner_.device(); }
+  TensorEvaluation evaluate(std::span<const Candidate> c, const TensorView& t) const override {
+    ++calls;
+    return inner_.evaluate(c, t);
+  }
+  mutable std::atomic<int> calls{0};
+
+ private:
+  CpuBackend inner_;
+};
+
+struct Synth {
+  MemoryFileSystem fs;
+  CaptureSet captures;
+};
+
+void load_synth(Synth& s, const char* preset_name) {
+  const SynthPreset* preset = find_synth_preset(preset_name);
+  REQUIRE(preset != nullptr);
+  std::vector<std::string> paths;
+  for (const SynthFile& f : synthesize(*preset, 1, preset->default_steps)) {
+    std::vector<std::byte> b(f.contents.size());
+    std::memcpy(b.data(), f.contents.data(), b.size());
+    s.fs.add_file("s/" + f.name, std::move(b));
+    if (f.name.ends_with(".safetensors")) paths.push_back("s/" + f.name);
+  }
+  s.captures = load_captures(paths, s.fs);
+}
+
+// A row's every field that reaches the outputs, floats as bits.
+std::string row_bytes(const EvaluationRow& r) {
+  ByteWriter w;
+  w.str(r.key.layer);
+  w.i64(r.key.step);
+  w.u8(static_cast<std::uint8_t>(r.key.role));
+  write_recipe(w, r.recipe);
+  w.u8(static_cast<std::uint8_t>(r.format));
+  w.u8(static_cast<std::uint8_t>(r.fp8));
+  w.u8(static_cast<std::uint8_t>(r.orientation));
+  w.f32(r.current_scale);
+  w.f32(r.replay.scale);
+  w.u8(static_cast<std::uint8_t>(r.replay.mode));
+  w.str(encode_tensor_evaluation({r.stats, {{r.applicability, r.metrics}}}));
+  return w.take();
+}
+
+std::vector<std::string> all_row_bytes(const std::vector<EvaluationRow>& rows) {
+  std::vector<std::string> out;
+  for (const auto& r : rows) out.push_back(row_bytes(r));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("assign_balanced: every unit owned once, fixed, within one unit of balance") {
+  const std::vector<std::uint64_t> costs = {5, 1, 9, 9, 2, 7, 3, 3, 0, 8, 4, 6};
+  for (int ranks : {1, 2, 3, 5, 12, 20}) {
+    INFO(ranks);
+    const auto owner = assign_balanced(costs, ranks);
+    REQUIRE(owner.size() == costs.size());
+    std::vector<std::uint64_t> load(static_cast<std::size_t>(ranks), 0);
+    for (std::size_t u = 0; u < costs.size(); ++u) {
+      REQUIRE(owner[u] >= 0);
+      REQUIRE(owner[u] < ranks);
+      load[static_cast<std::size_t>(owner[u])] += costs[u];
+    }
+    CHECK(std::accumulate(load.begin(), load.end(), std::uint64_t{0}) == 57);
+    const auto [lo, hi] = std::minmax_element(load.begin(), load.end());
+    CHECK(*hi - *lo <= 9);  // the costliest unit
+    CHECK(assign_balanced(costs, ranks) == owner);  // the same every time it is asked
+  }
+  // Worked by hand, costliest first, each to the less loaded rank (loads after it):
+  // 9(u2)->r0 (9), 9(u3)->r1 (9), 8(u9)->r0 (17), 7(u5)->r1 (16), 6(u11)->r1 (22), 5(u0)->r0 (22),
+  // 4(u10)->r0 (26), 3(u6)->r1 (25), 3(u7)->r1 (28), 2(u4)->r0 (28), 1(u1)->r0 (29), 0(u8)->r1.
+  CHECK(assign_balanced(costs, 2) == std::vector<int>{0, 0, 0, 1, 0, 1, 1, 1, 1, 0, 0, 1});
+  // Equal costs: the earlier unit to the lower rank.
+  CHECK(assign_balanced(std::vector<std::uint64_t>{4, 4, 4, 4}, 3) == std::vector<int>{0, 1, 2, 0});
+  CHECK(assign_balanced(std::vector<std::uint64_t>{}, 3).empty());
+}
+
+TEST_CASE("a run over 2 and 3 in-process ranks gives every rank the rows of one process") {
+  Synth s;
+  load_synth(s, "all");
+  RunConfig config;
+  config.recipes = parse_recipe_list("current,delayed,block,mxfp8,bf16");  // delayed: one wave a step
+  const CountingBackend single_backend;
+  const auto single = evaluate_captures(s.captures, config, single_backend);
+  const auto layers = pair_gemm_operands(s.captures, nullptr);
+  REQUIRE(layers.size() > 2);
+  const auto single_gemms = evaluate_gemm_errors(layers, single, GemmOptions{});
+  for (int n : {2, 3}) {
+    INFO(n, " ranks");
+    Exchange x(n);
+    std::vector<std::vector<EvaluationRow>> rows(static_cast<std::size_t>(n));
+    std::vector<std::vector<GemmRow>> gemms(static_cast<std::size_t>(n));
+    std::vector<CountingBackend> backends(static_cast<std::size_t>(n));
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < n; ++r)
+      ranks.emplace_back([&, r] {
+        const auto i = static_cast<std::size_t>(r);
+        ThreadCluster cluster(&x, r);
+        RunConfig c = config;
+        c.cluster = &cluster;
+        rows[i] = evaluate_captures(s.captures, c, backends[i]);
+        GemmOptions o;
+        o.cluster = &cluster;
+        gemms[i] = evaluate_gemm_errors(layers, rows[i], o);
+      });
+    for (auto& t : ranks) t.join();
+    int calls = 0;
+    for (int r = 0; r < n; ++r) {
+      INFO("rank ", r);
+      const auto i = static_cast<std::size_t>(r);
+      CHECK(all_row_bytes(rows[i]) == all_row_bytes(single));
+      CHECK(encode_gemm_rows({gemms[i]}) == encode_gemm_rows({single_gemms}));
+      CHECK(backends[i].calls > 0);  // every rank did a share
+      calls += backends[i].calls;
+    }
+    CHECK(calls == single_backend.calls);  // each shard evaluated once, by its owner
+    // One exchange a step (the delayed recipes' waves) and one for the GEMM layers.
+    std::map<std::int64_t, int> steps;
+    for (const auto& t : s.captures.tensors) steps[t.key.step] = 1;
+    CHECK(x.gathers == static_cast<int>(steps.size()) + 1);
+  }
+}
