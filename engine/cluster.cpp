@@ -64,6 +64,11 @@ std::optional<std::string> GatheredUnits::load(UnitKind kind, std::string_view k
   return it->second;
 }
 
+void GatheredUnits::save_received(UnitStore& store, const RecordingStore& mine) const {
+  for (const auto& [id, bytes] : units_)
+    if (!mine.has(id.first, id.second)) store.save(id.first, id.second, bytes);
+}
+
 void GatheredUnits::save(UnitKind, std::string_view, std::string_view) {
   FP8A_CHECK(false, "a unit received from another rank was computed again");
 }

@@ -46,6 +46,7 @@ class RecordingStore final : public UnitStore {
   void save(UnitKind kind, std::string_view key, std::string_view bytes) override;
   // Every unit recorded, in key order (not in the order the threads finished them).
   std::string encode() const;
+  bool has(UnitKind kind, const std::string& key) const { return units_.count({kind, key}) != 0; }
 
  private:
   UnitStore* inner_;
@@ -60,6 +61,9 @@ class GatheredUnits final : public UnitStore {
   std::optional<std::string> load(UnitKind kind, std::string_view key) override;
   void save(UnitKind kind, std::string_view key, std::string_view bytes) override;
   bool stopped() const { return stopped_; }  // a rank stopped on a request before its last unit
+  // Saves in `store` (this rank's checkpoint) the units other ranks computed, so that it holds
+  // the whole run: a resumed run finds them whatever its rank count.
+  void save_received(UnitStore& store, const RecordingStore& mine) const;
 
  private:
   friend GatheredUnits exchange_units(Cluster& cluster, const RecordingStore& mine, bool stopped);

@@ -545,6 +545,8 @@ std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> jobs,
                                                       std::to_string(owner[j]) + " do not decode: " + e.what());
       }
       FP8A_CHECK(results[j].size() == formats.size(), "a GEMM layer received with another number of formats");
+      if (options.store != nullptr)  // this rank's checkpoint holds the whole run
+        options.store->save(UnitKind::kGemmLayer, gemm_unit_key(jobs[j], index, options), encode_gemm_rows(results[j]));
       if (options.progress != nullptr) options.progress->unit_done(jobs[j].layer, job_bytes(jobs[j]));
     }
   }

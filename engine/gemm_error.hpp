@@ -78,8 +78,9 @@ struct GemmOptions {
   // Checked before each (step, layer): once requested, none is started, those started finish,
   // and evaluate_gemm_errors throws StopRequested. Null: never. Not owned.
   const StopRequest* stop = nullptr;
-  // The ranks the layers are shared out over (engine/cluster.hpp); every rank returns every row.
-  // Null: this process computes every layer. Not owned.
+  // The ranks the layers are shared out over (engine/cluster.hpp); every rank returns every row;
+  // a rank with a store also saves there the layers the others computed. Null: this process
+  // computes every layer. Not owned.
   Cluster* cluster = nullptr;
 };
 

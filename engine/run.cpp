@@ -236,6 +236,7 @@ std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const R
     });
     GatheredUnits all = exchange_units(cluster, recorder, stopped);
     if (all.stopped()) throw StopRequested();
+    if (config.store != nullptr) all.save_received(*config.store, recorder);
     tbb::parallel_for(begin, end, [&](std::size_t g) {
       if (mine(g)) return;
       evaluate_group(g, &all);

@@ -42,7 +42,8 @@ struct RunConfig {
   // evaluate_captures throws StopRequested. Null: never. Not owned.
   const StopRequest* stop = nullptr;
   // The ranks the tensors are shared out over (engine/cluster.hpp); every rank returns every
-  // row. Null: this process evaluates every tensor. Not owned.
+  // row; a rank with a store also saves there the units the others computed. Null: this process
+  // evaluates every tensor. Not owned.
   Cluster* cluster = nullptr;
 };
 

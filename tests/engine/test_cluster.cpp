@@ -1,7 +1,8 @@
 // Work shared out over the ranks of a run (engine/cluster.hpp): the assignment is fixed, balanced
 // and gives every unit one owner; a run over N in-process ranks (threads exchanging through
 // memory, the MPI exchange's stand-in) gives every rank exactly the rows of one process, with
-// each shard evaluated by one rank only. The reference is the single-process run.
+// each shard evaluated by one rank only, and a checkpoint on rank 0 that holds the whole run.
+// The reference is the single-process run.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -64,6 +65,26 @@ class CountingBackend final : public Backend {
 
  private:
   CpuBackend inner_;
+};
+
+class MapStore final : public UnitStore {
+ public:
+  std::optional<std::string> load(UnitKind kind, std::string_view key) override {
+    const std::lock_guard<std::mutex> l(mutex_);
+    const auto it = units_.find({kind, std::string(key)});
+    if (it == units_.end()) return std::nullopt;
+    ++hits[kind];
+    return it->second;
+  }
+  void save(UnitKind kind, std::string_view key, std::string_view bytes) override {
+    const std::lock_guard<std::mutex> l(mutex_);
+    units_[{kind, std::string(key)}] = std::string(bytes);
+  }
+  std::map<UnitKind, int> hits;
+
+ private:
+  std::mutex mutex_;
+  std::map<std::pair<UnitKind, std::string>, std::string> units_;
 };
 
 struct Synth {
@@ -151,6 +172,7 @@ TEST_CASE("a run over 2 and 3 in-process ranks gives every rank the rows of one 
     std::vector<std::vector<EvaluationRow>> rows(static_cast<std::size_t>(n));
     std::vector<std::vector<GemmRow>> gemms(static_cast<std::size_t>(n));
     std::vector<CountingBackend> backends(static_cast<std::size_t>(n));
+    MapStore rank0_store;  // a checkpoint on rank 0 only
     std::vector<std::thread> ranks;
     for (int r = 0; r < n; ++r)
       ranks.emplace_back([&, r] {
@@ -158,9 +180,11 @@ TEST_CASE("a run over 2 and 3 in-process ranks gives every rank the rows of one 
         ThreadCluster cluster(&x, r);
         RunConfig c = config;
         c.cluster = &cluster;
+        if (r == 0) c.store = &rank0_store;
         rows[i] = evaluate_captures(s.captures, c, backends[i]);
         GemmOptions o;
         o.cluster = &cluster;
+        if (r == 0) o.store = &rank0_store;
         gemms[i] = evaluate_gemm_errors(layers, rows[i], o);
       });
     for (auto& t : ranks) t.join();
@@ -178,5 +202,16 @@ TEST_CASE("a run over 2 and 3 in-process ranks gives every rank the rows of one 
     std::map<std::int64_t, int> steps;
     for (const auto& t : s.captures.tensors) steps[t.key.step] = 1;
     CHECK(x.gathers == static_cast<int>(steps.size()) + 1);
+    // Rank 0's checkpoint holds every rank's units: one process resumed from it computes nothing.
+    RunConfig resumed = config;
+    resumed.store = &rank0_store;
+    const CountingBackend resumed_backend;
+    CHECK(all_row_bytes(evaluate_captures(s.captures, resumed, resumed_backend)) == all_row_bytes(single));
+    CHECK(resumed_backend.calls == 0);
+    GemmOptions o;
+    o.store = &rank0_store;
+    const int gemm_hits = rank0_store.hits[UnitKind::kGemmLayer];
+    CHECK(encode_gemm_rows({evaluate_gemm_errors(layers, single, o)}) == encode_gemm_rows({single_gemms}));
+    CHECK(rank0_store.hits[UnitKind::kGemmLayer] - gemm_hits == static_cast<int>(layers.size()));
   }
 }
