@@ -44,6 +44,9 @@ class RecordingStore final : public UnitStore {
   explicit RecordingStore(UnitStore* inner) : inner_(inner) {}
   std::optional<std::string> load(UnitKind kind, std::string_view key) override;
   void save(UnitKind kind, std::string_view key, std::string_view bytes) override;
+  void count(UnitKind kind, std::uint64_t reused, std::uint64_t computed) override {
+    if (inner_ != nullptr) inner_->count(kind, reused, computed);
+  }
   // Every unit recorded, in key order (not in the order the threads finished them).
   std::string encode() const;
   bool has(UnitKind kind, const std::string& key) const { return units_.count({kind, key}) != 0; }
