@@ -64,6 +64,23 @@ std::optional<std::string> GatheredUnits::load(UnitKind kind, std::string_view k
   return it->second;
 }
 
+std::optional<std::string> GatheredUnits::find(UnitKind kind, const std::string& key) const {
+  const auto it = units_.find({kind, key});
+  if (it == units_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<std::string> OfferedStore::load(UnitKind kind, std::string_view key) {
+  if (auto bytes = offered_.find(kind, std::string(key))) return bytes;
+  return inner_ != nullptr ? inner_->load(kind, key) : std::nullopt;
+}
+
+bool any_rank_has_store(Cluster& cluster, const UnitStore* store) {
+  for (const std::string& has : cluster.all_gather(store != nullptr ? "1" : "0"))
+    if (has == "1") return true;
+  return false;
+}
+
 void GatheredUnits::save_received(UnitStore& store, const RecordingStore& mine) const {
   for (const auto& [id, bytes] : units_)
     if (!mine.has(id.first, id.second)) store.save(id.first, id.second, bytes);

@@ -64,6 +64,8 @@ class GatheredUnits final : public UnitStore {
   std::optional<std::string> load(UnitKind kind, std::string_view key) override;
   void save(UnitKind kind, std::string_view key, std::string_view bytes) override;
   bool stopped() const { return stopped_; }  // a rank stopped on a request before its last unit
+  // The unit, or nothing (never throws).
+  std::optional<std::string> find(UnitKind kind, const std::string& key) const;
   // Saves in `store` (this rank's checkpoint) the units other ranks computed, so that it holds
   // the whole run: a resumed run finds them whatever its rank count.
   void save_received(UnitStore& store, const RecordingStore& mine) const;
@@ -77,6 +79,28 @@ class GatheredUnits final : public UnitStore {
 // Collective: every rank gives its recorded units (and whether it stopped on a request) and gets
 // every rank's. Throws internal_error fp8a.internal.005 on bytes that do not decode.
 GatheredUnits exchange_units(Cluster& cluster, const RecordingStore& mine, bool stopped);
+
+// A rank's store during a resumed run: first the units another rank's checkpoint offered for this
+// rank's share, then this rank's own store (may be null), where everything is saved.
+class OfferedStore final : public UnitStore {
+ public:
+  OfferedStore(const GatheredUnits& offered, UnitStore* inner) : offered_(offered), inner_(inner) {}
+  std::optional<std::string> load(UnitKind kind, std::string_view key) override;
+  void save(UnitKind kind, std::string_view key, std::string_view bytes) override {
+    if (inner_ != nullptr) inner_->save(kind, key, bytes);
+  }
+  void count(UnitKind kind, std::uint64_t reused, std::uint64_t computed) override {
+    if (inner_ != nullptr) inner_->count(kind, reused, computed);
+  }
+
+ private:
+  const GatheredUnits& offered_;
+  UnitStore* inner_;
+};
+
+// Collective: whether any rank has a store (a checkpoint). When one has, each wave starts with
+// the ranks offering each other what their stores hold of the others' shares.
+bool any_rank_has_store(Cluster& cluster, const UnitStore* store);
 
 // True when there is more than one rank to share the work with.
 inline bool is_distributed(const Cluster* cluster) { return cluster != nullptr && cluster->size() > 1; }

@@ -491,6 +491,21 @@ std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> jobs,
                       static_cast<std::uint64_t>(job.k));
     owner = assign_balanced(costs, options.cluster->size());
   }
+  // With a checkpoint on some rank, it first offers what it holds of the others' layers.
+  GatheredUnits offered;
+  std::optional<OfferedStore> offered_store;
+  if (shared && any_rank_has_store(*options.cluster, options.store)) {
+    RecordingStore offer(nullptr);
+    if (options.store != nullptr)
+      for (std::size_t j = 0; j < jobs.size(); ++j) {
+        if (owner[j] == options.cluster->rank()) continue;
+        const std::string key = gemm_unit_key(jobs[j], index, options);
+        if (auto bytes = options.store->load(UnitKind::kGemmLayer, key)) offer.save(UnitKind::kGemmLayer, key, *bytes);
+      }
+    offered = exchange_units(*options.cluster, offer, false);
+    offered_store.emplace(offered, options.store);
+  }
+  UnitStore* const store = offered_store ? &*offered_store : options.store;
   // Each job from the store when it has it, else computed (and saved).
   std::atomic<bool> stopped{false};
   tbb::parallel_for(std::size_t{0}, jobs.size(), [&](std::size_t j) {
@@ -501,9 +516,9 @@ std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> jobs,
     }
     std::string key;
     bool stored = false;
-    if (options.store != nullptr) {
+    if (store != nullptr) {
       key = gemm_unit_key(jobs[j], index, options);
-      if (const auto bytes = options.store->load(UnitKind::kGemmLayer, key)) {
+      if (const auto bytes = store->load(UnitKind::kGemmLayer, key)) {
         try {
           auto r = decode_gemm_rows(*bytes);
           if (r.size() == formats.size()) {
@@ -515,10 +530,10 @@ std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> jobs,
         }
       }
     }
-    if (options.store != nullptr) options.store->count(UnitKind::kGemmLayer, stored ? 1 : 0, stored ? 0 : 1);
+    if (store != nullptr) store->count(UnitKind::kGemmLayer, stored ? 1 : 0, stored ? 0 : 1);
     if (!stored) {
       compute_job(j);
-      if (options.store != nullptr) options.store->save(UnitKind::kGemmLayer, key, encode_gemm_rows(results[j]));
+      if (store != nullptr) store->save(UnitKind::kGemmLayer, key, encode_gemm_rows(results[j]));
     }
     if (options.progress != nullptr) options.progress->unit_done(jobs[j].layer, job_bytes(jobs[j]));
   });

@@ -217,13 +217,28 @@ std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const R
   // Over several ranks, each wave's groups are shared out by their bytes; each rank evaluates its
   // own (recording the shard evaluations), all are exchanged, and every rank assembles the other
   // ranks' groups from their evaluations: every rank ends with every row and the same history.
+  // With a checkpoint on some rank (rank 0's), it first offers what it holds of the others'
+  // shards, so that a resumed run over several ranks reuses all of it.
+  const bool offers = is_distributed(config.cluster) && any_rank_has_store(*config.cluster, config.store);
   const auto evaluate_wave_shared = [&](std::size_t begin, std::size_t end) {
     Cluster& cluster = *config.cluster;
     std::vector<std::uint64_t> costs;
     for (std::size_t g = begin; g < end; ++g) costs.push_back(group_bytes(g));
     const std::vector<int> owner = assign_balanced(costs, cluster.size());
     const auto mine = [&](std::size_t g) { return owner[g - begin] == cluster.rank(); };
-    RecordingStore recorder(config.store);
+    GatheredUnits offered;
+    if (offers) {
+      RecordingStore offer(nullptr);
+      if (config.store != nullptr)
+        for (std::size_t g = begin; g < end; ++g)
+          for (std::size_t i = groups[g].first; !mine(g) && i < groups[g].second; ++i) {
+            const std::string key = shard_unit_key(captures.tensors[i]);
+            if (auto bytes = config.store->load(UnitKind::kShard, key)) offer.save(UnitKind::kShard, key, *bytes);
+          }
+      offered = exchange_units(cluster, offer, false);
+    }
+    OfferedStore own_store(offered, config.store);
+    RecordingStore recorder(offers ? &own_store : config.store);
     tbb::parallel_for(begin, end, [&](std::size_t g) {
       if (!mine(g)) return;
       if (stop_requested(config.stop)) {

@@ -198,10 +198,33 @@ TEST_CASE("a run over 2 and 3 in-process ranks gives every rank the rows of one 
       calls += backends[i].calls;
     }
     CHECK(calls == single_backend.calls);  // each shard evaluated once, by its owner
-    // One exchange a step (the delayed recipes' waves) and one for the GEMM layers.
+    // One exchange a step (the delayed recipes' waves) and one for the GEMM layers; with a
+    // checkpoint on rank 0, each is preceded by its offers, and each stage asks who has a store.
     std::map<std::int64_t, int> steps;
     for (const auto& t : s.captures.tensors) steps[t.key.step] = 1;
-    CHECK(x.gathers == static_cast<int>(steps.size()) + 1);
+    CHECK(x.gathers == 2 * (static_cast<int>(steps.size()) + 1) + 2);
+    // Resumed over the same ranks from rank 0's checkpoint: rank 0 offers the others their
+    // shares, and no rank calls its backend.
+    {
+      Exchange again(n);
+      std::vector<CountingBackend> resumed_backends(static_cast<std::size_t>(n));
+      std::vector<std::vector<EvaluationRow>> resumed_rows(static_cast<std::size_t>(n));
+      std::vector<std::thread> resumed_ranks;
+      for (int r = 0; r < n; ++r)
+        resumed_ranks.emplace_back([&, r] {
+          const auto i = static_cast<std::size_t>(r);
+          ThreadCluster cluster(&again, r);
+          RunConfig c = config;
+          c.cluster = &cluster;
+          if (r == 0) c.store = &rank0_store;
+          resumed_rows[i] = evaluate_captures(s.captures, c, resumed_backends[i]);
+        });
+      for (auto& t : resumed_ranks) t.join();
+      for (int r = 0; r < n; ++r) {
+        CHECK(all_row_bytes(resumed_rows[static_cast<std::size_t>(r)]) == all_row_bytes(single));
+        CHECK(resumed_backends[static_cast<std::size_t>(r)].calls == 0);
+      }
+    }
     // Rank 0's checkpoint holds every rank's units: one process resumed from it computes nothing.
     RunConfig resumed = config;
     resumed.store = &rank0_store;
