@@ -16,6 +16,7 @@
 #include "cli/version.hpp"
 #include "core/error.hpp"
 #include "core/suggest.hpp"
+#include "core/text.hpp"
 #include "datasets/capture.hpp"
 #include "engine/run.hpp"
 #include "engine/gemm_error.hpp"
@@ -93,6 +94,34 @@ CheckpointManifest checkpoint_manifest(const EvaluationOptions& eval, const RunC
   return m;
 }
 
+// Every rank of a launch must evaluate the same work: the same arguments, capture files (by
+// identity: size and mtime), tensors and training-log files as rank 0. Usage error
+// fp8a.usage.230 naming the first rank and line that differ.
+void check_ranks_agree(Cluster& cluster, const Invocation& inv, const CaptureSet& captures,
+                       const TrainingLog& log) {
+  std::string mine;
+  for (const auto& a : inv.args) mine += "argument '" + a + "'\n";
+  for (const auto& f : captures.files) mine += "capture file " + f.path + " (" + f.identity + ")\n";
+  for (const auto& t : captures.tensors)
+    mine += "tensor " + t.tensor_name + " " + shape_text(t.view.shape) + " in " + t.file + "\n";
+  for (const auto& f : log.files) mine += "training log " + f + "\n";
+  const std::vector<std::string> all = cluster.all_gather(mine);
+  for (std::size_t r = 1; r < all.size(); ++r) {
+    if (all[r] == all[0]) continue;
+    const auto lines = [](const std::string& s, std::size_t at) {
+      const std::size_t end = s.find('\n', at);
+      return at >= s.size() ? std::string("nothing more") : s.substr(at, end - at);
+    };
+    std::size_t at = 0;  // the start of the first line that differs
+    for (std::size_t i = 0; i < std::min(all[0].size(), all[r].size()) && all[0][i] == all[r][i]; ++i)
+      if (all[0][i] == '\n') at = i + 1;
+    throw usage_error("fp8a.usage.230", "MPI rank " + std::to_string(r) + " has " + lines(all[r], at) +
+                                            " where rank 0 has " + lines(all[0], at) +
+                                            ": every rank must be given the same options and read the "
+                                            "same files (a shared file system)");
+  }
+}
+
 }  // namespace
 
 int command_run(const Invocation& inv) {
@@ -145,8 +174,11 @@ int command_run(const Invocation& inv) {
   if (!(tokens_per_step >= 0))
     throw usage_error("fp8a.usage.215", "--tokens-per-step must be >= 0");
   const bool quiet = vm.count("quiet") != 0;
+  // Over several MPI ranks every rank evaluates its share; rank 0 alone reports, keeps the
+  // checkpoint and writes.
+  const bool lead = !is_distributed(inv.cluster) || inv.cluster->rank() == 0;
   std::optional<TerminalProgress> progress;
-  if (!quiet) progress.emplace(stderr, ::isatty(STDERR_FILENO) != 0, progress_every);
+  if (!quiet && lead) progress.emplace(stderr, ::isatty(STDERR_FILENO) != 0, progress_every);
 
   RunInfo info;
   info.version = FP8A_VERSION;
@@ -174,7 +206,8 @@ int command_run(const Invocation& inv) {
   info.cuda_compiled = evaluator.backends.cuda_compiled;
   info.cuda_devices = evaluator.backends.cuda_devices;
 
-  const OutputLock out_lock(out_dir, join_command_line(inv.command_line));  // one run per --out
+  std::optional<OutputLock> out_lock;  // one run per --out
+  if (lead) out_lock.emplace(out_dir, join_command_line(inv.command_line));
   const StopOnSignals signals;  // SIGINT/SIGTERM: stop at the next tensor or GEMM layer
   auto t0 = std::chrono::steady_clock::now();
   DiskFileSystem fs;
@@ -187,16 +220,23 @@ int command_run(const Invocation& inv) {
     info.log_rounded = training_log.rounded;
     info.log_notes = training_log.notes;
   }
+  if (is_distributed(inv.cluster)) check_ranks_agree(*inv.cluster, inv, captures, training_log);
   info.read_seconds = seconds_since(t0);
 
   // Every finished unit goes to the checkpoint as the run goes; --resume takes them back.
   const bool gemms_wanted = vm.count("no-gemms") == 0;
-  Checkpoint checkpoint(out_dir, checkpoint_manifest(eval, config, gemms_wanted, captures, training_log, fs), resume);
-  for (const std::string& note : checkpoint.notes()) std::cerr << "fp8-advisor: " << note << "\n";
-  info.config.store = &checkpoint;
+  // Rank 0's alone: the engine saves there the units the other ranks computed too.
+  std::optional<Checkpoint> checkpoint;
+  if (lead) {
+    checkpoint.emplace(out_dir, checkpoint_manifest(eval, config, gemms_wanted, captures, training_log, fs), resume);
+    for (const std::string& note : checkpoint->notes()) std::cerr << "fp8-advisor: " << note << "\n";
+  }
+  info.config.store = checkpoint ? &*checkpoint : nullptr;
   info.config.stop = &signals.request();
+  info.config.cluster = inv.cluster;
   // A stop request ends the run here: what is finished is in the checkpoint.
   const auto stopped = [&] {
+    if (!lead) return signals.request().signal != 0 ? 128 + signals.request().signal : int{kExitOk};
     if (progress && ::isatty(STDERR_FILENO) != 0) std::cerr << "\n";
     const int signal = signals.request().signal;
     std::string again;
@@ -204,10 +244,10 @@ int command_run(const Invocation& inv) {
       if (w != "--resume") again += (again.empty() ? "" : " ") + w;
     again += " --resume";
     std::cerr << "fp8-advisor: stopped by " << StopOnSignals::signal_name(signal) << ": "
-              << checkpoint.reused(UnitKind::kShard) + checkpoint.computed(UnitKind::kShard)
+              << checkpoint->reused(UnitKind::kShard) + checkpoint->computed(UnitKind::kShard)
               << " evaluations (tensor x recipe) and "
-              << checkpoint.reused(UnitKind::kGemmLayer) + checkpoint.computed(UnitKind::kGemmLayer)
-              << " GEMM layers are kept in " << checkpoint.dir() << "; resume with: " << again << "\n";
+              << checkpoint->reused(UnitKind::kGemmLayer) + checkpoint->computed(UnitKind::kGemmLayer)
+              << " GEMM layers are kept in " << checkpoint->dir() << "; resume with: " << again << "\n";
     return 128 + signal;
   };
 
@@ -224,11 +264,12 @@ int command_run(const Invocation& inv) {
   const NonFiniteVerdict nonfinite = judge_nonfinite(
       rows, vm.count("fail-on-nonfinite") != 0 ? NonFiniteAction::kFail : NonFiniteAction::kWarn);
   if (nonfinite.failure) {
-    if (!resume) checkpoint.discard();  // a failed run leaves --out as it found it
+    if (!resume && checkpoint) checkpoint->discard();  // a failed run leaves --out as it found it
     throw input_error("fp8a.capture.406", *nonfinite.failure);
   }
   info.warnings = nonfinite.warnings;
-  for (const auto& w : info.warnings) std::cerr << "fp8-advisor: warning: " << w << "\n";
+  if (lead)
+    for (const auto& w : info.warnings) std::cerr << "fp8-advisor: warning: " << w << "\n";
 
   // The GEMM layers (X, W, dY paired per step and rank): the GEMM error and the advice use them.
   std::vector<GemmLayer> gemm_layers;
@@ -242,7 +283,7 @@ int command_run(const Invocation& inv) {
     try {
       gemms = evaluate_gemm_errors(gemm_layers, rows,
                                    GemmOptions{eval.gemm_rows, gemm_engine.get(), info.config.progress,
-                                               &checkpoint, &signals.request()});
+                                               info.config.store, &signals.request(), inv.cluster});
     } catch (const StopRequested&) {
       return stopped();
     }
@@ -252,6 +293,9 @@ int command_run(const Invocation& inv) {
     info.gemm_seconds = seconds_since(t0);
     for (const auto& s : skipped) info.warnings.push_back("gemms: " + s);
   }
+  // The rest (the advice, report.html's histograms, the files) is rank 0's: every rank has every
+  // row now, and what follows is cheap next to the evaluation.
+  if (!lead) return kExitOk;
 
   // The advice: every candidate judged on the GEMMs' evidence, under the policy and the GPU.
   // Without GEMM errors (--no-gemms) there is no GEMM evidence, so no advice.
@@ -334,11 +378,11 @@ int command_run(const Invocation& inv) {
 
   const std::string wrote = write_artifacts(out_dir, artifacts);
   if (resume)
-    std::cerr << "fp8-advisor: resumed: " << checkpoint.reused(UnitKind::kShard) << " of "
-              << checkpoint.reused(UnitKind::kShard) + checkpoint.computed(UnitKind::kShard)
-              << " evaluations (tensor x recipe) and " << checkpoint.reused(UnitKind::kGemmLayer) << " of "
-              << checkpoint.reused(UnitKind::kGemmLayer) + checkpoint.computed(UnitKind::kGemmLayer)
-              << " GEMM layers taken from " << checkpoint.dir() << "\n";
+    std::cerr << "fp8-advisor: resumed: " << checkpoint->reused(UnitKind::kShard) << " of "
+              << checkpoint->reused(UnitKind::kShard) + checkpoint->computed(UnitKind::kShard)
+              << " evaluations (tensor x recipe) and " << checkpoint->reused(UnitKind::kGemmLayer) << " of "
+              << checkpoint->reused(UnitKind::kGemmLayer) + checkpoint->computed(UnitKind::kGemmLayer)
+              << " GEMM layers taken from " << checkpoint->dir() << "\n";
   // The answer first (with the files written), then the tables.
   const std::string answer_text = render_answer(answer) + wrote + "\n";
   if (quiet) {

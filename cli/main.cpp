@@ -1,8 +1,13 @@
 // fp8-advisor: the command-line entry point. Errors are caught here, once, and mapped to exit codes.
+#include <chrono>
 #include <exception>
 #include <iostream>
 #include <new>
+#include <optional>
+#include <string>
+#include <thread>
 
+#include "cli/mpi_cluster.hpp"
 #include "cli/options.hpp"
 #include "cli/version.hpp"
 #include "core/error.hpp"
@@ -23,9 +28,10 @@ constexpr const char* kUsage =
     "  fp8-advisor <command> --help   options of a command\n"
     "  fp8-advisor --version          version, git revision, the GPUs the CUDA backend is built for\n";
 
-int dispatch(int argc, char** argv) {
+int dispatch(int argc, char** argv, fp8a::Cluster* cluster) {
   using namespace fp8a;
   cli::Invocation inv;
+  inv.cluster = cluster;
   for (int i = 0; i < argc; ++i) inv.command_line.emplace_back(argv[i]);
   if (argc < 2) throw usage_error("fp8a.usage.204", "missing command; try 'fp8-advisor --help'");
   const std::string first = argv[1];
@@ -35,9 +41,22 @@ int dispatch(int argc, char** argv) {
   }
   if (first == "--version") {
     std::cout << "fp8-advisor " << FP8A_VERSION << " (git " << FP8A_GIT_REVISION << ")\n"
-              << "CUDA backend: " << FP8A_CUDA_BUILD << "\n";
+              << "CUDA backend: " << FP8A_CUDA_BUILD << "\n"
+#if FP8A_WITH_MPI
+              << "MPI: " << FP8A_MPI_BUILD << ", " << cli::mpi_library_version() << "\n";
+#else
+              << "MPI: " << FP8A_MPI_BUILD << "\n";
+#endif
     return kExitOk;
   }
+  if (cli::launched_ranks() > 1 && !FP8A_WITH_MPI)
+    throw usage_error("fp8a.usage.229", "launched as " + std::to_string(cli::launched_ranks()) +
+                                            " MPI ranks, but this fp8-advisor is built without MPI "
+                                            "(FP8A_WITH_MPI=OFF): rebuild with libopenmpi-dev, or run one process");
+  if (is_distributed(cluster) && first != "run")
+    throw usage_error("fp8a.usage.231", "'" + first + "' launched as " + std::to_string(cluster->size()) +
+                                            " MPI ranks: only 'run' spreads over ranks; run '" + first +
+                                            "' as one process");
   inv.subcommand = first;
   inv.args.assign(argv + 2, argv + argc);
   if (first == "run") return cli::command_run(inv);
@@ -50,21 +69,55 @@ int dispatch(int argc, char** argv) {
                                           "; try 'fp8-advisor --help'");
 }
 
+// An error line on stderr, and the exit code. Over several ranks the first rank to fail ends them
+// all (MPI_Abort keeps the code), so none waits in an exchange for it; a rank other than 0 waits
+// a moment first, so that an error every rank meets (a bad option, a missing file) is printed
+// once, by rank 0, and an error of its own is named with its rank.
+int fail(const std::string& line, int code, fp8a::Cluster* cluster) {
+  if (fp8a::is_distributed(cluster) && cluster->rank() != 0) {
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    std::cerr << line << " (MPI rank " << cluster->rank() << " of " << cluster->size() << ")\n";
+  } else {
+    std::cerr << line << "\n";
+  }
+#if FP8A_WITH_MPI
+  if (fp8a::is_distributed(cluster)) static_cast<fp8a::cli::MpiCluster*>(cluster)->abort(code);
+#endif
+  return code;
+}
+
+int run_main(int argc, char** argv, fp8a::Cluster* cluster) {
+  try {
+    return dispatch(argc, argv, cluster);
+  } catch (const fp8a::Error& e) {
+    return fail(std::string("fp8-advisor: error: ") + e.what(), e.exit_code(), cluster);
+  } catch (const std::bad_alloc&) {
+    constexpr fp8a::InternalId kOutOfMemory = "fp8a.internal.002";
+    return fail(std::string("fp8-advisor: error: [") + std::string(kOutOfMemory.text()) + "] out of memory",
+                fp8a::kExitInternal, cluster);
+  } catch (const std::exception& e) {
+    constexpr fp8a::InternalId kUnexpected = "fp8a.internal.003";
+    return fail(std::string("fp8-advisor: error: [") + std::string(kUnexpected.text()) + "] " + e.what(),
+                fp8a::kExitInternal, cluster);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return dispatch(argc, argv);
-  } catch (const fp8a::Error& e) {
-    std::cerr << "fp8-advisor: error: " << e.what() << "\n";
-    return e.exit_code();
-  } catch (const std::bad_alloc&) {
-    constexpr fp8a::InternalId kOutOfMemory = "fp8a.internal.002";
-    std::cerr << "fp8-advisor: error: [" << kOutOfMemory.text() << "] out of memory\n";
-    return fp8a::kExitInternal;
-  } catch (const std::exception& e) {
-    constexpr fp8a::InternalId kUnexpected = "fp8a.internal.003";
-    std::cerr << "fp8-advisor: error: [" << kUnexpected.text() << "] " << e.what() << "\n";
-    return fp8a::kExitInternal;
+#if FP8A_WITH_MPI
+  // MPI only when a launcher (mpirun, srun) started this process: a plain run is one process.
+  std::optional<fp8a::cli::MpiCluster> mpi;
+  if (fp8a::cli::launched_ranks() > 0) {
+    try {
+      mpi.emplace(&argc, &argv);
+    } catch (const fp8a::Error& e) {
+      std::cerr << "fp8-advisor: error: " << e.what() << "\n";
+      return e.exit_code();
+    }
   }
+  return run_main(argc, argv, mpi ? &*mpi : nullptr);
+#else
+  return run_main(argc, argv, nullptr);
+#endif
 }

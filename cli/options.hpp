@@ -25,6 +25,8 @@ struct Invocation {
   std::string subcommand;
   std::vector<std::string> args;          // after the subcommand
   std::vector<std::string> command_line;  // everything, for provenance
+  // The MPI ranks this process is one of (cli/mpi_cluster.hpp); null: one process. Not owned.
+  Cluster* cluster = nullptr;
 };
 
 // Parses args against desc (positional names optional), adding --help to desc. --help prints

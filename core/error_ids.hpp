@@ -65,6 +65,12 @@ inline constexpr ErrorIdRow kErrorIdRows[] = {
     {"fp8a.usage.225", kUsage, "bad `--gemm-rows` (`auto`, `0` for all rows, or a number of token rows)"},
     {"fp8a.usage.227", kUsage,
      "bad `FP8A_CPU_ISA` (`baseline`, `v3` or `v4`), or a CPU code path this CPU lacks (the paths it runs named)"},
+    {"fp8a.usage.229", kUsage,
+     "`fp8-advisor` launched as several MPI ranks (`mpirun`, `srun`) but built without MPI (`FP8A_WITH_MPI=OFF`)"},
+    {"fp8a.usage.230", kUsage,
+     "an MPI rank does not see the same options, captures or training logs as rank 0 (the rank and the first difference named)"},
+    {"fp8a.usage.231", kUsage,
+     "a command other than `run` launched as several MPI ranks (only `run` spreads its work over ranks)"},
     {"fp8a.io.101", kInput, "capture path does not exist"},
     {"fp8a.io.102", kInput, "file cannot be opened or mapped, or is not a regular file/directory"},
     {"fp8a.io.103", kInput, "directory holds no captures (`*.safetensors`, `*.npy`, `*.npz`, `*.pt`)"},
@@ -137,6 +143,9 @@ inline constexpr ErrorIdRow kErrorIdRows[] = {
     {"fp8a.internal.002", kInternal, "out of host memory"},
     {"fp8a.internal.003", kInternal,
      "an unexpected exception reached `main` (a bug: please report it with the message)"},
+    {"fp8a.internal.004", kInternal, "an MPI call failed (the call and MPI's error string named)"},
+    {"fp8a.internal.005", kInternal,
+     "the units of work exchanged between MPI ranks are incomplete or do not decode (a bug: please report it)"},
 };
 }  // namespace detail
 

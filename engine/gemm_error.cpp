@@ -15,6 +15,7 @@
 
 #include "core/error.hpp"
 #include "engine/cpu_backend.hpp"
+#include "engine/cluster.hpp"
 #include "engine/evaluation_index.hpp"
 #include "engine/fake_quant.hpp"
 #include "engine/gemm_pairing.hpp"
@@ -575,18 +576,45 @@ std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> jobs,
       }
     }
   };
+  // Over several ranks each job is owned by one, shared out by its m*n*k; the others receive its
+  // rows after every rank's own jobs are done.
+  const bool shared = is_distributed(options.cluster);
+  std::vector<int> owner;
+  if (shared) {
+    std::vector<std::uint64_t> costs;
+    for (const GemmLayer& job : jobs)
+      costs.push_back(static_cast<std::uint64_t>(job.m) * static_cast<std::uint64_t>(job.n) *
+                      static_cast<std::uint64_t>(job.k));
+    owner = assign_balanced(costs, options.cluster->size());
+  }
+  // With a checkpoint on some rank, it first offers what it holds of the others' layers.
+  GatheredUnits offered;
+  std::optional<OfferedStore> offered_store;
+  if (shared && any_rank_has_store(*options.cluster, options.store)) {
+    RecordingStore offer(nullptr);
+    if (options.store != nullptr)
+      for (std::size_t j = 0; j < jobs.size(); ++j) {
+        if (owner[j] == options.cluster->rank()) continue;
+        const std::string key = gemm_unit_key(jobs[j], index, options);
+        if (auto bytes = options.store->load(UnitKind::kGemmLayer, key)) offer.save(UnitKind::kGemmLayer, key, *bytes);
+      }
+    offered = exchange_units(*options.cluster, offer, false);
+    offered_store.emplace(offered, options.store);
+  }
+  UnitStore* const store = offered_store ? &*offered_store : options.store;
   // Each job from the store when it has it, else computed (and saved).
   std::atomic<bool> stopped{false};
   tbb::parallel_for(std::size_t{0}, jobs.size(), [&](std::size_t j) {
+    if (shared && owner[j] != options.cluster->rank()) return;
     if (stop_requested(options.stop)) {
       stopped = true;
       return;
     }
     std::string key;
     bool stored = false;
-    if (options.store != nullptr) {
+    if (store != nullptr) {
       key = gemm_unit_key(jobs[j], index, options);
-      if (const auto bytes = options.store->load(UnitKind::kGemmLayer, key)) {
+      if (const auto bytes = store->load(UnitKind::kGemmLayer, key)) {
         try {
           auto r = decode_gemm_rows(*bytes);
           if (r.size() == formats.size()) {
@@ -598,16 +626,44 @@ std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> jobs,
         }
       }
     }
-    if (options.store != nullptr) options.store->count(UnitKind::kGemmLayer, stored ? 1 : 0, stored ? 0 : 1);
+    if (store != nullptr) store->count(UnitKind::kGemmLayer, stored ? 1 : 0, stored ? 0 : 1);
     if (!stored) {
       compute_job(j);
-      if (options.store != nullptr) options.store->save(UnitKind::kGemmLayer, key, encode_gemm_rows(results[j]));
+      if (store != nullptr) store->save(UnitKind::kGemmLayer, key, encode_gemm_rows(results[j]));
       // Done with the operands' bytes (TensorStorage::release): the resident set stays the jobs running.
       for (const auto& rank : jobs[j].ranks)
         for (const CapturedTensor* t : rank) t->view.release();
     }
     if (options.progress != nullptr) options.progress->unit_done(jobs[j].layer, job_bytes(jobs[j]));
   });
+  if (shared) {
+    const auto job_key = [](std::size_t j) {
+      ByteWriter w;
+      w.str("GEMM job");
+      w.u64(j);
+      return w.take();
+    };
+    RecordingStore own(nullptr);
+    for (std::size_t j = 0; j < jobs.size(); ++j)
+      if (owner[j] == options.cluster->rank() && !results[j].empty())
+        own.save(UnitKind::kGemmLayer, job_key(j), encode_gemm_rows(results[j]));
+    GatheredUnits all = exchange_units(*options.cluster, own, stopped);
+    if (all.stopped()) throw StopRequested();
+    for (std::size_t j = 0; j < jobs.size(); ++j) {
+      if (owner[j] == options.cluster->rank()) continue;
+      try {
+        results[j] = decode_gemm_rows(*all.load(UnitKind::kGemmLayer, job_key(j)));
+      } catch (const DecodeError& e) {
+        throw internal_error("fp8a.internal.005", "the GEMM rows of step " + std::to_string(jobs[j].step) +
+                                                      " layer '" + jobs[j].layer + "' from MPI rank " +
+                                                      std::to_string(owner[j]) + " do not decode: " + e.what());
+      }
+      FP8A_CHECK(results[j].size() == formats.size(), "a GEMM layer received with another number of formats");
+      if (options.store != nullptr)  // this rank's checkpoint holds the whole run
+        options.store->save(UnitKind::kGemmLayer, gemm_unit_key(jobs[j], index, options), encode_gemm_rows(results[j]));
+      if (options.progress != nullptr) options.progress->unit_done(jobs[j].layer, job_bytes(jobs[j]));
+    }
+  }
   if (stopped) throw StopRequested();
   if (options.progress != nullptr) options.progress->end_stage();
   std::vector<GemmRow> out;

@@ -33,6 +33,7 @@
 #include "datasets/capture.hpp"
 #include "core/progress.hpp"
 #include "core/stop.hpp"
+#include "engine/cluster.hpp"
 #include "engine/gemm_engine.hpp"
 #include "engine/gemm_pairing.hpp"
 #include "engine/run.hpp"
@@ -100,6 +101,10 @@ struct GemmOptions {
   // Checked before each (step, layer): once requested, none is started, those started finish,
   // and evaluate_gemm_errors throws StopRequested. Null: never. Not owned.
   const StopRequest* stop = nullptr;
+  // The ranks the layers are shared out over (engine/cluster.hpp); every rank returns every row;
+  // a rank with a store also saves there the layers the others computed. Null: this process
+  // computes every layer. Not owned.
+  Cluster* cluster = nullptr;
 };
 
 // Rows ordered by format (the table's, EvaluationIndex::formats), then layer job, recipe and GEMM:

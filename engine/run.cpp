@@ -9,6 +9,7 @@
 
 #include "core/scale.hpp"
 #include "core/text.hpp"
+#include "engine/cluster.hpp"
 
 namespace fp8a {
 
@@ -96,14 +97,15 @@ std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const R
   };
   const std::vector<TrainingFormat>& formats = config.formats;
   std::vector<GroupRows> per_group(groups.size());
-  const auto evaluate_group = [&](std::size_t g) {
+  // store: where shard evaluations are looked up and saved (config.store, or the exchange's).
+  const auto evaluate_group = [&](std::size_t g, UnitStore* store) {
     const auto [first, last] = groups[g];
     const CapturedTensor& t = captures.tensors[first];
     const bool reduce = last - first > 1 && config.amax_reduction == AmaxReduction::kTp;
     float reduced_amax = 0.0f;
     if (reduce)
       for (std::size_t i = first; i < last; ++i)
-        reduced_amax = std::max(reduced_amax, evaluate_shard(backend, config.store, captures.tensors[i], {}).stats.amax);
+        reduced_amax = std::max(reduced_amax, evaluate_shard(backend, store, captures.tensors[i], {}).stats.amax);
     std::vector<EvaluationRow>& rows = per_group[g].evaluations;
     per_group[g].of_format.resize(formats.size());
     std::vector<Candidate> candidates;
@@ -156,7 +158,7 @@ std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const R
     // Evaluate every shard and merge: counts and sums add up, stats merge, scale ranges widen.
     TensorEvaluation total;
     for (std::size_t i = first; i < last; ++i) {
-      const TensorEvaluation eval = evaluate_shard(backend, config.store, captures.tensors[i], candidates);
+      const TensorEvaluation eval = evaluate_shard(backend, store, captures.tensors[i], candidates);
       stats[i] = eval.stats;
       if (i == first) {
         total = eval;
@@ -202,21 +204,75 @@ std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const R
     for (std::size_t g = 0; g < groups.size(); ++g) total += group_bytes(g);
     config.progress->begin_stage("tensors", groups.size(), total);
   }
+  // Done with a group's bytes: the resident set holds the groups being evaluated, not all read
+  // so far.
+  const auto release_group = [&](std::size_t g) {
+    for (std::size_t i = groups[g].first; i < groups[g].second; ++i) captures.tensors[i].view.release();
+  };
   std::atomic<bool> stopped{false};
   const auto evaluate_and_report = [&](std::size_t g) {
     if (stop_requested(config.stop)) {
       stopped = true;
       return;
     }
-    evaluate_group(g);
-    // Done with its bytes: the resident set holds the groups being evaluated, not all read so far.
-    for (std::size_t i = groups[g].first; i < groups[g].second; ++i) captures.tensors[i].view.release();
+    evaluate_group(g, config.store);
+    release_group(g);
     if (config.progress != nullptr)
       config.progress->unit_done(captures.tensors[groups[g].first].key.layer, group_bytes(g));
   };
+  // Over several ranks, each wave's groups are shared out by their bytes; each rank evaluates its
+  // own (recording the shard evaluations), all are exchanged, and every rank assembles the other
+  // ranks' groups from their evaluations: every rank ends with every row and the same history.
+  // With a checkpoint on some rank (rank 0's), it first offers what it holds of the others'
+  // shards, so that a resumed run over several ranks reuses all of it.
+  const bool offers = is_distributed(config.cluster) && any_rank_has_store(*config.cluster, config.store);
+  const auto evaluate_wave_shared = [&](std::size_t begin, std::size_t end) {
+    Cluster& cluster = *config.cluster;
+    std::vector<std::uint64_t> costs;
+    for (std::size_t g = begin; g < end; ++g) costs.push_back(group_bytes(g));
+    const std::vector<int> owner = assign_balanced(costs, cluster.size());
+    const auto mine = [&](std::size_t g) { return owner[g - begin] == cluster.rank(); };
+    GatheredUnits offered;
+    if (offers) {
+      RecordingStore offer(nullptr);
+      if (config.store != nullptr)
+        for (std::size_t g = begin; g < end; ++g)
+          for (std::size_t i = groups[g].first; !mine(g) && i < groups[g].second; ++i) {
+            const std::string key = shard_unit_key(captures.tensors[i]);
+            if (auto bytes = config.store->load(UnitKind::kShard, key)) offer.save(UnitKind::kShard, key, *bytes);
+          }
+      offered = exchange_units(cluster, offer, false);
+    }
+    OfferedStore own_store(offered, config.store);
+    RecordingStore recorder(offers ? &own_store : config.store);
+    tbb::parallel_for(begin, end, [&](std::size_t g) {
+      if (!mine(g)) return;
+      if (stop_requested(config.stop)) {
+        stopped = true;
+        return;
+      }
+      evaluate_group(g, &recorder);
+      release_group(g);
+      if (config.progress != nullptr)
+        config.progress->unit_done(captures.tensors[groups[g].first].key.layer, group_bytes(g));
+    });
+    GatheredUnits all = exchange_units(cluster, recorder, stopped);
+    if (all.stopped()) throw StopRequested();
+    if (config.store != nullptr) all.save_received(*config.store, recorder);
+    tbb::parallel_for(begin, end, [&](std::size_t g) {
+      if (mine(g)) return;
+      evaluate_group(g, &all);
+      if (config.progress != nullptr)
+        config.progress->unit_done(captures.tensors[groups[g].first].key.layer, group_bytes(g));
+    });
+  };
   for (const auto& [begin, end] : waves) {
-    tbb::parallel_for(begin, end, evaluate_and_report);
-    if (stopped) throw StopRequested();
+    if (is_distributed(config.cluster)) {
+      evaluate_wave_shared(begin, end);
+    } else {
+      tbb::parallel_for(begin, end, evaluate_and_report);
+      if (stopped) throw StopRequested();
+    }
     add_captured_amaxes(captures, stats, config.training_log, groups[begin].first, groups[end - 1].second, &history);
   }
   if (config.progress != nullptr) config.progress->end_stage();

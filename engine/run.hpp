@@ -11,6 +11,7 @@
 #include "datasets/training_log.hpp"
 #include "datasets/capture.hpp"
 #include "engine/backend.hpp"
+#include "engine/cluster.hpp"
 #include "engine/delayed_replay.hpp"
 #include "engine/unit_store.hpp"
 
@@ -40,6 +41,10 @@ struct RunConfig {
   // Checked before each tensor: once requested, no tensor is started, those started finish, and
   // evaluate_captures throws StopRequested. Null: never. Not owned.
   const StopRequest* stop = nullptr;
+  // The ranks the tensors are shared out over (engine/cluster.hpp); every rank returns every
+  // row; a rank with a store also saves there the units the others computed. Null: this process
+  // evaluates every tensor. Not owned.
+  Cluster* cluster = nullptr;
 };
 
 // One row of the evaluation table: one tensor under one recipe in one format, in one orientation.

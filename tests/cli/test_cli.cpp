@@ -62,13 +62,19 @@ TEST_CASE("--version and --help") {
   CHECK(v.out.rfind("fp8-advisor 0.1.0 (git ", 0) == 0);
   // The second line says what the CUDA backend was built for (the GPUs a user's run can use).
   const std::string cuda_line = v.out.substr(v.out.find('\n') + 1);
+  // The third, whether `run` can spread over MPI ranks.
+  const std::string mpi_line = cuda_line.substr(cuda_line.find('\n') + 1);
+  if (FP8A_EXPECT_MPI_COMPILED)
+    CHECK(mpi_line.rfind("MPI: built (MPI ", 0) == 0);
+  else
+    CHECK(mpi_line.rfind("MPI: not built (", 0) == 0);
   if (FP8A_EXPECT_CUDA_COMPILED) {
     CHECK(cuda_line.rfind("CUDA backend: kernels for sm_", 0) == 0);
     CHECK(cuda_line.find(", CUDA ") != std::string::npos);
   } else {
     CHECK(cuda_line.rfind("CUDA backend: not built (", 0) == 0);
   }
-  CHECK(std::count(v.out.begin(), v.out.end(), '\n') == 2);
+  CHECK(std::count(v.out.begin(), v.out.end(), '\n') == 3);
   const auto h = run("--help");
   CHECK(h.rc == 0);
   CHECK(h.out.find("run ") != std::string::npos);
