@@ -21,10 +21,15 @@
 #include "engine/gemm_pairing.hpp"
 #include "engine/run.hpp"
 #include "engine/unit_codec.hpp"
+#include "support/unit_stores.hpp"
 
 namespace {
 
 using namespace fp8a;
+using fp8a::testing::CountingBackend;
+using fp8a::testing::MapStore;
+using fp8a::testing::Synth;
+using fp8a::testing::load_synth;
 
 // N ranks in one process: all_gather through shared slots between two barriers.
 struct Exchange {
@@ -52,58 +57,6 @@ class ThreadCluster final : public Cluster {
   Exchange* x_;
   int rank_;
 };
-
-class CountingBackend final : public Backend {
- public:
-  std::string name() const override { return inner_.name(); }
-  std::string device() const override { return inner_.device(); }
-  TensorEvaluation evaluate(std::span<const Candidate> c, const TensorView& t) const override {
-    ++calls;
-    return inner_.evaluate(c, t);
-  }
-  mutable std::atomic<int> calls{0};
-
- private:
-  CpuBackend inner_;
-};
-
-class MapStore final : public UnitStore {
- public:
-  std::optional<std::string> load(UnitKind kind, std::string_view key) override {
-    const std::lock_guard<std::mutex> l(mutex_);
-    const auto it = units_.find({kind, std::string(key)});
-    if (it == units_.end()) return std::nullopt;
-    ++hits[kind];
-    return it->second;
-  }
-  void save(UnitKind kind, std::string_view key, std::string_view bytes) override {
-    const std::lock_guard<std::mutex> l(mutex_);
-    units_[{kind, std::string(key)}] = std::string(bytes);
-  }
-  std::map<UnitKind, int> hits;
-
- private:
-  std::mutex mutex_;
-  std::map<std::pair<UnitKind, std::string>, std::string> units_;
-};
-
-struct Synth {
-  MemoryFileSystem fs;
-  CaptureSet captures;
-};
-
-void load_synth(Synth& s, const char* preset_name) {
-  const SynthPreset* preset = find_synth_preset(preset_name);
-  REQUIRE(preset != nullptr);
-  std::vector<std::string> paths;
-  for (const SynthFile& f : synthesize(*preset, 1, preset->default_steps)) {
-    std::vector<std::byte> b(f.contents.size());
-    std::memcpy(b.data(), f.contents.data(), b.size());
-    s.fs.add_file("s/" + f.name, std::move(b));
-    if (f.name.ends_with(".safetensors")) paths.push_back("s/" + f.name);
-  }
-  s.captures = load_captures(paths, s.fs);
-}
 
 // A row's every field that reaches the outputs, floats as bits.
 std::string row_bytes(const EvaluationRow& r) {

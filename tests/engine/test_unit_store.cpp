@@ -17,11 +17,16 @@
 #include "engine/gemm_pairing.hpp"
 #include "engine/run.hpp"
 #include "engine/unit_codec.hpp"
+#include "support/unit_stores.hpp"
 #include "engine/unit_store.hpp"
 
 namespace {
 
 using namespace fp8a;
+using fp8a::testing::CountingBackend;
+using fp8a::testing::MapStore;
+using fp8a::testing::Synth;
+using fp8a::testing::load_synth;
 
 // The bit patterns of every float and double field: what "the same result" means here.
 template <class T>
@@ -31,69 +36,6 @@ bool same_bits(const T& a, const T& b) {
 
 const float kNaNPayload = std::bit_cast<float>(0x7FC01234u);
 const double kNaNPayloadD = std::bit_cast<double>(0x7FF8000000ABCDEFull);
-
-class MapStore final : public UnitStore {
- public:
-  std::optional<std::string> load(UnitKind kind, std::string_view key) override {
-    const std::lock_guard<std::mutex> l(mutex_);
-    ++loads[kind];
-    const auto it = units_.find({kind, std::string(key)});
-    if (it == units_.end()) return std::nullopt;
-    ++hits[kind];
-    return it->second;
-  }
-  void save(UnitKind kind, std::string_view key, std::string_view bytes) override {
-    const std::lock_guard<std::mutex> l(mutex_);
-    ++saves[kind];
-    units_[{kind, std::string(key)}] = std::string(bytes);
-  }
-  void count(UnitKind kind, std::uint64_t r, std::uint64_t c) override {
-    const std::lock_guard<std::mutex> l(mutex_);
-    reused[kind] += r;
-    computed[kind] += c;
-  }
-  std::map<UnitKind, int> loads, hits, saves;
-  std::map<UnitKind, std::uint64_t> reused, computed;
-  std::size_t size() const { return units_.size(); }
-
- private:
-  std::mutex mutex_;
-  std::map<std::pair<UnitKind, std::string>, std::string> units_;
-};
-
-// The CPU backend, counting its evaluations.
-class CountingBackend final : public Backend {
- public:
-  std::string name() const override { return inner_.name(); }
-  std::string device() const override { return inner_.device(); }
-  TensorEvaluation evaluate(std::span<const Candidate> c, const TensorView& t) const override {
-    ++calls;
-    return inner_.evaluate(c, t);
-  }
-  mutable std::atomic<int> calls{0};
-
- private:
-  CpuBackend inner_;
-};
-
-struct Synth {
-  MemoryFileSystem fs;
-  CaptureSet captures;
-  TrainingLog log;
-};
-
-void load_synth(Synth& s, const char* preset_name) {
-  const SynthPreset* preset = find_synth_preset(preset_name);
-  REQUIRE(preset != nullptr);
-  std::vector<std::string> paths;
-  for (const SynthFile& f : synthesize(*preset, 1, preset->default_steps)) {
-    std::vector<std::byte> b(f.contents.size());
-    std::memcpy(b.data(), f.contents.data(), b.size());
-    s.fs.add_file("s/" + f.name, std::move(b));
-    if (f.name.ends_with(".safetensors")) paths.push_back("s/" + f.name);
-  }
-  s.captures = load_captures(paths, s.fs);
-}
 
 RunConfig config_of(const char* recipes) {
   RunConfig c;
