@@ -209,16 +209,20 @@ std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const R
   const auto release_group = [&](std::size_t g) {
     for (std::size_t i = groups[g].first; i < groups[g].second; ++i) captures.tensors[i].view.release();
   };
+  const auto report = [&](std::size_t g) {
+    if (config.progress != nullptr)
+      config.progress->unit_done(captures.tensors[groups[g].first].key.layer, group_bytes(g));
+  };
+  // A group evaluated (its shards looked up in and saved to store), unless a stop was requested.
   std::atomic<bool> stopped{false};
-  const auto evaluate_and_report = [&](std::size_t g) {
+  const auto evaluate_and_report = [&](std::size_t g, UnitStore* store) {
     if (stop_requested(config.stop)) {
       stopped = true;
       return;
     }
-    evaluate_group(g, config.store);
+    evaluate_group(g, store);
     release_group(g);
-    if (config.progress != nullptr)
-      config.progress->unit_done(captures.tensors[groups[g].first].key.layer, group_bytes(g));
+    report(g);
   };
   // Over several ranks, each wave's groups are shared out by their bytes; each rank evaluates its
   // own (recording the shard evaluations), all are exchanged, and every rank assembles the other
@@ -246,15 +250,7 @@ std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const R
     OfferedStore own_store(offered, config.store);
     RecordingStore recorder(offers ? &own_store : config.store);
     tbb::parallel_for(begin, end, [&](std::size_t g) {
-      if (!mine(g)) return;
-      if (stop_requested(config.stop)) {
-        stopped = true;
-        return;
-      }
-      evaluate_group(g, &recorder);
-      release_group(g);
-      if (config.progress != nullptr)
-        config.progress->unit_done(captures.tensors[groups[g].first].key.layer, group_bytes(g));
+      if (mine(g)) evaluate_and_report(g, &recorder);
     });
     GatheredUnits all = exchange_units(cluster, recorder, stopped);
     if (all.stopped()) throw StopRequested();
@@ -262,15 +258,14 @@ std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const R
     tbb::parallel_for(begin, end, [&](std::size_t g) {
       if (mine(g)) return;
       evaluate_group(g, &all);
-      if (config.progress != nullptr)
-        config.progress->unit_done(captures.tensors[groups[g].first].key.layer, group_bytes(g));
+      report(g);
     });
   };
   for (const auto& [begin, end] : waves) {
     if (is_distributed(config.cluster)) {
       evaluate_wave_shared(begin, end);
     } else {
-      tbb::parallel_for(begin, end, evaluate_and_report);
+      tbb::parallel_for(begin, end, [&](std::size_t g) { evaluate_and_report(g, config.store); });
       if (stopped) throw StopRequested();
     }
     add_captured_amaxes(captures, stats, config.training_log, groups[begin].first, groups[end - 1].second, &history);
