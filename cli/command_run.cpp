@@ -239,15 +239,14 @@ int command_run(const Invocation& inv) {
     if (!lead) return signals.request().signal != 0 ? 128 + signals.request().signal : int{kExitOk};
     if (progress && ::isatty(STDERR_FILENO) != 0) std::cerr << "\n";
     const int signal = signals.request().signal;
-    std::string again;
+    std::vector<std::string> again;
     for (const std::string& w : inv.command_line)
-      if (w != "--resume") again += (again.empty() ? "" : " ") + w;
-    again += " --resume";
+      if (w != "--resume") again.push_back(w);
+    again.emplace_back("--resume");
     std::cerr << "fp8-advisor: stopped by " << StopOnSignals::signal_name(signal) << ": "
-              << checkpoint->reused(UnitKind::kShard) + checkpoint->computed(UnitKind::kShard)
-              << " evaluations (tensor x recipe) and "
-              << checkpoint->reused(UnitKind::kGemmLayer) + checkpoint->computed(UnitKind::kGemmLayer)
-              << " GEMM layers are kept in " << checkpoint->dir() << "; resume with: " << again << "\n";
+              << checkpoint->done(UnitKind::kShard) << " evaluations (tensor x recipe) and "
+              << checkpoint->done(UnitKind::kGemmLayer) << " GEMM layers are kept in " << checkpoint->dir()
+              << "; resume with: " << join_command_line(again) << "\n";
     return 128 + signal;
   };
 
@@ -379,9 +378,8 @@ int command_run(const Invocation& inv) {
   const std::string wrote = write_artifacts(out_dir, artifacts);
   if (resume)
     std::cerr << "fp8-advisor: resumed: " << checkpoint->reused(UnitKind::kShard) << " of "
-              << checkpoint->reused(UnitKind::kShard) + checkpoint->computed(UnitKind::kShard)
-              << " evaluations (tensor x recipe) and " << checkpoint->reused(UnitKind::kGemmLayer) << " of "
-              << checkpoint->reused(UnitKind::kGemmLayer) + checkpoint->computed(UnitKind::kGemmLayer)
+              << checkpoint->done(UnitKind::kShard) << " evaluations (tensor x recipe) and "
+              << checkpoint->reused(UnitKind::kGemmLayer) << " of " << checkpoint->done(UnitKind::kGemmLayer)
               << " GEMM layers taken from " << checkpoint->dir() << "\n";
   // The answer first (with the files written), then the tables.
   const std::string answer_text = render_answer(answer) + wrote + "\n";

@@ -47,6 +47,7 @@ class Checkpoint final : public UnitStore {
   // kept in it), so far.
   std::uint64_t reused(UnitKind kind) const { return reused_[index(kind)]; }
   std::uint64_t computed(UnitKind kind) const { return computed_[index(kind)]; }
+  std::uint64_t done(UnitKind kind) const { return reused(kind) + computed(kind); }
   const std::string& dir() const { return dir_; }
 
   // The file a unit is kept in, under dir()/units/ (exposed for tests).
