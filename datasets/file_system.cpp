@@ -13,6 +13,7 @@
 #include <filesystem>
 
 #include "core/error.hpp"
+#include "core/fnv1a.hpp"
 
 namespace fp8a {
 
@@ -54,10 +55,8 @@ class VectorFile final : public MappedFile {
   explicit VectorFile(std::shared_ptr<const std::vector<std::byte>> data) : data_(std::move(data)) {}
   std::span<const std::byte> bytes() const override { return {data_->data(), data_->size()}; }
   std::string identity() const override {
-    std::uint64_t h = 0xcbf29ce484222325u;  // FNV-1a 64
-    for (std::byte b : *data_) h = (h ^ static_cast<std::uint8_t>(b)) * 0x100000001b3u;
     char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a(bytes())));
     return "size " + std::to_string(data_->size()) + ", fnv1a " + hex;
   }
 

@@ -8,6 +8,7 @@
 
 #include "datasets/safetensors_writer.hpp"
 #include "core/error.hpp"
+#include "core/fnv1a.hpp"
 #include "core/fp8_codec.hpp"
 
 namespace fp8a {
@@ -103,13 +104,6 @@ std::vector<SynthPreset> make_presets() {
   };
 }
 
-std::uint64_t fnv1a(std::string_view s, std::uint64_t h = 0xcbf29ce484222325ull) {
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
 
 std::uint64_t splitmix(std::uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/fnv1a.hpp"
 #include "engine/unit_codec.hpp"
 #include "reports/atomic_file.hpp"
 
@@ -21,12 +22,6 @@ using nlohmann::json;
 
 constexpr std::uint64_t kUnitTag = 0x31'74'69'6E'75'61'38'66;  // "f8aunit1"
 constexpr int kManifestVersion = 1;
-
-std::uint64_t fnv1a(std::string_view s) {
-  std::uint64_t h = 0xcbf29ce484222325u;
-  for (char c : s) h = (h ^ static_cast<std::uint8_t>(c)) * 0x100000001b3u;
-  return h;
-}
 
 std::string slurp(const fs::path& p, bool* ok) {
   std::ifstream in(p, std::ios::binary);
