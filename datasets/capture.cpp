@@ -84,9 +84,8 @@ void add_tensors(const std::vector<FoundTensor>& found, const CaptureFile& info,
     const std::string where = info.path + ": tensor " + quoted_input(e.name) + ": ";
     CapturedTensor t;
     if (e.name.size() > kMaxNameBytes)
-      throw input_error("fp8a.capture.410", where + "name is " + std::to_string(e.name.size()) +
-                                                " bytes, longer than the " + std::to_string(kMaxNameBytes) +
-                                                " a tensor name may be (real module names are under 300)");
+      throw input_error("fp8a.capture.410", where + "name longer than " + std::to_string(kMaxNameBytes) +
+                                                " bytes (real module names are under 300)");
     if (!split_tensor_name(e.name, &t.key.layer, &t.key.role))
       throw input_error("fp8a.capture.403",
                         where + "name must be <layer>.<role> with role activation, weight or gradient");
