@@ -99,3 +99,18 @@ TEST_CASE("names: bytes outside UTF-8 and backslashes in JSON, losslessly (item 
   const std::string json = slurp(t.path / "out/recipe.json");
   CHECK(json.find("\"layer\": \"w\\\\xffx\"") != std::string::npos);
 }
+
+TEST_CASE("names: compare refuses a metrics.csv layer over 4096 bytes (item 5)") {
+  TempDir t;
+  REQUIRE(run_on(t, "short").rc == 0);
+  std::string csv = slurp(t.path / "out/metrics.csv");
+  const std::string long_name(5000, 'L');
+  for (std::size_t at = csv.find(",short,"); at != std::string::npos; at = csv.find(",short,", at))
+    csv.replace(at + 1, 5, long_name);
+  fp8a::cli_test::write_bytes(t.path / "out/metrics.csv", csv);
+  const auto r = run("compare " + shell_quote((t.path / "out").string()) + " " + shell_quote((t.path / "out").string()) +
+                     " --out " + shell_quote((t.path / "cmp").string()));
+  CHECK(r.rc == 3);
+  CHECK(r.err == "fp8-advisor: error: [fp8a.io.105] " + (t.path / "out/metrics.csv").string() +
+                     ":2: column 'layer': '" + std::string(80, 'L') + "...' (5000 bytes) is not valid there\n");
+}
