@@ -96,6 +96,7 @@ inline constexpr ErrorIdRow kErrorIdRows[] = {
     {"fp8a.capture.406", kInput, "NaN/Inf in a tensor with `--fail-on-nonfinite`"},
     {"fp8a.capture.407", kInput, "TE tensor dump without a `high_precision` tensor"},
     {"fp8a.capture.408", kInput, "`__metadata__[\"rank\"]` is not a non-negative integer"},
+    {"fp8a.capture.410", kInput, "tensor name longer than 4096 bytes"},
     {"fp8a.npy.601", kInput, "not an `.npy` file (magic, version)"},
     {"fp8a.npy.602", kInput, "bad `.npy` header (the position is named)"},
     {"fp8a.npy.603", kInput,

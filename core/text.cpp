@@ -50,11 +50,6 @@ std::size_t utf8_length(std::string_view s, char32_t* code_point) {
   return n;
 }
 
-// Characters that end a line or reorder text on a terminal, though valid UTF-8.
-bool is_layout_control(char32_t cp) {
-  return (cp >= 0x80 && cp <= 0x9F) || (cp >= 0x2028 && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069);
-}
-
 void append_hex(std::string& out, unsigned char c) {
   constexpr char kHex[] = "0123456789abcdef";
   out += "\\x";
@@ -62,14 +57,25 @@ void append_hex(std::string& out, unsigned char c) {
   out += kHex[c & 0xF];
 }
 
-// Appends bytes escaped (quoted_input's rules) to out, at most max_chars characters of them;
-// returns the number of bytes shown.
-std::size_t append_escaped(std::string& out, std::string_view bytes, std::size_t max_chars) {
+// What differs between the escaped forms.
+struct EscapeRules {
+  bool keep_lines = false;        // \n and \t as they are (terminal_text)
+  bool escape_backslash = true;   // \ -> \\ (not terminal_text)
+  bool escape_quote = false;      // ' -> \' (quoted_input)
+};
+
+// Appends bytes escaped by `rules` to out, at most max_chars characters of them; returns the
+// number of bytes shown.
+std::size_t append_escaped(std::string& out, std::string_view bytes, std::size_t max_chars,
+                           EscapeRules rules) {
   std::size_t i = 0;
   for (std::size_t shown = 0; i < bytes.size() && shown < max_chars; ++shown) {
     const auto c = static_cast<unsigned char>(bytes[i]);
     if (c >= 0x20 && c < 0x7F) {
-      if (c == '\\' || c == '\'') out += '\\';
+      if ((c == '\\' && rules.escape_backslash) || (c == '\'' && rules.escape_quote)) out += '\\';
+      out += static_cast<char>(c);
+      ++i;
+    } else if (rules.keep_lines && (c == '\n' || c == '\t')) {
       out += static_cast<char>(c);
       ++i;
     } else if (c == '\n' || c == '\r' || c == '\t') {
@@ -95,20 +101,97 @@ std::size_t append_escaped(std::string& out, std::string_view bytes, std::size_t
   return i;
 }
 
+constexpr EscapeRules kQuotedRules{false, true, true};
+
 std::string length_note(std::string_view bytes) { return " (" + std::to_string(bytes.size()) + " bytes)"; }
 
 }  // namespace
 
 std::string quoted_input(std::string_view bytes, std::size_t max_chars) {
   std::string out = "'";
-  if (append_escaped(out, bytes, max_chars) == bytes.size()) return out + "'";
+  if (append_escaped(out, bytes, max_chars, kQuotedRules) == bytes.size()) return out + "'";
   return out + "...'" + length_note(bytes);
 }
 
 std::string escaped_input(std::string_view bytes, std::size_t max_chars) {
   std::string out;
-  if (append_escaped(out, bytes, max_chars) == bytes.size()) return out;
+  if (append_escaped(out, bytes, max_chars, kQuotedRules) == bytes.size()) return out;
   return out + "..." + length_note(bytes);
+}
+
+std::size_t utf8_char(std::string_view s, char32_t* code_point) {
+  if (s.empty()) return 0;
+  const auto c = static_cast<unsigned char>(s[0]);
+  if (c < 0x80) {
+    *code_point = c;
+    return 1;
+  }
+  return utf8_length(s, code_point);
+}
+
+bool is_layout_control(char32_t cp) {
+  return (cp >= 0x80 && cp <= 0x9F) || (cp >= 0x2028 && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069) ||
+         cp == 0xFEFF || cp == 0xFFFE || cp == 0xFFFF;
+}
+
+std::string visible_text(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size());
+  append_escaped(out, bytes, bytes.size(), {false, true, false});
+  return out;
+}
+
+std::string terminal_text(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  append_escaped(out, text, text.size(), {true, false, false});
+  return out;
+}
+
+bool is_valid_utf8(std::string_view bytes) {
+  for (std::size_t i = 0, n = 0; i < bytes.size(); i += n) {
+    char32_t cp = 0;
+    n = utf8_char(bytes.substr(i), &cp);
+    if (n == 0) return false;
+  }
+  return true;
+}
+
+std::string utf8_text(std::string_view bytes) {
+  if (bytes.find('\\') == std::string_view::npos && is_valid_utf8(bytes)) return std::string(bytes);
+  std::string out;
+  for (std::size_t i = 0; i < bytes.size();) {
+    char32_t cp = 0;
+    const std::size_t n = utf8_char(bytes.substr(i), &cp);
+    if (n == 0) {
+      append_hex(out, static_cast<unsigned char>(bytes[i++]));
+    } else {
+      if (bytes[i] == '\\') out += '\\';
+      out.append(bytes.substr(i, n));
+      i += n;
+    }
+  }
+  return out;
+}
+
+std::string utf8_text_bytes(std::string_view text) {
+  const auto hex = [](char h) -> int {
+    return h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : -1;
+  };
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\\' && i + 1 < text.size() && text[i + 1] == '\\') {
+      out += '\\';
+      ++i;
+    } else if (text[i] == '\\' && i + 3 < text.size() && text[i + 1] == 'x' && hex(text[i + 2]) >= 0 &&
+               hex(text[i + 3]) >= 0) {
+      out += static_cast<char>(hex(text[i + 2]) * 16 + hex(text[i + 3]));
+      i += 3;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
 }
 
 }  // namespace fp8a

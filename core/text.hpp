@@ -38,4 +38,38 @@ std::string quoted_input(std::string_view bytes, std::size_t max_chars = 80);
 // 'abc' -> abc, a cut one ends in "... (1234 bytes)".
 std::string escaped_input(std::string_view bytes, std::size_t max_chars = 80);
 
+// The longest tensor / layer name a capture may hold, in bytes (fp8a.capture.410 above it). Real
+// module names are under 300 bytes; the bound keeps every report's size proportional to the
+// number of layers, not to a hostile name.
+inline constexpr std::size_t kMaxNameBytes = 4096;
+
+// Text from an input file (a layer name) shown in full on one line of an output that is not a
+// message: a YAML comment, a Markdown cell. quoted_input's escapes (\\ \n \r \t \xNN, the same bytes
+// escaped), without the quotes, `'` kept, no length cut. Lossless: every `\` of the result starts
+// one of those escapes, so the original bytes can be read back.
+std::string visible_text(std::string_view bytes);
+
+// Text for a terminal or an HTML page, where lines are fine but nothing may move the cursor,
+// reorder the line or be invalid UTF-8: `\n` and `\t` kept, every other byte that visible_text
+// escapes written as \r or \xNN; `\` kept (a display form: not reversible).
+std::string terminal_text(std::string_view text);
+
+// The bytes as valid UTF-8, losslessly, for a JSON string (JSON escapes control characters
+// itself): `\` becomes \\ and each byte that is not part of a valid UTF-8 character \xNN; a
+// name that is valid UTF-8 and has no `\` (every real one) is unchanged. utf8_text_bytes undoes it.
+std::string utf8_text(std::string_view bytes);
+std::string utf8_text_bytes(std::string_view text);
+// Whether the bytes are valid UTF-8 (RFC 3629: no overlong forms, surrogates, or code points
+// beyond U+10FFFF).
+bool is_valid_utf8(std::string_view bytes);
+
+// The length of the character at the start of `s` (non-empty): 1 for an ASCII byte (code point
+// = the byte), 2-4 for a valid UTF-8 character, 0 for a byte that does not start one.
+std::size_t utf8_char(std::string_view s, char32_t* code_point);
+// Valid UTF-8 characters that visible_text escapes: C1 controls (U+0080-U+009F, NEL U+0085 a YAML
+// line break), U+2028-U+202E (line and paragraph separators, bidi embedding and overrides),
+// U+2066-U+2069 (bidi isolates), U+FEFF (byte order mark), U+FFFE and U+FFFF (noncharacters, which
+// YAML readers refuse).
+bool is_layout_control(char32_t code_point);
+
 }  // namespace fp8a

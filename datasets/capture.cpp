@@ -83,6 +83,9 @@ void add_tensors(const std::vector<FoundTensor>& found, const CaptureFile& info,
   for (const auto& e : found) {
     const std::string where = info.path + ": tensor " + quoted_input(e.name) + ": ";
     CapturedTensor t;
+    if (e.name.size() > kMaxNameBytes)
+      throw input_error("fp8a.capture.410", where + "name longer than " + std::to_string(kMaxNameBytes) +
+                                                " bytes (real module names are under 300)");
     if (!split_tensor_name(e.name, &t.key.layer, &t.key.role))
       throw input_error("fp8a.capture.403",
                         where + "name must be <layer>.<role> with role activation, weight or gradient");

@@ -107,8 +107,10 @@ std::vector<MetricsRecord> read_metrics_csv(const std::string& path, const FileS
     };
     MetricsRecord m;
     if (!parse_number(field(kStep), &m.key.step) || m.key.step < 0) throw bad(kStep);
+    // A text field starting with ' had one put there against formulas (reports/csv.hpp).
     m.key.layer = field(kLayer);
-    if (m.key.layer.empty()) throw bad(kLayer);
+    if (m.key.layer.starts_with('\'')) m.key.layer.erase(0, 1);
+    if (m.key.layer.empty() || m.key.layer.size() > kMaxNameBytes) throw bad(kLayer);
     int role = 0;
     while (role < 3 && field(kTensor) != kRoleNames[role]) ++role;
     if (role == 3) throw bad(kTensor);

@@ -35,7 +35,9 @@ struct MetricsRecord {
 // and summary.json.
 bool is_run_output_folder(const std::string& dir, const FileSystem& fs);
 
-// The rows of `path` (a metrics.csv), in file order. RFC 4180 fields (quoted layer and file names).
+// The rows of `path` (a metrics.csv), in file order. RFC 4180 fields (quoted layer and file names);
+// a layer starting with ' loses it (the writer's guard against formulas, reports/csv.hpp), so
+// the layer is the captured name; one over kMaxNameBytes (core/text.hpp) is not valid there.
 // Throws input error fp8a.io.105 naming the file, line and column when the header lacks a column
 // compare needs, a row has another field count, or a field is not what its column holds;
 // fp8a.io.102 when the file cannot be read.

@@ -36,7 +36,9 @@ PlanFallbacks plan_fallbacks(const Recommendation& rec) {
   return f;
 }
 
-std::string render_answer(const AnswerContext& a) {
+namespace {
+
+std::string answer_lines(const AnswerContext& a) {
   if (a.recommendation == nullptr) return "answer: " + a.skipped + "\n";
   const Recommendation& rec = *a.recommendation;
   std::string s;
@@ -92,7 +94,7 @@ std::string render_answer(const AnswerContext& a) {
       for (const GemmJudgement& g : l.gemms) {
         if (!g.judged || !g.worst.limiting) continue;
         watch.emplace_back(g.fp8_safe, g.worst.margin,
-                           format_text("%s %s: %s margin %.3g (%s at step %lld)", l.layer.c_str(),
+                           format_text("%s %s: %s margin %.3g (%s at step %lld)", visible_text(l.layer).c_str(),
                                gemm_name(g.gemm), criterion_name(*g.worst.limiting),
                                g.worst.margin, g.fp8_safe ? "passed" : "failed",
                                static_cast<long long>(g.worst_step)));
@@ -171,5 +173,10 @@ std::string render_answer(const AnswerContext& a) {
   for (const std::string& why : a.not_written) s += "  not written: " + why + "\n";
   return s;
 }
+
+}  // namespace
+
+// Names and reasons quoting them reach a terminal: no control byte but the line breaks.
+std::string render_answer(const AnswerContext& a) { return terminal_text(answer_lines(a)); }
 
 }  // namespace fp8a

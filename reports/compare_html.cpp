@@ -71,7 +71,7 @@ void render_inputs(Markup& m, const CompareResult& r, const CompareInfo& info) {
     const CompareMatch& t = r.matches.front();
     m.open("div", {{"class", "answer"}});
     m.element("p", {}, format_text("Largest divergence: %s %s under %s/%s (%s), score %s, driven by %s.",
-                                   t.base.key.layer.c_str(), role_name(t.base.key.role), t.base.recipe.c_str(),
+                                   visible_text(t.base.key.layer).c_str(), role_name(t.base.key.role), t.base.recipe.c_str(),
                                    t.base.format.c_str(), t.base.orientation.c_str(), html::number(t.score).c_str(),
                                    kDivergenceTermNames[t.driver]));
     m.element("p", {}, "underflow " + html::number(t.base.underflow_pct) + " % -> " +

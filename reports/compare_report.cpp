@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "reports/csv.hpp"
+#include "reports/name_text.hpp"
 #include "reports/number_format.hpp"
 #include "reports/text_table.hpp"
 
@@ -39,11 +40,7 @@ std::string group_text(const CompareGroup& g) {
   return g.layer + " " + role_name(g.role) + " " + g.recipe + " " + g.format + " " + g.orientation;
 }
 
-std::string md_cell(const std::string& s) {
-  std::string out;
-  for (char c : s) out += c == '|' ? std::string("\\|") : std::string(1, c);
-  return out;
-}
+std::string md_cell(const std::string& s) { return markdown_text(s, false); }
 
 }  // namespace
 
@@ -92,15 +89,15 @@ Artifact render_compare_md(const CompareResult& result, const CompareInfo& info,
   std::ostringstream out;
   const auto log_text = [](const std::vector<std::string>& files) {
     std::string s;
-    for (const auto& f : files) s += (s.empty() ? "; training log `" : "`, `") + f;
-    return s.empty() ? s : s + "` (delayed scaling replayed exactly)";
+    for (const auto& f : files) s += (s.empty() ? "; training log " : ", ") + markdown_code(f);
+    return s.empty() ? s : s + " (delayed scaling replayed exactly)";
   };
   out << "# fp8-advisor compare\n\n"
-      << "- base: `" << info.base_path << "` (" << info.base_kind << ", " << result.base_rows
+      << "- base: " << markdown_code(info.base_path) << " (" << md_cell(info.base_kind) << ", " << result.base_rows
       << " rows, steps";
   for (auto s : result.base_steps) out << ' ' << s;
-  out << log_text(info.base_log_files) << ")\n- cand: `" << info.cand_path << "` ("
-      << info.cand_kind << ", " << result.cand_rows << " rows, steps";
+  out << log_text(info.base_log_files) << ")\n- cand: " << markdown_code(info.cand_path) << " ("
+      << md_cell(info.cand_kind) << ", " << result.cand_rows << " rows, steps";
   for (auto s : result.cand_steps) out << ' ' << s;
   out << log_text(info.cand_log_files) << ")\n- matched: " << result.matches.size() << " ("
       << result.same_step_matches
@@ -126,12 +123,12 @@ Artifact render_compare_md(const CompareResult& result, const CompareInfo& info,
   for (const auto* side : {&result.base_only, &result.cand_only}) {
     if (side->empty()) continue;
     out << "\n## Only in " << (side == &result.base_only ? "base" : "cand") << "\n\n";
-    for (const auto& g : *side) out << "- " << md_cell(group_text(g)) << '\n';
+    for (const auto& g : *side) out << "- " << markdown_text(group_text(g)) << '\n';
   }
   out << "\n---\nfp8-advisor " << info.version << " (git " << info.git_revision << ")";
-  if (!info.backend.empty()) out << ", backend " << info.backend << " (" << info.device << ")";
+  if (!info.backend.empty()) out << ", backend " << md_cell(info.backend) << " (" << md_cell(info.device) << ")";
   out << "; command:";
-  for (const auto& a : info.command_line) out << ' ' << a;
+  for (const auto& a : info.command_line) out << ' ' << md_cell(a);
   out << '\n';
   return {"compare.md", out.str(), "top " + std::to_string(t.rows.size())};
 }

@@ -10,26 +10,28 @@
 #include <set>
 #include <vector>
 
+#include "core/error.hpp"
+#include "core/text.hpp"
 #include "reports/layer_names.hpp"
+#include "reports/name_text.hpp"
 
 namespace fp8a {
 namespace {
 
-// A regex matching exactly the name.
-std::string exact_regex(const std::string& name) {
-  std::string r = "^";
-  for (char ch : name) {
-    if (std::string_view(".^$*+?()[]{}|\\").find(ch) != std::string_view::npos) r += '\\';
-    r += ch;
-  }
-  return r + "$";
-}
-
-std::string section_name(const std::string& layer) {
+// The section's key: "layer_" and the name's letters and digits (others _), made unique with a
+// _2, _3 ... suffix when two names give the same key (two equal keys: the second would replace
+// the first in a YAML reader).
+std::string section_name(const std::string& layer, std::set<std::string>* used) {
   std::string n = "layer_";
   for (char ch : layer) n += std::isalnum(static_cast<unsigned char>(ch)) != 0 ? ch : '_';
-  return n;
+  std::string key = n;
+  for (int k = 2; !used->insert(key).second; ++k) key = n + "_" + std::to_string(k);
+  return key;
 }
+
+// A comment line: the text on one line, whatever bytes a name brings (yaml-cpp starts a new
+// comment line only after \n; \r, NEL or U+2028 would end the comment for a YAML reader).
+YAML::_Comment comment(const std::string& text) { return YAML::Comment(visible_text(text)); }
 
 // The roles the GEMM consumes (kGemmOperandUses: fprop X W, dgrad dY W, wgrad X dY).
 std::array<Role, 2> gemm_roles(Gemm g) {
@@ -91,14 +93,15 @@ std::optional<Artifact> render_nvdlfw_inspect_yaml(const Recommendation& rec, st
 
   int fallbacks = 0, watched_layers = 0;
   YAML::Emitter out;
-  out << YAML::Comment("TE debug config for nvdlfw_inspect (fp8-advisor nvdlfw_inspect.yaml), recipe " +
+  out << comment("TE debug config for nvdlfw_inspect (fp8-advisor nvdlfw_inspect.yaml), recipe " +
                        c->recipe.spec() + "/" + training_format_name(c->format) + ".")
       << YAML::Newline;
-  out << YAML::Comment("Layer names are nvdlfw_inspect's for Megatron (model.decoder.layers.<layer_number>...,") << YAML::Newline;
-  out << YAML::Comment("global and 1-based): mapped from the captured 0-based indices, a guess; check them") << YAML::Newline;
-  out << YAML::Comment("against debug_api.infer_and_assign_layer_names on your model.") << YAML::Newline;
+  out << comment("Layer names are nvdlfw_inspect's for Megatron (model.decoder.layers.<layer_number>...,") << YAML::Newline;
+  out << comment("global and 1-based): mapped from the captured 0-based indices, a guess; check them") << YAML::Newline;
+  out << comment("against debug_api.infer_and_assign_layer_names on your model.") << YAML::Newline;
   out << YAML::BeginMap;
   std::set<std::string> names;  // one section per nvdlfw name (two would fail at its lookup)
+  std::set<std::string> sections;
   for (std::size_t i = 0; i < rec.layers.size(); ++i) {
     const LayerDecision& l = rec.layers[i];
     std::vector<std::string> bf16;
@@ -110,16 +113,16 @@ std::optional<Artifact> render_nvdlfw_inspect_yaml(const Recommendation& rec, st
     if (bf16.empty() && watch.empty()) continue;
     const MappedName name = nvdlfw_layer_name(l.layer);
     if (!names.insert(name.name).second) continue;
-    out << YAML::Newline << YAML::Comment(l.layer + " -> " + name.name + " (" + name.note + ")");
-    if (!bf16.empty()) out << YAML::Newline << YAML::Comment("BF16: " + first_bf16_reason(l));
+    out << YAML::Newline << comment(l.layer + " -> " + name.name + " (" + name.note + ")");
+    if (!bf16.empty()) out << YAML::Newline << comment("BF16: " + first_bf16_reason(l));
     for (const Watched* w : watch)
       out << YAML::Newline
-          << YAML::Comment("watch: " + std::string(gemm_name(w->gemm)) + " kept FP8 with margin " +
+          << comment("watch: " + std::string(gemm_name(w->gemm)) + " kept FP8 with margin " +
                            margin_text(w->margin) + " (" + w->criterion + ")");
-    out << YAML::Key << section_name(name.name) << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << section_name(name.name, &sections) << YAML::Value << YAML::BeginMap;
     out << YAML::Key << "enabled" << YAML::Value << true;
     out << YAML::Key << "layers" << YAML::Value << YAML::BeginMap;
-    out << YAML::Key << "layer_name_regex_pattern" << YAML::Value << YAML::SingleQuoted << exact_regex(name.name);
+    out << YAML::Key << "layer_name_regex_pattern" << YAML::Value << YAML::SingleQuoted << python_exact_regex(name.name);
     out << YAML::EndMap;
     out << YAML::Key << "transformer_engine" << YAML::Value << YAML::BeginMap;
     if (bf16.size() == 3) {
@@ -169,7 +172,8 @@ std::optional<Artifact> render_nvdlfw_inspect_yaml(const Recommendation& rec, st
   out << YAML::EndMap;
   if (fallbacks == 0 && watched_layers == 0)
     return omit("nvdlfw_inspect.yaml not written: no BF16 fallback and no FP8 GEMM to watch");
-  return Artifact{"nvdlfw_inspect.yaml", std::string(out.c_str()) + "\n",
+  FP8A_CHECK(out.good(), "nvdlfw_inspect.yaml: the YAML emitter failed");
+  return Artifact{"nvdlfw_inspect.yaml", std::string(out.c_str(), out.size()) + "\n",
                   std::to_string(fallbacks) + " fallbacks, " + std::to_string(watched_layers) + " layers watched"};
 }
 

@@ -8,6 +8,7 @@
 
 #include "reports/advice_json.hpp"
 #include "reports/json_number.hpp"
+#include "reports/json_text.hpp"
 #include "reports/te_recipe.hpp"
 
 namespace fp8a {
@@ -63,7 +64,7 @@ ordered_json evidence_json(const CandidateAdvice& c) {
       e["forecast"] = g.forecast ? verdict_json(*g.forecast) : ordered_json(nullptr);
       gemms[gemm_name(g.gemm)] = std::move(e);
     }
-    out.push_back({{"layer", l.layer}, {"gemms", std::move(gemms)}});
+    out.push_back({{"layer", json_name(l.layer)}, {"gemms", std::move(gemms)}});
   }
   return out;
 }
@@ -92,7 +93,7 @@ Artifact render_recipe_json(const Recommendation& rec, const RunInfo& info) {
                                   {"fp8_safe", g.fp8_safe},
                                   {"reason", g.reason}};
     (l.precision == Precision::kFp8 ? fp8 : l.precision == Precision::kBf16 ? bf16 : mixed)++;
-    layers.push_back({{"layer", l.layer},
+    layers.push_back({{"layer", json_name(l.layer)},
                       {"precision", precision_name(l.precision)},
                       {"fp8_safe", l.fp8_safe},
                       {"incomplete", l.incomplete},
@@ -108,7 +109,7 @@ Artifact render_recipe_json(const Recommendation& rec, const RunInfo& info) {
   j["evidence"] = chosen ? evidence_json(*chosen) : ordered_json::array();
   ordered_json watch = ordered_json::array();
   for (const WatchItem& w : rec.watch)
-    watch.push_back({{"layer", w.layer},
+    watch.push_back({{"layer", json_name(w.layer)},
                      {"tensor", role_name(w.role)},
                      {"orientation", orientation_name(w.orientation)},
                      {"step", w.step},
@@ -125,7 +126,7 @@ Artifact render_recipe_json(const Recommendation& rec, const RunInfo& info) {
   const std::string note = std::to_string(rec.layers.size()) + " layers: " + std::to_string(fp8) +
                            " fp8, " + std::to_string(mixed) + " mixed, " + std::to_string(bf16) +
                            " bf16";
-  return {"recipe.json", j.dump(2) + "\n", note};
+  return {"recipe.json", json_document(std::move(j), 2), note};
 }
 
 }  // namespace fp8a

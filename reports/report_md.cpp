@@ -6,6 +6,7 @@
 
 #include "core/text.hpp"
 #include "reports/console_table.hpp"
+#include "reports/name_text.hpp"
 #include "reports/number_format.hpp"
 #include "reports/te_recipe.hpp"
 
@@ -13,60 +14,72 @@ namespace fp8a {
 
 namespace {
 
+// A table cell: text, escaped by markdown_cell, or Markdown already (a code span).
+struct MdCell {
+  std::string text;
+  bool markup = false;
+  MdCell(std::string t) : text(std::move(t)) {}  // NOLINT: text is the common case
+  MdCell(const char* t) : text(t) {}             // NOLINT
+  MdCell(std::string t, bool m) : text(std::move(t)), markup(m) {}
+};
+
+MdCell code(const std::string& text) { return {markdown_code(text), true}; }
+
 // A Markdown table: the header, the delimiter row (right-aligned where !left[c]), the rows; every
-// cell escaped.
+// text cell escaped.
 std::string markdown_table(const std::vector<std::string>& head,
-                           const std::vector<std::vector<std::string>>& rows,
+                           const std::vector<std::vector<MdCell>>& rows,
                            const std::vector<bool>& left) {
-  const auto line = [](const std::vector<std::string>& cells) {
+  const auto line = [](const std::vector<MdCell>& cells) {
     std::string s = "|";
-    for (const auto& c : cells) s += " " + markdown_cell(c) + " |";
+    for (const auto& c : cells) s += " " + (c.markup ? c.text : markdown_cell(c.text)) + " |";
     return s + "\n";
   };
-  std::string s = line(head) + "|";
+  std::vector<MdCell> head_cells(head.begin(), head.end());
+  std::string s = line(head_cells) + "|";
   for (std::size_t c = 0; c < head.size(); ++c) s += c < left.size() && !left[c] ? " ---: |" : " --- |";
   s += "\n";
   for (const auto& r : rows) s += line(r);
   return s;
 }
 
-std::string code(const std::string& text) { return "`" + text + "`"; }
-
+// A list of text items, each escaped (a line break in one becomes <br>).
 std::string bullets(const std::vector<std::string>& items) {
   std::string s;
-  for (const auto& i : items) s += "- " + i + "\n";
+  for (const auto& i : items) s += "- " + markdown_text(i) + "\n";
   return s;
 }
 
 std::string recommendation_section(const AnswerContext& a) {
   std::string s = "## Recommendation\n\n";
-  if (a.recommendation == nullptr) return s + a.skipped + "\n\n";
+  if (a.recommendation == nullptr) return s + markdown_text(a.skipped) + "\n\n";
   const Recommendation& rec = *a.recommendation;
   if (!rec.chosen) {
     s += "**No FP8 recipe can be recommended**";
     s += rec.candidates.empty() && a.gpu_excluded.empty() ? " (no FP8 candidate evaluated)"
-                                                           : ": none runs on " + a.gpu;
+                                                           : ": none runs on " + markdown_text(a.gpu);
     s += "; every GEMM stays in BF16.\n\n";
   } else {
     const CandidateAdvice& c = rec.candidates[*rec.chosen];
-    const std::string call = code(te_recipe_call(te_recipe_for(c.candidate)));
+    const std::string call = code(te_recipe_call(te_recipe_for(c.candidate))).text;
     s += c.fp8_flops > 0 ? "**Recipe:** " + call + " (" + candidate_name(c.candidate) + ")\n\n"
                          : "**Every GEMM in BF16** (the chosen " + call + ", " +
                                candidate_name(c.candidate) + ", keeps none in FP8)\n\n";
   }
-  s += "- why: " + rec.why + "\n";
+  s += "- why: " + markdown_text(rec.why) + "\n";
   if (rec.chosen) {
     const CandidateAdvice& c = rec.candidates[*rec.chosen];
     if (c.speedup)
       s += format_text("- predicted GEMM speedup over all-BF16: %.3fx on %s (cost: %s); FP8 share of "
                        "GEMM FLOPs %.1f %%\n",
-                       *c.speedup, a.gpu.c_str(), a.cost_source.c_str(), 100.0 * c.fp8_flop_share);
+                       *c.speedup, markdown_text(a.gpu).c_str(), markdown_text(a.cost_source).c_str(),
+                       100.0 * c.fp8_flop_share);
     else
       s += format_text("- cost: %s (numerics only); FP8 share of GEMM FLOPs %.1f %%\n",
-                       a.cost_source.c_str(), 100.0 * c.fp8_flop_share);
+                       markdown_text(a.cost_source).c_str(), 100.0 * c.fp8_flop_share);
   }
-  if (rec.module_plan) s += "- per module (te_precision_config.yaml): " + rec.module_plan->why + "\n";
-  else if (!rec.module_plan_note.empty()) s += "- per module: " + rec.module_plan_note + "\n";
+  if (rec.module_plan) s += "- per module (te_precision_config.yaml): " + markdown_text(rec.module_plan->why) + "\n";
+  else if (!rec.module_plan_note.empty()) s += "- per module: " + markdown_text(rec.module_plan_note) + "\n";
   s += "\n";
 
   const PlanFallbacks f = plan_fallbacks(rec);
@@ -77,7 +90,7 @@ std::string recommendation_section(const AnswerContext& a) {
     if (f.not_paying > 0)
       s += format_text("- %zu GEMM%s the numbers allow in FP8, because FP8 would not pay on %s "
                        "(recipe.json has each)\n",
-                       f.not_paying, f.not_paying == 1 ? "" : "s", a.gpu.c_str());
+                       f.not_paying, f.not_paying == 1 ? "" : "s", markdown_text(a.gpu).c_str());
     s += "\n";
   }
   if (!f.close.empty()) s += "### Kept FP8 close to the limit\n\n" + bullets(f.close) + "\n";
@@ -91,7 +104,7 @@ std::string recommendation_section(const AnswerContext& a) {
   for (const auto& [name, why] : a.gpu_excluded) excluded.push_back(name + ": " + why);
   for (const CandidateAdvice& c : rec.candidates)
     if (!c.runnable) excluded.push_back(candidate_name(c.candidate) + ": " + c.excluded);
-  if (!excluded.empty()) s += "### Excluded on " + a.gpu + "\n\n" + bullets(excluded) + "\n";
+  if (!excluded.empty()) s += "### Excluded on " + markdown_text(a.gpu) + "\n\n" + bullets(excluded) + "\n";
   return s;
 }
 
@@ -122,13 +135,13 @@ std::string run_section(const RunInfo& info, std::span<const EvaluationRow> rows
                        {"command", code(command)}},
                       {true, true});
   s += "\n### Inputs\n\n";
-  std::vector<std::vector<std::string>> inputs;
+  std::vector<std::vector<MdCell>> inputs;
   for (const CaptureFile& f : info.inputs)
     inputs.push_back({code(f.path), std::to_string(f.step), f.rank < 0 ? "" : std::to_string(f.rank),
                       std::to_string(f.tensor_count), f.note});
   s += markdown_table({"file", "step", "rank", "tensors", "note"}, inputs,
                       {true, false, false, false, true});
-  for (const auto& l : info.log_files) s += "\ntraining log: " + code(l) + "\n";
+  for (const auto& l : info.log_files) s += "\ntraining log: " + code(l).text + "\n";
   std::vector<std::string> warnings = info.warnings;
   if (approximate > 0)
     warnings.push_back(format_text("%d delayed-scaling evaluation%s replayed approximately "
@@ -144,7 +157,7 @@ std::string gemm_cell(const GemmDecision& g) {
 }
 
 std::string decisions_section(const Recommendation& rec) {
-  std::vector<std::vector<std::string>> cells;
+  std::vector<std::vector<MdCell>> cells;
   for (const LayerDecision& l : rec.layers) {
     // The reasons, one per GEMM that has one; the same reason for all three once.
     std::string reasons;
@@ -167,7 +180,7 @@ std::string decisions_section(const Recommendation& rec) {
 }
 
 std::string metrics_section(std::span<const LayerSummary> layers) {
-  std::vector<std::vector<std::string>> cells;
+  std::vector<std::vector<MdCell>> cells;
   for (const LayerSummary& l : layers)
     cells.push_back({l.layer, l.recipe, training_format_name(l.format),
                      format_fixed(l.min_sqnr_db.value, 2), worst_where(l.min_sqnr_db),
@@ -183,17 +196,7 @@ std::string metrics_section(std::span<const LayerSummary> layers) {
 
 }  // namespace
 
-std::string markdown_cell(std::string_view text) {
-  std::string s;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char ch = text[i];
-    if (ch == '|') s += "\\|";
-    else if (ch == '\r' && i + 1 < text.size() && text[i + 1] == '\n') continue;
-    else if (ch == '\n' || ch == '\r') s += "<br>";
-    else s += ch;
-  }
-  return s;
-}
+std::string markdown_cell(std::string_view text) { return markdown_text(text, false); }
 
 Artifact render_report_md(const RunInfo& info, std::span<const EvaluationRow> rows,
                           std::span<const LayerSummary> layers, const AnswerContext& answer) {

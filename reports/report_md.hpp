@@ -14,8 +14,9 @@
 
 namespace fp8a {
 
-// One Markdown table cell: '|' escaped as "\|", a newline (\n, \r\n or \r) as "<br>", so any text
-// stays inside its cell.
+// One Markdown table cell: reports/name_text.hpp markdown_text ('|' escaped as "\|", a newline
+// (\n, \r\n or \r) as "<br>", markup characters and control bytes escaped), so any text stays
+// inside its cell and shows as it is.
 std::string markdown_cell(std::string_view text);
 
 // Sections, in order: the recommendation (TE recipe, why, BF16 fallbacks, cost or "cost: none",

@@ -5,6 +5,7 @@
 
 #include "reports/advice_json.hpp"
 #include "reports/json_number.hpp"
+#include "reports/json_text.hpp"
 #include "reports/te_recipe.hpp"
 
 namespace fp8a {
@@ -50,7 +51,7 @@ ordered_json decision_json(const AnswerContext& a) {
                                   {"judged", g.judged}};
       if (!g.reason.empty()) reasons.push_back(std::string(gemm_name(g.gemm)) + ": " + g.reason);
     }
-    layers.push_back({{"layer", l.layer},
+    layers.push_back({{"layer", json_name(l.layer)},
                       {"precision", precision_name(l.precision)},
                       {"fp8_safe", l.fp8_safe},
                       {"incomplete", l.incomplete},
@@ -104,7 +105,7 @@ Artifact render_summary_json(const RunInfo& info, std::span<const EvaluationRow>
       ++evaluated;
     } else {
       ordered_json entry = {{"step", r.key.step},
-                            {"layer", r.key.layer},
+                            {"layer", json_name(r.key.layer)},
                             {"tensor", role_name(r.key.role)},
                             {"recipe", r.recipe.spec()}};
       if (several_formats) entry["format"] = training_format_name(r.format);
@@ -122,7 +123,7 @@ Artifact render_summary_json(const RunInfo& info, std::span<const EvaluationRow>
     ++by_mode[static_cast<int>(r.replay.mode)];
     if (r.replay.mode == ReplayMode::kExact) continue;
     ordered_json entry = {{"step", r.key.step},
-                          {"layer", r.key.layer},
+                          {"layer", json_name(r.key.layer)},
                           {"tensor", role_name(r.key.role)},
                           {"recipe", r.recipe.spec()}};
     if (several_formats) entry["format"] = training_format_name(r.format);
@@ -149,7 +150,7 @@ Artifact render_summary_json(const RunInfo& info, std::span<const EvaluationRow>
   j["outputs"] = info.outputs;
   ordered_json out_layers = ordered_json::array();
   for (const auto& l : layers) {
-    ordered_json entry = {{"layer", l.layer}, {"recipe", l.recipe}};
+    ordered_json entry = {{"layer", json_name(l.layer)}, {"recipe", l.recipe}};
     if (several_formats) entry["format"] = training_format_name(l.format);
     entry["evaluations"] = l.evaluations;
     entry["worst"] = {{"sqnr_db", worst(l.min_sqnr_db)},
@@ -164,7 +165,7 @@ Artifact render_summary_json(const RunInfo& info, std::span<const EvaluationRow>
   j["layers"] = out_layers;
   if (decision != nullptr) j["decision"] = decision_json(*decision);
   j["warnings"] = info.warnings;
-  return {"summary.json", j.dump(2) + "\n", ""};
+  return {"summary.json", json_document(std::move(j), 2), ""};
 }
 
 }  // namespace fp8a

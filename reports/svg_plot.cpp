@@ -13,7 +13,7 @@ namespace fp8a::svg {
 std::string escape(std::string_view text) {
   std::string s;
   s.reserve(text.size());
-  for (char c : text) {
+  for (char c : terminal_text(text)) {
     switch (c) {
       case '&': s += "&amp;"; break;
       case '<': s += "&lt;"; break;

@@ -14,7 +14,10 @@
 
 namespace fp8a::svg {
 
-// Text for XML/HTML content and attribute values: & < > " ' escaped, nothing else changed.
+// Text for XML/HTML content and attribute values: & < > " ' escaped, after core/text.hpp
+// terminal_text made the rest visible (a control byte other than \n and \t, a byte outside UTF-8,
+// a line separator or bidi override shows as \xNN, \r as \r: XML allows none of them raw, and
+// a browser would hide or act on them).
 std::string escape(std::string_view text);
 
 // A pixel coordinate as markup text: at most one decimal, no trailing zeros ("12", "12.5").

@@ -7,16 +7,23 @@
 #include <vector>
 #include <string>
 
+#include "core/error.hpp"
+#include "core/text.hpp"
 #include "reports/layer_names.hpp"
+#include "reports/name_text.hpp"
 #include "reports/megatron_args.hpp"
 
 namespace fp8a {
 namespace {
 
-std::string matcher_name(const std::string& path) {
-  std::string n;
-  for (char ch : path) n += (ch == '.' || ch == '*') ? '_' : ch;
-  return n;
+// A comment line whatever bytes a name brings (see nvdlfw_inspect_yaml.cpp).
+YAML::_Comment comment(const std::string& text) { return YAML::Comment(visible_text(text)); }
+
+// A matcher's key, unique in the file (_2, _3 ... on a repeat).
+std::string matcher_key(const std::string& name, std::set<std::string>* used) {
+  std::string key = name;
+  for (int k = 2; !used->insert(key).second; ++k) key = name + "_" + std::to_string(k);
+  return key;
 }
 
 void emit_config(YAML::Emitter& out, const std::string& name, const RunCandidate* c) {
@@ -65,14 +72,14 @@ std::optional<Artifact> render_te_precision_config(const Recommendation& rec, st
                 "scaling (set by megatron_args.txt) and the plan keeps no module in BF16");
 
   YAML::Emitter out;
-  out << YAML::Comment("Megatron-Core --te-precision-config-file (fp8-advisor te_precision_config.yaml).") << YAML::Newline;
-  out << YAML::Comment("Layer indices are the captured ones; Megatron's count from 0 in each pipeline stage,") << YAML::Newline;
-  out << YAML::Comment("so with pipeline parallelism renumber them per stage.") << YAML::Newline;
+  out << comment("Megatron-Core --te-precision-config-file (fp8-advisor te_precision_config.yaml).") << YAML::Newline;
+  out << comment("Layer indices are the captured ones; Megatron's count from 0 in each pipeline stage,") << YAML::Newline;
+  out << comment("so with pipeline parallelism renumber them per stage.") << YAML::Newline;
   if (delayed)
-    out << YAML::Comment("Delayed scaling, its margin and history cannot be expressed here: only the BF16") << YAML::Newline
-        << YAML::Comment("fallbacks; the run's recipe comes from megatron_args.txt (" + c->recipe.spec() + ").") << YAML::Newline;
+    out << comment("Delayed scaling, its margin and history cannot be expressed here: only the BF16") << YAML::Newline
+        << comment("fallbacks; the run's recipe comes from megatron_args.txt (" + c->recipe.spec() + ").") << YAML::Newline;
   else if (c->recipe.kind == RecipeKind::kBlock && !c->recipe.pow2_scales)
-    out << YAML::Comment("block:fp32: set NVTE_FP8_BLOCK_SCALING_FP32_SCALES=1 (not expressible here).") << YAML::Newline;
+    out << comment("block:fp32: set NVTE_FP8_BLOCK_SCALING_FP32_SCALES=1 (not expressible here).") << YAML::Newline;
   // The per-module plan when its base is the chosen recipe (the run's, from megatron_args.txt):
   // each module not on the base gets its own recipe or BF16. Otherwise the BF16 fallbacks alone.
   const ModulePlan* mp = rec.module_plan && !delayed && rec.chosen && rec.module_plan->base == *rec.chosen
@@ -93,6 +100,7 @@ std::optional<Artifact> render_te_precision_config(const Recommendation& rec, st
   out << YAML::EndMap;
   out << YAML::Key << "matchers" << YAML::Value << YAML::BeginMap;
   std::set<std::string> paths;  // two captured names of one module path: one matcher
+  std::set<std::string> keys = {"rest"};
   int matchers = 0;
   for (std::size_t li = 0; li < rec.layers.size(); ++li) {
     const LayerDecision& l = rec.layers[li];
@@ -110,16 +118,17 @@ std::optional<Artifact> render_te_precision_config(const Recommendation& rec, st
         why += "only " + fallback_gemm_list(l) + " BF16 in the plan; the whole module here. ";
       why += first_bf16_reason(l);
     }
-    out << YAML::Newline << YAML::Comment(why);
-    if (name.guess) out << YAML::Newline << YAML::Comment("name mapping is a guess: " + name.note);
-    emit_matcher(out, (config == "bf16" ? "bf16_" : config + "_") + matcher_name(name.name), config,
-                 "*" + name.name);
+    out << YAML::Newline << comment(why);
+    if (name.guess) out << YAML::Newline << comment("name mapping is a guess: " + name.note);
+    emit_matcher(out, matcher_key((config == "bf16" ? "bf16_" : config + "_") + yaml_key_text(name.name), &keys),
+                 config, "*" + fnmatch_exact_glob(name.name));
     ++matchers;
   }
   if (!delayed) emit_matcher(out, "rest", megatron_config_name(*c), "*");
   out << YAML::EndMap;
   out << YAML::EndMap;
-  std::string text = std::string(out.c_str()) + "\n";
+  FP8A_CHECK(out.good(), "te_precision_config.yaml: the YAML emitter failed");
+  std::string text = std::string(out.c_str(), out.size()) + "\n";
   return Artifact{"te_precision_config.yaml", text,
                   std::to_string(matchers) + (mp != nullptr ? " module matchers" : " BF16 matchers")};
 }

@@ -2,12 +2,24 @@
 
 #include <algorithm>
 
+#include "core/text.hpp"
+
 namespace fp8a {
 
-std::string render_text_table(const std::vector<std::string>& head,
-                              const std::vector<std::vector<std::string>>& rows,
+std::string render_text_table(const std::vector<std::string>& head_in,
+                              const std::vector<std::vector<std::string>>& rows_in,
                               const std::vector<bool>& left,
-                              const std::vector<std::vector<bool>>& marked) {
+                              const std::vector<std::vector<bool>>& marked_in) {
+  // A cell is one line on a terminal whatever bytes a name brings (core/text.hpp visible_text).
+  const auto shown = [](const std::vector<std::string>& row) {
+    std::vector<std::string> v;
+    for (const auto& c : row) v.push_back(visible_text(c));
+    return v;
+  };
+  const std::vector<std::string> head = shown(head_in);
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& r : rows_in) rows.push_back(shown(r));
+  const auto& marked = marked_in;
   std::vector<std::size_t> width(head.size());
   for (std::size_t c = 0; c < head.size(); ++c) {
     width[c] = head[c].size();

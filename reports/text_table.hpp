@@ -6,7 +6,8 @@
 
 namespace fp8a {
 
-// left[c] says whether column c is left-aligned (text) or right-aligned (numbers); columns past
+// Every cell is shown by core/text.hpp visible_text (one line, no control byte reaches the
+// terminal). left[c] says whether column c is left-aligned (text) or right-aligned (numbers); columns past
 // the end of `left` are left-aligned. Trailing spaces are not written.
 // marked[r][c] (rows past its end, or cells past a row's end: unmarked) wraps the cell of row r in
 // kTerminalMark ... kTerminalReset, outside the padding, so the columns stay aligned on a terminal.

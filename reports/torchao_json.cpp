@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "reports/json_text.hpp"
 #include "reports/layer_names.hpp"
 
 namespace fp8a {
@@ -33,7 +34,7 @@ Artifact render_torchao_json(const Recommendation& rec) {
     const bool gw_hp = c->recipe.kind == RecipeKind::kBlock && wgrad_only;
     for (const LayerDecision& l : rec.layers) {
       const bool fd = is_fallback(l.gemms[0]) || is_fallback(l.gemms[1]);
-      if (gw_hp ? fd : has_bf16_gemm(l)) filter.push_back(l.layer);
+      if (gw_hp ? fd : has_bf16_gemm(l)) filter.push_back(json_name(l.layer));
     }
     if (c->recipe.kind == RecipeKind::kPerTensorCurrent) {
       name = "tensorwise";
@@ -55,7 +56,7 @@ Artifact render_torchao_json(const Recommendation& rec) {
     doc["recipe_name"] = name;
   doc["filter_fqns"] = filter;
   doc["reason"] = reason;
-  return {"torchao.json", doc.dump(2) + "\n",
+  return {"torchao.json", json_document(std::move(doc), 2),
           (name.empty() ? std::string("none") : name) + ", " + std::to_string(filter.size()) + " modules kept high precision"};
 }
 

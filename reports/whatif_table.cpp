@@ -132,7 +132,7 @@ std::string render_whatif_table(const std::string& layer, std::span<const Evalua
     if (g.layer == layer) layer_gemms.push_back(&g);
   std::string step_list;
   for (std::int64_t s : steps) step_list += (step_list.empty() ? "" : ", ") + std::to_string(s);
-  std::string s = "layer " + layer + " (step" + (steps.size() == 1 ? " " : "s ") + step_list + ")\n\n";
+  std::string s = "layer " + visible_text(layer) + " (step" + (steps.size() == 1 ? " " : "s ") + step_list + ")\n\n";
   std::vector<std::string> not_applicable;
   s += tensor_table(layer_rows, highlight, &not_applicable);
   for (const std::string& n : not_applicable) s += "not applicable: " + n + "\n";

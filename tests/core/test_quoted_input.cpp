@@ -51,3 +51,26 @@ TEST_CASE("escaped_input: the same escaping without the quotes") {
   CHECK(fp8a::escaped_input("a\n\xff") == "a\\n\\xff");
   CHECK(fp8a::escaped_input("abcdef", 3) == "abc... (6 bytes)");
 }
+
+TEST_CASE("visible_text: the escapes in full, ' kept, no cut") {
+  CHECK(fp8a::visible_text("layers.0.fc1") == "layers.0.fc1");
+  CHECK(fp8a::visible_text(std::string("a\r\n\t\0'\\", 7)) == "a\\r\\n\\t\\x00'\\\\");
+  CHECK(fp8a::visible_text("\xC2\x85\xE2\x80\xA9\xEF\xBB\xBF\xEF\xBF\xBE\xFF") ==
+        "\\xc2\\x85\\xe2\\x80\\xa9\\xef\\xbb\\xbf\\xef\\xbf\\xbe\\xff");
+  CHECK(fp8a::visible_text(std::string(500, 'x')) == std::string(500, 'x'));
+}
+
+TEST_CASE("terminal_text: \\n and \\t kept, \\ kept, every other control visible") {
+  CHECK(fp8a::terminal_text("a\n\tb\\c") == "a\n\tb\\c");
+  CHECK(fp8a::terminal_text("\x1b[31m\r\x07") == "\\x1b[31m\\r\\x07");
+}
+
+TEST_CASE("utf8_text: lossless valid UTF-8, and back") {
+  CHECK(fp8a::utf8_text("caf\xC3\xA9") == "caf\xC3\xA9");
+  CHECK(fp8a::utf8_text("caf\xE9") == "caf\\xe9");
+  CHECK(fp8a::utf8_text("a\\xe9") == "a\\\\xe9");
+  for (const std::string& s : {std::string("caf\xE9"), std::string("a\\xe9"), std::string("\\\\\xFF\\"), std::string()})
+    CHECK(fp8a::utf8_text_bytes(fp8a::utf8_text(s)) == s);
+  CHECK(fp8a::is_valid_utf8("\xE5\xB1\x82"));
+  CHECK_FALSE(fp8a::is_valid_utf8("\xED\xA0\x80"));
+}
