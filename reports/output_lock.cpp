@@ -100,8 +100,17 @@ OutputLock::OutputLock(const std::string& dir, const std::string& command)
     std::error_code ec;
     created_dir_ = !fs::exists(dir, ec);
     ensure_output_directory(dir);
-    const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) throw input_error("fp8a.io.104", path_ + ": cannot write: " + std::strerror(errno));
+    // Never through a planted symbolic link (the lock would truncate and write its target), and
+    // only a regular file (a FIFO or device is not ours).
+    const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+    if (fd < 0)
+      throw input_error("fp8a.io.104", path_ + ": cannot write: " +
+                                           (errno == ELOOP ? std::string("a symbolic link, not a lock file")
+                                                           : std::string(std::strerror(errno))));
+    if (struct stat st {}; ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      throw input_error("fp8a.io.104", path_ + ": cannot write: not a regular file");
+    }
     test_delay();
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
       const int err = errno;

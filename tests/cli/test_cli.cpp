@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 #include <cerrno>
 #include <csignal>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -739,6 +740,24 @@ TEST_CASE("one run per --out: a held lock refuses naming its holder, a dead run'
   CHECK(lock_is_free(lock));
   CHECK(slurp(lock).empty());
   CHECK(run(cmd).rc == 0);
+  // A lock file planted as a symbolic link (or a FIFO): refused, its target untouched.
+  TempDir h;
+  const fs::path target = h.path / "precious.txt";
+  write_bytes(target, "keep me\n");
+  const fs::path trap = h.path / "trap";
+  fs::create_directories(trap);
+  fs::create_symlink(target, trap / ".fp8-advisor.lock");
+  const auto linked = run("run --capture " + sample() + " --out " + shell_quote(trap.string()) + " --cost none --quiet");
+  CHECK(linked.rc == 3);
+  CHECK(linked.err == "fp8-advisor: error: [fp8a.io.104] " + (trap / ".fp8-advisor.lock").string() +
+                          ": cannot write: a symbolic link, not a lock file\n");
+  CHECK(slurp(target) == "keep me\n");
+  fs::remove(trap / ".fp8-advisor.lock");
+  REQUIRE(::mkfifo((trap / ".fp8-advisor.lock").c_str(), 0644) == 0);
+  const auto fifo = run("run --capture " + sample() + " --out " + shell_quote(trap.string()) + " --cost none --quiet");
+  CHECK(fifo.rc == 3);
+  CHECK(fifo.err == "fp8-advisor: error: [fp8a.io.104] " + (trap / ".fp8-advisor.lock").string() +
+                        ": cannot write: not a regular file\n");
   // An error with a fresh --out: neither the lock file nor the directory it created is left.
   const fs::path fresh = d.path / "fresh";
   CHECK(run("run --capture " + shell_quote((d.path / "missing").string()) + " --out " +
