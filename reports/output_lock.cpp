@@ -121,9 +121,10 @@ OutputLock::OutputLock(const std::string& dir, const std::string& command)
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
         continue;
       }
+      const std::string who =
+          h.pid != 0 ? std::to_string(h.pid) + ": " + h.command : "unknown: it names no command yet";
       throw usage_error("fp8a.usage.220",
-                        "--out " + dir + " is in use by another fp8-advisor (pid " +
-                            (h.pid != 0 ? std::to_string(h.pid) + ": " + h.command : "unknown: it names no command yet") +
+                        "--out " + dir + " is in use by another fp8-advisor (pid " + who +
                             "); wait for it or choose another --out (a lock left by a dead run is taken over: " +
                             path_ + ")");
     }

@@ -138,8 +138,8 @@ TEST_CASE("a rank stopped (SIGSTOP) mid-run: rank 0 names it after --rank-timeou
   const fs::path out = work.path / "out", dir = kSource / "datasets/real/lm-spike";
   // The job is bounded from outside as well (timeout kills it after 300 s: exit 137), so that a
   // hang fails this test rather than holding ctest.
-  const std::string cmd = "exec timeout -s KILL 300 " + shell_quote(FP8A_MPIEXEC) + " --oversubscribe --bind-to none -n 2 " +
-                          shell_quote(kBinary) + " run --threads 1 --cost none --rank-timeout 2 --capture " +
+  const std::string cmd = "exec timeout -s KILL 300 " + shell_quote(FP8A_MPIEXEC) +
+                          " --oversubscribe --bind-to none -n 2 " + shell_quote(kBinary) + " run --threads 1 --cost none --rank-timeout 2 --capture " +
                           shell_quote(dir.string()) + " --training-log " +
                           shell_quote((dir / "amax_trace_rank0.csv").string()) + " --out " + shell_quote(out.string()) +
                           " >" + shell_quote((work.path / "stdout").string()) + " 2>" +
