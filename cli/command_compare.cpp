@@ -15,6 +15,7 @@
 #include "reports/compare_html.hpp"
 #include "reports/compare_report.hpp"
 #include "reports/output_lock.hpp"
+#include "reports/output_set.hpp"
 
 namespace fp8a::cli {
 
@@ -86,6 +87,7 @@ int command_compare(const Invocation& inv) {
                    {"cand", inputs[1], cand_logs, false, {}}};
   for (Side& s : sides) {
     s.run_folder = is_run_output_folder(s.path, fs);
+    if (s.run_folder) check_output_set(s.path, "run");  // not a mixed set of two runs' files
     // A run folder's metrics.csv already holds its delayed replay, with or without a log.
     if (s.run_folder && !s.log_paths.empty())
       throw usage_error("fp8a.usage.219",
@@ -156,8 +158,9 @@ int command_compare(const Invocation& inv) {
   info.base_log_files = logs[0].files;
   info.cand_log_files = logs[1].files;
   const std::string wrote = write_artifacts(
-      out_dir, {render_compare_csv(result), render_compare_md(result, info, kMarkdownTop),
-                render_compare_html(result, info, kHtmlTop)});
+      out_dir, "compare", {render_compare_csv(result), render_compare_md(result, info, kMarkdownTop),
+                render_compare_html(result, info, kHtmlTop)},
+      inv.command_line);
   const std::string list = render_compare_list(result, kStdoutTop);
   if (vm.count("quiet") != 0) {
     std::cout << list;

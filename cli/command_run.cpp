@@ -1,6 +1,7 @@
 // fp8-advisor run: read captures, evaluate every recipe on every tensor, write the reports.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -10,6 +11,7 @@
 #include <tbb/global_control.h>
 
 #include "cli/backend_registry.hpp"
+#include "cli/mpi_cluster.hpp"
 #include "cli/options.hpp"
 #include "cli/progress.hpp"
 #include "cli/stop_signals.hpp"
@@ -41,6 +43,7 @@
 #include "reports/megatron_args.hpp"
 #include "reports/metrics_csv.hpp"
 #include "reports/output_lock.hpp"
+#include "reports/output_set.hpp"
 #include "reports/nvdlfw_csv.hpp"
 #include "reports/nvdlfw_inspect_yaml.hpp"
 #include "reports/recipe_json.hpp"
@@ -58,17 +61,19 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// The command line without --threads, --resume, --quiet and --progress-every (and their values).
+// The command line without --threads, --resume, --quiet, --progress-every and --rank-timeout
+// (and their values).
 std::vector<std::string> result_command_line(const std::vector<std::string>& words) {
   std::vector<std::string> kept;
   for (std::size_t i = 0; i < words.size(); ++i) {
     const std::string& w = words[i];
     if (w == "--resume" || w == "--quiet") continue;
-    if (w == "--threads" || w == "--progress-every") {
+    if (w == "--threads" || w == "--progress-every" || w == "--rank-timeout") {
       ++i;  // and its value
       continue;
     }
-    if (w.starts_with("--threads=") || w.starts_with("--progress-every=")) continue;
+    if (w.starts_with("--threads=") || w.starts_with("--progress-every=") || w.starts_with("--rank-timeout="))
+      continue;
     kept.push_back(w);
   }
   return kept;
@@ -129,6 +134,7 @@ int command_run(const Invocation& inv) {
   std::string out_dir, training_recipe_text, policy_text, gpu_text, cost_text;
   double tokens_per_step = 0;
   double progress_every = 10.0;
+  double rank_timeout = kDefaultRankTimeout;
   po::options_description desc("Options");
   add_evaluation_options(desc, eval, "recipes");
   desc.add_options()
@@ -156,6 +162,9 @@ int command_run(const Invocation& inv) {
        "seconds (0 = after every tensor and GEMM layer)")
       ("fail-on-nonfinite", "exit 3 when a tensor holds NaN or Inf (default: warn and leave "
                             "those elements out of the sums)")
+      ("rank-timeout", po::value(&rank_timeout)->default_value(kDefaultRankTimeout),
+       "over MPI ranks: how many seconds a rank waits in an exchange for the others before it "
+       "ends the job (fp8a.usage.240, naming the ranks that did not answer)")
       ("resume", "continue a run that was killed or stopped: reuse the evaluations it finished, "
                  "kept in DIR/.fp8-advisor-checkpoint (without --resume it is started afresh)");
   po::variables_map vm;
@@ -164,6 +173,9 @@ int command_run(const Invocation& inv) {
     return kExitOk;
   const RunConfig config = evaluation_config(eval);
   if (!(progress_every >= 0)) throw usage_error("fp8a.usage.205", "--progress-every must be >= 0");
+  if (!(rank_timeout > 0) || !std::isfinite(rank_timeout))
+    throw usage_error("fp8a.usage.241", "--rank-timeout must be a number of seconds > 0");
+  set_rank_timeout(inv.cluster, rank_timeout);
   const Policy policy = load_policy(policy_text, DiskFileSystem());
   std::string gpu_why;
   const GpuTarget* gpu = find_gpu_target(gpu_text, &gpu_why);
@@ -208,7 +220,24 @@ int command_run(const Invocation& inv) {
 
   std::optional<OutputLock> out_lock;  // one run per --out
   if (lead) out_lock.emplace(out_dir, join_command_line(inv.command_line));
-  const StopOnSignals signals;  // SIGINT/SIGTERM: stop at the next tensor or GEMM layer
+  // SIGINT/SIGTERM (recorded since main's first line): stop at the next tensor or GEMM layer.
+  static const StopRequest kNever;
+  const StopRequest& stop = inv.stop != nullptr ? *inv.stop : kNever;
+  // A signal before anything is read: exit 128 + it, --out as it was (the lock removes a
+  // directory it created). Over several ranks the engine's exchanges stop them together.
+  if (stop.requested() && !is_distributed(inv.cluster)) {
+    const int signal = stop.signal.load();
+    std::cerr << "fp8-advisor: stopped by " << StopOnSignals::signal_name(signal)
+              << " before the run started: nothing written\n";
+    return 128 + signal;
+  }
+  if (resume && lead) {
+    try {
+      check_output_set(out_dir, "run");
+    } catch (const Error& e) {
+      std::cerr << "fp8-advisor: --resume: " << e.what() << "\n";
+    }
+  }
   auto t0 = std::chrono::steady_clock::now();
   DiskFileSystem fs;
   const CaptureSet captures = load_captures(eval.capture_paths, fs, capture_options(eval.npy_dtype_text));
@@ -232,13 +261,19 @@ int command_run(const Invocation& inv) {
     for (const std::string& note : checkpoint->notes()) std::cerr << "fp8-advisor: " << note << "\n";
   }
   info.config.store = checkpoint ? &*checkpoint : nullptr;
-  info.config.stop = &signals.request();
+  info.config.stop = &stop;
   info.config.cluster = inv.cluster;
   // A stop request ends the run here: what is finished is in the checkpoint.
   const auto stopped = [&] {
-    if (!lead) return signals.request().signal != 0 ? 128 + signals.request().signal : int{kExitOk};
+    if (!lead) return stop.signal != 0 ? 128 + stop.signal : int{kExitOk};
     if (progress && ::isatty(STDERR_FILENO) != 0) std::cerr << "\n";
-    const int signal = signals.request().signal;
+    const int signal = stop.signal;
+    if (!resume && checkpoint->done(UnitKind::kShard) + checkpoint->done(UnitKind::kGemmLayer) == 0) {
+      checkpoint->discard();  // nothing to resume: --out as it was
+      std::cerr << "fp8-advisor: stopped by " << StopOnSignals::signal_name(signal)
+                << " before any evaluation finished: nothing kept, nothing written\n";
+      return 128 + signal;
+    }
     std::vector<std::string> again;
     for (const std::string& w : inv.command_line)
       if (w != "--resume") again.push_back(w);
@@ -282,7 +317,7 @@ int command_run(const Invocation& inv) {
     try {
       gemms = evaluate_gemm_errors(gemm_layers, rows,
                                    GemmOptions{eval.gemm_rows, gemm_engine.get(), info.config.progress,
-                                               info.config.store, &signals.request(), inv.cluster});
+                                               info.config.store, &stop, inv.cluster});
     } catch (const StopRequested&) {
       return stopped();
     }
@@ -375,7 +410,7 @@ int command_run(const Invocation& inv) {
   artifacts.push_back(render_report_html(
       {&info, rows, gemms, layers, answer.recommendation, &answer, forecasts, histograms}));
 
-  const std::string wrote = write_artifacts(out_dir, artifacts);
+  const std::string wrote = write_artifacts(out_dir, "run", artifacts, info.command_line);
   if (resume)
     std::cerr << "fp8-advisor: resumed: " << checkpoint->reused(UnitKind::kShard) << " of "
               << checkpoint->done(UnitKind::kShard) << " evaluations (tensor x recipe) and "

@@ -9,6 +9,7 @@
 
 #include "cli/mpi_cluster.hpp"
 #include "cli/options.hpp"
+#include "cli/stop_signals.hpp"
 #include "cli/version.hpp"
 #include "core/error.hpp"
 #include "core/suggest.hpp"
@@ -28,10 +29,11 @@ constexpr const char* kUsage =
     "  fp8-advisor <command> --help   options of a command\n"
     "  fp8-advisor --version          version, git revision, the GPUs the CUDA backend is built for\n";
 
-int dispatch(int argc, char** argv, fp8a::Cluster* cluster) {
+int dispatch(int argc, char** argv, fp8a::Cluster* cluster, fp8a::cli::StopOnSignals& signals) {
   using namespace fp8a;
   cli::Invocation inv;
   inv.cluster = cluster;
+  inv.stop = &signals.request();
   for (int i = 0; i < argc; ++i) inv.command_line.emplace_back(argv[i]);
   if (argc < 2) throw usage_error("fp8a.usage.204", "missing command; try 'fp8-advisor --help'");
   const std::string first = argv[1];
@@ -60,6 +62,7 @@ int dispatch(int argc, char** argv, fp8a::Cluster* cluster) {
   inv.subcommand = first;
   inv.args.assign(argv + 2, argv + argc);
   if (first == "run") return cli::command_run(inv);
+  signals.restore_default();  // only run stops on a request; the others end as they always did
   if (first == "whatif") return cli::command_whatif(inv);
   if (first == "inspect") return cli::command_inspect(inv);
   if (first == "synth") return cli::command_synth(inv);
@@ -86,9 +89,9 @@ int fail(const std::string& line, int code, fp8a::Cluster* cluster) {
   return code;
 }
 
-int run_main(int argc, char** argv, fp8a::Cluster* cluster) {
+int run_main(int argc, char** argv, fp8a::Cluster* cluster, fp8a::cli::StopOnSignals& signals) {
   try {
-    return dispatch(argc, argv, cluster);
+    return dispatch(argc, argv, cluster, signals);
   } catch (const fp8a::Error& e) {
     return fail(std::string("fp8-advisor: error: ") + e.what(), e.exit_code(), cluster);
   } catch (const std::bad_alloc&) {
@@ -105,6 +108,8 @@ int run_main(int argc, char** argv, fp8a::Cluster* cluster) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // First: a SIGINT/SIGTERM from here on is recorded, never the default action (stop_signals.hpp).
+  fp8a::cli::StopOnSignals signals;
 #if FP8A_WITH_MPI
   // MPI only when a launcher (mpirun, srun) started this process: a plain run is one process.
   std::optional<fp8a::cli::MpiCluster> mpi;
@@ -116,8 +121,16 @@ int main(int argc, char** argv) {
       return e.exit_code();
     }
   }
-  return run_main(argc, argv, mpi ? &*mpi : nullptr);
+  const int code = run_main(argc, argv, mpi ? &*mpi : nullptr, signals);
+  if (mpi && mpi->size() > 1) {
+    try {
+      mpi->finish();  // no rank left in MPI_Finalize waiting for a stopped one
+    } catch (const fp8a::Error& e) {
+      return fail(std::string("fp8-advisor: error: ") + e.what(), e.exit_code(), &*mpi);
+    }
+  }
+  return code;
 #else
-  return run_main(argc, argv, nullptr);
+  return run_main(argc, argv, nullptr, signals);
 #endif
 }

@@ -23,6 +23,9 @@ inline int launched_ranks() {
   return std::getenv("PMIX_RANK") != nullptr ? 1 : 0;
 }
 
+// run's --rank-timeout default, in seconds.
+inline constexpr double kDefaultRankTimeout = 600;
+
 #if FP8A_WITH_MPI
 // MPI_COMM_WORLD: initialised (MPI_THREAD_FUNNELED: only the thread that drives the run calls
 // MPI) by the constructor, finalised by the destructor. Failed calls throw internal_error
@@ -35,17 +38,34 @@ class MpiCluster final : public Cluster {
   MpiCluster& operator=(const MpiCluster&) = delete;
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  // Point-to-point with every other rank, each waiting at most the rank timeout (from the call)
+  // for the others: usage error fp8a.usage.240 naming the ranks it did not hear from (stopped,
+  // hung, far behind), so that the job ends (MPI_Abort in main) instead of waiting for ever.
   std::vector<std::string> all_gather(std::string_view mine) override;
+  // How long all_gather waits for the other ranks; > 0 (run's --rank-timeout; default 600 s).
+  void set_timeout(double seconds) { timeout_s_ = seconds; }
+  // The last exchange, before MPI_Finalize (which would wait for a stopped rank without limit):
+  // rank 0, which arrives last, waits the timeout (fp8a.usage.240); the others wait for it.
+  void finish();
   // Ends every rank of the launch with this exit code (MPI_Abort): a rank that failed must not
   // leave the others waiting in an exchange.
   [[noreturn]] void abort(int exit_code);
 
  private:
+  std::vector<std::string> exchange(std::string_view mine, bool limited);
   int rank_ = 0, size_ = 1;
+  double timeout_s_ = kDefaultRankTimeout;
 };
+
+// Sets the rank timeout of an MPI cluster; nothing for another (or none).
+inline void set_rank_timeout(Cluster* cluster, double seconds) {
+  if (auto* mpi = dynamic_cast<MpiCluster*>(cluster)) mpi->set_timeout(seconds);
+}
 
 // The MPI library's own version line (MPI_Get_library_version), e.g. "Open MPI v4.1.4, ...".
 std::string mpi_library_version();
+#else
+inline void set_rank_timeout(Cluster*, double) {}
 #endif
 
 }  // namespace fp8a::cli

@@ -3,11 +3,12 @@
 #include <charconv>
 #include <ostream>
 
+#include "cli/version.hpp"
 #include "core/error.hpp"
 #include "core/recipe.hpp"
 #include "core/suggest.hpp"
 #include "engine/gemm_error.hpp"
-#include "reports/atomic_file.hpp"
+#include "reports/output_set.hpp"
 
 namespace fp8a::cli {
 
@@ -115,11 +116,12 @@ std::string join_command_line(const std::vector<std::string>& words) {
   return s;
 }
 
-std::string write_artifacts(const std::string& out_dir, const std::vector<Artifact>& artifacts) {
-  ensure_output_directory(out_dir);
+std::string write_artifacts(const std::string& out_dir, const std::string& set, const std::vector<Artifact>& artifacts,
+                            const std::vector<std::string>& command_line) {
+  write_output_set(out_dir, set, artifacts, std::string(FP8A_VERSION) + " (git " + FP8A_GIT_REVISION + ")",
+                   command_line);
   std::string wrote;
   for (const auto& a : artifacts) {
-    write_file_atomically(out_dir + "/" + a.name, a.contents);
     wrote += (wrote.empty() ? "wrote " : ", ") + out_dir + "/" + a.name +
              (a.note.empty() ? "" : " (" + a.note + ")");
   }

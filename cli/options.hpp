@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli/backend_registry.hpp"
+#include "core/stop.hpp"
 #include "datasets/capture.hpp"
 #include "datasets/file_system.hpp"
 #include "datasets/training_log.hpp"
@@ -27,6 +28,8 @@ struct Invocation {
   std::vector<std::string> command_line;  // everything, for provenance
   // The MPI ranks this process is one of (cli/mpi_cluster.hpp); null: one process. Not owned.
   Cluster* cluster = nullptr;
+  // SIGINT/SIGTERM received so far (cli/stop_signals.hpp, installed first in main); null: none.
+  const StopRequest* stop = nullptr;
 };
 
 // Parses args against desc (positional names optional), adding --help to desc. --help prints
@@ -87,10 +90,12 @@ struct EvaluationBackend {
 };
 EvaluationBackend start_backend(const EvaluationOptions& o);
 
-// Creates out_dir and writes each artifact into it atomically (reports/atomic_file.hpp), in order;
-// returns the line that lists them: "wrote DIR/a.csv (12 rows), DIR/b.json". Input error
-// fp8a.io.104 when the directory or a file cannot be written.
-std::string write_artifacts(const std::string& out_dir, const std::vector<Artifact>& artifacts);
+// Creates out_dir and switches the artifacts into it as one output set `set` ("run", "compare")
+// with its manifest (reports/output_set.hpp), the invocation's command line in it; returns the
+// line that lists them: "wrote DIR/a.csv (12 rows), DIR/b.json". Input error fp8a.io.104 when
+// the directory or a file cannot be written.
+std::string write_artifacts(const std::string& out_dir, const std::string& set, const std::vector<Artifact>& artifacts,
+                            const std::vector<std::string>& command_line);
 
 // The command line as one line, words joined by spaces (for the --out lock's owner).
 std::string join_command_line(const std::vector<std::string>& words);

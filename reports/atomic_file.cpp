@@ -28,7 +28,8 @@ void ensure_output_directory(const std::string& dir) {
 
 void write_file_atomically(const std::string& path, const std::string& contents) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // O_NOFOLLOW: a symbolic link planted at the (predictable) temporary name is not written through.
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) write_failed(path, std::strerror(errno));
   std::size_t done = 0;
   while (done < contents.size()) {

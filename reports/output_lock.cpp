@@ -1,21 +1,28 @@
 #include "reports/output_lock.hpp"
 
 #include <fcntl.h>
-#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "core/error.hpp"
 #include "reports/atomic_file.hpp"
+#include "reports/output_set.hpp"
 
 namespace fp8a {
 
 namespace {
+
+namespace fs = std::filesystem;
 
 // Field 22 of /proc/PID/stat (clock ticks since boot the process started); "" when unreadable.
 std::string start_time(long pid) {
@@ -35,71 +42,130 @@ struct Holder {
   std::string started, command;
 };
 
-// The lock's owner as written: "pid start-time command".
-Holder read_holder(const std::string& path) {
-  std::ifstream in(path);
+// The lock's last holder as written: "pid start-time command"; pid 0 when the file is empty (a
+// clean release, or a holder that has not written yet).
+Holder read_holder(int fd) {
+  std::string text;
+  char buf[4096];
+  for (off_t at = 0;;) {
+    const ssize_t n = ::pread(fd, buf, sizeof buf, at);
+    if (n <= 0) break;
+    text.append(buf, static_cast<std::size_t>(n));
+    at += n;
+  }
+  std::istringstream in(text);
   Holder h;
-  in >> h.pid >> h.started;
+  if (!(in >> h.pid >> h.started)) return {};
   std::getline(in >> std::ws, h.command);
   return h;
 }
 
-// Whether the owner still runs: its pid exists and started when the lock says.
-bool alive(const Holder& h) {
-  if (h.pid <= 0) return false;
-  if (::kill(static_cast<pid_t>(h.pid), 0) != 0 && errno == ESRCH) return false;
-  const std::string now = start_time(h.pid);
-  return now.empty() || h.started.empty() || now == h.started;
+// What a dead run was writing when it died, never renamed into place so nothing reads it: its
+// temporary files (atomic_file.hpp names them NAME.tmp.PID) and any staging folder of an output
+// set (only a holder of the lock stages, and we hold it).
+void remove_leftovers(const std::string& dir, long dead_pid) {
+  const std::string suffix = dead_pid > 0 ? ".tmp." + std::to_string(dead_pid) : std::string();
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.starts_with(kOutputStagingPrefix)) fs::remove_all(e.path(), ec);
+    else if (!suffix.empty() && name.ends_with(suffix)) fs::remove(e.path(), ec);
+  }
 }
 
-// The temporary files a dead run was writing when it died (atomic_file.hpp names them
-// NAME.tmp.PID): never renamed into place, so nothing reads them; removed with the stale lock.
-void remove_temporaries(const std::string& dir, long pid) {
-  if (pid <= 0) return;
-  const std::string suffix = ".tmp." + std::to_string(pid);
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
-    if (e.path().filename().string().ends_with(suffix)) std::filesystem::remove(e.path(), ec);
+// Whether the path still names the inode fd locked (a releasing run may have removed it).
+bool same_file(int fd, const std::string& path) {
+  struct stat a {}, b {};
+  return ::fstat(fd, &a) == 0 && ::stat(path.c_str(), &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+// Test hook (tests/reports/test_output_lock.cpp): microseconds to sleep between opening the lock
+// file and locking it, so that a holder's removal of the file falls in between often.
+void test_delay() {
+  static const long us = [] {
+    const char* v = std::getenv("FP8A_TEST_LOCK_DELAY_US");
+    return v != nullptr ? std::atol(v) : 0L;
+  }();
+  if (us > 0) std::this_thread::sleep_for(std::chrono::microseconds(us));
 }
 
 }  // namespace
 
 OutputLock::OutputLock(const std::string& dir, const std::string& command)
     : dir_(dir), path_(dir + "/" + kFileName) {
-  std::error_code ec;
-  created_dir_ = !std::filesystem::exists(dir, ec);
-  ensure_output_directory(dir);
   const std::string me = std::to_string(::getpid()) + " " + start_time(::getpid()) + " " + command + "\n";
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-      const bool ok = ::write(fd, me.data(), me.size()) == static_cast<ssize_t>(me.size());
+  // A busy lock whose holder has not written its name yet is looked at again, up to about 1 s.
+  constexpr int kAttempts = 200;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    std::error_code ec;
+    created_dir_ = !fs::exists(dir, ec);
+    ensure_output_directory(dir);
+    // Never through a planted symbolic link (the lock would truncate and write its target), and
+    // only a regular file (a FIFO or device is not ours).
+    const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+    if (fd < 0)
+      throw input_error("fp8a.io.104", path_ + ": cannot write: " +
+                                           (errno == ELOOP ? std::string("a symbolic link, not a lock file")
+                                                           : std::string(std::strerror(errno))));
+    if (struct stat st {}; ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
       ::close(fd);
-      if (!ok) {
-        ::unlink(path_.c_str());
-        throw input_error("fp8a.io.104", path_ + ": cannot write the lock");
-      }
-      return;
+      throw input_error("fp8a.io.104", path_ + ": cannot write: not a regular file");
     }
-    if (errno != EEXIST) throw input_error("fp8a.io.104", path_ + ": cannot write: " + std::strerror(errno));
-    const Holder h = read_holder(path_);
-    if (alive(h))
+    test_delay();
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      const Holder h = err == EWOULDBLOCK ? read_holder(fd) : Holder{};
+      ::close(fd);
+      if (err != EWOULDBLOCK) throw input_error("fp8a.io.104", path_ + ": cannot lock: " + std::strerror(err));
+      if (h.pid == 0 && attempt + 1 < kAttempts) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        continue;
+      }
+      const std::string who =
+          h.pid != 0 ? std::to_string(h.pid) + ": " + h.command : "unknown: it names no command yet";
       throw usage_error("fp8a.usage.220",
-                        "--out " + dir + " is in use by another fp8-advisor (pid " + std::to_string(h.pid) +
-                            ": " + h.command + "); wait for it or choose another --out (a lock left by "
-                            "a dead run is taken over: " + path_ + ")");
-    ::unlink(path_.c_str());  // stale: its run is gone
-    remove_temporaries(dir, h.pid);
+                        "--out " + dir + " is in use by another fp8-advisor (pid " + who +
+                            "); wait for it or choose another --out (a lock left by a dead run is taken over: " +
+                            path_ + ")");
+    }
+    if (!same_file(fd, path_)) {  // removed by a run releasing it: lock the file there now
+      ::close(fd);
+      continue;
+    }
+    const Holder last = read_holder(fd);  // a dead run's, when it did not end cleanly
+    remove_leftovers(dir, last.pid);
+    const bool ok = ::ftruncate(fd, 0) == 0 &&
+                    ::pwrite(fd, me.data(), me.size(), 0) == static_cast<ssize_t>(me.size());
+    if (!ok) {
+      const int err = errno;
+      ::close(fd);
+      throw input_error("fp8a.io.104", path_ + ": cannot write the lock: " + std::strerror(err));
+    }
+    fd_ = fd;
+    return;
   }
-  throw input_error("fp8a.io.104", path_ + ": cannot take the lock (another run took it meanwhile)");
+  throw input_error("fp8a.io.104", path_ + ": cannot take the lock (its file kept being removed)");
 }
 
 OutputLock::~OutputLock() {
-  ::unlink(path_.c_str());
+  if (fd_ < 0) return;
   if (created_dir_) {
+    // Nothing but the lock file: the directory goes, the file first, while the lock is held.
+    bool only_lock = true;
     std::error_code ec;
-    if (std::filesystem::is_empty(dir_, ec)) std::filesystem::remove(dir_, ec);
+    for (const auto& e : fs::directory_iterator(dir_, ec))
+      if (e.path().filename() != kFileName) only_lock = false;
+    if (!ec && only_lock) {
+      ::unlink(path_.c_str());
+      ::close(fd_);
+      fs::remove(dir_, ec);
+      return;
+    }
   }
+  if (::ftruncate(fd_, 0) != 0) {
+    // The next holder then reads our line as a dead run's and removes our (absent) temporaries.
+  }
+  ::close(fd_);
 }
 
 }  // namespace fp8a

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -76,6 +78,16 @@ inline Result run(const std::string& args, const std::string& env = {}) {
   const int status = std::system(cmd.c_str());
   REQUIRE(WIFEXITED(status));
   return {WEXITSTATUS(status), slurp(io.path / "out"), slurp(io.path / "err")};
+}
+
+// Whether no process holds the --out lock file's kernel lock (flock) now: this process takes it
+// and lets it go again. The file itself stays (reports/output_lock.hpp).
+inline bool lock_is_free(const fs::path& lock) {
+  const int fd = ::open(lock.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return true;  // no file, no lock
+  const bool free = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+  ::close(fd);
+  return free;
 }
 
 using Row = std::map<std::string, std::string>;

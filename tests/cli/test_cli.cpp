@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 #include <cerrno>
 #include <csignal>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -159,14 +160,14 @@ TEST_CASE("run on the shipped sample matches the independent NumPy golden values
     CHECK(summary["command_line"][1] == "run");
     CHECK(summary["layers"].size() == 8);  // 4 layers x 2 recipes
     CHECK(summary["evaluations"] == 48);
-    // No temporary files left behind.
+    // No temporary files left behind: the set, its manifest and the (released) lock file.
     std::set<std::string> files;
     for (const auto& e : fs::directory_iterator(out.path))
       if (e.is_regular_file()) files.insert(e.path().filename().string());
     CHECK(files == std::set<std::string>{"metrics.csv", "gemms.csv", "recipe.json",
                                          "megatron_args.txt", "te_precision_config.yaml",
                                          "nvdlfw_inspect.yaml", "torchao.json", "report.md", "summary.json",
-                                         "report.html"});
+                                         "report.html", ".fp8-advisor-outputs-run.json", ".fp8-advisor.lock"});
     // report.md: the same answer as stdout, every layer's decision.
     const std::string md = slurp(out.path / "report.md");
     CHECK(md.starts_with("# fp8-advisor report\n"));
@@ -683,8 +684,8 @@ TEST_CASE("edge cases of the advice: one captured step, a policy that rejects ev
 }
 
 namespace {
-// Field 22 of /proc/PID/stat, as reports/output_lock.cpp reads it (written here again on purpose:
-// the test plants locks by the same rule).
+// Field 22 of /proc/PID/stat, as reports/output_lock.cpp writes it (written here again on
+// purpose: the test plants a holder's line by the same rule).
 std::string proc_start_time(long pid) {
   const std::string stat = slurp("/proc/" + std::to_string(pid) + "/stat");
   std::istringstream rest(stat.substr(stat.rfind(')') + 2));
@@ -694,37 +695,70 @@ std::string proc_start_time(long pid) {
 }
 }  // namespace
 
-TEST_CASE("one run per --out: a live owner's lock refuses, a dead run's lock is taken over") {
+TEST_CASE("one run per --out: a held lock refuses naming its holder, a dead run's leftovers go") {
   TempDir d;
   const fs::path out = d.path / "out";
   fs::create_directories(out);
   const fs::path lock = out / ".fp8-advisor.lock";
   const std::string cmd = "run --capture " + sample() + " --out " + shell_quote(out.string()) + " --cost none --quiet";
-  // A live owner: this test process, with its own start time.
   const long me = static_cast<long>(::getpid());
-  write_bytes(lock, std::to_string(me) + " " + proc_start_time(me) + " fp8-advisor run --out elsewhere\n");
-  const auto busy = run(cmd);
-  CHECK(busy.rc == 2);
-  CHECK(busy.err == "fp8-advisor: error: [fp8a.usage.220] --out " + out.string() +
-                        " is in use by another fp8-advisor (pid " + std::to_string(me) +
-                        ": fp8-advisor run --out elsewhere); wait for it or choose another --out (a lock "
-                        "left by a dead run is taken over: " + lock.string() + ")\n");
-  CHECK(fs::exists(lock));                        // not ours: left alone
-  CHECK_FALSE(fs::exists(out / "metrics.csv"));  // nothing written
-  // The same pid with another start time: the pid was reused, the owner is gone.
-  write_bytes(lock, std::to_string(me) + " 1 fp8-advisor run\n");
-  const auto reused = run(cmd);
-  INFO(reused.err);
-  CHECK(reused.rc == 0);
-  CHECK_FALSE(fs::exists(lock));  // released at the end
-  CHECK(fs::exists(out / "recipe.json"));
-  // A pid that no longer exists (a killed run): taken over.
+  {
+    // A live holder: this test process takes the kernel lock and names itself, as a run does.
+    const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    REQUIRE(fd >= 0);
+    REQUIRE(::flock(fd, LOCK_EX | LOCK_NB) == 0);
+    const std::string line = std::to_string(me) + " " + proc_start_time(me) + " fp8-advisor run --out elsewhere\n";
+    REQUIRE(::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()));
+    const auto busy = run(cmd);
+    CHECK(busy.rc == 2);
+    CHECK(busy.err == "fp8-advisor: error: [fp8a.usage.220] --out " + out.string() +
+                          " is in use by another fp8-advisor (pid " + std::to_string(me) +
+                          ": fp8-advisor run --out elsewhere); wait for it or choose another --out (a lock "
+                          "left by a dead run is taken over: " + lock.string() + ")\n");
+    CHECK(slurp(lock) == line);                     // not ours: left alone
+    CHECK_FALSE(fs::exists(out / "metrics.csv"));  // nothing written
+    ::close(fd);
+  }
+  // A dead run's lock file (killed: its line still there, its kernel lock dropped by the kernel)
+  // with the temporary file and the staging folder it was writing: taken, and they go.
   long dead = 4194303;
   while (dead > 1 && (::kill(static_cast<pid_t>(dead), 0) == 0 || errno != ESRCH)) --dead;
   write_bytes(lock, std::to_string(dead) + " 12345 fp8-advisor run\n");
+  const fs::path tmp = out / ("recipe.json.tmp." + std::to_string(dead));
+  const fs::path staging = out / (".fp8-advisor-staging." + std::to_string(dead));
+  write_bytes(tmp, "{\"half\": ");
+  fs::create_directories(staging);
+  write_bytes(staging / "metrics.csv", "step,");
+  const auto taken = run(cmd);
+  INFO(taken.err);
+  CHECK(taken.rc == 0);
+  CHECK(fs::exists(out / "recipe.json"));
+  CHECK_FALSE(fs::exists(tmp));
+  CHECK_FALSE(fs::exists(staging));
+  // The lock file stays (one inode for every run), released and emptied.
+  CHECK(fs::exists(lock));
+  CHECK(lock_is_free(lock));
+  CHECK(slurp(lock).empty());
   CHECK(run(cmd).rc == 0);
-  CHECK_FALSE(fs::exists(lock));
-  // An error with a fresh --out: neither the lock nor the directory it created is left.
+  // A lock file planted as a symbolic link (or a FIFO): refused, its target untouched.
+  TempDir h;
+  const fs::path target = h.path / "precious.txt";
+  write_bytes(target, "keep me\n");
+  const fs::path trap = h.path / "trap";
+  fs::create_directories(trap);
+  fs::create_symlink(target, trap / ".fp8-advisor.lock");
+  const auto linked = run("run --capture " + sample() + " --out " + shell_quote(trap.string()) + " --cost none --quiet");
+  CHECK(linked.rc == 3);
+  CHECK(linked.err == "fp8-advisor: error: [fp8a.io.104] " + (trap / ".fp8-advisor.lock").string() +
+                          ": cannot write: a symbolic link, not a lock file\n");
+  CHECK(slurp(target) == "keep me\n");
+  fs::remove(trap / ".fp8-advisor.lock");
+  REQUIRE(::mkfifo((trap / ".fp8-advisor.lock").c_str(), 0644) == 0);
+  const auto fifo = run("run --capture " + sample() + " --out " + shell_quote(trap.string()) + " --cost none --quiet");
+  CHECK(fifo.rc == 3);
+  CHECK(fifo.err == "fp8-advisor: error: [fp8a.io.104] " + (trap / ".fp8-advisor.lock").string() +
+                        ": cannot write: not a regular file\n");
+  // An error with a fresh --out: neither the lock file nor the directory it created is left.
   const fs::path fresh = d.path / "fresh";
   CHECK(run("run --capture " + shell_quote((d.path / "missing").string()) + " --out " +
             shell_quote(fresh.string())).rc == 3);
@@ -1188,4 +1222,13 @@ TEST_CASE("nvdlfw_inspect FP8 statistics are shown beside ours (nvdlfw_stats.csv
   CHECK(bad.err == "fp8-advisor: error: [fp8a.usage.211] --training-recipe block is not among "
                    "--recipes; add it there\n");
   CHECK_FALSE(fs::exists(dir.path / "o3"));
+}
+
+TEST_CASE("--rank-timeout must be a number of seconds > 0") {
+  for (const char* bad : {"0", "-1", "nan", "inf"}) {
+    INFO(bad);
+    const auto r = run(std::string("run --capture x --out y --rank-timeout ") + bad);
+    CHECK(r.rc == 2);
+    CHECK(r.err == "fp8-advisor: error: [fp8a.usage.241] --rank-timeout must be a number of seconds > 0\n");
+  }
 }

@@ -5,6 +5,7 @@
 // set, as this machine's tests run as root.
 #include <doctest/doctest.h>
 
+#include <csignal>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -64,7 +65,7 @@ void check_same_as_one_process(const std::string& args) {
       CHECK(slurp(work.path / "1" / f) == slurp(many / f));
     }
     CHECK(without_timings(work.path / "1/summary.json") == without_timings(many / "summary.json"));
-    CHECK(!fs::exists(many / ".fp8-advisor.lock"));  // rank 0's lock, released
+    CHECK(lock_is_free(many / ".fp8-advisor.lock"));  // rank 0's lock, released
   }
 }
 
@@ -107,4 +108,68 @@ TEST_CASE("an error over several ranks: one line, the exit code kept, no rank le
   CHECK(inspect.rc == 2);
   CHECK(count(inspect.err, "fp8-advisor: error: [fp8a.usage.231] 'inspect' launched as 2 MPI ranks: only 'run' "
                            "spreads over ranks; run 'inspect' as one process\n") == 1);
+}
+
+namespace {
+
+// The pid of the process of MPI rank `rank` whose command line names `marker`; 0 when none yet.
+pid_t rank_pid(int rank, const std::string& marker) {
+  const std::string want = "OMPI_COMM_WORLD_RANK=" + std::to_string(rank);
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string cmdline = slurp(e.path() / "cmdline");
+    if (cmdline.find(marker) == std::string::npos || cmdline.find("fp8-advisor") == std::string::npos) continue;
+    const std::string environ = slurp(e.path() / "environ");
+    for (std::size_t at = 0; at < environ.size();) {
+      const std::size_t end = environ.find('\0', at);
+      if (environ.substr(at, end - at) == want) return static_cast<pid_t>(std::stol(name));
+      if (end == std::string::npos) break;
+      at = end + 1;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("a rank stopped (SIGSTOP) mid-run: rank 0 names it after --rank-timeout and the job ends") {
+  TempDir work;
+  const fs::path out = work.path / "out", dir = kSource / "datasets/real/lm-spike";
+  // The job is bounded from outside as well (timeout kills it after 300 s: exit 137), so that a
+  // hang fails this test rather than holding ctest.
+  const std::string cmd = "exec timeout -s KILL 300 " + shell_quote(FP8A_MPIEXEC) +
+                          " --oversubscribe --bind-to none -n 2 " + shell_quote(kBinary) + " run --threads 1 --cost none --rank-timeout 2 --capture " +
+                          shell_quote(dir.string()) + " --training-log " +
+                          shell_quote((dir / "amax_trace_rank0.csv").string()) + " --out " + shell_quote(out.string()) +
+                          " >" + shell_quote((work.path / "stdout").string()) + " 2>" +
+                          shell_quote((work.path / "stderr").string()) + " </dev/null";
+  const pid_t job = ::fork();
+  REQUIRE(job >= 0);
+  if (job == 0) {
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // Once rank 0 keeps a first unit every rank is past MPI_Init and the first exchange; exchanges
+  // (each step's wave, the GEMM layers, the last one before MPI_Finalize) are still to come.
+  const fs::path units = out / ".fp8-advisor-checkpoint/units";
+  pid_t stopped = 0;
+  for (int i = 0; i < 120000 && stopped == 0; ++i) {
+    std::error_code ec;
+    if (fs::exists(units, ec) && !fs::is_empty(units, ec)) stopped = rank_pid(1, out.string());
+    if (stopped == 0) ::usleep(1000);
+  }
+  REQUIRE(stopped != 0);
+  REQUIRE(::kill(stopped, SIGSTOP) == 0);
+  int status = 0;
+  REQUIRE(::waitpid(job, &status, 0) == job);
+  if (::kill(stopped, 0) == 0) ::kill(stopped, SIGKILL);  // never left behind
+  const std::string err = slurp(work.path / "stderr");
+  INFO(err);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 2);  // rank 0's usage error, through MPI_Abort; not timeout's 137
+  CHECK(count(err, "fp8-advisor: error: [fp8a.usage.240] MPI rank 1 did not answer MPI rank 0 within --rank-timeout "
+                   "2 s: stopped, hung or far behind the others (raise --rank-timeout when one rank's share takes "
+                   "that much longer than another's)\n") == 1);
+  CHECK_FALSE(fs::exists(out / "metrics.csv"));
 }

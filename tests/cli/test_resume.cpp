@@ -200,7 +200,7 @@ TEST_CASE("SIGINT and SIGTERM stop at the next unit, keep the checkpoint and say
     CHECK(err.find(" are kept in " + (s.out / ".fp8-advisor-checkpoint").string() + "; resume with: ") != std::string::npos);
     CHECK(err.find(" --resume\n") != std::string::npos);
     CHECK(!fs::exists(s.out / "metrics.csv"));
-    CHECK(!fs::exists(s.out / ".fp8-advisor.lock"));  // released on the way out
+    CHECK(lock_is_free(s.out / ".fp8-advisor.lock"));  // released on the way out
     CHECK(units_in(s.out) > 0);
     const Result r = run(s.args("--resume"));
     INFO(r.err);
@@ -246,4 +246,67 @@ TEST_CASE("--resume after an input file changed: its tensors are evaluated again
   REQUIRE(fresh.rc == 0);
   CHECK(fresh.err.find("resumed") == std::string::npos);
   check_same_outputs(ref, s.out);
+}
+
+namespace {
+
+// Whether /proc/PID/status says the process catches `sig` (SigCgt: its handler is installed).
+bool catches(pid_t pid, int sig) {
+  std::istringstream in(slurp("/proc/" + std::to_string(pid) + "/status"));
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("SigCgt:", 0) == 0) return ((std::stoull(line.substr(7), nullptr, 16) >> (sig - 1)) & 1) != 0;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("SIGTERM at once after the start: exit 143 with a line, --out left as it was, 20 times") {
+  TempDir work;
+  const fs::path capture = kSource / "datasets/sample";
+  for (int i = 0; i < 20; ++i) {
+    INFO("start " << i);
+    const fs::path out = work.path / ("out" + std::to_string(i));
+    const fs::path err = work.path / ("err" + std::to_string(i));
+    // Even starts: the child starts with SIGTERM blocked, and gets it before its first instruction
+    // (pending until main unblocks it). Odd starts: sent as soon as the handler is in place.
+    const bool blocked = i % 2 == 0;
+    sigset_t term, old;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    REQUIRE(::sigprocmask(SIG_BLOCK, &term, &old) == 0);
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      if (!blocked) ::sigprocmask(SIG_SETMASK, &old, nullptr);
+      const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(fd, STDERR_FILENO);
+      const int null = ::open("/dev/null", O_RDWR);
+      ::dup2(null, STDOUT_FILENO);
+      ::dup2(null, STDIN_FILENO);
+      ::execl(kBinary.c_str(), kBinary.c_str(), "run", "--capture", capture.c_str(), "--out", out.c_str(), "--quiet",
+              static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    REQUIRE(::sigprocmask(SIG_SETMASK, &old, nullptr) == 0);
+    if (!blocked) {
+      // The binary running (not the fork of this runner before exec) with its handler in place.
+      const fs::path binary = fs::canonical(kBinary);
+      const fs::path exe = "/proc/" + std::to_string(pid) + "/exe";
+      const auto started = [&] {
+        std::error_code ec;
+        return fs::read_symlink(exe, ec) == binary && catches(pid, SIGTERM);
+      };
+      while (!started() && ::kill(pid, 0) == 0) std::this_thread::yield();
+    }
+    ::kill(pid, SIGTERM);
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    const std::string text = slurp(err);
+    INFO(text);
+    REQUIRE_FALSE(WIFSIGNALED(status));
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 143);
+    CHECK(text.rfind("fp8-advisor: stopped by SIGTERM before ", 0) == 0);
+    CHECK_FALSE(fs::exists(out));  // the lock removed the directory it created, and its file
+  }
 }

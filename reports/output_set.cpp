@@ -1,0 +1,199 @@
+#include "reports/output_set.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "core/error.hpp"
+#include "core/fnv1a.hpp"
+#include "reports/atomic_file.hpp"
+
+namespace fp8a {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr int kManifestFormat = 1;
+
+std::string hex64(std::uint64_t v) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(v));
+  return text;
+}
+
+// A name the manifest may name: a plain file of DIR, not hidden (never "..", never a path).
+bool plain_name(const std::string& name) {
+  return !name.empty() && name[0] != '.' && name.find('/') == std::string::npos && name.find('\0') == std::string::npos;
+}
+
+// The test hook's fault: "stage:N" or "switch:N"; N = -1 when unset.
+struct Fault {
+  std::string where;
+  long after = -1;
+};
+Fault test_fault() {
+  Fault f;
+  const char* v = std::getenv("FP8A_TEST_OUTPUT_FAULT");
+  if (v == nullptr) return f;
+  const std::string s(v);
+  const auto colon = s.find(':');
+  if (colon == std::string::npos) return f;
+  f.where = s.substr(0, colon);
+  f.after = std::atol(s.c_str() + colon + 1);
+  return f;
+}
+
+void sync_directory(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  if (::fsync(fd) != 0) {
+    // A file system without directory fsync: the renames are still atomic, only less durable.
+  }
+  ::close(fd);
+}
+
+std::string read_file(const std::string& path, bool* ok) {
+  std::ifstream in(path, std::ios::binary);
+  *ok = static_cast<bool>(in);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+std::string manifest_text(const std::string& set, const char* state, const std::vector<Artifact>& artifacts,
+                          const std::string& writer, const std::vector<std::string>& command_line) {
+  json files = json::array();
+  for (const Artifact& a : artifacts)
+    files.push_back({{"name", a.name}, {"size", a.contents.size()}, {"fnv1a", hex64(fnv1a(a.contents))}});
+  const json m = {{"fp8_advisor_outputs", kManifestFormat},
+                  {"set", set},
+                  {"state", state},
+                  {"written_by", {{"build", writer}, {"command_line", command_line}}},
+                  {"files", files}};
+  // Arguments are bytes: one that is not UTF-8 is written with U+FFFD rather than failing.
+  return m.dump(1, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+// The names an earlier manifest lists (plain names only); none when there is none or it is bad.
+std::set<std::string> listed_names(const std::string& manifest) {
+  std::set<std::string> names;
+  bool ok = false;
+  const std::string text = read_file(manifest, &ok);
+  if (!ok) return names;
+  const json m = json::parse(text, nullptr, false);
+  if (!m.is_object() || !m.contains("files") || !m["files"].is_array()) return names;
+  for (const json& f : m["files"])
+    if (f.is_object() && f.contains("name") && f["name"].is_string() && plain_name(f["name"].get<std::string>()))
+      names.insert(f["name"].get<std::string>());
+  return names;
+}
+
+}  // namespace
+
+std::string output_manifest_name(const std::string& set) { return ".fp8-advisor-outputs-" + set + ".json"; }
+
+void write_output_set(const std::string& dir, const std::string& set, const std::vector<Artifact>& artifacts,
+                      const std::string& writer, const std::vector<std::string>& command_line) {
+  for (const Artifact& a : artifacts) FP8A_CHECK(plain_name(a.name), "an artifact's name is a plain file name");
+  const Fault fault = test_fault();
+  ensure_output_directory(dir);
+  const std::string staging = dir + "/" + kOutputStagingPrefix + std::to_string(::getpid());
+  std::error_code ec;
+  fs::remove_all(staging, ec);
+  if (!fs::create_directory(staging, ec) || ec)
+    throw input_error("fp8a.io.104", staging + ": cannot write: " + (ec ? ec.message() : "exists"));
+  // 1. Every file whole in the staging folder; a failure leaves the earlier set untouched.
+  try {
+    long staged = 0;
+    for (const Artifact& a : artifacts) {
+      if (fault.where == "stage" && staged == fault.after)
+        throw input_error("fp8a.io.104", staging + "/" + a.name + ": cannot write: " + std::strerror(ENOSPC));
+      write_file_atomically(staging + "/" + a.name, a.contents);
+      ++staged;
+    }
+  } catch (...) {
+    fs::remove_all(staging, ec);
+    throw;
+  }
+  // 2. The folder marked as switching, naming the new set.
+  const std::string manifest = dir + "/" + output_manifest_name(set);
+  const std::set<std::string> earlier = listed_names(manifest);
+  write_file_atomically(manifest, manifest_text(set, "switching", artifacts, writer, command_line));
+  // 3. The earlier set's files the new one lacks go; the new files come in.
+  std::set<std::string> now;
+  for (const Artifact& a : artifacts) now.insert(a.name);
+  for (const std::string& name : earlier)
+    if (now.count(name) == 0) fs::remove(dir + "/" + name, ec);
+  long switched = 0;
+  for (const Artifact& a : artifacts) {
+    if (fault.where == "switch" && switched == fault.after) ::raise(SIGKILL);
+    if (std::rename((staging + "/" + a.name).c_str(), (dir + "/" + a.name).c_str()) != 0)
+      throw input_error("fp8a.io.104", dir + "/" + a.name + ": cannot write: " + std::strerror(errno));
+    ++switched;
+  }
+  sync_directory(dir);
+  // 4. Complete.
+  write_file_atomically(manifest, manifest_text(set, "complete", artifacts, writer, command_line));
+  fs::remove(staging, ec);
+  sync_directory(dir);
+}
+
+void check_output_set(const std::string& dir, const std::string& set) {
+  const std::string manifest = dir + "/" + output_manifest_name(set);
+  std::error_code ec;
+  if (!fs::exists(manifest, ec)) return;
+  const auto bad = [&](const std::string& why) {
+    return input_error("fp8a.io.122", manifest + ": not an fp8-advisor output manifest: " + why);
+  };
+  bool ok = false;
+  const std::string text = read_file(manifest, &ok);
+  if (!ok) throw bad("cannot be read");
+  const json m = json::parse(text, nullptr, false);
+  if (!m.is_object()) throw bad("not a JSON object");
+  if (!m.contains("state") || !m["state"].is_string()) throw bad("no \"state\"");
+  if (!m.contains("files") || !m["files"].is_array()) throw bad("no \"files\" list");
+  const std::string state = m["state"].get<std::string>();
+  if (state != "complete" && state != "switching") throw bad("\"state\" is neither complete nor switching");
+  // The first file that is not what the manifest names, with why; "" when all are.
+  std::string stray, why;
+  for (const json& f : m["files"]) {
+    if (!f.is_object() || !f.contains("name") || !f["name"].is_string() || !f.contains("size") ||
+        !f["size"].is_number_unsigned() || !f.contains("fnv1a") || !f["fnv1a"].is_string())
+      throw bad("an entry of \"files\" without name, size and fnv1a");
+    const std::string name = f["name"].get<std::string>();
+    if (!plain_name(name)) throw bad("\"files\" names '" + name + "', not a file of the folder");
+    bool present = false;
+    const std::string bytes = read_file(dir + "/" + name, &present);
+    const std::string hash = hex64(fnv1a(bytes));
+    if (!present) why = "missing";
+    else if (bytes.size() != f["size"].get<std::uint64_t>() || hash != f["fnv1a"].get<std::string>())
+      why = "size " + std::to_string(bytes.size()) + ", FNV-1a " + hash + " where the manifest says size " +
+            std::to_string(f["size"].get<std::uint64_t>()) + ", FNV-1a " + f["fnv1a"].get<std::string>();
+    if (!why.empty()) {
+      stray = dir + "/" + name;
+      break;
+    }
+  }
+  if (state == "switching")
+    throw input_error("fp8a.io.120",
+                      dir + " holds a mixed set of output files: a run was stopped while switching its files in (" +
+                          manifest + " says \"switching\")" +
+                          (stray.empty() ? std::string("; it ended before marking the set complete")
+                                         : "; " + stray + " is not that run's (" + why + ")") +
+                          "; run again into this folder");
+  if (!stray.empty())
+    throw input_error("fp8a.io.121", stray + " does not belong to the output set " + manifest + " names (" + why +
+                                         "): changed after the run wrote it; run again into this folder");
+}
+
+}  // namespace fp8a
