@@ -2,6 +2,7 @@
 
 #include <cstdarg>
 #include <cstdio>
+#include <optional>
 
 
 namespace fp8a {
@@ -62,14 +63,15 @@ void append_hex(std::string& out, unsigned char c) {
   out += kHex[c & 0xF];
 }
 
-// Appends bytes escaped (quoted_input's rules) to out, at most max_chars characters of them;
-// returns the number of bytes shown.
-std::size_t append_escaped(std::string& out, std::string_view bytes, std::size_t max_chars) {
+// Appends bytes escaped (quoted_input's rules; `\` and `'` left as they are unless escape_quotes)
+// to out, at most max_chars characters of them; returns the number of bytes shown.
+std::size_t append_escaped(std::string& out, std::string_view bytes, std::size_t max_chars,
+                           bool escape_quotes = true) {
   std::size_t i = 0;
   for (std::size_t shown = 0; i < bytes.size() && shown < max_chars; ++shown) {
     const auto c = static_cast<unsigned char>(bytes[i]);
     if (c >= 0x20 && c < 0x7F) {
-      if (c == '\\' || c == '\'') out += '\\';
+      if (escape_quotes && (c == '\\' || c == '\'')) out += '\\';
       out += static_cast<char>(c);
       ++i;
     } else if (c == '\n' || c == '\r' || c == '\t') {
@@ -109,6 +111,41 @@ std::string escaped_input(std::string_view bytes, std::size_t max_chars) {
   std::string out;
   if (append_escaped(out, bytes, max_chars) == bytes.size()) return out;
   return out + "..." + length_note(bytes);
+}
+
+std::string printable_text(std::string_view bytes, std::size_t max_chars) {
+  std::string out;
+  if (append_escaped(out, bytes, max_chars, false) == bytes.size()) return out;
+  return out + "..." + length_note(bytes);
+}
+
+std::optional<std::size_t> first_invalid_utf8(std::string_view bytes) {
+  for (std::size_t i = 0; i < bytes.size();) {
+    if (static_cast<unsigned char>(bytes[i]) < 0x80) {
+      ++i;
+      continue;
+    }
+    char32_t cp = 0;
+    const std::size_t n = utf8_length(bytes.substr(i), &cp);
+    if (n == 0) return i;
+    i += n;
+  }
+  return std::nullopt;
+}
+
+std::string utf16_or_utf32_bom(std::string_view bytes) {
+  struct Bom {
+    std::string_view bytes, hex, encoding;
+  };
+  // UTF-32LE's mark begins with UTF-16LE's: it is looked for first.
+  static constexpr Bom kBoms[] = {{std::string_view("\x00\x00\xFE\xFF", 4), "00 00 FE FF", "UTF-32BE"},
+                                  {std::string_view("\xFF\xFE\x00\x00", 4), "FF FE 00 00", "UTF-32LE"},
+                                  {"\xFE\xFF", "FE FF", "UTF-16BE"},
+                                  {"\xFF\xFE", "FF FE", "UTF-16LE"}};
+  for (const Bom& b : kBoms)
+    if (bytes.starts_with(b.bytes))
+      return std::string(b.encoding) + " (it starts with the byte order mark " + std::string(b.hex) + ")";
+  return {};
 }
 
 }  // namespace fp8a
