@@ -55,7 +55,7 @@ inline constexpr ErrorIdRow kErrorIdRows[] = {
     {"fp8a.usage.214", kUsage, "unknown `--gpu` name (with \"did you mean\" and the known names)"},
     {"fp8a.usage.215", kUsage, "bad `--cost` (`roofline` or `none`) or `--tokens-per-step` (must be >= 0)"},
     {"fp8a.usage.216", kUsage,
-     "`whatif`: `--layer` is not a valid regular expression, or matches no captured layer (with \"did you mean\")"},
+     "`whatif`: `--layer` is not a valid RE2 regular expression (no lookaround or backreferences; at most 8 MiB compiled), or matches no captured layer (with \"did you mean\")"},
     {"fp8a.usage.217", kUsage, "`whatif`: no tensor of the matched layers was captured at `--step` (the captured steps named)"},
     {"fp8a.usage.218", kUsage, "`compare`: not exactly two inputs (BASE and CAND)"},
     {"fp8a.usage.219", kUsage,
