@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/text.hpp"
+
 namespace fp8a {
 
 inline std::size_t edit_distance(std::string_view a, std::string_view b) {
@@ -41,14 +43,16 @@ inline std::vector<std::string> closest_names(std::string_view name,
 }
 
 // " (did you mean 'x'?)", or " (did you mean 'x' or 'y'?)" for up to max_count of the closest
-// candidates (closest_names); "" when none is close.
+// candidates (closest_names), each as quoted_input shows it (a candidate may be a captured name);
+// "" when none is close.
 inline std::string did_you_mean(std::string_view name, const std::vector<std::string>& candidates,
                                 std::size_t max_count = 1) {
+  constexpr std::size_t kShownChars = 200;
   const std::vector<std::string> near = closest_names(name, candidates, max_count);
   if (near.empty()) return {};
   std::string s = " (did you mean ";
   for (std::size_t i = 0; i < near.size(); ++i)
-    s += (i == 0 ? "" : i + 1 == near.size() ? " or " : ", ") + ("'" + near[i] + "'");
+    s += (i == 0 ? "" : i + 1 == near.size() ? " or " : ", ") + quoted_input(near[i], kShownChars);
   return s + "?)";
 }
 
