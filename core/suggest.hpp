@@ -33,8 +33,13 @@ inline std::vector<std::string> closest_names(std::string_view name,
                                               std::size_t max_count) {
   const std::size_t limit = std::max<std::size_t>(2, name.size() / 3);
   std::vector<std::pair<std::size_t, std::string>> near;
-  for (const auto& c : candidates)
+  for (const auto& c : candidates) {
+    // The distance is at least the difference in length: a 50 kB captured name is not compared
+    // character by character with a short one.
+    const std::size_t longer = std::max(name.size(), c.size()), shorter = std::min(name.size(), c.size());
+    if (longer - shorter > limit) continue;
     if (const std::size_t d = edit_distance(name, c); d <= limit) near.emplace_back(d, c);
+  }
   std::stable_sort(near.begin(), near.end(),
                    [](const auto& x, const auto& y) { return x.first < y.first; });
   std::vector<std::string> out;

@@ -296,3 +296,16 @@ TEST_CASE("whatif --layer on a capture of long layer names: the match and exit 0
         "fp8-advisor: error: [fp8a.usage.216] --layer 'M(?=M)' is not a valid regular expression: invalid perl "
         "operator '(?=' (RE2 syntax: no lookaround, no backreferences)\n");
 }
+
+TEST_CASE("--layer matching no name among thousands of 50 kB names: did you mean skips names far longer") {
+  // edit_distance is |pattern| x |name|; names whose length alone puts them out of reach are not
+  // compared (the distance is at least the difference in length), so this returns at once.
+  std::vector<std::string> names(2000, std::string(50'000, 'n'));
+  names.push_back("layers.0.mlp.linear_fc1");
+  CHECK(match_error(std::string(200, 'q') + "layers.0.mlp.linear_fc1", names) ==
+        "[fp8a.usage.216] --layer '" + std::string(200, 'q') + "...' (223 bytes) matches no captured layer; "
+        "2001 captured, 'fp8-advisor inspect' lists them");
+  CHECK(match_error("layers.0.mlp.linear_fc3", names) ==
+        "[fp8a.usage.216] --layer 'layers.0.mlp.linear_fc3' matches no captured layer (did you mean "
+        "'layers.0.mlp.linear_fc1'?); 2001 captured, 'fp8-advisor inspect' lists them");
+}
