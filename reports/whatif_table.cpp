@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <set>
 #include <tuple>
 #include <vector>
@@ -132,7 +133,9 @@ std::string render_whatif_table(const std::string& layer, std::span<const Evalua
     if (g.layer == layer) layer_gemms.push_back(&g);
   std::string step_list;
   for (std::int64_t s : steps) step_list += (step_list.empty() ? "" : ", ") + std::to_string(s);
-  std::string s = "layer " + layer + " (step" + (steps.size() == 1 ? " " : "s ") + step_list + ")\n\n";
+  // The name as captured, escaped (a capture's names are someone else's bytes: no ESC reaches the
+  // terminal), never cut.
+  std::string s = "layer " + escaped_input(layer, std::numeric_limits<std::size_t>::max()) + " (step" + (steps.size() == 1 ? " " : "s ") + step_list + ")\n\n";
   std::vector<std::string> not_applicable;
   s += tensor_table(layer_rows, highlight, &not_applicable);
   for (const std::string& n : not_applicable) s += "not applicable: " + n + "\n";

@@ -309,3 +309,15 @@ TEST_CASE("--layer matching no name among thousands of 50 kB names: did you mean
         "[fp8a.usage.216] --layer 'layers.0.mlp.linear_fc3' matches no captured layer (did you mean "
         "'layers.0.mlp.linear_fc1'?); 2001 captured, 'fp8-advisor inspect' lists them");
 }
+
+TEST_CASE("whatif prints a layer name with terminal escapes escaped: no ESC on stdout") {
+  TempDir t;
+  const std::string evil = "layers.0.evil\x1b[31mred\x1b]0;title\x07";
+  write_activations(t.path / "evil.safetensors", {evil});
+  const Result r = run("whatif --capture " + shell_quote((t.path / "evil.safetensors").string()) +
+                       " --recipe current --layer evil");
+  REQUIRE(r.rc == 0);
+  CHECK(r.out.find('\x1b') == std::string::npos);
+  CHECK(r.out.find('\x07') == std::string::npos);
+  CHECK(r.out.starts_with("layer layers.0.evil\\x1b[31mred\\x1b]0;title\\x07 (step 5)\n"));
+}
