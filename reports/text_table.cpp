@@ -1,13 +1,21 @@
 #include "reports/text_table.hpp"
 
 #include <algorithm>
+#include <limits>
+
+#include "core/text.hpp"
 
 namespace fp8a {
 
 std::string render_text_table(const std::vector<std::string>& head,
-                              const std::vector<std::vector<std::string>>& rows,
+                              const std::vector<std::vector<std::string>>& raw_rows,
                               const std::vector<bool>& left,
                               const std::vector<std::vector<bool>>& marked) {
+  // Cells hold captured names (someone else's bytes): control bytes and bytes that are not UTF-8
+  // are shown escaped, so none acts on the terminal or breaks the line; other text is unchanged.
+  std::vector<std::vector<std::string>> rows = raw_rows;
+  for (auto& row : rows)
+    for (auto& cell : row) cell = printable_text(cell, std::numeric_limits<std::size_t>::max());
   std::vector<std::size_t> width(head.size());
   for (std::size_t c = 0; c < head.size(); ++c) {
     width[c] = head[c].size();

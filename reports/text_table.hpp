@@ -7,7 +7,8 @@
 namespace fp8a {
 
 // left[c] says whether column c is left-aligned (text) or right-aligned (numbers); columns past
-// the end of `left` are left-aligned. Trailing spaces are not written.
+// the end of `left` are left-aligned. Trailing spaces are not written. A cell's control bytes and
+// bytes that are not UTF-8 are written escaped (printable_text): one line per row, no terminal codes.
 // marked[r][c] (rows past its end, or cells past a row's end: unmarked) wraps the cell of row r in
 // kTerminalMark ... kTerminalReset, outside the padding, so the columns stay aligned on a terminal.
 std::string render_text_table(const std::vector<std::string>& head,

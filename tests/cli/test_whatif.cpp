@@ -321,3 +321,13 @@ TEST_CASE("whatif prints a layer name with terminal escapes escaped: no ESC on s
   CHECK(r.out.find('\x07') == std::string::npos);
   CHECK(r.out.starts_with("layer layers.0.evil\\x1b[31mred\\x1b]0;title\\x07 (step 5)\n"));
 }
+
+TEST_CASE("inspect lists a layer name with terminal escapes escaped: no ESC on stdout") {
+  TempDir t;
+  write_activations(t.path / "evil.safetensors", {"layers.0.evil\x1b[31mred\rX"});
+  const Result r = run("inspect --capture " + shell_quote((t.path / "evil.safetensors").string()));
+  REQUIRE(r.rc == 0);
+  CHECK(r.out.find('\x1b') == std::string::npos);
+  CHECK(r.out.find('\r') == std::string::npos);
+  CHECK(r.out.find("layers.0.evil\\x1b[31mred\\rX  activation") != std::string::npos);
+}
