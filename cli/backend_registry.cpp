@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/text.hpp"
 #include "core/suggest.hpp"
 #include "engine/cpu_backend.hpp"
 
@@ -27,8 +28,8 @@ DeviceChoice parse_device_choice(std::string_view text) {
   if (text == "auto") return DeviceChoice::kAuto;
   if (text == "cpu") return DeviceChoice::kCpu;
   if (text == "cuda") return DeviceChoice::kCuda;
-  throw usage_error("fp8a.usage.206", "--device '" + std::string(text) +
-                                          "': expected auto, cpu or cuda" +
+  throw usage_error("fp8a.usage.206", "--device " + quoted_input(text, 200) +
+                                          ": expected auto, cpu or cuda" +
                                           did_you_mean(text, {"auto", "cpu", "cuda"}));
 }
 

@@ -172,7 +172,8 @@ int command_run(const Invocation& inv) {
                      "fp8-advisor run --capture PATH [PATH ...] --out DIR [options]", std::cout))
     return kExitOk;
   const RunConfig config = evaluation_config(eval);
-  if (!(progress_every >= 0)) throw usage_error("fp8a.usage.205", "--progress-every must be >= 0");
+  constexpr UsageId kBadProgressEvery = "fp8a.usage.205";
+  check_finite_option(kBadProgressEvery, "progress-every", progress_every, 0);
   if (!(rank_timeout > 0) || !std::isfinite(rank_timeout))
     throw usage_error("fp8a.usage.241", "--rank-timeout must be a number of seconds > 0");
   set_rank_timeout(inv.cluster, rank_timeout);
@@ -181,10 +182,10 @@ int command_run(const Invocation& inv) {
   const GpuTarget* gpu = find_gpu_target(gpu_text, &gpu_why);
   if (gpu == nullptr) throw usage_error("fp8a.usage.214", "--gpu: " + gpu_why);
   if (cost_text != "roofline" && cost_text != "none")
-    throw usage_error("fp8a.usage.215", "--cost '" + cost_text + "': expected roofline or none" +
+    throw usage_error("fp8a.usage.215", "--cost " + quoted_input(cost_text) + ": expected roofline or none" +
                                             did_you_mean(cost_text, {"roofline", "none"}));
-  if (!(tokens_per_step >= 0))
-    throw usage_error("fp8a.usage.215", "--tokens-per-step must be >= 0");
+  constexpr UsageId kBadTokensPerStep = "fp8a.usage.215";
+  check_finite_option(kBadTokensPerStep, "tokens-per-step", tokens_per_step, 0);
   const bool quiet = vm.count("quiet") != 0;
   // Over several MPI ranks every rank evaluates its share; rank 0 alone reports, keeps the
   // checkpoint and writes.

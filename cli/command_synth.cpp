@@ -5,6 +5,7 @@
 #include "cli/options.hpp"
 #include "datasets/synth.hpp"
 #include "core/error.hpp"
+#include "core/text.hpp"
 #include "core/suggest.hpp"
 #include "reports/atomic_file.hpp"
 
@@ -21,8 +22,8 @@ std::vector<std::int64_t> parse_steps(const std::string& text) {
     std::int64_t v = 0;
     const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
     if (item.empty() || ec != std::errc() || end != item.data() + item.size() || v < 0 || v > 10'000'000)
-      throw usage_error("fp8a.usage.210", "--steps: '" + item +
-                                              "' is not a step number (comma-separated integers 0..10000000)");
+      throw usage_error("fp8a.usage.210", "--steps: " + quoted_input(item, 200) +
+                                              " is not a step number (comma-separated integers 0..10000000)");
     steps.push_back(v);
     pos = comma + 1;
   }
@@ -59,7 +60,7 @@ int command_synth(const Invocation& inv) {
       names.emplace_back(p.name);
       list += (list.empty() ? "" : ", ") + std::string(p.name);
     }
-    throw usage_error("fp8a.usage.209", "unknown preset '" + preset_name + "'" +
+    throw usage_error("fp8a.usage.209", "unknown preset " + quoted_input(preset_name, 200) +
                                             did_you_mean(preset_name, names) + "; presets: " + list);
   }
   const std::vector<std::int64_t> steps = steps_text.empty() ? std::vector<std::int64_t>{} : parse_steps(steps_text);

@@ -4,13 +4,12 @@
 #include <algorithm>
 #include <iostream>
 #include <optional>
-#include <regex>
 #include <set>
 
 #include "cli/backend_registry.hpp"
+#include "cli/layer_match.hpp"
 #include "cli/options.hpp"
 #include "core/error.hpp"
-#include "core/suggest.hpp"
 #include "engine/gemm_error.hpp"
 #include "engine/gemm_pairing.hpp"
 #include "reports/whatif_table.hpp"
@@ -27,26 +26,6 @@ std::vector<std::string> layer_names(const CaptureSet& captures) {
   return names;
 }
 
-// The layers --layer matches (std::regex_search, ECMAScript, as the capture hook's re.search).
-std::vector<std::string> matching_layers(const std::string& pattern, const std::vector<std::string>& names) {
-  std::regex re;
-  try {
-    re = std::regex(pattern, std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
-    throw usage_error("fp8a.usage.216", "--layer '" + pattern + "' is not a valid regular expression: " + e.what());
-  }
-  std::vector<std::string> matched;
-  for (const std::string& n : names)
-    if (std::regex_search(n, re)) matched.push_back(n);
-  if (matched.empty()) {
-    constexpr std::size_t kSuggestions = 3;
-    throw usage_error("fp8a.usage.216", "--layer '" + pattern + "' matches no captured layer" +
-                                            did_you_mean(pattern, names, kSuggestions) + "; " +
-                                            std::to_string(names.size()) + " captured, 'fp8-advisor inspect' lists them");
-  }
-  return matched;
-}
-
 }  // namespace
 
 int command_whatif(const Invocation& inv) {
@@ -56,7 +35,8 @@ int command_whatif(const Invocation& inv) {
   po::options_description desc("Options");
   desc.add_options()
       ("layer", po::value(&layer_pattern)->required(),
-       "the layers to show: an ECMAScript regular expression searched in each captured layer name")
+       "the layers to show: a regular expression (RE2 syntax: ECMAScript's and Python's without "
+       "lookaround or backreferences) searched in each captured layer name")
       ("step", po::value(&step), "show this captured step only (every step is still evaluated, "
                                  "for the delayed replay's history)");
   add_evaluation_options(desc, eval, "recipe");

@@ -2,6 +2,7 @@
 #include <chrono>
 #include <exception>
 #include <iostream>
+#include <limits>
 #include <new>
 #include <optional>
 #include <string>
@@ -13,6 +14,7 @@
 #include "cli/version.hpp"
 #include "core/error.hpp"
 #include "core/suggest.hpp"
+#include "core/text.hpp"
 
 namespace {
 
@@ -56,9 +58,9 @@ int dispatch(int argc, char** argv, fp8a::Cluster* cluster, fp8a::cli::StopOnSig
                                             " MPI ranks, but this fp8-advisor is built without MPI "
                                             "(FP8A_WITH_MPI=OFF): rebuild with libopenmpi-dev, or run one process");
   if (is_distributed(cluster) && first != "run")
-    throw usage_error("fp8a.usage.231", "'" + first + "' launched as " + std::to_string(cluster->size()) +
-                                            " MPI ranks: only 'run' spreads over ranks; run '" + first +
-                                            "' as one process");
+    throw usage_error("fp8a.usage.231", quoted_input(first, 200) + " launched as " + std::to_string(cluster->size()) +
+                                            " MPI ranks: only 'run' spreads over ranks; run " + quoted_input(first, 200) +
+                                            " as one process");
   inv.subcommand = first;
   inv.args.assign(argv + 2, argv + argc);
   if (first == "run") return cli::command_run(inv);
@@ -67,7 +69,7 @@ int dispatch(int argc, char** argv, fp8a::Cluster* cluster, fp8a::cli::StopOnSig
   if (first == "inspect") return cli::command_inspect(inv);
   if (first == "synth") return cli::command_synth(inv);
   if (first == "compare") return cli::command_compare(inv);
-  throw usage_error("fp8a.usage.204", "unknown command '" + first + "'" +
+  throw usage_error("fp8a.usage.204", "unknown command " + quoted_input(first, 200) +
                                           did_you_mean(first, {"run", "whatif", "compare", "inspect", "synth"}) +
                                           "; try 'fp8-advisor --help'");
 }
@@ -75,13 +77,15 @@ int dispatch(int argc, char** argv, fp8a::Cluster* cluster, fp8a::cli::StopOnSig
 // An error line on stderr, and the exit code. Over several ranks the first rank to fail ends them
 // all (MPI_Abort keeps the code), so none waits in an exchange for it; a rank other than 0 waits
 // a moment first, so that an error every rank meets (a bad option, a missing file) is printed
-// once, by rank 0, and an error of its own is named with its rank.
+// once, by rank 0, and an error of its own is named with its rank. The line is printed readable
+// whatever bytes reached it (printable_text), as one line.
+constexpr std::size_t kWholeLine = std::numeric_limits<std::size_t>::max();
 int fail(const std::string& line, int code, fp8a::Cluster* cluster) {
   if (fp8a::is_distributed(cluster) && cluster->rank() != 0) {
     std::this_thread::sleep_for(std::chrono::seconds(2));
-    std::cerr << line << " (MPI rank " << cluster->rank() << " of " << cluster->size() << ")\n";
+    std::cerr << fp8a::printable_text(line, kWholeLine) << " (MPI rank " << cluster->rank() << " of " << cluster->size() << ")\n";
   } else {
-    std::cerr << line << "\n";
+    std::cerr << fp8a::printable_text(line, kWholeLine) << "\n";
   }
 #if FP8A_WITH_MPI
   if (fp8a::is_distributed(cluster)) static_cast<fp8a::cli::MpiCluster*>(cluster)->abort(code);
@@ -117,7 +121,7 @@ int main(int argc, char** argv) {
     try {
       mpi.emplace(&argc, &argv);
     } catch (const fp8a::Error& e) {
-      std::cerr << "fp8-advisor: error: " << e.what() << "\n";
+      std::cerr << "fp8-advisor: error: " << fp8a::printable_text(e.what(), kWholeLine) << "\n";
       return e.exit_code();
     }
   }

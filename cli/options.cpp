@@ -1,12 +1,14 @@
 #include "cli/options.hpp"
 
 #include <charconv>
+#include <cmath>
 #include <ostream>
 
 #include "cli/version.hpp"
 #include "core/error.hpp"
 #include "core/recipe.hpp"
 #include "core/suggest.hpp"
+#include "core/text.hpp"
 #include "engine/gemm_error.hpp"
 #include "reports/output_set.hpp"
 
@@ -31,11 +33,11 @@ bool parse_options(const Invocation& inv, po::options_description& desc,
   } catch (const po::unknown_option& e) {
     std::vector<std::string> names;
     for (const auto& o : all.options()) names.push_back("--" + o->long_name());
-    throw usage_error("fp8a.usage.203", "fp8-advisor " + inv.subcommand + ": unknown option '" +
-                                            e.get_option_name() + "'" +
+    throw usage_error("fp8a.usage.203", "fp8-advisor " + inv.subcommand + ": unknown option " +
+                                            quoted_input(e.get_option_name(), 200) +
                                             did_you_mean(e.get_option_name(), names));
   } catch (const po::error& e) {
-    throw usage_error("fp8a.usage.203", "fp8-advisor " + inv.subcommand + ": " + e.what());
+    throw usage_error("fp8a.usage.203", "fp8-advisor " + inv.subcommand + ": " + printable_text(e.what()));
   }
   return true;
 }
@@ -44,7 +46,7 @@ CaptureOptions capture_options(const std::string& npy_dtype) {
   CaptureOptions o;
   if (npy_dtype == "bf16") o.npy_dtype = NpyRawDType::kBf16;
   else if (!npy_dtype.empty())
-    throw usage_error("fp8a.usage.207", "--npy-dtype '" + npy_dtype + "': the only value is bf16" +
+    throw usage_error("fp8a.usage.207", "--npy-dtype " + quoted_input(npy_dtype, 200) + ": the only value is bf16" +
                                             did_you_mean(npy_dtype, {"bf16"}));
   return o;
 }
@@ -134,8 +136,8 @@ std::int64_t parse_gemm_rows(const std::string& text) {
   const char* end = text.data() + text.size();
   const auto [ptr, ec] = std::from_chars(text.data(), end, rows);
   if (text.empty() || ec != std::errc() || ptr != end || rows < 0)
-    throw usage_error("fp8a.usage.225", "--gemm-rows '" + text +
-                                            "': expected auto, 0 (all rows) or a number of token rows" +
+    throw usage_error("fp8a.usage.225", "--gemm-rows " + quoted_input(text, 200) +
+                                            ": expected auto, 0 (all rows) or a number of token rows" +
                                             did_you_mean(text, {"auto"}));
   return rows;
 }
@@ -149,12 +151,18 @@ RunConfig evaluation_config(EvaluationOptions& o) {
   if (o.reduction_text == "tp") config.amax_reduction = AmaxReduction::kTp;
   else if (o.reduction_text == "none") config.amax_reduction = AmaxReduction::kNone;
   else
-    throw usage_error("fp8a.usage.208", "--amax-reduction '" + o.reduction_text +
-                                            "': expected tp or none" +
+    throw usage_error("fp8a.usage.208", "--amax-reduction " + quoted_input(o.reduction_text, 200) +
+                                            ": expected tp or none" +
                                             did_you_mean(o.reduction_text, {"tp", "none"}));
   o.log_paths.insert(o.log_paths.end(), o.amax_trace_paths.begin(), o.amax_trace_paths.end());
   o.amax_trace_paths.clear();
   return config;
+}
+
+void check_finite_option(UsageId id, const std::string& option, double value, double lo) {
+  if (std::isfinite(value) && value >= lo) return;
+  throw usage_error(id, "--" + option + " " + format_text("%g", value) + ": expected a finite number >= " +
+                            format_text("%g", lo));
 }
 
 std::unique_ptr<tbb::global_control> thread_limit(int threads) {

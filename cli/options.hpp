@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli/backend_registry.hpp"
+#include "core/error.hpp"
 #include "core/stop.hpp"
 #include "datasets/capture.hpp"
 #include "datasets/file_system.hpp"
@@ -73,6 +74,11 @@ RunConfig evaluation_config(EvaluationOptions& o);
 // --gemm-rows: "auto" -> kGemmRowsAuto, "0" -> 0 (all rows), "N" -> N; anything else is usage
 // error fp8a.usage.225.
 std::int64_t parse_gemm_rows(const std::string& text);
+
+// A floating-point option's value after the parse: finite (Boost reads "inf" and "nan" as
+// numbers) and >= lo, else usage error `id` naming the option and the value:
+// "--tokens-per-step inf: expected a finite number >= 0".
+void check_finite_option(UsageId id, const std::string& option, double value, double lo);
 
 // --threads N > 0 limits oneTBB for the returned object's lifetime; null for 0 (all cores).
 std::unique_ptr<tbb::global_control> thread_limit(int threads);

@@ -1,6 +1,7 @@
 #include "core/gpu_target.hpp"
 
 #include "core/suggest.hpp"
+#include "core/text.hpp"
 
 namespace fp8a {
 
@@ -13,7 +14,7 @@ const GpuTarget* find_gpu_target(std::string_view name, std::string* why) {
   if (why != nullptr) {
     std::string known;
     for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
-    *why = "unknown GPU '" + std::string(name) + "'" + did_you_mean(name, names) + "; known: " + known;
+    *why = "unknown GPU " + quoted_input(name, 200) + did_you_mean(name, names) + "; known: " + known;
   }
   return nullptr;
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/text.hpp"
 #include "core/scale.hpp"
 #include "core/suggest.hpp"
 
@@ -31,8 +32,8 @@ TrainingFormat parse_training_format(std::string_view name) {
     throw usage_error("fp8a.usage.202",
                       "--format e5m2: Transformer Engine has no all-E5M2 recipe; use e4m3 or hybrid "
                       "(E5M2 for gradients only)");
-  throw usage_error("fp8a.usage.202", "--format '" + std::string(name) +
-                                          "': expected e4m3 or hybrid" +
+  throw usage_error("fp8a.usage.202", "--format " + quoted_input(name, 200) +
+                                          ": expected e4m3 or hybrid" +
                                           did_you_mean(name, {"e4m3", "hybrid"}));
 }
 
@@ -43,8 +44,8 @@ std::vector<TrainingFormat> parse_training_format_list(std::string_view list) {
     const std::size_t end = std::min(list.find(',', begin), list.size());
     const std::string_view item = list.substr(begin, end - begin);
     if (item.empty())
-      throw usage_error("fp8a.usage.202", "--format '" + std::string(list) +
-                                              "': empty entry in the list; expected e4m3 and/or hybrid");
+      throw usage_error("fp8a.usage.202", "--format " + quoted_input(list, 200) +
+                                              ": empty entry in the list; expected e4m3 and/or hybrid");
     const TrainingFormat f = parse_training_format(item);
     if (std::find(out.begin(), out.end(), f) == out.end()) out.push_back(f);
     if (end == list.size()) return out;
@@ -83,7 +84,7 @@ std::vector<std::string_view> split(std::string_view s, char sep) {
 }
 
 [[noreturn]] void bad_recipe(std::string_view spec, const std::string& why) {
-  throw usage_error("fp8a.usage.201", "--recipes: bad recipe '" + std::string(spec) + "': " + why);
+  throw usage_error("fp8a.usage.201", "--recipes: bad recipe " + quoted_input(spec, 200) + ": " + why);
 }
 
 }  // namespace
@@ -144,7 +145,7 @@ bool apply_option(std::string_view spec, std::string_view f, Recipe* r) {
         auto res = std::from_chars(value.data(), value.data() + value.size(), eps);
         if (res.ec != std::errc() || res.ptr != value.data() + value.size() || !std::isfinite(eps) ||
             eps < 0)
-          bad_recipe(spec, "eps must be a finite number >= 0, got '" + std::string(value) + "'");
+          bad_recipe(spec, "eps must be a finite number >= 0, got " + quoted_input(value, 200));
         r->amax_epsilon = eps;
         return true;
       }
@@ -152,21 +153,21 @@ bool apply_option(std::string_view spec, std::string_view f, Recipe* r) {
     case RecipeKind::kPerTensorDelayed:
       if (key == "history" && eq != std::string_view::npos) {
         if (!parse_int(value, 1, 1 << 24, &r->history))
-          bad_recipe(spec, "history must be an integer from 1 to 16777216, got '" +
-                               std::string(value) + "'");
+          bad_recipe(spec, "history must be an integer from 1 to 16777216, got " +
+                               quoted_input(value, 200));
         return true;
       }
       if (key == "algo" && eq != std::string_view::npos) {
         if (value == "max") r->algo = DelayedAlgo::kMax;
         else if (value == "most_recent") r->algo = DelayedAlgo::kMostRecent;
         else
-          bad_recipe(spec, "algo must be max or most_recent, got '" + std::string(value) + "'" +
+          bad_recipe(spec, "algo must be max or most_recent, got " + quoted_input(value, 200) +
                                did_you_mean(value, {"max", "most_recent"}));
         return true;
       }
       if (key == "margin" && eq != std::string_view::npos) {
         if (!parse_int(value, 0, 64, &r->margin))
-          bad_recipe(spec, "margin must be an integer from 0 to 64, got '" + std::string(value) + "'");
+          bad_recipe(spec, "margin must be an integer from 0 to 64, got " + quoted_input(value, 200));
         return true;
       }
       return false;
@@ -204,7 +205,7 @@ Recipe parse_recipe(std::string_view spec) {
     if (fields[0] == t.name) kind = &t;
   }
   if (kind == nullptr)
-    bad_recipe(spec, "unknown kind '" + std::string(fields[0]) + "'" +
+    bad_recipe(spec, "unknown kind " + quoted_input(fields[0], 200) +
                          did_you_mean(fields[0], kind_names));
   r.kind = kind->kind;
   r.pow2_scales = kind->scale_type == ScaleType::kPow2;  // TE's default (block scaling's)
@@ -216,7 +217,7 @@ Recipe parse_recipe(std::string_view spec) {
       options.emplace_back(o.substr(0, o.find('=')));
     }
     const std::string_view key = fields[i].substr(0, fields[i].find('='));
-    bad_recipe(spec, "unknown option '" + std::string(fields[i]) + "' for " + kind->name +
+    bad_recipe(spec, "unknown option " + quoted_input(fields[i], 200) + " for " + kind->name +
                          (kind->options[0] != '\0' ? std::string(" (takes ") + kind->options + ")"
                                                     : std::string(" (takes no options)")) +
                          did_you_mean(key, options));

@@ -2,6 +2,7 @@
 
 #include <cstdarg>
 #include <cstdio>
+#include <optional>
 
 
 namespace fp8a {
@@ -148,14 +149,7 @@ std::string terminal_text(std::string_view text) {
   return out;
 }
 
-bool is_valid_utf8(std::string_view bytes) {
-  for (std::size_t i = 0, n = 0; i < bytes.size(); i += n) {
-    char32_t cp = 0;
-    n = utf8_char(bytes.substr(i), &cp);
-    if (n == 0) return false;
-  }
-  return true;
-}
+bool is_valid_utf8(std::string_view bytes) { return !first_invalid_utf8(bytes).has_value(); }
 
 std::string utf8_text(std::string_view bytes) {
   if (bytes.find('\\') == std::string_view::npos && is_valid_utf8(bytes)) return std::string(bytes);
@@ -192,6 +186,41 @@ std::string utf8_text_bytes(std::string_view text) {
     }
   }
   return out;
+}
+
+std::string printable_text(std::string_view bytes, std::size_t max_chars) {
+  std::string out;
+  if (append_escaped(out, bytes, max_chars, {false, false, false}) == bytes.size()) return out;
+  return out + "..." + length_note(bytes);
+}
+
+std::optional<std::size_t> first_invalid_utf8(std::string_view bytes) {
+  for (std::size_t i = 0; i < bytes.size();) {
+    if (static_cast<unsigned char>(bytes[i]) < 0x80) {
+      ++i;
+      continue;
+    }
+    char32_t cp = 0;
+    const std::size_t n = utf8_length(bytes.substr(i), &cp);
+    if (n == 0) return i;
+    i += n;
+  }
+  return std::nullopt;
+}
+
+std::string utf16_or_utf32_bom(std::string_view bytes) {
+  struct Bom {
+    std::string_view bytes, hex, encoding;
+  };
+  // UTF-32LE's mark begins with UTF-16LE's: it is looked for first.
+  static constexpr Bom kBoms[] = {{std::string_view("\x00\x00\xFE\xFF", 4), "00 00 FE FF", "UTF-32BE"},
+                                  {std::string_view("\xFF\xFE\x00\x00", 4), "FF FE 00 00", "UTF-32LE"},
+                                  {"\xFE\xFF", "FE FF", "UTF-16BE"},
+                                  {"\xFF\xFE", "FF FE", "UTF-16LE"}};
+  for (const Bom& b : kBoms)
+    if (bytes.starts_with(b.bytes))
+      return std::string(b.encoding) + " (it starts with the byte order mark " + std::string(b.hex) + ")";
+  return {};
 }
 
 }  // namespace fp8a

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -37,6 +38,17 @@ std::string quoted_input(std::string_view bytes, std::size_t max_chars = 80);
 // The same without the quotes, for text that a message shows bare (a zip member path in a list):
 // 'abc' -> abc, a cut one ends in "... (1234 bytes)".
 std::string escaped_input(std::string_view bytes, std::size_t max_chars = 80);
+// A message that quotes input bytes in its own way (a JSON parser's, an option parser's), made
+// one readable line: escaped_input's escapes, except that `\` and `'` are kept as they are.
+std::string printable_text(std::string_view bytes, std::size_t max_chars = 400);
+
+// The offset of the first byte of `bytes` that does not begin a valid UTF-8 character (RFC 3629,
+// quoted_input's rules), or unset when all of it is UTF-8. ASCII control bytes are valid UTF-8.
+std::optional<std::size_t> first_invalid_utf8(std::string_view bytes);
+
+// A UTF-16 or UTF-32 byte order mark at the start of `bytes`, for a message that a file is not
+// UTF-8: "UTF-16LE (it starts with the byte order mark FF FE)"; empty when there is none.
+std::string utf16_or_utf32_bom(std::string_view bytes);
 
 // The longest tensor / layer name a capture may hold, in bytes (fp8a.capture.410 above it). Real
 // module names are under 300 bytes; the bound keeps every report's size proportional to the

@@ -542,6 +542,9 @@ std::string load_file(const std::string& path, std::size_t file_index, const Fil
     if (!nvdlfw) {
       if (text.find_first_not_of(" \t\r\n\f\v") == std::string_view::npos)
         throw input_error("fp8a.trace.501", path + ": not an amax trace: the file is empty");
+      if (const std::string bom = utf16_or_utf32_bom(text); !bom.empty())
+        throw input_error("fp8a.trace.501", path + ":1: not an amax trace: the file is " + bom +
+                                                ", not UTF-8; write it as UTF-8");
       if (first.substr(0, kByteOrderMark.size()) == kByteOrderMark)
         throw input_error("fp8a.trace.501",
                           path +
@@ -585,7 +588,7 @@ std::string load_file(const std::string& path, std::size_t file_index, const Fil
               " of other tensors (";
       bool comma = false;
       for (const auto& t : counts.other_tensor_names) {
-        note += (comma ? ", " : "") + t;
+        note += (comma ? ", " : "") + escaped_input(t, kShownNameBytes);
         comma = true;
       }
       if (counts.more_tensor_names) note += ", ...";

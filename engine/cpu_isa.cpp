@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/text.hpp"
 
 namespace fp8a {
 
@@ -80,8 +81,8 @@ CpuIsa parse_cpu_isa(std::string_view text, std::string_view what) {
   for (CpuIsa isa : kAllIsas)
     if (text == cpu_isa_name(isa)) return require_supported(isa, std::string(what) + "=" + std::string(text));
   // The message names all three values, so no "did you mean".
-  throw usage_error("fp8a.usage.227", std::string(what) + "='" + std::string(text) +
-                                          "': expected baseline, v3 or v4");
+  throw usage_error("fp8a.usage.227", std::string(what) + "=" + quoted_input(text, 200) +
+                                          ": expected baseline, v3 or v4");
 }
 
 CpuIsa default_cpu_isa() {

@@ -296,8 +296,91 @@ void read_common(const ObjectReader& r, bool* enabled, double* weight, std::stri
 
 }  // namespace
 
+namespace {
+
+// A SAX pass over policy text that keeps the path of keys to the current value
+// ("criteria.mse.max", "criteria[0]"), to name the number nlohmann's parser refused as beyond a
+// double's range (its out_of_range.406 carries only the offset).
+class KeyPathSax : public nlohmann::json_sax<Json> {
+ public:
+  // The path at the refused value, once sax_parse has returned.
+  std::string path() const {
+    std::string s;
+    for (const Frame& f : frames_)
+      s += f.in_array ? "[" + std::to_string(f.index) + "]" : (s.empty() ? "" : ".") + f.key;
+    return s;
+  }
+
+  bool null() override { return value(); }
+  bool boolean(bool) override { return value(); }
+  bool number_integer(number_integer_t) override { return value(); }
+  bool number_unsigned(number_unsigned_t) override { return value(); }
+  bool number_float(number_float_t, const string_t&) override { return value(); }
+  bool string(string_t&) override { return value(); }
+  bool binary(binary_t&) override { return value(); }
+  bool start_object(std::size_t) override {
+    frames_.push_back({false, 0, {}});
+    return true;
+  }
+  bool key(string_t& k) override {
+    frames_.back().key = k;
+    return true;
+  }
+  bool end_object() override { return end(); }
+  bool start_array(std::size_t) override {
+    frames_.push_back({true, 0, {}});
+    return true;
+  }
+  bool end_array() override { return end(); }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
+
+ private:
+  struct Frame {
+    bool in_array = false;
+    std::size_t index = 0;  // of the next element, in an array
+    std::string key;        // of the current value, in an object
+  };
+  bool value() {
+    if (!frames_.empty() && frames_.back().in_array) ++frames_.back().index;
+    return true;
+  }
+  bool end() {
+    frames_.pop_back();
+    return value();
+  }
+  std::vector<Frame> frames_;
+};
+
+// Policy text that is not UTF-8 (RFC 8259 JSON is): policy error fp8a.policy.901 saying what it
+// is instead, so that no raw byte of it reaches the one-line message.
+void require_utf8(std::string_view text, const std::string& where) {
+  if (const std::string bom = utf16_or_utf32_bom(text); !bom.empty())
+    throw input_error("fp8a.policy.901", "policy file " + where + " is " + bom + ", not UTF-8; save it as UTF-8");
+  // UTF-16 without a byte order mark: a NUL byte beside each ASCII character ("{\0" or "\0{").
+  const auto ascii = [](char c) { return c >= 0x20 && c < 0x7F; };
+  if (text.size() >= 2 && ((ascii(text[0]) && text[1] == '\0') || (text[0] == '\0' && ascii(text[1]))))
+    throw input_error("fp8a.policy.901", "policy file " + where +
+                                             " is UTF-16 (a NUL byte beside each character), not UTF-8; "
+                                             "save it as UTF-8");
+  if (const auto nul = text.find('\0'); nul != std::string_view::npos)
+    throw input_error("fp8a.policy.901", "policy file " + where + " holds a NUL byte at byte offset " +
+                                             std::to_string(nul) + "; a policy file is UTF-8 JSON text");
+  if (const auto bad = first_invalid_utf8(text)) {
+    constexpr std::size_t kExcerpt = 16;
+    throw input_error("fp8a.policy.901", "policy file " + where + " is not UTF-8 at byte offset " +
+                                             std::to_string(*bad) + " (" +
+                                             quoted_input(text.substr(*bad, kExcerpt), kExcerpt) +
+                                             " there); save it as UTF-8");
+  }
+}
+
+}  // namespace
+
 Policy parse_policy(std::string_view json_text, std::string_view origin) {
   const std::string where = quoted_input(origin, 200);
+  require_utf8(json_text, where);
   Json j;
   try {
     j = Json::parse(json_text.begin(), json_text.end());
@@ -305,7 +388,21 @@ Policy parse_policy(std::string_view json_text, std::string_view origin) {
     std::string what = e.what();
     if (const auto at = what.find("] "); what.rfind("[json.exception", 0) == 0 && at != std::string::npos)
       what = what.substr(at + 2);
-    throw input_error("fp8a.policy.901", "policy file " + where + " is not valid JSON: " + what);
+    // The parser quotes what it last read, as raw bytes and at any length: escaped and cut.
+    constexpr std::size_t kShownBytes = 300;
+    const std::string shown =
+        what.size() > kShownBytes ? printable_text(what.substr(0, kShownBytes)) + "..." : printable_text(what);
+    throw input_error("fp8a.policy.901", "policy file " + where + " is not valid JSON: " + shown);
+  } catch (const Json::out_of_range&) {
+    // A number beyond a double's range (1e400): nlohmann refuses it while parsing; a second pass
+    // finds its key.
+    KeyPathSax keys;
+    (void)Json::sax_parse(json_text.begin(), json_text.end(), &keys);
+    const std::string path = keys.path();
+    throw input_error("fp8a.policy.904", "policy file " + where + ": " +
+                                             (path.empty() ? std::string("the value") : escaped_input(path, 200)) +
+                                             " is a number beyond the range of a double (about 1.8e308); "
+                                             "expected a finite number");
   }
   if (!j.is_object())
     throw input_error("fp8a.policy.901", "policy file " + where + " is not a JSON object");

@@ -1,7 +1,6 @@
 #include "reports/text_table.hpp"
 
 #include <algorithm>
-
 #include "core/text.hpp"
 
 namespace fp8a {

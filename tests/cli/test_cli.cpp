@@ -787,7 +787,7 @@ TEST_CASE("progress on stderr: plain lines in a log, one redrawn line on a termi
                      " --cost none --quiet --progress-every 0");
   CHECK(q.err.find("progress") == std::string::npos);
   CHECK(run("run --capture x --out y --progress-every -1").err ==
-        "fp8-advisor: error: [fp8a.usage.205] --progress-every must be >= 0\n");
+        "fp8-advisor: error: [fp8a.usage.205] --progress-every -1: expected a finite number >= 0\n");
   // A terminal (util-linux script gives the run a pseudo-terminal): the line is redrawn in place.
   if (::access("/usr/bin/script", X_OK) != 0) {
     MESSAGE("no /usr/bin/script: the terminal case is not tested");

@@ -11,7 +11,10 @@
 #include <unistd.h>
 
 #include "cli/cli_support.hpp"
+#include "cli/layer_match.hpp"
+#include "core/error.hpp"
 #include "core/text.hpp"
+#include "datasets/safetensors_builder.hpp"
 #include "reports/whatif_table.hpp"
 
 using namespace fp8a::cli_test;
@@ -51,6 +54,28 @@ struct Printed {
   std::map<std::tuple<std::string, std::string, std::string>, std::vector<std::string>> gemms;
   std::vector<std::string> titles;
 };
+
+// The usage error matching_layers throws for `pattern` over `names` (exit code 2 checked).
+std::string match_error(const std::string& pattern, const std::vector<std::string>& names) {
+  try {
+    (void)fp8a::cli::matching_layers(pattern, names);
+  } catch (const fp8a::Error& e) {
+    CHECK(e.exit_code() == 2);
+    return e.what();
+  }
+  FAIL("no error for --layer " << fp8a::quoted_input(pattern));
+  return {};
+}
+
+// A safetensors capture holding one 1-D F32 activation per layer name (<layer>.activation).
+void write_activations(const fs::path& file, const std::vector<std::string>& layers) {
+  std::vector<fp8a::test::TensorSpec> specs;
+  std::vector<float> values(256);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = 1.0f + static_cast<float>(i % 13) / 13.0f;
+  for (const std::string& layer : layers) specs.push_back({layer + ".activation", "F32", {256}, values});
+  const auto bytes = fp8a::test::build_file(specs, {{"step", "5"}});
+  write_bytes(file, std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+}
 
 // The lines of layer's section ("" for the first layer's).
 Printed parse_whatif(const std::string& out, const std::string& layer = "") {
@@ -201,4 +226,108 @@ TEST_CASE("whatif on a terminal: the worst value of each metric column highlight
                          " --layer layers.1.mlp.linear_fc2 --recipe current,delayed");
   REQUIRE(piped.rc == 0);
   CHECK(plain == piped.out);
+}
+
+TEST_CASE("--layer matching is RE2: linear in the name, bounded stack, and its refusals are usage errors") {
+  // 50 kB names: std::regex recursed once per character here (a segfault on 'M+') and took
+  // exponential time on (L*)*X; RE2 is linear in the name whatever the pattern.
+  constexpr std::size_t kLong = 50'000;
+  const std::string ms(kLong, 'M');
+  const std::string ls(kLong, 'L');
+  const std::vector<std::string> names = {"layers.0.mlp.linear_fc1", ms, ls, ls + "X"};
+  CHECK(fp8a::cli::matching_layers("M+", names) == std::vector<std::string>{ms});
+  CHECK(fp8a::cli::matching_layers("^M+$", names) == std::vector<std::string>{ms});
+  CHECK(fp8a::cli::matching_layers("(L*)*X", names) == std::vector<std::string>{ls + "X"});
+  CHECK(match_error("(L*)*X", {ls}) ==
+        "[fp8a.usage.216] --layer '(L*)*X' matches no captured layer; 1 captured, 'fp8-advisor inspect' lists them");
+  // The documented syntax for the usual patterns: a search, \d and escapes as in ECMAScript/Python.
+  CHECK(fp8a::cli::matching_layers("fc\\d$", names) == std::vector<std::string>{"layers.0.mlp.linear_fc1"});
+  CHECK(fp8a::cli::matching_layers("mlp\\.", names) == std::vector<std::string>{"layers.0.mlp.linear_fc1"});
+
+  // Lookaround and backreferences: RE2 has none; the error names the pattern and RE2's reason.
+  CHECK(match_error("fc(?=1)", names) ==
+        "[fp8a.usage.216] --layer 'fc(?=1)' is not a valid regular expression: invalid perl operator '(?=' "
+        "(RE2 syntax: no lookaround, no backreferences)");
+  CHECK(match_error("(?<!x)fc1", names) ==
+        "[fp8a.usage.216] --layer '(?<!x)fc1' is not a valid regular expression: invalid perl operator '(?<' "
+        "(RE2 syntax: no lookaround, no backreferences)");
+  CHECK(match_error("(fc)\\1", names) ==
+        "[fp8a.usage.216] --layer '(fc)\\\\1' is not a valid regular expression: invalid escape sequence '\\\\1' "
+        "(RE2 syntax: no lookaround, no backreferences)");
+  // A pattern whose compiled form exceeds the memory budget: refused, shown cut to 200 characters.
+  const std::string huge(std::size_t{1} << 20, 'a');
+  CHECK(match_error(huge, names) ==
+        "[fp8a.usage.216] --layer '" + std::string(200, 'a') + "...' (1048576 bytes) is not a valid regular "
+        "expression: its compiled form exceeds RE2's memory budget of 8 MiB (RE2 syntax: no "
+        "lookaround, no backreferences)");
+  // Deep nesting: no recursion on the call stack.
+  const std::string deep = std::string(60'000, '(') + "M" + std::string(60'000, ')');
+  CHECK(fp8a::cli::matching_layers(deep, names) == std::vector<std::string>{ms});
+  // Bytes that are not UTF-8, and terminal escapes, are shown escaped in the one-line message.
+  CHECK(match_error("\xff", names) ==
+        "[fp8a.usage.216] --layer '\\xff' is not a valid regular expression: invalid UTF-8 "
+        "(RE2 syntax: no lookaround, no backreferences)");
+  CHECK(match_error("\x1bM", names) ==
+        "[fp8a.usage.216] --layer '\\x1bM' matches no captured layer; 4 captured, 'fp8-advisor inspect' lists them");
+}
+
+TEST_CASE("whatif --layer on a capture of long layer names: the match and exit 0, a no-match promptly") {
+  // 3,990-byte names (within any limit on name length at read time, 4096 bytes), built here.
+  TempDir t;
+  const std::string ms(3990, 'M');
+  const std::string ls(3990, 'L');
+  write_activations(t.path / "long.safetensors", {"layers.0.mlp.linear_fc1", ms, ls});
+  const std::string capture = shell_quote((t.path / "long.safetensors").string());
+  Result r = run("whatif --capture " + capture + " --recipe current --layer 'M+'");
+  REQUIRE(r.rc == 0);
+  CHECK(r.err.empty());
+  const Printed p = parse_whatif(r.out);
+  CHECK(p.titles == std::vector<std::string>{ms});
+  CHECK(p.tensors.size() == 2);  // step 5, the activation, rowwise, current/e4m3 and current/hybrid
+  r = run("whatif --capture " + capture + " --recipe current --layer '(L*)*X'");
+  CHECK(r.rc == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err ==
+        "fp8-advisor: error: [fp8a.usage.216] --layer '(L*)*X' matches no captured layer; 3 captured, "
+        "'fp8-advisor inspect' lists them\n");
+  r = run("whatif --capture " + capture + " --recipe current --layer 'M(?=M)'");
+  CHECK(r.rc == 2);
+  CHECK(r.err ==
+        "fp8-advisor: error: [fp8a.usage.216] --layer 'M(?=M)' is not a valid regular expression: invalid perl "
+        "operator '(?=' (RE2 syntax: no lookaround, no backreferences)\n");
+}
+
+TEST_CASE("--layer matching no name among thousands of 50 kB names: did you mean skips names far longer") {
+  // edit_distance is |pattern| x |name|; names whose length alone puts them out of reach are not
+  // compared (the distance is at least the difference in length), so this returns at once.
+  std::vector<std::string> names(2000, std::string(50'000, 'n'));
+  names.push_back("layers.0.mlp.linear_fc1");
+  CHECK(match_error(std::string(200, 'q') + "layers.0.mlp.linear_fc1", names) ==
+        "[fp8a.usage.216] --layer '" + std::string(200, 'q') + "...' (223 bytes) matches no captured layer; "
+        "2001 captured, 'fp8-advisor inspect' lists them");
+  CHECK(match_error("layers.0.mlp.linear_fc3", names) ==
+        "[fp8a.usage.216] --layer 'layers.0.mlp.linear_fc3' matches no captured layer (did you mean "
+        "'layers.0.mlp.linear_fc1'?); 2001 captured, 'fp8-advisor inspect' lists them");
+}
+
+TEST_CASE("whatif prints a layer name with terminal escapes escaped: no ESC on stdout") {
+  TempDir t;
+  const std::string evil = "layers.0.evil\x1b[31mred\x1b]0;title\x07";
+  write_activations(t.path / "evil.safetensors", {evil});
+  const Result r = run("whatif --capture " + shell_quote((t.path / "evil.safetensors").string()) +
+                       " --recipe current --layer evil");
+  REQUIRE(r.rc == 0);
+  CHECK(r.out.find('\x1b') == std::string::npos);
+  CHECK(r.out.find('\x07') == std::string::npos);
+  CHECK(r.out.starts_with("layer layers.0.evil\\x1b[31mred\\x1b]0;title\\x07 (step 5)\n"));
+}
+
+TEST_CASE("inspect lists a layer name with terminal escapes escaped: no ESC on stdout") {
+  TempDir t;
+  write_activations(t.path / "evil.safetensors", {"layers.0.evil\x1b[31mred\rX"});
+  const Result r = run("inspect --capture " + shell_quote((t.path / "evil.safetensors").string()));
+  REQUIRE(r.rc == 0);
+  CHECK(r.out.find('\x1b') == std::string::npos);
+  CHECK(r.out.find('\r') == std::string::npos);
+  CHECK(r.out.find("layers.0.evil\\x1b[31mred\\rX  activation") != std::string::npos);
 }

@@ -74,3 +74,33 @@ TEST_CASE("utf8_text: lossless valid UTF-8, and back") {
   CHECK(fp8a::is_valid_utf8("\xE5\xB1\x82"));
   CHECK_FALSE(fp8a::is_valid_utf8("\xED\xA0\x80"));
 }
+
+TEST_CASE("printable_text: escaped_input's escapes, \\ and ' kept, for a message that quotes in its own way") {
+  CHECK(fp8a::printable_text("last read: '\"a\\b'") == "last read: '\"a\\b'");
+  CHECK(fp8a::printable_text("x\x1b[31m\xff\xe2\x80\xae\n") == "x\\x1b[31m\\xff\\xe2\\x80\\xae\\n");
+  CHECK(fp8a::printable_text("caf\xc3\xa9") == "caf\xc3\xa9");
+  CHECK(fp8a::printable_text("abcdef", 3) == "abc... (6 bytes)");
+}
+
+TEST_CASE("first_invalid_utf8: the offset of the first byte that begins no UTF-8 character") {
+  CHECK(!fp8a::first_invalid_utf8("").has_value());
+  CHECK(!fp8a::first_invalid_utf8(std::string_view("a\0\x1b\x7f", 4)).has_value());  // controls are UTF-8
+  CHECK(!fp8a::first_invalid_utf8("caf\xc3\xa9 \xe2\x80\xae \xf0\x9f\x98\x80").has_value());
+  CHECK(fp8a::first_invalid_utf8("ab\xff") == 2u);
+  CHECK(fp8a::first_invalid_utf8("\xc3") == 0u);              // cut short
+  CHECK(fp8a::first_invalid_utf8("a\xc0\xaf") == 1u);         // overlong '/'
+  CHECK(fp8a::first_invalid_utf8("\xc3\xa9\xed\xa0\x80") == 2u);  // a surrogate
+  CHECK(fp8a::first_invalid_utf8("\xf4\x90\x80\x80") == 0u);  // beyond U+10FFFF
+}
+
+TEST_CASE("utf16_or_utf32_bom: the encoding a byte order mark names") {
+  CHECK(fp8a::utf16_or_utf32_bom("\xff\xfe{") == "UTF-16LE (it starts with the byte order mark FF FE)");
+  CHECK(fp8a::utf16_or_utf32_bom("\xfe\xff") == "UTF-16BE (it starts with the byte order mark FE FF)");
+  CHECK(fp8a::utf16_or_utf32_bom(std::string_view("\xff\xfe\0\0", 4)) ==
+        "UTF-32LE (it starts with the byte order mark FF FE 00 00)");
+  CHECK(fp8a::utf16_or_utf32_bom(std::string_view("\0\0\xfe\xff", 4)) ==
+        "UTF-32BE (it starts with the byte order mark 00 00 FE FF)");
+  CHECK(fp8a::utf16_or_utf32_bom("\xef\xbb\xbf{}").empty());  // UTF-8's mark
+  CHECK(fp8a::utf16_or_utf32_bom("{}").empty());
+  CHECK(fp8a::utf16_or_utf32_bom("\xff").empty());
+}

@@ -559,3 +559,34 @@ TEST_CASE("nvdlfw_inspect log: LogFp8TensorStats values are kept as logged") {
       "value=<V>'",
       Error);
 }
+
+TEST_CASE("501: a trace in UTF-16 or UTF-32 is named as such") {
+  const std::string csv = "step,tensor,amax\n0,a.weight,1\n";
+  std::string le = "\xFF\xFE", be = "\xFE\xFF";
+  for (const char c : csv) {
+    le += std::string{c, '\0'};
+    be += std::string{'\0', c};
+  }
+  CHECK_THROWS_WITH_AS(load_training_log({"le.csv"}, one_file("le.csv", le)),
+                       "[fp8a.trace.501] le.csv:1: not an amax trace: the file is UTF-16LE (it starts "
+                       "with the byte order mark FF FE), not UTF-8; write it as UTF-8",
+                       Error);
+  CHECK_THROWS_WITH_AS(load_training_log({"be.csv"}, one_file("be.csv", be)),
+                       "[fp8a.trace.501] be.csv:1: not an amax trace: the file is UTF-16BE (it starts "
+                       "with the byte order mark FE FF), not UTF-8; write it as UTF-8",
+                       Error);
+  CHECK_THROWS_WITH_AS(load_training_log({"32.csv"}, one_file("32.csv", std::string("\xFF\xFE\0\0s\0\0\0", 8))),
+                       "[fp8a.trace.501] 32.csv:1: not an amax trace: the file is UTF-32LE (it starts "
+                       "with the byte order mark FF FE 00 00), not UTF-8; write it as UTF-8",
+                       Error);
+}
+
+TEST_CASE("nvdlfw_inspect log: skipped tensor names in the note are escaped, not raw bytes") {
+  std::string log = stat_line("l_weight_cur_amax", 0, 1.0);
+  log += stat_line("l_\x1b[31mred\xff_cur_amax", 0, 1.0);
+  const TrainingLog t = load_training_log({"r.log"}, one_file("r.log", log));
+  REQUIRE(!t.notes.empty());
+  CHECK(t.notes[0] ==
+        "r.log: nvdlfw_inspect statistics log, 1 cur_amax value; skipped 1 line of other tensors "
+        "(\\x1b[31mred\\xff)");
+}

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/text.hpp"
 #include "policies/policy.hpp"
 
 namespace {
@@ -218,4 +219,97 @@ TEST_CASE("--policy that is neither a preset nor a file is a usage error") {
     CHECK(std::string(e.what()) ==
           "[fp8a.policy.902] policy file 'dir/bad.json': unknown key 'nme' (did you mean 'name'?)");
   }
+}
+
+TEST_CASE("a number beyond a double's range is the policy error naming its key, not an internal error") {
+  CHECK(parse_error(R"({"criteria": {"mse": {"max": 1e400}}})") ==
+        "[fp8a.policy.904] policy file 'p.json': criteria.mse.max is a number beyond the range of a double "
+        "(about 1.8e308); expected a finite number");
+  CHECK(parse_error(R"({"criteria": {"saturation": {"max_pct": -1e400}}})") ==
+        "[fp8a.policy.904] policy file 'p.json': criteria.saturation.max_pct is a number beyond the range "
+        "of a double (about 1.8e308); expected a finite number");
+  // 400 digits: too large for an integer, then for a double.
+  CHECK(parse_error(R"({"criteria": {"delayed_forecast": {"horizon_steps": 1)" + std::string(400, '0') + "}}}") ==
+        "[fp8a.policy.904] policy file 'p.json': criteria.delayed_forecast.horizon_steps is a number beyond "
+        "the range of a double (about 1.8e308); expected a finite number");
+  // Anywhere in the file, also under a key the file has no business having, or in an array.
+  CHECK(parse_error(R"({"criteria": {"mse": {"max": 1e-3}}, "zz": [0, 2e999]})") ==
+        "[fp8a.policy.904] policy file 'p.json': zz[1] is a number beyond the range of a double "
+        "(about 1.8e308); expected a finite number");
+  CHECK(parse_error("1e400") ==
+        "[fp8a.policy.904] policy file 'p.json': the value is a number beyond the range of a double "
+        "(about 1.8e308); expected a finite number");
+  // Tiny numbers are finite: the range check of the key applies.
+  CHECK(parse_error(R"({"criteria": {"mse": {"max": 1e-400}}})") ==
+        "[fp8a.policy.904] policy file 'p.json': criteria.mse.max is 0.0, expected a number in (0.0, inf)");
+}
+
+namespace {
+
+// The message is one line of printable ASCII or valid UTF-8 (no control byte, no invalid byte),
+// with the id and the file name.
+void check_one_printable_line(const std::string& message, const std::string& id) {
+  INFO(fp8a::quoted_input(message, 400));
+  CHECK(message.starts_with("[" + id + "] policy file 'p.json' "));
+  CHECK(!fp8a::first_invalid_utf8(message).has_value());
+  for (const char c : message) CHECK(static_cast<unsigned char>(c) >= 0x20);
+  CHECK(message.find('\x7f') == std::string::npos);
+}
+
+// `text` in UTF-16, each character < U+0080 as two bytes.
+std::string utf16(const std::string& text, bool big_endian) {
+  std::string out;
+  for (const char c : text) out += big_endian ? std::string{'\0', c} : std::string{c, '\0'};
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("policy files that are not UTF-8 text: one readable line naming what the file is") {
+  const std::string json = R"({"criteria": {}})";
+  std::string m = parse_error("\xFF\xFE" + utf16(json, false));
+  CHECK(m == "[fp8a.policy.901] policy file 'p.json' is UTF-16LE (it starts with the byte order mark FF FE), "
+             "not UTF-8; save it as UTF-8");
+  check_one_printable_line(m, "fp8a.policy.901");
+  m = parse_error("\xFE\xFF" + utf16(json, true));
+  CHECK(m == "[fp8a.policy.901] policy file 'p.json' is UTF-16BE (it starts with the byte order mark FE FF), "
+             "not UTF-8; save it as UTF-8");
+  check_one_printable_line(m, "fp8a.policy.901");
+  for (const bool big_endian : {false, true}) {
+    m = parse_error(utf16(json, big_endian));
+    CHECK(m == "[fp8a.policy.901] policy file 'p.json' is UTF-16 (a NUL byte beside each character), not "
+               "UTF-8; save it as UTF-8");
+    check_one_printable_line(m, "fp8a.policy.901");
+  }
+  m = parse_error(std::string("{\"name\": \"a\0b\"}", 15));
+  CHECK(m == "[fp8a.policy.901] policy file 'p.json' holds a NUL byte at byte offset 11; a policy file is UTF-8 "
+             "JSON text");
+  check_one_printable_line(m, "fp8a.policy.901");
+  m = parse_error("{\"name\": \"caf\xFF\x1b[31m\"}");
+  CHECK(m == "[fp8a.policy.901] policy file 'p.json' is not UTF-8 at byte offset 13 ('\\xff\\x1b[31m\"}' "
+             "there); save it as UTF-8");
+  check_one_printable_line(m, "fp8a.policy.901");
+  m = parse_error("\xFF");
+  CHECK(m == "[fp8a.policy.901] policy file 'p.json' is not UTF-8 at byte offset 0 ('\\xff' there); save it "
+             "as UTF-8");
+  check_one_printable_line(m, "fp8a.policy.901");
+  // Valid UTF-8 that a terminal acts on, outside a string: the parser's excerpt shown escaped.
+  m = parse_error("{\"criteria\": \x1b[2J\xE2\x80\xAE}");
+  CHECK(m == "[fp8a.policy.901] policy file 'p.json' is not valid JSON: parse error at line 1, column 14: "
+             "syntax error while parsing value - invalid literal; last read: '\"criteria\": <U+001B>'");
+  check_one_printable_line(m, "fp8a.policy.901");
+  // U+202E (right-to-left override): the parser quotes its first byte alone, shown escaped.
+  m = parse_error("{\"criteria\": \xE2\x80\xAE}");
+  CHECK(m == "[fp8a.policy.901] policy file 'p.json' is not valid JSON: parse error at line 1, column 14: "
+             "syntax error while parsing value - invalid literal; last read: '\"criteria\": \\xe2'");
+  check_one_printable_line(m, "fp8a.policy.901");
+  // An unterminated string of 100,000 characters: the parser's excerpt is cut, the line stays short.
+  m = parse_error("{\"name\": \"" + std::string(100'000, 'x'));
+  check_one_printable_line(m, "fp8a.policy.901");
+  const std::string start = "parse error at line 1, column 100011: syntax error while parsing value - invalid "
+                            "string: missing closing quote; last read: '\"";
+  CHECK(m == "[fp8a.policy.901] policy file 'p.json' is not valid JSON: " + start +
+                 std::string(300 - start.size(), 'x') + "...");
+  // A UTF-8 byte order mark is UTF-8: the file reads.
+  CHECK(fp8a::parse_policy("\xEF\xBB\xBF{}", "p.json") == fp8a::default_policy());
 }
