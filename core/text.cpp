@@ -99,6 +99,48 @@ std::string length_note(std::string_view bytes) { return " (" + std::to_string(b
 
 }  // namespace
 
+std::string utf8_lossless(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size());
+  for (std::size_t i = 0; i < bytes.size();) {
+    const auto c = static_cast<unsigned char>(bytes[i]);
+    if (c == '\\') {
+      out += "\\\\";
+      ++i;
+    } else if (c < 0x80) {
+      out += bytes[i++];
+    } else if (char32_t cp = 0; const std::size_t n = utf8_length(bytes.substr(i), &cp)) {
+      out.append(bytes.substr(i, n));
+      i += n;
+    } else {
+      append_hex(out, c);
+      ++i;
+    }
+  }
+  return out;
+}
+
+std::string utf8_lossless_decode(std::string_view text) {
+  const auto hex = [](char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+  };
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\\' && i + 1 < text.size() && text[i + 1] == '\\') {
+      out += '\\';
+      ++i;
+    } else if (text[i] == '\\' && i + 3 < text.size() && text[i + 1] == 'x' && hex(text[i + 2]) >= 0 &&
+               hex(text[i + 3]) >= 0) {
+      out += static_cast<char>(hex(text[i + 2]) * 16 + hex(text[i + 3]));
+      i += 3;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
 std::string quoted_input(std::string_view bytes, std::size_t max_chars) {
   std::string out = "'";
   if (append_escaped(out, bytes, max_chars) == bytes.size()) return out + "'";

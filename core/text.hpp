@@ -38,4 +38,16 @@ std::string quoted_input(std::string_view bytes, std::size_t max_chars = 80);
 // 'abc' -> abc, a cut one ends in "... (1234 bytes)".
 std::string escaped_input(std::string_view bytes, std::size_t max_chars = 80);
 
+// Bytes (a path, a command-line word: POSIX gives them no encoding) as valid UTF-8 that gives the
+// bytes back, for JSON, whose strings must be UTF-8. The form is documented in README.md:
+// - every `\` is written `\\` (two of them);
+// - each byte that is not part of a valid UTF-8 character (stray continuation bytes, overlong
+//   forms, surrogates, beyond U+10FFFF; utf8_length's rules) is written `\xNN`, lowercase hex;
+// - everything else, control characters included (JSON escapes those itself), is kept.
+// Valid UTF-8 without a backslash comes out as it went in.
+std::string utf8_lossless(std::string_view bytes);
+// The inverse: utf8_lossless_decode(utf8_lossless(b)) == b for every b. Text not in the form (a
+// `\` before anything but `\` or `x` and two hex digits) is kept as it is.
+std::string utf8_lossless_decode(std::string_view text);
+
 }  // namespace fp8a
