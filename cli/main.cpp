@@ -7,6 +7,7 @@
 #include <string>
 #include <thread>
 
+#include "cli/mapped_fault.hpp"
 #include "cli/mpi_cluster.hpp"
 #include "cli/options.hpp"
 #include "cli/version.hpp"
@@ -105,6 +106,7 @@ int run_main(int argc, char** argv, fp8a::Cluster* cluster) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  fp8a::cli::install_mapped_fault_handler();  // a capture truncated under the run: fp8a.io.110
 #if FP8A_WITH_MPI
   // MPI only when a launcher (mpirun, srun) started this process: a plain run is one process.
   std::optional<fp8a::cli::MpiCluster> mpi;

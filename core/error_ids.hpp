@@ -77,6 +77,8 @@ inline constexpr ErrorIdRow kErrorIdRows[] = {
     {"fp8a.io.104", kInput, "output directory or file cannot be written"},
     {"fp8a.io.105", kInput,
      "`compare`: the `metrics.csv` of an earlier `run --out` folder is malformed (file, line and column named)"},
+    {"fp8a.io.110", kInput,
+     "a capture changed while the run read it: truncated or rewritten in place (the file and both versions named)"},
     {"fp8a.safetensors.301", kInput, "file shorter than 8 bytes"},
     {"fp8a.safetensors.302", kInput, "header length over 100,000,000 bytes (not a safetensors file)"},
     {"fp8a.safetensors.303", kInput, "header runs past the end of the file"},
