@@ -106,7 +106,6 @@ int run_main(int argc, char** argv, fp8a::Cluster* cluster) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  fp8a::cli::install_mapped_fault_handler();  // a capture truncated under the run: fp8a.io.110
 #if FP8A_WITH_MPI
   // MPI only when a launcher (mpirun, srun) started this process: a plain run is one process.
   std::optional<fp8a::cli::MpiCluster> mpi;
@@ -118,8 +117,11 @@ int main(int argc, char** argv) {
       return e.exit_code();
     }
   }
+  // After MPI_Init, which may install a SIGBUS handler of its own (Open MPI's stack traces).
+  fp8a::cli::install_mapped_fault_handler();  // a capture truncated under the run: fp8a.io.110
   return run_main(argc, argv, mpi ? &*mpi : nullptr);
 #else
+  fp8a::cli::install_mapped_fault_handler();  // a capture truncated under the run: fp8a.io.110
   return run_main(argc, argv, nullptr);
 #endif
 }
