@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <exception>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -261,6 +262,16 @@ int command_run(const Invocation& inv) {
     checkpoint.emplace(out_dir, checkpoint_manifest(eval, config, gemms_wanted, captures, training_log, fs), resume);
     for (const std::string& note : checkpoint->notes()) std::cerr << "fp8-advisor: " << note << "\n";
   }
+  // A run that fails from here on (an error thrown: a bad input, a capture changed under it, an
+  // output that cannot be rendered) leaves --out as it found it: the checkpoint it started goes,
+  // and with it the directory if the run created it. A --resume keeps its checkpoint; a stop
+  // (SIGINT/SIGTERM) returns, and keeps it too.
+  struct DiscardOnFailure {
+    Checkpoint* checkpoint;
+    ~DiscardOnFailure() {
+      if (checkpoint != nullptr && std::uncaught_exceptions() > 0) checkpoint->discard();
+    }
+  } const discard_on_failure{checkpoint && !resume ? &*checkpoint : nullptr};
   info.config.store = checkpoint ? &*checkpoint : nullptr;
   info.config.stop = &stop;
   info.config.cluster = inv.cluster;
@@ -298,10 +309,7 @@ int command_run(const Invocation& inv) {
 
   const NonFiniteVerdict nonfinite = judge_nonfinite(
       rows, vm.count("fail-on-nonfinite") != 0 ? NonFiniteAction::kFail : NonFiniteAction::kWarn);
-  if (nonfinite.failure) {
-    if (!resume && checkpoint) checkpoint->discard();  // a failed run leaves --out as it found it
-    throw input_error("fp8a.capture.406", *nonfinite.failure);
-  }
+  if (nonfinite.failure) throw input_error("fp8a.capture.406", *nonfinite.failure);  // discard_on_failure
   info.warnings = nonfinite.warnings;
   if (lead)
     for (const auto& w : info.warnings) std::cerr << "fp8-advisor: warning: " << w << "\n";
@@ -411,6 +419,7 @@ int command_run(const Invocation& inv) {
   artifacts.push_back(render_report_html(
       {&info, rows, gemms, layers, answer.recommendation, &answer, forecasts, histograms}));
 
+  check_captures_unchanged(captures);  // no outputs from a capture rewritten under the run
   const std::string wrote = write_artifacts(out_dir, "run", artifacts, info.command_line);
   if (resume)
     std::cerr << "fp8-advisor: resumed: " << checkpoint->reused(UnitKind::kShard) << " of "

@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "cli/mapped_fault.hpp"
 #include "cli/mpi_cluster.hpp"
 #include "cli/options.hpp"
 #include "cli/stop_signals.hpp"
@@ -125,6 +126,8 @@ int main(int argc, char** argv) {
       return e.exit_code();
     }
   }
+  // After MPI_Init, which may install a SIGBUS handler of its own (Open MPI's stack traces).
+  fp8a::cli::install_mapped_fault_handler();  // a capture truncated under the run: fp8a.io.110
   const int code = run_main(argc, argv, mpi ? &*mpi : nullptr, signals);
   if (mpi && mpi->size() > 1) {
     try {
@@ -135,6 +138,7 @@ int main(int argc, char** argv) {
   }
   return code;
 #else
+  fp8a::cli::install_mapped_fault_handler();  // a capture truncated under the run: fp8a.io.110
   return run_main(argc, argv, nullptr, signals);
 #endif
 }

@@ -80,6 +80,8 @@ inline constexpr ErrorIdRow kErrorIdRows[] = {
     {"fp8a.io.104", kInput, "output directory or file cannot be written"},
     {"fp8a.io.105", kInput,
      "`compare`: the `metrics.csv` of an earlier `run --out` folder is malformed (file, line and column named)"},
+    {"fp8a.io.110", kInput,
+     "a capture changed while the run read it: truncated or rewritten in place (the file and both versions named)"},
     {"fp8a.io.120", kInput,
      "an earlier run folder holds a mixed set of output files: a run was stopped while switching its files in (a file that is not that run's named)"},
     {"fp8a.io.121", kInput,

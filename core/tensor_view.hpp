@@ -49,7 +49,8 @@ class TensorStorage {
  public:
   virtual ~TensorStorage() = default;
   // [data, data + size) is not needed for now. Safe while other threads read these or nearby
-  // bytes. No-op for storage that is not a mapping.
+  // bytes. No-op for storage that is not a mapping. May throw the input error fp8a.io.110 when
+  // the file under the mapping changed since it was read (MappedFile::check_unchanged).
   virtual void release(const std::byte* data, std::size_t size) const = 0;
 };
 

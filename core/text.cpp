@@ -108,6 +108,48 @@ std::string length_note(std::string_view bytes) { return " (" + std::to_string(b
 
 }  // namespace
 
+std::string utf8_lossless(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size());
+  for (std::size_t i = 0; i < bytes.size();) {
+    const auto c = static_cast<unsigned char>(bytes[i]);
+    if (c == '\\') {
+      out += "\\\\";
+      ++i;
+    } else if (c < 0x80) {
+      out += bytes[i++];
+    } else if (char32_t cp = 0; const std::size_t n = utf8_length(bytes.substr(i), &cp)) {
+      out.append(bytes.substr(i, n));
+      i += n;
+    } else {
+      append_hex(out, c);
+      ++i;
+    }
+  }
+  return out;
+}
+
+std::string utf8_lossless_decode(std::string_view text) {
+  const auto hex = [](char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+  };
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\\' && i + 1 < text.size() && text[i + 1] == '\\') {
+      out += '\\';
+      ++i;
+    } else if (text[i] == '\\' && i + 3 < text.size() && text[i + 1] == 'x' && hex(text[i + 2]) >= 0 &&
+               hex(text[i + 3]) >= 0) {
+      out += static_cast<char>(hex(text[i + 2]) * 16 + hex(text[i + 3]));
+      i += 3;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
 std::string quoted_input(std::string_view bytes, std::size_t max_chars) {
   std::string out = "'";
   if (append_escaped(out, bytes, max_chars, kQuotedRules) == bytes.size()) return out + "'";
@@ -150,43 +192,6 @@ std::string terminal_text(std::string_view text) {
 }
 
 bool is_valid_utf8(std::string_view bytes) { return !first_invalid_utf8(bytes).has_value(); }
-
-std::string utf8_text(std::string_view bytes) {
-  if (bytes.find('\\') == std::string_view::npos && is_valid_utf8(bytes)) return std::string(bytes);
-  std::string out;
-  for (std::size_t i = 0; i < bytes.size();) {
-    char32_t cp = 0;
-    const std::size_t n = utf8_char(bytes.substr(i), &cp);
-    if (n == 0) {
-      append_hex(out, static_cast<unsigned char>(bytes[i++]));
-    } else {
-      if (bytes[i] == '\\') out += '\\';
-      out.append(bytes.substr(i, n));
-      i += n;
-    }
-  }
-  return out;
-}
-
-std::string utf8_text_bytes(std::string_view text) {
-  const auto hex = [](char h) -> int {
-    return h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : -1;
-  };
-  std::string out;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '\\' && i + 1 < text.size() && text[i + 1] == '\\') {
-      out += '\\';
-      ++i;
-    } else if (text[i] == '\\' && i + 3 < text.size() && text[i + 1] == 'x' && hex(text[i + 2]) >= 0 &&
-               hex(text[i + 3]) >= 0) {
-      out += static_cast<char>(hex(text[i + 2]) * 16 + hex(text[i + 3]));
-      i += 3;
-    } else {
-      out += text[i];
-    }
-  }
-  return out;
-}
 
 std::string printable_text(std::string_view bytes, std::size_t max_chars) {
   std::string out;

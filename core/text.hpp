@@ -66,11 +66,6 @@ std::string visible_text(std::string_view bytes);
 // escapes written as \r or \xNN; `\` kept (a display form: not reversible).
 std::string terminal_text(std::string_view text);
 
-// The bytes as valid UTF-8, losslessly, for a JSON string (JSON escapes control characters
-// itself): `\` becomes \\ and each byte that is not part of a valid UTF-8 character \xNN; a
-// name that is valid UTF-8 and has no `\` (every real one) is unchanged. utf8_text_bytes undoes it.
-std::string utf8_text(std::string_view bytes);
-std::string utf8_text_bytes(std::string_view text);
 // Whether the bytes are valid UTF-8 (RFC 3629: no overlong forms, surrogates, or code points
 // beyond U+10FFFF).
 bool is_valid_utf8(std::string_view bytes);
@@ -83,5 +78,17 @@ std::size_t utf8_char(std::string_view s, char32_t* code_point);
 // U+2066-U+2069 (bidi isolates), U+FEFF (byte order mark), U+FFFE and U+FFFF (noncharacters, which
 // YAML readers refuse).
 bool is_layout_control(char32_t code_point);
+
+// Bytes (a path, a command-line word: POSIX gives them no encoding) as valid UTF-8 that gives the
+// bytes back, for JSON, whose strings must be UTF-8. The form is documented in README.md:
+// - every `\` is written `\\` (two of them);
+// - each byte that is not part of a valid UTF-8 character (stray continuation bytes, overlong
+//   forms, surrogates, beyond U+10FFFF; utf8_length's rules) is written `\xNN`, lowercase hex;
+// - everything else, control characters included (JSON escapes those itself), is kept.
+// Valid UTF-8 without a backslash comes out as it went in.
+std::string utf8_lossless(std::string_view bytes);
+// The inverse: utf8_lossless_decode(utf8_lossless(b)) == b for every b. Text not in the form (a
+// `\` before anything but `\` or `x` and two hex digits) is kept as it is.
+std::string utf8_lossless_decode(std::string_view text);
 
 }  // namespace fp8a

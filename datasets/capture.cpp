@@ -338,4 +338,8 @@ CaptureSet load_captures(const std::vector<std::string>& paths, const FileSystem
   return set;
 }
 
+void check_captures_unchanged(const CaptureSet& set) {
+  for (const auto& m : set.mappings) m->check_unchanged();
+}
+
 }  // namespace fp8a

@@ -82,4 +82,8 @@ struct CaptureOptions {
 CaptureSet load_captures(const std::vector<std::string>& paths, const FileSystem& fs,
                          const CaptureOptions& options = {});
 
+// Throws input error fp8a.io.110 when a file of the set changed since it was read
+// (MappedFile::check_unchanged): what was computed from it may not be the file's.
+void check_captures_unchanged(const CaptureSet& set);
+
 }  // namespace fp8a

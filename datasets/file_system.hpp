@@ -23,6 +23,14 @@ class MappedFile : public TensorStorage {
   // modification time of a file on disk, the size and a hash of the contents in memory. A
   // checkpoint keys its results by it (with the path).
   virtual std::string identity() const = 0;
+  // Throws input error fp8a.io.110 when the file is no longer the version that was mapped: its
+  // size or modification time changed since (a training job rewriting it in place, a network
+  // file system), so bytes already read may not be the file's. A path that now names another
+  // file (replaced by a rename) or none is no change: the mapping keeps the old file whole.
+  // No-op for in-memory files.
+  virtual void check_unchanged() const {}
+  // As TensorStorage::release; on a disk file then check_unchanged() (a pass over a tensor ends
+  // with it), at most every 20 ms per file.
   void release(const std::byte*, std::size_t) const override {}
 };
 
@@ -36,6 +44,13 @@ class FileSystem {
   // Throws input error fp8a.io.102 when the file cannot be opened or mapped.
   virtual std::shared_ptr<const MappedFile> map(const std::string& path) const = 0;
 };
+
+// The one-line error (without "fp8-advisor: error: " and the newline) for a bus error at addr
+// when addr lies in a file DiskFileSystem mapped: reading a page past the end of a file that
+// shrank since. "[fp8a.io.110] <path>: changed while the run read it (was size S, mtime T; now
+// ...)". Written to buf, NUL-terminated, cut to size - 1 bytes; returns its length, 0 when addr is
+// in no such file. Async-signal-safe (a SIGBUS handler calls it: cli/mapped_fault.hpp).
+std::size_t describe_mapped_file_fault(const void* addr, char* buf, std::size_t size) noexcept;
 
 // The real disk, through POSIX open/mmap.
 class DiskFileSystem final : public FileSystem {

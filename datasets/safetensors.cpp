@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <vector>
 
 #include "core/error.hpp"
@@ -29,6 +28,88 @@ constexpr KnownDType kKnownDTypes[] = {
 [[noreturn]] void fail(InputId id, std::string_view file, const std::string& what) {
   throw input_error(id, std::string(file) + ": " + what);
 }
+
+// nlohmann's SAX interface building the header's DOM (as json::parse does), in time linear in
+// its size, noting the first key that repeats in an object.
+class HeaderSax {
+ public:
+  using json = nlohmann::json;
+  json root;
+  std::string duplicate_error;  // empty: no key repeats
+  InputId duplicate_id = "fp8a.safetensors.305";
+
+  bool null() { return put(nullptr); }
+  bool boolean(bool v) { return put(v); }
+  bool number_integer(json::number_integer_t v) { return put(v); }
+  bool number_unsigned(json::number_unsigned_t v) { return put(v); }
+  bool number_float(json::number_float_t v, const json::string_t&) { return put(v); }
+  bool string(json::string_t& v) { return put(std::move(v)); }
+  bool binary(json::binary_t& v) { return put(json::binary(std::move(v))); }
+  bool start_object(std::size_t) {
+    open_.push_back(slot(json::object()));
+    return true;
+  }
+  bool key(json::string_t& k) {
+    if (open_.size() == 1) top_key_ = k;
+    auto& members = open_.back()->get_ref<json::object_t&>();
+    const auto [it, added] = members.try_emplace(std::move(k));
+    if (!added && duplicate_error.empty()) note_duplicate(it->first);
+    member_ = &it->second;
+    return true;
+  }
+  bool end_object() {
+    open_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) {
+    open_.push_back(slot(json::array()));
+    return true;
+  }
+  bool end_array() {
+    open_.pop_back();
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::json::exception& e) { throw e; }
+
+ private:
+  // Where the value just parsed goes: the root, the next element of an array, or the object's
+  // member under the key just read (the last of repeated keys wins, as in json::parse).
+  json* slot(json&& v) {
+    if (open_.empty()) {
+      root = std::move(v);
+      return &root;
+    }
+    json& parent = *open_.back();
+    if (parent.is_array()) {
+      parent.push_back(std::move(v));
+      return &parent.back();
+    }
+    *member_ = std::move(v);
+    return member_;
+  }
+  template <class V>
+  bool put(V&& v) {
+    slot(json(std::forward<V>(v)));
+    return true;
+  }
+  void note_duplicate(const std::string& k) {
+    if (open_.size() == 1) {
+      duplicate_id = "fp8a.safetensors.311";
+      duplicate_error = (k == "__metadata__" ? std::string("__metadata__") : "tensor name " + quoted_input(k)) +
+                        " appears twice";
+    } else if (top_key_ == "__metadata__") {
+      duplicate_id = "fp8a.safetensors.306";
+      duplicate_error = "__metadata__ key " + quoted_input(k) + " appears twice";
+    } else {
+      duplicate_id = "fp8a.safetensors.305";
+      duplicate_error = "tensor " + quoted_input(top_key_) + ": field " + quoted_input(k) + " appears twice";
+    }
+  }
+
+  std::vector<json*> open_;  // the objects and arrays being filled, innermost last
+  json* member_ = nullptr;    // the member of the innermost object whose key was just read
+  std::string top_key_;      // the top-level key whose value is being parsed
+};
 
 }  // namespace
 
@@ -58,38 +139,13 @@ SafetensorsFile parse_safetensors(std::span<const std::byte> bytes, std::string_
   if (text.substr(0, 3) == "\xEF\xBB\xBF")
     fail("fp8a.safetensors.304", file, "header is not valid JSON: it starts with a byte-order mark");
 
-  // Repeated keys: nlohmann keeps the last one silently, so watch keys as they are parsed, in
-  // every object (tensor names, entry fields, metadata keys).
-  std::vector<std::set<std::string>> open_objects;
-  std::string current_top_key;
-  std::string duplicate_error;
-  InputId duplicate_id = "fp8a.safetensors.305";
-  json header;
+  // Repeated keys: nlohmann keeps the last one silently, so the header is built by a SAX handler
+  // that sees every key as it is parsed, in every object (tensor names, entry fields, metadata
+  // keys). Not json::parse with a callback: that takes time quadratic in the entries (at each
+  // entry's end it scans the whole top-level object for discarded values).
+  HeaderSax sax;
   try {
-    header = json::parse(text, [&](int depth, json::parse_event_t event, json& parsed) {
-      if (event == json::parse_event_t::object_start) open_objects.emplace_back();
-      if (event == json::parse_event_t::object_end && !open_objects.empty()) open_objects.pop_back();
-      if (event == json::parse_event_t::key && !open_objects.empty() && parsed.is_string()) {
-        const auto& k = parsed.get_ref<const std::string&>();
-        if (depth == 1) current_top_key = k;
-        if (!open_objects.back().insert(k).second && duplicate_error.empty()) {
-          if (depth == 1) {
-            duplicate_id = "fp8a.safetensors.311";
-            duplicate_error = (k == "__metadata__" ? std::string("__metadata__")
-                                                   : "tensor name " + quoted_input(k)) +
-                              " appears twice";
-          } else if (current_top_key == "__metadata__") {
-            duplicate_id = "fp8a.safetensors.306";
-            duplicate_error = "__metadata__ key " + quoted_input(k) + " appears twice";
-          } else {
-            duplicate_id = "fp8a.safetensors.305";
-            duplicate_error = "tensor " + quoted_input(current_top_key) + ": field " + quoted_input(k) +
-                              " appears twice";
-          }
-        }
-      }
-      return true;
-    });
+    json::sax_parse(text, &sax);
   } catch (const json::exception& e) {
     std::string why = e.what();
     // nlohmann messages start with "[json.exception.parse_error.101] "; keep the text after it.
@@ -106,7 +162,8 @@ SafetensorsFile parse_safetensors(std::span<const std::byte> bytes, std::string_
     }
     fail("fp8a.safetensors.304", file, "header is not valid JSON: " + why);
   }
-  if (!duplicate_error.empty()) fail(duplicate_id, file, duplicate_error);
+  if (!sax.duplicate_error.empty()) fail(sax.duplicate_id, file, sax.duplicate_error);
+  json& header = sax.root;
   if (!header.is_object()) fail("fp8a.safetensors.304", file, "header is not a JSON object");
 
   SafetensorsFile out;

@@ -1,15 +1,19 @@
 #include "reports/checkpoint.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "core/error.hpp"
 #include "core/fnv1a.hpp"
+#include "core/text.hpp"
 #include "engine/unit_codec.hpp"
 #include "reports/atomic_file.hpp"
 
@@ -23,37 +27,67 @@ using nlohmann::json;
 constexpr std::uint64_t kUnitTag = 0x31'74'69'6E'75'61'38'66;  // "f8aunit1"
 constexpr int kManifestVersion = 1;
 
-std::string slurp(const fs::path& p, bool* ok) {
-  std::ifstream in(p, std::ios::binary);
-  *ok = static_cast<bool>(in);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+// The contents of p if it is a regular file, read without following a symbolic link or waiting
+// on a FIFO (O_NOFOLLOW | O_NONBLOCK, then fstat): anything else in the checkpoint is damage, a
+// miss.
+std::optional<std::string> read_regular_file(const fs::path& p) {
+  const int fd = ::open(p.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct stat st {};
+  std::optional<std::string> out;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    out.emplace();
+    char buf[1 << 16];
+    for (;;) {
+      const ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n > 0) {
+        out->append(buf, static_cast<std::size_t>(n));
+      } else if (n == 0) {
+        break;
+      } else if (errno != EINTR) {
+        out.reset();
+        break;
+      }
+    }
+  }
+  ::close(fd);
+  return out;
 }
 
 [[noreturn]] void cannot_write(const fs::path& p, const std::error_code& ec) {
   throw input_error("fp8a.io.104", p.string() + ": cannot write the checkpoint: " + ec.message());
 }
 
+// Paths and option values are bytes, kept in the JSON losslessly (utf8_lossless).
+json lossless(const std::map<std::string, std::string>& m) {
+  json j = json::object();
+  for (const auto& [k, v] : m) j[utf8_lossless(k)] = utf8_lossless(v);
+  return j;
+}
+std::map<std::string, std::string> from_lossless(const json& j) {
+  std::map<std::string, std::string> m;
+  for (const auto& [k, v] : j.items()) m[utf8_lossless_decode(k)] = utf8_lossless_decode(v.get<std::string>());
+  return m;
+}
+
 json manifest_json(const CheckpointManifest& m) {
   return {{"fp8-advisor checkpoint", kManifestVersion},
-          {"build", m.build},
-          {"options", m.options},
-          {"inputs", m.inputs}};
+          {"build", utf8_lossless(m.build)},
+          {"options", lossless(m.options)},
+          {"inputs", lossless(m.inputs)}};
 }
 
 // The manifest kept in dir, if readable and of this version.
 std::optional<CheckpointManifest> read_manifest(const fs::path& file) {
-  bool ok = false;
-  const std::string text = slurp(file, &ok);
-  if (!ok) return std::nullopt;
+  const auto text = read_regular_file(file);
+  if (!text) return std::nullopt;
   try {
-    const json j = json::parse(text);
+    const json j = json::parse(*text);
     if (j.value("fp8-advisor checkpoint", 0) != kManifestVersion) return std::nullopt;
     CheckpointManifest m;
-    m.build = j.at("build").get<std::string>();
-    m.options = j.at("options").get<std::map<std::string, std::string>>();
-    m.inputs = j.at("inputs").get<std::map<std::string, std::string>>();
+    m.build = utf8_lossless_decode(j.at("build").get<std::string>());
+    m.options = from_lossless(j.at("options"));
+    m.inputs = from_lossless(j.at("inputs"));
     return m;
   } catch (const json::exception&) {
     return std::nullopt;
@@ -90,11 +124,40 @@ std::string Checkpoint::unit_file_name(UnitKind kind, std::string_view key) {
   return name;
 }
 
+namespace {
+
+// Whether p is a directory itself, not a symbolic link to one (nor anything else).
+bool is_real_directory(const fs::path& p) {
+  std::error_code ec;
+  return fs::symlink_status(p, ec).type() == fs::file_type::directory;
+}
+
+// "P is a symbolic link" / "P is not a directory" when p is there (a dangling link too) but not a
+// directory itself; empty otherwise.
+std::string not_a_directory(const fs::path& p) {
+  std::error_code ec;
+  const fs::file_type type = fs::symlink_status(p, ec).type();
+  if (ec || type == fs::file_type::not_found || type == fs::file_type::directory) return {};
+  return p.string() + (type == fs::file_type::symlink ? " is a symbolic link" : " is not a directory");
+}
+
+}  // namespace
+
 Checkpoint::Checkpoint(const std::string& out_dir, const CheckpointManifest& manifest, bool resume)
     : dir_(out_dir + "/" + kDirName) {
+  // Rendered before anything in out_dir changes: a manifest that cannot be written leaves it as
+  // it was.
+  const std::string manifest_text = manifest_json(manifest).dump(1) + "\n";
   std::error_code ec;
   const fs::path dir(dir_), units = fs::path(dir_) / "units";
-  if (resume) {
+  // Nothing is written through a symbolic link (or into a non-directory) in the checkpoint:
+  // one there is damage, removed (the link, never what it points to), and --resume starts afresh.
+  std::string damage = not_a_directory(dir);
+  if (damage.empty()) damage = not_a_directory(units);
+  if (resume && !damage.empty()) {
+    notes_.push_back("--resume: " + damage + ": not followed, removed; evaluating everything");
+    fs::remove_all(dir, ec);
+  } else if (resume) {
     const auto was = read_manifest(dir / "manifest.json");
     if (!was) {
       notes_.push_back("--resume: no checkpoint of this fp8-advisor in " + dir_ + ": evaluating everything");
@@ -112,10 +175,23 @@ Checkpoint::Checkpoint(const std::string& out_dir, const CheckpointManifest& man
   if (ec) cannot_write(dir, ec);
   fs::create_directories(units, ec);
   if (ec) cannot_write(units, ec);
-  // Temporary files of a run killed while it wrote a unit: never renamed, never read.
-  for (const auto& e : fs::directory_iterator(units, ec))
-    if (e.path().filename().string().find(".tmp.") != std::string::npos) fs::remove(e.path(), ec);
-  write_file_atomically((dir / "manifest.json").string(), manifest_json(manifest).dump(1) + "\n");
+  if (!is_real_directory(dir) || !is_real_directory(units))  // replaced under us
+    cannot_write(units, std::make_error_code(std::errc::not_a_directory));
+  // Temporary files of a run killed while it wrote a unit: never renamed, never read. Entries
+  // that are not regular files (links, FIFOs, folders) are damage: removed, their units
+  // evaluated again.
+  std::size_t odd = 0;
+  for (const auto& e : fs::directory_iterator(units, ec)) {
+    std::error_code type_ec;
+    const bool regular = e.symlink_status(type_ec).type() == fs::file_type::regular;
+    if (!regular) ++odd;
+    if (!regular || e.path().filename().string().find(".tmp.") != std::string::npos) fs::remove_all(e.path(), ec);
+  }
+  if (odd > 0)
+    notes_.push_back("--resume: " + std::to_string(odd) + " entr" + (odd == 1 ? "y" : "ies") + " of " +
+                     units.string() + " not a regular file (a symbolic link, FIFO or folder): removed, " +
+                     "not followed; what they held is evaluated again");
+  write_file_atomically((dir / "manifest.json").string(), manifest_text);
 }
 
 void Checkpoint::discard() {
@@ -124,9 +200,9 @@ void Checkpoint::discard() {
 }
 
 std::optional<std::string> Checkpoint::load(UnitKind kind, std::string_view key) {
-  bool ok = false;
-  const std::string bytes = slurp(fs::path(dir_) / "units" / unit_file_name(kind, key), &ok);
-  if (!ok || bytes.size() < 8) return std::nullopt;
+  const auto file = read_regular_file(fs::path(dir_) / "units" / unit_file_name(kind, key));
+  if (!file || file->size() < 8) return std::nullopt;
+  const std::string& bytes = *file;
   // The checksum over everything before it, then the fields; a file of another key (a hash
   // collision) or a damaged one is a miss, and the unit is computed and saved again.
   std::uint64_t sum = 0;

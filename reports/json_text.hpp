@@ -1,10 +1,10 @@
 // Text in the JSON outputs (recipe.json, summary.json, torchao.json): a JSON string must be valid
 // UTF-8 (nlohmann's dump throws type_error.316 on anything else), and a name or a path is bytes.
-//   - json_name(): a layer name by core/text.hpp utf8_text (lossless: \ as \\, a byte outside
-//     UTF-8 as \xNN, every real name unchanged; utf8_text_bytes reads it back). Control
+//   - json_name(): a layer name by core/text.hpp utf8_lossless (lossless: \ as \\, a byte outside
+//     UTF-8 as \xNN, every real name unchanged; utf8_lossless_decode reads it back). Control
 //     characters stay as they are: JSON writes them as \u00NN itself.
 //   - json_document(): the document as text, after every string and key that is still not valid
-//     UTF-8 (a reason quoting a name, a path) is written by utf8_text too, so no output can fail
+//     UTF-8 (a reason quoting a name, a path) is written by utf8_lossless too, so no output can fail
 //     on a byte.
 #pragma once
 
@@ -16,14 +16,14 @@
 
 namespace fp8a {
 
-inline std::string json_name(std::string_view name) { return utf8_text(name); }
+inline std::string json_name(std::string_view name) { return utf8_lossless(name); }
 
 namespace detail {
 
 inline void make_valid_utf8(nlohmann::ordered_json& j) {
   if (j.is_string()) {
     auto& s = j.get_ref<std::string&>();
-    if (!is_valid_utf8(s)) s = utf8_text(s);
+    if (!is_valid_utf8(s)) s = utf8_lossless(s);
   } else if (j.is_array()) {
     for (auto& e : j) make_valid_utf8(e);
   } else if (j.is_object()) {
@@ -35,7 +35,7 @@ inline void make_valid_utf8(nlohmann::ordered_json& j) {
     if (keys_valid) return;
     nlohmann::ordered_json fixed = nlohmann::ordered_json::object();
     for (auto it = j.begin(); it != j.end(); ++it)
-      fixed[is_valid_utf8(it.key()) ? it.key() : utf8_text(it.key())] = std::move(it.value());
+      fixed[is_valid_utf8(it.key()) ? it.key() : utf8_lossless(it.key())] = std::move(it.value());
     j = std::move(fixed);
   }
 }

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/text.hpp"
 #include "reports/advice_json.hpp"
 #include "reports/json_number.hpp"
 #include "reports/json_text.hpp"
@@ -118,9 +119,11 @@ Artifact render_recipe_json(const Recommendation& rec, const RunInfo& info) {
                      {"threshold", json_number(w.threshold)},
                      {"margin", json_number(w.margin)}});
   j["watch"] = std::move(watch);
+  ordered_json command_line = ordered_json::array();  // bytes, kept losslessly (utf8_lossless)
+  for (const auto& w : info.command_line) command_line.push_back(utf8_lossless(w));
   j["provenance"] = {{"version", info.version},
                      {"git_revision", info.git_revision},
-                     {"command_line", info.command_line},
+                     {"command_line", command_line},
                      {"backend", info.backend},
                      {"device", info.device}};
   const std::string note = std::to_string(rec.layers.size()) + " layers: " + std::to_string(fp8) +

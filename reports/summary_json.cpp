@@ -3,6 +3,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "core/text.hpp"
 #include "reports/advice_json.hpp"
 #include "reports/json_number.hpp"
 #include "reports/json_text.hpp"
@@ -13,6 +14,13 @@ namespace fp8a {
 namespace {
 
 using nlohmann::ordered_json;
+
+// Paths and command-line words are bytes: kept losslessly (core/text.hpp utf8_lossless).
+ordered_json lossless(const std::vector<std::string>& words) {
+  ordered_json a = ordered_json::array();
+  for (const auto& w : words) a.push_back(utf8_lossless(w));
+  return a;
+}
 
 ordered_json worst(const WorstValue& w) {
   return {{"value", json_number(w.value)}, {"tensor", w.tensor}, {"step", w.step}};
@@ -72,7 +80,7 @@ Artifact render_summary_json(const RunInfo& info, std::span<const EvaluationRow>
                              std::span<const LayerSummary> layers, const AnswerContext* decision) {
   ordered_json j;
   j["tool"] = {{"name", "fp8-advisor"}, {"version", info.version}, {"git_revision", info.git_revision}};
-  j["command_line"] = info.command_line;
+  j["command_line"] = lossless(info.command_line);
   j["backend"] = {{"requested", info.requested_device},
                   {"name", info.backend},
                   {"device", info.device},
@@ -81,7 +89,7 @@ Artifact render_summary_json(const RunInfo& info, std::span<const EvaluationRow>
                   {"gemm_path", info.gemm_path}};
   ordered_json inputs = ordered_json::array();
   for (const auto& f : info.inputs)
-    inputs.push_back({{"file", f.path},
+    inputs.push_back({{"file", utf8_lossless(f.path)},
                       {"step", f.step},
                       {"step_source", f.step_source},
                       {"tensors", f.tensor_count},
@@ -134,9 +142,9 @@ Artifact render_summary_json(const RunInfo& info, std::span<const EvaluationRow>
   j["delayed_replay"] = {{"exact", by_mode[0]},
                          {"approximate", by_mode[1]},
                          {"unavailable", by_mode[2]},
-                         {"amax_trace", info.log_files},
+                         {"amax_trace", lossless(info.log_files)},
                          {"amax_trace_rounded", info.log_rounded},
-                         {"amax_trace_notes", info.log_notes},
+                         {"amax_trace_notes", lossless(info.log_notes)},
                          {"not_exact", replay_details}};
   if (info.logged_stats) {
     ordered_json diffs = ordered_json::object();

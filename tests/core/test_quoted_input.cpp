@@ -65,12 +65,12 @@ TEST_CASE("terminal_text: \\n and \\t kept, \\ kept, every other control visible
   CHECK(fp8a::terminal_text("\x1b[31m\r\x07") == "\\x1b[31m\\r\\x07");
 }
 
-TEST_CASE("utf8_text: lossless valid UTF-8, and back") {
-  CHECK(fp8a::utf8_text("caf\xC3\xA9") == "caf\xC3\xA9");
-  CHECK(fp8a::utf8_text("caf\xE9") == "caf\\xe9");
-  CHECK(fp8a::utf8_text("a\\xe9") == "a\\\\xe9");
+TEST_CASE("utf8_lossless: lossless valid UTF-8, and back") {
+  CHECK(fp8a::utf8_lossless("caf\xC3\xA9") == "caf\xC3\xA9");
+  CHECK(fp8a::utf8_lossless("caf\xE9") == "caf\\xe9");
+  CHECK(fp8a::utf8_lossless("a\\xe9") == "a\\\\xe9");
   for (const std::string& s : {std::string("caf\xE9"), std::string("a\\xe9"), std::string("\\\\\xFF\\"), std::string()})
-    CHECK(fp8a::utf8_text_bytes(fp8a::utf8_text(s)) == s);
+    CHECK(fp8a::utf8_lossless_decode(fp8a::utf8_lossless(s)) == s);
   CHECK(fp8a::is_valid_utf8("\xE5\xB1\x82"));
   CHECK_FALSE(fp8a::is_valid_utf8("\xED\xA0\x80"));
 }

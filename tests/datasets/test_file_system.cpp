@@ -1,8 +1,12 @@
 // MappedFile::release on the real disk: the released pages leave the process's resident set (as
 // the kernel counts it in /proc/self/smaps), and the bytes still read the same afterwards; in
-// memory it changes nothing. Loaded captures carry their file as the views' storage.
+// memory it changes nothing. Loaded captures carry their file as the views' storage. A file that
+// changes under its mapping (truncated, rewritten in place) is fp8a.io.110 naming it, and a fault
+// address in it is described for the SIGBUS handler (issue 25).
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -12,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.hpp"
 #include "datasets/capture.hpp"
 #include "datasets/file_system.hpp"
 #include "datasets/safetensors_builder.hpp"
@@ -48,6 +53,28 @@ struct ScratchFile {
   }
   ~ScratchFile() { std::remove(path.c_str()); }
 };
+
+// "size S, mtime T.N" of a file as stat gives it (MappedFile::identity()'s form).
+std::string version_text(const std::string& path) {
+  struct stat st {};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  return "size " + std::to_string(st.st_size) + ", mtime " + std::to_string(st.st_mtim.tv_sec) + "." +
+         std::to_string(st.st_mtim.tv_nsec);
+}
+
+// Moves path's modification time by `seconds`.
+void shift_mtime(const std::string& path, long seconds) {
+  struct stat st {};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  struct timespec times[2] = {st.st_atim, st.st_mtim};
+  times[1].tv_sec += seconds;
+  REQUIRE(::utimensat(AT_FDCWD, path.c_str(), times, 0) == 0);
+}
+
+std::string changed_error(const std::string& path, const std::string& was, const std::string& now) {
+  return "[fp8a.io.110] " + path + ": changed while the run read it (was " + was + "; now " + now +
+         "): rerun once nothing writes to it";
+}
 
 std::uint64_t checksum(std::span<const std::byte> b) {
   std::uint64_t s = 0;
@@ -93,4 +120,68 @@ TEST_CASE("MemoryFileSystem: release is a no-op; captured views carry their file
   v.release();
   CHECK(v.load_float(0) == 1.0f);
   CHECK(v.load_float(1) == -1.0f);
+}
+
+TEST_CASE("DiskFileSystem: a file truncated or rewritten in place under its mapping is fp8a.io.110") {
+  const ScratchFile file(4);
+  const std::string was = version_text(file.path);
+  const auto mapped = fp8a::DiskFileSystem().map(file.path);
+  CHECK(mapped->identity() == was);
+  CHECK_NOTHROW(mapped->check_unchanged());
+  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  SUBCASE("truncated: check_unchanged and release (the end of a tensor's pass) throw") {
+    REQUIRE(::truncate(file.path.c_str(), 100) == 0);
+    const std::string expected = changed_error(file.path, was, version_text(file.path));
+    CHECK(expected.find("; now size 100, mtime ") != std::string::npos);
+    CHECK_THROWS_WITH_AS(mapped->check_unchanged(), expected.c_str(), fp8a::Error);
+    CHECK_THROWS_WITH_AS(mapped->release(mapped->bytes().data(), 10), expected.c_str(), fp8a::Error);
+    try {
+      mapped->check_unchanged();
+    } catch (const fp8a::Error& e) {
+      CHECK(e.exit_code() == 3);
+    }
+  }
+  SUBCASE("rewritten at the same size: the modification time tells") {
+    shift_mtime(file.path, 10);
+    CHECK_THROWS_WITH_AS(mapped->check_unchanged(), changed_error(file.path, was, version_text(file.path)).c_str(),
+                         fp8a::Error);
+  }
+  SUBCASE("replaced by a rename, or removed: no change, the mapping keeps the old file whole") {
+    {
+      std::ofstream other(file.path + ".new", std::ios::binary);
+      other << "another file";
+    }
+    REQUIRE(std::rename((file.path + ".new").c_str(), file.path.c_str()) == 0);
+    CHECK_NOTHROW(mapped->check_unchanged());
+    CHECK(checksum(mapped->bytes()) == checksum(file.contents));
+    REQUIRE(std::remove(file.path.c_str()) == 0);
+    CHECK_NOTHROW(mapped->check_unchanged());
+    CHECK(mapped->bytes()[page + 1] == file.contents[page + 1]);
+  }
+}
+
+TEST_CASE("describe_mapped_file_fault: the error line for a fault address in a mapped file") {
+  const ScratchFile file(4);
+  const std::string was = version_text(file.path);
+  auto mapped = fp8a::DiskFileSystem().map(file.path);
+  REQUIRE(::truncate(file.path.c_str(), 100) == 0);
+  const std::string expected = changed_error(file.path, was, version_text(file.path));
+  char line[1024];
+  const auto* last = mapped->bytes().data() + mapped->bytes().size() - 1;
+  for (const std::byte* at : {mapped->bytes().data(), last}) {
+    const std::size_t n = fp8a::describe_mapped_file_fault(at, line, sizeof line);
+    CHECK(std::string(line, n) == expected);
+    CHECK(line[n] == '\0');
+  }
+  // Cut to the buffer, NUL-terminated.
+  char small[21];
+  CHECK(fp8a::describe_mapped_file_fault(last, small, sizeof small) == 20);
+  CHECK(std::string(small) == expected.substr(0, 20));
+  // Outside every mapped file (one past the end, a stack address): none.
+  CHECK(fp8a::describe_mapped_file_fault(last + 1, line, sizeof line) == 0);
+  CHECK(fp8a::describe_mapped_file_fault(&small, line, sizeof line) == 0);
+  // A file unmapped is no longer named.
+  const void* first = mapped->bytes().data();
+  mapped.reset();
+  CHECK(fp8a::describe_mapped_file_fault(first, line, sizeof line) == 0);
 }

@@ -499,3 +499,34 @@ TEST_CASE("309: a dimension above 2^63 - 1") {
       parse(raw_file(R"({"t":{"dtype":"U8","shape":[0,9223372036854775808],"data_offsets":[0,0]}})")),
       msg("309", "tensor 't': shape dimension 9223372036854775808 exceeds 2^63 - 1").c_str(), Error);
 }
+
+// ---------------------------------------------------------------------------------------------
+// A wide header (issue 25: the parse was quadratic in the entries; its time is in bench/)
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("a header of 100,000 entries: every entry read, a repeat of the last name still found") {
+  constexpr std::uint64_t kEntries = 100'000;
+  std::string header = R"({"__metadata__":{"step":"7"})";
+  const auto entry = [](std::uint64_t i, std::uint64_t offset) {
+    return ",\"t" + std::to_string(i) + "\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[" +
+           std::to_string(offset) + "," + std::to_string(offset + 1) + "]}";
+  };
+  for (std::uint64_t i = 0; i < kEntries; ++i) header += entry(i, i);
+  const auto f = parse(raw_file(header + "}", zero_bytes(kEntries)));
+  REQUIRE(f.entries.size() == kEntries);
+  CHECK(f.metadata.at("step") == "7");
+  const std::uint64_t data_start = kLengthField + header.size() + 1;  // offsets are absolute
+  std::vector<bool> seen(kEntries, false);
+  std::uint64_t wrong = 0;  // entries not t<i> at data [i, i + 1), or seen twice
+  for (const auto& e : f.entries) {
+    const std::uint64_t i = std::stoull(e.name.substr(1));
+    if (i >= kEntries || seen[i] || e.begin != data_start + i || e.end != data_start + i + 1 || e.numel != 1) {
+      ++wrong;
+      continue;
+    }
+    seen[i] = true;
+  }
+  CHECK(wrong == 0);
+  CHECK_THROWS_WITH_AS(parse(raw_file(header + entry(kEntries - 1, kEntries) + "}", zero_bytes(kEntries + 1))),
+                       msg("311", "tensor name 't99999' appears twice").c_str(), Error);
+}
