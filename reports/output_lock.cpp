@@ -149,23 +149,14 @@ OutputLock::OutputLock(const std::string& dir, const std::string& command)
 
 OutputLock::~OutputLock() {
   if (fd_ < 0) return;
-  if (created_dir_) {
-    // Nothing but the lock file: the directory goes, the file first, while the lock is held.
-    bool only_lock = true;
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(dir_, ec))
-      if (e.path().filename() != kFileName) only_lock = false;
-    if (!ec && only_lock) {
-      ::unlink(path_.c_str());
-      ::close(fd_);
-      fs::remove(dir_, ec);
-      return;
-    }
-  }
-  if (::ftruncate(fd_, 0) != 0) {
-    // The next holder then reads our line as a dead run's and removes our (absent) temporaries.
-  }
+  // The file goes while the lock is held: a run that opened it in the meantime finds, once it
+  // has the lock, that the path no longer names that inode, and starts again (same_file).
+  ::unlink(path_.c_str());
   ::close(fd_);
+  if (created_dir_) {
+    std::error_code ec;
+    if (fs::is_empty(dir_, ec) && !ec) fs::remove(dir_, ec);  // nothing else in it: an error
+  }
 }
 
 }  // namespace fp8a

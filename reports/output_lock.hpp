@@ -1,17 +1,17 @@
 // One run per output directory: a kernel lock (flock(2), exclusive) on `DIR/.fp8-advisor.lock`,
-// taken before the run reads anything and held until it ends. The file is never removed while the
-// directory stays (one exception below), so two runs always lock the same inode; the kernel drops
-// the lock when its process dies (killed, crashed), so there is no stale lock to take over and no
+// taken before the run reads anything and held until it ends. The kernel drops the lock when its
+// process dies (killed, crashed), so there is no stale lock to take over and no
 // read-check-unlink-create window. After taking it the holder writes "pid start-time command"
-// into the file, for the message a second run gives; on a clean release the file is emptied.
-// While holding it a run removes what a dead run left half done: its `NAME.tmp.<pid>` files (the
-// pid the lock file still names) and any `.fp8-advisor-staging.*` folder (reports/output_set.hpp).
+// into the file, for the message a second run gives. While holding it a run removes what a dead
+// run left half done: its `NAME.tmp.<pid>` files (the pid the lock file still names) and any
+// `.fp8-advisor-staging.*` folder (reports/output_set.hpp).
 //
-// When the lock created the directory and the run ends with nothing else in it (an error), the
-// lock file and the directory are removed, the lock still held. A second run that opened the file
-// in the meantime then locks an unlinked inode: every run therefore checks, after taking the lock,
-// that the path still names the inode it locked, and starts again (creating the directory anew)
-// when it does not. So the removal cannot give two runs the lock.
+// On release the lock file is removed, the lock still held, so a run leaves --out as it found it
+// (and a directory the lock created and nothing else filled goes too). A second run that opened
+// the file in the meantime then locks an unlinked inode: every run therefore checks, after taking
+// the lock, that the path still names the inode it locked, and starts again when it does not.
+// So the removal cannot give two runs the lock (tests/reports/test_output_lock.cpp forces it).
+// A killed run's file stays, its kernel lock gone: the next run takes it.
 #pragma once
 
 #include <string>
