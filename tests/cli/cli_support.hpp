@@ -80,6 +80,15 @@ inline Result run(const std::string& args, const std::string& env = {}) {
   return {WEXITSTATUS(status), slurp(io.path / "out"), slurp(io.path / "err")};
 }
 
+// The checkpoint units a run has kept in --out so far (whole files only: NAME.unit).
+inline std::size_t units_in(const fs::path& out) {
+  std::error_code ec;
+  std::size_t n = 0;
+  for (const auto& e : fs::directory_iterator(out / ".fp8-advisor-checkpoint/units", ec))
+    n += e.path().extension() == ".unit";
+  return n;
+}
+
 // Whether no process holds the --out lock file's kernel lock (flock) now: this process takes it
 // and lets it go again. A released lock's file is gone (reports/output_lock.hpp).
 inline bool lock_is_free(const fs::path& lock) {

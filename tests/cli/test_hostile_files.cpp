@@ -16,6 +16,8 @@
 #include "core/text.hpp"
 #include "tests/cli/cli_support.hpp"
 
+using fp8a::cli_test::units_in;
+
 namespace {
 
 using namespace fp8a::cli_test;
@@ -41,14 +43,6 @@ struct Spike {
     return f;
   }
 };
-
-std::size_t units_in(const fs::path& out) {
-  std::error_code ec;
-  std::size_t n = 0;
-  for (const auto& e : fs::directory_iterator(out / ".fp8-advisor-checkpoint/units", ec))
-    n += e.path().extension() == ".unit";
-  return n;
-}
 
 // Every file below dir (relative path -> contents).
 std::map<std::string, std::string> tree(const fs::path& dir) {

@@ -14,6 +14,8 @@
 
 #include "tests/cli/cli_support.hpp"
 
+using fp8a::cli_test::units_in;
+
 namespace {
 
 using namespace fp8a::cli_test;
@@ -120,14 +122,6 @@ void check_same_outputs(const fs::path& ref, const fs::path& out) {
   a.erase("timings_s");
   b.erase("timings_s");
   CHECK(a.dump() == b.dump());
-}
-
-std::size_t units_in(const fs::path& out) {
-  std::error_code ec;
-  std::size_t n = 0;
-  for (const auto& e : fs::directory_iterator(out / ".fp8-advisor-checkpoint/units", ec))
-    n += e.path().extension() == ".unit";
-  return n;
 }
 
 }  // namespace
