@@ -116,9 +116,7 @@ std::string utf8_lossless(std::string_view bytes) {
     if (c == '\\') {
       out += "\\\\";
       ++i;
-    } else if (c < 0x80) {
-      out += bytes[i++];
-    } else if (char32_t cp = 0; const std::size_t n = utf8_length(bytes.substr(i), &cp)) {
+    } else if (char32_t cp = 0; const std::size_t n = utf8_char(bytes.substr(i), &cp)) {
       out.append(bytes.substr(i, n));
       i += n;
     } else {
@@ -201,12 +199,8 @@ std::string printable_text(std::string_view bytes, std::size_t max_chars) {
 
 std::optional<std::size_t> first_invalid_utf8(std::string_view bytes) {
   for (std::size_t i = 0; i < bytes.size();) {
-    if (static_cast<unsigned char>(bytes[i]) < 0x80) {
-      ++i;
-      continue;
-    }
     char32_t cp = 0;
-    const std::size_t n = utf8_length(bytes.substr(i), &cp);
+    const std::size_t n = utf8_char(bytes.substr(i), &cp);
     if (n == 0) return i;
     i += n;
   }

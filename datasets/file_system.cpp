@@ -178,9 +178,9 @@ class VectorFile final : public MappedFile {
   explicit VectorFile(std::shared_ptr<const std::vector<std::byte>> data) : data_(std::move(data)) {}
   std::span<const std::byte> bytes() const override { return {data_->data(), data_->size()}; }
   std::string identity() const override {
-    char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a(bytes())));
-    return "size " + std::to_string(data_->size()) + ", fnv1a " + hex;
+    const auto b = bytes();
+    return "size " + std::to_string(data_->size()) + ", fnv1a " +
+           fnv1a_hex(std::string_view(reinterpret_cast<const char*>(b.data()), b.size()));
   }
 
  private:

@@ -1,6 +1,7 @@
 #include "reports/atomic_file.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -54,6 +55,30 @@ void write_file_atomically(const std::string& path, const std::string& contents)
     ::unlink(tmp.c_str());
     write_failed(path, std::strerror(err));
   }
+}
+
+std::optional<std::string> read_regular_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct stat st {};
+  std::optional<std::string> out;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    out.emplace();
+    char buf[1 << 16];
+    for (;;) {
+      const ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n > 0) {
+        out->append(buf, static_cast<std::size_t>(n));
+      } else if (n == 0) {
+        break;
+      } else if (errno != EINTR) {
+        out.reset();
+        break;
+      }
+    }
+  }
+  ::close(fd);
+  return out;
 }
 
 }  // namespace fp8a

@@ -2,6 +2,7 @@
 // a failed or interrupted run never leaves a truncated file.
 #pragma once
 
+#include <optional>
 #include <string>
 
 namespace fp8a {
@@ -11,5 +12,11 @@ void ensure_output_directory(const std::string& dir);
 
 // Throws input error fp8a.io.104 naming the file on any failure; the temporary file is removed.
 void write_file_atomically(const std::string& path, const std::string& contents);
+
+// The contents of path if it is a regular file, read without following a symbolic link or
+// waiting on a FIFO (O_NOFOLLOW | O_NONBLOCK, then fstat); unset for anything else or a read
+// error. For the files of a run folder (checkpoint units, manifests, the output set), which the
+// run itself wrote as regular files: anything else in their place is not theirs.
+std::optional<std::string> read_regular_file(const std::string& path);
 
 }  // namespace fp8a

@@ -1,9 +1,5 @@
 #include "reports/checkpoint.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <nlohmann/json.hpp>
 
 #include <cerrno>
@@ -26,33 +22,6 @@ using nlohmann::json;
 
 constexpr std::uint64_t kUnitTag = 0x31'74'69'6E'75'61'38'66;  // "f8aunit1"
 constexpr int kManifestVersion = 1;
-
-// The contents of p if it is a regular file, read without following a symbolic link or waiting
-// on a FIFO (O_NOFOLLOW | O_NONBLOCK, then fstat): anything else in the checkpoint is damage, a
-// miss.
-std::optional<std::string> read_regular_file(const fs::path& p) {
-  const int fd = ::open(p.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  struct stat st {};
-  std::optional<std::string> out;
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-    out.emplace();
-    char buf[1 << 16];
-    for (;;) {
-      const ssize_t n = ::read(fd, buf, sizeof buf);
-      if (n > 0) {
-        out->append(buf, static_cast<std::size_t>(n));
-      } else if (n == 0) {
-        break;
-      } else if (errno != EINTR) {
-        out.reset();
-        break;
-      }
-    }
-  }
-  ::close(fd);
-  return out;
-}
 
 [[noreturn]] void cannot_write(const fs::path& p, const std::error_code& ec) {
   throw input_error("fp8a.io.104", p.string() + ": cannot write the checkpoint: " + ec.message());

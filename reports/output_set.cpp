@@ -9,13 +9,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "core/error.hpp"
 #include "core/fnv1a.hpp"
+#include "core/text.hpp"
 #include "reports/atomic_file.hpp"
 
 namespace fp8a {
@@ -26,12 +25,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 constexpr int kManifestFormat = 1;
-
-std::string hex64(std::uint64_t v) {
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(v));
-  return text;
-}
 
 // A name the manifest may name: a plain file of DIR, not hidden (never "..", never a path).
 bool plain_name(const std::string& name) {
@@ -64,33 +57,28 @@ void sync_directory(const std::string& dir) {
   ::close(fd);
 }
 
-std::string read_file(const std::string& path, bool* ok) {
-  std::ifstream in(path, std::ios::binary);
-  *ok = static_cast<bool>(in);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
 std::string manifest_text(const std::string& set, const char* state, const std::vector<Artifact>& artifacts,
                           const std::string& writer, const std::vector<std::string>& command_line) {
   json files = json::array();
   for (const Artifact& a : artifacts)
-    files.push_back({{"name", a.name}, {"size", a.contents.size()}, {"fnv1a", hex64(fnv1a(a.contents))}});
+    files.push_back({{"name", a.name}, {"size", a.contents.size()}, {"fnv1a", fnv1a_hex(a.contents)}});
+  // Arguments are bytes: kept losslessly, as summary.json keeps them (core/text.hpp utf8_lossless).
+  json words = json::array();
+  for (const std::string& w : command_line) words.push_back(utf8_lossless(w));
   const json m = {{"fp8_advisor_outputs", kManifestFormat},
                   {"set", set},
                   {"state", state},
-                  {"written_by", {{"build", writer}, {"command_line", command_line}}},
+                  {"written_by", {{"build", utf8_lossless(writer)}, {"command_line", words}}},
                   {"files", files}};
-  // Arguments are bytes: one that is not UTF-8 is written with U+FFFD rather than failing.
-  return m.dump(1, ' ', false, json::error_handler_t::replace) + "\n";
+  return m.dump(1) + "\n";
 }
 
 // The names an earlier manifest lists (plain names only); none when there is none or it is bad.
 std::set<std::string> listed_names(const std::string& manifest) {
   std::set<std::string> names;
-  bool ok = false;
-  const std::string text = read_file(manifest, &ok);
-  if (!ok) return names;
-  const json m = json::parse(text, nullptr, false);
+  const auto text = read_regular_file(manifest);
+  if (!text) return names;
+  const json m = json::parse(*text, nullptr, false);
   if (!m.is_object() || !m.contains("files") || !m["files"].is_array()) return names;
   for (const json& f : m["files"])
     if (f.is_object() && f.contains("name") && f["name"].is_string() && plain_name(f["name"].get<std::string>()))
@@ -155,10 +143,9 @@ void check_output_set(const std::string& dir, const std::string& set) {
   const auto bad = [&](const std::string& why) {
     return input_error("fp8a.io.122", manifest + ": not an fp8-advisor output manifest: " + why);
   };
-  bool ok = false;
-  const std::string text = read_file(manifest, &ok);
-  if (!ok) throw bad("cannot be read");
-  const json m = json::parse(text, nullptr, false);
+  const auto text = read_regular_file(manifest);
+  if (!text) throw bad("cannot be read");
+  const json m = json::parse(*text, nullptr, false);
   if (!m.is_object()) throw bad("not a JSON object");
   if (!m.contains("state") || !m["state"].is_string()) throw bad("no \"state\"");
   if (!m.contains("files") || !m["files"].is_array()) throw bad("no \"files\" list");
@@ -171,13 +158,13 @@ void check_output_set(const std::string& dir, const std::string& set) {
         !f["size"].is_number_unsigned() || !f.contains("fnv1a") || !f["fnv1a"].is_string())
       throw bad("an entry of \"files\" without name, size and fnv1a");
     const std::string name = f["name"].get<std::string>();
-    if (!plain_name(name)) throw bad("\"files\" names '" + name + "', not a file of the folder");
-    bool present = false;
-    const std::string bytes = read_file(dir + "/" + name, &present);
-    const std::string hash = hex64(fnv1a(bytes));
-    if (!present) why = "missing";
-    else if (bytes.size() != f["size"].get<std::uint64_t>() || hash != f["fnv1a"].get<std::string>())
-      why = "size " + std::to_string(bytes.size()) + ", FNV-1a " + hash + " where the manifest says size " +
+    if (!plain_name(name)) throw bad("\"files\" names " + quoted_input(name) + ", not a file of the folder");
+    // Not a regular file (a FIFO, a link) counts as missing: the run wrote regular files.
+    const std::optional<std::string> bytes = read_regular_file(dir + "/" + name);
+    if (!bytes) why = "missing";
+    else if (const std::string hash = fnv1a_hex(*bytes);
+             bytes->size() != f["size"].get<std::uint64_t>() || hash != f["fnv1a"].get<std::string>())
+      why = "size " + std::to_string(bytes->size()) + ", FNV-1a " + hash + " where the manifest says size " +
             std::to_string(f["size"].get<std::uint64_t>()) + ", FNV-1a " + f["fnv1a"].get<std::string>();
     if (!why.empty()) {
       stray = dir + "/" + name;

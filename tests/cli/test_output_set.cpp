@@ -4,6 +4,7 @@
 // leaves the folder marked, and compare refuses it naming a file that is not the new run's; the
 // next run mends it; a file changed after the run is named too.
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -161,6 +162,27 @@ TEST_CASE("output set: a run killed while switching its files in is marked; comp
                           std::to_string(changed.size()) + ", FNV-1a " + fnv1a_hex(changed) +
                           " where the manifest says " + listed +
                           "): changed after the run wrote it; run again into this folder\n");
+}
+
+TEST_CASE("output set: a FIFO or a link in place of a file of the set is missing, never waited on") {
+  TempDir d;
+  const fs::path out = d.path / "out";
+  REQUIRE(run("run --capture " + sample() + " --out " + q(out) + " --cost none --quiet --recipes current").rc == 0);
+  const auto refused = [&](const char* name) {
+    const auto r = run("compare " + q(out) + " " + sample() + " --out " + q(d.path / "cmp"));
+    CHECK(r.rc == 3);
+    CHECK(r.err == "fp8-advisor: error: [fp8a.io.121] " + (out / name).string() +
+                       " does not belong to the output set " + (out / kManifest).string() +
+                       " names (missing): changed after the run wrote it; run again into this folder\n");
+  };
+  const std::string report = slurp(out / "report.md");
+  fs::remove(out / "report.md");
+  REQUIRE(::mkfifo((out / "report.md").c_str(), 0644) == 0);
+  refused("report.md");  // a reader of the FIFO would wait for a writer for ever
+  fs::remove(out / "report.md");
+  write_bytes(d.path / "report.md", report);
+  fs::create_symlink(d.path / "report.md", out / "report.md");
+  refused("report.md");  // the same bytes, but not the file the run wrote
 }
 
 TEST_CASE("output set: a run that cannot write its files (disk full) leaves the earlier set whole") {
