@@ -300,7 +300,17 @@ TEST_CASE("SIGTERM at once after the start: exit 143 with a line, --out left as 
     REQUIRE_FALSE(WIFSIGNALED(status));
     REQUIRE(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 143);
-    CHECK(text.rfind("fp8-advisor: stopped by SIGTERM before ", 0) == 0);
-    CHECK_FALSE(fs::exists(out));  // the lock removed the directory it created, and its file
+    if (blocked || text.rfind("fp8-advisor: stopped by SIGTERM before ", 0) == 0) {
+      CHECK(text.rfind("fp8-advisor: stopped by SIGTERM before ", 0) == 0);
+      CHECK_FALSE(fs::exists(out));  // the lock removed the directory it created, and its file
+    } else {
+      // Sent once the handler is in place, the signal may land after the run has begun (a loaded
+      // machine: seen in CI with 22 evaluations done): the ordinary stop, the checkpoint kept and
+      // nothing else written.
+      CHECK(text.rfind("fp8-advisor: stopped by SIGTERM: ", 0) == 0);
+      std::set<std::string> left;
+      for (const auto& e : fs::directory_iterator(out)) left.insert(e.path().filename().string());
+      CHECK(left == std::set<std::string>{".fp8-advisor-checkpoint"});
+    }
   }
 }
