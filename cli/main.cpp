@@ -82,12 +82,14 @@ int dispatch(int argc, char** argv, fp8a::Cluster* cluster, fp8a::cli::StopOnSig
 // whatever bytes reached it (printable_text), as one line.
 constexpr std::size_t kWholeLine = std::numeric_limits<std::size_t>::max();
 int fail(const std::string& line, int code, fp8a::Cluster* cluster) {
+  // One write(2) for the whole line (std::cerr is unbuffered: each << is one), so mpirun's own
+  // messages on the same stderr cannot land inside it.
+  std::string text = fp8a::printable_text(line, kWholeLine);
   if (fp8a::is_distributed(cluster) && cluster->rank() != 0) {
     std::this_thread::sleep_for(std::chrono::seconds(2));
-    std::cerr << fp8a::printable_text(line, kWholeLine) << " (MPI rank " << cluster->rank() << " of " << cluster->size() << ")\n";
-  } else {
-    std::cerr << fp8a::printable_text(line, kWholeLine) << "\n";
+    text += " (MPI rank " + std::to_string(cluster->rank()) + " of " + std::to_string(cluster->size()) + ")";
   }
+  std::cerr << text + "\n";
 #if FP8A_WITH_MPI
   if (fp8a::is_distributed(cluster)) static_cast<fp8a::cli::MpiCluster*>(cluster)->abort(code);
 #endif
@@ -122,7 +124,7 @@ int main(int argc, char** argv) {
     try {
       mpi.emplace(&argc, &argv);
     } catch (const fp8a::Error& e) {
-      std::cerr << "fp8-advisor: error: " << fp8a::printable_text(e.what(), kWholeLine) << "\n";
+      std::cerr << "fp8-advisor: error: " + fp8a::printable_text(e.what(), kWholeLine) + "\n";
       return e.exit_code();
     }
   }
