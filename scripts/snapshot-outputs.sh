@@ -7,7 +7,8 @@
 #   scripts/snapshot-outputs.sh build/cli/fp8-advisor /tmp/after
 #   diff -r /tmp/before /tmp/after
 #
-# summary.json loses its "timings_s" (the one field that differs by design) and the output
+# SNAPSHOT_WORK (default /tmp/fp8a-snapshot) is the scratch folder; give each concurrent
+# snapshot its own. summary.json loses its "timings_s" (the one field that differs by design) and the output
 # manifest (.fp8-advisor-outputs-run.json, whose hashes cover summary.json) and the checkpoint
 # are left out. Every run writes into the same --out path, moved away afterwards, because the
 # provenance names --out.
@@ -18,10 +19,16 @@ dest=$2
 src=$(cd "$(dirname "$0")/.." && pwd)
 rm -rf "$dest"
 mkdir -p "$dest"
-work=/tmp/fp8a-snapshot  # fixed: the outputs name their paths
+# Fixed paths, as the outputs name them (the command line names the binary): two snapshots
+# compare only with the same SNAPSHOT_WORK.
+work=${SNAPSHOT_WORK:-/tmp/fp8a-snapshot}
 rm -rf "$work"
 mkdir -p "$work"
 trap 'rm -rf "$work"' EXIT
+cp "$bin" "$work/fp8-advisor"
+bin=$work/fp8-advisor
+mkdir -p "$work/data" && cp -r "$src/sample" "$src/real" "$work/data/"
+src=$work/data
 out=$work/out
 
 keep() {  # keep NAME: move $out's outputs to $dest/NAME
@@ -71,9 +78,9 @@ mpi() {  # mpi N NAME ARGS...
   keep "$name"
 }
 
-sample=(run --capture "$src/datasets/sample" --training-log "$src/datasets/sample/amax_trace.csv" --quiet)
-spike=(run --capture "$src/datasets/real/lm-spike" --training-log "$src/datasets/real/lm-spike/amax_trace_rank0.csv" --quiet)
-sane=(run --capture "$src/datasets/real/lm-sane" --training-log "$src/datasets/real/lm-sane/amax_trace_rank0.csv" --quiet)
+sample=(run --capture "$src/sample" --training-log "$src/sample/amax_trace.csv" --quiet)
+spike=(run --capture "$src/real/lm-spike" --training-log "$src/real/lm-spike/amax_trace_rank0.csv" --quiet)
+sane=(run --capture "$src/real/lm-sane" --training-log "$src/real/lm-sane/amax_trace_rank0.csv" --quiet)
 
 for t in 1 2; do
   one "sample-t$t" "${sample[@]}" --threads $t
@@ -98,7 +105,7 @@ for p in outlier-growth wide-gradient sensitive-ends healthy all sample; do
   done
 done
 
-one whatif-sample whatif --capture "$src/datasets/sample" --layer 'layers\.1\..*' --recipe current,block
+one whatif-sample whatif --capture "$src/sample" --layer 'layers\.1\..*' --recipe current,block
 cp -r "$dest/sample-t1" "$work/base" && cp -r "$dest/sample-cost-none" "$work/cand"
 one compare-sample compare "$work/base" "$work/cand"
 # the build's git revision is not the code's behaviour
