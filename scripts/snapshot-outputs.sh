@@ -27,7 +27,7 @@ mkdir -p "$work"
 trap 'rm -rf "$work"' EXIT
 cp "$bin" "$work/fp8-advisor"
 bin=$work/fp8-advisor
-mkdir -p "$work/data" && cp -r "$src/sample" "$src/real" "$work/data/"
+mkdir -p "$work/data" && cp -r "$src/datasets/sample" "$src/datasets/real" "$work/data/"
 src=$work/data
 out=$work/out
 
