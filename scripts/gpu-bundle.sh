@@ -81,7 +81,7 @@ done
 
 cp datasets/sample/*.safetensors datasets/sample/amax_trace.csv "$bundle/data/sample/"
 cp datasets/real/lm-spike/*.safetensors datasets/real/lm-spike/amax_trace_rank0.csv "$bundle/data/real/lm-spike/"
-cp bench/peer_torch.py bench/peer_torch_check.py bench/make_big_capture.py datasets/capture/fp8a_capture.py "$bundle/"
+cp bench/peer_torch.py bench/peer_torch_check.py bench/make_big_capture.py python/fp8a_capture.py "$bundle/"
 cp scripts/gpu-check.sh "$bundle/run.sh"
 cp scripts/nvidia_wheels.py "$bundle/"
 chmod +x "$bundle/run.sh"
