@@ -7,7 +7,7 @@ The tensor is named "bench.activation", shape [N / cols, cols] (default N = 16M 
 shape [4096, 4096]), values N(0,1) from numpy.random.default_rng(seed) with 16 outliers of
 magnitude 50..500 at random positions. float32 -> BF16 uses round-to-nearest-even on the bits.
 Needs numpy and torch: the file is written by the capture hook's safetensors writer
-(datasets/capture/fp8a_capture.py), the one writer of the Python tools.
+(python/fp8a_capture.py), the one writer of the Python tools.
 """
 
 import argparse
@@ -17,7 +17,7 @@ import sys
 import numpy as np
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "datasets", "capture"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import fp8a_capture  # noqa: E402
 
 

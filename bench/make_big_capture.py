@@ -7,7 +7,7 @@ LAYERS layers x STEPS steps, one safetensors file per step (step_NNNNNN.safetens
 layer, X [8192, 4096], W [4096, 4096] and dY [8192, 4096] in BF16 (160 MiB per layer and step).
 Random normal values (W x 0.02, dY = 1e-6 z^3), generated on the GPU when there is one. Written by
 the capture hook's safetensors writer (fp8a_capture.py, next to this file in the GPU bundle, or
-datasets/capture/ in the source tree). Needs torch.
+python/ in the source tree). Needs torch.
 """
 
 import os
@@ -16,7 +16,7 @@ import sys
 import torch
 
 here = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [here, os.path.join(here, "..", "datasets", "capture")]
+sys.path[:0] = [here, os.path.join(here, "..", "python")]
 import fp8a_capture  # noqa: E402
 
 

@@ -9,15 +9,17 @@ round(SIZE_GB * 1e9 / (STEPS * 40 MiB)), STEPS 4 unless given; two layers per fi
 blocks drawn once (X z, W 0.02 z, dY 1e-6 z^3), times one of five factors, cast to BF16 once per
 (block, factor) and kept (at most 20 per role, 0.8 GB), so writing the files costs only the
 writes; files are written one at a time.
-Needs numpy only. Prints the file count and total bytes.
+Needs numpy only; written by the Python package's safetensors writer (python/fp8a_safetensors.py).
+Prints the file count and total bytes.
 """
 
-import json
 import os
-import struct
 import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import fp8a_safetensors  # noqa: E402
 
 SHAPES = {"activation": (4096, 2048), "weight": (2048, 2048), "gradient": (4096, 2048)}
 LAYERS_PER_FILE = 2
@@ -27,22 +29,6 @@ def to_bf16(a):
     """float32 -> BF16 bits, round to nearest even (values are finite)."""
     u = a.view(np.uint32)
     return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-
-
-def write_safetensors(path, tensors, metadata):
-    header = {"__metadata__": metadata}
-    offset = 0
-    for name, bits in tensors:
-        header[name] = {"dtype": "BF16", "shape": list(bits.shape),
-                        "data_offsets": [offset, offset + bits.nbytes]}
-        offset += bits.nbytes
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for _, bits in tensors:
-            f.write(bits.tobytes())
 
 
 def main(argv):
@@ -64,15 +50,15 @@ def main(argv):
     files = total = 0
     for step in range(1, steps + 1):
         for part, first in enumerate(range(0, layers, LAYERS_PER_FILE)):
-            tensors = []
+            tensors = {}
             for layer in range(first, min(layers, first + LAYERS_PER_FILE)):
                 for role in SHAPES:
                     key = (role, (layer + step) % 4, (layer * 7 + step * 3) % 5)
                     if key not in bits:
                         bits[key] = to_bf16(base[role][key[1]] * np.float32(1.0 + 0.25 * key[2]))
-                    tensors.append(("layers.%d.mlp.linear_fc1.%s" % (layer, role), bits[key]))
+                    tensors["layers.%d.mlp.linear_fc1.%s" % (layer, role)] = ("BF16", bits[key].shape, bits[key])
             path = os.path.join(out, "step_%06d_part_%04d.safetensors" % (step, part))
-            write_safetensors(path, tensors, {"step": str(step)})
+            fp8a_safetensors.write_safetensors(path, tensors, {"step": str(step)})
             files += 1
             total += os.path.getsize(path)
     print("wrote %s: %d layers x %d steps, %d files, %d bytes (%.2f GB)"

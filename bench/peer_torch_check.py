@@ -15,14 +15,16 @@ float64 rounding of the sums. Exit status 1 on a difference beyond that.
 
 import argparse
 import csv
-import json
 import os
 import struct
 import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# fp8a_capture: next to this file in the GPU bundle, in python/ in the source tree.
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [here, os.path.join(here, "..", "python")]
+import fp8a_capture  # noqa: E402
 import peer_torch  # noqa: E402  (needs PyTorch)
 import torch  # noqa: E402
 
@@ -32,17 +34,9 @@ REL_TOL = 1e-7
 
 
 def write_capture(x, path):
-    """One safetensors file, step 1, with x as both layers.0.fc1.activation and .gradient."""
-    data = x.cpu().contiguous().view(torch.int16).numpy().tobytes()
-    shape = list(x.shape)
-    header = {"__metadata__": {"step": "1"}}
-    for i, role in enumerate(("activation", "gradient")):
-        header["layers.0.fc1." + role] = {"dtype": "BF16", "shape": shape,
-                                          "data_offsets": [i * len(data), (i + 1) * len(data)]}
-    h = json.dumps(header).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + data + data)
+    """One safetensors file, step 1, with x (BF16) as both layers.0.fc1.activation and .gradient."""
+    fp8a_capture.write_safetensors(path, {"layers.0.fc1." + role: x for role in ("activation", "gradient")},
+                                   {"step": "1"})
 
 
 def f32(v):

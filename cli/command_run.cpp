@@ -146,7 +146,7 @@ int command_run(const Invocation& inv) {
       ("no-gemms", "skip the GEMM-output error (gemms.csv)")
       ("policy", po::value(&policy_text)->default_value("default"),
        "the advice's criteria: default, te-autoswitch (TE PR #2883's rule) or a policy JSON file "
-       "(README \"Policy\")")
+       "(docs/POLICY.md)")
       ("gpu", po::value(&gpu_text)->default_value("h100"),
        "the GPU the advice is for (its recipes and the cost model's peaks): a100, l4, l40s, "
        "rtx4090, h100, h200, b200, gb200, rtx5090")

@@ -1,9 +1,9 @@
 // The error ids: one row per id, with its kind (and so its exit code) and a one-line meaning.
 //
-// This table is the only list. README.md's "Exit codes and errors" table shows the same rows, word
+// This table is the only list. docs/ERRORS.md's table shows the same rows, word
 // for word (tests/core/test_error_ids.cpp checks both ways); usage_error/input_error/internal_error
 // (core/error.hpp) accept only an id of this table with their kind, at compile time.
-// A new id: add its row here, in its family's block, and the same row to README.md.
+// A new id: add its row here, in its family's block, and the same row to docs/ERRORS.md.
 #pragma once
 
 #include <span>
@@ -31,7 +31,7 @@ constexpr int exit_code_of(ErrorKind kind) {
 struct ErrorIdRow {
   std::string_view id;       // "fp8a.<family>.<number>", as it appears between brackets in a message
   ErrorKind kind;            // one kind per family
-  std::string_view meaning;  // README.md's text for the id (Markdown), one line
+  std::string_view meaning;  // docs/ERRORS.md's text for the id (Markdown), one line
 };
 
 namespace detail {
@@ -160,7 +160,7 @@ inline constexpr ErrorIdRow kErrorIdRows[] = {
 };
 }  // namespace detail
 
-// Every id, in README.md's order.
+// Every id, in docs/ERRORS.md's order.
 inline constexpr std::span<const ErrorIdRow> kErrorIds = detail::kErrorIdRows;
 
 // The row of `id`, or nullptr.

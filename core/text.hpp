@@ -80,7 +80,7 @@ std::size_t utf8_char(std::string_view s, char32_t* code_point);
 bool is_layout_control(char32_t code_point);
 
 // Bytes (a path, a command-line word: POSIX gives them no encoding) as valid UTF-8 that gives the
-// bytes back, for JSON, whose strings must be UTF-8. The form is documented in README.md:
+// bytes back, for JSON, whose strings must be UTF-8. The form is documented in docs/FORMATS.md:
 // - every `\` is written `\\` (two of them);
 // - each byte that is not part of a valid UTF-8 character (stray continuation bytes, overlong
 //   forms, surrogates, beyond U+10FFFF; utf8_length's rules) is written `\xNN`, lowercase hex;

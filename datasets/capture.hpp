@@ -78,7 +78,7 @@ struct CaptureOptions {
 //                 "high_precision" tensor; step N; tensors other than activation/weight/gradient
 //                 are skipped), or dicts of <layer>.<role> tensors (step from the file name).
 // Throws input errors fp8a.io.1xx, fp8a.safetensors.3xx, fp8a.npy.6xx, fp8a.torch.7xx,
-// fp8a.capture.4xx (see README).
+// fp8a.capture.4xx (see docs/ERRORS.md).
 CaptureSet load_captures(const std::vector<std::string>& paths, const FileSystem& fs,
                          const CaptureOptions& options = {});
 

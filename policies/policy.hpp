@@ -1,6 +1,6 @@
 // The policy as data: the criteria a tensor, a GEMM or a delayed-scaling forecast must pass, with
 // their thresholds, weights and sources; the JSON file format; the shipped presets ("default",
-// "te-autoswitch"). README.md's "Policy" section lists the criteria for users; METRICS.md
+// "te-autoswitch"). docs/POLICY.md lists the criteria for users; METRICS.md
 // ("Policy criteria") defines each measured quantity and derives the rounding floors.
 //
 // A policy file is a JSON object. Every key is optional: a file gives what it changes, the rest

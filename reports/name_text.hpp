@@ -1,7 +1,7 @@
 // A layer name (bytes from someone else's capture: any byte, any length up to
 // core/text.hpp kMaxNameBytes) in each output format, so that no name can add a key, end a
 // comment, run markup or break a reader. One function per format; the forms are listed in
-// README.md "Security and reliability".
+// docs/SECURITY.md.
 #pragma once
 
 #include <string>

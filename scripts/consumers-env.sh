@@ -4,7 +4,7 @@
 # Debian 12's /usr/bin/python3 (3.11).
 #   bash scripts/consumers-env.sh [VENV]      default build/consumers-venv
 # Does nothing when VENV was made from the same pins (a stamp holds their hash); when only
-# datasets/capture changed (a second stamp), reinstalls just that package. Besides pip:
+# python/ changed (a second stamp), reinstalls just that package. Besides pip:
 #  - Transformer Engine 2.20.2: its pure-Python wheel is unpacked into VENV/share/fp8a/te, not
 #    installed: the checks load transformer_engine/common/recipe/__init__.py by path, since
 #    importing the package needs libtransformer_engine.so, and an installed TE breaks Megatron's
@@ -25,21 +25,21 @@ req=tests/consumers/requirements.txt
 con=tests/consumers/constraints.txt
 stamp_text="$(cat "$req" "$con" 2>/dev/null; echo "te=$te_version megatron=$megatron_version")"
 stamp=$(printf '%s' "$stamp_text" | sha256sum | cut -c1-16)
-capture_stamp=$(find datasets/capture -type f -not -path '*/__pycache__/*' -not -path '*.egg-info/*' \
+capture_stamp=$(find python -type f -not -path '*/__pycache__/*' -not -path '*.egg-info/*' \
                   -not -path '*/build/*' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)
 # The capture hook and recipe loader's package, as a training script installs it (from a copy:
 # setuptools builds in the source folder), so the checks import what pip installed.
 install_capture() {
   local tmp
   tmp=$(mktemp -d)
-  cp -r datasets/capture "$tmp/capture"
+  cp -r python "$tmp/capture"
   "$venv/bin/python" -m pip --disable-pip-version-check -q install --no-deps --force-reinstall "$tmp/capture"
   rm -rf "$tmp"
   printf '%s\n' "$capture_stamp" > "$venv/.fp8a-capture-stamp"
 }
 if [ -f "$venv/.fp8a-stamp" ] && [ "$(cat "$venv/.fp8a-stamp")" = "$stamp" ]; then
   if [ ! -f "$venv/.fp8a-capture-stamp" ] || [ "$(cat "$venv/.fp8a-capture-stamp")" != "$capture_stamp" ]; then
-    echo "== reinstalling datasets/capture into $venv"
+    echo "== reinstalling python/ into $venv"
     install_capture
   fi
   exit 0

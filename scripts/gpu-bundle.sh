@@ -10,7 +10,8 @@
 #   lib/compat/ libstdc++ and libgcc_s, used by run.sh only if the machine's own are too old
 #   data/       the sample capture, the real lm-spike capture (test_cuda_backend reads both, through
 #               FP8A_TEST_DATA) and their amax traces;  peer_torch.py, peer_torch_check.py;
-#               make_big_capture.py and fp8a_capture.py (its writer);  run.sh (= gpu-check.sh) and
+#               make_big_capture.py, fp8a_capture.py and fp8a_safetensors.py (their writer);
+#               run.sh (= gpu-check.sh) and
 #               nvidia_wheels.py (where run.sh looks for cuBLASLt and compute-sanitizer in wheels)
 #
 #   bash scripts/gpu-bundle.sh [BUILD_DIR]        (default build-gpu)
@@ -81,7 +82,7 @@ done
 
 cp datasets/sample/*.safetensors datasets/sample/amax_trace.csv "$bundle/data/sample/"
 cp datasets/real/lm-spike/*.safetensors datasets/real/lm-spike/amax_trace_rank0.csv "$bundle/data/real/lm-spike/"
-cp bench/peer_torch.py bench/peer_torch_check.py bench/make_big_capture.py datasets/capture/fp8a_capture.py "$bundle/"
+cp bench/peer_torch.py bench/peer_torch_check.py bench/make_big_capture.py python/fp8a_capture.py python/fp8a_safetensors.py "$bundle/"
 cp scripts/gpu-check.sh "$bundle/run.sh"
 cp scripts/nvidia_wheels.py "$bundle/"
 chmod +x "$bundle/run.sh"

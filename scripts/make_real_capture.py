@@ -5,7 +5,7 @@ This makes the real captures in datasets/real/ (see datasets/real/README.md): a 
 (Megatron-style module names: layers.N.self_attention.linear_qkv / linear_proj,
 layers.N.mlp.linear_fc1 / linear_fc2, output_layer) is trained under BF16 autocast with AdamW on
 the concatenated Python standard-library sources of the machine (/usr/lib/python3.11/*.py, sorted
-by name; byte tokens, vocab 256), and datasets/capture/fp8a_capture.py records:
+by name; byte tokens, vocab 256), and python/fp8a_capture.py records:
 
   rank0_step_NNNNNN.safetensors  X, W, dY of the hooked linears at the captured steps
                                  (micro-batch 0 of the step; BF16 as the GEMMs receive them)
@@ -78,7 +78,7 @@ def parse_args(argv=None):
                    help="the corpus' last fraction is held out (never trained on)")
     p.add_argument("--expect-corpus-sha256", default=None,
                    help="fail unless the concatenated corpus has this sha256")
-    p.add_argument("--capture-py", default=os.path.join(REPO, "datasets", "capture"),
+    p.add_argument("--capture-py", default=os.path.join(REPO, "python"),
                    help="folder of fp8a_capture.py")
     a = p.parse_args(argv)
     if a.out is None:

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Tests of datasets/capture/fp8a_capture.py on a real PyTorch, as a training script uses it:
-installed with pip from datasets/capture (its pyproject.toml) into a virtualenv made for the
+"""Tests of python/fp8a_capture.py on a real PyTorch, as a training script uses it:
+installed with pip from python/ (its pyproject.toml) into a virtualenv made for the
 test (seeing this Python's torch), then imported by name.
 
 Usage: test_hook.py PATH_TO_fp8-advisor [unittest args]
@@ -20,7 +20,7 @@ import unittest
 import weakref
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PACKAGE_SRC = os.path.join(HERE, "..", "..", "datasets", "capture")
+PACKAGE_SRC = os.path.join(HERE, "..", "..", "python")
 VENV_ENV = "FP8A_CAPTURE_TEST_VENV"
 
 try:
@@ -31,7 +31,7 @@ except Exception as e:  # noqa: BLE001
 
 
 def run_in_package_venv():
-    """pip-installs datasets/capture into a fresh venv that sees this Python's packages (torch)
+    """pip-installs python/ into a fresh venv that sees this Python's packages (torch)
     and runs this file again there. Offline: --no-index --no-build-isolation (the venv's own
     setuptools builds it), from a copy (setuptools writes build/ next to the sources)."""
     tmp = tempfile.mkdtemp(prefix="fp8a_capture_venv_")

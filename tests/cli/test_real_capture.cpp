@@ -1,6 +1,6 @@
 // End-to-end runs of the fp8-advisor executable on the real captures in datasets/real/: a 4-layer
 // byte-level GPT trained on the Python standard library's sources by scripts/make_real_capture.py
-// (BF16 autocast, captured by datasets/capture/fp8a_capture.py), once with a sane learning rate
+// (BF16 autocast, captured by python/fp8a_capture.py), once with a sane learning rate
 // (lm-sane) and once with one that makes the loss spike at step 2 (lm-spike). See
 // datasets/real/README.md.
 #include <doctest/doctest.h>

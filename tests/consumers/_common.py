@@ -10,7 +10,7 @@ import os
 import sys
 
 TE_SRC = os.path.join(sys.prefix, "share", "fp8a", "te")
-CAPTURE_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "datasets", "capture")
+CAPTURE_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python")
 
 
 class CheckFailed(Exception):
@@ -66,7 +66,7 @@ def te_recipe_module(env=None, name="transformer_engine_common_recipe"):
 
 
 def installed_module(name):
-    """Module `name` of datasets/capture as pip installed it into the venv (not from the source
+    """Module `name` of python/ as pip installed it into the venv (not from the source
     tree), checked to be the tree's current file: scripts/consumers-env.sh reinstalls it."""
     mod = importlib.import_module(name)
     src = os.path.join(CAPTURE_SRC, name + ".py")
@@ -74,6 +74,6 @@ def installed_module(name):
         raise CheckFailed("%s imported from %s, not from the venv %s" % (name, mod.__file__, sys.prefix))
     with open(mod.__file__, "rb") as a, open(src, "rb") as b:
         if a.read() != b.read():
-            raise CheckFailed("%s in %s is not datasets/capture/%s.py: run scripts/consumers-env.sh"
+            raise CheckFailed("%s in %s is not python/%s.py: run scripts/consumers-env.sh"
                               % (name, sys.prefix, name))
     return mod

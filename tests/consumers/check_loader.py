@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""check_loader.py: fp8a_recipe (datasets/capture/fp8a_recipe.py, imported as pip installed it in
+"""check_loader.py: fp8a_recipe (python/fp8a_recipe.py, imported as pip installed it in
 the venv) on the golden recipe_*.json of tests/golden/reports/ and the samples of
 tests/consumers/samples/loader/, with TE's real recipe module (loaded by path, as the other
 checks do; the venv has no importable transformer_engine package).

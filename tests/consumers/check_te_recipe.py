@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """check_te_recipe.py FILE: the recipe of a recipe.json (its "recipe" object, or the whole file
 when it has "class") builds Transformer Engine's own recipe object, through fp8a_recipe (the
-loader of datasets/capture, as pip installed it in the venv) and TE's recipe module loaded by
+loader of python/, as pip installed it in the venv) and TE's recipe module loaded by
 path with the recipe's "env" set.
 
 The object is {"class": one of DelayedScaling, Float8CurrentScaling, Float8BlockScaling,

@@ -4,7 +4,7 @@ tests/consumers/samples/: each good sample must pass ("OK: ..."), each bad one m
 the expected reason (a substring of its "FAIL: ..." line). CONSUMER recipe_json checks the golden
 recipe_*.json files of tests/golden/reports/ against reports/recipe.schema.json and builds their
 "recipe" with TE's recipe classes. CONSUMER loader runs check_loader.py (the recipe.json loader
-of datasets/capture, as installed in VENV). Exits 77 (skipped, for ctest's
+of python/, as installed in VENV). Exits 77 (skipped, for ctest's
 SKIP_RETURN_CODE) when VENV has no python: create it with `bash scripts/consumers-env.sh`."""
 import glob
 import json

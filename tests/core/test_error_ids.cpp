@@ -1,8 +1,8 @@
-// The error id table (core/error_ids.hpp) against itself, README.md and the source tree.
+// The error id table (core/error_ids.hpp) against itself, docs/ERRORS.md and the source tree.
 //
 // The compiler already refuses an id literal that is not in the table with the kind of the
 // function it is given to (ErrorIdOf in core/error.hpp); these tests add what it cannot see: the
-// README's table, ids in comments and printed text, and the kind each literal is raised with,
+// docs/ERRORS.md's table, ids in comments and printed text, and the kind each literal is raised with,
 // read from the source as a second, independent look.
 #include <doctest/doctest.h>
 
@@ -36,25 +36,22 @@ std::string family_of(std::string_view id) {
   return std::string(id.substr(a, id.find('.', a) - a));
 }
 
-struct ReadmeRow {
+struct DocRow {
   std::string id;
   int exit_code;
   std::string meaning;
 };
 
-// The rows of README.md's "Exit codes and errors" table: | `id` | exit | meaning |.
-std::vector<ReadmeRow> readme_rows() {
-  const std::string readme = read_text(fs::path(FP8A_SOURCE_DIR) / "README.md");
-  const auto begin = readme.find("\n## Exit codes and errors\n");
-  REQUIRE(begin != std::string::npos);
-  const auto end = readme.find("\n## ", begin + 1);
-  const std::string section = readme.substr(begin, end - begin);
+// The rows of docs/ERRORS.md's table: | `id` | exit | meaning |.
+std::vector<DocRow> doc_rows() {
+  const std::string doc = read_text(fs::path(FP8A_SOURCE_DIR) / "docs/ERRORS.md");
+  REQUIRE(doc.find("\n| id | exit | meaning |\n") != std::string::npos);
   const std::regex row(R"(^\| `(fp8a\.[a-z]+\.[0-9]+)` \| ([0-9]) \| (.*) \|$)");
-  std::vector<ReadmeRow> rows;
+  std::vector<DocRow> rows;
   std::size_t pos = 0;
-  while (pos < section.size()) {
-    const auto eol = std::min(section.find('\n', pos), section.size());
-    const std::string line = section.substr(pos, eol - pos);
+  while (pos < doc.size()) {
+    const auto eol = std::min(doc.find('\n', pos), doc.size());
+    const std::string line = doc.substr(pos, eol - pos);
     pos = eol + 1;
     if (line.rfind("| `fp8a.", 0) != 0) continue;
     std::smatch m;
@@ -95,19 +92,19 @@ TEST_CASE("the error id table: well-formed ids, one kind per family, one-line me
   CHECK(std::string(fp8a::input_error("fp8a.io.101", "x: gone").what()) == "[fp8a.io.101] x: gone");
 }
 
-TEST_CASE("README.md lists the table's rows, in its order, with the same exit codes and meanings") {
-  const auto rows = readme_rows();
-  for (const ReadmeRow& r : rows) {
-    INFO("README.md: " << r.id);
+TEST_CASE("docs/ERRORS.md lists the table's rows, in its order, with the same exit codes and meanings") {
+  const auto rows = doc_rows();
+  for (const DocRow& r : rows) {
+    INFO("docs/ERRORS.md: " << r.id);
     const ErrorIdRow* row = fp8a::find_error_id(r.id);
     REQUIRE_MESSAGE(row != nullptr, "not in core/error_ids.hpp");
     CHECK(r.exit_code == fp8a::exit_code_of(row->kind));
     CHECK(r.meaning == row->meaning);
   }
-  std::vector<std::string> table_order, readme_order;
+  std::vector<std::string> table_order, doc_order;
   for (const ErrorIdRow& row : kErrorIds) table_order.emplace_back(row.id);
-  for (const ReadmeRow& r : rows) readme_order.push_back(r.id);
-  CHECK(readme_order == table_order);
+  for (const DocRow& r : rows) doc_order.push_back(r.id);
+  CHECK(doc_order == table_order);
 }
 
 TEST_CASE("every id in the source is in the table, raised with its kind") {

@@ -7,7 +7,7 @@
 // is valid UTF-8 goes into a safetensors header (JSON: a control character as \u00NN, a NUL
 // too); one that is not goes into .npz member names (any byte but '/' and NUL).
 //
-// What comes back, in the forms README.md "Security and reliability" documents, decoded here by
+// What comes back, in the forms docs/SECURITY.md documents, decoded here by
 // code of the test's own (never the writer's):
 //   recipe.json, summary.json, torchao.json  nlohmann parse; the name, \\ and \xNN undone
 //   nvdlfw_inspect.yaml                      yaml-cpp parse; one section with exactly its keys;

@@ -57,10 +57,11 @@ import json
 import math
 import os
 import re
-import sys
 import warnings
 
 import torch
+
+import fp8a_safetensors
 
 # register_forward_hook(..., with_kwargs=True) arrived in PyTorch 2.0.
 try:
@@ -79,41 +80,19 @@ _ROLES = ("activation", "weight", "gradient")
 
 
 def write_safetensors(path, tensors, metadata=None):
-    """Write ``tensors`` (an ordered dict name -> CPU tensor, dtype F32/F16/BF16) to ``path``.
-
-    The layout is the safetensors format: 8-byte little-endian header length, a JSON header
-    (padded with spaces to a multiple of 8 bytes, as the reference writer does), then the raw
-    little-endian bytes of each tensor in the order given. ``metadata`` values must be strings.
+    """Write ``tensors`` (an ordered dict name -> tensor, dtype F32/F16/BF16, on any device) to
+    ``path`` in the safetensors format, through fp8a_safetensors.write_safetensors (the layout).
+    ``metadata`` values must be strings.
     """
-    if sys.byteorder != "little":
-        raise RuntimeError("fp8a_capture writes little-endian safetensors: big-endian host")
-    header = {}
-    if metadata:
-        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
-    blobs = []
-    offset = 0
+    entries = {}
     for name, t in tensors.items():
         if t.dtype not in _SAFETENSORS_DTYPE:
             raise TypeError("%s: dtype %s not supported (F32, F16, BF16)" % (name, t.dtype))
         t = t.detach().to("cpu").contiguous()
         nbytes = t.numel() * t.element_size()
         data = ctypes.string_at(t.data_ptr(), nbytes) if nbytes else b""
-        header[name] = {
-            "dtype": _SAFETENSORS_DTYPE[t.dtype],
-            "shape": list(t.shape),
-            "data_offsets": [offset, offset + nbytes],
-        }
-        blobs.append(data)
-        offset += nbytes
-    h = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    h += b" " * ((8 - len(h) % 8) % 8)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(len(h).to_bytes(8, "little"))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
-    os.replace(tmp, path)
+        entries[name] = (_SAFETENSORS_DTYPE[t.dtype], list(t.shape), data)
+    fp8a_safetensors.write_safetensors(path, entries, metadata)
 
 
 _NO_AMINMAX = set()  # (device type, dtype) where torch.aminmax is not implemented

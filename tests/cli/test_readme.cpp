@@ -1,0 +1,107 @@
+// README.md against the real tool: the worked example's block is the command it shows and exactly
+// what that command prints, run from a folder whose datasets/ is the source tree's (so the paths
+// it prints are the README's, relative); FP8A_UPDATE_GOLDEN=1 writes the real output into
+// README.md instead, to be reviewed in the diff. And every file a run writes is named by the
+// README's "Outputs" and by `fp8-advisor --help`.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "cli/cli_support.hpp"
+
+namespace fp8a::cli_test {
+namespace {
+
+const fs::path kReadme = kSource / "README.md";
+constexpr const char* kExampleHeading = "\n## Worked example: the shipped sample\n";
+constexpr const char* kPrompt = "$ ./build/cli/fp8-advisor ";
+
+// The worked example's block: the command (its `\` continuation lines joined) and the output,
+// with the offsets of the output in the README's text.
+struct ExampleBlock {
+  std::string args;  // after "./build/cli/fp8-advisor "
+  std::string output;
+  std::size_t output_begin = 0, output_end = 0;
+};
+
+ExampleBlock example_block(const std::string& readme) {
+  const auto heading = readme.find(kExampleHeading);
+  REQUIRE_MESSAGE(heading != std::string::npos, "README.md has no \"Worked example\" section");
+  const auto fence = readme.find("\n```\n", heading);
+  REQUIRE(fence != std::string::npos);
+  std::size_t pos = fence + 5;
+  REQUIRE_MESSAGE(readme.compare(pos, std::string(kPrompt).size(), kPrompt) == 0,
+                  "the block starts with: " << kPrompt);
+  pos += std::string(kPrompt).size();
+  ExampleBlock b;
+  for (;;) {
+    const auto eol = readme.find('\n', pos);
+    REQUIRE(eol != std::string::npos);
+    const std::string line = readme.substr(pos, eol - pos);
+    pos = eol + 1;
+    if (line.size() < 2 || line.compare(line.size() - 2, 2, " \\") != 0) {
+      b.args += line;
+      break;
+    }
+    b.args += line.substr(0, line.size() - 1);
+  }
+  b.output_begin = pos;
+  b.output_end = readme.find("```\n", pos);
+  REQUIRE(b.output_end != std::string::npos);
+  b.output = readme.substr(b.output_begin, b.output_end - b.output_begin);
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("README.md: the worked example prints what the README shows") {
+  const std::string readme = slurp(kReadme);
+  const ExampleBlock block = example_block(readme);
+  TempDir cwd;
+  fs::create_directory_symlink(kSource / "datasets", cwd.path / "datasets");
+  const std::string cmd = "cd " + shell_quote(cwd.path.string()) + " && " + shell_quote(kBinary) + " " +
+                          block.args + " >stdout 2>stderr </dev/null";
+  INFO("README.md's command: ./build/cli/fp8-advisor " << block.args);
+  const int status = std::system(cmd.c_str());
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(slurp(cwd.path / "stderr").empty());
+  const std::string got = slurp(cwd.path / "stdout");
+  // Robust by construction: nothing of this machine or build in the block.
+  const std::string version = run("--version").out;
+  const std::string revision = version.substr(0, version.find(')')).substr(version.find("(git ") + 5);
+  REQUIRE(!revision.empty());
+  CHECK(got.find(revision) == std::string::npos);
+  CHECK(got.find(cwd.path.string()) == std::string::npos);
+  CHECK(got.find(" /") == std::string::npos);
+  if (const char* u = std::getenv("FP8A_UPDATE_GOLDEN"); u != nullptr && std::string(u) == "1") {
+    write_bytes(kReadme, readme.substr(0, block.output_begin) + got + readme.substr(block.output_end));
+    MESSAGE("updated " << kReadme);
+    return;
+  }
+  INFO("README.md's worked example (FP8A_UPDATE_GOLDEN=1 refreshes it)");
+  CHECK(got == block.output);
+
+  // The files of that run, each named in README's "Outputs" and in the top-level --help.
+  const auto outputs = readme.find("\n## Outputs\n");
+  REQUIRE(outputs != std::string::npos);
+  const std::string outputs_section = readme.substr(outputs, readme.find("\n## ", outputs + 1) - outputs);
+  const std::string help = run("--help").out;
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(cwd.path / "build/sample-run")) {
+    const std::string name = e.path().filename().string();
+    if (!e.is_regular_file() || name.front() == '.') continue;
+    INFO(name);
+    ++files;
+    CHECK(outputs_section.find("`" + name + "`") != std::string::npos);
+    CHECK(help.find(name) != std::string::npos);
+  }
+  CHECK(files == 10);
+  // The eleventh, written only when --training-log holds logged statistics.
+  CHECK(outputs_section.find("`nvdlfw_stats.csv`") != std::string::npos);
+  CHECK(help.find("nvdlfw_stats.csv") != std::string::npos);
+}
+
+}  // namespace fp8a::cli_test
