@@ -33,7 +33,7 @@ out=$work/out
 
 keep() {  # keep NAME: move $out's outputs to $dest/NAME
   local name=$1
-  rm -rf "$out/.fp8-advisor-checkpoint" "$out/.fp8-advisor-outputs-run.json"
+  rm -rf "$out/.fp8-advisor-checkpoint" "$out"/.fp8-advisor-outputs-*.json
   if [ -f "$out/summary.json" ]; then
     python3 - "$out/summary.json" <<'EOF'
 import json, sys
