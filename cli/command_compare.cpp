@@ -14,8 +14,8 @@
 #include "policies/compare.hpp"
 #include "reports/compare_html.hpp"
 #include "reports/compare_report.hpp"
-#include "reports/output_lock.hpp"
-#include "reports/output_set.hpp"
+#include "rundir/output_lock.hpp"
+#include "rundir/output_set.hpp"
 
 namespace fp8a::cli {
 

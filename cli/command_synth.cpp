@@ -7,7 +7,7 @@
 #include "core/error.hpp"
 #include "core/text.hpp"
 #include "core/suggest.hpp"
-#include "reports/atomic_file.hpp"
+#include "rundir/atomic_file.hpp"
 
 namespace fp8a::cli {
 

@@ -10,7 +10,7 @@
 #include "core/suggest.hpp"
 #include "core/text.hpp"
 #include "engine/gemm_error.hpp"
-#include "reports/output_set.hpp"
+#include "rundir/output_set.hpp"
 
 namespace fp8a::cli {
 
@@ -120,14 +120,8 @@ std::string join_command_line(const std::vector<std::string>& words) {
 
 std::string write_artifacts(const std::string& out_dir, const std::string& set, const std::vector<Artifact>& artifacts,
                             const std::vector<std::string>& command_line) {
-  write_output_set(out_dir, set, artifacts, std::string(FP8A_VERSION) + " (git " + FP8A_GIT_REVISION + ")",
-                   command_line);
-  std::string wrote;
-  for (const auto& a : artifacts) {
-    wrote += (wrote.empty() ? "wrote " : ", ") + out_dir + "/" + a.name +
-             (a.note.empty() ? "" : " (" + a.note + ")");
-  }
-  return wrote;
+  return write_output_set(out_dir, set, artifacts, std::string(FP8A_VERSION) + " (git " + FP8A_GIT_REVISION + ")",
+                          command_line);
 }
 
 std::int64_t parse_gemm_rows(const std::string& text) {

@@ -96,10 +96,9 @@ struct EvaluationBackend {
 };
 EvaluationBackend start_backend(const EvaluationOptions& o);
 
-// Creates out_dir and switches the artifacts into it as one output set `set` ("run", "compare")
-// with its manifest (reports/output_set.hpp), the invocation's command line in it; returns the
-// line that lists them: "wrote DIR/a.csv (12 rows), DIR/b.json". Input error fp8a.io.104 when
-// the directory or a file cannot be written.
+// write_output_set (rundir/output_set.hpp) with this build as the writer: creates out_dir,
+// switches the artifacts into it as one output set `set` ("run", "compare") and returns the
+// "wrote ..." line. Input error fp8a.io.104 when the directory or a file cannot be written.
 std::string write_artifacts(const std::string& out_dir, const std::string& set, const std::vector<Artifact>& artifacts,
                             const std::vector<std::string>& command_line);
 

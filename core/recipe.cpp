@@ -230,6 +230,8 @@ std::string default_recipe_list() {
          "mxfp8,mxfp8:floor,bf16";
 }
 
+bool is_fp8(RecipeKind kind) { return recipe_kind_traits(kind).granularity != Granularity::kNone; }
+
 bool is_per_tensor(RecipeKind kind) {
   return recipe_kind_traits(kind).granularity == Granularity::kPerTensor;
 }

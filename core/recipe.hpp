@@ -102,6 +102,15 @@ struct RecipeKindTraits {
   // The compute capabilities whose cuBLASLt runs its GEMMs: [lt_min_sm, lt_max_sm]; lt_max_sm 0
   // means no upper bound.
   int lt_min_sm, lt_max_sm;
+  // The consumers' names of the kind, "" where the consumer has none. Megatron-LM's --fp8-recipe
+  // (megatron_args.txt; te_precision_config.yaml's fp8_quantization_recipe), torchao's
+  // Float8LinearRecipeName closest to it (torchao.json; block's rowwise becomes
+  // rowwise_with_gw_hp when some module keeps only its wgrad in BF16).
+  const char* megatron_recipe;
+  const char* torchao_recipe;
+  // Megatron's --te-precision-config-file can give a module this kind (a config of its own), so
+  // the per-module plan may switch modules to it (policies/advice.hpp per_module_recipe).
+  bool te_per_module;
 };
 inline constexpr RecipeKindTraits kRecipeKinds[] = {
     {.kind = RecipeKind::kPerTensorCurrent,
@@ -120,7 +129,10 @@ inline constexpr RecipeKindTraits kRecipeKinds[] = {
      .te_min_sm = 89,
      .te_max_sm = 0,
      .lt_min_sm = 89,
-     .lt_max_sm = 0},
+     .lt_max_sm = 0,
+     .megatron_recipe = "tensorwise",
+     .torchao_recipe = "tensorwise",
+     .te_per_module = true},
     {.kind = RecipeKind::kPerTensorDelayed,
      .name = "delayed",
      .options = "history=H, algo=max|most_recent, margin=M",
@@ -138,7 +150,10 @@ inline constexpr RecipeKindTraits kRecipeKinds[] = {
      .te_min_sm = 89,
      .te_max_sm = 0,
      .lt_min_sm = 89,
-     .lt_max_sm = 0},
+     .lt_max_sm = 0,
+     .megatron_recipe = "delayed",
+     .torchao_recipe = "",
+     .te_per_module = false},
     {.kind = RecipeKind::kBlock,
      .name = "block",
      .options = "fp32, 2d",
@@ -156,7 +171,10 @@ inline constexpr RecipeKindTraits kRecipeKinds[] = {
      .te_min_sm = 90,  // Hopper; TE emulates the GEMMs on Blackwell
      .te_max_sm = 0,
      .lt_min_sm = 90,  // VEC128_32F / BLK128x128_32F: Hopper only
-     .lt_max_sm = 99},
+     .lt_max_sm = 99,
+     .megatron_recipe = "blockwise",
+     .torchao_recipe = "rowwise",
+     .te_per_module = true},
     {.kind = RecipeKind::kMx,
      .name = "mxfp8",
      .options = "floor",
@@ -174,7 +192,10 @@ inline constexpr RecipeKindTraits kRecipeKinds[] = {
      .te_min_sm = 100,
      .te_max_sm = 119,  // "not supported on 12.0+ architectures yet" (_compute_mxfp8_support)
      .lt_min_sm = 100,  // VEC32_UE8M0
-     .lt_max_sm = 0},
+     .lt_max_sm = 0,
+     .megatron_recipe = "mxfp8",
+     .torchao_recipe = "",
+     .te_per_module = true},
     {.kind = RecipeKind::kBf16,
      .name = "bf16",
      .options = "",
@@ -191,7 +212,10 @@ inline constexpr RecipeKindTraits kRecipeKinds[] = {
      .te_min_sm = 80,  // BF16 tensor cores (Ampere)
      .te_max_sm = 0,
      .lt_min_sm = 80,
-     .lt_max_sm = 0},
+     .lt_max_sm = 0,
+     .megatron_recipe = "",
+     .torchao_recipe = "",
+     .te_per_module = false},
 };
 const RecipeKindTraits& recipe_kind_traits(RecipeKind kind);
 
@@ -227,6 +251,8 @@ std::string default_recipe_list();
 bool te_runs_on(RecipeKind kind, int sm);
 bool lt_runs_on(RecipeKind kind, int sm);
 
+// An FP8 recipe: the kind casts to an FP8 type (every kind but bf16, the BF16 round trip).
+bool is_fp8(RecipeKind kind);
 // Per-tensor recipes have one scale for the whole tensor (current, delayed).
 bool is_per_tensor(RecipeKind kind);
 // The scale is replayed from the amax history of earlier steps (delayed).

@@ -35,7 +35,7 @@ LtScaleMode block_mode(RecipeKind kind, BlockShape s) {
 int lt_fp8_min_sm() {
   int sm = 1 << 30;
   for (const auto& t : kRecipeKinds)
-    if (t.granularity != Granularity::kNone) sm = std::min(sm, t.lt_min_sm);
+    if (is_fp8(t.kind)) sm = std::min(sm, t.lt_min_sm);
   return sm;
 }
 
@@ -106,7 +106,7 @@ LtGemmPlan plan_lt_gemm(Gemm gemm, std::int64_t m, std::int64_t n, std::int64_t 
   p.b.rows_padded = p.n_padded;
   const std::string gpu = "this GPU is " + sm_name(caps.sm);
   const RecipeKindTraits& kind = recipe_kind_traits(a.kind);
-  if (kind.granularity == Granularity::kNone) {
+  if (!is_fp8(a.kind)) {
     if (!lt_runs_on(a.kind, caps.sm))
       return not_supported(p, "BF16 GEMMs need " + sm_name(kind.lt_min_sm) + "+; " + gpu);
     p.supported = true;

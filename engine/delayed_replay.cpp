@@ -3,6 +3,7 @@
 #include <cfloat>
 #include <cmath>
 
+#include "core/delayed_window.hpp"
 #include "core/error.hpp"
 
 namespace fp8a {
@@ -38,8 +39,7 @@ ReplayedScale replay_delayed_scale(const std::map<std::int64_t, float>& known, s
       out.detail = detail;
       return out;
     }
-    const std::int64_t window = recipe.algo == DelayedAlgo::kMax ? recipe.history : 1;
-    const std::int64_t first = std::max<std::int64_t>(0, s - window);
+    const std::int64_t first = delayed_window(recipe, s).first;
     // Known amaxes in [first, s-1].
     auto lo = known.lower_bound(first);
     auto hi = known.lower_bound(s);

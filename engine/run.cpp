@@ -115,7 +115,7 @@ std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const R
         const std::size_t first_of_copy = rows.size();
         for (std::size_t f = 0; f < formats.size(); ++f) {
           // BF16 casts to no FP8 type: one evaluation serves every format (reported as E4M3).
-          const Fp8Format fp8 = recipe.kind == RecipeKind::kBf16
+          const Fp8Format fp8 = !is_fp8(recipe.kind)
                                     ? Fp8Format::kE4M3
                                     : fp8_format_for(formats[f], t.key.role);
           std::size_t e = first_of_copy;

@@ -122,9 +122,16 @@ void put(ByteWriter& w, const Recipe& rc) {
   w.u8(static_cast<std::uint8_t>(rc.mx_rule));
   w.u8(rc.block_2d ? 1 : 0);
 }
+// A recipe kind is valid when kRecipeKinds has its row, so a kind added there decodes too.
+RecipeKind recipe_kind_from(std::uint8_t v) {
+  for (const RecipeKindTraits& t : kRecipeKinds)
+    if (static_cast<std::uint8_t>(t.kind) == v) return t.kind;
+  throw DecodeError("bad recipe kind");
+}
+
 Recipe get_recipe(ByteReader& r) {
   Recipe rc;
-  rc.kind = enum_from(r.u8(), RecipeKind::kBf16, "recipe kind");
+  rc.kind = recipe_kind_from(r.u8());
   rc.pow2_scales = r.u8() != 0;
   rc.amax_epsilon = r.f32();
   rc.history = static_cast<int>(r.i64());

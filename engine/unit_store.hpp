@@ -1,5 +1,5 @@
 // Where finished units of work are kept so that a run killed part-way does not redo them (a
-// checkpoint in --out: reports/checkpoint.hpp). The engine asks the store before each unit and
+// checkpoint in --out: rundir/checkpoint.hpp). The engine asks the store before each unit and
 // gives it each unit it computed; a key names everything the unit's result depends on (the input
 // file's identity, the tensor, the candidates with their scales, the options), so a changed input
 // or option simply misses. Implementations are called from worker threads and synchronise

@@ -6,6 +6,7 @@
 #include <deque>
 #include <limits>
 
+#include "core/delayed_window.hpp"
 #include "core/error.hpp"
 
 namespace fp8a {
@@ -48,9 +49,6 @@ std::string num(double v, const char* format = "%.3g") {
   std::snprintf(buf, sizeof buf, format, v);
   return buf;
 }
-
-// The window of the scale at step t: [t - W, t - 1].
-std::int64_t window_of(const Recipe& r) { return r.algo == DelayedAlgo::kMax ? r.history : 1; }
 
 }  // namespace
 
@@ -151,14 +149,14 @@ DelayedForecast forecast_delayed(const AmaxTrend& trend, const Recipe& recipe, F
   f.worst_jump_binades = -kInf;
   f.margin_for_trend = recipe.margin;
   const auto& series = trend.amax_by_step;
-  const std::int64_t W = window_of(recipe);
+  const std::int64_t W = delayed_window_length(recipe);
   const double M = recipe.margin;
   const std::vector<Point> pts = points_of(series);
 
   // The window max of step t from the known points: the latest of the largest in [t-W, t-1], else
   // the latest point before the window (the replay's approximate rule); pts.size() when none.
   auto window_max_at = [&](std::int64_t t) {
-    const auto begin = std::lower_bound(pts.begin(), pts.end(), t - W,
+    const auto begin = std::lower_bound(pts.begin(), pts.end(), delayed_window(recipe, t).first,
                                         [](const Point& p, std::int64_t s) { return p.step < s; });
     const auto end = std::lower_bound(pts.begin(), pts.end(), t,
                                       [](const Point& p, std::int64_t s) { return p.step < s; });
@@ -180,7 +178,7 @@ DelayedForecast forecast_delayed(const AmaxTrend& trend, const Recipe& recipe, F
         dq.push_back(j - 1);
       }
       const std::int64_t t = pts[j].step;
-      while (!dq.empty() && pts[dq.front()].step < t - W) dq.pop_front();
+      while (!dq.empty() && pts[dq.front()].step < delayed_window(recipe, t).first) dq.pop_front();
       if (t < 1 || j == 0) continue;  // step 0 casts with TE's initial scale 1
       const double held = dq.empty() ? pts[j - 1].log2_amax : pts[dq.front()].log2_amax;
       const double jump = pts[j].log2_amax - held;
@@ -229,7 +227,7 @@ DelayedForecast forecast_delayed(const AmaxTrend& trend, const Recipe& recipe, F
     for (std::size_t i = pts.size(); i-- > 0;)
       suffix_max[i] = i + 1 < pts.size() ? std::max(pts[i].log2_amax, suffix_max[i + 1]) : pts[i].log2_amax;
     auto held = [&](std::int64_t t) {  // max known point in [t-W, T]; -inf when none
-      const auto it = std::lower_bound(pts.begin(), pts.end(), t - W,
+      const auto it = std::lower_bound(pts.begin(), pts.end(), delayed_window(recipe, t).first,
                                        [](const Point& p, std::int64_t s) { return p.step < s; });
       return it == pts.end() ? -kInf : suffix_max[static_cast<std::size_t>(it - pts.begin())];
     };

@@ -67,8 +67,6 @@ std::array<double, 2> stored_shape(const RankDims& d, Role role) {
   return {d.m, d.k};
 }
 
-bool is_fp8(const Recipe& recipe) { return recipe.kind != RecipeKind::kBf16; }
-
 }  // namespace
 
 RecipeSupport recipe_support(RecipeKind kind, const GpuTarget& gpu) {
@@ -95,7 +93,7 @@ KernelCost gemm_cost_bf16(const GemmShape& s, const GpuTarget& gpu) {
 
 KernelCost gemm_cost_fp8(const GemmShape& s, const Recipe& recipe, Role a, Role b,
                          const GpuTarget& gpu) {
-  FP8A_CHECK(is_fp8(recipe), "gemm_cost_fp8 needs an FP8 recipe");
+  FP8A_CHECK(is_fp8(recipe.kind), "gemm_cost_fp8 needs an FP8 recipe");
   const double scales = (block_scale_count(recipe, a, s.m, s.k) +
                          block_scale_count(recipe, b, s.n, s.k)) * scale_bytes(recipe);
   const double bytes = kFp8Bytes * (s.m * s.k + s.n * s.k) + scales + kBf16Bytes * s.m * s.n;
@@ -103,7 +101,7 @@ KernelCost gemm_cost_fp8(const GemmShape& s, const Recipe& recipe, Role a, Role 
 }
 
 double block_scale_count(const Recipe& recipe, Role role, double outer, double reduction) {
-  if (!is_fp8(recipe)) return 0.0;
+  if (!is_fp8(recipe.kind)) return 0.0;
   if (is_per_tensor(recipe.kind)) return 1.0;
   const BlockShape block = block_shape(recipe, role, Orientation::kRowwise);
   return std::ceil(outer / static_cast<double>(block.rows)) *
@@ -111,14 +109,14 @@ double block_scale_count(const Recipe& recipe, Role role, double outer, double r
 }
 
 double scale_bytes(const Recipe& recipe) {
-  if (!is_fp8(recipe)) return 0.0;
+  if (!is_fp8(recipe.kind)) return 0.0;
   return recipe_kind_traits(recipe.kind).scale_type == ScaleType::kE8M0 ? kE8M0ScaleBytes
                                                                         : kFp32ScaleBytes;
 }
 
 KernelCost cast_cost(const Recipe& recipe, Role role, double outer, double reduction,
                      const GpuTarget& gpu) {
-  FP8A_CHECK(is_fp8(recipe), "cast_cost needs an FP8 recipe");
+  FP8A_CHECK(is_fp8(recipe.kind), "cast_cost needs an FP8 recipe");
   const double elements = outer * reduction;
   const double bytes = (kBf16Bytes + kFp8Bytes) * elements +
                        block_scale_count(recipe, role, outer, reduction) * scale_bytes(recipe);
@@ -166,12 +164,12 @@ CostModel build_cost_model(std::span<const GemmLayer> layers, std::span<const Re
         if (!model.support[r].runs) continue;
         const Recipe& recipe = model.recipes[r];
         c.fp8_seconds[r][g] +=
-            is_fp8(recipe) ? gemm_cost_fp8(s, recipe, use.a, use.b, gpu).seconds : bf16;
+            is_fp8(recipe.kind) ? gemm_cost_fp8(s, recipe, use.a, use.b, gpu).seconds : bf16;
       }
     }
     for (std::size_t r = 0; r < n_recipes; ++r) {
       const Recipe& recipe = model.recipes[r];
-      if (!model.support[r].runs || !is_fp8(recipe)) continue;
+      if (!model.support[r].runs || !is_fp8(recipe.kind)) continue;
       for (const Role role : {Role::kActivation, Role::kWeight, Role::kGradient}) {
         const auto ri = static_cast<std::size_t>(role);
         const auto [rows, cols] = stored_shape(d, role);
@@ -225,7 +223,7 @@ CostEstimate estimate_cost(const CostModel& model, const CostPlan& plan) {
       FP8A_CHECK(r >= 0 && r < n_recipes, "a cost plan names a recipe of its model");
       const auto ru = static_cast<std::size_t>(r);
       FP8A_CHECK(model.support[ru].runs, "a cost plan chose a recipe the GPU does not run");
-      if (!is_fp8(model.recipes[ru])) {
+      if (!is_fp8(model.recipes[ru].kind)) {
         e.plan_seconds += c.bf16_seconds[g];
         continue;
       }

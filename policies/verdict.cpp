@@ -82,7 +82,7 @@ bool tensor_checks(const TensorEvidence& ev, const Policy& policy, std::vector<C
     return false;
   }
   const QuantMetrics& m = row.metrics;
-  const bool bf16 = row.recipe.kind == RecipeKind::kBf16;
+  const bool bf16 = !is_fp8(row.recipe.kind);
   const char* format_name = bf16 ? "BF16" : row.fp8 == Fp8Format::kE4M3 ? "E4M3" : "E5M2";
   const RelMseFloorCriterion& fl = policy.rel_mse_floor;
   const double floor = bf16 ? fl.floor_bf16 : row.fp8 == Fp8Format::kE4M3 ? fl.floor_e4m3

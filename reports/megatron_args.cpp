@@ -7,17 +7,6 @@
 
 namespace fp8a {
 
-const char* megatron_fp8_recipe(RecipeKind kind) {
-  switch (kind) {
-    case RecipeKind::kPerTensorCurrent: return "tensorwise";
-    case RecipeKind::kPerTensorDelayed: return "delayed";
-    case RecipeKind::kBlock: return "blockwise";
-    case RecipeKind::kMx: return "mxfp8";
-    case RecipeKind::kBf16: return "";
-  }
-  return "";
-}
-
 Artifact render_megatron_args(const Recommendation& rec) {
   std::ostringstream o;
   o << "# Megatron-LM FP8 flags for the recommended recipe (fp8-advisor megatron_args.txt).\n";
@@ -28,11 +17,12 @@ Artifact render_megatron_args(const Recommendation& rec) {
     return {"megatron_args.txt", o.str(), "no FP8 candidate"};
   }
   const Recipe& r = c->recipe;
-  o << "# Recipe " << r.spec() << " in format " << training_format_name(c->format) << " (TE "
-    << recipe_kind_traits(r.kind).te_recipe << ").\n";
+  const RecipeKindTraits& kind = recipe_kind_traits(r.kind);
+  o << "# Recipe " << r.spec() << " in format " << training_format_name(c->format) << " (TE " << kind.te_recipe
+    << ").\n";
   o << "--fp8-format " << training_format_name(c->format) << "\n";
-  o << "--fp8-recipe " << megatron_fp8_recipe(r.kind) << "\n";
-  std::string note = std::string("--fp8-recipe ") + megatron_fp8_recipe(r.kind) + " --fp8-format " +
+  o << "--fp8-recipe " << kind.megatron_recipe << "\n";
+  std::string note = std::string("--fp8-recipe ") + kind.megatron_recipe + " --fp8-format " +
                      training_format_name(c->format);
   switch (r.kind) {
     case RecipeKind::kPerTensorDelayed:

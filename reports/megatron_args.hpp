@@ -10,10 +10,6 @@
 
 namespace fp8a {
 
-// Megatron's --fp8-recipe for a recipe kind ("tensorwise", "delayed", "blockwise", "mxfp8"); ""
-// for bf16.
-const char* megatron_fp8_recipe(RecipeKind kind);
-
 // Note: the chosen candidate's flags ("--fp8-recipe tensorwise --fp8-format hybrid"), or "no FP8
 // candidate" (then the file holds only comments: train in BF16).
 Artifact render_megatron_args(const Recommendation& rec);

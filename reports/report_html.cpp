@@ -9,6 +9,7 @@
 #include <set>
 #include <tuple>
 
+#include "core/delayed_window.hpp"
 #include "core/error.hpp"
 #include "core/text.hpp"
 #include "reports/html_page.hpp"
@@ -334,7 +335,7 @@ void render_operands(Markup& m, const Page& p, const std::string& layer, bool se
   std::map<std::tuple<Role, Orientation, std::string, std::string>, Group> groups;
   std::size_t order = 0;
   for (const EvaluationRow* r : p.index.rows_of(layer)) {
-    const bool bf16 = r->recipe.kind == RecipeKind::kBf16;
+    const bool bf16 = !is_fp8(r->recipe.kind);
     const std::string type = bf16 ? "bf16" : fp8_name(r->fp8);
     auto [it, fresh] = groups.try_emplace({r->key.role, r->orientation, r->recipe.spec(), type});
     Group& g = it->second;
@@ -431,11 +432,10 @@ void render_decision(Markup& m, const Page& p, const std::string& layer) {
 // The charts of one operand side by side: 560 px each fits two in the page's 1200 px.
 constexpr double kOperandChartWidth = 560;
 
-// What DelayedScaling casts step t with, as an amax: the largest finite nonzero amax of steps
-// t-W..t-1 (W = history, or 1 for most_recent), times 2^margin: the amax above which step t
+// What DelayedScaling casts step t with, as an amax: the largest finite nonzero amax of its
+// window (core/delayed_window.hpp), times 2^margin: the amax above which step t
 // saturates. NaN where the window holds none (METRICS.md "scale (delayed)").
 std::vector<double> delayed_threshold(const std::map<std::int64_t, float>& amax_by_step, const Recipe& recipe) {
-  const std::int64_t w = recipe.algo == DelayedAlgo::kMax ? recipe.history : 1;
   const double factor = std::ldexp(1.0, recipe.margin);
   std::vector<double> out;
   std::deque<std::pair<std::int64_t, float>> window;  // decreasing amaxes, steps ascending
@@ -446,7 +446,7 @@ std::vector<double> delayed_threshold(const std::map<std::int64_t, float>& amax_
       while (!window.empty() && window.back().second <= next->second) window.pop_back();
       window.emplace_back(next->first, next->second);
     }
-    while (!window.empty() && window.front().first < step - w) window.pop_front();
+    while (!window.empty() && window.front().first < delayed_window(recipe, step).first) window.pop_front();
     out.push_back(window.empty() ? kNaN : factor * window.front().second);
   }
   return out;
@@ -594,7 +594,7 @@ void render_histogram(Markup& m, const Page& p, const std::string& layer, Role r
   std::vector<std::string> window_notes;
   const auto row_of = [&](const RunCandidate& rc) {
     const EvaluationRow* r = p.index.find({step, layer, role}, rc.recipe, rc.format, Orientation::kRowwise);
-    return r != nullptr && r->applicability.ok && r->recipe.kind != RecipeKind::kBf16 ? r : nullptr;
+    return r != nullptr && r->applicability.ok && is_fp8(r->recipe.kind) ? r : nullptr;
   };
   if (p.chosen) {
     if (const EvaluationRow* r = row_of(p.chosen->candidate)) {
@@ -682,7 +682,7 @@ std::vector<HistogramChoice> report_histogram_choices(std::span<const Evaluation
     if (fresh) out.push_back({r.key, std::nullopt, 0});
     HistogramChoice& c = out[it->second];
     if (!c.worst && r.key.step > c.key.step) c.key = r.key;  // the latest step while none is outside
-    if (r.recipe.kind == RecipeKind::kBf16 || r.orientation != Orientation::kRowwise || !r.applicability.ok)
+    if (!is_fp8(r.recipe.kind) || r.orientation != Orientation::kRowwise || !r.applicability.ok)
       continue;
     const double outside = r.metrics.underflow_pct + r.metrics.saturated_pct;
     if (outside > c.outside_pct) c = {r.key, RunCandidate{r.recipe, r.format}, outside};

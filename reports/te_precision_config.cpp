@@ -11,7 +11,6 @@
 #include "core/text.hpp"
 #include "reports/layer_names.hpp"
 #include "reports/name_text.hpp"
-#include "reports/megatron_args.hpp"
 
 namespace fp8a {
 namespace {
@@ -34,7 +33,7 @@ void emit_config(YAML::Emitter& out, const std::string& name, const RunCandidate
     out << YAML::Flow << YAML::BeginMap << YAML::EndMap;
   } else {
     out << YAML::BeginMap;
-    out << YAML::Key << "fp8_quantization_recipe" << YAML::Value << megatron_fp8_recipe(c->recipe.kind);
+    out << YAML::Key << "fp8_quantization_recipe" << YAML::Value << recipe_kind_traits(c->recipe.kind).megatron_recipe;
     out << YAML::Key << "fp8_format" << YAML::Value << training_format_name(c->format);
     out << YAML::EndMap;
   }
@@ -54,7 +53,7 @@ void emit_matcher(YAML::Emitter& out, const std::string& name, const std::string
 }  // namespace
 
 std::string megatron_config_name(const RunCandidate& c) {
-  return std::string(megatron_fp8_recipe(c.recipe.kind)) + "_" + training_format_name(c.format);
+  return std::string(recipe_kind_traits(c.recipe.kind).megatron_recipe) + "_" + training_format_name(c.format);
 }
 
 std::optional<Artifact> render_te_precision_config(const Recommendation& rec, std::string* why_omitted) {
@@ -64,25 +63,26 @@ std::optional<Artifact> render_te_precision_config(const Recommendation& rec, st
     return std::nullopt;
   };
   if (c == nullptr) return omit("te_precision_config.yaml not written: no FP8 candidate was chosen");
-  const bool delayed = c->recipe.kind == RecipeKind::kPerTensorDelayed;
+  const RecipeKindTraits& kind = recipe_kind_traits(c->recipe.kind);
+  const bool per_module = kind.te_per_module;  // else only the BF16 fallbacks can be written here
   int fallbacks = 0;
   for (const LayerDecision& l : rec.layers) fallbacks += has_bf16_gemm(l) ? 1 : 0;
-  if (delayed && fallbacks == 0)
-    return omit("te_precision_config.yaml not written: Megatron's precision config cannot express delayed "
-                "scaling (set by megatron_args.txt) and the plan keeps no module in BF16");
+  if (!per_module && fallbacks == 0)
+    return omit(std::string("te_precision_config.yaml not written: Megatron's precision config cannot express ") +
+                kind.short_name + " (set by megatron_args.txt) and the plan keeps no module in BF16");
 
   YAML::Emitter out;
   out << comment("Megatron-Core --te-precision-config-file (fp8-advisor te_precision_config.yaml).") << YAML::Newline;
   out << comment("Layer indices are the captured ones; Megatron's count from 0 in each pipeline stage,") << YAML::Newline;
   out << comment("so with pipeline parallelism renumber them per stage.") << YAML::Newline;
-  if (delayed)
+  if (!per_module)  // delayed, the one such kind
     out << comment("Delayed scaling, its margin and history cannot be expressed here: only the BF16") << YAML::Newline
         << comment("fallbacks; the run's recipe comes from megatron_args.txt (" + c->recipe.spec() + ").") << YAML::Newline;
   else if (c->recipe.kind == RecipeKind::kBlock && !c->recipe.pow2_scales)
     out << comment("block:fp32: set NVTE_FP8_BLOCK_SCALING_FP32_SCALES=1 (not expressible here).") << YAML::Newline;
   // The per-module plan when its base is the chosen recipe (the run's, from megatron_args.txt):
   // each module not on the base gets its own recipe or BF16. Otherwise the BF16 fallbacks alone.
-  const ModulePlan* mp = rec.module_plan && !delayed && rec.chosen && rec.module_plan->base == *rec.chosen
+  const ModulePlan* mp = rec.module_plan && per_module && rec.chosen && rec.module_plan->base == *rec.chosen
                              ? &*rec.module_plan
                              : nullptr;
   std::vector<std::size_t> others;  // candidates of switched modules, first use first
@@ -94,7 +94,7 @@ std::optional<Artifact> render_te_precision_config(const Recommendation& rec, st
   out << YAML::BeginMap;
   out << YAML::Key << "configs" << YAML::Value << YAML::BeginMap;
   emit_config(out, "bf16", nullptr);
-  if (!delayed) emit_config(out, megatron_config_name(*c), c);
+  if (per_module) emit_config(out, megatron_config_name(*c), c);
   for (std::size_t i : others)
     emit_config(out, megatron_config_name(rec.candidates[i].candidate), &rec.candidates[i].candidate);
   out << YAML::EndMap;
@@ -124,7 +124,7 @@ std::optional<Artifact> render_te_precision_config(const Recommendation& rec, st
                  config, "*" + fnmatch_exact_glob(name.name));
     ++matchers;
   }
-  if (!delayed) emit_matcher(out, "rest", megatron_config_name(*c), "*");
+  if (per_module) emit_matcher(out, "rest", megatron_config_name(*c), "*");
   out << YAML::EndMap;
   out << YAML::EndMap;
   FP8A_CHECK(out.good(), "te_precision_config.yaml: the YAML emitter failed");

@@ -13,36 +13,36 @@ namespace fp8a {
 Artifact render_torchao_json(const Recommendation& rec) {
   nlohmann::ordered_json doc;
   const RunCandidate* c = chosen_candidate(rec);
-  std::string name, reason;
+  std::string name = c != nullptr ? recipe_kind_traits(c->recipe.kind).torchao_recipe : "", reason;
   std::vector<std::string> filter;
   if (c == nullptr) {
     reason = "no FP8 candidate was chosen: train in BF16";
-  } else if (c->recipe.kind == RecipeKind::kPerTensorDelayed) {
-    reason = "the advice is delayed scaling (" + c->recipe.spec() +
-             "); torchao's float8 training has no delayed scaling, and its tensorwise recipe (current "
-             "scaling) was not the choice";
-  } else if (c->recipe.kind == RecipeKind::kMx) {
-    reason = "the advice is MXFP8BlockScaling; torchao's float8 training has no MXFP8 recipe (prototype only)";
-  } else if (c->recipe.kind == RecipeKind::kBf16) {
-    reason = "the advice is BF16";
+  } else if (name.empty()) {  // torchao's float8 training has no recipe of the kind
+    if (c->recipe.kind == RecipeKind::kPerTensorDelayed)
+      reason = "the advice is delayed scaling (" + c->recipe.spec() +
+               "); torchao's float8 training has no delayed scaling, and its tensorwise recipe (current "
+               "scaling) was not the choice";
+    else if (c->recipe.kind == RecipeKind::kMx)
+      reason = "the advice is MXFP8BlockScaling; torchao's float8 training has no MXFP8 recipe (prototype only)";
+    else
+      reason = "the advice is BF16";
   } else {
     bool wgrad_only = false;  // some module keeps only its wgrad in BF16
     for (const LayerDecision& l : rec.layers) {
       const bool f = is_fallback(l.gemms[0]), d = is_fallback(l.gemms[1]), w = is_fallback(l.gemms[2]);
       wgrad_only = wgrad_only || (w && !f && !d);
     }
-    const bool gw_hp = c->recipe.kind == RecipeKind::kBlock && wgrad_only;
+    const bool gw_hp = name == "rowwise" && wgrad_only;
     for (const LayerDecision& l : rec.layers) {
       const bool fd = is_fallback(l.gemms[0]) || is_fallback(l.gemms[1]);
       if (gw_hp ? fd : has_bf16_gemm(l)) filter.push_back(json_name(l.layer));
     }
     if (c->recipe.kind == RecipeKind::kPerTensorCurrent) {
-      name = "tensorwise";
       reason = "current scaling; torchao's tensorwise has E5M2 gradients";
       reason += c->format == TrainingFormat::kHybrid ? " (hybrid, as advised)" : " where the advice is E4M3";
       if (wgrad_only) reason += "; modules with only wgrad in BF16 are kept whole in high precision";
     } else {
-      name = gw_hp ? "rowwise_with_gw_hp" : "rowwise";
+      if (gw_hp) name += "_with_gw_hp";
       reason = "block scaling (" + c->recipe.spec() +
                ") is closest to torchao's rowwise (per-row E4M3 scales, powers of two)";
       if (c->format == TrainingFormat::kHybrid) reason += "; rowwise has E4M3 gradients where the advice is hybrid";

@@ -76,7 +76,7 @@ std::string tensor_table(std::vector<const EvaluationRow*> rows, bool highlight,
       continue;
     }
     const QuantMetrics& m = r->metrics;
-    const bool bf16 = recipe_kind_traits(r->recipe.kind).granularity == Granularity::kNone;
+    const bool bf16 = !is_fp8(r->recipe.kind);
     cells.push_back({std::to_string(r->key.step), role_name(r->key.role), orientation_name(r->orientation),
                      candidate, bf16 ? "bf16" : kFp8Traits[static_cast<int>(r->fp8)].name,
                      format_fixed(m.sqnr_db, kWhatifSqnrDecimals), scientific(m.rel_mse),

@@ -90,7 +90,7 @@ inline std::size_t units_in(const fs::path& out) {
 }
 
 // Whether no process holds the --out lock file's kernel lock (flock) now: this process takes it
-// and lets it go again. A released lock's file is gone (reports/output_lock.hpp).
+// and lets it go again. A released lock's file is gone (rundir/output_lock.hpp).
 inline bool lock_is_free(const fs::path& lock) {
   const int fd = ::open(lock.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) return true;  // no file, no lock

@@ -684,7 +684,7 @@ TEST_CASE("edge cases of the advice: one captured step, a policy that rejects ev
 }
 
 namespace {
-// Field 22 of /proc/PID/stat, as reports/output_lock.cpp writes it (written here again on
+// Field 22 of /proc/PID/stat, as rundir/output_lock.cpp writes it (written here again on
 // purpose: the test plants a holder's line by the same rule).
 std::string proc_start_time(long pid) {
   const std::string stat = slurp("/proc/" + std::to_string(pid) + "/stat");

@@ -1,5 +1,5 @@
 // The files of a run switch in as one set, named by DIR/.fp8-advisor-outputs-run.json
-// (reports/output_set.hpp): a run that cannot write them (a full disk, simulated by the
+// (rundir/output_set.hpp): a run that cannot write them (a full disk, simulated by the
 // FP8A_TEST_OUTPUT_FAULT hook) leaves the earlier set whole; one killed while switching them in
 // leaves the folder marked, and compare refuses it naming a file that is not the new run's; the
 // next run mends it; a file changed after the run is named too.

@@ -1,7 +1,6 @@
 // Report writers: hand-built rows in, golden files out (tests/golden/reports/), diffed exactly.
 // Refresh on purpose with FP8A_UPDATE_GOLDEN=1 and review the diff.
 #include <doctest/doctest.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -12,7 +11,7 @@
 #include "core/error.hpp"
 #include "policies/layer_summary.hpp"
 #include "reports/answer_text.hpp"
-#include "reports/atomic_file.hpp"
+#include "rundir/atomic_file.hpp"
 #include "reports/console_table.hpp"
 #include "reports/gemms_csv.hpp"
 #include "reports/metrics_csv.hpp"
@@ -191,26 +190,6 @@ TEST_CASE("two formats: summary.json and the console table name each entry's for
   const auto layers = fp8a::summarize_layers(rows);
   check_golden("summary_formats.json", fp8a::render_summary_json(info, rows, layers).contents);
   check_golden("table_formats.txt", fp8a::render_layer_table(layers));
-}
-
-TEST_CASE("atomic writes replace whole files and leave nothing behind on failure") {
-  std::string tmpl = (fs::temp_directory_path() / "fp8a-reports-XXXXXX").string();
-  REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-  const fs::path dir = tmpl;
-  const fs::path out = dir / "a" / "b";
-  fp8a::ensure_output_directory(out.string());
-  CHECK(fs::is_directory(out));
-  fp8a::write_file_atomically((out / "x.csv").string(), "first, longer contents\n");
-  fp8a::write_file_atomically((out / "x.csv").string(), "second\n");
-  CHECK(slurp(out / "x.csv") == "second\n");
-  std::size_t n = 0;
-  for ([[maybe_unused]] const auto& e : fs::directory_iterator(out)) ++n;
-  CHECK(n == 1);
-  const std::string bad = (dir / "missing" / "x.csv").string();
-  CHECK_THROWS_WITH_AS(fp8a::write_file_atomically(bad, "x"),
-                       ("[fp8a.io.104] " + bad + ": cannot write: No such file or directory").c_str(),
-                       fp8a::Error);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("progress: the line, its share by bytes, the rate, the ETA and the clock") {

@@ -1,4 +1,4 @@
-// The --out lock (reports/output_lock.hpp) under contention: processes taking and releasing it in
+// The --out lock (rundir/output_lock.hpp) under contention: processes taking and releasing it in
 // a loop, on a directory that stays and on one each holder created and removes again (the lock
 // file unlinked while held), never hold it two at once. Each holder proves it is alone by
 // creating a marker file with O_EXCL beside the directory while it holds the lock.
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "reports/output_lock.hpp"
+#include "rundir/output_lock.hpp"
 
 namespace fs = std::filesystem;
 

@@ -4,13 +4,13 @@
 // read-check-unlink-create window. After taking it the holder writes "pid start-time command"
 // into the file, for the message a second run gives. While holding it a run removes what a dead
 // run left half done: its `NAME.tmp.<pid>` files (the pid the lock file still names) and any
-// `.fp8-advisor-staging.*` folder (reports/output_set.hpp).
+// `.fp8-advisor-staging.*` folder (rundir/output_set.hpp).
 //
 // On release the lock file is removed, the lock still held, so a run leaves --out as it found it
 // (and a directory the lock created and nothing else filled goes too). A second run that opened
 // the file in the meantime then locks an unlinked inode: every run therefore checks, after taking
 // the lock, that the path still names the inode it locked, and starts again when it does not.
-// So the removal cannot give two runs the lock (tests/reports/test_output_lock.cpp forces it).
+// So the removal cannot give two runs the lock (tests/rundir/test_output_lock.cpp forces it).
 // A killed run's file stays, its kernel lock gone: the next run takes it.
 #pragma once
 

@@ -1,4 +1,4 @@
-#include "reports/output_set.hpp"
+#include "rundir/output_set.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -15,7 +15,7 @@
 #include "core/error.hpp"
 #include "core/fnv1a.hpp"
 #include "core/text.hpp"
-#include "reports/atomic_file.hpp"
+#include "rundir/atomic_file.hpp"
 
 namespace fp8a {
 
@@ -90,8 +90,8 @@ std::set<std::string> listed_names(const std::string& manifest) {
 
 std::string output_manifest_name(const std::string& set) { return ".fp8-advisor-outputs-" + set + ".json"; }
 
-void write_output_set(const std::string& dir, const std::string& set, const std::vector<Artifact>& artifacts,
-                      const std::string& writer, const std::vector<std::string>& command_line) {
+std::string write_output_set(const std::string& dir, const std::string& set, const std::vector<Artifact>& artifacts,
+                             const std::string& writer, const std::vector<std::string>& command_line) {
   for (const Artifact& a : artifacts) FP8A_CHECK(plain_name(a.name), "an artifact's name is a plain file name");
   const Fault fault = test_fault();
   ensure_output_directory(dir);
@@ -134,6 +134,10 @@ void write_output_set(const std::string& dir, const std::string& set, const std:
   write_file_atomically(manifest, manifest_text(set, "complete", artifacts, writer, command_line));
   fs::remove(staging, ec);
   sync_directory(dir);
+  std::string wrote;
+  for (const Artifact& a : artifacts)
+    wrote += (wrote.empty() ? "wrote " : ", ") + dir + "/" + a.name + (a.note.empty() ? "" : " (" + a.note + ")");
+  return wrote;
 }
 
 void check_output_set(const std::string& dir, const std::string& set) {

@@ -1,4 +1,4 @@
-#include "reports/checkpoint.hpp"
+#include "rundir/checkpoint.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -11,7 +11,7 @@
 #include "core/fnv1a.hpp"
 #include "core/text.hpp"
 #include "engine/unit_codec.hpp"
-#include "reports/atomic_file.hpp"
+#include "rundir/atomic_file.hpp"
 
 namespace fp8a {
 

@@ -30,12 +30,14 @@ inline constexpr const char* kOutputStagingPrefix = ".fp8-advisor-staging.";
 std::string output_manifest_name(const std::string& set);
 
 // Writes `artifacts` (distinct plain file names) into dir as the set `set`, by the steps above;
-// `writer` and `command_line` go into the manifest. The caller holds dir's OutputLock. Input
-// error fp8a.io.104 naming the file on any failure (in step 1 the staging folder is removed).
+// `writer` and `command_line` go into the manifest. Returns the line that lists them, in their
+// order, each with its note: "wrote DIR/a.csv (12 rows), DIR/b.json". The caller holds dir's
+// OutputLock. Input error fp8a.io.104 naming the file on any failure (in step 1 the staging
+// folder is removed).
 // Test hook: FP8A_TEST_OUTPUT_FAULT=stage:N fails (io.104, "no space left on device") after N
 // files are staged; =switch:N kills the process (SIGKILL) after N files are renamed in.
-void write_output_set(const std::string& dir, const std::string& set, const std::vector<Artifact>& artifacts,
-                      const std::string& writer, const std::vector<std::string>& command_line);
+std::string write_output_set(const std::string& dir, const std::string& set, const std::vector<Artifact>& artifacts,
+                             const std::string& writer, const std::vector<std::string>& command_line);
 
 // Whether dir's set `set` is whole. No manifest: a folder written before manifests existed (or by
 // hand), accepted as it is. Input error fp8a.io.120 when the manifest says "switching" (a mixed

@@ -1,4 +1,4 @@
-#include "reports/output_lock.hpp"
+#include "rundir/output_lock.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -15,8 +15,8 @@
 #include <thread>
 
 #include "core/error.hpp"
-#include "reports/atomic_file.hpp"
-#include "reports/output_set.hpp"
+#include "rundir/atomic_file.hpp"
+#include "rundir/output_set.hpp"
 
 namespace fp8a {
 
@@ -79,7 +79,7 @@ bool same_file(int fd, const std::string& path) {
   return ::fstat(fd, &a) == 0 && ::stat(path.c_str(), &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
-// Test hook (tests/reports/test_output_lock.cpp): microseconds to sleep between opening the lock
+// Test hook (tests/rundir/test_output_lock.cpp): microseconds to sleep between opening the lock
 // file and locking it, so that a holder's removal of the file falls in between often.
 void test_delay() {
   static const long us = [] {

@@ -13,7 +13,7 @@
 #include <sstream>
 #include <string>
 
-#include "reports/checkpoint.hpp"
+#include "rundir/checkpoint.hpp"
 
 namespace {
 

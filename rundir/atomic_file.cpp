@@ -1,4 +1,4 @@
-#include "reports/atomic_file.hpp"
+#include "rundir/atomic_file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,0 +1,29 @@
+// DelayedScaling's amax window, the one rule the replay (engine/delayed_replay.cpp), the forecast
+// (policies/amax_trend.cpp) and report.html's saturation threshold (reports/report_html.cpp) read:
+// the scale TE casts step t with comes from the amaxes of steps [t - W, t - 1], none before step
+// 0, where W is amax_history_len under algo=max and 1 under most_recent (METRICS.md "scale
+// (delayed)"; TE pytorch/quantization.py _default_get_amax_and_update_history).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/recipe.hpp"
+
+namespace fp8a {
+
+// W: the number of earlier steps a scale reads; an amax of step s stays in the windows of steps
+// s + 1 .. s + W.
+inline std::int64_t delayed_window_length(const Recipe& recipe) {
+  return recipe.algo == DelayedAlgo::kMax ? recipe.history : 1;
+}
+
+// The steps first..last (last = step - 1) whose amaxes give step's scale.
+struct DelayedWindow {
+  std::int64_t first = 0, last = -1;
+};
+inline DelayedWindow delayed_window(const Recipe& recipe, std::int64_t step) {
+  return {std::max<std::int64_t>(0, step - delayed_window_length(recipe)), step - 1};
+}
+
+}  // namespace fp8a
