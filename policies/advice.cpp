@@ -1,18 +1,25 @@
 #include "policies/advice.hpp"
 
+#include "core/error.hpp"
+
 namespace fp8a {
 
-Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const CostModel* cost) {
+Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const GpuTarget& gpu,
+                         const CostModel* cost) {
+  FP8A_CHECK(cost == nullptr || cost->gpu == &gpu, "recommend: the cost model is for another GPU");
   const AdviceEvidence evidence = gather_evidence(inputs);
   const CostRows rows = cost_rows(evidence.layers, cost);
   Recommendation rec;
-  if (cost != nullptr) {
-    rec.gpu = cost->gpu;
-    rec.cost_source = "roofline";
-  }
-  // Every candidate judged, planned and (with a cost model) priced.
+  rec.gpu = &gpu;
+  if (cost != nullptr) rec.cost_source = "roofline";
+  // Every candidate judged, planned and (with a cost model) priced; the cost model excludes the
+  // candidates the GPU cannot run, without one they are left out here.
   for (const RunCandidate& candidate : inputs.candidates) {
     if (candidate.recipe.kind == RecipeKind::kBf16) continue;
+    if (const RecipeSupport s = cost ? RecipeSupport{} : recipe_support(candidate.recipe.kind, gpu); !s.runs) {
+      rec.gpu_excluded.push_back({candidate_name(candidate), s.reason});
+      continue;
+    }
     CandidateAdvice ca = plan_fallback(candidate, judge_candidate(evidence, candidate, policy), policy.scope);
     if (cost != nullptr) ca = plan_cost(std::move(ca), *cost, rows);
     rec.candidates.push_back(std::move(ca));

@@ -19,9 +19,11 @@
 // blocks already give gradients range: E5M2 gradients diverged there (Megatron-Bridge PR #638,
 // whose MXFP8 preset and TE's MXFP8BlockScaling default are E4M3).
 //
-// With a CostModel: the candidates the GPU cannot run (recipe_support) or the model does not hold
-// are excluded with their reason; among the others, the fastest plan (estimate_cost of the plan
-// that keeps the passing GEMMs in FP8 under the candidate), ties in the numerics order above.
+// The GPU target is an input: without a CostModel the candidates the GPU cannot run
+// (recipe_support) are left out before judging, each with its reason (gpu_excluded). With one,
+// those and the candidates the model does not hold are judged but excluded with their reason;
+// among the others, the fastest plan (estimate_cost of the plan that keeps the passing GEMMs in
+// FP8 under the candidate), ties in the numerics order above.
 //
 // Under a policy with FallbackScope::kGlobal (te-autoswitch) any failing GEMM sends every GEMM of
 // the candidate to BF16.
@@ -47,8 +49,17 @@
 
 namespace fp8a {
 
+// A candidate left out before judging because the GPU cannot run it (without a cost model; with
+// one it is judged, and CandidateAdvice::excluded says why it cannot be chosen).
+struct GpuExclusion {
+  std::string candidate;  // candidate_name
+  std::string reason;     // recipe_support's, "mxfp8 needs sm_100+ (TE MXFP8BlockScaling); h100 is sm_90"
+};
+
 struct Recommendation {
-  std::vector<CandidateAdvice> candidates;  // AdviceInputs::candidates without the bf16 ones
+  // AdviceInputs::candidates without the bf16 ones and, without a cost model, those in gpu_excluded.
+  std::vector<CandidateAdvice> candidates;
+  std::vector<GpuExclusion> gpu_excluded;  // in AdviceInputs::candidates order
   // Index into candidates of the chosen one; unset when none (no candidate, or none runnable).
   std::optional<std::size_t> chosen;
   // How it was chosen, with numbers; when none is chosen, why not (the exclusions).
@@ -64,7 +75,7 @@ struct Recommendation {
   // What the advice could not judge and why, e.g. no amax trend from a single captured step;
   // empty when nothing.
   std::vector<std::string> limits;
-  const GpuTarget* gpu = nullptr;     // the cost model's GPU; null without a cost model
+  const GpuTarget* gpu = nullptr;     // the GPU the advice is for; recommend() always sets it
   const char* cost_source = "none";   // "roofline" with a cost model (estimate_cost), else "none"
   // The chosen plan's FP8 tensor copies with the smallest judge_tensor margins, smallest first
   // (ties: layer, role, orientation), at most kWatchCount; empty when none is chosen.
@@ -74,9 +85,10 @@ struct Recommendation {
 // The selection, a pipeline of the steps above: judging (judging.hpp), the BF16-fallback plan
 // (fallback_plan.hpp), the cost plan (cost_plan.hpp), the choice (choice.hpp), the chosen plan's
 // decisions, watch list (watch_list.hpp), Pareto path (pareto.hpp) and module plan
-// (module_plan.hpp), the advisories and limits (advisories.hpp). `cost` null: numerics alone
-// (--cost none); else its recipes name the candidates' recipes (matched by ==) and its layers the
-// GemmLayers' names.
-Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const CostModel* cost);
+// (module_plan.hpp), the advisories and limits (advisories.hpp). `gpu`: the target (--gpu),
+// with or without a cost model. `cost` null: numerics alone (--cost none); else built for `gpu`,
+// its recipes name the candidates' recipes (matched by ==) and its layers the GemmLayers' names.
+Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const GpuTarget& gpu,
+                         const CostModel* cost);
 
 }  // namespace fp8a
