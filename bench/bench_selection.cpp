@@ -173,18 +173,15 @@ int main(int argc, char** argv) {
 
     // The selection, as `run` does it after the evaluation.
     const fp8a::Policy policy = fp8a::default_policy();
-    std::size_t candidates_all = 0, candidates_none = 0;
+    std::size_t candidates_all = 0;
     auto inputs_for = [&](const fp8a::EvaluationIndex& index,
-                          const std::vector<fp8a::DelayedForecast>& forecasts, bool cost_none) {
+                          const std::vector<fp8a::DelayedForecast>& forecasts) {
       fp8a::AdviceInputs in;
       in.index = &index;
       in.gemms = gemms;
       in.layers = gemm_layers;
-      const auto all = fp8a::index_candidates(index);
-      candidates_all = all.size();
-      for (const fp8a::RunCandidate& c : all)
-        if (!cost_none || fp8a::recipe_support(c.recipe.kind, *gpu).runs) in.candidates.push_back(c);
-      if (cost_none) candidates_none = in.candidates.size();
+      in.candidates = fp8a::index_candidates(index);
+      candidates_all = in.candidates.size();
       in.forecasts = forecasts;
       return in;
     };
@@ -198,27 +195,27 @@ int main(int argc, char** argv) {
       forecasts = fp8a::forecast_delayed_scaling(&log, rows, index.recipes(), index.formats());
     });
     const Timing none_t = time_repeated(o.repeat, [&] {
-      rec_none = fp8a::recommend(inputs_for(index, forecasts, true), policy, nullptr);
+      rec_none = fp8a::recommend(inputs_for(index, forecasts), policy, *gpu, nullptr);
     });
     std::optional<fp8a::CostModel> cost;
     const Timing cost_t = time_repeated(o.repeat, [&] {
       cost = fp8a::build_cost_model(gemm_layers, index.recipes(), *gpu, fp8a::CostOptions{o.tokens_per_step});
     });
     const Timing roofline_t = time_repeated(o.repeat, [&] {
-      rec_roofline = fp8a::recommend(inputs_for(index, forecasts, false), policy, &*cost);
+      rec_roofline = fp8a::recommend(inputs_for(index, forecasts), policy, *gpu, &*cost);
     });
     // One whole selection per --cost, as `run` does it once (index, forecasts, model, recommend).
     const Timing whole_none_t = time_repeated(o.repeat, [&] {
       const fp8a::EvaluationIndex ix(rows);
       const auto fc = fp8a::forecast_delayed_scaling(&log, rows, ix.recipes(), ix.formats());
-      rec_none = fp8a::recommend(inputs_for(ix, fc, true), policy, nullptr);
+      rec_none = fp8a::recommend(inputs_for(ix, fc), policy, *gpu, nullptr);
     });
     const Timing whole_roofline_t = time_repeated(o.repeat, [&] {
       const fp8a::EvaluationIndex ix(rows);
       const auto fc = fp8a::forecast_delayed_scaling(&log, rows, ix.recipes(), ix.formats());
       const fp8a::CostModel cm = fp8a::build_cost_model(gemm_layers, ix.recipes(), *gpu,
                                                            fp8a::CostOptions{o.tokens_per_step});
-      rec_roofline = fp8a::recommend(inputs_for(ix, fc, false), policy, &cm);
+      rec_roofline = fp8a::recommend(inputs_for(ix, fc), policy, *gpu, &cm);
     });
 
     std::printf("bench_selection: %d layers (%d blocks x qkv/proj/fc1/fc2), %d step(s), tokens %lld, "
@@ -236,7 +233,7 @@ int main(int argc, char** argv) {
     std::printf("  evaluation rows %zu, GEMM layers %zu, GEMM rows %zu, forecasts %zu, candidates %zu "
                 "(--cost none on %s: %zu runnable), skipped pairings %zu\n",
                 rows.size(), gemm_layers.size(), gemms.size(), forecasts.size(), candidates_all,
-                gpu->name, candidates_none, skipped.size());
+                gpu->name, rec_none->candidates.size(), skipped.size());
     for (const auto* r : {&rec_none, &rec_roofline}) {
       const auto& rec = **r;
       std::printf("  --cost %-8s chose %s: %.200s\n", rec.cost_source,

@@ -357,19 +357,12 @@ int command_run(const Invocation& inv) {
     in.index = &index;
     in.gemms = gemms;
     in.layers = gemm_layers;
-    // The cost model excludes the candidates the GPU cannot run; without one, leave them out here.
-    for (const RunCandidate& c : index_candidates(index)) {
-      const RecipeSupport support = recipe_support(c.recipe.kind, *gpu);
-      if (cost_text == "none" && !support.runs)
-        answer.gpu_excluded.emplace_back(candidate_name(c), support.reason);
-      else
-        in.candidates.push_back(c);
-    }
+    in.candidates = index_candidates(index);
     in.forecasts = forecasts;
     std::optional<CostModel> cost;
     if (cost_text == "roofline")
       cost = build_cost_model(gemm_layers, index.recipes(), *gpu, CostOptions{tokens_per_step});
-    recommendation = recommend(in, policy, cost ? &*cost : nullptr);
+    recommendation = recommend(in, policy, *gpu, cost ? &*cost : nullptr);
     answer.recommendation = &*recommendation;
   }
 

@@ -44,7 +44,7 @@ std::string answer_lines(const AnswerContext& a) {
   std::string s;
   if (!rec.chosen) {
     s += "answer: no FP8 recipe can be recommended";
-    s += rec.candidates.empty() && a.gpu_excluded.empty() ? " (no FP8 candidate evaluated)\n"
+    s += rec.candidates.empty() && rec.gpu_excluded.empty() ? " (no FP8 candidate evaluated)\n"
                                                            : ": none runs on " + a.gpu + "\n";
   } else {
     const CandidateAdvice& c = rec.candidates[*rec.chosen];
@@ -163,7 +163,8 @@ std::string answer_lines(const AnswerContext& a) {
     s += "  from the field:\n";
     for (const Advisory& adv : rec.advisories) s += "    " + adv.text + " [" + adv.source + "]\n";
   }
-  std::vector<std::pair<std::string, std::string>> excluded = a.gpu_excluded;
+  std::vector<std::pair<std::string, std::string>> excluded;
+  for (const GpuExclusion& e : rec.gpu_excluded) excluded.emplace_back(e.candidate, e.reason);
   for (const CandidateAdvice& c : rec.candidates)
     if (!c.runnable) excluded.emplace_back(candidate_name(c.candidate), c.excluded);
   if (!excluded.empty()) {

@@ -17,9 +17,6 @@ struct AnswerContext {
   std::string gpu;          // --gpu, "h100"
   std::string cost_source;  // --cost, "roofline" or "none"
   std::string skipped;      // why there is no recommendation (e.g. --no-gemms); empty otherwise
-  // Without a cost model (--cost none) the candidates the GPU cannot run are left out before the
-  // advice: each one's candidate_name and recipe_support's reason.
-  std::vector<std::pair<std::string, std::string>> gpu_excluded;
   // Config files the run left out, each with the writer's sentence why.
   std::vector<std::string> not_written;
 };

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/error.hpp"
 #include "core/text.hpp"
 #include "reports/advice_json.hpp"
 #include "reports/json_number.hpp"
@@ -81,10 +82,8 @@ Artifact render_recipe_json(const Recommendation& rec, const RunInfo& info) {
   j["candidate"] = chosen ? candidate_ref(chosen->candidate) : ordered_json(nullptr);
   j["recipe_notes"] = te.notes;
   j["why"] = rec.why;
-  j["gpu"] = rec.gpu ? ordered_json{{"name", rec.gpu->name},
-                                    {"product", rec.gpu->product},
-                                    {"sm", rec.gpu->sm}}
-                     : ordered_json(nullptr);
+  FP8A_CHECK(rec.gpu != nullptr, "recipe.json: the recommendation names no GPU");
+  j["gpu"] = {{"name", rec.gpu->name}, {"product", rec.gpu->product}, {"sm", rec.gpu->sm}};
   ordered_json layers = ordered_json::array();
   std::size_t fp8 = 0, bf16 = 0, mixed = 0;
   for (const LayerDecision& l : rec.layers) {

@@ -56,7 +56,7 @@ std::string recommendation_section(const AnswerContext& a) {
   const Recommendation& rec = *a.recommendation;
   if (!rec.chosen) {
     s += "**No FP8 recipe can be recommended**";
-    s += rec.candidates.empty() && a.gpu_excluded.empty() ? " (no FP8 candidate evaluated)"
+    s += rec.candidates.empty() && rec.gpu_excluded.empty() ? " (no FP8 candidate evaluated)"
                                                            : ": none runs on " + markdown_text(a.gpu);
     s += "; every GEMM stays in BF16.\n\n";
   } else {
@@ -101,7 +101,7 @@ std::string recommendation_section(const AnswerContext& a) {
   }
   if (!rec.limits.empty()) s += "### Not judged\n\n" + bullets(rec.limits) + "\n";
   std::vector<std::string> excluded;
-  for (const auto& [name, why] : a.gpu_excluded) excluded.push_back(name + ": " + why);
+  for (const GpuExclusion& e : rec.gpu_excluded) excluded.push_back(e.candidate + ": " + e.reason);
   for (const CandidateAdvice& c : rec.candidates)
     if (!c.runnable) excluded.push_back(candidate_name(c.candidate) + ": " + c.excluded);
   if (!excluded.empty()) s += "### Excluded on " + markdown_text(a.gpu) + "\n\n" + bullets(excluded) + "\n";

@@ -69,7 +69,7 @@ ordered_json decision_json(const AnswerContext& a) {
   d["layers"] = layers;
   add_recommendation_lists(d, rec);
   ordered_json excluded = ordered_json::array();
-  for (const auto& [name, why] : a.gpu_excluded) excluded.push_back({{"candidate", name}, {"reason", why}});
+  for (const GpuExclusion& e : rec.gpu_excluded) excluded.push_back({{"candidate", e.candidate}, {"reason", e.reason}});
   d["gpu_excluded"] = excluded;
   return d;
 }

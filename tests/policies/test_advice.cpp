@@ -14,6 +14,7 @@
 #include "engine/gemm_error.hpp"
 #include "engine/gemm_pairing.hpp"
 #include "engine/run.hpp"
+#include "core/error.hpp"
 #include "core/gpu_target.hpp"
 #include "policies/advice.hpp"
 
@@ -55,6 +56,13 @@ AdviceInputs inputs_of(const Evaluated& e, const EvaluationIndex& index) {
   return in;
 }
 
+// A GPU that runs every recipe kind (sm_100), so without a cost model the numbers alone decide.
+const GpuTarget& every_recipe_gpu() {
+  const GpuTarget* b200 = find_gpu_target("b200");
+  FP8A_CHECK(b200 != nullptr, "b200 is a GPU target");
+  return *b200;
+}
+
 // The selection without a cost model; the forecasts only when asked (the ground-truth checks run
 // on the evaluation tables alone).
 Recommendation advise(const Evaluated& e, const Policy& policy = default_policy(),
@@ -64,7 +72,7 @@ Recommendation advise(const Evaluated& e, const Policy& policy = default_policy(
       with_forecasts ? forecasts(e, index) : std::vector<DelayedForecast>{};
   AdviceInputs in = inputs_of(e, index);
   in.forecasts = fc;
-  return recommend(in, policy, nullptr);
+  return recommend(in, policy, every_recipe_gpu(), nullptr);
 }
 
 // A synth preset as `fp8-advisor run` evaluates it with its amax trace: the CPU backend, both
@@ -395,7 +403,7 @@ TEST_CASE("with a cost model: recipes the GPU cannot run are excluded, the faste
   const GpuTarget* h100 = find_gpu_target("h100");
   REQUIRE(h100 != nullptr);
   const CostModel model = build_cost_model(e.layers, index.recipes(), *h100);
-  const Recommendation rec = recommend(in, default_policy(), &model);
+  const Recommendation rec = recommend(in, default_policy(), *h100, &model);
   REQUIRE(rec.chosen.has_value());
   const CandidateAdvice& chosen = rec.candidates[*rec.chosen];
   CHECK(chosen.runnable);
@@ -416,6 +424,33 @@ TEST_CASE("with a cost model: recipes the GPU cannot run are excluded, the faste
   for (const ParetoPoint& p : rec.pareto)
     if (p.chosen) CHECK(*p.speedup == doctest::Approx(*chosen.speedup).epsilon(1e-12));
   CHECK(*rec.pareto.back().speedup == doctest::Approx(1.0));
+}
+
+TEST_CASE("without a cost model the GPU still excludes: left out before judging, with the reason") {
+  Evaluated e;
+  evaluate_preset(e, "healthy");
+  const EvaluationIndex index(e.rows);
+  const AdviceInputs in = inputs_of(e, index);
+  const GpuTarget* h100 = find_gpu_target("h100");
+  REQUIRE(h100 != nullptr);
+  const Recommendation rec = recommend(in, default_policy(), *h100, nullptr);
+  CHECK(rec.gpu == h100);
+  // The index holds mxfp8 in both formats; sm_90 runs every other kind (TE needs sm_100 for it).
+  std::size_t mx = 0;
+  for (const RunCandidate& c : in.candidates) mx += c.recipe.kind == RecipeKind::kMx ? 1 : 0;
+  REQUIRE(mx == 2);
+  REQUIRE(rec.gpu_excluded.size() == mx);
+  for (const GpuExclusion& x : rec.gpu_excluded) {
+    CHECK(x.candidate.starts_with("mxfp8"));
+    CHECK(has(x.reason, "mxfp8 needs sm_100"));
+  }
+  CHECK(rec.candidates.size() == in.candidates.size() - mx);
+  for (const CandidateAdvice& c : rec.candidates) CHECK(c.candidate.recipe.kind != RecipeKind::kMx);
+  // An A100 (sm_80) runs none: nothing is evaluated, every candidate is listed.
+  const Recommendation none = recommend(in, default_policy(), *find_gpu_target("a100"), nullptr);
+  CHECK(none.candidates.empty());
+  CHECK(none.gpu_excluded.size() == in.candidates.size());
+  CHECK(none.why == "no FP8 candidate was evaluated");
 }
 
 TEST_CASE("the delayed-scaling forecast enters the delayed candidates' verdicts") {
@@ -461,10 +496,11 @@ TEST_CASE("the watch list, the GPU and the cost source; no runnable candidate is
   const EvaluationIndex index(e.rows);
   AdviceInputs in = inputs_of(e, index);
 
-  const Recommendation plain = recommend(in, default_policy(), nullptr);
+  const Recommendation plain = recommend(in, default_policy(), every_recipe_gpu(), nullptr);
   REQUIRE(plain.chosen.has_value());
-  CHECK(plain.gpu == nullptr);
+  CHECK(plain.gpu == &every_recipe_gpu());  // named without a cost model too
   CHECK(std::string(plain.cost_source) == "none");
+  CHECK(plain.gpu_excluded.empty());
   REQUIRE_FALSE(plain.watch.empty());
   CHECK(plain.watch.size() <= kWatchCount);
   for (std::size_t i = 1; i < plain.watch.size(); ++i)
@@ -478,7 +514,7 @@ TEST_CASE("the watch list, the GPU and the cost source; no runnable candidate is
   const GpuTarget* h100 = find_gpu_target("h100");
   REQUIRE(h100 != nullptr);
   const CostModel model = build_cost_model(e.layers, index.recipes(), *h100);
-  const Recommendation costed = recommend(in, default_policy(), &model);
+  const Recommendation costed = recommend(in, default_policy(), *h100, &model);
   CHECK(costed.gpu == h100);
   CHECK(std::string(costed.cost_source) == "roofline");
 
@@ -486,7 +522,7 @@ TEST_CASE("the watch list, the GPU and the cost source; no runnable candidate is
   const GpuTarget* a100 = find_gpu_target("a100");
   REQUIRE(a100 != nullptr);
   const CostModel none_runs = build_cost_model(e.layers, index.recipes(), *a100);
-  const Recommendation none = recommend(in, default_policy(), &none_runs);
+  const Recommendation none = recommend(in, default_policy(), *a100, &none_runs);
   CHECK_FALSE(none.chosen.has_value());
   CHECK(has(none.why, "no FP8 candidate can be chosen: current/e4m3: "));
   CHECK(none.watch.empty());
@@ -536,7 +572,7 @@ TEST_CASE("advisories: the field facts, each where it applies, with its source")
   const EvaluationIndex index(e.rows);
   AdviceInputs in = inputs_of(e, index);
   in.candidates = {{parse_recipe("mxfp8"), TrainingFormat::kHybrid}};
-  const Recommendation mx = recommend(in, default_policy(), nullptr);
+  const Recommendation mx = recommend(in, default_policy(), every_recipe_gpu(), nullptr);
   REQUIRE(mx.chosen.has_value());
   bool pr638 = false;
   for (const Advisory& a : mx.advisories)
@@ -547,7 +583,7 @@ TEST_CASE("advisories: the field facts, each where it applies, with its source")
   CHECK(pr638);
   // Both MXFP8 formats evaluated and equally good: e4m3 wins the tie (the preference order).
   in.candidates = {{parse_recipe("mxfp8"), TrainingFormat::kHybrid}, {parse_recipe("mxfp8"), TrainingFormat::kE4M3}};
-  const Recommendation both = recommend(in, default_policy(), nullptr);
+  const Recommendation both = recommend(in, default_policy(), every_recipe_gpu(), nullptr);
   REQUIRE(both.chosen.has_value());
   MESSAGE(both.why);
   REQUIRE(both.candidates[0].fp8_flops == both.candidates[1].fp8_flops);

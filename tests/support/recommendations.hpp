@@ -107,6 +107,8 @@ inline void add_layer(Recommendation& rec, CandidateAdvice& c, const std::string
 }
 
 inline void finish(Recommendation& rec) {
+  // recommend() always names the GPU; h100 unless the test chose one.
+  if (rec.gpu == nullptr) rec.gpu = find_gpu_target("h100");
   for (CandidateAdvice& c : rec.candidates) {
     c.total_flops = c.fp8_flops = 0;
     c.gemms_to_bf16 = 0;

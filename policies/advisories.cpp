@@ -1,0 +1,117 @@
+#include "policies/advisories.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "core/layer_name.hpp"
+#include "core/text.hpp"
+
+namespace fp8a {
+
+// Each field fact with when it applies.
+std::vector<Advisory> field_advisories(const std::vector<CandidateAdvice>& candidates,
+                                       std::optional<std::size_t> chosen, const std::vector<LayerDecision>& layers) {
+  std::vector<Advisory> out;
+  if (!chosen) return out;
+  const CandidateAdvice& c = candidates[*chosen];
+  const RecipeKind kind = c.candidate.recipe.kind;
+  // The same recipe in the other format, when evaluated.
+  const auto other = [&]() -> const CandidateAdvice* {
+    for (const CandidateAdvice& o : candidates)
+      if (o.candidate.recipe == c.candidate.recipe && o.candidate.format != c.candidate.format)
+        return &o;
+    return nullptr;
+  };
+  const auto numbers = [](const CandidateAdvice* o) {
+    return o == nullptr ? std::string(" (not evaluated here)")
+                        : format_text(" (here %.1f %% of the GEMM FLOPs in FP8 with %d GEMMs to "
+                                      "BF16, risk %.3f)",
+                                      100.0 * o->fp8_flop_share, o->gemms_to_bf16, o->total_risk);
+  };
+  if (kind == RecipeKind::kMx && c.candidate.format == TrainingFormat::kHybrid) {
+    const CandidateAdvice* o = other();
+    out.push_back({"NVIDIA-NeMo/Megatron-Bridge PR #638",
+                   "MXFP8 with E5M2 (hybrid) gradients diverged and lowered MMLU on Nemotron5-8B; "
+                   "Megatron-Bridge's MXFP8 preset and TE's MXFP8BlockScaling default use E4M3. "
+                   "The captured numbers favour hybrid here; consider " +
+                       (o ? candidate_name(o->candidate) : std::string("mxfp8/e4m3")) + numbers(o)});
+  }
+  if (kind == RecipeKind::kBlock && c.candidate.format == TrainingFormat::kE4M3) {
+    const CandidateAdvice* o = other();
+    out.push_back({"NVIDIA/TransformerEngine#2754",
+                   "block scaling with all-E4M3 tracked BF16's loss worse than HYBRID (E5M2 "
+                   "gradients) in a reported run; the captured numbers favour e4m3 here; consider " +
+                       (o ? candidate_name(o->candidate) : std::string("block/hybrid")) + numbers(o)});
+  }
+  // The first and last captured transformer layers kept FP8 against the common rule of thumb.
+  std::map<int, std::vector<std::size_t>> by_index;  // index -> layers
+  for (std::size_t li = 0; li < layers.size(); ++li)
+    if (const auto i = transformer_layer_index(layers[li].layer)) by_index[*i].push_back(li);
+  std::vector<std::string> kept;
+  double margin = 0;
+  bool any_margin = false;
+  // The first layer when it was captured (index 0), and the last captured one when it is another.
+  std::vector<int> ends;
+  if (!by_index.empty()) {
+    const int first = by_index.begin()->first, last = by_index.rbegin()->first;
+    if (first == 0) ends.push_back(0);
+    if (last != first) ends.push_back(last);
+  }
+  for (int index : ends) {
+    bool all_fp8 = true;
+    for (std::size_t li : by_index[index])
+      all_fp8 = all_fp8 && layers[li].precision == Precision::kFp8;
+    if (!all_fp8) continue;
+    for (std::size_t li : by_index[index])
+      for (const GemmJudgement& j : c.layers[li].gemms)
+        if (j.judged && j.worst.limiting) {
+          margin = any_margin ? std::min(margin, j.worst.margin) : j.worst.margin;
+          any_margin = true;
+        }
+    kept.push_back(format_text("layers.%d (%s)", index,
+                                 index == 0 ? "the first" : "the last captured"));
+  }
+  if (!kept.empty()) {
+    std::string names = kept[0];
+    if (kept.size() > 1) names += " and " + kept[1];
+    out.push_back({"Megatron-LM --first-last-layers-bf16; Megatron-Bridge PR #651",
+                   names + (kept.size() > 1 ? " stay" : " stays") +
+                       " FP8: every GEMM passes the policy" +
+                       (any_margin ? format_text(" (smallest margin %.3f)", margin) : std::string()) +
+                       ". A common rule of thumb keeps the first and last layers in BF16; these "
+                       "numbers do not call for it, and it costs FP8 GEMMs (Megatron-Bridge turned "
+                       "it off in its current-scaling performance configs)"});
+  }
+  return out;
+}
+
+std::vector<std::string> advice_limits(std::span<const CapturedLayer> captured,
+                                       const std::vector<CandidateAdvice>& candidates,
+                                       std::span<const DelayedForecast> forecasts,
+                                       const std::vector<LayerDecision>& layers) {
+  std::vector<std::string> limits;
+  std::set<std::int64_t> all_steps;
+  for (const CapturedLayer& l : captured) all_steps.insert(l.steps.begin(), l.steps.end());
+  const bool any_delayed = std::any_of(candidates.begin(), candidates.end(), [](const CandidateAdvice& c) {
+    return c.candidate.recipe.kind == RecipeKind::kPerTensorDelayed;
+  });
+  const bool any_trend =
+      std::any_of(forecasts.begin(), forecasts.end(), [](const DelayedForecast& f) { return f.has_trend; });
+  if (!any_trend && (all_steps.size() <= 1 || any_delayed))
+    limits.push_back(format_text(
+        "no amax trend: %zu captured step%s and no training log of more; how fast each amax grows, "
+        "and when a delayed-scaling history would run out of headroom, is not judged (capture more "
+        "steps, or pass --training-log with every step's amax)",
+        all_steps.size(), all_steps.size() == 1 ? "" : "s"));
+  int incomplete = 0;
+  for (const LayerDecision& l : layers) incomplete += l.incomplete ? 1 : 0;
+  if (incomplete > 0)
+    limits.push_back(format_text(
+        "%d layer%s without all three operands at some step: judged from the copies that exist, "
+        "their GEMMs without a complete step counting no FLOPs (recipe.json: incomplete)",
+        incomplete, incomplete == 1 ? "" : "s"));
+  return limits;
+}
+
+}  // namespace fp8a

@@ -1,0 +1,156 @@
+#include "policies/fallback_plan.hpp"
+
+#include <map>
+
+#include "core/text.hpp"
+
+namespace fp8a {
+
+namespace {
+
+std::string kept_reason(const GemmJudgement& j, const RunCandidate& c) {
+  const Verdict& v = j.worst;
+  if (!v.limiting || v.margin >= kSmallMargin) return "";
+  return format_text("kept FP8: step %lld %s %s %.4g against %.4g (margin %.3f < %.2f) under %s",
+             static_cast<long long>(j.worst_step), gemm_name(j.gemm), criterion_name(*v.limiting),
+             v.measured, v.threshold, v.margin, kSmallMargin, candidate_name(c).c_str());
+}
+
+// The failing GEMM with the lowest margin, and per step the failing GEMMs and the lowest margin.
+void summarize_failures(CandidateAdvice* ca) {
+  double worst_margin = 0;
+  for (const LayerJudgement& lj : ca->layers)
+    for (const GemmJudgement& j : lj.gemms) {
+      if (!j.judged || j.fp8_safe) continue;
+      const Verdict& v = failing_verdict(j);
+      if (!ca->worst_failure.empty() && v.margin >= worst_margin) continue;
+      worst_margin = v.margin;
+      ca->worst_failure = lj.layer + " " + gemm_name(j.gemm) + ": " + v.reason;
+    }
+  struct StepWorst {
+    int gemms = 0;
+    const Verdict* verdict = nullptr;  // the lowest margin of the step
+    std::string where;                 // its layer and GEMM
+  };
+  std::map<std::int64_t, StepWorst> by_step;
+  for (const LayerJudgement& lj : ca->layers)
+    for (const GemmJudgement& j : lj.gemms)
+      for (const StepVerdict& f : j.failures) {
+        StepWorst& w = by_step[f.step];
+        ++w.gemms;
+        if (w.verdict != nullptr && f.verdict.margin >= w.verdict->margin) continue;
+        w.verdict = &f.verdict;
+        w.where = lj.layer + " " + gemm_name(j.gemm);
+      }
+  for (const auto& [step, w] : by_step)
+    ca->failures_by_step.push_back({step, w.gemms, w.where + ": " + w.verdict->reason});
+}
+
+}  // namespace
+
+const char* precision_name(Precision p) {
+  return p == Precision::kFp8 ? "fp8" : p == Precision::kBf16 ? "bf16" : "mixed";
+}
+
+void tally_fp8(CandidateAdvice* ca) {
+  ca->fp8_flops = 0;
+  ca->total_risk = 0;
+  for (std::size_t li = 0; li < ca->layers.size(); ++li)
+    for (const GemmJudgement& j : ca->layers[li].gemms)
+      if (ca->plan[li][static_cast<int>(j.gemm)] == Precision::kFp8) {
+        ca->fp8_flops += j.flops;
+        ca->total_risk += j.risk;
+      }
+  ca->fp8_flop_share = ca->total_flops > 0 ? ca->fp8_flops / ca->total_flops : 0.0;
+}
+
+CandidateAdvice plan_fallback(const RunCandidate& candidate, std::vector<LayerJudgement> layers,
+                              FallbackScope scope) {
+  CandidateAdvice ca;
+  ca.candidate = candidate;
+  ca.layers = std::move(layers);
+  bool any_failed = false;
+  for (const LayerJudgement& lj : ca.layers)
+    for (const GemmJudgement& j : lj.gemms) {
+      ca.total_flops += j.flops;
+      any_failed = any_failed || (j.judged && !j.fp8_safe);
+    }
+  const bool global_off = scope == FallbackScope::kGlobal && any_failed;
+  for (const LayerJudgement& lj : ca.layers) {
+    std::array<Precision, 3> p{Precision::kBf16, Precision::kBf16, Precision::kBf16};
+    for (const GemmJudgement& j : lj.gemms) {
+      if (j.fp8_safe && !global_off) {
+        p[static_cast<int>(j.gemm)] = Precision::kFp8;
+      } else if (j.judged) {
+        ++ca.gemms_to_bf16;
+      }
+    }
+    ca.plan.push_back(p);
+  }
+  tally_fp8(&ca);
+  summarize_failures(&ca);
+  return ca;
+}
+
+std::vector<LayerDecision> decide_layers(const CandidateAdvice& c, FallbackScope scope) {
+  std::string global_cause;
+  if (scope == FallbackScope::kGlobal)
+    for (const LayerJudgement& lj : c.layers)
+      for (const GemmJudgement& j : lj.gemms)
+        if (global_cause.empty() && j.judged && !j.fp8_safe)
+          global_cause = "every GEMM to BF16 (policy scope global): " + lj.layer + " " +
+                         gemm_name(j.gemm) + ": " + j.worst.reason;
+  std::vector<LayerDecision> out;
+  for (std::size_t li = 0; li < c.layers.size(); ++li) {
+    const LayerJudgement& lj = c.layers[li];
+    LayerDecision ld;
+    ld.layer = lj.layer;
+    ld.incomplete = lj.incomplete;
+    ld.fp8_safe = lj.fp8_safe;
+    bool any_fp8 = false, any_bf16 = false;
+    for (const GemmJudgement& j : lj.gemms) {
+      GemmDecision& gd = ld.gemms[static_cast<int>(j.gemm)];
+      gd.gemm = j.gemm;
+      gd.judged = j.judged;
+      gd.fp8_safe = j.fp8_safe;
+      gd.precision = c.plan[li][static_cast<int>(j.gemm)];
+      if (!j.judged) {
+        gd.reason = format_text("%s: no operand copy captured", gemm_name(j.gemm));
+        continue;
+      }
+      if (gd.precision == Precision::kFp8) {
+        any_fp8 = true;
+        gd.reason = kept_reason(j, c.candidate);
+      } else {
+        any_bf16 = true;
+        const std::string& not_paying =
+            c.not_paying.empty() ? std::string() : c.not_paying[li][static_cast<int>(j.gemm)];
+        gd.reason = j.fp8_safe && !not_paying.empty() ? not_paying
+                    : j.fp8_safe                      ? global_cause
+                                                      : failing_verdict(j).reason;
+      }
+    }
+    ld.precision = any_fp8 && any_bf16 ? Precision::kMixed
+                   : any_fp8           ? Precision::kFp8
+                                       : Precision::kBf16;
+    out.push_back(std::move(ld));
+  }
+  return out;
+}
+
+std::vector<LayerDecision> all_bf16_layers(std::span<const CapturedLayer> layers, const std::string& why) {
+  std::vector<LayerDecision> out;
+  for (const CapturedLayer& l : layers) {
+    LayerDecision ld;
+    ld.layer = l.name;
+    ld.incomplete = l.incomplete;
+    for (int g = 0; g < 3; ++g) {
+      ld.gemms[static_cast<std::size_t>(g)].gemm = static_cast<Gemm>(g);
+      ld.gemms[static_cast<std::size_t>(g)].reason = why;
+    }
+    out.push_back(std::move(ld));
+  }
+  return out;
+}
+
+}  // namespace fp8a

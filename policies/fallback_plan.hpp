@@ -1,0 +1,98 @@
+// The BF16-fallback decision: under one candidate, which GEMMs stay FP8 and which go to BF16, and
+// why. The numbers' plan keeps every fp8_safe GEMM in FP8 and sends the others to BF16; under a
+// policy with FallbackScope::kGlobal (te-autoswitch) one failing GEMM sends every GEMM of the
+// candidate to BF16. cost_plan.hpp then sends the GEMMs where FP8 would not pay; decide_layers
+// gives each GEMM of the chosen plan its precision and reason.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "policies/candidate.hpp"
+#include "policies/judgement.hpp"
+#include "policies/judging.hpp"
+#include "policies/policy.hpp"
+
+namespace fp8a {
+
+enum class Precision : std::uint8_t { kFp8, kBf16, kMixed };  // kMixed: layers only
+const char* precision_name(Precision p);  // "fp8", "bf16", "mixed"
+
+// A margin below this keeps a GEMM FP8 with a "kept FP8: ..." reason (how close it came).
+inline constexpr double kSmallMargin = 0.25;
+
+// Everything about one candidate: its judgements and the plan that keeps its passing GEMMs FP8.
+struct CandidateAdvice {
+  RunCandidate candidate;
+  std::vector<LayerJudgement> layers;  // in EvaluationIndex::layers() order
+  double total_flops = 0;              // every GEMM's (the same for all candidates)
+  double fp8_flops = 0;                // of the GEMMs the plan keeps FP8
+  double fp8_flop_share = 0;           // fp8_flops / total_flops (0 without FLOPs)
+  double total_risk = 0;               // sum of the worst risk of the GEMMs kept FP8
+  int gemms_to_bf16 = 0;               // judged (layer, GEMM)s the numbers send to BF16
+  int gemms_not_paying = 0;            // and those the cost model sends (FP8 would not pay)
+  // The reason of its failing GEMM with the lowest margin (the worst step's verdict, else the
+  // failed forecast), "layers.3.mlp.linear_fc2 fprop: step 2 activation saturated ..."; empty
+  // when every judged GEMM passes.
+  std::string worst_failure;
+  // Per captured step with failing GEMMs, in step order: how many fail there, and the reason of
+  // the one with the lowest margin ("layers.3.mlp.linear_fc2 fprop: step 2 activation ...").
+  struct StepFailures {
+    std::int64_t step = 0;
+    int gemms = 0;
+    std::string worst;
+  };
+  std::vector<StepFailures> failures_by_step;
+  // With a cost model: whether it may be chosen, why not, and its predicted GEMM speedup.
+  bool runnable = true;
+  std::string excluded;                // empty when runnable
+  std::optional<double> speedup;       // of the plan (after the GEMMs where FP8 would not pay)
+  // Of the numerics-only plan (every passing GEMM FP8), before the cost sends GEMMs to BF16.
+  std::optional<double> numerics_speedup;
+  double numerics_fp8_flops = 0;
+  // Per (layer i, GEMM g): why the cost model sent a GEMM the numbers allow in FP8 to BF16
+  // (FP8 would not pay: its casts cost more than the faster GEMM saves); "" otherwise.
+  std::vector<std::array<std::string, 3>> not_paying;
+  // The plan's precision of (layer i, GEMM g): kFp8 exactly when fp8_safe and the scope allows.
+  std::vector<std::array<Precision, 3>> plan;
+};
+
+// The numbers' plan of the candidate over its judged layers: plan, gemms_to_bf16, the FP8 tally,
+// worst_failure and failures_by_step; no cost fields.
+CandidateAdvice plan_fallback(const RunCandidate& candidate, std::vector<LayerJudgement> layers,
+                              FallbackScope scope);
+
+// Sets fp8_flops, total_risk (of the GEMMs whose plan is kFp8) and fp8_flop_share from the plan.
+void tally_fp8(CandidateAdvice* ca);
+
+// The recommendation's decision for one GEMM of one layer.
+struct GemmDecision {
+  Gemm gemm = Gemm::kFprop;
+  bool judged = false;
+  bool fp8_safe = false;
+  Precision precision = Precision::kBf16;
+  // bf16: the worst verdict's reason, else the failed forecast's (or why nothing was judged, or
+  // the global scope's cause);
+  // fp8 with a margin under kSmallMargin: "kept FP8: ... margin ..."; otherwise empty.
+  std::string reason;
+};
+
+struct LayerDecision {
+  std::string layer;
+  bool incomplete = false;
+  bool fp8_safe = false;
+  Precision precision = Precision::kBf16;  // fp8 / bf16 when all judged GEMMs agree, else mixed
+  std::array<GemmDecision, 3> gemms{};
+};
+
+// Every layer's decisions under the chosen candidate's plan (its cost plan applied, if any).
+std::vector<LayerDecision> decide_layers(const CandidateAdvice& chosen, FallbackScope scope);
+
+// Every GEMM of every layer BF16 with `why` as its reason: the decisions when nothing is chosen.
+std::vector<LayerDecision> all_bf16_layers(std::span<const CapturedLayer> layers, const std::string& why);
+
+}  // namespace fp8a

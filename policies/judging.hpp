@@ -1,0 +1,57 @@
+// Judging: every (layer, GEMM) of the evaluation under one FP8 candidate, step by step with
+// judge_gemm on the copies kGemmOperandUses names, and, for delayed candidates, the forecast with
+// judge_delayed_forecast. The first step of recommend() (advice.hpp).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "engine/evaluation_index.hpp"
+#include "engine/gemm_error.hpp"
+#include "engine/gemm_pairing.hpp"
+#include "policies/amax_trend.hpp"
+#include "policies/candidate.hpp"
+#include "policies/judgement.hpp"
+#include "policies/policy.hpp"
+
+namespace fp8a {
+
+struct AdviceInputs {
+  const EvaluationIndex* index = nullptr;  // the evaluation rows; never null
+  std::span<const GemmRow> gemms;          // evaluate_gemm_errors (emulated rows are used)
+  std::span<const GemmLayer> layers;       // pair_gemm_operands: the complete (step, layer)s
+  std::vector<RunCandidate> candidates;       // the evaluated candidates; bf16 ones are ignored
+  // Delayed candidates only: forecast_delayed_scaling of each format (matched by layer, role,
+  // recipe spec and the role's FP8 type in the candidate's format). Empty: no forecast judged.
+  std::span<const DelayedForecast> forecasts;
+};
+
+// A layer of the index with its captured steps.
+struct CapturedLayer {
+  std::string name;
+  std::vector<std::int64_t> steps;  // ascending
+  bool incomplete = false;          // a step without a complete GemmLayer (LayerJudgement)
+};
+
+// The inputs looked up by what judging matches them on. Points into the AdviceInputs.
+struct AdviceEvidence {
+  const EvaluationIndex* index = nullptr;
+  std::vector<CapturedLayer> layers;  // in EvaluationIndex::layers() order
+  std::map<std::pair<std::int64_t, std::string>, const GemmLayer*> complete;  // (step, layer)
+  // (step, layer, gemm, recipe spec, format) -> the emulated GemmRow.
+  std::map<std::tuple<std::int64_t, std::string, Gemm, std::string, TrainingFormat>, const GemmRow*> outputs;
+  // (layer, role, recipe spec, FP8 type) -> the forecast.
+  std::map<std::tuple<std::string, Role, std::string, Fp8Format>, const DelayedForecast*> forecasts;
+};
+AdviceEvidence gather_evidence(const AdviceInputs& inputs);
+
+// Every layer of the evidence judged under the candidate, in its order.
+std::vector<LayerJudgement> judge_candidate(const AdviceEvidence& evidence, const RunCandidate& candidate,
+                                            const Policy& policy);
+
+}  // namespace fp8a

@@ -1,0 +1,160 @@
+#include "policies/module_plan.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include "core/error.hpp"
+#include "core/text.hpp"
+#include "policies/choice.hpp"
+
+namespace fp8a {
+
+namespace {
+
+// The runnable candidates Megatron's precision config can express, in order.
+std::vector<std::size_t> mixable_candidates(const std::vector<CandidateAdvice>& cands) {
+  std::vector<std::size_t> mixable;
+  for (std::size_t i = 0; i < cands.size(); ++i)
+    if (cands[i].runnable && per_module_recipe(cands[i].candidate.recipe)) mixable.push_back(i);
+  return mixable;
+}
+
+// The first reason a GEMM of the layer is not fp8_safe under the candidate ("" when all are).
+std::string failing_reason(const LayerJudgement& l) {
+  for (const GemmJudgement& j : l.gemms)
+    if (j.judged && !j.fp8_safe) return std::string(gemm_name(j.gemm)) + ": " + failing_verdict(j).reason;
+  return "";
+}
+
+// The per-module plan over `base` and the mixable candidates.
+ModulePlan plan_over(const std::vector<CandidateAdvice>& cands, std::size_t base,
+                     const std::vector<std::size_t>& mixable, const CostModel* cost, const CostRows& cost_row) {
+  ModulePlan mp;
+  mp.base = base;
+  const CandidateAdvice& b = cands[base];
+  const auto preferred = [&](std::size_t x, std::size_t y, std::size_t li) {
+    const double rx = layer_risk(cands[x].layers[li]), ry = layer_risk(cands[y].layers[li]);
+    if (!risk_tied(rx, ry)) return rx < ry;
+    return preferred_candidate(cands[x].candidate, x, cands[y].candidate, y);
+  };
+  // One module's time under a choice (a candidate index, or unset: BF16), the others BF16.
+  const auto seconds = [&](std::size_t li, std::optional<std::size_t> choice) {
+    CostPlan plan = uniform_plan(*cost, kCostBf16);
+    if (choice) {
+      const int r = cost_recipe_index(*cost, cands[*choice].candidate.recipe);
+      for (int& g : plan.choice[*cost_row[li]]) g = r;
+    }
+    return estimate_cost(*cost, plan).plan_seconds;
+  };
+  for (std::size_t li = 0; li < b.layers.size(); ++li) {
+    ModuleChoice m;
+    m.layer = b.layers[li].layer;
+    std::vector<std::size_t> safe;
+    for (std::size_t j : mixable)
+      if (cands[j].layers[li].fp8_safe) safe.push_back(j);
+    const bool base_safe = std::find(safe.begin(), safe.end(), base) != safe.end();
+    std::optional<std::size_t> pick;
+    if (base_safe) {
+      pick = base;
+    } else {
+      for (std::size_t j : safe)
+        if (!pick || preferred(j, *pick, li)) pick = j;
+    }
+    if (pick && !base_safe)
+      m.reason = format_text("%s; %s passes all its GEMMs (risk %.3f)",
+                             failing_reason(b.layers[li]).c_str(),
+                             candidate_name(cands[*pick].candidate).c_str(),
+                             layer_risk(cands[*pick].layers[li]));
+    if (!pick)
+      m.reason = format_text("no per-module recipe passes all its GEMMs (%zu tried); %s",
+                             mixable.size(), failing_reason(b.layers[li]).c_str());
+    if (cost != nullptr && cost_row[li] && !safe.empty()) {
+      // The fastest of the passing candidates and BF16; the numerics' pick on ties.
+      std::optional<std::size_t> fastest = pick;
+      double best = seconds(li, pick);
+      for (std::size_t j : safe) {
+        const double t = seconds(li, j);
+        if (t < best) best = t, fastest = j;
+      }
+      const double bf16 = seconds(li, std::nullopt);
+      if (bf16 <= best) {
+        m.reason = format_text("FP8 would not pay on %s: %.4g us in BF16 against %.4g us under %s "
+                               "(roofline, casts included)",
+                               cost->gpu->name, bf16 * 1e6, best * 1e6,
+                               candidate_name(cands[*fastest].candidate).c_str());
+        fastest.reset();
+      } else if (fastest != pick) {
+        m.reason = format_text("%s is faster on %s: %.4g us against %.4g us under %s (roofline); "
+                               "all its GEMMs pass there",
+                               candidate_name(cands[*fastest].candidate).c_str(), cost->gpu->name,
+                               best * 1e6, seconds(li, pick) * 1e6,
+                               candidate_name(cands[*pick].candidate).c_str());
+      }
+      pick = fastest;
+    }
+    m.candidate = pick;
+    if (pick) {
+      mp.fp8_flops += layer_flops(b.layers[li]);
+      if (*pick != base) ++mp.switched;
+    } else {
+      ++mp.bf16;
+    }
+    mp.modules.push_back(std::move(m));
+  }
+  mp.fp8_flop_share = b.total_flops > 0 ? mp.fp8_flops / b.total_flops : 0.0;
+  if (cost != nullptr && b.speedup) {
+    CostPlan plan = uniform_plan(*cost, kCostBf16);
+    for (std::size_t li = 0; li < mp.modules.size(); ++li)
+      if (cost_row[li] && mp.modules[li].candidate) {
+        const int r = cost_recipe_index(*cost, cands[*mp.modules[li].candidate].candidate.recipe);
+        for (int& g : plan.choice[*cost_row[li]]) g = r;
+      }
+    mp.speedup = estimate_cost(*cost, plan).speedup;
+  }
+  std::map<std::string, int> to;
+  for (const ModuleChoice& m : mp.modules)
+    if (m.candidate && *m.candidate != base) ++to[candidate_name(cands[*m.candidate].candidate)];
+  mp.why = format_text("per module: %zu of %zu on %s", mp.modules.size() - mp.switched - mp.bf16,
+                       mp.modules.size(), candidate_name(b.candidate).c_str());
+  for (const auto& [name, n] : to) mp.why += format_text(", %d on %s", n, name.c_str());
+  mp.why += format_text(", %d in BF16; %.1f %% of the GEMM FLOPs in FP8", mp.bf16,
+                        100.0 * mp.fp8_flop_share);
+  if (mp.speedup) mp.why += format_text(", predicted GEMM speedup %.3fx", *mp.speedup);
+  return mp;
+}
+
+}  // namespace
+
+bool per_module_recipe(const Recipe& r) {
+  switch (r.kind) {
+    case RecipeKind::kPerTensorCurrent: return !r.pow2_scales && r.amax_epsilon == 0.0f;
+    case RecipeKind::kBlock: return r.pow2_scales && !r.block_2d;
+    case RecipeKind::kMx: return r.mx_rule == MxScaleRule::kTeRoundUp;
+    case RecipeKind::kPerTensorDelayed:
+    case RecipeKind::kBf16: return false;
+  }
+  return false;
+}
+
+std::string module_plan_note(const std::vector<CandidateAdvice>& candidates, std::optional<std::size_t> chosen,
+                             FallbackScope scope) {
+  if (!chosen) return "no per-module plan: no FP8 candidate was chosen";
+  if (scope == FallbackScope::kGlobal)
+    return "no per-module plan: the policy's scope is global (one failing GEMM sends every GEMM to BF16)";
+  if (mixable_candidates(candidates).empty())
+    return "no per-module plan: no candidate that runs here is one Megatron's precision config can express "
+           "(tensorwise, blockwise or mxfp8 with TE's defaults)";
+  return "";
+}
+
+ModulePlan plan_modules(const std::vector<CandidateAdvice>& candidates, std::size_t chosen, const CostModel* cost,
+                        const CostRows& rows) {
+  const std::vector<std::size_t> mixable = mixable_candidates(candidates);
+  FP8A_CHECK(!mixable.empty(), "plan_modules: no per-module candidate (module_plan_note says why)");
+  std::size_t base = mixable.front();
+  for (std::size_t i : mixable)
+    if (i == chosen || (base != chosen && ranks_before(candidates, i, base, cost != nullptr))) base = i;
+  return plan_over(candidates, base, mixable, cost, rows);
+}
+
+}  // namespace fp8a

@@ -1,0 +1,57 @@
+// The module plan: for users who can mix recipes per module (Megatron-Core's
+// --te-precision-config-file), each module's own recipe, or BF16. te_precision_config renders it.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "policies/cost_plan.hpp"
+#include "policies/fallback_plan.hpp"
+
+namespace fp8a {
+
+// Megatron-Core's --te-precision-config-file runs each module under its own recipe: tensorwise
+// (Float8CurrentScaling with TE's defaults), blockwise (Float8BlockScaling: power-of-two scales,
+// TE's default blocks) or mxfp8 (MXFP8BlockScaling, TE's scale rule), in e4m3 or hybrid
+// (../shared/reference/consumers.md §3.1). No delayed scaling, no recipe option, no single GEMM.
+bool per_module_recipe(const Recipe& recipe);
+
+// One module of the per-module plan.
+struct ModuleChoice {
+  std::string layer;
+  // Into Recommendation::candidates: the module's recipe; unset: the whole module in BF16.
+  std::optional<std::size_t> candidate;
+  // Empty on the base with every GEMM passing; else why not the base, with numbers.
+  std::string reason;
+};
+
+// The per-module plan, for users who can mix recipes per module: every module on the base
+// candidate where all its GEMMs pass there, else on the candidate under which they all pass
+// (the lowest risk of the layer, within 10 % the preference order), else BF16; with a cost model,
+// the fastest of those (BF16 included: where FP8 would not pay), the base on ties. Only
+// per_module_recipe candidates the GPU runs; none under a global-scope policy.
+struct ModulePlan {
+  std::size_t base = 0;              // into Recommendation::candidates: the "*" recipe
+  std::vector<ModuleChoice> modules; // every layer, in Recommendation::layers order
+  double fp8_flops = 0;
+  double fp8_flop_share = 0;
+  std::optional<double> speedup;     // with a cost model
+  int switched = 0;                  // modules on a candidate other than the base
+  int bf16 = 0;                      // modules in BF16
+  std::string why;                   // the plan in one line, with numbers
+};
+
+// Why there is no per-module plan ("no per-module plan: ..."): nothing chosen, a global scope,
+// or no runnable per_module_recipe candidate; "" when plan_modules can make one.
+std::string module_plan_note(const std::vector<CandidateAdvice>& candidates, std::optional<std::size_t> chosen,
+                             FallbackScope scope);
+
+// The per-module plan over the runnable per_module_recipe candidates; the base is the chosen one
+// when it is among them, else the best ranked of them (choice.hpp ranks_before). Only where
+// module_plan_note is "". `cost` null: numerics alone.
+ModulePlan plan_modules(const std::vector<CandidateAdvice>& candidates, std::size_t chosen, const CostModel* cost,
+                        const CostRows& rows);
+
+}  // namespace fp8a

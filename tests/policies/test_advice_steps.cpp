@@ -1,0 +1,217 @@
+// The steps of recommend() on hand-built judgements, each number worked out by hand in the
+// comments: the BF16-fallback plan, the choice, the preference order, the Pareto path, the
+// module-plan note and the limits. test_advice.cpp runs the whole pipeline on real evaluations.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "policies/advice.hpp"
+
+namespace {
+
+using namespace fp8a;
+
+// Sums of a few doubles: exact up to rounding.
+constexpr double kSumTolerance = 1e-12;
+
+RunCandidate cand(const std::string& recipe, TrainingFormat format) {
+  return {parse_recipe_list(recipe).at(0), format};
+}
+
+// A judged GEMM over one step (step 2), passing or failing with the given margin and risk.
+GemmJudgement judged(Gemm g, bool safe, double flops, double risk, const std::string& reason = "") {
+  GemmJudgement j;
+  j.gemm = g;
+  j.judged = true;
+  j.worst.passed = safe;
+  j.worst.margin = safe ? 0.5 : -0.5;
+  j.worst.risk = risk;
+  j.worst.reason = reason;
+  j.worst_step = 2;
+  j.steps = 1;
+  if (!safe) {
+    j.failed_steps = 1;
+    j.failures.push_back({2, j.worst});
+  }
+  j.flops = flops;
+  j.fp8_safe = safe;
+  j.risk = risk;
+  return j;
+}
+
+LayerJudgement layer(const std::string& name, GemmJudgement fprop, GemmJudgement dgrad, GemmJudgement wgrad) {
+  LayerJudgement l;
+  l.layer = name;
+  l.steps = {2};
+  l.gemms = {fprop, dgrad, wgrad};
+  bool any = false, all = true;
+  for (const GemmJudgement& j : l.gemms)
+    if (j.judged) any = true, all = all && j.fp8_safe;
+  l.fp8_safe = any && all;
+  return l;
+}
+
+GemmJudgement unjudged(Gemm g) {
+  GemmJudgement j;
+  j.gemm = g;
+  return j;
+}
+
+// A: fprop passes (100 FLOPs, risk 0.5), dgrad fails (200, risk 2), wgrad not judged.
+// B: every GEMM passes (50 FLOPs, risk 0.1 each).
+// C: fprop passes with no FLOPs (no complete step) and risk 0.4; the others not judged.
+std::vector<LayerJudgement> judgements() {
+  return {layer("A", judged(Gemm::kFprop, true, 100, 0.5), judged(Gemm::kDgrad, false, 200, 2.0, "too coarse"),
+                unjudged(Gemm::kWgrad)),
+          layer("B", judged(Gemm::kFprop, true, 50, 0.1), judged(Gemm::kDgrad, true, 50, 0.1),
+                judged(Gemm::kWgrad, true, 50, 0.1)),
+          layer("C", judged(Gemm::kFprop, true, 0, 0.4), unjudged(Gemm::kDgrad), unjudged(Gemm::kWgrad))};
+}
+
+}  // namespace
+
+TEST_CASE("plan_fallback: passing GEMMs FP8, failing ones BF16; the global scope sends all") {
+  const RunCandidate c = cand("current", TrainingFormat::kHybrid);
+  const CandidateAdvice local = plan_fallback(c, judgements(), FallbackScope::kGemm);
+  using P = Precision;
+  CHECK(local.plan == std::vector<std::array<P, 3>>{{P::kFp8, P::kBf16, P::kBf16},
+                                                    {P::kFp8, P::kFp8, P::kFp8},
+                                                    {P::kFp8, P::kBf16, P::kBf16}});
+  CHECK(local.gemms_to_bf16 == 1);                   // A dgrad; unjudged GEMMs are not counted
+  CHECK(local.total_flops == 450);                   // 100 + 200 + 3 * 50 + 0
+  CHECK(local.fp8_flops == 250);                     // all but A dgrad
+  CHECK(local.fp8_flop_share == doctest::Approx(250.0 / 450.0).epsilon(kSumTolerance));
+  CHECK(local.total_risk == doctest::Approx(0.5 + 0.3 + 0.4).epsilon(kSumTolerance));
+  CHECK(local.worst_failure == "A dgrad: too coarse");
+  REQUIRE(local.failures_by_step.size() == 1);
+  CHECK(local.failures_by_step[0].step == 2);
+  CHECK(local.failures_by_step[0].gemms == 1);
+  CHECK(local.failures_by_step[0].worst == "A dgrad: too coarse");
+
+  const std::vector<LayerDecision> d = decide_layers(local, FallbackScope::kGemm);
+  REQUIRE(d.size() == 3);
+  CHECK(d[0].precision == P::kMixed);
+  CHECK(d[1].precision == P::kFp8);
+  CHECK(d[0].gemms[1].reason == "too coarse");
+  CHECK(d[0].gemms[2].reason == "wgrad: no operand copy captured");
+  CHECK(d[1].gemms[0].reason.empty());  // no limiting check close to its threshold: no "kept FP8" note
+
+  const CandidateAdvice global = plan_fallback(c, judgements(), FallbackScope::kGlobal);
+  CHECK(global.gemms_to_bf16 == 6);  // every judged GEMM: A fprop and dgrad, B x3, C fprop
+  CHECK(global.fp8_flops == 0);
+  CHECK(global.total_risk == 0);
+  const std::vector<LayerDecision> g = decide_layers(global, FallbackScope::kGlobal);
+  CHECK(g[1].precision == P::kBf16);
+  CHECK(g[1].gemms[0].reason == "every GEMM to BF16 (policy scope global): A dgrad: too coarse");
+}
+
+TEST_CASE("the preference order and the risk tie") {
+  const std::size_t i0 = 0, i1 = 1;
+  CHECK(preferred_candidate(cand("current", TrainingFormat::kHybrid), i1, cand("block", TrainingFormat::kHybrid), i0));
+  CHECK(preferred_candidate(cand("current", TrainingFormat::kHybrid), i1, cand("current", TrainingFormat::kE4M3), i0));
+  CHECK(preferred_candidate(cand("mxfp8", TrainingFormat::kE4M3), i1, cand("mxfp8", TrainingFormat::kHybrid), i0));
+  CHECK(preferred_candidate(cand("block", TrainingFormat::kE4M3), i1, cand("delayed", TrainingFormat::kHybrid), i0));
+  CHECK(preferred_candidate(cand("block", TrainingFormat::kE4M3), i0, cand("block", TrainingFormat::kE4M3), i1));
+  CHECK_FALSE(preferred_candidate(cand("block", TrainingFormat::kE4M3), i1, cand("block", TrainingFormat::kE4M3), i0));
+  CHECK(risk_tied(1.0, 1.1));    // 0.1 <= 0.10 * 1.1
+  CHECK_FALSE(risk_tied(1.0, 1.12));  // 0.12 > 0.112
+}
+
+TEST_CASE("choose_candidate: FP8 FLOPs, then risk beyond the tie, then the preference order") {
+  const auto advice = [](const RunCandidate& c, double fp8_flops, double risk) {
+    CandidateAdvice a;
+    a.candidate = c;
+    a.total_flops = 200;
+    a.fp8_flops = fp8_flops;
+    a.fp8_flop_share = fp8_flops / 200;
+    a.total_risk = risk;
+    return a;
+  };
+  std::vector<CandidateAdvice> cs = {advice(cand("block", TrainingFormat::kHybrid), 100, 0.95),
+                                     advice(cand("current", TrainingFormat::kHybrid), 100, 1.0),
+                                     advice(cand("delayed", TrainingFormat::kHybrid), 120, 5.0)};
+  Choice ch = choose_candidate(cs, false);
+  CHECK(ch.chosen == 2u);
+  CHECK(ch.next == 1u);  // ties block on risk (0.05 <= 0.1), first in the preference order
+  CHECK(choice_why(cs, ch, false) ==
+        candidate_name(cs[2].candidate) +
+            " keeps 60.0 % of the GEMM FLOPs in FP8 with 0 GEMMs to BF16 (risk 5.000); "
+            "next current/hybrid 50.0 % with 0 to BF16 (risk 1.000): more FP8 FLOPs");
+  cs[2].runnable = false;
+  cs[2].excluded = "not here";
+  ch = choose_candidate(cs, false);
+  CHECK(ch.chosen == 1u);
+  CHECK(choice_why(cs, ch, false).ends_with(": tied, preference order"));
+  cs[0].total_risk = 0.5;  // beyond the tie now
+  ch = choose_candidate(cs, false);
+  CHECK(ch.chosen == 0u);
+  CHECK(choice_why(cs, ch, false).ends_with(": tied on FLOPs, lower risk"));
+  // With a cost model the speedup decides first.
+  cs[0].speedup = 1.1;
+  cs[1].speedup = 1.3;
+  ch = choose_candidate(cs, true);
+  CHECK(ch.chosen == 1u);
+  CHECK(choice_why(cs, ch, true).ends_with(", 1.100x: faster"));
+  cs[0].runnable = cs[1].runnable = false;
+  cs[0].excluded = "a";
+  cs[1].excluded = "b";
+  ch = choose_candidate(cs, true);
+  CHECK_FALSE(ch.chosen);
+  CHECK(choice_why(cs, ch, true) ==
+        "no FP8 candidate can be chosen: block/hybrid: a; current/hybrid: b; " + candidate_name(cs[2].candidate) +
+            ": not here");
+  CHECK(choice_why({}, ch, true) == "no FP8 candidate was evaluated");
+}
+
+TEST_CASE("pareto_path without a cost model: FP8 share against risk, dominated points dropped") {
+  const CandidateAdvice c =
+      plan_fallback(cand("current", TrainingFormat::kHybrid), judgements(), FallbackScope::kGemm);
+  const std::vector<ParetoPoint> p = pareto_path(c, nullptr, CostRows(3));
+  // The order: A dgrad (failing), then the FP8 GEMMs by falling risk: A fprop 0.5, C fprop 0.4,
+  // B's three 0.1. After A fprop the share is 150/450 at risk 0.7; moving C fprop (no FLOPs)
+  // keeps 150/450 at risk 0.3, so the A fprop point is dominated.
+  std::vector<std::string> moved;
+  for (const ParetoPoint& q : p) moved.push_back(q.moved);
+  CHECK(moved == std::vector<std::string>{"", "A dgrad", "C fprop", "B fprop", "B dgrad", "B wgrad"});
+  REQUIRE(p.size() == 6);
+  CHECK(p[0].fp8_flop_share == 1.0);
+  CHECK(p[0].risk == doctest::Approx(3.2).epsilon(kSumTolerance));  // 2 + 0.5 + 0.4 + 0.3
+  CHECK(p[0].failing_in_fp8 == 1);
+  CHECK(p[1].chosen);
+  CHECK(p[1].gemms_to_bf16 == 1);
+  CHECK(p[1].fp8_flop_share == doctest::Approx(250.0 / 450.0).epsilon(kSumTolerance));
+  CHECK(p[1].risk == doctest::Approx(1.2).epsilon(kSumTolerance));
+  CHECK(p[2].gemms_to_bf16 == 3);
+  CHECK(p[2].fp8_flop_share == doctest::Approx(150.0 / 450.0).epsilon(kSumTolerance));
+  CHECK(p[2].risk == doctest::Approx(0.3).epsilon(kSumTolerance));
+  CHECK(p[5].fp8_flop_share == 0.0);
+  CHECK(p[5].risk == 0.0);
+  CHECK_FALSE(p[5].speedup);
+}
+
+TEST_CASE("module_plan_note: why there is no per-module plan") {
+  std::vector<CandidateAdvice> cs(1);
+  cs[0].candidate = cand("delayed", TrainingFormat::kHybrid);
+  CHECK(module_plan_note(cs, std::nullopt, FallbackScope::kGemm) ==
+        "no per-module plan: no FP8 candidate was chosen");
+  CHECK(module_plan_note(cs, 0, FallbackScope::kGlobal).starts_with("no per-module plan: the policy's scope is global"));
+  CHECK(module_plan_note(cs, 0, FallbackScope::kGemm).starts_with("no per-module plan: no candidate that runs here"));
+  cs[0].candidate = cand("current", TrainingFormat::kHybrid);
+  CHECK(module_plan_note(cs, 0, FallbackScope::kGemm).empty());
+  cs[0].runnable = false;
+  CHECK_FALSE(module_plan_note(cs, 0, FallbackScope::kGemm).empty());
+}
+
+TEST_CASE("advice_limits: no amax trend from one step; incomplete layers counted") {
+  const std::vector<CapturedLayer> one_step = {{"A", {2}, false}, {"B", {2}, true}};
+  std::vector<LayerDecision> layers(2);
+  layers[1].incomplete = true;
+  const std::vector<std::string> l = advice_limits(one_step, {}, {}, layers);
+  REQUIRE(l.size() == 2);
+  CHECK(l[0].starts_with("no amax trend: 1 captured step and no training log of more;"));
+  CHECK(l[1].starts_with("1 layer without all three operands at some step:"));
+  // Two steps, no delayed candidate: the trend is not needed.
+  const std::vector<CapturedLayer> two_steps = {{"A", {2, 4}, false}};
+  CHECK(advice_limits(two_steps, {}, {}, {LayerDecision{}}).empty());
+}
