@@ -15,7 +15,7 @@ Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const
   // Every candidate judged, planned and (with a cost model) priced; the cost model excludes the
   // candidates the GPU cannot run, without one they are left out here.
   for (const RunCandidate& candidate : inputs.candidates) {
-    if (candidate.recipe.kind == RecipeKind::kBf16) continue;
+    if (!is_fp8(candidate.recipe.kind)) continue;
     if (const RecipeSupport s = cost ? RecipeSupport{} : recipe_support(candidate.recipe.kind, gpu); !s.runs) {
       rec.gpu_excluded.push_back({candidate_name(candidate), s.reason});
       continue;

@@ -29,7 +29,7 @@ TrainingFormat preferred_format(RecipeKind kind) {
 std::vector<RunCandidate> index_candidates(const EvaluationIndex& index) {
   std::vector<RunCandidate> out;
   for (const Recipe& r : index.recipes()) {
-    if (r.kind == RecipeKind::kBf16) continue;
+    if (!is_fp8(r.kind)) continue;
     for (TrainingFormat f : index.formats()) out.push_back({r, f});
   }
   return out;
