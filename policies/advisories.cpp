@@ -94,7 +94,7 @@ std::vector<std::string> advice_limits(std::span<const CapturedLayer> captured,
   std::set<std::int64_t> all_steps;
   for (const CapturedLayer& l : captured) all_steps.insert(l.steps.begin(), l.steps.end());
   const bool any_delayed = std::any_of(candidates.begin(), candidates.end(), [](const CandidateAdvice& c) {
-    return c.candidate.recipe.kind == RecipeKind::kPerTensorDelayed;
+    return replays_history(c.candidate.recipe.kind);
   });
   const bool any_trend =
       std::any_of(forecasts.begin(), forecasts.end(), [](const DelayedForecast& f) { return f.has_trend; });

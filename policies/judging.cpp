@@ -50,7 +50,7 @@ GemmJudgement judge_gemm_steps(const AdviceEvidence& ev, const CapturedLayer& la
       j.flops += 2.0 * static_cast<double>(d.m) * static_cast<double>(d.n) * static_cast<double>(d.k);
     }
   }
-  if (j.judged && cand.recipe.kind == RecipeKind::kPerTensorDelayed)
+  if (j.judged && replays_history(cand.recipe.kind))
     for (Role role : {use.a, use.b}) {
       const auto f = ev.forecasts.find({layer.name, role, spec, fp8_format_for(cand.format, role)});
       if (f == ev.forecasts.end()) continue;

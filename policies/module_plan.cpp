@@ -126,14 +126,15 @@ ModulePlan plan_over(const std::vector<CandidateAdvice>& cands, std::size_t base
 }  // namespace
 
 bool per_module_recipe(const Recipe& r) {
+  // The kind's column says whether TE's per-module configs name it at all; its options must then
+  // be the ones those configs express (TE's defaults).
+  if (!recipe_kind_traits(r.kind).te_per_module) return false;
   switch (r.kind) {
     case RecipeKind::kPerTensorCurrent: return !r.pow2_scales && r.amax_epsilon == 0.0f;
     case RecipeKind::kBlock: return r.pow2_scales && !r.block_2d;
     case RecipeKind::kMx: return r.mx_rule == MxScaleRule::kTeRoundUp;
-    case RecipeKind::kPerTensorDelayed:
-    case RecipeKind::kBf16: return false;
+    default: return false;
   }
-  return false;
 }
 
 std::string module_plan_note(const std::vector<CandidateAdvice>& candidates, std::optional<std::size_t> chosen,
