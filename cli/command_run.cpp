@@ -28,6 +28,7 @@
 #include "engine/evaluation_index.hpp"
 #include "engine/gemm_pairing.hpp"
 #include "engine/histogram.hpp"
+#include "engine/schedule.hpp"
 #include "policies/advice.hpp"
 #include "policies/amax_trend.hpp"
 #include "policies/cost_model.hpp"
@@ -272,9 +273,10 @@ int command_run(const Invocation& inv) {
       if (checkpoint != nullptr && std::uncaught_exceptions() > 0) checkpoint->discard();
     }
   } const discard_on_failure{checkpoint && !resume ? &*checkpoint : nullptr};
-  info.config.store = checkpoint ? &*checkpoint : nullptr;
-  info.config.stop = &stop;
-  info.config.cluster = inv.cluster;
+  RunContext context;
+  context.store = checkpoint ? &*checkpoint : nullptr;
+  context.stop = &stop;
+  context.cluster = inv.cluster;
   // A stop request ends the run here: what is finished is in the checkpoint.
   const auto stopped = [&] {
     if (!lead) return stop.signal != 0 ? 128 + stop.signal : int{kExitOk};
@@ -298,10 +300,10 @@ int command_run(const Invocation& inv) {
   };
 
   t0 = std::chrono::steady_clock::now();
-  info.config.progress = progress ? &*progress : nullptr;
+  context.progress = progress ? &*progress : nullptr;
   std::vector<EvaluationRow> rows;
   try {
-    rows = evaluate_captures(captures, info.config, *backend);
+    rows = evaluate_captures(captures, info.config, *backend, context);
   } catch (const StopRequested&) {
     return stopped();
   }
@@ -324,9 +326,7 @@ int command_run(const Invocation& inv) {
     // With the CUDA backend every GEMM also runs in cuBLASLt (engine=cublaslt rows).
     const auto gemm_engine = make_gemm_engine(*backend);
     try {
-      gemms = evaluate_gemm_errors(gemm_layers, rows,
-                                   GemmOptions{eval.gemm_rows, gemm_engine.get(), info.config.progress,
-                                               info.config.store, &stop, inv.cluster});
+      gemms = evaluate_gemm_errors(gemm_layers, rows, GemmOptions{eval.gemm_rows, gemm_engine.get()}, context);
     } catch (const StopRequested&) {
       return stopped();
     }

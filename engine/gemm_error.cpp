@@ -6,16 +6,13 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cmath>
-#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "core/error.hpp"
 #include "engine/cpu_backend.hpp"
-#include "engine/cluster.hpp"
 #include "engine/evaluation_index.hpp"
 #include "engine/fake_quant.hpp"
 #include "engine/gemm_pairing.hpp"
@@ -357,6 +354,204 @@ std::string gemm_unit_key(const GemmLayer& job, const EvaluationIndex& index, co
   return w.take();
 }
 
+// A layer's operands as every GEMM of every recipe uses them: per rank the operands by role, the
+// sampled token rows and the float64 references; the references of outputs that add up over the
+// ranks; the wgrad noise table; the engine's K-major copies.
+struct LayerData {
+  struct Rank {
+    std::array<MatrixF, 3> full;     // X, W, dY
+    std::vector<std::int64_t> idx;   // the token rows used
+    MatrixF xs, dys;                 // those rows of X and dY
+    std::array<MatrixD, 3> ref;      // fprop, dgrad, wgrad in float64
+    std::array<MatrixD, 3> sq;       // wgrad's: the GEMM of the squared operands (NoiseTable)
+    std::int64_t first_unit = 0;     // its first token among the sampled ones (data-parallel)
+  };
+  std::vector<Rank> ranks;
+  bool sampled = false;
+  std::int64_t rows_used = 0;
+  std::array<MatrixD, 3> ref_total;  // per GEMM whose output adds up over the ranks
+  std::array<NoiseTable, 3> noise;
+  std::string split_note;
+  bool use_engine = false;
+  MatrixF wt, dyst, xst;  // the engine's K-major operands (gemm_engine.hpp): W^T, dY^T, X^T
+};
+
+// In float32 (sums of positive terms, no cancellation; a variance estimate), the operand divided
+// by its amax first so no square under- or overflows, the scale put back in float64 (*scale2).
+MatrixF unit_square(const MatrixF& a, double* scale2) {
+  const float amax = a.size() > 0 ? a.cwiseAbs().maxCoeff() : 0.0f;
+  *scale2 = static_cast<double>(amax) * static_cast<double>(amax);
+  if (!(amax > 0.0f) || !std::isfinite(amax)) {
+    *scale2 = 0.0;
+    return MatrixF::Zero(a.rows(), a.cols());
+  }
+  return (a / amax).cwiseAbs2();
+}
+
+LayerData load_layer(const GemmLayer& job, const GemmOptions& options) {
+  const std::size_t nr = job.ranks.size();
+  LayerData l;
+  l.ranks.resize(nr);
+  // The token rows each rank uses (data-parallel ranks share the layer's).
+  const std::int64_t want = gemm_rows_for(options.sample_rows, job.m, job.n, job.k);
+  const std::int64_t rank_rows =
+      job.split == Split::kData ? (want + static_cast<std::int64_t>(nr) - 1) / static_cast<std::int64_t>(nr) : want;
+  for (std::size_t r = 0; r < nr; ++r) {
+    LayerData::Rank& d = l.ranks[r];
+    for (int role = 0; role < 3; ++role) d.full[role] = load_matrix(job.ranks[r][role]->view);
+    d.idx = sample(d.full[0].rows(), rank_rows);
+    if (job.split == Split::kData) d.first_unit = l.rows_used;
+    l.sampled = l.sampled || static_cast<std::int64_t>(d.idx.size()) < d.full[0].rows();
+    if (r == 0 || job.split == Split::kData) l.rows_used += static_cast<std::int64_t>(d.idx.size());
+    d.xs = take_rows(d.full[0], d.idx);
+    d.dys = take_rows(d.full[2], d.idx);
+    const MatrixD xd = d.xs.cast<double>(), wd = d.full[1].cast<double>(), dyd = d.dys.cast<double>();
+    d.ref = {product<MatrixD>(xd, wd.transpose()), product<MatrixD>(dyd, wd),
+             product<MatrixD>(dyd.transpose(), xd)};
+    double sx = 0, sdy = 0;
+    const MatrixF x2 = unit_square(d.xs, &sx), dy2 = unit_square(d.dys, &sdy);
+    d.sq[static_cast<int>(Gemm::kWgrad)] = product<MatrixF>(dy2.transpose(), x2).cast<double>() * (sdy * sx);
+  }
+  // Per GEMM whose output adds up over the ranks: the reference summed once, for every recipe's
+  // row and the noise table.
+  for (const GemmOperandUse& u : kGemmOperandUses) {
+    if (!output_is_sum(job.split, u.gemm)) continue;
+    const int g = static_cast<int>(u.gemm);
+    l.ref_total[g] = l.ranks[0].ref[g];
+    for (std::size_t r = 1; r < nr; ++r) l.ref_total[g] += l.ranks[r].ref[g];
+  }
+  // The noise table of the whole wgrad output (the ranks' slices, or their sum): only wgrad's
+  // flips are judged (Adam's per-parameter update), and the sum costs an erfc for about a
+  // fifth of the entries of every row, so fprop and dgrad rows go without (an empty table).
+  const int g = static_cast<int>(Gemm::kWgrad);
+  if (output_is_sum(job.split, Gemm::kWgrad)) {
+    MatrixD sq_sum = l.ranks[0].sq[g];
+    for (std::size_t r = 1; r < nr; ++r) sq_sum += l.ranks[r].sq[g];
+    l.noise[g].add(l.ref_total[g], sq_sum);
+  } else {
+    for (std::size_t r = 0; r < nr; ++r) l.noise[g].add(l.ranks[r].ref[g], l.ranks[r].sq[g]);
+  }
+  l.noise[g].finish();
+  l.split_note = job.split == Split::kNone ? std::string() : std::to_string(nr) + " ranks, " + split_name(job.split);
+  l.use_engine = options.engine != nullptr && nr == 1;
+  if (l.use_engine) {
+    l.wt = l.ranks[0].full[1].transpose();
+    l.dyst = l.ranks[0].dys.transpose();
+    l.xst = l.ranks[0].xs.transpose();
+  }
+  return l;
+}
+
+// One GEMM of the recipe from the operands' rows: the emulated row (and the engine's) to out.
+void compute_gemm(const GemmLayer& job, const LayerData& l, const GemmOptions& options, const Recipe& recipe,
+                  const GemmOperandUse& u, const EvaluationRow& ra, const EvaluationRow& rb, TrainingFormat format,
+                  std::vector<GemmRow>* out) {
+  const int ia = static_cast<int>(u.a), ib = static_cast<int>(u.b);
+  ErrorSums sums;
+  if (l.sampled && u.gemm != Gemm::kWgrad) sums.units = l.rows_used;
+  sums.population = job.m;
+  MatrixD got_sum;  // an output that adds up over the ranks (its reference: ref_total)
+  const bool summed = output_is_sum(job.split, u.gemm);
+  for (std::size_t r = 0; r < l.ranks.size(); ++r) {
+    const LayerData::Rank& d = l.ranks[r];
+    // Quantise whole operands (scales see every row), then take the sampled token rows.
+    const MatrixF aq = take_rows(fake_quantized(d.full[ia], spec_for(ra, *job.ranks[r][ia])), d.idx);
+    const MatrixF bq_full = fake_quantized(d.full[ib], spec_for(rb, *job.ranks[r][ib]));
+    MatrixF got;
+    switch (u.gemm) {
+      case Gemm::kFprop: got = product<MatrixF>(aq, bq_full.transpose()); break;
+      case Gemm::kDgrad: got = product<MatrixF>(aq, bq_full); break;
+      case Gemm::kWgrad: got = product<MatrixF>(aq.transpose(), take_rows(bq_full, d.idx)); break;
+    }
+    if (!summed) {
+      sums.add(d.ref[static_cast<int>(u.gemm)], got.cast<double>(), d.first_unit);
+    } else if (r == 0) {
+      got_sum = got.cast<double>();
+    } else {
+      got_sum += got.cast<double>();
+    }
+  }
+  if (summed) sums.add(l.ref_total[static_cast<int>(u.gemm)], got_sum);
+  GemmRow row;
+  row.step = job.step;
+  row.layer = job.layer;
+  row.gemm = u.gemm;
+  row.recipe = recipe;
+  row.format = format;
+  row.rows_used = l.rows_used;
+  row.sampled = l.sampled;
+  const GemmDims dims = job.dims(u.gemm);
+  row.m = dims.m;
+  row.n = dims.n;
+  row.k = dims.k;
+  sums.finish(l.noise[static_cast<int>(u.gemm)], &row);
+  row.note = l.split_note;
+  if (!l.split_note.empty() && options.engine != nullptr)
+    row.note += "; " + options.engine->name() + " not run: rank shards";
+  out->push_back(row);
+  if (!l.use_engine) return;
+  const LayerData::Rank& d = l.ranks[0];
+  GemmProblem p;
+  p.gemm = u.gemm;
+  p.what = "step " + std::to_string(job.step) + " layer '" + job.layer + "' " + gemm_name(u.gemm) + " " +
+           recipe.spec();
+  const QuantSpec sa = spec_of(ra), sb = spec_of(rb);
+  const bool fprop = u.gemm == Gemm::kFprop, dgrad = u.gemm == Gemm::kDgrad;
+  const MatrixF* a = fprop ? &d.xs : dgrad ? &d.dys : &l.dyst;
+  const MatrixF* b = fprop ? &d.full[1] : dgrad ? &l.wt : &l.xst;
+  p.a.spec = fprop || dgrad ? sa : transposed(sa);
+  p.b.spec = fprop ? sb : transposed(sb);
+  p.m = a->rows();
+  p.n = b->rows();
+  p.k = a->cols();
+  p.a.rows = p.m;
+  p.b.rows = p.n;
+  p.a.values = std::span<const float>(a->data(), static_cast<std::size_t>(a->size()));
+  p.b.values = std::span<const float>(b->data(), static_cast<std::size_t>(b->size()));
+  run_on_engine(*options.engine, p, l.sampled, job.m, l.noise[static_cast<int>(u.gemm)], out);
+}
+
+// A layer's rows, one list per format.
+std::vector<std::vector<GemmRow>> compute_layer(const GemmLayer& job, const EvaluationIndex& index,
+                                                const GemmOptions& options) {
+  const std::vector<TrainingFormat>& formats = index.formats();
+  const LayerData data = load_layer(job, options);
+  std::vector<std::vector<GemmRow>> results(formats.size());
+  for (const Recipe& recipe : index.recipes()) {
+    for (const GemmOperandUse& u : kGemmOperandUses) {
+      // A format whose operands have an earlier format's FP8 types (fprop, whose X and W are
+      // E4M3 in every format; BF16) gets copies of that format's rows: computed once.
+      struct Computed {
+        Fp8Format a, b;
+        std::size_t format, begin, end;  // its rows: results[format][begin, end)
+      };
+      std::vector<Computed> computed;
+      for (std::size_t f = 0; f < formats.size(); ++f) {
+        std::vector<GemmRow>& rows_f = results[f];
+        const EvaluationRow* ra =
+            index.find_for_use(job.ranks[0][static_cast<int>(u.a)]->key, recipe, formats[f], u.a_orientation);
+        const EvaluationRow* rb =
+            index.find_for_use(job.ranks[0][static_cast<int>(u.b)]->key, recipe, formats[f], u.b_orientation);
+        if (ra == nullptr || rb == nullptr || !ra->applicability.ok || !rb->applicability.ok) continue;
+        const auto same = std::find_if(computed.begin(), computed.end(), [&](const Computed& c) {
+          return c.a == ra->fp8 && c.b == rb->fp8;
+        });
+        if (same != computed.end()) {
+          for (std::size_t i = same->begin; i < same->end; ++i) {
+            rows_f.push_back(results[same->format][i]);
+            rows_f.back().format = formats[f];
+          }
+          continue;
+        }
+        const std::size_t begin = rows_f.size();
+        compute_gemm(job, data, options, recipe, u, *ra, *rb, formats[f], &rows_f);
+        computed.push_back({ra->fp8, rb->fp8, f, begin, rows_f.size()});
+      }
+    }
+  }
+  return results;
+}
+
 }  // namespace
 
 std::int64_t gemm_rows_for(std::int64_t sample_rows, std::int64_t m, std::int64_t n, std::int64_t k) {
@@ -369,303 +564,46 @@ std::int64_t gemm_rows_for(std::int64_t sample_rows, std::int64_t m, std::int64_
 std::vector<GemmRow> evaluate_gemm_errors(const CaptureSet& captures,
                                           std::span<const EvaluationRow> rows,
                                           const GemmOptions& options,
-                                          std::vector<std::string>* skipped) {
-  return evaluate_gemm_errors(pair_gemm_operands(captures, skipped), rows, options);
+                                          std::vector<std::string>* skipped,
+                                          const RunContext& context) {
+  return evaluate_gemm_errors(pair_gemm_operands(captures, skipped), rows, options, context);
 }
 
 std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> jobs,
                                           std::span<const EvaluationRow> rows,
-                                          const GemmOptions& options) {
+                                          const GemmOptions& options,
+                                          const RunContext& context) {
   const EvaluationIndex index(rows);
-
   const std::vector<TrainingFormat>& formats = index.formats();
-  // Per job, per format: its rows.
-  std::vector<std::vector<std::vector<GemmRow>>> results(jobs.size());
-  // A job's input bytes: its X, W and dY over the ranks (what progress counts).
-  const auto job_bytes = [](const GemmLayer& job) {
-    std::uint64_t b = 0;
-    for (const auto& rank : job.ranks)
-      for (const CapturedTensor* t : rank)
-        b += static_cast<std::uint64_t>(t->view.numel()) * dtype_size(t->view.dtype);
-    return b;
+  // Each job a unit, shared out over ranks by its m*n*k, kept whole under its key.
+  std::vector<Unit> units(jobs.size());
+  for (std::size_t j = 0; j < jobs.size(); ++j) {
+    Unit& u = units[j];
+    u.name = jobs[j].layer;
+    for (const auto& rank : jobs[j].ranks)
+      for (const CapturedTensor* t : rank) u.inputs.push_back(&t->view);
+    u.cost = static_cast<std::uint64_t>(jobs[j].m) * static_cast<std::uint64_t>(jobs[j].n) *
+             static_cast<std::uint64_t>(jobs[j].k);
+    u.kind = UnitKind::kGemmLayer;
+    u.keys = {gemm_unit_key(jobs[j], index, options)};
+  }
+  std::vector<std::vector<std::vector<GemmRow>>> results(jobs.size());  // per job, per format
+  UnitWork work;
+  work.compute = [&](std::size_t j, UnitStore* store) {
+    load_or_compute(
+        store, UnitKind::kGemmLayer, units[j].keys.front(),
+        [&](std::string_view bytes) {
+          auto r = decode_gemm_rows(bytes);
+          if (r.size() != formats.size()) return false;
+          results[j] = std::move(r);
+          return true;
+        },
+        [&] {
+          results[j] = compute_layer(jobs[j], index, options);
+          return encode_gemm_rows(results[j]);
+        });
   };
-  if (options.progress != nullptr) {
-    std::uint64_t total = 0;
-    for (const GemmLayer& job : jobs) total += job_bytes(job);
-    options.progress->begin_stage("GEMM layers", jobs.size(), total);
-  }
-  const auto compute_job = [&](std::size_t j) {
-    const GemmLayer& job = jobs[j];
-    results[j].resize(formats.size());
-    const std::size_t nr = job.ranks.size();
-    // Per rank: the operands by role, the sampled token rows, the float64 references.
-    struct RankData {
-      std::array<MatrixF, 3> full;     // X, W, dY
-      std::vector<std::int64_t> idx;   // the token rows used
-      MatrixF xs, dys;                 // those rows of X and dY
-      std::array<MatrixD, 3> ref;      // fprop, dgrad, wgrad in float64
-      std::array<MatrixD, 3> sq;       // wgrad's: the GEMM of the squared operands (NoiseTable)
-    };
-    std::vector<RankData> data(nr);
-    bool sampled = false;
-    std::int64_t rows_used = 0;
-    // The token rows each rank uses (data-parallel ranks share the layer's).
-    const std::int64_t want = gemm_rows_for(options.sample_rows, job.m, job.n, job.k);
-    const std::int64_t rank_rows =
-        job.split == Split::kData ? (want + static_cast<std::int64_t>(nr) - 1) / static_cast<std::int64_t>(nr) : want;
-    std::vector<std::int64_t> first_unit(nr, 0);  // a rank's first token among the sampled ones
-    for (std::size_t r = 0; r < nr; ++r) {
-      RankData& d = data[r];
-      for (int role = 0; role < 3; ++role) d.full[role] = load_matrix(job.ranks[r][role]->view);
-      d.idx = sample(d.full[0].rows(), rank_rows);
-      if (job.split == Split::kData) first_unit[r] = rows_used;
-      sampled = sampled || static_cast<std::int64_t>(d.idx.size()) < d.full[0].rows();
-      if (r == 0 || job.split == Split::kData) rows_used += static_cast<std::int64_t>(d.idx.size());
-      d.xs = take_rows(d.full[0], d.idx);
-      d.dys = take_rows(d.full[2], d.idx);
-      const MatrixD xd = d.xs.cast<double>(), wd = d.full[1].cast<double>(), dyd = d.dys.cast<double>();
-      d.ref = {product<MatrixD>(xd, wd.transpose()), product<MatrixD>(dyd, wd),
-               product<MatrixD>(dyd.transpose(), xd)};
-      // In float32 (sums of positive terms, no cancellation; a variance estimate), each operand
-      // divided by its amax first so no square under- or overflows, the scale put back in float64.
-      const auto unit_square = [](const MatrixF& a, double* scale2) -> MatrixF {
-        const float amax = a.size() > 0 ? a.cwiseAbs().maxCoeff() : 0.0f;
-        *scale2 = static_cast<double>(amax) * static_cast<double>(amax);
-        if (!(amax > 0.0f) || !std::isfinite(amax)) {
-          *scale2 = 0.0;
-          return MatrixF::Zero(a.rows(), a.cols());
-        }
-        return (a / amax).cwiseAbs2();
-      };
-      double sx = 0, sdy = 0;
-      const MatrixF x2 = unit_square(d.xs, &sx), dy2 = unit_square(d.dys, &sdy);
-      d.sq[static_cast<int>(Gemm::kWgrad)] = product<MatrixF>(dy2.transpose(), x2).cast<double>() * (sdy * sx);
-    }
-    // Per GEMM whose output adds up over the ranks: the reference summed once, for every recipe's
-    // row and the noise table.
-    std::array<MatrixD, 3> ref_total;
-    for (const GemmOperandUse& u : kGemmOperandUses) {
-      if (!output_is_sum(job.split, u.gemm)) continue;
-      const int g = static_cast<int>(u.gemm);
-      ref_total[g] = data[0].ref[g];
-      for (std::size_t r = 1; r < nr; ++r) ref_total[g] += data[r].ref[g];
-    }
-    // The noise table of the whole wgrad output (the ranks' slices, or their sum): only wgrad's
-    // flips are judged (Adam's per-parameter update), and the sum costs an erfc for about a
-    // fifth of the entries of every row, so fprop and dgrad rows go without (an empty table).
-    std::array<NoiseTable, 3> noise;
-    {
-      const int g = static_cast<int>(Gemm::kWgrad);
-      if (output_is_sum(job.split, Gemm::kWgrad)) {
-        MatrixD sq_sum = data[0].sq[g];
-        for (std::size_t r = 1; r < nr; ++r) sq_sum += data[r].sq[g];
-        noise[g].add(ref_total[g], sq_sum);
-      } else {
-        for (std::size_t r = 0; r < nr; ++r) noise[g].add(data[r].ref[g], data[r].sq[g]);
-      }
-      noise[g].finish();
-    }
-    const std::string split_note =
-        job.split == Split::kNone ? std::string()
-        : std::to_string(nr) + " ranks, " + split_name(job.split);
-    // The engine's K-major operands (gemm_engine.hpp): W^T for dgrad, dY^T and X^T for wgrad.
-    const bool use_engine = options.engine != nullptr && nr == 1;
-    MatrixF wt, dyst, xst;
-    if (use_engine) {
-      wt = data[0].full[1].transpose();
-      dyst = data[0].dys.transpose();
-      xst = data[0].xs.transpose();
-    }
-    // One GEMM of the recipe from the operands' rows: the emulated row (and the engine's) to out.
-    const auto compute = [&](const Recipe& recipe, const GemmOperandUse& u, const EvaluationRow& ra,
-                             const EvaluationRow& rb, TrainingFormat format, std::vector<GemmRow>* out) {
-      const int ia = static_cast<int>(u.a), ib = static_cast<int>(u.b);
-      ErrorSums sums;
-      if (sampled && u.gemm != Gemm::kWgrad) sums.units = rows_used;
-      sums.population = job.m;
-      MatrixD got_sum;  // an output that adds up over the ranks (its reference: ref_total)
-      const bool summed = output_is_sum(job.split, u.gemm);
-      for (std::size_t r = 0; r < nr; ++r) {
-        const RankData& d = data[r];
-        // Quantise whole operands (scales see every row), then take the sampled token rows.
-        const MatrixF aq = take_rows(fake_quantized(d.full[ia], spec_for(ra, *job.ranks[r][ia])), d.idx);
-        const MatrixF bq_full = fake_quantized(d.full[ib], spec_for(rb, *job.ranks[r][ib]));
-        MatrixF got;
-        switch (u.gemm) {
-          case Gemm::kFprop: got = product<MatrixF>(aq, bq_full.transpose()); break;
-          case Gemm::kDgrad: got = product<MatrixF>(aq, bq_full); break;
-          case Gemm::kWgrad: got = product<MatrixF>(aq.transpose(), take_rows(bq_full, d.idx)); break;
-        }
-        if (!summed) {
-          sums.add(d.ref[static_cast<int>(u.gemm)], got.cast<double>(), first_unit[r]);
-        } else if (r == 0) {
-          got_sum = got.cast<double>();
-        } else {
-          got_sum += got.cast<double>();
-        }
-      }
-      if (summed) sums.add(ref_total[static_cast<int>(u.gemm)], got_sum);
-      GemmRow row;
-      row.step = job.step;
-      row.layer = job.layer;
-      row.gemm = u.gemm;
-      row.recipe = recipe;
-      row.format = format;
-      row.rows_used = rows_used;
-      row.sampled = sampled;
-      const GemmDims dims = job.dims(u.gemm);
-      row.m = dims.m;
-      row.n = dims.n;
-      row.k = dims.k;
-      sums.finish(noise[static_cast<int>(u.gemm)], &row);
-      row.note = split_note;
-      if (!split_note.empty() && options.engine != nullptr)
-        row.note += "; " + options.engine->name() + " not run: rank shards";
-      out->push_back(row);
-      if (!use_engine) return;
-      const RankData& d = data[0];
-      GemmProblem p;
-      p.gemm = u.gemm;
-      p.what = "step " + std::to_string(job.step) + " layer '" + job.layer + "' " +
-               gemm_name(u.gemm) + " " + recipe.spec();
-      const QuantSpec sa = spec_of(ra), sb = spec_of(rb);
-      const bool fprop = u.gemm == Gemm::kFprop, dgrad = u.gemm == Gemm::kDgrad;
-      const MatrixF* a = fprop ? &d.xs : dgrad ? &d.dys : &dyst;
-      const MatrixF* b = fprop ? &d.full[1] : dgrad ? &wt : &xst;
-      p.a.spec = fprop || dgrad ? sa : transposed(sa);
-      p.b.spec = fprop ? sb : transposed(sb);
-      p.m = a->rows();
-      p.n = b->rows();
-      p.k = a->cols();
-      p.a.rows = p.m;
-      p.b.rows = p.n;
-      p.a.values = std::span<const float>(a->data(), static_cast<std::size_t>(a->size()));
-      p.b.values = std::span<const float>(b->data(), static_cast<std::size_t>(b->size()));
-      run_on_engine(*options.engine, p, sampled, job.m, noise[static_cast<int>(u.gemm)], out);
-    };
-    for (const Recipe& recipe : index.recipes()) {
-      for (const GemmOperandUse& u : kGemmOperandUses) {
-        // A format whose operands have an earlier format's FP8 types (fprop, whose X and W are
-        // E4M3 in every format; BF16) gets copies of that format's rows: computed once.
-        struct Computed {
-          Fp8Format a, b;
-          std::size_t format, begin, end;  // its rows: results[j][format][begin, end)
-        };
-        std::vector<Computed> computed;
-        for (std::size_t f = 0; f < formats.size(); ++f) {
-          std::vector<GemmRow>& rows_f = results[j][f];
-          const EvaluationRow* ra =
-              index.find_for_use(job.ranks[0][static_cast<int>(u.a)]->key, recipe, formats[f], u.a_orientation);
-          const EvaluationRow* rb =
-              index.find_for_use(job.ranks[0][static_cast<int>(u.b)]->key, recipe, formats[f], u.b_orientation);
-          if (ra == nullptr || rb == nullptr || !ra->applicability.ok || !rb->applicability.ok) continue;
-          const auto same = std::find_if(computed.begin(), computed.end(), [&](const Computed& c) {
-            return c.a == ra->fp8 && c.b == rb->fp8;
-          });
-          if (same != computed.end()) {
-            for (std::size_t i = same->begin; i < same->end; ++i) {
-              rows_f.push_back(results[j][same->format][i]);
-              rows_f.back().format = formats[f];
-            }
-            continue;
-          }
-          const std::size_t begin = rows_f.size();
-          compute(recipe, u, *ra, *rb, formats[f], &rows_f);
-          computed.push_back({ra->fp8, rb->fp8, f, begin, rows_f.size()});
-        }
-      }
-    }
-  };
-  // Over several ranks each job is owned by one, shared out by its m*n*k; the others receive its
-  // rows after every rank's own jobs are done.
-  const bool shared = is_distributed(options.cluster);
-  std::vector<int> owner;
-  if (shared) {
-    std::vector<std::uint64_t> costs;
-    for (const GemmLayer& job : jobs)
-      costs.push_back(static_cast<std::uint64_t>(job.m) * static_cast<std::uint64_t>(job.n) *
-                      static_cast<std::uint64_t>(job.k));
-    owner = assign_balanced(costs, options.cluster->size());
-  }
-  // With a checkpoint on some rank, it first offers what it holds of the others' layers.
-  GatheredUnits offered;
-  std::optional<OfferedStore> offered_store;
-  if (shared && any_rank_has_store(*options.cluster, options.store)) {
-    RecordingStore offer(nullptr);
-    if (options.store != nullptr)
-      for (std::size_t j = 0; j < jobs.size(); ++j) {
-        if (owner[j] == options.cluster->rank()) continue;
-        const std::string key = gemm_unit_key(jobs[j], index, options);
-        if (auto bytes = options.store->load(UnitKind::kGemmLayer, key)) offer.save(UnitKind::kGemmLayer, key, *bytes);
-      }
-    offered = exchange_units(*options.cluster, offer, false);
-    offered_store.emplace(offered, options.store);
-  }
-  UnitStore* const store = offered_store ? &*offered_store : options.store;
-  // Each job from the store when it has it, else computed (and saved).
-  std::atomic<bool> stopped{false};
-  tbb::parallel_for(std::size_t{0}, jobs.size(), [&](std::size_t j) {
-    if (shared && owner[j] != options.cluster->rank()) return;
-    if (stop_requested(options.stop)) {
-      stopped = true;
-      return;
-    }
-    std::string key;
-    bool stored = false;
-    if (store != nullptr) {
-      key = gemm_unit_key(jobs[j], index, options);
-      if (const auto bytes = store->load(UnitKind::kGemmLayer, key)) {
-        try {
-          auto r = decode_gemm_rows(*bytes);
-          if (r.size() == formats.size()) {
-            results[j] = std::move(r);
-            stored = true;
-          }
-        } catch (const DecodeError&) {
-          // Not a whole set of rows (another build's layout): computed again.
-        }
-      }
-    }
-    if (store != nullptr) store->count(UnitKind::kGemmLayer, stored ? 1 : 0, stored ? 0 : 1);
-    if (!stored) {
-      compute_job(j);
-      if (store != nullptr) store->save(UnitKind::kGemmLayer, key, encode_gemm_rows(results[j]));
-      // Done with the operands' bytes (TensorStorage::release): the resident set stays the jobs running.
-      for (const auto& rank : jobs[j].ranks)
-        for (const CapturedTensor* t : rank) t->view.release();
-    }
-    if (options.progress != nullptr) options.progress->unit_done(jobs[j].layer, job_bytes(jobs[j]));
-  });
-  if (shared) {
-    const auto job_key = [](std::size_t j) {
-      ByteWriter w;
-      w.str("GEMM job");
-      w.u64(j);
-      return w.take();
-    };
-    RecordingStore own(nullptr);
-    for (std::size_t j = 0; j < jobs.size(); ++j)
-      if (owner[j] == options.cluster->rank() && !results[j].empty())
-        own.save(UnitKind::kGemmLayer, job_key(j), encode_gemm_rows(results[j]));
-    GatheredUnits all = exchange_units(*options.cluster, own, stopped);
-    if (all.stopped()) throw StopRequested();
-    for (std::size_t j = 0; j < jobs.size(); ++j) {
-      if (owner[j] == options.cluster->rank()) continue;
-      try {
-        results[j] = decode_gemm_rows(*all.load(UnitKind::kGemmLayer, job_key(j)));
-      } catch (const DecodeError& e) {
-        throw internal_error("fp8a.internal.005", "the GEMM rows of step " + std::to_string(jobs[j].step) +
-                                                      " layer '" + jobs[j].layer + "' from MPI rank " +
-                                                      std::to_string(owner[j]) + " do not decode: " + e.what());
-      }
-      FP8A_CHECK(results[j].size() == formats.size(), "a GEMM layer received with another number of formats");
-      if (options.store != nullptr)  // this rank's checkpoint holds the whole run
-        options.store->save(UnitKind::kGemmLayer, gemm_unit_key(jobs[j], index, options), encode_gemm_rows(results[j]));
-      if (options.progress != nullptr) options.progress->unit_done(jobs[j].layer, job_bytes(jobs[j]));
-    }
-  }
-  if (stopped) throw StopRequested();
-  if (options.progress != nullptr) options.progress->end_stage();
+  run_units(context, "GEMM layers", units, work);
   std::vector<GemmRow> out;
   for (std::size_t f = 0; f < formats.size(); ++f)
     for (auto& r : results)

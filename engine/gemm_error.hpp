@@ -31,13 +31,10 @@
 #include <vector>
 
 #include "datasets/capture.hpp"
-#include "core/progress.hpp"
-#include "core/stop.hpp"
-#include "engine/cluster.hpp"
 #include "engine/gemm_engine.hpp"
 #include "engine/gemm_pairing.hpp"
 #include "engine/run.hpp"
-#include "engine/unit_store.hpp"
+#include "engine/schedule.hpp"
 
 namespace fp8a {
 
@@ -95,16 +92,6 @@ struct GemmOptions {
   // kGemmRowsAuto: gemm_rows_for's choice; 0: all token rows; else this many, evenly spaced.
   std::int64_t sample_rows = 0;
   const GemmEngine* engine = nullptr;  // also run every GEMM on this engine (not owned)
-  ProgressSink* progress = nullptr;    // told of each (step, layer) done, stage "GEMM layers"
-  // Finished layers' rows are kept here and taken from here (a checkpoint); null: none. Not owned.
-  UnitStore* store = nullptr;
-  // Checked before each (step, layer): once requested, none is started, those started finish,
-  // and evaluate_gemm_errors throws StopRequested. Null: never. Not owned.
-  const StopRequest* stop = nullptr;
-  // The ranks the layers are shared out over (engine/cluster.hpp); every rank returns every row;
-  // a rank with a store also saves there the layers the others computed. Null: this process
-  // computes every layer. Not owned.
-  Cluster* cluster = nullptr;
 };
 
 // Rows ordered by format (the table's, EvaluationIndex::formats), then layer job, recipe and GEMM:
@@ -113,13 +100,18 @@ struct GemmOptions {
 // repeated with the other format.
 // Layers whose operands do not fit together (X [M,K], W [N,K], dY [M,N]) are skipped and named in
 // `skipped`. Evaluations that were not applicable (delayed without history) are skipped too.
+// Its units (run_units, stage "GEMM layers") are the layers at a step, each kept whole in the
+// store; the result does not depend on the thread or rank count. Throws StopRequested on a stop
+// request.
 std::vector<GemmRow> evaluate_gemm_errors(const CaptureSet& captures,
                                           std::span<const EvaluationRow> rows,
                                           const GemmOptions& options,
-                                          std::vector<std::string>* skipped);
+                                          std::vector<std::string>* skipped,
+                                          const RunContext& context = {});
 // The same on layers already paired (pair_gemm_operands), for a caller that needs the pairing too.
 std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> layers,
                                           std::span<const EvaluationRow> rows,
-                                          const GemmOptions& options);
+                                          const GemmOptions& options,
+                                          const RunContext& context = {});
 
 }  // namespace fp8a

@@ -1,15 +1,14 @@
 #include "engine/run.hpp"
 
-#include <tbb/parallel_for.h>
-
-#include <atomic>
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
+#include <span>
 
 #include "core/scale.hpp"
 #include "core/text.hpp"
-#include "engine/cluster.hpp"
 
 namespace fp8a {
 
@@ -55,224 +54,156 @@ bool needs_history(const RunConfig& config) {
   return false;
 }
 
-}  // namespace
+// Shards: consecutive tensors with the same key are ranks of one tensor (sorted by rank).
+using Group = std::pair<std::size_t, std::size_t>;  // tensors [first, last)
 
-std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const RunConfig& config,
-                                             const Backend& backend) {
+std::vector<Group> shard_groups(const CaptureSet& captures) {
   const std::size_t n = captures.tensors.size();
-  std::vector<TensorStats> stats(n);
-  // Shards: consecutive tensors with the same key are ranks of one tensor (sorted by rank).
-  std::vector<std::pair<std::size_t, std::size_t>> groups;  // [first, last)
+  std::vector<Group> groups;
   for (std::size_t i = 0; i < n;) {
     std::size_t j = i + 1;
     while (j < n && captures.tensors[j].key == captures.tensors[i].key) ++j;
     groups.emplace_back(i, j);
     i = j;
   }
+  return groups;
+}
 
-  // Each tensor is read once. Delayed scaling at step t reads the amaxes of steps before t only
-  // (delayed_replay.hpp), so with delayed recipes the groups are evaluated in waves of one step
-  // each, in step order (captures are sorted by step), and each wave's amaxes (from its own
-  // evaluation) join the known ones before the next. Without delayed recipes, one wave. Ranks
-  // of a sharded tensor reduce their amax first (TE's amax all-reduce): only those are read
-  // twice, their statistics pass first.
-  AmaxHistories history;
-  if (config.training_log != nullptr)
-    for (const auto& [key, series] : config.training_log->series) history[key] = series.amax_by_step;
-  const AmaxHistory no_history;
-  const bool by_step = needs_history(config);
-  const auto step_of = [&](std::size_t g) { return captures.tensors[groups[g].first].key.step; };
-  std::vector<std::pair<std::size_t, std::size_t>> waves;  // groups [first, last)
-  for (std::size_t g = 0; g < groups.size();) {
-    std::size_t h = by_step ? g + 1 : groups.size();
-    while (h < groups.size() && step_of(h) == step_of(g)) ++h;
-    waves.emplace_back(g, h);
-    g = h;
-  }
+// A group's evaluations, and per format the evaluations that are its rows, in row order.
+struct GroupRows {
+  std::vector<EvaluationRow> evaluations;
+  std::vector<std::vector<std::size_t>> of_format;
+};
 
-  // Per group: its evaluations, and per format the evaluations that are its rows, in row order.
-  struct GroupRows {
-    std::vector<EvaluationRow> evaluations;
-    std::vector<std::vector<std::size_t>> of_format;
-  };
-  const std::vector<TrainingFormat>& formats = config.formats;
-  std::vector<GroupRows> per_group(groups.size());
-  // store: where shard evaluations are looked up and saved (config.store, or the exchange's).
-  const auto evaluate_group = [&](std::size_t g, UnitStore* store) {
-    const auto [first, last] = groups[g];
-    const CapturedTensor& t = captures.tensors[first];
-    const bool reduce = last - first > 1 && config.amax_reduction == AmaxReduction::kTp;
-    float reduced_amax = 0.0f;
-    if (reduce)
-      for (std::size_t i = first; i < last; ++i)
-        reduced_amax = std::max(reduced_amax, evaluate_shard(backend, store, captures.tensors[i], {}).stats.amax);
-    std::vector<EvaluationRow>& rows = per_group[g].evaluations;
-    per_group[g].of_format.resize(formats.size());
-    std::vector<Candidate> candidates;
-    std::vector<std::size_t> slots;  // evaluation index of each candidate sent to the backend
-    for (const Recipe& recipe : config.recipes) {
-      for (Orientation o : orientations_for(recipe, t.key.role)) {
-        const std::size_t first_of_copy = rows.size();
-        for (std::size_t f = 0; f < formats.size(); ++f) {
-          // BF16 casts to no FP8 type: one evaluation serves every format (reported as E4M3).
-          const Fp8Format fp8 = !is_fp8(recipe.kind)
-                                    ? Fp8Format::kE4M3
-                                    : fp8_format_for(formats[f], t.key.role);
-          std::size_t e = first_of_copy;
-          while (e < rows.size() && rows[e].fp8 != fp8) ++e;
-          per_group[g].of_format[f].push_back(e);
-          if (e < rows.size()) continue;  // an earlier format's evaluation of this FP8 type
-          EvaluationRow row;
-          row.key = t.key;
-          row.file = t.file;
-          row.tensor_name = t.tensor_name;
-          row.input_dtype = t.view.dtype;
-          row.shape = t.view.shape;
-          row.ranks = static_cast<int>(last - first);
-          row.recipe = recipe;
-          row.format = formats[f];
-          row.fp8 = fp8;
-          row.orientation = o;
-          for (std::size_t i = first; i < last && row.applicability.ok; ++i)
-            row.applicability = recipe_fits(recipe, captures.tensors[i].view);
-          Candidate c{recipe, fp8, t.key.role, o};
-          if (replays_history(recipe.kind) && row.applicability.ok) {
-            const auto known = history.find({t.key.layer, t.key.role});
-            row.replay = replay_delayed_scale(known != history.end() ? known->second : no_history,
-                                              t.key.step, recipe, fp8);
-            if (row.replay.mode == ReplayMode::kUnavailable)
-              row.applicability = Applicability::no(row.replay.detail);
-            else
-              c.given_scale = row.replay.scale;
-          }
-          if (is_per_tensor(recipe.kind) && !replays_history(recipe.kind) && reduce)
-            c.given_scale = per_tensor_scale(recipe, fp8, reduced_amax);  // TE's amax all-reduce
-          if (row.applicability.ok) {
-            candidates.push_back(c);
-            slots.push_back(rows.size());
-          }
-          rows.push_back(std::move(row));
+// What a group's evaluation reads besides its shards.
+struct GroupInputs {
+  const CaptureSet& captures;
+  const RunConfig& config;
+  const Backend& backend;
+  const AmaxHistories& history;  // the amaxes known before the group's step
+};
+
+// The group's rows without their results, and the candidates of the applicable ones (slots[c]:
+// the evaluation each is for). reduced_amax: the ranks' amax when they share one scale.
+GroupRows plan_group(const GroupInputs& in, Group group, std::optional<float> reduced_amax, std::vector<Candidate>* candidates,
+                     std::vector<std::size_t>* slots) {
+  static const AmaxHistory no_history;
+  const auto [first, last] = group;
+  const CapturedTensor& t = in.captures.tensors[first];
+  const std::vector<TrainingFormat>& formats = in.config.formats;
+  GroupRows out;
+  std::vector<EvaluationRow>& rows = out.evaluations;
+  out.of_format.resize(formats.size());
+  for (const Recipe& recipe : in.config.recipes) {
+    for (Orientation o : orientations_for(recipe, t.key.role)) {
+      const std::size_t first_of_copy = rows.size();
+      for (std::size_t f = 0; f < formats.size(); ++f) {
+        // BF16 casts to no FP8 type: one evaluation serves every format (reported as E4M3).
+        const Fp8Format fp8 =
+            !is_fp8(recipe.kind) ? Fp8Format::kE4M3 : fp8_format_for(formats[f], t.key.role);
+        std::size_t e = first_of_copy;
+        while (e < rows.size() && rows[e].fp8 != fp8) ++e;
+        out.of_format[f].push_back(e);
+        if (e < rows.size()) continue;  // an earlier format's evaluation of this FP8 type
+        EvaluationRow row;
+        row.key = t.key;
+        row.file = t.file;
+        row.tensor_name = t.tensor_name;
+        row.input_dtype = t.view.dtype;
+        row.shape = t.view.shape;
+        row.ranks = static_cast<int>(last - first);
+        row.recipe = recipe;
+        row.format = formats[f];
+        row.fp8 = fp8;
+        row.orientation = o;
+        for (std::size_t i = first; i < last && row.applicability.ok; ++i)
+          row.applicability = recipe_fits(recipe, in.captures.tensors[i].view);
+        Candidate c{recipe, fp8, t.key.role, o};
+        if (replays_history(recipe.kind) && row.applicability.ok) {
+          const auto known = in.history.find({t.key.layer, t.key.role});
+          row.replay = replay_delayed_scale(known != in.history.end() ? known->second : no_history, t.key.step,
+                                            recipe, fp8);
+          if (row.replay.mode == ReplayMode::kUnavailable)
+            row.applicability = Applicability::no(row.replay.detail);
+          else
+            c.given_scale = row.replay.scale;
         }
+        if (is_per_tensor(recipe.kind) && !replays_history(recipe.kind) && reduced_amax)
+          c.given_scale = per_tensor_scale(recipe, fp8, *reduced_amax);  // TE's amax all-reduce
+        if (row.applicability.ok) {
+          candidates->push_back(c);
+          slots->push_back(rows.size());
+        }
+        rows.push_back(std::move(row));
       }
     }
-    // Evaluate every shard and merge: counts and sums add up, stats merge, scale ranges widen.
-    TensorEvaluation total;
-    for (std::size_t i = first; i < last; ++i) {
-      const TensorEvaluation eval = evaluate_shard(backend, store, captures.tensors[i], candidates);
-      stats[i] = eval.stats;
-      if (i == first) {
-        total = eval;
-        continue;
-      }
-      total.stats.merge(eval.stats);
-      for (std::size_t c = 0; c < candidates.size(); ++c) {
-        auto& m = total.results[c].metrics;
-        const auto& e = eval.results[c].metrics;
-        m.sums.merge(e.sums);
-        m.scale_inv_min = std::min(m.scale_inv_min, e.scale_inv_min);
-        m.scale_inv_max = std::max(m.scale_inv_max, e.scale_inv_max);
-        if (!(m.scale == e.scale)) m.scale = m.scale_inv = std::numeric_limits<float>::quiet_NaN();
-        if (!eval.results[c].applicability.ok) total.results[c].applicability = eval.results[c].applicability;
-      }
-    }
-    if (last - first > 1)
-      for (auto& r : total.results) {
-        const auto range_min = r.metrics.scale_inv_min, range_max = r.metrics.scale_inv_max;
-        r.metrics = finalize_metrics(total.stats, r.metrics.scale, r.metrics.scale_inv, r.metrics.sums);
-        r.metrics.scale_inv_min = range_min;
-        r.metrics.scale_inv_max = range_max;
-      }
-    for (auto& row : rows) {
-      row.stats = total.stats;
-      row.current_scale = scale_from_amax(total.stats.amax, fp8_max_finite(row.fp8), false, 0.0f);
-    }
-    for (std::size_t c = 0; c < slots.size(); ++c) {
-      rows[slots[c]].applicability = total.results[c].applicability;
-      rows[slots[c]].metrics = total.results[c].metrics;
-    }
-  };
-  const auto group_bytes = [&](std::size_t g) {
-    std::uint64_t b = 0;
-    for (std::size_t i = groups[g].first; i < groups[g].second; ++i) {
-      const TensorView& v = captures.tensors[i].view;
-      b += static_cast<std::uint64_t>(v.numel()) * dtype_size(v.dtype);
-    }
-    return b;
-  };
-  if (config.progress != nullptr) {
-    std::uint64_t total = 0;
-    for (std::size_t g = 0; g < groups.size(); ++g) total += group_bytes(g);
-    config.progress->begin_stage("tensors", groups.size(), total);
   }
-  // Done with a group's bytes: the resident set holds the groups being evaluated, not all read
-  // so far.
-  const auto release_group = [&](std::size_t g) {
-    for (std::size_t i = groups[g].first; i < groups[g].second; ++i) captures.tensors[i].view.release();
-  };
-  const auto report = [&](std::size_t g) {
-    if (config.progress != nullptr)
-      config.progress->unit_done(captures.tensors[groups[g].first].key.layer, group_bytes(g));
-  };
-  // A group evaluated (its shards looked up in and saved to store), unless a stop was requested.
-  std::atomic<bool> stopped{false};
-  const auto evaluate_and_report = [&](std::size_t g, UnitStore* store) {
-    if (stop_requested(config.stop)) {
-      stopped = true;
-      return;
+  return out;
+}
+
+// Every shard of the group evaluated (stats[i] its statistics) and merged: counts and sums add
+// up, stats merge, scale ranges widen.
+TensorEvaluation evaluate_shards(const GroupInputs& in, Group group, std::span<const Candidate> candidates,
+                                 UnitStore* store, std::vector<TensorStats>* stats) {
+  const auto [first, last] = group;
+  TensorEvaluation total;
+  for (std::size_t i = first; i < last; ++i) {
+    const TensorEvaluation eval = evaluate_shard(in.backend, store, in.captures.tensors[i], candidates);
+    (*stats)[i] = eval.stats;
+    if (i == first) {
+      total = eval;
+      continue;
     }
-    evaluate_group(g, store);
-    release_group(g);
-    report(g);
-  };
-  // Over several ranks, each wave's groups are shared out by their bytes; each rank evaluates its
-  // own (recording the shard evaluations), all are exchanged, and every rank assembles the other
-  // ranks' groups from their evaluations: every rank ends with every row and the same history.
-  // With a checkpoint on some rank (rank 0's), it first offers what it holds of the others'
-  // shards, so that a resumed run over several ranks reuses all of it.
-  const bool offers = is_distributed(config.cluster) && any_rank_has_store(*config.cluster, config.store);
-  const auto evaluate_wave_shared = [&](std::size_t begin, std::size_t end) {
-    Cluster& cluster = *config.cluster;
-    std::vector<std::uint64_t> costs;
-    for (std::size_t g = begin; g < end; ++g) costs.push_back(group_bytes(g));
-    const std::vector<int> owner = assign_balanced(costs, cluster.size());
-    const auto mine = [&](std::size_t g) { return owner[g - begin] == cluster.rank(); };
-    GatheredUnits offered;
-    if (offers) {
-      RecordingStore offer(nullptr);
-      if (config.store != nullptr)
-        for (std::size_t g = begin; g < end; ++g)
-          for (std::size_t i = groups[g].first; !mine(g) && i < groups[g].second; ++i) {
-            const std::string key = shard_unit_key(captures.tensors[i]);
-            if (auto bytes = config.store->load(UnitKind::kShard, key)) offer.save(UnitKind::kShard, key, *bytes);
-          }
-      offered = exchange_units(cluster, offer, false);
+    total.stats.merge(eval.stats);
+    for (std::size_t c = 0; c < candidates.size(); ++c) {
+      auto& m = total.results[c].metrics;
+      const auto& e = eval.results[c].metrics;
+      m.sums.merge(e.sums);
+      m.scale_inv_min = std::min(m.scale_inv_min, e.scale_inv_min);
+      m.scale_inv_max = std::max(m.scale_inv_max, e.scale_inv_max);
+      if (!(m.scale == e.scale)) m.scale = m.scale_inv = std::numeric_limits<float>::quiet_NaN();
+      if (!eval.results[c].applicability.ok) total.results[c].applicability = eval.results[c].applicability;
     }
-    OfferedStore own_store(offered, config.store);
-    RecordingStore recorder(offers ? &own_store : config.store);
-    tbb::parallel_for(begin, end, [&](std::size_t g) {
-      if (mine(g)) evaluate_and_report(g, &recorder);
-    });
-    GatheredUnits all = exchange_units(cluster, recorder, stopped);
-    if (all.stopped()) throw StopRequested();
-    if (config.store != nullptr) all.save_received(*config.store, recorder);
-    tbb::parallel_for(begin, end, [&](std::size_t g) {
-      if (mine(g)) return;
-      evaluate_group(g, &all);
-      report(g);
-    });
-  };
-  for (const auto& [begin, end] : waves) {
-    if (is_distributed(config.cluster)) {
-      evaluate_wave_shared(begin, end);
-    } else {
-      tbb::parallel_for(begin, end, [&](std::size_t g) { evaluate_and_report(g, config.store); });
-      if (stopped) throw StopRequested();
-    }
-    add_captured_amaxes(captures, stats, config.training_log, groups[begin].first, groups[end - 1].second, &history);
   }
-  if (config.progress != nullptr) config.progress->end_stage();
-  // The table, filled one group at a time: each evaluation moved into the last row that uses it
-  // (copied into the others), then the group's evaluations freed. Never the whole table twice.
+  if (last - first > 1)
+    for (auto& r : total.results) {
+      const auto range_min = r.metrics.scale_inv_min, range_max = r.metrics.scale_inv_max;
+      r.metrics = finalize_metrics(total.stats, r.metrics.scale, r.metrics.scale_inv, r.metrics.sums);
+      r.metrics.scale_inv_min = range_min;
+      r.metrics.scale_inv_max = range_max;
+    }
+  return total;
+}
+
+// One group's rows (its shards looked up in and saved to store). Ranks of a sharded tensor
+// reduce their amax first (TE's amax all-reduce): only those are read twice, their statistics
+// pass first.
+GroupRows evaluate_group(const GroupInputs& in, Group group, UnitStore* store, std::vector<TensorStats>* stats) {
+  const auto [first, last] = group;
+  std::optional<float> reduced_amax;
+  if (last - first > 1 && in.config.amax_reduction == AmaxReduction::kTp) {
+    reduced_amax = 0.0f;
+    for (std::size_t i = first; i < last; ++i)
+      reduced_amax = std::max(*reduced_amax, evaluate_shard(in.backend, store, in.captures.tensors[i], {}).stats.amax);
+  }
+  std::vector<Candidate> candidates;
+  std::vector<std::size_t> slots;
+  GroupRows out = plan_group(in, group, reduced_amax, &candidates, &slots);
+  const TensorEvaluation total = evaluate_shards(in, group, candidates, store, stats);
+  for (auto& row : out.evaluations) {
+    row.stats = total.stats;
+    row.current_scale = scale_from_amax(total.stats.amax, fp8_max_finite(row.fp8), false, 0.0f);
+  }
+  for (std::size_t c = 0; c < slots.size(); ++c) {
+    out.evaluations[slots[c]].applicability = total.results[c].applicability;
+    out.evaluations[slots[c]].metrics = total.results[c].metrics;
+  }
+  return out;
+}
+
+// The table, filled one group at a time: each evaluation moved into the last row that uses it
+// (copied into the others), then the group's evaluations freed. Never the whole table twice.
+std::vector<EvaluationRow> assemble_table(std::vector<GroupRows>& per_group, const std::vector<TrainingFormat>& formats) {
   std::vector<std::size_t> format_begin(formats.size() + 1, 0);  // first row of each format
   for (std::size_t f = 0; f < formats.size(); ++f) {
     format_begin[f + 1] = format_begin[f];
@@ -294,6 +225,44 @@ std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const R
     group = GroupRows{};
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const RunConfig& config,
+                                             const Backend& backend, const RunContext& context) {
+  const std::vector<Group> groups = shard_groups(captures);
+  std::vector<TensorStats> stats(captures.tensors.size());
+  // Each tensor is read once. Delayed scaling at step t reads the amaxes of steps before t only
+  // (delayed_replay.hpp), so with delayed recipes the groups are evaluated in waves of one step
+  // each, in step order (captures are sorted by step), and each wave's amaxes (from its own
+  // evaluation) join the known ones before the next. Without delayed recipes, one wave.
+  AmaxHistories history;
+  if (config.training_log != nullptr)
+    for (const auto& [key, series] : config.training_log->series) history[key] = series.amax_by_step;
+  const bool by_step = needs_history(config);
+  std::vector<Unit> units(groups.size());
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    Unit& u = units[g];
+    const CapturedTensor& t = captures.tensors[groups[g].first];
+    u.name = t.key.layer;
+    u.wave = by_step ? t.key.step : 0;
+    u.kind = UnitKind::kShard;
+    for (std::size_t i = groups[g].first; i < groups[g].second; ++i) {
+      u.inputs.push_back(&captures.tensors[i].view);
+      u.keys.push_back(shard_unit_key(captures.tensors[i]));
+      u.cost += captures.tensors[i].view.byte_size();
+    }
+  }
+  const GroupInputs in{captures, config, backend, history};
+  std::vector<GroupRows> per_group(groups.size());
+  UnitWork work;
+  work.compute = [&](std::size_t g, UnitStore* store) { per_group[g] = evaluate_group(in, groups[g], store, &stats); };
+  work.wave_done = [&](std::size_t first, std::size_t last) {
+    add_captured_amaxes(captures, stats, config.training_log, groups[first].first, groups[last - 1].second, &history);
+  };
+  run_units(context, "tensors", units, work);
+  return assemble_table(per_group, config.formats);
 }
 
 }  // namespace fp8a

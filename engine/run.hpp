@@ -6,14 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "core/progress.hpp"
-#include "core/stop.hpp"
 #include "datasets/training_log.hpp"
 #include "datasets/capture.hpp"
 #include "engine/backend.hpp"
-#include "engine/cluster.hpp"
 #include "engine/delayed_replay.hpp"
-#include "engine/unit_store.hpp"
+#include "engine/schedule.hpp"
 
 namespace fp8a {
 
@@ -32,19 +29,6 @@ struct RunConfig {
   // distinct type (E4M3 for e4m3, E5M2 for hybrid).
   std::vector<TrainingFormat> formats = kAllTrainingFormats;
   const TrainingLog* training_log = nullptr;  // amaxes of every step: exact delayed replay
-  // Told of each tensor evaluated (stage "tensors", a sharded tensor's ranks as one unit); null:
-  // nothing reported. Not owned.
-  ProgressSink* progress = nullptr;
-  // Finished shard evaluations are kept here and taken from here (a checkpoint); null: none.
-  // Not owned.
-  UnitStore* store = nullptr;
-  // Checked before each tensor: once requested, no tensor is started, those started finish, and
-  // evaluate_captures throws StopRequested. Null: never. Not owned.
-  const StopRequest* stop = nullptr;
-  // The ranks the tensors are shared out over (engine/cluster.hpp); every rank returns every
-  // row; a rank with a store also saves there the units the others computed. Null: this process
-  // evaluates every tensor. Not owned.
-  Cluster* cluster = nullptr;
 };
 
 // One row of the evaluation table: one tensor under one recipe in one format, in one orientation.
@@ -82,8 +66,10 @@ double delayed_vs_current_log2(const EvaluationRow& row);
 
 // Rows ordered by format (config order), then tensor (capture order), then recipe (config order),
 // then orientation: each format's rows are exactly those of a run of that format alone. The
-// result does not depend on the thread count, nor on which evaluations came from the store.
+// result does not depend on the thread count, the rank count, nor on which evaluations came from
+// the store. Its units (run_units, stage "tensors") are the tensors, a sharded tensor's ranks as
+// one; the store keeps each shard's evaluations. Throws StopRequested on a stop request.
 std::vector<EvaluationRow> evaluate_captures(const CaptureSet& captures, const RunConfig& config,
-                                             const Backend& backend);
+                                             const Backend& backend, const RunContext& context = {});
 
 }  // namespace fp8a

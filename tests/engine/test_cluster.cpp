@@ -6,8 +6,6 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <atomic>
-#include <barrier>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -21,42 +19,18 @@
 #include "engine/gemm_pairing.hpp"
 #include "engine/run.hpp"
 #include "engine/unit_codec.hpp"
+#include "support/thread_cluster.hpp"
 #include "support/unit_stores.hpp"
 
 namespace {
 
 using namespace fp8a;
 using fp8a::testing::CountingBackend;
+using fp8a::testing::Exchange;
 using fp8a::testing::MapStore;
 using fp8a::testing::Synth;
+using fp8a::testing::ThreadCluster;
 using fp8a::testing::load_synth;
-
-// N ranks in one process: all_gather through shared slots between two barriers.
-struct Exchange {
-  explicit Exchange(int n) : slots(static_cast<std::size_t>(n)), barrier(n) {}
-  std::vector<std::string> slots;
-  std::barrier<> barrier;
-  std::atomic<int> gathers{0};
-};
-
-class ThreadCluster final : public Cluster {
- public:
-  ThreadCluster(Exchange* x, int rank) : x_(x), rank_(rank) {}
-  int rank() const override { return rank_; }
-  int size() const override { return static_cast<int>(x_->slots.size()); }
-  std::vector<std::string> all_gather(std::string_view mine) override {
-    x_->slots[static_cast<std::size_t>(rank_)] = std::string(mine);
-    x_->barrier.arrive_and_wait();
-    std::vector<std::string> all = x_->slots;
-    x_->barrier.arrive_and_wait();
-    if (rank_ == 0) ++x_->gathers;
-    return all;
-  }
-
- private:
-  Exchange* x_;
-  int rank_;
-};
 
 // A row's every field that reaches the outputs, floats as bits.
 std::string row_bytes(const EvaluationRow& r) {
@@ -131,14 +105,11 @@ TEST_CASE("a run over 2 and 3 in-process ranks gives every rank the rows of one 
       ranks.emplace_back([&, r] {
         const auto i = static_cast<std::size_t>(r);
         ThreadCluster cluster(&x, r);
-        RunConfig c = config;
+        RunContext c;
         c.cluster = &cluster;
         if (r == 0) c.store = &rank0_store;
-        rows[i] = evaluate_captures(s.captures, c, backends[i]);
-        GemmOptions o;
-        o.cluster = &cluster;
-        if (r == 0) o.store = &rank0_store;
-        gemms[i] = evaluate_gemm_errors(layers, rows[i], o);
+        rows[i] = evaluate_captures(s.captures, config, backends[i], c);
+        gemms[i] = evaluate_gemm_errors(layers, rows[i], GemmOptions{}, c);
       });
     for (auto& t : ranks) t.join();
     int calls = 0;
@@ -167,10 +138,10 @@ TEST_CASE("a run over 2 and 3 in-process ranks gives every rank the rows of one 
         resumed_ranks.emplace_back([&, r] {
           const auto i = static_cast<std::size_t>(r);
           ThreadCluster cluster(&again, r);
-          RunConfig c = config;
+          RunContext c;
           c.cluster = &cluster;
           if (r == 0) c.store = &rank0_store;
-          resumed_rows[i] = evaluate_captures(s.captures, c, resumed_backends[i]);
+          resumed_rows[i] = evaluate_captures(s.captures, config, resumed_backends[i], c);
         });
       for (auto& t : resumed_ranks) t.join();
       for (int r = 0; r < n; ++r) {
@@ -179,15 +150,14 @@ TEST_CASE("a run over 2 and 3 in-process ranks gives every rank the rows of one 
       }
     }
     // Rank 0's checkpoint holds every rank's units: one process resumed from it computes nothing.
-    RunConfig resumed = config;
+    RunContext resumed;
     resumed.store = &rank0_store;
     const CountingBackend resumed_backend;
-    CHECK(all_row_bytes(evaluate_captures(s.captures, resumed, resumed_backend)) == all_row_bytes(single));
+    CHECK(all_row_bytes(evaluate_captures(s.captures, config, resumed_backend, resumed)) == all_row_bytes(single));
     CHECK(resumed_backend.calls == 0);
-    GemmOptions o;
-    o.store = &rank0_store;
     const int gemm_hits = rank0_store.hits[UnitKind::kGemmLayer];
-    CHECK(encode_gemm_rows({evaluate_gemm_errors(layers, single, o)}) == encode_gemm_rows({single_gemms}));
+    CHECK(encode_gemm_rows({evaluate_gemm_errors(layers, single, GemmOptions{}, resumed)}) ==
+          encode_gemm_rows({single_gemms}));
     CHECK(rank0_store.hits[UnitKind::kGemmLayer] - gemm_hits == static_cast<int>(layers.size()));
   }
 }

@@ -200,14 +200,15 @@ TEST_CASE("a run that takes every unit from the store gives the same rows and ne
   const auto plain = evaluate_captures(s.captures, config, backend);
   const int plain_calls = backend.calls;
   MapStore store;
-  config.store = &store;
-  const auto first = evaluate_captures(s.captures, config, backend);
+  RunContext with_store;
+  with_store.store = &store;
+  const auto first = evaluate_captures(s.captures, config, backend, with_store);
   check_same_rows(plain, first);
   CHECK(backend.calls == 2 * plain_calls);
   CHECK(store.saves[UnitKind::kShard] == plain_calls);
   CHECK(store.hits[UnitKind::kShard] == 0);
   CHECK(store.reused[UnitKind::kShard] == 0);
-  const auto second = evaluate_captures(s.captures, config, backend);
+  const auto second = evaluate_captures(s.captures, config, backend, with_store);
   check_same_rows(plain, second);
   CHECK(backend.calls == 2 * plain_calls);  // nothing evaluated again
   CHECK(store.hits[UnitKind::kShard] == plain_calls);
@@ -218,10 +219,9 @@ TEST_CASE("a run that takes every unit from the store gives the same rows and ne
   REQUIRE(!layers.empty());
   GemmOptions o;
   const auto gemm_plain = evaluate_gemm_errors(layers, plain, o);
-  o.store = &store;
-  const auto gemm_first = evaluate_gemm_errors(layers, plain, o);
+  const auto gemm_first = evaluate_gemm_errors(layers, plain, o, with_store);
   CHECK(store.saves[UnitKind::kGemmLayer] == static_cast<int>(layers.size()));
-  const auto gemm_second = evaluate_gemm_errors(layers, plain, o);
+  const auto gemm_second = evaluate_gemm_errors(layers, plain, o, with_store);
   CHECK(store.hits[UnitKind::kGemmLayer] == static_cast<int>(layers.size()));
   CHECK(encode_gemm_rows({gemm_plain}) == encode_gemm_rows({gemm_first}));
   CHECK(encode_gemm_rows({gemm_plain}) == encode_gemm_rows({gemm_second}));
@@ -232,14 +232,14 @@ TEST_CASE("with more recipes, only the candidates the store lacks are evaluated,
   load_synth(s, "all");
   const CpuBackend cpu;
   MapStore store;
+  RunContext with_store;
+  with_store.store = &store;
   RunConfig fewer = config_of("current,block");
-  fewer.store = &store;
-  evaluate_captures(s.captures, fewer, cpu);
+  evaluate_captures(s.captures, fewer, cpu, with_store);
   const std::uint64_t first = store.computed[UnitKind::kShard];
   RunConfig more = config_of("current,delayed,block,mxfp8");
   const auto plain = evaluate_captures(s.captures, more, cpu);
-  more.store = &store;
-  const auto resumed = evaluate_captures(s.captures, more, cpu);
+  const auto resumed = evaluate_captures(s.captures, more, cpu, with_store);
   check_same_rows(plain, resumed);
   CHECK(store.reused[UnitKind::kShard] == first);  // every current and block evaluation
   CHECK(store.computed[UnitKind::kShard] > first);  // and the delayed and MXFP8 ones
@@ -252,12 +252,11 @@ TEST_CASE("a stop request: no unit is started after it, and the run says it stop
   const CountingBackend backend;
   StopRequest stop;
   stop.signal = 2;
-  config.stop = &stop;
-  CHECK_THROWS_AS(evaluate_captures(s.captures, config, backend), StopRequested);
+  RunContext stopping;
+  stopping.stop = &stop;
+  CHECK_THROWS_AS(evaluate_captures(s.captures, config, backend, stopping), StopRequested);
   CHECK(backend.calls == 0);
-  config.stop = nullptr;
   const auto rows = evaluate_captures(s.captures, config, backend);
-  GemmOptions o;
-  o.stop = &stop;
-  CHECK_THROWS_AS(evaluate_gemm_errors(pair_gemm_operands(s.captures, nullptr), rows, o), StopRequested);
+  CHECK_THROWS_AS(evaluate_gemm_errors(pair_gemm_operands(s.captures, nullptr), rows, GemmOptions{}, stopping),
+                  StopRequested);
 }
