@@ -23,13 +23,6 @@ Applicability recipe_fits(const Recipe& recipe, const TensorView& t) {
                            ".is_quantizable); shape is " + shape_text(t.shape));
 }
 
-double delayed_vs_current_log2(const EvaluationRow& row) {
-  if (!replays_history(row.recipe.kind) || !row.applicability.ok)
-    return std::numeric_limits<double>::quiet_NaN();
-  return std::log2(static_cast<double>(row.metrics.scale)) -
-         std::log2(static_cast<double>(row.current_scale));
-}
-
 namespace {
 
 using AmaxHistory = std::map<std::int64_t, float>;

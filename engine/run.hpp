@@ -10,6 +10,7 @@
 #include "datasets/capture.hpp"
 #include "engine/backend.hpp"
 #include "engine/delayed_replay.hpp"
+#include "engine/evaluation_row.hpp"
 #include "engine/schedule.hpp"
 
 namespace fp8a {
@@ -31,38 +32,11 @@ struct RunConfig {
   const TrainingLog* training_log = nullptr;  // amaxes of every step: exact delayed replay
 };
 
-// One row of the evaluation table: one tensor under one recipe in one format, in one orientation.
-// Every format has its complete set of rows; rows of formats that give the tensor the same FP8
-// type (and BF16 rows) are copies of one evaluation.
-struct EvaluationRow {
-  CaptureKey key;
-  std::string file;
-  std::string tensor_name;
-  DType input_dtype = DType::kF32;
-  std::vector<std::int64_t> shape;  // of one shard when ranks > 1
-  int ranks = 1;                     // shards (tensor-parallel ranks) evaluated as one tensor
-  Recipe recipe;
-  TrainingFormat format = TrainingFormat::kHybrid;
-  Fp8Format fp8 = Fp8Format::kE4M3;  // the FP8 type this role uses under `format`
-  Orientation orientation = Orientation::kRowwise;
-  TensorStats stats;
-  Applicability applicability;
-  QuantMetrics metrics;
-  // Delayed scaling only: how the scale was replayed, and the current-scaling scale of the same
-  // tensor (scale_from_amax(amax), no pow2, no eps) for delayed_vs_current_log2.
-  ReplayedScale replay;
-  float current_scale = 1.0f;
-};
-
 // Whether TE can quantise a tensor of this shape with the recipe, by the row's shape_divisor:
 // MXFP8 needs at least 2 dims and both dims of the 2-D view divisible by 32 (TE
 // MXFP8Quantizer.is_quantizable); the other recipes take any shape (block scaling pads partial
 // blocks).
 Applicability recipe_fits(const Recipe& recipe, const TensorView& tensor);
-
-// log2(delayed scale / current scale): negative means headroom, positive means the delayed scale is
-// too large and values saturate. NaN for rows that are not delayed.
-double delayed_vs_current_log2(const EvaluationRow& row);
 
 // Rows ordered by format (config order), then tensor (capture order), then recipe (config order),
 // then orientation: each format's rows are exactly those of a run of that format alone. The

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "engine/backend.hpp"
-#include "engine/gemm_error.hpp"
+#include "engine/gemm_row.hpp"
 
 namespace fp8a {
 

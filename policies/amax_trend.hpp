@@ -21,7 +21,7 @@
 #include "core/recipe.hpp"
 #include "datasets/training_log.hpp"
 #include "engine/delayed_replay.hpp"
-#include "engine/run.hpp"
+#include "engine/evaluation_row.hpp"
 
 namespace fp8a {
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "datasets/metrics_table.hpp"
-#include "engine/run.hpp"
+#include "engine/evaluation_row.hpp"
 
 namespace fp8a {
 

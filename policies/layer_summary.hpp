@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/run.hpp"
+#include "engine/evaluation_row.hpp"
 
 namespace fp8a {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/run.hpp"
+#include "engine/evaluation_row.hpp"
 
 namespace fp8a {
 

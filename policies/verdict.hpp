@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/gemm_error.hpp"
-#include "engine/run.hpp"
+#include "engine/gemm_row.hpp"
+#include "engine/evaluation_row.hpp"
 #include "policies/policy.hpp"
 
 namespace fp8a {

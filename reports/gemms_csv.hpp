@@ -8,7 +8,7 @@
 #include <span>
 #include <string>
 
-#include "engine/gemm_error.hpp"
+#include "engine/gemm_row.hpp"
 #include "reports/artifact.hpp"
 
 namespace fp8a {

@@ -5,7 +5,7 @@
 #include <span>
 #include <string>
 
-#include "engine/run.hpp"
+#include "engine/evaluation_row.hpp"
 #include "reports/artifact.hpp"
 
 namespace fp8a {

@@ -6,8 +6,8 @@
 #include <span>
 #include <string>
 
-#include "engine/gemm_error.hpp"
-#include "engine/run.hpp"
+#include "engine/gemm_row.hpp"
+#include "engine/evaluation_row.hpp"
 
 namespace fp8a {
 

@@ -1,0 +1,49 @@
+// The evaluation table's row type (evaluate_captures' result: engine/run.hpp), in a header of its
+// own so that what only reads rows needs neither the run nor its options.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/metrics.hpp"
+#include "core/recipe.hpp"
+#include "datasets/capture.hpp"
+#include "engine/backend.hpp"
+#include "engine/delayed_replay.hpp"
+
+namespace fp8a {
+
+// One row of the evaluation table: one tensor under one recipe in one format, in one orientation.
+// Every format has its complete set of rows; rows of formats that give the tensor the same FP8
+// type (and BF16 rows) are copies of one evaluation.
+struct EvaluationRow {
+  CaptureKey key;
+  std::string file;
+  std::string tensor_name;
+  DType input_dtype = DType::kF32;
+  std::vector<std::int64_t> shape;  // of one shard when ranks > 1
+  int ranks = 1;                     // shards (tensor-parallel ranks) evaluated as one tensor
+  Recipe recipe;
+  TrainingFormat format = TrainingFormat::kHybrid;
+  Fp8Format fp8 = Fp8Format::kE4M3;  // the FP8 type this role uses under `format`
+  Orientation orientation = Orientation::kRowwise;
+  TensorStats stats;
+  Applicability applicability;
+  QuantMetrics metrics;
+  // Delayed scaling only: how the scale was replayed, and the current-scaling scale of the same
+  // tensor (scale_from_amax(amax), no pow2, no eps) for delayed_vs_current_log2.
+  ReplayedScale replay;
+  float current_scale = 1.0f;
+};
+
+// log2(delayed scale / current scale): negative means headroom, positive means the delayed scale is
+// too large and values saturate. NaN for rows that are not delayed.
+inline double delayed_vs_current_log2(const EvaluationRow& row) {
+  if (!replays_history(row.recipe.kind) || !row.applicability.ok) return std::numeric_limits<double>::quiet_NaN();
+  return std::log2(static_cast<double>(row.metrics.scale)) - std::log2(static_cast<double>(row.current_scale));
+}
+
+}  // namespace fp8a
