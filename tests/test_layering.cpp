@@ -24,9 +24,12 @@ const std::map<std::string, std::string> kLeftOf = {
 std::set<std::string> allowed_for(const std::string& stage) {
   std::set<std::string> out;
   for (std::string s = stage; !s.empty(); s = kLeftOf.at(s)) out.insert(s);
-  if (stage == "cli") out.insert("cuda");  // the backend registry, under #if FP8A_WITH_CUDA
   return out;
 }
+
+// The one exception to the stages: the backend registry registers the CUDA backend, under
+// #if FP8A_WITH_CUDA, and no other file of cli/ includes cuda/.
+constexpr const char* kCudaRegistry = "cli/backend_registry.cpp";
 
 }  // namespace
 
@@ -47,7 +50,8 @@ TEST_CASE("no stage includes a stage to its right") {
         if (line.rfind("#include \"", 0) != 0) continue;
         const std::string target = line.substr(10, line.find('"', 10) - 10);
         INFO(rel << " includes " << target);
-        CHECK(allowed.count(stage_of(target)) == 1);
+        const bool registry = rel == kCudaRegistry && stage_of(target) == "cuda";
+        CHECK((allowed.count(stage_of(target)) == 1 || registry));
       }
     }
   }

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "support/temp_dir.hpp"
+
 namespace fp8a::cli_test {
 
 namespace fs = std::filesystem;
@@ -47,20 +49,7 @@ inline void write_bytes(const fs::path& p, const std::string& bytes) {
   out << bytes;
 }
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "fp8a-test-XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-};
+using fp8a::testing::TempDir;
 
 inline std::string shell_quote(const std::string& s) {
   std::string q = "'";

@@ -10,14 +10,14 @@
 #include "core/error.hpp"
 #include "rundir/atomic_file.hpp"
 #include "support/golden.hpp"
+#include "support/temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using fp8a::testing::slurp;
 
 TEST_CASE("atomic writes replace whole files and leave nothing behind on failure") {
-  std::string tmpl = (fs::temp_directory_path() / "fp8a-atomic-XXXXXX").string();
-  REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-  const fs::path dir = tmpl;
+  const fp8a::testing::TempDir scratch;
+  const fs::path dir = scratch.path;
   const fs::path out = dir / "a" / "b";
   fp8a::ensure_output_directory(out.string());
   CHECK(fs::is_directory(out));
@@ -31,5 +31,4 @@ TEST_CASE("atomic writes replace whole files and leave nothing behind on failure
   CHECK_THROWS_WITH_AS(fp8a::write_file_atomically(bad, "x"),
                        ("[fp8a.io.104] " + bad + ": cannot write: No such file or directory").c_str(),
                        fp8a::Error);
-  fs::remove_all(dir);
 }

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "rundir/checkpoint.hpp"
+#include "support/temp_dir.hpp"
 
 namespace {
 
@@ -22,18 +23,7 @@ using fp8a::Checkpoint;
 using fp8a::CheckpointManifest;
 using fp8a::UnitKind;
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "fp8a-checkpoint-XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
+using fp8a::testing::TempDir;
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

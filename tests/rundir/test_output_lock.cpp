@@ -14,6 +14,7 @@
 
 #include "core/error.hpp"
 #include "rundir/output_lock.hpp"
+#include "support/temp_dir.hpp"
 
 namespace fs = std::filesystem;
 
@@ -70,9 +71,8 @@ int run_contenders(const fs::path& dir, const fs::path& marker) {
 }  // namespace
 
 TEST_CASE("the --out lock: contending processes never hold it two at once") {
-  std::string tmpl = (fs::temp_directory_path() / "fp8a-lock-XXXXXX").string();
-  REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-  const fs::path root = tmpl;
+  const fp8a::testing::TempDir scratch;
+  const fs::path root = scratch.path;
   SUBCASE("a directory that stays: each holder removes the lock file on release") {
     fs::create_directories(root / "out");
     CHECK(run_contenders(root / "out", root / "held") >= 1);
@@ -82,5 +82,4 @@ TEST_CASE("the --out lock: contending processes never hold it two at once") {
     // (Whether the directory is left at the end depends on who created it last.)
     CHECK(run_contenders(root / "out", root / "held") >= 1);
   }
-  fs::remove_all(root);
 }
