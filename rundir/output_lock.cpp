@@ -103,6 +103,9 @@ OutputLock::OutputLock(const std::string& dir, const std::string& command)
     // Never through a planted symbolic link (the lock would truncate and write its target), and
     // only a regular file (a FIFO or device is not ours).
     const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+    // The folder is gone again: a run releasing the lock removed the folder it had created (and
+    // that held nothing else) between our creating it and opening the file. Create it again.
+    if (fd < 0 && errno == ENOENT && attempt + 1 < kAttempts) continue;
     if (fd < 0)
       throw input_error("fp8a.io.104", path_ + ": cannot write: " +
                                            (errno == ELOOP ? std::string("a symbolic link, not a lock file")

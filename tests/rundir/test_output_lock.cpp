@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -37,7 +38,10 @@ int contend(const fs::path& dir, const fs::path& marker) {
       ::usleep(2000);  // held longer than the delay below: a second holder would overlap
       ::unlink(marker.c_str());
     } catch (const fp8a::Error& e) {
-      if (std::string(e.what()).find("[fp8a.usage.220]") == std::string::npos) return 3;
+      if (std::string(e.what()).find("[fp8a.usage.220]") == std::string::npos) {
+        std::fprintf(stderr, "contender %d: %s\n", static_cast<int>(::getpid()), e.what());  // for the log
+        return 3;
+      }
     }
   }
   return held > 0 ? 0 : 2;
