@@ -398,10 +398,10 @@ int command_run(const Invocation& inv) {
   info.outputs.push_back("report.html");
   artifacts.push_back(render_summary_json(info, rows, layers, &answer));
   // report.html's magnitude histograms: one pass over each operand's tensor (its shards merged)
-  // at the step report_histogram_choices picks.
+  // at the step histogram_choices picks.
   std::vector<OperandHistogram> histograms;
-  for (const HistogramChoice& c : report_histogram_choices(rows)) {
-    OperandHistogram h{c.key, {}};
+  for (const HistogramChoice& c : histogram_choices(rows)) {
+    OperandHistogram h{c, {}};
     for (const CapturedTensor& t : captures.tensors)
       if (t.key == c.key) {
         h.histogram.merge(log2_histogram(t.view));

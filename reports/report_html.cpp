@@ -50,12 +50,10 @@ struct Page {
   std::map<std::string, std::size_t> position;  // layer -> its place in `layers`
   const CandidateAdvice* chosen = nullptr;
   int chosen_column = -1;
-  std::vector<HistogramChoice> histogram_choices;
 
   explicit Page(const ReportInputs& inputs) : in(inputs), index(inputs.rows) {
     candidates = index_candidates(index);
     layers = html::model_order(index.layers());
-    if (!in.histograms.empty()) histogram_choices = report_histogram_choices(in.rows);
     for (std::size_t i = 0; i < layers.size(); ++i) position[layers[i]] = i;
     if (in.recommendation && in.recommendation->chosen) {
       chosen = &in.recommendation->candidates[*in.recommendation->chosen];
@@ -561,15 +559,13 @@ std::pair<double, double> candidate_window(const EvaluationRow& r, const std::st
 // The log2|x| histogram of one operand with the chosen candidate's window over it (bars coloured
 // by it), and the window of the candidate that leaves the most elements outside.
 void render_histogram(Markup& m, const Page& p, const std::string& layer, Role role, std::vector<std::string>* notes) {
-  const HistogramChoice* choice = nullptr;
-  for (const HistogramChoice& c : p.histogram_choices)
-    if (c.key.layer == layer && c.key.role == role) choice = &c;
   const OperandHistogram* oh = nullptr;
   for (const OperandHistogram& h : p.in.histograms)
-    if (h.key.layer == layer && h.key.role == role) oh = &h;
+    if (h.choice.key.layer == layer && h.choice.key.role == role) oh = &h;
   if (oh == nullptr) return;
+  const HistogramChoice& choice = oh->choice;
   const Log2Histogram& h = oh->histogram;
-  const std::int64_t step = oh->key.step;
+  const std::int64_t step = choice.key.step;
   svg::HistogramSpec c;
   c.title = format_text("log2 |x| of the %s at step %lld", role_name(role), static_cast<long long>(step));
   c.x_title = "log2 |x| (binade)";
@@ -588,9 +584,9 @@ void render_histogram(Markup& m, const Page& p, const std::string& layer, Role r
     c.edges.back() = std::max(c.edges[c.edges.size() - 2] + 0.05, std::log2(static_cast<double>(h.amax_finite)));
   }
   std::string why = "the latest captured step (no candidate leaves an element outside its window)";
-  if (choice != nullptr && choice->worst && choice->key.step == step)
-    why = "the step where a candidate, " + candidate_name(*choice->worst) + ", leaves the most elements outside its window (" +
-          pct(choice->outside_pct) + ")";
+  if (choice.worst)
+    why = "the step where a candidate, " + candidate_name(*choice.worst) + ", leaves the most elements outside its window (" +
+          pct(choice.outside_pct) + ")";
   std::vector<std::string> window_notes;
   const auto row_of = [&](const RunCandidate& rc) {
     const EvaluationRow* r = p.index.find({step, layer, role}, rc.recipe, rc.format, Orientation::kRowwise);
@@ -608,10 +604,10 @@ void render_histogram(Markup& m, const Page& p, const std::string& layer, Role r
       window_notes.push_back("no chosen window: " + candidate_name(p.chosen->candidate) + " was not evaluated on it.");
     }
   }
-  if (choice != nullptr && choice->worst && (!p.chosen || !(*choice->worst == p.chosen->candidate)))
-    if (const EvaluationRow* r = row_of(*choice->worst)) {
+  if (choice.worst && (!p.chosen || !(*choice.worst == p.chosen->candidate)))
+    if (const EvaluationRow* r = row_of(*choice.worst)) {
       std::string note;
-      candidate_window(*r, candidate_name(*choice->worst) + " (" + fp8_name(r->fp8) + ")", false, 3, &c.windows, &note);
+      candidate_window(*r, candidate_name(*choice.worst) + " (" + fp8_name(r->fp8) + ")", false, 3, &c.windows, &note);
       window_notes.push_back(note);
     }
   std::string text = format_text("Histogram at step %lld, ", static_cast<long long>(step)) + why +
@@ -673,22 +669,6 @@ void render_cards(Markup& m, const Page& p, std::vector<std::string>* thinned) {
 }
 
 }  // namespace
-
-std::vector<HistogramChoice> report_histogram_choices(std::span<const EvaluationRow> rows) {
-  std::vector<HistogramChoice> out;
-  std::map<std::pair<std::string, Role>, std::size_t> slot;
-  for (const EvaluationRow& r : rows) {
-    auto [it, fresh] = slot.try_emplace({r.key.layer, r.key.role}, out.size());
-    if (fresh) out.push_back({r.key, std::nullopt, 0});
-    HistogramChoice& c = out[it->second];
-    if (!c.worst && r.key.step > c.key.step) c.key = r.key;  // the latest step while none is outside
-    if (!is_fp8(r.recipe.kind) || r.orientation != Orientation::kRowwise || !r.applicability.ok)
-      continue;
-    const double outside = r.metrics.underflow_pct + r.metrics.saturated_pct;
-    if (outside > c.outside_pct) c = {r.key, RunCandidate{r.recipe, r.format}, outside};
-  }
-  return out;
-}
 
 Artifact render_report_html(const ReportInputs& in) {
   FP8A_CHECK(in.info != nullptr, "render_report_html: RunInfo is required");

@@ -23,30 +23,13 @@
 #include "engine/run.hpp"
 #include "policies/advice.hpp"
 #include "policies/amax_trend.hpp"
+#include "policies/histogram_choice.hpp"
 #include "policies/layer_summary.hpp"
 #include "reports/answer_text.hpp"
 #include "reports/artifact.hpp"
 #include "reports/run_info.hpp"
 
 namespace fp8a {
-
-// The log2|x| histogram of one captured operand (all its rank shards together) at one step.
-struct OperandHistogram {
-  CaptureKey key;
-  Log2Histogram histogram;
-};
-
-// Which step of each (layer, role) the report's histogram shows, and the candidate drawn there
-// beside the chosen one: the step and FP8 candidate (rowwise copy) that leave the most elements
-// outside the candidate's window (underflow % + saturated %; the first in table order on a tie);
-// the latest captured step, with no such candidate, when no candidate leaves any element
-// outside. One per (layer, role) of `rows`, in the rows' order of first appearance.
-struct HistogramChoice {
-  CaptureKey key;
-  std::optional<RunCandidate> worst;
-  double outside_pct = 0;  // worst's underflow % + saturated % at key.step
-};
-std::vector<HistogramChoice> report_histogram_choices(std::span<const EvaluationRow> rows);
 
 // What command_run has once the run is decided. Pointers are not owned; spans outlive the call.
 struct ReportInputs {
@@ -59,7 +42,7 @@ struct ReportInputs {
   const AnswerContext* answer = nullptr;          // the answer `run` prints; may be null
   // forecast_delayed_scaling over the training log (empty without one): drawn on the amax traces
   std::span<const DelayedForecast> forecasts = {};
-  // For the keys of report_histogram_choices (any subset; a missing one is not drawn)
+  // histogram_choices' operands (any subset; a missing one is not drawn)
   std::span<const OperandHistogram> histograms = {};
 };
 

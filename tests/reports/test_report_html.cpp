@@ -196,7 +196,11 @@ TEST_CASE("report.html: the amax trace with the delayed window and the forecast,
   f.reason = "starts saturating near step 8";
   const std::vector<DelayedForecast> forecasts{f};
   // layers.2.fc1's activation at step 10: |x| from 2^-20 to 2^3, 1000 elements a binade, 7 zeros.
-  OperandHistogram h{{10, "layers.2.fc1", Role::kActivation}, {}};
+  // The step and candidate histogram_choices picks for it (policies/histogram_choice.hpp).
+  OperandHistogram h;
+  for (const HistogramChoice& c : histogram_choices(rows))
+    if (c.key.layer == "layers.2.fc1" && c.key.role == Role::kActivation) h.choice = c;
+  REQUIRE(h.choice.key.step == 10);
   h.histogram.min_exp = -20;
   h.histogram.counts.assign(24, 1000);
   h.histogram.amin_nonzero = std::ldexp(1.0f, -20);
@@ -245,24 +249,6 @@ TEST_CASE("report.html: the amax trace with the delayed window and the forecast,
   CHECK(s.find("representable |x| from 2^-16.5 to 2^1.3") != std::string::npos);
   CHECK(s.find("Histogram at step 10, the step where a candidate, mxfp8/hybrid, leaves the most elements outside "
                "its window (0.51 %); 24007 elements, of them 7 zeros") != std::string::npos);
-}
-
-TEST_CASE("report_histogram_choices: the step and candidate leaving the most outside, else the latest step") {
-  using testing::make_row;
-  std::vector<EvaluationRow> rows{make_row(1, "l", Role::kActivation, "current", 30, 1, 0, 0),
-                                  make_row(2, "l", Role::kActivation, "current", 30, 1, 0, 0),
-                                  make_row(1, "l", Role::kGradient, "current", 30, 1, 4, 0),
-                                  make_row(2, "l", Role::kGradient, "current", 30, 1, 1, 0),
-                                  make_row(2, "l", Role::kGradient, "delayed", 30, 1, 1, 0)};
-  rows.back().metrics.saturated_pct = 49;
-  const auto c = report_histogram_choices(rows);
-  REQUIRE(c.size() == 2);
-  CHECK(c[0].key == CaptureKey{2, "l", Role::kActivation});
-  CHECK(!c[0].worst);
-  CHECK(c[1].key == CaptureKey{2, "l", Role::kGradient});
-  REQUIRE(c[1].worst);
-  CHECK(c[1].worst->recipe.spec() == "delayed:history=1024:algo=max:margin=0");
-  CHECK(c[1].outside_pct == 50);
 }
 
 TEST_CASE("report.html: a 100-layer model, 16 candidates, 2 steps stays a few MB") {
