@@ -14,13 +14,15 @@
 // sensitive-last, every 6th block's FC2 has growing outliers and every 8th block's FC1 a wide
 // gradient, so the selection has failing GEMMs to judge and send to BF16, as on a real model.
 //
-// Evaluation, as `fp8-advisor run` does it by default: the CPU backend, the default recipe list,
-// --format e4m3,hybrid, the amax trace as --training-log (exact delayed replay),
-// pair_gemm_operands and evaluate_gemm_errors on every token row. Timed once.
+// Evaluation, as `fp8-advisor run` does it by default, through run's pipeline
+// (cli/run_pipeline.hpp): the CPU backend, the default recipe list, --format e4m3,hybrid, the amax
+// trace as --training-log (exact delayed replay), pair_gemm_operands and evaluate_gemm_errors on
+// every token row. Timed once.
 // Selection, everything `run` does between the evaluation and the renderers: the EvaluationIndex,
 // forecast_delayed_scaling, the candidates, recommend() under the default policy with
-// --cost none and with --cost roofline on --gpu (build_cost_model timed on its own). Timed
-// --repeat times each, median and min. Wall clock (steady_clock) throughout.
+// --cost none and with --cost roofline on --gpu (build_cost_model timed on its own), then the
+// pipeline's advise() whole under each. Timed --repeat times each, median and min. Wall clock
+// (steady_clock) throughout.
 #include <tbb/global_control.h>
 
 #include <algorithm>
@@ -39,15 +41,8 @@
 #include "datasets/file_system.hpp"
 #include "datasets/synth.hpp"
 #include "datasets/training_log.hpp"
+#include "cli/run_pipeline.hpp"
 #include "engine/cpu_backend.hpp"
-#include "engine/evaluation_index.hpp"
-#include "engine/gemm_error.hpp"
-#include "engine/gemm_pairing.hpp"
-#include "engine/run.hpp"
-#include "policies/advice.hpp"
-#include "policies/amax_trend.hpp"
-#include "policies/cost_model.hpp"
-#include "policies/policy.hpp"
 
 namespace {
 
@@ -154,68 +149,52 @@ int main(int argc, char** argv) {
     std::int64_t elements = 0;
     for (const auto& t : captures.tensors) elements += t.view.numel();
 
-    // The evaluation, as `fp8-advisor run` with its defaults.
-    fp8a::RunConfig config;
-    config.recipes = fp8a::parse_recipe_list(fp8a::default_recipe_list());
-    config.formats = fp8a::parse_training_format_list("e4m3,hybrid");
-    config.training_log = &log;
+    // The evaluation, as `fp8-advisor run` with its defaults (cli/run_pipeline.hpp).
+    fp8a::cli::RunRequest request;
+    request.config.recipes = fp8a::parse_recipe_list(fp8a::default_recipe_list());
+    request.config.formats = fp8a::parse_training_format_list("e4m3,hybrid");
+    request.config.training_log = &log;
+    request.gemm_rows = o.gemm_rows;
     const fp8a::CpuBackend backend;
-    t0 = Clock::now();
-    const std::vector<fp8a::EvaluationRow> rows = fp8a::evaluate_captures(captures, config, backend);
-    const double evaluate_s = seconds_since(t0);
-    t0 = Clock::now();
-    std::vector<std::string> skipped;
-    const std::vector<fp8a::GemmLayer> gemm_layers = fp8a::pair_gemm_operands(captures, &skipped);
-    const std::vector<fp8a::GemmRow> gemms =
-        fp8a::evaluate_gemm_errors(gemm_layers, rows, fp8a::GemmOptions{o.gemm_rows, nullptr});
-    const double gemm_s = seconds_since(t0);
+    fp8a::cli::RunResult result = fp8a::cli::run_pipeline(request, captures, backend, nullptr);
+    const std::vector<fp8a::EvaluationRow>& rows = result.rows;
+    const double evaluate_s = result.evaluate_seconds;
+    const double gemm_s = result.gemm_seconds;
     const double evaluation_s = evaluate_s + gemm_s;
 
-    // The selection, as `run` does it after the evaluation.
-    const fp8a::Policy policy = fp8a::default_policy();
-    std::size_t candidates_all = 0;
-    auto inputs_for = [&](const fp8a::EvaluationIndex& index,
-                          const std::vector<fp8a::DelayedForecast>& forecasts) {
-      fp8a::AdviceInputs in;
-      in.index = &index;
-      in.gemms = gemms;
-      in.layers = gemm_layers;
-      in.candidates = fp8a::index_candidates(index);
-      candidates_all = in.candidates.size();
-      in.forecasts = forecasts;
-      return in;
-    };
+    // The selection, as `run` does it after the evaluation: its steps timed one by one, then the
+    // pipeline's advice step whole under each --cost.
+    fp8a::cli::RunRequest none = request, roofline = request;
+    none.advice = fp8a::cli::AdviceRequest{fp8a::default_policy(), gpu, std::nullopt};
+    roofline.advice = fp8a::cli::AdviceRequest{fp8a::default_policy(), gpu, fp8a::CostOptions{o.tokens_per_step}};
+    const fp8a::Policy& policy = none.advice->policy;
     std::optional<fp8a::Recommendation> rec_none, rec_roofline;
     const Timing index_t = time_repeated(o.repeat, [&] { const fp8a::EvaluationIndex index(rows); });
     const fp8a::EvaluationIndex index(rows);
-    std::vector<fp8a::DelayedForecast> forecasts;
+    const std::size_t candidates_all = fp8a::index_candidates(index).size();
     // Of it, the Theil-Sen fit of every (layer, role)'s amax series.
     const Timing fit_t = time_repeated(o.repeat, [&] { (void)fp8a::fit_amax_trends(&log, rows, {}); });
     const Timing forecast_t = time_repeated(o.repeat, [&] {
-      forecasts = fp8a::forecast_delayed_scaling(&log, rows, index.recipes(), index.formats());
+      result.forecasts = fp8a::forecast_delayed_scaling(&log, rows, index.recipes(), index.formats());
     });
     const Timing none_t = time_repeated(o.repeat, [&] {
-      rec_none = fp8a::recommend(inputs_for(index, forecasts), policy, *gpu, nullptr);
+      rec_none = fp8a::recommend(fp8a::cli::advice_inputs(index, result), policy, *gpu, nullptr);
     });
     std::optional<fp8a::CostModel> cost;
     const Timing cost_t = time_repeated(o.repeat, [&] {
-      cost = fp8a::build_cost_model(gemm_layers, index.recipes(), *gpu, fp8a::CostOptions{o.tokens_per_step});
+      cost = fp8a::build_cost_model(result.gemm_layers, index.recipes(), *gpu, *roofline.advice->roofline);
     });
     const Timing roofline_t = time_repeated(o.repeat, [&] {
-      rec_roofline = fp8a::recommend(inputs_for(index, forecasts), policy, *gpu, &*cost);
+      rec_roofline = fp8a::recommend(fp8a::cli::advice_inputs(index, result), policy, *gpu, &*cost);
     });
     // One whole selection per --cost, as `run` does it once (index, forecasts, model, recommend).
     const Timing whole_none_t = time_repeated(o.repeat, [&] {
-      const fp8a::EvaluationIndex ix(rows);
-      const auto fc = fp8a::forecast_delayed_scaling(&log, rows, ix.recipes(), ix.formats());
-      rec_none = fp8a::recommend(inputs_for(ix, fc), policy, *gpu, nullptr);
+      fp8a::cli::advise(none, result);
+      rec_none = std::move(result.recommendation);
     });
     const Timing whole_roofline_t = time_repeated(o.repeat, [&] {
-      const fp8a::EvaluationIndex ix(rows);
-      const auto fc = fp8a::forecast_delayed_scaling(&log, rows, ix.recipes(), ix.formats());
-      const fp8a::CostModel cm = fp8a::build_cost_model(gemm_layers, ix.recipes(), *gpu,
-                                                           fp8a::CostOptions{o.tokens_per_step});
-      rec_roofline = fp8a::recommend(inputs_for(ix, fc), policy, *gpu, &cm);
+      fp8a::cli::advise(roofline, result);
+      rec_roofline = std::move(result.recommendation);
     });
 
     std::printf("bench_selection: %d layers (%d blocks x qkv/proj/fc1/fc2), %d step(s), tokens %lld, "
@@ -225,15 +204,15 @@ int main(int argc, char** argv) {
                 static_cast<long long>(elements), generate_s, read_s);
     std::printf("  recipes %zu (%s), formats e4m3,hybrid, training log: %zu steps traced; threads %s; "
                 "gemm rows %s; tokens per step %s\n",
-                config.recipes.size(), fp8a::default_recipe_list().c_str(),
+                request.config.recipes.size(), fp8a::default_recipe_list().c_str(),
                 static_cast<std::size_t>(o.step_every) * static_cast<std::size_t>(o.steps) + 1,
                 o.threads > 0 ? std::to_string(o.threads).c_str() : "all",
                 o.gemm_rows > 0 ? std::to_string(o.gemm_rows).c_str() : "all",
                 o.tokens_per_step > 0 ? std::to_string(o.tokens_per_step).c_str() : "captured");
     std::printf("  evaluation rows %zu, GEMM layers %zu, GEMM rows %zu, forecasts %zu, candidates %zu "
                 "(--cost none on %s: %zu runnable), skipped pairings %zu\n",
-                rows.size(), gemm_layers.size(), gemms.size(), forecasts.size(), candidates_all,
-                gpu->name, rec_none->candidates.size(), skipped.size());
+                rows.size(), result.gemm_layers.size(), result.gemms.size(), result.forecasts.size(), candidates_all,
+                gpu->name, rec_none->candidates.size(), result.skipped_pairings.size());
     for (const auto* r : {&rec_none, &rec_roofline}) {
       const auto& rec = **r;
       std::printf("  --cost %-8s chose %s: %.200s\n", rec.cost_source,

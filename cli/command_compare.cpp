@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "cli/options.hpp"
+#include "cli/run_pipeline.hpp"
 #include "cli/version.hpp"
 #include "core/error.hpp"
 #include "datasets/capture.hpp"
@@ -136,9 +137,11 @@ int command_compare(const Invocation& inv) {
       info.device = evaluator->backend->device();
     }
     const CaptureSet captures = load_captures({s.path}, fs, capture_options(eval.npy_dtype_text));
-    RunConfig side_config = config;
-    if (!s.log_paths.empty()) side_config.training_log = &logs[i];
-    s.records = metrics_records(evaluate_captures(captures, side_config, *evaluator->backend));
+    RunRequest request;  // the evaluation alone: no GEMM error, no recommendation
+    request.config = config;
+    request.gemms = false;
+    if (!s.log_paths.empty()) request.config.training_log = &logs[i];
+    s.records = metrics_records(run_pipeline(request, captures, *evaluator->backend, nullptr).rows);
   }
   for (const Side& s : sides)
     if (s.records.empty())

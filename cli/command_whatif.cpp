@@ -9,9 +9,8 @@
 #include "cli/backend_registry.hpp"
 #include "cli/layer_match.hpp"
 #include "cli/options.hpp"
+#include "cli/run_pipeline.hpp"
 #include "core/error.hpp"
-#include "engine/gemm_error.hpp"
-#include "engine/gemm_pairing.hpp"
 #include "reports/whatif_table.hpp"
 
 namespace fp8a::cli {
@@ -46,9 +45,10 @@ int command_whatif(const Invocation& inv) {
                      "[--step N] [options]",
                      std::cout))
     return kExitOk;
-  RunConfig config = evaluation_config(eval);
+  RunRequest request;
+  request.config = evaluation_config(eval);
+  request.gemm_rows = eval.gemm_rows;
   const EvaluationBackend evaluator = start_backend(eval);
-  const Backend* backend = evaluator.backend.get();
 
   DiskFileSystem fs;
   const CaptureSet all = load_captures(eval.capture_paths, fs, capture_options(eval.npy_dtype_text));
@@ -64,29 +64,24 @@ int command_whatif(const Invocation& inv) {
       captures.tensors.push_back(t);
       steps.insert(t.key.step);
     }
-  const bool one_step = vm.count("step") != 0;
-  if (one_step && steps.count(step) == 0) {
-    std::string list;
-    for (std::int64_t s : steps) list += (list.empty() ? "" : ", ") + std::to_string(s);
-    throw usage_error("fp8a.usage.217", "--step " + std::to_string(step) +
-                                            ": the matched layers were captured at steps " + list);
+  if (vm.count("step") != 0) {
+    if (steps.count(step) == 0) {
+      std::string list;
+      for (std::int64_t s : steps) list += (list.empty() ? "" : ", ") + std::to_string(s);
+      throw usage_error("fp8a.usage.217", "--step " + std::to_string(step) +
+                                              ": the matched layers were captured at steps " + list);
+    }
+    request.only_step = step;
   }
   const TrainingLog training_log = load_evaluation_log(eval, fs);
-  if (!eval.log_paths.empty()) config.training_log = &training_log;
-  auto rows = evaluate_captures(captures, config, *backend);
-  std::vector<std::string> skipped;
-  std::vector<GemmLayer> gemm_layers = pair_gemm_operands(captures, &skipped);
-  if (one_step) {
-    std::erase_if(rows, [&](const EvaluationRow& r) { return r.key.step != step; });
-    std::erase_if(gemm_layers, [&](const GemmLayer& g) { return g.step != step; });
-  }
-  const auto gemm_engine = make_gemm_engine(*backend);
-  const auto gemms = evaluate_gemm_errors(gemm_layers, rows, GemmOptions{eval.gemm_rows, gemm_engine.get()});
-  for (const auto& s : skipped) std::cerr << "fp8-advisor: warning: gemms: " << s << "\n";
+  if (!eval.log_paths.empty()) request.config.training_log = &training_log;
+  const auto gemm_engine = make_gemm_engine(*evaluator.backend);
+  const RunResult result = run_pipeline(request, captures, *evaluator.backend, gemm_engine.get());
+  for (const auto& s : result.skipped_pairings) std::cerr << "fp8-advisor: warning: gemms: " << s << "\n";
 
   const bool terminal = ::isatty(STDOUT_FILENO) == 1;
   for (std::size_t i = 0; i < layers.size(); ++i)
-    std::cout << (i == 0 ? "" : "\n") << render_whatif_table(layers[i], rows, gemms, terminal);
+    std::cout << (i == 0 ? "" : "\n") << render_whatif_table(layers[i], result.rows, result.gemms, terminal);
   return kExitOk;
 }
 

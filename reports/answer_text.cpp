@@ -4,6 +4,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/error.hpp"
 #include "core/text.hpp"
 #include "reports/te_recipe.hpp"
 
@@ -36,16 +37,26 @@ PlanFallbacks plan_fallbacks(const Recommendation& rec) {
   return f;
 }
 
+std::string AnswerContext::gpu_name() const {
+  const GpuTarget* gpu = recommendation != nullptr ? recommendation->gpu : skipped.gpu;
+  FP8A_CHECK(gpu != nullptr, "the answer names no GPU");
+  return gpu->name;
+}
+
+const char* AnswerContext::cost_source() const {
+  return recommendation != nullptr ? recommendation->cost_source : skipped.cost_source;
+}
+
 namespace {
 
 std::string answer_lines(const AnswerContext& a) {
-  if (a.recommendation == nullptr) return "answer: " + a.skipped + "\n";
+  if (a.recommendation == nullptr) return "answer: " + a.skipped.why + "\n";
   const Recommendation& rec = *a.recommendation;
   std::string s;
   if (!rec.chosen) {
     s += "answer: no FP8 recipe can be recommended";
     s += rec.candidates.empty() && rec.gpu_excluded.empty() ? " (no FP8 candidate evaluated)\n"
-                                                           : ": none runs on " + a.gpu + "\n";
+                                                           : ": none runs on " + a.gpu_name() + "\n";
   } else {
     const CandidateAdvice& c = rec.candidates[*rec.chosen];
     if (c.fp8_flops > 0)
@@ -69,7 +80,7 @@ std::string answer_lines(const AnswerContext& a) {
     if (not_paying > 0)
       s += format_text("  keep in BF16 because FP8 would not pay on %s: %zu GEMM%s the numbers allow in "
                "FP8 (their casts cost more than the faster GEMMs save; recipe.json has each)\n",
-               a.gpu.c_str(), not_paying, not_paying == 1 ? "" : "s");
+               a.gpu_name().c_str(), not_paying, not_paying == 1 ? "" : "s");
     if (!close.empty()) {
       s += "  kept FP8 close to the limit:\n";
       for (const auto& b : close) s += "    " + b + "\n";
@@ -77,16 +88,16 @@ std::string answer_lines(const AnswerContext& a) {
     if (c.speedup) {
       s += format_text("  predicted GEMM speedup over all-BF16: %.3fx on %s (cost: %s); FP8 share of GEMM "
                "FLOPs %.1f %%\n",
-               *c.speedup, a.gpu.c_str(), a.cost_source.c_str(), 100.0 * c.fp8_flop_share);
+               *c.speedup, a.gpu_name().c_str(), a.cost_source(), 100.0 * c.fp8_flop_share);
       // Where the numbers allow FP8 but the cost says no: what the numerics-only plan predicts.
       if (not_paying > 0 && c.numerics_speedup)
         s += format_text("  with every GEMM the numbers allow in FP8, %s predicts %.3fx on %s; "
                  "--tokens-per-step gives the real token count, --cost none decides by the "
                  "numerics alone\n",
-                 candidate_name(c.candidate).c_str(), *c.numerics_speedup, a.gpu.c_str());
+                 candidate_name(c.candidate).c_str(), *c.numerics_speedup, a.gpu_name().c_str());
     } else {
       s += format_text("  cost: %s (numerics only); FP8 share of GEMM FLOPs %.1f %%\n",
-               a.cost_source.c_str(), 100.0 * c.fp8_flop_share);
+               a.cost_source(), 100.0 * c.fp8_flop_share);
     }
     // Watch next run: the failing GEMMs first, then the passing ones with the smallest margin.
     std::vector<std::tuple<bool, double, std::string>> watch;
@@ -168,7 +179,7 @@ std::string answer_lines(const AnswerContext& a) {
   for (const CandidateAdvice& c : rec.candidates)
     if (!c.runnable) excluded.emplace_back(candidate_name(c.candidate), c.excluded);
   if (!excluded.empty()) {
-    s += "  excluded on " + a.gpu + ":\n";
+    s += "  excluded on " + a.gpu_name() + ":\n";
     for (const auto& [name, why] : excluded) s += "    " + name + ": " + why + "\n";
   }
   for (const std::string& why : a.not_written) s += "  not written: " + why + "\n";

@@ -11,14 +11,24 @@
 
 namespace fp8a {
 
+// Why there is no recommendation (e.g. --no-gemms), and what it would have been for: the GPU
+// (--gpu) and the cost source (--cost). A recommendation names its own (Recommendation::gpu,
+// cost_source).
+struct SkippedAdvice {
+  std::string why;
+  const GpuTarget* gpu = nullptr;
+  const char* cost_source = "none";
+};
+
 // What the answer and summary.json's "decision" are rendered from.
 struct AnswerContext {
-  const Recommendation* recommendation = nullptr;  // null: no advice (skipped says why)
-  std::string gpu;          // --gpu, "h100"
-  std::string cost_source;  // --cost, "roofline" or "none"
-  std::string skipped;      // why there is no recommendation (e.g. --no-gemms); empty otherwise
+  const Recommendation* recommendation = nullptr;  // null: no advice, `skipped` says why
+  SkippedAdvice skipped;                           // without a recommendation only
   // Config files the run left out, each with the writer's sentence why.
   std::vector<std::string> not_written;
+  // The GPU and the cost source the answer is for: the recommendation's, else skipped's.
+  std::string gpu_name() const;
+  const char* cost_source() const;
 };
 
 // The chosen plan's GEMMs by what happens to them, each "<layer> <gemm>: <reason>" (a layer none

@@ -79,7 +79,7 @@ void render_summary(Markup& m, const Page& p) {
   m.element("h2", {}, "Summary");
   m.open("div", {{"class", "answer"}});
   if (!rec) {
-    m.element("p", {}, p.in.answer && !p.in.answer->skipped.empty() ? p.in.answer->skipped : "no advice");
+    m.element("p", {}, p.in.answer && !p.in.answer->skipped.why.empty() ? p.in.answer->skipped.why : "no advice");
   } else if (!p.chosen) {
     m.element("p", {}, "No FP8 recipe can be recommended.");
     m.element("p", {}, rec->why);
@@ -140,7 +140,7 @@ void render_summary(Markup& m, const Page& p) {
       {{"fp8-advisor"}, {info.version + " (" + info.git_revision + ")"}},
       {{"command"}, {command}},
   };
-  if (p.in.answer) facts.push_back({{"GPU / cost"}, {p.in.answer->gpu + " / " + p.in.answer->cost_source}});
+  if (p.in.answer) facts.push_back({{"GPU / cost"}, {p.in.answer->gpu_name() + " / " + p.in.answer->cost_source()}});
   m.element("h3", {}, "The run");
   table(m, {"", ""}, facts);
 
@@ -462,7 +462,7 @@ std::string short_delayed_name(const std::string& spec) {
 // The amax trace of one operand: the logged amax, each delayed recipe's threshold, and the
 // advice's fitted trend extended past the last step with the forecast saturation steps.
 void render_amax_chart(Markup& m, const Page& p, const std::string& layer, Role role, std::vector<std::string>* notes) {
-  const TrainingLog* log = p.in.info->config.training_log;
+  const TrainingLog* log = p.in.training_log;
   const AmaxSeries* s = log ? log->find(layer, role) : nullptr;
   if (s == nullptr || s->amax_by_step.empty()) return;
   svg::LineChartSpec c;
@@ -479,7 +479,7 @@ void render_amax_chart(Markup& m, const Page& p, const std::string& layer, Role 
   c.series.push_back(amax);
   std::size_t colour = 1;
   std::map<std::string, std::size_t> recipe_colour;
-  for (const Recipe& r : p.in.info->config.recipes) {
+  for (const Recipe& r : p.in.info->recipes) {
     if (!replays_history(r.kind) || recipe_colour.count(r.spec())) continue;
     recipe_colour[r.spec()] = colour;
     svg::Series t{r.spec() + (r.margin == 0 ? ": window max" : ": window max x 2^" + std::to_string(r.margin)), amax.x,

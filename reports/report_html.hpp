@@ -33,8 +33,7 @@ namespace fp8a {
 
 // What command_run has once the run is decided. Pointers are not owned; spans outlive the call.
 struct ReportInputs {
-  const RunInfo* info = nullptr;                  // never null; its config.training_log, when set,
-                                                  // gives the amax traces
+  const RunInfo* info = nullptr;                  // never null
   std::span<const EvaluationRow> rows;            // evaluate_captures
   std::span<const GemmRow> gemms;                 // evaluate_gemm_errors (empty with --no-gemms)
   std::span<const LayerSummary> layers;           // summarize_layers
@@ -44,6 +43,7 @@ struct ReportInputs {
   std::span<const DelayedForecast> forecasts = {};
   // histogram_choices' operands (any subset; a missing one is not drawn)
   std::span<const OperandHistogram> histograms = {};
+  const TrainingLog* training_log = nullptr;  // the amax traces (--training-log); null: none
 };
 
 // Bounds that keep the page a few MB for a 100-layer model; what they leave out the page says.

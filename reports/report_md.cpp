@@ -52,12 +52,12 @@ std::string bullets(const std::vector<std::string>& items) {
 
 std::string recommendation_section(const AnswerContext& a) {
   std::string s = "## Recommendation\n\n";
-  if (a.recommendation == nullptr) return s + markdown_text(a.skipped) + "\n\n";
+  if (a.recommendation == nullptr) return s + markdown_text(a.skipped.why) + "\n\n";
   const Recommendation& rec = *a.recommendation;
   if (!rec.chosen) {
     s += "**No FP8 recipe can be recommended**";
     s += rec.candidates.empty() && rec.gpu_excluded.empty() ? " (no FP8 candidate evaluated)"
-                                                           : ": none runs on " + markdown_text(a.gpu);
+                                                           : ": none runs on " + markdown_text(a.gpu_name());
     s += "; every GEMM stays in BF16.\n\n";
   } else {
     const CandidateAdvice& c = rec.candidates[*rec.chosen];
@@ -72,11 +72,11 @@ std::string recommendation_section(const AnswerContext& a) {
     if (c.speedup)
       s += format_text("- predicted GEMM speedup over all-BF16: %.3fx on %s (cost: %s); FP8 share of "
                        "GEMM FLOPs %.1f %%\n",
-                       *c.speedup, markdown_text(a.gpu).c_str(), markdown_text(a.cost_source).c_str(),
+                       *c.speedup, markdown_text(a.gpu_name()).c_str(), markdown_text(a.cost_source()).c_str(),
                        100.0 * c.fp8_flop_share);
     else
       s += format_text("- cost: %s (numerics only); FP8 share of GEMM FLOPs %.1f %%\n",
-                       markdown_text(a.cost_source).c_str(), 100.0 * c.fp8_flop_share);
+                       markdown_text(a.cost_source()).c_str(), 100.0 * c.fp8_flop_share);
   }
   if (rec.module_plan) s += "- per module (te_precision_config.yaml): " + markdown_text(rec.module_plan->why) + "\n";
   else if (!rec.module_plan_note.empty()) s += "- per module: " + markdown_text(rec.module_plan_note) + "\n";
@@ -90,7 +90,7 @@ std::string recommendation_section(const AnswerContext& a) {
     if (f.not_paying > 0)
       s += format_text("- %zu GEMM%s the numbers allow in FP8, because FP8 would not pay on %s "
                        "(recipe.json has each)\n",
-                       f.not_paying, f.not_paying == 1 ? "" : "s", markdown_text(a.gpu).c_str());
+                       f.not_paying, f.not_paying == 1 ? "" : "s", markdown_text(a.gpu_name()).c_str());
     s += "\n";
   }
   if (!f.close.empty()) s += "### Kept FP8 close to the limit\n\n" + bullets(f.close) + "\n";
@@ -104,7 +104,7 @@ std::string recommendation_section(const AnswerContext& a) {
   for (const GpuExclusion& e : rec.gpu_excluded) excluded.push_back(e.candidate + ": " + e.reason);
   for (const CandidateAdvice& c : rec.candidates)
     if (!c.runnable) excluded.push_back(candidate_name(c.candidate) + ": " + c.excluded);
-  if (!excluded.empty()) s += "### Excluded on " + markdown_text(a.gpu) + "\n\n" + bullets(excluded) + "\n";
+  if (!excluded.empty()) s += "### Excluded on " + markdown_text(a.gpu_name()) + "\n\n" + bullets(excluded) + "\n";
   return s;
 }
 
@@ -128,8 +128,8 @@ std::string run_section(const RunInfo& info, std::span<const EvaluationRow> rows
                       {{"layers", std::to_string(layers.size())},
                        {"tensors", std::to_string(tensors.size())},
                        {"steps", std::to_string(steps.size()) + (steps.empty() ? "" : " (" + step_list + ")")},
-                       {"recipes", std::to_string(info.config.recipes.size())},
-                       {"format", training_format_list(info.config.formats)},
+                       {"recipes", std::to_string(info.recipes.size())},
+                       {"format", training_format_list(info.formats)},
                        {"backend", info.backend + " (" + info.device + ")"},
                        {"version", info.version + " (git " + info.git_revision + ")"},
                        {"command", code(command)}},

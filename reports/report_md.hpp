@@ -23,7 +23,7 @@ std::string markdown_cell(std::string_view text);
 // the per-module plan, advisories, limits, the GPU's exclusions), the run (counts of layers,
 // tensors and steps in `rows`, inputs, backend, warnings), the per-layer decisions (layer |
 // precision | fp8_safe | fprop | dgrad | wgrad | reasons) and the per-layer worst metrics.
-// answer.recommendation null: the recommendation section says answer.skipped.
+// answer.recommendation null: the recommendation section says answer.skipped.why.
 Artifact render_report_md(const RunInfo& info, std::span<const EvaluationRow> rows,
                           std::span<const LayerSummary> layers, const AnswerContext& answer);
 

@@ -1,4 +1,5 @@
-// Provenance and run facts recorded in every report.
+// Provenance and run facts recorded in every report: what was run and what it read, as recorded
+// (the live configuration a run is computed from is cli/run_pipeline.hpp's RunRequest).
 #pragma once
 
 #include <optional>
@@ -24,7 +25,10 @@ struct RunInfo {
   // with its engine); empty with --no-gemms.
   std::string gemm_path;
   std::vector<CaptureFile> inputs;
-  RunConfig config;
+  // What was evaluated: the recipes and formats in the run's order, and --amax-reduction.
+  std::vector<Recipe> recipes;
+  std::vector<TrainingFormat> formats;
+  AmaxReduction amax_reduction = AmaxReduction::kTp;
   // The training log, when one was given (--training-log; summary.json's amax_trace* keys).
   std::vector<std::string> log_files;
   bool log_rounded = false;

@@ -28,11 +28,11 @@ ordered_json worst(const WorstValue& w) {
 
 ordered_json decision_json(const AnswerContext& a) {
   ordered_json d;
-  d["gpu"] = a.gpu;
-  d["cost_source"] = a.cost_source;
+  d["gpu"] = a.gpu_name();
+  d["cost_source"] = a.cost_source();
   if (a.recommendation == nullptr) {
     d["chosen"] = nullptr;
-    d["skipped"] = a.skipped;
+    d["skipped"] = a.skipped.why;
     return d;
   }
   const Recommendation& rec = *a.recommendation;
@@ -96,13 +96,13 @@ Artifact render_summary_json(const RunInfo& info, std::span<const EvaluationRow>
                       {"bytes", f.bytes}});
   j["inputs"] = inputs;
   ordered_json recipes = ordered_json::array();
-  for (const auto& r : info.config.recipes) recipes.push_back(r.spec());
+  for (const auto& r : info.recipes) recipes.push_back(r.spec());
   j["recipes"] = recipes;
   // As --format takes it ("hybrid", "e4m3,hybrid"). Entries below name their format only when the
   // run has several (a single-format run's summary is the one it has always been).
-  j["format"] = training_format_list(info.config.formats);
-  const bool several_formats = info.config.formats.size() > 1;
-  j["amax_reduction"] = info.config.amax_reduction == AmaxReduction::kTp ? "tp" : "none";
+  j["format"] = training_format_list(info.formats);
+  const bool several_formats = info.formats.size() > 1;
+  j["amax_reduction"] = info.amax_reduction == AmaxReduction::kTp ? "tp" : "none";
   j["timings_s"] = {{"read", info.read_seconds},
                     {"evaluate", info.evaluate_seconds},
                     {"gemms", info.gemm_seconds}};

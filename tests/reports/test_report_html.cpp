@@ -88,6 +88,8 @@ Recommendation fixed_recommendation() {
     rec.layers.push_back(d);
   }
   rec.limits = {"no amax trend from a single captured step"};
+  rec.gpu = find_gpu_target("h100");
+  rec.cost_source = "roofline";
   return rec;
 }
 
@@ -101,8 +103,6 @@ TEST_CASE("report.html: the sections, the answer and the reasons, self-contained
   const Recommendation rec = fixed_recommendation();
   AnswerContext answer;
   answer.recommendation = &rec;
-  answer.gpu = "h100";
-  answer.cost_source = "roofline";
   const Artifact a = render_report_html({&info, rows, gemms, layers, &rec, &answer});
   const std::string& s = a.contents;
   CHECK(a.name == "report.html");
@@ -154,12 +154,11 @@ TEST_CASE("report.html: without advice, and with a training log's amax trace") {
     log.series[{"layers.2.fc1", Role::kActivation}].amax_by_step[step] = 1.0f + static_cast<float>(step);
     log.series[{"layers.2.fc1", Role::kGradient}].amax_by_step[step] = 1e-3f;
   }
-  info.config.training_log = &log;
   const auto rows = fixed_rows();
   const auto layers = summarize_layers(rows);
   AnswerContext answer;
-  answer.skipped = "advice skipped: --no-gemms leaves no GEMM evidence to judge";
-  const std::string s = render_report_html({&info, rows, {}, layers, nullptr, &answer}).contents;
+  answer.skipped = {"advice skipped: --no-gemms leaves no GEMM evidence to judge", find_gpu_target("h100"), "roofline"};
+  const std::string s = render_report_html({&info, rows, {}, layers, nullptr, &answer, {}, {}, &log}).contents;
   CHECK(markup_error(s) == "");
   CHECK(s.find("advice skipped: --no-gemms leaves no GEMM evidence to judge") != std::string::npos);
   CHECK(s.find("GEMM-output error") == std::string::npos);
@@ -173,11 +172,10 @@ TEST_CASE("report.html: without advice, and with a training log's amax trace") {
 
 TEST_CASE("report.html: the amax trace with the delayed window and the forecast, the log2|x| histogram with windows") {
   RunInfo info = fixed_info();
-  info.config.recipes = {parse_recipe("current"), parse_recipe("delayed:history=2"), parse_recipe("mxfp8")};
+  info.recipes = {parse_recipe("current"), parse_recipe("delayed:history=2"), parse_recipe("mxfp8")};
   TrainingLog log;
   for (std::int64_t step = 0; step < 6; ++step)
     log.series[{"layers.2.fc1", Role::kActivation}].amax_by_step[step] = step == 1 ? 8.0f : 1.0f;
-  info.config.training_log = &log;
   const auto rows = fixed_rows();
   const auto layers = summarize_layers(rows);
   const Recommendation rec = fixed_recommendation();
@@ -210,7 +208,7 @@ TEST_CASE("report.html: the amax trace with the delayed window and the forecast,
   const std::vector<OperandHistogram> histograms{h};
   AnswerContext answer;
   answer.recommendation = &rec;
-  const std::string s = render_report_html({&info, rows, fixed_gemms(), layers, &rec, &answer, forecasts, histograms}).contents;
+  const std::string s = render_report_html({&info, rows, fixed_gemms(), layers, &rec, &answer, forecasts, histograms, &log}).contents;
   CHECK(markup_error(s) == "");
   const auto charts = svgs_of(s);
   const auto chart = [&](const std::string& title) {

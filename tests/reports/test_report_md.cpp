@@ -28,17 +28,14 @@ RunInfo report_info() {
   f.step = 20;
   f.tensor_count = 2;
   i.inputs.push_back(f);
-  i.config.recipes = parse_recipe_list("current,current:pow2");
-  i.config.formats = {TrainingFormat::kHybrid};
+  i.recipes = parse_recipe_list("current,current:pow2");
+  i.formats = {TrainingFormat::kHybrid};
   return i;
 }
 
-std::string render(const RunInfo& run, std::span<const EvaluationRow> rows, const Recommendation* rec,
-                   const std::string& cost = "roofline") {
+std::string render(const RunInfo& run, std::span<const EvaluationRow> rows, const Recommendation* rec) {
   AnswerContext answer;
   answer.recommendation = rec;
-  answer.gpu = "h100";
-  answer.cost_source = cost;
   const auto layers = summarize_layers(rows);
   const Artifact a = render_report_md(run, rows, layers, answer);
   CHECK(a.name == "report.md");
@@ -66,10 +63,12 @@ TEST_CASE("report.md: no FP8 candidate is every layer BF16 with the reason, and 
   rec.module_plan_note = "no candidate can be mixed per module";
   rec.limits = {"no amax trend: a single captured step"};
   RunInfo run = report_info();
-  run.config.recipes = parse_recipe_list("bf16");
+  run.recipes = parse_recipe_list("bf16");
   const std::vector<EvaluationRow> rows = {
       make_row(10, "layers.0.mlp.linear_fc1", Role::kActivation, "bf16", 60.0, 1.0, 0.0, 0.0)};
-  const std::string got = render(run, rows, &rec, "none");
+  rec.gpu = find_gpu_target("h100");
+  rec.cost_source = "none";
+  const std::string got = render(run, rows, &rec);
   CHECK(got.find("**No FP8 recipe can be recommended** (no FP8 candidate evaluated)") != std::string::npos);
   CHECK(got.find("| layers.0.mlp.linear_fc1 | bf16 | no | not judged | not judged | not judged | " +
                  rec.why + " |") != std::string::npos);
@@ -88,10 +87,10 @@ TEST_CASE("report.md: '|' and newlines stay inside their cell") {
              fp8(Criterion::kUnderflow, 0.2, 5)});
   rec.chosen = 0;
   rec.why = "block/hybrid keeps 66.7 % of the GEMM FLOPs in FP8 with 1 GEMM to BF16 (risk 0.725)";
-  finish(rec);
+  finish(rec);  // h100; cost_source "none"
   auto rows = sample_rows();
   rows.push_back(make_row(20, "layers.0.fc|odd", Role::kGradient, "block", 22.5, 0.995, 9.0, 0.0));
-  const std::string got = render(report_info(), rows, &rec, "none");
+  const std::string got = render(report_info(), rows, &rec);
   CHECK(got.find("| layers.0.fc\\|odd | mixed | no | fp8 | bf16 | fp8 | dgrad: step 20 gradient underflow "
                  "9 % \\| 5 %<br>see metrics.csv |") != std::string::npos);
   CHECK(got.find("| layers.0.fc\\|odd | block | hybrid |") != std::string::npos);

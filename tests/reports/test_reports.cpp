@@ -32,8 +32,8 @@ fp8a::RunInfo fixed_info() {
   fp8a::RunInfo info = fp8a::testing::base_run_info(4);
   info.inputs[0].step_source = "file name";
   info.inputs[0].bytes = 1234;
-  info.config.recipes = fp8a::parse_recipe_list("current,current:pow2");
-  info.config.formats = {fp8a::TrainingFormat::kHybrid};  // the rows' (make_row)
+  info.recipes = fp8a::parse_recipe_list("current,current:pow2");
+  info.formats = {fp8a::TrainingFormat::kHybrid};  // the rows' (make_row)
   info.read_seconds = 0.5;
   info.evaluate_seconds = 0.25;
   info.outputs = {"metrics.csv", "gemms.csv", "summary.json"};
@@ -98,6 +98,8 @@ fp8a::Recommendation fixed_recommendation() {
   rec.pareto = {{0, "", 1.0, 0.875, 2.75, 1, false},
                 {1, "layers.0.fc1 wgrad", 2.0 / 3.0, 0.75, 1.5, 0, true},
                 {3, "layers.0.fc1 fprop", 0.0, 1.0, 0.0, 0, false}};
+  rec.gpu = fp8a::find_gpu_target("h100");
+  rec.cost_source = "roofline";
   return rec;
 }
 
@@ -138,7 +140,7 @@ TEST_CASE("metrics.csv, summary.json and the console table match their golden fi
   const auto layers = fp8a::summarize_layers(rows);
   check_golden("metrics.csv", fp8a::render_metrics_csv(rows).contents);
   const fp8a::Recommendation rec = fixed_recommendation();
-  const fp8a::AnswerContext answer{&rec, "h100", "roofline", "", {}};
+  const fp8a::AnswerContext answer{&rec, {}, {}};
   check_golden("summary.json", fp8a::render_summary_json(fixed_info(), rows, layers, &answer).contents);
   check_golden("answer.txt", fp8a::render_answer(answer));
   check_golden("table.txt", fp8a::render_layer_table(layers));
@@ -186,7 +188,7 @@ TEST_CASE("two formats: summary.json and the console table name each entry's for
   rows.insert(rows.end(), hybrid.begin(), hybrid.end());
   rows.back().applicability = fp8a::Applicability::no("example reason");
   auto info = fixed_info();
-  info.config.formats = fp8a::kAllTrainingFormats;
+  info.formats = fp8a::kAllTrainingFormats;
   const auto layers = fp8a::summarize_layers(rows);
   check_golden("summary_formats.json", fp8a::render_summary_json(info, rows, layers).contents);
   check_golden("table_formats.txt", fp8a::render_layer_table(layers));

@@ -1,0 +1,94 @@
+// The pipeline of `run`, shared by whatif, compare and bench: the captures evaluated under every
+// recipe, the GEMM layers paired and their output error, and, on rank 0, the recommendation, the
+// logged statistics compared and report.html's histograms. Values in, values out: the caller
+// parses, renders and writes (cli/command_run.cpp).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/gpu_target.hpp"
+#include "datasets/capture.hpp"
+#include "engine/backend.hpp"
+#include "engine/evaluation_index.hpp"
+#include "engine/gemm_engine.hpp"
+#include "engine/gemm_error.hpp"
+#include "engine/gemm_pairing.hpp"
+#include "engine/logged_stats.hpp"
+#include "engine/run.hpp"
+#include "engine/schedule.hpp"
+#include "policies/advice.hpp"
+#include "policies/amax_trend.hpp"
+#include "policies/cost_model.hpp"
+#include "policies/histogram_choice.hpp"
+#include "policies/nonfinite.hpp"
+#include "policies/policy.hpp"
+
+namespace fp8a::cli {
+
+// What the recommendation is asked for: the policy, the GPU (--gpu) and, with --cost roofline,
+// the cost model's options (unset: --cost none, the numerics alone).
+struct AdviceRequest {
+  Policy policy;
+  const GpuTarget* gpu = nullptr;  // never null
+  std::optional<CostOptions> roofline;
+  const char* cost_source() const { return roofline ? "roofline" : "none"; }
+};
+
+// Everything that decides what a pipeline computes (the live configuration; provenance is RunInfo).
+struct RunRequest {
+  RunConfig config;  // recipes, formats, --amax-reduction and the training log (null: none)
+  // The GEMM-output error (--gemm-rows); false: none (--no-gemms), and so no recommendation.
+  bool gemms = true;
+  std::int64_t gemm_rows = kGemmRowsAuto;
+  // Set: rows and GEMM layers of this captured step only, once every step is evaluated (the
+  // delayed replay needs their history); whatif --step.
+  std::optional<std::int64_t> only_step;
+  NonFiniteAction nonfinite = NonFiniteAction::kWarn;  // kFail: input error fp8a.capture.406
+  // Told each NaN/Inf warning when the evaluation finds it (run: stderr); may be empty.
+  std::function<void(const std::string&)> on_warning;
+  // Unset: no recommendation (whatif, compare).
+  std::optional<AdviceRequest> advice;
+  // run's reports: the training log's nvdlfw_inspect statistics compared with the rows (under
+  // training_recipe, --training-recipe, for bare statistic names) and report.html's histograms.
+  bool reports = false;
+  std::optional<Recipe> training_recipe;
+};
+
+struct RunResult {
+  std::vector<EvaluationRow> rows;     // evaluate_captures
+  std::vector<std::string> warnings;   // judge_nonfinite's, a line per tensor with NaN or Inf
+  double evaluate_seconds = 0;
+  // With request.gemms: the paired layers, what could not be paired, the GEMM rows, where they
+  // ran ("emulated on the CPU, N threads" and the GPU engine's rows) and how long it took.
+  std::vector<GemmLayer> gemm_layers;
+  std::vector<std::string> skipped_pairings;
+  std::vector<GemmRow> gemms;
+  std::string gemm_path;
+  double gemm_seconds = 0;
+  // Rank 0 only (the other ranks of an MPI launch stop after the GEMMs): with gemms and an
+  // advice request, the delayed forecasts (with a training log) and the recommendation.
+  std::vector<DelayedForecast> forecasts;
+  std::optional<Recommendation> recommendation;
+  // With request.reports: the logged statistics compared, and the histograms.
+  std::vector<LoggedComparison> logged_stats;
+  std::vector<OperandHistogram> histograms;
+};
+
+// The whole pipeline on `backend`, every GEMM also run on `gemm_engine` when given
+// (make_gemm_engine: cuBLASLt with the CUDA backend). Throws StopRequested on a stop request
+// (context.stop), and input error fp8a.capture.406 for a NaN/Inf under NonFiniteAction::kFail.
+RunResult run_pipeline(const RunRequest& request, const CaptureSet& captures, const Backend& backend,
+                       const GemmEngine* gemm_engine, const RunContext& context = {});
+
+// Its advice step alone, on result's rows and GEMMs: sets result.forecasts (with a training log)
+// and result.recommendation (bench times it on its own). request.advice must be set.
+void advise(const RunRequest& request, RunResult& result);
+
+// What recommend() judges, from `index` (over result.rows) and result's GEMMs and forecasts.
+AdviceInputs advice_inputs(const EvaluationIndex& index, const RunResult& result);
+
+}  // namespace fp8a::cli
