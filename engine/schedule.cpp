@@ -61,10 +61,10 @@ Received exchange_units(Cluster& cluster, const UnitMap& mine, bool stopped) {
       if (u.u64() != kUnitsTag) throw DecodeError("not a list of units");
       const std::size_t n = u.count(17);
       for (std::size_t i = 0; i < n; ++i) {
-        const std::uint8_t kind = u.u8();
-        if (kind > static_cast<std::uint8_t>(UnitKind::kGemmLayer)) throw DecodeError("bad unit kind");
+        const std::optional<UnitKind> kind = unit_kind_from(u.u8());
+        if (!kind) throw DecodeError("bad unit kind");
         std::string key = u.str();
-        out.units[{static_cast<UnitKind>(kind), std::move(key)}] = u.str();
+        out.units[{*kind, std::move(key)}] = u.str();
       }
       u.expect_done();
     } catch (const DecodeError& e) {

@@ -185,6 +185,16 @@ void expect_tag(ByteReader& r, std::uint64_t tag, const char* what) {
 
 }  // namespace
 
+std::optional<UnitKind> unit_kind_from(std::uint8_t v) {
+  const auto kind = static_cast<UnitKind>(v);
+  switch (kind) {  // every kind, no default: -Wswitch names a kind added to UnitKind but not here
+    case UnitKind::kShard:
+    case UnitKind::kGemmLayer:
+      return kind;
+  }
+  return std::nullopt;
+}
+
 void write_recipe(ByteWriter& w, const Recipe& recipe) { put(w, recipe); }
 
 std::string encode_tensor_evaluation(const TensorEvaluation& e) {

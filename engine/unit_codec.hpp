@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -12,6 +13,7 @@
 
 #include "engine/backend.hpp"
 #include "engine/gemm_row.hpp"
+#include "engine/unit_store.hpp"
 
 namespace fp8a {
 
@@ -54,6 +56,9 @@ class ByteReader {
   std::string_view in_;
   std::size_t pos_ = 0;
 };
+
+// The UnitKind a byte encodes (static_cast<std::uint8_t>(kind)); unset when it is none.
+std::optional<UnitKind> unit_kind_from(std::uint8_t v);
 
 // A recipe's every field (keys of units whose result depends on it).
 void write_recipe(ByteWriter& w, const Recipe& recipe);

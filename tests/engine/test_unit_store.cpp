@@ -154,6 +154,13 @@ TEST_CASE("truncated, padded or foreign bytes are refused, not misread") {
   CHECK_THROWS_AS(decode_tensor_evaluation(huge), DecodeError);  // a count the bytes cannot hold
 }
 
+TEST_CASE("unit_kind_from: the byte of each kind, and none past the last") {
+  CHECK(fp8a::unit_kind_from(0) == fp8a::UnitKind::kShard);
+  CHECK(fp8a::unit_kind_from(1) == fp8a::UnitKind::kGemmLayer);
+  CHECK_FALSE(fp8a::unit_kind_from(2).has_value());
+  CHECK_FALSE(fp8a::unit_kind_from(255).has_value());
+}
+
 TEST_CASE("a shard's key changes with its file's identity and its tensor, a candidate's with each field") {
   CapturedTensor t;
   t.file = "a.safetensors";
