@@ -21,7 +21,7 @@
 // Selection, everything `run` does between the evaluation and the renderers: the EvaluationIndex,
 // forecast_delayed_scaling, the candidates, recommend() under the default policy with
 // --cost none and with --cost roofline on --gpu (build_cost_model timed on its own), then the
-// pipeline's advise() whole under each. Timed --repeat times each, median and min. Wall clock
+// pipeline's recommend_run() whole under each. Timed --repeat times each, median and min. Wall clock
 // (steady_clock) throughout.
 #include <tbb/global_control.h>
 
@@ -163,11 +163,11 @@ int main(int argc, char** argv) {
     const double evaluation_s = evaluate_s + gemm_s;
 
     // The selection, as `run` does it after the evaluation: its steps timed one by one, then the
-    // pipeline's advice step whole under each --cost.
+    // pipeline's recommendation step whole under each --cost.
     fp8a::cli::RunRequest none = request, roofline = request;
-    none.advice = fp8a::cli::AdviceRequest{fp8a::default_policy(), gpu, std::nullopt};
-    roofline.advice = fp8a::cli::AdviceRequest{fp8a::default_policy(), gpu, fp8a::CostOptions{o.tokens_per_step}};
-    const fp8a::Policy& policy = none.advice->policy;
+    none.recommend = fp8a::cli::RecommendationRequest{fp8a::default_policy(), gpu, std::nullopt};
+    roofline.recommend = fp8a::cli::RecommendationRequest{fp8a::default_policy(), gpu, fp8a::CostOptions{o.tokens_per_step}};
+    const fp8a::Policy& policy = none.recommend->policy;
     std::optional<fp8a::Recommendation> rec_none, rec_roofline;
     const Timing index_t = time_repeated(o.repeat, [&] { const fp8a::EvaluationIndex index(rows); });
     const fp8a::EvaluationIndex index(rows);
@@ -178,22 +178,22 @@ int main(int argc, char** argv) {
       result.forecasts = fp8a::forecast_delayed_scaling(&log, rows, index.recipes(), index.formats());
     });
     const Timing none_t = time_repeated(o.repeat, [&] {
-      rec_none = fp8a::recommend(fp8a::cli::advice_inputs(index, result), policy, *gpu, nullptr);
+      rec_none = fp8a::recommend(fp8a::cli::recommendation_inputs(index, result), policy, *gpu, nullptr);
     });
     std::optional<fp8a::CostModel> cost;
     const Timing cost_t = time_repeated(o.repeat, [&] {
-      cost = fp8a::build_cost_model(result.gemm_layers, index.recipes(), *gpu, *roofline.advice->roofline);
+      cost = fp8a::build_cost_model(result.gemm_layers, index.recipes(), *gpu, *roofline.recommend->roofline);
     });
     const Timing roofline_t = time_repeated(o.repeat, [&] {
-      rec_roofline = fp8a::recommend(fp8a::cli::advice_inputs(index, result), policy, *gpu, &*cost);
+      rec_roofline = fp8a::recommend(fp8a::cli::recommendation_inputs(index, result), policy, *gpu, &*cost);
     });
     // One whole selection per --cost, as `run` does it once (index, forecasts, model, recommend).
     const Timing whole_none_t = time_repeated(o.repeat, [&] {
-      fp8a::cli::advise(none, result);
+      fp8a::cli::recommend_run(none, result);
       rec_none = std::move(result.recommendation);
     });
     const Timing whole_roofline_t = time_repeated(o.repeat, [&] {
-      fp8a::cli::advise(roofline, result);
+      fp8a::cli::recommend_run(roofline, result);
       rec_roofline = std::move(result.recommendation);
     });
 

@@ -140,10 +140,10 @@ std::optional<RunCommand> parse_run(const Invocation& inv) {
        "without a recipe name are compared with it")
       ("no-gemms", "skip the GEMM-output error (gemms.csv)")
       ("policy", po::value(&policy_text)->default_value("default"),
-       "the advice's criteria: default, te-autoswitch (TE PR #2883's rule) or a policy JSON file "
+       "the recommendation's criteria: default, te-autoswitch (TE PR #2883's rule) or a policy JSON file "
        "(docs/POLICY.md)")
       ("gpu", po::value(&gpu_text)->default_value("h100"),
-       "the GPU the advice is for (its recipes and the cost model's peaks): a100, l4, l40s, "
+       "the GPU the recommendation is for (its recipes and the cost model's peaks): a100, l4, l40s, "
        "rtx4090, h100, h200, b200, gb200, rtx5090")
       ("cost", po::value(&cost_text)->default_value("roofline"),
        "roofline: choose the fastest plan on --gpu by the GEMM roofline; none: by the numerics "
@@ -173,17 +173,17 @@ std::optional<RunCommand> parse_run(const Invocation& inv) {
   check_finite_option(kBadProgressEvery, "progress-every", cmd.progress_every, 0);
   if (!(cmd.rank_timeout > 0) || !std::isfinite(cmd.rank_timeout))
     throw usage_error("fp8a.usage.241", "--rank-timeout must be a number of seconds > 0");
-  AdviceRequest advice{load_policy(policy_text, DiskFileSystem()), nullptr, std::nullopt};
+  RecommendationRequest asked{load_policy(policy_text, DiskFileSystem()), nullptr, std::nullopt};
   std::string gpu_why;
-  advice.gpu = find_gpu_target(gpu_text, &gpu_why);
-  if (advice.gpu == nullptr) throw usage_error("fp8a.usage.214", "--gpu: " + gpu_why);
+  asked.gpu = find_gpu_target(gpu_text, &gpu_why);
+  if (asked.gpu == nullptr) throw usage_error("fp8a.usage.214", "--gpu: " + gpu_why);
   if (cost_text != "roofline" && cost_text != "none")
     throw usage_error("fp8a.usage.215", "--cost " + quoted_input(cost_text) + ": expected roofline or none" +
                                             did_you_mean(cost_text, {"roofline", "none"}));
   constexpr UsageId kBadTokensPerStep = "fp8a.usage.215";
   check_finite_option(kBadTokensPerStep, "tokens-per-step", tokens_per_step, 0);
-  if (cost_text == "roofline") advice.roofline = CostOptions{tokens_per_step};
-  request.advice = std::move(advice);
+  if (cost_text == "roofline") asked.roofline = CostOptions{tokens_per_step};
+  request.recommend = std::move(asked);
   if (vm.count("training-recipe") != 0) {
     request.training_recipe = parse_recipe(training_recipe_text);
     const std::vector<Recipe>& recipes = request.config.recipes;
@@ -289,8 +289,8 @@ std::vector<Artifact> render_run(const RunRequest& request, const RunResult& res
     else answer.not_written.push_back(why);
     artifacts.push_back(render_torchao_json(rec));
   } else {
-    answer.skipped = {"advice skipped: --no-gemms leaves no GEMM evidence to judge", request.advice->gpu,
-                      request.advice->cost_source()};
+    answer.skipped = {"no recommendation: --no-gemms leaves no GEMM evidence to judge", request.recommend->gpu,
+                      request.recommend->cost_source()};
   }
   artifacts.push_back(render_report_md(info, result.rows, layers, answer));
   for (const auto& a : artifacts) info.outputs.push_back(a.name);

@@ -49,8 +49,8 @@ std::vector<OperandHistogram> operand_histograms(const CaptureSet& captures, std
 
 }  // namespace
 
-AdviceInputs advice_inputs(const EvaluationIndex& index, const RunResult& result) {
-  AdviceInputs in;
+RecommendationInputs recommendation_inputs(const EvaluationIndex& index, const RunResult& result) {
+  RecommendationInputs in;
   in.index = &index;
   in.gemms = result.gemms;
   in.layers = result.gemm_layers;
@@ -59,15 +59,16 @@ AdviceInputs advice_inputs(const EvaluationIndex& index, const RunResult& result
   return in;
 }
 
-void advise(const RunRequest& request, RunResult& result) {
-  FP8A_CHECK(request.advice && request.advice->gpu != nullptr, "advise: no advice was asked for");
-  const AdviceRequest& advice = *request.advice;
+void recommend_run(const RunRequest& request, RunResult& result) {
+  FP8A_CHECK(request.recommend && request.recommend->gpu != nullptr, "recommend_run: no recommendation was asked for");
+  const RecommendationRequest& asked = *request.recommend;
   const EvaluationIndex index(result.rows);
   const TrainingLog* log = request.config.training_log;
   if (log != nullptr) result.forecasts = forecast_delayed_scaling(log, result.rows, index.recipes(), index.formats());
   std::optional<CostModel> cost;
-  if (advice.roofline) cost = build_cost_model(result.gemm_layers, index.recipes(), *advice.gpu, *advice.roofline);
-  result.recommendation = recommend(advice_inputs(index, result), advice.policy, *advice.gpu, cost ? &*cost : nullptr);
+  if (asked.roofline) cost = build_cost_model(result.gemm_layers, index.recipes(), *asked.gpu, *asked.roofline);
+  result.recommendation =
+      recommend(recommendation_inputs(index, result), asked.policy, *asked.gpu, cost ? &*cost : nullptr);
 }
 
 RunResult run_pipeline(const RunRequest& request, const CaptureSet& captures, const Backend& backend,
@@ -86,9 +87,9 @@ RunResult run_pipeline(const RunRequest& request, const CaptureSet& captures, co
   if (request.gemms) evaluate_gemms(request, captures, gemm_engine, context, result);
 
   // The rest is rank 0's: every rank has every row now, and what follows is cheap next to the
-  // evaluation. Without GEMM errors (--no-gemms) there is no GEMM evidence, so no advice.
+  // evaluation. Without GEMM errors (--no-gemms) there is no GEMM evidence, so no recommendation.
   if (is_distributed(context.cluster) && context.cluster->rank() != 0) return result;
-  if (request.advice && request.gemms) advise(request, result);
+  if (request.recommend && request.gemms) recommend_run(request, result);
   if (!request.reports) return result;
   const TrainingLog* log = request.config.training_log;
   if (log != nullptr && !log->fp8_stats.empty())

@@ -31,7 +31,7 @@ namespace fp8a::cli {
 
 // What the recommendation is asked for: the policy, the GPU (--gpu) and, with --cost roofline,
 // the cost model's options (unset: --cost none, the numerics alone).
-struct AdviceRequest {
+struct RecommendationRequest {
   Policy policy;
   const GpuTarget* gpu = nullptr;  // never null
   std::optional<CostOptions> roofline;
@@ -51,7 +51,7 @@ struct RunRequest {
   // Told each NaN/Inf warning when the evaluation finds it (run: stderr); may be empty.
   std::function<void(const std::string&)> on_warning;
   // Unset: no recommendation (whatif, compare).
-  std::optional<AdviceRequest> advice;
+  std::optional<RecommendationRequest> recommend;
   // run's reports: the training log's nvdlfw_inspect statistics compared with the rows (under
   // training_recipe, --training-recipe, for bare statistic names) and report.html's histograms.
   bool reports = false;
@@ -70,7 +70,7 @@ struct RunResult {
   std::string gemm_path;
   double gemm_seconds = 0;
   // Rank 0 only (the other ranks of an MPI launch stop after the GEMMs): with gemms and an
-  // advice request, the delayed forecasts (with a training log) and the recommendation.
+  // recommendation request, the delayed forecasts (with a training log) and the recommendation.
   std::vector<DelayedForecast> forecasts;
   std::optional<Recommendation> recommendation;
   // With request.reports: the logged statistics compared, and the histograms.
@@ -84,11 +84,11 @@ struct RunResult {
 RunResult run_pipeline(const RunRequest& request, const CaptureSet& captures, const Backend& backend,
                        const GemmEngine* gemm_engine, const RunContext& context = {});
 
-// Its advice step alone, on result's rows and GEMMs: sets result.forecasts (with a training log)
-// and result.recommendation (bench times it on its own). request.advice must be set.
-void advise(const RunRequest& request, RunResult& result);
+// Its recommendation step alone, on result's rows and GEMMs: sets result.forecasts (with a training log)
+// and result.recommendation (bench times it on its own). request.recommend must be set.
+void recommend_run(const RunRequest& request, RunResult& result);
 
 // What recommend() judges, from `index` (over result.rows) and result's GEMMs and forecasts.
-AdviceInputs advice_inputs(const EvaluationIndex& index, const RunResult& result);
+RecommendationInputs recommendation_inputs(const EvaluationIndex& index, const RunResult& result);
 
 }  // namespace fp8a::cli

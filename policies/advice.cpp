@@ -4,10 +4,10 @@
 
 namespace fp8a {
 
-Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const GpuTarget& gpu,
+Recommendation recommend(const RecommendationInputs& inputs, const Policy& policy, const GpuTarget& gpu,
                          const CostModel* cost) {
   FP8A_CHECK(cost == nullptr || cost->gpu == &gpu, "recommend: the cost model is for another GPU");
-  const AdviceEvidence evidence = gather_evidence(inputs);
+  const RecommendationEvidence evidence = gather_evidence(inputs);
   const CostRows rows = cost_rows(evidence.layers, cost);
   Recommendation rec;
   rec.gpu = &gpu;
@@ -20,7 +20,7 @@ Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const
       rec.gpu_excluded.push_back({candidate_name(candidate), s.reason});
       continue;
     }
-    CandidateAdvice ca = plan_fallback(candidate, judge_candidate(evidence, candidate, policy), policy.scope);
+    CandidatePlan ca = plan_fallback(candidate, judge_candidate(evidence, candidate, policy), policy.scope);
     if (cost != nullptr) ca = plan_cost(std::move(ca), *cost, rows);
     rec.candidates.push_back(std::move(ca));
   }
@@ -29,7 +29,7 @@ Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const
   rec.why = choice_why(rec.candidates, choice, cost != nullptr);
   // The plan under the chosen candidate; nothing chosen: every layer BF16, with why.
   if (choice.chosen) {
-    const CandidateAdvice& chosen = rec.candidates[*choice.chosen];
+    const CandidatePlan& chosen = rec.candidates[*choice.chosen];
     rec.layers = decide_layers(chosen, policy.scope);
     rec.watch = watch_list(*inputs.index, chosen, policy);
     rec.pareto = pareto_path(chosen, cost, rows);
@@ -39,7 +39,7 @@ Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const
   rec.module_plan_note = module_plan_note(rec.candidates, choice.chosen, policy.scope);
   if (rec.module_plan_note.empty()) rec.module_plan = plan_modules(rec.candidates, *choice.chosen, cost, rows);
   rec.advisories = field_advisories(rec.candidates, rec.chosen, rec.layers);
-  rec.limits = advice_limits(evidence.layers, rec.candidates, inputs.forecasts, rec.layers);
+  rec.limits = recommendation_limits(evidence.layers, rec.candidates, inputs.forecasts, rec.layers);
   return rec;
 }
 

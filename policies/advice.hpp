@@ -50,16 +50,16 @@
 namespace fp8a {
 
 // A candidate left out before judging because the GPU cannot run it (without a cost model; with
-// one it is judged, and CandidateAdvice::excluded says why it cannot be chosen).
+// one it is judged, and CandidatePlan::excluded says why it cannot be chosen).
 struct GpuExclusion {
   std::string candidate;  // candidate_name
   std::string reason;     // recipe_support's, "mxfp8 needs sm_100+ (TE MXFP8BlockScaling); h100 is sm_90"
 };
 
 struct Recommendation {
-  // AdviceInputs::candidates without the bf16 ones and, without a cost model, those in gpu_excluded.
-  std::vector<CandidateAdvice> candidates;
-  std::vector<GpuExclusion> gpu_excluded;  // in AdviceInputs::candidates order
+  // RecommendationInputs::candidates without the bf16 ones and, without a cost model, those in gpu_excluded.
+  std::vector<CandidatePlan> candidates;
+  std::vector<GpuExclusion> gpu_excluded;  // in RecommendationInputs::candidates order
   // Index into candidates of the chosen one; unset when none (no candidate, or none runnable).
   std::optional<std::size_t> chosen;
   // How it was chosen, with numbers; when none is chosen, why not (the exclusions).
@@ -75,7 +75,7 @@ struct Recommendation {
   // What the advice could not judge and why, e.g. no amax trend from a single captured step;
   // empty when nothing.
   std::vector<std::string> limits;
-  const GpuTarget* gpu = nullptr;     // the GPU the advice is for; recommend() always sets it
+  const GpuTarget* gpu = nullptr;     // the GPU it is for; recommend() always sets it
   const char* cost_source = "none";   // "roofline" with a cost model (estimate_cost), else "none"
   // The chosen plan's FP8 tensor copies with the smallest judge_tensor margins, smallest first
   // (ties: layer, role, orientation), at most kWatchCount; empty when none is chosen.
@@ -88,7 +88,7 @@ struct Recommendation {
 // (module_plan.hpp), the advisories and limits (advisories.hpp). `gpu`: the target (--gpu),
 // with or without a cost model. `cost` null: numerics alone (--cost none); else built for `gpu`,
 // its recipes name the candidates' recipes (matched by ==) and its layers the GemmLayers' names.
-Recommendation recommend(const AdviceInputs& inputs, const Policy& policy, const GpuTarget& gpu,
+Recommendation recommend(const RecommendationInputs& inputs, const Policy& policy, const GpuTarget& gpu,
                          const CostModel* cost);
 
 }  // namespace fp8a

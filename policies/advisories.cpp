@@ -10,27 +10,27 @@
 namespace fp8a {
 
 // Each field fact with when it applies.
-std::vector<Advisory> field_advisories(const std::vector<CandidateAdvice>& candidates,
+std::vector<Advisory> field_advisories(const std::vector<CandidatePlan>& candidates,
                                        std::optional<std::size_t> chosen, const std::vector<LayerDecision>& layers) {
   std::vector<Advisory> out;
   if (!chosen) return out;
-  const CandidateAdvice& c = candidates[*chosen];
+  const CandidatePlan& c = candidates[*chosen];
   const RecipeKind kind = c.candidate.recipe.kind;
   // The same recipe in the other format, when evaluated.
-  const auto other = [&]() -> const CandidateAdvice* {
-    for (const CandidateAdvice& o : candidates)
+  const auto other = [&]() -> const CandidatePlan* {
+    for (const CandidatePlan& o : candidates)
       if (o.candidate.recipe == c.candidate.recipe && o.candidate.format != c.candidate.format)
         return &o;
     return nullptr;
   };
-  const auto numbers = [](const CandidateAdvice* o) {
+  const auto numbers = [](const CandidatePlan* o) {
     return o == nullptr ? std::string(" (not evaluated here)")
                         : format_text(" (here %.1f %% of the GEMM FLOPs in FP8 with %d GEMMs to "
                                       "BF16, risk %.3f)",
                                       100.0 * o->fp8_flop_share, o->gemms_to_bf16, o->total_risk);
   };
   if (kind == RecipeKind::kMx && c.candidate.format == TrainingFormat::kHybrid) {
-    const CandidateAdvice* o = other();
+    const CandidatePlan* o = other();
     out.push_back({"NVIDIA-NeMo/Megatron-Bridge PR #638",
                    "MXFP8 with E5M2 (hybrid) gradients diverged and lowered MMLU on Nemotron5-8B; "
                    "Megatron-Bridge's MXFP8 preset and TE's MXFP8BlockScaling default use E4M3. "
@@ -38,7 +38,7 @@ std::vector<Advisory> field_advisories(const std::vector<CandidateAdvice>& candi
                        (o ? candidate_name(o->candidate) : std::string("mxfp8/e4m3")) + numbers(o)});
   }
   if (kind == RecipeKind::kBlock && c.candidate.format == TrainingFormat::kE4M3) {
-    const CandidateAdvice* o = other();
+    const CandidatePlan* o = other();
     out.push_back({"NVIDIA/TransformerEngine#2754",
                    "block scaling with all-E4M3 tracked BF16's loss worse than HYBRID (E5M2 "
                    "gradients) in a reported run; the captured numbers favour e4m3 here; consider " +
@@ -86,14 +86,14 @@ std::vector<Advisory> field_advisories(const std::vector<CandidateAdvice>& candi
   return out;
 }
 
-std::vector<std::string> advice_limits(std::span<const CapturedLayer> captured,
-                                       const std::vector<CandidateAdvice>& candidates,
+std::vector<std::string> recommendation_limits(std::span<const CapturedLayer> captured,
+                                               const std::vector<CandidatePlan>& candidates,
                                        std::span<const DelayedForecast> forecasts,
                                        const std::vector<LayerDecision>& layers) {
   std::vector<std::string> limits;
   std::set<std::int64_t> all_steps;
   for (const CapturedLayer& l : captured) all_steps.insert(l.steps.begin(), l.steps.end());
-  const bool any_delayed = std::any_of(candidates.begin(), candidates.end(), [](const CandidateAdvice& c) {
+  const bool any_delayed = std::any_of(candidates.begin(), candidates.end(), [](const CandidatePlan& c) {
     return replays_history(c.candidate.recipe.kind);
   });
   const bool any_trend =

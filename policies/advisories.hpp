@@ -26,13 +26,13 @@ struct Advisory {
 // is chosen: MXFP8 in hybrid (Megatron-Bridge PR #638), block scaling in e4m3
 // (TransformerEngine #2754), the first / last transformer layers kept FP8 (Megatron-LM
 // --first-last-layers-bf16).
-std::vector<Advisory> field_advisories(const std::vector<CandidateAdvice>& candidates,
+std::vector<Advisory> field_advisories(const std::vector<CandidatePlan>& candidates,
                                        std::optional<std::size_t> chosen, const std::vector<LayerDecision>& layers);
 
 // What the advice could not judge and why: no amax trend (one captured step, or delayed
 // candidates, and no forecast with a trend), layers without all three operands at some step.
-std::vector<std::string> advice_limits(std::span<const CapturedLayer> captured,
-                                       const std::vector<CandidateAdvice>& candidates,
+std::vector<std::string> recommendation_limits(std::span<const CapturedLayer> captured,
+                                               const std::vector<CandidatePlan>& candidates,
                                        std::span<const DelayedForecast> forecasts,
                                        const std::vector<LayerDecision>& layers);
 

@@ -7,7 +7,7 @@ namespace fp8a {
 namespace {
 
 // The numerics order: true when candidate a is preferred to b.
-bool numerics_better(const CandidateAdvice& a, std::size_t ia, const CandidateAdvice& b,
+bool numerics_better(const CandidatePlan& a, std::size_t ia, const CandidatePlan& b,
                      std::size_t ib) {
   if (a.fp8_flops != b.fp8_flops) return a.fp8_flops > b.fp8_flops;
   if (!risk_tied(a.total_risk, b.total_risk)) return a.total_risk < b.total_risk;
@@ -16,9 +16,9 @@ bool numerics_better(const CandidateAdvice& a, std::size_t ia, const CandidateAd
 
 }  // namespace
 
-bool ranks_before(const std::vector<CandidateAdvice>& candidates, std::size_t a, std::size_t b, bool costed) {
-  const CandidateAdvice& x = candidates[a];
-  const CandidateAdvice& y = candidates[b];
+bool ranks_before(const std::vector<CandidatePlan>& candidates, std::size_t a, std::size_t b, bool costed) {
+  const CandidatePlan& x = candidates[a];
+  const CandidatePlan& y = candidates[b];
   if (costed && *x.speedup != *y.speedup) return *x.speedup > *y.speedup;
   // Equally fast (e.g. all BF16 where FP8 pays nowhere): what the numbers allow decides.
   if (costed && x.numerics_fp8_flops != y.numerics_fp8_flops)
@@ -26,7 +26,7 @@ bool ranks_before(const std::vector<CandidateAdvice>& candidates, std::size_t a,
   return numerics_better(x, a, y, b);
 }
 
-Choice choose_candidate(const std::vector<CandidateAdvice>& candidates, bool costed) {
+Choice choose_candidate(const std::vector<CandidatePlan>& candidates, bool costed) {
   Choice c;
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     if (!candidates[i].runnable) continue;
@@ -40,23 +40,23 @@ Choice choose_candidate(const std::vector<CandidateAdvice>& candidates, bool cos
   return c;
 }
 
-std::string choice_why(const std::vector<CandidateAdvice>& candidates, const Choice& choice, bool costed) {
+std::string choice_why(const std::vector<CandidatePlan>& candidates, const Choice& choice, bool costed) {
   if (!choice.chosen) {
     if (candidates.empty()) return "no FP8 candidate was evaluated";
     std::string why = "no FP8 candidate can be chosen:";
-    for (const CandidateAdvice& c : candidates)
+    for (const CandidatePlan& c : candidates)
       why += format_text("%s %s: %s", &c == &candidates.front() ? "" : ";",
                          candidate_name(c.candidate).c_str(), c.excluded.c_str());
     return why;
   }
-  const CandidateAdvice& c = candidates[*choice.chosen];
+  const CandidatePlan& c = candidates[*choice.chosen];
   std::string why = format_text("%s keeps %.1f %% of the GEMM FLOPs in FP8 with %d GEMMs to BF16",
                                 candidate_name(c.candidate).c_str(), 100.0 * c.fp8_flop_share, c.gemms_to_bf16);
   if (c.gemms_not_paying > 0) why += format_text(" and %d where FP8 would not pay", c.gemms_not_paying);
   why += format_text(" (risk %.3f)", c.total_risk);
   if (c.speedup) why += format_text(", predicted GEMM speedup %.3fx", *c.speedup);
   if (choice.next) {
-    const CandidateAdvice& s = candidates[*choice.next];
+    const CandidatePlan& s = candidates[*choice.next];
     const char* key = costed && *c.speedup != *s.speedup ? "faster"
                       : costed && c.numerics_fp8_flops != s.numerics_fp8_flops
                           ? "as fast, more GEMM FLOPs the numbers allow in FP8"

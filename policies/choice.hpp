@@ -14,16 +14,16 @@ namespace fp8a {
 
 // True when candidates[a] ranks before candidates[b]. `costed`: their speedups are set (a cost
 // model priced them), and decide first.
-bool ranks_before(const std::vector<CandidateAdvice>& candidates, std::size_t a, std::size_t b, bool costed);
+bool ranks_before(const std::vector<CandidatePlan>& candidates, std::size_t a, std::size_t b, bool costed);
 
 struct Choice {
   std::optional<std::size_t> chosen;  // into the candidates; unset when none is runnable
   std::optional<std::size_t> next;    // the runner-up, when there is one
 };
-Choice choose_candidate(const std::vector<CandidateAdvice>& candidates, bool costed);
+Choice choose_candidate(const std::vector<CandidatePlan>& candidates, bool costed);
 
 // Recommendation::why: how the choice was made, with numbers and what decided against the
 // runner-up; when none is chosen, why not (every candidate's exclusion).
-std::string choice_why(const std::vector<CandidateAdvice>& candidates, const Choice& choice, bool costed);
+std::string choice_why(const std::vector<CandidatePlan>& candidates, const Choice& choice, bool costed);
 
 }  // namespace fp8a

@@ -19,7 +19,7 @@ CostRows cost_rows(std::span<const CapturedLayer> layers, const CostModel* cost)
   return rows;
 }
 
-CandidateAdvice plan_cost(CandidateAdvice ca, const CostModel& cost, const CostRows& rows) {
+CandidatePlan plan_cost(CandidatePlan ca, const CostModel& cost, const CostRows& rows) {
   const int r = cost_recipe_index(cost, ca.candidate.recipe);
   if (r < 0) {
     ca.runnable = false;

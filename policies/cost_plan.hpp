@@ -18,7 +18,7 @@ namespace fp8a {
 // The cost model's index of the recipe; -1 when it does not hold it.
 int cost_recipe_index(const CostModel& cost, const Recipe& recipe);
 
-// The cost model's row of each layer (AdviceEvidence::layers order), when it has one.
+// The cost model's row of each layer (RecommendationEvidence::layers order), when it has one.
 using CostRows = std::vector<std::optional<std::size_t>>;
 // Empty entries for every layer without a cost model.
 CostRows cost_rows(std::span<const CapturedLayer> layers, const CostModel* cost);
@@ -26,6 +26,6 @@ CostRows cost_rows(std::span<const CapturedLayer> layers, const CostModel* cost)
 // `ca` with runnable / excluded, numerics_speedup and numerics_fp8_flops (of the numbers' plan),
 // the GEMMs where FP8 would not pay sent to BF16 (not_paying, gemms_not_paying, the tally
 // redone) and speedup.
-CandidateAdvice plan_cost(CandidateAdvice ca, const CostModel& cost, const CostRows& rows);
+CandidatePlan plan_cost(CandidatePlan ca, const CostModel& cost, const CostRows& rows);
 
 }  // namespace fp8a

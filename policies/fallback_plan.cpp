@@ -17,7 +17,7 @@ std::string kept_reason(const GemmJudgement& j, const RunCandidate& c) {
 }
 
 // The failing GEMM with the lowest margin, and per step the failing GEMMs and the lowest margin.
-void summarize_failures(CandidateAdvice* ca) {
+void summarize_failures(CandidatePlan* ca) {
   double worst_margin = 0;
   for (const LayerJudgement& lj : ca->layers)
     for (const GemmJudgement& j : lj.gemms) {
@@ -52,7 +52,7 @@ const char* precision_name(Precision p) {
   return p == Precision::kFp8 ? "fp8" : p == Precision::kBf16 ? "bf16" : "mixed";
 }
 
-void tally_fp8(CandidateAdvice* ca) {
+void tally_fp8(CandidatePlan* ca) {
   ca->fp8_flops = 0;
   ca->total_risk = 0;
   for (std::size_t li = 0; li < ca->layers.size(); ++li)
@@ -64,9 +64,9 @@ void tally_fp8(CandidateAdvice* ca) {
   ca->fp8_flop_share = ca->total_flops > 0 ? ca->fp8_flops / ca->total_flops : 0.0;
 }
 
-CandidateAdvice plan_fallback(const RunCandidate& candidate, std::vector<LayerJudgement> layers,
-                              FallbackScope scope) {
-  CandidateAdvice ca;
+CandidatePlan plan_fallback(const RunCandidate& candidate, std::vector<LayerJudgement> layers,
+                            FallbackScope scope) {
+  CandidatePlan ca;
   ca.candidate = candidate;
   ca.layers = std::move(layers);
   bool any_failed = false;
@@ -92,7 +92,7 @@ CandidateAdvice plan_fallback(const RunCandidate& candidate, std::vector<LayerJu
   return ca;
 }
 
-std::vector<LayerDecision> decide_layers(const CandidateAdvice& c, FallbackScope scope) {
+std::vector<LayerDecision> decide_layers(const CandidatePlan& c, FallbackScope scope) {
   std::string global_cause;
   if (scope == FallbackScope::kGlobal)
     for (const LayerJudgement& lj : c.layers)

@@ -26,7 +26,7 @@ const char* precision_name(Precision p);  // "fp8", "bf16", "mixed"
 inline constexpr double kSmallMargin = 0.25;
 
 // Everything about one candidate: its judgements and the plan that keeps its passing GEMMs FP8.
-struct CandidateAdvice {
+struct CandidatePlan {
   RunCandidate candidate;
   std::vector<LayerJudgement> layers;  // in EvaluationIndex::layers() order
   double total_flops = 0;              // every GEMM's (the same for all candidates)
@@ -63,11 +63,11 @@ struct CandidateAdvice {
 
 // The numbers' plan of the candidate over its judged layers: plan, gemms_to_bf16, the FP8 tally,
 // worst_failure and failures_by_step; no cost fields.
-CandidateAdvice plan_fallback(const RunCandidate& candidate, std::vector<LayerJudgement> layers,
-                              FallbackScope scope);
+CandidatePlan plan_fallback(const RunCandidate& candidate, std::vector<LayerJudgement> layers,
+                            FallbackScope scope);
 
 // Sets fp8_flops, total_risk (of the GEMMs whose plan is kFp8) and fp8_flop_share from the plan.
-void tally_fp8(CandidateAdvice* ca);
+void tally_fp8(CandidatePlan* ca);
 
 // The recommendation's decision for one GEMM of one layer.
 struct GemmDecision {
@@ -90,7 +90,7 @@ struct LayerDecision {
 };
 
 // Every layer's decisions under the chosen candidate's plan (its cost plan applied, if any).
-std::vector<LayerDecision> decide_layers(const CandidateAdvice& chosen, FallbackScope scope);
+std::vector<LayerDecision> decide_layers(const CandidatePlan& chosen, FallbackScope scope);
 
 // Every GEMM of every layer BF16 with `why` as its reason: the decisions when nothing is chosen.
 std::vector<LayerDecision> all_bf16_layers(std::span<const CapturedLayer> layers, const std::string& why);

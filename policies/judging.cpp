@@ -19,7 +19,7 @@ bool worse(const Verdict& a, std::int64_t sa, const Verdict& b, std::int64_t sb)
 }
 
 // One GEMM of the layer over its captured steps, and the forecast of its operands.
-GemmJudgement judge_gemm_steps(const AdviceEvidence& ev, const CapturedLayer& layer,
+GemmJudgement judge_gemm_steps(const RecommendationEvidence& ev, const CapturedLayer& layer,
                                const GemmOperandUse& use, const RunCandidate& cand,
                                const Policy& policy) {
   const std::string spec = cand.recipe.spec();
@@ -83,9 +83,9 @@ double layer_flops(const LayerJudgement& l) {
   return f;
 }
 
-AdviceEvidence gather_evidence(const AdviceInputs& inputs) {
+RecommendationEvidence gather_evidence(const RecommendationInputs& inputs) {
   FP8A_CHECK(inputs.index != nullptr, "recommend: no evaluation index");
-  AdviceEvidence ev;
+  RecommendationEvidence ev;
   ev.index = inputs.index;
   for (const GemmLayer& l : inputs.layers) ev.complete[{l.step, l.layer}] = &l;
   for (const GemmRow& g : inputs.gemms) {
@@ -105,7 +105,7 @@ AdviceEvidence gather_evidence(const AdviceInputs& inputs) {
   return ev;
 }
 
-std::vector<LayerJudgement> judge_candidate(const AdviceEvidence& evidence, const RunCandidate& candidate,
+std::vector<LayerJudgement> judge_candidate(const RecommendationEvidence& evidence, const RunCandidate& candidate,
                                             const Policy& policy) {
   std::vector<LayerJudgement> out;
   for (const CapturedLayer& layer : evidence.layers) {

@@ -21,7 +21,7 @@
 
 namespace fp8a {
 
-struct AdviceInputs {
+struct RecommendationInputs {
   const EvaluationIndex* index = nullptr;  // the evaluation rows; never null
   std::span<const GemmRow> gemms;          // evaluate_gemm_errors (emulated rows are used)
   std::span<const GemmLayer> layers;       // pair_gemm_operands: the complete (step, layer)s
@@ -38,8 +38,8 @@ struct CapturedLayer {
   bool incomplete = false;          // a step without a complete GemmLayer (LayerJudgement)
 };
 
-// The inputs looked up by what judging matches them on. Points into the AdviceInputs.
-struct AdviceEvidence {
+// The inputs looked up by what judging matches them on. Points into the RecommendationInputs.
+struct RecommendationEvidence {
   const EvaluationIndex* index = nullptr;
   std::vector<CapturedLayer> layers;  // in EvaluationIndex::layers() order
   std::map<std::pair<std::int64_t, std::string>, const GemmLayer*> complete;  // (step, layer)
@@ -48,10 +48,10 @@ struct AdviceEvidence {
   // (layer, role, recipe spec, FP8 type) -> the forecast.
   std::map<std::tuple<std::string, Role, std::string, Fp8Format>, const DelayedForecast*> forecasts;
 };
-AdviceEvidence gather_evidence(const AdviceInputs& inputs);
+RecommendationEvidence gather_evidence(const RecommendationInputs& inputs);
 
 // Every layer of the evidence judged under the candidate, in its order.
-std::vector<LayerJudgement> judge_candidate(const AdviceEvidence& evidence, const RunCandidate& candidate,
+std::vector<LayerJudgement> judge_candidate(const RecommendationEvidence& evidence, const RunCandidate& candidate,
                                             const Policy& policy);
 
 }  // namespace fp8a

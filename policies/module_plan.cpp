@@ -12,7 +12,7 @@ namespace fp8a {
 namespace {
 
 // The runnable candidates Megatron's precision config can express, in order.
-std::vector<std::size_t> mixable_candidates(const std::vector<CandidateAdvice>& cands) {
+std::vector<std::size_t> mixable_candidates(const std::vector<CandidatePlan>& cands) {
   std::vector<std::size_t> mixable;
   for (std::size_t i = 0; i < cands.size(); ++i)
     if (cands[i].runnable && per_module_recipe(cands[i].candidate.recipe)) mixable.push_back(i);
@@ -27,11 +27,11 @@ std::string failing_reason(const LayerJudgement& l) {
 }
 
 // The per-module plan over `base` and the mixable candidates.
-ModulePlan plan_over(const std::vector<CandidateAdvice>& cands, std::size_t base,
+ModulePlan plan_over(const std::vector<CandidatePlan>& cands, std::size_t base,
                      const std::vector<std::size_t>& mixable, const CostModel* cost, const CostRows& cost_row) {
   ModulePlan mp;
   mp.base = base;
-  const CandidateAdvice& b = cands[base];
+  const CandidatePlan& b = cands[base];
   const auto preferred = [&](std::size_t x, std::size_t y, std::size_t li) {
     const double rx = layer_risk(cands[x].layers[li]), ry = layer_risk(cands[y].layers[li]);
     if (!risk_tied(rx, ry)) return rx < ry;
@@ -137,7 +137,7 @@ bool per_module_recipe(const Recipe& r) {
   }
 }
 
-std::string module_plan_note(const std::vector<CandidateAdvice>& candidates, std::optional<std::size_t> chosen,
+std::string module_plan_note(const std::vector<CandidatePlan>& candidates, std::optional<std::size_t> chosen,
                              FallbackScope scope) {
   if (!chosen) return "no per-module plan: no FP8 candidate was chosen";
   if (scope == FallbackScope::kGlobal)
@@ -148,7 +148,7 @@ std::string module_plan_note(const std::vector<CandidateAdvice>& candidates, std
   return "";
 }
 
-ModulePlan plan_modules(const std::vector<CandidateAdvice>& candidates, std::size_t chosen, const CostModel* cost,
+ModulePlan plan_modules(const std::vector<CandidatePlan>& candidates, std::size_t chosen, const CostModel* cost,
                         const CostRows& rows) {
   const std::vector<std::size_t> mixable = mixable_candidates(candidates);
   FP8A_CHECK(!mixable.empty(), "plan_modules: no per-module candidate (module_plan_note says why)");

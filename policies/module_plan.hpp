@@ -45,13 +45,13 @@ struct ModulePlan {
 
 // Why there is no per-module plan ("no per-module plan: ..."): nothing chosen, a global scope,
 // or no runnable per_module_recipe candidate; "" when plan_modules can make one.
-std::string module_plan_note(const std::vector<CandidateAdvice>& candidates, std::optional<std::size_t> chosen,
+std::string module_plan_note(const std::vector<CandidatePlan>& candidates, std::optional<std::size_t> chosen,
                              FallbackScope scope);
 
 // The per-module plan over the runnable per_module_recipe candidates; the base is the chosen one
 // when it is among them, else the best ranked of them (choice.hpp ranks_before). Only where
 // module_plan_note is "". `cost` null: numerics alone.
-ModulePlan plan_modules(const std::vector<CandidateAdvice>& candidates, std::size_t chosen, const CostModel* cost,
+ModulePlan plan_modules(const std::vector<CandidatePlan>& candidates, std::size_t chosen, const CostModel* cost,
                         const CostRows& rows);
 
 }  // namespace fp8a

@@ -4,7 +4,7 @@
 
 namespace fp8a {
 
-std::vector<ParetoPoint> pareto_path(const CandidateAdvice& c, const CostModel* cost, const CostRows& cost_row) {
+std::vector<ParetoPoint> pareto_path(const CandidatePlan& c, const CostModel* cost, const CostRows& cost_row) {
   struct Item {
     std::size_t li;
     int g;

@@ -28,6 +28,6 @@ struct ParetoPoint {
 };
 
 // The Pareto list of the chosen candidate's plan; `cost` null: no speedups.
-std::vector<ParetoPoint> pareto_path(const CandidateAdvice& chosen, const CostModel* cost, const CostRows& rows);
+std::vector<ParetoPoint> pareto_path(const CandidatePlan& chosen, const CostModel* cost, const CostRows& rows);
 
 }  // namespace fp8a

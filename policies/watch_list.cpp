@@ -6,7 +6,7 @@
 
 namespace fp8a {
 
-std::vector<WatchItem> watch_list(const EvaluationIndex& index, const CandidateAdvice& c, const Policy& policy) {
+std::vector<WatchItem> watch_list(const EvaluationIndex& index, const CandidatePlan& c, const Policy& policy) {
   std::map<std::tuple<std::string, Role, Orientation>, WatchItem> copies;
   for (std::size_t li = 0; li < c.layers.size(); ++li) {
     const LayerJudgement& lj = c.layers[li];

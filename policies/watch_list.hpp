@@ -27,7 +27,7 @@ inline constexpr std::size_t kWatchCount = 5;
 
 // The chosen plan's FP8 tensor copies with the smallest judge_tensor margins, smallest first
 // (ties: layer, role, orientation), at most kWatchCount.
-std::vector<WatchItem> watch_list(const EvaluationIndex& index, const CandidateAdvice& chosen,
+std::vector<WatchItem> watch_list(const EvaluationIndex& index, const CandidatePlan& chosen,
                                   const Policy& policy);
 
 }  // namespace fp8a

@@ -30,7 +30,7 @@ ordered_json candidate_ref(const RunCandidate& c) {
 ordered_json candidates_json(const Recommendation& rec) {
   ordered_json out = ordered_json::array();
   for (std::size_t i = 0; i < rec.candidates.size(); ++i) {
-    const CandidateAdvice& c = rec.candidates[i];
+    const CandidatePlan& c = rec.candidates[i];
     ordered_json e = candidate_ref(c.candidate);
     e["chosen"] = rec.chosen && *rec.chosen == i;
     e["runnable"] = c.runnable;

@@ -13,7 +13,7 @@ namespace fp8a {
 PlanFallbacks plan_fallbacks(const Recommendation& rec) {
   PlanFallbacks f;
   if (!rec.chosen) return f;
-  const CandidateAdvice& c = rec.candidates[*rec.chosen];
+  const CandidatePlan& c = rec.candidates[*rec.chosen];
   // Whole layers where no GEMM was judged, else single GEMMs.
   for (std::size_t li = 0; li < rec.layers.size(); ++li) {
     const LayerDecision& l = rec.layers[li];
@@ -58,7 +58,7 @@ std::string answer_lines(const AnswerContext& a) {
     s += rec.candidates.empty() && rec.gpu_excluded.empty() ? " (no FP8 candidate evaluated)\n"
                                                            : ": none runs on " + a.gpu_name() + "\n";
   } else {
-    const CandidateAdvice& c = rec.candidates[*rec.chosen];
+    const CandidatePlan& c = rec.candidates[*rec.chosen];
     if (c.fp8_flops > 0)
       s += "answer: " + te_recipe_call(te_recipe_for(c.candidate)) + "  [" + candidate_name(c.candidate) + "]\n";
     else
@@ -128,9 +128,9 @@ std::string answer_lines(const AnswerContext& a) {
     const RecipeKind chosen_kind = rec.candidates[*rec.chosen].candidate.recipe.kind;
     for (RecipeKind kind : kCandidatePreference) {
       if (kind == chosen_kind) continue;
-      const CandidateAdvice* best = nullptr;
-      const auto flops = [](const CandidateAdvice& c) { return std::max(c.numerics_fp8_flops, c.fp8_flops); };
-      for (const CandidateAdvice& o : rec.candidates) {
+      const CandidatePlan* best = nullptr;
+      const auto flops = [](const CandidatePlan& c) { return std::max(c.numerics_fp8_flops, c.fp8_flops); };
+      for (const CandidatePlan& o : rec.candidates) {
         if (!o.runnable || o.candidate.recipe.kind != kind) continue;
         if (best == nullptr || flops(o) > flops(*best) ||
             (flops(o) == flops(*best) && o.candidate.format == preferred_format(kind) &&
@@ -142,7 +142,7 @@ std::string answer_lines(const AnswerContext& a) {
                                      best->gemms_to_bf16, best->gemms_to_bf16 == 1 ? " fails" : "s fail");
       // The steps they fail at, and the worst failure of the step where most fail (the first
       // check of its reason).
-      const CandidateAdvice::StepFailures* most = nullptr;
+      const CandidatePlan::StepFailures* most = nullptr;
       std::string steps;
       for (const auto& f : best->failures_by_step) {
         steps += format_text("%s%lld (%d)", steps.empty() ? "" : ", ", static_cast<long long>(f.step), f.gemms);
@@ -176,7 +176,7 @@ std::string answer_lines(const AnswerContext& a) {
   }
   std::vector<std::pair<std::string, std::string>> excluded;
   for (const GpuExclusion& e : rec.gpu_excluded) excluded.emplace_back(e.candidate, e.reason);
-  for (const CandidateAdvice& c : rec.candidates)
+  for (const CandidatePlan& c : rec.candidates)
     if (!c.runnable) excluded.emplace_back(candidate_name(c.candidate), c.excluded);
   if (!excluded.empty()) {
     s += "  excluded on " + a.gpu_name() + ":\n";

@@ -14,7 +14,7 @@ namespace fp8a {
 // Why there is no recommendation (e.g. --no-gemms), and what it would have been for: the GPU
 // (--gpu) and the cost source (--cost). A recommendation names its own (Recommendation::gpu,
 // cost_source).
-struct SkippedAdvice {
+struct SkippedRecommendation {
   std::string why;
   const GpuTarget* gpu = nullptr;
   const char* cost_source = "none";
@@ -22,8 +22,8 @@ struct SkippedAdvice {
 
 // What the answer and summary.json's "decision" are rendered from.
 struct AnswerContext {
-  const Recommendation* recommendation = nullptr;  // null: no advice, `skipped` says why
-  SkippedAdvice skipped;                           // without a recommendation only
+  const Recommendation* recommendation = nullptr;  // null: none, `skipped` says why
+  SkippedRecommendation skipped;                           // without a recommendation only
   // Config files the run left out, each with the writer's sentence why.
   std::vector<std::string> not_written;
   // The GPU and the cost source the answer is for: the recommendation's, else skipped's.

@@ -71,7 +71,7 @@ std::optional<Artifact> render_nvdlfw_inspect_yaml(const Recommendation& rec, st
   };
   const RunCandidate* c = chosen_candidate(rec);
   if (c == nullptr) return omit("nvdlfw_inspect.yaml not written: no FP8 candidate was chosen");
-  const CandidateAdvice& advice = rec.candidates[*rec.chosen];
+  const CandidatePlan& advice = rec.candidates[*rec.chosen];
 
   // The FP8 GEMMs of the plan with the smallest worst margins.
   std::vector<Watched> fp8;

@@ -50,7 +50,7 @@ ordered_json verdict_json(const Verdict& v) {
   return j;
 }
 
-ordered_json evidence_json(const CandidateAdvice& c) {
+ordered_json evidence_json(const CandidatePlan& c) {
   ordered_json out = ordered_json::array();
   for (const LayerJudgement& l : c.layers) {
     ordered_json gemms;
@@ -74,7 +74,7 @@ ordered_json evidence_json(const CandidateAdvice& c) {
 }  // namespace
 
 Artifact render_recipe_json(const Recommendation& rec, const RunInfo& info) {
-  const CandidateAdvice* chosen = rec.chosen ? &rec.candidates[*rec.chosen] : nullptr;
+  const CandidatePlan* chosen = rec.chosen ? &rec.candidates[*rec.chosen] : nullptr;
   ordered_json j;
   j["schema_version"] = kRecipeJsonSchemaVersion;
   const TeRecipe te = chosen ? te_recipe_for(chosen->candidate) : TeRecipe{};

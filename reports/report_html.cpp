@@ -48,7 +48,7 @@ struct Page {
   std::vector<RunCandidate> candidates;   // the heatmaps' columns
   std::vector<std::string> layers;        // model order
   std::map<std::string, std::size_t> position;  // layer -> its place in `layers`
-  const CandidateAdvice* chosen = nullptr;
+  const CandidatePlan* chosen = nullptr;
   int chosen_column = -1;
 
   explicit Page(const ReportInputs& inputs) : in(inputs), index(inputs.rows) {
@@ -79,12 +79,12 @@ void render_summary(Markup& m, const Page& p) {
   m.element("h2", {}, "Summary");
   m.open("div", {{"class", "answer"}});
   if (!rec) {
-    m.element("p", {}, p.in.answer && !p.in.answer->skipped.why.empty() ? p.in.answer->skipped.why : "no advice");
+    m.element("p", {}, p.in.answer && !p.in.answer->skipped.why.empty() ? p.in.answer->skipped.why : "no recommendation");
   } else if (!p.chosen) {
     m.element("p", {}, "No FP8 recipe can be recommended.");
     m.element("p", {}, rec->why);
   } else {
-    const CandidateAdvice& c = *p.chosen;
+    const CandidatePlan& c = *p.chosen;
     m.open("p").text("Recommended: ");
     m.element("code", {}, te_recipe_call(te_recipe_for(c.candidate)));
     m.text("  [" + candidate_name(c.candidate) + "]").close();

@@ -37,7 +37,7 @@ struct ReportInputs {
   std::span<const EvaluationRow> rows;            // evaluate_captures
   std::span<const GemmRow> gemms;                 // evaluate_gemm_errors (empty with --no-gemms)
   std::span<const LayerSummary> layers;           // summarize_layers
-  const Recommendation* recommendation = nullptr; // null: no advice (answer->skipped says why)
+  const Recommendation* recommendation = nullptr; // null: none (answer->skipped says why)
   const AnswerContext* answer = nullptr;          // the answer `run` prints; may be null
   // forecast_delayed_scaling over the training log (empty without one): drawn on the amax traces
   std::span<const DelayedForecast> forecasts = {};

@@ -60,7 +60,7 @@ std::string recommendation_section(const AnswerContext& a) {
                                                            : ": none runs on " + markdown_text(a.gpu_name());
     s += "; every GEMM stays in BF16.\n\n";
   } else {
-    const CandidateAdvice& c = rec.candidates[*rec.chosen];
+    const CandidatePlan& c = rec.candidates[*rec.chosen];
     const std::string call = code(te_recipe_call(te_recipe_for(c.candidate))).text;
     s += c.fp8_flops > 0 ? "**Recipe:** " + call + " (" + candidate_name(c.candidate) + ")\n\n"
                          : "**Every GEMM in BF16** (the chosen " + call + ", " +
@@ -68,7 +68,7 @@ std::string recommendation_section(const AnswerContext& a) {
   }
   s += "- why: " + markdown_text(rec.why) + "\n";
   if (rec.chosen) {
-    const CandidateAdvice& c = rec.candidates[*rec.chosen];
+    const CandidatePlan& c = rec.candidates[*rec.chosen];
     if (c.speedup)
       s += format_text("- predicted GEMM speedup over all-BF16: %.3fx on %s (cost: %s); FP8 share of "
                        "GEMM FLOPs %.1f %%\n",
@@ -102,7 +102,7 @@ std::string recommendation_section(const AnswerContext& a) {
   if (!rec.limits.empty()) s += "### Not judged\n\n" + bullets(rec.limits) + "\n";
   std::vector<std::string> excluded;
   for (const GpuExclusion& e : rec.gpu_excluded) excluded.push_back(e.candidate + ": " + e.reason);
-  for (const CandidateAdvice& c : rec.candidates)
+  for (const CandidatePlan& c : rec.candidates)
     if (!c.runnable) excluded.push_back(candidate_name(c.candidate) + ": " + c.excluded);
   if (!excluded.empty()) s += "### Excluded on " + markdown_text(a.gpu_name()) + "\n\n" + bullets(excluded) + "\n";
   return s;

@@ -37,7 +37,7 @@ ordered_json decision_json(const AnswerContext& a) {
   }
   const Recommendation& rec = *a.recommendation;
   if (rec.chosen) {
-    const CandidateAdvice& c = rec.candidates[*rec.chosen];
+    const CandidatePlan& c = rec.candidates[*rec.chosen];
     ordered_json chosen = candidate_ref(c.candidate);
     chosen["te_recipe"] = te_recipe_call(te_recipe_for(c.candidate));
     chosen["fp8_flop_share"] = json_number(c.fp8_flop_share);

@@ -838,10 +838,10 @@ TEST_CASE("--quiet prints only the answer; --gpu, --cost, --tokens-per-step erro
 
   const auto skip = run("run --no-gemms --capture " + sample() + " --out " + shell_quote(a.path.string()) + " --quiet");
   REQUIRE(skip.rc == 0);
-  CHECK(skip.out.rfind("answer: advice skipped: --no-gemms leaves no GEMM evidence to judge\nwrote ", 0) == 0);
+  CHECK(skip.out.rfind("answer: no recommendation: --no-gemms leaves no GEMM evidence to judge\nwrote ", 0) == 0);
   const auto d = nlohmann::json::parse(slurp(a.path / "summary.json")).at("decision");
   CHECK(d.at("chosen").is_null());
-  CHECK(d.at("skipped") == "advice skipped: --no-gemms leaves no GEMM evidence to judge");
+  CHECK(d.at("skipped") == "no recommendation: --no-gemms leaves no GEMM evidence to judge");
 }
 
 TEST_CASE("gemms.csv: three GEMMs per layer, step and recipe; --no-gemms skips it") {

@@ -47,8 +47,8 @@ std::vector<DelayedForecast> forecasts(const Evaluated& e, const EvaluationIndex
 }
 
 // The advice's inputs from the evaluation tables: every candidate of the index, no forecasts.
-AdviceInputs inputs_of(const Evaluated& e, const EvaluationIndex& index) {
-  AdviceInputs in;
+RecommendationInputs inputs_of(const Evaluated& e, const EvaluationIndex& index) {
+  RecommendationInputs in;
   in.index = &index;
   in.gemms = e.gemms;
   in.layers = e.layers;
@@ -70,7 +70,7 @@ Recommendation advise(const Evaluated& e, const Policy& policy = default_policy(
   const EvaluationIndex index(e.rows);
   const std::vector<DelayedForecast> fc =
       with_forecasts ? forecasts(e, index) : std::vector<DelayedForecast>{};
-  AdviceInputs in = inputs_of(e, index);
+  RecommendationInputs in = inputs_of(e, index);
   in.forecasts = fc;
   return recommend(in, policy, every_recipe_gpu(), nullptr);
 }
@@ -114,7 +114,7 @@ std::vector<std::string> split(const std::string& list) {
   return out;
 }
 
-const LayerJudgement* judgement(const CandidateAdvice& c, const std::string& layer) {
+const LayerJudgement* judgement(const CandidatePlan& c, const std::string& layer) {
   for (const auto& l : c.layers)
     if (l.layer == layer) return &l;
   return nullptr;
@@ -143,7 +143,7 @@ bool has(const std::string& text, const std::string& part) {
 // to BF16 before it, nothing failing in FP8 from it on.
 void check_pareto(const Recommendation& rec) {
   REQUIRE(rec.chosen.has_value());
-  const CandidateAdvice& c = rec.candidates[*rec.chosen];
+  const CandidatePlan& c = rec.candidates[*rec.chosen];
   REQUIRE_FALSE(rec.pareto.empty());
   int judged = 0;
   for (const LayerJudgement& l : c.layers)
@@ -193,7 +193,7 @@ void check_module_plan(const Recommendation& rec) {
     } else {
       ++bf16;
       CHECK(has(m.reason, "no per-module recipe passes all its GEMMs"));
-      for (const CandidateAdvice& c : rec.candidates)
+      for (const CandidatePlan& c : rec.candidates)
         if (per_module_recipe(c.candidate.recipe)) CHECK_FALSE(c.layers[li].fp8_safe);
     }
   }
@@ -201,7 +201,7 @@ void check_module_plan(const Recommendation& rec) {
   CHECK(mp.bf16 == bf16);
   // Never fewer FP8 FLOPs than the chosen single-recipe plan keeps in whole modules.
   double whole = 0;
-  const CandidateAdvice& c = rec.candidates[*rec.chosen];
+  const CandidatePlan& c = rec.candidates[*rec.chosen];
   if (mp.base == *rec.chosen)
     for (std::size_t li = 0; li < c.layers.size(); ++li)
       if (c.layers[li].fp8_safe)
@@ -218,7 +218,7 @@ TEST_CASE("synth presets: fp8_safe and the layer decisions match the ground trut
     const Recommendation rec = advise(e);
     REQUIRE(rec.candidates.size() == 8);  // 4 recipes x 2 formats
     REQUIRE(rec.chosen.has_value());
-    const CandidateAdvice& chosen = rec.candidates[*rec.chosen];
+    const CandidatePlan& chosen = rec.candidates[*rec.chosen];
     const std::string preset_name = preset.name;
     MESSAGE(preset_name << ": " << rec.why);
     std::vector<std::string> disagreements;
@@ -227,7 +227,7 @@ TEST_CASE("synth presets: fp8_safe and the layer decisions match the ground trut
       for (const auto& [kinds, want] :
            {std::pair{split(truth.fine_with), true}, std::pair{split(truth.not_fine_with), false}})
         for (const std::string& kind : kinds)
-          for (const CandidateAdvice& c : rec.candidates) {
+          for (const CandidatePlan& c : rec.candidates) {
             if (recipe_kind_traits(c.candidate.recipe.kind).name != kind) continue;
             const LayerJudgement* l = judgement(c, layer.name);
             REQUIRE(l != nullptr);
@@ -277,7 +277,7 @@ TEST_CASE("real lm-sane: every GEMM stays FP8") {
   evaluate_real(e, "lm-sane");
   const Recommendation rec = advise(e);
   REQUIRE(rec.chosen.has_value());
-  const CandidateAdvice& c = rec.candidates[*rec.chosen];
+  const CandidatePlan& c = rec.candidates[*rec.chosen];
   // Both current and delayed pass everything with total risks 3.6 and 3.5, within 10 % of each
   // other: the preference order decides, current before delayed.
   MESSAGE(rec.why);
@@ -303,10 +303,10 @@ TEST_CASE("real lm-spike: not delayed scaling; delayed's failures name the spike
   evaluate_real(e, "lm-spike");
   const Recommendation rec = advise(e);
   REQUIRE(rec.chosen.has_value());
-  const CandidateAdvice& c = rec.candidates[*rec.chosen];
+  const CandidatePlan& c = rec.candidates[*rec.chosen];
   MESSAGE(rec.why);
   CHECK(c.candidate.recipe.kind != RecipeKind::kPerTensorDelayed);
-  const CandidateAdvice* delayed = nullptr;
+  const CandidatePlan* delayed = nullptr;
   for (const auto& cand : rec.candidates)
     if (cand.candidate.recipe.kind == RecipeKind::kPerTensorDelayed) delayed = &cand;
   REQUIRE(delayed != nullptr);
@@ -362,7 +362,7 @@ TEST_CASE("a layer without all three operands is judged from the copies that exi
   std::erase_if(e.layers, [&](const GemmLayer& l) { return l.step == 100 && l.layer == fc1; });
   const Recommendation rec = advise(e);
   REQUIRE(rec.chosen.has_value());
-  for (const CandidateAdvice& c : rec.candidates) {
+  for (const CandidatePlan& c : rec.candidates) {
     const LayerJudgement* l = judgement(c, fc1);
     REQUIRE(l != nullptr);
     CHECK(l->incomplete);
@@ -382,7 +382,7 @@ TEST_CASE("te-autoswitch's global scope sends every GEMM to BF16 on one failure"
   evaluate_real(e, "lm-spike");
   const Recommendation rec = advise(e, te_autoswitch_policy());
   REQUIRE(rec.chosen.has_value());
-  for (const CandidateAdvice& c : rec.candidates) {
+  for (const CandidatePlan& c : rec.candidates) {
     CHECK(c.fp8_flops == 0.0);
     CHECK(c.gemms_to_bf16 == 6);
   }
@@ -399,16 +399,16 @@ TEST_CASE("with a cost model: recipes the GPU cannot run are excluded, the faste
   Evaluated e;
   evaluate_preset(e, "healthy");
   const EvaluationIndex index(e.rows);
-  AdviceInputs in = inputs_of(e, index);
+  RecommendationInputs in = inputs_of(e, index);
   const GpuTarget* h100 = find_gpu_target("h100");
   REQUIRE(h100 != nullptr);
   const CostModel model = build_cost_model(e.layers, index.recipes(), *h100);
   const Recommendation rec = recommend(in, default_policy(), *h100, &model);
   REQUIRE(rec.chosen.has_value());
-  const CandidateAdvice& chosen = rec.candidates[*rec.chosen];
+  const CandidatePlan& chosen = rec.candidates[*rec.chosen];
   CHECK(chosen.runnable);
   REQUIRE(chosen.speedup.has_value());
-  for (const CandidateAdvice& c : rec.candidates) {
+  for (const CandidatePlan& c : rec.candidates) {
     if (c.candidate.recipe.kind == RecipeKind::kMx) {
       CHECK_FALSE(c.runnable);
       CHECK(has(c.excluded, "mxfp8 needs sm_100"));
@@ -430,7 +430,7 @@ TEST_CASE("without a cost model the GPU still excludes: left out before judging,
   Evaluated e;
   evaluate_preset(e, "healthy");
   const EvaluationIndex index(e.rows);
-  const AdviceInputs in = inputs_of(e, index);
+  const RecommendationInputs in = inputs_of(e, index);
   const GpuTarget* h100 = find_gpu_target("h100");
   REQUIRE(h100 != nullptr);
   const Recommendation rec = recommend(in, default_policy(), *h100, nullptr);
@@ -445,7 +445,7 @@ TEST_CASE("without a cost model the GPU still excludes: left out before judging,
     CHECK(has(x.reason, "mxfp8 needs sm_100"));
   }
   CHECK(rec.candidates.size() == in.candidates.size() - mx);
-  for (const CandidateAdvice& c : rec.candidates) CHECK(c.candidate.recipe.kind != RecipeKind::kMx);
+  for (const CandidatePlan& c : rec.candidates) CHECK(c.candidate.recipe.kind != RecipeKind::kMx);
   // An A100 (sm_80) runs none: nothing is evaluated, every candidate is listed.
   const Recommendation none = recommend(in, default_policy(), *find_gpu_target("a100"), nullptr);
   CHECK(none.candidates.empty());
@@ -465,7 +465,7 @@ TEST_CASE("the delayed-scaling forecast enters the delayed candidates' verdicts"
   CHECK(rec.candidates[*rec.chosen].candidate.recipe.kind == RecipeKind::kPerTensorCurrent);
   REQUIRE(rec.candidates.size() == plain.candidates.size());
   for (std::size_t i = 0; i < rec.candidates.size(); ++i) {
-    const CandidateAdvice& c = rec.candidates[i];
+    const CandidatePlan& c = rec.candidates[i];
     const bool delayed = c.candidate.recipe.kind == RecipeKind::kPerTensorDelayed;
     for (std::size_t li = 0; li < c.layers.size(); ++li)
       for (const GemmJudgement& g : c.layers[li].gemms) {
@@ -494,7 +494,7 @@ TEST_CASE("the watch list, the GPU and the cost source; no runnable candidate is
   Evaluated e;
   evaluate_preset(e, "healthy");
   const EvaluationIndex index(e.rows);
-  AdviceInputs in = inputs_of(e, index);
+  RecommendationInputs in = inputs_of(e, index);
 
   const Recommendation plain = recommend(in, default_policy(), every_recipe_gpu(), nullptr);
   REQUIRE(plain.chosen.has_value());
@@ -570,7 +570,7 @@ TEST_CASE("advisories: the field facts, each where it applies, with its source")
   Evaluated e;
   evaluate_preset(e, "healthy");
   const EvaluationIndex index(e.rows);
-  AdviceInputs in = inputs_of(e, index);
+  RecommendationInputs in = inputs_of(e, index);
   in.candidates = {{parse_recipe("mxfp8"), TrainingFormat::kHybrid}};
   const Recommendation mx = recommend(in, default_policy(), every_recipe_gpu(), nullptr);
   REQUIRE(mx.chosen.has_value());

@@ -73,7 +73,7 @@ std::vector<LayerJudgement> judgements() {
 
 TEST_CASE("plan_fallback: passing GEMMs FP8, failing ones BF16; the global scope sends all") {
   const RunCandidate c = cand("current", TrainingFormat::kHybrid);
-  const CandidateAdvice local = plan_fallback(c, judgements(), FallbackScope::kGemm);
+  const CandidatePlan local = plan_fallback(c, judgements(), FallbackScope::kGemm);
   using P = Precision;
   CHECK(local.plan == std::vector<std::array<P, 3>>{{P::kFp8, P::kBf16, P::kBf16},
                                                     {P::kFp8, P::kFp8, P::kFp8},
@@ -97,7 +97,7 @@ TEST_CASE("plan_fallback: passing GEMMs FP8, failing ones BF16; the global scope
   CHECK(d[0].gemms[2].reason == "wgrad: no operand copy captured");
   CHECK(d[1].gemms[0].reason.empty());  // no limiting check close to its threshold: no "kept FP8" note
 
-  const CandidateAdvice global = plan_fallback(c, judgements(), FallbackScope::kGlobal);
+  const CandidatePlan global = plan_fallback(c, judgements(), FallbackScope::kGlobal);
   CHECK(global.gemms_to_bf16 == 6);  // every judged GEMM: A fprop and dgrad, B x3, C fprop
   CHECK(global.fp8_flops == 0);
   CHECK(global.total_risk == 0);
@@ -120,7 +120,7 @@ TEST_CASE("the preference order and the risk tie") {
 
 TEST_CASE("choose_candidate: FP8 FLOPs, then risk beyond the tie, then the preference order") {
   const auto advice = [](const RunCandidate& c, double fp8_flops, double risk) {
-    CandidateAdvice a;
+    CandidatePlan a;
     a.candidate = c;
     a.total_flops = 200;
     a.fp8_flops = fp8_flops;
@@ -128,7 +128,7 @@ TEST_CASE("choose_candidate: FP8 FLOPs, then risk beyond the tie, then the prefe
     a.total_risk = risk;
     return a;
   };
-  std::vector<CandidateAdvice> cs = {advice(cand("block", TrainingFormat::kHybrid), 100, 0.95),
+  std::vector<CandidatePlan> cs = {advice(cand("block", TrainingFormat::kHybrid), 100, 0.95),
                                      advice(cand("current", TrainingFormat::kHybrid), 100, 1.0),
                                      advice(cand("delayed", TrainingFormat::kHybrid), 120, 5.0)};
   Choice ch = choose_candidate(cs, false);
@@ -165,7 +165,7 @@ TEST_CASE("choose_candidate: FP8 FLOPs, then risk beyond the tie, then the prefe
 }
 
 TEST_CASE("pareto_path without a cost model: FP8 share against risk, dominated points dropped") {
-  const CandidateAdvice c =
+  const CandidatePlan c =
       plan_fallback(cand("current", TrainingFormat::kHybrid), judgements(), FallbackScope::kGemm);
   const std::vector<ParetoPoint> p = pareto_path(c, nullptr, CostRows(3));
   // The order: A dgrad (failing), then the FP8 GEMMs by falling risk: A fprop 0.5, C fprop 0.4,
@@ -191,7 +191,7 @@ TEST_CASE("pareto_path without a cost model: FP8 share against risk, dominated p
 }
 
 TEST_CASE("module_plan_note: why there is no per-module plan") {
-  std::vector<CandidateAdvice> cs(1);
+  std::vector<CandidatePlan> cs(1);
   cs[0].candidate = cand("delayed", TrainingFormat::kHybrid);
   CHECK(module_plan_note(cs, std::nullopt, FallbackScope::kGemm) ==
         "no per-module plan: no FP8 candidate was chosen");
@@ -203,15 +203,15 @@ TEST_CASE("module_plan_note: why there is no per-module plan") {
   CHECK_FALSE(module_plan_note(cs, 0, FallbackScope::kGemm).empty());
 }
 
-TEST_CASE("advice_limits: no amax trend from one step; incomplete layers counted") {
+TEST_CASE("recommendation_limits: no amax trend from one step; incomplete layers counted") {
   const std::vector<CapturedLayer> one_step = {{"A", {2}, false}, {"B", {2}, true}};
   std::vector<LayerDecision> layers(2);
   layers[1].incomplete = true;
-  const std::vector<std::string> l = advice_limits(one_step, {}, {}, layers);
+  const std::vector<std::string> l = recommendation_limits(one_step, {}, {}, layers);
   REQUIRE(l.size() == 2);
   CHECK(l[0].starts_with("no amax trend: 1 captured step and no training log of more;"));
   CHECK(l[1].starts_with("1 layer without all three operands at some step:"));
   // Two steps, no delayed candidate: the trend is not needed.
   const std::vector<CapturedLayer> two_steps = {{"A", {2, 4}, false}};
-  CHECK(advice_limits(two_steps, {}, {}, {LayerDecision{}}).empty());
+  CHECK(recommendation_limits(two_steps, {}, {}, {LayerDecision{}}).empty());
 }

@@ -34,7 +34,7 @@ struct LayerSpec {
 
 Recommendation make_rec(const std::string& recipe, TrainingFormat format, const std::vector<LayerSpec>& specs) {
   Recommendation rec;
-  CandidateAdvice cand;
+  CandidatePlan cand;
   cand.candidate = {parse_recipe(recipe), format};
   const std::string cname = candidate_name(cand.candidate);
   for (const LayerSpec& s : specs) {
@@ -208,7 +208,7 @@ TEST_CASE("te_precision_config.yaml: BF16 matchers, the recipe's config unless d
 
 TEST_CASE("te_precision_config.yaml: the per-module plan, each module on its recipe or BF16") {
   Recommendation rec = mixed_rec();
-  CandidateAdvice mx, block;
+  CandidatePlan mx, block;
   mx.candidate = {parse_recipe("mxfp8"), TrainingFormat::kE4M3};
   block.candidate = {parse_recipe("block"), TrainingFormat::kHybrid};
   rec.candidates.push_back(mx);

@@ -63,11 +63,11 @@ std::vector<GemmRow> fixed_gemms() {
 
 Recommendation fixed_recommendation() {
   Recommendation rec;
-  CandidateAdvice cur;
+  CandidatePlan cur;
   cur.candidate = {parse_recipe("current"), TrainingFormat::kHybrid};
   cur.fp8_flop_share = 5.0 / 6.0;
   cur.speedup = 1.375;
-  CandidateAdvice mx;
+  CandidatePlan mx;
   mx.candidate = {parse_recipe("mxfp8"), TrainingFormat::kHybrid};
   rec.candidates = {cur, mx};
   rec.chosen = 0;
@@ -157,10 +157,10 @@ TEST_CASE("report.html: without advice, and with a training log's amax trace") {
   const auto rows = fixed_rows();
   const auto layers = summarize_layers(rows);
   AnswerContext answer;
-  answer.skipped = {"advice skipped: --no-gemms leaves no GEMM evidence to judge", find_gpu_target("h100"), "roofline"};
+  answer.skipped = {"no recommendation: --no-gemms leaves no GEMM evidence to judge", find_gpu_target("h100"), "roofline"};
   const std::string s = render_report_html({&info, rows, {}, layers, nullptr, &answer, {}, {}, &log}).contents;
   CHECK(markup_error(s) == "");
-  CHECK(s.find("advice skipped: --no-gemms leaves no GEMM evidence to judge") != std::string::npos);
+  CHECK(s.find("no recommendation: --no-gemms leaves no GEMM evidence to judge") != std::string::npos);
   CHECK(s.find("GEMM-output error") == std::string::npos);
   // One amax chart per logged operand (activation and gradient), in layers.2.fc1's card.
   CHECK(count_of(s, "<title>amax of the activation over the training log&#39;s steps</title>") == 1);

@@ -48,7 +48,7 @@ fp8a::RunInfo fixed_info() {
 fp8a::Recommendation fixed_recommendation() {
   using namespace fp8a;
   Recommendation rec;
-  CandidateAdvice cur;
+  CandidatePlan cur;
   cur.candidate = {parse_recipe("current"), TrainingFormat::kHybrid};
   cur.total_flops = 3e9;
   cur.fp8_flops = 2e9;
@@ -73,7 +73,7 @@ fp8a::Recommendation fixed_recommendation() {
   }
   cur.layers = {lj};
   cur.plan = {{Precision::kFp8, Precision::kFp8, Precision::kBf16}};
-  CandidateAdvice mx;
+  CandidatePlan mx;
   mx.candidate = {parse_recipe("mxfp8"), TrainingFormat::kHybrid};
   mx.total_flops = 3e9;
   mx.runnable = false;

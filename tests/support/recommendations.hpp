@@ -61,8 +61,8 @@ inline GemmSpec not_judged(Gemm g) {
 }
 
 // Adds a layer to the candidate (its judgement and plan) and, when `decide`, to rec.layers.
-inline void add_layer(Recommendation& rec, CandidateAdvice& c, const std::string& name, bool incomplete,
-               const std::array<GemmSpec, 3>& gemms, bool decide = true) {
+inline void add_layer(Recommendation& rec, CandidatePlan& c, const std::string& name, bool incomplete,
+                      const std::array<GemmSpec, 3>& gemms, bool decide = true) {
   LayerJudgement lj;
   lj.layer = name;
   lj.incomplete = incomplete;
@@ -109,7 +109,7 @@ inline void add_layer(Recommendation& rec, CandidateAdvice& c, const std::string
 inline void finish(Recommendation& rec) {
   // recommend() always names the GPU; h100 unless the test chose one.
   if (rec.gpu == nullptr) rec.gpu = find_gpu_target("h100");
-  for (CandidateAdvice& c : rec.candidates) {
+  for (CandidatePlan& c : rec.candidates) {
     c.total_flops = c.fp8_flops = 0;
     c.gemms_to_bf16 = 0;
     for (std::size_t li = 0; li < c.layers.size(); ++li)
@@ -125,7 +125,7 @@ inline void finish(Recommendation& rec) {
   }
   // The Pareto list of the chosen candidate: all-FP8, then one point per GEMM sent to BF16.
   if (rec.chosen) {
-    const CandidateAdvice& c = rec.candidates[*rec.chosen];
+    const CandidatePlan& c = rec.candidates[*rec.chosen];
     rec.pareto.push_back({0, "", c.total_flops > 0 ? 1.0 : 0.0, c.speedup, c.total_risk + 1.0,
                           c.gemms_to_bf16, c.gemms_to_bf16 == 0});
     if (c.gemms_to_bf16 > 0)
@@ -134,8 +134,8 @@ inline void finish(Recommendation& rec) {
   }
 }
 
-inline CandidateAdvice candidate(const std::string& spec, TrainingFormat format) {
-  CandidateAdvice c;
+inline CandidatePlan candidate(const std::string& spec, TrainingFormat format) {
+  CandidatePlan c;
   c.candidate = {parse_recipe(spec), format};
   return c;
 }
@@ -162,7 +162,7 @@ inline Recommendation mixed_recommendation() {
       "step 20 gradient underflow 44.200 % of elements (31.000 % of its energy) under "
       "current/hybrid";
   for (std::size_t i = 0; i < 2; ++i) {
-    CandidateAdvice& c = rec.candidates[i];
+    CandidatePlan& c = rec.candidates[i];
     const bool decide = i == 0;
     add_layer(rec, c, "layers.0.self_attention.linear_qkv", false,
               {fp8(Criterion::kRelMseFloor, 1.2, 4), fp8(Criterion::kUnderflow, 0.5, 5),
