@@ -192,7 +192,7 @@ int main(int argc, char** argv) {
     // Of it, the Theil-Sen fit of every (layer, role)'s amax series.
     const Timing fit_t = time_repeated(o.repeat, [&] { (void)fp8a::fit_amax_trends(&log, rows, {}); });
     const Timing forecast_t = time_repeated(o.repeat, [&] {
-      forecasts = fp8a::forecast_delayed_scaling(&log, rows, index.recipes(), index.formats());
+      forecasts = fp8a::forecast_delayed_scaling(&log, rows, captures, index.recipes(), index.formats());
     });
     const Timing none_t = time_repeated(o.repeat, [&] {
       rec_none = fp8a::recommend(inputs_for(index, forecasts), policy, *gpu, nullptr);
@@ -207,12 +207,12 @@ int main(int argc, char** argv) {
     // One whole selection per --cost, as `run` does it once (index, forecasts, model, recommend).
     const Timing whole_none_t = time_repeated(o.repeat, [&] {
       const fp8a::EvaluationIndex ix(rows);
-      const auto fc = fp8a::forecast_delayed_scaling(&log, rows, ix.recipes(), ix.formats());
+      const auto fc = fp8a::forecast_delayed_scaling(&log, rows, captures, ix.recipes(), ix.formats());
       rec_none = fp8a::recommend(inputs_for(ix, fc), policy, *gpu, nullptr);
     });
     const Timing whole_roofline_t = time_repeated(o.repeat, [&] {
       const fp8a::EvaluationIndex ix(rows);
-      const auto fc = fp8a::forecast_delayed_scaling(&log, rows, ix.recipes(), ix.formats());
+      const auto fc = fp8a::forecast_delayed_scaling(&log, rows, captures, ix.recipes(), ix.formats());
       const fp8a::CostModel cm = fp8a::build_cost_model(gemm_layers, ix.recipes(), *gpu,
                                                            fp8a::CostOptions{o.tokens_per_step});
       rec_roofline = fp8a::recommend(inputs_for(ix, fc), policy, *gpu, &cm);

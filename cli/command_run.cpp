@@ -352,7 +352,8 @@ int command_run(const Invocation& inv) {
     answer.skipped = "advice skipped: --no-gemms leaves no GEMM evidence to judge";
   } else {
     if (!eval.log_paths.empty())
-      forecasts = forecast_delayed_scaling(&training_log, rows, index.recipes(), index.formats());
+      forecasts = forecast_delayed_scaling(&training_log, rows, captures, index.recipes(), index.formats(),
+                                           {.horizon_steps = policy.delayed_forecast.horizon_steps});
     AdviceInputs in;
     in.index = &index;
     in.gemms = gemms;
