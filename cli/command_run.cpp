@@ -32,6 +32,7 @@
 #include "policies/advice.hpp"
 #include "policies/amax_trend.hpp"
 #include "policies/cost_model.hpp"
+#include "policies/delayed_search.hpp"
 #include "policies/layer_summary.hpp"
 #include "policies/logged_stats_summary.hpp"
 #include "policies/nonfinite.hpp"
@@ -252,6 +253,14 @@ int command_run(const Invocation& inv) {
     info.log_rounded = training_log.rounded;
     info.log_notes = training_log.notes;
   }
+  // A trace and no --recipes: delayed scaling's options are searched on the trace, and its
+  // front-runners replace the default list's delayed recipes (every rank searches the same log).
+  std::optional<DelayedSearch> delayed_search;
+  if (!eval.log_paths.empty() && vm["recipes"].defaulted()) {
+    delayed_search = search_delayed_options(training_log, info.config.formats,
+                                            {.horizon_steps = policy.delayed_forecast.horizon_steps});
+    info.config.recipes = with_front_runners(info.config.recipes, *delayed_search);
+  }
   if (is_distributed(inv.cluster)) check_ranks_agree(*inv.cluster, inv, captures, training_log);
   info.read_seconds = seconds_since(t0);
 
@@ -365,6 +374,8 @@ int command_run(const Invocation& inv) {
       cost = build_cost_model(gemm_layers, index.recipes(), *gpu, CostOptions{tokens_per_step});
     recommendation = recommend(in, policy, *gpu, cost ? &*cost : nullptr);
     answer.recommendation = &*recommendation;
+    if (delayed_search)
+      answer.delayed_search = delayed_search_summary(*delayed_search, recommendation->candidates, cost.has_value());
   }
 
   // The files of the run, in the order they are written and listed.

@@ -229,6 +229,7 @@ DelayedForecast forecast_delayed(const AmaxTrend& trend, const Recipe& recipe, F
 
   // Observed: each known step t >= 1 against its window (a monotone deque of point indices,
   // values decreasing; on ties the later point stays).
+  double headroom_sum = 0.0;
   {
     std::deque<std::size_t> dq;
     for (std::size_t j = 0; j < pts.size(); ++j) {
@@ -242,6 +243,7 @@ DelayedForecast forecast_delayed(const AmaxTrend& trend, const Recipe& recipe, F
       const double held = dq.empty() ? pts[j - 1].log2_amax : pts[dq.front()].log2_amax;
       const double jump = pts[j].log2_amax - held;
       ++f.judged_steps;
+      headroom_sum += M - jump;
       if (jump > M) ++f.saturated_steps;
       if (jump > f.worst_jump_binades) {
         f.worst_jump_binades = jump;
@@ -250,6 +252,7 @@ DelayedForecast forecast_delayed(const AmaxTrend& trend, const Recipe& recipe, F
     }
   }
 
+  f.mean_headroom_binades = f.judged_steps > 0 ? headroom_sum / static_cast<double>(f.judged_steps) : kNaN;
   if (series.empty()) {
     f.reason = f.layer + " " + role_name(f.role) + ", " + f.recipe + ": " + trend.no_trend;
     return f;

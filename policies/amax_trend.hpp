@@ -136,6 +136,9 @@ struct DelayedForecast {
   std::size_t judged_steps = 0;
   std::int64_t worst_jump_step = -1;
   double worst_jump_binades = 0.0;  // -inf when no step was judged
+  // The mean over those steps of M - jump: how many binades the scale sits below current
+  // scaling's (the range given up at the bottom: underflow); NaN when no step was judged.
+  double mean_headroom_binades = 0.0;
   // Forecast: the first step > T at which the fitted line outgrows the delayed threshold, the
   // window holding the series' known amaxes and the line's own earlier steps; none when it never
   // does (then growth per step <= margin). excess: binades above the threshold at that step.

@@ -19,6 +19,8 @@ struct AnswerContext {
   std::string skipped;      // why there is no recommendation (e.g. --no-gemms); empty otherwise
   // Config files the run left out, each with the writer's sentence why.
   std::vector<std::string> not_written;
+  // delayed_search_summary when the run searched delayed scaling's options; empty otherwise.
+  std::string delayed_search;
 };
 
 // The chosen plan's GEMMs by what happens to them, each "<layer> <gemm>: <reason>" (a layer none
