@@ -175,7 +175,7 @@ int main(int argc, char** argv) {
     // Of it, the Theil-Sen fit of every (layer, role)'s amax series.
     const Timing fit_t = time_repeated(o.repeat, [&] { (void)fp8a::fit_amax_trends(&log, rows, {}); });
     const Timing forecast_t = time_repeated(o.repeat, [&] {
-      result.forecasts = fp8a::forecast_delayed_scaling(&log, rows, index.recipes(), index.formats());
+      result.forecasts = fp8a::forecast_delayed_scaling(&log, rows, captures, index.recipes(), index.formats());
     });
     const Timing none_t = time_repeated(o.repeat, [&] {
       rec_none = fp8a::recommend(fp8a::cli::recommendation_inputs(index, result), policy, *gpu, nullptr);
@@ -189,11 +189,11 @@ int main(int argc, char** argv) {
     });
     // One whole selection per --cost, as `run` does it once (index, forecasts, model, recommend).
     const Timing whole_none_t = time_repeated(o.repeat, [&] {
-      fp8a::cli::recommend_run(none, result);
+      fp8a::cli::recommend_run(none, captures, result);
       rec_none = std::move(result.recommendation);
     });
     const Timing whole_roofline_t = time_repeated(o.repeat, [&] {
-      fp8a::cli::recommend_run(roofline, result);
+      fp8a::cli::recommend_run(roofline, captures, result);
       rec_roofline = std::move(result.recommendation);
     });
 

@@ -122,6 +122,7 @@ struct RunCommand {
   RunRequest request;
   std::string out_dir;
   bool quiet = false, resume = false;
+  bool default_recipes = false;  // --recipes not given
   double progress_every = 10.0;
   double rank_timeout = kDefaultRankTimeout;
 };
@@ -197,6 +198,7 @@ std::optional<RunCommand> parse_run(const Invocation& inv) {
   request.reports = true;
   cmd.quiet = vm.count("quiet") != 0;
   cmd.resume = vm.count("resume") != 0;
+  cmd.default_recipes = vm["recipes"].defaulted();
   return cmd;
 }
 
@@ -280,6 +282,7 @@ std::vector<Artifact> render_run(const RunRequest& request, const RunResult& res
   if (result.recommendation) {
     const Recommendation& rec = *result.recommendation;
     answer.recommendation = &rec;
+    answer.delayed_search = result.delayed_search;
     artifacts.push_back(render_recipe_json(rec, info));
     artifacts.push_back(render_megatron_args(rec));
     std::string why;
@@ -348,6 +351,12 @@ int command_run(const Invocation& inv) {
     info.log_files = training_log.files;
     info.log_rounded = training_log.rounded;
     info.log_notes = training_log.notes;
+  }
+  // A trace and no --recipes: delayed scaling's options are searched on the trace, and its
+  // front-runners replace the default list's delayed recipes (every rank searches the same log).
+  if (!cmd.eval.log_paths.empty() && cmd.default_recipes) {
+    search_delayed_recipes(request, training_log);
+    info.recipes = request.config.recipes;
   }
   if (is_distributed(inv.cluster)) check_ranks_agree(*inv.cluster, inv, captures, training_log);
   info.read_seconds = seconds_since(t0);

@@ -59,16 +59,28 @@ RecommendationInputs recommendation_inputs(const EvaluationIndex& index, const R
   return in;
 }
 
-void recommend_run(const RunRequest& request, RunResult& result) {
+void search_delayed_recipes(RunRequest& request, const TrainingLog& log) {
+  FP8A_CHECK(request.recommend.has_value(), "search_delayed_recipes: no recommendation was asked for");
+  request.delayed_search = search_delayed_options(
+      log, request.config.formats, {.horizon_steps = request.recommend->policy.delayed_forecast.horizon_steps});
+  request.config.recipes = with_front_runners(request.config.recipes, *request.delayed_search);
+}
+
+void recommend_run(const RunRequest& request, const CaptureSet& captures, RunResult& result) {
   FP8A_CHECK(request.recommend && request.recommend->gpu != nullptr, "recommend_run: no recommendation was asked for");
   const RecommendationRequest& asked = *request.recommend;
   const EvaluationIndex index(result.rows);
   const TrainingLog* log = request.config.training_log;
-  if (log != nullptr) result.forecasts = forecast_delayed_scaling(log, result.rows, index.recipes(), index.formats());
+  if (log != nullptr)
+    result.forecasts = forecast_delayed_scaling(log, result.rows, captures, index.recipes(), index.formats(),
+                                                {.horizon_steps = asked.policy.delayed_forecast.horizon_steps});
   std::optional<CostModel> cost;
   if (asked.roofline) cost = build_cost_model(result.gemm_layers, index.recipes(), *asked.gpu, *asked.roofline);
   result.recommendation =
       recommend(recommendation_inputs(index, result), asked.policy, *asked.gpu, cost ? &*cost : nullptr);
+  if (request.delayed_search)
+    result.delayed_search =
+        delayed_search_summary(*request.delayed_search, result.recommendation->candidates, cost.has_value());
 }
 
 RunResult run_pipeline(const RunRequest& request, const CaptureSet& captures, const Backend& backend,
@@ -89,7 +101,7 @@ RunResult run_pipeline(const RunRequest& request, const CaptureSet& captures, co
   // The rest is rank 0's: every rank has every row now, and what follows is cheap next to the
   // evaluation. Without GEMM errors (--no-gemms) there is no GEMM evidence, so no recommendation.
   if (is_distributed(context.cluster) && context.cluster->rank() != 0) return result;
-  if (request.recommend && request.gemms) recommend_run(request, result);
+  if (request.recommend && request.gemms) recommend_run(request, captures, result);
   if (!request.reports) return result;
   const TrainingLog* log = request.config.training_log;
   if (log != nullptr && !log->fp8_stats.empty())

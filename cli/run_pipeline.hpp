@@ -23,6 +23,7 @@
 #include "policies/advice.hpp"
 #include "policies/amax_trend.hpp"
 #include "policies/cost_model.hpp"
+#include "policies/delayed_search.hpp"
 #include "policies/histogram_choice.hpp"
 #include "policies/nonfinite.hpp"
 #include "policies/policy.hpp"
@@ -56,6 +57,9 @@ struct RunRequest {
   // training_recipe, --training-recipe, for bare statistic names) and report.html's histograms.
   bool reports = false;
   std::optional<Recipe> training_recipe;
+  // Set by search_delayed_recipes (run with a training log and the default --recipes): the search
+  // over delayed scaling's options; its front-runners are among config.recipes.
+  std::optional<DelayedSearch> delayed_search;
 };
 
 struct RunResult {
@@ -73,6 +77,8 @@ struct RunResult {
   // recommendation request, the delayed forecasts (with a training log) and the recommendation.
   std::vector<DelayedForecast> forecasts;
   std::optional<Recommendation> recommendation;
+  // With request.delayed_search and a recommendation: delayed_search_summary, the answer's line.
+  std::string delayed_search;
   // With request.reports: the logged statistics compared, and the histograms.
   std::vector<LoggedComparison> logged_stats;
   std::vector<OperandHistogram> histograms;
@@ -84,9 +90,15 @@ struct RunResult {
 RunResult run_pipeline(const RunRequest& request, const CaptureSet& captures, const Backend& backend,
                        const GemmEngine* gemm_engine, const RunContext& context = {});
 
-// Its recommendation step alone, on result's rows and GEMMs: sets result.forecasts (with a training log)
-// and result.recommendation (bench times it on its own). request.recommend must be set.
-void recommend_run(const RunRequest& request, RunResult& result);
+// Searches delayed scaling's options on `log` (request.delayed_search) and puts the search's
+// front-runners in place of config.recipes' delayed recipes. request.recommend must be set (its
+// policy's forecast horizon).
+void search_delayed_recipes(RunRequest& request, const TrainingLog& log);
+
+// Its recommendation step alone, on result's rows and GEMMs: sets result.forecasts (with a training
+// log; the clipping judged on `captures`), result.recommendation and result.delayed_search (bench
+// times it on its own). request.recommend must be set.
+void recommend_run(const RunRequest& request, const CaptureSet& captures, RunResult& result);
 
 // What recommend() judges, from `index` (over result.rows) and result's GEMMs and forecasts.
 RecommendationInputs recommendation_inputs(const EvaluationIndex& index, const RunResult& result);

@@ -26,8 +26,9 @@ std::vector<Advisory> field_advisories(const std::vector<CandidatePlan>& candida
   const auto numbers = [](const CandidatePlan* o) {
     return o == nullptr ? std::string(" (not evaluated here)")
                         : format_text(" (here %.1f %% of the GEMM FLOPs in FP8 with %d GEMMs to "
-                                      "BF16, risk %.3f)",
-                                      100.0 * o->fp8_flop_share, o->gemms_to_bf16, o->total_risk);
+                                      "BF16, %s)",
+                                      100.0 * o->fp8_flop_share, o->gemms_to_bf16,
+                                      threshold_load_text(o->total_risk, o->fp8_gemms).c_str());
   };
   if (kind == RecipeKind::kMx && c.candidate.format == TrainingFormat::kHybrid) {
     const CandidatePlan* o = other();

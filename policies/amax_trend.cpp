@@ -8,6 +8,7 @@
 
 #include "core/delayed_window.hpp"
 #include "core/error.hpp"
+#include "engine/clip_damage.hpp"
 
 namespace fp8a {
 
@@ -48,6 +49,63 @@ std::string num(double v, const char* format = "%.3g") {
   char buf[64];
   std::snprintf(buf, sizeof buf, format, v);
   return buf;
+}
+
+// The clipping of every forecast of one (layer, role) with a positive horizon excess, from the
+// latest of its captured steps (`captured`: its captured amaxes by step), appended to each
+// forecast's reason. One pass over that step's shards for all of them.
+void predict_clippings(std::span<DelayedForecast> forecasts, const std::map<std::int64_t, float>& captured,
+                       std::span<const EvaluationRow> rows, const CaptureSet& captures) {
+  std::vector<DelayedForecast*> clipping;
+  for (DelayedForecast& f : forecasts)
+    if (f.horizon_excess_binades > 0) clipping.push_back(&f);
+  if (clipping.empty()) return;
+  if (captured.empty()) {
+    for (DelayedForecast* f : clipping) {
+      f->clipping.none = "no captured tensor of " + f->layer + " " + role_name(f->role) +
+                         " to predict the clipping from";
+      f->reason += "; forecast clips by " + num(f->horizon_excess_binades) + " binades from step " +
+                   std::to_string(f->horizon_excess_step) + ", not predicted: " + f->clipping.none;
+    }
+    return;
+  }
+  const std::int64_t step = captured.rbegin()->first;
+  const std::string& layer = clipping.front()->layer;
+  const Role role = clipping.front()->role;
+  // The tensor's finite amax (rows of one tensor carry the same stats) and each forecast's
+  // rowwise copy under its recipe and FP8 type.
+  float amax = 0.0f;
+  for (const EvaluationRow& r : rows)
+    if (r.key == CaptureKey{step, layer, role}) amax = std::max(amax, r.stats.amax_finite);
+  std::vector<const TensorView*> shards;
+  for (const CapturedTensor& t : captures.tensors)
+    if (t.key == CaptureKey{step, layer, role}) shards.push_back(&t.view);
+  std::vector<double> thresholds;
+  for (const DelayedForecast* f : clipping)
+    thresholds.push_back(static_cast<double>(amax) * std::exp2(-f->horizon_excess_binades));
+  std::vector<ClipDamage> damage(thresholds.size());
+  for (const TensorView* t : shards) {
+    const std::vector<ClipDamage> d = clip_damage(*t, thresholds);
+    for (std::size_t k = 0; k < d.size(); ++k) damage[k].merge(d[k]);
+    t->release();  // the resident set stays one tensor (TensorStorage::release)
+  }
+  for (std::size_t k = 0; k < clipping.size(); ++k) {
+    DelayedForecast& f = *clipping[k];
+    ForecastClipping& c = f.clipping;
+    c.predicted = true;
+    c.from_step = step;
+    for (const EvaluationRow& r : rows)
+      if (r.key == CaptureKey{step, layer, role} && r.recipe.spec() == f.recipe && r.fp8 == f.fp8 &&
+          r.orientation == Orientation::kRowwise && r.applicability.ok)
+        c.captured_rel_mse = r.metrics.rel_mse;
+    c.saturated_pct = damage[k].clipped_pct();
+    c.clipped_rel_mse = damage[k].clipped_rel_mse();
+    c.rel_mse = c.captured_rel_mse + c.clipped_rel_mse;
+    f.reason += "; forecast clips by " + num(f.horizon_excess_binades) + " binades from step " +
+                std::to_string(f.horizon_excess_step) + ": " + num(c.saturated_pct) +
+                " % of step " + std::to_string(step) + "'s elements, rel_mse " + num(c.rel_mse) +
+                " (" + num(c.clipped_rel_mse) + " from clipping)";
+  }
 }
 
 }  // namespace
@@ -148,6 +206,7 @@ DelayedForecast forecast_delayed(const AmaxTrend& trend, const Recipe& recipe, F
   f.captured_headroom_binades = kNaN;
   f.worst_jump_binades = -kInf;
   f.margin_for_trend = recipe.margin;
+  f.horizon_excess_binades = kNaN;
   const auto& series = trend.amax_by_step;
   const std::int64_t W = delayed_window_length(recipe);
   const double M = recipe.margin;
@@ -170,6 +229,7 @@ DelayedForecast forecast_delayed(const AmaxTrend& trend, const Recipe& recipe, F
 
   // Observed: each known step t >= 1 against its window (a monotone deque of point indices,
   // values decreasing; on ties the later point stays).
+  double headroom_sum = 0.0;
   {
     std::deque<std::size_t> dq;
     for (std::size_t j = 0; j < pts.size(); ++j) {
@@ -183,6 +243,7 @@ DelayedForecast forecast_delayed(const AmaxTrend& trend, const Recipe& recipe, F
       const double held = dq.empty() ? pts[j - 1].log2_amax : pts[dq.front()].log2_amax;
       const double jump = pts[j].log2_amax - held;
       ++f.judged_steps;
+      headroom_sum += M - jump;
       if (jump > M) ++f.saturated_steps;
       if (jump > f.worst_jump_binades) {
         f.worst_jump_binades = jump;
@@ -191,6 +252,7 @@ DelayedForecast forecast_delayed(const AmaxTrend& trend, const Recipe& recipe, F
     }
   }
 
+  f.mean_headroom_binades = f.judged_steps > 0 ? headroom_sum / static_cast<double>(f.judged_steps) : kNaN;
   if (series.empty()) {
     f.reason = f.layer + " " + role_name(f.role) + ", " + f.recipe + ": " + trend.no_trend;
     return f;
@@ -251,6 +313,26 @@ DelayedForecast forecast_delayed(const AmaxTrend& trend, const Recipe& recipe, F
     }
     const double need = std::max({0.0, jump_next, g});
     f.margin_for_trend = static_cast<int>(std::min<double>(kMaxMargin, std::ceil(need)));
+    // The horizon's worst excess. From T+2, L(t) - max(held(t), L(t-1)) = min(L(t) - held(t), g)
+    // (for g > 0; for g <= 0 both are <= 0, nothing clips), nondecreasing as the known peaks
+    // leave the window: the worst is at T+1 or at T+H, and first reached where bisection finds it.
+    const std::int64_t H = config.horizon_steps;
+    auto excess = [&](std::int64_t t) { return std::min(line(t) - held(t), g) - M; };
+    if (H >= 1) {
+      f.horizon_excess_binades = jump_next - M;
+      f.horizon_excess_step = T + 1;
+    }
+    if (H >= 2 && excess(T + H) > f.horizon_excess_binades) {
+      const double worst = excess(T + H);
+      std::int64_t lo = T + 2, hi = T + H;
+      while (lo < hi) {
+        const std::int64_t mid = lo + (hi - lo) / 2;
+        if (excess(mid) >= worst) hi = mid;
+        else lo = mid + 1;
+      }
+      f.horizon_excess_binades = worst;
+      f.horizon_excess_step = lo;
+    }
   }
 
   // The reason, one line.
@@ -296,6 +378,7 @@ DelayedForecast forecast_delayed(const AmaxTrend& trend, const Recipe& recipe, F
 
 std::vector<DelayedForecast> forecast_delayed_scaling(const TrainingLog* log,
                                                       std::span<const EvaluationRow> rows,
+                                                      const CaptureSet& captures,
                                                       std::span<const Recipe> recipes,
                                                       std::span<const TrainingFormat> formats,
                                                       const AmaxTrendConfig& config) {
@@ -314,9 +397,11 @@ std::vector<DelayedForecast> forecast_delayed_scaling(const TrainingLog* log,
       if (std::find(fp8s.begin(), fp8s.end(), t) == fp8s.end()) fp8s.push_back(t);
     }
     const auto& known = c != captured.end() ? c->second : none;
+    const std::size_t first = out.size();
     for (const auto& recipe : recipes)
       if (replays_history(recipe.kind))
         for (const Fp8Format t : fp8s) out.push_back(forecast_delayed(trend, recipe, t, known, config));
+    predict_clippings(std::span(out).subspan(first), known, rows, captures);
   }
   return out;
 }

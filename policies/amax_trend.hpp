@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/recipe.hpp"
+#include "datasets/capture.hpp"
 #include "datasets/training_log.hpp"
 #include "engine/delayed_replay.hpp"
 #include "engine/evaluation_row.hpp"
@@ -35,6 +36,9 @@ struct AmaxTrendConfig {
   // A history window max this many binades above the current amax (beyond the margin) is
   // reported as "history holds a spike".
   double held_spike_binades = 1.0;
+  // The forecast's horizon: steps after the series' last step over which its clipping is judged
+  // (the policy's delayed_forecast.horizon_steps).
+  std::int64_t horizon_steps = 10000;
 };
 
 // The amax series of one (layer, role) and its fitted trend.
@@ -72,6 +76,23 @@ AmaxTrend fit_amax_trend(const std::map<std::int64_t, float>& amax_by_step,
 // Every (layer, role) of merge_amax_series, in its order.
 std::vector<AmaxTrend> fit_amax_trends(const TrainingLog* log, std::span<const EvaluationRow> rows,
                                        const AmaxTrendConfig& config = {});
+
+// The damage a forecast's excess does, predicted from a captured tensor: its values scaled so that
+// its amax is the forecast amax (the shape held), clipped at the stale scale's threshold, which
+// lies horizon_excess_binades below that amax (METRICS.md).
+struct ForecastClipping {
+  // false: nothing forecast to clip (excess <= 0 or no trend), or no captured tensor of the
+  // (layer, role) to take the shape from (then `none` says so).
+  bool predicted = false;
+  std::string none;
+  std::int64_t from_step = -1;   // the captured step whose tensor gives the shape (the latest)
+  double saturated_pct = 0.0;    // elements above the threshold, percent of the finite ones
+  double clipped_rel_mse = 0.0;  // sum (|x| - c)^2 / sum x^2 over the tensor: clipping's rel_mse
+  // The rel_mse of that step's rowwise copy under the recipe (0 when not applicable), and the
+  // predicted rel_mse: it plus clipped_rel_mse (the rounding of the rest held).
+  double captured_rel_mse = 0.0;
+  double rel_mse = 0.0;
+};
 
 // One delayed-scaling recipe on one (layer, role)'s series. "Now" is the series' last step T.
 // Binades are log2 units; W is the window: the history length (algo max) or 1 (most_recent).
@@ -115,6 +136,9 @@ struct DelayedForecast {
   std::size_t judged_steps = 0;
   std::int64_t worst_jump_step = -1;
   double worst_jump_binades = 0.0;  // -inf when no step was judged
+  // The mean over those steps of M - jump: how many binades the scale sits below current
+  // scaling's (the range given up at the bottom: underflow); NaN when no step was judged.
+  double mean_headroom_binades = 0.0;
   // Forecast: the first step > T at which the fitted line outgrows the delayed threshold, the
   // window holding the series' known amaxes and the line's own earlier steps; none when it never
   // does (then growth per step <= margin). excess: binades above the threshold at that step.
@@ -122,6 +146,14 @@ struct DelayedForecast {
   double saturation_excess_binades = 0.0;
   // The smallest margin >= 0 with no forecast saturation (same history and algo).
   int margin_for_trend = 0;
+  // Over the horizon T+1..T+horizon_steps: the largest excess e(t) = L(t) - M - window max(t)
+  // (binades the forecast amax stands above the stale threshold; <= 0: nothing clips) and the
+  // first step it is reached. Under steady growth it is g - M from the step the known peaks leave
+  // the window. NaN and -1 without a trend.
+  double horizon_excess_binades = 0.0;
+  std::int64_t horizon_excess_step = -1;
+  // What that excess clips (forecast_delayed_scaling fills it from the captured tensors).
+  ForecastClipping clipping;
   // One line, numbers included, for the advice and the watch list.
   std::string reason;
 };
@@ -135,9 +167,12 @@ DelayedForecast forecast_delayed(const AmaxTrend& trend, const Recipe& recipe, F
 // Every (layer, role) of the log and rows x every delayed recipe of `recipes` (others skipped) x
 // every FP8 type the role has under `formats` (each once: activations and weights are E4M3 in
 // both formats), in (layer, role) order, then recipe order, then `formats` order. The trends are
-// fitted once.
+// fitted once. Each forecast with a positive horizon excess gets its clipping predicted from the
+// latest captured step of its (layer, role) in `captures` (one pass over that tensor for all of
+// its forecasts).
 std::vector<DelayedForecast> forecast_delayed_scaling(const TrainingLog* log,
                                                       std::span<const EvaluationRow> rows,
+                                                      const CaptureSet& captures,
                                                       std::span<const Recipe> recipes,
                                                       std::span<const TrainingFormat> formats,
                                                       const AmaxTrendConfig& config = {});

@@ -53,7 +53,7 @@ std::string choice_why(const std::vector<CandidatePlan>& candidates, const Choic
   std::string why = format_text("%s keeps %.1f %% of the GEMM FLOPs in FP8 with %d GEMMs to BF16",
                                 candidate_name(c.candidate).c_str(), 100.0 * c.fp8_flop_share, c.gemms_to_bf16);
   if (c.gemms_not_paying > 0) why += format_text(" and %d where FP8 would not pay", c.gemms_not_paying);
-  why += format_text(" (risk %.3f)", c.total_risk);
+  why += " (" + threshold_load_text(c.total_risk, c.fp8_gemms) + ")";
   if (c.speedup) why += format_text(", predicted GEMM speedup %.3fx", *c.speedup);
   if (choice.next) {
     const CandidatePlan& s = candidates[*choice.next];
@@ -61,12 +61,12 @@ std::string choice_why(const std::vector<CandidatePlan>& candidates, const Choic
                       : costed && c.numerics_fp8_flops != s.numerics_fp8_flops
                           ? "as fast, more GEMM FLOPs the numbers allow in FP8"
                       : c.fp8_flops != s.fp8_flops             ? "more FP8 FLOPs"
-                      : !risk_tied(c.total_risk, s.total_risk) ? "tied on FLOPs, lower risk"
+                      : !risk_tied(c.total_risk, s.total_risk) ? "tied on FLOPs, lower threshold load"
                                                                : "tied, preference order";
     why += format_text("; next %s %.1f %% with %d to BF16", candidate_name(s.candidate).c_str(),
                        100.0 * s.fp8_flop_share, s.gemms_to_bf16);
     if (s.gemms_not_paying > 0) why += format_text(" and %d not paying", s.gemms_not_paying);
-    why += format_text(" (risk %.3f)", s.total_risk);
+    why += " (" + threshold_load_text(s.total_risk, s.fp8_gemms) + ")";
     if (s.speedup) why += format_text(", %.3fx", *s.speedup);
     why += format_text(": %s", key);
   }

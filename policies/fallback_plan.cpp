@@ -55,13 +55,20 @@ const char* precision_name(Precision p) {
 void tally_fp8(CandidatePlan* ca) {
   ca->fp8_flops = 0;
   ca->total_risk = 0;
+  ca->fp8_gemms = 0;
   for (std::size_t li = 0; li < ca->layers.size(); ++li)
     for (const GemmJudgement& j : ca->layers[li].gemms)
       if (ca->plan[li][static_cast<int>(j.gemm)] == Precision::kFp8) {
         ca->fp8_flops += j.flops;
         ca->total_risk += j.risk;
+        ++ca->fp8_gemms;
       }
   ca->fp8_flop_share = ca->total_flops > 0 ? ca->fp8_flops / ca->total_flops : 0.0;
+}
+
+std::string threshold_load_text(double risk_sum, int gemms, const char* what) {
+  if (gemms <= 0) return std::string("no ") + what;
+  return format_text("mean threshold load %.2f over %d %s%s", risk_sum / gemms, gemms, what, gemms == 1 ? "" : "s");
 }
 
 CandidatePlan plan_fallback(const RunCandidate& candidate, std::vector<LayerJudgement> layers,

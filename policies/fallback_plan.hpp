@@ -33,6 +33,7 @@ struct CandidatePlan {
   double fp8_flops = 0;                // of the GEMMs the plan keeps FP8
   double fp8_flop_share = 0;           // fp8_flops / total_flops (0 without FLOPs)
   double total_risk = 0;               // sum of the worst risk of the GEMMs kept FP8
+  int fp8_gemms = 0;                   // judged (layer, GEMM)s the plan keeps FP8
   int gemms_to_bf16 = 0;               // judged (layer, GEMM)s the numbers send to BF16
   int gemms_not_paying = 0;            // and those the cost model sends (FP8 would not pay)
   // The reason of its failing GEMM with the lowest margin (the worst step's verdict, else the
@@ -66,8 +67,15 @@ struct CandidatePlan {
 CandidatePlan plan_fallback(const RunCandidate& candidate, std::vector<LayerJudgement> layers,
                             FallbackScope scope);
 
-// Sets fp8_flops, total_risk (of the GEMMs whose plan is kFp8) and fp8_flop_share from the plan.
+// Sets fp8_flops, total_risk and fp8_gemms (of the GEMMs whose plan is kFp8) and fp8_flop_share
+// from the plan.
 void tally_fp8(CandidatePlan* ca);
+
+// A sum of GEMM risks in words, as the answer prints it: "mean threshold load 0.52 over 6 FP8
+// GEMMs". A GEMM's risk is its threshold load: the measured value of its closest check as a
+// fraction of the value that fails it (x the criterion's weight; 1.00 = at a threshold, below 1
+// passes); docs/POLICY.md "Threshold load". "no FP8 GEMM" for none; `what` names the GEMMs.
+std::string threshold_load_text(double risk_sum, int gemms, const char* what = "FP8 GEMM");
 
 // The recommendation's decision for one GEMM of one layer.
 struct GemmDecision {

@@ -54,12 +54,13 @@ GemmJudgement judge_gemm_steps(const RecommendationEvidence& ev, const CapturedL
     for (Role role : {use.a, use.b}) {
       const auto f = ev.forecasts.find({layer.name, role, spec, fp8_format_for(cand.format, role)});
       if (f == ev.forecasts.end()) continue;
-      std::optional<double> steps_left;
-      if (f->second->saturation_step)
-        steps_left = static_cast<double>(*f->second->saturation_step - f->second->step);
       Verdict fv = judge_delayed_forecast(
-          steps_left, layer.name + " " + role_name(role) + " under " + candidate_name(cand), policy);
-      if (!j.forecast || worse(fv, 0, *j.forecast, 0)) j.forecast = std::move(fv);
+          *f->second, layer.name + " " + role_name(role) + " under " + candidate_name(cand), policy);
+      // A forecast with no check (nothing forecast to clip) is never the worse one.
+      const bool judged = fv.limiting.has_value();
+      if (!j.forecast || (judged && !j.forecast->limiting) ||
+          (judged == j.forecast->limiting.has_value() && worse(fv, 0, *j.forecast, 0)))
+        j.forecast = std::move(fv);
     }
   j.fp8_safe = j.judged && j.failed_steps == 0 && (!j.forecast || j.forecast->passed);
   j.risk = std::max(j.worst.risk, j.forecast ? j.forecast->risk : 0.0);

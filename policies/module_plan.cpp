@@ -60,11 +60,13 @@ ModulePlan plan_over(const std::vector<CandidatePlan>& cands, std::size_t base,
       for (std::size_t j : safe)
         if (!pick || preferred(j, *pick, li)) pick = j;
     }
-    if (pick && !base_safe)
-      m.reason = format_text("%s; %s passes all its GEMMs (risk %.3f)",
-                             failing_reason(b.layers[li]).c_str(),
+    if (pick && !base_safe) {
+      int judged = 0;
+      for (const GemmJudgement& j : cands[*pick].layers[li].gemms) judged += j.judged ? 1 : 0;
+      m.reason = format_text("%s; %s passes all its GEMMs (%s)", failing_reason(b.layers[li]).c_str(),
                              candidate_name(cands[*pick].candidate).c_str(),
-                             layer_risk(cands[*pick].layers[li]));
+                             threshold_load_text(layer_risk(cands[*pick].layers[li]), judged, "GEMM").c_str());
+    }
     if (!pick)
       m.reason = format_text("no per-module recipe passes all its GEMMs (%zu tried); %s",
                              mixable.size(), failing_reason(b.layers[li]).c_str());

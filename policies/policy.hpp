@@ -100,8 +100,9 @@ struct WgradDamageCriterion {
   bool operator==(const WgradDamageCriterion&) const = default;
 };
 
-// Delayed scaling's forecast: fails when the amax trend says the history window runs out of
-// headroom (starts saturating) within horizon_steps steps after the last captured step.
+// Delayed scaling's forecast: the clipping the amax trend predicts over horizon_steps steps after
+// the series' last step, judged by the saturation and rel_mse_floor criteria (weight: this one's;
+// verdict.hpp judge_delayed_forecast).
 struct DelayedForecastCriterion {
   bool enabled = true;
   std::int64_t horizon_steps = 10000;  // >= 0

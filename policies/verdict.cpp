@@ -145,10 +145,9 @@ const char* criterion_name(Criterion c) {
     case Criterion::kSaturation: return "saturation";
     case Criterion::kGemmAmplification: return "gemm_amplification";
     case Criterion::kWgradZeroed: return "wgrad_zeroed";
-    case Criterion::kWgradSignFlip: return "wgrad_sign_flip";
-    case Criterion::kDelayedForecast: break;
+    case Criterion::kWgradSignFlip: break;
   }
-  return "delayed_forecast";
+  return "wgrad_sign_flip";
 }
 
 double Check::weighted_load() const { return weight * (1.0 - margin); }
@@ -218,27 +217,43 @@ Verdict judge_gemm(const GemmEvidence& ev, const Policy& policy) {
   return v;
 }
 
-Verdict judge_delayed_forecast(std::optional<double> steps_until_saturation,
-                               const std::string& what, const Policy& policy) {
+Verdict judge_delayed_forecast(const DelayedForecast& f, const std::string& what, const Policy& policy) {
   Verdict v;
   const DelayedForecastCriterion& c = policy.delayed_forecast;
-  if (c.enabled && steps_until_saturation) {
-    const double steps = *steps_until_saturation;
-    const auto horizon = static_cast<double>(c.horizon_steps);
-    Check k;
-    k.criterion = Criterion::kDelayedForecast;
-    k.measured = steps;
-    k.threshold = horizon;
-    k.weight = c.weight;
-    k.passed = steps >= horizon;  // NaN fails
-    k.margin = std::isnan(steps) ? -kInf : horizon > 0 ? (steps - horizon) / horizon : kInf;
+  if (!c.enabled || !(f.horizon_excess_binades > 0)) {
+    finish(&v);
+    return v;
+  }
+  const ForecastClipping& p = f.clipping;
+  if (!p.predicted) {
+    v.notes.push_back(what + ": forecast to clip by " + num(f.horizon_excess_binades) +
+                      " binades, not judged: " + p.none);
+    finish(&v);
+    return v;
+  }
+  const std::string forecast = what + ": forecast over " + std::to_string(c.horizon_steps) +
+                               " steps, the stale scale clips by " + num(f.horizon_excess_binades) +
+                               " binades from step " + std::to_string(f.horizon_excess_step) + " (step " +
+                               std::to_string(p.from_step) + "'s tensor scaled to the trend): ";
+  if (const SaturationCriterion& s = policy.saturation; s.enabled) {
+    Check k = upper_check(Criterion::kSaturation, p.saturated_pct, s.max_pct, c.weight);
     if (!k.passed)
-      k.reason = what + ": the amax history forecast to run out of headroom " +
-                 printf_text("%.0f", steps) + " steps after the last capture (< " +
-                 std::to_string(c.horizon_steps) + ")";
+      k.reason = "saturated " + pct(p.saturated_pct) + " % of elements (> " + pct(s.max_pct) + " %)";
+    v.checks.push_back(std::move(k));
+  }
+  if (const RelMseFloorCriterion& fl = policy.rel_mse_floor; fl.enabled) {
+    const bool e4m3 = f.fp8 == Fp8Format::kE4M3;
+    const double floor = e4m3 ? fl.floor_e4m3 : fl.floor_e5m2;
+    const double ratio = p.rel_mse / floor;
+    Check k = upper_check(Criterion::kRelMseFloor, ratio, fl.k, c.weight);
+    if (!k.passed)
+      k.reason = "rel_mse " + num(p.rel_mse) + " (" + num(p.clipped_rel_mse) +
+                 " from clipping) = " + times(ratio) + " the " + (e4m3 ? "E4M3" : "E5M2") +
+                 " rounding floor " + num(floor) + " (> " + times(fl.k) + ")";
     v.checks.push_back(std::move(k));
   }
   finish(&v);
+  if (!v.passed) v.reason = forecast + v.reason;
   return v;
 }
 

@@ -11,6 +11,7 @@
 
 #include "engine/gemm_row.hpp"
 #include "engine/evaluation_row.hpp"
+#include "policies/amax_trend.hpp"
 #include "policies/policy.hpp"
 
 namespace fp8a {
@@ -23,7 +24,6 @@ enum class Criterion : std::uint8_t {
   kGemmAmplification,  // GemmAmplificationCriterion
   kWgradZeroed,        // WgradDamageCriterion.max_zeroed_pct
   kWgradSignFlip,      // WgradDamageCriterion.sign_flip_factor
-  kDelayedForecast,    // DelayedForecastCriterion
 };
 // The policy file's key of the criterion ("underflow", ..., "wgrad_zeroed", "wgrad_sign_flip").
 const char* criterion_name(Criterion c);
@@ -41,12 +41,11 @@ struct Check {
   //   kGemmAmplification rel_fro_err / predicted vs factor
   //   kWgradZeroed      zeroed_pct vs max_zeroed_pct
   //   kWgradSignFlip    sign_flip_pct / expected vs sign_flip_factor
-  //   kDelayedForecast  steps until saturation vs horizon_steps (larger is better)
+  // A delayed-scaling forecast's checks are kSaturation and kRelMseFloor on the predicted values.
   double measured = 0.0;
   double threshold = 0.0;
-  // How far inside the threshold, relative to it: (threshold - measured) / threshold, and
-  // (measured - threshold) / threshold for kDelayedForecast. Negative fails; NaN measures fail
-  // with margin -inf.
+  // How far inside the threshold, relative to it: (threshold - measured) / threshold. Negative
+  // fails; NaN measures fail with margin -inf.
   double margin = 0.0;
   double weight = 1.0;  // the criterion's weight in the policy
   // weight * (1 - margin): the criterion's weighted load; 1 at the threshold for weight 1.
@@ -96,11 +95,14 @@ Verdict judge_tensor(const TensorEvidence& tensor, const Policy& policy);
 // and both operands are known, then wgrad_damage on a wgrad output with those columns.
 Verdict judge_gemm(const GemmEvidence& gemm, const Policy& policy);
 
-// Delayed scaling's forecast for one tensor: steps after the last captured step until the history
-// window runs out of headroom (unset: the trend never gets there, or there is no trend).
-// `what` names the tensor and recipe in the reason ("layers.3.mlp.linear_fc2 activation under
-// delayed:history=1024").
-Verdict judge_delayed_forecast(std::optional<double> steps_until_saturation,
-                               const std::string& what, const Policy& policy);
+// Delayed scaling's forecast for one tensor: the clipping predicted over the horizon
+// (forecast.clipping) judged by the criteria that judge a captured step's clipping, saturation
+// (its saturated_pct against max_pct) and rel_mse_floor (its rel_mse against k x the floor of
+// the forecast's FP8 type), each with delayed_forecast's weight. No check without a predicted
+// clipping (nothing forecast to clip; no captured tensor: a note says so). `what` names the
+// tensor and recipe in the reason ("layers.3.mlp.linear_fc2 activation under
+// delayed:history=1024/hybrid").
+Verdict judge_delayed_forecast(const DelayedForecast& forecast, const std::string& what,
+                               const Policy& policy);
 
 }  // namespace fp8a

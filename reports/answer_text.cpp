@@ -169,6 +169,7 @@ std::string answer_lines(const AnswerContext& a) {
              (m.candidate ? candidate_name(rec.candidates[*m.candidate].candidate) : std::string("BF16")) +
              ": " + m.reason + "\n";
   }
+  if (!a.delayed_search.empty()) s += "  delayed scaling's options: " + a.delayed_search + "\n";
   for (const std::string& l : rec.limits) s += "  not judged: " + l + "\n";
   if (!rec.advisories.empty()) {
     s += "  from the field:\n";

@@ -29,6 +29,8 @@ struct AnswerContext {
   // The GPU and the cost source the answer is for: the recommendation's, else skipped's.
   std::string gpu_name() const;
   const char* cost_source() const;
+  // delayed_search_summary when the run searched delayed scaling's options; empty otherwise.
+  std::string delayed_search;
 };
 
 // The chosen plan's GEMMs by what happens to them, each "<layer> <gemm>: <reason>" (a layer none

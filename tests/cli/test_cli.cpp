@@ -1230,3 +1230,34 @@ TEST_CASE("--rank-timeout must be a number of seconds > 0") {
     CHECK(r.err == "fp8-advisor: error: [fp8a.usage.241] --rank-timeout must be a number of seconds > 0\n");
   }
 }
+
+TEST_CASE("run with an amax trace and no --recipes searches delayed scaling's options and says why") {
+  const std::string dir = (kSource / "datasets/real/lm-spike").string();
+  const std::string in = "run --capture " + shell_quote(dir) + " --training-log " +
+                         shell_quote(dir + "/amax_trace_rank0.csv") + " --format hybrid --cost none --quiet";
+  TempDir a, b;
+  const auto searched = run(in + " --out " + shell_quote(a.path.string()));
+  REQUIRE(searched.rc == 0);
+  const std::string line = "  delayed scaling's options: 48 options searched on the trace (history 1..1024 "
+                           "with algo max, most_recent; margin 0..3), 3 evaluated; best delayed:";
+  const auto at = searched.out.find(line);
+  REQUIRE(at != std::string::npos);
+  const std::string rest = searched.out.substr(at, searched.out.find('\n', at) - at);
+  CHECK(rest.find("; TE's default delayed:history=1024:algo=max:margin=0/hybrid: ") != std::string::npos);
+  CHECK(rest.find("te_precision_config cannot set delayed options per module") != std::string::npos);
+  // The evaluated delayed recipes: the best named in the line among them, TE's default too, and
+  // the default list's two delayed recipes replaced.
+  std::set<std::string> delayed;
+  for (const auto& row : read_csv(slurp(a.path / "metrics.csv")))
+    if (row.at("recipe").starts_with("delayed")) delayed.insert(row.at("recipe"));
+  CHECK(delayed.size() == 3);
+  CHECK(delayed.count("delayed:history=1024:algo=max:margin=0") == 1);
+  CHECK(delayed.count("delayed:history=16:algo=most_recent:margin=0") == 0);
+  const std::size_t best = line.size() - std::string("delayed:").size();
+  const std::string best_spec = rest.substr(best, rest.find("/hybrid", best) - best);
+  CHECK(delayed.count(best_spec) == 1);
+  // --recipes given: the user's recipes, no search.
+  const auto fixed = run(in + " --recipes delayed,bf16 --out " + shell_quote(b.path.string()));
+  REQUIRE(fixed.rc == 0);
+  CHECK(fixed.out.find("delayed scaling's options") == std::string::npos);
+}

@@ -43,7 +43,7 @@ void evaluate(Evaluated& e, const std::string& recipes, std::vector<TrainingForm
 
 // The delayed-scaling forecasts of every format of the table, as the run would pass them.
 std::vector<DelayedForecast> forecasts(const Evaluated& e, const EvaluationIndex& index) {
-  return forecast_delayed_scaling(&e.log, e.rows, index.recipes(), index.formats());
+  return forecast_delayed_scaling(&e.log, e.rows, e.captures, index.recipes(), index.formats());
 }
 
 // The advice's inputs from the evaluation tables: every candidate of the index, no forecasts.
@@ -454,16 +454,16 @@ TEST_CASE("without a cost model the GPU still excludes: left out before judging,
 }
 
 TEST_CASE("the delayed-scaling forecast enters the delayed candidates' verdicts") {
-  // lm-sane passes every GEMM under delayed scaling on the captured steps, but its amax trends grow:
-  // with margin 0 the forecast has the weights' history run out of headroom 1 step after the last
-  // capture (any growth per step beyond the margin does), far inside the 10000-step horizon.
+  // lm-sane passes every GEMM under delayed scaling on the captured steps, and its amax trends
+  // grow: with margin 0 the stale scale clips a little from the step after the trace (g binades a
+  // step), but only the largest elements, far inside the saturation and rel_mse criteria: the
+  // forecast keeps every GEMM the captured steps keep.
   Evaluated e;
   evaluate_real(e, "lm-sane");
   const Recommendation plain = advise(e);
   const Recommendation rec = advise(e, default_policy(), true);
-  REQUIRE(rec.chosen.has_value());
-  CHECK(rec.candidates[*rec.chosen].candidate.recipe.kind == RecipeKind::kPerTensorCurrent);
   REQUIRE(rec.candidates.size() == plain.candidates.size());
+  int clipping = 0;
   for (std::size_t i = 0; i < rec.candidates.size(); ++i) {
     const CandidatePlan& c = rec.candidates[i];
     const bool delayed = c.candidate.recipe.kind == RecipeKind::kPerTensorDelayed;
@@ -472,22 +472,25 @@ TEST_CASE("the delayed-scaling forecast enters the delayed candidates' verdicts"
         const GemmJudgement& p = plain.candidates[i].layers[li].gemms[static_cast<int>(g.gemm)];
         CHECK(g.failed_steps == p.failed_steps);  // the captured steps judge alike
         CHECK(g.forecast.has_value() == delayed);
-        if (!delayed) {
-          CHECK(g.fp8_safe == p.fp8_safe);
-          continue;
-        }
+        CHECK(g.fp8_safe == p.fp8_safe);
+        if (!delayed) continue;
         CHECK(p.fp8_safe);
-        CHECK_FALSE(g.fp8_safe);
         REQUIRE(g.forecast.has_value());
-        CHECK(g.forecast->limiting == Criterion::kDelayedForecast);
-        CHECK(has(g.forecast->reason, "under delayed:history=1024:algo=max:margin=0/hybrid: the "
-                                      "amax history forecast to run out of headroom "));
-        if (g.gemm != Gemm::kWgrad)  // fprop and dgrad read W
-          CHECK(has(g.forecast->reason, " weight under delayed"));
+        CHECK(g.forecast->passed);
+        if (!g.forecast->checks.empty()) {
+          ++clipping;
+          CHECK((g.forecast->limiting == Criterion::kSaturation ||
+                 g.forecast->limiting == Criterion::kRelMseFloor));
+        }
       }
   }
-  const LayerDecision& first = rec.layers.front();
-  CHECK(first.precision == Precision::kFp8);
+  CHECK(clipping > 0);  // the forecast did predict clipping, and judged it harmless
+  for (const DelayedForecast& f : forecasts(e, EvaluationIndex(e.rows)))
+    if (f.horizon_excess_binades > 0) {
+      CAPTURE(f.reason);
+      REQUIRE(f.clipping.predicted);
+      CHECK(f.clipping.saturated_pct < default_policy().saturation.max_pct);
+    }
 }
 
 TEST_CASE("the watch list, the GPU and the cost source; no runnable candidate is every layer BF16") {

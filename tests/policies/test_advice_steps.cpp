@@ -126,6 +126,7 @@ TEST_CASE("choose_candidate: FP8 FLOPs, then risk beyond the tie, then the prefe
     a.fp8_flops = fp8_flops;
     a.fp8_flop_share = fp8_flops / 200;
     a.total_risk = risk;
+    a.fp8_gemms = 2;
     return a;
   };
   std::vector<CandidatePlan> cs = {advice(cand("block", TrainingFormat::kHybrid), 100, 0.95),
@@ -136,8 +137,9 @@ TEST_CASE("choose_candidate: FP8 FLOPs, then risk beyond the tie, then the prefe
   CHECK(ch.next == 1u);  // ties block on risk (0.05 <= 0.1), first in the preference order
   CHECK(choice_why(cs, ch, false) ==
         candidate_name(cs[2].candidate) +
-            " keeps 60.0 % of the GEMM FLOPs in FP8 with 0 GEMMs to BF16 (risk 5.000); "
-            "next current/hybrid 50.0 % with 0 to BF16 (risk 1.000): more FP8 FLOPs");
+            " keeps 60.0 % of the GEMM FLOPs in FP8 with 0 GEMMs to BF16 (mean threshold load 2.50 "
+            "over 2 FP8 GEMMs); next current/hybrid 50.0 % with 0 to BF16 (mean threshold load 0.50 "
+            "over 2 FP8 GEMMs): more FP8 FLOPs");
   cs[2].runnable = false;
   cs[2].excluded = "not here";
   ch = choose_candidate(cs, false);
@@ -146,7 +148,7 @@ TEST_CASE("choose_candidate: FP8 FLOPs, then risk beyond the tie, then the prefe
   cs[0].total_risk = 0.5;  // beyond the tie now
   ch = choose_candidate(cs, false);
   CHECK(ch.chosen == 0u);
-  CHECK(choice_why(cs, ch, false).ends_with(": tied on FLOPs, lower risk"));
+  CHECK(choice_why(cs, ch, false).ends_with(": tied on FLOPs, lower threshold load"));
   // With a cost model the speedup decides first.
   cs[0].speedup = 1.1;
   cs[1].speedup = 1.3;

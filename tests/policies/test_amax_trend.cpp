@@ -269,7 +269,7 @@ TEST_CASE("real captures: the lm-spike gradient spike at step 2 and its lag at s
     config.training_log = &log;
     const auto rows = fp8a::evaluate_captures(captures, config, fp8a::CpuBackend{});
     const auto forecasts =
-        fp8a::forecast_delayed_scaling(&log, rows, recipes, std::vector{fp8a::TrainingFormat::kHybrid});
+        fp8a::forecast_delayed_scaling(&log, rows, captures, recipes, std::vector{fp8a::TrainingFormat::kHybrid});
     CHECK(forecasts.size() == 6 * 2);
     const fp8a::DelayedForecast* f = nullptr;
     for (const auto& x : forecasts)
@@ -321,4 +321,83 @@ TEST_CASE("real captures: the lm-spike gradient spike at step 2 and its lag at s
       CHECK(worst < 1.0);  // no spike: no step jumps a binade above its history
     }
   }
+}
+
+TEST_CASE("the forecast's damage: a known tensor, a known growth, the clipped share and energy") {
+  // The log: log2 amax = 0.01 t, t = 0..99; the captured step 99 holds x_i = i / 1000, i = 1..1000
+  // (amax 1). History 1024 (max) holds step 99's amax from step 101 on, so every step after T = 99
+  // outgrows the stale threshold by g = 0.01 binades (at T + 1 too: its window max is step 99's):
+  // the threshold is the amax * 2^-0.01 = 0.99309, and x_994 .. x_1000 clip.
+  const std::string layer = "layers.0.mlp.linear_fc1";
+  fp8a::TrainingLog log;
+  log.series[{layer, fp8a::Role::kActivation}].amax_by_step = line_series(0, 99, 0.01);
+  std::vector<float> x(1000);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i + 1) / 1000.0f;
+  fp8a::CaptureSet captures;
+  fp8a::CapturedTensor t;
+  t.key = {99, layer, fp8a::Role::kActivation};
+  t.view = fp8a::make_tensor_view(reinterpret_cast<const std::byte*>(x.data()), fp8a::DType::kF32, {2, 500});
+  captures.tensors.push_back(t);
+  const std::vector<fp8a::Recipe> recipes = {delayed(1024, kMax, 0), delayed(1024, kMax, 1),
+                                             delayed(1, kMostRecent, 0)};
+  // The rows of that step: its stats and each recipe's rel_mse (hand values).
+  std::vector<fp8a::EvaluationRow> rows;
+  for (const fp8a::Recipe& r : recipes) {
+    fp8a::EvaluationRow row;
+    row.key = t.key;
+    row.recipe = r;
+    row.stats.amax = row.stats.amax_finite = 1.0f;
+    row.metrics.rel_mse = 7.0e-4;
+    rows.push_back(row);
+  }
+  const auto forecasts =
+      fp8a::forecast_delayed_scaling(&log, rows, captures, recipes, std::vector{fp8a::TrainingFormat::kHybrid});
+  REQUIRE(forecasts.size() == 3);
+  // Independently: the elements above 2^-0.01 and what clipping them costs.
+  const double c = std::exp2(-0.01);
+  double sq_err = 0, energy = 0;
+  for (int i = 1; i <= 1000; ++i) {
+    const double v = i / 1000.0;
+    energy += v * v;
+    if (v > c) sq_err += (v - c) * (v - c);
+  }
+  for (const auto* f : {&forecasts[0], &forecasts[2]}) {
+    CAPTURE(f->recipe);
+    CHECK(std::fabs(f->horizon_excess_binades - 0.01) < kFloatLog2Tol * 100);
+    CHECK(f->horizon_excess_step == 100);
+    REQUIRE(f->clipping.predicted);
+    CHECK(f->clipping.from_step == 99);
+    CHECK(f->clipping.saturated_pct == doctest::Approx(0.7));  // 7 of 1000
+    CHECK(f->clipping.clipped_rel_mse == doctest::Approx(sq_err / energy).epsilon(1e-3));
+    CHECK(f->clipping.captured_rel_mse == 7.0e-4);
+    CHECK(f->clipping.rel_mse == doctest::Approx(7.0e-4 + sq_err / energy).epsilon(1e-3));
+  }
+  // One binade of margin absorbs 0.01 binades a step: nothing forecast to clip.
+  CHECK(forecasts[1].horizon_excess_binades == doctest::Approx(0.01 - 1.0).epsilon(1e-4));
+  CHECK_FALSE(forecasts[1].clipping.predicted);
+
+  // A horizon of one step ends at T + 1; none at all judges nothing.
+  fp8a::AmaxTrendConfig one;
+  one.horizon_steps = 1;
+  const auto near = fp8a::forecast_delayed(fp8a::fit_amax_trend(line_series(0, 99, 0.01)), recipes[0], kE4M3, {}, one);
+  CHECK(near.horizon_excess_step == 100);
+  one.horizon_steps = 0;
+  const auto never = fp8a::forecast_delayed(fp8a::fit_amax_trend(line_series(0, 99, 0.01)), recipes[0], kE4M3, {}, one);
+  CHECK(std::isnan(never.horizon_excess_binades));
+}
+
+TEST_CASE("the forecast's horizon excess waits for an old peak to leave the window") {
+  // log2 amax = 0.0625 t for t = 0..99, except a peak of 2^19.99 at step 10: history 16 holds
+  // only the line (the peak left at step 27), history 1024 holds the peak through step 1034, so
+  // the excess is the full 0.0625 a step only once the line passes 19.99 + 0.0625: step 321.
+  Series s = line_series(0, 99, 0.0625);
+  s[10] = std::exp2(19.99f);
+  const auto trend = fp8a::fit_amax_trend(s);
+  REQUIRE(std::fabs(trend.slope_log2_per_1000 - 62.5) < 1000 * kFloatLog2Tol);
+  const auto h16 = fp8a::forecast_delayed(trend, delayed(16, kMax, 0), kE4M3);
+  CHECK(h16.horizon_excess_step == 100);
+  CHECK(h16.horizon_excess_binades == doctest::Approx(0.0625).epsilon(1e-4));
+  const auto h1024 = fp8a::forecast_delayed(trend, delayed(1024, kMax, 0), kE4M3);
+  CHECK(h1024.horizon_excess_binades == doctest::Approx(0.0625).epsilon(1e-4));
+  CHECK(h1024.horizon_excess_step == 321);
 }

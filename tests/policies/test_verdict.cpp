@@ -215,19 +215,51 @@ TEST_CASE("default policy: saturation, the rounding floor, GEMM amplification, w
   CHECK(hv.notes[0] == "dgrad: weight not captured; judged on the other operand alone");
 }
 
-TEST_CASE("delayed-scaling forecast against the horizon") {
+TEST_CASE("delayed-scaling forecast: the predicted clipping judged as a captured step's") {
   const Policy d = default_policy();
-  const std::string what = "layers.3.mlp.linear_fc2 activation under delayed:history=1024";
-  CHECK(judge_delayed_forecast(std::nullopt, what, d).passed);
-  CHECK(judge_delayed_forecast(12000.0, what, d).passed);
-  const auto v = judge_delayed_forecast(4100.0, what, d);
-  CHECK_FALSE(v.passed);
-  CHECK(v.limiting == Criterion::kDelayedForecast);
-  CHECK(v.margin == doctest::Approx(-0.59));
-  CHECK(v.reason == "layers.3.mlp.linear_fc2 activation under delayed:history=1024: the amax "
-                    "history forecast to run out of headroom 4100 steps after the last capture "
-                    "(< 10000)");
-  CHECK(judge_delayed_forecast(10.0, what, te_autoswitch_policy()).passed);
+  const std::string what = "layers.3.mlp.linear_fc2 activation under delayed:history=1024/hybrid";
+  DelayedForecast f;
+  f.fp8 = Fp8Format::kE4M3;
+  f.horizon_excess_binades = 0.5;
+  f.horizon_excess_step = 300;
+  // Nothing forecast to clip: no check.
+  DelayedForecast flat = f;
+  flat.horizon_excess_binades = -0.25;
+  CHECK(judge_delayed_forecast(flat, what, d).passed);
+  CHECK(judge_delayed_forecast(flat, what, d).checks.empty());
+  // An excess without a tensor to predict from: passed, with a note.
+  f.clipping.none = "no captured tensor of layers.3.mlp.linear_fc2 activation to predict the clipping from";
+  const auto unknown = judge_delayed_forecast(f, what, d);
+  CHECK(unknown.passed);
+  CHECK(unknown.checks.empty());
+  REQUIRE(unknown.notes.size() == 1);
+  CHECK(unknown.notes[0] == what + ": forecast to clip by 0.5 binades, not judged: " + f.clipping.none);
+  // A clip of the largest elements at the E4M3 floor: both checks pass, rel_mse the closer.
+  f.clipping = {true, "", 299, 0.01, 1e-5, 7.0e-4, 7.1e-4};
+  const auto small = judge_delayed_forecast(f, what, d);
+  CHECK(small.passed);
+  REQUIRE(small.checks.size() == 2);
+  CHECK(small.checks[0].criterion == Criterion::kSaturation);
+  CHECK(small.checks[0].margin == doctest::Approx((0.05 - 0.01) / 0.05));
+  CHECK(small.checks[1].criterion == Criterion::kRelMseFloor);
+  CHECK(small.checks[1].measured == doctest::Approx(7.1e-4 / d.rel_mse_floor.floor_e4m3));
+  CHECK(small.limiting == Criterion::kRelMseFloor);
+  // 0.2 % clipped, rel_mse 5x the floor: both fail, in one reason.
+  f.clipping = {true, "", 299, 0.2, 2.8e-3, 7.0e-4, 3.5e-3};
+  const auto large = judge_delayed_forecast(f, what, d);
+  CHECK_FALSE(large.passed);
+  CHECK(large.limiting == Criterion::kSaturation);  // margin (0.05 - 0.2) / 0.05 = -3
+  CHECK(large.margin == doctest::Approx(-3.0));
+  CHECK(large.reason == what + ": forecast over 10000 steps, the stale scale clips by 0.5 binades from "
+                               "step 300 (step 299's tensor scaled to the trend): saturated 0.200 % of "
+                               "elements (> 0.050 %); rel_mse 0.0035 (0.0028 from clipping) = 5.0x the "
+                               "E4M3 rounding floor 0.000704 (> 4.0x)");
+  // Gradients in hybrid: the E5M2 floor.
+  f.fp8 = Fp8Format::kE5M2;
+  CHECK(judge_delayed_forecast(f, what, d).checks[1].measured ==
+        doctest::Approx(3.5e-3 / d.rel_mse_floor.floor_e5m2));
+  // te-autoswitch has no forecast.
+  CHECK(judge_delayed_forecast(f, what, te_autoswitch_policy()).checks.empty());
 }
 
 namespace {

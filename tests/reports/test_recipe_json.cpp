@@ -43,8 +43,8 @@ TEST_CASE("recipe.json: delayed scaling writes margin, history and algo by TE's 
   Recommendation rec;
   rec.candidates = {candidate("delayed:history=16:algo=most_recent:margin=1", TrainingFormat::kHybrid)};
   GemmSpec wgrad = fp8(Criterion::kUnderflow, 1.5, 5);
-  wgrad.forecast = verdict(true, Criterion::kDelayedForecast, 54000, 10000);
-  wgrad.forecast->margin = (54000.0 - 10000.0) / 10000.0;
+  wgrad.forecast = verdict(true, Criterion::kSaturation, 0.002, 0.05);
+  wgrad.forecast->margin = 0.96;  // (0.05 - 0.002) / 0.05
   add_layer(rec, rec.candidates[0], "layers.3.mlp.linear_fc2", false,
             {fp8(Criterion::kSaturation, 0.001, 0.01), fp8(Criterion::kUnderflow, 2.0, 5), wgrad});
   rec.chosen = 0;
