@@ -593,12 +593,14 @@ TEST_CASE("the answer: numerics alone on the sample and the real runs, the decis
   REQUIRE(sd.at("chosen").is_object());
   CHECK(sd.at("chosen").at("recipe").get<std::string>().rfind("delayed", 0) != 0);
   CHECK(s.out.find("answer: DelayedScaling") == std::string::npos);
-  // Why not delayed scaling, in the answer: every GEMM fails at the spike, with its numbers.
+  // Why not delayed scaling, in the answer: the best of the searched options (margin 3 absorbs
+  // most of the spike) still fails GEMMs at the spike, with its numbers, and TE's default keeps
+  // none of the GEMM FLOPs in FP8.
   CHECK(s.out.find("  not the other recipes:\n") != std::string::npos);
-  CHECK(s.out.find("    delayed:history=1024:algo=max:margin=0/hybrid: 6 GEMMs fail at steps 1 (5), 2 (6), "
-                   "3 (5), 299 (1); at step 2: layers.3.mlp.linear_fc2 fprop: step 2 activation rel_mse "
-                   "0.402 = 570x the E4M3 rounding floor") != std::string::npos);
-  CHECK(s.out.find("SQNR 3.96 dB) under delayed:history=1024:algo=max:margin=0/hybrid\n") != std::string::npos);
+  CHECK(s.out.find("    delayed:history=2:algo=max:margin=3/hybrid: 3 GEMMs fail at steps 2 (2), 3 (1), "
+                   "299 (1); at step 2: layers.0.self_attention.linear_qkv dgrad: step 2 gradient rel_mse "
+                   "0.0117 = 4.1x the E5M2 rounding floor") != std::string::npos);
+  CHECK(s.out.find("; TE's default delayed:history=1024:algo=max:margin=0/hybrid: 0.0 %, ") != std::string::npos);
   CHECK(s.out.find("  watch next run:\n") != std::string::npos);
 
   // lm-sane: every GEMM stays FP8.
