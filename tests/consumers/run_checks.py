@@ -134,6 +134,31 @@ CASES = {
           "model.decoder.layers.4.mlp.linear_fc2", "model.decoder.layers.1.self_attention.linear_qkv"],
          OK + "nvdlfw_inspect_block.yaml: 2 sections parsed by nvdlfw_inspect, 3 layer names resolved"),
     ]),
+    # nvdlfw_inspect.yaml in a real wrapped Megatron GPTModel with TE's own debug features: the
+    # plan of each golden (tests/reports/test_configs.cpp), written here from the test's specs.
+    "megatron_model": ("check_megatron_model.py", [
+        ([os.path.join(G, "nvdlfw_inspect_mixed.yaml"), "4",
+          "decoder.layers.0.self_attention.linear_qkv=fprop,dgrad,wgrad:-",
+          "decoder.layers.0.mlp.linear_fc2=fprop,dgrad,wgrad:-",
+          "decoder.layers.1.mlp.linear_fc1=wgrad:activation,weight,gradient",
+          "decoder.layers.2.self_attention.linear_proj=-:activation,gradient",
+          "decoder.layers.3.mlp.linear_fc2=fprop,dgrad,wgrad:-"],
+         OK + "nvdlfw_inspect_mixed.yaml: 16 linear modules of DDP(Float16Module(GPTModel)), named "
+         "model.module.module.decoder.layers.1.self_attention.linear_proj...; 10 GEMMs BF16, 2 modules logged"),
+        ([os.path.join(G, "nvdlfw_inspect_modules.yaml"), "4",
+          "decoder.layers.0.self_attention.linear_qkv=fprop,dgrad,wgrad:-",
+          "decoder.layers.1.mlp.linear_fc2=fprop,dgrad,wgrad:-",
+          "decoder.layers.2.mlp.linear_fc1=-:activation,weight,gradient",
+          "decoder.layers.3.self_attention.linear_proj=-:weight,gradient"],
+         OK + "nvdlfw_inspect_modules.yaml: 16 linear modules of DDP(Float16Module(GPTModel)), named "
+         "model.module.module.decoder.layers.1.self_attention.linear_proj...; 6 GEMMs BF16, 2 modules logged"),
+        ([os.path.join(G, "nvdlfw_inspect_all_bf16.yaml"), "4", "*=fprop,dgrad,wgrad:-"],
+         OK + "nvdlfw_inspect_all_bf16.yaml: 16 linear modules of DDP(Float16Module(GPTModel)), named "
+         "model.module.module.decoder.layers.1.self_attention.linear_proj...; 48 GEMMs BF16, 0 modules logged"),
+        (["nvdlfw/bad_anchored_model_prefix.yaml", "2", "decoder.layers.0.mlp.linear_fc2=fprop,dgrad,wgrad:-"],
+         "decoder.layers.0.mlp.linear_fc2 (nvdlfw name model.module.module.decoder.layers.1.mlp.linear_fc2): "
+         "BF16 GEMMs [], logged []; the plan says [fprop,dgrad,wgrad], []"),
+    ]),
     "golden_torchao": ("check_torchao.py", [
         ([os.path.join(G, "torchao_mixed.json")],
          OK + "torchao_mixed.json: torchao recipe tensorwise, 4 modules kept high precision, 1 converted"),
