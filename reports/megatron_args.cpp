@@ -18,6 +18,12 @@ Artifact render_megatron_args(const Recommendation& rec) {
   }
   const Recipe& r = c->recipe;
   const RecipeKindTraits& kind = recipe_kind_traits(r.kind);
+  if (plan_all_bf16(rec)) {
+    o << "# The plan keeps no GEMM in FP8 (" << r.spec() << "/" << training_format_name(c->format)
+      << " chosen, every GEMM BF16): train in BF16,\n"
+         "# no --fp8-format or --fp8-recipe, so Megatron runs every module in BF16, those never captured too.\n";
+    return {"megatron_args.txt", o.str(), "no FP8 flags: every GEMM BF16"};
+  }
   o << "# Recipe " << r.spec() << " in format " << training_format_name(c->format) << " (TE " << kind.te_recipe
     << ").\n";
   o << "--fp8-format " << training_format_name(c->format) << "\n";

@@ -73,6 +73,23 @@ std::optional<Artifact> render_te_precision_config(const Recommendation& rec, st
 
   YAML::Emitter out;
   out << comment("Megatron-Core --te-precision-config-file (fp8-advisor te_precision_config.yaml).") << YAML::Newline;
+  if (plan_all_bf16(rec)) {
+    // Every module, whether captured or not, to BF16: no FP8 config at all.
+    out << comment("The plan keeps no GEMM in FP8: every module BF16, the modules never captured too.");
+    std::set<std::string> listed;
+    for (const LayerDecision& l : rec.layers) {
+      const MappedName name = megatron_module_path(l.layer);
+      if (listed.insert(name.name).second)
+        out << YAML::Newline << comment(l.layer + " -> " + name.name + ": every GEMM BF16");
+    }
+    out << YAML::Newline << YAML::BeginMap << YAML::Key << "configs" << YAML::Value << YAML::BeginMap;
+    emit_config(out, "bf16", nullptr);
+    out << YAML::EndMap << YAML::Key << "matchers" << YAML::Value << YAML::BeginMap;
+    emit_matcher(out, "every_module_bf16", "bf16", "*");
+    out << YAML::EndMap << YAML::EndMap;
+    FP8A_CHECK(out.good(), "te_precision_config.yaml: the YAML emitter failed");
+    return Artifact{"te_precision_config.yaml", std::string(out.c_str(), out.size()) + "\n", "every module BF16"};
+  }
   out << comment("Layer indices are the captured ones; Megatron's count from 0 in each pipeline stage,") << YAML::Newline;
   out << comment("so with pipeline parallelism renumber them per stage.") << YAML::Newline;
   if (!per_module)  // delayed, the one such kind

@@ -34,8 +34,6 @@ def check(argv):
     require_file(argv[0])
     with open(argv[0], encoding="utf-8") as f:
         words = shlex.split(f.read(), comments=True)
-    if not words:
-        raise CheckFailed("%s: no flags" % argv[0])
     warnings.filterwarnings("ignore")
     if not hasattr(typing, "override"):
         import typing_extensions
@@ -45,7 +43,8 @@ def check(argv):
     args = add_megatron_arguments(_Parser(allow_abbrev=False)).parse_args(words)
     kw = {k: getattr(args, k) for k in FP8_FIELDS}
     TransformerConfig(num_layers=args.num_layers or 96, hidden_size=64, num_attention_heads=4, **kw)
-    shown = " ".join("%s=%s" % (k, v) for k, v in kw.items() if v is not None)
+    shown = " ".join("%s=%s" % (k, v) for k, v in kw.items() if v is not None) if args.fp8 else \
+        "fp8=None: every module BF16"
     return "%s: %d words parsed by Megatron; %s" % (os.path.basename(argv[0]), len(words), shown)
 
 

@@ -97,6 +97,8 @@ CASES = {
          "fp8_margin=0 fp8_amax_history_len=1 fp8_amax_compute_algo=most_recent fp8_wgrad=True "
          "first_last_layers_bf16=True num_layers_at_start_in_bf16=1 num_layers_at_end_in_bf16=1"),
         ([os.path.join(G, "megatron_args_delayed.txt")], OK),
+        ([os.path.join(G, "megatron_args_all_bf16.txt")],
+         OK + "megatron_args_all_bf16.txt: 0 words parsed by Megatron; fp8=None: every module BF16"),
         ([os.path.join(G, "megatron_args_block.txt")], OK),
     ]),
     "golden_megatron": ("check_megatron.py", [
@@ -117,6 +119,10 @@ CASES = {
         ([os.path.join(G, "te_precision_config_delayed.yaml"),
           "decoder.layers.3.mlp.linear_fc2=bf16", "decoder.layers.2.self_attention.linear_proj=-"],
          OK + "te_precision_config_delayed.yaml: 4 matchers, bf16[training]=bf16;"),
+        ([os.path.join(G, "te_precision_config_all_bf16.yaml"),
+          "decoder.layers.0.self_attention.linear_qkv=bf16", "decoder.layers.1.mlp.linear_fc2=bf16",
+          "decoder.layers.7.mlp.linear_fc1=bf16", "output_layer=bf16"],
+         OK + "te_precision_config_all_bf16.yaml: 1 matchers, bf16[training]=bf16; 4 module paths resolved as expected"),
         ([os.path.join(G, "te_precision_config_block.yaml"),
           "decoder.layers.1.mlp.linear_fc2=bf16", "decoder.layers.1.mlp.linear_fc1=blockwise_e4m3"],
          OK + "te_precision_config_block.yaml: 2 matchers, bf16[training]=bf16, "
@@ -162,6 +168,7 @@ CASES = {
     "golden_torchao": ("check_torchao.py", [
         ([os.path.join(G, "torchao_mixed.json")],
          OK + "torchao_mixed.json: torchao recipe tensorwise, 4 modules kept high precision, 1 converted"),
+        ([os.path.join(G, "torchao_all_bf16.json")], OK + "torchao_all_bf16.json: no torchao recipe (the plan keeps no GEMM in FP8"),
         ([os.path.join(G, "torchao_delayed.json")], OK + "torchao_delayed.json: no torchao recipe (the advice is delayed"),
         ([os.path.join(G, "torchao_block.json")],
          OK + "torchao_block.json: torchao recipe rowwise, 1 modules kept high precision, 1 converted"),
@@ -199,8 +206,8 @@ def main():
         print("SKIPPED: no consumer venv at %s; create it with `bash scripts/consumers-env.sh`" % venv)
         return 77
     checker, cases = CASES[consumer]
-    if consumer == "recipe_json" and len(RECIPE_GOLDENS) < 5:
-        print("FAIL: expected the 5 golden recipe_*.json files, found %d" % len(RECIPE_GOLDENS))
+    if consumer == "recipe_json" and len(RECIPE_GOLDENS) < 6:
+        print("FAIL: expected the 6 golden recipe_*.json files, found %d" % len(RECIPE_GOLDENS))
         return 1
     env = {k: v for k, v in os.environ.items() if not k.startswith("NVTE_")}
     env["TORCH_CPP_LOG_LEVEL"] = "ERROR"

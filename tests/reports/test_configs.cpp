@@ -282,6 +282,25 @@ TEST_CASE("nvdlfw_inspect.yaml: one section per layer, fallbacks and the riskies
   CHECK(why.find("no FP8 candidate") != std::string::npos);
 }
 
+TEST_CASE("a plan that keeps no GEMM in FP8: every config trains BF16, uncaptured modules too") {
+  const Recommendation rec = all_bf16_rec();
+  CHECK(plan_all_bf16(rec));
+  CHECK_FALSE(plan_all_bf16(mixed_rec()));
+  CHECK_FALSE(plan_all_bf16(Recommendation{}));  // no candidate: the files say so their own way
+  const Artifact args = render_megatron_args(rec);
+  CHECK(args.contents.find("\n--") == std::string::npos);  // comments only, no flag
+  CHECK(args.note == "no FP8 flags: every GEMM BF16");
+  check_golden("megatron_args_all_bf16.txt", args.contents);
+  const auto te = render_te_precision_config(rec);
+  REQUIRE(te.has_value());
+  CHECK(te->contents.find("fp8_quantization_recipe") == std::string::npos);
+  CHECK(te->note == "every module BF16");
+  check_golden("te_precision_config_all_bf16.yaml", te->contents);
+  const Artifact ao = render_torchao_json(rec);
+  CHECK(ao.contents.find("\"recipe_name\": null") != std::string::npos);
+  check_golden("torchao_all_bf16.json", ao.contents);
+}
+
 TEST_CASE("torchao.json: the closest torchao recipe and the modules kept in high precision") {
   const Artifact mixed = render_torchao_json(mixed_rec());
   CHECK(mixed.name == "torchao.json");
