@@ -39,9 +39,11 @@ Artifact render_megatron_args(const Recommendation& rec) {
       o << "--fp8-amax-compute-algo " << (r.algo == DelayedAlgo::kMax ? "max" : "most_recent") << "\n";
       break;
     case RecipeKind::kPerTensorCurrent:
-      if (r.pow2_scales || r.amax_epsilon != 0.0f)
-        o << "# Not expressible in Megatron's flags: " << r.spec()
-          << "'s options (tensorwise builds TE's Float8CurrentScaling with its defaults).\n";
+      if (r.pow2_scales)
+        o << "# current:pow2 (power-of-two scales): set NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES=1 in the\n"
+             "# environment before TE is imported; TE's modules read it, not the recipe's field.\n";
+      if (r.amax_epsilon != 0.0f)
+        o << "# Not expressible: " << r.spec() << "'s amax epsilon (TE's Float8CurrentScaling has none).\n";
       break;
     case RecipeKind::kBlock:
       if (!r.pow2_scales)

@@ -97,6 +97,8 @@ std::optional<Artifact> render_te_precision_config(const Recommendation& rec, st
         << comment("fallbacks; the run's recipe comes from megatron_args.txt (" + c->recipe.spec() + ").") << YAML::Newline;
   else if (c->recipe.kind == RecipeKind::kBlock && !c->recipe.pow2_scales)
     out << comment("block:fp32: set NVTE_FP8_BLOCK_SCALING_FP32_SCALES=1 (not expressible here).") << YAML::Newline;
+  else if (c->recipe.kind == RecipeKind::kPerTensorCurrent && c->recipe.pow2_scales)
+    out << comment("current:pow2: set NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES=1 (not expressible here).") << YAML::Newline;
   // The per-module plan when its base is the chosen recipe (the run's, from megatron_args.txt):
   // each module not on the base gets its own recipe or BF16. Otherwise the BF16 fallbacks alone.
   const ModulePlan* mp = rec.module_plan && per_module && rec.chosen && rec.module_plan->base == *rec.chosen

@@ -60,6 +60,7 @@ CASES = {
     "te": ("check_te_recipe.py", [
         (["te/good_delayed.json"], OK + "good_delayed.json builds recipe_type=DelayedScaling, margin=1, format=HYBRID, amax_history_len=1024"),
         (["te/good_current.json"], OK),
+        (["te/bad_current_pow2_field.json"], "use_power_2_scales = true does not reach TE's modules"),
         (["te/good_block_fp32_env.json"], OK),
         (["te/good_mxfp8_flat.json"], OK),
         (["te/bad_unknown_key.json"], "unknown key 'history' for DelayedScaling (TE would ignore it)"),

@@ -282,6 +282,18 @@ TEST_CASE("nvdlfw_inspect.yaml: one section per layer, fallbacks and the riskies
   CHECK(why.find("no FP8 candidate") != std::string::npos);
 }
 
+TEST_CASE("current:pow2 is TE's environment variable in megatron_args.txt and te_precision_config.yaml") {
+  // TE's Linear modules take the power-of-two choice from NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES
+  // at import (module/linear.py _customize_quantizers_float8_current_scaling), not from the field.
+  const Recommendation rec = make_rec("current:pow2", TrainingFormat::kHybrid, kMixedLayers);
+  const std::string env = "NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES=1";
+  CHECK(render_megatron_args(rec).contents.find(env) != std::string::npos);
+  const auto te = render_te_precision_config(rec);
+  REQUIRE(te.has_value());
+  CHECK(te->contents.find(env) != std::string::npos);
+  CHECK(render_megatron_args(mixed_rec()).contents.find(env) == std::string::npos);
+}
+
 TEST_CASE("a plan that keeps no GEMM in FP8: every config trains BF16, uncaptured modules too") {
   const Recommendation rec = all_bf16_rec();
   CHECK(plan_all_bf16(rec));
