@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "reports/layer_names.hpp"
+#include "reports/te_precision_config.hpp"
 
 namespace fp8a {
 
@@ -77,6 +78,14 @@ Artifact render_megatron_args(const Recommendation& rec) {
       note += " --first-last-layers-bf16";
     }
   }
+  // The per-module file beside this one, when the run writes it (Megatron-Core >= 0.16 reads it).
+  const bool te_file = render_te_precision_config(rec).has_value();
+  if (te_file) {
+    o << "# The per-module plan: te_precision_config.yaml, written beside this file (give its path as\n"
+         "# the training job sees it). Needs Megatron-Core >= 0.16; pipeline parallelism: see its header.\n";
+    o << "--te-precision-config-file te_precision_config.yaml\n";
+    note += " --te-precision-config-file";
+  }
   // What the flags cannot carry: BF16 fallbacks of single modules or GEMMs elsewhere.
   std::vector<std::string> rest;
   for (const LayerDecision& l : rec.layers) {
@@ -88,8 +97,9 @@ Artifact render_megatron_args(const Recommendation& rec) {
     rest.push_back(l.layer + " (" + fallback_gemm_list(l) + ")");
   }
   if (!rest.empty()) {
-    o << "# BF16 fallbacks these flags cannot express (te_precision_config.yaml keeps whole modules,\n"
-         "# nvdlfw_inspect.yaml single GEMMs):\n";
+    o << (te_file ? "# BF16 fallbacks the flags above cannot express (te_precision_config.yaml keeps whole\n"
+                    "# modules, nvdlfw_inspect.yaml single GEMMs):\n"
+                  : "# BF16 fallbacks these flags cannot express (nvdlfw_inspect.yaml keeps single GEMMs):\n");
     for (const std::string& s : rest) o << "#   " << s << "\n";
   }
   return {"megatron_args.txt", o.str(), note};

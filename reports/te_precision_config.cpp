@@ -90,8 +90,10 @@ std::optional<Artifact> render_te_precision_config(const Recommendation& rec, st
     FP8A_CHECK(out.good(), "te_precision_config.yaml: the YAML emitter failed");
     return Artifact{"te_precision_config.yaml", std::string(out.c_str(), out.size()) + "\n", "every module BF16"};
   }
-  out << comment("Layer indices are the captured ones; Megatron's count from 0 in each pipeline stage,") << YAML::Newline;
-  out << comment("so with pipeline parallelism renumber them per stage.") << YAML::Newline;
+  out << comment("Layer indices are the captured ones. Megatron gives this one file to every pipeline") << YAML::Newline;
+  out << comment("stage, and each stage matches its own names, counted from 0 (decoder.layers.0 is every") << YAML::Newline;
+  out << comment("stage's first layer): a pattern here selects that index in each stage. Use it as it is") << YAML::Newline;
+  out << comment("with --pipeline-model-parallel-size 1 only, or where the plan is the same for every stage.") << YAML::Newline;
   if (!per_module)  // delayed, the one such kind
     out << comment("Delayed scaling, its margin and history cannot be expressed here: only the BF16") << YAML::Newline
         << comment("fallbacks; the run's recipe comes from megatron_args.txt (" + c->recipe.spec() + ").") << YAML::Newline;

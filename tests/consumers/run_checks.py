@@ -93,14 +93,15 @@ CASES = {
         (["megatron_args/bad_delayed_bf16_layers.txt"], "Delayed scaling does not support first / last layer in BF16"),
     ]),
     "golden_megatron_args": ("check_megatron_args.py", [
-        ([os.path.join(G, "megatron_args_mixed.txt")],
-         OK + "megatron_args_mixed.txt: 9 words parsed by Megatron; fp8=hybrid fp8_recipe=tensorwise "
+        ([os.path.join(G, "megatron_args_mixed.txt"), os.path.join(G, "te_precision_config_mixed.yaml")],
+         OK + "megatron_args_mixed.txt: 11 words parsed by Megatron; fp8=hybrid fp8_recipe=tensorwise "
          "fp8_margin=0 fp8_amax_history_len=1 fp8_amax_compute_algo=most_recent fp8_wgrad=True "
-         "first_last_layers_bf16=True num_layers_at_start_in_bf16=1 num_layers_at_end_in_bf16=1"),
-        ([os.path.join(G, "megatron_args_delayed.txt")], OK),
+         "first_last_layers_bf16=True num_layers_at_start_in_bf16=1 num_layers_at_end_in_bf16=1; "
+         "quant_recipe from te_precision_config_mixed.yaml: 5 matchers"),
+        ([os.path.join(G, "megatron_args_delayed.txt"), os.path.join(G, "te_precision_config_delayed.yaml")], OK),
         ([os.path.join(G, "megatron_args_all_bf16.txt")],
          OK + "megatron_args_all_bf16.txt: 0 words parsed by Megatron; fp8=None: every module BF16"),
-        ([os.path.join(G, "megatron_args_block.txt")], OK),
+        ([os.path.join(G, "megatron_args_block.txt"), os.path.join(G, "te_precision_config_block.yaml")], OK),
     ]),
     "golden_megatron": ("check_megatron.py", [
         ([os.path.join(G, "te_precision_config_mixed.yaml"),

@@ -186,7 +186,7 @@ TEST_CASE("first/last BF16 runs count whole captured layers from both ends") {
 TEST_CASE("megatron_args.txt: the mixed, delayed and block plans match their golden files") {
   const Artifact mixed = render_megatron_args(mixed_rec());
   CHECK(mixed.name == "megatron_args.txt");
-  CHECK(mixed.note == "--fp8-recipe tensorwise --fp8-format hybrid --first-last-layers-bf16");
+  CHECK(mixed.note == "--fp8-recipe tensorwise --fp8-format hybrid --first-last-layers-bf16 --te-precision-config-file");
   check_golden("megatron_args_mixed.txt", mixed.contents);
   const Artifact delayed = render_megatron_args(delayed_rec());
   CHECK(delayed.contents.find("\n--first-last-layers-bf16") == std::string::npos);
