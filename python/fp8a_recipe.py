@@ -42,7 +42,8 @@ TE has no JSON form of its recipes (only ``repr()``); this module is that form, 
 step lacks one of the layer's operands), gemms (dict "fprop"/"dgrad"/"wgrad" -> "fp8" or "bf16"), reasons
 (list of str).
 
-Environment: a recipe's "env" (e.g. {"NVTE_FP8_BLOCK_SCALING_FP32_SCALES": "1"}) is what TE reads
+Environment: a recipe's "env" (e.g. {"NVTE_FP8_BLOCK_SCALING_FP32_SCALES": "1"} or
+{"NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES": "1"}) is what TE reads
 only from the environment, once, when its recipe module is imported. A variable that already has
 that value is fine. Otherwise, when load() imports TE's recipe module itself, it sets os.environ
 first; when that module was already imported (or passed in), load() raises RecipeJsonError: set
@@ -50,7 +51,8 @@ VAR=VALUE before importing transformer_engine.
 
 ``build_recipe(obj, te_recipe, where="/recipe", source="recipe.json")``: one recipe object (the
 "recipe" value) to TE's object, with the checks above; its "env" is not applied nor compared with
-os.environ, only its names checked and, where TE's classes show it (FP32 block scales), that
+os.environ, only its names checked and, where TE's classes show it (FP32 block scales, power-of-two
+current scales), that
 te_recipe was imported with it.
 
 Python >= 3.8, standard library only.
@@ -188,6 +190,10 @@ def _te_env_names(te):
 _IMPORT_EFFECTS = {
     "NVTE_FP8_BLOCK_SCALING_FP32_SCALES":
         ("Float8BlockScaling", "fp8_quant_fwd_inp.power_2_scale", lambda v: v != "1"),
+    # TE's Linear modules overwrite the quantizers' choice with these QParams, whatever
+    # use_power_2_scales says (module/linear.py _customize_quantizers_float8_current_scaling).
+    "NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES":
+        ("Float8CurrentScaling", "fp8_quant_fwd_inp.power_2_scale", lambda v: v == "1"),
 }
 
 
@@ -245,6 +251,13 @@ def _build(w, obj, te, pointer):
                "%s.use_f32_scales = %s does not change TE's scales; FP32 block scales need env "
                "NVTE_FP8_BLOCK_SCALING_FP32_SCALES=1 (set before importing transformer_engine)"
                % (cls_name, json.dumps(obj["use_f32_scales"])))
+    if cls_name == "Float8CurrentScaling" and "use_power_2_scales" in kwargs and \
+            kwargs["use_power_2_scales"] != cls.fp8_quant_fwd_inp.power_2_scale:
+        w.fail(pointer + "/use_power_2_scales",
+               "%s.use_power_2_scales = %s does not reach TE's modules (they use fp8_quant_*.power_2_scale, "
+               "%s here); power-of-two scales need env NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES=1 (set before "
+               "importing transformer_engine)" % (cls_name, json.dumps(obj["use_power_2_scales"]),
+                                                  cls.fp8_quant_fwd_inp.power_2_scale))
     try:
         made = cls(**kwargs)  # TE's own validation (pydantic's type checks, its asserts)
     except (AssertionError, ValueError, TypeError) as e:

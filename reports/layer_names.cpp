@@ -36,19 +36,30 @@ MappedName megatron_module_path(const std::string& layer) {
 
 MappedName nvdlfw_layer_name(const std::string& layer) {
   if (layer == "output_layer" || layer.ends_with(".output_layer"))
-    return {"model.output_layer", true, "the LM head's name is not inferred by nvdlfw_inspect from a layer number"};
+    return {"output_layer", true, "Megatron's LM head is not a TE module: TE's debug features never see it"};
   const auto s = split_transformer_layer(layer);
   if (!s) return {layer, true, "not a transformer-layer name; used as captured"};
-  MappedName m{"model.decoder.layers." + std::to_string(s->index + 1) + "." + s->suffix, true,
-               "captured index " + std::to_string(s->index) +
-                   " taken as global and 0-based; nvdlfw_inspect uses Megatron's 1-based layer_number"};
-  if (!megatron_suffix(s->suffix)) m.note += "; '" + s->suffix + "' is not one of Megatron's linear modules";
+  MappedName m{"decoder.layers." + std::to_string(s->index + 1) + "." + s->suffix, false,
+               "layer_number " + std::to_string(s->index + 1) +
+                   ": the captured index + 1, plus the stage's first layer under pipeline parallelism"};
+  if (!megatron_suffix(s->suffix)) {
+    m.guess = true;
+    m.note += "; '" + s->suffix + "' is not one of Megatron's linear modules";
+  }
   return m;
 }
 
 const RunCandidate* chosen_candidate(const Recommendation& rec) {
   if (!rec.chosen || *rec.chosen >= rec.candidates.size()) return nullptr;
   return &rec.candidates[*rec.chosen].candidate;
+}
+
+bool plan_all_bf16(const Recommendation& rec) {
+  return chosen_candidate(rec) != nullptr &&
+         std::none_of(rec.layers.begin(), rec.layers.end(), [](const LayerDecision& l) {
+           return std::any_of(l.gemms.begin(), l.gemms.end(),
+                              [](const GemmDecision& g) { return g.precision == Precision::kFp8; });
+         });
 }
 
 bool is_fallback(const GemmDecision& gemm) { return gemm.judged && gemm.precision == Precision::kBf16; }

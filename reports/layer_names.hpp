@@ -22,9 +22,17 @@ struct MappedName {
 // "output_layer"). The index is the captured one; Megatron's count from 0 in each pipeline stage.
 MappedName megatron_module_path(const std::string& layer);
 
-// nvdlfw_inspect's name (infer_and_assign_layer_names: "model.decoder.layers.<layer_number>...",
-// Megatron's global 1-based layer_number): the captured index taken as global and 0-based, + 1.
+// The end of nvdlfw_inspect's name for the module, "decoder.layers.<layer_number>.<module>":
+// infer_and_assign_layer_names names a module "model." + its attribute path from the object it is
+// given (model.module.module.decoder... for Megatron's DDP(Float16Module(GPTModel))), a
+// ModuleList child by its layer_number attribute, Megatron's global 1-based TransformerLayer
+// number. The captured index (named_modules(), 0-based in its pipeline stage) + 1: exact without
+// pipeline parallelism, a guess (said in `note`) only for names Megatron would not give.
 MappedName nvdlfw_layer_name(const std::string& layer);
+
+// The plan keeps no GEMM in FP8 (the answer "every GEMM in BF16"): a candidate is chosen and
+// none of its decisions is FP8. Every config then trains BF16, uncaptured modules included.
+bool plan_all_bf16(const Recommendation& rec);
 
 // The chosen candidate, null when none.
 const RunCandidate* chosen_candidate(const Recommendation& rec);

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "reports/layer_names.hpp"
+#include "reports/te_precision_config.hpp"
 
 namespace fp8a {
 
@@ -18,6 +19,12 @@ Artifact render_megatron_args(const Recommendation& rec) {
   }
   const Recipe& r = c->recipe;
   const RecipeKindTraits& kind = recipe_kind_traits(r.kind);
+  if (plan_all_bf16(rec)) {
+    o << "# The plan keeps no GEMM in FP8 (" << r.spec() << "/" << training_format_name(c->format)
+      << " chosen, every GEMM BF16): train in BF16,\n"
+         "# no --fp8-format or --fp8-recipe, so Megatron runs every module in BF16, those never captured too.\n";
+    return {"megatron_args.txt", o.str(), "no FP8 flags: every GEMM BF16"};
+  }
   o << "# Recipe " << r.spec() << " in format " << training_format_name(c->format) << " (TE " << kind.te_recipe
     << ").\n";
   o << "--fp8-format " << training_format_name(c->format) << "\n";
@@ -33,9 +40,11 @@ Artifact render_megatron_args(const Recommendation& rec) {
       o << "--fp8-amax-compute-algo " << (r.algo == DelayedAlgo::kMax ? "max" : "most_recent") << "\n";
       break;
     case RecipeKind::kPerTensorCurrent:
-      if (r.pow2_scales || r.amax_epsilon != 0.0f)
-        o << "# Not expressible in Megatron's flags: " << r.spec()
-          << "'s options (tensorwise builds TE's Float8CurrentScaling with its defaults).\n";
+      if (r.pow2_scales)
+        o << "# current:pow2 (power-of-two scales): set NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES=1 in the\n"
+             "# environment before TE is imported; TE's modules read it, not the recipe's field.\n";
+      if (r.amax_epsilon != 0.0f)
+        o << "# Not expressible: " << r.spec() << "'s amax epsilon (TE's Float8CurrentScaling has none).\n";
       break;
     case RecipeKind::kBlock:
       if (!r.pow2_scales)
@@ -69,6 +78,14 @@ Artifact render_megatron_args(const Recommendation& rec) {
       note += " --first-last-layers-bf16";
     }
   }
+  // The per-module file beside this one, when the run writes it (Megatron-Core >= 0.16 reads it).
+  const bool te_file = render_te_precision_config(rec).has_value();
+  if (te_file) {
+    o << "# The per-module plan: te_precision_config.yaml, written beside this file (give its path as\n"
+         "# the training job sees it). Needs Megatron-Core >= 0.16; pipeline parallelism: see its header.\n";
+    o << "--te-precision-config-file te_precision_config.yaml\n";
+    note += " --te-precision-config-file";
+  }
   // What the flags cannot carry: BF16 fallbacks of single modules or GEMMs elsewhere.
   std::vector<std::string> rest;
   for (const LayerDecision& l : rec.layers) {
@@ -80,8 +97,9 @@ Artifact render_megatron_args(const Recommendation& rec) {
     rest.push_back(l.layer + " (" + fallback_gemm_list(l) + ")");
   }
   if (!rest.empty()) {
-    o << "# BF16 fallbacks these flags cannot express (te_precision_config.yaml keeps whole modules,\n"
-         "# nvdlfw_inspect.yaml single GEMMs):\n";
+    o << (te_file ? "# BF16 fallbacks the flags above cannot express (te_precision_config.yaml keeps whole\n"
+                    "# modules, nvdlfw_inspect.yaml single GEMMs):\n"
+                  : "# BF16 fallbacks these flags cannot express (nvdlfw_inspect.yaml keeps single GEMMs):\n");
     for (const std::string& s : rest) o << "#   " << s << "\n";
   }
   return {"megatron_args.txt", o.str(), note};

@@ -19,8 +19,8 @@ bool ascii_alnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) !=
 
 }  // namespace
 
-std::string python_exact_regex(std::string_view name) {
-  std::string r = "^";
+std::string python_suffix_regex(std::string_view name) {
+  std::string r = "(^|\\.)";
   for (std::size_t i = 0; i < name.size();) {
     char32_t cp = 0;
     const std::size_t n = utf8_char(name.substr(i), &cp);

@@ -9,12 +9,13 @@
 
 namespace fp8a {
 
-// A Python `re` pattern (nvdlfw_inspect's layer_name_regex_pattern, re.search) matching exactly
-// `name`: ^...$, the metacharacters .^$*+?()[]{}| and \ escaped with \, ASCII controls as \xNN,
+// A Python `re` pattern (nvdlfw_inspect's layer_name_regex_pattern, re.search) matching `name`
+// or any name that ends in "." + `name` (whatever wraps the model: model.module.module.<name>):
+// (^|\.)...$, the metacharacters .^$*+?()[]{}| and \ escaped with \, ASCII controls as \xNN,
 // the characters core/text.hpp is_layout_control lists as \uNNNN, a byte outside UTF-8 as \xNN
 // (a Python name is text, so such a name matches nothing in the model either way). Every other
 // character is kept, so the pattern is printable text a YAML scalar carries as it is.
-std::string python_exact_regex(std::string_view name);
+std::string python_suffix_regex(std::string_view name);
 
 // An fnmatch glob (Megatron's te_precision_config `type: glob`) for `name`: * ? [ as [*] [?] [[],
 // and ? for each character a YAML scalar cannot carry as it is (a control, a line break, a

@@ -49,6 +49,16 @@ std::string margin_text(double m) {
   return buf;
 }
 
+// How nvdlfw_inspect names the modules the sections select, and how to get those names.
+constexpr const char* kNamingComment[] = {
+    "Names: debug_api.infer_and_assign_layer_names(model) names each module 'model.' + its attribute",
+    "path, wrappers included (model.module.module.decoder.layers... under Megatron's DDP and",
+    "Float16Module), a transformer layer by its layer_number (global, 1-based). Megatron-Bridge's and",
+    "Megatron-LM's tensor-inspect integrations call it on the wrapped model; each pattern matches the",
+    "path's end at a dot, whatever wraps it. Without that call TE names its modules Layer_<n> and no",
+    "section matches: call it after building the model, or set each TE module's .name yourself.",
+};
+
 struct Watched {
   std::size_t layer = 0;
   Gemm gemm = Gemm::kFprop;
@@ -96,9 +106,29 @@ std::optional<Artifact> render_nvdlfw_inspect_yaml(const Recommendation& rec, st
   out << comment("TE debug config for nvdlfw_inspect (fp8-advisor nvdlfw_inspect.yaml), recipe " +
                        c->recipe.spec() + "/" + training_format_name(c->format) + ".")
       << YAML::Newline;
-  out << comment("Layer names are nvdlfw_inspect's for Megatron (model.decoder.layers.<layer_number>...,") << YAML::Newline;
-  out << comment("global and 1-based): mapped from the captured 0-based indices, a guess; check them") << YAML::Newline;
-  out << comment("against debug_api.infer_and_assign_layer_names on your model.") << YAML::Newline;
+  for (const char* line : kNamingComment) out << comment(line) << YAML::Newline;
+  if (plan_all_bf16(rec)) {
+    // Every layer, whether captured or not: the plan keeps nothing in FP8.
+    out << comment("The plan keeps no GEMM in FP8: every layer BF16, the layers never captured too.") << YAML::Newline
+        << comment("Train without --fp8-format (megatron_args.txt); this file matters only under FP8 autocast.");
+    std::set<std::string> listed;
+    for (const LayerDecision& l : rec.layers) {
+      const MappedName name = nvdlfw_layer_name(l.layer);
+      if (listed.insert(name.name).second)
+        out << YAML::Newline << comment(l.layer + " -> " + name.name + " (" + name.note + ")");
+    }
+    out << YAML::BeginMap << YAML::Key << "every_layer_bf16" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "enabled" << YAML::Value << true;
+    out << YAML::Key << "layers" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "layer_name_regex_pattern" << YAML::Value << YAML::SingleQuoted << ".*" << YAML::EndMap;
+    out << YAML::Key << "transformer_engine" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "DisableQuantizationLayer" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "enabled" << YAML::Value << true << YAML::EndMap;
+    out << YAML::EndMap << YAML::EndMap << YAML::EndMap;
+    FP8A_CHECK(out.good(), "nvdlfw_inspect.yaml: the YAML emitter failed");
+    return Artifact{"nvdlfw_inspect.yaml", std::string(out.c_str(), out.size()) + "\n", "every layer BF16"};
+  }
+  out << comment("Layers not named here run the recipe: the plan judged the captured layers only.") << YAML::Newline;
   out << YAML::BeginMap;
   std::set<std::string> names;  // one section per nvdlfw name (two would fail at its lookup)
   std::set<std::string> sections;
@@ -122,7 +152,7 @@ std::optional<Artifact> render_nvdlfw_inspect_yaml(const Recommendation& rec, st
     out << YAML::Key << section_name(name.name, &sections) << YAML::Value << YAML::BeginMap;
     out << YAML::Key << "enabled" << YAML::Value << true;
     out << YAML::Key << "layers" << YAML::Value << YAML::BeginMap;
-    out << YAML::Key << "layer_name_regex_pattern" << YAML::Value << YAML::SingleQuoted << python_exact_regex(name.name);
+    out << YAML::Key << "layer_name_regex_pattern" << YAML::Value << YAML::SingleQuoted << python_suffix_regex(name.name);
     out << YAML::EndMap;
     out << YAML::Key << "transformer_engine" << YAML::Value << YAML::BeginMap;
     if (bf16.size() == 3) {

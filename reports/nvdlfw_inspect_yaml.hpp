@@ -4,8 +4,9 @@
 // DisableQuantizationGEMM for single GEMMs in BF16 (the only per-GEMM fallback of any consumer),
 // and, for the kWatchedGemms FP8 GEMMs with the smallest worst margins under the chosen candidate,
 // LogFp8TensorStats and LogTensorStats on the tensors those GEMMs consume, to watch next run.
-// Layers are named as nvdlfw_inspect names Megatron's (model.decoder.layers.<global 1-based
-// layer_number>...), mapped from the captured 0-based index: a guess, said in the file.
+// Each section's layer_name_regex_pattern matches the end of nvdlfw_inspect's name at a dot
+// (nvdlfw_layer_name), so the wrappers around the model do not matter. A plan that keeps no GEMM in
+// FP8 is one section for every layer. Layers the plan never saw run the recipe; the file says so.
 #pragma once
 
 #include <optional>

@@ -11,6 +11,7 @@
 #include "reports/advice_json.hpp"
 #include "reports/json_number.hpp"
 #include "reports/json_text.hpp"
+#include "reports/layer_names.hpp"
 #include "reports/te_recipe.hpp"
 
 namespace fp8a {
@@ -78,7 +79,8 @@ Artifact render_recipe_json(const Recommendation& rec, const RunInfo& info) {
   ordered_json j;
   j["schema_version"] = kRecipeJsonSchemaVersion;
   const TeRecipe te = chosen ? te_recipe_for(chosen->candidate) : TeRecipe{};
-  j["recipe"] = chosen ? te_recipe_json(te) : ordered_json(nullptr);
+  // A plan with no FP8 GEMM trains BF16: no recipe object, whoever was chosen.
+  j["recipe"] = chosen && !plan_all_bf16(rec) ? te_recipe_json(te) : ordered_json(nullptr);
   j["candidate"] = chosen ? candidate_ref(chosen->candidate) : ordered_json(nullptr);
   j["recipe_notes"] = te.notes;
   j["why"] = rec.why;

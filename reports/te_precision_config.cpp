@@ -73,13 +73,34 @@ std::optional<Artifact> render_te_precision_config(const Recommendation& rec, st
 
   YAML::Emitter out;
   out << comment("Megatron-Core --te-precision-config-file (fp8-advisor te_precision_config.yaml).") << YAML::Newline;
-  out << comment("Layer indices are the captured ones; Megatron's count from 0 in each pipeline stage,") << YAML::Newline;
-  out << comment("so with pipeline parallelism renumber them per stage.") << YAML::Newline;
+  if (plan_all_bf16(rec)) {
+    // Every module, whether captured or not, to BF16: no FP8 config at all.
+    out << comment("The plan keeps no GEMM in FP8: every module BF16, the modules never captured too.");
+    std::set<std::string> listed;
+    for (const LayerDecision& l : rec.layers) {
+      const MappedName name = megatron_module_path(l.layer);
+      if (listed.insert(name.name).second)
+        out << YAML::Newline << comment(l.layer + " -> " + name.name + ": every GEMM BF16");
+    }
+    out << YAML::Newline << YAML::BeginMap << YAML::Key << "configs" << YAML::Value << YAML::BeginMap;
+    emit_config(out, "bf16", nullptr);
+    out << YAML::EndMap << YAML::Key << "matchers" << YAML::Value << YAML::BeginMap;
+    emit_matcher(out, "every_module_bf16", "bf16", "*");
+    out << YAML::EndMap << YAML::EndMap;
+    FP8A_CHECK(out.good(), "te_precision_config.yaml: the YAML emitter failed");
+    return Artifact{"te_precision_config.yaml", std::string(out.c_str(), out.size()) + "\n", "every module BF16"};
+  }
+  out << comment("Layer indices are the captured ones. Megatron gives this one file to every pipeline") << YAML::Newline;
+  out << comment("stage, and each stage matches its own names, counted from 0 (decoder.layers.0 is every") << YAML::Newline;
+  out << comment("stage's first layer): a pattern here selects that index in each stage. Use it as it is") << YAML::Newline;
+  out << comment("with --pipeline-model-parallel-size 1 only, or where the plan is the same for every stage.") << YAML::Newline;
   if (!per_module)  // delayed, the one such kind
     out << comment("Delayed scaling, its margin and history cannot be expressed here: only the BF16") << YAML::Newline
         << comment("fallbacks; the run's recipe comes from megatron_args.txt (" + c->recipe.spec() + ").") << YAML::Newline;
   else if (c->recipe.kind == RecipeKind::kBlock && !c->recipe.pow2_scales)
     out << comment("block:fp32: set NVTE_FP8_BLOCK_SCALING_FP32_SCALES=1 (not expressible here).") << YAML::Newline;
+  else if (c->recipe.kind == RecipeKind::kPerTensorCurrent && c->recipe.pow2_scales)
+    out << comment("current:pow2: set NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES=1 (not expressible here).") << YAML::Newline;
   // The per-module plan when its base is the chosen recipe (the run's, from megatron_args.txt):
   // each module not on the base gets its own recipe or BF16. Otherwise the BF16 fallbacks alone.
   const ModulePlan* mp = rec.module_plan && per_module && rec.chosen && rec.module_plan->base == *rec.chosen

@@ -16,9 +16,10 @@ TeRecipe te_recipe_for(const RunCandidate& c) {
                           r.algo == DelayedAlgo::kMax});
       break;
     case RecipeKind::kPerTensorCurrent:
-      // The quantizer reads the field; TE's default comes from NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES
-      // (unset: False), so recipe.json writes it either way.
-      t.fields.push_back({"use_power_2_scales", r.pow2_scales, !r.pow2_scales});
+      // TE's Linear modules overwrite their quantizers' power-of-two choice with the class's
+      // fp8_quant_*.power_2_scale, set once at import from NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES
+      // (module/linear.py _customize_quantizers_float8_current_scaling): the env var, not the field.
+      if (r.pow2_scales) t.env.emplace_back("NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES", "1");
       if (r.amax_epsilon != 0.0f)
         t.notes.push_back(r.spec() + ": Float8CurrentScaling takes no amax epsilon (its QParams' "
                                      "amax_epsilon is a class attribute, 0); TE trains without it");

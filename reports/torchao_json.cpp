@@ -17,6 +17,11 @@ Artifact render_torchao_json(const Recommendation& rec) {
   std::vector<std::string> filter;
   if (c == nullptr) {
     reason = "no FP8 candidate was chosen: train in BF16";
+  } else if (plan_all_bf16(rec)) {
+    name.clear();
+    reason = "the plan keeps no GEMM in FP8 (" + c->recipe.spec() +
+             " chosen, every GEMM BF16): train in BF16, no convert_to_float8_training, modules never "
+             "captured included";
   } else if (name.empty()) {  // torchao's float8 training has no recipe of the kind
     if (c->recipe.kind == RecipeKind::kPerTensorDelayed)
       reason = "the advice is delayed scaling (" + c->recipe.spec() +

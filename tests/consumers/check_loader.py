@@ -25,7 +25,7 @@ G = os.path.join(HERE, "..", "golden", "reports")
 S = os.path.join(HERE, "samples", "loader")
 FP32 = "NVTE_FP8_BLOCK_SCALING_FP32_SCALES"
 GOLDENS = ("recipe_all_bf16.json", "recipe_block_fp32.json", "recipe_delayed.json",
-           "recipe_mixed.json", "recipe_mxfp8_floor.json")
+           "recipe_mixed.json", "recipe_mxfp8_floor.json", "recipe_plan_all_bf16.json")
 
 
 class Checks:
@@ -151,6 +151,10 @@ def check_goldens(c, loader, te, te_fp32):
     c.eq("all_bf16 bf16_layers", adv.bf16_layers(), ["layers.0.mlp.linear_fc1"])
     c.eq("all_bf16 bf16_gemms", adv.bf16_gemms(), [("layers.0.mlp.linear_fc1", g) for g in ("fprop", "dgrad", "wgrad")])
     c.eq("all_bf16 recipe_for", adv.recipe_for("model.decoder.layers.0.mlp.linear_fc1"), None)
+    # A chosen candidate whose plan keeps no GEMM in FP8: BF16 too, a module never captured included.
+    adv = loader.load(os.path.join(G, "recipe_plan_all_bf16.json"))
+    c.eq("plan_all_bf16 recipe", adv.recipe, None)
+    c.eq("plan_all_bf16 recipe_for uncaptured", adv.recipe_for("decoder.layers.5.self_attention.linear_qkv"), None)
     # A dict in place of a path.
     adv = loader.load(_golden("recipe_delayed.json"), te_recipe=te)
     c.eq("dict load", adv.recipe.amax_history_len, 16)

@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
-"""check_megatron_args.py FILE: the flags of a megatron_args.txt parse with Megatron's own
+"""check_megatron_args.py FILE [TE_PRECISION_CONFIG]: the flags of a megatron_args.txt parse with Megatron's own
 argument parser (megatron.training.arguments.add_megatron_arguments, prefixes not accepted), and
 Megatron's own TransformerConfig accepts the FP8 settings they give (it rejects, e.g.,
 --first-last-layers-bf16 with delayed scaling, or more BF16 layers than layers).
 
 FILE is shell words (`#` starts a comment). TransformerConfig needs a model: the file's
 --num-layers, else 96 layers (the check is of the FP8 settings), hidden 64, 4 heads.
+--te-precision-config-file is loaded with Megatron's load_quantization_recipe (TE_PRECISION_CONFIG,
+else the flag's value beside FILE) and given to TransformerConfig as quant_recipe, as
+megatron/training/argument_utils.py does.
 Megatron-Core 0.19.2 wants Python >= 3.12; the one 3.12 name its argument parser's imports use
 here, typing.override, is given from typing_extensions (3.11 runs the check)."""
 import argparse
+import logging
 import os
 import shlex
 import sys
@@ -28,14 +32,12 @@ class _Parser(argparse.ArgumentParser):
 
 
 def check(argv):
-    if len(argv) != 1:
+    if len(argv) not in (1, 2):
         print(__doc__.strip(), file=sys.stderr)
         sys.exit(2)
     require_file(argv[0])
     with open(argv[0], encoding="utf-8") as f:
         words = shlex.split(f.read(), comments=True)
-    if not words:
-        raise CheckFailed("%s: no flags" % argv[0])
     warnings.filterwarnings("ignore")
     if not hasattr(typing, "override"):
         import typing_extensions
@@ -44,8 +46,19 @@ def check(argv):
     from megatron.core.transformer.transformer_config import TransformerConfig
     args = add_megatron_arguments(_Parser(allow_abbrev=False)).parse_args(words)
     kw = {k: getattr(args, k) for k in FP8_FIELDS}
-    TransformerConfig(num_layers=args.num_layers or 96, hidden_size=64, num_attention_heads=4, **kw)
-    shown = " ".join("%s=%s" % (k, v) for k, v in kw.items() if v is not None)
+    extra = {}
+    if args.te_precision_config_file:  # as megatron/training/argument_utils.py loads it
+        from megatron.core.quantization.utils import load_quantization_recipe
+        logging.getLogger("megatron.core.quantization").setLevel(logging.WARNING)  # it logs the file to stdout
+        te_file = argv[1] if len(argv) == 2 else os.path.join(os.path.dirname(argv[0]), args.te_precision_config_file)
+        require_file(te_file)
+        extra["quant_recipe"] = load_quantization_recipe(te_file)
+    TransformerConfig(num_layers=args.num_layers or 96, hidden_size=64, num_attention_heads=4, **kw, **extra)
+    shown = " ".join("%s=%s" % (k, v) for k, v in kw.items() if v is not None) if args.fp8 else \
+        "fp8=None: every module BF16"
+    if extra:
+        shown += "; quant_recipe from %s: %d matchers" % (
+            os.path.basename(te_file), len(extra["quant_recipe"].matchers))
     return "%s: %d words parsed by Megatron; %s" % (os.path.basename(argv[0]), len(words), shown)
 
 

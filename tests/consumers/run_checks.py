@@ -60,6 +60,7 @@ CASES = {
     "te": ("check_te_recipe.py", [
         (["te/good_delayed.json"], OK + "good_delayed.json builds recipe_type=DelayedScaling, margin=1, format=HYBRID, amax_history_len=1024"),
         (["te/good_current.json"], OK),
+        (["te/bad_current_pow2_field.json"], "use_power_2_scales = true does not reach TE's modules"),
         (["te/good_block_fp32_env.json"], OK),
         (["te/good_mxfp8_flat.json"], OK),
         (["te/bad_unknown_key.json"], "unknown key 'history' for DelayedScaling (TE would ignore it)"),
@@ -92,12 +93,15 @@ CASES = {
         (["megatron_args/bad_delayed_bf16_layers.txt"], "Delayed scaling does not support first / last layer in BF16"),
     ]),
     "golden_megatron_args": ("check_megatron_args.py", [
-        ([os.path.join(G, "megatron_args_mixed.txt")],
-         OK + "megatron_args_mixed.txt: 9 words parsed by Megatron; fp8=hybrid fp8_recipe=tensorwise "
+        ([os.path.join(G, "megatron_args_mixed.txt"), os.path.join(G, "te_precision_config_mixed.yaml")],
+         OK + "megatron_args_mixed.txt: 11 words parsed by Megatron; fp8=hybrid fp8_recipe=tensorwise "
          "fp8_margin=0 fp8_amax_history_len=1 fp8_amax_compute_algo=most_recent fp8_wgrad=True "
-         "first_last_layers_bf16=True num_layers_at_start_in_bf16=1 num_layers_at_end_in_bf16=1"),
-        ([os.path.join(G, "megatron_args_delayed.txt")], OK),
-        ([os.path.join(G, "megatron_args_block.txt")], OK),
+         "first_last_layers_bf16=True num_layers_at_start_in_bf16=1 num_layers_at_end_in_bf16=1; "
+         "quant_recipe from te_precision_config_mixed.yaml: 5 matchers"),
+        ([os.path.join(G, "megatron_args_delayed.txt"), os.path.join(G, "te_precision_config_delayed.yaml")], OK),
+        ([os.path.join(G, "megatron_args_all_bf16.txt")],
+         OK + "megatron_args_all_bf16.txt: 0 words parsed by Megatron; fp8=None: every module BF16"),
+        ([os.path.join(G, "megatron_args_block.txt"), os.path.join(G, "te_precision_config_block.yaml")], OK),
     ]),
     "golden_megatron": ("check_megatron.py", [
         ([os.path.join(G, "te_precision_config_mixed.yaml"),
@@ -117,6 +121,10 @@ CASES = {
         ([os.path.join(G, "te_precision_config_delayed.yaml"),
           "decoder.layers.3.mlp.linear_fc2=bf16", "decoder.layers.2.self_attention.linear_proj=-"],
          OK + "te_precision_config_delayed.yaml: 4 matchers, bf16[training]=bf16;"),
+        ([os.path.join(G, "te_precision_config_all_bf16.yaml"),
+          "decoder.layers.0.self_attention.linear_qkv=bf16", "decoder.layers.1.mlp.linear_fc2=bf16",
+          "decoder.layers.7.mlp.linear_fc1=bf16", "output_layer=bf16"],
+         OK + "te_precision_config_all_bf16.yaml: 1 matchers, bf16[training]=bf16; 4 module paths resolved as expected"),
         ([os.path.join(G, "te_precision_config_block.yaml"),
           "decoder.layers.1.mlp.linear_fc2=bf16", "decoder.layers.1.mlp.linear_fc1=blockwise_e4m3"],
          OK + "te_precision_config_block.yaml: 2 matchers, bf16[training]=bf16, "
@@ -134,9 +142,35 @@ CASES = {
           "model.decoder.layers.4.mlp.linear_fc2", "model.decoder.layers.1.self_attention.linear_qkv"],
          OK + "nvdlfw_inspect_block.yaml: 2 sections parsed by nvdlfw_inspect, 3 layer names resolved"),
     ]),
+    # nvdlfw_inspect.yaml in a real wrapped Megatron GPTModel with TE's own debug features: the
+    # plan of each golden (tests/reports/test_configs.cpp), written here from the test's specs.
+    "megatron_model": ("check_megatron_model.py", [
+        ([os.path.join(G, "nvdlfw_inspect_mixed.yaml"), "4",
+          "decoder.layers.0.self_attention.linear_qkv=fprop,dgrad,wgrad:-",
+          "decoder.layers.0.mlp.linear_fc2=fprop,dgrad,wgrad:-",
+          "decoder.layers.1.mlp.linear_fc1=wgrad:activation,weight,gradient",
+          "decoder.layers.2.self_attention.linear_proj=-:activation,gradient",
+          "decoder.layers.3.mlp.linear_fc2=fprop,dgrad,wgrad:-"],
+         OK + "nvdlfw_inspect_mixed.yaml: 16 linear modules of DDP(Float16Module(GPTModel)), named "
+         "model.module.module.decoder.layers.1.self_attention.linear_proj...; 10 GEMMs BF16, 2 modules logged"),
+        ([os.path.join(G, "nvdlfw_inspect_modules.yaml"), "4",
+          "decoder.layers.0.self_attention.linear_qkv=fprop,dgrad,wgrad:-",
+          "decoder.layers.1.mlp.linear_fc2=fprop,dgrad,wgrad:-",
+          "decoder.layers.2.mlp.linear_fc1=-:activation,weight,gradient",
+          "decoder.layers.3.self_attention.linear_proj=-:weight,gradient"],
+         OK + "nvdlfw_inspect_modules.yaml: 16 linear modules of DDP(Float16Module(GPTModel)), named "
+         "model.module.module.decoder.layers.1.self_attention.linear_proj...; 6 GEMMs BF16, 2 modules logged"),
+        ([os.path.join(G, "nvdlfw_inspect_all_bf16.yaml"), "4", "*=fprop,dgrad,wgrad:-"],
+         OK + "nvdlfw_inspect_all_bf16.yaml: 16 linear modules of DDP(Float16Module(GPTModel)), named "
+         "model.module.module.decoder.layers.1.self_attention.linear_proj...; 48 GEMMs BF16, 0 modules logged"),
+        (["nvdlfw/bad_anchored_model_prefix.yaml", "2", "decoder.layers.0.mlp.linear_fc2=fprop,dgrad,wgrad:-"],
+         "decoder.layers.0.mlp.linear_fc2 (nvdlfw name model.module.module.decoder.layers.1.mlp.linear_fc2): "
+         "BF16 GEMMs [], logged []; the plan says [fprop,dgrad,wgrad], []"),
+    ]),
     "golden_torchao": ("check_torchao.py", [
         ([os.path.join(G, "torchao_mixed.json")],
          OK + "torchao_mixed.json: torchao recipe tensorwise, 4 modules kept high precision, 1 converted"),
+        ([os.path.join(G, "torchao_all_bf16.json")], OK + "torchao_all_bf16.json: no torchao recipe (the plan keeps no GEMM in FP8"),
         ([os.path.join(G, "torchao_delayed.json")], OK + "torchao_delayed.json: no torchao recipe (the advice is delayed"),
         ([os.path.join(G, "torchao_block.json")],
          OK + "torchao_block.json: torchao recipe rowwise, 1 modules kept high precision, 1 converted"),
@@ -174,8 +208,8 @@ def main():
         print("SKIPPED: no consumer venv at %s; create it with `bash scripts/consumers-env.sh`" % venv)
         return 77
     checker, cases = CASES[consumer]
-    if consumer == "recipe_json" and len(RECIPE_GOLDENS) < 5:
-        print("FAIL: expected the 5 golden recipe_*.json files, found %d" % len(RECIPE_GOLDENS))
+    if consumer == "recipe_json" and len(RECIPE_GOLDENS) < 6:
+        print("FAIL: expected the 6 golden recipe_*.json files, found %d" % len(RECIPE_GOLDENS))
         return 1
     env = {k: v for k, v in os.environ.items() if not k.startswith("NVTE_")}
     env["TORCH_CPP_LOG_LEVEL"] = "ERROR"

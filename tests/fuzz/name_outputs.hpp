@@ -227,13 +227,13 @@ inline std::string unescape(std::string_view s, bool json_only = false) {
   return out;
 }
 
-// A Python re pattern of the form python_exact_regex writes back to the name it matches: ^ and $
-// removed, \xNN a byte, \uNNNN a character, \c the character c.
+// A Python re pattern of the form python_suffix_regex writes back to the name it matches: (^|\.)
+// and $ removed, \xNN a byte, \uNNNN a character, \c the character c.
 inline std::string unregex(std::string_view p) {
-  REQUIRE(p.size() >= 2);
-  REQUIRE(p.front() == '^');
+  REQUIRE(p.size() >= 7);
+  REQUIRE(p.starts_with("(^|\\.)"));
   REQUIRE(p.back() == '$');
-  p = p.substr(1, p.size() - 2);
+  p = p.substr(6, p.size() - 7);
   std::string out;
   for (std::size_t i = 0; i < p.size(); ++i) {
     if (p[i] != '\\') {
@@ -475,13 +475,20 @@ inline void check_outputs(const path& out, const std::string& name) {
     const YAML::Node y = YAML::Load(text);
     const auto top = yaml_keys(y);
     REQUIRE(top.size() == 1);
-    CHECK(top[0].starts_with("layer_"));
     const YAML::Node section = y[top[0]];
     CHECK(yaml_keys(section) == std::vector<std::string>{"enabled", "layers", "transformer_engine"});
     CHECK(yaml_keys(section["layers"]) == std::vector<std::string>{"layer_name_regex_pattern"});
-    CHECK(unregex(section["layers"]["layer_name_regex_pattern"].as<std::string>()) == name);
+    // A plan with no FP8 GEMM: one section for every layer, the captured ones listed in comments.
+    const bool all_bf16 = top[0] == "every_layer_bf16";
+    if (all_bf16) {
+      CHECK(section["layers"]["layer_name_regex_pattern"].as<std::string>() == ".*");
+    } else {
+      CHECK(top[0].starts_with("layer_"));
+      CHECK(unregex(section["layers"]["layer_name_regex_pattern"].as<std::string>()) == name);
+    }
     // The comment that names the layer: "# <layer> -> <nvdlfw name> (note)".
-    const std::size_t at = text.find("\n# ", text.find("on your model."));
+    const std::size_t at =
+        text.find("\n# ", text.find(all_bf16 ? "only under FP8 autocast." : "the captured layers only."));
     REQUIRE(at != std::string::npos);
     const std::string line = text.substr(at + 3, text.find('\n', at + 1) - at - 3);
     CHECK(unescape(line).starts_with(name + " -> " + name + " ("));
@@ -493,13 +500,25 @@ inline void check_outputs(const path& out, const std::string& name) {
     const YAML::Node y = YAML::Load(text);
     CHECK(yaml_keys(y) == std::vector<std::string>{"configs", "matchers"});
     int layer_matchers = 0;
+    bool all_bf16 = false;  // a plan with no FP8 GEMM: "*" -> bf16, the captured modules in comments
     for (const auto& kv : y["matchers"]) {
       CHECK(yaml_keys(kv.second) == std::vector<std::string>{"config", "type", "pattern", "enabled"});
       if (kv.first.as<std::string>() == "rest") continue;
+      if (kv.first.as<std::string>() == "every_module_bf16") {
+        all_bf16 = true;
+        CHECK(kv.second["pattern"].as<std::string>() == "*");
+        continue;
+      }
       ++layer_matchers;
       CHECK(glob_matches(kv.second["pattern"].as<std::string>(), name));
     }
-    CHECK(layer_matchers == 1);
+    if (all_bf16) {
+      const std::size_t at = text.find("\n# ", text.find("the modules never captured too."));
+      REQUIRE(at != std::string::npos);
+      const std::string line = text.substr(at + 3, text.find('\n', at + 1) - at - 3);
+      CHECK(unescape(line).starts_with(name + " -> "));
+    }
+    CHECK(layer_matchers == (all_bf16 ? 0 : 1));
   }
   // metrics.csv: strict CSV, the header's field count, the name in its CSV form.
   {

@@ -96,6 +96,21 @@ Recommendation block_rec() {
                    {"layers.3.mlp.linear_fc2", "fff", {0.9, 0.8, 0.1}}});
 }
 
+// Whole modules in BF16, the others FP8: DisableQuantizationLayer sections only.
+Recommendation modules_rec() {
+  return make_rec("current", TrainingFormat::kHybrid,
+                  {{"decoder.layers.0.self_attention.linear_qkv", "bbb", {-0.5, -0.2, -0.8}},
+                   {"decoder.layers.1.mlp.linear_fc2", "bbb", {-0.1, -0.1, -0.3}},
+                   {"decoder.layers.2.mlp.linear_fc1", "fff", {0.3, 0.2, 0.4}},
+                   {"decoder.layers.3.self_attention.linear_proj", "fff", {0.9, 0.15, 0.7}}});
+}
+// The chosen candidate keeps no GEMM in FP8: the answer "every GEMM in BF16".
+Recommendation all_bf16_rec() {
+  return make_rec("current", TrainingFormat::kHybrid,
+                  {{"decoder.layers.0.self_attention.linear_qkv", "bbb", {-0.5, -0.2, -0.8}},
+                   {"decoder.layers.1.mlp.linear_fc2", "bbb", {-0.1, -0.1, -0.3}}});
+}
+
 }  // namespace
 
 TEST_CASE("captured layer names map to Megatron's and nvdlfw_inspect's, guesses marked") {
@@ -112,8 +127,9 @@ TEST_CASE("captured layer names map to Megatron's and nvdlfw_inspect's, guesses 
   CHECK(megatron_module_path("model.layers.0.self_attn.q_proj").guess);
   CHECK(megatron_module_path("output_layer").name == "output_layer");
   const MappedName nv = nvdlfw_layer_name("layers.2.mlp.linear_fc2");
-  CHECK(nv.name == "model.decoder.layers.3.mlp.linear_fc2");
-  CHECK(nv.guess);
+  CHECK(nv.name == "decoder.layers.3.mlp.linear_fc2");  // Megatron's layer_number: index + 1
+  CHECK_FALSE(nv.guess);
+  CHECK(nvdlfw_layer_name("layers.2.self_attn.q_proj").guess);
 }
 
 TEST_CASE("a GEMM with no operand captured is BF16 in the plan but no fallback") {
@@ -143,7 +159,8 @@ TEST_CASE("a GEMM with no operand captured is BF16 in the plan but no fallback")
 TEST_CASE("two captured names of one module give one matcher and one nvdlfw section") {
   const Recommendation rec = make_rec("current", TrainingFormat::kHybrid,
                                       {{"decoder.layers.0.mlp.linear_fc1", "bbb", {-1, -1, -1}},
-                                       {"module.decoder.layers.0.mlp.linear_fc1", "bbb", {-1, -1, -1}}});
+                                       {"module.decoder.layers.0.mlp.linear_fc1", "bbb", {-1, -1, -1}},
+                                       {"decoder.layers.1.mlp.linear_fc1", "fff", {0.9, 0.9, 0.9}}});
   const auto te = render_te_precision_config(rec);
   REQUIRE(te.has_value());
   const std::string key = "bf16_decoder_layers_0_mlp_linear_fc1:";
@@ -151,7 +168,7 @@ TEST_CASE("two captured names of one module give one matcher and one nvdlfw sect
   CHECK(te->contents.find(key, te->contents.find(key) + 1) == std::string::npos);
   const auto nv = render_nvdlfw_inspect_yaml(rec);
   REQUIRE(nv.has_value());
-  const std::string section = "layer_model_decoder_layers_1_mlp_linear_fc1:";
+  const std::string section = "layer_decoder_layers_1_mlp_linear_fc1:";
   CHECK(nv->contents.find(section) != std::string::npos);
   CHECK(nv->contents.find(section, nv->contents.find(section) + 1) == std::string::npos);
 }
@@ -169,7 +186,7 @@ TEST_CASE("first/last BF16 runs count whole captured layers from both ends") {
 TEST_CASE("megatron_args.txt: the mixed, delayed and block plans match their golden files") {
   const Artifact mixed = render_megatron_args(mixed_rec());
   CHECK(mixed.name == "megatron_args.txt");
-  CHECK(mixed.note == "--fp8-recipe tensorwise --fp8-format hybrid --first-last-layers-bf16");
+  CHECK(mixed.note == "--fp8-recipe tensorwise --fp8-format hybrid --first-last-layers-bf16 --te-precision-config-file");
   check_golden("megatron_args_mixed.txt", mixed.contents);
   const Artifact delayed = render_megatron_args(delayed_rec());
   CHECK(delayed.contents.find("\n--first-last-layers-bf16") == std::string::npos);
@@ -252,9 +269,48 @@ TEST_CASE("nvdlfw_inspect.yaml: one section per layer, fallbacks and the riskies
   REQUIRE(block.has_value());
   CHECK(block->note == "1 fallbacks, 2 layers watched");  // three GEMMs of two layers
   check_golden("nvdlfw_inspect_block.yaml", block->contents);
+  const auto modules = render_nvdlfw_inspect_yaml(modules_rec());
+  REQUIRE(modules.has_value());
+  CHECK(modules->note == "2 fallbacks, 2 layers watched");
+  check_golden("nvdlfw_inspect_modules.yaml", modules->contents);
+  const auto all_bf16 = render_nvdlfw_inspect_yaml(all_bf16_rec());
+  REQUIRE(all_bf16.has_value());
+  CHECK(all_bf16->note == "every layer BF16");
+  check_golden("nvdlfw_inspect_all_bf16.yaml", all_bf16->contents);
   std::string why;
   CHECK_FALSE(render_nvdlfw_inspect_yaml(Recommendation{}, &why).has_value());
   CHECK(why.find("no FP8 candidate") != std::string::npos);
+}
+
+TEST_CASE("current:pow2 is TE's environment variable in megatron_args.txt and te_precision_config.yaml") {
+  // TE's Linear modules take the power-of-two choice from NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES
+  // at import (module/linear.py _customize_quantizers_float8_current_scaling), not from the field.
+  const Recommendation rec = make_rec("current:pow2", TrainingFormat::kHybrid, kMixedLayers);
+  const std::string env = "NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES=1";
+  CHECK(render_megatron_args(rec).contents.find(env) != std::string::npos);
+  const auto te = render_te_precision_config(rec);
+  REQUIRE(te.has_value());
+  CHECK(te->contents.find(env) != std::string::npos);
+  CHECK(render_megatron_args(mixed_rec()).contents.find(env) == std::string::npos);
+}
+
+TEST_CASE("a plan that keeps no GEMM in FP8: every config trains BF16, uncaptured modules too") {
+  const Recommendation rec = all_bf16_rec();
+  CHECK(plan_all_bf16(rec));
+  CHECK_FALSE(plan_all_bf16(mixed_rec()));
+  CHECK_FALSE(plan_all_bf16(Recommendation{}));  // no candidate: the files say so their own way
+  const Artifact args = render_megatron_args(rec);
+  CHECK(args.contents.find("\n--") == std::string::npos);  // comments only, no flag
+  CHECK(args.note == "no FP8 flags: every GEMM BF16");
+  check_golden("megatron_args_all_bf16.txt", args.contents);
+  const auto te = render_te_precision_config(rec);
+  REQUIRE(te.has_value());
+  CHECK(te->contents.find("fp8_quantization_recipe") == std::string::npos);
+  CHECK(te->note == "every module BF16");
+  check_golden("te_precision_config_all_bf16.yaml", te->contents);
+  const Artifact ao = render_torchao_json(rec);
+  CHECK(ao.contents.find("\"recipe_name\": null") != std::string::npos);
+  check_golden("torchao_all_bf16.json", ao.contents);
 }
 
 TEST_CASE("torchao.json: the closest torchao recipe and the modules kept in high precision") {

@@ -12,13 +12,13 @@
 
 using namespace fp8a;
 
-TEST_CASE("python_exact_regex: metacharacters escaped, controls as \\xNN, line breaks as \\uNNNN") {
-  CHECK(python_exact_regex("layers.0.fc1") == "^layers\\.0\\.fc1$");
-  CHECK(python_exact_regex("a(b)[c]{d}|e*+?^$\\") == "^a\\(b\\)\\[c\\]\\{d\\}\\|e\\*\\+\\?\\^\\$\\\\$");
-  CHECK(python_exact_regex(std::string("a\r\n\0\x1b\x7f", 6)) == "^a\\x0d\\x0a\\x00\\x1b\\x7f$");
-  CHECK(python_exact_regex("a\xC2\x85" "b\xE2\x80\xA8" "c\xE2\x80\xAE") == "^a\\u0085b\\u2028c\\u202e$");
-  CHECK(python_exact_regex("\xE5\xB1\x82 \xFF") == "^\xE5\xB1\x82 \\xff$");  // valid UTF-8 kept
-  CHECK(python_exact_regex("it's") == "^it's$");  // yaml-cpp doubles the quote of the scalar
+TEST_CASE("python_suffix_regex: metacharacters escaped, controls as \\xNN, line breaks as \\uNNNN") {
+  CHECK(python_suffix_regex("layers.0.fc1") == "(^|\\.)layers\\.0\\.fc1$");
+  CHECK(python_suffix_regex("a(b)[c]{d}|e*+?^$\\") == "(^|\\.)a\\(b\\)\\[c\\]\\{d\\}\\|e\\*\\+\\?\\^\\$\\\\$");
+  CHECK(python_suffix_regex(std::string("a\r\n\0\x1b\x7f", 6)) == "(^|\\.)a\\x0d\\x0a\\x00\\x1b\\x7f$");
+  CHECK(python_suffix_regex("a\xC2\x85" "b\xE2\x80\xA8" "c\xE2\x80\xAE") == "(^|\\.)a\\u0085b\\u2028c\\u202e$");
+  CHECK(python_suffix_regex("\xE5\xB1\x82 \xFF") == "(^|\\.)\xE5\xB1\x82 \\xff$");  // valid UTF-8 kept
+  CHECK(python_suffix_regex("it's") == "(^|\\.)it's$");  // yaml-cpp doubles the quote of the scalar
 }
 
 TEST_CASE("fnmatch_exact_glob: [*] [?] [[], ? for what YAML cannot carry") {

@@ -91,6 +91,22 @@ TEST_CASE("recipe.json: no runnable candidate is every layer BF16 with the reaso
   check_golden("recipe_all_bf16.json", got);
 }
 
+TEST_CASE("recipe.json: a chosen plan that keeps no GEMM in FP8 has no recipe: train in BF16") {
+  Recommendation rec;
+  rec.candidates = {candidate("current", TrainingFormat::kHybrid)};
+  const std::string under = "gradient underflow 44.200 % under current/hybrid";
+  add_layer(rec, rec.candidates[0], "layers.0.mlp.linear_fc2", false,
+            {bf16(Criterion::kUnderflow, 44.2, 5, under), bf16(Criterion::kUnderflow, 44.2, 5, under),
+             bf16(Criterion::kUnderflow, 44.2, 5, under)});
+  rec.chosen = 0;
+  rec.why = "current/hybrid keeps 0.0 % of the GEMM FLOPs in FP8 with 3 GEMMs to BF16";
+  finish(rec);
+  const std::string got = render(rec);
+  CHECK(got.find("\"recipe\": null") != std::string::npos);
+  CHECK(got.find("\"candidate\": {") != std::string::npos);  // who was chosen stays said
+  check_golden("recipe_plan_all_bf16.json", got);
+}
+
 TEST_CASE("recipe.json: what TE's recipe cannot express is a note beside the nearest TE recipe") {
   Recommendation rec;
   rec.candidates = {candidate("mxfp8:floor", TrainingFormat::kE4M3)};

@@ -17,7 +17,7 @@ TEST_CASE("te_recipe_call: TE's class, format and the fields that differ from TE
   CHECK(call("current", TrainingFormat::kHybrid) == "Float8CurrentScaling(fp8_format=Format.HYBRID)");
   // Current scaling's quantizer reads the constructor field (not a QParams class attribute).
   CHECK(call("current:pow2", TrainingFormat::kE4M3) ==
-        "Float8CurrentScaling(fp8_format=Format.E4M3, use_power_2_scales=True)");
+        "Float8CurrentScaling(fp8_format=Format.E4M3); env NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES=1");
   CHECK(call("delayed", TrainingFormat::kHybrid) == "DelayedScaling(fp8_format=Format.HYBRID)");
   CHECK(call("delayed:history=16:algo=most_recent:margin=1", TrainingFormat::kHybrid) ==
         "DelayedScaling(fp8_format=Format.HYBRID, margin=1, amax_history_len=16, "
