@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The harness's FP8 emulation (fp8emu.py) against fp8-advisor's codec, on real captures: for
 every captured tensor, recipe (current, delayed, block, mxfp8, bf16), format (e4m3, hybrid) and
-operand copy (rowwise, columnwise), fp8emu's quantise-dequantise must give exactly the numbers
+operand copy (rowwise, columnwise) (in a harness run's folder: the recipe and format it trained with), fp8emu's quantise-dequantise must give exactly the numbers
 `fp8-advisor run` writes to metrics.csv: the scale bits (per-tensor scale; the block scales'
 scale_inv_min/max), underflow_count, overflow_count and saturated_count, and mse to 1e-12 relative
 (the dequantised values agree bit for bit; only the float64 sum is added in another order). Delayed
@@ -99,22 +99,24 @@ def check_dir(binary, cap_dir, tmp):
         with open(hs_path, newline="") as f:
             for r in csv.DictReader(f):
                 harness_scales[(int(r["step"]), r["tensor"])] = float(r["scale"])
-    delayed, trained = ["delayed"], None
+    # A harness run's folder (config.json): the recipe and format it trained with; otherwise
+    # every recipe in both formats.
+    trained, formats = None, ("e4m3", "hybrid")
+    recipes = [fp8emu.Recipe(r) for r in ("delayed", "current", "block", "mxfp8", "bf16")]
     cfg_path = os.path.join(cap_dir, "config.json")
     if os.path.exists(cfg_path):
         with open(cfg_path) as f:
-            trained = fp8emu.Recipe(json.load(f)["recipe"]).spec
-        if trained.startswith("delayed") and trained not in delayed:
-            delayed.append(trained)
-    recipes = [fp8emu.Recipe(r) for r in delayed + ["current", "block", "mxfp8", "bf16"]]
+            cfg = json.load(f)
+        recipes, formats = [fp8emu.Recipe(cfg["recipe"])], (cfg["format"],)
+        trained = recipes[0].spec
     tensors = {}
     for name in sorted(os.listdir(cap_dir)):
         if name.endswith(".safetensors"):
             step, ts = read_safetensors(os.path.join(cap_dir, name))
             for t, x in ts.items():
                 tensors[(step, t)] = x
-    checked, bad = 0, []
-    for fmt in ("e4m3", "hybrid"):
+    checked, trained_checked, bad = 0, 0, []
+    for fmt in formats:
         out = os.path.join(tmp, os.path.basename(cap_dir.rstrip("/")) + "-" + fmt)
         subprocess.run([binary, "run", "--capture", cap_dir, "--training-log", trace_path,
                         "--recipes", ",".join(r.spec for r in recipes), "--format", fmt,
@@ -137,6 +139,7 @@ def check_dir(binary, cap_dir, tmp):
                 want.append(("scale (trace replay)", f32_bits(s), f32_bits(row["scale"])))
                 if recipe.spec == trained and (step, tname) in harness_scales:
                     hs = harness_scales[(step, tname)]
+                    trained_checked += 1
                     want.append(("scale (trained)", f32_bits(hs), f32_bits(row["scale"])))
             q = fp8emu.quantize(x, recipe, dtype, role, orient, scale)
             mse, under = fp8emu.error_sums(x, q)
@@ -156,7 +159,7 @@ def check_dir(binary, cap_dir, tmp):
                 if got != exp:
                     bad.append("%s step %d %s %s %s %s: %s harness %r, fp8-advisor %r"
                                % (cap_dir, step, tname, recipe.spec, fmt, orient, what, got, exp))
-    return checked, bad
+    return checked, trained_checked, bad
 
 
 def main(argv):
@@ -166,10 +169,11 @@ def main(argv):
     total, bad = 0, []
     with tempfile.TemporaryDirectory() as tmp:
         for d in dirs:
-            n, b = check_dir(binary, d, tmp)
+            n, nt, b = check_dir(binary, d, tmp)
             total += n
             bad += b
-            print("%s: %d metrics rows checked, %d mismatches" % (d, n, len(b)))
+            print("%s: %d metrics rows checked (%d delayed scales as the harness trained), "
+                  "%d mismatches" % (d, n, nt, len(b)))
     for line in bad[:20]:
         print("MISMATCH " + line)
     print("test_codec: %d rows, %d mismatches" % (total, len(bad)))
