@@ -35,8 +35,8 @@ def _train_one(item):
     return item, r["final_val_loss"], time.time() - t0
 
 
-def train_all(jobs):
-    todo = cases.queue()
+def train_all(jobs, only=None):
+    todo = cases.queue(only)
     print("%d runs (%d cached)" % (len(todo), sum(os.path.exists(os.path.join(
         harness.run_dir(cases.arm_config(*i)), "result.json")) for i in todo)), flush=True)
     with multiprocessing.get_context("spawn").Pool(jobs, maxtasksperchild=1) as pool:
@@ -139,10 +139,11 @@ def main(argv=None):
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--train-only", action="store_true")
     p.add_argument("--no-train", action="store_true", help="table the finished runs only")
+    p.add_argument("--cases", default=None, help="train only these cases (comma-separated)")
     a = p.parse_args(argv)
     t0 = time.time()
     if not a.no_train:
-        train_all(a.jobs)
+        train_all(a.jobs, a.cases.split(",") if a.cases else None)
     if a.train_only:
         return 0
     if not a.binary:

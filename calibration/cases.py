@@ -9,6 +9,7 @@ CAPTURE_STEPS = [44, 99]
 HEALTHY = {"lr": 1e-3, "warmup": 10, "clip": 1.0}
 HIGH_LR = {"lr": 6e-2, "warmup": 0, "clip": 0.0}
 OUTLIER = dict(HEALTHY, gain={"kind": "outlier", "layer": 1, "log2": 12})
+OUTLIER16 = dict(HEALTHY, gain={"kind": "outlier", "layer": 1, "log2": 16})
 RAMP = dict(HEALTHY, gain={"kind": "ramp", "layer": 1, "start": 40, "every": 2, "binades": 12})
 DELAYED = "delayed:history=1024:algo=max:margin=0"
 
@@ -37,6 +38,12 @@ CASES = {
         ("block", "block", "hybrid", {}),
         ("current+fc2-bf16", "current", "hybrid", {"fallback": ["layers.1.mlp.linear_fc2"]}),
     ]),
+    "outlier16": ("per-token outlier, stronger: layers.1 FC2 input x2^16 at token 0", OUTLIER16, [
+        ("bf16", "bf16", "hybrid", {}),
+        ("current", "current", "hybrid", {}),
+        ("block", "block", "hybrid", {}),
+        ("current+fc2-bf16", "current", "hybrid", {"fallback": ["layers.1.mlp.linear_fc2"]}),
+    ]),
     "ramp": ("fast amax rise: layers.1 FC2 input doubles every 2 steps from step 40, 12 binades",
              RAMP, [
         ("bf16", "bf16", "hybrid", {}),
@@ -57,7 +64,8 @@ def arm_config(case, arm, rep):
     raise KeyError("%s: no arm %s" % (case, arm))
 
 
-def queue():
-    """Every run, replicate 0 of every arm first (a partial pass still covers every case)."""
+def queue(only=None):
+    """Every run (of the cases in `only`, default all), replicate 0 of every arm first (a partial
+    pass still covers every case)."""
     return [(case, arm, rep) for rep in range(REPLICATES) for case, (_, _, arms) in CASES.items()
-            for arm, _, _, _ in arms]
+            if only is None or case in only for arm, _, _, _ in arms]

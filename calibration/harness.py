@@ -218,9 +218,7 @@ def train(cfg, log=print):
     torch.set_num_threads(cfg["threads"])
     torch.use_deterministic_algorithms(True)
     files, data, sha = make_real_capture.load_corpus(a)
-    tokens = torch.frombuffer(bytearray(data), dtype=torch.uint8).long()
-    n_held = int(len(tokens) * a.heldout_fraction)
-    train_tok, held = tokens[: len(tokens) - n_held], tokens[len(tokens) - n_held:]
+    train_tok, held = make_real_capture.split_tokens(torch, a, data)
 
     torch.manual_seed(a.seed)
     model = make_real_capture.build_model(torch, a)
@@ -234,19 +232,12 @@ def train(cfg, log=print):
     if emu.recipe.kind != "bf16":
         emulate(model, emu)
         emulate(eval_model, emu)
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "embedding" not in n]
-    no_decay = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and "embedding" not in n)]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=a.lr, betas=(0.9, a.beta2), eps=1e-8)
+    opt = make_real_capture.make_optimizer(torch, model, a)
     gen = torch.Generator().manual_seed(a.seed + 1 + 1000 * cfg["seed_offset"])  # batch order
     heldgen = torch.Generator().manual_seed(a.seed + 2)  # the same held-out batch for every run
-    span = a.seq + 1
 
     def batch(src, n, g):
-        starts = torch.randint(0, len(src) - span, (n,), generator=g)
-        rows = torch.stack([src[s: s + span] for s in starts.tolist()])
-        return rows[:, :-1], rows[:, 1:]
+        return make_real_capture.sample_batch(torch, src, n, g, a, "cpu")
 
     held_x, held_y = batch(held, cfg["eval_seqs"], heldgen)
 
