@@ -110,12 +110,13 @@ def judge_outcomes(data):
             practical = max(0.01 * m, 2 * kernel_rms if kernel_rms == kernel_rms else 0.0)
             a["practical"] = practical
             n, gm, gse = a["gap_val_n"], a["gap_val"], a["gap_val_se"]
+            a["beyond_noise"] = bool(n >= 2 and gm > 2 * gse and gm > 2 * kernel_rms)
             if not all(r["finite"] for r in a["replicates"]) and a["replicates"]:
                 a["harm"] = "yes"
             elif n < 2:
                 a["harm"] = "undetermined"
             else:
-                a["harm"] = "yes" if (gm > 2 * gse and gm > practical) else "no"
+                a["harm"] = "yes" if (a["beyond_noise"] and gm > practical) else "no"
     return {"kernel_noise_gaps": noise, "kernel_noise_rms": kernel_rms,
             "bf16_seed_sd": seeds_sd}
 

@@ -151,7 +151,10 @@ def render(doc):
             recipe = a["recipe"] + ("; BF16: " + ", ".join(a["fallback"]) if a["fallback"] else "")
             lines.append("| %s | %s | %s | %d | %s | %s | %s | %s | %s | %s |"
                          % (case, arm, recipe, len(a["replicates"]), num(c["bf16_val_mean"]),
-                            gap("val"), gap("train"), a["harm"], " | ".join(cells), pol_cell))
+                            gap("val"), gap("train"),
+                            a["harm"] + (" (beyond noise, under 1 %)" if a["harm"] == "no"
+                                         and a.get("beyond_noise") else ""),
+                            " | ".join(cells), pol_cell))
     lines += ["", "## Per criterion", "",
               "| criterion | detections | false alarms | misses | passes (no harm) |",
               "| --- | --- | --- | --- | --- |"]
