@@ -223,6 +223,30 @@ def build_model(torch, a):
     return GPT()
 
 
+def split_tokens(torch, a, data):
+    """The corpus as byte tokens: (train, held-out), the last --heldout-fraction held out."""
+    tokens = torch.frombuffer(bytearray(data), dtype=torch.uint8).long()
+    n_held = int(len(tokens) * a.heldout_fraction)
+    return tokens[: len(tokens) - n_held], tokens[len(tokens) - n_held:]
+
+
+def make_optimizer(torch, model, a):
+    """AdamW, weight decay on the matrices except the embeddings."""
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "embedding" not in n]
+    no_decay = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and "embedding" not in n)]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
+                              {"params": no_decay, "weight_decay": 0.0}],
+                             lr=a.lr, betas=(0.9, a.beta2), eps=1e-8)
+
+
+def sample_batch(torch, src, n, g, a, dev):
+    """n sequences of a.seq tokens at random starts (generator g): (inputs, next-token targets)."""
+    span = a.seq + 1
+    starts = torch.randint(0, len(src) - span, (n,), generator=g)
+    rows = torch.stack([src[s: s + span] for s in starts.tolist()])
+    return rows[:, :-1].to(dev), rows[:, 1:].to(dev)
+
+
 def lr_at(a, step):
     if a.warmup > 0 and step < a.warmup:
         return a.lr * (step + 1) / a.warmup
@@ -256,9 +280,7 @@ def main(argv=None):
     dev = torch.device(a.device)
 
     files, data, sha = load_corpus(a)
-    tokens = torch.frombuffer(bytearray(data), dtype=torch.uint8).long()
-    n_held = int(len(tokens) * a.heldout_fraction)
-    train, held = tokens[: len(tokens) - n_held], tokens[len(tokens) - n_held:]
+    train, held = split_tokens(torch, a, data)
     print("corpus: %d files, %d bytes, sha256 %s; train %d, held-out %d bytes"
           % (len(files), len(data), sha, len(train), len(held)), flush=True)
 
@@ -266,20 +288,13 @@ def main(argv=None):
     model = build_model(torch, a).to(dev)
     eval_model = copy.deepcopy(model)  # a hook-free twin: held-out forwards stay out of the trace
     n_params = sum(p.numel() for p in model.parameters())
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "embedding" not in n]
-    no_decay = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and "embedding" not in n)]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=a.lr, betas=(0.9, a.beta2), eps=1e-8)
+    opt = make_optimizer(torch, model, a)
 
     gen = torch.Generator().manual_seed(a.seed + 1)  # batches (CPU generator: same on any device)
     heldgen = torch.Generator().manual_seed(a.seed + 2)
-    span = a.seq + 1
 
     def batch(src, n, g):
-        starts = torch.randint(0, len(src) - span, (n,), generator=g)
-        rows = torch.stack([src[s: s + span] for s in starts.tolist()])
-        return rows[:, :-1].to(dev), rows[:, 1:].to(dev)
+        return sample_batch(torch, src, n, g, a, dev)
 
     held_x, held_y = batch(held, a.eval_seqs, heldgen)
 

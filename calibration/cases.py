@@ -1,0 +1,71 @@
+"""The calibration cases: per case a BF16 group and FP8 candidates, every arm trained with the same
+REPLICATES batch orders (seed_offset 0..R-1), so each FP8 replicate has a BF16 twin on the same
+batches. Replicate 0 of every FP8 arm records captures at CAPTURE_STEPS for fp8-advisor."""
+
+import harness
+
+REPLICATES = 3
+CAPTURE_STEPS = [44, 99]
+HEALTHY = {"lr": 1e-3, "warmup": 10, "clip": 1.0}
+HIGH_LR = {"lr": 6e-2, "warmup": 0, "clip": 0.0}
+OUTLIER = dict(HEALTHY, gain={"kind": "outlier", "layer": 1, "log2": 12})
+OUTLIER16 = dict(HEALTHY, gain={"kind": "outlier", "layer": 1, "log2": 16})
+RAMP = dict(HEALTHY, gain={"kind": "ramp", "layer": 1, "start": 40, "every": 2, "binades": 12})
+DELAYED = "delayed:history=1024:algo=max:margin=0"
+
+# case -> (what it tests, base options, [(arm, recipe, format, extra options)]); arm "bf16" is
+# the baseline, "bf16-split" the kernel-level perturbation of it: the same sequences in the same
+# order, as 4 micro-batches of 1 instead of 2 of 2 (other GEMM shapes and summation order: only
+# the rounding differs; the batch generator draws the same starts either way).
+CASES = {
+    "healthy": ("no harm expected: lr 1e-3, warmup, clipping", HEALTHY, [
+        ("bf16", "bf16", "hybrid", {}),
+        ("bf16-split", "bf16", "hybrid", {"micro_batch": 1, "accum": 4}),
+        ("delayed", DELAYED, "hybrid", {}),
+        ("current", "current", "hybrid", {}),
+    ]),
+    "high-lr": ("no harm expected: lr 6e-2, no warmup, no clipping (spikes and recovers); "
+                "all-E4M3: gradients wider than E4M3's range", HIGH_LR, [
+        ("bf16", "bf16", "hybrid", {}),
+        ("delayed", DELAYED, "hybrid", {}),
+        ("current", "current", "hybrid", {}),
+        ("current-e4m3", "current", "e4m3", {}),
+    ]),
+    "outlier": ("per-token outlier: layers.1 FC2 input x2^12 at token 0 (output divided back)",
+                OUTLIER, [
+        ("bf16", "bf16", "hybrid", {}),
+        ("current", "current", "hybrid", {}),
+        ("block", "block", "hybrid", {}),
+        ("current+fc2-bf16", "current", "hybrid", {"fallback": ["layers.1.mlp.linear_fc2"]}),
+    ]),
+    "outlier16": ("per-token outlier, stronger: layers.1 FC2 input x2^16 at token 0", OUTLIER16, [
+        ("bf16", "bf16", "hybrid", {}),
+        ("current", "current", "hybrid", {}),
+        ("block", "block", "hybrid", {}),
+        ("current+fc2-bf16", "current", "hybrid", {"fallback": ["layers.1.mlp.linear_fc2"]}),
+    ]),
+    "ramp": ("fast amax rise: layers.1 FC2 input doubles every 2 steps from step 40, 12 binades",
+             RAMP, [
+        ("bf16", "bf16", "hybrid", {}),
+        ("delayed", DELAYED, "hybrid", {}),
+        ("delayed-margin1", "delayed:history=1024:algo=max:margin=1", "hybrid", {}),
+    ]),
+}
+
+
+def arm_config(case, arm, rep):
+    _, base, arms = CASES[case]
+    for name, recipe, fmt, extra in arms:
+        if name == arm:
+            over = dict(base, recipe=recipe, format=fmt, seed_offset=rep, **extra)
+            if rep == 0 and recipe != "bf16":
+                over["capture_steps"] = CAPTURE_STEPS
+            return harness.make_config(**over)
+    raise KeyError("%s: no arm %s" % (case, arm))
+
+
+def queue(only=None):
+    """Every run (of the cases in `only`, default all), replicate 0 of every arm first (a partial
+    pass still covers every case)."""
+    return [(case, arm, rep) for rep in range(REPLICATES) for case, (_, _, arms) in CASES.items()
+            if only is None or case in only for arm, _, _, _ in arms]

@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+"""The calibration table from stored outcomes and captures (stdlib only: no torch, no training).
+
+  python3 calibration/table.py write BINARY   verdicts of BINARY on calibration/captures/, with
+                                              the outcomes in calibration/results.json, written
+                                              to results.json and RESULTS.md
+  python3 calibration/table.py check BINARY   the same verdicts, compared with results.json's
+                                              (ctest test_calibration_verdicts); exit 1 on a change
+
+calibrate.py (training) calls ``write`` after storing the outcomes and captures. Per captured FP8
+arm (replicate 0, every GEMM trained in FP8), each enabled criterion of the default policy is run
+alone (a policy file enabling only it) and the whole policy too: `fp8-advisor run` with the
+arm's amax trace and its recipe, and that candidate's row of recipe.json (gemms_to_bf16 > 0 =
+the criterion fails the run).
+"""
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+CAPTURES = os.path.join(HERE, "captures")
+RESULTS_JSON = os.path.join(HERE, "results.json")
+RESULTS_MD = os.path.join(HERE, "RESULTS.md")
+POLICY = os.path.join(REPO, "policies", "default_policy.json")
+
+
+# ---- verdicts ---------------------------------------------------------------------------------
+
+def criteria_of(policy_path):
+    with open(policy_path) as f:
+        crit = json.load(f)["criteria"]
+    return [k for k, v in crit.items() if v.get("enabled")]
+
+
+def advise(binary, cap, recipe, fmt, policy, tmp):
+    """`run` on one arm's captures under one policy: that candidate's row of recipe.json."""
+    out = tempfile.mkdtemp(dir=tmp)
+    subprocess.run([binary, "run", "--capture", cap, "--training-log",
+                    os.path.join(cap, "amax_trace_rank0.csv"), "--recipes", recipe + ",bf16",
+                    "--format", fmt, "--cost", "none", "--policy", policy, "--threads", "1",
+                    "--quiet", "--out", out], check=True, stdout=subprocess.DEVNULL)
+    with open(os.path.join(out, "recipe.json")) as f:
+        doc = json.load(f)
+    shutil.rmtree(out)
+    for c in doc["candidates"]:
+        if c["recipe"] == recipe and c["format"] == fmt:
+            return c, doc["provenance"]["git_revision"]
+    raise RuntimeError("%s: no candidate %s/%s in recipe.json" % (cap, recipe, fmt))
+
+
+def verdicts(binary, data, policy_path):
+    """Every enabled criterion alone (a policy of that criterion only), and the whole policy, on
+    every captured FP8 arm (replicate 0) that trained every GEMM in FP8."""
+    crits = criteria_of(policy_path)
+    revision = None
+    with tempfile.TemporaryDirectory() as tmp:
+        policies = {}
+        for c in crits:
+            p = os.path.join(tmp, "only-%s.json" % c)
+            with open(p, "w") as f:
+                json.dump({"base": "default", "name": "only-" + c,
+                           "criteria": {k: {"enabled": k == c} for k in crits}}, f)
+            policies[c] = p
+        policies["policy"] = policy_path
+        for case, c in data.items():
+            for arm, a in c["arms"].items():
+                cap = os.path.join(CAPTURES, "%s--%s" % (case, arm))
+                if not os.path.isdir(cap) or a["fallback"] or a["recipe"] == "bf16":
+                    continue
+                recipe, fmt = a["recipe"].rsplit("/", 1)
+                a["verdicts"] = {}
+                for name, p in policies.items():
+                    cand, revision = advise(binary, cap, recipe, fmt, p, tmp)
+                    a["verdicts"][name] = {"fails": cand["gemms_to_bf16"] > 0,
+                                           "gemms_to_bf16": cand["gemms_to_bf16"],
+                                           "fp8_flop_share": cand["fp8_flop_share"],
+                                           "worst_failure": cand["worst_failure"]}
+    return crits, revision
+
+
+def score(data, crits):
+    """Per criterion (and the whole policy): the runs it fails with and without harm."""
+    out = {}
+    for name in crits + ["policy"]:
+        s = {"detections": [], "false_alarms": [], "misses": [], "passes": [], "undetermined": []}
+        for case, c in data.items():
+            for arm, a in c["arms"].items():
+                v = a.get("verdicts", {}).get(name)
+                if v is None:
+                    continue
+                run = "%s/%s" % (case, arm)
+                if a["harm"] == "yes":
+                    s["detections" if v["fails"] else "misses"].append(run)
+                elif a["harm"] == "no":
+                    s["false_alarms" if v["fails"] else "passes"].append(run)
+                else:
+                    s["undetermined"].append(run)
+        out[name] = s
+    return out
+
+
+def num(v, fmt="%.4f"):
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else fmt % v
+
+
+def render(doc):
+    crits = doc["criteria_judged"]
+    lines = ["# Calibration: what FP8 did to training, and what each criterion said", "",
+             "Generated by `%s` (%s). Verdicts: `fp8-advisor` at git revision %s, policy "
+             "`policies/default_policy.json`. Model, cases and the harm rule: calibration/README.md."
+             % (doc["command"], "%d runs, %.0f s of training at 1 thread each (cached); verdicts "
+                "%.0f s" % (doc["runs"], doc["training_seconds"], doc["verdict_seconds"]),
+                doc["binary_revision"]), "",
+             "## Noise floor", "",
+             "- kernel-level perturbation (healthy, BF16, the same sequences as 4 micro-batches "
+             "of 1 instead of 2 of 2: other GEMM shapes and summation order): final val loss gaps "
+             "%s, RMS %s" % (", ".join("%+.2e" % g for g in doc["noise"]["kernel_noise_gaps"]),
+                             num(doc["noise"]["kernel_noise_rms"], "%.2e")),
+             "- batch-order seeds (BF16, %d replicates per case): sd of the final val loss %s"
+             % (doc["replicates"], ", ".join("%s %s" % (c, num(d["bf16_val_sd"]))
+                                             for c, d in doc["cases"].items())), "",
+             "## Runs", "",
+             "Gap = FP8 arm minus its BF16 twin on the same batches, mean over replicates ± its "
+             "standard error; `(k SE)` = gap / SE. Verdict columns: F = the criterion alone "
+             "sends at least one GEMM of the run's captures to BF16, p = passes, blank = not "
+             "judged (no captures, or the arm trained a GEMM in BF16).", "",
+             "| case | arm | recipe | n | BF16 val | val gap ± SE | train gap ± SE | harm | "
+             + " | ".join(crits) + " | policy: GEMMs to BF16 (FP8 share) |",
+             "|" + " --- |" * (9 + len(crits))]
+    for case, c in doc["cases"].items():
+        for arm, a in c["arms"].items():
+            if arm == "bf16":
+                continue
+            def gap(key):
+                g, se = a["gap_" + key], a["gap_%s_se" % key]
+                if g is None or (isinstance(g, float) and math.isnan(g)):
+                    return "-"
+                k = "" if not se or math.isnan(se) else " (%.1f SE)" % (g / se)
+                return "%+.4f ± %s%s" % (g, num(se), k)
+            v = a.get("verdicts", {})
+            cells = [("F" if v[cn]["fails"] else "p") if cn in v else "" for cn in crits]
+            pol = v.get("policy")
+            pol_cell = "%d (%.0f %%)" % (pol["gemms_to_bf16"], 100 * pol["fp8_flop_share"]) if pol else ""
+            recipe = a["recipe"] + ("; BF16: " + ", ".join(a["fallback"]) if a["fallback"] else "")
+            lines.append("| %s | %s | %s | %d | %s | %s | %s | %s | %s | %s |"
+                         % (case, arm, recipe, len(a["replicates"]), num(c["bf16_val_mean"]),
+                            gap("val"), gap("train"),
+                            a["harm"] + (" (beyond noise, under 1 %)" if a["harm"] == "no"
+                                         and a.get("beyond_noise") else ""),
+                            " | ".join(cells), pol_cell))
+    lines += ["", "## Per criterion", "",
+              "| criterion | detections | false alarms | misses | passes (no harm) |",
+              "| --- | --- | --- | --- | --- |"]
+    for name, s in doc["score"].items():
+        lines.append("| %s | %d %s | %d %s | %d %s | %d |"
+                     % (name, len(s["detections"]), fmt_runs(s["detections"]),
+                        len(s["false_alarms"]), fmt_runs(s["false_alarms"]),
+                        len(s["misses"]), fmt_runs(s["misses"]), len(s["passes"])))
+    lines += ["", "## The whole policy's first failure per judged run", ""]
+    for case, c in doc["cases"].items():
+        for arm, a in c["arms"].items():
+            pol = a.get("verdicts", {}).get("policy")
+            if pol and pol["worst_failure"]:
+                lines.append("- %s/%s (harm: %s): %s" % (case, arm, a["harm"], pol["worst_failure"]))
+    return "\n".join(lines) + "\n"
+
+
+def fmt_runs(runs):
+    return "(%s)" % ", ".join(runs) if runs else ""
+
+
+def strip_verdicts(data):
+    for c in data.values():
+        for a in c["arms"].values():
+            a.pop("verdicts", None)
+
+
+def write(binary, doc):
+    """Verdicts of `binary` on the stored captures into doc; results.json and RESULTS.md."""
+    strip_verdicts(doc["cases"])
+    t0 = time.time()
+    crits, revision = verdicts(binary, doc["cases"], POLICY)
+    doc["criteria_judged"], doc["binary_revision"] = crits, revision
+    doc["score"] = score(doc["cases"], crits)
+    doc["verdict_seconds"] = round(time.time() - t0, 1)
+    with open(RESULTS_JSON + ".tmp", "w") as f:
+        json.dump(doc, f, indent=1, sort_keys=False, allow_nan=True)
+        f.write("\n")
+    os.replace(RESULTS_JSON + ".tmp", RESULTS_JSON)
+    with open(RESULTS_MD, "w") as f:
+        f.write(render(doc))
+
+
+def verdict_numbers(data):
+    return {(case, arm, name): (v["fails"], v["gemms_to_bf16"])
+            for case, c in data.items() for arm, a in c["arms"].items()
+            for name, v in a.get("verdicts", {}).items()}
+
+
+def check(binary):
+    with open(RESULTS_JSON) as f:
+        doc = json.load(f)
+    stored = verdict_numbers(doc["cases"])
+    strip_verdicts(doc["cases"])
+    verdicts(binary, doc["cases"], POLICY)
+    now = verdict_numbers(doc["cases"])
+    bad = sorted(k for k in set(stored) | set(now) if stored.get(k) != now.get(k))
+    for k in bad:
+        print("CHANGED %s/%s %s: stored %s, now %s" % (k[0], k[1], k[2], stored.get(k), now.get(k)))
+    print("test_calibration_verdicts: %d verdicts, %d changed%s"
+          % (len(stored), len(bad), " (regenerate: python3 calibration/table.py write BINARY, "
+             "and say why in the commit)" if bad else ""))
+    return 1 if bad else 0
+
+
+def main(argv):
+    if len(argv) != 3 or argv[1] not in ("write", "check"):
+        sys.exit(__doc__)
+    if argv[1] == "check":
+        return check(argv[2])
+    with open(RESULTS_JSON) as f:
+        doc = json.load(f)
+    write(argv[2], doc)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""The harness's FP8 emulation (fp8emu.py) against fp8-advisor's codec, on real captures: for
+every captured tensor, recipe (current, delayed, block, mxfp8, bf16), format (e4m3, hybrid) and
+operand copy (rowwise, columnwise) (in a harness run's folder: the recipe and format it trained with), fp8emu's quantise-dequantise must give exactly the numbers
+`fp8-advisor run` writes to metrics.csv: the scale bits (per-tensor scale; the block scales'
+scale_inv_min/max), underflow_count, overflow_count and saturated_count, and mse to 1e-12 relative
+(the dequantised values agree bit for bit; only the float64 sum is added in another order). Delayed
+scaling: the scale of fp8emu.DelayedScale fed the amax trace step by step is the scale fp8-advisor
+replays from that trace, and, where the harness wrote the scales it trained with
+(delayed_scales.csv), those as well.
+
+  PY calibration/test_codec.py BINARY CAPTURE_DIR [CAPTURE_DIR ...]
+
+PY needs PyTorch with float8 dtypes (>= 2.1); exit 77 (skip) without it. Exit 1 on a mismatch.
+"""
+
+import csv
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+try:
+    import torch
+    if not hasattr(torch, "float8_e4m3fn"):
+        raise ImportError("torch %s has no float8 dtypes" % torch.__version__)
+except ImportError as e:
+    print("test_codec skipped: %s" % e)
+    sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fp8emu  # noqa: E402
+
+MSE_REL_TOL = 1e-12
+DTYPES = {"BF16": torch.bfloat16, "F32": torch.float32, "F16": torch.float16}
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        blob = f.read()
+    (n,) = struct.unpack("<Q", blob[:8])
+    header = json.loads(blob[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    out = {}
+    for name, e in header.items():
+        b, t = e["data_offsets"]
+        raw = bytearray(blob[8 + n + b: 8 + n + t])
+        out[name] = torch.frombuffer(raw, dtype=DTYPES[e["dtype"]]).reshape(e["shape"])
+    return int(meta["step"]), out
+
+
+def read_trace(path):
+    """{tensor name: [amax of step 0, 1, ...]} (steps contiguous from 0)."""
+    series = {}
+    with open(path, newline="") as f:
+        for r in csv.DictReader(f):
+            s = series.setdefault(r["tensor"], [])
+            if int(r["step"]) != len(s):
+                raise ValueError("%s: %s steps not contiguous" % (path, r["tensor"]))
+            s.append(float(r["amax"]))
+    return series
+
+
+_REPLAYED = {}
+
+
+def delayed_scales(recipe, fmt, series, role):
+    """fp8emu.DelayedScale over a trace series: the scale used at every step."""
+    key = (recipe.spec, fmt, role, tuple(series))
+    if key not in _REPLAYED:
+        _REPLAYED[key] = _replay(recipe, fmt, series, role)
+    return _REPLAYED[key]
+
+
+def _replay(recipe, fmt, series, role):
+    d = fp8emu.DelayedScale(recipe, fp8emu.FP8[fp8emu.role_dtype(fmt, role)][1])
+    used = []
+    for a in series:
+        used.append(float(d.scale))
+        d.observe(torch.tensor([a], dtype=torch.float32))
+        d.end_step()
+    return used
+
+
+def f32_bits(v):
+    """The float32 bits of v, as 0x%08x with the value."""
+    b = struct.pack("<f", float(v))
+    return "0x%08x (%.9g)" % (struct.unpack("<I", b)[0], struct.unpack("<f", b)[0])
+
+
+def check_dir(binary, cap_dir, tmp):
+    trace_path = os.path.join(cap_dir, "amax_trace_rank0.csv")
+    trace = read_trace(trace_path)
+    harness_scales = {}
+    hs_path = os.path.join(cap_dir, "delayed_scales.csv")
+    if os.path.exists(hs_path):
+        with open(hs_path, newline="") as f:
+            for r in csv.DictReader(f):
+                harness_scales[(int(r["step"]), r["tensor"])] = float(r["scale"])
+    # A harness run's folder (config.json): the recipe and format it trained with; otherwise
+    # every recipe in both formats.
+    trained, formats = None, ("e4m3", "hybrid")
+    recipes = [fp8emu.Recipe(r) for r in ("delayed", "current", "block", "mxfp8", "bf16")]
+    cfg_path = os.path.join(cap_dir, "config.json")
+    if os.path.exists(cfg_path):
+        with open(cfg_path) as f:
+            cfg = json.load(f)
+        recipes, formats = [fp8emu.Recipe(cfg["recipe"])], (cfg["format"],)
+        trained = recipes[0].spec
+    tensors = {}
+    for name in sorted(os.listdir(cap_dir)):
+        if name.endswith(".safetensors"):
+            step, ts = read_safetensors(os.path.join(cap_dir, name))
+            for t, x in ts.items():
+                tensors[(step, t)] = x
+    checked, trained_checked, bad = 0, 0, []
+    for fmt in formats:
+        out = os.path.join(tmp, os.path.basename(cap_dir.rstrip("/")) + "-" + fmt)
+        subprocess.run([binary, "run", "--capture", cap_dir, "--training-log", trace_path,
+                        "--recipes", ",".join(r.spec for r in recipes), "--format", fmt,
+                        "--no-gemms", "--device", "cpu", "--threads", "1", "--cost", "none",
+                        "--quiet", "--out", out], check=True, stdout=subprocess.DEVNULL)
+        with open(os.path.join(out, "metrics.csv"), newline="") as f:
+            rows = list(csv.DictReader(f))
+        by_recipe = {r.spec: r for r in recipes}
+        for row in rows:
+            recipe = by_recipe[row["recipe"]]
+            step, tname = int(row["step"]), row["layer"] + "." + row["tensor"]
+            role, orient = row["tensor"], row["orientation"]
+            x = tensors[(step, tname)]
+            dtype = fp8emu.role_dtype(fmt, role)
+            scale = None
+            want = []
+            if recipe.kind == "delayed":
+                s = delayed_scales(recipe, fmt, trace[tname], role)[step]
+                scale = torch.tensor(s, dtype=torch.float32)
+                want.append(("scale (trace replay)", f32_bits(s), f32_bits(row["scale"])))
+                if recipe.spec == trained and (step, tname) in harness_scales:
+                    hs = harness_scales[(step, tname)]
+                    trained_checked += 1
+                    want.append(("scale (trained)", f32_bits(hs), f32_bits(row["scale"])))
+            q = fp8emu.quantize(x, recipe, dtype, role, orient, scale)
+            mse, under = fp8emu.error_sums(x, q)
+            if recipe.per_tensor:
+                want.append(("scale", f32_bits(q.scale), f32_bits(row["scale"])))
+            if recipe.kind != "bf16":
+                want += [("scale_inv_min", f32_bits(q.sinv_min), f32_bits(row["scale_inv_min"])),
+                         ("scale_inv_max", f32_bits(q.sinv_max), f32_bits(row["scale_inv_max"]))]
+            want += [("underflow_count", under, int(row["underflow_count"])),
+                     ("overflow_count", q.overflow, int(row["overflow_count"])),
+                     ("saturated_count", q.saturated, int(row["saturated_count"]))]
+            ref_mse = float(row["mse"])
+            rel = abs(mse - ref_mse) / ref_mse if ref_mse else abs(mse)
+            want.append(("mse", rel <= MSE_REL_TOL, True))
+            checked += 1
+            for what, got, exp in want:
+                if got != exp:
+                    bad.append("%s step %d %s %s %s %s: %s harness %r, fp8-advisor %r"
+                               % (cap_dir, step, tname, recipe.spec, fmt, orient, what, got, exp))
+    return checked, trained_checked, bad
+
+
+def main(argv):
+    if len(argv) < 3:
+        sys.exit(__doc__)
+    binary, dirs = argv[1], argv[2:]
+    total, bad = 0, []
+    with tempfile.TemporaryDirectory() as tmp:
+        for d in dirs:
+            n, nt, b = check_dir(binary, d, tmp)
+            total += n
+            bad += b
+            print("%s: %d metrics rows checked (%d delayed scales as the harness trained), "
+                  "%d mismatches" % (d, n, nt, len(b)))
+    for line in bad[:20]:
+        print("MISMATCH " + line)
+    print("test_codec: %d rows, %d mismatches" % (total, len(bad)))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
