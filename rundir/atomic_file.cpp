@@ -22,7 +22,11 @@ namespace {
 void ensure_output_directory(const std::string& dir) {
   std::error_code ec;
   namespace fs = std::filesystem;
-  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) write_failed(dir, "not a directory");
+  // One stat: with two (exists, then is_directory) a folder removed in between by a run releasing
+  // the --out lock read as "not a directory".
+  if (const fs::file_status st = fs::status(dir, ec); fs::exists(st) && !fs::is_directory(st))
+    write_failed(dir, "not a directory");
+  ec.clear();
   fs::create_directories(dir, ec);
   if (ec) write_failed(dir, ec.message());
 }
