@@ -225,6 +225,14 @@ Recipe parse_recipe(std::string_view spec) {
   return r;
 }
 
+Recipe delayed_recipe(int history, DelayedAlgo algo, int margin) {
+  Recipe r = parse_recipe("delayed");
+  r.history = history;
+  r.algo = algo;
+  r.margin = margin;
+  return r;
+}
+
 std::string default_recipe_list() {
   return "current,current:pow2,delayed,delayed:history=16:algo=most_recent,block,block:fp32,"
          "mxfp8,mxfp8:floor,bf16";

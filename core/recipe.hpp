@@ -240,6 +240,8 @@ struct Recipe {
 // "mxfp8:floor", "bf16"). Throws usage error fp8a.usage.201 with "did you mean" for unknown kinds
 // and options.
 Recipe parse_recipe(std::string_view spec);
+// TE's DelayedScaling with these options (the rest as "delayed" parses: TE's defaults).
+Recipe delayed_recipe(int history, DelayedAlgo algo, int margin);
 // Comma-separated list; duplicates (same canonical spec) are dropped, order kept.
 std::vector<Recipe> parse_recipe_list(std::string_view list);
 

@@ -10,14 +10,6 @@ namespace fp8a {
 
 namespace {
 
-Recipe delayed_recipe(int history, DelayedAlgo algo, int margin) {
-  Recipe r = parse_recipe("delayed");
-  r.history = history;
-  r.algo = algo;
-  r.margin = margin;
-  return r;
-}
-
 // TE's DelayedScaling() defaults.
 Recipe te_default() { return delayed_recipe(1024, DelayedAlgo::kMax, 0); }
 

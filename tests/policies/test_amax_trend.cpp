@@ -37,11 +37,7 @@ Series line_series(std::int64_t first, std::int64_t last, double per_step) {
 }
 
 fp8a::Recipe delayed(int history, fp8a::DelayedAlgo algo, int margin) {
-  fp8a::Recipe r = fp8a::parse_recipe("delayed");
-  r.history = history;
-  r.algo = algo;
-  r.margin = margin;
-  return r;
+  return fp8a::delayed_recipe(history, algo, margin);
 }
 
 constexpr auto kMax = fp8a::DelayedAlgo::kMax;

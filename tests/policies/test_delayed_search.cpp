@@ -17,11 +17,7 @@ using namespace fp8a;
 constexpr double kBinadeTol = 1e-4;
 
 Recipe delayed(int history, DelayedAlgo algo, int margin) {
-  Recipe r = parse_recipe("delayed");
-  r.history = history;
-  r.algo = algo;
-  r.margin = margin;
-  return r;
+  return delayed_recipe(history, algo, margin);
 }
 
 }  // namespace
