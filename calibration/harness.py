@@ -22,7 +22,9 @@ trains the same function: ``outlier``: the FC2 input of one layer is multiplied 
 position 0 and its output divided back (the massive activations of attention-sink tokens feeding
 the down projection); ``ramp``: the whole FC2 input is multiplied by 2^k, k growing by
 one binade every `every` steps from step `start`, `binades` in all (an amax that
-doubles faster than a delayed history follows). The layer's FC2 has no bias
+doubles faster than a delayed history follows); ``spike``: the whole FC2 input is multiplied by
+2^g for `len` steps from step `start`, then by 1 again (an activation spike that a delayed
+history of the maximum remembers long after it ends). The layer's FC2 has no bias
 in these cases (so that the division is exact).
 
   nice -n 10 /work/main/build/consumers-venv/bin/python calibration/harness.py --lr 1e-3 \\
@@ -170,15 +172,22 @@ def gain_log2(gain, step):
     """The mechanism's exponent at `step` (0 without a ramp)."""
     if gain["kind"] == "outlier":
         return gain["log2"]
+    if gain["kind"] == "spike":
+        return gain["log2"] if gain["start"] <= step < gain["start"] + gain["len"] else 0
     if step < gain["start"]:
         return 0
     return min((step - gain["start"]) // gain["every"] + 1, gain["binades"])
 
 
 def apply_gain(model, gain, state):
-    """Route one layer's FC2 input through the mechanism's power-of-two gain (see the docstring).
-    state["step"] is the current optimizer step."""
-    mlp = model.layers[gain["layer"]].mlp
+    """Route the FC2 input of one layer (``layer``: an index, or a list of them) through the
+    mechanism's power-of-two gain (see the docstring). state["step"] is the current optimizer step."""
+    layers = gain["layer"] if isinstance(gain["layer"], list) else [gain["layer"]]
+    for i in layers:
+        _gain_layer(model.layers[i].mlp, gain, state)
+
+
+def _gain_layer(mlp, gain, state):
     fc2 = mlp.linear_fc2
     fc2.register_parameter("bias", None)
 

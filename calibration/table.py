@@ -174,6 +174,8 @@ def render(doc):
                      % (name, len(s["detections"]), fmt_runs(s["detections"]),
                         len(s["false_alarms"]), fmt_runs(s["false_alarms"]),
                         len(s["misses"]), fmt_runs(s["misses"]), len(s["passes"])))
+    lines += ["", "The default policy's record (policies/default_policy.json \"calibration\", which the "
+              "answer's `criteria:` line prints): `%s`" % json.dumps(calibration_record(doc))]
     lines += ["", "## The whole policy's first failure per judged run", ""]
     for case, c in doc["cases"].items():
         for arm, a in c["arms"].items():
@@ -181,6 +183,22 @@ def render(doc):
             if pol and pol["worst_failure"]:
                 lines.append("- %s/%s (harm: %s): %s" % (case, arm, a["harm"], pol["worst_failure"]))
     return "\n".join(lines) + "\n"
+
+
+def calibration_record(doc):
+    """The whole policy's record, as policies/default_policy.json's "calibration" must carry it
+    (policy.hpp PolicyCalibration): judged runs with a harm verdict, their cases, the policy's
+    detections and false alarms."""
+    s = doc["score"]["policy"]
+    judged = s["detections"] + s["misses"] + s["false_alarms"] + s["passes"]
+    return {"table": "calibration/RESULTS.md", "cases": len({r.split("/")[0] for r in judged}),
+            "runs": len(judged), "harmful": len(s["detections"]) + len(s["misses"]),
+            "detected": len(s["detections"]), "false_alarms": len(s["false_alarms"])}
+
+
+def policy_record():
+    with open(POLICY) as f:
+        return json.load(f).get("calibration")
 
 
 def fmt_runs(runs):
@@ -207,6 +225,10 @@ def write(binary, doc):
     os.replace(RESULTS_JSON + ".tmp", RESULTS_JSON)
     with open(RESULTS_MD, "w") as f:
         f.write(render(doc))
+    if policy_record() != calibration_record(doc):
+        print("policies/default_policy.json's calibration record %s is not the table's %s: set it in "
+              "default_policy() (policies/policy.cpp) and regenerate the file"
+              % (json.dumps(policy_record()), json.dumps(calibration_record(doc))))
 
 
 def verdict_numbers(data):
@@ -225,6 +247,11 @@ def check(binary):
     bad = sorted(k for k in set(stored) | set(now) if stored.get(k) != now.get(k))
     for k in bad:
         print("CHANGED %s/%s %s: stored %s, now %s" % (k[0], k[1], k[2], stored.get(k), now.get(k)))
+    doc["score"] = score(doc["cases"], doc["criteria_judged"])
+    if policy_record() != calibration_record(doc):
+        print("policies/default_policy.json's calibration record %s is not the table's %s"
+              % (json.dumps(policy_record()), json.dumps(calibration_record(doc))))
+        bad.append(("policy", "calibration", "record"))
     print("test_calibration_verdicts: %d verdicts, %d changed%s"
           % (len(stored), len(bad), " (regenerate: python3 calibration/table.py write BINARY, "
              "and say why in the commit)" if bad else ""))

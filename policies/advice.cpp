@@ -40,6 +40,7 @@ Recommendation recommend(const RecommendationInputs& inputs, const Policy& polic
   if (rec.module_plan_note.empty()) rec.module_plan = plan_modules(rec.candidates, *choice.chosen, cost, rows);
   rec.advisories = field_advisories(rec.candidates, rec.chosen, rec.layers);
   rec.limits = recommendation_limits(evidence.layers, rec.candidates, inputs.forecasts, rec.layers);
+  rec.calibration = calibration_text(policy);
   return rec;
 }
 

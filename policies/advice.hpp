@@ -75,6 +75,8 @@ struct Recommendation {
   // What the advice could not judge and why, e.g. no amax trend from a single captured step;
   // empty when nothing.
   std::vector<std::string> limits;
+  // How well the policy's criteria are validated against training (calibration_text).
+  std::string calibration;
   const GpuTarget* gpu = nullptr;     // the GPU it is for; recommend() always sets it
   const char* cost_source = "none";   // "roofline" with a cost model (estimate_cost), else "none"
   // The chosen plan's FP8 tensor copies with the smallest judge_tensor margins, smallest first

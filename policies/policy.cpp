@@ -48,7 +48,8 @@ Policy default_policy() {
                  std::string("count: ") + kPr2883 +
                      " underflow_threshold_pct default 5.0; energy: fp8-advisor, 1 % of sum x^2 "
                      "(flushes alone then allow 20 dB SQNR, the E5M2 rel_mse_floor limit k x "
-                     "floor = 19.5 dB); METRICS.md \"Policy criteria\""};
+                     "floor = 19.5 dB); METRICS.md \"Policy criteria\"",
+                 std::nullopt};
   p.mse = {false, 1e-4, 1.0,
            std::string(kPr2883) +
                " mse_threshold default 1e-4; absolute (scales with the tensor's magnitude "
@@ -85,6 +86,8 @@ Policy default_policy() {
                         "DelayedScaling (history 1024, max, margin 0) trained a healthy char-GPT to BF16's val "
                         "loss (2.4629 vs 2.4675) while clipping its largest element by about 0.06 % a step; "
                         "the 10,000-step horizon is not calibrated"};
+  // calibration/RESULTS.md's record of this policy (table.py check compares the two).
+  p.calibration = PolicyCalibration{"calibration/RESULTS.md", 8, 18, 2, 2, 10};
   return p;
 }
 
@@ -99,14 +102,29 @@ Policy te_autoswitch_policy() {
   p.scope = FallbackScope::kGlobal;
   p.scope_source = std::string(kPr2883) + " hold_window_scope default \"global\"";
   p.underflow = {true, 5.0, std::nullopt, 1.0,
-                 std::string(kPr2883) + " underflow_threshold_pct default 5.0 (switch if >)"};
+                 std::string(kPr2883) + " underflow_threshold_pct default 5.0 (switch if >)",
+                 std::nullopt};
   p.mse = {true, 1e-4, 1.0, std::string(kPr2883) + " mse_threshold default 1e-4 (switch if >)"};
   p.rel_mse_floor.enabled = false;
   p.saturation.enabled = false;
   p.gemm_amplification.enabled = false;
   p.wgrad_damage.enabled = false;
   p.delayed_forecast.enabled = false;
+  p.calibration.reset();  // the table judges the default policy only
   return p;
+}
+
+std::string calibration_text(const Policy& p) {
+  if (!p.calibration)
+    return "policy " + quoted_input(p.name, 80) +
+           " has no calibration record: its criteria are not validated against training";
+  const PolicyCalibration& c = *p.calibration;
+  const int harmless = c.runs - c.harmful;
+  return format_text("validated on %d training case%s (%d FP8 run%s, %s): %d of %d harmful run%s fail, "
+                     "%d false alarm%s in %d harmless one%s",
+                     c.cases, c.cases == 1 ? "" : "s", c.runs, c.runs == 1 ? "" : "s", c.table.c_str(),
+                     c.detected, c.harmful, c.harmful == 1 ? "" : "s", c.false_alarms,
+                     c.false_alarms == 1 ? "" : "s", harmless, harmless == 1 ? "" : "s");
 }
 
 std::string policy_to_json(const Policy& p) {
@@ -115,6 +133,9 @@ std::string policy_to_json(const Policy& p) {
                     {"max_pct", p.underflow.max_pct},
                     {"max_energy_pct", p.underflow.max_energy_pct ? Json(*p.underflow.max_energy_pct)
                                                                   : Json(nullptr)},
+                    {"max_pct_any_energy", p.underflow.max_pct_any_energy
+                                               ? Json(*p.underflow.max_pct_any_energy)
+                                               : Json(nullptr)},
                     {"weight", p.underflow.weight},
                     {"source", p.underflow.source}};
   c["mse"] = {{"enabled", p.mse.enabled},
@@ -152,6 +173,14 @@ std::string policy_to_json(const Policy& p) {
   j["scope"] = fallback_scope_name(p.scope);
   j["scope_source"] = p.scope_source;
   j["criteria"] = std::move(c);
+  if (p.calibration) {
+    const PolicyCalibration& k = *p.calibration;
+    j["calibration"] = {{"table", k.table},       {"cases", k.cases},
+                        {"runs", k.runs},         {"harmful", k.harmful},
+                        {"detected", k.detected}, {"false_alarms", k.false_alarms}};
+  } else {
+    j["calibration"] = nullptr;
+  }
   return j.dump(2) + "\n";
 }
 
@@ -414,7 +443,7 @@ Policy parse_policy(std::string_view json_text, std::string_view origin) {
     throw input_error("fp8a.policy.901", "policy file " + where + " is not a JSON object");
 
   const ObjectReader top(j, "", where);
-  top.only({"base", "name", "description", "scope", "scope_source", "criteria"});
+  top.only({"base", "name", "description", "scope", "scope_source", "criteria", "calibration"});
   const int base = top.choice("base", {kPolicyPresets[0], kPolicyPresets[1]});
   Policy p = base == 1 ? te_autoswitch_policy() : default_policy();
   top.text("name", &p.name);
@@ -422,6 +451,33 @@ Policy parse_policy(std::string_view json_text, std::string_view origin) {
   if (const int scope = top.choice("scope", {"gemm", "global"}); scope >= 0)
     p.scope = scope == 0 ? FallbackScope::kGemm : FallbackScope::kGlobal;
   top.text("scope_source", &p.scope_source);
+  // Changed criteria or scope are not what the base's record measured.
+  if (j.contains("criteria") || j.contains("scope")) p.calibration.reset();
+  if (j.contains("calibration")) {
+    if (j["calibration"].is_null()) {
+      p.calibration.reset();
+    } else {
+      const Json* o = top.object("calibration");
+      const ObjectReader r(*o, "calibration", where);
+      r.only({"table", "cases", "runs", "harmful", "detected", "false_alarms"});
+      PolicyCalibration k;
+      r.text("table", &k.table);
+      std::int64_t n[5] = {0, 0, 0, 0, 0};
+      const char* keys[5] = {"cases", "runs", "harmful", "detected", "false_alarms"};
+      for (int i = 0; i < 5; ++i) r.integer(keys[i], 0, 1'000'000, &n[i]);
+      k.cases = static_cast<int>(n[0]);
+      k.runs = static_cast<int>(n[1]);
+      k.harmful = static_cast<int>(n[2]);
+      k.detected = static_cast<int>(n[3]);
+      k.false_alarms = static_cast<int>(n[4]);
+      if (k.harmful > k.runs || k.detected > k.harmful || k.false_alarms > k.runs - k.harmful)
+        throw input_error("fp8a.policy.904",
+                          "policy file " + where +
+                              ": calibration counts do not add up (detected <= harmful <= runs, "
+                              "false_alarms <= runs - harmful)");
+      p.calibration = std::move(k);
+    }
+  }
 
   const Json* criteria = top.object("criteria");
   if (criteria == nullptr) return p;
@@ -437,12 +493,13 @@ Policy parse_policy(std::string_view json_text, std::string_view origin) {
       read(r);
     }
   };
-  each("underflow", {"enabled", "max_pct", "max_energy_pct", "weight", "source"},
+  each("underflow", {"enabled", "max_pct", "max_energy_pct", "max_pct_any_energy", "weight", "source"},
        [&](const ObjectReader& r) {
          auto& c = p.underflow;
          read_common(r, &c.enabled, &c.weight, &c.source);
          r.number("max_pct", 0.0, true, 100.0, &c.max_pct);
          r.optional_number("max_energy_pct", 0.0, true, 100.0, &c.max_energy_pct);
+         r.optional_number("max_pct_any_energy", 0.0, true, 100.0, &c.max_pct_any_energy);
        });
   each("mse", {"enabled", "max", "weight", "source"}, [&](const ObjectReader& r) {
     auto& c = p.mse;

@@ -31,12 +31,16 @@ const char* fallback_scope_name(FallbackScope scope);  // "gemm", "global"
 // carry more than max_energy_pct of the tensor's energy (sum x^2). Without the energy measure
 // (the metric missing from the evaluation), 100 * rel_mse bounds it from above: every flushed
 // element adds its whole x^2 to the error sum. max_energy_pct unset is TE's count rule alone.
+// max_pct_any_energy: above this share of flushed elements the tensor fails whatever energy they
+// carry (a per-token outlier holds nearly all of a tensor's energy, so every other token can flush
+// while the energy share stays tiny: calibration/RESULTS.md outlier20x2).
 struct UnderflowCriterion {
   bool enabled = true;
   double max_pct = 5.0;                  // percent of the tensor's elements, in (0, 100]
   std::optional<double> max_energy_pct;  // percent of sum x^2, in (0, 100]; unset: count only
   double weight = 1.0;                   // >= 0; see Check::weighted_load
   std::string source;
+  std::optional<double> max_pct_any_energy;  // percent of elements, in (0, 100]; unset: none
   bool operator==(const UnderflowCriterion&) const = default;
 };
 
@@ -111,6 +115,20 @@ struct DelayedForecastCriterion {
   bool operator==(const DelayedForecastCriterion&) const = default;
 };
 
+// How the policy's verdicts fared against training (calibration/README.md, the table in
+// calibration/RESULTS.md): the whole policy on the captures of FP8 training runs whose gap to BF16
+// on the same batches is known. A policy file that changes a criterion or the scope without
+// giving its own record has none (the base's numbers are not its).
+struct PolicyCalibration {
+  std::string table;     // where the table is ("calibration/RESULTS.md")
+  int cases = 0;         // training cases (mechanisms) in the table
+  int runs = 0;          // FP8 runs the policy judged
+  int harmful = 0;       // of them, harmful in training (calibration/README.md's harm rule)
+  int detected = 0;      // harmful runs the policy fails
+  int false_alarms = 0;  // harmless runs the policy fails
+  bool operator==(const PolicyCalibration&) const = default;
+};
+
 struct Policy {
   std::string name;         // "default", "te-autoswitch", or the file's "name"
   std::string description;  // one paragraph
@@ -123,8 +141,14 @@ struct Policy {
   GemmAmplificationCriterion gemm_amplification;
   WgradDamageCriterion wgrad_damage;
   DelayedForecastCriterion delayed_forecast;
+  std::optional<PolicyCalibration> calibration;
   bool operator==(const Policy&) const = default;
 };
+
+// The calibration in one line, as the answer prints it: "validated on 7 training cases (24 FP8
+// runs, calibration/RESULTS.md): 2 of 2 harmful runs fail, 0 false alarms in 22 harmless ones";
+// without a record, that the policy's criteria are not validated against training.
+std::string calibration_text(const Policy& policy);
 
 // The uniform-rounding floor of rel_mse for a float format with m explicit mantissa bits:
 // 2^(-2m) / (32 ln 2) (E4M3: m = 3, 7.04e-4, 31.52 dB; E5M2: m = 2, 2.82e-3, 25.50 dB; BF16: m = 7).

@@ -95,6 +95,11 @@ bool tensor_checks(const TensorEvidence& ev, const Policy& policy, std::vector<C
       if (!k.passed)
         k.reason = what + " underflow " + pct(u) + " % of elements (> " + pct(c.max_pct) + " %)" + how;
       out->push_back(std::move(k));
+    } else if (c.max_pct_any_energy && u > *c.max_pct_any_energy) {
+      Check k = upper_check(Criterion::kUnderflow, u, *c.max_pct_any_energy, c.weight);
+      k.reason = what + " underflow " + pct(u) + " % of elements (> " + pct(*c.max_pct_any_energy) +
+                 " % whatever energy they carry; " + pct(m.underflow_energy_pct) + " % of it)" + how;
+      out->push_back(std::move(k));
     } else {
       const double energy = m.underflow_energy_pct;
       Check k = upper_check(Criterion::kUnderflow, energy, *c.max_energy_pct, c.weight);

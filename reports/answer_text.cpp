@@ -65,6 +65,7 @@ std::string answer_lines(const AnswerContext& a) {
       s += "answer: every GEMM in BF16 (the chosen " + te_recipe_call(te_recipe_for(c.candidate)) + "  [" +
            candidate_name(c.candidate) + "] keeps none in FP8)\n";
     s += "  why: " + rec.why + "\n";
+    if (!rec.calibration.empty()) s += "  criteria: " + rec.calibration + "\n";
     const PlanFallbacks fallbacks = plan_fallbacks(rec);
     const std::vector<std::string>& bf16 = fallbacks.bf16;
     const std::vector<std::string>& close = fallbacks.close;

@@ -67,6 +67,7 @@ std::string recommendation_section(const AnswerContext& a) {
                                candidate_name(c.candidate) + ", keeps none in FP8)\n\n";
   }
   s += "- why: " + markdown_text(rec.why) + "\n";
+  if (!rec.calibration.empty()) s += "- criteria: " + markdown_text(rec.calibration) + "\n";
   if (rec.chosen) {
     const CandidatePlan& c = rec.candidates[*rec.chosen];
     if (c.speedup)

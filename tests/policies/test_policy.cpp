@@ -120,7 +120,25 @@ TEST_CASE("a custom file changes what it names over its base") {
   want.underflow.max_pct = 1.0;
   want.delayed_forecast.horizon_steps = 50000;
   want.delayed_forecast.weight = 2.5;
+  want.calibration.reset();  // changed criteria: the default's record is not this policy's
   CHECK(p == want);
+  CHECK(fp8a::calibration_text(p) ==
+        "policy 'strict' has no calibration record: its criteria are not validated against training");
+
+  // A record of its own; counts that cannot be are refused.
+  const auto own = fp8a::parse_policy(R"({"criteria": {"saturation": {"max_pct": 1}},
+    "calibration": {"table": "t.md", "cases": 3, "runs": 7, "harmful": 2, "detected": 1,
+                    "false_alarms": 0}})", "own.json");
+  REQUIRE(own.calibration.has_value());
+  CHECK(fp8a::calibration_text(own) ==
+        "validated on 3 training cases (7 FP8 runs, t.md): 1 of 2 harmful runs fail, 0 false alarms "
+        "in 5 harmless ones");
+  CHECK(parse_error(R"({"calibration": {"runs": 1, "harmful": 2}})") ==
+                    "[fp8a.policy.904] policy file 'p.json': calibration counts do not add up "
+                    "(detected <= harmful <= runs, false_alarms <= runs - harmful)");
+  // Untouched criteria keep the base's record.
+  CHECK(fp8a::parse_policy(R"({"name": "renamed"})", "r.json").calibration ==
+        fp8a::default_policy().calibration);
 
   const auto t = fp8a::parse_policy(R"({"base": "te-autoswitch", "scope": "gemm",
                                         "criteria": {"mse": {"enabled": false}}})", "t.json");
