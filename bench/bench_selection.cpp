@@ -43,6 +43,7 @@
 #include "datasets/training_log.hpp"
 #include "cli/run_pipeline.hpp"
 #include "engine/cpu_backend.hpp"
+#include "engine/operand_pass.hpp"
 
 namespace {
 
@@ -175,7 +176,14 @@ int main(int argc, char** argv) {
     // Of it, the Theil-Sen fit of every (layer, role)'s amax series.
     const Timing fit_t = time_repeated(o.repeat, [&] { (void)fp8a::fit_amax_trends(&log, rows, {}); });
     const Timing forecast_t = time_repeated(o.repeat, [&] {
-      result.forecasts = fp8a::forecast_delayed_scaling(&log, rows, captures, index.recipes(), index.formats());
+      // With its clipping measured on the captures, as the pipeline does (cli/run_pipeline.cpp).
+      result.forecasts = fp8a::forecast_delayed_scaling(&log, rows, index.recipes(), index.formats());
+      const auto clips = fp8a::clipping_requests(result.forecasts, rows);
+      std::vector<fp8a::OperandPass> passes;
+      for (const auto& q : clips) passes.push_back({q.key, false, q.thresholds});
+      std::vector<std::vector<fp8a::ClipDamage>> damage;
+      for (auto& m : fp8a::measure_operands(captures, passes)) damage.push_back(std::move(m.damage));
+      fp8a::predict_clippings(result.forecasts, rows, clips, damage);
     });
     const Timing none_t = time_repeated(o.repeat, [&] {
       rec_none = fp8a::recommend(fp8a::cli::recommendation_inputs(index, result), policy, *gpu, nullptr);

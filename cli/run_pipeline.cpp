@@ -2,10 +2,11 @@
 
 #include <tbb/global_control.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "core/error.hpp"
-#include "engine/histogram.hpp"
+#include "engine/operand_pass.hpp"
 #include "policies/candidate.hpp"
 
 namespace fp8a::cli {
@@ -31,20 +32,49 @@ void evaluate_gemms(const RunRequest& request, const CaptureSet& captures, const
   result.gemm_seconds = seconds_since(t0);
 }
 
-// report.html's histograms: one pass over each operand's tensor (its shards merged) at the step
-// histogram_choices picks, releasing each tensor after it (the resident set stays one tensor).
-std::vector<OperandHistogram> operand_histograms(const CaptureSet& captures, std::span<const EvaluationRow> rows) {
-  std::vector<OperandHistogram> histograms;
-  for (const HistogramChoice& c : histogram_choices(rows)) {
-    OperandHistogram h{c, {}};
-    for (const CapturedTensor& t : captures.tensors)
-      if (t.key == c.key) {
-        h.histogram.merge(log2_histogram(t.view));
-        t.view.release();
-      }
-    histograms.push_back(std::move(h));
+// The forecasts' clipping (result.forecasts, judged from result.rows) and report.html's histograms
+// of `shown`, measured in one read of each operand that either needs (the latest captured step is
+// often both), each tensor released after it (engine/operand_pass.hpp).
+void measure_operands_of(const CaptureSet& captures, std::span<const HistogramChoice> shown, RunResult& result) {
+  const std::vector<ClippingRequest> clips = clipping_requests(result.forecasts, result.rows);
+  std::vector<OperandPass> passes;
+  for (const ClippingRequest& q : clips) passes.push_back({q.key, false, q.thresholds});
+  std::vector<std::size_t> histogram_pass;  // shown[i]'s pass
+  for (const HistogramChoice& c : shown) {
+    const auto same = std::find_if(passes.begin(), passes.end(), [&](const OperandPass& p) { return p.key == c.key; });
+    histogram_pass.push_back(static_cast<std::size_t>(same - passes.begin()));
+    if (same == passes.end()) passes.push_back({c.key, true, {}});
+    else same->histogram = true;
   }
-  return histograms;
+  std::vector<OperandMeasures> measures = measure_operands(captures, passes);
+  std::vector<std::vector<ClipDamage>> damage;
+  for (std::size_t i = 0; i < clips.size(); ++i) damage.push_back(std::move(measures[i].damage));
+  predict_clippings(result.forecasts, result.rows, clips, damage);
+  result.histograms.clear();
+  for (std::size_t i = 0; i < shown.size(); ++i)
+    result.histograms.push_back({shown[i], std::move(measures[histogram_pass[i]].histogram)});
+}
+
+// The delayed forecasts on the training log and the rows (none without a log), their clipping
+// not yet measured.
+void forecast_run(const RunRequest& request, const EvaluationIndex& index, RunResult& result) {
+  const TrainingLog* log = request.config.training_log;
+  result.forecasts.clear();
+  if (log != nullptr)
+    result.forecasts = forecast_delayed_scaling(log, result.rows, index.recipes(), index.formats(),
+                                                {.horizon_steps = request.recommend->policy.delayed_forecast.horizon_steps});
+}
+
+// The recommendation on the rows, GEMMs and (measured) forecasts.
+void choose_run(const RunRequest& request, const EvaluationIndex& index, RunResult& result) {
+  const RecommendationRequest& asked = *request.recommend;
+  std::optional<CostModel> cost;
+  if (asked.roofline) cost = build_cost_model(result.gemm_layers, index.recipes(), *asked.gpu, *asked.roofline);
+  result.recommendation =
+      recommend(recommendation_inputs(index, result), asked.policy, *asked.gpu, cost ? &*cost : nullptr);
+  if (request.delayed_search)
+    result.delayed_search =
+        delayed_search_summary(*request.delayed_search, result.recommendation->candidates, cost.has_value());
 }
 
 }  // namespace
@@ -68,19 +98,10 @@ void search_delayed_recipes(RunRequest& request, const TrainingLog& log) {
 
 void recommend_run(const RunRequest& request, const CaptureSet& captures, RunResult& result) {
   FP8A_CHECK(request.recommend && request.recommend->gpu != nullptr, "recommend_run: no recommendation was asked for");
-  const RecommendationRequest& asked = *request.recommend;
   const EvaluationIndex index(result.rows);
-  const TrainingLog* log = request.config.training_log;
-  if (log != nullptr)
-    result.forecasts = forecast_delayed_scaling(log, result.rows, captures, index.recipes(), index.formats(),
-                                                {.horizon_steps = asked.policy.delayed_forecast.horizon_steps});
-  std::optional<CostModel> cost;
-  if (asked.roofline) cost = build_cost_model(result.gemm_layers, index.recipes(), *asked.gpu, *asked.roofline);
-  result.recommendation =
-      recommend(recommendation_inputs(index, result), asked.policy, *asked.gpu, cost ? &*cost : nullptr);
-  if (request.delayed_search)
-    result.delayed_search =
-        delayed_search_summary(*request.delayed_search, result.recommendation->candidates, cost.has_value());
+  forecast_run(request, index, result);
+  measure_operands_of(captures, {}, result);
+  choose_run(request, index, result);
 }
 
 RunResult run_pipeline(const RunRequest& request, const CaptureSet& captures, const Backend& backend,
@@ -101,12 +122,21 @@ RunResult run_pipeline(const RunRequest& request, const CaptureSet& captures, co
   // The rest is rank 0's: every rank has every row now, and what follows is cheap next to the
   // evaluation. Without GEMM errors (--no-gemms) there is no GEMM evidence, so no recommendation.
   if (is_distributed(context.cluster) && context.cluster->rank() != 0) return result;
-  if (request.recommend && request.gemms) recommend_run(request, captures, result);
+  const bool recommends = request.recommend && request.gemms;
+  FP8A_CHECK(!recommends || request.recommend->gpu != nullptr, "run_pipeline: a recommendation without a GPU");
+  std::optional<EvaluationIndex> index;
+  if (recommends) {
+    index.emplace(result.rows);
+    forecast_run(request, *index, result);
+  }
+  std::vector<HistogramChoice> shown;
+  if (request.reports) shown = histogram_choices(result.rows);
+  if (recommends || request.reports) measure_operands_of(captures, shown, result);
+  if (recommends) choose_run(request, *index, result);
   if (!request.reports) return result;
   const TrainingLog* log = request.config.training_log;
   if (log != nullptr && !log->fp8_stats.empty())
     result.logged_stats = compare_logged_stats(log->fp8_stats, result.rows, request.training_recipe);
-  result.histograms = operand_histograms(captures, result.rows);
   return result;
 }
 

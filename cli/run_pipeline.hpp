@@ -96,8 +96,9 @@ RunResult run_pipeline(const RunRequest& request, const CaptureSet& captures, co
 void search_delayed_recipes(RunRequest& request, const TrainingLog& log);
 
 // Its recommendation step alone, on result's rows and GEMMs: sets result.forecasts (with a training
-// log; the clipping judged on `captures`), result.recommendation and result.delayed_search (bench
-// times it on its own). request.recommend must be set.
+// log; the clipping measured on `captures` by engine/operand_pass.hpp), result.recommendation and
+// result.delayed_search (bench times it on its own). request.recommend must be set. run_pipeline
+// does the same steps, with report.html's histograms measured in the same read of each operand.
 void recommend_run(const RunRequest& request, const CaptureSet& captures, RunResult& result);
 
 // What recommend() judges, from `index` (over result.rows) and result's GEMMs and forecasts.

@@ -1,8 +1,8 @@
 // What saturating a tensor at a magnitude does to it: how many elements lie above the threshold,
 // and the squared error that clipping them to it leaves. The delayed-scaling forecast's damage
 // (policies/amax_trend.hpp, METRICS.md "Amax trend and the delayed-scaling forecast") takes the
-// captured tensor's shape and asks what a stale scale would clip; a separate pass over the tensor
-// on the CPU, like the report's histogram.
+// captured tensor's shape and asks what a stale scale would clip; a pass over the tensor on the
+// CPU after the evaluation, in the same read as the report's histogram (engine/operand_pass.hpp).
 #pragma once
 
 #include <cstdint>

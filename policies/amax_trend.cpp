@@ -8,7 +8,6 @@
 
 #include "core/delayed_window.hpp"
 #include "core/error.hpp"
-#include "engine/clip_damage.hpp"
 
 namespace fp8a {
 
@@ -49,63 +48,6 @@ std::string num(double v, const char* format = "%.3g") {
   char buf[64];
   std::snprintf(buf, sizeof buf, format, v);
   return buf;
-}
-
-// The clipping of every forecast of one (layer, role) with a positive horizon excess, from the
-// latest of its captured steps (`captured`: its captured amaxes by step), appended to each
-// forecast's reason. One pass over that step's shards for all of them.
-void predict_clippings(std::span<DelayedForecast> forecasts, const std::map<std::int64_t, float>& captured,
-                       std::span<const EvaluationRow> rows, const CaptureSet& captures) {
-  std::vector<DelayedForecast*> clipping;
-  for (DelayedForecast& f : forecasts)
-    if (f.horizon_excess_binades > 0) clipping.push_back(&f);
-  if (clipping.empty()) return;
-  if (captured.empty()) {
-    for (DelayedForecast* f : clipping) {
-      f->clipping.none = "no captured tensor of " + f->layer + " " + role_name(f->role) +
-                         " to predict the clipping from";
-      f->reason += "; forecast clips by " + num(f->horizon_excess_binades) + " binades from step " +
-                   std::to_string(f->horizon_excess_step) + ", not predicted: " + f->clipping.none;
-    }
-    return;
-  }
-  const std::int64_t step = captured.rbegin()->first;
-  const std::string& layer = clipping.front()->layer;
-  const Role role = clipping.front()->role;
-  // The tensor's finite amax (rows of one tensor carry the same stats) and each forecast's
-  // rowwise copy under its recipe and FP8 type.
-  float amax = 0.0f;
-  for (const EvaluationRow& r : rows)
-    if (r.key == CaptureKey{step, layer, role}) amax = std::max(amax, r.stats.amax_finite);
-  std::vector<const TensorView*> shards;
-  for (const CapturedTensor& t : captures.tensors)
-    if (t.key == CaptureKey{step, layer, role}) shards.push_back(&t.view);
-  std::vector<double> thresholds;
-  for (const DelayedForecast* f : clipping)
-    thresholds.push_back(static_cast<double>(amax) * std::exp2(-f->horizon_excess_binades));
-  std::vector<ClipDamage> damage(thresholds.size());
-  for (const TensorView* t : shards) {
-    const std::vector<ClipDamage> d = clip_damage(*t, thresholds);
-    for (std::size_t k = 0; k < d.size(); ++k) damage[k].merge(d[k]);
-    t->release();  // the resident set stays one tensor (TensorStorage::release)
-  }
-  for (std::size_t k = 0; k < clipping.size(); ++k) {
-    DelayedForecast& f = *clipping[k];
-    ForecastClipping& c = f.clipping;
-    c.predicted = true;
-    c.from_step = step;
-    for (const EvaluationRow& r : rows)
-      if (r.key == CaptureKey{step, layer, role} && r.recipe.spec() == f.recipe && r.fp8 == f.fp8 &&
-          r.orientation == Orientation::kRowwise && r.applicability.ok)
-        c.captured_rel_mse = r.metrics.rel_mse;
-    c.saturated_pct = damage[k].clipped_pct();
-    c.clipped_rel_mse = damage[k].clipped_rel_mse();
-    c.rel_mse = c.captured_rel_mse + c.clipped_rel_mse;
-    f.reason += "; forecast clips by " + num(f.horizon_excess_binades) + " binades from step " +
-                std::to_string(f.horizon_excess_step) + ": " + num(c.saturated_pct) +
-                " % of step " + std::to_string(step) + "'s elements, rel_mse " + num(c.rel_mse) +
-                " (" + num(c.clipped_rel_mse) + " from clipping)";
-  }
 }
 
 }  // namespace
@@ -378,7 +320,6 @@ DelayedForecast forecast_delayed(const AmaxTrend& trend, const Recipe& recipe, F
 
 std::vector<DelayedForecast> forecast_delayed_scaling(const TrainingLog* log,
                                                       std::span<const EvaluationRow> rows,
-                                                      const CaptureSet& captures,
                                                       std::span<const Recipe> recipes,
                                                       std::span<const TrainingFormat> formats,
                                                       const AmaxTrendConfig& config) {
@@ -401,9 +342,73 @@ std::vector<DelayedForecast> forecast_delayed_scaling(const TrainingLog* log,
     for (const auto& recipe : recipes)
       if (replays_history(recipe.kind))
         for (const Fp8Format t : fp8s) out.push_back(forecast_delayed(trend, recipe, t, known, config));
-    predict_clippings(std::span(out).subspan(first), known, rows, captures);
+    if (known.empty())
+      for (auto f = out.begin() + static_cast<std::ptrdiff_t>(first); f != out.end(); ++f)
+        if (f->horizon_excess_binades > 0) {
+          f->clipping.none = "no captured tensor of " + f->layer + " " + role_name(f->role) +
+                             " to predict the clipping from";
+          f->reason += "; forecast clips by " + num(f->horizon_excess_binades) + " binades from step " +
+                       std::to_string(f->horizon_excess_step) + ", not predicted: " + f->clipping.none;
+        }
   }
   return out;
+}
+
+std::vector<ClippingRequest> clipping_requests(std::span<const DelayedForecast> forecasts,
+                                               std::span<const EvaluationRow> rows) {
+  std::map<std::pair<std::string, Role>, std::int64_t> latest;
+  for (const EvaluationRow& r : rows) {
+    auto [it, inserted] = latest.try_emplace({r.key.layer, r.key.role}, r.key.step);
+    if (!inserted) it->second = std::max(it->second, r.key.step);
+  }
+  std::vector<ClippingRequest> out;
+  std::map<std::pair<std::string, Role>, std::size_t> slot;
+  for (std::size_t i = 0; i < forecasts.size(); ++i) {
+    const DelayedForecast& f = forecasts[i];
+    if (!(f.horizon_excess_binades > 0) || f.clipping.predicted) continue;
+    const auto l = latest.find({f.layer, f.role});
+    if (l == latest.end()) continue;  // forecast_delayed_scaling said so (clipping.none)
+    auto [it, fresh] = slot.try_emplace({f.layer, f.role}, out.size());
+    if (fresh) out.push_back({CaptureKey{l->second, f.layer, f.role}, {}, {}});
+    out[it->second].forecasts.push_back(i);
+  }
+  for (ClippingRequest& q : out) {
+    // The tensor's finite amax (rows of one tensor carry the same stats).
+    float amax = 0.0f;
+    for (const EvaluationRow& r : rows)
+      if (r.key == q.key) amax = std::max(amax, r.stats.amax_finite);
+    for (const std::size_t i : q.forecasts)
+      q.thresholds.push_back(static_cast<double>(amax) * std::exp2(-forecasts[i].horizon_excess_binades));
+  }
+  return out;
+}
+
+void predict_clippings(std::span<DelayedForecast> forecasts, std::span<const EvaluationRow> rows,
+                       std::span<const ClippingRequest> requests,
+                       std::span<const std::vector<ClipDamage>> damage) {
+  FP8A_CHECK(requests.size() == damage.size(), "predict_clippings: one damage list per request");
+  for (std::size_t q = 0; q < requests.size(); ++q) {
+    const ClippingRequest& request = requests[q];
+    FP8A_CHECK(damage[q].size() == request.forecasts.size(), "predict_clippings: one damage per forecast");
+    for (std::size_t k = 0; k < request.forecasts.size(); ++k) {
+      DelayedForecast& f = forecasts[request.forecasts[k]];
+      ForecastClipping& c = f.clipping;
+      c.predicted = true;
+      c.from_step = request.key.step;
+      // The rowwise copy of that step under the forecast's recipe and FP8 type.
+      for (const EvaluationRow& r : rows)
+        if (r.key == request.key && r.recipe.spec() == f.recipe && r.fp8 == f.fp8 &&
+            r.orientation == Orientation::kRowwise && r.applicability.ok)
+          c.captured_rel_mse = r.metrics.rel_mse;
+      c.saturated_pct = damage[q][k].clipped_pct();
+      c.clipped_rel_mse = damage[q][k].clipped_rel_mse();
+      c.rel_mse = c.captured_rel_mse + c.clipped_rel_mse;
+      f.reason += "; forecast clips by " + num(f.horizon_excess_binades) + " binades from step " +
+                  std::to_string(f.horizon_excess_step) + ": " + num(c.saturated_pct) + " % of step " +
+                  std::to_string(request.key.step) + "'s elements, rel_mse " + num(c.rel_mse) + " (" +
+                  num(c.clipped_rel_mse) + " from clipping)";
+    }
+  }
 }
 
 }  // namespace fp8a

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "core/recipe.hpp"
-#include "datasets/capture.hpp"
 #include "datasets/training_log.hpp"
+#include "engine/clip_damage.hpp"
 #include "engine/delayed_replay.hpp"
 #include "engine/evaluation_row.hpp"
 
@@ -152,7 +152,8 @@ struct DelayedForecast {
   // the window. NaN and -1 without a trend.
   double horizon_excess_binades = 0.0;
   std::int64_t horizon_excess_step = -1;
-  // What that excess clips (forecast_delayed_scaling fills it from the captured tensors).
+  // What that excess clips (predict_clippings fills it from the values the pipeline measured on
+  // the captured tensors; forecast_delayed_scaling fills `none` where there are none).
   ForecastClipping clipping;
   // One line, numbers included, for the advice and the watch list.
   std::string reason;
@@ -167,14 +168,33 @@ DelayedForecast forecast_delayed(const AmaxTrend& trend, const Recipe& recipe, F
 // Every (layer, role) of the log and rows x every delayed recipe of `recipes` (others skipped) x
 // every FP8 type the role has under `formats` (each once: activations and weights are E4M3 in
 // both formats), in (layer, role) order, then recipe order, then `formats` order. The trends are
-// fitted once. Each forecast with a positive horizon excess gets its clipping predicted from the
-// latest captured step of its (layer, role) in `captures` (one pass over that tensor for all of
-// its forecasts).
+// fitted once. A forecast with a positive horizon excess whose (layer, role) has no captured row
+// says so in its clipping (`none`) and reason; the others' clipping is left to clipping_requests
+// and predict_clippings.
 std::vector<DelayedForecast> forecast_delayed_scaling(const TrainingLog* log,
                                                       std::span<const EvaluationRow> rows,
-                                                      const CaptureSet& captures,
                                                       std::span<const Recipe> recipes,
                                                       std::span<const TrainingFormat> formats,
                                                       const AmaxTrendConfig& config = {});
+
+// The clipping still to predict, as values for the pipeline to measure (engine/operand_pass.hpp):
+// one request per (layer, role) with forecasts of a positive horizon excess and captured rows, at
+// the latest captured step of that (layer, role), in the forecasts' order.
+struct ClippingRequest {
+  CaptureKey key;                    // the captured operand whose shape is taken
+  std::vector<std::size_t> forecasts;  // indices into the forecasts given
+  // One per forecast: that step's finite amax (its rows' stats) x 2^-horizon_excess_binades, the
+  // stale scale's threshold under the forecast amax, with the shape held (METRICS.md).
+  std::vector<double> thresholds;
+};
+std::vector<ClippingRequest> clipping_requests(std::span<const DelayedForecast> forecasts,
+                                               std::span<const EvaluationRow> rows);
+
+// Fills each requested forecast's clipping from clip_damage measured at its threshold (damage[i]
+// for requests[i], one per threshold) and the rowwise copy's rel_mse in `rows`, and appends it to
+// the forecast's reason.
+void predict_clippings(std::span<DelayedForecast> forecasts, std::span<const EvaluationRow> rows,
+                       std::span<const ClippingRequest> requests,
+                       std::span<const std::vector<ClipDamage>> damage);
 
 }  // namespace fp8a

@@ -32,8 +32,7 @@ DelayedSearch search_delayed_options(const TrainingLog& log, std::span<const Tra
       recipes.push_back(delayed_recipe(*h, DelayedAlgo::kMax, margin));
     recipes.push_back(delayed_recipe(1024, DelayedAlgo::kMostRecent, margin));
   }
-  const CaptureSet none;
-  const std::vector<DelayedForecast> forecasts = forecast_delayed_scaling(&log, {}, none, recipes, formats, config);
+  const std::vector<DelayedForecast> forecasts = forecast_delayed_scaling(&log, {}, recipes, formats, config);
   DelayedSearch s;
   for (const Recipe& r : recipes) {
     DelayedOption o;

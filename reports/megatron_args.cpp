@@ -79,7 +79,7 @@ Artifact render_megatron_args(const Recommendation& rec) {
     }
   }
   // The per-module file beside this one, when the run writes it (Megatron-Core >= 0.16 reads it).
-  const bool te_file = render_te_precision_config(rec).has_value();
+  const bool te_file = !te_precision_config_omitted(rec).has_value();
   if (te_file) {
     o << "# The per-module plan: te_precision_config.yaml, written beside this file (give its path as\n"
          "# the training job sees it). Needs Megatron-Core >= 0.16; pipeline parallelism: see its header.\n";

@@ -56,20 +56,25 @@ std::string megatron_config_name(const RunCandidate& c) {
   return std::string(recipe_kind_traits(c.recipe.kind).megatron_recipe) + "_" + training_format_name(c.format);
 }
 
-std::optional<Artifact> render_te_precision_config(const Recommendation& rec, std::string* why_omitted) {
+std::optional<std::string> te_precision_config_omitted(const Recommendation& rec) {
   const RunCandidate* c = chosen_candidate(rec);
-  const auto omit = [&](const std::string& why) -> std::optional<Artifact> {
-    if (why_omitted != nullptr) *why_omitted = why;
+  if (c == nullptr) return "te_precision_config.yaml not written: no FP8 candidate was chosen";
+  const RecipeKindTraits& kind = recipe_kind_traits(c->recipe.kind);
+  if (kind.te_per_module) return std::nullopt;
+  for (const LayerDecision& l : rec.layers)
+    if (has_bf16_gemm(l)) return std::nullopt;
+  return std::string("te_precision_config.yaml not written: Megatron's precision config cannot express ") +
+         kind.short_name + " (set by megatron_args.txt) and the plan keeps no module in BF16";
+}
+
+std::optional<Artifact> render_te_precision_config(const Recommendation& rec, std::string* why_omitted) {
+  if (std::optional<std::string> why = te_precision_config_omitted(rec)) {
+    if (why_omitted != nullptr) *why_omitted = std::move(*why);
     return std::nullopt;
-  };
-  if (c == nullptr) return omit("te_precision_config.yaml not written: no FP8 candidate was chosen");
+  }
+  const RunCandidate* c = chosen_candidate(rec);
   const RecipeKindTraits& kind = recipe_kind_traits(c->recipe.kind);
   const bool per_module = kind.te_per_module;  // else only the BF16 fallbacks can be written here
-  int fallbacks = 0;
-  for (const LayerDecision& l : rec.layers) fallbacks += has_bf16_gemm(l) ? 1 : 0;
-  if (!per_module && fallbacks == 0)
-    return omit(std::string("te_precision_config.yaml not written: Megatron's precision config cannot express ") +
-                kind.short_name + " (set by megatron_args.txt) and the plan keeps no module in BF16");
 
   YAML::Emitter out;
   out << comment("Megatron-Core --te-precision-config-file (fp8-advisor te_precision_config.yaml).") << YAML::Newline;

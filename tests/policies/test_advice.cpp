@@ -2,6 +2,7 @@
 // preset against its ground truth, and the real captures of datasets/real/.
 #include <doctest/doctest.h>
 
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "engine/evaluation_index.hpp"
 #include "engine/gemm_error.hpp"
 #include "engine/gemm_pairing.hpp"
+#include "engine/operand_pass.hpp"
 #include "engine/run.hpp"
 #include "core/error.hpp"
 #include "core/gpu_target.hpp"
@@ -42,8 +44,16 @@ void evaluate(Evaluated& e, const std::string& recipes, std::vector<TrainingForm
 }
 
 // The delayed-scaling forecasts of every format of the table, as the run would pass them.
+// The clipping measured on the captures, as cli/run_pipeline.cpp does.
 std::vector<DelayedForecast> forecasts(const Evaluated& e, const EvaluationIndex& index) {
-  return forecast_delayed_scaling(&e.log, e.rows, e.captures, index.recipes(), index.formats());
+  std::vector<DelayedForecast> f = forecast_delayed_scaling(&e.log, e.rows, index.recipes(), index.formats());
+  const std::vector<ClippingRequest> clips = clipping_requests(f, e.rows);
+  std::vector<OperandPass> passes;
+  for (const ClippingRequest& q : clips) passes.push_back({q.key, false, q.thresholds});
+  std::vector<std::vector<ClipDamage>> damage;
+  for (OperandMeasures& m : measure_operands(e.captures, passes)) damage.push_back(std::move(m.damage));
+  predict_clippings(f, e.rows, clips, damage);
+  return f;
 }
 
 // The advice's inputs from the evaluation tables: every candidate of the index, no forecasts.

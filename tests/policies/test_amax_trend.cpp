@@ -6,6 +6,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -14,10 +15,28 @@
 #include "datasets/file_system.hpp"
 #include "datasets/training_log.hpp"
 #include "engine/cpu_backend.hpp"
+#include "engine/operand_pass.hpp"
 #include "engine/run.hpp"
 #include "policies/amax_trend.hpp"
 
 namespace {
+
+// The forecasts with their clipping measured on `captures`, as run's pipeline does
+// (cli/run_pipeline.cpp): the requests, one engine pass over those operands, the values back.
+std::vector<fp8a::DelayedForecast> forecasts_measured(const fp8a::TrainingLog* log,
+                                                      std::span<const fp8a::EvaluationRow> rows,
+                                                      const fp8a::CaptureSet& captures,
+                                                      std::span<const fp8a::Recipe> recipes,
+                                                      std::span<const fp8a::TrainingFormat> formats) {
+  std::vector<fp8a::DelayedForecast> f = fp8a::forecast_delayed_scaling(log, rows, recipes, formats);
+  const auto clips = fp8a::clipping_requests(f, rows);
+  std::vector<fp8a::OperandPass> passes;
+  for (const auto& q : clips) passes.push_back({q.key, false, q.thresholds});
+  std::vector<std::vector<fp8a::ClipDamage>> damage;
+  for (auto& m : fp8a::measure_operands(captures, passes)) damage.push_back(std::move(m.damage));
+  fp8a::predict_clippings(f, rows, clips, damage);
+  return f;
+}
 
 // Amaxes are float32: log2 of a rounded float is off by at most 2^-24 / ln 2 = 8.6e-8 binades, a
 // slope over steps >= 1 apart by twice that; 1e-6 covers both with room.
@@ -265,7 +284,7 @@ TEST_CASE("real captures: the lm-spike gradient spike at step 2 and its lag at s
     config.training_log = &log;
     const auto rows = fp8a::evaluate_captures(captures, config, fp8a::CpuBackend{});
     const auto forecasts =
-        fp8a::forecast_delayed_scaling(&log, rows, captures, recipes, std::vector{fp8a::TrainingFormat::kHybrid});
+        forecasts_measured(&log, rows, captures, recipes, std::vector{fp8a::TrainingFormat::kHybrid});
     CHECK(forecasts.size() == 6 * 2);
     const fp8a::DelayedForecast* f = nullptr;
     for (const auto& x : forecasts)
@@ -347,7 +366,7 @@ TEST_CASE("the forecast's damage: a known tensor, a known growth, the clipped sh
     rows.push_back(row);
   }
   const auto forecasts =
-      fp8a::forecast_delayed_scaling(&log, rows, captures, recipes, std::vector{fp8a::TrainingFormat::kHybrid});
+      forecasts_measured(&log, rows, captures, recipes, std::vector{fp8a::TrainingFormat::kHybrid});
   REQUIRE(forecasts.size() == 3);
   // Independently: the elements above 2^-0.01 and what clipping them costs.
   const double c = std::exp2(-0.01);
