@@ -78,6 +78,7 @@ void recommend_run(const RunRequest& request, const CaptureSet& captures, RunRes
   if (asked.roofline) cost = build_cost_model(result.gemm_layers, index.recipes(), *asked.gpu, *asked.roofline);
   result.recommendation =
       recommend(recommendation_inputs(index, result), asked.policy, *asked.gpu, cost ? &*cost : nullptr);
+  result.recommendation->te_version = asked.te_version;
   if (request.delayed_search)
     result.delayed_search =
         delayed_search_summary(*request.delayed_search, result.recommendation->candidates, cost.has_value());

@@ -9,7 +9,7 @@ using namespace fp8a;
 
 namespace {
 std::string call(const char* spec, TrainingFormat f) {
-  return te_recipe_call(te_recipe_for({parse_recipe(spec), f}));
+  return te_recipe_call(te_recipe_for({parse_recipe(spec), f}, kTeNewest));
 }
 }  // namespace
 
@@ -34,7 +34,7 @@ TEST_CASE("te_recipe_call: TE's class, format and the fields that differ from TE
 }
 
 TEST_CASE("te_recipe_for: delayed writes every field, defaults marked") {
-  const TeRecipe t = te_recipe_for({parse_recipe("delayed"), TrainingFormat::kHybrid});
+  const TeRecipe t = te_recipe_for({parse_recipe("delayed"), TrainingFormat::kHybrid}, kTeNewest);
   REQUIRE(t.fields.size() == 3);
   CHECK(t.fields[0].name == "margin");
   CHECK(std::get<int>(t.fields[0].value) == 0);
