@@ -57,7 +57,7 @@ Artifact render_te_snippet(const Recommendation& rec) {
   s += comment("Recipe " + candidate_name(*c) + ": every module under the autocast runs it. The plan's BF16 fallbacks");
   s += comment("are not here: nvdlfw_inspect.yaml (per GEMM) and te_precision_config.yaml (per module) have them.");
   for (const std::string& n : t.notes) s += comment(n);
-  s += "import os\n\n";
+  if (!t.env.empty()) s += "import os\n\n";
   for (const auto& [name, value] : t.env)
     s += "os.environ[" + py_string(name) + "] = " + py_string(value) + "  # TE reads it at import: set it first\n";
   s += "import transformer_engine.pytorch as te\n";

@@ -46,3 +46,13 @@ TEST_CASE("te_recipe_for: delayed writes every field, defaults marked") {
   CHECK(t.env.empty());
   CHECK(t.notes.empty());
 }
+
+TEST_CASE("te_recipe_for: current:pow2 is an env var from TE 2.8, a 'not expressible' note before") {
+  const RunCandidate c{parse_recipe("current:pow2"), TrainingFormat::kHybrid};
+  CHECK(te_recipe_call(te_recipe_for(c, {2, 8})) ==
+        "Float8CurrentScaling(fp8_format=Format.HYBRID); env NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES=1");
+  CHECK(te_recipe_call(te_recipe_for(c, {2, 7})) ==
+        "Float8CurrentScaling(fp8_format=Format.HYBRID); current:pow2: not expressible on TE 2.7: "
+        "Float8CurrentScaling has power-of-two scales from TE 2.8 (NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES); "
+        "TE 2.7 trains with FP32 scales");
+}
