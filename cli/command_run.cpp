@@ -37,6 +37,7 @@
 #include "reports/report_md.hpp"
 #include "reports/summary_json.hpp"
 #include "reports/te_precision_config.hpp"
+#include "reports/te_snippet.hpp"
 #include "reports/torchao_json.hpp"
 #include "rundir/checkpoint.hpp"
 #include "rundir/output_lock.hpp"
@@ -130,9 +131,12 @@ struct RunCommand {
 // Unset: --help was printed. Usage errors name the option.
 std::optional<RunCommand> parse_run(const Invocation& inv) {
   RunCommand cmd;
-  std::string training_recipe_text, policy_text, gpu_text, cost_text;
+  std::string training_recipe_text, policy_text, gpu_text, cost_text, te_version_text_given;
   double tokens_per_step = 0;
   po::options_description desc("Options");
+  const std::string te_version_help =
+      "the Transformer Engine release the written files are for (X.Y, from " + te_version_text(kTeOldest) + " to " +
+      te_version_text(kTeNewest) + "): TE's names in recipe.json, nvdlfw_inspect.yaml and te_snippet.py (docs/VERSIONS.md)";
   add_evaluation_options(desc, cmd.eval, "recipes");
   desc.add_options()
       ("out", po::value(&cmd.out_dir)->required(), "output directory (created if missing)")
@@ -146,6 +150,8 @@ std::optional<RunCommand> parse_run(const Invocation& inv) {
       ("gpu", po::value(&gpu_text)->default_value("h100"),
        "the GPU the recommendation is for (its recipes and the cost model's peaks): a100, l4, l40s, "
        "rtx4090, h100, h200, b200, gb200, rtx5090")
+      ("te-version", po::value(&te_version_text_given)->default_value(te_version_text(kTeNewest)),
+       te_version_help.c_str())
       ("cost", po::value(&cost_text)->default_value("roofline"),
        "roofline: choose the fastest plan on --gpu by the GEMM roofline; none: by the numerics "
        "alone (the most GEMM FLOPs in FP8)")
@@ -174,10 +180,14 @@ std::optional<RunCommand> parse_run(const Invocation& inv) {
   check_finite_option(kBadProgressEvery, "progress-every", cmd.progress_every, 0);
   if (!(cmd.rank_timeout > 0) || !std::isfinite(cmd.rank_timeout))
     throw usage_error("fp8a.usage.241", "--rank-timeout must be a number of seconds > 0");
-  RecommendationRequest asked{load_policy(policy_text, DiskFileSystem()), nullptr, std::nullopt};
+  RecommendationRequest asked{load_policy(policy_text, DiskFileSystem()), nullptr, std::nullopt, kTeNewest};
   std::string gpu_why;
   asked.gpu = find_gpu_target(gpu_text, &gpu_why);
   if (asked.gpu == nullptr) throw usage_error("fp8a.usage.214", "--gpu: " + gpu_why);
+  std::string te_why;
+  const std::optional<TeVersion> te = parse_te_version(te_version_text_given, &te_why);
+  if (!te) throw usage_error("fp8a.usage.242", "--te-version " + quoted_input(te_version_text_given) + ": " + te_why);
+  asked.te_version = *te;
   if (cost_text != "roofline" && cost_text != "none")
     throw usage_error("fp8a.usage.215", "--cost " + quoted_input(cost_text) + ": expected roofline or none" +
                                             did_you_mean(cost_text, {"roofline", "none"}));
@@ -290,6 +300,7 @@ std::vector<Artifact> render_run(const RunRequest& request, const RunResult& res
     else answer.not_written.push_back(why);
     if (auto a = render_nvdlfw_inspect_yaml(rec, &why)) artifacts.push_back(std::move(*a));
     else answer.not_written.push_back(why);
+    artifacts.push_back(render_te_snippet(rec));
     artifacts.push_back(render_torchao_json(rec));
   } else {
     answer.skipped = {"no recommendation: --no-gemms leaves no GEMM evidence to judge", request.recommend->gpu,

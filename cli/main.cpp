@@ -24,7 +24,7 @@ constexpr const char* kUsage =
     "\n"
     "commands:\n"
     "  run       evaluate FP8 recipes on captured tensors and advise one: writes recipe.json,\n"
-    "            megatron_args.txt, te_precision_config.yaml, nvdlfw_inspect.yaml, torchao.json,\n"
+    "            megatron_args.txt, te_precision_config.yaml, nvdlfw_inspect.yaml, te_snippet.py, torchao.json,\n"
     "            metrics.csv, gemms.csv, summary.json, report.md, report.html (and nvdlfw_stats.csv\n"
     "            when --training-log holds logged statistics)\n"
     "  whatif    one layer's metrics under every recipe, in the terminal (--layer REGEX)\n"

@@ -72,6 +72,7 @@ void choose_run(const RunRequest& request, const EvaluationIndex& index, RunResu
   if (asked.roofline) cost = build_cost_model(result.gemm_layers, index.recipes(), *asked.gpu, *asked.roofline);
   result.recommendation =
       recommend(recommendation_inputs(index, result), asked.policy, *asked.gpu, cost ? &*cost : nullptr);
+  result.recommendation->te_version = asked.te_version;
   if (request.delayed_search)
     result.delayed_search =
         delayed_search_summary(*request.delayed_search, result.recommendation->candidates, cost.has_value());

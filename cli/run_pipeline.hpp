@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/gpu_target.hpp"
+#include "core/te_version.hpp"
 #include "datasets/capture.hpp"
 #include "engine/backend.hpp"
 #include "engine/evaluation_index.hpp"
@@ -36,6 +37,7 @@ struct RecommendationRequest {
   Policy policy;
   const GpuTarget* gpu = nullptr;  // never null
   std::optional<CostOptions> roofline;
+  TeVersion te_version = kTeNewest;  // --te-version: the release the files are written for
   const char* cost_source() const { return roofline ? "roofline" : "none"; }
 };
 

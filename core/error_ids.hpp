@@ -74,6 +74,8 @@ inline constexpr ErrorIdRow kErrorIdRows[] = {
     {"fp8a.usage.240", kUsage,
      "an MPI rank did not answer an exchange within `--rank-timeout` (stopped, hung or far behind; the ranks named): the job is ended"},
     {"fp8a.usage.241", kUsage, "bad `--rank-timeout` (a number of seconds > 0)"},
+    {"fp8a.usage.242", kUsage,
+     "bad `--te-version` (a Transformer Engine release X.Y or X.Y.Z in the supported range, named)"},
     {"fp8a.io.101", kInput, "capture path does not exist"},
     {"fp8a.io.102", kInput, "file cannot be opened or mapped, or is not a regular file/directory"},
     {"fp8a.io.103", kInput, "directory holds no captures (`*.safetensors`, `*.npy`, `*.npz`, `*.pt`)"},

@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "core/te_version.hpp"
 #include "policies/advisories.hpp"
 #include "policies/candidate.hpp"
 #include "policies/choice.hpp"
@@ -78,6 +79,9 @@ struct Recommendation {
   // How well the policy's criteria are validated against training (calibration_text).
   std::string calibration;
   const GpuTarget* gpu = nullptr;     // the GPU it is for; recommend() always sets it
+  // The Transformer Engine release the files are written for (--te-version); the choice does not
+  // depend on it, the renderers do (docs/VERSIONS.md).
+  TeVersion te_version = kTeNewest;
   const char* cost_source = "none";   // "roofline" with a cost model (estimate_cost), else "none"
   // The chosen plan's FP8 tensor copies with the smallest judge_tensor margins, smallest first
   // (ties: layer, role, orientation), at most kWatchCount; empty when none is chosen.

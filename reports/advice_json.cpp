@@ -72,7 +72,7 @@ ordered_json module_plan_json(const Recommendation& rec) {
     modules.push_back({{"layer", m.layer},
                        {"precision", c ? "fp8" : "bf16"},
                        {"candidate", c ? ordered_json(candidate_name(*c)) : ordered_json(nullptr)},
-                       {"recipe", c ? te_recipe_json(te_recipe_for(*c)) : ordered_json(nullptr)},
+                       {"recipe", c ? te_recipe_json(te_recipe_for(*c, rec.te_version)) : ordered_json(nullptr)},
                        {"reason", m.reason}});
   }
   return {{"base", candidate_ref(rec.candidates[mp.base].candidate)},

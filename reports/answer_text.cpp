@@ -60,9 +60,9 @@ std::string answer_lines(const AnswerContext& a) {
   } else {
     const CandidatePlan& c = rec.candidates[*rec.chosen];
     if (c.fp8_flops > 0)
-      s += "answer: " + te_recipe_call(te_recipe_for(c.candidate)) + "  [" + candidate_name(c.candidate) + "]\n";
+      s += "answer: " + te_recipe_call(te_recipe_for(c.candidate, rec.te_version)) + "  [" + candidate_name(c.candidate) + "]\n";
     else
-      s += "answer: every GEMM in BF16 (the chosen " + te_recipe_call(te_recipe_for(c.candidate)) + "  [" +
+      s += "answer: every GEMM in BF16 (the chosen " + te_recipe_call(te_recipe_for(c.candidate, rec.te_version)) + "  [" +
            candidate_name(c.candidate) + "] keeps none in FP8)\n";
     s += "  why: " + rec.why + "\n";
     if (!rec.calibration.empty()) s += "  criteria: " + rec.calibration + "\n";

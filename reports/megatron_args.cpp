@@ -3,6 +3,7 @@
 #include <sstream>
 #include <vector>
 
+#include "core/te_version.hpp"
 #include "reports/layer_names.hpp"
 #include "reports/te_precision_config.hpp"
 
@@ -11,6 +12,9 @@ namespace fp8a {
 Artifact render_megatron_args(const Recommendation& rec) {
   std::ostringstream o;
   o << "# Megatron-LM FP8 flags for the recommended recipe (fp8-advisor megatron_args.txt).\n";
+  o << "# Written for Transformer Engine " << te_version_text(rec.te_version)
+    << " (--te-version); the FP8 flags need Megatron-Core 0.13+, --te-precision-config-file 0.16+\n"
+       "# (docs/VERSIONS.md).\n";
   const RunCandidate* c = chosen_candidate(rec);
   if (c == nullptr) {
     o << "# No FP8 candidate was chosen: train in BF16 (no --fp8-format).\n";

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/te_version.hpp"
 #include "core/text.hpp"
 #include "reports/layer_names.hpp"
 #include "reports/name_text.hpp"
@@ -106,6 +107,14 @@ std::optional<Artifact> render_nvdlfw_inspect_yaml(const Recommendation& rec, st
   out << comment("TE debug config for nvdlfw_inspect (fp8-advisor nvdlfw_inspect.yaml), recipe " +
                        c->recipe.spec() + "/" + training_format_name(c->format) + ".")
       << YAML::Newline;
+  const TeVersion te = rec.te_version;
+  const char* disable_layer = te_has_disable_quantization(te) ? "DisableQuantizationLayer" : "DisableFP8Layer";
+  const char* disable_gemm = te_has_disable_quantization(te) ? "DisableQuantizationGEMM" : "DisableFP8GEMM";
+  out << comment("Written for Transformer Engine " + te_version_text(te) + " (--te-version): " +
+                 (te_has_disable_quantization(te)
+                      ? "DisableQuantizationGEMM/Layer need TE 2.13+; --te-version 2.12 or older writes DisableFP8GEMM/Layer."
+                      : "DisableFP8GEMM/Layer (TE 2.4+); TE 2.13+ also name them DisableQuantizationGEMM/Layer."))
+      << YAML::Newline;
   for (const char* line : kNamingComment) out << comment(line) << YAML::Newline;
   if (plan_all_bf16(rec)) {
     // Every layer, whether captured or not: the plan keeps nothing in FP8.
@@ -122,7 +131,7 @@ std::optional<Artifact> render_nvdlfw_inspect_yaml(const Recommendation& rec, st
     out << YAML::Key << "layers" << YAML::Value << YAML::BeginMap;
     out << YAML::Key << "layer_name_regex_pattern" << YAML::Value << YAML::SingleQuoted << ".*" << YAML::EndMap;
     out << YAML::Key << "transformer_engine" << YAML::Value << YAML::BeginMap;
-    out << YAML::Key << "DisableQuantizationLayer" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << disable_layer << YAML::Value << YAML::BeginMap;
     out << YAML::Key << "enabled" << YAML::Value << true << YAML::EndMap;
     out << YAML::EndMap << YAML::EndMap << YAML::EndMap;
     FP8A_CHECK(out.good(), "nvdlfw_inspect.yaml: the YAML emitter failed");
@@ -156,11 +165,11 @@ std::optional<Artifact> render_nvdlfw_inspect_yaml(const Recommendation& rec, st
     out << YAML::EndMap;
     out << YAML::Key << "transformer_engine" << YAML::Value << YAML::BeginMap;
     if (bf16.size() == 3) {
-      out << YAML::Key << "DisableQuantizationLayer" << YAML::Value << YAML::BeginMap;
+      out << YAML::Key << disable_layer << YAML::Value << YAML::BeginMap;
       out << YAML::Key << "enabled" << YAML::Value << true << YAML::EndMap;
       ++fallbacks;
     } else if (!bf16.empty()) {
-      out << YAML::Key << "DisableQuantizationGEMM" << YAML::Value << YAML::BeginMap;
+      out << YAML::Key << disable_gemm << YAML::Value << YAML::BeginMap;
       out << YAML::Key << "enabled" << YAML::Value << true;
       out << YAML::Key << "gemms" << YAML::Value;
       emit_flow_list(out, bf16);
@@ -176,8 +185,11 @@ std::optional<Artifact> render_nvdlfw_inspect_yaml(const Recommendation& rec, st
               std::find(tensors.begin(), tensors.end(), role_name(r)) == tensors.end())
             tensors.push_back(role_name(r));
         }
-      std::vector<std::string> stats = {"underflows%", "scale_inv_min", "scale_inv_max", "mse"};
-      if (c->recipe.kind == RecipeKind::kPerTensorDelayed) stats.insert(stats.begin() + 1, "overflows%");
+      std::vector<std::string> stats = {"underflows%"};
+      if (te_has_fp8_scale_stats(te)) {
+        stats.insert(stats.end(), {"scale_inv_min", "scale_inv_max", "mse"});
+        if (c->recipe.kind == RecipeKind::kPerTensorDelayed) stats.insert(stats.begin() + 1, "overflows%");
+      }
       out << YAML::Key << "LogFp8TensorStats" << YAML::Value << YAML::BeginMap;
       out << YAML::Key << "enabled" << YAML::Value << true;
       out << YAML::Key << "tensors" << YAML::Value;

@@ -2,8 +2,10 @@
 // one section per layer it names, as nvdlfw_inspect requires (two sections selecting one layer
 // fail at the first lookup): DisableQuantizationLayer for a layer all in BF16,
 // DisableQuantizationGEMM for single GEMMs in BF16 (the only per-GEMM fallback of any consumer),
+// by those names for Recommendation::te_version 2.13+, else DisableFP8Layer / DisableFP8GEMM;
 // and, for the kWatchedGemms FP8 GEMMs with the smallest worst margins under the chosen candidate,
-// LogFp8TensorStats and LogTensorStats on the tensors those GEMMs consume, to watch next run.
+// LogFp8TensorStats and LogTensorStats on the tensors those GEMMs consume, to watch next run
+// (before TE 2.7 LogFp8TensorStats logs underflows% alone). The first lines name the TE release.
 // Each section's layer_name_regex_pattern matches the end of nvdlfw_inspect's name at a dot
 // (nvdlfw_layer_name), so the wrappers around the model do not matter. A plan that keeps no GEMM in
 // FP8 is one section for every layer. Layers the plan never saw run the recipe; the file says so.

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/te_version.hpp"
 #include "core/text.hpp"
 #include "reports/advice_json.hpp"
 #include "reports/json_number.hpp"
@@ -78,7 +79,8 @@ Artifact render_recipe_json(const Recommendation& rec, const RunInfo& info) {
   const CandidatePlan* chosen = rec.chosen ? &rec.candidates[*rec.chosen] : nullptr;
   ordered_json j;
   j["schema_version"] = kRecipeJsonSchemaVersion;
-  const TeRecipe te = chosen ? te_recipe_for(chosen->candidate) : TeRecipe{};
+  j["te_version"] = te_version_text(rec.te_version);
+  const TeRecipe te = chosen ? te_recipe_for(chosen->candidate, rec.te_version) : TeRecipe{};
   // A plan with no FP8 GEMM trains BF16: no recipe object, whoever was chosen.
   j["recipe"] = chosen && !plan_all_bf16(rec) ? te_recipe_json(te) : ordered_json(nullptr);
   j["candidate"] = chosen ? candidate_ref(chosen->candidate) : ordered_json(nullptr);

@@ -86,7 +86,7 @@ void render_summary(Markup& m, const Page& p) {
   } else {
     const CandidatePlan& c = *p.chosen;
     m.open("p").text("Recommended: ");
-    m.element("code", {}, te_recipe_call(te_recipe_for(c.candidate)));
+    m.element("code", {}, te_recipe_call(te_recipe_for(c.candidate, rec->te_version)));
     m.text("  [" + candidate_name(c.candidate) + "]").close();
     m.element("p", {}, "Why: " + rec->why);
     std::string cost = c.speedup ? format_text("predicted GEMM speedup over all-BF16 %.3fx on %s (cost: %s); ",

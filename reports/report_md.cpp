@@ -61,7 +61,7 @@ std::string recommendation_section(const AnswerContext& a) {
     s += "; every GEMM stays in BF16.\n\n";
   } else {
     const CandidatePlan& c = rec.candidates[*rec.chosen];
-    const std::string call = code(te_recipe_call(te_recipe_for(c.candidate))).text;
+    const std::string call = code(te_recipe_call(te_recipe_for(c.candidate, rec.te_version))).text;
     s += c.fp8_flops > 0 ? "**Recipe:** " + call + " (" + candidate_name(c.candidate) + ")\n\n"
                          : "**Every GEMM in BF16** (the chosen " + call + ", " +
                                candidate_name(c.candidate) + ", keeps none in FP8)\n\n";

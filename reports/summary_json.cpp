@@ -39,7 +39,7 @@ ordered_json decision_json(const AnswerContext& a) {
   if (rec.chosen) {
     const CandidatePlan& c = rec.candidates[*rec.chosen];
     ordered_json chosen = candidate_ref(c.candidate);
-    chosen["te_recipe"] = te_recipe_call(te_recipe_for(c.candidate));
+    chosen["te_recipe"] = te_recipe_call(te_recipe_for(c.candidate, rec.te_version));
     chosen["fp8_flop_share"] = json_number(c.fp8_flop_share);
     chosen["gemm_speedup_vs_bf16"] = json_number(c.speedup);
     chosen["gemms_to_bf16"] = c.gemms_to_bf16;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/te_version.hpp"
 #include "core/text.hpp"
 #include "reports/layer_names.hpp"
 #include "reports/name_text.hpp"
@@ -78,6 +79,9 @@ std::optional<Artifact> render_te_precision_config(const Recommendation& rec, st
 
   YAML::Emitter out;
   out << comment("Megatron-Core --te-precision-config-file (fp8-advisor te_precision_config.yaml).") << YAML::Newline;
+  out << comment("Written for Transformer Engine " + te_version_text(rec.te_version) +
+                 " (--te-version); the option needs Megatron-Core 0.16+ (docs/VERSIONS.md).")
+      << YAML::Newline;
   if (plan_all_bf16(rec)) {
     // Every module, whether captured or not, to BF16: no FP8 config at all.
     out << comment("The plan keeps no GEMM in FP8: every module BF16, the modules never captured too.");

@@ -1,8 +1,10 @@
 #include "reports/te_recipe.hpp"
 
+#include "core/te_version.hpp"
+
 namespace fp8a {
 
-TeRecipe te_recipe_for(const RunCandidate& c) {
+TeRecipe te_recipe_for(const RunCandidate& c, TeVersion te) {
   const Recipe& r = c.recipe;
   TeRecipe t;
   t.class_name = recipe_kind_traits(r.kind).te_recipe;
@@ -19,7 +21,13 @@ TeRecipe te_recipe_for(const RunCandidate& c) {
       // TE's Linear modules overwrite their quantizers' power-of-two choice with the class's
       // fp8_quant_*.power_2_scale, set once at import from NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES
       // (module/linear.py _customize_quantizers_float8_current_scaling): the env var, not the field.
-      if (r.pow2_scales) t.env.emplace_back("NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES", "1");
+      if (r.pow2_scales && te_has_current_pow2_env(te))
+        t.env.emplace_back("NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES", "1");
+      else if (r.pow2_scales)
+        t.notes.push_back(r.spec() + ": not expressible on TE " + te_version_text(te) +
+                          ": Float8CurrentScaling has power-of-two scales from TE 2.8 "
+                          "(NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES); TE " + te_version_text(te) +
+                          " trains with FP32 scales");
       if (r.amax_epsilon != 0.0f)
         t.notes.push_back(r.spec() + ": Float8CurrentScaling takes no amax epsilon (its QParams' "
                                      "amax_epsilon is a class attribute, 0); TE trains without it");

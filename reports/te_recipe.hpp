@@ -9,6 +9,7 @@
 #include <variant>
 #include <vector>
 
+#include "core/te_version.hpp"
 #include "policies/advice.hpp"
 
 namespace fp8a {
@@ -29,7 +30,9 @@ struct TeRecipe {
   std::vector<std::string> notes;
 };
 
-TeRecipe te_recipe_for(const RunCandidate& candidate);
+// For Transformer Engine release `te` (--te-version): where that release cannot express what was
+// evaluated (current:pow2 before TE 2.8), a note says so and names what TE trains with instead.
+TeRecipe te_recipe_for(const RunCandidate& candidate, TeVersion te);
 
 // The constructor call, e.g. "Float8CurrentScaling(fp8_format=Format.HYBRID)", with the fields
 // that differ from TE's defaults, then "; env NAME=VALUE" and "; <note>" for each.

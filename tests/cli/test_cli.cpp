@@ -166,7 +166,7 @@ TEST_CASE("run on the shipped sample matches the independent NumPy golden values
       if (e.is_regular_file()) files.insert(e.path().filename().string());
     CHECK(files == std::set<std::string>{"metrics.csv", "gemms.csv", "recipe.json",
                                          "megatron_args.txt", "te_precision_config.yaml",
-                                         "nvdlfw_inspect.yaml", "torchao.json", "report.md", "summary.json",
+                                         "nvdlfw_inspect.yaml", "te_snippet.py", "torchao.json", "report.md", "summary.json",
                                          "report.html", ".fp8-advisor-outputs-run.json"});
     // report.md: the same answer as stdout, every layer's decision.
     const std::string md = slurp(out.path / "report.md");
@@ -824,6 +824,10 @@ TEST_CASE("--quiet prints only the answer; --gpu, --cost, --tokens-per-step erro
   CHECK(gpu.out.empty());
   CHECK(gpu.err == "fp8-advisor: error: [fp8a.usage.214] --gpu: unknown GPU 'a1OO' (did you mean "
                    "'a100'?); known: a100, l4, l40s, rtx4090, h100, h200, b200, gb200, rtx5090\n");
+  const auto te = run("run --capture " + sample() + " --out " + shell_quote(a.path.string()) + " --te-version 2.3");
+  CHECK(te.rc == 2);
+  CHECK(te.err == "fp8-advisor: error: [fp8a.usage.242] --te-version '2.3': fp8-advisor writes files for "
+                  "Transformer Engine 2.4 to 2.20\n");
   const auto cost = run("run --capture " + sample() + " --out " + shell_quote(a.path.string()) + " --cost rofline");
   CHECK(cost.rc == 2);
   CHECK(cost.err == "fp8-advisor: error: [fp8a.usage.215] --cost 'rofline': expected roofline or none "

@@ -9,7 +9,7 @@ using namespace fp8a;
 
 namespace {
 std::string call(const char* spec, TrainingFormat f) {
-  return te_recipe_call(te_recipe_for({parse_recipe(spec), f}));
+  return te_recipe_call(te_recipe_for({parse_recipe(spec), f}, kTeNewest));
 }
 }  // namespace
 
@@ -34,7 +34,7 @@ TEST_CASE("te_recipe_call: TE's class, format and the fields that differ from TE
 }
 
 TEST_CASE("te_recipe_for: delayed writes every field, defaults marked") {
-  const TeRecipe t = te_recipe_for({parse_recipe("delayed"), TrainingFormat::kHybrid});
+  const TeRecipe t = te_recipe_for({parse_recipe("delayed"), TrainingFormat::kHybrid}, kTeNewest);
   REQUIRE(t.fields.size() == 3);
   CHECK(t.fields[0].name == "margin");
   CHECK(std::get<int>(t.fields[0].value) == 0);
@@ -45,4 +45,14 @@ TEST_CASE("te_recipe_for: delayed writes every field, defaults marked") {
   for (const auto& f : t.fields) CHECK(f.te_default);
   CHECK(t.env.empty());
   CHECK(t.notes.empty());
+}
+
+TEST_CASE("te_recipe_for: current:pow2 is an env var from TE 2.8, a 'not expressible' note before") {
+  const RunCandidate c{parse_recipe("current:pow2"), TrainingFormat::kHybrid};
+  CHECK(te_recipe_call(te_recipe_for(c, {2, 8})) ==
+        "Float8CurrentScaling(fp8_format=Format.HYBRID); env NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES=1");
+  CHECK(te_recipe_call(te_recipe_for(c, {2, 7})) ==
+        "Float8CurrentScaling(fp8_format=Format.HYBRID); current:pow2: not expressible on TE 2.7: "
+        "Float8CurrentScaling has power-of-two scales from TE 2.8 (NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES); "
+        "TE 2.7 trains with FP32 scales");
 }
