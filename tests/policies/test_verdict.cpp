@@ -100,6 +100,27 @@ TEST_CASE("te-autoswitch: a GEMM switches when any tensor it consumes has underf
   CHECK(judge_tensor({&wrecked}, te).passed);
 }
 
+TEST_CASE("underflow max_pct_any_energy: most elements flushed fail whatever their energy") {
+  Policy p = default_policy();
+  CHECK_FALSE(p.underflow.max_pct_any_energy.has_value());  // off by default
+  p.underflow.max_pct_any_energy = 50.0;
+  // calibration/RESULTS.md outlier20x2: 98.4 % of an FC2 input flushed holding 1.6e-5 % of its
+  // energy (a per-token outlier holds the rest); the energy rule alone passes it.
+  const auto x = row(Role::kActivation, "current", 98.4, kFloorE4m3, 3e-9, 0.0, 1.6e-5);
+  CHECK(judge_tensor({&x}, default_policy()).passed);
+  const auto v = judge_tensor({&x}, p);
+  CHECK_FALSE(v.passed);
+  CHECK(v.limiting == Criterion::kUnderflow);
+  CHECK(v.measured == doctest::Approx(98.4));
+  CHECK(v.threshold == 50.0);
+  CHECK(v.reason ==
+        "step 7 activation underflow 98.400 % of elements (> 50.000 % whatever energy they carry; "
+        "1.6e-05 % of it) under current/hybrid");
+  // At or below the limit the energy rule decides as before.
+  const auto half = row(Role::kActivation, "current", 50.0, kFloorE4m3, 3e-9, 0.0, 1.6e-5);
+  CHECK(judge_tensor({&half}, p).passed);
+}
+
 TEST_CASE("default policy: many negligible values flushed is not signal lost") {
   const Policy d = default_policy();
   // The small-GPT case: 44.2 % of a gradient flushed holding 0.3 % of its energy, rel_mse at the
