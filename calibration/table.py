@@ -39,6 +39,20 @@ def criteria_of(policy_path):
     return [k for k, v in crit.items() if v.get("enabled")]
 
 
+def actions_of(policy_path):
+    """Each enabled criterion's action in the policy: "fail" or "watch"."""
+    with open(policy_path) as f:
+        crit = json.load(f)["criteria"]
+    return {k: v.get("action", "fail") for k, v in crit.items() if v.get("enabled")}
+
+
+def rule_breaches(doc, actions):
+    """Issue 23's rule: a criterion with false alarms and no detection only watches; one that
+    fails GEMMs in the policy must have a detection. The criteria that break it."""
+    return [name for name, s in doc["score"].items()
+            if name in actions and actions[name] == "fail" and s["false_alarms"] and not s["detections"]]
+
+
 def advise(binary, cap, recipe, fmt, policy, tmp):
     """`run` on one arm's captures under one policy: that candidate's row of recipe.json."""
     out = tempfile.mkdtemp(dir=tmp)
@@ -64,8 +78,10 @@ def verdicts(binary, data, policy_path):
         def policy_of(name, enabled):
             p = os.path.join(tmp, "only-%s.json" % name)
             with open(p, "w") as f:
+                # Each criterion alone as a failing one, whatever its action in the policy.
                 json.dump({"base": "default", "name": "only-" + name,
-                           "criteria": {k: {"enabled": k in enabled} for k in crits}}, f)
+                           "criteria": {k: {"enabled": k in enabled, "action": "fail"}
+                                        for k in crits}}, f)
             return p
         policies = {c: policy_of(c, {c}) for c in crits}
         # The delayed forecast has no check of its own: its predicted clipping is judged by the
@@ -139,9 +155,10 @@ def render(doc):
                                              for c, d in doc["cases"].items())), "",
              "## Runs", "",
              "Gap = FP8 arm minus its BF16 twin on the same batches, mean over replicates ± its "
-             "standard error; `(k SE)` = gap / SE. Verdict columns: F = the criterion alone "
-             "sends at least one GEMM of the run's captures to BF16, p = passes, blank = not "
-             "judged (no captures, or the arm trained a GEMM in BF16).", "",
+             "standard error; `(k SE)` = gap / SE. Verdict columns: F = the criterion alone, "
+             "as a failing one, sends at least one GEMM of the run's captures to BF16, p = "
+             "passes, blank = not judged (no captures, or the arm trained a GEMM in BF16); the "
+             "policy column is the whole policy with each criterion's action.", "",
              "| case | arm | recipe | n | BF16 val | val gap ± SE | train gap ± SE | harm | "
              + " | ".join(crits) + " | policy: GEMMs to BF16 (FP8 share) |",
              "|" + " --- |" * (9 + len(crits))]
@@ -166,12 +183,17 @@ def render(doc):
                             a["harm"] + (" (beyond noise, under 1 %)" if a["harm"] == "no"
                                          and a.get("beyond_noise") else ""),
                             " | ".join(cells), pol_cell))
+    actions = doc.get("actions", {})
     lines += ["", "## Per criterion", "",
-              "| criterion | detections | false alarms | misses | passes (no harm) |",
-              "| --- | --- | --- | --- | --- |"]
+              "Action: what the criterion does in the default policy. A criterion with false "
+              "alarms and no detection only watches (its breaches are reported, the GEMM stays "
+              "FP8); `table.py check` fails when a failing criterion has false alarms and no "
+              "detection.", "",
+              "| criterion | action | detections | false alarms | misses | passes (no harm) |",
+              "| --- | --- | --- | --- | --- | --- |"]
     for name, s in doc["score"].items():
-        lines.append("| %s | %d %s | %d %s | %d %s | %d |"
-                     % (name, len(s["detections"]), fmt_runs(s["detections"]),
+        lines.append("| %s | %s | %d %s | %d %s | %d %s | %d |"
+                     % (name, actions.get(name, "-"), len(s["detections"]), fmt_runs(s["detections"]),
                         len(s["false_alarms"]), fmt_runs(s["false_alarms"]),
                         len(s["misses"]), fmt_runs(s["misses"]), len(s["passes"])))
     lines += ["", "The default policy's record (policies/default_policy.json \"calibration\", which the "
@@ -217,6 +239,7 @@ def write(binary, doc):
     t0 = time.time()
     crits, revision = verdicts(binary, doc["cases"], POLICY)
     doc["criteria_judged"], doc["binary_revision"] = crits, revision
+    doc["actions"] = actions_of(POLICY)
     doc["score"] = score(doc["cases"], crits)
     doc["verdict_seconds"] = round(time.time() - t0, 1)
     with open(RESULTS_JSON + ".tmp", "w") as f:
@@ -229,6 +252,8 @@ def write(binary, doc):
         print("policies/default_policy.json's calibration record %s is not the table's %s: set it in "
               "default_policy() (policies/policy.cpp) and regenerate the file"
               % (json.dumps(policy_record()), json.dumps(calibration_record(doc))))
+    for name in rule_breaches(doc, doc["actions"]):
+        print("%s has false alarms and no detection: make it watch only (issue 23's rule)" % name)
 
 
 def verdict_numbers(data):
@@ -252,6 +277,13 @@ def check(binary):
         print("policies/default_policy.json's calibration record %s is not the table's %s"
               % (json.dumps(policy_record()), json.dumps(calibration_record(doc))))
         bad.append(("policy", "calibration", "record"))
+    actions = actions_of(POLICY)
+    if actions != doc.get("actions"):
+        print("the criteria's actions %s are not the table's %s" % (actions, doc.get("actions")))
+        bad.append(("policy", "actions", "changed"))
+    for name in rule_breaches(doc, actions):
+        print("%s fails GEMMs but has false alarms and no detection in the table" % name)
+        bad.append(("policy", name, "rule"))
     print("test_calibration_verdicts: %d verdicts, %d changed%s"
           % (len(stored), len(bad), " (regenerate: python3 calibration/table.py write BINARY, "
              "and say why in the commit)" if bad else ""))

@@ -75,7 +75,8 @@ void choose_run(const RunRequest& request, const EvaluationIndex& index, RunResu
   result.recommendation->te_version = asked.te_version;
   if (request.delayed_search)
     result.delayed_search =
-        delayed_search_summary(*request.delayed_search, result.recommendation->candidates, cost.has_value());
+        delayed_search_summary(*request.delayed_search, result.recommendation->candidates, index.rows(),
+                               cost.has_value());
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include "core/recipe.hpp"
 #include "datasets/training_log.hpp"
+#include "engine/evaluation_row.hpp"
 #include "policies/amax_trend.hpp"
 #include "policies/fallback_plan.hpp"
 
@@ -56,8 +57,10 @@ std::vector<Recipe> with_front_runners(std::span<const Recipe> recipes, const De
 
 // The answer's line on the search: what was searched, which delayed candidate the numbers rank
 // first among those evaluated, and what it buys over TE's default on the trace (clipping against
-// headroom) and in the plan (FP8 FLOPs). `candidates` as Recommendation::candidates.
+// headroom), in the plan (FP8 FLOPs) and on the captures (`rows`, the evaluation's: the share of
+// the elements its casts flush and clip, over every evaluated tensor copy, element-weighted).
+// `candidates` as Recommendation::candidates.
 std::string delayed_search_summary(const DelayedSearch& search, const std::vector<CandidatePlan>& candidates,
-                                   bool costed);
+                                   std::span<const EvaluationRow> rows, bool costed);
 
 }  // namespace fp8a

@@ -8,8 +8,18 @@ namespace fp8a {
 
 namespace {
 
+// The watch-only breaches of a GEMM kept FP8: the worst step's, then the forecast's.
+std::vector<std::string> watched_reasons(const GemmJudgement& j) {
+  std::vector<std::string> w = j.worst.watched;
+  if (j.forecast) w.insert(w.end(), j.forecast->watched.begin(), j.forecast->watched.end());
+  return w;
+}
+
 std::string kept_reason(const GemmJudgement& j, const RunCandidate& c) {
   const Verdict& v = j.worst;
+  if (const std::vector<std::string> w = watched_reasons(j); !w.empty())
+    return "watch (kept FP8: the criterion only watches): " + w.front() +
+           (w.size() > 1 ? format_text(" (and %zu more)", w.size() - 1) : std::string());
   if (!v.limiting || v.margin >= kSmallMargin) return "";
   return format_text("kept FP8: step %lld %s %s %.4g against %.4g (margin %.3f < %.2f) under %s",
              static_cast<long long>(j.worst_step), gemm_name(j.gemm), criterion_name(*v.limiting),
@@ -128,6 +138,7 @@ std::vector<LayerDecision> decide_layers(const CandidatePlan& c, FallbackScope s
       if (gd.precision == Precision::kFp8) {
         any_fp8 = true;
         gd.reason = kept_reason(j, c.candidate);
+        gd.watched = !watched_reasons(j).empty();
       } else {
         any_bf16 = true;
         const std::string& not_paying =

@@ -85,8 +85,12 @@ struct GemmDecision {
   Precision precision = Precision::kBf16;
   // bf16: the worst verdict's reason, else the failed forecast's (or why nothing was judged, or
   // the global scope's cause);
-  // fp8 with a margin under kSmallMargin: "kept FP8: ... margin ..."; otherwise empty.
+  // fp8 over a watch-only criterion's threshold: "watch: ..." (the breach); fp8 with a margin
+  // under kSmallMargin: "kept FP8: ... margin ..."; otherwise empty.
   std::string reason;
+  // fp8 and a criterion that only watches (CriterionAction::kWatch) is over its threshold at the
+  // worst step or in the forecast.
+  bool watched = false;
 };
 
 struct LayerDecision {

@@ -26,6 +26,15 @@ namespace fp8a {
 enum class FallbackScope : std::uint8_t { kGemm, kGlobal };
 const char* fallback_scope_name(FallbackScope scope);  // "gemm", "global"
 
+// What a criterion's breach does (every criterion's "action" key).
+//   kFail   the GEMM fails: the plan sends it to BF16 (scope permitting);
+//   kWatch  the GEMM stays FP8 and the breach is reported with its numbers: the answer's watch
+//           lines, recipe.json's GEMM reason, nvdlfw_inspect.yaml's logged layers. For criteria
+//           whose breaches training has not shown to harm (calibration/RESULTS.md: false alarms,
+//           no detection), as issue 23's rule demotes them.
+enum class CriterionAction : std::uint8_t { kFail, kWatch };
+const char* criterion_action_name(CriterionAction action);  // "fail", "watch"
+
 // Underflow: elements that are nonzero in x and zero after the cast (METRICS.md underflow_pct).
 // Fails when underflow_pct > max_pct and, when max_energy_pct is set, the flushed elements also
 // carry more than max_energy_pct of the tensor's energy (sum x^2). Without the energy measure
@@ -41,6 +50,7 @@ struct UnderflowCriterion {
   double weight = 1.0;                   // >= 0; see Check::weighted_load
   std::string source;
   std::optional<double> max_pct_any_energy;  // percent of elements, in (0, 100]; unset: none
+  CriterionAction action = CriterionAction::kFail;
   bool operator==(const UnderflowCriterion&) const = default;
 };
 
@@ -52,6 +62,7 @@ struct MseCriterion {
   double max = 1e-4;  // > 0, in the tensor's units squared
   double weight = 1.0;
   std::string source;
+  CriterionAction action = CriterionAction::kFail;
   bool operator==(const MseCriterion&) const = default;
 };
 
@@ -65,6 +76,7 @@ struct RelMseFloorCriterion {
   double floor_bf16 = 0.0;  // the BF16 round trip (the fallback's own rows)
   double weight = 1.0;
   std::string source;
+  CriterionAction action = CriterionAction::kFail;
   bool operator==(const RelMseFloorCriterion&) const = default;
 };
 
@@ -75,6 +87,7 @@ struct SaturationCriterion {
   double max_pct = 0.05;  // percent of the tensor's elements, in (0, 100]
   double weight = 1.0;
   std::string source;
+  CriterionAction action = CriterionAction::kFail;
   bool operator==(const SaturationCriterion&) const = default;
 };
 
@@ -88,6 +101,7 @@ struct GemmAmplificationCriterion {
   double min_rel_fro_err = 0.001953125;  // > 0
   double weight = 1.0;
   std::string source;
+  CriterionAction action = CriterionAction::kFail;
   bool operator==(const GemmAmplificationCriterion&) const = default;
 };
 
@@ -101,6 +115,7 @@ struct WgradDamageCriterion {
   double sign_flip_factor = 2.0;  // >= 1
   double weight = 1.0;
   std::string source;
+  CriterionAction action = CriterionAction::kFail;
   bool operator==(const WgradDamageCriterion&) const = default;
 };
 
@@ -112,6 +127,7 @@ struct DelayedForecastCriterion {
   std::int64_t horizon_steps = 10000;  // >= 0
   double weight = 1.0;
   std::string source;
+  CriterionAction action = CriterionAction::kFail;
   bool operator==(const DelayedForecastCriterion&) const = default;
 };
 
@@ -159,7 +175,8 @@ inline constexpr const char* kPolicyPresets[] = {"default", "te-autoswitch"};
 Policy default_policy();
 Policy te_autoswitch_policy();
 
-// The policy as its JSON file (2-space indent, keys in the order of the structs, a final newline).
+// The policy as its JSON file (2-space indent, keys in the order of the structs but a criterion's
+// "action" after its "enabled", a final newline).
 std::string policy_to_json(const Policy& policy);
 
 // Parses a policy file's text over its base preset. `origin` names the file in messages.

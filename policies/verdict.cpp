@@ -28,15 +28,21 @@ std::string num(double x) { return printf_text("%.3g", x); }
 std::string times(double x) { return printf_text(std::fabs(x) >= 100 ? "%.0fx" : "%.1fx", x); }
 
 // A check of measured against threshold where larger measures are worse.
-Check upper_check(Criterion c, double measured, double threshold, double weight) {
+Check upper_check(Criterion c, double measured, double threshold, double weight, CriterionAction action) {
   Check k;
   k.criterion = c;
   k.measured = measured;
   k.threshold = threshold;
   k.weight = weight;
+  k.watch = action == CriterionAction::kWatch;
   k.passed = measured <= threshold;  // NaN fails
   k.margin = std::isnan(measured) ? -kInf : (threshold - measured) / threshold;
   return k;
+}
+
+// Watch when either action watches (the forecast's checks: delayed_forecast's and the criterion's).
+CriterionAction either(CriterionAction a, CriterionAction b) {
+  return a == CriterionAction::kWatch ? a : b;
 }
 
 // "step 2 gradient" / "step 2 gradient (columnwise copy)"
@@ -52,10 +58,13 @@ std::string under(const Recipe& recipe, TrainingFormat format) {
 
 void finish(Verdict* v) {
   std::string reason;
+  std::vector<const Check*> watched;
   for (const Check& c : v->checks) {
-    if (!c.passed) {
+    if (!c.passed && !c.watch) {
       v->passed = false;
       reason += (reason.empty() ? "" : "; ") + c.reason;
+    } else if (!c.passed) {
+      watched.push_back(&c);
     } else if (!c.reason.empty()) {
       v->notes.push_back(c.reason);
     }
@@ -68,6 +77,9 @@ void finish(Verdict* v) {
     }
   }
   if (!reason.empty()) v->reason = v->reason.empty() ? reason : v->reason + "; " + reason;
+  std::stable_sort(watched.begin(), watched.end(),
+                   [](const Check* a, const Check* b) { return a->margin < b->margin; });
+  for (const Check* c : watched) v->watched.push_back(c->reason);
 }
 
 // The tensor criteria's checks of one tensor copy, appended to `out`; false when the evaluation
@@ -91,18 +103,18 @@ bool tensor_checks(const TensorEvidence& ev, const Policy& policy, std::vector<C
   if (const UnderflowCriterion& c = policy.underflow; c.enabled) {
     const double u = m.underflow_pct;
     if (!c.max_energy_pct || !(u > c.max_pct)) {
-      Check k = upper_check(Criterion::kUnderflow, u, c.max_pct, c.weight);
+      Check k = upper_check(Criterion::kUnderflow, u, c.max_pct, c.weight, c.action);
       if (!k.passed)
         k.reason = what + " underflow " + pct(u) + " % of elements (> " + pct(c.max_pct) + " %)" + how;
       out->push_back(std::move(k));
     } else if (c.max_pct_any_energy && u > *c.max_pct_any_energy) {
-      Check k = upper_check(Criterion::kUnderflow, u, *c.max_pct_any_energy, c.weight);
+      Check k = upper_check(Criterion::kUnderflow, u, *c.max_pct_any_energy, c.weight, c.action);
       k.reason = what + " underflow " + pct(u) + " % of elements (> " + pct(*c.max_pct_any_energy) +
                  " % whatever energy they carry; " + pct(m.underflow_energy_pct) + " % of it)" + how;
       out->push_back(std::move(k));
     } else {
       const double energy = m.underflow_energy_pct;
-      Check k = upper_check(Criterion::kUnderflow, energy, *c.max_energy_pct, c.weight);
+      Check k = upper_check(Criterion::kUnderflow, energy, *c.max_energy_pct, c.weight, c.action);
       const std::string share = pct(energy) + " % of its energy";
       if (!k.passed) {
         k.reason = what + " underflow " + pct(u) + " % of elements (" + share + " > " +
@@ -117,13 +129,13 @@ bool tensor_checks(const TensorEvidence& ev, const Policy& policy, std::vector<C
     }
   }
   if (const MseCriterion& c = policy.mse; c.enabled) {
-    Check k = upper_check(Criterion::kMse, m.mse, c.max, c.weight);
+    Check k = upper_check(Criterion::kMse, m.mse, c.max, c.weight, c.action);
     if (!k.passed) k.reason = what + " MSE " + num(m.mse) + " (> " + num(c.max) + ", absolute)" + how;
     out->push_back(std::move(k));
   }
   if (fl.enabled) {
     const double ratio = m.rel_mse / floor;
-    Check k = upper_check(Criterion::kRelMseFloor, ratio, fl.k, fl.weight);
+    Check k = upper_check(Criterion::kRelMseFloor, ratio, fl.k, fl.weight, fl.action);
     if (!k.passed)
       k.reason = what + " rel_mse " + num(m.rel_mse) + " = " + times(ratio) + " the " + format_name +
                  " rounding floor " + num(floor) + " (> " + times(fl.k) + "; SQNR " +
@@ -131,7 +143,7 @@ bool tensor_checks(const TensorEvidence& ev, const Policy& policy, std::vector<C
     out->push_back(std::move(k));
   }
   if (const SaturationCriterion& c = policy.saturation; c.enabled) {
-    Check k = upper_check(Criterion::kSaturation, m.saturated_pct, c.max_pct, c.weight);
+    Check k = upper_check(Criterion::kSaturation, m.saturated_pct, c.max_pct, c.weight, c.action);
     if (!k.passed)
       k.reason = what + " saturated " + pct(m.saturated_pct) + " % of elements (> " + pct(c.max_pct) +
                  " %)" + how;
@@ -189,7 +201,7 @@ Verdict judge_gemm(const GemmEvidence& ev, const Policy& policy) {
       c.enabled && both && out != nullptr && !(out->rel_fro_err <= c.min_rel_fro_err)) {
     const double predicted = std::sqrt(ev.a.row->metrics.rel_mse + ev.b.row->metrics.rel_mse);
     const double ratio = predicted > 0 ? out->rel_fro_err / predicted : kInf;
-    Check k = upper_check(Criterion::kGemmAmplification, ratio, c.factor, c.weight);
+    Check k = upper_check(Criterion::kGemmAmplification, ratio, c.factor, c.weight, c.action);
     if (!k.passed)
       k.reason = "step " + std::to_string(out->step) + " " + gemm + " output rel_fro_err " +
                  num(out->rel_fro_err) + " = " + times(ratio) + " the " + num(predicted) +
@@ -199,7 +211,7 @@ Verdict judge_gemm(const GemmEvidence& ev, const Policy& policy) {
   if (const WgradDamageCriterion& c = policy.wgrad_damage; c.enabled && ev.gemm == Gemm::kWgrad) {
     const std::string step = out ? "step " + std::to_string(out->step) + " " : std::string();
     if (out != nullptr) {
-      Check k = upper_check(Criterion::kWgradZeroed, out->zeroed_pct, c.max_zeroed_pct, c.weight);
+      Check k = upper_check(Criterion::kWgradZeroed, out->zeroed_pct, c.max_zeroed_pct, c.weight, c.action);
       if (!k.passed)
         k.reason = step + "wgrad: " + pct(out->zeroed_pct) + " % of dW entries zeroed (> " +
                    pct(c.max_zeroed_pct) + " %)" + how;
@@ -209,7 +221,7 @@ Verdict judge_gemm(const GemmEvidence& ev, const Policy& policy) {
       const double expected = out->noise_sign_flip_pct;
       const double ratio = expected > 0 ? out->sign_flip_pct / expected
                                         : (out->sign_flip_pct > 0 ? kInf : 0.0);
-      Check k = upper_check(Criterion::kWgradSignFlip, ratio, c.sign_flip_factor, c.weight);
+      Check k = upper_check(Criterion::kWgradSignFlip, ratio, c.sign_flip_factor, c.weight, c.action);
       if (!k.passed)
         k.reason = step + "wgrad: " + pct(out->sign_flip_pct) + " % of dW entries flip sign, " +
                    times(ratio) + " the " + pct(expected) +
@@ -241,7 +253,7 @@ Verdict judge_delayed_forecast(const DelayedForecast& f, const std::string& what
                                " binades from step " + std::to_string(f.horizon_excess_step) + " (step " +
                                std::to_string(p.from_step) + "'s tensor scaled to the trend): ";
   if (const SaturationCriterion& s = policy.saturation; s.enabled) {
-    Check k = upper_check(Criterion::kSaturation, p.saturated_pct, s.max_pct, c.weight);
+    Check k = upper_check(Criterion::kSaturation, p.saturated_pct, s.max_pct, c.weight, either(c.action, s.action));
     if (!k.passed)
       k.reason = "saturated " + pct(p.saturated_pct) + " % of elements (> " + pct(s.max_pct) + " %)";
     v.checks.push_back(std::move(k));
@@ -250,7 +262,7 @@ Verdict judge_delayed_forecast(const DelayedForecast& f, const std::string& what
     const bool e4m3 = f.fp8 == Fp8Format::kE4M3;
     const double floor = e4m3 ? fl.floor_e4m3 : fl.floor_e5m2;
     const double ratio = p.rel_mse / floor;
-    Check k = upper_check(Criterion::kRelMseFloor, ratio, fl.k, c.weight);
+    Check k = upper_check(Criterion::kRelMseFloor, ratio, fl.k, c.weight, either(c.action, fl.action));
     if (!k.passed)
       k.reason = "rel_mse " + num(p.rel_mse) + " (" + num(p.clipped_rel_mse) +
                  " from clipping) = " + times(ratio) + " the " + (e4m3 ? "E4M3" : "E5M2") +
@@ -259,6 +271,7 @@ Verdict judge_delayed_forecast(const DelayedForecast& f, const std::string& what
   }
   finish(&v);
   if (!v.passed) v.reason = forecast + v.reason;
+  for (std::string& w : v.watched) w = forecast + w;
   return v;
 }
 

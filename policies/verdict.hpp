@@ -48,6 +48,9 @@ struct Check {
   // fails; NaN measures fail with margin -inf.
   double margin = 0.0;
   double weight = 1.0;  // the criterion's weight in the policy
+  // The criterion only watches (CriterionAction::kWatch): a breach (passed false) leaves the
+  // verdict passed and goes to Verdict::watched instead of its reason.
+  bool watch = false;
   // weight * (1 - margin): the criterion's weighted load; 1 at the threshold for weight 1.
   double weighted_load() const;
   // Failed checks: what failed, in words and numbers. Passed checks: empty, or a note when the
@@ -64,6 +67,9 @@ struct Verdict {
   // evaluation fails with the backend's reason.
   std::string reason;
   std::vector<std::string> notes;  // the passed checks' notes
+  // The breached checks of criteria that only watch: their reasons, the furthest over its
+  // threshold first (the lowest margin; ties in check order). The verdict still passes.
+  std::vector<std::string> watched;
   std::vector<Check> checks;       // every check made, in Criterion order per piece of evidence
   // The largest weighted load of the checks: how close to failing (the search's risk order).
   double risk = 0.0;
@@ -98,7 +104,8 @@ Verdict judge_gemm(const GemmEvidence& gemm, const Policy& policy);
 // Delayed scaling's forecast for one tensor: the clipping predicted over the horizon
 // (forecast.clipping) judged by the criteria that judge a captured step's clipping, saturation
 // (its saturated_pct against max_pct) and rel_mse_floor (its rel_mse against k x the floor of
-// the forecast's FP8 type), each with delayed_forecast's weight. No check without a predicted
+// the forecast's FP8 type), each with delayed_forecast's weight, watching only when either
+// delayed_forecast or its criterion watches. No check without a predicted
 // clipping (nothing forecast to clip; no captured tensor: a note says so). `what` names the
 // tensor and recipe in the reason ("layers.3.mlp.linear_fc2 activation under
 // delayed:history=1024/hybrid").

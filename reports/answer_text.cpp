@@ -30,6 +30,8 @@ PlanFallbacks plan_fallbacks(const Recommendation& rec) {
         ++f.not_paying;
       else if (g.precision == Precision::kBf16)
         f.bf16.push_back(l.layer + " " + gemm_name(g.gemm) + ": " + g.reason);
+      else if (g.watched)
+        f.watched.push_back(l.layer + " " + gemm_name(g.gemm) + ": " + g.reason);
       else if (!g.reason.empty())
         f.close.push_back(l.layer + " " + gemm_name(g.gemm) + ": " + g.reason);
     }
@@ -86,6 +88,14 @@ std::string answer_lines(const AnswerContext& a) {
       s += "  kept FP8 close to the limit:\n";
       for (const auto& b : close) s += "    " + b + "\n";
     }
+    if (const std::vector<std::string>& w = fallbacks.watched; !w.empty()) {
+      s += format_text("  kept FP8 over a watch-only threshold (%zu GEMM%s; training showed no harm from "
+                       "these criteria's breaches, docs/POLICY.md \"Watch\"):\n",
+                       w.size(), w.size() == 1 ? "" : "s");
+      for (std::size_t i = 0; i < w.size() && i < kWatchListLength; ++i) s += "    " + w[i] + "\n";
+      if (w.size() > kWatchListLength)
+        s += format_text("    and %zu more (recipe.json has each)\n", w.size() - kWatchListLength);
+    }
     if (c.speedup) {
       s += format_text("  predicted GEMM speedup over all-BF16: %.3fx on %s (cost: %s); FP8 share of GEMM "
                "FLOPs %.1f %%\n",
@@ -108,7 +118,8 @@ std::string answer_lines(const AnswerContext& a) {
         watch.emplace_back(g.fp8_safe, g.worst.margin,
                            format_text("%s %s: %s margin %.3g (%s at step %lld)", visible_text(l.layer).c_str(),
                                gemm_name(g.gemm), criterion_name(*g.worst.limiting),
-                               g.worst.margin, g.fp8_safe ? "passed" : "failed",
+                               g.worst.margin,
+                               !g.fp8_safe ? "failed" : g.worst.watched.empty() ? "passed" : "watched",
                                static_cast<long long>(g.worst_step)));
       }
     std::stable_sort(watch.begin(), watch.end(), [](const auto& x, const auto& y) {

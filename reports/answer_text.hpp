@@ -38,6 +38,7 @@ struct AnswerContext {
 struct PlanFallbacks {
   std::vector<std::string> bf16;   // kept in BF16 for the numbers (or not judged)
   std::vector<std::string> close;  // kept FP8 with a reason: close to the limit
+  std::vector<std::string> watched;  // kept FP8 over a watch-only criterion's threshold
   std::size_t not_paying = 0;      // GEMMs the numbers allow in FP8 that the cost sends to BF16
 };
 // The fallbacks of rec's chosen candidate; empty when none is chosen.

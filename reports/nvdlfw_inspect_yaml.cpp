@@ -157,7 +157,8 @@ std::optional<Artifact> render_nvdlfw_inspect_yaml(const Recommendation& rec, st
     for (const Watched* w : watch)
       out << YAML::Newline
           << comment("watch: " + std::string(gemm_name(w->gemm)) + " kept FP8 with margin " +
-                           margin_text(w->margin) + " (" + w->criterion + ")");
+                     margin_text(w->margin) + " (" + w->criterion +
+                     (w->margin < 0 ? ", over its watch-only threshold)" : ")"));
     out << YAML::Key << section_name(name.name, &sections) << YAML::Value << YAML::BeginMap;
     out << YAML::Key << "enabled" << YAML::Value << true;
     out << YAML::Key << "layers" << YAML::Value << YAML::BeginMap;

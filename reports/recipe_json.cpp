@@ -86,6 +86,7 @@ Artifact render_recipe_json(const Recommendation& rec, const RunInfo& info) {
   j["candidate"] = chosen ? candidate_ref(chosen->candidate) : ordered_json(nullptr);
   j["recipe_notes"] = te.notes;
   j["why"] = rec.why;
+  j["calibration"] = rec.calibration;
   FP8A_CHECK(rec.gpu != nullptr, "recipe.json: the recommendation names no GPU");
   j["gpu"] = {{"name", rec.gpu->name}, {"product", rec.gpu->product}, {"sm", rec.gpu->sm}};
   ordered_json layers = ordered_json::array();
@@ -95,6 +96,7 @@ Artifact render_recipe_json(const Recommendation& rec, const RunInfo& info) {
     for (const GemmDecision& g : l.gemms)
       gemms[gemm_name(g.gemm)] = {{"precision", precision_name(g.precision)},
                                   {"fp8_safe", g.fp8_safe},
+                                  {"watched", g.watched},
                                   {"reason", g.reason}};
     (l.precision == Precision::kFp8 ? fp8 : l.precision == Precision::kBf16 ? bf16 : mixed)++;
     layers.push_back({{"layer", json_name(l.layer)},

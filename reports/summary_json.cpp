@@ -49,6 +49,7 @@ ordered_json decision_json(const AnswerContext& a) {
     d["chosen"] = nullptr;
   }
   d["why"] = rec.why;
+  d["calibration"] = rec.calibration;
   ordered_json layers = ordered_json::array();
   for (const LayerDecision& l : rec.layers) {
     ordered_json gemms = ordered_json::object();
@@ -56,6 +57,7 @@ ordered_json decision_json(const AnswerContext& a) {
     for (const GemmDecision& g : l.gemms) {
       gemms[gemm_name(g.gemm)] = {{"precision", precision_name(g.precision)},
                                   {"fp8_safe", g.fp8_safe},
+                                  {"watched", g.watched},
                                   {"judged", g.judged}};
       if (!g.reason.empty()) reasons.push_back(std::string(gemm_name(g.gemm)) + ": " + g.reason);
     }
