@@ -96,6 +96,15 @@ const RecipeKindTraits& recipe_kind_traits(RecipeKind kind) {
   return kRecipeKinds[0];
 }
 
+std::string te_cannot_train(const Recipe& r) {
+  if (r.kind == RecipeKind::kBlock && r.block_2d)
+    return "128x128 blocks for every role are not a recipe TE trains with (Float8BlockScaling: 1x128 "
+           "for activations and gradients, 128x128 for weights)";
+  if (r.kind == RecipeKind::kMx && r.mx_rule == MxScaleRule::kOcpFloor)
+    return "the OCP MX floor rule is not TE's (MXFP8BlockScaling rounds the E8M0 scale up)";
+  return "";
+}
+
 std::string Recipe::spec() const {
   std::string s = recipe_kind_traits(kind).name;
   switch (kind) {

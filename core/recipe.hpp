@@ -253,6 +253,12 @@ std::string default_recipe_list();
 bool te_runs_on(RecipeKind kind, int sm);
 bool lt_runs_on(RecipeKind kind, int sm);
 
+// Why Transformer Engine cannot train with the recipe; empty when it can. The evaluation-only
+// variants: block:2d (128x128 tiles for every role: Float8BlockScaling trains 1x128 activations
+// and gradients) and mxfp8:floor (OCP's floor rule: MXFP8BlockScaling rounds the E8M0 scale up).
+// They are evaluated for comparison and never the answer.
+std::string te_cannot_train(const Recipe& recipe);
+
 // An FP8 recipe: the kind casts to an FP8 type (every kind but bf16, the BF16 round trip).
 bool is_fp8(RecipeKind kind);
 // Per-tensor recipes have one scale for the whole tensor (current, delayed).

@@ -22,6 +22,11 @@ Recommendation recommend(const RecommendationInputs& inputs, const Policy& polic
     }
     CandidatePlan ca = plan_fallback(candidate, judge_candidate(evidence, candidate, policy), policy.scope);
     if (cost != nullptr) ca = plan_cost(std::move(ca), *cost, rows);
+    if (const std::string no = te_cannot_train(candidate.recipe); !no.empty() && ca.runnable) {
+      ca.runnable = false;
+      ca.evaluation_only = true;
+      ca.excluded = "evaluation only: " + no;
+    }
     rec.candidates.push_back(std::move(ca));
   }
   const Choice choice = choose_candidate(rec.candidates, cost != nullptr);

@@ -70,6 +70,22 @@ std::string choice_why(const std::vector<CandidatePlan>& candidates, const Choic
     if (s.speedup) why += format_text(", %.3fx", *s.speedup);
     why += format_text(": %s", key);
   }
+  // An evaluation-only candidate (TE cannot train it) that would rank first: say so.
+  std::optional<std::size_t> better;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    const CandidatePlan& e = candidates[i];
+    if (!e.evaluation_only || (costed && (!e.speedup || !c.speedup))) continue;
+    if (ranks_before(candidates, i, *choice.chosen, costed) &&
+        (!better || ranks_before(candidates, i, *better, costed)))
+      better = i;
+  }
+  if (better) {
+    const CandidatePlan& e = candidates[*better];
+    why += format_text("; %s would rank first (%.1f %% of the GEMM FLOPs in FP8 with %d to BF16) but is "
+                       "evaluation only: %s",
+                       candidate_name(e.candidate).c_str(), 100.0 * e.fp8_flop_share, e.gemms_to_bf16,
+                       te_cannot_train(e.candidate.recipe).c_str());
+  }
   return why;
 }
 

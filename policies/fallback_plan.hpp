@@ -48,8 +48,10 @@ struct CandidatePlan {
     std::string worst;
   };
   std::vector<StepFailures> failures_by_step;
-  // With a cost model: whether it may be chosen, why not, and its predicted GEMM speedup.
+  // Whether it may be chosen and why not: TE cannot train it (evaluation_only, core
+  // te_cannot_train), or, with a cost model, the GPU cannot run it or the model does not hold it.
   bool runnable = true;
+  bool evaluation_only = false;
   std::string excluded;                // empty when runnable
   std::optional<double> speedup;       // of the plan (after the GEMMs where FP8 would not pay)
   // Of the numerics-only plan (every passing GEMM FP8), before the cost sends GEMMs to BF16.

@@ -145,6 +145,10 @@ Policy te_autoswitch_policy() {
   p.gemm_amplification.enabled = false;
   p.wgrad_damage.enabled = false;
   p.delayed_forecast.enabled = false;
+  // AutoswitchGemm switches on every breach: a criterion a file enables here fails, as TE's do.
+  for (CriterionAction* a : {&p.rel_mse_floor.action, &p.saturation.action, &p.gemm_amplification.action,
+                             &p.wgrad_damage.action, &p.delayed_forecast.action})
+    *a = CriterionAction::kFail;
   p.calibration.reset();  // the table judges the default policy only
   return p;
 }

@@ -189,12 +189,18 @@ std::string answer_lines(const AnswerContext& a) {
   }
   std::vector<std::pair<std::string, std::string>> excluded;
   for (const GpuExclusion& e : rec.gpu_excluded) excluded.emplace_back(e.candidate, e.reason);
+  std::string evaluation_only;
   for (const CandidatePlan& c : rec.candidates)
-    if (!c.runnable) excluded.emplace_back(candidate_name(c.candidate), c.excluded);
+    if (c.evaluation_only)
+      evaluation_only += (evaluation_only.empty() ? "" : ", ") + candidate_name(c.candidate);
+    else if (!c.runnable)
+      excluded.emplace_back(candidate_name(c.candidate), c.excluded);
   if (!excluded.empty()) {
     s += "  excluded on " + a.gpu_name() + ":\n";
     for (const auto& [name, why] : excluded) s += "    " + name + ": " + why + "\n";
   }
+  if (!evaluation_only.empty())
+    s += "  evaluation only (TE cannot train them; recipe.json has why): " + evaluation_only + "\n";
   for (const std::string& why : a.not_written) s += "  not written: " + why + "\n";
   return s;
 }

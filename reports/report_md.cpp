@@ -103,9 +103,12 @@ std::string recommendation_section(const AnswerContext& a) {
   if (!rec.limits.empty()) s += "### Not judged\n\n" + bullets(rec.limits) + "\n";
   std::vector<std::string> excluded;
   for (const GpuExclusion& e : rec.gpu_excluded) excluded.push_back(e.candidate + ": " + e.reason);
+  std::vector<std::string> evaluation_only;
   for (const CandidatePlan& c : rec.candidates)
-    if (!c.runnable) excluded.push_back(candidate_name(c.candidate) + ": " + c.excluded);
+    if (!c.runnable)
+      (c.evaluation_only ? evaluation_only : excluded).push_back(candidate_name(c.candidate) + ": " + c.excluded);
   if (!excluded.empty()) s += "### Excluded on " + markdown_text(a.gpu_name()) + "\n\n" + bullets(excluded) + "\n";
+  if (!evaluation_only.empty()) s += "### Evaluation only (TE cannot train them)\n\n" + bullets(evaluation_only) + "\n";
   return s;
 }
 

@@ -386,6 +386,26 @@ TEST_CASE("real lm-spike, default policy: delayed scaling's spike clipping is wa
   CHECK(g.worst.margin < 0);
 }
 
+TEST_CASE("real lm-sane: block:2d and mxfp8:floor are judged but evaluation only") {
+  Evaluated e;
+  DiskFileSystem fs;
+  const std::string dir = std::string(FP8A_SOURCE_DIR) + "/datasets/real/lm-sane";
+  e.captures = load_captures({dir}, fs);
+  evaluate(e, "block:2d,mxfp8:floor,current", {TrainingFormat::kHybrid});
+  const Recommendation rec = advise(e);
+  REQUIRE(rec.candidates.size() == 3);
+  REQUIRE(rec.chosen.has_value());
+  CHECK(rec.candidates[*rec.chosen].candidate.recipe.spec() == "current");
+  for (const CandidatePlan& c : rec.candidates) {
+    const bool trains = te_cannot_train(c.candidate.recipe).empty();
+    INFO(candidate_name(c.candidate) << ": " << c.excluded);
+    CHECK(c.evaluation_only == !trains);
+    CHECK(c.runnable == trains);
+    CHECK(c.excluded.starts_with("evaluation only: ") == !trains);
+    CHECK(c.fp8_gemms + c.gemms_to_bf16 == 6);  // judged all the same: 2 layers x 3 GEMMs
+  }
+}
+
 TEST_CASE("a layer without all three operands is judged from the copies that exist") {
   // The wide-gradient preset with the FC1 gradient dropped at step 100: that step's fprop is still
   // judged (X and W), its dgrad and wgrad from W and X alone, and the layer is marked incomplete.

@@ -166,6 +166,39 @@ TEST_CASE("choose_candidate: FP8 FLOPs, then risk beyond the tie, then the prefe
   CHECK(choice_why({}, ch, true) == "no FP8 candidate was evaluated");
 }
 
+// block:2d and mxfp8:floor are evaluated, never chosen (TE cannot train them): the why says when
+// one would have ranked first.
+TEST_CASE("evaluation-only candidates: never chosen, named in the why when they would rank first") {
+  CHECK(te_cannot_train(parse_recipe("block:2d")).starts_with("128x128 blocks for every role"));
+  CHECK(te_cannot_train(parse_recipe("mxfp8:floor")).starts_with("the OCP MX floor rule"));
+  for (const char* trains : {"block", "block:fp32", "mxfp8", "current", "current:pow2", "delayed", "bf16"})
+    CHECK(te_cannot_train(parse_recipe(trains)).empty());
+  const auto plan = [](const RunCandidate& c, double fp8_flops) {
+    CandidatePlan a;
+    a.candidate = c;
+    a.total_flops = 200;
+    a.fp8_flops = fp8_flops;
+    a.fp8_flop_share = fp8_flops / 200;
+    a.fp8_gemms = 2;
+    return a;
+  };
+  std::vector<CandidatePlan> cs = {plan(cand("current", TrainingFormat::kHybrid), 100),
+                                     plan(cand("block:2d", TrainingFormat::kHybrid), 150)};
+  cs[1].runnable = false;
+  cs[1].evaluation_only = true;
+  cs[1].excluded = "evaluation only: " + te_cannot_train(cs[1].candidate.recipe);
+  const Choice ch = choose_candidate(cs, false);
+  CHECK(ch.chosen == 0u);
+  CHECK_FALSE(ch.next);
+  CHECK(choice_why(cs, ch, false) ==
+        "current/hybrid keeps 50.0 % of the GEMM FLOPs in FP8 with 0 GEMMs to BF16 (mean threshold load "
+        "0.00 over 2 FP8 GEMMs); block:2d/hybrid would rank first (75.0 % of the GEMM FLOPs in FP8 with 0 "
+        "to BF16) but is evaluation only: 128x128 blocks for every role are not a recipe TE trains with "
+        "(Float8BlockScaling: 1x128 for activations and gradients, 128x128 for weights)");
+  cs[1].fp8_flops = 50;  // ranks after the chosen: not named
+  CHECK(choice_why(cs, choose_candidate(cs, false), false).find("evaluation only") == std::string::npos);
+}
+
 TEST_CASE("pareto_path without a cost model: FP8 share against risk, dominated points dropped") {
   const CandidatePlan c =
       plan_fallback(cand("current", TrainingFormat::kHybrid), judgements(), FallbackScope::kGemm);
