@@ -42,6 +42,10 @@ Artifact render_megatron_args(const Recommendation& rec) {
       o << "--fp8-margin " << r.margin << "\n";
       o << "--fp8-amax-history-len " << r.history << "\n";
       o << "--fp8-amax-compute-algo " << (r.algo == DelayedAlgo::kMax ? "max" : "most_recent") << "\n";
+      o << "# The replay took each tensor's amax over its captured tensor-parallel shards (the trace's\n"
+           "# rank) only. Megatron reduces delayed scaling's amax over TP x DP x CP (TP x CP with\n"
+           "# --tp-only-amax-red): with data parallelism the amax TE uses is at least the replayed one,\n"
+           "# so it clips no more and may flush more than the evidence shows.\n";
       break;
     case RecipeKind::kPerTensorCurrent:
       if (r.pow2_scales)
@@ -81,6 +85,26 @@ Artifact render_megatron_args(const Recommendation& rec) {
       o << "--num-layers-at-end-in-bf16 " << fl.at_end << "\n";
       note += " --first-last-layers-bf16";
     }
+  }
+  // Megatron's LM head is a ColumnParallelLinear, not a TE module: FP8 only with --fp8-output-proj,
+  // which Megatron applies under --fp8-recipe mxfp8 alone (TransformerConfig.fp8_output_proj,
+  // fp8_utils.is_mxfp8_output_proj_active).
+  for (const LayerDecision& l : rec.layers) {
+    if (megatron_module_path(l.layer).name != "output_layer") continue;
+    const bool fp8_head = l.precision != Precision::kBf16;
+    if (fp8_head && r.kind == RecipeKind::kMx) {
+      o << "# The plan keeps the LM head (" << l.layer << ") in FP8: Megatron's output_layer is FP8 only\n"
+           "# with --fp8-output-proj (mxfp8 only; Megatron-Core TransformerConfig.fp8_output_proj).\n";
+      o << "--fp8-output-proj\n";
+      note += " --fp8-output-proj";
+    } else if (fp8_head) {
+      o << "# The plan keeps the LM head (" << l.layer << ") in FP8, but Megatron's output_layer is not a\n"
+           "# TE module: it trains in BF16 under " << kind.megatron_recipe << " (--fp8-output-proj applies to mxfp8 only),\n"
+           "# so the FP8 share the answer counts for it is not realised.\n";
+    } else {
+      o << "# The LM head (" << l.layer << ") stays BF16: Megatron's output_layer trains in BF16 anyway.\n";
+    }
+    break;
   }
   // The per-module file beside this one, when the run writes it (Megatron-Core >= 0.16 reads it).
   const bool te_file = !te_precision_config_omitted(rec).has_value();

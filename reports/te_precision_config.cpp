@@ -110,6 +110,13 @@ std::optional<Artifact> render_te_precision_config(const Recommendation& rec, st
     out << comment("block:fp32: set NVTE_FP8_BLOCK_SCALING_FP32_SCALES=1 (not expressible here).") << YAML::Newline;
   else if (c->recipe.kind == RecipeKind::kPerTensorCurrent && c->recipe.pow2_scales)
     out << comment("current:pow2: set NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES=1 (not expressible here).") << YAML::Newline;
+  for (const LayerDecision& l : rec.layers)
+    if (megatron_module_path(l.layer).name == "output_layer") {
+      out << comment("output_layer (Megatron's LM head) is not a TE module: no matcher here reaches it; it trains")
+          << YAML::Newline
+          << comment("BF16, or FP8 with --fp8-output-proj under mxfp8 (megatron_args.txt says which).") << YAML::Newline;
+      break;
+    }
   // The per-module plan when its base is the chosen recipe (the run's, from megatron_args.txt):
   // each module not on the base gets its own recipe or BF16. Otherwise the BF16 fallbacks alone.
   const ModulePlan* mp = rec.module_plan && per_module && rec.chosen && rec.module_plan->base == *rec.chosen

@@ -49,11 +49,14 @@ Artifact render_torchao_json(const Recommendation& rec) {
     } else {
       if (gw_hp) name += "_with_gw_hp";
       reason = "block scaling (" + c->recipe.spec() +
-               ") is closest to torchao's rowwise (per-row E4M3 scales, powers of two)";
+               ") is closest to torchao's rowwise (E4M3 scales per row over the whole K dimension, powers "
+               "of two, not TE's 1x128 blocks: the advice's verdicts are approximate for it)";
       if (c->format == TrainingFormat::kHybrid) reason += "; rowwise has E4M3 gradients where the advice is hybrid";
       if (gw_hp) reason += "; some modules keep only wgrad in BF16: rowwise_with_gw_hp runs every grad-weight GEMM in high precision";
     }
-    reason += "; one recipe applies model-wide, filter_fqns are substrings of the model's module FQNs";
+    reason += "; one recipe applies model-wide, filter_fqns are substrings of the model's module FQNs: "
+              "convert_to_float8_training(model, config=Float8LinearConfig.from_recipe_name(recipe_name), "
+              "module_filter_fn=lambda mod, fqn: not any(f in fqn for f in filter_fqns))";
   }
   if (name.empty())
     doc["recipe_name"] = nullptr;

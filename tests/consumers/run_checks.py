@@ -88,6 +88,7 @@ CASES = {
     "megatron_args": ("check_megatron_args.py", [
         (["megatron_args/good_args.txt"], OK),
         (["megatron_args/good_delayed.txt"], OK),
+        (["megatron_args/good_output_proj.txt"], OK),
         (["megatron_args/bad_unknown_flag.txt"], "unrecognized arguments: --fp8-history-len 16"),
         (["megatron_args/bad_recipe_choice.txt"], "argument --fp8-format: invalid choice: 'e5m2'"),
         (["megatron_args/bad_delayed_bf16_layers.txt"], "Delayed scaling does not support first / last layer in BF16"),

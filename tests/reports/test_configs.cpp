@@ -294,6 +294,26 @@ TEST_CASE("current:pow2 is TE's environment variable in megatron_args.txt and te
   CHECK(render_megatron_args(mixed_rec()).contents.find(env) == std::string::npos);
 }
 
+// Megatron's LM head is a ColumnParallelLinear (gpt_model.py), FP8 only through --fp8-output-proj
+// under mxfp8 (fp8_utils.is_mxfp8_output_proj_active); Megatron's own parser takes the flag
+// (tests/consumers samples/megatron_args/good_output_proj.txt).
+TEST_CASE("the LM head: --fp8-output-proj under mxfp8, else said to train BF16") {
+  const std::vector<LayerSpec> head = {{"layers.0.mlp.linear_fc1", "fff", {0.5, 0.4, 0.3}},
+                                       {"output_layer", "fff", {0.5, 0.4, 0.3}}};
+  const Artifact mx = render_megatron_args(make_rec("mxfp8", TrainingFormat::kE4M3, head));
+  CHECK(mx.contents.find("\n--fp8-output-proj\n") != std::string::npos);
+  CHECK(mx.note.find("--fp8-output-proj") != std::string::npos);
+  const Artifact cur = render_megatron_args(make_rec("current", TrainingFormat::kHybrid, head));
+  CHECK(cur.contents.find("--fp8-output-proj\n") == std::string::npos);
+  CHECK(cur.contents.find("# The plan keeps the LM head (output_layer) in FP8, but Megatron's output_layer is not a\n"
+                          "# TE module: it trains in BF16 under tensorwise") != std::string::npos);
+  const auto te = render_te_precision_config(make_rec("current", TrainingFormat::kHybrid, head));
+  REQUIRE(te.has_value());
+  CHECK(te->contents.find("# output_layer (Megatron's LM head) is not a TE module") != std::string::npos);
+  // Without an LM head among the captures: neither says a word about it.
+  CHECK(render_megatron_args(mixed_rec()).contents.find("LM head") == std::string::npos);
+}
+
 TEST_CASE("a plan that keeps no GEMM in FP8: every config trains BF16, uncaptured modules too") {
   const Recommendation rec = all_bf16_rec();
   CHECK(plan_all_bf16(rec));
