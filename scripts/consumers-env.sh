@@ -8,7 +8,8 @@
 #  - Transformer Engine 2.20.2: its pure-Python wheel is unpacked into VENV/share/fp8a/te, not
 #    installed: the checks load transformer_engine/common/recipe/__init__.py by path, since
 #    importing the package needs libtransformer_engine.so, and an installed TE breaks Megatron's
-#    imports (it raises RuntimeError where Megatron catches ImportError).
+#    imports (it raises RuntimeError where Megatron catches ImportError). TE 2.4.0, the oldest
+#    release docs/VERSIONS.md claims, is unpacked the same way into VENV/share/fp8a/te-2.4.
 #  - Megatron-Core 0.19.2: its wheel says Requires-Python >= 3.12; its Python sources (all of
 #    which compile on 3.11) are unpacked into site-packages without the one compiled module
 #    (megatron/core/datasets/helpers_cpp, cp312, unused by the checks). 0.16.1, the last release
@@ -37,11 +38,27 @@ install_capture() {
   rm -rf "$tmp"
   printf '%s\n' "$capture_stamp" > "$venv/.fp8a-capture-stamp"
 }
+# The oldest TE release docs/VERSIONS.md claims, its pure-Python wheel unpacked beside the newest
+# (tests/consumers run_checks.py te_oldest): 515 kB, fetched once into an existing venv too.
+te_oldest=2.4.0
+install_te_oldest() {
+  local dir="$venv/share/fp8a/te-2.4" tmp
+  [ -f "$dir/.fp8a-stamp" ] && [ "$(cat "$dir/.fp8a-stamp")" = "$te_oldest" ] && return 0
+  tmp=$(mktemp -d)
+  "$venv/bin/python" -m pip --disable-pip-version-check -q download --no-deps --only-binary=:all: \
+    -d "$tmp" "transformer-engine==$te_oldest"
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  "$venv/bin/python" -c 'import glob, sys, zipfile; zipfile.ZipFile(glob.glob(sys.argv[1] + "/transformer_engine-*.whl")[0]).extractall(sys.argv[2])' "$tmp" "$dir"
+  rm -rf "$tmp"
+  printf '%s\n' "$te_oldest" > "$dir/.fp8a-stamp"
+}
 if [ -f "$venv/.fp8a-stamp" ] && [ "$(cat "$venv/.fp8a-stamp")" = "$stamp" ]; then
   if [ ! -f "$venv/.fp8a-capture-stamp" ] || [ "$(cat "$venv/.fp8a-capture-stamp")" != "$capture_stamp" ]; then
     echo "== reinstalling python/ into $venv"
     install_capture
   fi
+  install_te_oldest
   exit 0
 fi
 start=$(date +%s)
@@ -69,5 +86,6 @@ with zipfile.ZipFile(next(dl.glob("megatron_core-*.whl"))) as z:
         if n.startswith("megatron/") and not n.endswith(".so"):
             z.extract(n, site)
 PY
+install_te_oldest
 printf '%s\n' "$stamp" > "$venv/.fp8a-stamp"
 echo "== $venv ready in $(( $(date +%s) - start )) s, $(du -sh "$venv" | cut -f1)"

@@ -2,14 +2,17 @@
 
 Each checker prints one line and exits 0 ("OK: ...") or 1 ("FAIL: <reason>"); 2 is a usage
 error. They run in the venv of scripts/consumers-env.sh, where TE's pure-Python sources lie in
-<venv>/share/fp8a/te (unpacked, not installed: see that script).
+<venv>/share/fp8a/te (unpacked, not installed: see that script), the oldest claimed release's in
+<venv>/share/fp8a/te-2.4.
 """
 import importlib.util
 import json
 import os
 import sys
 
-TE_SRC = os.path.join(sys.prefix, "share", "fp8a", "te")
+# TE's sources: the newest release the docs claim; FP8A_TE_SRC names another (run_checks.py sets
+# it to share/fp8a/te-2.4, the oldest, for its te_oldest cases).
+TE_SRC = os.environ.get("FP8A_TE_SRC") or os.path.join(sys.prefix, "share", "fp8a", "te")
 CAPTURE_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python")
 
 

@@ -178,6 +178,17 @@ CASES = {
         ([os.path.join(G, "torchao_block_gw_hp.json")],
          OK + "torchao_block_gw_hp.json: torchao recipe rowwise_with_gw_hp, 1 modules kept high precision"),
     ]),
+    # The oldest release docs/VERSIONS.md claims, TE 2.4 (its sources in the venv's
+    # share/fp8a/te-2.4): the files fp8-advisor writes for --te-version 2.4 load there, and the
+    # newest form does not (DisableQuantizationGEMM is TE 2.13+).
+    "te_oldest": ("check_nvdlfw.py", [
+        ([os.path.join(G, "nvdlfw_inspect_mixed_te2.4.yaml"), "model.decoder.layers.1.self_attention.linear_qkv",
+          "model.decoder.layers.2.mlp.linear_fc2"],
+         OK + "nvdlfw_inspect_mixed_te2.4.yaml: 5 sections parsed by nvdlfw_inspect, 2 layer names resolved"),
+        ([os.path.join(G, "nvdlfw_inspect_mixed.yaml")],
+         "Could not find feature 'DisableQuantization"),
+        ([os.path.join(G, "recipe_pow2_te2.4.json")], OK, "check_te_recipe.py"),
+    ]),
     "nvdlfw": ("check_nvdlfw.py", [
         (["nvdlfw/good_debug.yaml"] + NVDLFW_LAYERS, OK),
         (["nvdlfw/bad_unknown_feature.yaml"], "Could not find feature 'DisableQuantizationGem' in namespace 'transformer_engine'"),
@@ -212,7 +223,12 @@ def main():
     if consumer == "recipe_json" and len(RECIPE_GOLDENS) < 6:
         print("FAIL: expected the 6 golden recipe_*.json files, found %d" % len(RECIPE_GOLDENS))
         return 1
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NVTE_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NVTE_") and k != "FP8A_TE_SRC"}
+    if consumer == "te_oldest":
+        env["FP8A_TE_SRC"] = os.path.join(venv, "share", "fp8a", "te-2.4")
+        if not os.path.isdir(env["FP8A_TE_SRC"]):
+            print("FAIL: no TE 2.4 sources at %s: run `bash scripts/consumers-env.sh`" % env["FP8A_TE_SRC"])
+            return 1
     env["TORCH_CPP_LOG_LEVEL"] = "ERROR"
     passed = failed = 0
     for case in cases:

@@ -273,6 +273,16 @@ TEST_CASE("nvdlfw_inspect.yaml: one section per layer, fallbacks and the riskies
   REQUIRE(modules.has_value());
   CHECK(modules->note == "2 fallbacks, 2 layers watched");
   check_golden("nvdlfw_inspect_modules.yaml", modules->contents);
+  // For TE 2.4 (the oldest --te-version): DisableFP8GEMM/Layer, underflows% alone (TE's
+  // debug features of 2.4 check it: tests/consumers run_checks.py te_oldest).
+  Recommendation old = mixed_rec();
+  old.te_version = kTeOldest;
+  const auto mixed_old = render_nvdlfw_inspect_yaml(old);
+  REQUIRE(mixed_old.has_value());
+  CHECK(mixed_old->contents.find("DisableFP8GEMM") != std::string::npos);
+  CHECK(mixed_old->contents.find("DisableQuantizationGEMM:") == std::string::npos);
+  CHECK(mixed_old->contents.find("DisableQuantizationLayer:") == std::string::npos);
+  check_golden("nvdlfw_inspect_mixed_te2.4.yaml", mixed_old->contents);
   const auto all_bf16 = render_nvdlfw_inspect_yaml(all_bf16_rec());
   REQUIRE(all_bf16.has_value());
   CHECK(all_bf16->note == "every layer BF16");

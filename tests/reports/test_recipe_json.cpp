@@ -72,6 +72,27 @@ TEST_CASE("recipe.json: FP32 block scales are TE's environment variable, not a k
   check_golden("recipe_block_fp32.json", got);
 }
 
+// For TE 2.4 (the oldest --te-version): Float8CurrentScaling has no power-of-two scales before 2.8,
+// so current:pow2 is a note and no environment variable (TE 2.4's recipe classes build it:
+// tests/consumers run_checks.py te_oldest).
+TEST_CASE("recipe.json for TE 2.4: current:pow2 cannot be expressed, the recipe still builds") {
+  Recommendation rec;
+  rec.candidates = {candidate("current:pow2", TrainingFormat::kHybrid)};
+  add_layer(rec, rec.candidates[0], "layers.0.mlp.linear_fc1", false,
+            {fp8(Criterion::kRelMseFloor, 1.1, 4), fp8(Criterion::kRelMseFloor, 1.3, 4),
+             fp8(Criterion::kUnderflow, 0.2, 5)});
+  rec.chosen = 0;
+  rec.why = "current:pow2/hybrid keeps 100.0 % of the GEMM FLOPs in FP8 with 0 GEMMs to BF16";
+  rec.te_version = kTeOldest;
+  finish(rec);
+  const std::string got = render(rec);
+  CHECK(got.find("\"te_version\": \"2.4\"") != std::string::npos);
+  CHECK(got.find("\"recipe\": {\n    \"class\": \"Float8CurrentScaling\",\n    \"fp8_format\": \"HYBRID\"\n  },") !=
+        std::string::npos);  // no env, no field
+  CHECK(got.find("not expressible on TE 2.4") != std::string::npos);
+  check_golden("recipe_pow2_te2.4.json", got);
+}
+
 TEST_CASE("recipe.json: no runnable candidate is every layer BF16 with the reason, not an error") {
   Recommendation rec;
   rec.candidates = {candidate("current", TrainingFormat::kHybrid)};
