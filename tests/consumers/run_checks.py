@@ -188,6 +188,22 @@ CASES = {
         ([os.path.join(G, "nvdlfw_inspect_mixed.yaml")],
          "Could not find feature 'DisableQuantization"),
         ([os.path.join(G, "recipe_pow2_te2.4.json")], OK, "check_te_recipe.py"),
+        ([os.path.join(G, "te_snippet_block_te2.4.py")],
+         OK + "te_snippet_block_te2.4.py: te.fp8_autocast(enabled, fp8_recipe) with Float8BlockScaling",
+         "check_te_snippet.py"),
+        ([os.path.join(G, "te_snippet_block.py")], "te.autocast: not in TE's transformer_engine.pytorch",
+         "check_te_snippet.py"),
+    ]),
+    # te_snippet.py run against TE 2.20's recipe classes and te.autocast's signature.
+    "te_snippet": ("check_te_snippet.py", [
+        ([os.path.join(G, "te_snippet_block.py")],
+         OK + "te_snippet_block.py: te.autocast(enabled, recipe) with Float8BlockScaling; env "
+         "NVTE_FP8_BLOCK_SCALING_FP32_SCALES=1"),
+        ([os.path.join(G, "te_snippet_delayed.py")],
+         OK + "te_snippet_delayed.py: te.autocast(enabled, recipe) with DelayedScaling"),
+        ([os.path.join(G, "te_snippet_all_bf16.py")], OK + "te_snippet_all_bf16.py: BF16, no autocast"),
+        (["te_snippet/bad_keyword.py"], "te.autocast(enabled, fp8_recipe): TE's transformer_engine.pytorch.quantization.autocast takes no fp8_recipe"),
+        (["te_snippet/bad_recipe_field.py"], "DelayedScaling(history=...): TE's DelayedScaling has no field history"),
     ]),
     "nvdlfw": ("check_nvdlfw.py", [
         (["nvdlfw/good_debug.yaml"] + NVDLFW_LAYERS, OK),
@@ -234,7 +250,7 @@ def main():
     for case in cases:
         args, expect = case[0], case[1]
         case_checker = case[2] if len(case) > 2 else checker
-        args = [a if a.startswith("/") or "=" in a or not a.endswith((".json", ".yaml", ".txt"))
+        args = [a if a.startswith("/") or "=" in a or not a.endswith((".json", ".yaml", ".txt", ".py"))
                 else os.path.join(S, a) for a in args]
         p = subprocess.run([python, os.path.join(HERE, case_checker)] + args, cwd=S, env=env,
                            capture_output=True, text=True, timeout=300)

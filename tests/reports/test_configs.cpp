@@ -14,6 +14,7 @@
 #include "reports/megatron_args.hpp"
 #include "reports/nvdlfw_inspect_yaml.hpp"
 #include "reports/te_precision_config.hpp"
+#include "reports/te_snippet.hpp"
 #include "reports/torchao_json.hpp"
 
 namespace fs = std::filesystem;
@@ -322,6 +323,25 @@ TEST_CASE("the LM head: --fp8-output-proj under mxfp8, else said to train BF16")
   CHECK(te->contents.find("# output_layer (Megatron's LM head) is not a TE module") != std::string::npos);
   // Without an LM head among the captures: neither says a word about it.
   CHECK(render_megatron_args(mixed_rec()).contents.find("LM head") == std::string::npos);
+}
+
+// te_snippet.py by --te-version; TE's own code runs the goldens (tests/consumers run_checks.py
+// te_snippet on TE 2.20, te_oldest on TE 2.4).
+TEST_CASE("te_snippet.py: te.autocast from TE 2.9, te.fp8_autocast before; BF16 plans no autocast") {
+  const Artifact block = render_te_snippet(block_rec());
+  CHECK(block.note == "te.autocast, Float8BlockScaling");
+  CHECK(block.contents.find("with te.autocast(enabled=True, recipe=fp8_recipe):") != std::string::npos);
+  check_golden("te_snippet_block.py", block.contents);
+  Recommendation old = block_rec();
+  old.te_version = kTeOldest;
+  const Artifact block_old = render_te_snippet(old);
+  CHECK(block_old.note == "te.fp8_autocast, Float8BlockScaling");
+  check_golden("te_snippet_block_te2.4.py", block_old.contents);
+  check_golden("te_snippet_delayed.py", render_te_snippet(delayed_rec()).contents);
+  const Artifact bf16 = render_te_snippet(all_bf16_rec());
+  CHECK(bf16.note == "BF16, no autocast");
+  CHECK(bf16.contents.find("with te.") == std::string::npos);
+  check_golden("te_snippet_all_bf16.py", bf16.contents);
 }
 
 TEST_CASE("a plan that keeps no GEMM in FP8: every config trains BF16, uncaptured modules too") {
