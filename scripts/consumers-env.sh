@@ -53,12 +53,35 @@ install_te_oldest() {
   rm -rf "$tmp"
   printf '%s\n' "$te_oldest" > "$dir/.fp8a-stamp"
 }
+# Megatron-Core 0.16.1, the oldest release with --te-precision-config-file (docs/VERSIONS.md): its
+# megatron/ sources (2.6 MB wheel; no megatron/training) beside the venv's 0.19.2, for
+# run_checks.py megatron_oldest (FP8A_MEGATRON_SRC).
+megatron_oldest=0.16.1
+install_megatron_oldest() {
+  local dir="$venv/share/fp8a/megatron-$megatron_oldest" tmp
+  [ -f "$dir/.fp8a-stamp" ] && return 0
+  tmp=$(mktemp -d)
+  "$venv/bin/python" -m pip --disable-pip-version-check -q download --no-deps --only-binary=:all: \
+    -d "$tmp" "megatron-core==$megatron_oldest"
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  "$venv/bin/python" - "$tmp" "$dir" <<'PY'
+import glob, sys, zipfile
+with zipfile.ZipFile(glob.glob(sys.argv[1] + "/megatron_core-*.whl")[0]) as z:
+    for n in z.namelist():
+        if n.startswith("megatron/") and not n.endswith(".so"):
+            z.extract(n, sys.argv[2])
+PY
+  rm -rf "$tmp"
+  printf '%s\n' "$megatron_oldest" > "$dir/.fp8a-stamp"
+}
 if [ -f "$venv/.fp8a-stamp" ] && [ "$(cat "$venv/.fp8a-stamp")" = "$stamp" ]; then
   if [ ! -f "$venv/.fp8a-capture-stamp" ] || [ "$(cat "$venv/.fp8a-capture-stamp")" != "$capture_stamp" ]; then
     echo "== reinstalling python/ into $venv"
     install_capture
   fi
   install_te_oldest
+  install_megatron_oldest
   exit 0
 fi
 start=$(date +%s)
@@ -87,5 +110,6 @@ with zipfile.ZipFile(next(dl.glob("megatron_core-*.whl"))) as z:
             z.extract(n, site)
 PY
 install_te_oldest
+install_megatron_oldest
 printf '%s\n' "$stamp" > "$venv/.fp8a-stamp"
 echo "== $venv ready in $(( $(date +%s) - start )) s, $(du -sh "$venv" | cut -f1)"

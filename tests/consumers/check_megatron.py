@@ -12,6 +12,7 @@ MODULE_PATH, whose resolved config must be CONFIG ("-" = no matcher, default pre
 Added, because Megatron is silent about them (consumers.md section 3.1): every matcher has
 `enabled: true` (one without it is skipped), and names a config that exists (Megatron fails only
 when a module first matches it)."""
+import copy
 import os
 import sys
 import warnings
@@ -23,6 +24,10 @@ from _common import CheckFailed, main, require_file, te_recipe_module
 
 def _megatron():
     warnings.filterwarnings("ignore")
+    # FP8A_MEGATRON_SRC: another Megatron-Core release's sources, ahead of the venv's
+    # (run_checks.py megatron_oldest: 0.16.1, the oldest with --te-precision-config-file).
+    if os.environ.get("FP8A_MEGATRON_SRC"):
+        sys.path.insert(0, os.environ["FP8A_MEGATRON_SRC"])
     te_recipe = te_recipe_module()
     from megatron.core.quantization import utils
     from megatron.core.quantization.quant_config import MatchContext, QuantizationConfig
@@ -30,6 +35,21 @@ def _megatron():
     mte.te.common.recipe = te_recipe  # HAVE_TE is False there: `te` is a stand-in object
     mte.fp8_model_init = lambda **kw: kw
     return utils, MatchContext, QuantizationConfig, mte
+
+
+def _te_recipe_of(mte, qrecipe):
+    """The TE recipe object Megatron builds for a parsed quantization recipe (None: BF16)."""
+    if hasattr(mte, "_get_fp8_model_init_for_quant_recipe"):
+        return mte._get_fp8_model_init_for_quant_recipe(qrecipe)["recipe"]
+    # Megatron-Core 0.16 builds it where the layer enters its autocast: enter one with FP8 on and
+    # the layer's override set, and take the recipe the autocast is given.
+    mte.FP8GlobalStateManager = type("FP8State", (), {"is_fp8_enabled": staticmethod(lambda: True)})
+    mte.fp8_autocast = lambda **kw: kw
+    mte.model_parallel_is_initialized = lambda: False
+    q = copy.copy(qrecipe)
+    q.override_quantized_autocast = True
+    got = mte._get_fp8_autocast_for_quant_recipe(q)
+    return got.get("fp8_recipe") if isinstance(got, dict) else None
 
 
 def check(argv):
@@ -65,15 +85,16 @@ def check(argv):
             QuantizationConfig(cfg, MatchContext(key, None), key))
         for mode, r in (("training", params.training_recipe), ("evaluation", params.evaluation_recipe)):
             if r is not None:
-                te_recipe = mte._get_fp8_model_init_for_quant_recipe(r)["recipe"]
+                te_recipe = _te_recipe_of(mte, r)
                 built.append("%s[%s]=%s" % (key, mode, type(te_recipe).__name__ if te_recipe else "bf16"))
     for module, want in expects:
         q = utils.get_quant_config_or_none(module, recipe)
         got = q.config_key if q else "-"
         if got != want:
             raise CheckFailed("%s resolves to config %r, expected %r" % (module, got, want))
-    return "%s: %d matchers, %s; %d module paths resolved as expected" % (
-        os.path.basename(path), len(recipe.matchers), ", ".join(built), len(expects))
+    from megatron.core import package_info
+    return "%s: %d matchers, %s; %d module paths resolved as expected [Megatron-Core %s]" % (
+        os.path.basename(path), len(recipe.matchers), ", ".join(built), len(expects), package_info.__version__)
 
 
 if __name__ == "__main__":

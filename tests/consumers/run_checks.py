@@ -194,6 +194,24 @@ CASES = {
         ([os.path.join(G, "te_snippet_block.py")], "te.autocast: not in TE's transformer_engine.pytorch",
          "check_te_snippet.py"),
     ]),
+    # Megatron-Core 0.16.1, the oldest release with --te-precision-config-file (its sources in the
+    # venv's share/fp8a/megatron-0.16.1): the per-module files load and resolve there too.
+    "megatron_oldest": ("check_megatron.py", [
+        ([os.path.join(G, "te_precision_config_mixed.yaml"),
+          "decoder.layers.0.self_attention.linear_qkv=bf16", "decoder.layers.3.mlp.linear_fc2=bf16",
+          "decoder.layers.0.mlp.linear_fc1=tensorwise_hybrid", "output_layer=tensorwise_hybrid"],
+         OK + "te_precision_config_mixed.yaml: 5 matchers, bf16[training]=bf16, "
+         "tensorwise_hybrid[training]=Float8CurrentScaling; 4 module paths resolved as expected "
+         "[Megatron-Core 0.16.1]"),
+        ([os.path.join(G, "te_precision_config_modules.yaml"),
+          "decoder.layers.0.self_attention.linear_qkv=mxfp8_e4m3", "decoder.layers.1.mlp.linear_fc1=blockwise_hybrid"],
+         OK + "te_precision_config_modules.yaml: 5 matchers, bf16[training]=bf16, "
+         "tensorwise_hybrid[training]=Float8CurrentScaling, mxfp8_e4m3[training]=MXFP8BlockScaling, "
+         "blockwise_hybrid[training]=Float8BlockScaling; 2 module paths resolved as expected [Megatron-Core 0.16.1]"),
+        ([os.path.join(G, "te_precision_config_all_bf16.yaml"), "decoder.layers.7.mlp.linear_fc1=bf16"],
+         OK + "te_precision_config_all_bf16.yaml: 1 matchers, bf16[training]=bf16; 1 module paths resolved "
+         "as expected [Megatron-Core 0.16.1]"),
+    ]),
     # te_snippet.py run against TE 2.20's recipe classes and te.autocast's signature.
     "te_snippet": ("check_te_snippet.py", [
         ([os.path.join(G, "te_snippet_block.py")],
@@ -239,7 +257,13 @@ def main():
     if consumer == "recipe_json" and len(RECIPE_GOLDENS) < 6:
         print("FAIL: expected the 6 golden recipe_*.json files, found %d" % len(RECIPE_GOLDENS))
         return 1
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NVTE_") and k != "FP8A_TE_SRC"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NVTE_") and k not in ("FP8A_TE_SRC", "FP8A_MEGATRON_SRC")}
+    if consumer == "megatron_oldest":
+        env["FP8A_MEGATRON_SRC"] = os.path.join(venv, "share", "fp8a", "megatron-0.16.1")
+        if not os.path.isdir(env["FP8A_MEGATRON_SRC"]):
+            print("FAIL: no Megatron-Core 0.16.1 sources at %s: run `bash scripts/consumers-env.sh`"
+                  % env["FP8A_MEGATRON_SRC"])
+            return 1
     if consumer == "te_oldest":
         env["FP8A_TE_SRC"] = os.path.join(venv, "share", "fp8a", "te-2.4")
         if not os.path.isdir(env["FP8A_TE_SRC"]):
