@@ -33,17 +33,15 @@ POLICY = os.path.join(REPO, "policies", "default_policy.json")
 
 # ---- verdicts ---------------------------------------------------------------------------------
 
-def criteria_of(policy_path):
-    with open(policy_path) as f:
-        crit = json.load(f)["criteria"]
-    return [k for k, v in crit.items() if v.get("enabled")]
-
-
 def actions_of(policy_path):
-    """Each enabled criterion's action in the policy: "fail" or "watch"."""
+    """Each enabled criterion's action in the policy, in the file's order: "fail" or "watch"."""
     with open(policy_path) as f:
         crit = json.load(f)["criteria"]
     return {k: v.get("action", "fail") for k, v in crit.items() if v.get("enabled")}
+
+
+def criteria_of(policy_path):
+    return list(actions_of(policy_path))
 
 
 def rule_breaches(doc, actions):

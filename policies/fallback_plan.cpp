@@ -15,9 +15,10 @@ std::vector<std::string> watched_reasons(const GemmJudgement& j) {
   return w;
 }
 
-std::string kept_reason(const GemmJudgement& j, const RunCandidate& c) {
+// `w`: watched_reasons(j).
+std::string kept_reason(const GemmJudgement& j, const RunCandidate& c, const std::vector<std::string>& w) {
   const Verdict& v = j.worst;
-  if (const std::vector<std::string> w = watched_reasons(j); !w.empty())
+  if (!w.empty())
     return "watch (kept FP8: the criterion only watches): " + w.front() +
            (w.size() > 1 ? format_text(" (and %zu more)", w.size() - 1) : std::string());
   if (!v.limiting || v.margin >= kSmallMargin) return "";
@@ -137,8 +138,9 @@ std::vector<LayerDecision> decide_layers(const CandidatePlan& c, FallbackScope s
       }
       if (gd.precision == Precision::kFp8) {
         any_fp8 = true;
-        gd.reason = kept_reason(j, c.candidate);
-        gd.watched = !watched_reasons(j).empty();
+        const std::vector<std::string> watched = watched_reasons(j);
+        gd.reason = kept_reason(j, c.candidate, watched);
+        gd.watched = !watched.empty();
       } else {
         any_bf16 = true;
         const std::string& not_paying =

@@ -146,11 +146,15 @@ Policy te_autoswitch_policy() {
   p.wgrad_damage.enabled = false;
   p.delayed_forecast.enabled = false;
   // AutoswitchGemm switches on every breach: a criterion a file enables here fails, as TE's do.
-  for (CriterionAction* a : {&p.rel_mse_floor.action, &p.saturation.action, &p.gemm_amplification.action,
-                             &p.wgrad_damage.action, &p.delayed_forecast.action})
-    *a = CriterionAction::kFail;
+  for (CriterionAction* a : criterion_actions(p)) *a = CriterionAction::kFail;
   p.calibration.reset();  // the table judges the default policy only
   return p;
+}
+
+std::array<CriterionAction*, 7> criterion_actions(Policy& p) {
+  return {&p.underflow.action,  &p.mse.action,                &p.rel_mse_floor.action,
+          &p.saturation.action, &p.gemm_amplification.action, &p.wgrad_damage.action,
+          &p.delayed_forecast.action};
 }
 
 std::string calibration_text(const Policy& p) {

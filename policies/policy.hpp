@@ -9,6 +9,7 @@
 // (tests/policies/test_policy.cpp checks them byte for byte).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -160,6 +161,9 @@ struct Policy {
   std::optional<PolicyCalibration> calibration;
   bool operator==(const Policy&) const = default;
 };
+
+// Every criterion's action, in the structs' order (to set them together).
+std::array<CriterionAction*, 7> criterion_actions(Policy& policy);
 
 // The calibration in one line, as the answer prints it: "validated on 7 training cases (24 FP8
 // runs, calibration/RESULTS.md): 2 of 2 harmful runs fail, 0 false alarms in 22 harmless ones";

@@ -13,9 +13,7 @@ namespace fp8a::testing {
 inline Policy failing_policy() {
   Policy p = default_policy();
   p.name = "failing";
-  for (CriterionAction* a : {&p.underflow.action, &p.mse.action, &p.rel_mse_floor.action, &p.saturation.action,
-                             &p.gemm_amplification.action, &p.wgrad_damage.action, &p.delayed_forecast.action})
-    *a = CriterionAction::kFail;
+  for (CriterionAction* a : criterion_actions(p)) *a = CriterionAction::kFail;
   p.gemm_amplification.factor = 2.0;
   p.calibration.reset();
   return p;
