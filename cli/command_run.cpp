@@ -29,6 +29,7 @@
 #include "reports/console_table.hpp"
 #include "reports/gemms_csv.hpp"
 #include "reports/megatron_args.hpp"
+#include "reports/megatron_bridge.hpp"
 #include "reports/metrics_csv.hpp"
 #include "reports/nvdlfw_csv.hpp"
 #include "reports/nvdlfw_inspect_yaml.hpp"
@@ -295,6 +296,7 @@ std::vector<Artifact> render_run(const RunRequest& request, const RunResult& res
     answer.delayed_search = result.delayed_search;
     artifacts.push_back(render_recipe_json(rec, info));
     artifacts.push_back(render_megatron_args(rec));
+    artifacts.push_back(render_megatron_bridge(rec));
     std::string why;
     if (auto a = render_te_precision_config(rec, &why)) artifacts.push_back(std::move(*a));
     else answer.not_written.push_back(why);

@@ -75,6 +75,34 @@ PY
   rm -rf "$tmp"
   printf '%s\n' "$megatron_oldest" > "$dir/.fp8a-stamp"
 }
+# Megatron-Bridge, every release on PyPI (0.3.0, the oldest, and 0.3.1): each wheel (Python
+# sources, 0.8 MB) unpacked whole into VENV/share/fp8a/megatron-bridge-<v>, not installed (its
+# package imports TE's library and transformers), and the three packages its override code needs
+# (omegaconf, hydra-core, antlr4 runtime: 3.6 MB) into VENV/share/fp8a/bridge-deps, for
+# run_checks.py bridge / bridge_oldest (tests/consumers/check_bridge.py).
+bridge_versions="0.3.0 0.3.1"
+bridge_deps="omegaconf==2.3.0 hydra-core==1.3.2 antlr4-python3-runtime==4.9.3"
+install_bridge() {
+  local v dir tmp deps="$venv/share/fp8a/bridge-deps"
+  if [ ! -f "$deps/.fp8a-stamp" ] || [ "$(cat "$deps/.fp8a-stamp")" != "$bridge_deps" ]; then
+    rm -rf "$deps"
+    # shellcheck disable=SC2086  # one word per requirement
+    "$venv/bin/python" -m pip --disable-pip-version-check -q install --no-deps --target "$deps" $bridge_deps
+    printf '%s\n' "$bridge_deps" > "$deps/.fp8a-stamp"
+  fi
+  for v in $bridge_versions; do
+    dir="$venv/share/fp8a/megatron-bridge-$v"
+    [ -f "$dir/.fp8a-stamp" ] && continue
+    tmp=$(mktemp -d)
+    "$venv/bin/python" -m pip --disable-pip-version-check -q download --no-deps --only-binary=:all: \
+      -d "$tmp" "megatron-bridge==$v"
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    "$venv/bin/python" -c 'import glob, sys, zipfile; zipfile.ZipFile(glob.glob(sys.argv[1] + "/megatron_bridge-*.whl")[0]).extractall(sys.argv[2])' "$tmp" "$dir"
+    rm -rf "$tmp"
+    printf '%s\n' "$v" > "$dir/.fp8a-stamp"
+  done
+}
 if [ -f "$venv/.fp8a-stamp" ] && [ "$(cat "$venv/.fp8a-stamp")" = "$stamp" ]; then
   if [ ! -f "$venv/.fp8a-capture-stamp" ] || [ "$(cat "$venv/.fp8a-capture-stamp")" != "$capture_stamp" ]; then
     echo "== reinstalling python/ into $venv"
@@ -82,6 +110,7 @@ if [ -f "$venv/.fp8a-stamp" ] && [ "$(cat "$venv/.fp8a-stamp")" = "$stamp" ]; th
   fi
   install_te_oldest
   install_megatron_oldest
+  install_bridge
   exit 0
 fi
 start=$(date +%s)
@@ -111,5 +140,6 @@ with zipfile.ZipFile(next(dl.glob("megatron_core-*.whl"))) as z:
 PY
 install_te_oldest
 install_megatron_oldest
+install_bridge
 printf '%s\n' "$stamp" > "$venv/.fp8a-stamp"
 echo "== $venv ready in $(( $(date +%s) - start )) s, $(du -sh "$venv" | cut -f1)"

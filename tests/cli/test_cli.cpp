@@ -166,7 +166,7 @@ TEST_CASE("run on the shipped sample matches the independent NumPy golden values
     for (const auto& e : fs::directory_iterator(out.path))
       if (e.is_regular_file()) files.insert(e.path().filename().string());
     CHECK(files == std::set<std::string>{"metrics.csv", "gemms.csv", "recipe.json",
-                                         "megatron_args.txt", "te_precision_config.yaml",
+                                         "megatron_args.txt", "megatron_bridge.yaml", "te_precision_config.yaml",
                                          "nvdlfw_inspect.yaml", "te_snippet.py", "torchao.json", "report.md", "summary.json",
                                          "report.html", ".fp8-advisor-outputs-run.json"});
     // report.md: the same answer as stdout, every layer's decision.
@@ -551,7 +551,7 @@ TEST_CASE("results are identical with 1 and 2 threads") {
     REQUIRE(run(real_run("lm-spike", out, std::string("--cost none --threads ") + threads)).rc == 0);
     fs::rename(out, c.path / threads);
   }
-  for (const char* f : {"metrics.csv", "gemms.csv", "recipe.json", "megatron_args.txt",
+  for (const char* f : {"metrics.csv", "gemms.csv", "recipe.json", "megatron_args.txt", "megatron_bridge.yaml",
                         "te_precision_config.yaml", "nvdlfw_inspect.yaml", "torchao.json", "report.md"}) {
     INFO(f);
     CHECK(slurp(c.path / "1" / f) == slurp(c.path / "2" / f));

@@ -58,8 +58,8 @@ void check_same_as_one_process(const std::string& args) {
     CHECK(r.out == single.out);  // rank 0 alone prints, what one process prints
     const fs::path many = work.path / std::to_string(n);
     fs::rename(out, many);
-    for (const char* f : {"metrics.csv", "gemms.csv", "recipe.json", "megatron_args.txt", "te_precision_config.yaml",
-                          "nvdlfw_inspect.yaml", "torchao.json", "report.md", "report.html"}) {
+    for (const char* f : {"metrics.csv", "gemms.csv", "recipe.json", "megatron_args.txt", "megatron_bridge.yaml",
+                          "te_precision_config.yaml", "nvdlfw_inspect.yaml", "torchao.json", "report.md", "report.html"}) {
       INFO(f);
       REQUIRE(fs::exists(work.path / "1" / f));
       CHECK(slurp(work.path / "1" / f) == slurp(many / f));

@@ -23,7 +23,7 @@ using Clock = std::chrono::steady_clock;
 
 // The files every run writes that must not depend on its history.
 const char* const kSameFiles[] = {"metrics.csv", "gemms.csv", "recipe.json", "megatron_args.txt",
-                                  "te_precision_config.yaml", "nvdlfw_inspect.yaml", "torchao.json",
+                                  "megatron_bridge.yaml", "te_precision_config.yaml", "nvdlfw_inspect.yaml", "torchao.json",
                                   "report.md"};
 
 // The real lm-spike capture with its amax trace (delayed scaling replays earlier steps, so the

@@ -39,6 +39,10 @@ def check(argv):
     with open(argv[0], encoding="utf-8") as f:
         words = shlex.split(f.read(), comments=True)
     warnings.filterwarnings("ignore")
+    # FP8A_MEGATRON_SRC: another Megatron release's megatron/ tree (core and training) ahead of the
+    # venv's, e.g. a git archive of a Megatron-LM tag (docs/VERSIONS.md: 0.13.1 and 0.16.1).
+    if os.environ.get("FP8A_MEGATRON_SRC"):
+        sys.path.insert(0, os.environ["FP8A_MEGATRON_SRC"])
     if not hasattr(typing, "override"):
         import typing_extensions
         typing.override = typing_extensions.override
@@ -47,7 +51,7 @@ def check(argv):
     args = add_megatron_arguments(_Parser(allow_abbrev=False)).parse_args(words)
     kw = {k: getattr(args, k) for k in FP8_FIELDS}
     extra = {}
-    if args.te_precision_config_file:  # as megatron/training/argument_utils.py loads it
+    if getattr(args, "te_precision_config_file", None):  # as megatron/training/argument_utils.py loads it
         from megatron.core.quantization.utils import load_quantization_recipe
         logging.getLogger("megatron.core.quantization").setLevel(logging.WARNING)  # it logs the file to stdout
         te_file = argv[1] if len(argv) == 2 else os.path.join(os.path.dirname(argv[0]), args.te_precision_config_file)
@@ -59,7 +63,9 @@ def check(argv):
     if extra:
         shown += "; quant_recipe from %s: %d matchers" % (
             os.path.basename(te_file), len(extra["quant_recipe"].matchers))
-    return "%s: %d words parsed by Megatron; %s" % (os.path.basename(argv[0]), len(words), shown)
+    from megatron.core import package_info
+    return "%s: %d words parsed by Megatron; %s [Megatron %s]" % (os.path.basename(argv[0]), len(words), shown,
+                                                                package_info.__version__)
 
 
 if __name__ == "__main__":

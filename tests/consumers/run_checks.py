@@ -48,6 +48,38 @@ def _recipe_json_cases():
 # The golden files of tests/reports/test_configs.cpp, which fp8-advisor writes.
 G = os.path.join(os.path.dirname(HERE), "golden", "reports")
 
+# megatron_bridge.yaml's goldens with the files beside them they name, for Bridge's override code.
+_BRIDGE_OVER = " over bf16_mixed and bf16_with_fp8_current_scaling_mixed: "
+BRIDGE_CASES = [
+    ([os.path.join(G, "megatron_bridge_mixed_te2.12.yaml"), "4",
+      "te_precision_config.yaml=" + os.path.join(G, "te_precision_config_mixed.yaml"),
+      "nvdlfw_inspect.yaml=" + os.path.join(G, "nvdlfw_inspect_mixed_te2.4.yaml"),
+      "decoder.layers.0.self_attention.linear_qkv=bf16", "decoder.layers.1.mlp.linear_fc1=bf16",
+      "decoder.layers.2.self_attention.linear_proj=tensorwise_hybrid"],
+     OK + "megatron_bridge_mixed_te2.12.yaml" + _BRIDGE_OVER + "fp8 hybrid, fp8_recipe tensorwise, BF16 layers "
+     "[0, 3] of 4, fp8_param False; quant_recipe 5 matchers, 3 module paths resolved as expected; "
+     "tensor_inspect nvdlfw_inspect.yaml [Megatron-Bridge "),
+    ([os.path.join(G, "megatron_bridge_mixed.yaml"), "4",
+      "te_precision_config.yaml=" + os.path.join(G, "te_precision_config_mixed.yaml")],
+     OK + "megatron_bridge_mixed.yaml" + _BRIDGE_OVER + "fp8 hybrid, fp8_recipe tensorwise, BF16 layers [0, 3] "
+     "of 4, fp8_param False; quant_recipe 5 matchers; no tensor_inspect [Megatron-Bridge "),
+    ([os.path.join(G, "megatron_bridge_delayed_te2.12.yaml"), "4",
+      "te_precision_config.yaml=" + os.path.join(G, "te_precision_config_delayed.yaml"),
+      "nvdlfw_inspect.yaml=" + os.path.join(G, "nvdlfw_inspect_mixed_te2.4.yaml"),
+      "decoder.layers.3.mlp.linear_fc2=bf16", "decoder.layers.2.self_attention.linear_proj=-"],
+     OK + "megatron_bridge_delayed_te2.12.yaml" + _BRIDGE_OVER + "fp8 hybrid, fp8_recipe delayed, margin 1, "
+     "history 1024, max, BF16 layers [] of 4, fp8_param False; quant_recipe 4 matchers, 2 module paths "
+     "resolved as expected; tensor_inspect nvdlfw_inspect.yaml [Megatron-Bridge "),
+    ([os.path.join(G, "megatron_bridge_block.yaml"), "4",
+      "te_precision_config.yaml=" + os.path.join(G, "te_precision_config_block.yaml")],
+     OK + "megatron_bridge_block.yaml" + _BRIDGE_OVER + "fp8 e4m3, fp8_recipe blockwise, BF16 layers [] of 4, "
+     "fp8_param False; quant_recipe 2 matchers; no tensor_inspect [Megatron-Bridge "),
+    # Every GEMM BF16: fp8 None, so Megatron enters no FP8 autocast for any module.
+    ([os.path.join(G, "megatron_bridge_all_bf16.yaml"), "4"],
+     OK + "megatron_bridge_all_bf16.yaml" + _BRIDGE_OVER + "fp8 None, fp8_param False; no tensor_inspect "
+     "[Megatron-Bridge "),
+]
+
 CASES = {
     "schema": ("check_schema.py", [
         ([SCHEMA, "schema/good_recipe.json"], OK),
@@ -212,6 +244,30 @@ CASES = {
          OK + "te_precision_config_all_bf16.yaml: 1 matchers, bf16[training]=bf16; 1 module paths resolved "
          "as expected [Megatron-Core 0.16.1]"),
     ]),
+    # megatron_bridge.yaml through Megatron-Bridge 0.3.1's own override code (FP8A_BRIDGE_SRC), on
+    # Megatron-Core 0.16.1 (Bridge 0.3 pins < 0.17); bridge_oldest: the same on Bridge 0.3.0.
+    "bridge": ("check_bridge.py", BRIDGE_CASES + [
+        (["bridge/bad_plain_mixed_precision.yaml", "4", "te_precision_config.yaml=" + os.path.join(G, "te_precision_config_mixed.yaml"),
+          "nvdlfw_inspect.yaml=" + os.path.join(G, "nvdlfw_inspect_mixed_te2.4.yaml")],
+         "mixed_precision is a dict, not Bridge's MixedPrecisionConfig"),
+        (["bridge/bad_unknown_field.yaml", "4", "te_precision_config.yaml=" + os.path.join(G, "te_precision_config_mixed.yaml"),
+          "nvdlfw_inspect.yaml=" + os.path.join(G, "nvdlfw_inspect_mixed_te2.4.yaml")],
+         "Dropping unexpected config keys for target 'megatron.bridge.training.mixed_precision.MixedPrecisionConfig': "
+         "['fp8_recipes']"),
+        (["bridge/bad_delayed_first_last.yaml", "4", "te_precision_config.yaml=" + os.path.join(G, "te_precision_config_delayed.yaml"),
+          "nvdlfw_inspect.yaml=" + os.path.join(G, "nvdlfw_inspect_mixed_te2.4.yaml")],
+         "Delayed scaling does not support first / last layer in BF16"),
+        # The TE 2.20 form of nvdlfw_inspect.yaml under Bridge's TE pin (< 2.13); a missing file.
+        ([os.path.join(G, "megatron_bridge_mixed_te2.12.yaml"), "4",
+          "te_precision_config.yaml=" + os.path.join(G, "te_precision_config_mixed.yaml"),
+          "nvdlfw_inspect.yaml=" + os.path.join(G, "nvdlfw_inspect_mixed.yaml")],
+         "uses DisableQuantizationGEMM, DisableQuantizationLayer, TE 2.13+ names; Megatron-Bridge requires "
+         "transformer-engine<2.13.0,>=2.10.0a0"),
+        ([os.path.join(G, "megatron_bridge_mixed.yaml"), "4"],
+         "Failed to instantiate quant_recipe from _target_: Error in call to target "
+         "'megatron.core.quantization.utils.load_quantization_recipe': FileNotFoundError"),
+    ]),
+    "bridge_oldest": ("check_bridge.py", BRIDGE_CASES),
     # te_snippet.py run against TE 2.20's recipe classes and te.autocast's signature.
     "te_snippet": ("check_te_snippet.py", [
         ([os.path.join(G, "te_snippet_block.py")],
@@ -257,13 +313,22 @@ def main():
     if consumer == "recipe_json" and len(RECIPE_GOLDENS) < 6:
         print("FAIL: expected the 6 golden recipe_*.json files, found %d" % len(RECIPE_GOLDENS))
         return 1
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NVTE_") and k not in ("FP8A_TE_SRC", "FP8A_MEGATRON_SRC")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NVTE_") and k not in ("FP8A_TE_SRC", "FP8A_MEGATRON_SRC", "FP8A_BRIDGE_SRC")}
     if consumer == "megatron_oldest":
         env["FP8A_MEGATRON_SRC"] = os.path.join(venv, "share", "fp8a", "megatron-0.16.1")
         if not os.path.isdir(env["FP8A_MEGATRON_SRC"]):
             print("FAIL: no Megatron-Core 0.16.1 sources at %s: run `bash scripts/consumers-env.sh`"
                   % env["FP8A_MEGATRON_SRC"])
             return 1
+    if consumer in ("bridge", "bridge_oldest"):
+        version = "0.3.1" if consumer == "bridge" else "0.3.0"
+        env["FP8A_BRIDGE_SRC"] = os.path.join(venv, "share", "fp8a", "megatron-bridge-" + version)
+        env["FP8A_MEGATRON_SRC"] = os.path.join(venv, "share", "fp8a", "megatron-0.16.1")
+        for d in (env["FP8A_BRIDGE_SRC"], env["FP8A_MEGATRON_SRC"]):
+            if not os.path.isdir(d):
+                print("FAIL: no %s: run `bash scripts/consumers-env.sh`" % d)
+                return 1
+        cases = [(c[0], c[1] + version) if c[1].endswith("[Megatron-Bridge ") else c for c in cases]
     if consumer == "te_oldest":
         env["FP8A_TE_SRC"] = os.path.join(venv, "share", "fp8a", "te-2.4")
         if not os.path.isdir(env["FP8A_TE_SRC"]):

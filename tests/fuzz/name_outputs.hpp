@@ -13,6 +13,8 @@
 //   nvdlfw_inspect.yaml                      yaml-cpp parse; one section with exactly its keys;
 //                                            the regex, unescaped, is ^name$; the comment line,
 //                                            unescaped, names it
+//   megatron_args.txt                        every line a comment or a flag
+//   megatron_bridge.yaml                     yaml-cpp parse; mixed_precision, model, tensor_inspect only
 //   te_precision_config.yaml                 yaml-cpp parse; configs and matchers only, one
 //                                            matcher with its four keys; its glob matches name
 //   metrics.csv, compare.csv                 RFC 4180, strictly; the layer field is the name, with
@@ -34,6 +36,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -519,6 +522,22 @@ inline void check_outputs(const path& out, const std::string& name) {
       CHECK(unescape(line).starts_with(name + " -> "));
     }
     CHECK(layer_matchers == (all_bf16 ? 0 : 1));
+  }
+  // megatron_args.txt: comments and Megatron's flags, one per line; megatron_bridge.yaml: Bridge's
+  // three sections, the name in comments only.
+  {
+    const std::string args = file("megatron_args.txt");
+    check_no_controls("megatron_args.txt", args);
+    std::istringstream lines(args);
+    for (std::string line; std::getline(lines, line);) {
+      INFO(line);
+      CHECK((line.starts_with("# ") || line.starts_with("--")));
+    }
+    const std::string bridge = file("megatron_bridge.yaml");
+    check_no_controls("megatron_bridge.yaml", bridge);
+    const auto keys = yaml_keys(YAML::Load(bridge));
+    CHECK(!keys.empty());
+    for (const std::string& k : keys) CHECK((k == "mixed_precision" || k == "model" || k == "tensor_inspect"));
   }
   // metrics.csv: strict CSV, the header's field count, the name in its CSV form.
   {

@@ -3,15 +3,18 @@
 // parsers load in the `consumers` ctests (tests/consumers/run_checks.py golden_*).
 // Refresh on purpose with FP8A_UPDATE_GOLDEN=1 and review the diff.
 #include <doctest/doctest.h>
+#include <yaml-cpp/yaml.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "support/golden.hpp"
 #include "reports/layer_names.hpp"
 #include "reports/megatron_args.hpp"
+#include "reports/megatron_bridge.hpp"
 #include "reports/nvdlfw_inspect_yaml.hpp"
 #include "reports/te_precision_config.hpp"
 #include "reports/te_snippet.hpp"
@@ -291,6 +294,76 @@ TEST_CASE("nvdlfw_inspect.yaml: one section per layer, fallbacks and the riskies
   std::string why;
   CHECK_FALSE(render_nvdlfw_inspect_yaml(Recommendation{}, &why).has_value());
   CHECK(why.find("no FP8 candidate") != std::string::npos);
+}
+
+// megatron_bridge.yaml: Bridge's own override code runs the goldens (tests/consumers run_checks.py
+// bridge, with Megatron-Bridge 0.3.1 and 0.3.0 on Megatron-Core 0.16.1).
+TEST_CASE("megatron_bridge.yaml: mixed_precision, quant_recipe and tensor_inspect for Bridge 0.3") {
+  Recommendation mixed = mixed_rec();
+  mixed.te_version = TeVersion{2, 12};
+  const Artifact m = render_megatron_bridge(mixed);
+  CHECK(m.name == "megatron_bridge.yaml");
+  CHECK(m.note == "fp8 hybrid, fp8_recipe tensorwise, first/last BF16, quant_recipe, tensor_inspect");
+  check_golden("megatron_bridge_mixed_te2.12.yaml", m.contents);
+  // For TE 2.13+ nvdlfw_inspect.yaml names features Bridge 0.3's TE (2.10-2.12) lacks: no
+  // tensor_inspect, and the single-GEMM fallback is listed as not applied.
+  const Artifact newest = render_megatron_bridge(mixed_rec());
+  CHECK(newest.note == "fp8 hybrid, fp8_recipe tensorwise, first/last BF16, quant_recipe");
+  CHECK(newest.contents.find("\ntensor_inspect:") == std::string::npos);
+  CHECK(newest.contents.find("# BF16 fallbacks mixed_precision cannot express (quant_recipe keeps whole modules, "
+                             "not applied without tensor_inspect):\n#   layers.1.mlp.linear_fc1 (wgrad)\n") !=
+        std::string::npos);
+  check_golden("megatron_bridge_mixed.yaml", newest.contents);
+  Recommendation delayed = delayed_rec();
+  delayed.te_version = TeVersion{2, 12};
+  const Artifact d = render_megatron_bridge(delayed);
+  CHECK(d.contents.find("  first_last_layers_bf16: false\n") != std::string::npos);  // TransformerConfig raises
+  CHECK(d.contents.find("  fp8_amax_history_len: 1024\n  fp8_amax_compute_algo: max\n") != std::string::npos);
+  check_golden("megatron_bridge_delayed_te2.12.yaml", d.contents);
+  check_golden("megatron_bridge_block.yaml", render_megatron_bridge(block_rec()).contents);
+  const Artifact bf16 = render_megatron_bridge(all_bf16_rec());
+  CHECK(bf16.note == "BF16, fp8 null");
+  CHECK(bf16.contents.find("  fp8: null\n") != std::string::npos);
+  CHECK(bf16.contents.find("quant_recipe: null\n") != std::string::npos);
+  CHECK(bf16.contents.find("tensor_inspect") == std::string::npos);
+  check_golden("megatron_bridge_all_bf16.yaml", bf16.contents);
+  Recommendation none;
+  CHECK(render_megatron_bridge(none).contents.find("# No FP8 candidate was chosen: train in BF16 (fp8: null).\n") !=
+        std::string::npos);
+}
+
+// A captured name is hostile (docs/SECURITY.md): in megatron_args.txt and megatron_bridge.yaml it
+// only ever lands in a comment, on one line, whatever bytes it brings.
+TEST_CASE("megatron_args.txt and megatron_bridge.yaml: a name's line breaks add no flag or key") {
+  for (const std::string& name : {std::string("layers.1.mlp.linear_fc1\n--fp8-format e4m3"),
+                                 std::string("layers.1.mlp.linear_fc1\rtensor_inspect: null"),
+                                 std::string("output_layer\nmodel:\n  quant_recipe: null")}) {
+    INFO(name);
+    Recommendation rec = make_rec("current", TrainingFormat::kHybrid,
+                                  {{"layers.0.mlp.linear_fc2", "fff", {0.5, 0.4, 0.3}},
+                                   {name, "ffb", {0.6, 0.12, -0.4}},
+                                   {"layers.2.mlp.linear_fc2", "fff", {0.5, 0.4, 0.3}}});
+    rec.te_version = TeVersion{2, 12};
+    const std::string args = render_megatron_args(rec).contents;
+    CHECK(args.find('\r') == std::string::npos);
+    std::istringstream lines(args);
+    std::vector<std::string> flags;
+    for (std::string line; std::getline(lines, line);) {
+      CHECK((line.starts_with("# ") || line.starts_with("--")));
+      if (line.starts_with("--")) flags.push_back(line);
+    }
+    CHECK(flags == std::vector<std::string>{"--fp8-format hybrid", "--fp8-recipe tensorwise",
+                                            "--te-precision-config-file te_precision_config.yaml"});
+    const std::string bridge = render_megatron_bridge(rec).contents;
+    CHECK(bridge.find('\r') == std::string::npos);
+    const YAML::Node y = YAML::Load(bridge);
+    std::vector<std::string> keys;
+    for (const auto& kv : y) keys.push_back(kv.first.as<std::string>());
+    CHECK(keys == std::vector<std::string>{"mixed_precision", "model", "tensor_inspect"});
+    CHECK(y["model"].size() == 1);
+    CHECK(y["model"]["quant_recipe"]["recipe_path"].as<std::string>() == "te_precision_config.yaml");
+    CHECK(y["tensor_inspect"]["features"].as<std::string>() == "nvdlfw_inspect.yaml");
+  }
 }
 
 TEST_CASE("current:pow2 is TE's environment variable in megatron_args.txt and te_precision_config.yaml") {

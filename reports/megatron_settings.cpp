@@ -1,0 +1,70 @@
+#include "reports/megatron_settings.hpp"
+
+#include "reports/te_precision_config.hpp"
+
+namespace fp8a {
+
+MegatronFp8 megatron_fp8(const Recommendation& rec) {
+  MegatronFp8 m;
+  m.candidate = chosen_candidate(rec);
+  if (m.candidate == nullptr) return m;
+  const Recipe& r = m.candidate->recipe;
+  m.fp8 = !plan_all_bf16(rec);
+  m.format = training_format_name(m.candidate->format);
+  m.recipe = recipe_kind_traits(r.kind).megatron_recipe;
+  m.delayed = r.kind == RecipeKind::kPerTensorDelayed;
+  if (m.delayed) m.amax_compute_algo = r.algo == DelayedAlgo::kMax ? "max" : "most_recent";
+  m.first_last = first_last_bf16(rec);
+  m.first_last_applied = !m.delayed && (m.first_last.at_start > 0 || m.first_last.at_end > 0);
+  for (const LayerDecision& l : rec.layers) {
+    if (megatron_module_path(l.layer).name != "output_layer") continue;
+    m.head_layer = l.layer;
+    if (l.precision == Precision::kBf16) m.head = MegatronHead::kBf16;
+    else m.head = r.kind == RecipeKind::kMx ? MegatronHead::kFp8 : MegatronHead::kFp8Lost;
+    break;
+  }
+  m.te_precision_config = !te_precision_config_omitted(rec).has_value();
+  const FirstLastBf16& fl = m.first_last;
+  for (const LayerDecision& l : rec.layers) {
+    if (!has_bf16_gemm(l)) continue;
+    const auto i = transformer_layer_index(l.layer);
+    const bool covered = m.first_last_applied && i &&
+                         (*i < fl.at_start || (fl.at_end > 0 && *i > fl.last_index - fl.at_end));
+    if (!covered) m.uncovered.push_back(l.layer + " (" + fallback_gemm_list(l) + ")");
+  }
+  return m;
+}
+
+std::vector<std::string> megatron_recipe_notes(const Recipe& r) {
+  switch (r.kind) {
+    case RecipeKind::kPerTensorCurrent: {
+      std::vector<std::string> n;
+      if (r.pow2_scales)
+        n = {"current:pow2 (power-of-two scales): set NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES=1 in the",
+             "environment before TE is imported; TE's modules read it, not the recipe's field."};
+      if (r.amax_epsilon != 0.0f)
+        n.push_back("Not expressible: " + r.spec() + "'s amax epsilon (TE's Float8CurrentScaling has none).");
+      return n;
+    }
+    case RecipeKind::kBlock: {
+      std::vector<std::string> n;
+      if (!r.pow2_scales)
+        n = {"block:fp32 (FP32 block scales): set NVTE_FP8_BLOCK_SCALING_FP32_SCALES=1 in the environment;",
+             "Megatron's blockwise uses TE's power-of-two scales otherwise."};
+      if (r.block_2d) {
+        n.push_back("Not expressible in Megatron's settings: 128x128 blocks for every role (blockwise uses TE's");
+        n.push_back("default, 1x128 for activations and gradients).");
+      }
+      return n;
+    }
+    case RecipeKind::kMx:
+      if (r.mx_rule == MxScaleRule::kOcpFloor)
+        return {"Not expressible: the OCP floor scale rule (TE's MXFP8 rounds its E8M0 scales up)."};
+      return {};
+    case RecipeKind::kPerTensorDelayed:
+    case RecipeKind::kBf16: return {};
+  }
+  return {};
+}
+
+}  // namespace fp8a
