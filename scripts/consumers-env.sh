@@ -41,18 +41,21 @@ install_capture() {
 # The oldest TE release docs/VERSIONS.md claims, its pure-Python wheel unpacked beside the newest
 # (tests/consumers run_checks.py te_oldest): 515 kB, fetched once into an existing venv too.
 te_oldest=2.4.0
-install_te_oldest() {
-  local dir="$venv/share/fp8a/te-2.4" tmp
-  [ -f "$dir/.fp8a-stamp" ] && [ "$(cat "$dir/.fp8a-stamp")" = "$te_oldest" ] && return 0
+# unpack_wheel DIR PACKAGE VERSION: the wheel of PACKAGE==VERSION unpacked whole into DIR (not
+# installed), VERSION its stamp; nothing when DIR holds that version already.
+unpack_wheel() {
+  local dir=$1 tmp
+  [ -f "$dir/.fp8a-stamp" ] && [ "$(cat "$dir/.fp8a-stamp")" = "$3" ] && return 0
   tmp=$(mktemp -d)
   "$venv/bin/python" -m pip --disable-pip-version-check -q download --no-deps --only-binary=:all: \
-    -d "$tmp" "transformer-engine==$te_oldest"
+    -d "$tmp" "$2==$3"
   rm -rf "$dir"
   mkdir -p "$dir"
-  "$venv/bin/python" -c 'import glob, sys, zipfile; zipfile.ZipFile(glob.glob(sys.argv[1] + "/transformer_engine-*.whl")[0]).extractall(sys.argv[2])' "$tmp" "$dir"
+  "$venv/bin/python" -c 'import glob, sys, zipfile; zipfile.ZipFile(glob.glob(sys.argv[1] + "/*.whl")[0]).extractall(sys.argv[2])' "$tmp" "$dir"
   rm -rf "$tmp"
-  printf '%s\n' "$te_oldest" > "$dir/.fp8a-stamp"
+  printf '%s\n' "$3" > "$dir/.fp8a-stamp"
 }
+install_te_oldest() { unpack_wheel "$venv/share/fp8a/te-2.4" transformer-engine "$te_oldest"; }
 # Megatron-Core 0.16.1, the oldest release with --te-precision-config-file (docs/VERSIONS.md): its
 # megatron/ sources (2.6 MB wheel; no megatron/training) beside the venv's 0.19.2, for
 # run_checks.py megatron_oldest (FP8A_MEGATRON_SRC).
@@ -83,7 +86,7 @@ PY
 bridge_versions="0.3.0 0.3.1"
 bridge_deps="omegaconf==2.3.0 hydra-core==1.3.2 antlr4-python3-runtime==4.9.3"
 install_bridge() {
-  local v dir tmp deps="$venv/share/fp8a/bridge-deps"
+  local v deps="$venv/share/fp8a/bridge-deps"
   if [ ! -f "$deps/.fp8a-stamp" ] || [ "$(cat "$deps/.fp8a-stamp")" != "$bridge_deps" ]; then
     rm -rf "$deps"
     # shellcheck disable=SC2086  # one word per requirement
@@ -91,16 +94,7 @@ install_bridge() {
     printf '%s\n' "$bridge_deps" > "$deps/.fp8a-stamp"
   fi
   for v in $bridge_versions; do
-    dir="$venv/share/fp8a/megatron-bridge-$v"
-    [ -f "$dir/.fp8a-stamp" ] && continue
-    tmp=$(mktemp -d)
-    "$venv/bin/python" -m pip --disable-pip-version-check -q download --no-deps --only-binary=:all: \
-      -d "$tmp" "megatron-bridge==$v"
-    rm -rf "$dir"
-    mkdir -p "$dir"
-    "$venv/bin/python" -c 'import glob, sys, zipfile; zipfile.ZipFile(glob.glob(sys.argv[1] + "/megatron_bridge-*.whl")[0]).extractall(sys.argv[2])' "$tmp" "$dir"
-    rm -rf "$tmp"
-    printf '%s\n' "$v" > "$dir/.fp8a-stamp"
+    unpack_wheel "$venv/share/fp8a/megatron-bridge-$v" megatron-bridge "$v"
   done
 }
 if [ -f "$venv/.fp8a-stamp" ] && [ "$(cat "$venv/.fp8a-stamp")" = "$stamp" ]; then
