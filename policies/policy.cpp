@@ -147,6 +147,12 @@ Policy te_autoswitch_policy() {
   p.delayed_forecast.enabled = false;
   // AutoswitchGemm switches on every breach: a criterion a file enables here fails, as TE's do.
   for (CriterionAction* a : criterion_actions(p)) *a = CriterionAction::kFail;
+  // So the default's reason to only watch one is not this policy's: its sources end before it.
+  for (std::string* source : {&p.rel_mse_floor.source, &p.saturation.source, &p.wgrad_damage.source,
+                              &p.delayed_forecast.source}) {
+    const std::size_t at = source->find("; watch only: ");
+    if (at != std::string::npos) source->resize(at);
+  }
   p.calibration.reset();  // the table judges the default policy only
   return p;
 }
