@@ -56,27 +56,32 @@ unpack_wheel() {
   printf '%s\n' "$3" > "$dir/.fp8a-stamp"
 }
 install_te_oldest() { unpack_wheel "$venv/share/fp8a/te-2.4" transformer-engine "$te_oldest"; }
-# Megatron-Core 0.16.1, the oldest release with --te-precision-config-file (docs/VERSIONS.md): its
-# megatron/ sources (2.6 MB wheel; no megatron/training) beside the venv's 0.19.2, for
-# run_checks.py megatron_oldest (FP8A_MEGATRON_SRC).
-megatron_oldest=0.16.1
-install_megatron_oldest() {
-  local dir="$venv/share/fp8a/megatron-$megatron_oldest" tmp
-  [ -f "$dir/.fp8a-stamp" ] && return 0
-  tmp=$(mktemp -d)
-  "$venv/bin/python" -m pip --disable-pip-version-check -q download --no-deps --only-binary=:all: \
-    -d "$tmp" "megatron-core==$megatron_oldest"
-  rm -rf "$dir"
-  mkdir -p "$dir"
-  "$venv/bin/python" - "$tmp" "$dir" <<'PY'
+# Older Megatron-Core releases beside the venv's 0.19.2, each wheel's megatron/ sources (about 2.5 MB;
+# no megatron/training) in VENV/share/fp8a/megatron-<v>, for run_checks.py (FP8A_MEGATRON_SRC):
+# 0.16.1, the oldest with --te-precision-config-file (megatron_oldest, megatron_args_0.16, bridge),
+# and 0.13.1, the oldest docs/VERSIONS.md claims for megatron_args.txt (megatron_args_0.13). Their
+# argument parsers are in tests/consumers/megatron-lm/.
+megatron_olders="0.13.1 0.16.1"
+install_megatron_olders() {
+  local v dir tmp
+  for v in $megatron_olders; do
+    dir="$venv/share/fp8a/megatron-$v"
+    [ -f "$dir/.fp8a-stamp" ] && [ "$(cat "$dir/.fp8a-stamp")" = "$v" ] && continue
+    tmp=$(mktemp -d)
+    "$venv/bin/python" -m pip --disable-pip-version-check -q download --no-deps --only-binary=:all: \
+      -d "$tmp" "megatron-core==$v"
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    "$venv/bin/python" - "$tmp" "$dir" <<'PY'
 import glob, sys, zipfile
 with zipfile.ZipFile(glob.glob(sys.argv[1] + "/megatron_core-*.whl")[0]) as z:
     for n in z.namelist():
         if n.startswith("megatron/") and not n.endswith(".so"):
             z.extract(n, sys.argv[2])
 PY
-  rm -rf "$tmp"
-  printf '%s\n' "$megatron_oldest" > "$dir/.fp8a-stamp"
+    rm -rf "$tmp"
+    printf '%s\n' "$v" > "$dir/.fp8a-stamp"
+  done
 }
 # Megatron-Bridge, every release on PyPI (0.3.0, the oldest, and 0.3.1): each wheel (Python
 # sources, 0.8 MB) unpacked whole into VENV/share/fp8a/megatron-bridge-<v>, not installed (its
@@ -103,7 +108,7 @@ if [ -f "$venv/.fp8a-stamp" ] && [ "$(cat "$venv/.fp8a-stamp")" = "$stamp" ]; th
     install_capture
   fi
   install_te_oldest
-  install_megatron_oldest
+  install_megatron_olders
   install_bridge
   exit 0
 fi
@@ -133,7 +138,7 @@ with zipfile.ZipFile(next(dl.glob("megatron_core-*.whl"))) as z:
             z.extract(n, site)
 PY
 install_te_oldest
-install_megatron_oldest
+install_megatron_olders
 install_bridge
 printf '%s\n' "$stamp" > "$venv/.fp8a-stamp"
 echo "== $venv ready in $(( $(date +%s) - start )) s, $(du -sh "$venv" | cut -f1)"

@@ -10,12 +10,23 @@ FILE is shell words (`#` starts a comment). TransformerConfig needs a model: the
 else the flag's value beside FILE) and given to TransformerConfig as quant_recipe, as
 megatron/training/argument_utils.py does.
 Megatron-Core 0.19.2 wants Python >= 3.12; the one 3.12 name its argument parser's imports use
-here, typing.override, is given from typing_extensions (3.11 runs the check)."""
+here, typing.override, is given from typing_extensions (3.11 runs the check).
+
+Older releases (run_checks.py megatron_args_0.13, megatron_args_0.16): FP8A_MEGATRON_SRC names the
+release's megatron/core (its wheel, unpacked by scripts/consumers-env.sh) and FP8A_MEGATRON_PARSER
+its argument parser's files, megatron-lm/<tag>/ here: no package index has megatron/training, so
+they are copied from the Megatron-LM tag, byte for byte as their MANIFEST's git blob ids say. They
+are imported without megatron/training/__init__.py, which loads the training loop, the tokenizers
+and megatron.legacy; of megatron.training.utils, arguments.py takes four names that only
+validate_args() calls, which this check does not (it builds TransformerConfig itself), so they are
+stand-ins that fail when called."""
 import argparse
+import hashlib
 import logging
 import os
 import shlex
 import sys
+import types
 import typing
 import warnings
 
@@ -31,6 +42,38 @@ class _Parser(argparse.ArgumentParser):
         raise CheckFailed("Megatron's argument parser: %s" % message)
 
 
+def git_blob_id(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def use_release_parser(root):
+    """megatron.training from root (megatron-lm/<tag>/): its MANIFEST's files, each as the tag holds
+    it, imported without the package's __init__.py (see the module's docstring)."""
+    manifest = os.path.join(root, "MANIFEST")
+    require_file(manifest)
+    with open(manifest, encoding="utf-8") as f:
+        entries = [line.split() for line in f if line.strip() and not line.startswith("#")]
+    for blob, rel in entries:
+        path = os.path.join(root, rel)
+        require_file(path)
+        if git_blob_id(path) != blob:
+            raise CheckFailed("%s is not the Megatron-LM file its MANIFEST names (git blob %s)" % (path, blob))
+    import megatron  # the namespace package of FP8A_MEGATRON_SRC's megatron/core
+    training = types.ModuleType("megatron.training")
+    training.__path__ = [os.path.join(root, "megatron", "training")]
+    utils = types.ModuleType("megatron.training.utils")
+
+    def called_by_validate_args_only(*_args, **_kwargs):
+        raise CheckFailed("megatron.training.utils is a stand-in here: only validate_args() calls it")
+    for name in ("get_device_arch_version", "update_use_dist_ckpt", "print_rank_0", "warn_rank_0"):
+        setattr(utils, name, called_by_validate_args_only)
+    training.utils = utils
+    megatron.training = training
+    sys.modules.update({"megatron.training": training, "megatron.training.utils": utils})
+
+
 def check(argv):
     if len(argv) not in (1, 2):
         print(__doc__.strip(), file=sys.stderr)
@@ -39,10 +82,13 @@ def check(argv):
     with open(argv[0], encoding="utf-8") as f:
         words = shlex.split(f.read(), comments=True)
     warnings.filterwarnings("ignore")
-    # FP8A_MEGATRON_SRC: another Megatron release's megatron/ tree (core and training) ahead of the
-    # venv's, e.g. a git archive of a Megatron-LM tag (docs/VERSIONS.md: 0.13.1 and 0.16.1).
+    # FP8A_MEGATRON_SRC: another Megatron release's megatron/ tree ahead of the venv's (core and
+    # training: a git archive of a Megatron-LM tag, scripts/check-megatron-tags.sh; or core alone,
+    # with FP8A_MEGATRON_PARSER, run_checks.py).
     if os.environ.get("FP8A_MEGATRON_SRC"):
         sys.path.insert(0, os.environ["FP8A_MEGATRON_SRC"])
+    if os.environ.get("FP8A_MEGATRON_PARSER"):
+        use_release_parser(os.environ["FP8A_MEGATRON_PARSER"])
     if not hasattr(typing, "override"):
         import typing_extensions
         typing.override = typing_extensions.override

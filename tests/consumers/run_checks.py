@@ -80,6 +80,25 @@ BRIDGE_CASES = [
      "[Megatron-Bridge "),
 ]
 
+# The golden megatron_args.txt files with the te_precision_config.yaml each names.
+GOLDEN_MEGATRON_ARGS = [
+    ([os.path.join(G, "megatron_args_mixed.txt"), os.path.join(G, "te_precision_config_mixed.yaml")],
+     OK + "megatron_args_mixed.txt: 11 words parsed by Megatron; fp8=hybrid fp8_recipe=tensorwise "
+     "fp8_margin=0 fp8_amax_history_len=1 fp8_amax_compute_algo=most_recent fp8_wgrad=True "
+     "first_last_layers_bf16=True num_layers_at_start_in_bf16=1 num_layers_at_end_in_bf16=1; "
+     "quant_recipe from te_precision_config_mixed.yaml: 5 matchers"),
+    ([os.path.join(G, "megatron_args_delayed.txt"), os.path.join(G, "te_precision_config_delayed.yaml")], OK),
+    ([os.path.join(G, "megatron_args_all_bf16.txt")],
+     OK + "megatron_args_all_bf16.txt: 0 words parsed by Megatron; fp8=None: every module BF16"),
+    ([os.path.join(G, "megatron_args_block.txt"), os.path.join(G, "te_precision_config_block.yaml")], OK),
+]
+
+
+def _on_release(cases, version):
+    """cases whose full OK lines end with the Megatron release that ran them."""
+    return [(a, e + " [Megatron %s]" % version if e.startswith(OK) and e != OK else e) for a, e in cases]
+
+
 CASES = {
     "schema": ("check_schema.py", [
         ([SCHEMA, "schema/good_recipe.json"], OK),
@@ -125,17 +144,7 @@ CASES = {
         (["megatron_args/bad_recipe_choice.txt"], "argument --fp8-format: invalid choice: 'e5m2'"),
         (["megatron_args/bad_delayed_bf16_layers.txt"], "Delayed scaling does not support first / last layer in BF16"),
     ]),
-    "golden_megatron_args": ("check_megatron_args.py", [
-        ([os.path.join(G, "megatron_args_mixed.txt"), os.path.join(G, "te_precision_config_mixed.yaml")],
-         OK + "megatron_args_mixed.txt: 11 words parsed by Megatron; fp8=hybrid fp8_recipe=tensorwise "
-         "fp8_margin=0 fp8_amax_history_len=1 fp8_amax_compute_algo=most_recent fp8_wgrad=True "
-         "first_last_layers_bf16=True num_layers_at_start_in_bf16=1 num_layers_at_end_in_bf16=1; "
-         "quant_recipe from te_precision_config_mixed.yaml: 5 matchers"),
-        ([os.path.join(G, "megatron_args_delayed.txt"), os.path.join(G, "te_precision_config_delayed.yaml")], OK),
-        ([os.path.join(G, "megatron_args_all_bf16.txt")],
-         OK + "megatron_args_all_bf16.txt: 0 words parsed by Megatron; fp8=None: every module BF16"),
-        ([os.path.join(G, "megatron_args_block.txt"), os.path.join(G, "te_precision_config_block.yaml")], OK),
-    ]),
+    "golden_megatron_args": ("check_megatron_args.py", GOLDEN_MEGATRON_ARGS),
     "golden_megatron": ("check_megatron.py", [
         ([os.path.join(G, "te_precision_config_mixed.yaml"),
           "decoder.layers.0.self_attention.linear_qkv=bf16", "decoder.layers.0.mlp.linear_fc2=bf16",
@@ -244,6 +253,25 @@ CASES = {
          OK + "te_precision_config_all_bf16.yaml: 1 matchers, bf16[training]=bf16; 1 module paths resolved "
          "as expected [Megatron-Core 0.16.1]"),
     ]),
+    # megatron_args.txt on the oldest releases docs/VERSIONS.md claims for its flags, each with its
+    # own argument parser (megatron-lm/<tag>/) and megatron/core (the venv's share/fp8a): 0.13.1
+    # parses the FP8 flags and not the newer ones; 0.16.1 adds --te-precision-config-file.
+    "megatron_args_0.13": ("check_megatron_args.py", [
+        (["megatron_args/good_args.txt"],
+         OK + "good_args.txt: 9 words parsed by Megatron; fp8=hybrid fp8_recipe=tensorwise fp8_margin=0 "
+         "fp8_amax_history_len=1 fp8_amax_compute_algo=most_recent fp8_wgrad=True first_last_layers_bf16=True "
+         "num_layers_at_start_in_bf16=1 num_layers_at_end_in_bf16=2 [Megatron 0.13.1]"),
+        (["megatron_args/good_delayed.txt"], OK),
+        _on_release(GOLDEN_MEGATRON_ARGS, "0.13.1")[2],
+        (["megatron_args/bad_delayed_bf16_layers.txt"], "Delayed scaling does not support first / last layer in BF16"),
+        ([os.path.join(G, "megatron_args_mixed.txt"), os.path.join(G, "te_precision_config_mixed.yaml")],
+         "unrecognized arguments: --te-precision-config-file te_precision_config.yaml"),
+        (["megatron_args/good_output_proj.txt"], "unrecognized arguments: --fp8-output-proj"),
+    ]),
+    "megatron_args_0.16": ("check_megatron_args.py", _on_release(GOLDEN_MEGATRON_ARGS, "0.16.1") + [
+        (["megatron_args/good_args.txt"], OK),
+        (["megatron_args/good_output_proj.txt"], "unrecognized arguments: --fp8-output-proj"),
+    ]),
     # megatron_bridge.yaml through Megatron-Bridge 0.3.1's own override code (FP8A_BRIDGE_SRC), on
     # Megatron-Core 0.16.1 (Bridge 0.3 pins < 0.17); bridge_oldest: the same on Bridge 0.3.0.
     "bridge": ("check_bridge.py", BRIDGE_CASES + [
@@ -313,13 +341,16 @@ def main():
     if consumer == "recipe_json" and len(RECIPE_GOLDENS) < 6:
         print("FAIL: expected the 6 golden recipe_*.json files, found %d" % len(RECIPE_GOLDENS))
         return 1
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NVTE_") and k not in ("FP8A_TE_SRC", "FP8A_MEGATRON_SRC", "FP8A_BRIDGE_SRC")}
-    if consumer == "megatron_oldest":
-        env["FP8A_MEGATRON_SRC"] = os.path.join(venv, "share", "fp8a", "megatron-0.16.1")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NVTE_") and k not in ("FP8A_TE_SRC", "FP8A_MEGATRON_SRC", "FP8A_MEGATRON_PARSER", "FP8A_BRIDGE_SRC")}
+    older = {"megatron_oldest": "0.16.1", "megatron_args_0.13": "0.13.1", "megatron_args_0.16": "0.16.1"}
+    if consumer in older:
+        env["FP8A_MEGATRON_SRC"] = os.path.join(venv, "share", "fp8a", "megatron-" + older[consumer])
         if not os.path.isdir(env["FP8A_MEGATRON_SRC"]):
-            print("FAIL: no Megatron-Core 0.16.1 sources at %s: run `bash scripts/consumers-env.sh`"
-                  % env["FP8A_MEGATRON_SRC"])
+            print("FAIL: no Megatron-Core %s sources at %s: run `bash scripts/consumers-env.sh`"
+                  % (older[consumer], env["FP8A_MEGATRON_SRC"]))
             return 1
+        if consumer.startswith("megatron_args_"):
+            env["FP8A_MEGATRON_PARSER"] = os.path.join(HERE, "megatron-lm", "core_v" + older[consumer])
     if consumer in ("bridge", "bridge_oldest"):
         version = "0.3.1" if consumer == "bridge" else "0.3.0"
         env["FP8A_BRIDGE_SRC"] = os.path.join(venv, "share", "fp8a", "megatron-bridge-" + version)
