@@ -42,7 +42,11 @@ Recommendation recommend(const RecommendationInputs& inputs, const Policy& polic
     rec.layers = all_bf16_layers(evidence.layers, rec.why);
   }
   rec.module_plan_note = module_plan_note(rec.candidates, choice.chosen, policy.scope);
-  if (rec.module_plan_note.empty()) rec.module_plan = plan_modules(rec.candidates, *choice.chosen, cost, rows);
+  if (rec.module_plan_note.empty()) {
+    ModulePlan mp = plan_modules(rec.candidates, *choice.chosen, cost, rows);
+    rec.module_plan_note = module_plan_conflict(rec.candidates[*choice.chosen], mp);
+    if (rec.module_plan_note.empty()) rec.module_plan = std::move(mp);
+  }
   rec.advisories = field_advisories(rec.candidates, rec.chosen, rec.layers);
   rec.limits = recommendation_limits(evidence.layers, rec.candidates, inputs.forecasts, rec.layers);
   rec.calibration = calibration_text(policy);

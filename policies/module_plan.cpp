@@ -160,4 +160,12 @@ ModulePlan plan_modules(const std::vector<CandidatePlan>& candidates, std::size_
   return plan_over(candidates, base, mixable, cost, rows);
 }
 
+std::string module_plan_conflict(const CandidatePlan& chosen, const ModulePlan& plan) {
+  const std::size_t fp8_modules = plan.modules.size() - static_cast<std::size_t>(plan.bf16);
+  if (chosen.fp8_gemms > 0 || fp8_modules == 0) return "";
+  return format_text("no per-module plan: the chosen plan keeps no GEMM in FP8, and one per module would "
+                     "keep %zu of %zu modules in FP8 (%s)",
+                     fp8_modules, plan.modules.size(), plan.why.c_str());
+}
+
 }  // namespace fp8a

@@ -54,4 +54,9 @@ std::string module_plan_note(const std::vector<CandidatePlan>& candidates, std::
 ModulePlan plan_modules(const std::vector<CandidatePlan>& candidates, std::size_t chosen, const CostModel* cost,
                         const CostRows& rows);
 
+// Why a per-module plan cannot stand beside the chosen plan ("" when it can): the chosen plan keeps
+// no GEMM in FP8, so the answer and every file say BF16, while the plan puts modules in FP8 (with
+// a cost model, a module's shared casts can pay where none of its GEMMs pays alone).
+std::string module_plan_conflict(const CandidatePlan& chosen, const ModulePlan& plan);
+
 }  // namespace fp8a

@@ -238,6 +238,24 @@ TEST_CASE("module_plan_note: why there is no per-module plan") {
   CHECK_FALSE(module_plan_note(cs, 0, FallbackScope::kGemm).empty());
 }
 
+TEST_CASE("module_plan_conflict: no module in FP8 where the chosen plan keeps every GEMM BF16") {
+  CandidatePlan chosen;
+  ModulePlan mp;
+  mp.modules.resize(3);
+  mp.modules[1].candidate = 0;  // one module FP8
+  mp.bf16 = 2;
+  mp.why = "per module: 1 of 3 on current/hybrid, 2 in BF16";
+  CHECK(module_plan_conflict(chosen, mp) ==
+        "no per-module plan: the chosen plan keeps no GEMM in FP8, and one per module would keep 1 of 3 "
+        "modules in FP8 (per module: 1 of 3 on current/hybrid, 2 in BF16)");
+  chosen.fp8_gemms = 1;  // the answer keeps FP8 GEMMs: the plan may mix
+  CHECK(module_plan_conflict(chosen, mp).empty());
+  chosen.fp8_gemms = 0;
+  mp.modules[1].candidate.reset();  // every module BF16: the plan says what the answer says
+  mp.bf16 = 3;
+  CHECK(module_plan_conflict(chosen, mp).empty());
+}
+
 TEST_CASE("recommendation_limits: no amax trend from one step; incomplete layers counted") {
   const std::vector<CapturedLayer> one_step = {{"A", {2}, false}, {"B", {2}, true}};
   std::vector<LayerDecision> layers(2);
