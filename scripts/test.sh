@@ -16,9 +16,19 @@ source scripts/cuda-env.sh
 jobs=$(nproc)
 # ccache (scripts/install-deps.sh): build-cpu compiles most of its C++ files (154 of 217) with the
 # same command lines as build, so it takes them from the cache the first build filled. Relative to
-# the checkout (CCACHE_BASEDIR), so a clone elsewhere hits too. CCACHE_DISABLE=1 turns it off.
-launcher=()
-if command -v ccache >/dev/null; then
+# the checkout (CCACHE_BASEDIR), so a clone elsewhere hits too. CCACHE_DISABLE=1 turns it off; it
+# is left out where it cannot compile a one-line file (e.g. its cache cannot be written).
+ccache_works() {
+  local tmp rc
+  command -v ccache >/dev/null || return 1
+  tmp=$(mktemp -d)
+  echo 'int fp8a_probe;' > "$tmp/probe.cpp"
+  ccache c++ -c "$tmp/probe.cpp" -o "$tmp/probe.o" >/dev/null 2>&1 && rc=0 || rc=1
+  rm -rf "$tmp"
+  return $rc
+}
+launcher=(-DCMAKE_C_COMPILER_LAUNCHER= -DCMAKE_CXX_COMPILER_LAUNCHER=)  # also clears an earlier run's
+if ccache_works; then
   export CCACHE_BASEDIR=$PWD
   launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 fi
