@@ -41,8 +41,9 @@ install_capture() {
 # The oldest TE release docs/VERSIONS.md claims, its pure-Python wheel unpacked beside the newest
 # (tests/consumers run_checks.py te_oldest): 515 kB, fetched once into an existing venv too.
 te_oldest=2.4.0
-# unpack_wheel DIR PACKAGE VERSION: the wheel of PACKAGE==VERSION unpacked whole into DIR (not
-# installed), VERSION its stamp; nothing when DIR holds that version already.
+# unpack_wheel DIR PACKAGE VERSION [PREFIX]: the wheel of PACKAGE==VERSION unpacked into DIR (not
+# installed): whole, or with PREFIX only the files under PREFIX but compiled modules (.so);
+# VERSION its stamp; nothing when DIR holds that version already.
 unpack_wheel() {
   local dir=$1 tmp
   [ -f "$dir/.fp8a-stamp" ] && [ "$(cat "$dir/.fp8a-stamp")" = "$3" ] && return 0
@@ -51,7 +52,13 @@ unpack_wheel() {
     -d "$tmp" "$2==$3"
   rm -rf "$dir"
   mkdir -p "$dir"
-  "$venv/bin/python" -c 'import glob, sys, zipfile; zipfile.ZipFile(glob.glob(sys.argv[1] + "/*.whl")[0]).extractall(sys.argv[2])' "$tmp" "$dir"
+  "$venv/bin/python" - "$tmp" "$dir" "${4:-}" <<'PY'
+import glob, sys, zipfile
+tmp, out, prefix = sys.argv[1:]
+with zipfile.ZipFile(glob.glob(tmp + "/*.whl")[0]) as z:
+    z.extractall(out, [n for n in z.namelist()
+                       if not prefix or (n.startswith(prefix) and not n.endswith(".so"))])
+PY
   rm -rf "$tmp"
   printf '%s\n' "$3" > "$dir/.fp8a-stamp"
 }
@@ -63,24 +70,9 @@ install_te_oldest() { unpack_wheel "$venv/share/fp8a/te-2.4" transformer-engine 
 # argument parsers are in tests/consumers/megatron-lm/.
 megatron_olders="0.13.1 0.16.1"
 install_megatron_olders() {
-  local v dir tmp
+  local v
   for v in $megatron_olders; do
-    dir="$venv/share/fp8a/megatron-$v"
-    [ -f "$dir/.fp8a-stamp" ] && [ "$(cat "$dir/.fp8a-stamp")" = "$v" ] && continue
-    tmp=$(mktemp -d)
-    "$venv/bin/python" -m pip --disable-pip-version-check -q download --no-deps --only-binary=:all: \
-      -d "$tmp" "megatron-core==$v"
-    rm -rf "$dir"
-    mkdir -p "$dir"
-    "$venv/bin/python" - "$tmp" "$dir" <<'PY'
-import glob, sys, zipfile
-with zipfile.ZipFile(glob.glob(sys.argv[1] + "/megatron_core-*.whl")[0]) as z:
-    for n in z.namelist():
-        if n.startswith("megatron/") and not n.endswith(".so"):
-            z.extract(n, sys.argv[2])
-PY
-    rm -rf "$tmp"
-    printf '%s\n' "$v" > "$dir/.fp8a-stamp"
+    unpack_wheel "$venv/share/fp8a/megatron-$v" megatron-core "$v" megatron/
   done
 }
 # Megatron-Bridge, every release on PyPI (0.3.0, the oldest, and 0.3.1): each wheel (Python

@@ -81,6 +81,8 @@ BRIDGE_CASES = [
 ]
 
 # The golden megatron_args.txt files with the te_precision_config.yaml each names.
+GOLDEN_ARGS_ALL_BF16 = ([os.path.join(G, "megatron_args_all_bf16.txt")],
+                        OK + "megatron_args_all_bf16.txt: 0 words parsed by Megatron; fp8=None: every module BF16")
 GOLDEN_MEGATRON_ARGS = [
     ([os.path.join(G, "megatron_args_mixed.txt"), os.path.join(G, "te_precision_config_mixed.yaml")],
      OK + "megatron_args_mixed.txt: 11 words parsed by Megatron; fp8=hybrid fp8_recipe=tensorwise "
@@ -88,15 +90,15 @@ GOLDEN_MEGATRON_ARGS = [
      "first_last_layers_bf16=True num_layers_at_start_in_bf16=1 num_layers_at_end_in_bf16=1; "
      "quant_recipe from te_precision_config_mixed.yaml: 5 matchers"),
     ([os.path.join(G, "megatron_args_delayed.txt"), os.path.join(G, "te_precision_config_delayed.yaml")], OK),
-    ([os.path.join(G, "megatron_args_all_bf16.txt")],
-     OK + "megatron_args_all_bf16.txt: 0 words parsed by Megatron; fp8=None: every module BF16"),
+    GOLDEN_ARGS_ALL_BF16,
     ([os.path.join(G, "megatron_args_block.txt"), os.path.join(G, "te_precision_config_block.yaml")], OK),
 ]
 
 
-def _on_release(cases, version):
-    """cases whose full OK lines end with the Megatron release that ran them."""
-    return [(a, e + " [Megatron %s]" % version if e.startswith(OK) and e != OK else e) for a, e in cases]
+def _on_release(case, version):
+    """case, its full OK line ending with the Megatron release that ran it."""
+    args, expect = case
+    return args, expect + " [Megatron %s]" % version if expect.startswith(OK) and expect != OK else expect
 
 
 CASES = {
@@ -262,13 +264,13 @@ CASES = {
          "fp8_amax_history_len=1 fp8_amax_compute_algo=most_recent fp8_wgrad=True first_last_layers_bf16=True "
          "num_layers_at_start_in_bf16=1 num_layers_at_end_in_bf16=2 [Megatron 0.13.1]"),
         (["megatron_args/good_delayed.txt"], OK),
-        _on_release(GOLDEN_MEGATRON_ARGS, "0.13.1")[2],
+        _on_release(GOLDEN_ARGS_ALL_BF16, "0.13.1"),
         (["megatron_args/bad_delayed_bf16_layers.txt"], "Delayed scaling does not support first / last layer in BF16"),
         ([os.path.join(G, "megatron_args_mixed.txt"), os.path.join(G, "te_precision_config_mixed.yaml")],
          "unrecognized arguments: --te-precision-config-file te_precision_config.yaml"),
         (["megatron_args/good_output_proj.txt"], "unrecognized arguments: --fp8-output-proj"),
     ]),
-    "megatron_args_0.16": ("check_megatron_args.py", _on_release(GOLDEN_MEGATRON_ARGS, "0.16.1") + [
+    "megatron_args_0.16": ("check_megatron_args.py", [_on_release(c, "0.16.1") for c in GOLDEN_MEGATRON_ARGS] + [
         (["megatron_args/good_args.txt"], OK),
         (["megatron_args/good_output_proj.txt"], "unrecognized arguments: --fp8-output-proj"),
     ]),
