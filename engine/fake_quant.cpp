@@ -140,7 +140,27 @@ FP8A_CPU_PATHS(void, fake_quantize_rows_on,
                 float* deq, FakeQuantCounts* counts),
                (spec, x, rows, cols, deq, counts), fake_quantize_rows_body)
 
+template <float (*RoundTrip)(float)>
+void codes_run(const float* x, std::int64_t n, float scale, float* q) {
+  for (std::int64_t i = 0; i < n; ++i) q[i] = RoundTrip(x[i] * scale);
+}
+
+void quantize_codes_body(const QuantSpec& spec, const float* x, std::int64_t n, float* q) {
+  if (spec.format == Fp8Format::kE4M3)
+    codes_run<round_trip_e4m3>(x, n, spec.scale, q);
+  else
+    codes_run<round_trip_e5m2>(x, n, spec.scale, q);
+}
+
+FP8A_CPU_PATHS(void, quantize_codes_on, (const QuantSpec& spec, const float* x, std::int64_t n, float* q),
+               (spec, x, n, q), quantize_codes_body)
+
 }  // namespace
+
+void quantize_codes(const QuantSpec& spec, const float* x, std::int64_t n, float* q) {
+  FP8A_CHECK(is_per_tensor(spec.kind), "quantize_codes: a per-tensor recipe only");
+  FP8A_CPU_PICK(default_cpu_isa(), quantize_codes_on)(spec, x, n, q);
+}
 
 void FakeQuantCounts::add(std::int64_t u, std::int64_t s, std::int64_t o) {
   underflow += u;

@@ -50,4 +50,10 @@ void fake_quantize_rows(const QuantSpec& spec, const float* x, std::int64_t rows
 void fake_quantize_rows(const QuantSpec& spec, const float* x, std::int64_t rows,
                         std::int64_t cols, float* deq, FakeQuantCounts* counts, CpuIsa isa);
 
+// The FP8 values of a per-tensor cast before its scale is undone: q = the saturating cast of
+// x * spec.scale, as fake_quantize_rows rounds it (its deq is q * scale_inverse(spec.scale)).
+// Every q is exactly a BF16 value, so a GEMM on q is a BF16 GEMM with the scales factored out.
+// Runs on default_cpu_isa().
+void quantize_codes(const QuantSpec& spec, const float* x, std::int64_t n, float* q);
+
 }  // namespace fp8a

@@ -3,9 +3,9 @@
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
-#include <Eigen/Core>
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <cmath>
 #include <span>
 #include <string>
@@ -13,6 +13,7 @@
 
 #include "core/error.hpp"
 #include "engine/cpu_backend.hpp"
+#include "engine/cpu_gemm.hpp"
 #include "engine/evaluation_index.hpp"
 #include "engine/fake_quant.hpp"
 #include "engine/gemm_pairing.hpp"
@@ -22,16 +23,7 @@ namespace fp8a {
 
 namespace {
 
-using MatrixF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using MatrixD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-
-// The tensor as floats, non-finite elements set to 0 (they would make every GEMM NaN).
-MatrixF load_matrix(const TensorView& v) {
-  MatrixF m(v.rows, v.cols);
-  v.load_floats(0, v.numel(), m.data());
-  m = m.unaryExpr([](float x) { return std::isfinite(x) ? x : 0.0f; });
-  return m;
-}
+using Floats = std::vector<float>;
 
 // The spec an evaluation row was computed with (per-tensor scale as evaluated, delayed included).
 QuantSpec spec_of(const EvaluationRow& row) {
@@ -56,62 +48,136 @@ QuantSpec spec_for(const EvaluationRow& row, const CapturedTensor& shard) {
   return s;
 }
 
-// The bands of output rows a product of `rows` rows is computed in: {first row, rows}.
-std::vector<std::pair<Eigen::Index, Eigen::Index>> row_bands(Eigen::Index rows) {
-  std::vector<std::pair<Eigen::Index, Eigen::Index>> bands;
-  for (Eigen::Index r = 0; r < rows;) {
-    Eigen::Index n = std::min<Eigen::Index>(kGemmBandRows, rows - r);
-    if (rows - r - n < kGemmMinBandRows) n = rows - r;
-    bands.emplace_back(r, n);
-    r += n;
-  }
-  return bands;
+// The spec of an operand that a GEMM gets transposed (a columnwise copy, laid out K-major).
+QuantSpec transposed(QuantSpec s) {
+  s.block = BlockShape{s.block.cols, s.block.rows};
+  return s;
 }
 
-// f(first row, rows) for every band of `rows`, as tasks. Isolated: a thread waiting for the bands
-// runs only bands, never another job or GEMM that would hold its own operands meanwhile.
-template <class F>
-void for_each_band(Eigen::Index rows, const F& f) {
-  const auto bands = row_bands(rows);
-  tbb::this_task_arena::isolate([&] {
-    tbb::parallel_for(std::size_t{0}, bands.size(), [&](std::size_t i) { f(bands[i].first, bands[i].second); });
-  });
-}
-
-// out = lhs * rhs, in bands of output rows. Each band is evaluated into a temporary and copied, as
-// `out = lhs * rhs` is: with that form the bands give the whole product's numbers bit for bit
-// (measured; writing each band in place with noalias() moved float32 outputs by an ulp).
-template <class Out, class Lhs, class Rhs>
-Out product(const Lhs& lhs, const Rhs& rhs) {
-  Out out(lhs.rows(), rhs.cols());
-  for_each_band(lhs.rows(), [&](Eigen::Index r, Eigen::Index n) {
-    out.middleRows(r, n) = lhs.middleRows(r, n) * rhs;
-  });
-  return out;
-}
-
-MatrixF fake_quantized(const MatrixF& x, const QuantSpec& spec) {
-  MatrixF out(x.rows(), x.cols());
-  FP8A_CHECK(spec.block.rows <= 1 || kGemmBandRows % spec.block.rows == 0,
-             "GEMM bands must hold whole blocks");
-  for_each_band(x.rows(), [&](Eigen::Index r, Eigen::Index n) {
-    FakeQuantCounts unused;
-    fake_quantize_rows(spec, x.data() + r * x.cols(), n, x.cols(), out.data() + r * x.cols(), &unused);
-  });
-  return out;
-}
-
-std::vector<std::int64_t> sample(std::int64_t m, std::int64_t want) {
+// `want` of m rows, evenly spaced, in whole aligned groups of `group` rows (a recipe's block
+// height: a sampled operand keeps its blocks whole); all m when want is 0 or covers them.
+std::vector<std::int64_t> sample(std::int64_t m, std::int64_t want, std::int64_t group) {
   std::vector<std::int64_t> idx;
-  const std::int64_t n = (want <= 0 || want >= m) ? m : want;
-  for (std::int64_t i = 0; i < n; ++i) idx.push_back(i * m / n);
+  group = std::max<std::int64_t>(1, group);
+  const std::int64_t groups = (m + group - 1) / group;
+  const std::int64_t n = (want <= 0 || want >= m) ? groups : std::min(groups, (want + group - 1) / group);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t g = i * groups / n;
+    for (std::int64_t r = g * group; r < std::min(m, (g + 1) * group); ++r) idx.push_back(r);
+  }
   return idx;
 }
 
-MatrixF take_rows(const MatrixF& x, const std::vector<std::int64_t>& idx) {
-  MatrixF out(static_cast<Eigen::Index>(idx.size()), x.cols());
-  for (std::size_t i = 0; i < idx.size(); ++i) out.row(static_cast<Eigen::Index>(i)) = x.row(idx[i]);
-  return out;
+std::vector<std::int64_t> all_rows(std::int64_t m) { return sample(m, 0, 1); }
+
+// One operand of a GEMM in the engine's K-major form (gemm_engine.hpp), read from the capture:
+// its row r is the tensor's row idx[r], or with `transposed` the tensor's column idx[r].
+struct OperandSource {
+  const TensorView* view = nullptr;
+  bool transposed = false;
+  std::vector<std::int64_t> idx;
+  std::int64_t rows() const { return static_cast<std::int64_t>(idx.size()); }
+  std::int64_t k() const { return transposed ? view->rows : view->cols; }
+  // Rows [r0, r0 + n) as floats into out [n, k], non-finite elements set to 0 (they would make
+  // every GEMM NaN).
+  void load(std::int64_t r0, std::int64_t n, float* out) const {
+    const std::int64_t kk = k();
+    if (!transposed) {
+      for (std::int64_t r = 0; r < n; ++r) view->load_floats(idx[r0 + r] * view->cols, kk, out + r * kk);
+    } else {
+      const bool contiguous = n > 0 && idx[r0 + n - 1] - idx[r0] == n - 1;
+      Floats row(static_cast<std::size_t>(contiguous ? n : 0));
+      for (std::int64_t t = 0; t < kk; ++t) {
+        if (contiguous) {
+          view->load_floats(t * view->cols + idx[r0], n, row.data());
+          for (std::int64_t r = 0; r < n; ++r) out[r * kk + t] = row[static_cast<std::size_t>(r)];
+        } else {
+          for (std::int64_t r = 0; r < n; ++r) out[r * kk + t] = view->load_float(t * view->cols + idx[r0 + r]);
+        }
+      }
+    }
+    for (std::int64_t i = 0; i < n * kk; ++i)
+      if (!std::isfinite(out[i])) out[i] = 0.0f;
+  }
+};
+
+// An operand as cpu_gemm multiplies it: values whose products carry 2^exp2 / divisor (the output
+// is the GEMM's times 2^(exp2 of both) / (the product of the divisors, exact in float64)), as BF16
+// where every value is one, else as float32.
+struct GemmInput {
+  int exp2 = 0;
+  double divisor = 1.0;
+  bool is_bf16 = false;
+  std::vector<std::uint16_t> bf16;
+  Floats f32;
+};
+
+// y * 2^-e with 2^e the power of two at or below y's largest magnitude, so that the products lie
+// far from float32's under- and overflow (BF16 units flush subnormals); with `squared`, the
+// squares of those (the noise table's S).
+GemmInput gemm_input(Floats y, double divisor, bool squared) {
+  GemmInput in;
+  float amax = 0.0f;
+  for (float v : y) amax = std::max(amax, std::fabs(v));
+  const int e = amax > 0.0f ? std::ilogb(amax) : 0;
+  const double down = std::ldexp(1.0, -e);
+  if (squared)
+    for (float& v : y) v = static_cast<float>(static_cast<double>(v) * down), v *= v;
+  else if (e != 0)
+    for (float& v : y) v = static_cast<float>(static_cast<double>(v) * down);
+  in.exp2 = squared ? 2 * e : e;
+  in.divisor = divisor;
+  in.is_bf16 = true;
+  in.bf16.resize(y.size());
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    const std::uint16_t h = float_to_bf16(y[i]);
+    if (bf16_to_float(h) != y[i]) {
+      in.is_bf16 = false;
+      break;
+    }
+    in.bf16[i] = h;
+  }
+  if (!in.is_bf16) {
+    in.bf16.clear();
+    in.f32 = std::move(y);
+  }
+  return in;
+}
+
+// The operand's unquantised values (a reference GEMM; `squared`: their squares), or the cast of
+// `spec` applied to them.
+GemmInput prepared(Floats x, std::int64_t rows, std::int64_t k, const QuantSpec* spec, bool squared = false) {
+  if (spec == nullptr) return gemm_input(std::move(x), 1.0, squared);
+  if (is_per_tensor(spec->kind)) {
+    quantize_codes(*spec, x.data(), rows * k, x.data());
+    // q / scale exactly (the cast's dequantised values are q * scale_inverse(scale) rounded to
+    // float: the same to an ulp).
+    return gemm_input(std::move(x), static_cast<double>(spec->scale), false);
+  }
+  Floats deq(x.size());
+  FakeQuantCounts unused;
+  fake_quantize_rows(*spec, x.data(), rows, k, deq.data(), &unused);
+  return gemm_input(std::move(deq), 1.0, false);
+}
+
+// out [m, n] += (a * b^T) * 2^(a.exp2 + b.exp2) / (a.divisor * b.divisor), in float64.
+void add_product(const GemmInput& a, const GemmInput& b, std::int64_t m, std::int64_t n, std::int64_t k,
+                 double* out) {
+  Floats c(static_cast<std::size_t>(m * n));
+  if (a.is_bf16 && b.is_bf16) {
+    cpu_gemm_bf16(a.bf16.data(), b.bf16.data(), m, n, k, c.data());
+  } else {
+    const auto widen = [](const GemmInput& x) {
+      if (!x.is_bf16) return x.f32;
+      Floats f(x.bf16.size());
+      for (std::size_t i = 0; i < f.size(); ++i) f[i] = bf16_to_float(x.bf16[i]);
+      return f;
+    };
+    const Floats af = widen(a), bf = widen(b);
+    cpu_gemm_f32(af.data(), bf.data(), m, n, k, c.data());
+  }
+  const double p2 = std::ldexp(1.0, a.exp2 + b.exp2), divisor = a.divisor * b.divisor;
+  for (std::size_t i = 0; i < c.size(); ++i) out[i] += static_cast<double>(c[i]) * p2 / divisor;
 }
 
 // The flips independent rounding noise would make in an output (METRICS.md
@@ -126,16 +192,21 @@ struct NoiseTable {
   double s_sum = 0;        // S over every entry
   std::int64_t entries = 0;
   static constexpr int kMinBinade = -1100, kBinades = 2200;  // every finite positive double's ilogb
-  void add(const MatrixD& ref, const MatrixD& s) {
-    entries += ref.size();
-    s_sum += s.sum();
-    for (Eigen::Index i = 0; i < ref.size(); ++i) {
-      const double r = ref.data()[i], v = s.data()[i];
+  void add(std::span<const double> ref, std::span<const double> s) {
+    entries += static_cast<std::int64_t>(ref.size());
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+      s_sum += s[i];
+      const double r = ref[i], v = s[i];
       if (r != 0.0 && v > 0.0) {
         const double ti = r * r / v;
         if (std::isfinite(ti) && ti > 0) t.push_back(ti);
       }
     }
+  }
+  void merge(const NoiseTable& o) {
+    entries += o.entries;
+    s_sum += o.s_sum;
+    t.insert(t.end(), o.t.begin(), o.t.end());
   }
   // Groups t by binade (a counting sort, two passes: cheaper than sorting, and all flips needs).
   void finish() {
@@ -162,22 +233,55 @@ struct NoiseTable {
   }
 };
 
-// The per-entry damage of an output (METRICS.md, gemms.csv): entries zeroed, signs flipped, and
-// every |got - ref| / |ref| over entries with ref != 0, gathered over the parts of an output.
-struct EntryDamage {
+// The comparison of an output (or a tile of it) with its reference: ||got - ref||^2, ||ref||^2,
+// ||got||^2 and <got, ref>; entries zeroed and signs flipped; every |got - ref| / |ref| over
+// entries with ref != 0 (for the median); and per output row (a unit: a token of fprop and dgrad,
+// a row of dW) ||got - ref||^2 and ||ref||^2, for the standard error of a sample of rows.
+struct ErrorSums {
+  double err2 = 0, ref2 = 0, got2 = 0, dot = 0;
   std::int64_t entries = 0, zeroed = 0, flipped = 0;
   std::vector<double> rel;
-  void add(const MatrixD& ref, const MatrixD& got) {
-    const Eigen::Index n = ref.size();
-    entries += n;
-    rel.reserve(rel.size() + static_cast<std::size_t>(n));
-    for (Eigen::Index i = 0; i < n; ++i) {
-      const double r = ref.data()[i], g = got.data()[i];
-      if (r == 0.0) continue;
-      zeroed += g == 0.0;
-      flipped += g != 0.0 && ((g < 0.0) != (r < 0.0));
-      const double e = std::fabs(g - r) / std::fabs(r);
-      rel.push_back(std::isnan(e) ? INFINITY : e);  // a NaN (inf - inf in float32) is the worst
+  std::vector<double> unit_err2, unit_ref2;
+
+  // ref and got [rows, cols]; their row i is unit first_unit + i.
+  void add(const double* ref, const double* got, std::int64_t rows, std::int64_t cols, std::int64_t first_unit) {
+    if (static_cast<std::int64_t>(unit_err2.size()) < first_unit + rows) {
+      unit_err2.resize(static_cast<std::size_t>(first_unit + rows), 0.0);
+      unit_ref2.resize(unit_err2.size(), 0.0);
+    }
+    entries += rows * cols;
+    for (std::int64_t i = 0; i < rows; ++i) {
+      double ue = 0, ur = 0;
+      for (std::int64_t j = 0; j < cols; ++j) {
+        const double r = ref[i * cols + j], g = got[i * cols + j], d = g - r;
+        ue += d * d;
+        ur += r * r;
+        got2 += g * g;
+        dot += g * r;
+        if (r == 0.0) continue;
+        zeroed += g == 0.0;
+        flipped += g != 0.0 && ((g < 0.0) != (r < 0.0));
+        const double e = std::fabs(d) / std::fabs(r);
+        rel.push_back(std::isnan(e) ? INFINITY : e);  // a NaN (inf - inf) is the worst
+      }
+      err2 += ue;
+      ref2 += ur;
+      unit_err2[static_cast<std::size_t>(first_unit + i)] += ue;
+      unit_ref2[static_cast<std::size_t>(first_unit + i)] += ur;
+    }
+  }
+  // Adds a tile's sums (in a fixed order: the numbers do not depend on the thread count).
+  void merge(ErrorSums&& o) {
+    err2 += o.err2, ref2 += o.ref2, got2 += o.got2, dot += o.dot;
+    entries += o.entries, zeroed += o.zeroed, flipped += o.flipped;
+    rel.insert(rel.end(), o.rel.begin(), o.rel.end());
+    if (unit_err2.size() < o.unit_err2.size()) {
+      unit_err2.resize(o.unit_err2.size(), 0.0);
+      unit_ref2.resize(o.unit_err2.size(), 0.0);
+    }
+    for (std::size_t u = 0; u < o.unit_err2.size(); ++u) {
+      unit_err2[u] += o.unit_err2[u];
+      unit_ref2[u] += o.unit_ref2[u];
     }
   }
   // The median: the middle value, or the mean of the two middle values of an even count; exact
@@ -191,54 +295,19 @@ struct EntryDamage {
     const double lower = *std::max_element(rel.begin(), rel.begin() + static_cast<std::ptrdiff_t>(h));
     return (lower + upper) / 2.0;
   }
-  void finish(GemmRow* row) {
-    const double e = static_cast<double>(entries);
-    row->zeroed_pct = entries > 0 ? 100.0 * static_cast<double>(zeroed) / e : 0.0;
-    row->sign_flip_pct = entries > 0 ? 100.0 * static_cast<double>(flipped) / e : 0.0;
-    row->median_rel_err = median();
-  }
-};
-
-// ||got - ref||_F, ||ref||_F, ||got||_F and <got, ref>, summed over the parts of an output (the
-// ranks' slices of a tensor-parallel GEMM), then rel_fro_err and cos; the per-entry damage; and
-// the noise's flips from the output's NoiseTable.
-// With `units` (sampled fprop and dgrad) also ||got - ref||^2 and ||ref||^2 of each sampled token's
-// output row, summed over the parts that hold the same tokens, for rel_fro_err_se.
-struct ErrorSums {
-  double err2 = 0, ref2 = 0, got2 = 0, dot = 0;
-  EntryDamage damage;
-  std::int64_t units = 0;                  // sampled tokens (0: no standard error)
-  std::int64_t population = 0;             // of the layer's tokens
-  std::vector<double> unit_err2, unit_ref2;
-  // first_unit: the token of ref's row 0 among the units (0 unless the parts hold different tokens).
-  void add(const MatrixD& ref, const MatrixD& got, std::int64_t first_unit = 0) {
-    err2 += (got - ref).squaredNorm();
-    ref2 += ref.squaredNorm();
-    got2 += got.squaredNorm();
-    dot += got.cwiseProduct(ref).sum();
-    damage.add(ref, got);
-    if (units == 0) return;
-    unit_err2.resize(static_cast<std::size_t>(units), 0.0);
-    unit_ref2.resize(static_cast<std::size_t>(units), 0.0);
-    FP8A_CHECK(first_unit + ref.rows() <= units, "GEMM output rows beyond the sampled tokens");
-    for (Eigen::Index i = 0; i < ref.rows(); ++i) {
-      const auto u = static_cast<std::size_t>(first_unit + i);
-      unit_err2[u] += (got.row(i) - ref.row(i)).squaredNorm();
-      unit_ref2[u] += ref.row(i).squaredNorm();
-    }
-  }
   // The ratio estimator's standard error (METRICS.md rel_fro_err_se): R = sum e / sum r over the
-  // n sampled of M tokens, var R ~ (1 - n/M) / (n rbar^2) * sum (e - R r)^2 / (n - 1), and
-  // rel_fro_err = sqrt R, so its standard error is se(R) / (2 sqrt R).
-  double standard_error() const {
+  // n sampled of `population` units, var R ~ (1 - n/M) / (n rbar^2) * sum (e - R r)^2 / (n - 1),
+  // and rel_fro_err = sqrt R, so its standard error is se(R) / (2 sqrt R).
+  double standard_error(std::int64_t population) const {
+    const std::size_t units = unit_err2.size();
     const auto n = static_cast<double>(units);
     if (units < 2) return INFINITY;
     double e = 0, r = 0;
-    for (std::size_t u = 0; u < unit_err2.size(); ++u) e += unit_err2[u], r += unit_ref2[u];
+    for (std::size_t u = 0; u < units; ++u) e += unit_err2[u], r += unit_ref2[u];
     if (!(r > 0)) return e > 0 ? INFINITY : 0.0;
     const double ratio = e / r, rbar = r / n;
     double s2 = 0;
-    for (std::size_t u = 0; u < unit_err2.size(); ++u) {
+    for (std::size_t u = 0; u < units; ++u) {
       const double d = unit_err2[u] - ratio * unit_ref2[u];
       s2 += d * d;
     }
@@ -247,50 +316,221 @@ struct ErrorSums {
     const double se_ratio = std::sqrt(fpc * s2 / n) / rbar;
     return ratio > 0 ? se_ratio / (2.0 * std::sqrt(ratio)) : 0.0;
   }
-  void finish(const NoiseTable& noise, GemmRow* row) {
+  // sampled: the rows are a sample of `population` units (a standard error); noise: wgrad's.
+  void finish(bool sampled, std::int64_t population, const NoiseTable* noise, GemmRow* row) {
     const double ref_norm = std::sqrt(ref2), got_norm = std::sqrt(got2), err = std::sqrt(err2);
     row->rel_fro_err = ref_norm > 0 ? err / ref_norm : (err > 0 ? INFINITY : 0.0);
     row->cos = (ref_norm > 0 && got_norm > 0) ? dot / (ref_norm * got_norm)
                                               : (ref_norm == 0 && got_norm == 0 ? 1.0 : 0.0);
-    damage.finish(row);
-    row->rel_fro_err_se = units > 0 ? standard_error() : std::nan("");
-    row->noise_sign_flip_pct = noise.entries > 0 ? noise.flips(err2) : std::nan("");
+    const double e = static_cast<double>(entries);
+    row->zeroed_pct = entries > 0 ? 100.0 * static_cast<double>(zeroed) / e : 0.0;
+    row->sign_flip_pct = entries > 0 ? 100.0 * static_cast<double>(flipped) / e : 0.0;
+    row->median_rel_err = median();
+    row->rel_fro_err_se = sampled ? standard_error(population) : std::nan("");
+    row->noise_sign_flip_pct = noise != nullptr && noise->entries > 0 ? noise->flips(err2) : std::nan("");
   }
 };
 
-// units, population: ErrorSums's (0 when the output's rows are not a sample of the tokens).
-void compare(const MatrixD& ref, const MatrixF& got, const NoiseTable& noise, std::int64_t units,
-             std::int64_t population, GemmRow* row) {
-  ErrorSums sums;
-  sums.units = units;
-  sums.population = population;
-  sums.add(ref, got.cast<double>());
-  sums.finish(noise, row);
+constexpr std::int64_t kTileRows = kGemmTileRows;
+
+std::int64_t tile_count(std::int64_t rows) { return (rows + kTileRows - 1) / kTileRows; }
+
+// f(tile) for every tile of `rows` b rows, as tasks, isolated: a thread waiting for the tiles runs
+// only tiles, never another job that would hold its own operands meanwhile.
+template <class F>
+void for_each_tile(std::int64_t rows, const F& f) {
+  tbb::this_task_arena::isolate([&] {
+    tbb::parallel_for(std::int64_t{0}, tile_count(rows), [&](std::int64_t t) { f(t); });
+  });
 }
 
-// The spec of an operand that the engine gets transposed (a columnwise copy, laid out K-major).
-QuantSpec transposed(QuantSpec s) {
-  s.block = BlockShape{s.block.cols, s.block.rows};
-  return s;
-}
+// One rank's share of a GEMM: the tensors its two operands are read from, and the evaluation rows
+// that quantise them.
+struct Term {
+  OperandSource a, b;
+  const CapturedTensor* a_tensor = nullptr;
+  const CapturedTensor* b_tensor = nullptr;
+  Floats a_raw;  // a's rows, loaded once: shared by the reference and every recipe
+};
 
-// Whether the sampled token rows still hold the recipe's blocks whole: they are the rows of `a` in
-// fprop and dgrad, and the reduction dimension of both operands in wgrad.
-bool sampling_keeps_blocks(const GemmProblem& p) {
-  if (p.gemm != Gemm::kWgrad) return p.a.spec.block.rows <= 1;
-  return p.a.spec.block.cols <= 1 && p.b.spec.block.cols <= 1;
-}
+// A part of a GEMM's output: the sum of its terms' products (one term, or every rank's when the
+// GEMM's reduction is split over the ranks), [rows, cols], its rows the units first_unit...
+struct Part {
+  std::vector<Term> terms;
+  std::int64_t rows = 0, cols = 0, first_unit = 0;
+  std::vector<double> ref;  // the reference output [rows, cols], float64 sums of the products
+};
 
-// Runs one GEMM on the engine: a row of its own, or a note on the emulated row saying why not.
-void run_on_engine(const GemmEngine& engine, const GemmProblem& p, bool sampled,
-                   std::int64_t population, const NoiseTable& noise, std::vector<GemmRow>* rows) {
-  GemmRow& emulated = rows->back();
-  if (sampled && !sampling_keeps_blocks(p)) {
-    emulated.note = engine.name() +
-                    " not run: --gemm-rows samples token rows, which cuts the recipe's blocks "
-                    "along them (use --gemm-rows 0)";
-    return;
+// Everything a GEMM of a layer needs for every recipe: its parts, with their references, the
+// units sampled and the noise table (wgrad).
+struct GemmCase {
+  Gemm gemm = Gemm::kFprop;
+  std::vector<Part> parts;
+  bool sampled = false;
+  std::int64_t units = 0, population = 0;
+  NoiseTable noise;
+  bool has_noise = false;
+};
+
+// The quantised GEMM of a part (spec_a, spec_b per term; null: unquantised), tile by tile:
+// f(tile, first b row, rows, out) with out [part.rows, rows] in float64.
+template <class F>
+void part_products(const Part& part, const std::vector<std::pair<std::optional<QuantSpec>, std::optional<QuantSpec>>>& specs,
+                   bool squared, const F& f) {
+  std::vector<GemmInput> a_in;
+  for (std::size_t t = 0; t < part.terms.size(); ++t) {
+    const Term& term = part.terms[t];
+    a_in.push_back(prepared(term.a_raw, term.a.rows(), term.a.k(), specs[t].first ? &*specs[t].first : nullptr, squared));
   }
+  for_each_tile(part.cols, [&](std::int64_t tile) {
+    const std::int64_t r0 = tile * kTileRows, n = std::min(kTileRows, part.cols - r0);
+    std::vector<double> out(static_cast<std::size_t>(part.rows * n), 0.0);
+    for (std::size_t t = 0; t < part.terms.size(); ++t) {
+      const Term& term = part.terms[t];
+      const std::int64_t k = term.b.k();
+      Floats b(static_cast<std::size_t>(n * k));
+      term.b.load(r0, n, b.data());
+      const GemmInput b_in = prepared(std::move(b), n, k, specs[t].second ? &*specs[t].second : nullptr, squared);
+      add_product(a_in[t], b_in, part.rows, n, k, out.data());
+    }
+    f(tile, r0, n, out);
+  });
+}
+
+// Copies a tile [rows, n] of a part's output into columns [c0, c0 + n) of the whole [rows, cols].
+void put_tile(const std::vector<double>& tile, std::int64_t rows, std::int64_t c0, std::int64_t n, std::int64_t cols,
+              double* whole) {
+  for (std::int64_t i = 0; i < rows; ++i)
+    std::copy(tile.begin() + i * n, tile.begin() + (i + 1) * n, whole + i * cols + c0);
+}
+
+// The GEMM's parts for a layer: the operands of each rank as the GEMM reads them (K-major, the a
+// rows sampled), grouped into parts by the layer's split; the references; wgrad's noise table.
+// group: the block height every recipe's a operand needs kept whole.
+GemmCase make_case(const GemmLayer& job, const GemmOperandUse& u, const GemmOptions& options, std::int64_t group) {
+  GemmCase c;
+  c.gemm = u.gemm;
+  const int ia = static_cast<int>(u.a), ib = static_cast<int>(u.b);
+  const std::size_t nr = job.ranks.size();
+  const bool wgrad = u.gemm == Gemm::kWgrad;
+  // a: fprop X, dgrad dY (token rows), wgrad dY^T (dW rows); b: W, W^T, X^T, all rows.
+  const std::int64_t want = wgrad ? gemm_rows_for(options.sample_rows, job.n, job.k, job.m)
+                                  : gemm_rows_for(options.sample_rows, job.m, job.n, job.k);
+  c.population = wgrad ? job.n : job.m;
+  // Whether every rank's a operand is the same tensor (its rows the same units).
+  const bool a_shared = nr == 1 || (job.split == Split::kColumn && u.a == Role::kActivation) ||
+                        (job.split == Split::kRow && u.a == Role::kGradient);
+  const bool summed = output_is_sum(job.split, u.gemm);
+  const std::int64_t rank_want =
+      a_shared || summed ? want : (want + static_cast<std::int64_t>(nr) - 1) / static_cast<std::int64_t>(nr);
+  std::int64_t next_unit = 0;
+  for (std::size_t r = 0; r < nr; ++r) {
+    Term term;
+    term.a_tensor = job.ranks[r][ia];
+    term.b_tensor = job.ranks[r][ib];
+    const TensorView& av = term.a_tensor->view;
+    const TensorView& bv = term.b_tensor->view;
+    term.a.view = &av;
+    term.a.transposed = wgrad;
+    const std::int64_t a_rows = wgrad ? av.cols : av.rows;
+    term.a.idx = sample(a_rows, rank_want, group);
+    term.b.view = &bv;
+    term.b.transposed = u.gemm != Gemm::kFprop;
+    term.b.idx = all_rows(u.gemm == Gemm::kFprop ? bv.rows : bv.cols);
+    term.a_raw.resize(static_cast<std::size_t>(term.a.rows() * term.a.k()));
+    term.a.load(0, term.a.rows(), term.a_raw.data());
+    c.sampled = c.sampled || term.a.rows() < a_rows;
+    if (summed && r > 0) {
+      c.parts[0].terms.push_back(std::move(term));
+      continue;
+    }
+    Part p;
+    p.rows = term.a.rows();
+    p.cols = term.b.rows();
+    p.first_unit = a_shared || summed ? 0 : next_unit;
+    next_unit += p.rows;
+    p.terms.push_back(std::move(term));
+    c.parts.push_back(std::move(p));
+  }
+  c.units = a_shared || summed ? c.parts[0].rows : next_unit;
+  // The references, and wgrad's S (the product of the squared operands) for the noise table.
+  c.has_noise = wgrad;
+  for (Part& p : c.parts) {
+    const std::vector<std::pair<std::optional<QuantSpec>, std::optional<QuantSpec>>> none(p.terms.size());
+    p.ref.assign(static_cast<std::size_t>(p.rows * p.cols), 0.0);
+    part_products(p, none, false, [&](std::int64_t, std::int64_t c0, std::int64_t n, const std::vector<double>& out) {
+      put_tile(out, p.rows, c0, n, p.cols, p.ref.data());
+    });
+    if (!wgrad) continue;
+    std::vector<NoiseTable> tiles(static_cast<std::size_t>(tile_count(p.cols)));
+    part_products(p, none, true, [&](std::int64_t tile, std::int64_t c0, std::int64_t n, const std::vector<double>& s) {
+      std::vector<double> ref(s.size());
+      for (std::int64_t i = 0; i < p.rows; ++i)
+        std::copy(p.ref.begin() + i * p.cols + c0, p.ref.begin() + i * p.cols + c0 + n, ref.begin() + i * n);
+      tiles[static_cast<std::size_t>(tile)].add(ref, s);
+    });
+    for (const NoiseTable& t : tiles) c.noise.merge(t);
+  }
+  if (wgrad) c.noise.finish();
+  return c;
+}
+
+// The emulated row of one recipe's GEMM: the quantised products against the references.
+GemmRow emulated_row(const GemmLayer& job, const GemmCase& c, const EvaluationRow& ra, const EvaluationRow& rb) {
+  const bool wgrad = c.gemm == Gemm::kWgrad, fprop = c.gemm == Gemm::kFprop;
+  ErrorSums sums;
+  for (const Part& p : c.parts) {
+    std::vector<std::pair<std::optional<QuantSpec>, std::optional<QuantSpec>>> specs;
+    for (const Term& t : p.terms) {
+      const QuantSpec sa = spec_for(ra, *t.a_tensor), sb = spec_for(rb, *t.b_tensor);
+      specs.emplace_back(wgrad ? transposed(sa) : sa, fprop ? sb : transposed(sb));
+    }
+    std::vector<ErrorSums> tiles(static_cast<std::size_t>(tile_count(p.cols)));
+    part_products(p, specs, false, [&](std::int64_t tile, std::int64_t c0, std::int64_t n, const std::vector<double>& got) {
+      std::vector<double> ref(got.size());
+      for (std::int64_t i = 0; i < p.rows; ++i)
+        std::copy(p.ref.begin() + i * p.cols + c0, p.ref.begin() + i * p.cols + c0 + n, ref.begin() + i * n);
+      tiles[static_cast<std::size_t>(tile)].add(ref.data(), got.data(), p.rows, n, p.first_unit);
+    });
+    for (ErrorSums& t : tiles) sums.merge(std::move(t));
+  }
+  GemmRow row;
+  row.step = job.step;
+  row.layer = job.layer;
+  row.gemm = c.gemm;
+  row.rows_used = c.units;
+  row.sampled = c.sampled;
+  const GemmDims dims = job.dims(c.gemm);
+  row.m = dims.m;
+  row.n = dims.n;
+  row.k = dims.k;
+  sums.finish(c.sampled, c.population, c.has_noise ? &c.noise : nullptr, &row);
+  return row;
+}
+
+// Runs one GEMM of a single-rank layer on the engine: a row of its own, or a note on the emulated
+// row saying why not. The engine gets the operands as the emulated GEMM reads them (the a rows
+// sampled, b whole), loaded here for it.
+void run_on_engine(const GemmEngine& engine, const GemmCase& c, const EvaluationRow& ra, const EvaluationRow& rb,
+                   const std::string& what, std::vector<GemmRow>* rows) {
+  GemmRow& emulated = rows->back();
+  const Term& term = c.parts[0].terms[0];
+  const bool fprop = c.gemm == Gemm::kFprop, wgrad = c.gemm == Gemm::kWgrad;
+  GemmProblem p;
+  p.gemm = c.gemm;
+  p.what = what;
+  p.m = term.a.rows();
+  p.n = term.b.rows();
+  p.k = term.a.k();
+  Floats b(static_cast<std::size_t>(p.n * p.k));
+  term.b.load(0, p.n, b.data());
+  const QuantSpec sa = spec_of(ra), sb = spec_of(rb);
+  p.a.spec = wgrad ? transposed(sa) : sa;
+  p.b.spec = fprop ? sb : transposed(sb);
+  p.a.rows = p.m;
+  p.b.rows = p.n;
+  p.a.values = std::span<const float>(term.a_raw);
+  p.b.values = std::span<const float>(b);
   const GemmRun r = engine.run(p);
   if (!r.ran) {
     emulated.note = engine.name() + " not run: " + r.note;
@@ -306,9 +546,10 @@ void run_on_engine(const GemmEngine& engine, const GemmProblem& p, bool sampled,
   row.n_padded = r.n_padded;
   row.k_padded = r.k_padded;
   row.note = r.note;
-  const MatrixD ref = Eigen::Map<const MatrixF>(r.reference.data(), p.m, p.n).cast<double>();
-  const std::int64_t units = sampled && p.gemm != Gemm::kWgrad ? p.m : 0;
-  compare(ref, Eigen::Map<const MatrixF>(r.out.data(), p.m, p.n), noise, units, population, &row);
+  const std::vector<double> ref(r.reference.begin(), r.reference.end()), got(r.out.begin(), r.out.end());
+  ErrorSums sums;
+  sums.add(ref.data(), got.data(), p.m, p.n, 0);
+  sums.finish(c.sampled, c.population, c.has_noise ? &c.noise : nullptr, &row);
   rows->push_back(std::move(row));
 }
 
@@ -317,7 +558,7 @@ void run_on_engine(const GemmEngine& engine, const GemmProblem& p, bool sampled,
 // them), with the options that change the rows.
 std::string gemm_unit_key(const GemmLayer& job, const EvaluationIndex& index, const GemmOptions& options) {
   ByteWriter w;
-  w.str("GEMM layer 1");
+  w.str("GEMM layer 2");
   w.i64(job.step);
   w.str(job.layer);
   w.u8(static_cast<std::uint8_t>(job.split));
@@ -354,201 +595,75 @@ std::string gemm_unit_key(const GemmLayer& job, const EvaluationIndex& index, co
   return w.take();
 }
 
-// A layer's operands as every GEMM of every recipe uses them: per rank the operands by role, the
-// sampled token rows and the float64 references; the references of outputs that add up over the
-// ranks; the wgrad noise table; the engine's K-major copies.
-struct LayerData {
-  struct Rank {
-    std::array<MatrixF, 3> full;     // X, W, dY
-    std::vector<std::int64_t> idx;   // the token rows used
-    MatrixF xs, dys;                 // those rows of X and dY
-    std::array<MatrixD, 3> ref;      // fprop, dgrad, wgrad in float64
-    std::array<MatrixD, 3> sq;       // wgrad's: the GEMM of the squared operands (NoiseTable)
-    std::int64_t first_unit = 0;     // its first token among the sampled ones (data-parallel)
-  };
-  std::vector<Rank> ranks;
-  bool sampled = false;
-  std::int64_t rows_used = 0;
-  std::array<MatrixD, 3> ref_total;  // per GEMM whose output adds up over the ranks
-  std::array<NoiseTable, 3> noise;
-  std::string split_note;
-  bool use_engine = false;
-  MatrixF wt, dyst, xst;  // the engine's K-major operands (gemm_engine.hpp): W^T, dY^T, X^T
-};
-
-// In float32 (sums of positive terms, no cancellation; a variance estimate), the operand divided
-// by its amax first so no square under- or overflows, the scale put back in float64 (*scale2).
-MatrixF unit_square(const MatrixF& a, double* scale2) {
-  const float amax = a.size() > 0 ? a.cwiseAbs().maxCoeff() : 0.0f;
-  *scale2 = static_cast<double>(amax) * static_cast<double>(amax);
-  if (!(amax > 0.0f) || !std::isfinite(amax)) {
-    *scale2 = 0.0;
-    return MatrixF::Zero(a.rows(), a.cols());
-  }
-  return (a / amax).cwiseAbs2();
-}
-
-LayerData load_layer(const GemmLayer& job, const GemmOptions& options) {
-  const std::size_t nr = job.ranks.size();
-  LayerData l;
-  l.ranks.resize(nr);
-  // The token rows each rank uses (data-parallel ranks share the layer's).
-  const std::int64_t want = gemm_rows_for(options.sample_rows, job.m, job.n, job.k);
-  const std::int64_t rank_rows =
-      job.split == Split::kData ? (want + static_cast<std::int64_t>(nr) - 1) / static_cast<std::int64_t>(nr) : want;
-  for (std::size_t r = 0; r < nr; ++r) {
-    LayerData::Rank& d = l.ranks[r];
-    for (int role = 0; role < 3; ++role) d.full[role] = load_matrix(job.ranks[r][role]->view);
-    d.idx = sample(d.full[0].rows(), rank_rows);
-    if (job.split == Split::kData) d.first_unit = l.rows_used;
-    l.sampled = l.sampled || static_cast<std::int64_t>(d.idx.size()) < d.full[0].rows();
-    if (r == 0 || job.split == Split::kData) l.rows_used += static_cast<std::int64_t>(d.idx.size());
-    d.xs = take_rows(d.full[0], d.idx);
-    d.dys = take_rows(d.full[2], d.idx);
-    const MatrixD xd = d.xs.cast<double>(), wd = d.full[1].cast<double>(), dyd = d.dys.cast<double>();
-    d.ref = {product<MatrixD>(xd, wd.transpose()), product<MatrixD>(dyd, wd),
-             product<MatrixD>(dyd.transpose(), xd)};
-    double sx = 0, sdy = 0;
-    const MatrixF x2 = unit_square(d.xs, &sx), dy2 = unit_square(d.dys, &sdy);
-    d.sq[static_cast<int>(Gemm::kWgrad)] = product<MatrixF>(dy2.transpose(), x2).cast<double>() * (sdy * sx);
-  }
-  // Per GEMM whose output adds up over the ranks: the reference summed once, for every recipe's
-  // row and the noise table.
-  for (const GemmOperandUse& u : kGemmOperandUses) {
-    if (!output_is_sum(job.split, u.gemm)) continue;
-    const int g = static_cast<int>(u.gemm);
-    l.ref_total[g] = l.ranks[0].ref[g];
-    for (std::size_t r = 1; r < nr; ++r) l.ref_total[g] += l.ranks[r].ref[g];
-  }
-  // The noise table of the whole wgrad output (the ranks' slices, or their sum): only wgrad's
-  // flips are judged (Adam's per-parameter update), and the sum costs an erfc for about a
-  // fifth of the entries of every row, so fprop and dgrad rows go without (an empty table).
-  const int g = static_cast<int>(Gemm::kWgrad);
-  if (output_is_sum(job.split, Gemm::kWgrad)) {
-    MatrixD sq_sum = l.ranks[0].sq[g];
-    for (std::size_t r = 1; r < nr; ++r) sq_sum += l.ranks[r].sq[g];
-    l.noise[g].add(l.ref_total[g], sq_sum);
-  } else {
-    for (std::size_t r = 0; r < nr; ++r) l.noise[g].add(l.ranks[r].ref[g], l.ranks[r].sq[g]);
-  }
-  l.noise[g].finish();
-  l.split_note = job.split == Split::kNone ? std::string() : std::to_string(nr) + " ranks, " + split_name(job.split);
-  l.use_engine = options.engine != nullptr && nr == 1;
-  if (l.use_engine) {
-    l.wt = l.ranks[0].full[1].transpose();
-    l.dyst = l.ranks[0].dys.transpose();
-    l.xst = l.ranks[0].xs.transpose();
-  }
-  return l;
-}
-
-// One GEMM of the recipe from the operands' rows: the emulated row (and the engine's) to out.
-void compute_gemm(const GemmLayer& job, const LayerData& l, const GemmOptions& options, const Recipe& recipe,
-                  const GemmOperandUse& u, const EvaluationRow& ra, const EvaluationRow& rb, TrainingFormat format,
-                  std::vector<GemmRow>* out) {
-  const int ia = static_cast<int>(u.a), ib = static_cast<int>(u.b);
-  ErrorSums sums;
-  if (l.sampled && u.gemm != Gemm::kWgrad) sums.units = l.rows_used;
-  sums.population = job.m;
-  MatrixD got_sum;  // an output that adds up over the ranks (its reference: ref_total)
-  const bool summed = output_is_sum(job.split, u.gemm);
-  for (std::size_t r = 0; r < l.ranks.size(); ++r) {
-    const LayerData::Rank& d = l.ranks[r];
-    // Quantise whole operands (scales see every row), then take the sampled token rows.
-    const MatrixF aq = take_rows(fake_quantized(d.full[ia], spec_for(ra, *job.ranks[r][ia])), d.idx);
-    const MatrixF bq_full = fake_quantized(d.full[ib], spec_for(rb, *job.ranks[r][ib]));
-    MatrixF got;
-    switch (u.gemm) {
-      case Gemm::kFprop: got = product<MatrixF>(aq, bq_full.transpose()); break;
-      case Gemm::kDgrad: got = product<MatrixF>(aq, bq_full); break;
-      case Gemm::kWgrad: got = product<MatrixF>(aq.transpose(), take_rows(bq_full, d.idx)); break;
-    }
-    if (!summed) {
-      sums.add(d.ref[static_cast<int>(u.gemm)], got.cast<double>(), d.first_unit);
-    } else if (r == 0) {
-      got_sum = got.cast<double>();
-    } else {
-      got_sum += got.cast<double>();
-    }
-  }
-  if (summed) sums.add(l.ref_total[static_cast<int>(u.gemm)], got_sum);
-  GemmRow row;
-  row.step = job.step;
-  row.layer = job.layer;
-  row.gemm = u.gemm;
-  row.recipe = recipe;
-  row.format = format;
-  row.rows_used = l.rows_used;
-  row.sampled = l.sampled;
-  const GemmDims dims = job.dims(u.gemm);
-  row.m = dims.m;
-  row.n = dims.n;
-  row.k = dims.k;
-  sums.finish(l.noise[static_cast<int>(u.gemm)], &row);
-  row.note = l.split_note;
-  if (!l.split_note.empty() && options.engine != nullptr)
-    row.note += "; " + options.engine->name() + " not run: rank shards";
-  out->push_back(row);
-  if (!l.use_engine) return;
-  const LayerData::Rank& d = l.ranks[0];
-  GemmProblem p;
-  p.gemm = u.gemm;
-  p.what = "step " + std::to_string(job.step) + " layer '" + job.layer + "' " + gemm_name(u.gemm) + " " +
-           recipe.spec();
-  const QuantSpec sa = spec_of(ra), sb = spec_of(rb);
-  const bool fprop = u.gemm == Gemm::kFprop, dgrad = u.gemm == Gemm::kDgrad;
-  const MatrixF* a = fprop ? &d.xs : dgrad ? &d.dys : &l.dyst;
-  const MatrixF* b = fprop ? &d.full[1] : dgrad ? &l.wt : &l.xst;
-  p.a.spec = fprop || dgrad ? sa : transposed(sa);
-  p.b.spec = fprop ? sb : transposed(sb);
-  p.m = a->rows();
-  p.n = b->rows();
-  p.k = a->cols();
-  p.a.rows = p.m;
-  p.b.rows = p.n;
-  p.a.values = std::span<const float>(a->data(), static_cast<std::size_t>(a->size()));
-  p.b.values = std::span<const float>(b->data(), static_cast<std::size_t>(b->size()));
-  run_on_engine(*options.engine, p, l.sampled, job.m, l.noise[static_cast<int>(u.gemm)], out);
-}
-
-// A layer's rows, one list per format.
+// A layer's rows, one list per format: per recipe, per GEMM, the emulated row (and the engine's).
 std::vector<std::vector<GemmRow>> compute_layer(const GemmLayer& job, const EvaluationIndex& index,
                                                 const GemmOptions& options) {
   const std::vector<TrainingFormat>& formats = index.formats();
-  const LayerData data = load_layer(job, options);
-  std::vector<std::vector<GemmRow>> results(formats.size());
-  for (const Recipe& recipe : index.recipes()) {
-    for (const GemmOperandUse& u : kGemmOperandUses) {
-      // A format whose operands have an earlier format's FP8 types (fprop, whose X and W are
-      // E4M3 in every format; BF16) gets copies of that format's rows: computed once.
-      struct Computed {
-        Fp8Format a, b;
-        std::size_t format, begin, end;  // its rows: results[format][begin, end)
-      };
-      std::vector<Computed> computed;
+  const std::size_t nrec = index.recipes().size();
+  // rows[recipe][gemm][format]: filled GEMM by GEMM (one GEMM's references held at a time).
+  std::vector<std::array<std::vector<std::vector<GemmRow>>, 3>> slots(nrec);
+  const std::string split_note =
+      job.split == Split::kNone ? std::string() : std::to_string(job.ranks.size()) + " ranks, " + split_name(job.split);
+  const bool use_engine = options.engine != nullptr && job.ranks.size() == 1;
+  for (const GemmOperandUse& u : kGemmOperandUses) {
+    const int g = static_cast<int>(u.gemm);
+    // The evaluation rows of every recipe and format, and the block height the a rows keep.
+    std::int64_t group = 1;
+    std::vector<std::vector<std::pair<const EvaluationRow*, const EvaluationRow*>>> found(nrec);
+    for (std::size_t ri = 0; ri < nrec; ++ri) {
+      for (const TrainingFormat f : formats) {
+        const Recipe& recipe = index.recipes()[ri];
+        const EvaluationRow* ra = index.find_for_use(job.ranks[0][static_cast<int>(u.a)]->key, recipe, f, u.a_orientation);
+        const EvaluationRow* rb = index.find_for_use(job.ranks[0][static_cast<int>(u.b)]->key, recipe, f, u.b_orientation);
+        if (ra == nullptr || rb == nullptr || !ra->applicability.ok || !rb->applicability.ok) ra = rb = nullptr;
+        found[ri].emplace_back(ra, rb);
+        if (ra != nullptr) {
+          const QuantSpec sa = u.gemm == Gemm::kWgrad ? transposed(spec_of(*ra)) : spec_of(*ra);
+          group = std::max(group, sa.block.rows);
+        }
+      }
+    }
+    const GemmCase c = make_case(job, u, options, group);
+    for (std::size_t ri = 0; ri < nrec; ++ri) {
+      const Recipe& recipe = index.recipes()[ri];
+      std::vector<std::vector<GemmRow>>& per_format = slots[ri][g];
+      per_format.resize(formats.size());
       for (std::size_t f = 0; f < formats.size(); ++f) {
-        std::vector<GemmRow>& rows_f = results[f];
-        const EvaluationRow* ra =
-            index.find_for_use(job.ranks[0][static_cast<int>(u.a)]->key, recipe, formats[f], u.a_orientation);
-        const EvaluationRow* rb =
-            index.find_for_use(job.ranks[0][static_cast<int>(u.b)]->key, recipe, formats[f], u.b_orientation);
-        if (ra == nullptr || rb == nullptr || !ra->applicability.ok || !rb->applicability.ok) continue;
-        const auto same = std::find_if(computed.begin(), computed.end(), [&](const Computed& c) {
-          return c.a == ra->fp8 && c.b == rb->fp8;
-        });
-        if (same != computed.end()) {
-          for (std::size_t i = same->begin; i < same->end; ++i) {
-            rows_f.push_back(results[same->format][i]);
-            rows_f.back().format = formats[f];
+        const auto [ra, rb] = found[ri][f];
+        if (ra == nullptr) continue;
+        // A format whose operands have an earlier format's FP8 types (fprop, whose X and W are
+        // E4M3 in every format; BF16) gets copies of that format's rows: computed once.
+        std::size_t same = f;
+        for (std::size_t e = 0; e < f; ++e)
+          if (found[ri][e].first != nullptr && found[ri][e].first->fp8 == ra->fp8 && found[ri][e].second->fp8 == rb->fp8) {
+            same = e;
+            break;
           }
+        if (same != f) {
+          per_format[f] = per_format[same];
+          for (GemmRow& r : per_format[f]) r.format = formats[f];
           continue;
         }
-        const std::size_t begin = rows_f.size();
-        compute_gemm(job, data, options, recipe, u, *ra, *rb, formats[f], &rows_f);
-        computed.push_back({ra->fp8, rb->fp8, f, begin, rows_f.size()});
+        GemmRow row = emulated_row(job, c, *ra, *rb);
+        row.recipe = recipe;
+        row.format = formats[f];
+        row.note = split_note;
+        if (!split_note.empty() && options.engine != nullptr)
+          row.note += "; " + options.engine->name() + " not run: rank shards";
+        per_format[f].push_back(std::move(row));
+        if (use_engine)
+          run_on_engine(*options.engine, c, *ra, *rb,
+                        "step " + std::to_string(job.step) + " layer '" + job.layer + "' " + gemm_name(u.gemm) + " " +
+                            recipe.spec(),
+                        &per_format[f]);
       }
     }
   }
+  std::vector<std::vector<GemmRow>> results(formats.size());
+  for (std::size_t ri = 0; ri < nrec; ++ri)
+    for (int g = 0; g < 3; ++g)
+      for (std::size_t f = 0; f < formats.size(); ++f)
+        for (GemmRow& r : slots[ri][g][f]) results[f].push_back(std::move(r));
   return results;
 }
 

@@ -49,12 +49,10 @@ inline constexpr std::int64_t kGemmAutoMacs = std::int64_t{1} << 32;
 inline constexpr std::int64_t kGemmAutoMinRows = 256;
 std::int64_t gemm_rows_for(std::int64_t sample_rows, std::int64_t m, std::int64_t n, std::int64_t k);
 
-// The products are computed in bands of this many output rows, each a task: a fixed size, so the
-// numbers do not depend on the thread count; a multiple of every recipe's block height (the
-// operands are fake-quantised in the same bands). A last band of fewer than kGemmMinBandRows rows
-// joins the one before it (Eigen computes a thin product in another order than the whole one).
-inline constexpr std::int64_t kGemmBandRows = 384;
-inline constexpr std::int64_t kGemmMinBandRows = 32;
+// The products are computed in tiles of this many rows of the right-hand operand (W for fprop,
+// W^T for dgrad, X^T for wgrad), each a task: a fixed size, so the numbers do not depend on the
+// thread count; a multiple of every recipe's block height (the operands are quantised by tile).
+inline constexpr std::int64_t kGemmTileRows = 512;
 
 struct GemmOptions {
   // kGemmRowsAuto: gemm_rows_for's choice; 0: all token rows; else this many, evenly spaced.

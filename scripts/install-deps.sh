@@ -5,13 +5,15 @@
 # python/; python3-lxml: report.html's parser check; chromium:
 # report.html rendered in a real browser, tests/reports/render_check.py; libopenmpi-dev and
 # openmpi-bin: `run` over MPI ranks and its mpirun test, optional at build time; libre2-dev and
-# pkg-config: whatif --layer's regular expressions; ccache: scripts/test.sh's second build takes
+# pkg-config: whatif --layer's regular expressions; libdnnl-dev: oneDNN, the
+# GEMM-output error's products (engine/cpu_gemm.hpp); ccache: scripts/test.sh's second build takes
 # the objects it shares with the first from the cache). Runs as root (or
 # with sudo when available). The CUDA toolkit is optional and not installed here.
 set -euo pipefail
 packages=(cmake ninja-build g++ git python3 libeigen3-dev libboost-program-options-dev
           nlohmann-json3-dev libyaml-cpp-dev libtbb-dev doctest-dev python3-torch python3-venv
-          python3-wheel python3-lxml chromium libopenmpi-dev openmpi-bin libre2-dev pkg-config ccache)
+          python3-wheel python3-lxml chromium libopenmpi-dev openmpi-bin libre2-dev pkg-config ccache
+          libdnnl-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -35,16 +35,17 @@ constexpr double kGoldenRelTol = 1e-12;
 // orders; measured against the peer on the sample: 1.5e-14 relative at most (23 nonzero rows).
 constexpr double kEnergyRelTol = 1e-12;
 // gemms.csv per-entry damage. zeroed_pct and sign_flip_pct count entries whose float32 value is
-// exactly 0 or of the wrong sign, which a different float32 accumulation order (BLAS vs Eigen)
-// could change for an entry near 0: one entry of slack, measured difference 0 over 216 rows.
+// exactly 0 or of the wrong sign, which float32 accumulation (fp8-advisor) against float64 (the
+// peer) can change for an entry whose exact sum is within rounding of 0: one entry of slack;
+// measured: one entry in 3 of 216 rows (the engine's float32 sum cancels to 0 exactly).
 constexpr double kGemmEntrySlack = 1.0;
 // median_rel_err: the median entry's float32 value moves with the accumulation order, and its
-// relative error |got - ref| / |ref| is a difference of close numbers; measured at most 4.2e-5
-// relative (1.6e-6 absolute) on the sample, 72 of 216 rows differing.
+// relative error |got - ref| / |ref| is a difference of close numbers; measured at most 1.5e-5
+// relative (5.4e-7 absolute) on the sample against the float64 peer, 188 of 216 rows differing.
 constexpr double kGemmMedianRelTol = 2e-4;
 // noise_sign_flip_pct: a float64 sum of erfc terms scaled by ||got - ref||^2, which carries the
-// float32 accumulation difference of rel_fro_err (<= 2.4e-7 relative); measured 2.5e-7 relative
-// at most on the sample's 72 wgrad rows (fprop and dgrad rows leave it empty).
+// float32 accumulation difference of rel_fro_err; measured 3.8e-7 relative at most on the
+// sample's 72 wgrad rows against the float64 peer (fprop and dgrad rows leave it empty).
 constexpr double kGemmNoiseRelTol = 1e-5;
 
 std::string sample() { return shell_quote((kSource / "datasets/sample").string()); }
@@ -193,8 +194,9 @@ TEST_CASE("every recipe kind, the delayed replay from the sample's amax trace, a
   check_against_golden(got, read_csv(slurp(kSource / "tests/golden/sample_numpy_all_hybrid.csv")));
   for (const auto& row : got)
     if (row.at("recipe").rfind("delayed", 0) == 0) CHECK(row.at("replay") == "exact");
-  // GEMM errors: float32 accumulation order differs between NumPy and Eigen, so the tolerances
-  // are the ones the peer's author measured headroom for (5e-7 relative seen, 1e-6 allowed).
+  // GEMM errors: the peer multiplies in float64, fp8-advisor in float32 (oneDNN, both the
+  // quantised and the reference GEMM), so compare with tolerances: measured on this sample
+  // 1.2e-6 relative in rel_fro_err (5e-6 allowed) and 1.2e-9 in cos (1e-7 allowed).
   const auto g = read_csv(slurp(out.path / "gemms.csv"));
   const auto w = read_csv(slurp(kSource / "tests/golden/sample_gemms_numpy_hybrid.csv"));
   REQUIRE(g.size() == w.size());
@@ -207,7 +209,7 @@ TEST_CASE("every recipe kind, the delayed replay from the sample's amax trace, a
     REQUIRE(by_key.count(key) == 1);
     const auto& got_row = *by_key[key];
     for (const char* dim : {"m", "n", "k"}) CHECK(got_row.at(dim) == want.at(dim));
-    CHECK(std::fabs(num(got_row.at("rel_fro_err")) - num(want.at("rel_fro_err"))) <= 1e-6 * num(want.at("rel_fro_err")) + 1e-12);
+    CHECK(std::fabs(num(got_row.at("rel_fro_err")) - num(want.at("rel_fro_err"))) <= 5e-6 * num(want.at("rel_fro_err")) + 1e-12);
     CHECK(std::fabs(num(got_row.at("cos")) - num(want.at("cos"))) <= 1e-7);
     const double entry_pct = 100.0 * kGemmEntrySlack / (num(want.at("m")) * num(want.at("n")));
     for (const char* col : {"zeroed_pct", "sign_flip_pct"}) {

@@ -244,10 +244,12 @@ TEST_CASE("--gemm-rows samples token rows evenly and says so") {
   std::vector<std::string> skipped;
   const auto g = fp8a::evaluate_gemm_errors(l.set, rows, fp8a::GemmOptions{3}, &skipped);
   REQUIRE(g.size() == 3);
-  for (const auto& r : g) {
+  for (const auto& r : {g[0], g[1]}) {  // fprop, dgrad: 3 of the 8 tokens
     CHECK(r.sampled);
     CHECK(r.rows_used == 3);
   }
+  CHECK_FALSE(g[2].sampled);  // wgrad: dW's rows, of which there are 2 (W [2, 4])
+  CHECK(g[2].rows_used == 2);
   CHECK(g[0].m == 8);  // dims are the full GEMM's
   CHECK(g[2].k == 8);
 }
@@ -282,11 +284,11 @@ std::string row_bits(const fp8a::GemmRow& r) {
 
 }  // namespace
 
-TEST_CASE("GEMM rows are bit-identical with 1, 2 and 4 threads (products in several bands)") {
-  // M = 900 tokens and N = 800: fprop, dgrad and wgrad outputs all span three bands of rows
-  // (kGemmBandRows = 384), the last one partial; --gemm-rows 700 samples as well.
-  const std::int64_t m = 900, n = 800, k = 96;
-  static_assert(900 > 2 * fp8a::kGemmBandRows && 800 > 2 * fp8a::kGemmBandRows);
+TEST_CASE("GEMM rows are bit-identical with 1, 2 and 4 threads (products in several tiles)") {
+  // N = 800 and K = 600: fprop's W rows, dgrad's W^T rows and wgrad's X^T rows all span two
+  // tiles (kGemmTileRows = 512), the last one partial; --gemm-rows 700 samples as well.
+  const std::int64_t m = 900, n = 800, k = 600;
+  static_assert(800 > fp8a::kGemmTileRows && 600 > fp8a::kGemmTileRows && 800 < 2 * fp8a::kGemmTileRows);
   Layer l;
   std::uint64_t state = 12345;
   const auto next = [&] {  // a fixed LCG: the same operands on every run
@@ -321,7 +323,7 @@ TEST_CASE("GEMM rows are bit-identical with 1, 2 and 4 threads (products in seve
   }
 }
 
-TEST_CASE("sampled fprop rows carry the ratio estimator's standard error; wgrad's is empty") {
+TEST_CASE("sampled fprop rows carry the ratio estimator's standard error") {
   // E4M3 current scaling, X amax 448 (scale 1): 1.0625 rounds to 1 (a tie), 1.1875 to 1.25 (a
   // tie, to even); everything else is exact, and W = [1, 1], dY = 1 are exact. fprop Y = x0 + x1.
   // --gemm-rows 4 of 8 takes rows 0, 2, 4, 6.
@@ -351,10 +353,43 @@ TEST_CASE("sampled fprop rows carry the ratio estimator's standard error; wgrad'
   CHECK(g[0].rel_fro_err_se == doctest::Approx(se_ratio / (2.0 * std::sqrt(ratio))).epsilon(1e-12));
   CHECK(g[1].rel_fro_err == 0.0);  // dgrad dX = dY W: exact
   CHECK(g[1].rel_fro_err_se == 0.0);
-  CHECK(std::isnan(g[2].rel_fro_err_se));  // wgrad: the sample shortens the reduction
+  CHECK(std::isnan(g[2].rel_fro_err_se));  // wgrad: dW [1, 2] has one row, all of it used
   // Not sampled: no standard error.
   const auto all = fp8a::evaluate_gemm_errors(l.set, rows, fp8a::GemmOptions{}, &skipped);
   for (const auto& row : all) CHECK(std::isnan(row.rel_fro_err_se));
+}
+
+TEST_CASE("sampled wgrad rows are rows of dW, over every token, with the standard error") {
+  // One token, K = 1, N = 8: dW [8, 1] = dY^T X = dY's column. E4M3 current scaling of dY (amax
+  // 448, scale 1): 1.0625 rounds to 1 and 1.1875 to 1.25 (ties, to even); X = 1 and W = 1 exact.
+  // --gemm-rows 4 of dW's 8 rows takes rows 0, 2, 4, 6: dY 448, 1.0625, 1.1875, 1.0625.
+  Layer l{{1}, {1, 1, 1, 1, 1, 1, 1, 1}, {448, 1, 1.0625f, 1, 1.1875f, 1, 1.0625f, 1}, {}};
+  add_layer(&l, 1, 8, 1);
+  fp8a::RunConfig config;
+  config.recipes = {fp8a::parse_recipe("current")};
+  config.formats = {fp8a::TrainingFormat::kE4M3};
+  const auto rows = fp8a::evaluate_captures(l.set, config, fp8a::CpuBackend());
+  std::vector<std::string> skipped;
+  fp8a::GemmOptions options;
+  options.sample_rows = 4;
+  const auto g = fp8a::evaluate_gemm_errors(l.set, rows, options, &skipped);
+  REQUIRE(g.size() == 3);
+  const std::vector<double> e = {0, 0.0625 * 0.0625, 0.0625 * 0.0625, 0.0625 * 0.0625};
+  const std::vector<double> r = {448.0 * 448.0, 1.0625 * 1.0625, 1.1875 * 1.1875, 1.0625 * 1.0625};
+  double se = 0, sr = 0;
+  for (std::size_t i = 0; i < 4; ++i) se += e[i], sr += r[i];
+  const double ratio = se / sr;
+  double s2 = 0;
+  for (std::size_t i = 0; i < 4; ++i) s2 += (e[i] - ratio * r[i]) * (e[i] - ratio * r[i]) / 3.0;
+  const double se_ratio = std::sqrt((1.0 - 4.0 / 8.0) * s2 / 4.0) / (sr / 4.0);
+  const fp8a::GemmRow& w = g[2];
+  CHECK(w.gemm == fp8a::Gemm::kWgrad);
+  CHECK(w.sampled);
+  CHECK(w.rows_used == 4);
+  CHECK(w.rel_fro_err == doctest::Approx(std::sqrt(ratio)).epsilon(1e-12));
+  CHECK(w.rel_fro_err_se == doctest::Approx(se_ratio / (2.0 * std::sqrt(ratio))).epsilon(1e-12));
+  CHECK(w.median_rel_err == doctest::Approx((0.0625 / 1.1875 + 0.0625 / 1.0625) / 2).epsilon(1e-12));
+  CHECK_FALSE(g[0].sampled);  // fprop and dgrad: one token, all of it
 }
 
 TEST_CASE("--gemm-rows auto keeps every row up to 2^32 multiply-adds, then samples") {
@@ -473,10 +508,19 @@ TEST_CASE("a GemmEngine gets each GEMM K-major with the emulated casts, and its 
   REQUIRE(engine.problems.size() == 9);
   // (m, n, k) of each GEMM in the engine's layout: fprop X W^T, dgrad dY (W^T)^T, wgrad dY^T (X^T)^T.
   const std::int64_t dims[3][3] = {{160, 96, 224}, {160, 224, 96}, {96, 224, 160}};
+  // The problem of a GEMM and recipe (the engine is called GEMM by GEMM, not in the rows' order).
+  const auto find = [&](const char* gemm, const char* recipe) {
+    const std::string what = std::string("step 7 layer 'l' ") + gemm + " " + recipe;
+    for (std::size_t j = 0; j < engine.problems.size(); ++j)
+      if (engine.problems[j].what == what) return j;
+    FAIL("no problem " << what);
+    return std::size_t{0};
+  };
   for (std::size_t i = 0; i < 9; ++i) {
     const auto& e = g[2 * i];
     const auto& r = g[2 * i + 1];
-    const auto& p = engine.problems[i];
+    const std::size_t pi = find(fp8a::gemm_name(e.gemm), e.recipe.spec().c_str());
+    const auto& p = engine.problems[pi];
     INFO("GEMM " << i << " " << fp8a::gemm_name(e.gemm) << " " << e.recipe.spec());
     // The emulated rows are those of a run without an engine, number for number.
     CHECK(e.engine == "emulated");
@@ -501,33 +545,36 @@ TEST_CASE("a GemmEngine gets each GEMM K-major with the emulated casts, and its 
     CHECK(r.k_padded == p.k + 3);
     CHECK(p.a.rows == p.m);
     CHECK(p.b.rows == p.n);
-    CHECK(engine.a_values[i].size() == static_cast<std::size_t>(p.m * p.k));
-    CHECK(engine.b_values[i].size() == static_cast<std::size_t>(p.n * p.k));
+    CHECK(engine.a_values[pi].size() == static_cast<std::size_t>(p.m * p.k));
+    CHECK(engine.b_values[pi].size() == static_cast<std::size_t>(p.n * p.k));
     // Same operands, same casts: the engine's error is the emulated one up to float rounding of
     // the outputs (float32 accumulation there, float64 here; relative differences ~1e-7).
     CHECK(r.rel_fro_err == doctest::Approx(e.rel_fro_err).epsilon(1e-4));
     CHECK(r.cos == doctest::Approx(e.cos).epsilon(1e-9));
   }
   // Blocks stated in the K-major layout: columnwise copies transposed, along K everywhere.
-  const auto& block_fprop = engine.problems[3];
+  const auto& block_fprop = engine.problems[find("fprop", "block")];
   CHECK(block_fprop.a.spec.block == fp8a::BlockShape{1, 128});
   CHECK(block_fprop.b.spec.block == fp8a::BlockShape{128, 128});
-  CHECK(engine.problems[4].a.spec.block == fp8a::BlockShape{1, 128});    // dgrad dY rowwise
-  CHECK(engine.problems[4].b.spec.block == fp8a::BlockShape{128, 128});  // W^T
-  CHECK(engine.problems[5].a.spec.block == fp8a::BlockShape{1, 128});    // dY^T from 128x1
-  CHECK(engine.problems[5].b.spec.block == fp8a::BlockShape{1, 128});    // X^T from 128x1
-  CHECK(engine.problems[7].b.spec.block == fp8a::BlockShape{1, 32});     // MXFP8 W^T from 32x1
-  CHECK(engine.problems[8].a.spec.format == fp8a::Fp8Format::kE5M2);     // hybrid: the gradient
-  CHECK(engine.problems[8].b.spec.format == fp8a::Fp8Format::kE4M3);
+  const auto& block_dgrad = engine.problems[find("dgrad", "block")];
+  CHECK(block_dgrad.a.spec.block == fp8a::BlockShape{1, 128});    // dgrad dY rowwise
+  CHECK(block_dgrad.b.spec.block == fp8a::BlockShape{128, 128});  // W^T
+  const auto& block_wgrad = engine.problems[find("wgrad", "block")];
+  CHECK(block_wgrad.a.spec.block == fp8a::BlockShape{1, 128});    // dY^T from 128x1
+  CHECK(block_wgrad.b.spec.block == fp8a::BlockShape{1, 128});    // X^T from 128x1
+  CHECK(engine.problems[find("dgrad", "mxfp8")].b.spec.block == fp8a::BlockShape{1, 32});  // MXFP8 W^T from 32x1
+  const auto& mx_wgrad = engine.problems[find("wgrad", "mxfp8")];
+  CHECK(mx_wgrad.a.spec.format == fp8a::Fp8Format::kE5M2);  // hybrid: the gradient
+  CHECK(mx_wgrad.b.spec.format == fp8a::Fp8Format::kE4M3);
   // wgrad's operands are dY^T and X^T: element (i, l) of a is dY[l][i].
-  CHECK(engine.a_values[2][1 * 160 + 5] == l.dy[5 * 96 + 1]);
-  CHECK(engine.b_values[2][3 * 160 + 7] == l.x[7 * 224 + 3]);
-  CHECK(engine.b_values[1][2 * 96 + 9] == l.w[9 * 224 + 2]);  // dgrad W^T
-  CHECK(engine.a_values[0] == l.x);                          // fprop X as captured
-  CHECK(engine.problems[0].what == "step 7 layer 'l' fprop current");
+  const std::size_t wgrad = find("wgrad", "current"), dgrad = find("dgrad", "current");
+  CHECK(engine.a_values[wgrad][1 * 160 + 5] == l.dy[5 * 96 + 1]);
+  CHECK(engine.b_values[wgrad][3 * 160 + 7] == l.x[7 * 224 + 3]);
+  CHECK(engine.b_values[dgrad][2 * 96 + 9] == l.w[9 * 224 + 2]);  // dgrad W^T
+  CHECK(engine.a_values[find("fprop", "current")] == l.x);       // fprop X as captured
 }
 
-TEST_CASE("an engine that cannot run a GEMM, or sampled blocks it cannot keep, leave a note on the emulated row") {
+TEST_CASE("an engine that cannot run a GEMM leaves a note on the emulated row; sampled GEMMs run whole blocks") {
   RandomLayer l;
   build_random(&l);
   fp8a::RunConfig config;
@@ -543,18 +590,16 @@ TEST_CASE("an engine that cannot run a GEMM, or sampled blocks it cannot keep, l
     CHECK(r.engine == "emulated");
     CHECK(r.note == "fake not run: not on this chip");
   }
-  // 64 sampled token rows: fprop and dgrad keep the 1x128 blocks of X and dY whole; wgrad's
-  // reduction runs over the sampled rows, which cuts the 128-row blocks of its operands.
+  // 64 sampled rows: fprop and dgrad keep the 1x128 blocks of X and dY whole; wgrad samples
+  // rows of dW and reduces over every token, so its 128-row blocks stay whole too.
   engine.refuse = false;
   engine.problems.clear();
   g = fp8a::evaluate_gemm_errors(l.set, rows, fp8a::GemmOptions{64, &engine}, &skipped);
-  REQUIRE(g.size() == 11);  // current: 3 + 3; block: fprop and dgrad 2 + 2, wgrad 1
-  CHECK(engine.problems.size() == 5);
-  const auto& wgrad_block = g.back();
-  CHECK(wgrad_block.gemm == fp8a::Gemm::kWgrad);
-  CHECK(wgrad_block.engine == "emulated");
-  CHECK(wgrad_block.note == "fake not run: --gemm-rows samples token rows, which cuts the recipe's "
-                            "blocks along them (use --gemm-rows 0)");
-  CHECK(engine.problems[2].k == 64);  // current wgrad: reduction over the sampled rows
-  CHECK(engine.problems[3].m == 64);  // block fprop: the sampled rows of X
+  REQUIRE(g.size() == 12);
+  CHECK(engine.problems.size() == 6);
+  for (const auto& p : engine.problems) {
+    INFO(p.what);
+    CHECK(p.m == 64);  // fprop, dgrad: 64 of the 160 tokens; wgrad: 64 of dW's 96 rows
+    CHECK(p.k == (p.gemm == fp8a::Gemm::kWgrad ? 160 : p.gemm == fp8a::Gemm::kFprop ? 224 : 96));
+  }
 }

@@ -20,8 +20,9 @@ namespace {
 using fp8a::testing::check_close;
 
 // median_rel_err of tensor-parallel ranks put together against the whole layer: the float32
-// accumulation is cut differently; measured at most 1.2e-5 relative over these tests' GEMMs.
-constexpr double kMedianRelTol = 1e-4;
+// accumulation is cut differently; measured at most 9.6e-5 relative over these tests' GEMMs on
+// oneDNN's AMX kernels, 1.06e-4 on its AVX2 float32 kernels (1.2e-5 with Eigen's, before).
+constexpr double kMedianRelTol = 2e-4;
 
 struct Fixture {
   std::vector<float> a, b, whole;
@@ -179,7 +180,7 @@ void check_same_damage(const fp8a::GemmRow& got, const fp8a::GemmRow& want) {
   const double entry = 100.0 / static_cast<double>(want.m * want.n);
   CHECK(std::fabs(got.zeroed_pct - want.zeroed_pct) <= entry);
   CHECK(std::fabs(got.sign_flip_pct - want.sign_flip_pct) <= entry);
-  CHECK(std::fabs(got.median_rel_err - want.median_rel_err) <= kMedianRelTol * want.median_rel_err);
+  CHECK(std::fabs(got.median_rel_err - want.median_rel_err) / want.median_rel_err <= kMedianRelTol);
 }
 
 std::vector<fp8a::GemmRow> gemms_of(const std::vector<fp8a::GemmRow>& all, const std::string& layer) {
@@ -327,7 +328,7 @@ TEST_CASE("data-parallel ranks (the same W, their own tokens): GEMM error of the
     CHECK(dp[i].m == whole[i].m);
     CHECK(dp[i].n == whole[i].n);
     CHECK(dp[i].k == whole[i].k);
-    CHECK(dp[i].rows_used == m);
+    CHECK(dp[i].rows_used == (dp[i].gemm == fp8a::Gemm::kWgrad ? n : m));  // tokens, or dW's rows
     CHECK(dp[i].rel_fro_err == doctest::Approx(whole[i].rel_fro_err).epsilon(1e-5));
     check_same_damage(dp[i], whole[i]);
     CHECK(dp[i].note == "2 ranks, data-parallel");

@@ -58,10 +58,11 @@ Metric definitions (kept in step with the C++ engine; sums in float64 over finit
 GEMM error (--gemms; per (step, layer) with X = activation [M,K], W = weight [N,K], dY = gradient
 [M,N], non-finite elements set to 0 first): fprop X W^T (X rowwise, W rowwise), dgrad dY W (dY
 rowwise, W columnwise), wgrad dY^T X (dY columnwise, X columnwise); operands quantised whole
-(per-tensor recipes with the tensor's metric scale), dequantised, multiplied in float32
-(np.matmul); reference np.matmul in float64 of the unquantised operands.
+(per-tensor recipes with the tensor's metric scale) and dequantised exactly (per-tensor: the FP8
+value / scale in float64, as an FP8 GEMM scales its sums of exact FP8 products; blocked and bf16:
+deq), multiplied in float64; reference in float64 of the unquantised operands.
   rel_fro_err = ||Yq - Y||_F / ||Y||_F,  cos = <Yq, Y> / (||Yq||_F ||Y||_F)   (float64)
-  over the E = m*n entries of the output (Yq float32 taken as float64):
+  over the E = m*n entries of the output:
   zeroed_pct     = 100 * #(Y != 0 and Yq == 0) / E
   sign_flip_pct  = 100 * #(Y != 0, Yq != 0, sign(Yq) != sign(Y)) / E
   median_rel_err = np.median(|Yq - Y| / |Y| over Y != 0)   (0 if no Y is nonzero)
@@ -70,8 +71,8 @@ rowwise, W columnwise), wgrad dY^T X (dY columnwise, X columnwise); operands qua
                    operands (float64; what per-element rounding of the operands puts into each
                    entry) and c = ||Yq - Y||_F^2 / sum S: the signs independent rounding noise of
                    the measured size would flip (0 if sum S = 0)
-  m, n = output dims, k = reduction dim. float32 accumulation order is BLAS-dependent: compare
-  with a tolerance.
+  m, n = output dims, k = reduction dim. fp8-advisor accumulates both GEMMs in float32 (oneDNN):
+  compare with a tolerance.
 """
 
 import argparse
@@ -648,15 +649,19 @@ def gemm_rows(step, layer, ops, recipes, training_format, scales):
                 orient = "rowwise"  # same numbers for both copies
             if (role, orient) not in cache:
                 dtype = role_dtype(role, training_format)
-                cache[(role, orient)] = fake_quantize(
-                    mats[role], rc, dtype, role, orient,
-                    scales.get((role, rc.spec)), ops[role][0]).deq
+                qz = fake_quantize(mats[role], rc, dtype, role, orient,
+                                   scales.get((role, rc.spec)), ops[role][0])
+                # The dequantised values exactly: per-tensor q / scale (an FP8 GEMM multiplies
+                # the codes and scales the sums), blocked and bf16 deq (exact already but for
+                # block:fp32, whose deq is what the scaled blocks hold).
+                cache[(role, orient)] = (qz.code.astype(np.float64) / np.float64(qz.scale)
+                                         if rc.per_tensor else qz.deq.astype(np.float64))
             return cache[(role, orient)]
 
         got = {
-            "fprop": np.matmul(q("activation", "rowwise"), q("weight", "rowwise").T),
-            "dgrad": np.matmul(q("gradient", "rowwise"), q("weight", "columnwise")),
-            "wgrad": np.matmul(q("gradient", "columnwise").T, q("activation", "columnwise")),
+            "fprop": q("activation", "rowwise") @ q("weight", "rowwise").T,
+            "dgrad": q("gradient", "rowwise") @ q("weight", "columnwise"),
+            "wgrad": q("gradient", "columnwise").T @ q("activation", "columnwise"),
         }
         for g in ("fprop", "dgrad", "wgrad"):
             rel, cos = rel_fro_and_cos(refs[g], got[g])
