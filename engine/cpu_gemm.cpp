@@ -21,8 +21,8 @@ const dnnl::engine& cpu_engine() {
 
 // c = a * b^T through a matmul primitive created for this shape (oneDNN's primitive cache makes a
 // repeated shape cheap), executed in this thread.
-void matmul(memory::data_type type, const void* a, const void* b, std::int64_t m, std::int64_t n,
-            std::int64_t k, float* c) {
+void matmul(memory::data_type type, const void* a, GemmLayout a_layout, const void* b, GemmLayout b_layout,
+            std::int64_t m, std::int64_t n, std::int64_t k, float* c) {
   if (m == 0 || n == 0) return;
   if (k == 0) {
     std::memset(c, 0, static_cast<std::size_t>(m * n) * sizeof(float));
@@ -30,8 +30,9 @@ void matmul(memory::data_type type, const void* a, const void* b, std::int64_t m
   }
   omp_set_num_threads(1);  // this thread's team: TBB owns the cores
   try {
-    const memory::desc ad({m, k}, type, memory::format_tag::ab);
-    const memory::desc bd({k, n}, type, memory::format_tag::ba);  // b [n, k] row-major
+    // oneDNN's a is [m, k] and its b [k, n]: ours is b^T, so a K-major b is its "ba".
+    const memory::desc ad({m, k}, type, a_layout == GemmLayout::kKMajor ? memory::format_tag::ab : memory::format_tag::ba);
+    const memory::desc bd({k, n}, type, b_layout == GemmLayout::kKMajor ? memory::format_tag::ba : memory::format_tag::ab);
     const memory::desc cd({m, n}, memory::data_type::f32, memory::format_tag::ab);
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ad, bd, cd), cpu_engine());
     const dnnl::matmul prim(pd);
@@ -78,15 +79,16 @@ std::string cpu_gemm_isa() {
   }
 }
 
-void cpu_gemm_bf16(const std::uint16_t* a, const std::uint16_t* b, std::int64_t m, std::int64_t n,
-                   std::int64_t k, float* c) {
-  if (cpu_gemm_native_bf16()) return matmul(memory::data_type::bf16, a, b, m, n, k, c);
+void cpu_gemm_bf16(const std::uint16_t* a, GemmLayout a_layout, const std::uint16_t* b, GemmLayout b_layout,
+                   std::int64_t m, std::int64_t n, std::int64_t k, float* c) {
+  if (cpu_gemm_native_bf16()) return matmul(memory::data_type::bf16, a, a_layout, b, b_layout, m, n, k, c);
   const std::vector<float> af = widened(a, m * k), bf = widened(b, n * k);
-  matmul(memory::data_type::f32, af.data(), bf.data(), m, n, k, c);
+  matmul(memory::data_type::f32, af.data(), a_layout, bf.data(), b_layout, m, n, k, c);
 }
 
-void cpu_gemm_f32(const float* a, const float* b, std::int64_t m, std::int64_t n, std::int64_t k, float* c) {
-  matmul(memory::data_type::f32, a, b, m, n, k, c);
+void cpu_gemm_f32(const float* a, GemmLayout a_layout, const float* b, GemmLayout b_layout, std::int64_t m,
+                  std::int64_t n, std::int64_t k, float* c) {
+  matmul(memory::data_type::f32, a, a_layout, b, b_layout, m, n, k, c);
 }
 
 }  // namespace fp8a

@@ -1,6 +1,7 @@
 // Matrix products on the CPU's matrix units, for the GEMM-output error (gemm_error.hpp):
 //     c [m, n] = a [m, k] * b [n, k]^T,   c[i][j] = sum_l a[i][l] * b[j][l]
-// both operands K-major (row-major, k contiguous), float32 accumulation, c row-major.
+// float32 accumulation, c row-major. Each operand lies K-major (row-major [rows, k], k
+// contiguous) or K-outer (row-major [k, rows]: its transpose), as it lies in a capture.
 //
 // oneDNN's matmul does the work, in the calling thread only: its OpenMP team is held to one
 // thread on every call, so TBB alone shares the cores out (the caller makes the tasks). oneDNN
@@ -24,10 +25,14 @@ bool cpu_gemm_native_bf16();
 // The instruction set oneDNN runs on here, in oneDNN's words ("avx512_core_amx", "avx2", ...).
 std::string cpu_gemm_isa();
 
+// How an operand lies: kKMajor [rows, k] row-major, kKOuter [k, rows] row-major.
+enum class GemmLayout : std::uint8_t { kKMajor, kKOuter };
+
 // c = a * b^T with BF16 operands (raw bits, float = bits << 16).
-void cpu_gemm_bf16(const std::uint16_t* a, const std::uint16_t* b, std::int64_t m, std::int64_t n,
-                   std::int64_t k, float* c);
+void cpu_gemm_bf16(const std::uint16_t* a, GemmLayout a_layout, const std::uint16_t* b, GemmLayout b_layout,
+                   std::int64_t m, std::int64_t n, std::int64_t k, float* c);
 // c = a * b^T with float32 operands.
-void cpu_gemm_f32(const float* a, const float* b, std::int64_t m, std::int64_t n, std::int64_t k, float* c);
+void cpu_gemm_f32(const float* a, GemmLayout a_layout, const float* b, GemmLayout b_layout, std::int64_t m,
+                  std::int64_t n, std::int64_t k, float* c);
 
 }  // namespace fp8a

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
+#include <cstring>
 #include <optional>
 #include <cmath>
 #include <span>
@@ -14,6 +16,7 @@
 #include "core/error.hpp"
 #include "engine/cpu_backend.hpp"
 #include "engine/cpu_gemm.hpp"
+#include "engine/cpu_isa.hpp"
 #include "engine/evaluation_index.hpp"
 #include "engine/fake_quant.hpp"
 #include "engine/gemm_pairing.hpp"
@@ -70,41 +73,71 @@ std::vector<std::int64_t> sample(std::int64_t m, std::int64_t want, std::int64_t
 
 std::vector<std::int64_t> all_rows(std::int64_t m) { return sample(m, 0, 1); }
 
-// One operand of a GEMM in the engine's K-major form (gemm_engine.hpp), read from the capture:
-// its row r is the tensor's row idx[r], or with `transposed` the tensor's column idx[r].
+// view's elements [begin, begin + n) as floats, non-finite ones set to 0 (they would make every
+// GEMM NaN), compiled for each CPU path: BF16 widened in vector registers.
+void load_clean_body(const TensorView& view, std::int64_t begin, std::int64_t n, float* out) {
+  if (view.dtype == DType::kBF16) {
+    const auto* p = reinterpret_cast<const unsigned char*>(view.data) + 2 * begin;
+    for (std::int64_t i = 0; i < n; ++i) {
+      std::uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      // exponent all ones: inf or NaN
+      const std::uint32_t b = (h & 0x7F80u) == 0x7F80u ? 0u : static_cast<std::uint32_t>(h) << 16;
+      std::memcpy(out + i, &b, 4);
+    }
+    return;
+  }
+  view.load_floats(begin, n, out);
+  for (std::int64_t i = 0; i < n; ++i) out[i] = std::isfinite(out[i]) ? out[i] : 0.0f;
+}
+FP8A_CPU_PATHS(void, load_clean_on, (const TensorView& view, std::int64_t begin, std::int64_t n, float* out),
+               (view, begin, n, out), load_clean_body)
+
+// One operand of a GEMM, read from the capture as it lies there: the GEMM's rows are the
+// tensor's rows idx (kKMajor: the tensor's columns are the reduction) or its columns idx
+// (kKOuter: its rows are the reduction; wgrad's dY^T and X^T, dgrad's W^T). Loaded so, no copy is
+// ever transposed, and the recipe's cast applies with the block shape stated in the tensor's
+// layout (spec_of).
 struct OperandSource {
   const TensorView* view = nullptr;
-  bool transposed = false;
+  GemmLayout layout = GemmLayout::kKMajor;
   std::vector<std::int64_t> idx;
   std::int64_t rows() const { return static_cast<std::int64_t>(idx.size()); }
-  std::int64_t k() const { return transposed ? view->rows : view->cols; }
-  // Rows [r0, r0 + n) as floats into out [n, k], non-finite elements set to 0 (they would make
-  // every GEMM NaN).
-  void load(std::int64_t r0, std::int64_t n, float* out) const {
+  std::int64_t k() const { return layout == GemmLayout::kKMajor ? view->cols : view->rows; }
+  // The GEMM's rows [r0, r0 + n) in the tensor's layout: kKMajor [n, k], kKOuter [k, n]. Non-finite
+  // elements are set to 0 (they would make every GEMM NaN).
+  Floats load(std::int64_t r0, std::int64_t n) const {
+    Floats out;
+    load(r0, n, &out);
+    return out;
+  }
+  void load(std::int64_t r0, std::int64_t n, Floats* buffer) const {
     const std::int64_t kk = k();
-    if (!transposed) {
-      for (std::int64_t r = 0; r < n; ++r) view->load_floats(idx[r0 + r] * view->cols, kk, out + r * kk);
+    const auto load_clean = FP8A_CPU_PICK(default_cpu_isa(), load_clean_on);
+    buffer->resize(static_cast<std::size_t>(n * kk));
+    float* out = buffer->data();
+    if (layout == GemmLayout::kKMajor) {
+      for (std::int64_t r = 0; r < n; ++r) load_clean(*view, idx[r0 + r] * view->cols, kk, out + r * kk);
     } else {
-      const bool contiguous = n > 0 && idx[r0 + n - 1] - idx[r0] == n - 1;
-      Floats row(static_cast<std::size_t>(contiguous ? n : 0));
-      for (std::int64_t t = 0; t < kk; ++t) {
-        if (contiguous) {
-          view->load_floats(t * view->cols + idx[r0], n, row.data());
-          for (std::int64_t r = 0; r < n; ++r) out[r * kk + t] = row[static_cast<std::size_t>(r)];
-        } else {
-          for (std::int64_t r = 0; r < n; ++r) out[r * kk + t] = view->load_float(t * view->cols + idx[r0 + r]);
-        }
+      // Runs of consecutive columns, each read as one span of every tensor row.
+      for (std::int64_t c = 0; c < n;) {
+        std::int64_t run = 1;
+        while (c + run < n && idx[r0 + c + run] == idx[r0 + c] + run) ++run;
+        for (std::int64_t t = 0; t < kk; ++t) load_clean(*view, t * view->cols + idx[r0 + c], run, out + t * n + c);
+        c += run;
       }
     }
-    for (std::int64_t i = 0; i < n * kk; ++i)
-      if (!std::isfinite(out[i])) out[i] = 0.0f;
   }
+  // The quantisation of rows [r0, r0 + n) as loaded: `rows` x `cols` of the tensor's layout.
+  std::int64_t layout_rows(std::int64_t n) const { return layout == GemmLayout::kKMajor ? n : k(); }
+  std::int64_t layout_cols(std::int64_t n) const { return layout == GemmLayout::kKMajor ? k() : n; }
 };
 
 // An operand as cpu_gemm multiplies it: values whose products carry 2^exp2 / divisor (the output
 // is the GEMM's times 2^(exp2 of both) / (the product of the divisors, exact in float64)), as BF16
-// where every value is one, else as float32.
+// where every value is one, else as float32; laid out as loaded.
 struct GemmInput {
+  GemmLayout layout = GemmLayout::kKMajor;
   int exp2 = 0;
   double divisor = 1.0;
   bool is_bf16 = false;
@@ -112,60 +145,101 @@ struct GemmInput {
   Floats f32;
 };
 
-// y * 2^-e with 2^e the power of two at or below y's largest magnitude, so that the products lie
-// far from float32's under- and overflow (BF16 units flush subnormals); with `squared`, the
-// squares of those (the noise table's S).
-GemmInput gemm_input(Floats y, double divisor, bool squared) {
-  GemmInput in;
-  float amax = 0.0f;
-  for (float v : y) amax = std::max(amax, std::fabs(v));
-  const int e = amax > 0.0f ? std::ilogb(amax) : 0;
-  const double down = std::ldexp(1.0, -e);
+// The elementwise passes over an operand, compiled for each CPU path (cpu_isa.hpp).
+float amax_body(const float* y, std::size_t n) {  // y finite: the largest |y| by its bits
+  std::uint32_t m = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t b;
+    std::memcpy(&b, y + i, 4);
+    m = std::max(m, b & 0x7FFFFFFFu);
+  }
+  float f;
+  std::memcpy(&f, &m, 4);
+  return f;
+}
+// out = y * by (squared: (y * by)^2), by a power of two.
+void scale_body(const float* y, std::size_t n, float by, bool squared, float* out) {
   if (squared)
-    for (float& v : y) v = static_cast<float>(static_cast<double>(v) * down), v *= v;
-  else if (e != 0)
-    for (float& v : y) v = static_cast<float>(static_cast<double>(v) * down);
-  in.exp2 = squared ? 2 * e : e;
-  in.divisor = divisor;
-  in.is_bf16 = true;
-  in.bf16.resize(y.size());
-  for (std::size_t i = 0; i < y.size(); ++i) {
-    const std::uint16_t h = float_to_bf16(y[i]);
-    if (bf16_to_float(h) != y[i]) {
-      in.is_bf16 = false;
-      break;
-    }
-    in.bf16[i] = h;
+    for (std::size_t i = 0; i < n; ++i) out[i] = (y[i] * by) * (y[i] * by);
+  else
+    for (std::size_t i = 0; i < n; ++i) out[i] = y[i] * by;
+}
+// The BF16 bits of y * by (squared: (y * by)^2); whether every value is a BF16 value (its low 16
+// bits 0).
+bool bf16_body(const float* y, std::size_t n, float by, bool squared, std::uint16_t* h) {
+  std::uint32_t low = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float v = squared ? (y[i] * by) * (y[i] * by) : y[i] * by;
+    std::uint32_t b;
+    std::memcpy(&b, &v, 4);
+    low |= b & 0xFFFFu;
+    h[i] = static_cast<std::uint16_t>(b >> 16);
   }
-  if (!in.is_bf16) {
-    in.bf16.clear();
-    in.f32 = std::move(y);
+  return low == 0;
+}
+FP8A_CPU_PATHS(float, amax_on, (const float* y, std::size_t n), (y, n), amax_body)
+FP8A_CPU_PATHS(void, scale_on, (const float* y, std::size_t n, float by, bool squared, float* out),
+               (y, n, by, squared, out), scale_body)
+FP8A_CPU_PATHS(bool, bf16_on, (const float* y, std::size_t n, float by, bool squared, std::uint16_t* h),
+               (y, n, by, squared, h), bf16_body)
+
+// y [n] as a GEMM operand into *in (its buffers reused): y * 2^-e with 2^e the power of two at or
+// below y's largest magnitude (normalise), so that the products lie far from float32's under- and
+// overflow (BF16 units flush subnormals: this touches only values 2^-126 below the largest); with
+// `squared`, the squares of those (the noise table's S). FP8 values need no normalising.
+void to_gemm_input(const float* y, std::size_t n, GemmLayout layout, double divisor, bool normalise, bool squared,
+                   GemmInput* in) {
+  const CpuIsa isa = default_cpu_isa();
+  in->layout = layout;
+  in->divisor = divisor;
+  int e = 0;
+  if (normalise) {
+    const float amax = FP8A_CPU_PICK(isa, amax_on)(y, n);
+    e = amax > 0.0f ? std::ilogb(amax) : 0;
   }
-  return in;
+  in->exp2 = squared ? 2 * e : e;
+  Floats wide;  // 2^-e not a normal float (amax beyond 2^126 or below 2^-126): two exact steps
+  if (e > 126 || e < -126) {
+    const int first = std::clamp(-e, -126, 126);
+    wide.resize(n);
+    FP8A_CPU_PICK(isa, scale_on)(y, n, std::ldexp(1.0f, first), false, wide.data());
+    y = wide.data();
+    e += first;
+  }
+  const float by = std::ldexp(1.0f, -e);
+  in->bf16.resize(n);
+  in->is_bf16 = FP8A_CPU_PICK(isa, bf16_on)(y, n, by, squared, in->bf16.data());
+  if (!in->is_bf16) {
+    in->f32.resize(n);
+    FP8A_CPU_PICK(isa, scale_on)(y, n, by, squared, in->f32.data());
+  }
 }
 
-// The operand's unquantised values (a reference GEMM; `squared`: their squares), or the cast of
-// `spec` applied to them.
-GemmInput prepared(Floats x, std::int64_t rows, std::int64_t k, const QuantSpec* spec, bool squared = false) {
-  if (spec == nullptr) return gemm_input(std::move(x), 1.0, squared);
+// GEMM rows [r0, r0 + n) of an operand as loaded, x: unquantised (a reference GEMM; `squared`:
+// their squares), or with the cast of `spec` (in the tensor's layout) applied, into *in (work:
+// a scratch buffer).
+void prepare(const OperandSource& src, const Floats& x, std::int64_t n, const QuantSpec* spec, bool squared,
+             Floats* work, GemmInput* in) {
+  if (spec == nullptr) return to_gemm_input(x.data(), x.size(), src.layout, 1.0, true, squared, in);
+  work->resize(x.size());
   if (is_per_tensor(spec->kind)) {
-    quantize_codes(*spec, x.data(), rows * k, x.data());
+    quantize_codes(*spec, x.data(), static_cast<std::int64_t>(x.size()), work->data());
     // q / scale exactly (the cast's dequantised values are q * scale_inverse(scale) rounded to
     // float: the same to an ulp).
-    return gemm_input(std::move(x), static_cast<double>(spec->scale), false);
+    return to_gemm_input(work->data(), x.size(), src.layout, static_cast<double>(spec->scale), false, false, in);
   }
-  Floats deq(x.size());
   FakeQuantCounts unused;
-  fake_quantize_rows(*spec, x.data(), rows, k, deq.data(), &unused);
-  return gemm_input(std::move(deq), 1.0, false);
+  fake_quantize_rows(*spec, x.data(), src.layout_rows(n), src.layout_cols(n), work->data(), &unused);
+  to_gemm_input(work->data(), x.size(), src.layout, 1.0, true, false, in);
 }
 
-// out [m, n] += (a * b^T) * 2^(a.exp2 + b.exp2) / (a.divisor * b.divisor), in float64.
+// out [m, n] (+)= (a * b^T) * 2^(a.exp2 + b.exp2) / (a.divisor * b.divisor), in float64 (c: a
+// scratch buffer).
 void add_product(const GemmInput& a, const GemmInput& b, std::int64_t m, std::int64_t n, std::int64_t k,
-                 double* out) {
-  Floats c(static_cast<std::size_t>(m * n));
+                 bool accumulate, Floats* c, double* out) {
+  c->resize(static_cast<std::size_t>(m * n));
   if (a.is_bf16 && b.is_bf16) {
-    cpu_gemm_bf16(a.bf16.data(), b.bf16.data(), m, n, k, c.data());
+    cpu_gemm_bf16(a.bf16.data(), a.layout, b.bf16.data(), b.layout, m, n, k, c->data());
   } else {
     const auto widen = [](const GemmInput& x) {
       if (!x.is_bf16) return x.f32;
@@ -174,10 +248,15 @@ void add_product(const GemmInput& a, const GemmInput& b, std::int64_t m, std::in
       return f;
     };
     const Floats af = widen(a), bf = widen(b);
-    cpu_gemm_f32(af.data(), bf.data(), m, n, k, c.data());
+    cpu_gemm_f32(af.data(), a.layout, bf.data(), b.layout, m, n, k, c->data());
   }
   const double p2 = std::ldexp(1.0, a.exp2 + b.exp2), divisor = a.divisor * b.divisor;
-  for (std::size_t i = 0; i < c.size(); ++i) out[i] += static_cast<double>(c[i]) * p2 / divisor;
+  const float* cv = c->data();
+  const std::size_t size = c->size();
+  if (accumulate)
+    for (std::size_t i = 0; i < size; ++i) out[i] += static_cast<double>(cv[i]) * p2 / divisor;
+  else
+    for (std::size_t i = 0; i < size; ++i) out[i] = static_cast<double>(cv[i]) * p2 / divisor;
 }
 
 // The flips independent rounding noise would make in an output (METRICS.md
@@ -243,17 +322,20 @@ struct ErrorSums {
   std::vector<double> rel;
   std::vector<double> unit_err2, unit_ref2;
 
-  // ref and got [rows, cols]; their row i is unit first_unit + i.
-  void add(const double* ref, const double* got, std::int64_t rows, std::int64_t cols, std::int64_t first_unit) {
+  // ref [rows, cols] with rows ref_stride apart, got [rows, cols]; their row i is unit
+  // first_unit + i.
+  void add(const double* ref, std::int64_t ref_stride, const double* got, std::int64_t rows, std::int64_t cols,
+           std::int64_t first_unit) {
     if (static_cast<std::int64_t>(unit_err2.size()) < first_unit + rows) {
       unit_err2.resize(static_cast<std::size_t>(first_unit + rows), 0.0);
       unit_ref2.resize(unit_err2.size(), 0.0);
     }
     entries += rows * cols;
+    rel.reserve(rel.size() + static_cast<std::size_t>(rows * cols));
     for (std::int64_t i = 0; i < rows; ++i) {
       double ue = 0, ur = 0;
       for (std::int64_t j = 0; j < cols; ++j) {
-        const double r = ref[i * cols + j], g = got[i * cols + j], d = g - r;
+        const double r = ref[i * ref_stride + j], g = got[i * cols + j], d = g - r;
         ue += d * d;
         ur += r * r;
         got2 += g * g;
@@ -372,28 +454,55 @@ struct GemmCase {
   bool has_noise = false;
 };
 
-// The quantised GEMM of a part (spec_a, spec_b per term; null: unquantised), tile by tile:
-// f(tile, first b row, rows, out) with out [part.rows, rows] in float64.
+// Two casts that give the same values (or both none).
+bool same_cast(const std::optional<QuantSpec>& x, const std::optional<QuantSpec>& y) {
+  if (!x || !y) return !x && !y;
+  return x->kind == y->kind && x->format == y->format && x->block == y->block &&
+         std::bit_cast<std::uint32_t>(x->scale) == std::bit_cast<std::uint32_t>(y->scale) &&
+         x->pow2_scales == y->pow2_scales && x->mx_rule == y->mx_rule &&
+         std::bit_cast<std::uint32_t>(x->value_for_inf) == std::bit_cast<std::uint32_t>(y->value_for_inf);
+}
+
+// The GEMMs of a part under several casts (per cast, spec_a and spec_b per term, in the tensors'
+// layouts; none: unquantised), tile by tile: f(tile, first b row, rows, cast, out) with out
+// [part.rows, rows] in float64. Each tile of b is read once, and cast once per distinct cast of b
+// (the formats of a recipe share W's in fprop and dgrad, X's in wgrad).
+using TermSpecs = std::vector<std::pair<std::optional<QuantSpec>, std::optional<QuantSpec>>>;
 template <class F>
-void part_products(const Part& part, const std::vector<std::pair<std::optional<QuantSpec>, std::optional<QuantSpec>>>& specs,
-                   bool squared, const F& f) {
-  std::vector<GemmInput> a_in;
-  for (std::size_t t = 0; t < part.terms.size(); ++t) {
-    const Term& term = part.terms[t];
-    a_in.push_back(prepared(term.a_raw, term.a.rows(), term.a.k(), specs[t].first ? &*specs[t].first : nullptr, squared));
-  }
-  for_each_tile(part.cols, [&](std::int64_t tile) {
-    const std::int64_t r0 = tile * kTileRows, n = std::min(kTileRows, part.cols - r0);
-    std::vector<double> out(static_cast<std::size_t>(part.rows * n), 0.0);
-    for (std::size_t t = 0; t < part.terms.size(); ++t) {
+void part_products(const Part& part, const std::vector<TermSpecs>& casts, bool squared, const F& f) {
+  const std::size_t nc = casts.size(), nt = part.terms.size();
+  std::vector<std::vector<GemmInput>> a_in(nc, std::vector<GemmInput>(nt));
+  Floats work;
+  for (std::size_t c = 0; c < nc; ++c)
+    for (std::size_t t = 0; t < nt; ++t) {
       const Term& term = part.terms[t];
-      const std::int64_t k = term.b.k();
-      Floats b(static_cast<std::size_t>(n * k));
-      term.b.load(r0, n, b.data());
-      const GemmInput b_in = prepared(std::move(b), n, k, specs[t].second ? &*specs[t].second : nullptr, squared);
-      add_product(a_in[t], b_in, part.rows, n, k, out.data());
+      const auto& spec = casts[c][t].first;
+      prepare(term.a, term.a_raw, term.a.rows(), spec ? &*spec : nullptr, squared, &work, &a_in[c][t]);
     }
-    f(tile, r0, n, out);
+  for_each_tile(part.cols, [&](std::int64_t tile) {
+    // A thread's buffers, kept from tile to tile: a tile task never waits, so never runs another.
+    struct Scratch {
+      Floats b, work, c;
+      std::vector<GemmInput> b_in;
+      std::vector<std::vector<double>> out;
+    };
+    thread_local Scratch s;
+    const std::int64_t r0 = tile * kTileRows, n = std::min(kTileRows, part.cols - r0);
+    s.b_in.resize(nc);
+    s.out.resize(nc);
+    for (auto& o : s.out) o.resize(static_cast<std::size_t>(part.rows * n));
+    for (std::size_t t = 0; t < nt; ++t) {
+      const Term& term = part.terms[t];
+      term.b.load(r0, n, &s.b);
+      for (std::size_t c = 0; c < nc; ++c) {
+        const auto& spec = casts[c][t].second;
+        std::size_t same = 0;
+        while (same < c && !same_cast(casts[same][t].second, spec)) ++same;
+        if (same == c) prepare(term.b, s.b, n, spec ? &*spec : nullptr, squared, &s.work, &s.b_in[c]);
+        add_product(a_in[c][t], s.b_in[same], part.rows, n, term.b.k(), t > 0, &s.c, s.out[c].data());
+      }
+    }
+    for (std::size_t c = 0; c < nc; ++c) f(tile, r0, n, c, s.out[c]);
   });
 }
 
@@ -431,14 +540,13 @@ GemmCase make_case(const GemmLayer& job, const GemmOperandUse& u, const GemmOpti
     const TensorView& av = term.a_tensor->view;
     const TensorView& bv = term.b_tensor->view;
     term.a.view = &av;
-    term.a.transposed = wgrad;
+    term.a.layout = wgrad ? GemmLayout::kKOuter : GemmLayout::kKMajor;
     const std::int64_t a_rows = wgrad ? av.cols : av.rows;
     term.a.idx = sample(a_rows, rank_want, group);
     term.b.view = &bv;
-    term.b.transposed = u.gemm != Gemm::kFprop;
+    term.b.layout = u.gemm == Gemm::kFprop ? GemmLayout::kKMajor : GemmLayout::kKOuter;
     term.b.idx = all_rows(u.gemm == Gemm::kFprop ? bv.rows : bv.cols);
-    term.a_raw.resize(static_cast<std::size_t>(term.a.rows() * term.a.k()));
-    term.a.load(0, term.a.rows(), term.a_raw.data());
+    term.a_raw = term.a.load(0, term.a.rows());
     c.sampled = c.sampled || term.a.rows() < a_rows;
     if (summed && r > 0) {
       c.parts[0].terms.push_back(std::move(term));
@@ -456,14 +564,16 @@ GemmCase make_case(const GemmLayer& job, const GemmOperandUse& u, const GemmOpti
   // The references, and wgrad's S (the product of the squared operands) for the noise table.
   c.has_noise = wgrad;
   for (Part& p : c.parts) {
-    const std::vector<std::pair<std::optional<QuantSpec>, std::optional<QuantSpec>>> none(p.terms.size());
+    const std::vector<TermSpecs> none(1, TermSpecs(p.terms.size()));
     p.ref.assign(static_cast<std::size_t>(p.rows * p.cols), 0.0);
-    part_products(p, none, false, [&](std::int64_t, std::int64_t c0, std::int64_t n, const std::vector<double>& out) {
+    part_products(p, none, false, [&](std::int64_t, std::int64_t c0, std::int64_t n, std::size_t,
+                                      const std::vector<double>& out) {
       put_tile(out, p.rows, c0, n, p.cols, p.ref.data());
     });
     if (!wgrad) continue;
     std::vector<NoiseTable> tiles(static_cast<std::size_t>(tile_count(p.cols)));
-    part_products(p, none, true, [&](std::int64_t tile, std::int64_t c0, std::int64_t n, const std::vector<double>& s) {
+    part_products(p, none, true, [&](std::int64_t tile, std::int64_t c0, std::int64_t n, std::size_t,
+                                     const std::vector<double>& s) {
       std::vector<double> ref(s.size());
       for (std::int64_t i = 0; i < p.rows; ++i)
         std::copy(p.ref.begin() + i * p.cols + c0, p.ref.begin() + i * p.cols + c0 + n, ref.begin() + i * n);
@@ -475,37 +585,52 @@ GemmCase make_case(const GemmLayer& job, const GemmOperandUse& u, const GemmOpti
   return c;
 }
 
-// The emulated row of one recipe's GEMM: the quantised products against the references.
-GemmRow emulated_row(const GemmLayer& job, const GemmCase& c, const EvaluationRow& ra, const EvaluationRow& rb) {
-  const bool wgrad = c.gemm == Gemm::kWgrad, fprop = c.gemm == Gemm::kFprop;
-  ErrorSums sums;
+// The emulated rows of one recipe's GEMM under several casts (a format each: the evaluation rows
+// of its a and b operands): the quantised products against the references.
+std::vector<GemmRow> emulated_rows(const GemmLayer& job, const GemmCase& c,
+                                   std::span<const std::pair<const EvaluationRow*, const EvaluationRow*>> uses) {
+  std::vector<ErrorSums> sums(uses.size());
   for (const Part& p : c.parts) {
-    std::vector<std::pair<std::optional<QuantSpec>, std::optional<QuantSpec>>> specs;
-    for (const Term& t : p.terms) {
-      const QuantSpec sa = spec_for(ra, *t.a_tensor), sb = spec_for(rb, *t.b_tensor);
-      specs.emplace_back(wgrad ? transposed(sa) : sa, fprop ? sb : transposed(sb));
+    std::vector<TermSpecs> casts;
+    for (const auto& [ra, rb] : uses) {
+      TermSpecs specs;
+      for (const Term& t : p.terms) specs.emplace_back(spec_for(*ra, *t.a_tensor), spec_for(*rb, *t.b_tensor));
+      casts.push_back(std::move(specs));
     }
-    std::vector<ErrorSums> tiles(static_cast<std::size_t>(tile_count(p.cols)));
-    part_products(p, specs, false, [&](std::int64_t tile, std::int64_t c0, std::int64_t n, const std::vector<double>& got) {
-      std::vector<double> ref(got.size());
-      for (std::int64_t i = 0; i < p.rows; ++i)
-        std::copy(p.ref.begin() + i * p.cols + c0, p.ref.begin() + i * p.cols + c0 + n, ref.begin() + i * n);
-      tiles[static_cast<std::size_t>(tile)].add(ref.data(), got.data(), p.rows, n, p.first_unit);
+    std::vector<std::vector<ErrorSums>> tiles(uses.size(), std::vector<ErrorSums>(static_cast<std::size_t>(tile_count(p.cols))));
+    part_products(p, casts, false, [&](std::int64_t tile, std::int64_t c0, std::int64_t n, std::size_t cast,
+                                       const std::vector<double>& got) {
+      tiles[cast][static_cast<std::size_t>(tile)].add(p.ref.data() + c0, p.cols, got.data(), p.rows, n, p.first_unit);
     });
-    for (ErrorSums& t : tiles) sums.merge(std::move(t));
+    for (std::size_t u = 0; u < uses.size(); ++u)
+      for (ErrorSums& t : tiles[u]) sums[u].merge(std::move(t));
   }
-  GemmRow row;
-  row.step = job.step;
-  row.layer = job.layer;
-  row.gemm = c.gemm;
-  row.rows_used = c.units;
-  row.sampled = c.sampled;
-  const GemmDims dims = job.dims(c.gemm);
-  row.m = dims.m;
-  row.n = dims.n;
-  row.k = dims.k;
-  sums.finish(c.sampled, c.population, c.has_noise ? &c.noise : nullptr, &row);
-  return row;
+  std::vector<GemmRow> rows;
+  for (std::size_t u = 0; u < uses.size(); ++u) {
+    GemmRow row;
+    row.step = job.step;
+    row.layer = job.layer;
+    row.gemm = c.gemm;
+    row.rows_used = c.units;
+    row.sampled = c.sampled;
+    const GemmDims dims = job.dims(c.gemm);
+    row.m = dims.m;
+    row.n = dims.n;
+    row.k = dims.k;
+    sums[u].finish(c.sampled, c.population, c.has_noise ? &c.noise : nullptr, &row);
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+// All the GEMM rows of an operand as loaded, K-major (the GemmEngine's layout).
+Floats k_major(const OperandSource& src, Floats loaded) {
+  if (src.layout == GemmLayout::kKMajor) return loaded;
+  const std::int64_t n = src.rows(), k = src.k();
+  Floats out(loaded.size());
+  for (std::int64_t t = 0; t < k; ++t)
+    for (std::int64_t r = 0; r < n; ++r) out[static_cast<std::size_t>(r * k + t)] = loaded[static_cast<std::size_t>(t * n + r)];
+  return out;
 }
 
 // Runs one GEMM of a single-rank layer on the engine: a row of its own, or a note on the emulated
@@ -522,14 +647,13 @@ void run_on_engine(const GemmEngine& engine, const GemmCase& c, const Evaluation
   p.m = term.a.rows();
   p.n = term.b.rows();
   p.k = term.a.k();
-  Floats b(static_cast<std::size_t>(p.n * p.k));
-  term.b.load(0, p.n, b.data());
+  const Floats a = k_major(term.a, term.a_raw), b = k_major(term.b, term.b.load(0, p.n));
   const QuantSpec sa = spec_of(ra), sb = spec_of(rb);
   p.a.spec = wgrad ? transposed(sa) : sa;
   p.b.spec = fprop ? sb : transposed(sb);
   p.a.rows = p.m;
   p.b.rows = p.n;
-  p.a.values = std::span<const float>(term.a_raw);
+  p.a.values = std::span<const float>(a);
   p.b.values = std::span<const float>(b);
   const GemmRun r = engine.run(p);
   if (!r.ran) {
@@ -548,7 +672,7 @@ void run_on_engine(const GemmEngine& engine, const GemmCase& c, const Evaluation
   row.note = r.note;
   const std::vector<double> ref(r.reference.begin(), r.reference.end()), got(r.out.begin(), r.out.end());
   ErrorSums sums;
-  sums.add(ref.data(), got.data(), p.m, p.n, 0);
+  sums.add(ref.data(), p.n, got.data(), p.m, p.n, 0);
   sums.finish(c.sampled, c.population, c.has_noise ? &c.noise : nullptr, &row);
   rows->push_back(std::move(row));
 }
@@ -628,23 +752,27 @@ std::vector<std::vector<GemmRow>> compute_layer(const GemmLayer& job, const Eval
       const Recipe& recipe = index.recipes()[ri];
       std::vector<std::vector<GemmRow>>& per_format = slots[ri][g];
       per_format.resize(formats.size());
+      // A format whose operands have an earlier format's FP8 types (fprop, whose X and W are E4M3
+      // in every format; BF16) gets copies of that format's rows: computed once. The others are
+      // computed together, sharing the reads and casts of the operand they have in common.
+      std::vector<std::size_t> same(formats.size()), computed;
       for (std::size_t f = 0; f < formats.size(); ++f) {
         const auto [ra, rb] = found[ri][f];
+        same[f] = f;
         if (ra == nullptr) continue;
-        // A format whose operands have an earlier format's FP8 types (fprop, whose X and W are
-        // E4M3 in every format; BF16) gets copies of that format's rows: computed once.
-        std::size_t same = f;
-        for (std::size_t e = 0; e < f; ++e)
-          if (found[ri][e].first != nullptr && found[ri][e].first->fp8 == ra->fp8 && found[ri][e].second->fp8 == rb->fp8) {
-            same = e;
+        for (std::size_t e : computed)
+          if (found[ri][e].first->fp8 == ra->fp8 && found[ri][e].second->fp8 == rb->fp8) {
+            same[f] = e;
             break;
           }
-        if (same != f) {
-          per_format[f] = per_format[same];
-          for (GemmRow& r : per_format[f]) r.format = formats[f];
-          continue;
-        }
-        GemmRow row = emulated_row(job, c, *ra, *rb);
+        if (same[f] == f) computed.push_back(f);
+      }
+      std::vector<std::pair<const EvaluationRow*, const EvaluationRow*>> uses;
+      for (std::size_t f : computed) uses.push_back(found[ri][f]);
+      std::vector<GemmRow> rows = uses.empty() ? std::vector<GemmRow>{} : emulated_rows(job, c, uses);
+      for (std::size_t i = 0; i < computed.size(); ++i) {
+        const std::size_t f = computed[i];
+        GemmRow& row = rows[i];
         row.recipe = recipe;
         row.format = formats[f];
         row.note = split_note;
@@ -652,10 +780,15 @@ std::vector<std::vector<GemmRow>> compute_layer(const GemmLayer& job, const Eval
           row.note += "; " + options.engine->name() + " not run: rank shards";
         per_format[f].push_back(std::move(row));
         if (use_engine)
-          run_on_engine(*options.engine, c, *ra, *rb,
+          run_on_engine(*options.engine, c, *uses[i].first, *uses[i].second,
                         "step " + std::to_string(job.step) + " layer '" + job.layer + "' " + gemm_name(u.gemm) + " " +
                             recipe.spec(),
                         &per_format[f]);
+      }
+      for (std::size_t f = 0; f < formats.size(); ++f) {
+        if (found[ri][f].first == nullptr || same[f] == f) continue;
+        per_format[f] = per_format[same[f]];
+        for (GemmRow& r : per_format[f]) r.format = formats[f];
       }
     }
   }

@@ -42,6 +42,9 @@ struct Lcg {
 struct Shape {
   std::int64_t m, n, k;
 };
+constexpr auto kMajor = fp8a::GemmLayout::kKMajor;
+constexpr auto kOuter = fp8a::GemmLayout::kKOuter;
+
 const Shape kShapes[] = {{1, 1, 1}, {3, 5, 7}, {17, 33, 65}, {64, 48, 300}, {130, 257, 1031}};
 
 }  // namespace
@@ -57,8 +60,16 @@ TEST_CASE("cpu_gemm: BF16 and float32 products of exactly summable values are ex
     for (std::size_t i = 0; i < a.size(); ++i) ah[i] = to_bf16_bits(a[i]);
     for (std::size_t i = 0; i < b.size(); ++i) bh[i] = to_bf16_bits(b[i]);
     std::vector<float> c16(static_cast<std::size_t>(s.m * s.n), -1.0f), c32(c16.size(), -1.0f);
-    fp8a::cpu_gemm_bf16(ah.data(), bh.data(), s.m, s.n, s.k, c16.data());
-    fp8a::cpu_gemm_f32(a.data(), b.data(), s.m, s.n, s.k, c32.data());
+    fp8a::cpu_gemm_bf16(ah.data(), kMajor, bh.data(), kMajor, s.m, s.n, s.k, c16.data());
+    fp8a::cpu_gemm_f32(a.data(), kMajor, b.data(), kMajor, s.m, s.n, s.k, c32.data());
+    // The same operands K-outer (transposed copies): the same sums.
+    std::vector<float> at(a.size()), bt(b.size()), ct(c32.size(), -1.0f);
+    for (std::int64_t i = 0; i < s.m; ++i)
+      for (std::int64_t l = 0; l < s.k; ++l) at[l * s.m + i] = a[i * s.k + l];
+    for (std::int64_t j = 0; j < s.n; ++j)
+      for (std::int64_t l = 0; l < s.k; ++l) bt[l * s.n + j] = b[j * s.k + l];
+    fp8a::cpu_gemm_f32(at.data(), kOuter, bt.data(), kOuter, s.m, s.n, s.k, ct.data());
+    CHECK(ct == c32);
     int wrong16 = 0, wrong32 = 0;
     for (std::int64_t i = 0; i < s.m; ++i)
       for (std::int64_t j = 0; j < s.n; ++j) {
@@ -80,7 +91,7 @@ TEST_CASE("cpu_gemm: general values within float32 accumulation of the float64 s
   for (auto& h : ah) h = static_cast<std::uint16_t>(((108 + rng.next(40)) << 7) | rng.next(128) | (rng.next(2) << 15));
   for (auto& h : bh) h = static_cast<std::uint16_t>(((108 + rng.next(40)) << 7) | rng.next(128) | (rng.next(2) << 15));
   std::vector<float> c(static_cast<std::size_t>(s.m * s.n));
-  fp8a::cpu_gemm_bf16(ah.data(), bh.data(), s.m, s.n, s.k, c.data());
+  fp8a::cpu_gemm_bf16(ah.data(), kMajor, bh.data(), kMajor, s.m, s.n, s.k, c.data());
   double worst = 0;
   for (std::int64_t i = 0; i < s.m; ++i)
     for (std::int64_t j = 0; j < s.n; ++j) {
@@ -107,6 +118,6 @@ TEST_CASE("cpu_gemm: the path it runs on") {
     CHECK_FALSE(fp8a::cpu_gemm_native_bf16());
   }
   std::vector<float> c(6, -1.0f);
-  fp8a::cpu_gemm_f32(nullptr, nullptr, 2, 3, 0, c.data());  // an empty sum is 0
+  fp8a::cpu_gemm_f32(nullptr, kMajor, nullptr, kOuter, 2, 3, 0, c.data());  // an empty sum is 0
   for (float v : c) CHECK(v == 0.0f);
 }
