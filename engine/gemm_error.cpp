@@ -312,26 +312,68 @@ struct NoiseTable {
   }
 };
 
+// The median of the values >= 0 of v (the others are left out): the middle value, or the mean of
+// the two middle values of an even count; 0 if there are none. Exact: a radix select on the bits
+// of the values, which order as the values do (+inf last). The top 16 bits' histogram finds the
+// bins of the middle ranks, then those bins' values are selected among. Both passes run in
+// blocks as tasks; the result does not depend on their order.
+double median_nonnegative(std::span<const double> v) {
+  constexpr std::size_t kBins = std::size_t{1} << 15, kBlock = std::size_t{1} << 20;  // sign bit 0
+  const auto bin_of = [](double x) { return static_cast<std::size_t>(std::bit_cast<std::uint64_t>(x) >> 48); };
+  const std::size_t blocks = (v.size() + kBlock - 1) / kBlock;
+  const auto block = [&](std::size_t b) { return v.subspan(b * kBlock, std::min(kBlock, v.size() - b * kBlock)); };
+  std::vector<std::vector<std::uint32_t>> counts(blocks);
+  tbb::parallel_for(std::size_t{0}, blocks, [&](std::size_t b) {
+    counts[b].assign(kBins, 0);
+    for (double x : block(b))
+      if (!(x < 0.0)) ++counts[b][bin_of(x)];
+  });
+  std::vector<std::size_t> count(kBins, 0);
+  for (const auto& c : counts)
+    for (std::size_t i = 0; i < kBins; ++i) count[i] += c[i];
+  std::size_t n = 0;
+  for (std::size_t c : count) n += c;
+  if (n == 0) return 0.0;
+  // The bins of ranks lo = (n - 1) / 2 and hi = n / 2, and the rank of lo's bin's first value.
+  const std::size_t lo = (n - 1) / 2, hi = n / 2;
+  std::size_t bin_lo = 0, before = 0;
+  while (before + count[bin_lo] <= lo) before += count[bin_lo++];
+  std::size_t bin_hi = bin_lo, upto = before + count[bin_lo];
+  while (upto <= hi) upto += count[++bin_hi];
+  std::vector<std::vector<double>> found(blocks);
+  tbb::parallel_for(std::size_t{0}, blocks, [&](std::size_t b) {
+    for (double x : block(b))
+      if (!(x < 0.0) && bin_of(x) >= bin_lo && bin_of(x) <= bin_hi) found[b].push_back(x);
+  });
+  std::vector<double> middle;
+  for (const auto& f : found) middle.insert(middle.end(), f.begin(), f.end());
+  const auto kth = [&](std::size_t k) {
+    std::nth_element(middle.begin(), middle.begin() + static_cast<std::ptrdiff_t>(k), middle.end());
+    return middle[k];
+  };
+  const double upper = kth(hi - before);
+  return lo == hi ? upper : (kth(lo - before) + upper) / 2.0;
+}
+
 // The comparison of an output (or a tile of it) with its reference: ||got - ref||^2, ||ref||^2,
-// ||got||^2 and <got, ref>; entries zeroed and signs flipped; every |got - ref| / |ref| over
-// entries with ref != 0 (for the median); and per output row (a unit: a token of fprop and dgrad,
-// a row of dW) ||got - ref||^2 and ||ref||^2, for the standard error of a sample of rows.
+// ||got||^2 and <got, ref>; entries zeroed and signs flipped; per output row (a unit: a token of
+// fprop and dgrad, a row of dW) ||got - ref||^2 and ||ref||^2, for the standard error of a sample
+// of rows. Every entry's |got - ref| / |ref| (-1 where ref = 0) goes to a buffer of the whole
+// output, for the median (median_nonnegative).
 struct ErrorSums {
   double err2 = 0, ref2 = 0, got2 = 0, dot = 0;
   std::int64_t entries = 0, zeroed = 0, flipped = 0;
-  std::vector<double> rel;
   std::vector<double> unit_err2, unit_ref2;
 
-  // ref [rows, cols] with rows ref_stride apart, got [rows, cols]; their row i is unit
-  // first_unit + i.
+  // ref [rows, cols] with rows ref_stride apart, got [rows, cols], rel [rows, cols] with rows
+  // rel_stride apart; their row i is unit first_unit + i.
   void add(const double* ref, std::int64_t ref_stride, const double* got, std::int64_t rows, std::int64_t cols,
-           std::int64_t first_unit) {
+           std::int64_t first_unit, double* rel, std::int64_t rel_stride) {
     if (static_cast<std::int64_t>(unit_err2.size()) < first_unit + rows) {
       unit_err2.resize(static_cast<std::size_t>(first_unit + rows), 0.0);
       unit_ref2.resize(unit_err2.size(), 0.0);
     }
     entries += rows * cols;
-    rel.reserve(rel.size() + static_cast<std::size_t>(rows * cols));
     for (std::int64_t i = 0; i < rows; ++i) {
       double ue = 0, ur = 0;
       for (std::int64_t j = 0; j < cols; ++j) {
@@ -340,11 +382,13 @@ struct ErrorSums {
         ur += r * r;
         got2 += g * g;
         dot += g * r;
+        double& out = rel[i * rel_stride + j];
+        out = -1.0;
         if (r == 0.0) continue;
         zeroed += g == 0.0;
         flipped += g != 0.0 && ((g < 0.0) != (r < 0.0));
         const double e = std::fabs(d) / std::fabs(r);
-        rel.push_back(std::isnan(e) ? INFINITY : e);  // a NaN (inf - inf) is the worst
+        out = std::isnan(e) ? INFINITY : e;  // a NaN (inf - inf) is the worst
       }
       err2 += ue;
       ref2 += ur;
@@ -356,7 +400,6 @@ struct ErrorSums {
   void merge(ErrorSums&& o) {
     err2 += o.err2, ref2 += o.ref2, got2 += o.got2, dot += o.dot;
     entries += o.entries, zeroed += o.zeroed, flipped += o.flipped;
-    rel.insert(rel.end(), o.rel.begin(), o.rel.end());
     if (unit_err2.size() < o.unit_err2.size()) {
       unit_err2.resize(o.unit_err2.size(), 0.0);
       unit_ref2.resize(o.unit_err2.size(), 0.0);
@@ -365,17 +408,6 @@ struct ErrorSums {
       unit_err2[u] += o.unit_err2[u];
       unit_ref2[u] += o.unit_ref2[u];
     }
-  }
-  // The median: the middle value, or the mean of the two middle values of an even count; exact
-  // whatever the order the entries came in (nth_element on the gathered copy).
-  double median() {
-    if (rel.empty()) return 0.0;
-    const std::size_t h = rel.size() / 2;
-    std::nth_element(rel.begin(), rel.begin() + static_cast<std::ptrdiff_t>(h), rel.end());
-    const double upper = rel[h];
-    if (rel.size() % 2 == 1) return upper;
-    const double lower = *std::max_element(rel.begin(), rel.begin() + static_cast<std::ptrdiff_t>(h));
-    return (lower + upper) / 2.0;
   }
   // The ratio estimator's standard error (METRICS.md rel_fro_err_se): R = sum e / sum r over the
   // n sampled of `population` units, var R ~ (1 - n/M) / (n rbar^2) * sum (e - R r)^2 / (n - 1),
@@ -398,8 +430,10 @@ struct ErrorSums {
     const double se_ratio = std::sqrt(fpc * s2 / n) / rbar;
     return ratio > 0 ? se_ratio / (2.0 * std::sqrt(ratio)) : 0.0;
   }
-  // sampled: the rows are a sample of `population` units (a standard error); noise: wgrad's.
-  void finish(bool sampled, std::int64_t population, const NoiseTable* noise, GemmRow* row) {
+  // sampled: the rows are a sample of `population` units (a standard error); noise: wgrad's;
+  // rel: the whole output's relative errors.
+  void finish(bool sampled, std::int64_t population, const NoiseTable* noise, std::span<const double> rel,
+              GemmRow* row) {
     const double ref_norm = std::sqrt(ref2), got_norm = std::sqrt(got2), err = std::sqrt(err2);
     row->rel_fro_err = ref_norm > 0 ? err / ref_norm : (err > 0 ? INFINITY : 0.0);
     row->cos = (ref_norm > 0 && got_norm > 0) ? dot / (ref_norm * got_norm)
@@ -407,7 +441,7 @@ struct ErrorSums {
     const double e = static_cast<double>(entries);
     row->zeroed_pct = entries > 0 ? 100.0 * static_cast<double>(zeroed) / e : 0.0;
     row->sign_flip_pct = entries > 0 ? 100.0 * static_cast<double>(flipped) / e : 0.0;
-    row->median_rel_err = median();
+    tbb::this_task_arena::isolate([&] { row->median_rel_err = median_nonnegative(rel); });
     row->rel_fro_err_se = sampled ? standard_error(population) : std::nan("");
     row->noise_sign_flip_pct = noise != nullptr && noise->entries > 0 ? noise->flips(err2) : std::nan("");
   }
@@ -472,13 +506,15 @@ template <class F>
 void part_products(const Part& part, const std::vector<TermSpecs>& casts, bool squared, const F& f) {
   const std::size_t nc = casts.size(), nt = part.terms.size();
   std::vector<std::vector<GemmInput>> a_in(nc, std::vector<GemmInput>(nt));
-  Floats work;
-  for (std::size_t c = 0; c < nc; ++c)
-    for (std::size_t t = 0; t < nt; ++t) {
+  tbb::this_task_arena::isolate([&] {
+    tbb::parallel_for(std::size_t{0}, nc * nt, [&](std::size_t i) {
+      const std::size_t c = i / nt, t = i % nt;
       const Term& term = part.terms[t];
       const auto& spec = casts[c][t].first;
+      Floats work;
       prepare(term.a, term.a_raw, term.a.rows(), spec ? &*spec : nullptr, squared, &work, &a_in[c][t]);
-    }
+    });
+  });
   for_each_tile(part.cols, [&](std::int64_t tile) {
     // A thread's buffers, kept from tile to tile: a tile task never waits, so never runs another.
     struct Scratch {
@@ -587,9 +623,17 @@ GemmCase make_case(const GemmLayer& job, const GemmOperandUse& u, const GemmOpti
 
 // The emulated rows of one recipe's GEMM under several casts (a format each: the evaluation rows
 // of its a and b operands): the quantised products against the references.
+// rel: a buffer per cast for the entries' relative errors, kept from call to call.
 std::vector<GemmRow> emulated_rows(const GemmLayer& job, const GemmCase& c,
-                                   std::span<const std::pair<const EvaluationRow*, const EvaluationRow*>> uses) {
+                                   std::span<const std::pair<const EvaluationRow*, const EvaluationRow*>> uses,
+                                   std::vector<std::vector<double>>* rel_buffers) {
   std::vector<ErrorSums> sums(uses.size());
+  std::int64_t entries = 0;
+  for (const Part& p : c.parts) entries += p.rows * p.cols;
+  std::vector<std::vector<double>>& rel = *rel_buffers;
+  if (rel.size() < uses.size()) rel.resize(uses.size());
+  for (std::size_t u = 0; u < uses.size(); ++u) rel[u].resize(static_cast<std::size_t>(entries));
+  std::int64_t offset = 0;  // the part's first entry in rel
   for (const Part& p : c.parts) {
     std::vector<TermSpecs> casts;
     for (const auto& [ra, rb] : uses) {
@@ -600,10 +644,12 @@ std::vector<GemmRow> emulated_rows(const GemmLayer& job, const GemmCase& c,
     std::vector<std::vector<ErrorSums>> tiles(uses.size(), std::vector<ErrorSums>(static_cast<std::size_t>(tile_count(p.cols))));
     part_products(p, casts, false, [&](std::int64_t tile, std::int64_t c0, std::int64_t n, std::size_t cast,
                                        const std::vector<double>& got) {
-      tiles[cast][static_cast<std::size_t>(tile)].add(p.ref.data() + c0, p.cols, got.data(), p.rows, n, p.first_unit);
+      tiles[cast][static_cast<std::size_t>(tile)].add(p.ref.data() + c0, p.cols, got.data(), p.rows, n, p.first_unit,
+                                                      rel[cast].data() + offset + c0, p.cols);
     });
     for (std::size_t u = 0; u < uses.size(); ++u)
       for (ErrorSums& t : tiles[u]) sums[u].merge(std::move(t));
+    offset += p.rows * p.cols;
   }
   std::vector<GemmRow> rows;
   for (std::size_t u = 0; u < uses.size(); ++u) {
@@ -617,7 +663,7 @@ std::vector<GemmRow> emulated_rows(const GemmLayer& job, const GemmCase& c,
     row.m = dims.m;
     row.n = dims.n;
     row.k = dims.k;
-    sums[u].finish(c.sampled, c.population, c.has_noise ? &c.noise : nullptr, &row);
+    sums[u].finish(c.sampled, c.population, c.has_noise ? &c.noise : nullptr, rel[u], &row);
     rows.push_back(std::move(row));
   }
   return rows;
@@ -672,8 +718,9 @@ void run_on_engine(const GemmEngine& engine, const GemmCase& c, const Evaluation
   row.note = r.note;
   const std::vector<double> ref(r.reference.begin(), r.reference.end()), got(r.out.begin(), r.out.end());
   ErrorSums sums;
-  sums.add(ref.data(), p.n, got.data(), p.m, p.n, 0);
-  sums.finish(c.sampled, c.population, c.has_noise ? &c.noise : nullptr, &row);
+  std::vector<double> rel(ref.size());
+  sums.add(ref.data(), p.n, got.data(), p.m, p.n, 0, rel.data(), p.n);
+  sums.finish(c.sampled, c.population, c.has_noise ? &c.noise : nullptr, rel, &row);
   rows->push_back(std::move(row));
 }
 
@@ -748,6 +795,7 @@ std::vector<std::vector<GemmRow>> compute_layer(const GemmLayer& job, const Eval
       }
     }
     const GemmCase c = make_case(job, u, options, group);
+    std::vector<std::vector<double>> rel_buffers;  // emulated_rows', one GEMM's recipes after another
     for (std::size_t ri = 0; ri < nrec; ++ri) {
       const Recipe& recipe = index.recipes()[ri];
       std::vector<std::vector<GemmRow>>& per_format = slots[ri][g];
@@ -769,7 +817,7 @@ std::vector<std::vector<GemmRow>> compute_layer(const GemmLayer& job, const Eval
       }
       std::vector<std::pair<const EvaluationRow*, const EvaluationRow*>> uses;
       for (std::size_t f : computed) uses.push_back(found[ri][f]);
-      std::vector<GemmRow> rows = uses.empty() ? std::vector<GemmRow>{} : emulated_rows(job, c, uses);
+      std::vector<GemmRow> rows = uses.empty() ? std::vector<GemmRow>{} : emulated_rows(job, c, uses, &rel_buffers);
       for (std::size_t i = 0; i < computed.size(); ++i) {
         const std::size_t f = computed[i];
         GemmRow& row = rows[i];
