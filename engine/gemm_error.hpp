@@ -52,7 +52,9 @@ std::int64_t gemm_rows_for(std::int64_t sample_rows, std::int64_t m, std::int64_
 // The products are computed in tiles of this many rows of the right-hand operand (W for fprop,
 // W^T for dgrad, X^T for wgrad), each a task: a fixed size, so the numbers do not depend on the
 // thread count; a multiple of every recipe's block height (the operands are quantised by tile).
-inline constexpr std::int64_t kGemmTileRows = 512;
+// 128 measured fastest of 128..2048 on one Llama-2-7B layer (bench/RESULTS.md): a tile's casts
+// stay in cache.
+inline constexpr std::int64_t kGemmTileRows = 128;
 
 struct GemmOptions {
   // kGemmRowsAuto: gemm_rows_for's choice; 0: all token rows; else this many, evenly spaced.
