@@ -46,6 +46,28 @@ void matmul(memory::data_type type, const void* a, GemmLayout a_layout, const vo
   }
 }
 
+// The batched form: a [batch, m, k], b [batch, n, k] (oneDNN's weights [batch, k, n] with k
+// contiguous), c [batch, m, n], all dense.
+void matmul_batched(memory::data_type type, const void* a, const void* b, std::int64_t batch, std::int64_t m,
+                    std::int64_t n, std::int64_t k, float* c) {
+  if (batch == 0 || m == 0 || n == 0) return;
+  omp_set_num_threads(1);  // this thread's team: TBB owns the cores
+  try {
+    const memory::desc ad({batch, m, k}, type, memory::format_tag::abc);
+    const memory::desc bd({batch, k, n}, type, memory::format_tag::acb);
+    const memory::desc cd({batch, m, n}, memory::data_type::f32, memory::format_tag::abc);
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ad, bd, cd), cpu_engine());
+    const dnnl::matmul prim(pd);
+    dnnl::stream stream(cpu_engine());
+    memory am(ad, cpu_engine(), const_cast<void*>(a)), bm(bd, cpu_engine(), const_cast<void*>(b)),
+        cm(cd, cpu_engine(), c);
+    prim.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+    stream.wait();
+  } catch (const dnnl::error& e) {
+    FP8A_CHECK(false, std::string("oneDNN matmul failed: ") + e.what());
+  }
+}
+
 std::vector<float> widened(const std::uint16_t* x, std::int64_t n) {
   std::vector<float> out(static_cast<std::size_t>(n));
   for (std::int64_t i = 0; i < n; ++i) {
@@ -84,6 +106,13 @@ void cpu_gemm_bf16(const std::uint16_t* a, GemmLayout a_layout, const std::uint1
   if (cpu_gemm_native_bf16()) return matmul(memory::data_type::bf16, a, a_layout, b, b_layout, m, n, k, c);
   const std::vector<float> af = widened(a, m * k), bf = widened(b, n * k);
   matmul(memory::data_type::f32, af.data(), a_layout, bf.data(), b_layout, m, n, k, c);
+}
+
+void cpu_gemm_bf16_batched(const std::uint16_t* a, const std::uint16_t* b, std::int64_t batch, std::int64_t m,
+                           std::int64_t n, std::int64_t k, float* c) {
+  if (cpu_gemm_native_bf16()) return matmul_batched(memory::data_type::bf16, a, b, batch, m, n, k, c);
+  const std::vector<float> af = widened(a, batch * m * k), bf = widened(b, batch * n * k);
+  matmul_batched(memory::data_type::f32, af.data(), bf.data(), batch, m, n, k, c);
 }
 
 void cpu_gemm_f32(const float* a, GemmLayout a_layout, const float* b, GemmLayout b_layout, std::int64_t m,

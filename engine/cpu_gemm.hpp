@@ -31,6 +31,9 @@ enum class GemmLayout : std::uint8_t { kKMajor, kKOuter };
 // c = a * b^T with BF16 operands (raw bits, float = bits << 16).
 void cpu_gemm_bf16(const std::uint16_t* a, GemmLayout a_layout, const std::uint16_t* b, GemmLayout b_layout,
                    std::int64_t m, std::int64_t n, std::int64_t k, float* c);
+// c[e] = a[e] * b[e]^T for e < batch, dense: a [batch, m, k], b [batch, n, k], c [batch, m, n].
+void cpu_gemm_bf16_batched(const std::uint16_t* a, const std::uint16_t* b, std::int64_t batch, std::int64_t m,
+                           std::int64_t n, std::int64_t k, float* c);
 // c = a * b^T with float32 operands.
 void cpu_gemm_f32(const float* a, GemmLayout a_layout, const float* b, GemmLayout b_layout, std::int64_t m,
                   std::int64_t n, std::int64_t k, float* c);

@@ -141,6 +141,45 @@ FP8A_CPU_PATHS(void, fake_quantize_rows_on,
                (spec, x, rows, cols, deq, counts), fake_quantize_rows_body)
 
 template <float (*RoundTrip)(float)>
+void block_codes(const QuantSpec& spec, const float* x, std::int64_t rows, std::int64_t cols, float* q,
+                 float* block_scale_inv) {
+  const std::int64_t br = spec.block.rows, bc = spec.block.cols;
+  const std::int64_t col_blocks = (cols + bc - 1) / bc;
+  std::vector<std::int32_t> col_amax(static_cast<std::size_t>(cols));
+  std::vector<float> scale(static_cast<std::size_t>(cols));
+  for (std::int64_t r0 = 0; r0 < rows; r0 += br) {
+    const std::int64_t r1 = std::min(rows, r0 + br);
+    std::fill(col_amax.begin(), col_amax.end(), 0);
+    for (std::int64_t r = r0; r < r1; ++r)
+      for (std::int64_t c = 0; c < cols; ++c) col_amax[c] = std::max(col_amax[c], abs_bits_not_nan(x[r * cols + c]));
+    for (std::int64_t b = 0; b < col_blocks; ++b) {
+      const std::int64_t c0 = b * bc, c1 = std::min(cols, c0 + bc);
+      std::int32_t amax_bits = 0;
+      for (std::int64_t c = c0; c < c1; ++c) amax_bits = std::max(amax_bits, col_amax[c]);
+      const ScalePair s = block_scale(spec.kind, spec.format, spec.pow2_scales, spec.mx_rule, spec.value_for_inf,
+                                      bits_float(static_cast<std::uint32_t>(amax_bits)));
+      block_scale_inv[(r0 / br) * col_blocks + b] = s.scale_inv;
+      for (std::int64_t c = c0; c < c1; ++c) scale[c] = s.scale;
+    }
+    for (std::int64_t r = r0; r < r1; ++r)
+      for (std::int64_t c = 0; c < cols; ++c) q[r * cols + c] = RoundTrip(x[r * cols + c] * scale[c]);
+  }
+}
+
+void block_codes_body(const QuantSpec& spec, const float* x, std::int64_t rows, std::int64_t cols, float* q,
+                      float* block_scale_inv) {
+  if (spec.format == Fp8Format::kE4M3)
+    block_codes<round_trip_e4m3>(spec, x, rows, cols, q, block_scale_inv);
+  else
+    block_codes<round_trip_e5m2>(spec, x, rows, cols, q, block_scale_inv);
+}
+
+FP8A_CPU_PATHS(void, block_codes_on,
+               (const QuantSpec& spec, const float* x, std::int64_t rows, std::int64_t cols, float* q,
+                float* block_scale_inv),
+               (spec, x, rows, cols, q, block_scale_inv), block_codes_body)
+
+template <float (*RoundTrip)(float)>
 void codes_run(const float* x, std::int64_t n, float scale, float* q) {
   for (std::int64_t i = 0; i < n; ++i) q[i] = RoundTrip(x[i] * scale);
 }
@@ -156,6 +195,13 @@ FP8A_CPU_PATHS(void, quantize_codes_on, (const QuantSpec& spec, const float* x, 
                (spec, x, n, q), quantize_codes_body)
 
 }  // namespace
+
+void quantize_block_codes(const QuantSpec& spec, const float* x, std::int64_t rows, std::int64_t cols, float* q,
+                          float* scale_inv) {
+  FP8A_CHECK(spec.block.rows >= 1 && spec.block.cols >= 1 && !is_per_tensor(spec.kind),
+             "quantize_block_codes: a blocked recipe only");
+  FP8A_CPU_PICK(default_cpu_isa(), block_codes_on)(spec, x, rows, cols, q, scale_inv);
+}
 
 void quantize_codes(const QuantSpec& spec, const float* x, std::int64_t n, float* q) {
   FP8A_CHECK(is_per_tensor(spec.kind), "quantize_codes: a per-tensor recipe only");

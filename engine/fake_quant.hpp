@@ -50,6 +50,13 @@ void fake_quantize_rows(const QuantSpec& spec, const float* x, std::int64_t rows
 void fake_quantize_rows(const QuantSpec& spec, const float* x, std::int64_t rows,
                         std::int64_t cols, float* deq, FakeQuantCounts* counts, CpuIsa isa);
 
+// The FP8 values of a blocked cast and its blocks' scale inverses, for a GEMM that applies the
+// scales per block: q [rows, cols] (fake_quantize_rows's deq is q * its block's scale_inv),
+// scale_inv [ceil(rows / block.rows), ceil(cols / block.cols)] row-major. Rows start at a multiple
+// of the block height, as for fake_quantize_rows.
+void quantize_block_codes(const QuantSpec& spec, const float* x, std::int64_t rows, std::int64_t cols, float* q,
+                          float* scale_inv);
+
 // The FP8 values of a per-tensor cast before its scale is undone: q = the saturating cast of
 // x * spec.scale, as fake_quantize_rows rounds it (its deq is q * scale_inverse(spec.scale)).
 // Every q is exactly a BF16 value, so a GEMM on q is a BF16 GEMM with the scales factored out.

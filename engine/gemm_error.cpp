@@ -143,7 +143,16 @@ struct GemmInput {
   bool is_bf16 = false;
   std::vector<std::uint16_t> bf16;
   Floats f32;
+  // Float32 block scales along the reduction (block:fp32), instead of the above: the FP8 values
+  // in `blocks` blocks of kKBlock of the reduction, [blocks, rows, kKBlock] (zero-padded), and
+  // each row's scale inverse in each block, [blocks, rows].
+  std::int64_t blocks = 0, rows = 0;
+  std::vector<std::uint16_t> block_codes;
+  Floats block_scale_inv;
 };
+
+// The reduction's block length of the casts whose scales are applied per block.
+constexpr std::int64_t kKBlock = 128;
 
 // The elementwise passes over an operand, compiled for each CPU path (cpu_isa.hpp).
 float amax_body(const float* y, std::size_t n) {  // y finite: the largest |y| by its bits
@@ -192,6 +201,7 @@ void to_gemm_input(const float* y, std::size_t n, GemmLayout layout, double divi
   const CpuIsa isa = default_cpu_isa();
   in->layout = layout;
   in->divisor = divisor;
+  in->blocks = 0;  // *in may have held a block-scaled operand before
   int e = 0;
   if (normalise) {
     const float amax = FP8A_CPU_PICK(isa, amax_on)(y, n);
@@ -215,6 +225,45 @@ void to_gemm_input(const float* y, std::size_t n, GemmLayout layout, double divi
   }
 }
 
+// The cast's block length along the reduction of an operand laid out as `src`.
+std::int64_t block_along_k(const OperandSource& src, const QuantSpec& spec) {
+  return src.layout == GemmLayout::kKMajor ? spec.block.cols : spec.block.rows;
+}
+
+// GEMM rows [0, n) of an operand as loaded, x, under a blocked cast with float32 scales that are
+// kKBlock long along the reduction, as its FP8 values and block scales (GemmInput's blocks), so
+// that the GEMM is BF16 products of FP8 values within each block, scaled per block and row.
+void prepare_block_scaled(const OperandSource& src, const Floats& x, std::int64_t n, const QuantSpec& spec,
+                          Floats* work, GemmInput* in) {
+  const std::int64_t lr = src.layout_rows(n), lc = src.layout_cols(n), k = src.k();
+  const std::int64_t row_blocks = (lr + spec.block.rows - 1) / spec.block.rows;
+  const std::int64_t col_blocks = (lc + spec.block.cols - 1) / spec.block.cols;
+  work->resize(x.size());
+  Floats scale_inv(static_cast<std::size_t>(row_blocks * col_blocks));
+  quantize_block_codes(spec, x.data(), lr, lc, work->data(), scale_inv.data());
+  const float* q = work->data();
+  const std::int64_t blocks = (k + kKBlock - 1) / kKBlock;
+  in->layout = src.layout;
+  in->blocks = blocks;
+  in->rows = n;
+  in->block_codes.assign(static_cast<std::size_t>(blocks * n * kKBlock), 0);
+  in->block_scale_inv.resize(static_cast<std::size_t>(blocks * n));
+  const auto bits = [](float v) { return static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(v) >> 16); };
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    const std::int64_t l1 = std::min(kKBlock, k - b * kKBlock);
+    for (std::int64_t r = 0; r < n; ++r) {
+      std::uint16_t* out = in->block_codes.data() + (b * n + r) * kKBlock;
+      if (src.layout == GemmLayout::kKMajor) {  // q [n, k], blocks {rows, kKBlock}
+        in->block_scale_inv[static_cast<std::size_t>(b * n + r)] = scale_inv[static_cast<std::size_t>((r / spec.block.rows) * col_blocks + b)];
+        for (std::int64_t l = 0; l < l1; ++l) out[l] = bits(q[r * k + b * kKBlock + l]);
+      } else {  // q [k, n], blocks {kKBlock, cols}
+        in->block_scale_inv[static_cast<std::size_t>(b * n + r)] = scale_inv[static_cast<std::size_t>(b * col_blocks + r / spec.block.cols)];
+        for (std::int64_t l = 0; l < l1; ++l) out[l] = bits(q[(b * kKBlock + l) * n + r]);
+      }
+    }
+  }
+}
+
 // GEMM rows [r0, r0 + n) of an operand as loaded, x: unquantised (a reference GEMM; `squared`:
 // their squares), or with the cast of `spec` (in the tensor's layout) applied, into *in (work:
 // a scratch buffer).
@@ -228,15 +277,46 @@ void prepare(const OperandSource& src, const Floats& x, std::int64_t n, const Qu
     // float: the same to an ulp).
     return to_gemm_input(work->data(), x.size(), src.layout, static_cast<double>(spec->scale), false, false, in);
   }
+  if (spec->kind == RecipeKind::kBlock && !spec->pow2_scales && block_along_k(src, *spec) == kKBlock)
+    return prepare_block_scaled(src, x, n, *spec, work, in);
   FakeQuantCounts unused;
   fake_quantize_rows(*spec, x.data(), src.layout_rows(n), src.layout_cols(n), work->data(), &unused);
   to_gemm_input(work->data(), x.size(), src.layout, 1.0, true, false, in);
+}
+
+// out [m, n] (+)= sum over the reduction's blocks e of (a_e * b_e^T) * a's scale inverse of row i in
+// block e * b's of row j, in float64: the products of FP8 values exact, summed in float32 within
+// a block (c: a scratch buffer). Both operands must be block-scaled alike.
+void add_block_scaled_product(const GemmInput& a, const GemmInput& b, std::int64_t m, std::int64_t n,
+                              bool accumulate, Floats* c, double* out) {
+  FP8A_CHECK(a.blocks > 0 && a.blocks == b.blocks && a.rows == m && b.rows == n,
+             "block-scaled GEMM operands do not fit");
+  if (!accumulate) std::fill(out, out + m * n, 0.0);
+  constexpr std::int64_t kBatch = 16;  // blocks per call: c stays a few MB
+  for (std::int64_t e0 = 0; e0 < a.blocks; e0 += kBatch) {
+    const std::int64_t batch = std::min(kBatch, a.blocks - e0);
+    c->resize(static_cast<std::size_t>(batch * m * n));
+    cpu_gemm_bf16_batched(a.block_codes.data() + e0 * m * kKBlock, b.block_codes.data() + e0 * n * kKBlock, batch, m,
+                          n, kKBlock, c->data());
+    for (std::int64_t e = 0; e < batch; ++e) {
+      const float* p = c->data() + e * m * n;
+      const float* sa = a.block_scale_inv.data() + (e0 + e) * m;
+      const float* sb = b.block_scale_inv.data() + (e0 + e) * n;
+      for (std::int64_t i = 0; i < m; ++i) {
+        const double si = sa[i];
+        double* o = out + i * n;
+        const float* pi = p + i * n;
+        for (std::int64_t j = 0; j < n; ++j) o[j] += static_cast<double>(pi[j]) * (si * static_cast<double>(sb[j]));
+      }
+    }
+  }
 }
 
 // out [m, n] (+)= (a * b^T) * 2^(a.exp2 + b.exp2) / (a.divisor * b.divisor), in float64 (c: a
 // scratch buffer).
 void add_product(const GemmInput& a, const GemmInput& b, std::int64_t m, std::int64_t n, std::int64_t k,
                  bool accumulate, Floats* c, double* out) {
+  if (a.blocks > 0 || b.blocks > 0) return add_block_scaled_product(a, b, m, n, accumulate, c, out);
   c->resize(static_cast<std::size_t>(m * n));
   if (a.is_bf16 && b.is_bf16) {
     cpu_gemm_bf16(a.bf16.data(), a.layout, b.bf16.data(), b.layout, m, n, k, c->data());

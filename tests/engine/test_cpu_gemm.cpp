@@ -83,6 +83,26 @@ TEST_CASE("cpu_gemm: BF16 and float32 products of exactly summable values are ex
   }
 }
 
+TEST_CASE("cpu_gemm: batched products of exactly summable values are exact, entry by entry") {
+  Lcg rng;
+  const std::int64_t batch = 3, m = 5, n = 7, k = 128;
+  std::vector<std::uint16_t> a(static_cast<std::size_t>(batch * m * k)), b(static_cast<std::size_t>(batch * n * k));
+  for (auto& h : a) h = to_bf16_bits(static_cast<float>(rng.next(15) - 7));
+  for (auto& h : b) h = to_bf16_bits(static_cast<float>(rng.next(9) - 4) * 0.5f);
+  std::vector<float> c(static_cast<std::size_t>(batch * m * n), -1.0f);
+  fp8a::cpu_gemm_bf16_batched(a.data(), b.data(), batch, m, n, k, c.data());
+  int wrong = 0;
+  for (std::int64_t e = 0; e < batch; ++e)
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        double want = 0;
+        for (std::int64_t l = 0; l < k; ++l)
+          want += static_cast<double>(from_bf16_bits(a[(e * m + i) * k + l])) * from_bf16_bits(b[(e * n + j) * k + l]);
+        wrong += c[(e * m + i) * n + j] != static_cast<float>(want);
+      }
+  CHECK(wrong == 0);
+}
+
 TEST_CASE("cpu_gemm: general values within float32 accumulation of the float64 sums") {
   Lcg rng;
   const Shape s{37, 70, 4099};

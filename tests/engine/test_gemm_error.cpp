@@ -303,7 +303,7 @@ TEST_CASE("GEMM rows are bit-identical with 1, 2 and 4 threads (products in seve
   for (float& v : l.dy) v = 1e-4f * next() * next() * next();
   add_layer(&l, m, n, k);
   fp8a::RunConfig config;
-  config.recipes = fp8a::parse_recipe_list("current,block,mxfp8");
+  config.recipes = fp8a::parse_recipe_list("current,block,block:fp32,mxfp8");
   const auto rows = fp8a::evaluate_captures(l.set, config, fp8a::CpuBackend());
   for (const std::int64_t sample : {std::int64_t{0}, std::int64_t{700}}) {
     std::vector<std::string> first;
