@@ -1,0 +1,177 @@
+#include "engine/gemm_stats.hpp"
+
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+namespace fp8a {
+
+void NoiseTable::add(std::span<const double> ref, std::span<const double> s) {
+  entries += static_cast<std::int64_t>(ref.size());
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    s_sum += s[i];
+    const double r = ref[i], v = s[i];
+    if (r != 0.0 && v > 0.0) {
+      const double ti = r * r / v;
+      if (std::isfinite(ti) && ti > 0) t.push_back(ti);
+    }
+  }
+}
+
+void NoiseTable::merge(const NoiseTable& o) {
+  entries += o.entries;
+  s_sum += o.s_sum;
+  t.insert(t.end(), o.t.begin(), o.t.end());
+}
+
+void NoiseTable::finish() {
+  std::vector<std::size_t> count(kBinades + 1, 0);
+  for (double ti : t) ++count[static_cast<std::size_t>(std::ilogb(ti) - kMinBinade + 1)];
+  for (std::size_t b = 1; b < count.size(); ++b) count[b] += count[b - 1];
+  binade_end.assign(count.begin() + 1, count.end());
+  std::vector<double> grouped(t.size());
+  for (double ti : t) grouped[count[static_cast<std::size_t>(std::ilogb(ti) - kMinBinade)]++] = ti;
+  t = std::move(grouped);
+}
+
+double NoiseTable::flips(double err2) const {
+  if (entries == 0 || !(s_sum > 0) || !std::isfinite(err2) || !(err2 > 0)) return 0.0;
+  const double two_c = 2.0 * err2 / s_sum, cut = 64.0 * two_c;
+  const int last = std::isfinite(cut) ? std::min(std::ilogb(cut) - kMinBinade, kBinades - 1) : kBinades - 1;
+  const std::size_t end = last < 0 ? 0 : binade_end[static_cast<std::size_t>(last)];
+  // In blocks of a fixed size, as tasks, added in block order: the same sum on
+  // any thread count.
+  constexpr std::size_t kBlock = std::size_t{1} << 16;
+  std::vector<double> part((end + kBlock - 1) / kBlock, 0.0);
+  tbb::this_task_arena::isolate([&] {
+    tbb::parallel_for(std::size_t{0}, part.size(), [&](std::size_t b) {
+      double p = 0;
+      for (std::size_t i = b * kBlock; i < std::min(end, (b + 1) * kBlock); ++i)
+        if (t[i] < cut) p += 0.5 * std::erfc(std::sqrt(t[i] / two_c));
+      part[b] = p;
+    });
+  });
+  double p = 0;
+  for (double x : part) p += x;
+  return 100.0 * p / static_cast<double>(entries);
+}
+
+double median_nonnegative(std::span<const double> v) {
+  constexpr std::size_t kBins = std::size_t{1} << 15, kBlock = std::size_t{1} << 20;  // sign bit 0
+  const auto bin_of = [](double x) { return static_cast<std::size_t>(std::bit_cast<std::uint64_t>(x) >> 48); };
+  const std::size_t blocks = (v.size() + kBlock - 1) / kBlock;
+  const auto block = [&](std::size_t b) { return v.subspan(b * kBlock, std::min(kBlock, v.size() - b * kBlock)); };
+  std::vector<std::vector<std::uint32_t>> counts(blocks);
+  tbb::parallel_for(std::size_t{0}, blocks, [&](std::size_t b) {
+    counts[b].assign(kBins, 0);
+    for (double x : block(b))
+      if (!(x < 0.0)) ++counts[b][bin_of(x)];
+  });
+  std::vector<std::size_t> count(kBins, 0);
+  for (const auto& c : counts)
+    for (std::size_t i = 0; i < kBins; ++i) count[i] += c[i];
+  std::size_t n = 0;
+  for (std::size_t c : count) n += c;
+  if (n == 0) return 0.0;
+  // The bins of ranks lo = (n - 1) / 2 and hi = n / 2, and the rank of lo's
+  // bin's first value.
+  const std::size_t lo = (n - 1) / 2, hi = n / 2;
+  std::size_t bin_lo = 0, before = 0;
+  while (before + count[bin_lo] <= lo) before += count[bin_lo++];
+  std::size_t bin_hi = bin_lo, upto = before + count[bin_lo];
+  while (upto <= hi) upto += count[++bin_hi];
+  std::vector<std::vector<double>> found(blocks);
+  tbb::parallel_for(std::size_t{0}, blocks, [&](std::size_t b) {
+    for (double x : block(b))
+      if (!(x < 0.0) && bin_of(x) >= bin_lo && bin_of(x) <= bin_hi) found[b].push_back(x);
+  });
+  std::vector<double> middle;
+  for (const auto& f : found) middle.insert(middle.end(), f.begin(), f.end());
+  const auto kth = [&](std::size_t k) {
+    std::nth_element(middle.begin(), middle.begin() + static_cast<std::ptrdiff_t>(k), middle.end());
+    return middle[k];
+  };
+  const double upper = kth(hi - before);
+  return lo == hi ? upper : (kth(lo - before) + upper) / 2.0;
+}
+
+void ErrorSums::add(const double* ref, std::int64_t ref_stride, const double* got, std::int64_t rows, std::int64_t cols,
+                    std::int64_t first_unit, double* rel, std::int64_t rel_stride) {
+  if (static_cast<std::int64_t>(unit_err2.size()) < first_unit + rows) {
+    unit_err2.resize(static_cast<std::size_t>(first_unit + rows), 0.0);
+    unit_ref2.resize(unit_err2.size(), 0.0);
+  }
+  entries += rows * cols;
+  for (std::int64_t i = 0; i < rows; ++i) {
+    double ue = 0, ur = 0;
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const double r = ref[i * ref_stride + j], g = got[i * cols + j], d = g - r;
+      ue += d * d;
+      ur += r * r;
+      got2 += g * g;
+      dot += g * r;
+      double& out = rel[i * rel_stride + j];
+      out = -1.0;
+      if (r == 0.0) continue;
+      zeroed += g == 0.0;
+      flipped += g != 0.0 && ((g < 0.0) != (r < 0.0));
+      const double e = std::fabs(d) / std::fabs(r);
+      out = std::isnan(e) ? INFINITY : e;  // a NaN (inf - inf) is the worst
+    }
+    err2 += ue;
+    ref2 += ur;
+    unit_err2[static_cast<std::size_t>(first_unit + i)] += ue;
+    unit_ref2[static_cast<std::size_t>(first_unit + i)] += ur;
+  }
+}
+
+void ErrorSums::merge(ErrorSums&& o) {
+  err2 += o.err2, ref2 += o.ref2, got2 += o.got2, dot += o.dot;
+  entries += o.entries, zeroed += o.zeroed, flipped += o.flipped;
+  if (unit_err2.size() < o.unit_err2.size()) {
+    unit_err2.resize(o.unit_err2.size(), 0.0);
+    unit_ref2.resize(o.unit_err2.size(), 0.0);
+  }
+  for (std::size_t u = 0; u < o.unit_err2.size(); ++u) {
+    unit_err2[u] += o.unit_err2[u];
+    unit_ref2[u] += o.unit_ref2[u];
+  }
+}
+
+double ErrorSums::standard_error(std::int64_t population) const {
+  const std::size_t units = unit_err2.size();
+  const auto n = static_cast<double>(units);
+  if (units < 2) return INFINITY;
+  double e = 0, r = 0;
+  for (std::size_t u = 0; u < units; ++u) e += unit_err2[u], r += unit_ref2[u];
+  if (!(r > 0)) return e > 0 ? INFINITY : 0.0;
+  const double ratio = e / r, rbar = r / n;
+  double s2 = 0;
+  for (std::size_t u = 0; u < units; ++u) {
+    const double d = unit_err2[u] - ratio * unit_ref2[u];
+    s2 += d * d;
+  }
+  s2 /= n - 1;
+  const double fpc = std::max(0.0, 1.0 - n / static_cast<double>(population));
+  const double se_ratio = std::sqrt(fpc * s2 / n) / rbar;
+  return ratio > 0 ? se_ratio / (2.0 * std::sqrt(ratio)) : 0.0;
+}
+
+void ErrorSums::finish(bool sampled, std::int64_t population, const NoiseTable* noise, std::span<const double> rel,
+                       GemmRow* row) {
+  const double ref_norm = std::sqrt(ref2), got_norm = std::sqrt(got2), err = std::sqrt(err2);
+  row->rel_fro_err = ref_norm > 0 ? err / ref_norm : (err > 0 ? INFINITY : 0.0);
+  row->cos =
+      (ref_norm > 0 && got_norm > 0) ? dot / (ref_norm * got_norm) : (ref_norm == 0 && got_norm == 0 ? 1.0 : 0.0);
+  const double e = static_cast<double>(entries);
+  row->zeroed_pct = entries > 0 ? 100.0 * static_cast<double>(zeroed) / e : 0.0;
+  row->sign_flip_pct = entries > 0 ? 100.0 * static_cast<double>(flipped) / e : 0.0;
+  tbb::this_task_arena::isolate([&] { row->median_rel_err = median_nonnegative(rel); });
+  row->rel_fro_err_se = sampled ? standard_error(population) : std::nan("");
+  row->noise_sign_flip_pct = noise != nullptr && noise->entries > 0 ? noise->flips(err2) : std::nan("");
+}
+
+}  // namespace fp8a
