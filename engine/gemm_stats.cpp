@@ -64,11 +64,12 @@ double median_nonnegative(std::span<const double> v) {
   const auto bin_of = [](double x) { return static_cast<std::size_t>(std::bit_cast<std::uint64_t>(x) >> 48); };
   const std::size_t blocks = (v.size() + kBlock - 1) / kBlock;
   const auto block = [&](std::size_t b) { return v.subspan(b * kBlock, std::min(kBlock, v.size() - b * kBlock)); };
+  // Every value counted, without a branch: a negative one's top 16 bits are kBins or more (its
+  // sign bit), the bins left out below.
   std::vector<std::vector<std::uint32_t>> counts(blocks);
   tbb::parallel_for(std::size_t{0}, blocks, [&](std::size_t b) {
-    counts[b].assign(kBins, 0);
-    for (double x : block(b))
-      if (!(x < 0.0)) ++counts[b][bin_of(x)];
+    counts[b].assign(2 * kBins, 0);
+    for (double x : block(b)) ++counts[b][bin_of(x)];
   });
   std::vector<std::size_t> count(kBins, 0);
   for (const auto& c : counts)
@@ -83,10 +84,19 @@ double median_nonnegative(std::span<const double> v) {
   while (before + count[bin_lo] <= lo) before += count[bin_lo++];
   std::size_t bin_hi = bin_lo, upto = before + count[bin_lo];
   while (upto <= hi) upto += count[++bin_hi];
+  // The values in those bins, gathered without a branch: each is written, and kept by advancing
+  // the end (one unsigned compare: a negative value's bin is beyond every kept one).
   std::vector<std::vector<double>> found(blocks);
   tbb::parallel_for(std::size_t{0}, blocks, [&](std::size_t b) {
-    for (double x : block(b))
-      if (!(x < 0.0) && bin_of(x) >= bin_lo && bin_of(x) <= bin_hi) found[b].push_back(x);
+    const auto values = block(b);
+    std::vector<double>& f = found[b];
+    f.resize(values.size() + 1);
+    std::size_t end = 0;
+    for (double x : values) {
+      f[end] = x;
+      end += bin_of(x) - bin_lo <= bin_hi - bin_lo;
+    }
+    f.resize(end);
   });
   std::vector<double> middle;
   for (const auto& f : found) middle.insert(middle.end(), f.begin(), f.end());
