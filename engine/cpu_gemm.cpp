@@ -19,21 +19,12 @@ const dnnl::engine& cpu_engine() {
   return engine;
 }
 
-// c = a * b^T through a matmul primitive created for this shape (oneDNN's primitive cache makes a
+// c = a * b with the matmul primitive of these descriptors (oneDNN's primitive cache makes a
 // repeated shape cheap), executed in this thread.
-void matmul(memory::data_type type, const void* a, GemmLayout a_layout, const void* b, GemmLayout b_layout,
-            std::int64_t m, std::int64_t n, std::int64_t k, float* c) {
-  if (m == 0 || n == 0) return;
-  if (k == 0) {
-    std::memset(c, 0, static_cast<std::size_t>(m * n) * sizeof(float));
-    return;
-  }
+void execute(const memory::desc& ad, const memory::desc& bd, const memory::desc& cd, const void* a, const void* b,
+             float* c) {
   omp_set_num_threads(1);  // this thread's team: TBB owns the cores
   try {
-    // oneDNN's a is [m, k] and its b [k, n]: ours is b^T, so a K-major b is its "ba".
-    const memory::desc ad({m, k}, type, a_layout == GemmLayout::kKMajor ? memory::format_tag::ab : memory::format_tag::ba);
-    const memory::desc bd({k, n}, type, b_layout == GemmLayout::kKMajor ? memory::format_tag::ba : memory::format_tag::ab);
-    const memory::desc cd({m, n}, memory::data_type::f32, memory::format_tag::ab);
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ad, bd, cd), cpu_engine());
     const dnnl::matmul prim(pd);
     dnnl::stream stream(cpu_engine());
@@ -46,26 +37,28 @@ void matmul(memory::data_type type, const void* a, GemmLayout a_layout, const vo
   }
 }
 
+// c = a * b^T.
+void matmul(memory::data_type type, const void* a, GemmLayout a_layout, const void* b, GemmLayout b_layout,
+            std::int64_t m, std::int64_t n, std::int64_t k, float* c) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    std::memset(c, 0, static_cast<std::size_t>(m * n) * sizeof(float));
+    return;
+  }
+  // oneDNN's a is [m, k] and its b [k, n]: ours is b^T, so a K-major b is its "ba".
+  execute(memory::desc({m, k}, type, a_layout == GemmLayout::kKMajor ? memory::format_tag::ab : memory::format_tag::ba),
+          memory::desc({k, n}, type, b_layout == GemmLayout::kKMajor ? memory::format_tag::ba : memory::format_tag::ab),
+          memory::desc({m, n}, memory::data_type::f32, memory::format_tag::ab), a, b, c);
+}
+
 // The batched form: a [batch, m, k], b [batch, n, k] (oneDNN's weights [batch, k, n] with k
 // contiguous), c [batch, m, n], all dense.
 void matmul_batched(memory::data_type type, const void* a, const void* b, std::int64_t batch, std::int64_t m,
                     std::int64_t n, std::int64_t k, float* c) {
   if (batch == 0 || m == 0 || n == 0) return;
-  omp_set_num_threads(1);  // this thread's team: TBB owns the cores
-  try {
-    const memory::desc ad({batch, m, k}, type, memory::format_tag::abc);
-    const memory::desc bd({batch, k, n}, type, memory::format_tag::acb);
-    const memory::desc cd({batch, m, n}, memory::data_type::f32, memory::format_tag::abc);
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ad, bd, cd), cpu_engine());
-    const dnnl::matmul prim(pd);
-    dnnl::stream stream(cpu_engine());
-    memory am(ad, cpu_engine(), const_cast<void*>(a)), bm(bd, cpu_engine(), const_cast<void*>(b)),
-        cm(cd, cpu_engine(), c);
-    prim.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
-    stream.wait();
-  } catch (const dnnl::error& e) {
-    FP8A_CHECK(false, std::string("oneDNN matmul failed: ") + e.what());
-  }
+  execute(memory::desc({batch, m, k}, type, memory::format_tag::abc),
+          memory::desc({batch, k, n}, type, memory::format_tag::acb),
+          memory::desc({batch, m, n}, memory::data_type::f32, memory::format_tag::abc), a, b, c);
 }
 
 std::vector<float> widened(const std::uint16_t* x, std::int64_t n) {

@@ -54,16 +54,15 @@ void quantize_row_varying(const float* x, std::int64_t n, const float* scale,
   counts->overflow += o_count;
 }
 
-template <float (*RoundTrip)(float)>
-void fake_quantize_blocked(const QuantSpec& spec, const float* x, std::int64_t rows,
-                           std::int64_t cols, float* deq, FakeQuantCounts* counts) {
+// For each block row [r0, r1) of x [rows, cols] (block.rows rows): the scale pair of each of its
+// column blocks (block.cols columns), from the block's amax, to f(r0, r1, pairs). The one rule
+// both fake_quantize_blocked and block_codes cast by.
+template <class F>
+void for_each_block_row(const QuantSpec& spec, const float* x, std::int64_t rows, std::int64_t cols, const F& f) {
   const std::int64_t br = spec.block.rows, bc = spec.block.cols;
   const std::int64_t col_blocks = (cols + bc - 1) / bc;
-  const float fp8_max = fp8_max_finite(spec.format);
-  const float sat = saturation_threshold(spec.format);
   std::vector<std::int32_t> col_amax(static_cast<std::size_t>(cols));
-  std::vector<float> scale(static_cast<std::size_t>(cols)), scale_inv(scale.size()), ovf(scale.size());
-  RunCounts run;
+  std::vector<ScalePair> pairs(static_cast<std::size_t>(col_blocks));
   for (std::int64_t r0 = 0; r0 < rows; r0 += br) {
     const std::int64_t r1 = std::min(rows, r0 + br);
     // Per-column amax over the block row, then per block.
@@ -76,12 +75,28 @@ void fake_quantize_blocked(const QuantSpec& spec, const float* x, std::int64_t r
       const std::int64_t c0 = b * bc, c1 = std::min(cols, c0 + bc);
       std::int32_t amax_bits = 0;
       for (std::int64_t c = c0; c < c1; ++c) amax_bits = std::max(amax_bits, col_amax[c]);
-      const ScalePair s = block_scale(spec.kind, spec.format, spec.pow2_scales, spec.mx_rule,
-                                      spec.value_for_inf,
-                                      bits_float(static_cast<std::uint32_t>(amax_bits)));
+      pairs[b] = block_scale(spec.kind, spec.format, spec.pow2_scales, spec.mx_rule, spec.value_for_inf,
+                             bits_float(static_cast<std::uint32_t>(amax_bits)));
+    }
+    f(r0, r1, pairs);
+  }
+}
+
+template <float (*RoundTrip)(float)>
+void fake_quantize_blocked(const QuantSpec& spec, const float* x, std::int64_t rows,
+                           std::int64_t cols, float* deq, FakeQuantCounts* counts) {
+  const std::int64_t bc = spec.block.cols;
+  const float fp8_max = fp8_max_finite(spec.format);
+  const float sat = saturation_threshold(spec.format);
+  std::vector<float> scale(static_cast<std::size_t>(cols)), scale_inv(scale.size()), ovf(scale.size());
+  RunCounts run;
+  for_each_block_row(spec, x, rows, cols, [&](std::int64_t r0, std::int64_t r1, const std::vector<ScalePair>& pairs) {
+    for (std::size_t b = 0; b < pairs.size(); ++b) {
+      const ScalePair& s = pairs[b];
       counts->scale_inv_min = std::min(counts->scale_inv_min, s.scale_inv);
       counts->scale_inv_max = std::max(counts->scale_inv_max, s.scale_inv);
       const float threshold = fp8_max * s.scale_inv;
+      const std::int64_t c0 = static_cast<std::int64_t>(b) * bc, c1 = std::min(cols, c0 + bc);
       for (std::int64_t c = c0; c < c1; ++c) {
         scale[c] = s.scale;
         scale_inv[c] = s.scale_inv;
@@ -91,7 +106,7 @@ void fake_quantize_blocked(const QuantSpec& spec, const float* x, std::int64_t r
     for (std::int64_t r = r0; r < r1; ++r)
       quantize_row_varying<RoundTrip>(x + r * cols, cols, scale.data(), scale_inv.data(),
                                       ovf.data(), sat, deq + r * cols, &run);
-  }
+  });
   counts->add(run.underflow, run.saturated, run.overflow);
 }
 
@@ -144,26 +159,16 @@ template <float (*RoundTrip)(float)>
 void block_codes(const QuantSpec& spec, const float* x, std::int64_t rows, std::int64_t cols, float* q,
                  float* block_scale_inv) {
   const std::int64_t br = spec.block.rows, bc = spec.block.cols;
-  const std::int64_t col_blocks = (cols + bc - 1) / bc;
-  std::vector<std::int32_t> col_amax(static_cast<std::size_t>(cols));
   std::vector<float> scale(static_cast<std::size_t>(cols));
-  for (std::int64_t r0 = 0; r0 < rows; r0 += br) {
-    const std::int64_t r1 = std::min(rows, r0 + br);
-    std::fill(col_amax.begin(), col_amax.end(), 0);
-    for (std::int64_t r = r0; r < r1; ++r)
-      for (std::int64_t c = 0; c < cols; ++c) col_amax[c] = std::max(col_amax[c], abs_bits_not_nan(x[r * cols + c]));
+  for_each_block_row(spec, x, rows, cols, [&](std::int64_t r0, std::int64_t r1, const std::vector<ScalePair>& pairs) {
+    const auto col_blocks = static_cast<std::int64_t>(pairs.size());
     for (std::int64_t b = 0; b < col_blocks; ++b) {
-      const std::int64_t c0 = b * bc, c1 = std::min(cols, c0 + bc);
-      std::int32_t amax_bits = 0;
-      for (std::int64_t c = c0; c < c1; ++c) amax_bits = std::max(amax_bits, col_amax[c]);
-      const ScalePair s = block_scale(spec.kind, spec.format, spec.pow2_scales, spec.mx_rule, spec.value_for_inf,
-                                      bits_float(static_cast<std::uint32_t>(amax_bits)));
-      block_scale_inv[(r0 / br) * col_blocks + b] = s.scale_inv;
-      for (std::int64_t c = c0; c < c1; ++c) scale[c] = s.scale;
+      block_scale_inv[(r0 / br) * col_blocks + b] = pairs[static_cast<std::size_t>(b)].scale_inv;
+      for (std::int64_t c = b * bc; c < std::min(cols, (b + 1) * bc); ++c) scale[c] = pairs[static_cast<std::size_t>(b)].scale;
     }
     for (std::int64_t r = r0; r < r1; ++r)
       for (std::int64_t c = 0; c < cols; ++c) q[r * cols + c] = RoundTrip(x[r * cols + c] * scale[c]);
-  }
+  });
 }
 
 void block_codes_body(const QuantSpec& spec, const float* x, std::int64_t rows, std::int64_t cols, float* q,

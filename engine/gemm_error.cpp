@@ -340,9 +340,7 @@ void add_product(const GemmInput& a, const GemmInput& b, std::int64_t m, std::in
     for (std::size_t i = 0; i < size; ++i) out[i] = static_cast<double>(cv[i]) * p2 / divisor;
 }
 
-constexpr std::int64_t kTileRows = kGemmTileRows;
-
-std::int64_t tile_count(std::int64_t rows) { return (rows + kTileRows - 1) / kTileRows; }
+std::int64_t tile_count(std::int64_t rows) { return (rows + kGemmTileRows - 1) / kGemmTileRows; }
 
 // f(tile) for every tile of `rows` b rows, as tasks, isolated: a thread waiting for the tiles runs
 // only tiles, never another job that would hold its own operands meanwhile.
@@ -416,7 +414,7 @@ void part_products(const Part& part, const std::vector<TermSpecs>& casts, bool s
       std::vector<std::vector<double>> out;
     };
     thread_local Scratch s;
-    const std::int64_t r0 = tile * kTileRows, n = std::min(kTileRows, part.cols - r0);
+    const std::int64_t r0 = tile * kGemmTileRows, n = std::min(kGemmTileRows, part.cols - r0);
     s.b_in.resize(nc);
     s.out.resize(nc);
     for (auto& o : s.out) o.resize(static_cast<std::size_t>(part.rows * n));
