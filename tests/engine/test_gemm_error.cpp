@@ -323,6 +323,28 @@ TEST_CASE("GEMM rows are bit-identical with 1, 2 and 4 threads (products in seve
   }
 }
 
+namespace {
+
+// rel_fro_err = sqrt(R), R = sum e / sum r over the n sampled rows (squared error e, squared
+// reference r of each) of `population`, and its standard error by METRICS.md's formula:
+// var R = (1 - n / P) / (n rbar^2) * sum (e - R r)^2 / (n - 1), se = se(R) / (2 sqrt R).
+struct RatioSample {
+  double rel_fro_err = 0, rel_fro_err_se = 0;
+  RatioSample(const std::vector<double>& e, const std::vector<double>& r, double population) {
+    const auto n = static_cast<double>(e.size());
+    double se = 0, sr = 0;
+    for (std::size_t i = 0; i < e.size(); ++i) se += e[i], sr += r[i];
+    const double ratio = se / sr;
+    double s2 = 0;
+    for (std::size_t i = 0; i < e.size(); ++i) s2 += (e[i] - ratio * r[i]) * (e[i] - ratio * r[i]) / (n - 1);
+    const double se_ratio = std::sqrt((1.0 - n / population) * s2 / n) / (sr / n);
+    rel_fro_err = std::sqrt(ratio);
+    rel_fro_err_se = se_ratio / (2.0 * std::sqrt(ratio));
+  }
+};
+
+}  // namespace
+
 TEST_CASE("sampled fprop rows carry the ratio estimator's standard error") {
   // E4M3 current scaling, X amax 448 (scale 1): 1.0625 rounds to 1 (a tie), 1.1875 to 1.25 (a
   // tie, to even); everything else is exact, and W = [1, 1], dY = 1 are exact. fprop Y = x0 + x1.
@@ -340,17 +362,11 @@ TEST_CASE("sampled fprop rows carry the ratio estimator's standard error") {
   const auto g = fp8a::evaluate_gemm_errors(l.set, rows, options, &skipped);
   REQUIRE(g.size() == 3);
   // Per sampled row: squared error e and squared reference r of its output.
-  const std::vector<double> e = {0, 0.0625 * 0.0625, 0.0625 * 0.0625, 0.0625 * 0.0625};
-  const std::vector<double> r = {449.0 * 449.0, 3.0625 * 3.0625, 5.1875 * 5.1875, 9.0625 * 9.0625};
-  double se = 0, sr = 0;
-  for (std::size_t i = 0; i < 4; ++i) se += e[i], sr += r[i];
-  const double ratio = se / sr;
-  double s2 = 0;
-  for (std::size_t i = 0; i < 4; ++i) s2 += (e[i] - ratio * r[i]) * (e[i] - ratio * r[i]) / 3.0;
-  const double se_ratio = std::sqrt((1.0 - 4.0 / 8.0) * s2 / 4.0) / (sr / 4.0);
+  const RatioSample want({0, 0.0625 * 0.0625, 0.0625 * 0.0625, 0.0625 * 0.0625},
+                         {449.0 * 449.0, 3.0625 * 3.0625, 5.1875 * 5.1875, 9.0625 * 9.0625}, 8);
   CHECK(g[0].sampled);
-  CHECK(g[0].rel_fro_err == doctest::Approx(std::sqrt(ratio)).epsilon(1e-12));
-  CHECK(g[0].rel_fro_err_se == doctest::Approx(se_ratio / (2.0 * std::sqrt(ratio))).epsilon(1e-12));
+  CHECK(g[0].rel_fro_err == doctest::Approx(want.rel_fro_err).epsilon(1e-12));
+  CHECK(g[0].rel_fro_err_se == doctest::Approx(want.rel_fro_err_se).epsilon(1e-12));
   CHECK(g[1].rel_fro_err == 0.0);  // dgrad dX = dY W: exact
   CHECK(g[1].rel_fro_err_se == 0.0);
   CHECK(std::isnan(g[2].rel_fro_err_se));  // wgrad: dW [1, 2] has one row, all of it used
@@ -374,20 +390,14 @@ TEST_CASE("sampled wgrad rows are rows of dW, over every token, with the standar
   options.sample_rows = 4;
   const auto g = fp8a::evaluate_gemm_errors(l.set, rows, options, &skipped);
   REQUIRE(g.size() == 3);
-  const std::vector<double> e = {0, 0.0625 * 0.0625, 0.0625 * 0.0625, 0.0625 * 0.0625};
-  const std::vector<double> r = {448.0 * 448.0, 1.0625 * 1.0625, 1.1875 * 1.1875, 1.0625 * 1.0625};
-  double se = 0, sr = 0;
-  for (std::size_t i = 0; i < 4; ++i) se += e[i], sr += r[i];
-  const double ratio = se / sr;
-  double s2 = 0;
-  for (std::size_t i = 0; i < 4; ++i) s2 += (e[i] - ratio * r[i]) * (e[i] - ratio * r[i]) / 3.0;
-  const double se_ratio = std::sqrt((1.0 - 4.0 / 8.0) * s2 / 4.0) / (sr / 4.0);
+  const RatioSample want({0, 0.0625 * 0.0625, 0.0625 * 0.0625, 0.0625 * 0.0625},
+                         {448.0 * 448.0, 1.0625 * 1.0625, 1.1875 * 1.1875, 1.0625 * 1.0625}, 8);
   const fp8a::GemmRow& w = g[2];
   CHECK(w.gemm == fp8a::Gemm::kWgrad);
   CHECK(w.sampled);
   CHECK(w.rows_used == 4);
-  CHECK(w.rel_fro_err == doctest::Approx(std::sqrt(ratio)).epsilon(1e-12));
-  CHECK(w.rel_fro_err_se == doctest::Approx(se_ratio / (2.0 * std::sqrt(ratio))).epsilon(1e-12));
+  CHECK(w.rel_fro_err == doctest::Approx(want.rel_fro_err).epsilon(1e-12));
+  CHECK(w.rel_fro_err_se == doctest::Approx(want.rel_fro_err_se).epsilon(1e-12));
   CHECK(w.median_rel_err == doctest::Approx((0.0625 / 1.1875 + 0.0625 / 1.0625) / 2).epsilon(1e-12));
   CHECK_FALSE(g[0].sampled);  // fprop and dgrad: one token, all of it
 }
