@@ -313,6 +313,17 @@ void add_block_scaled_product(const GemmInput& a, const GemmInput& b, std::int64
   }
 }
 
+// out [i] (+)= c [i] * p2 / divisor, in float64, compiled for each CPU path (the same bits on all).
+void scale_out_body(const float* c, std::size_t n, double p2, double divisor, bool accumulate, double* out) {
+  if (accumulate)
+    for (std::size_t i = 0; i < n; ++i) out[i] += static_cast<double>(c[i]) * p2 / divisor;
+  else
+    for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<double>(c[i]) * p2 / divisor;
+}
+FP8A_CPU_PATHS(void, scale_out_on,
+               (const float* c, std::size_t n, double p2, double divisor, bool accumulate, double* out),
+               (c, n, p2, divisor, accumulate, out), scale_out_body)
+
 // out [m, n] (+)= (a * b^T) * 2^(a.exp2 + b.exp2) / (a.divisor * b.divisor), in float64 (c: a
 // scratch buffer).
 void add_product(const GemmInput& a, const GemmInput& b, std::int64_t m, std::int64_t n, std::int64_t k,
@@ -331,13 +342,8 @@ void add_product(const GemmInput& a, const GemmInput& b, std::int64_t m, std::in
     const Floats af = widen(a), bf = widen(b);
     cpu_gemm_f32(af.data(), a.layout, bf.data(), b.layout, m, n, k, c->data());
   }
-  const double p2 = std::ldexp(1.0, a.exp2 + b.exp2), divisor = a.divisor * b.divisor;
-  const float* cv = c->data();
-  const std::size_t size = c->size();
-  if (accumulate)
-    for (std::size_t i = 0; i < size; ++i) out[i] += static_cast<double>(cv[i]) * p2 / divisor;
-  else
-    for (std::size_t i = 0; i < size; ++i) out[i] = static_cast<double>(cv[i]) * p2 / divisor;
+  FP8A_CPU_PICK(default_cpu_isa(), scale_out_on)(c->data(), c->size(), std::ldexp(1.0, a.exp2 + b.exp2),
+                                                 a.divisor * b.divisor, accumulate, out);
 }
 
 std::int64_t tile_count(std::int64_t rows) { return (rows + kGemmTileRows - 1) / kGemmTileRows; }
@@ -406,27 +412,35 @@ void part_products(const Part& part, const std::vector<TermSpecs>& casts, bool s
       prepare(term.a, term.a_raw, term.a.rows(), spec ? &*spec : nullptr, squared, &work, &a_in[c][t]);
     });
   });
+  // For each term and cast, the first cast with the same b cast: b is cast once for all of them.
+  std::vector<std::vector<std::size_t>> first(nt, std::vector<std::size_t>(nc));
+  for (std::size_t t = 0; t < nt; ++t)
+    for (std::size_t c = 0; c < nc; ++c) {
+      std::size_t same = 0;
+      while (same < c && !same_cast(casts[same][t].second, casts[c][t].second)) ++same;
+      first[t][c] = same;
+    }
   for_each_tile(part.cols, [&](std::int64_t tile) {
     // A thread's buffers, kept from tile to tile: a tile task never waits, so never runs another.
     struct Scratch {
       Floats b, work, c;
-      std::vector<GemmInput> b_in;
+      GemmInput b_in;
       std::vector<std::vector<double>> out;
     };
     thread_local Scratch s;
     const std::int64_t r0 = tile * kGemmTileRows, n = std::min(kGemmTileRows, part.cols - r0);
-    s.b_in.resize(nc);
     s.out.resize(nc);
     for (auto& o : s.out) o.resize(static_cast<std::size_t>(part.rows * n));
     for (std::size_t t = 0; t < nt; ++t) {
       const Term& term = part.terms[t];
       term.b.load(r0, n, &s.b);
       for (std::size_t c = 0; c < nc; ++c) {
+        if (first[t][c] != c) continue;  // done with its first
         const auto& spec = casts[c][t].second;
-        std::size_t same = 0;
-        while (same < c && !same_cast(casts[same][t].second, spec)) ++same;
-        if (same == c) prepare(term.b, s.b, n, spec ? &*spec : nullptr, squared, &s.work, &s.b_in[c]);
-        add_product(a_in[c][t], s.b_in[same], part.rows, n, term.b.k(), t > 0, &s.c, s.out[c].data());
+        prepare(term.b, s.b, n, spec ? &*spec : nullptr, squared, &s.work, &s.b_in);
+        for (std::size_t d = c; d < nc; ++d)
+          if (first[t][d] == c)
+            add_product(a_in[d][t], s.b_in, part.rows, n, term.b.k(), t > 0, &s.c, s.out[d].data());
       }
     }
     for (std::size_t c = 0; c < nc; ++c) f(tile, r0, n, c, s.out[c]);
@@ -512,9 +526,20 @@ GemmCase make_case(const GemmLayer& job, const GemmOperandUse& u, const GemmOpti
   return c;
 }
 
-// The emulated rows of one recipe's GEMM under several casts (a format each: the evaluation rows
-// of its a and b operands): the quantised products against the references.
-// rel: a buffer per cast for the entries' relative errors, kept from call to call.
+// Whether a use's casts leave both operands of every term as they are: BF16 of BF16 tensors. Its
+// GEMM is then the reference GEMM, of the same values in the same order: its output is the
+// reference, bit for bit, and no product is computed.
+bool leaves_operands(const Part& p, const EvaluationRow& ra, const EvaluationRow& rb) {
+  if (ra.recipe.kind != RecipeKind::kBf16 || rb.recipe.kind != RecipeKind::kBf16) return false;
+  for (const Term& t : p.terms)
+    if (t.a_tensor->view.dtype != DType::kBF16 || t.b_tensor->view.dtype != DType::kBF16) return false;
+  return true;
+}
+
+// The emulated rows of a GEMM under several casts (a recipe and format each: the evaluation rows
+// of its a and b operands): the quantised products against the references, every tile of b read
+// once for all of them. rel: a buffer per cast for the entries' relative errors, kept from call
+// to call.
 std::vector<GemmRow> emulated_rows(const GemmLayer& job, const GemmCase& c,
                                    std::span<const std::pair<const EvaluationRow*, const EvaluationRow*>> uses,
                                    std::vector<std::vector<double>>* rel_buffers) {
@@ -527,17 +552,36 @@ std::vector<GemmRow> emulated_rows(const GemmLayer& job, const GemmCase& c,
   std::int64_t offset = 0;  // the part's first entry in rel
   for (const Part& p : c.parts) {
     std::vector<TermSpecs> casts;
-    for (const auto& [ra, rb] : uses) {
+    std::vector<std::size_t> computed, same;  // the uses a product is computed for, and the others
+    for (std::size_t u = 0; u < uses.size(); ++u) {
+      const auto& [ra, rb] = uses[u];
+      if (leaves_operands(p, *ra, *rb)) {
+        same.push_back(u);
+        continue;
+      }
       TermSpecs specs;
       for (const Term& t : p.terms) specs.emplace_back(spec_for(*ra, *t.a_tensor), spec_for(*rb, *t.b_tensor));
       casts.push_back(std::move(specs));
+      computed.push_back(u);
     }
     std::vector<std::vector<ErrorSums>> tiles(uses.size(), std::vector<ErrorSums>(static_cast<std::size_t>(tile_count(p.cols))));
-    part_products(p, casts, false, [&](std::int64_t tile, std::int64_t c0, std::int64_t n, std::size_t cast,
-                                       const std::vector<double>& got) {
-      tiles[cast][static_cast<std::size_t>(tile)].add(p.ref.data() + c0, p.cols, got.data(), p.rows, n, p.first_unit,
-                                                      rel[cast].data() + offset + c0, p.cols);
-    });
+    const auto add_tile = [&](std::size_t u, std::int64_t tile, std::int64_t c0, std::int64_t n,
+                              const std::vector<double>& got) {
+      tiles[u][static_cast<std::size_t>(tile)].add(p.ref.data() + c0, p.cols, got.data(), p.rows, n, p.first_unit,
+                                                   rel[u].data() + offset + c0, p.cols);
+    };
+    if (!casts.empty())
+      part_products(p, casts, false, [&](std::int64_t tile, std::int64_t c0, std::int64_t n, std::size_t cast,
+                                         const std::vector<double>& got) { add_tile(computed[cast], tile, c0, n, got); });
+    if (!same.empty())
+      for_each_tile(p.cols, [&](std::int64_t tile) {
+        thread_local std::vector<double> got;
+        const std::int64_t c0 = tile * kGemmTileRows, n = std::min(kGemmTileRows, p.cols - c0);
+        got.resize(static_cast<std::size_t>(p.rows * n));
+        for (std::int64_t i = 0; i < p.rows; ++i)
+          std::copy_n(p.ref.begin() + i * p.cols + c0, n, got.begin() + i * n);
+        for (std::size_t u : same) add_tile(u, tile, c0, n, got);
+      });
     for (std::size_t u = 0; u < uses.size(); ++u)
       for (ErrorSums& t : tiles[u]) sums[u].merge(std::move(t));
     offset += p.rows * p.cols;
@@ -657,6 +701,19 @@ std::string gemm_unit_key(const GemmLayer& job, const EvaluationIndex& index, co
   return w.take();
 }
 
+// How many casts of a GEMM emulated_rows takes at once: as many as keep their buffers (the
+// entries' relative errors, the a operand as cast, a tile's output per thread) within
+// kGemmGroupBytes, at least one.
+std::size_t uses_per_group(const GemmCase& c) {
+  std::int64_t bytes = 0;
+  const auto threads = static_cast<std::int64_t>(tbb::this_task_arena::max_concurrency());
+  for (const Part& p : c.parts) {
+    bytes += p.rows * p.cols * 8 + threads * p.rows * kGemmTileRows * 8;
+    for (const Term& t : p.terms) bytes += t.a.rows() * t.a.k() * 4;
+  }
+  return static_cast<std::size_t>(std::max<std::int64_t>(1, kGemmGroupBytes / std::max<std::int64_t>(1, bytes)));
+}
+
 // A layer's rows, one list per format: per recipe, per GEMM, the emulated row (and the engine's).
 std::vector<std::vector<GemmRow>> compute_layer(const GemmLayer& job, const EvaluationIndex& index,
                                                 const GemmOptions& options) {
@@ -686,50 +743,60 @@ std::vector<std::vector<GemmRow>> compute_layer(const GemmLayer& job, const Eval
       }
     }
     const GemmCase c = make_case(job, u, options, group);
-    std::vector<std::vector<double>> rel_buffers;  // emulated_rows', one GEMM's recipes after another
+    std::vector<std::vector<double>> rel_buffers;  // emulated_rows', one group after another
+    // Per recipe, a format whose operands have an earlier format's FP8 types (fprop, whose X and
+    // W are E4M3 in every format; BF16) gets copies of that format's rows: computed once. The
+    // others of every recipe are computed together, sharing the reads of b and the casts they
+    // have in common, in groups whose buffers fit kGemmGroupBytes.
+    std::vector<std::vector<std::size_t>> same(nrec, std::vector<std::size_t>(formats.size()));
+    std::vector<std::pair<std::size_t, std::size_t>> todo;  // (recipe, format)
     for (std::size_t ri = 0; ri < nrec; ++ri) {
-      const Recipe& recipe = index.recipes()[ri];
-      std::vector<std::vector<GemmRow>>& per_format = slots[ri][g];
-      per_format.resize(formats.size());
-      // A format whose operands have an earlier format's FP8 types (fprop, whose X and W are E4M3
-      // in every format; BF16) gets copies of that format's rows: computed once. The others are
-      // computed together, sharing the reads and casts of the operand they have in common.
-      std::vector<std::size_t> same(formats.size()), computed;
+      slots[ri][g].resize(formats.size());
+      std::vector<std::size_t> computed;
       for (std::size_t f = 0; f < formats.size(); ++f) {
         const auto [ra, rb] = found[ri][f];
-        same[f] = f;
+        same[ri][f] = f;
         if (ra == nullptr) continue;
         for (std::size_t e : computed)
           if (found[ri][e].first->fp8 == ra->fp8 && found[ri][e].second->fp8 == rb->fp8) {
-            same[f] = e;
+            same[ri][f] = e;
             break;
           }
-        if (same[f] == f) computed.push_back(f);
+        if (same[ri][f] == f) {
+          computed.push_back(f);
+          todo.emplace_back(ri, f);
+        }
       }
+    }
+    const std::size_t per_group = uses_per_group(c);
+    for (std::size_t g0 = 0; g0 < todo.size(); g0 += per_group) {
+      const std::size_t g1 = std::min(todo.size(), g0 + per_group);
       std::vector<std::pair<const EvaluationRow*, const EvaluationRow*>> uses;
-      for (std::size_t f : computed) uses.push_back(found[ri][f]);
-      std::vector<GemmRow> rows = uses.empty() ? std::vector<GemmRow>{} : emulated_rows(job, c, uses, &rel_buffers);
-      for (std::size_t i = 0; i < computed.size(); ++i) {
-        const std::size_t f = computed[i];
-        GemmRow& row = rows[i];
+      for (std::size_t i = g0; i < g1; ++i) uses.push_back(found[todo[i].first][todo[i].second]);
+      std::vector<GemmRow> rows = emulated_rows(job, c, uses, &rel_buffers);
+      for (std::size_t i = g0; i < g1; ++i) {
+        const auto [ri, f] = todo[i];
+        const Recipe& recipe = index.recipes()[ri];
+        GemmRow& row = rows[i - g0];
         row.recipe = recipe;
         row.format = formats[f];
         row.note = split_note;
         if (!split_note.empty() && options.engine != nullptr)
           row.note += "; " + options.engine->name() + " not run: rank shards";
-        per_format[f].push_back(std::move(row));
+        slots[ri][g][f].push_back(std::move(row));
         if (use_engine)
-          run_on_engine(*options.engine, c, *uses[i].first, *uses[i].second,
+          run_on_engine(*options.engine, c, *uses[i - g0].first, *uses[i - g0].second,
                         "step " + std::to_string(job.step) + " layer '" + job.layer + "' " + gemm_name(u.gemm) + " " +
                             recipe.spec(),
-                        &per_format[f]);
-      }
-      for (std::size_t f = 0; f < formats.size(); ++f) {
-        if (found[ri][f].first == nullptr || same[f] == f) continue;
-        per_format[f] = per_format[same[f]];
-        for (GemmRow& r : per_format[f]) r.format = formats[f];
+                        &slots[ri][g][f]);
       }
     }
+    for (std::size_t ri = 0; ri < nrec; ++ri)
+      for (std::size_t f = 0; f < formats.size(); ++f) {
+        if (found[ri][f].first == nullptr || same[ri][f] == f) continue;
+        slots[ri][g][f] = slots[ri][g][same[ri][f]];
+        for (GemmRow& r : slots[ri][g][f]) r.format = formats[f];
+      }
   }
   std::vector<std::vector<GemmRow>> results(formats.size());
   for (std::size_t ri = 0; ri < nrec; ++ri)

@@ -55,6 +55,11 @@ std::int64_t gemm_rows_for(std::int64_t sample_rows, std::int64_t m, std::int64_
 // 128 measured fastest of 128..2048 on one Llama-2-7B layer (bench/RESULTS.md): a tile's casts
 // stay in cache.
 inline constexpr std::int64_t kGemmTileRows = 128;
+// The buffers a GEMM's casts computed together may hold (the entries' relative errors for the
+// median, the a operands as cast, a tile's output per thread): all of a GEMM's recipes and formats
+// at once when they fit, each tile of b then read once for all; else in groups, b read once per
+// group. One cast's buffers are held whatever their size.
+inline constexpr std::int64_t kGemmGroupBytes = std::int64_t{256} << 20;
 
 struct GemmOptions {
   // kGemmRowsAuto: gemm_rows_for's choice; 0: all token rows; else this many, evenly spaced.

@@ -7,6 +7,8 @@
 #include <bit>
 #include <cmath>
 
+#include "engine/cpu_isa.hpp"
+
 namespace fp8a {
 
 void NoiseTable::add(std::span<const double> ref, std::span<const double> s) {
@@ -108,6 +110,47 @@ double median_nonnegative(std::span<const double> v) {
   return lo == hi ? upper : (kth(lo - before) + upper) / 2.0;
 }
 
+namespace {
+
+// One output row's sums, in kLanes interleaved partial sums added in lane order at the end (a
+// fixed order: the same bits on every CPU path), branch-free so that the loop vectorises.
+struct RowSums {
+  double err2 = 0, ref2 = 0, got2 = 0, dot = 0;
+  std::int64_t zeroed = 0, flipped = 0;
+};
+constexpr std::int64_t kLanes = 8;
+
+RowSums row_sums_body(const double* ref, const double* got, std::int64_t n, double* rel) {
+  double e2[kLanes] = {}, r2[kLanes] = {}, g2[kLanes] = {}, gr[kLanes] = {};
+  std::int64_t zeroed[kLanes] = {}, flipped[kLanes] = {};
+  const auto entry = [&](std::int64_t j, std::int64_t l) {
+    const double r = ref[j], g = got[j], d = g - r;
+    e2[l] += d * d;
+    r2[l] += r * r;
+    g2[l] += g * g;
+    gr[l] += g * r;
+    const bool counted = r != 0.0;
+    zeroed[l] += counted & (g == 0.0);
+    flipped[l] += counted & (g != 0.0) & ((g < 0.0) != (r < 0.0));
+    const double e = std::fabs(d) / std::fabs(r);
+    rel[j] = counted ? (e != e ? INFINITY : e) : -1.0;  // a NaN (inf - inf) is the worst
+  };
+  std::int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (std::int64_t l = 0; l < kLanes; ++l) entry(j + l, l);
+  for (std::int64_t l = 0; j < n; ++j, ++l) entry(j, l);
+  RowSums s;
+  for (std::int64_t l = 0; l < kLanes; ++l) {
+    s.err2 += e2[l], s.ref2 += r2[l], s.got2 += g2[l], s.dot += gr[l];
+    s.zeroed += zeroed[l], s.flipped += flipped[l];
+  }
+  return s;
+}
+FP8A_CPU_PATHS(RowSums, row_sums_on, (const double* ref, const double* got, std::int64_t n, double* rel),
+               (ref, got, n, rel), row_sums_body)
+
+}  // namespace
+
 void ErrorSums::add(const double* ref, std::int64_t ref_stride, const double* got, std::int64_t rows, std::int64_t cols,
                     std::int64_t first_unit, double* rel, std::int64_t rel_stride) {
   if (static_cast<std::int64_t>(unit_err2.size()) < first_unit + rows) {
@@ -115,26 +158,17 @@ void ErrorSums::add(const double* ref, std::int64_t ref_stride, const double* go
     unit_ref2.resize(unit_err2.size(), 0.0);
   }
   entries += rows * cols;
+  const auto row_sums = FP8A_CPU_PICK(default_cpu_isa(), row_sums_on);
   for (std::int64_t i = 0; i < rows; ++i) {
-    double ue = 0, ur = 0;
-    for (std::int64_t j = 0; j < cols; ++j) {
-      const double r = ref[i * ref_stride + j], g = got[i * cols + j], d = g - r;
-      ue += d * d;
-      ur += r * r;
-      got2 += g * g;
-      dot += g * r;
-      double& out = rel[i * rel_stride + j];
-      out = -1.0;
-      if (r == 0.0) continue;
-      zeroed += g == 0.0;
-      flipped += g != 0.0 && ((g < 0.0) != (r < 0.0));
-      const double e = std::fabs(d) / std::fabs(r);
-      out = std::isnan(e) ? INFINITY : e;  // a NaN (inf - inf) is the worst
-    }
-    err2 += ue;
-    ref2 += ur;
-    unit_err2[static_cast<std::size_t>(first_unit + i)] += ue;
-    unit_ref2[static_cast<std::size_t>(first_unit + i)] += ur;
+    const RowSums s = row_sums(ref + i * ref_stride, got + i * cols, cols, rel + i * rel_stride);
+    err2 += s.err2;
+    ref2 += s.ref2;
+    got2 += s.got2;
+    dot += s.dot;
+    zeroed += s.zeroed;
+    flipped += s.flipped;
+    unit_err2[static_cast<std::size_t>(first_unit + i)] += s.err2;
+    unit_ref2[static_cast<std::size_t>(first_unit + i)] += s.ref2;
   }
 }
 
