@@ -82,9 +82,35 @@ void for_each_block_row(const QuantSpec& spec, const float* x, std::int64_t rows
   }
 }
 
+// Blocks one row high (1 x bc): each block's scale applies to one run, so the run is cast with
+// it directly, without the per-column scale rows of the general case (the same operations per
+// element, so the same bits).
+template <float (*RoundTrip)(float)>
+void fake_quantize_row_blocks(const QuantSpec& spec, const float* x, std::int64_t rows, std::int64_t cols,
+                              float* deq, FakeQuantCounts* counts) {
+  const std::int64_t bc = spec.block.cols;
+  const float fp8_max = fp8_max_finite(spec.format);
+  const float sat = saturation_threshold(spec.format);
+  RunCounts run;
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c0 = 0; c0 < cols; c0 += bc) {
+      const std::int64_t n = std::min(bc, cols - c0);
+      const float* v = x + r * cols + c0;
+      std::int32_t amax_bits = 0;
+      for (std::int64_t i = 0; i < n; ++i) amax_bits = std::max(amax_bits, abs_bits_not_nan(v[i]));
+      const ScalePair s = block_scale(spec.kind, spec.format, spec.pow2_scales, spec.mx_rule, spec.value_for_inf,
+                                      bits_float(static_cast<std::uint32_t>(amax_bits)));
+      counts->scale_inv_min = std::min(counts->scale_inv_min, s.scale_inv);
+      counts->scale_inv_max = std::max(counts->scale_inv_max, s.scale_inv);
+      quantize_run<RoundTrip>(v, n, s.scale, s.scale_inv, sat, fp8_max * s.scale_inv, deq + r * cols + c0, &run);
+    }
+  counts->add(run.underflow, run.saturated, run.overflow);
+}
+
 template <float (*RoundTrip)(float)>
 void fake_quantize_blocked(const QuantSpec& spec, const float* x, std::int64_t rows,
                            std::int64_t cols, float* deq, FakeQuantCounts* counts) {
+  if (spec.block.rows == 1) return fake_quantize_row_blocks<RoundTrip>(spec, x, rows, cols, deq, counts);
   const std::int64_t bc = spec.block.cols;
   const float fp8_max = fp8_max_finite(spec.format);
   const float sat = saturation_threshold(spec.format);
@@ -185,18 +211,18 @@ FP8A_CPU_PATHS(void, block_codes_on,
                (spec, x, rows, cols, q, block_scale_inv), block_codes_body)
 
 template <float (*RoundTrip)(float)>
-void codes_run(const float* x, std::int64_t n, float scale, float* q) {
-  for (std::int64_t i = 0; i < n; ++i) q[i] = RoundTrip(x[i] * scale);
+void codes_run(const float* x, std::int64_t n, float scale, std::uint16_t* q) {
+  for (std::int64_t i = 0; i < n; ++i) q[i] = static_cast<std::uint16_t>(float_bits(RoundTrip(x[i] * scale)) >> 16);
 }
 
-void quantize_codes_body(const QuantSpec& spec, const float* x, std::int64_t n, float* q) {
+void quantize_codes_body(const QuantSpec& spec, const float* x, std::int64_t n, std::uint16_t* q) {
   if (spec.format == Fp8Format::kE4M3)
     codes_run<round_trip_e4m3>(x, n, spec.scale, q);
   else
     codes_run<round_trip_e5m2>(x, n, spec.scale, q);
 }
 
-FP8A_CPU_PATHS(void, quantize_codes_on, (const QuantSpec& spec, const float* x, std::int64_t n, float* q),
+FP8A_CPU_PATHS(void, quantize_codes_on, (const QuantSpec& spec, const float* x, std::int64_t n, std::uint16_t* q),
                (spec, x, n, q), quantize_codes_body)
 
 }  // namespace
@@ -208,7 +234,7 @@ void quantize_block_codes(const QuantSpec& spec, const float* x, std::int64_t ro
   FP8A_CPU_PICK(default_cpu_isa(), block_codes_on)(spec, x, rows, cols, q, scale_inv);
 }
 
-void quantize_codes(const QuantSpec& spec, const float* x, std::int64_t n, float* q) {
+void quantize_codes(const QuantSpec& spec, const float* x, std::int64_t n, std::uint16_t* q) {
   FP8A_CHECK(is_per_tensor(spec.kind), "quantize_codes: a per-tensor recipe only");
   FP8A_CPU_PICK(default_cpu_isa(), quantize_codes_on)(spec, x, n, q);
 }

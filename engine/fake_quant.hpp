@@ -57,10 +57,10 @@ void fake_quantize_rows(const QuantSpec& spec, const float* x, std::int64_t rows
 void quantize_block_codes(const QuantSpec& spec, const float* x, std::int64_t rows, std::int64_t cols, float* q,
                           float* scale_inv);
 
-// The FP8 values of a per-tensor cast before its scale is undone: q = the saturating cast of
-// x * spec.scale, as fake_quantize_rows rounds it (its deq is q * scale_inverse(spec.scale)).
-// Every q is exactly a BF16 value, so a GEMM on q is a BF16 GEMM with the scales factored out.
-// Runs on default_cpu_isa().
-void quantize_codes(const QuantSpec& spec, const float* x, std::int64_t n, float* q);
+// The FP8 values of a per-tensor cast before its scale is undone, as BF16 bits: q = the saturating
+// cast of x * spec.scale, as fake_quantize_rows rounds it (its deq is q * scale_inverse(spec.scale)).
+// Every FP8 value is exactly a BF16 value, so a GEMM on q is a BF16 GEMM with the scales factored
+// out. Runs on default_cpu_isa().
+void quantize_codes(const QuantSpec& spec, const float* x, std::int64_t n, std::uint16_t* q);
 
 }  // namespace fp8a

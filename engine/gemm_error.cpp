@@ -271,19 +271,40 @@ void prepare_block_scaled(const OperandSource& src, const Floats& x, std::int64_
 void prepare(const OperandSource& src, const Floats& x, std::int64_t n, const QuantSpec* spec, bool squared,
              Floats* work, GemmInput* in) {
   if (spec == nullptr) return to_gemm_input(x.data(), x.size(), src.layout, 1.0, true, squared, in);
-  work->resize(x.size());
   if (is_per_tensor(spec->kind)) {
-    quantize_codes(*spec, x.data(), static_cast<std::int64_t>(x.size()), work->data());
     // q / scale exactly (the cast's dequantised values are q * scale_inverse(scale) rounded to
-    // float: the same to an ulp).
-    return to_gemm_input(work->data(), x.size(), src.layout, static_cast<double>(spec->scale), false, false, in);
+    // float: the same to an ulp), q BF16 values that need no normalising.
+    in->layout = src.layout;
+    in->divisor = static_cast<double>(spec->scale);
+    in->blocks = 0;
+    in->exp2 = 0;
+    in->is_bf16 = true;
+    in->bf16.resize(x.size());
+    quantize_codes(*spec, x.data(), static_cast<std::int64_t>(x.size()), in->bf16.data());
+    return;
   }
   if (spec->kind == RecipeKind::kBlock && !spec->pow2_scales && block_along_k(src, *spec) == kKBlock)
     return prepare_block_scaled(src, x, n, *spec, work, in);
+  work->resize(x.size());
   FakeQuantCounts unused;
   fake_quantize_rows(*spec, x.data(), src.layout_rows(n), src.layout_cols(n), work->data(), &unused);
   to_gemm_input(work->data(), x.size(), src.layout, 1.0, true, false, in);
 }
+
+// out [m, n] += p [m, n] * sa [i] * sb [j] (one block's product and its rows' scale inverses), in
+// float64, compiled for each CPU path (the same bits on all).
+void add_block_product_body(const float* p, const float* sa, const float* sb, std::int64_t m, std::int64_t n,
+                            double* out) {
+  for (std::int64_t i = 0; i < m; ++i) {
+    const double si = sa[i];
+    double* o = out + i * n;
+    const float* pi = p + i * n;
+    for (std::int64_t j = 0; j < n; ++j) o[j] += static_cast<double>(pi[j]) * (si * static_cast<double>(sb[j]));
+  }
+}
+FP8A_CPU_PATHS(void, add_block_product_on,
+               (const float* p, const float* sa, const float* sb, std::int64_t m, std::int64_t n, double* out),
+               (p, sa, sb, m, n, out), add_block_product_body)
 
 // out [m, n] (+)= sum over the reduction's blocks e of (a_e * b_e^T) * a's scale inverse of row i in
 // block e * b's of row j, in float64: the products of FP8 values exact, summed in float32 within
@@ -299,17 +320,10 @@ void add_block_scaled_product(const GemmInput& a, const GemmInput& b, std::int64
     c->resize(static_cast<std::size_t>(batch * m * n));
     cpu_gemm_bf16_batched(a.block_codes.data() + e0 * m * kKBlock, b.block_codes.data() + e0 * n * kKBlock, batch, m,
                           n, kKBlock, c->data());
-    for (std::int64_t e = 0; e < batch; ++e) {
-      const float* p = c->data() + e * m * n;
-      const float* sa = a.block_scale_inv.data() + (e0 + e) * m;
-      const float* sb = b.block_scale_inv.data() + (e0 + e) * n;
-      for (std::int64_t i = 0; i < m; ++i) {
-        const double si = sa[i];
-        double* o = out + i * n;
-        const float* pi = p + i * n;
-        for (std::int64_t j = 0; j < n; ++j) o[j] += static_cast<double>(pi[j]) * (si * static_cast<double>(sb[j]));
-      }
-    }
+    const auto add_scaled = FP8A_CPU_PICK(default_cpu_isa(), add_block_product_on);
+    for (std::int64_t e = 0; e < batch; ++e)
+      add_scaled(c->data() + e * m * n, a.block_scale_inv.data() + (e0 + e) * m,
+                 b.block_scale_inv.data() + (e0 + e) * n, m, n, out);
   }
 }
 
@@ -586,21 +600,24 @@ std::vector<GemmRow> emulated_rows(const GemmLayer& job, const GemmCase& c,
       for (ErrorSums& t : tiles[u]) sums[u].merge(std::move(t));
     offset += p.rows * p.cols;
   }
-  std::vector<GemmRow> rows;
-  for (std::size_t u = 0; u < uses.size(); ++u) {
-    GemmRow row;
-    row.step = job.step;
-    row.layer = job.layer;
-    row.gemm = c.gemm;
-    row.rows_used = c.units;
-    row.sampled = c.sampled;
-    const GemmDims dims = job.dims(c.gemm);
-    row.m = dims.m;
-    row.n = dims.n;
-    row.k = dims.k;
-    sums[u].finish(c.sampled, c.population, c.has_noise ? &c.noise : nullptr, rel[u], &row);
-    rows.push_back(std::move(row));
-  }
+  // The statistics of each cast, the casts as tasks (each median and noise sum in blocks as tasks
+  // of its own: an output of a million entries is one block).
+  std::vector<GemmRow> rows(uses.size());
+  const GemmDims dims = job.dims(c.gemm);
+  tbb::this_task_arena::isolate([&] {
+    tbb::parallel_for(std::size_t{0}, uses.size(), [&](std::size_t u) {
+      GemmRow& row = rows[u];
+      row.step = job.step;
+      row.layer = job.layer;
+      row.gemm = c.gemm;
+      row.rows_used = c.units;
+      row.sampled = c.sampled;
+      row.m = dims.m;
+      row.n = dims.n;
+      row.k = dims.k;
+      sums[u].finish(c.sampled, c.population, c.has_noise ? &c.noise : nullptr, rel[u], &row);
+    });
+  });
   return rows;
 }
 
