@@ -3,6 +3,7 @@
 #include <variant>
 
 #include "reports/json_number.hpp"
+#include "reports/json_text.hpp"
 
 namespace fp8a {
 
@@ -69,7 +70,7 @@ ordered_json module_plan_json(const Recommendation& rec) {
   ordered_json modules = ordered_json::array();
   for (const ModuleChoice& m : mp.modules) {
     const RunCandidate* c = m.candidate ? &rec.candidates[*m.candidate].candidate : nullptr;
-    modules.push_back({{"layer", m.layer},
+    modules.push_back({{"layer", json_name(m.layer)},
                        {"precision", c ? "fp8" : "bf16"},
                        {"candidate", c ? ordered_json(candidate_name(*c)) : ordered_json(nullptr)},
                        {"recipe", c ? te_recipe_json(te_recipe_for(*c, rec.te_version)) : ordered_json(nullptr)},

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <string_view>
+#include <vector>
 
 namespace fp8a {
 namespace {
@@ -16,37 +17,147 @@ bool megatron_suffix(const std::string& suffix) {
          std::end(kMegatronSuffixes);
 }
 
+// Where a transformer layer sits in a captured name: the block holding the ModuleList
+// ("decoder", "encoder"; "" when the name starts at "layers."), and the stack above it
+// ("language_model", "vision_model"; "" for a single model), the leading wrappers left out
+// ("module." of DDP and Float16Module, "model." of a training wrapper or HF's causal-LM class).
+struct LayerPlace {
+  TransformerLayerName layer;
+  std::string stack, block;
+};
+
+std::optional<LayerPlace> place_of(const std::string& name) {
+  const auto s = split_transformer_layer(name);
+  if (!s) return std::nullopt;
+  LayerPlace p{*s, "", ""};
+  std::vector<std::string> parts;
+  const std::string prefix = name.substr(0, s->start);  // "" or ending in '.'
+  for (std::size_t b = 0; b < prefix.size();) {
+    const std::size_t e = prefix.find('.', b);
+    parts.push_back(prefix.substr(b, e - b));
+    b = e + 1;
+  }
+  std::size_t first = 0;
+  while (first < parts.size() && (parts[first] == "module" || parts[first] == "model")) ++first;
+  if (first < parts.size()) {
+    p.block = parts.back();
+    for (std::size_t i = first; i + 1 < parts.size(); ++i) p.stack += (p.stack.empty() ? "" : ".") + parts[i];
+  }
+  return p;
+}
+
+bool is_lm_head(const std::string& layer) { return layer == "output_layer" || layer.ends_with(".output_layer"); }
+
 }  // namespace
 
 MappedName megatron_module_path(const std::string& layer) {
-  if (layer == "output_layer" || layer.ends_with(".output_layer")) return {"output_layer", false, ""};
-  const auto s = split_transformer_layer(layer);
-  if (!s) return {layer, true, "not a Megatron transformer-layer name; used as captured"};
-  MappedName m{"decoder.layers." + std::to_string(s->index) + "." + s->suffix, false, ""};
-  const bool decoder = s->start >= 8 && layer.compare(s->start - 8, 8, "decoder.") == 0;
-  if (!megatron_suffix(s->suffix)) {
+  if (is_lm_head(layer)) return {"output_layer", false, ""};
+  const auto p = place_of(layer);
+  if (!p) return {layer, true, "not a Megatron transformer-layer name; used as captured"};
+  const std::string block = p->block.empty() ? "decoder" : p->block;
+  MappedName m{block + ".layers." + std::to_string(p->layer.index) + "." + p->layer.suffix, false, ""};
+  if (!megatron_suffix(p->layer.suffix)) {
     m.guess = true;
-    m.note = "'" + s->suffix + "' is not one of Megatron's linear modules; mapped by its layer index";
-  } else if (!decoder) {
+    m.note = "'" + p->layer.suffix + "' is not one of Megatron's linear modules; mapped by its layer index";
+  } else if (p->block.empty()) {
     m.guess = true;
-    m.note = "captured without 'decoder.'; taken as Megatron's decoder.layers." + std::to_string(s->index);
+    m.note = "captured without 'decoder.'; taken as Megatron's decoder.layers." + std::to_string(p->layer.index);
+  } else if (p->block != "decoder" && p->block != "encoder") {
+    m.guess = true;
+    m.note = "'" + p->block + "' is not a Megatron TransformerBlock attribute; used as captured";
   }
+  if (!p->stack.empty())
+    m.note += std::string(m.note.empty() ? "" : "; ") + "in the model '" + p->stack +
+              "': Megatron names a module by its path within its own model, so another stack's layer " +
+              std::to_string(p->layer.index) + " has this name too";
   return m;
 }
 
 MappedName nvdlfw_layer_name(const std::string& layer) {
-  if (layer == "output_layer" || layer.ends_with(".output_layer"))
+  if (is_lm_head(layer))
     return {"output_layer", true, "Megatron's LM head is not a TE module: TE's debug features never see it"};
-  const auto s = split_transformer_layer(layer);
-  if (!s) return {layer, true, "not a transformer-layer name; used as captured"};
-  MappedName m{"decoder.layers." + std::to_string(s->index + 1) + "." + s->suffix, false,
-               "layer_number " + std::to_string(s->index + 1) +
+  const auto p = place_of(layer);
+  if (!p) return {layer, true, "not a transformer-layer name; used as captured"};
+  const std::string block = p->block.empty() ? "decoder" : p->block;
+  MappedName m{(p->stack.empty() ? "" : p->stack + ".") + block + ".layers." + std::to_string(p->layer.index + 1) +
+                   "." + p->layer.suffix,
+               false,
+               "layer_number " + std::to_string(p->layer.index + 1) +
                    ": the captured index + 1, plus the stage's first layer under pipeline parallelism"};
-  if (!megatron_suffix(s->suffix)) {
+  if (!megatron_suffix(p->layer.suffix)) {
     m.guess = true;
-    m.note += "; '" + s->suffix + "' is not one of Megatron's linear modules";
+    m.note += "; '" + p->layer.suffix + "' is not one of Megatron's linear modules";
   }
   return m;
+}
+
+MappedName captured_name(const std::string& layer) { return {layer, false, ""}; }
+
+std::vector<ModuleGroup> module_groups(const std::vector<LayerDecision>& layers,
+                                       MappedName (*map)(const std::string&), NameMatch match) {
+  const std::size_t n = layers.size();
+  std::vector<MappedName> names;
+  for (const LayerDecision& l : layers) names.push_back(map(l.layer));
+  // Union-find over the layers, joined where the consumer's names select a common module.
+  std::vector<std::size_t> parent(n);
+  for (std::size_t i = 0; i < n; ++i) parent[i] = i;
+  const auto root = [&](std::size_t i) {
+    while (parent[i] != i) i = parent[i] = parent[parent[i]];
+    return i;
+  };
+  const auto join = [&](std::size_t a, std::size_t b) {
+    a = root(a), b = root(b);
+    if (a != b) parent[std::max(a, b)] = std::min(a, b);
+  };
+  std::map<std::string, std::size_t> first_of;  // a name -> the first layer with it
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto [it, fresh] = first_of.emplace(names[i].name, i);
+    if (!fresh) join(it->second, i);
+  }
+  if (match == NameMatch::kDotSuffix)  // a name also selects every module whose path ends in "." + it
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::string& name = names[i].name;
+      for (std::size_t dot = name.find('.'); dot != std::string::npos; dot = name.find('.', dot + 1))
+        if (const auto it = first_of.find(name.substr(dot + 1)); it != first_of.end()) join(it->second, i);
+    }
+  std::vector<ModuleGroup> groups;
+  std::map<std::size_t, std::size_t> group_of;  // root -> index in groups
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto [it, fresh] = group_of.emplace(root(i), groups.size());
+    if (fresh) groups.push_back({names[i], {}});
+    ModuleGroup& g = groups[it->second];
+    g.layers.push_back(i);
+    // Under kDotSuffix the shortest name ends every other one of the group (each join pairs a name
+    // with one of its own dot-suffixes, and those form a chain): it selects them all.
+    if (names[i].name.size() < g.name.name.size()) g.name = names[i];
+  }
+  return groups;
+}
+
+LayerDecision merged_decision(const std::vector<LayerDecision>& layers, const ModuleGroup& group) {
+  LayerDecision merged = layers[group.layers.front()];
+  for (std::size_t i : group.layers)
+    for (std::size_t g = 0; g < merged.gemms.size(); ++g) {
+      const GemmDecision& d = layers[i].gemms[g];
+      GemmDecision& m = merged.gemms[g];
+      if (is_fallback(d) && !is_fallback(m)) m = d;  // BF16 wins, with its reason
+      else if (!m.judged && d.judged) m = d;
+    }
+  return merged;
+}
+
+std::string group_note(const std::vector<LayerDecision>& layers, const ModuleGroup& group, const std::string& scheme) {
+  if (group.layers.size() < 2) return "";
+  std::string names;
+  bool differ = false;
+  for (std::size_t i : group.layers) {
+    names += (names.empty() ? "" : ", ") + layers[i].layer;
+    differ = differ || fallback_gemm_list(layers[i]) != fallback_gemm_list(layers[group.layers.front()]);
+  }
+  std::string note = std::to_string(group.layers.size()) + " captured layers are one module '" + group.name.name +
+                     "' in " + scheme + " (" + names + ")";
+  if (differ) note += ": their plans differ, so each GEMM that any of them keeps in BF16 is BF16 here";
+  return note;
 }
 
 const RunCandidate* chosen_candidate(const Recommendation& rec) {

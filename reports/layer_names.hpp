@@ -19,16 +19,47 @@ struct MappedName {
 };
 
 // Megatron-Core's module path (GPTModel.named_modules(): "decoder.layers.3.mlp.linear_fc2",
-// "output_layer"). The index is the captured one; Megatron's count from 0 in each pipeline stage.
+// "output_layer"): the path within the model that owns the layer (each GPTModel of a multimodal
+// model names its own modules), the block as captured (decoder, encoder), wrappers and stacks left
+// out. The index is the captured one; Megatron's count from 0 in each pipeline stage.
 MappedName megatron_module_path(const std::string& layer);
 
-// The end of nvdlfw_inspect's name for the module, "decoder.layers.<layer_number>.<module>":
+// The end of nvdlfw_inspect's name for the module, "[<stack>.]decoder.layers.<layer_number>.<module>"
+// (the stack, "language_model" or "vision_model", kept: the debug API names modules from the root):
 // infer_and_assign_layer_names names a module "model." + its attribute path from the object it is
 // given (model.module.module.decoder... for Megatron's DDP(Float16Module(GPTModel))), a
 // ModuleList child by its layer_number attribute, Megatron's global 1-based TransformerLayer
 // number. The captured index (named_modules(), 0-based in its pipeline stage) + 1: exact without
 // pipeline parallelism, a guess (said in `note`) only for names Megatron would not give.
 MappedName nvdlfw_layer_name(const std::string& layer);
+
+// The captured name itself (torchao's FQNs).
+MappedName captured_name(const std::string& layer);
+
+// How a consumer's names select modules: kExact, the module with that path (Megatron's precision
+// config, as te_precision_config.yaml writes it: a model-relative path, matched whole); kDotSuffix,
+// every module whose path is the name or ends in "." + the name (nvdlfw_inspect's regex, torchao's
+// filter as torchao.json tells it), so a name also selects a longer one that ends in it.
+enum class NameMatch { kExact, kDotSuffix };
+
+// The captured layers (indices into the list, in capture order) that one consumer name selects
+// together: two stacks of a multimodal or encoder-decoder model (Megatron names each module within
+// its own model), two wrappers of one model, "layers.0" and "layers.00". A config cannot tell them
+// apart, so it gives them one plan (merged_decision) and says so (group_note).
+struct ModuleGroup {
+  MappedName name;                  // the consumer name that selects every member (the shortest)
+  std::vector<std::size_t> layers;  // at least one
+};
+std::vector<ModuleGroup> module_groups(const std::vector<LayerDecision>& layers,
+                                       MappedName (*map)(const std::string&), NameMatch match);
+
+// The group's plan as one module: each GEMM a fallback (with that member's reason) when any member
+// keeps it BF16, else judged as its first member that judged it.
+LayerDecision merged_decision(const std::vector<LayerDecision>& layers, const ModuleGroup& group);
+
+// For a group of two or more: which captured layers share the name in `scheme` (a file name), and
+// whether their plans differ; "" for one member.
+std::string group_note(const std::vector<LayerDecision>& layers, const ModuleGroup& group, const std::string& scheme);
 
 // The plan keeps no GEMM in FP8 (the answer "every GEMM in BF16"): a candidate is chosen and
 // none of its decisions is FP8. Every config then trains BF16, uncaptured modules included.

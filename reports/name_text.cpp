@@ -47,9 +47,9 @@ std::string fnmatch_exact_glob(std::string_view name) {
   for (std::size_t i = 0; i < name.size();) {
     char32_t cp = 0;
     const std::size_t n = utf8_char(name.substr(i), &cp);
-    if (n == 0 || (n == 1 && (cp < 0x20 || cp == 0x7F)) || is_layout_control(cp)) {
-      g += '?';
-      i += std::max<std::size_t>(n, 1);
+    if (n == 0) {  // a byte outside UTF-8: U+FFFD
+      g += "\xEF\xBF\xBD";
+      ++i;
       continue;
     }
     if (cp == '*' || cp == '?' || cp == '[') g += std::string("[") + static_cast<char>(cp) + "]";

@@ -17,10 +17,11 @@ namespace fp8a {
 // character is kept, so the pattern is printable text a YAML scalar carries as it is.
 std::string python_suffix_regex(std::string_view name);
 
-// An fnmatch glob (Megatron's te_precision_config `type: glob`) for `name`: * ? [ as [*] [?] [[],
-// and ? for each character a YAML scalar cannot carry as it is (a control, a line break, a
-// character is_layout_control lists, a byte outside UTF-8). It matches `name` (and only names that
-// differ from it at those ? places).
+// An fnmatch glob (Megatron's te_precision_config `type: glob`) matching `name` and nothing else:
+// * ? [ as [*] [?] [[], every other character kept (controls, line breaks and the characters
+// is_layout_control lists included: the writer puts the pattern in a double-quoted scalar with
+// every non-ASCII character and control escaped), a byte outside UTF-8 as U+FFFD (a Python name
+// is text, so such a name matches nothing in the model either way, and no other name).
 std::string fnmatch_exact_glob(std::string_view name);
 
 // A YAML key made from a name: ASCII letters, digits, _ and - kept, every other byte _; keys that

@@ -139,20 +139,27 @@ std::optional<Artifact> render_nvdlfw_inspect_yaml(const Recommendation& rec, st
   }
   out << comment("Layers not named here run the recipe: the plan judged the captured layers only.") << YAML::Newline;
   out << YAML::BeginMap;
-  std::set<std::string> names;  // one section per nvdlfw name (two would fail at its lookup)
   std::set<std::string> sections;
-  for (std::size_t i = 0; i < rec.layers.size(); ++i) {
-    const LayerDecision& l = rec.layers[i];
+  // One section per group of captured layers whose names select a common module (two sections
+  // matching one module would fail at its lookup): the group's plan is BF16 where any member's is.
+  for (const ModuleGroup& group : module_groups(rec.layers, nvdlfw_layer_name, NameMatch::kDotSuffix)) {
+    const LayerDecision l = merged_decision(rec.layers, group);
     std::vector<std::string> bf16;
     for (const GemmDecision& g : l.gemms)
       if (is_fallback(g)) bf16.push_back(gemm_name(g.gemm));
     std::vector<const Watched*> watch;
     for (const Watched& w : fp8)
-      if (w.layer == i) watch.push_back(&w);
+      if (std::find(group.layers.begin(), group.layers.end(), w.layer) != group.layers.end() &&
+          std::find(bf16.begin(), bf16.end(), gemm_name(w.gemm)) == bf16.end())
+        watch.push_back(&w);
     if (bf16.empty() && watch.empty()) continue;
-    const MappedName name = nvdlfw_layer_name(l.layer);
-    if (!names.insert(name.name).second) continue;
-    out << YAML::Newline << comment(l.layer + " -> " + name.name + " (" + name.note + ")");
+    const MappedName& name = group.name;
+    for (std::size_t li : group.layers) {
+      const MappedName member = nvdlfw_layer_name(rec.layers[li].layer);
+      out << YAML::Newline << comment(rec.layers[li].layer + " -> " + member.name + " (" + member.note + ")");
+    }
+    if (const std::string note = group_note(rec.layers, group, "nvdlfw_inspect.yaml"); !note.empty())
+      out << YAML::Newline << comment(note);
     if (!bf16.empty()) out << YAML::Newline << comment("BF16: " + first_bf16_reason(l));
     for (const Watched* w : watch)
       out << YAML::Newline

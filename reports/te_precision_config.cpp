@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <vector>
 #include <string>
@@ -46,7 +47,9 @@ void emit_matcher(YAML::Emitter& out, const std::string& name, const std::string
   out << YAML::Key << name << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "config" << YAML::Value << config;
   out << YAML::Key << "type" << YAML::Value << "glob";
-  out << YAML::Key << "pattern" << YAML::Value << YAML::DoubleQuoted << pattern;
+  // Every control and non-ASCII character escaped: a YAML reader folds a raw line break (U+2028,
+  // NEL) in a scalar, and the pattern must reach fnmatch as it is.
+  out << YAML::Key << "pattern" << YAML::Value << YAML::DoubleQuoted << YAML::EscapeNonAscii << pattern;
   out << YAML::Key << "enabled" << YAML::Value << true;
   out << YAML::EndMap;
 }
@@ -136,29 +139,40 @@ std::optional<Artifact> render_te_precision_config(const Recommendation& rec, st
     emit_config(out, megatron_config_name(rec.candidates[i].candidate), &rec.candidates[i].candidate);
   out << YAML::EndMap;
   out << YAML::Key << "matchers" << YAML::Value << YAML::BeginMap;
-  std::set<std::string> paths;  // two captured names of one module path: one matcher
   std::set<std::string> keys = {"rest"};
   int matchers = 0;
-  for (std::size_t li = 0; li < rec.layers.size(); ++li) {
-    const LayerDecision& l = rec.layers[li];
-    const ModuleChoice* m = mp != nullptr && li < mp->modules.size() ? &mp->modules[li] : nullptr;
-    const bool on_base = m != nullptr ? m->candidate && *m->candidate == mp->base : !has_bf16_gemm(l);
-    if (on_base) continue;
-    const MappedName name = megatron_module_path(l.layer);
-    if (!paths.insert(name.name).second) continue;
+  // One matcher per module path: captured layers that share one (two stacks, two wrappers) get
+  // one plan, BF16 where any of them needs it.
+  for (const ModuleGroup& group : module_groups(rec.layers, megatron_module_path, NameMatch::kExact)) {
+    const LayerDecision l = merged_decision(rec.layers, group);
+    const std::string note = group_note(rec.layers, group, "te_precision_config.yaml");
+    const MappedName& name = group.name;
     std::string config = "bf16", why = l.layer + ": ";
-    if (m != nullptr) {
-      if (m->candidate) config = megatron_config_name(rec.candidates[*m->candidate].candidate);
-      why += m->reason;
+    if (mp != nullptr) {
+      // The members' module choices: one candidate if they agree, else BF16.
+      std::optional<std::optional<std::size_t>> choice;
+      const ModuleChoice* first = nullptr;
+      bool agree = true;
+      for (std::size_t li : group.layers) {
+        const ModuleChoice* m = li < mp->modules.size() ? &mp->modules[li] : nullptr;
+        const std::optional<std::size_t> pick = m != nullptr ? m->candidate : std::nullopt;
+        if (!choice) choice = pick, first = m;
+        agree = agree && *choice == pick;
+      }
+      if (agree && *choice && **choice == mp->base) continue;  // on the base: the "rest" matcher
+      if (agree && *choice) config = megatron_config_name(rec.candidates[**choice].candidate);
+      why += agree && first != nullptr ? first->reason : "the modules sharing this path are planned differently";
     } else {
+      if (!has_bf16_gemm(l)) continue;
       if (!whole_layer_fallback(l))
         why += "only " + fallback_gemm_list(l) + " BF16 in the plan; the whole module here. ";
       why += first_bf16_reason(l);
     }
     out << YAML::Newline << comment(why);
+    if (!note.empty()) out << YAML::Newline << comment(note);
     if (name.guess) out << YAML::Newline << comment("name mapping is a guess: " + name.note);
     emit_matcher(out, matcher_key((config == "bf16" ? "bf16_" : config + "_") + yaml_key_text(name.name), &keys),
-                 config, "*" + fnmatch_exact_glob(name.name));
+                 config, fnmatch_exact_glob(name.name));
     ++matchers;
   }
   if (per_module) emit_matcher(out, "rest", megatron_config_name(*c), "*");

@@ -54,9 +54,15 @@ Artifact render_torchao_json(const Recommendation& rec) {
       if (c->format == TrainingFormat::kHybrid) reason += "; rowwise has E4M3 gradients where the advice is hybrid";
       if (gw_hp) reason += "; some modules keep only wgrad in BF16: rowwise_with_gw_hp runs every grad-weight GEMM in high precision";
     }
-    reason += "; one recipe applies model-wide, filter_fqns are substrings of the model's module FQNs: "
+    reason += "; one recipe applies model-wide, filter_fqns are the captured module FQNs, each matching the "
+              "module of that FQN or one whose FQN ends in '.' + it (a wrapper's prefix): "
               "convert_to_float8_training(model, config=Float8LinearConfig.from_recipe_name(recipe_name), "
-              "module_filter_fn=lambda mod, fqn: not any(f in fqn for f in filter_fqns))";
+              "module_filter_fn=lambda mod, fqn: not any(fqn == f or fqn.endswith('.' + f) for f in filter_fqns)) "
+              "(not torchtitan's substring filter_fqns, under which 'proj' would also match 'out_proj')";
+    for (const ModuleGroup& g : module_groups(rec.layers, captured_name, NameMatch::kDotSuffix)) {
+      const std::string note = group_note(rec.layers, g, "torchao.json");
+      if (!note.empty() && has_bf16_gemm(merged_decision(rec.layers, g))) reason += "; " + note;
+    }
   }
   if (name.empty())
     doc["recipe_name"] = nullptr;

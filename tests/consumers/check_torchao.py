@@ -2,8 +2,9 @@
 """check_torchao.py FILE: a torchao.json builds torchao's float8 training config and filter.
 
 FILE: {"recipe_name": a torchao Float8LinearRecipeName value, or null with "reason" saying why
-none fits; "filter_fqns": module FQNs to keep in high precision (substring match, as torchtitan's
-and NeMo AutoModel's filter_fqns); optionally "modules": every Linear's FQN}. No other key.
+none fits; "filter_fqns": module FQNs to keep in high precision, each matching the module of that FQN or
+one whose FQN ends in "." + it, as torchao.json's reason spells the module_filter_fn (not
+torchtitan's substring match: "proj" would also match "out_proj"); optionally "modules": every Linear's FQN}. No other key.
 Builds Float8LinearConfig.from_recipe_name (torchao asserts on an unknown name) with emulate=True
 (the CPU), then a model of nn.Linear at those FQNs (at the filter_fqns when "modules" is
 absent) and runs torchao's convert_to_float8_training with the filter: the modules each entry
@@ -62,14 +63,17 @@ def check(argv):
     config = dataclasses.replace(Float8LinearConfig.from_recipe_name(name), emulate=True)
     fqns = modules or list(filter_fqns) + ["fp8a_check_unfiltered"]
     model = build_model(torch, fqns)
-    keep = lambda mod, fqn: not any(f in fqn for f in filter_fqns)  # noqa: E731
+    def selects(f, fqn):
+        return fqn == f or fqn.endswith("." + f)
+
+    keep = lambda mod, fqn: not any(selects(f, fqn) for f in filter_fqns)  # noqa: E731
     convert_to_float8_training(model, module_filter_fn=keep, config=config)
     converted = {n for n, m in model.named_modules() if isinstance(m, Float8Linear)}
     for f in filter_fqns:
-        if not any(f in fqn for fqn in fqns):
+        if not any(selects(f, fqn) for fqn in fqns):
             raise CheckFailed("filter_fqns entry %r matches no module" % f)
     for fqn in fqns:
-        if (fqn in converted) == any(f in fqn for f in filter_fqns):
+        if (fqn in converted) == any(selects(f, fqn) for f in filter_fqns):
             raise CheckFailed("%s: %s by torchao, against the filter" % (
                 fqn, "converted" if fqn in converted else "not converted"))
     return "%s: torchao recipe %s, %d modules kept high precision, %d converted" % (

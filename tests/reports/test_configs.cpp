@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "support/golden.hpp"
+#include "core/text.hpp"
+#include "reports/advice_json.hpp"
 #include "reports/layer_names.hpp"
 #include "reports/megatron_args.hpp"
 #include "reports/megatron_bridge.hpp"
@@ -160,21 +162,84 @@ TEST_CASE("a GEMM with no operand captured is BF16 in the plan but no fallback")
   CHECK(render_torchao_json(rec).note == "tensorwise, 2 modules kept high precision");
 }
 
-TEST_CASE("two captured names of one module give one matcher and one nvdlfw section") {
+// The number of times `what` occurs in `text`.
+std::size_t count_of(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
+TEST_CASE("two captured names of one module give one matcher and one nvdlfw section, BF16 where either is") {
+  // The wrapper's copy is FP8, the plain one BF16: before, the first name's plan won alone.
   const Recommendation rec = make_rec("current", TrainingFormat::kHybrid,
-                                      {{"decoder.layers.0.mlp.linear_fc1", "bbb", {-1, -1, -1}},
-                                       {"module.decoder.layers.0.mlp.linear_fc1", "bbb", {-1, -1, -1}},
+                                      {{"module.decoder.layers.0.mlp.linear_fc1", "fff", {0.9, 0.9, 0.9}},
+                                       {"decoder.layers.0.mlp.linear_fc1", "fbb", {0.9, -1, -1}},
                                        {"decoder.layers.1.mlp.linear_fc1", "fff", {0.9, 0.9, 0.9}}});
   const auto te = render_te_precision_config(rec);
   REQUIRE(te.has_value());
-  const std::string key = "bf16_decoder_layers_0_mlp_linear_fc1:";
-  CHECK(te->contents.find(key) != std::string::npos);
-  CHECK(te->contents.find(key, te->contents.find(key) + 1) == std::string::npos);
+  CHECK(count_of(te->contents, "bf16_decoder_layers_0_mlp_linear_fc1:") == 1);
+  CHECK(count_of(te->contents, "pattern: \"decoder.layers.0.mlp.linear_fc1\"") == 1);
+  CHECK(te->contents.find("2 captured layers are one module 'decoder.layers.0.mlp.linear_fc1' in "
+                          "te_precision_config.yaml (module.decoder.layers.0.mlp.linear_fc1, "
+                          "decoder.layers.0.mlp.linear_fc1): their plans differ") != std::string::npos);
   const auto nv = render_nvdlfw_inspect_yaml(rec);
   REQUIRE(nv.has_value());
-  const std::string section = "layer_decoder_layers_1_mlp_linear_fc1:";
-  CHECK(nv->contents.find(section) != std::string::npos);
-  CHECK(nv->contents.find(section, nv->contents.find(section) + 1) == std::string::npos);
+  CHECK(count_of(nv->contents, "layer_name_regex_pattern: '(^|\\.)decoder\\.layers\\.1\\.mlp\\.linear_fc1$'") == 1);
+  CHECK(nv->contents.find("gemms: [dgrad, wgrad]") != std::string::npos);
+  CHECK(nv->note == "1 fallbacks, 1 layers watched");
+}
+
+TEST_CASE("two stacks of a multimodal model: one Megatron path, two nvdlfw sections, each its own plan") {
+  // Megatron names each GPTModel's modules within it: the language and vision stacks' layer 0
+  // are both decoder.layers.0.*, and the precision config cannot tell them apart; the debug API
+  // names them from the root, so nvdlfw_inspect.yaml can.
+  const Recommendation rec = make_rec("current", TrainingFormat::kE4M3,
+                                      {{"language_model.decoder.layers.0.self_attention.linear_qkv", "fff", {0.9, 0.9, 0.9}},
+                                       {"vision_model.decoder.layers.0.self_attention.linear_qkv", "fbb", {0.9, -1, -1}}});
+  CHECK(megatron_module_path(rec.layers[0].layer).name == "decoder.layers.0.self_attention.linear_qkv");
+  CHECK(megatron_module_path(rec.layers[1].layer).note.find("in the model 'vision_model'") != std::string::npos);
+  CHECK(nvdlfw_layer_name(rec.layers[1].layer).name == "vision_model.decoder.layers.1.self_attention.linear_qkv");
+  CHECK(nvdlfw_layer_name("module.module.language_model.decoder.layers.0.mlp.linear_fc1").name ==
+        "language_model.decoder.layers.1.mlp.linear_fc1");  // DDP and Float16Module left out
+  CHECK(megatron_module_path("encoder.layers.2.mlp.linear_fc1").name == "encoder.layers.2.mlp.linear_fc1");
+  const auto te = render_te_precision_config(rec);
+  REQUIRE(te.has_value());
+  CHECK(count_of(te->contents, "config: bf16\n") == 1);
+  CHECK(te->contents.find("2 captured layers are one module 'decoder.layers.0.self_attention.linear_qkv'") !=
+        std::string::npos);
+  const auto nv = render_nvdlfw_inspect_yaml(rec);
+  REQUIRE(nv.has_value());
+  CHECK(nv->contents.find("'(^|\\.)vision_model\\.decoder\\.layers\\.1\\.self_attention\\.linear_qkv$'") !=
+        std::string::npos);
+  CHECK(nv->contents.find("gemms: [dgrad, wgrad]") != std::string::npos);
+  CHECK(nv->note.starts_with("1 fallbacks"));  // before: merged into the language stack's section, 0
+}
+
+TEST_CASE("a name selects only its own module: proj is not out_proj, layers.0 is layers.00's module") {
+  const Recommendation rec = make_rec("current", TrainingFormat::kHybrid,
+                                      {{"proj", "bbb", {-1, -1, -1}},
+                                       {"out_proj", "fff", {0.9, 0.9, 0.9}},
+                                       {"\xEF\xBB\xBFx", "bbb", {-1, -1, -1}},
+                                       {"\xE2\x80\xA8x", "fff", {0.9, 0.9, 0.9}},
+                                       {"layers.00.mlp.linear_fc1", "bff", {-1, 0.9, 0.9}},
+                                       {"layers.0.mlp.linear_fc1", "ffb", {0.9, 0.9, -1}}});
+  const auto te = render_te_precision_config(rec);
+  REQUIRE(te.has_value());
+  const YAML::Node doc = YAML::Load(te->contents);
+  std::vector<std::string> patterns;
+  for (const auto& m : doc["matchers"]) patterns.push_back(m.second["pattern"].as<std::string>());
+  // Read back: the exact names (the BOM itself, not a ? that also matches the U+2028 twin), and
+  // layers.0/layers.00 as one module, BF16 in every GEMM either plan keeps BF16.
+  CHECK(patterns == std::vector<std::string>{"proj", "\xEF\xBB\xBFx", "decoder.layers.0.mlp.linear_fc1", "*"});
+  CHECK(te->contents.find("pattern: \"\\ufeffx\"") != std::string::npos);  // escaped in the file
+  CHECK(te->contents.find("their plans differ, so each GEMM that any of them keeps in BF16 is BF16 here") !=
+        std::string::npos);
+  const auto nv = render_nvdlfw_inspect_yaml(rec);
+  REQUIRE(nv.has_value());
+  CHECK(nv->contents.find("'(^|\\.)proj$'") != std::string::npos);
+  CHECK(nv->contents.find("gemms: [fprop, wgrad]") != std::string::npos);  // the union of both plans
+  const std::string torchao = render_torchao_json(rec).contents;
+  CHECK(torchao.find("fqn == f or fqn.endswith('.' + f)") != std::string::npos);
 }
 
 TEST_CASE("first/last BF16 runs count whole captured layers from both ends") {
@@ -256,6 +321,19 @@ TEST_CASE("te_precision_config.yaml: the per-module plan, each module on its rec
   const auto d = render_te_precision_config(delayed);
   REQUIRE(d.has_value());
   CHECK(d->contents == render_te_precision_config(delayed_rec())->contents);
+}
+
+TEST_CASE("module_plan's layer names are written lossless, as every other name field") {
+  // A real backslash: raw, "layers.0.\\x41" reads back (utf8_lossless_decode) as the other layer layers.0.A.
+  Recommendation rec = make_rec("current", TrainingFormat::kHybrid,
+                                {{"layers.0.\\x41", "bbb", {-1, -1, -1}}, {"layers.0.A", "fff", {1, 1, 1}}});
+  ModulePlan mp;
+  mp.modules = {{"layers.0.\\x41", std::nullopt, "dgrad: underflow"}, {"layers.0.A", 0, ""}};
+  rec.module_plan = mp;
+  const auto doc = module_plan_json(rec);
+  CHECK(doc["modules"][0]["layer"] == "layers.0.\\\\x41");
+  CHECK(utf8_lossless_decode(doc["modules"][0]["layer"].get<std::string>()) == "layers.0.\\x41");
+  CHECK(utf8_lossless_decode(doc["modules"][1]["layer"].get<std::string>()) == "layers.0.A");
 }
 
 TEST_CASE("nvdlfw_inspect.yaml: one section per layer, fallbacks and the riskiest FP8 GEMMs watched") {
