@@ -135,6 +135,20 @@ bool parse_te_dump_name(const std::string& stem, std::string* layer, std::string
   return true;
 }
 
+namespace {
+
+// A folder named rank_<R> or rank<R> (R a number up to 1e6): its rank, else -1.
+std::int64_t folder_rank(std::string folder) {
+  if (folder.rfind("rank", 0) != 0) return -1;
+  folder.erase(0, 4);
+  if (!folder.empty() && folder[0] == '_') folder.erase(0, 1);
+  std::int64_t r = -1;
+  return parse_int64(folder, &r) && r >= 0 && r <= 1'000'000 ? r : -1;
+}
+bool rank_folder(const std::string& folder) { return folder_rank(folder) >= 0; }
+
+}  // namespace
+
 // The rank from __metadata__["rank"], else the nearest folder named rank_<R> or rank<R>, else -1.
 int resolve_rank(const std::map<std::string, std::string>& metadata, const std::string& path) {
   std::int64_t r = -1;
@@ -148,11 +162,7 @@ int resolve_rank(const std::map<std::string, std::string>& metadata, const std::
   for (auto slash = dir.find_last_of('/'); slash != std::string::npos && slash > 0;
        slash = dir.find_last_of('/')) {
     dir.resize(slash);
-    std::string folder = base_name(dir);
-    if (folder.rfind("rank", 0) != 0) continue;
-    folder.erase(0, 4);
-    if (!folder.empty() && folder[0] == '_') folder.erase(0, 1);
-    if (parse_int64(folder, &r) && r >= 0 && r <= 1'000'000) return static_cast<int>(r);
+    if (const std::int64_t folder = folder_rank(base_name(dir)); folder >= 0) return static_cast<int>(folder);
   }
   return -1;
 }
@@ -168,10 +178,16 @@ void load_file(const std::string& path, const FileSystem& fs, const CaptureOptio
   const std::string name = base_name(path);
   std::vector<FoundTensor> found;
   if (name.ends_with(".npy")) {
-    // One array; the file name is the tensor name, the step the last number of the folder.
+    // One array; the file name is the tensor name, the step the last number of the folder, or of
+    // the folder above a rank folder (step_N/rank_R/: R is the rank, not the step).
     const NpyArray a = parse_npy(bytes, path, options.npy_dtype);
     found.push_back(from_npy(a, strip_extension(name)));
-    if (last_number(parent_name(path), path, &info.step)) info.step_source = "folder name";
+    std::string folder = parent_name(path);
+    if (rank_folder(folder)) {
+      const std::string above = path.substr(0, path.find_last_of('/'));
+      folder = parent_name(above);
+    }
+    if (last_number(folder, path, &info.step)) info.step_source = "folder name";
     else info.step_source = "default";
   } else if (name.ends_with(".npz")) {
     for (const auto& [member, member_bytes] : list_npz(bytes, path))

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <set>
 
 #include "core/error.hpp"
 #include "core/fnv1a.hpp"
@@ -202,15 +203,30 @@ FileSystem::Kind DiskFileSystem::kind(const std::string& path) const {
 }
 
 std::vector<std::string> DiskFileSystem::list_files_recursive(const std::string& dir) const {
-  std::vector<std::string> out;
-  std::error_code ec;
   namespace fs = std::filesystem;
-  fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec);
-  if (ec) open_failed(dir, ec.value());
-  for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    if (ec) open_failed(dir, ec.value());
-    if (it->is_regular_file(ec)) out.push_back(it->path().string());
-  }
+  // Symlinked folders are followed (a capture assembled from links reads as its files do), each
+  // folder entered once, by device and inode, in name order (so the path a folder is read by
+  // does not depend on the directory's order): a link loop or a second link adds nothing.
+  std::vector<std::string> out;
+  std::set<std::pair<dev_t, ino_t>> entered;
+  const auto walk = [&](const auto& self, const fs::path& folder) -> void {
+    struct stat st {};
+    if (::stat(folder.c_str(), &st) != 0 || !entered.emplace(st.st_dev, st.st_ino).second) return;
+    std::error_code ec;
+    fs::directory_iterator it(folder, fs::directory_options::skip_permission_denied, ec);
+    if (ec) open_failed(folder.string(), ec.value());  // permission denied is skipped, not an error
+    std::vector<fs::path> entries;
+    for (; it != fs::directory_iterator(); it.increment(ec)) {
+      if (ec) open_failed(folder.string(), ec.value());
+      entries.push_back(it->path());
+    }
+    std::sort(entries.begin(), entries.end());
+    for (const fs::path& e : entries) {
+      if (fs::is_directory(e, ec)) self(self, e);
+      else if (fs::is_regular_file(e, ec)) out.push_back(e.string());
+    }
+  };
+  walk(walk, fs::path(dir));
   std::sort(out.begin(), out.end());
   return out;
 }

@@ -39,7 +39,8 @@ class FileSystem {
   enum class Kind { kMissing, kFile, kDirectory, kOther };
   virtual ~FileSystem() = default;
   virtual Kind kind(const std::string& path) const = 0;
-  // Regular files below dir, recursively, sorted by path.
+  // Regular files below dir, recursively, sorted by path; symlinked folders followed, each folder
+  // entered once (a link loop ends).
   virtual std::vector<std::string> list_files_recursive(const std::string& dir) const = 0;
   // Throws input error fp8a.io.102 when the file cannot be opened or mapped.
   virtual std::shared_ptr<const MappedFile> map(const std::string& path) const = 0;

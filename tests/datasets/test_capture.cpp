@@ -3,6 +3,9 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -363,6 +366,27 @@ TEST_CASE("404 names the files in path order whatever the sort does with equal k
                        "[fp8a.capture.404] step 1 tensor 'layers.0.fc1.weight' appears in both "
                        "d/f100.safetensors and d/f101.safetensors",
                        Error);
+}
+
+TEST_CASE(".npy in step_N/rank_R/: the step from the folder above the rank folder, the rank from it") {
+  // Two tensor-parallel shards of step 100: before, each took its rank folder's number as its step.
+  std::ifstream in(std::string(FP8A_SOURCE_DIR) + "/tests/golden/npy/f32_2d.npy", std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  REQUIRE(!text.empty());
+  std::vector<std::byte> npy(text.size());
+  std::memcpy(npy.data(), text.data(), text.size());
+  MemoryFileSystem fs;
+  fs.add_file("c/step_000100/rank_0/layers.0.fc1.weight.npy", npy);
+  fs.add_file("c/step_000100/rank1/layers.0.fc1.weight.npy", npy);
+  fs.add_file("c/step_000200/layers.0.fc1.weight.npy", npy);
+  const auto set = load_captures({"c"}, fs);
+  REQUIRE(set.tensors.size() == 3);
+  CHECK(set.tensors[0].key.step == 100);
+  CHECK(set.tensors[0].rank == 0);
+  CHECK(set.tensors[1].key.step == 100);
+  CHECK(set.tensors[1].rank == 1);
+  CHECK(set.tensors[2].key.step == 200);
+  CHECK(set.tensors[2].rank == -1);
 }
 
 TEST_CASE("ranks: from __metadata__ or a rank_R folder; two ranks of a key are shards, one rank twice is an error") {

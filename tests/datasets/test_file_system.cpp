@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -184,4 +185,21 @@ TEST_CASE("describe_mapped_file_fault: the error line for a fault address in a m
   const void* first = mapped->bytes().data();
   mapped.reset();
   CHECK(fp8a::describe_mapped_file_fault(first, line, sizeof line) == 0);
+}
+
+TEST_CASE("DiskFileSystem: a symlinked folder is read, each folder once; a link loop ends") {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::temp_directory_path() / ("fp8a_links_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root / "capture" / "sub");
+  fs::create_directories(root / "elsewhere");
+  std::ofstream(root / "capture" / "a.safetensors") << "x";
+  std::ofstream(root / "elsewhere" / "b.safetensors") << "x";
+  fs::create_directory_symlink(root / "elsewhere", root / "capture" / "linked");  // before: skipped
+  fs::create_directory_symlink(root / "elsewhere", root / "capture" / "linked_again");
+  fs::create_directory_symlink(root / "capture", root / "capture" / "sub" / "loop");
+  const auto files = fp8a::DiskFileSystem().list_files_recursive((root / "capture").string());
+  const std::string c = (root / "capture").string();
+  CHECK(files == std::vector<std::string>{c + "/a.safetensors", c + "/linked/b.safetensors"});
+  fs::remove_all(root);
 }
