@@ -320,6 +320,9 @@ CASES = {
     ]),
     "torchao": ("check_torchao.py", [
         (["torchao/good_rowwise.json"], OK + "good_rowwise.json: torchao recipe rowwise, 4 modules kept high precision, 2 converted"),
+        # proj is not out_proj; a wrapper's copy is the same module; layers.00 is another name.
+        (["torchao/good_dot_boundary.json"],
+         OK + "good_dot_boundary.json: torchao recipe tensorwise, 2 modules kept high precision, 2 converted"),
         (["torchao/good_tensorwise_nomodules.json"], OK),
         (["torchao/good_none.json"], OK),
         (["torchao/bad_recipe_name.json"], "recipe_name mxfp8 not in valid names"),
