@@ -8,7 +8,9 @@ timings_s.gemms: per (step, layer, GEMM) one reference product, wgrad's product 
 operands (the noise table), and one product per recipe and distinct pair of operand FP8 types (a
 format whose types an earlier format has is copied, not computed: fprop's X and W are E4M3 in
 both formats, and BF16 has one); each 2 * rows_used * n * k FLOPs (rows_used of the output's m
-rows). Prints the count, TFLOP, the stage's seconds and GFLOP/s per core (--cores, default the
+rows). A bf16 row whose operands are both BF16 (metrics.csv's input_dtype) is not computed: its
+casts leave the operands as they are, and the stage takes the reference (gemm_error.cpp,
+leaves_operands). Prints the count, TFLOP, the stage's seconds and GFLOP/s per core (--cores, default the
 machine's), and the rows used per GEMM kind (for bench/peer_torch_gemm.py --rows/--wgrad-rows).
 """
 
@@ -31,13 +33,22 @@ def main():
         rows = [r for r in csv.DictReader(f) if r["engine"] == "emulated"]
     with open(os.path.join(a.run, "summary.json"), encoding="utf-8") as f:
         seconds = json.load(f)["timings_s"]["gemms"]
+    dtype = {}  # (step, layer, role) -> input dtype
+    with open(os.path.join(a.run, "metrics.csv"), encoding="utf-8") as f:
+        for m in csv.DictReader(f):
+            dtype[(m["step"], m["layer"], m["tensor"])] = m["input_dtype"]
     flops_of, computed, rows_used = {}, set(), {}
     for r in rows:
         g = (r["step"], r["layer"], r["gemm"])
         flops_of[g] = 2 * int(r["rows_used"]) * int(r["n"]) * int(r["k"])
         rows_used.setdefault(r["gemm"], set()).add(int(r["rows_used"]))
         a_role, b_role = ROLES[r["gemm"]]
-        types = ("bf16",) if r["recipe"] == "bf16" else (TYPES[r["format"]][a_role], TYPES[r["format"]][b_role])
+        if r["recipe"] == "bf16":
+            if all(dtype.get((r["step"], r["layer"], role)) == "BF16" for role in (a_role, b_role)):
+                continue  # the reference itself
+            types = ("bf16",)
+        else:
+            types = (TYPES[r["format"]][a_role], TYPES[r["format"]][b_role])
         computed.add(g + (r["recipe"], types))
     references = len(flops_of)
     squares = sum(1 for g in flops_of if g[2] == "wgrad")

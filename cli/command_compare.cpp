@@ -10,6 +10,7 @@
 #include "cli/run_pipeline.hpp"
 #include "cli/version.hpp"
 #include "core/error.hpp"
+#include "core/text.hpp"
 #include "datasets/capture.hpp"
 #include "datasets/metrics_table.hpp"
 #include "policies/compare.hpp"
@@ -82,6 +83,7 @@ int command_compare(const Invocation& inv) {
     throw usage_error("fp8a.usage.218", "fp8-advisor compare: expected two inputs, BASE and CAND; got " +
                                             std::to_string(inputs.size()));
 
+  check_out_option(out_dir);
   const OutputLock out_lock(out_dir, join_command_line(inv.command_line));  // one run per --out
   DiskFileSystem fs;
   Side sides[2] = {{"base", inputs[0], base_logs, false, {}},
@@ -176,7 +178,7 @@ int command_compare(const Invocation& inv) {
             << " at the same step), unmatched: " << result.base_unmatched_rows << " base rows, "
             << result.cand_unmatched_rows << " cand rows\n\n"
             << "largest divergences (score: METRICS.md \"Divergence score\"):\n"
-            << list << "\n" << wrote << "\n";
+            << list << "\n" << terminal_text(wrote) << "\n";
   return kExitOk;
 }
 

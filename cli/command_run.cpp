@@ -177,6 +177,7 @@ std::optional<RunCommand> parse_run(const Invocation& inv) {
     return std::nullopt;
   RunRequest& request = cmd.request;
   request.config = evaluation_config(cmd.eval);
+  check_out_option(cmd.out_dir);
   constexpr UsageId kBadProgressEvery = "fp8a.usage.205";
   check_finite_option(kBadProgressEvery, "progress-every", cmd.progress_every, 0);
   if (!(cmd.rank_timeout > 0) || !std::isfinite(cmd.rank_timeout))
@@ -193,7 +194,9 @@ std::optional<RunCommand> parse_run(const Invocation& inv) {
     throw usage_error("fp8a.usage.215", "--cost " + quoted_input(cost_text) + ": expected roofline or none" +
                                             did_you_mean(cost_text, {"roofline", "none"}));
   constexpr UsageId kBadTokensPerStep = "fp8a.usage.215";
-  check_finite_option(kBadTokensPerStep, "tokens-per-step", tokens_per_step, 0);
+  // A step of 10^12 tokens is far beyond any training run (Llama 3's largest was 1.6e7); beyond
+  // it the roofline's sums lose meaning (1e305 printed "speedup -nanx").
+  check_finite_option(kBadTokensPerStep, "tokens-per-step", tokens_per_step, 0, kMaxTokensPerStep);
   if (cost_text == "roofline") asked.roofline = CostOptions{tokens_per_step};
   request.recommend = std::move(asked);
   if (vm.count("training-recipe") != 0) {
@@ -404,9 +407,9 @@ int command_run(const Invocation& inv) {
     std::cerr << "fp8-advisor: resumed: " << checkpoint->reused(UnitKind::kShard) << " of "
               << checkpoint->done(UnitKind::kShard) << " evaluations (tensor x recipe) and "
               << checkpoint->reused(UnitKind::kGemmLayer) << " of " << checkpoint->done(UnitKind::kGemmLayer)
-              << " GEMM layers taken from " << checkpoint->dir() << "\n";
+              << " GEMM layers taken from " << terminal_text(checkpoint->dir()) << "\n";
   // The answer first (with the files written), then the tables.
-  const std::string answer_text = render_answer(answer) + wrote + "\n";
+  const std::string answer_text = render_answer(answer) + terminal_text(wrote) + "\n";
   if (cmd.quiet) {
     std::cout << answer_text;
     return kExitOk;

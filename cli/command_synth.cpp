@@ -65,6 +65,7 @@ int command_synth(const Invocation& inv) {
   }
   const std::vector<std::int64_t> steps = steps_text.empty() ? std::vector<std::int64_t>{} : parse_steps(steps_text);
   const std::vector<SynthFile> files = synthesize(*preset, seed, steps);
+  check_out_option(out_dir);
   ensure_output_directory(out_dir);
   std::uint64_t bytes = 0;
   for (const auto& f : files) {
@@ -72,7 +73,7 @@ int command_synth(const Invocation& inv) {
     bytes += f.contents.size();
   }
   std::cout << "fp8-advisor synth: preset " << preset->name << ", seed " << seed << ": wrote "
-            << files.size() << " files (" << bytes << " bytes) to " << out_dir << "\n";
+            << files.size() << " files (" << bytes << " bytes) to " << terminal_text(out_dir) << "\n";
   return kExitOk;
 }
 

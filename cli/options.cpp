@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <ostream>
 
 #include "cli/version.hpp"
@@ -153,10 +154,19 @@ RunConfig evaluation_config(EvaluationOptions& o) {
   return config;
 }
 
-void check_finite_option(UsageId id, const std::string& option, double value, double lo) {
-  if (std::isfinite(value) && value >= lo) return;
+void check_out_option(const std::string& dir) {
+  if (dir.empty()) throw usage_error("fp8a.usage.243", "--out '': an empty path; give the output folder");
+  std::error_code ec;
+  namespace fs = std::filesystem;
+  if (fs::is_symlink(fs::symlink_status(dir, ec)) && !fs::exists(fs::status(dir, ec)))
+    throw usage_error("fp8a.usage.243", "--out " + quoted_input(dir) +
+                                            ": a symbolic link to nothing; give a folder, or a path that does not exist yet");
+}
+
+void check_finite_option(UsageId id, const std::string& option, double value, double lo, double hi) {
+  if (std::isfinite(value) && value >= lo && value <= hi) return;
   throw usage_error(id, "--" + option + " " + format_text("%g", value) + ": expected a finite number >= " +
-                            format_text("%g", lo));
+                            format_text("%g", lo) + (std::isinf(hi) ? "" : " and <= " + format_text("%g", hi)));
 }
 
 std::unique_ptr<tbb::global_control> thread_limit(int threads) {

@@ -6,6 +6,7 @@
 #include <boost/program_options.hpp>
 #include <cstdint>
 #include <iosfwd>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -75,10 +76,18 @@ RunConfig evaluation_config(EvaluationOptions& o);
 // error fp8a.usage.225.
 std::int64_t parse_gemm_rows(const std::string& text);
 
+// --out DIR before anything is written: usage error fp8a.usage.243 naming the option for an empty
+// path or a symbolic link to nothing (which no folder can be created through).
+void check_out_option(const std::string& dir);
+
+// --tokens-per-step's largest value: 10^12 tokens a step, far beyond any training run.
+inline constexpr double kMaxTokensPerStep = 1e12;
+
 // A floating-point option's value after the parse: finite (Boost reads "inf" and "nan" as
-// numbers) and >= lo, else usage error `id` naming the option and the value:
-// "--tokens-per-step inf: expected a finite number >= 0".
-void check_finite_option(UsageId id, const std::string& option, double value, double lo);
+// numbers), >= lo and <= hi, else usage error `id` naming the option and the value:
+// "--tokens-per-step inf: expected a finite number >= 0 and <= 1e+12".
+void check_finite_option(UsageId id, const std::string& option, double value, double lo,
+                         double hi = std::numeric_limits<double>::infinity());
 
 // --threads N > 0 limits oneTBB for the returned object's lifetime; null for 0 (all cores).
 std::unique_ptr<tbb::global_control> thread_limit(int threads);

@@ -76,6 +76,7 @@ inline constexpr ErrorIdRow kErrorIdRows[] = {
     {"fp8a.usage.241", kUsage, "bad `--rank-timeout` (a number of seconds > 0)"},
     {"fp8a.usage.242", kUsage,
      "bad `--te-version` (a Transformer Engine release X.Y or X.Y.Z in the supported range, named)"},
+    {"fp8a.usage.243", kUsage, "bad `--out` (an empty path, or a symbolic link to nothing)"},
     {"fp8a.io.101", kInput, "capture path does not exist"},
     {"fp8a.io.102", kInput, "file cannot be opened or mapped, or is not a regular file/directory"},
     {"fp8a.io.103", kInput, "directory holds no captures (`*.safetensors`, `*.npy`, `*.npz`, `*.pt`)"},

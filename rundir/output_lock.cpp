@@ -110,9 +110,12 @@ OutputLock::OutputLock(const std::string& dir, const std::string& command)
       throw input_error("fp8a.io.104", path_ + ": cannot write: " +
                                            (errno == ELOOP ? std::string("a symbolic link, not a lock file")
                                                            : std::string(std::strerror(errno))));
-    if (struct stat st {}; ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (struct stat st {}; ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink > 1) {
       ::close(fd);
-      throw input_error("fp8a.io.104", path_ + ": cannot write: not a regular file");
+      // A hard link's other name is someone's file: truncating and writing ours would reach it.
+      throw input_error("fp8a.io.104", path_ + ": cannot write: " +
+                                           (S_ISREG(st.st_mode) ? "a hard link to another file, not a lock file"
+                                                                : "not a regular file"));
     }
     test_delay();
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {

@@ -1291,3 +1291,38 @@ TEST_CASE("run with an amax trace and no --recipes searches delayed scaling's op
   REQUIRE(fixed.rc == 0);
   CHECK(fixed.out.find("delayed scaling's options") == std::string::npos);
 }
+
+TEST_CASE("--out: an empty path or a link to nothing is a usage error naming it; a hard-linked lock is refused") {
+  TempDir d;
+  const std::string base = "run --capture " + sample() + " --cost none --quiet --out ";
+  const auto empty = run(base + "''");
+  CHECK(empty.rc == 2);
+  CHECK(empty.err == "fp8-advisor: error: [fp8a.usage.243] --out '': an empty path; give the output folder\n");
+  const fs::path dangling = d.path / "dangling";
+  fs::create_symlink(d.path / "nowhere" / "x", dangling);
+  const auto link = run(base + shell_quote(dangling.string()));
+  CHECK(link.rc == 2);
+  CHECK(link.err == "fp8-advisor: error: [fp8a.usage.243] --out '" + dangling.string() +
+                        "': a symbolic link to nothing; give a folder, or a path that does not exist yet\n");
+  CHECK(run("synth --preset " + std::string("healthy") + " --out ''").rc == 2);
+  // A lock file that is a hard link to someone's file: never truncated and written through.
+  const fs::path out = d.path / "out", victim = d.path / "victim.txt";
+  fs::create_directories(out);
+  write_bytes(victim, "precious\n");
+  fs::create_hard_link(victim, out / ".fp8-advisor.lock");
+  const auto hard = run(base + shell_quote(out.string()));
+  CHECK(hard.rc == 3);
+  CHECK(hard.err == "fp8-advisor: error: [fp8a.io.104] " + (out / ".fp8-advisor.lock").string() +
+                        ": cannot write: a hard link to another file, not a lock file\n");
+  CHECK(slurp(victim) == "precious\n");
+  CHECK_FALSE(fs::exists(out / "metrics.csv"));
+}
+
+TEST_CASE("the wrote line shows --out escaped: an ESC in the path does not reach the terminal") {
+  TempDir d;
+  const fs::path out = d.path / "o\x1b[31mx";
+  const auto r = run("run --capture " + sample() + " --cost none --out " + shell_quote(out.string()));
+  REQUIRE(r.rc == 0);
+  CHECK(r.out.find('\x1b') == std::string::npos);
+  CHECK(r.out.find("o\\x1b[31mx/metrics.csv") != std::string::npos);
+}

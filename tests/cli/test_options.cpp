@@ -38,11 +38,18 @@ TEST_CASE("floating-point options: finite and >= 0, else a usage error naming th
     CHECK(r.rc == 2);
     const std::string shown = v == "infinity" ? "inf" : v;
     CHECK(r.err == "fp8-advisor: error: [fp8a.usage.215] --tokens-per-step " + shown +
-                       ": expected a finite number >= 0\n");
+                       ": expected a finite number >= 0 and <= 1e+12\n");
     r = run_with("--progress-every=" + v);
     CHECK(r.rc == 2);
     CHECK(r.err == "fp8-advisor: error: [fp8a.usage.205] --progress-every " + shown +
                        ": expected a finite number >= 0\n");
+  }
+  // Finite but beyond any run: 1e305 printed "speedup -nanx", 1e308 changed the choice.
+  for (const std::string v : {"1e305", "1e308", "1.000001e12"}) {
+    const Result big = run_with("--tokens-per-step " + v);
+    CHECK(big.rc == 2);
+    CHECK(big.err.find("[fp8a.usage.215] --tokens-per-step ") != std::string::npos);
+    CHECK(big.err.find(": expected a finite number >= 0 and <= 1e+12\n") != std::string::npos);
   }
   // Beyond a double: Boost refuses the text itself.
   const Result r = run_with("--tokens-per-step 1e400");
