@@ -145,6 +145,7 @@ inline constexpr ErrorIdRow kErrorIdRows[] = {
     {"fp8a.policy.903", kInput, "policy file: a value of the wrong type (the key named)"},
     {"fp8a.policy.904", kInput,
      "policy file: a value out of range (a number beyond a double's range too), or not one of the names allowed (the key named)"},
+    {"fp8a.policy.905", kInput, "policy file: a key given twice in one object (the key named)"},
     {"fp8a.cuda.801", kInternal,
      "a CUDA runtime call failed (out of device memory, driver error); the message names the call"},
     {"fp8a.cuda.802", kInternal,

@@ -5,6 +5,7 @@
 #include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -394,7 +395,8 @@ namespace {
 
 // A SAX pass over policy text that keeps the path of keys to the current value
 // ("criteria.mse.max", "criteria[0]"), to name the number nlohmann's parser refused as beyond a
-// double's range (its out_of_range.406 carries only the offset).
+// double's range (its out_of_range.406 carries only the offset), and stops at the first key given
+// twice in one object (nlohmann keeps the last silently).
 class KeyPathSax : public nlohmann::json_sax<Json> {
  public:
   // The path at the refused value, once sax_parse has returned.
@@ -413,16 +415,20 @@ class KeyPathSax : public nlohmann::json_sax<Json> {
   bool string(string_t&) override { return value(); }
   bool binary(binary_t&) override { return value(); }
   bool start_object(std::size_t) override {
-    frames_.push_back({false, 0, {}});
+    frames_.push_back({false, 0, {}, {}});
     return true;
   }
   bool key(string_t& k) override {
     frames_.back().key = k;
-    return true;
+    if (frames_.back().keys.insert(k).second) return true;
+    repeated_ = true;
+    return false;
   }
+  // Whether the pass stopped at a key given twice; path() then names it.
+  bool repeated() const { return repeated_; }
   bool end_object() override { return end(); }
   bool start_array(std::size_t) override {
-    frames_.push_back({true, 0, {}});
+    frames_.push_back({true, 0, {}, {}});
     return true;
   }
   bool end_array() override { return end(); }
@@ -435,6 +441,7 @@ class KeyPathSax : public nlohmann::json_sax<Json> {
     bool in_array = false;
     std::size_t index = 0;  // of the next element, in an array
     std::string key;        // of the current value, in an object
+    std::set<std::string> keys;  // every key of the object so far
   };
   bool value() {
     if (!frames_.empty() && frames_.back().in_array) ++frames_.back().index;
@@ -445,6 +452,7 @@ class KeyPathSax : public nlohmann::json_sax<Json> {
     return value();
   }
   std::vector<Frame> frames_;
+  bool repeated_ = false;
 };
 
 // Policy text that is not UTF-8 (RFC 8259 JSON is): policy error fp8a.policy.901 saying what it
@@ -498,6 +506,10 @@ Policy parse_policy(std::string_view json_text, std::string_view origin) {
                                              " is a number beyond the range of a double (about 1.8e308); "
                                              "expected a finite number");
   }
+  // Valid JSON, but a key given twice would be taken silently (the last wins).
+  if (KeyPathSax keys; !Json::sax_parse(json_text.begin(), json_text.end(), &keys) && keys.repeated())
+    throw input_error("fp8a.policy.905", "policy file " + where + ": key " + escaped_input(keys.path(), 200) +
+                                             " is given twice in one object; keep one");
   if (!j.is_object())
     throw input_error("fp8a.policy.901", "policy file " + where + " is not a JSON object");
 

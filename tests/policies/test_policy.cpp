@@ -256,6 +256,15 @@ TEST_CASE("--policy that is neither a preset nor a file is a usage error") {
   }
 }
 
+TEST_CASE("a key given twice in one object is the policy error naming it, not the last one taken") {
+  CHECK(parse_error(R"({"criteria": {"mse": {"max": 1e-3, "max": 1e-1}}})") ==
+        "[fp8a.policy.905] policy file 'p.json': key criteria.mse.max is given twice in one object; keep one");
+  CHECK(parse_error(R"({"name": "a", "criteria": {}, "name": "b"})") ==
+        "[fp8a.policy.905] policy file 'p.json': key name is given twice in one object; keep one");
+  // The same key in two objects is two keys.
+  CHECK_NOTHROW((void)fp8a::parse_policy(R"({"criteria": {"mse": {"weight": 1}, "saturation": {"weight": 1}}})", "p.json"));
+}
+
 TEST_CASE("a number beyond a double's range is the policy error naming its key, not an internal error") {
   CHECK(parse_error(R"({"criteria": {"mse": {"max": 1e400}}})") ==
         "[fp8a.policy.904] policy file 'p.json': criteria.mse.max is a number beyond the range of a double "
