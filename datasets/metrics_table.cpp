@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "core/error.hpp"
+#include "core/recipe.hpp"
 #include "core/text.hpp"
 
 namespace fp8a {
@@ -115,10 +116,20 @@ std::vector<MetricsRecord> read_metrics_csv(const std::string& path, const FileS
     while (role < 3 && field(kTensor) != kRoleNames[role]) ++role;
     if (role == 3) throw bad(kTensor);
     m.key.role = static_cast<Role>(role);
+    // A recipe spec and a training format as `run` writes them: checked here, so that a bad cell
+    // is this file's line (exit 3), not a --recipes/--format usage error further on.
+    const auto valid = [](const auto& parse, const std::string& cell) {
+      try {
+        (void)parse(cell);
+        return true;
+      } catch (const Error&) {
+        return false;
+      }
+    };
     m.recipe = field(kRecipe);
-    if (m.recipe.empty()) throw bad(kRecipe);
+    if (!valid(parse_recipe, m.recipe)) throw bad(kRecipe);
     m.format = field(kFormat);
-    if (m.format.empty()) throw bad(kFormat);
+    if (!valid(parse_training_format, m.format)) throw bad(kFormat);
     m.orientation = field(kOrientation);
     if (m.orientation != orientation_name(Orientation::kRowwise) &&
         m.orientation != orientation_name(Orientation::kColumnwise))

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cli/cli_support.hpp"
@@ -297,6 +298,17 @@ TEST_CASE("compare: errors, word for word") {
   CHECK(r.rc == 3);
   CHECK(err(r) == "fp8-advisor: error: [fp8a.io.105] " + (folder / "metrics.csv").string() +
                       ":3: column 'mse': 'fast' is not valid there\n");
+  // A bad recipe or format cell is this file's line (exit 3), not a --recipes usage error.
+  for (const auto& [cells, column, value] :
+       {std::tuple<std::string, std::string, std::string>{"curent,hybrid", "recipe", "curent"},
+        {"current:x=1,hybrid", "recipe", "current:x=1"},
+        {"current,e9m9", "format", "e9m9"}}) {
+    write_bytes(folder / "metrics.csv", head + "2,l,activation," + cells + ",rowwise,1,0.5,1e-3,30,1,0,0,0\n");
+    r = run("compare " + q(folder) + " " + shell_quote(sane) + " --out " + q(t.path / "o"));
+    CHECK(r.rc == 3);
+    CHECK(err(r) == "fp8-advisor: error: [fp8a.io.105] " + (folder / "metrics.csv").string() + ":2: column '" +
+                        column + "': '" + value + "' is not valid there\n");
+  }
   write_bytes(folder / "metrics.csv", head);
   r = run("compare " + q(folder) + " " + shell_quote(sane) + " --out " + q(t.path / "o") +
           " --recipes current --format hybrid");
