@@ -1,6 +1,7 @@
 #include "rundir/output_set.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -9,6 +10,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -31,7 +35,7 @@ bool plain_name(const std::string& name) {
   return !name.empty() && name[0] != '.' && name.find('/') == std::string::npos && name.find('\0') == std::string::npos;
 }
 
-// The test hook's fault: "stage:N" or "switch:N"; N = -1 when unset.
+// The test hook's fault: "stage:N", "switch:N" or "rename:N"; N = -1 when unset.
 struct Fault {
   std::string where;
   long after = -1;
@@ -113,26 +117,77 @@ std::string write_output_set(const std::string& dir, const std::string& set, con
     fs::remove_all(staging, ec);
     throw;
   }
-  // 2. The folder marked as switching, naming the new set.
+  // 2. Nothing but a regular file (or a link, which a rename replaces, not follows) where a new
+  // file goes: a folder there would refuse the rename half way, so it is refused before anything
+  // changes.
+  for (const Artifact& a : artifacts) {
+    struct stat st {};
+    if (::lstat((dir + "/" + a.name).c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+      fs::remove_all(staging, ec);
+      throw input_error("fp8a.io.104", dir + "/" + a.name + ": cannot write: " +
+                                           (S_ISDIR(st.st_mode) ? "a folder is in the way" : "not a regular file") +
+                                           "; move it away (nothing was changed)");
+    }
+  }
+  // 3. The folder marked as switching, naming the new set (the earlier manifest kept to restore).
   const std::string manifest = dir + "/" + output_manifest_name(set);
   const std::set<std::string> earlier = listed_names(manifest);
+  std::optional<std::string> earlier_manifest;
+  if (std::ifstream in(manifest, std::ios::binary); in)
+    earlier_manifest = std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   write_file_atomically(manifest, manifest_text(set, "switching", artifacts, writer, command_line));
-  // 3. The earlier set's files the new one lacks go; the new files come in.
+  // 4. The earlier set's files the new one lacks, and those it replaces, are moved aside into the
+  // staging folder; the new files come in. A rename refused on the way (the disk, a race) moves
+  // everything back and restores the earlier manifest: --out is left as it was found.
   std::set<std::string> now;
   for (const Artifact& a : artifacts) now.insert(a.name);
+  const std::string aside = staging + "/.earlier";
+  fs::create_directory(aside, ec);
+  std::vector<std::string> moved_aside, switched_in;
+  const auto roll_back = [&]() {
+    std::error_code ignored;
+    for (const std::string& name : switched_in) fs::remove(dir + "/" + name, ignored);
+    for (const std::string& name : moved_aside) std::rename((aside + "/" + name).c_str(), (dir + "/" + name).c_str());
+    if (earlier_manifest) write_file_atomically(manifest, *earlier_manifest);
+    else fs::remove(manifest, ignored);
+    fs::remove_all(staging, ignored);
+    sync_directory(dir);
+  };
+  const auto move = [&](const std::string& from, const std::string& to, const std::string& name) {
+    if (std::rename(from.c_str(), to.c_str()) == 0) return;
+    const int err = errno;
+    roll_back();
+    throw input_error("fp8a.io.104", dir + "/" + name + ": cannot write: " + std::strerror(err) +
+                                         " (the earlier files were put back)");
+  };
   for (const std::string& name : earlier)
-    if (now.count(name) == 0) fs::remove(dir + "/" + name, ec);
+    if (now.count(name) == 0 && plain_name(name))
+      if (struct stat st {};
+          ::lstat((dir + "/" + name).c_str(), &st) == 0 && (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))) {
+        move(dir + "/" + name, aside + "/" + name, name);
+        moved_aside.push_back(name);
+      }
   long switched = 0;
   for (const Artifact& a : artifacts) {
     if (fault.where == "switch" && switched == fault.after) ::raise(SIGKILL);
-    if (std::rename((staging + "/" + a.name).c_str(), (dir + "/" + a.name).c_str()) != 0)
-      throw input_error("fp8a.io.104", dir + "/" + a.name + ": cannot write: " + std::strerror(errno));
+    if (fault.where == "rename" && switched == fault.after) {
+      roll_back();
+      throw input_error("fp8a.io.104", dir + "/" + a.name + ": cannot write: " + std::strerror(EIO) +
+                                           " (the earlier files were put back)");
+    }
+    // The file it replaces aside just before (a run killed here leaves the later ones in place).
+    if (struct stat st {}; ::lstat((dir + "/" + a.name).c_str(), &st) == 0) {
+      move(dir + "/" + a.name, aside + "/" + a.name, a.name);
+      moved_aside.push_back(a.name);
+    }
+    move(staging + "/" + a.name, dir + "/" + a.name, a.name);
+    switched_in.push_back(a.name);
     ++switched;
   }
   sync_directory(dir);
-  // 4. Complete.
+  // 5. Complete; the earlier files go.
   write_file_atomically(manifest, manifest_text(set, "complete", artifacts, writer, command_line));
-  fs::remove(staging, ec);
+  fs::remove_all(staging, ec);
   sync_directory(dir);
   std::string wrote;
   for (const Artifact& a : artifacts)

@@ -4,16 +4,21 @@
 // swapped in by renaming one directory. Instead:
 //   1. every file is written whole into DIR/.fp8-advisor-staging.<pid>/ (a failure here, a full
 //      disk, leaves the earlier set as it was, complete);
-//   2. the manifest DIR/.fp8-advisor-outputs-<set>.json is replaced, in one rename, by one saying
+//   2. a folder (or anything but a file or a link) where a new file goes is refused, nothing
+//      changed;
+//   3. the manifest DIR/.fp8-advisor-outputs-<set>.json is replaced, in one rename, by one saying
 //      "state": "switching" and naming the new files;
-//   3. the earlier set's files the new one lacks are removed (only names the earlier manifest
-//      lists), and each new file is renamed in;
-//   4. the manifest is replaced by the same one saying "state": "complete".
-// A run killed or failing in 2..4 leaves a folder whose manifest says "switching": readers refuse
-// it, naming a file that is not the new run's. The manifest names each file with its size and
-// FNV-1a 64 (core/fnv1a.hpp: against accidents, not an adversary), and the writer (version, git
-// revision, command line). Readers of an earlier folder (compare) check it with check_output_set.
-// The staging folder of a killed run is removed by the next holder of the --out lock.
+//   4. the files the new ones replace, and the earlier set's files the new one lacks (only names
+//      the earlier manifest lists), are moved aside into the staging folder, and each new file is
+//      renamed in; a rename refused on the way moves everything back and restores the earlier
+//      manifest (or its absence), so a failed run leaves --out as it found it;
+//   5. the manifest is replaced by the same one saying "state": "complete"; the files moved aside
+//      go with the staging folder.
+// A run killed in 3..5 leaves a folder whose manifest says "switching": readers refuse it, naming
+// a file that is not the new run's. The manifest names each file with its size and FNV-1a 64
+// (core/fnv1a.hpp: against accidents, not an adversary), and the writer (version, git revision,
+// command line). Readers of an earlier folder (compare) check it with check_output_set. The
+// staging folder of a killed run is removed by the next holder of the --out lock.
 #pragma once
 
 #include <string>
@@ -35,7 +40,8 @@ std::string output_manifest_name(const std::string& set);
 // OutputLock. Input error fp8a.io.104 naming the file on any failure (in step 1 the staging
 // folder is removed).
 // Test hook: FP8A_TEST_OUTPUT_FAULT=stage:N fails (io.104, "no space left on device") after N
-// files are staged; =switch:N kills the process (SIGKILL) after N files are renamed in.
+// files are staged; =switch:N kills the process (SIGKILL) after N files are renamed in; =rename:N
+// refuses the rename after N files are renamed in (io.104, as an I/O error would).
 std::string write_output_set(const std::string& dir, const std::string& set, const std::vector<Artifact>& artifacts,
                              const std::string& writer, const std::vector<std::string>& command_line);
 

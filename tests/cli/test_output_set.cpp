@@ -208,3 +208,38 @@ TEST_CASE("output set: a run that cannot write its files (disk full) leaves the 
   CHECK_FALSE(fs::exists(out / "recipe.json"));
   check_whole(out);
 }
+
+TEST_CASE("output set: a rename refused while switching puts the earlier set back; a folder in the way changes nothing") {
+  TempDir d;
+  const fs::path out = d.path / "out";
+  const std::string args = "run --capture " + sample() + " --out " + q(out) + " --cost none --quiet";
+  REQUIRE(run(args + " --recipes current").rc == 0);
+  const auto before = visible_files(out);
+  const std::string manifest = slurp(out / kManifest), metrics = slurp(out / "metrics.csv");
+  // Three files renamed in, then the fourth refused: before, a mixed set, "switching", the staging folder.
+  const auto refused = run(args + " --recipes current,block", "FP8A_TEST_OUTPUT_FAULT=rename:3");
+  CHECK(refused.rc == 3);
+  CHECK(refused.err.ends_with(": cannot write: Input/output error (the earlier files were put back)\n"));
+  CHECK(visible_files(out) == before);
+  CHECK(slurp(out / kManifest) == manifest);
+  CHECK(slurp(out / "metrics.csv") == metrics);
+  CHECK(staging_folders(out).empty());
+  check_whole(out);
+  // A folder where a new file goes (the outside test's repro): refused before anything changes.
+  fs::remove(out / "report.html");
+  fs::create_directories(out / "report.html" / "x");
+  const auto folder = run(args + " --recipes current,block");
+  CHECK(folder.rc == 3);
+  CHECK(folder.err == "fp8-advisor: error: [fp8a.io.104] " + (out / "report.html").string() +
+                          ": cannot write: a folder is in the way; move it away (nothing was changed)\n");
+  CHECK(slurp(out / kManifest) == manifest);
+  CHECK(slurp(out / "metrics.csv") == metrics);
+  CHECK(staging_folders(out).empty());
+  // On a first run into an empty folder, a refused rename leaves no manifest behind.
+  const fs::path fresh = d.path / "fresh";
+  const auto first = run("run --capture " + sample() + " --out " + q(fresh) + " --cost none --quiet",
+                         "FP8A_TEST_OUTPUT_FAULT=rename:2");
+  CHECK(first.rc == 3);
+  CHECK_FALSE(fs::exists(fresh / kManifest));
+  CHECK((!fs::exists(fresh) || visible_files(fresh).empty()));
+}
