@@ -64,16 +64,20 @@ int command_synth(const Invocation& inv) {
                                             did_you_mean(preset_name, names) + "; presets: " + list);
   }
   const std::vector<std::int64_t> steps = steps_text.empty() ? std::vector<std::int64_t>{} : parse_steps(steps_text);
-  const std::vector<SynthFile> files = synthesize(*preset, seed, steps);
   check_out_option(out_dir);
   ensure_output_directory(out_dir);
-  std::uint64_t bytes = 0;
-  for (const auto& f : files) {
-    write_file_atomically(out_dir + "/" + f.name, f.contents);
-    bytes += f.contents.size();
-  }
+  std::uint64_t bytes = 0, files = 0;
+  synthesize_to(*preset, seed, steps, [&](const std::string& name, const SynthProducer& produce) {
+    write_file_atomically(out_dir + "/" + name, [&](const ByteSink& put) {
+      produce([&](std::string_view piece) {
+        bytes += piece.size();
+        put(piece);
+      });
+    });
+    ++files;
+  });
   std::cout << "fp8-advisor synth: preset " << preset->name << ", seed " << seed << ": wrote "
-            << files.size() << " files (" << bytes << " bytes) to " << terminal_text(out_dir) << "\n";
+            << files << " files (" << bytes << " bytes) to " << terminal_text(out_dir) << "\n";
   return kExitOk;
 }
 

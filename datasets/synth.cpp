@@ -305,6 +305,17 @@ const SynthPreset* find_synth_preset(std::string_view name) {
 
 std::vector<SynthFile> synthesize(const SynthPreset& preset, std::uint64_t seed,
                                   std::vector<std::int64_t> steps) {
+  std::vector<SynthFile> files;
+  synthesize_to(preset, seed, std::move(steps), [&](const std::string& name, const SynthProducer& produce) {
+    std::string contents;
+    produce([&](std::string_view piece) { contents.append(piece); });
+    files.push_back({name, std::move(contents)});
+  });
+  return files;
+}
+
+void synthesize_to(const SynthPreset& preset, std::uint64_t seed, std::vector<std::int64_t> steps,
+                   const std::function<void(const std::string& name, const SynthProducer& produce)>& file) {
   if (steps.empty()) steps = preset.default_steps;
   std::sort(steps.begin(), steps.end());
   steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
@@ -312,7 +323,6 @@ std::vector<SynthFile> synthesize(const SynthPreset& preset, std::uint64_t seed,
   const std::int64_t last = steps.back();
   const std::int64_t outlier_last = last_default_step(preset);
 
-  std::vector<SynthFile> files;
   // amax at captured steps, per tensor name.
   std::map<std::string, std::map<std::int64_t, float>> captured_amax;
   for (const std::int64_t step : steps) {
@@ -336,34 +346,40 @@ std::vector<SynthFile> synthesize(const SynthPreset& preset, std::uint64_t seed,
     }
     std::sort(tensors.begin(), tensors.end(),
               [](const auto& a, const auto& b) { return a.name < b.name; });
-    files.push_back({step_file_name(step),
-                     safetensors_bytes(tensors, {{"step", std::to_string(step)},
-                                                 {"generator", "fp8-advisor synth"},
-                                                 {"preset", preset.name}})});
+    const std::string bytes = safetensors_bytes(
+        tensors, {{"step", std::to_string(step)}, {"generator", "fp8-advisor synth"}, {"preset", preset.name}});
+    file(step_file_name(step), [&](const SynthSink& put) { put(bytes); });
   }
 
-  // The trace: captured steps exact; other steps scaled from the next captured step.
-  std::string csv = "step,tensor,amax\n";
-  for (std::int64_t s = 0; s <= last; ++s) {
-    const std::int64_t next = *std::lower_bound(steps.begin(), steps.end(), s);
-    for (const auto& layer : preset.layers) {
-      for (const char* role : {"activation", "weight", "gradient"}) {
-        const std::string name = std::string(layer.name) + "." + role;
-        const float at_next = captured_amax[name][next];
-        float v = at_next;
-        if (s != next) {
-          SynthRandom rng(tensor_seed(seed, name + "#trace", s));
-          double factor = 1.0 + 0.02 * rng.normal();
-          if (role[0] == 'w') factor = 1.0 + 0.002 * rng.normal();
-          if (layer.kind == SynthKind::kOutlierGrowth && role[0] == 'a')
-            factor = std::max(outlier_gain(s, outlier_last), 4.5) / std::max(outlier_gain(next, outlier_last), 4.5);
-          v = static_cast<float>(static_cast<double>(at_next) * factor);
+  // The trace: captured steps exact; other steps scaled from the next captured step. In pieces
+  // of about 1 MB.
+  file("amax_trace.csv", [&](const SynthSink& put) {
+    std::string csv = "step,tensor,amax\n";
+    for (std::int64_t s = 0; s <= last; ++s) {
+      const std::int64_t next = *std::lower_bound(steps.begin(), steps.end(), s);
+      for (const auto& layer : preset.layers) {
+        for (const char* role : {"activation", "weight", "gradient"}) {
+          const std::string name = std::string(layer.name) + "." + role;
+          const float at_next = captured_amax[name][next];
+          float v = at_next;
+          if (s != next) {
+            SynthRandom rng(tensor_seed(seed, name + "#trace", s));
+            double factor = 1.0 + 0.02 * rng.normal();
+            if (role[0] == 'w') factor = 1.0 + 0.002 * rng.normal();
+            if (layer.kind == SynthKind::kOutlierGrowth && role[0] == 'a')
+              factor = std::max(outlier_gain(s, outlier_last), 4.5) / std::max(outlier_gain(next, outlier_last), 4.5);
+            v = static_cast<float>(static_cast<double>(at_next) * factor);
+          }
+          csv += std::to_string(s) + "," + name + "," + exact_float(v) + "\n";
         }
-        csv += std::to_string(s) + "," + name + "," + exact_float(v) + "\n";
+      }
+      if (csv.size() >= (std::size_t{1} << 20)) {
+        put(csv);
+        csv.clear();
       }
     }
-  }
-  files.push_back({"amax_trace.csv", csv});
+    put(csv);
+  });
 
   nlohmann::ordered_json truth;
   truth["generator"] = "fp8-advisor synth";
@@ -389,8 +405,8 @@ std::vector<SynthFile> synthesize(const SynthPreset& preset, std::uint64_t seed,
     l["reason"] = t.reason;
     truth["layers"].push_back(l);
   }
-  files.push_back({"ground_truth.json", truth.dump(2) + "\n"});
-  return files;
+  const std::string truth_text = truth.dump(2) + "\n";
+  file("ground_truth.json", [&](const SynthSink& put) { put(truth_text); });
 }
 
 }  // namespace fp8a

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -85,6 +86,15 @@ struct SynthFile {
 // deduplicated here. Pure function of (preset, seed, steps).
 std::vector<SynthFile> synthesize(const SynthPreset& preset, std::uint64_t seed,
                                   std::vector<std::int64_t> steps);
+
+// The same files, each handed to `file` as it is made: its name and a producer that gives its
+// bytes to a sink in pieces, in order. The amax trace has a line per tensor for every step up to
+// the last captured one (gigabytes for --steps 0,10000000): it is made a piece at a time, never
+// held whole.
+using SynthSink = std::function<void(std::string_view)>;
+using SynthProducer = std::function<void(const SynthSink&)>;
+void synthesize_to(const SynthPreset& preset, std::uint64_t seed, std::vector<std::int64_t> steps,
+                   const std::function<void(const std::string& name, const SynthProducer& produce)>& file);
 
 // Exposed for tests: the generator's random numbers.
 class SynthRandom {

@@ -32,21 +32,38 @@ void ensure_output_directory(const std::string& dir) {
 }
 
 void write_file_atomically(const std::string& path, const std::string& contents) {
+  write_file_atomically(path, [&](const ByteSink& put) { put(contents); });
+}
+
+void write_file_atomically(const std::string& path, const std::function<void(const ByteSink&)>& produce) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   // O_NOFOLLOW: a symbolic link planted at the (predictable) temporary name is not written through.
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) write_failed(path, std::strerror(errno));
-  std::size_t done = 0;
-  while (done < contents.size()) {
-    const ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int write_err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      write_failed(path, std::strerror(write_err));
+  struct PutFailed {
+    int err;
+  };
+  const ByteSink put = [&](std::string_view piece) {
+    std::size_t done = 0;
+    while (done < piece.size()) {
+      const ssize_t n = ::write(fd, piece.data() + done, piece.size() - done);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        throw PutFailed{errno};
+      }
+      done += static_cast<std::size_t>(n);
     }
-    done += static_cast<std::size_t>(n);
+  };
+  try {
+    produce(put);
+  } catch (const PutFailed& f) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    write_failed(path, std::strerror(f.err));
+  } catch (...) {  // the producer's own error: no file either
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
   }
   int err = ::fsync(fd) != 0 ? errno : 0;
   if (::close(fd) != 0 && err == 0) err = errno;

@@ -2,8 +2,10 @@
 // a failed or interrupted run never leaves a truncated file.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace fp8a {
 
@@ -12,6 +14,11 @@ void ensure_output_directory(const std::string& dir);
 
 // Throws input error fp8a.io.104 naming the file on any failure; the temporary file is removed.
 void write_file_atomically(const std::string& path, const std::string& contents);
+
+// The same for contents made in pieces: produce(put) calls put with each piece in order, written
+// as it comes (a file of gigabytes is never held whole).
+using ByteSink = std::function<void(std::string_view)>;
+void write_file_atomically(const std::string& path, const std::function<void(const ByteSink&)>& produce);
 
 // The contents of path if it is a regular file, read without following a symbolic link or
 // waiting on a FIFO (O_NOFOLLOW | O_NONBLOCK, then fstat); unset for anything else or a read
