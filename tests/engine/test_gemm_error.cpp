@@ -4,6 +4,7 @@
 #include <tbb/global_control.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -219,6 +220,59 @@ TEST_CASE("bf16 of BF16-exact values has no error; mismatched shapes are skipped
   REQUIRE(skipped.size() == 1);
   CHECK(skipped[0] == "step 3 layer 'l': operand shapes do not fit X [M,K], W [N,K], dY [M,N] "
                       "(X 1x2, W 1x3, dY 1x1)");
+}
+
+TEST_CASE("bf16 of BF16 operands takes the reference: no error anywhere, as the computed GEMM gives") {
+  // BF16 captures (a NaN among them, set to 0 in every GEMM): the cast leaves them as they are, so
+  // the row is the reference against itself. The same values as F32 go through the bf16 cast and
+  // a computed GEMM: the same statistics.
+  const std::vector<float> xf = {1.5f, -2.0f, 0.375f, 3.0f, -0.0625f, 1.0f};        // [3, 2]
+  const std::vector<float> wf = {0.25f, 4.0f, -1.0f, 0.5f};                         // [2, 2]
+  const std::vector<float> dyf = {3.0f, -1.5f, 0.75f, 2.0f, std::nanf(""), -4.0f};  // [3, 2]
+  const auto bf16_of = [](const std::vector<float>& v) {
+    std::vector<std::uint16_t> h;
+    for (float f : v) h.push_back(static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(f) >> 16));
+    return h;
+  };
+  std::vector<std::uint16_t> xh = bf16_of(xf), wh = bf16_of(wf), dyh = bf16_of(dyf);
+  std::vector<float> x32 = xf, w32 = wf, dy32 = dyf;
+  const auto capture = [](fp8a::DType dtype, void* x, void* w, void* dy) {
+    fp8a::CaptureSet set;
+    const std::pair<fp8a::Role, std::pair<void*, std::vector<std::int64_t>>> parts[] = {
+        {fp8a::Role::kActivation, {x, {3, 2}}}, {fp8a::Role::kWeight, {w, {2, 2}}}, {fp8a::Role::kGradient, {dy, {3, 2}}}};
+    for (const auto& [role, p] : parts) {
+      fp8a::CapturedTensor t;
+      t.key = {1, "l", role};
+      t.tensor_name = std::string("l.") + fp8a::role_name(role);
+      t.view = fp8a::make_tensor_view(static_cast<const std::byte*>(p.first), dtype, p.second);
+      set.tensors.push_back(t);
+    }
+    return set;
+  };
+  fp8a::RunConfig config;
+  config.formats = {fp8a::TrainingFormat::kHybrid};
+  config.recipes = {fp8a::parse_recipe("bf16")};
+  const fp8a::CaptureSet bf = capture(fp8a::DType::kBF16, xh.data(), wh.data(), dyh.data());
+  const fp8a::CaptureSet f32 = capture(fp8a::DType::kF32, x32.data(), w32.data(), dy32.data());
+  std::vector<std::string> skipped;
+  const auto taken = fp8a::evaluate_gemm_errors(bf, fp8a::evaluate_captures(bf, config, fp8a::CpuBackend()),
+                                                fp8a::GemmOptions{}, &skipped);
+  const auto computed = fp8a::evaluate_gemm_errors(f32, fp8a::evaluate_captures(f32, config, fp8a::CpuBackend()),
+                                                   fp8a::GemmOptions{}, &skipped);
+  REQUIRE(taken.size() == 3);
+  REQUIRE(computed.size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    INFO(fp8a::gemm_name(taken[i].gemm));
+    CHECK(taken[i].rel_fro_err == 0.0);
+    CHECK(taken[i].cos == doctest::Approx(1.0).epsilon(1e-15));
+    CHECK(taken[i].zeroed_pct == 0.0);
+    CHECK(taken[i].sign_flip_pct == 0.0);
+    CHECK(taken[i].median_rel_err == 0.0);
+    CHECK(taken[i].rel_fro_err == computed[i].rel_fro_err);
+    CHECK(taken[i].cos == computed[i].cos);
+    CHECK(taken[i].median_rel_err == computed[i].median_rel_err);
+    if (taken[i].gemm == fp8a::Gemm::kWgrad) CHECK(taken[i].noise_sign_flip_pct == 0.0);
+  }
 }
 
 TEST_CASE("--gemm-rows samples token rows evenly and says so") {
