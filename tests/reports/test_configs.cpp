@@ -3,11 +3,17 @@
 // parsers load in the `consumers` ctests (tests/consumers/run_checks.py golden_*).
 // Refresh on purpose with FP8A_UPDATE_GOLDEN=1 and review the diff.
 #include <doctest/doctest.h>
+#include <fnmatch.h>
+#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <regex>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -533,4 +539,157 @@ TEST_CASE("torchao.json: the closest torchao recipe and the modules kept in high
   CHECK(gw.note == "rowwise_with_gw_hp, 1 modules kept high precision");
   check_golden("torchao_block_gw_hp.json", gw.contents);
   CHECK(render_torchao_json(Recommendation{}).contents.find("no FP8 candidate") != std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Issue 36 item 6: every captured layer's plan reaches exactly its own module in every config,
+// over generated name families. Each consumer's matching is modelled here as the consumer does it
+// (Megatron: fnmatch of a matcher's pattern on the model-relative path, the first match wins;
+// nvdlfw_inspect: re.search of each section's layer_name_regex_pattern on the debug API's name,
+// "model." + the attribute path with layer_number = index + 1; torchao: the module_filter_fn
+// torchao.json spells), against the module names each consumer would see for the captured layers.
+// ---------------------------------------------------------------------------------------------
+namespace {
+
+// A name family: the captured layer names (one model's or two stacks').
+struct NameFamily {
+  std::string what;
+  std::vector<std::string> layers;
+};
+
+std::vector<NameFamily> name_families() {
+  const std::vector<std::string> mods = {"self_attention.linear_qkv", "self_attention.linear_proj", "mlp.linear_fc1",
+                                         "mlp.linear_fc2"};
+  const auto stack = [&](const std::string& prefix, std::vector<int> indices) {
+    std::vector<std::string> v;
+    for (int i : indices)
+      for (const std::string& m : mods) v.push_back(prefix + "layers." + std::to_string(i) + "." + m);
+    return v;
+  };
+  std::vector<NameFamily> f;
+  f.push_back({"plain Megatron", stack("decoder.", {0, 1, 2, 3})});
+  f.push_back({"DDP and Float16Module", stack("module.module.decoder.", {0, 1, 2})});
+  auto two = stack("language_model.decoder.", {0, 1});
+  for (auto& n : stack("vision_model.decoder.", {0, 1})) two.push_back(n);
+  f.push_back({"two stacks", two});
+  auto t5 = stack("encoder.", {0, 1});
+  for (auto& n : stack("decoder.", {0, 1})) t5.push_back(n);
+  f.push_back({"encoder-decoder", t5});
+  f.push_back({"indices 1 and 10-12", stack("decoder.", {1, 10, 11, 12})});
+  f.push_back({"suffix-alike", {"proj", "out_proj", "attn.proj", "attn.out_proj", "fc", "fc1"}});
+  std::vector<std::string> experts;
+  for (int e = 0; e < 4; ++e)
+    experts.push_back("decoder.layers.0.mlp.experts.local_experts." + std::to_string(e) + ".linear_fc1");
+  experts.push_back("decoder.layers.0.mlp.shared_experts.linear_fc1");
+  experts.push_back("decoder.layers.0.mlp.router");
+  f.push_back({"MoE sequential experts", experts});
+  return f;
+}
+
+// A plan per layer from a seed: "fff", "bbb", "ffb", "bff" ... (each GEMM FP8 or BF16).
+std::vector<LayerSpec> random_plans(const std::vector<std::string>& names, unsigned seed) {
+  std::vector<LayerSpec> specs;
+  unsigned x = seed * 2654435761u + 1;
+  for (const std::string& n : names) {
+    static const char* kPlans[] = {"fff", "fff", "bbb", "ffb", "bff", "fbb"};
+    x = x * 1103515245u + 12345u;
+    specs.push_back({n, kPlans[(x >> 16) % 6], {0.5, 0.5, 0.5}});
+  }
+  return specs;
+}
+
+bool fallback(const LayerSpec& s, int g) { return s.plan[g] == 'b'; }
+
+// Python's re.search of a pattern as nvdlfw_inspect.yaml writes it, by std::regex (ECMAScript):
+// the patterns use only (^|\.), \-escapes of . and the other metacharacters, and $.
+bool python_search(const std::string& pattern, const std::string& name) {
+  return std::regex_search(name, std::regex(pattern));
+}
+
+}  // namespace
+
+TEST_CASE("every captured layer's plan reaches exactly its own module, in every config, over name families") {
+  for (const NameFamily& family : name_families())
+    for (unsigned seed = 1; seed <= 6; ++seed) {
+      INFO(family.what << ", seed " << seed);
+      const std::vector<LayerSpec> specs = random_plans(family.layers, seed);
+      const Recommendation rec = make_rec("current", TrainingFormat::kHybrid, specs);
+      if (plan_all_bf16(rec)) continue;
+
+      // Megatron: each GPTModel matches its own relative paths; a path several captured layers
+      // share (two stacks) is one module, BF16 when any of them keeps a GEMM BF16.
+      if (const auto te = render_te_precision_config(rec)) {
+        const YAML::Node doc = YAML::Load(te->contents);
+        std::map<std::string, bool> want;  // module path -> BF16
+        for (const LayerSpec& s : specs) {
+          bool& b = want[megatron_module_path(s.name).name];
+          b = b || fallback(s, 0) || fallback(s, 1) || fallback(s, 2);
+        }
+        want.emplace("decoder.layers.99.mlp.linear_fc1", false);  // a module never captured
+        for (const auto& [path, bf16] : want) {
+          INFO("te_precision_config, module " << path);
+          std::string config;
+          for (const auto& m : doc["matchers"])
+            if (::fnmatch(m.second["pattern"].as<std::string>().c_str(), path.c_str(), 0) == 0) {
+              config = m.second["config"].as<std::string>();
+              break;
+            }
+          CHECK(config == (bf16 ? "bf16" : "tensorwise_hybrid"));
+        }
+      }
+
+      // nvdlfw_inspect: the debug API's name of each captured module; at most one section matches
+      // it, and it disables exactly the GEMMs the captured layers that are this module keep BF16.
+      if (const auto nv = render_nvdlfw_inspect_yaml(rec)) {
+        const YAML::Node doc = YAML::Load(nv->contents);
+        std::map<std::string, std::set<std::string>> want;  // debug-API name -> BF16 GEMMs
+        for (const LayerSpec& s : specs) {
+          const auto split = split_transformer_layer(s.name);
+          std::string name = "model." + s.name;
+          if (split)
+            name = "model." + s.name.substr(0, split->start) + "layers." + std::to_string(split->index + 1) + "." +
+                   split->suffix;
+          auto& gemms = want[name];
+          for (int g = 0; g < 3; ++g)
+            if (fallback(s, g)) gemms.insert(gemm_name(static_cast<Gemm>(g)));
+        }
+        for (const auto& [name, gemms] : want) {
+          INFO("nvdlfw_inspect, module " << name);
+          std::set<std::string> disabled;
+          int sections = 0;
+          for (const auto& sec : doc) {
+            if (!python_search(sec.second["layers"]["layer_name_regex_pattern"].as<std::string>(), name)) continue;
+            ++sections;
+            const YAML::Node te_node = sec.second["transformer_engine"];
+            if (te_node["DisableQuantizationLayer"]) disabled = {"fprop", "dgrad", "wgrad"};
+            if (te_node["DisableQuantizationGEMM"])
+              for (const auto& g : te_node["DisableQuantizationGEMM"]["gemms"]) disabled.insert(g.as<std::string>());
+          }
+          CHECK(sections <= 1);
+          // A module's own section may hold more BF16 GEMMs only when another captured name is the
+          // same module for the debug API (merged, and said in the file).
+          bool merged = false;
+          for (const ModuleGroup& g : module_groups(rec.layers, nvdlfw_layer_name, NameMatch::kDotSuffix))
+            merged = merged || g.layers.size() > 1;
+          if (merged) CHECK(std::includes(disabled.begin(), disabled.end(), gemms.begin(), gemms.end()));
+          else CHECK(disabled == gemms);
+        }
+      }
+
+      // torchao: the FQNs are the captured names; a module stays high precision exactly when a
+      // filter entry selects it, and an entry is a module that keeps a GEMM BF16.
+      const nlohmann::json ao = nlohmann::json::parse(render_torchao_json(rec).contents);
+      std::vector<std::string> filter = ao["filter_fqns"].get<std::vector<std::string>>();
+      for (const LayerSpec& s : specs) {
+        INFO("torchao, module " << s.name);
+        const bool kept = std::any_of(filter.begin(), filter.end(), [&](const std::string& f) {
+          return s.name == f || (s.name.size() > f.size() && s.name.ends_with("." + f));
+        });
+        const bool own = fallback(s, 0) || fallback(s, 1) || fallback(s, 2);
+        if (own) CHECK(kept);
+        // Kept without a fallback of its own only when an entry is a dot-suffix of its name.
+        if (kept && !own)
+          CHECK(std::any_of(filter.begin(), filter.end(), [&](const std::string& f) { return f != s.name; }));
+      }
+    }
 }
