@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "core/text.hpp"
+#include "reports/layer_names.hpp"
 #include "reports/te_recipe.hpp"
 
 namespace fp8a {
@@ -180,6 +181,19 @@ std::string answer_lines(const AnswerContext& a) {
         s += "    " + m.layer + ": " +
              (m.candidate ? candidate_name(rec.candidates[*m.candidate].candidate) : std::string("BF16")) +
              ": " + m.reason + "\n";
+  }
+  // Captured layers a config cannot tell apart (two stacks, two wrappers) get one plan there: said
+  // here too, not only in the file, when their plans differ.
+  if (chosen_candidate(rec) != nullptr && !plan_all_bf16(rec)) {
+    std::vector<std::string> merged;
+    const auto note = [&](const std::vector<ModuleGroup>& groups, const char* file) {
+      for (const ModuleGroup& g : groups)
+        if (std::string n = group_note(rec.layers, g, file); n.find("plans differ") != std::string::npos)
+          merged.push_back(std::move(n));
+    };
+    note(module_groups(rec.layers, megatron_module_path, NameMatch::kExact), "te_precision_config.yaml");
+    note(module_groups(rec.layers, nvdlfw_layer_name, NameMatch::kDotSuffix), "nvdlfw_inspect.yaml");
+    for (const std::string& m : merged) s += "  one module in the configs: " + m + "\n";
   }
   if (!a.delayed_search.empty()) s += "  delayed scaling's options: " + a.delayed_search + "\n";
   for (const std::string& l : rec.limits) s += "  not judged: " + l + "\n";
