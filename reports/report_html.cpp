@@ -85,9 +85,17 @@ void render_summary(Markup& m, const Page& p) {
     m.element("p", {}, rec->why);
   } else {
     const CandidatePlan& c = *p.chosen;
-    m.open("p").text("Recommended: ");
-    m.element("code", {}, te_recipe_call(te_recipe_for(c.candidate, rec->te_version)));
-    m.text("  [" + candidate_name(c.candidate) + "]").close();
+    // As the answer says it: a chosen recipe whose plan keeps no GEMM in FP8 is "every GEMM in
+    // BF16", never "Recommended: <FP8 recipe>" beside an FP8 share of 0 %.
+    if (c.fp8_flops > 0) {
+      m.open("p").text("Recommended: ");
+      m.element("code", {}, te_recipe_call(te_recipe_for(c.candidate, rec->te_version)));
+      m.text("  [" + candidate_name(c.candidate) + "]").close();
+    } else {
+      m.open("p").text("Recommended: every GEMM in BF16 (the chosen ");
+      m.element("code", {}, te_recipe_call(te_recipe_for(c.candidate, rec->te_version)));
+      m.text("  [" + candidate_name(c.candidate) + "] keeps none in FP8)").close();
+    }
     m.element("p", {}, "Why: " + rec->why);
     std::string cost = c.speedup ? format_text("predicted GEMM speedup over all-BF16 %.3fx on %s (cost: %s); ",
                                                *c.speedup, rec->gpu ? rec->gpu->name : "?", rec->cost_source)

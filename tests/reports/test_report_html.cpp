@@ -66,6 +66,7 @@ Recommendation fixed_recommendation() {
   CandidatePlan cur;
   cur.candidate = {parse_recipe("current"), TrainingFormat::kHybrid};
   cur.fp8_flop_share = 5.0 / 6.0;
+  cur.fp8_flops = 5e9;
   cur.speedup = 1.375;
   CandidatePlan mx;
   mx.candidate = {parse_recipe("mxfp8"), TrainingFormat::kHybrid};
@@ -110,7 +111,7 @@ TEST_CASE("report.html: the sections, the answer and the reasons, self-contained
   CHECK(page_error(s) == "");
   for (const char* id : {"id=\"summary\"", "id=\"heatmaps\"", "id=\"layers\""}) CHECK(s.find(id) != std::string::npos);
   // (a) the summary: TE's recipe call, why, the fallback with its reason, speedup, limits, warnings.
-  CHECK(s.find("<code>Float8CurrentScaling(fp8_format=Format.HYBRID)</code>") != std::string::npos);
+  CHECK(s.find("<p>Recommended: <code>Float8CurrentScaling(fp8_format=Format.HYBRID)</code>") != std::string::npos);
   CHECK(s.find("current/hybrid keeps 83.3 % of the GEMM FLOPs in FP8") != std::string::npos);
   CHECK(s.find("GEMMs kept in BF16: 1") != std::string::npos);
   CHECK(s.find("step 10 gradient underflow 7.5 % (&gt; 5 %) under current/hybrid") != std::string::npos);
@@ -278,4 +279,21 @@ TEST_CASE("report.html: a 100-layer model, 16 candidates, 2 steps stays a few MB
   // What did not fit is said on the page.
   if (a.contents.find("<div class=\"card\" id=\"layer-99-") == std::string::npos)
     CHECK(a.contents.find("layer cards: the first ") != std::string::npos);
+}
+
+TEST_CASE("report.html: a chosen recipe that keeps no GEMM in FP8 is recommended as every GEMM in BF16") {
+  // Issue 37: the page opened on "Recommended: Float8CurrentScaling(...)" right above "keeps 0.0 %
+  // of the GEMM FLOPs in FP8".
+  const RunInfo info = fixed_info();
+  const auto rows = fixed_rows();
+  const auto layers = summarize_layers(rows);
+  Recommendation rec = fixed_recommendation();
+  rec.candidates[0].fp8_flops = 0;
+  rec.candidates[0].fp8_flop_share = 0;
+  AnswerContext answer;
+  answer.recommendation = &rec;
+  const std::string s = render_report_html({&info, rows, fixed_gemms(), layers, &rec, &answer}).contents;
+  CHECK(s.find("<p>Recommended: every GEMM in BF16 (the chosen <code>Float8CurrentScaling(fp8_format=Format.HYBRID)"
+               "</code>  [current/hybrid] keeps none in FP8)</p>") != std::string::npos);
+  CHECK(s.find("<p>Recommended: <code>") == std::string::npos);
 }
