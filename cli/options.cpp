@@ -132,7 +132,7 @@ std::int64_t parse_gemm_rows(const std::string& text) {
   const auto [ptr, ec] = std::from_chars(text.data(), end, rows);
   if (text.empty() || ec != std::errc() || ptr != end || rows < 0)
     throw usage_error("fp8a.usage.225", "--gemm-rows " + quoted_input(text, 200) +
-                                            ": expected auto, 0 (all rows) or a number of token rows" +
+                                            ": expected auto, 0 (all rows) or a number of rows (tokens; dW rows for wgrad)" +
                                             did_you_mean(text, {"auto"}));
   return rows;
 }

@@ -62,7 +62,7 @@ inline constexpr ErrorIdRow kErrorIdRows[] = {
      "`compare`: `--base-training-log` or `--cand-training-log` given for a side that is a run folder"},
     {"fp8a.usage.220", kUsage,
      "`--out` is in use by another live fp8-advisor (its pid and command named; a dead run's lock is taken over)"},
-    {"fp8a.usage.225", kUsage, "bad `--gemm-rows` (`auto`, `0` for all rows, or a number of token rows)"},
+    {"fp8a.usage.225", kUsage, "bad `--gemm-rows` (`auto`, `0` for all rows, or a number of rows: tokens, dW rows for wgrad)"},
     {"fp8a.usage.227", kUsage,
      "bad `FP8A_CPU_ISA` (`baseline`, `v3` or `v4`), or a CPU code path this CPU lacks (the paths it runs named)"},
     {"fp8a.usage.229", kUsage,

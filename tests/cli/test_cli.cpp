@@ -368,10 +368,10 @@ TEST_CASE("usage errors exit 2 with one line") {
        "fp8-advisor: error: [fp8a.usage.205] --threads must be >= 0\n"},
       {"run --capture x --out y --gemm-rows atuo",
        "fp8-advisor: error: [fp8a.usage.225] --gemm-rows 'atuo': expected auto, 0 (all rows) or a "
-       "number of token rows (did you mean 'auto'?)\n"},
+       "number of rows (tokens; dW rows for wgrad) (did you mean 'auto'?)\n"},
       {"whatif --capture x --layer l --gemm-rows 12x",
        "fp8-advisor: error: [fp8a.usage.225] --gemm-rows '12x': expected auto, 0 (all rows) or a "
-       "number of token rows\n"},
+       "number of rows (tokens; dW rows for wgrad)\n"},
       {"run --capture x --out y --policy te-autoswich",
        "fp8-advisor: error: [fp8a.usage.213] --policy 'te-autoswich' is neither a preset (default, "
        "te-autoswitch) nor a policy file (did you mean 'te-autoswitch'?)\n"},

@@ -87,7 +87,7 @@ TEST_CASE("option values with terminal escapes or bytes that are not UTF-8 are e
       {"run --capture x --out y --amax-reduction " + q_esc,
        "[fp8a.usage.208] --amax-reduction '\\x1b[31m': expected tp or none"},
       {"run --capture x --out y --gemm-rows " + q_bad,
-       "[fp8a.usage.225] --gemm-rows 'a\\xff\\xfeb': expected auto, 0 (all rows) or a number of token rows"},
+       "[fp8a.usage.225] --gemm-rows 'a\\xff\\xfeb': expected auto, 0 (all rows) or a number of rows (tokens; dW rows for wgrad)"},
       {"run --capture x --out y --threads " + q_esc,
        "[fp8a.usage.203] fp8-advisor run: the argument ('\\x1b[31m') for option '--threads' is invalid"},
       {"run --capture x --out y " + shell_quote("--" + kEsc),
