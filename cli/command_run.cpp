@@ -137,7 +137,8 @@ std::optional<RunCommand> parse_run(const Invocation& inv) {
   po::options_description desc("Options");
   const std::string te_version_help =
       "the Transformer Engine release the written files are for (X.Y, from " + te_version_text(kTeOldest) + " to " +
-      te_version_text(kTeNewest) + "): TE's names in recipe.json, nvdlfw_inspect.yaml and te_snippet.py (docs/VERSIONS.md)";
+      te_version_text(kTeNewest) + "): TE's names in recipe.json, nvdlfw_inspect.yaml and te_snippet.py, and "
+      "candidates it cannot train with excluded (docs/VERSIONS.md)";
   add_evaluation_options(desc, cmd.eval, "recipes");
   desc.add_options()
       ("out", po::value(&cmd.out_dir)->required(), "output directory (created if missing)")

@@ -71,8 +71,8 @@ void choose_run(const RunRequest& request, const EvaluationIndex& index, RunResu
   std::optional<CostModel> cost;
   if (asked.roofline) cost = build_cost_model(result.gemm_layers, index.recipes(), *asked.gpu, *asked.roofline);
   result.recommendation =
-      recommend(recommendation_inputs(index, result), asked.policy, *asked.gpu, cost ? &*cost : nullptr);
-  result.recommendation->te_version = asked.te_version;
+      recommend(recommendation_inputs(index, result), asked.policy, *asked.gpu, cost ? &*cost : nullptr,
+                asked.te_version);
   if (request.delayed_search)
     result.delayed_search =
         delayed_search_summary(*request.delayed_search, result.recommendation->candidates, index.rows(),

@@ -105,6 +105,13 @@ std::string te_cannot_train(const Recipe& r) {
   return "";
 }
 
+std::string te_release_cannot_train(const Recipe& r, TeVersion te) {
+  if (r.kind == RecipeKind::kPerTensorCurrent && r.pow2_scales && !te_has_current_pow2_env(te))
+    return "power-of-two current scaling needs TE 2.8 (NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES); TE " +
+           te_version_text(te) + " trains Float8CurrentScaling with FP32 scales";
+  return "";
+}
+
 std::string Recipe::spec() const {
   std::string s = recipe_kind_traits(kind).name;
   switch (kind) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/fp8_codec.hpp"
+#include "core/te_version.hpp"
 
 namespace fp8a {
 
@@ -258,6 +259,12 @@ bool lt_runs_on(RecipeKind kind, int sm);
 // and gradients) and mxfp8:floor (OCP's floor rule: MXFP8BlockScaling rounds the E8M0 scale up).
 // They are evaluated for comparison and never the answer.
 std::string te_cannot_train(const Recipe& recipe);
+
+// Why Transformer Engine release `te` cannot train with the recipe as it was evaluated, though
+// a later release can; empty when it can. In the supported range (core/te_version.hpp): current
+// scaling with power-of-two scales before TE 2.8, where Float8CurrentScaling's scales are FP32 and
+// nothing TE reads turns them to powers of two (te_has_current_pow2_env).
+std::string te_release_cannot_train(const Recipe& recipe, TeVersion te);
 
 // An FP8 recipe: the kind casts to an FP8 type (every kind but bf16, the BF16 round trip).
 bool is_fp8(RecipeKind kind);

@@ -5,12 +5,13 @@
 namespace fp8a {
 
 Recommendation recommend(const RecommendationInputs& inputs, const Policy& policy, const GpuTarget& gpu,
-                         const CostModel* cost) {
+                         const CostModel* cost, TeVersion te) {
   FP8A_CHECK(cost == nullptr || cost->gpu == &gpu, "recommend: the cost model is for another GPU");
   const RecommendationEvidence evidence = gather_evidence(inputs);
   const CostRows rows = cost_rows(evidence.layers, cost);
   Recommendation rec;
   rec.gpu = &gpu;
+  rec.te_version = te;
   if (cost != nullptr) rec.cost_source = "roofline";
   // Every candidate judged, planned and (with a cost model) priced; the cost model excludes the
   // candidates the GPU cannot run, without one they are left out here.
@@ -26,6 +27,10 @@ Recommendation recommend(const RecommendationInputs& inputs, const Policy& polic
       ca.runnable = false;
       ca.evaluation_only = true;
       ca.excluded = "evaluation only: " + no;
+    } else if (const std::string old = te_release_cannot_train(candidate.recipe, te); !old.empty() && ca.runnable) {
+      ca.runnable = false;
+      ca.release_excluded = true;
+      ca.excluded = "excluded on TE " + te_version_text(te) + ": " + old;
     }
     rec.candidates.push_back(std::move(ca));
   }

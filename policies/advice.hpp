@@ -79,8 +79,9 @@ struct Recommendation {
   // How well the policy's criteria are validated against training (calibration_text).
   std::string calibration;
   const GpuTarget* gpu = nullptr;     // the GPU it is for; recommend() always sets it
-  // The Transformer Engine release the files are written for (--te-version); the choice does not
-  // depend on it, the renderers do (docs/VERSIONS.md).
+  // The Transformer Engine release the files are written for (--te-version): candidates it cannot
+  // train with are excluded (CandidatePlan::release_excluded), and the renderers spell the recipe
+  // as it takes it (docs/VERSIONS.md).
   TeVersion te_version = kTeNewest;
   const char* cost_source = "none";   // "roofline" with a cost model (estimate_cost), else "none"
   // The chosen plan's FP8 tensor copies with the smallest judge_tensor margins, smallest first
@@ -94,7 +95,8 @@ struct Recommendation {
 // (module_plan.hpp), the advisories and limits (advisories.hpp). `gpu`: the target (--gpu),
 // with or without a cost model. `cost` null: numerics alone (--cost none); else built for `gpu`,
 // its recipes name the candidates' recipes (matched by ==) and its layers the GemmLayers' names.
+// `te`: the target TE release; a candidate it cannot train with is judged but never chosen.
 Recommendation recommend(const RecommendationInputs& inputs, const Policy& policy, const GpuTarget& gpu,
-                         const CostModel* cost);
+                         const CostModel* cost, TeVersion te = kTeNewest);
 
 }  // namespace fp8a

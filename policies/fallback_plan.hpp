@@ -52,6 +52,8 @@ struct CandidatePlan {
   // te_cannot_train), or, with a cost model, the GPU cannot run it or the model does not hold it.
   bool runnable = true;
   bool evaluation_only = false;
+  // The target TE release (--te-version) cannot train it; a later one can (te_release_cannot_train).
+  bool release_excluded = false;
   std::string excluded;                // empty when runnable
   std::optional<double> speedup;       // of the plan (after the GEMMs where FP8 would not pay)
   // Of the numerics-only plan (every passing GEMM FP8), before the cost sends GEMMs to BF16.

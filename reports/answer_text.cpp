@@ -59,7 +59,7 @@ std::string answer_lines(const AnswerContext& a) {
   if (!rec.chosen) {
     s += "answer: no FP8 recipe can be recommended";
     s += rec.candidates.empty() && rec.gpu_excluded.empty() ? " (no FP8 candidate evaluated)\n"
-                                                           : ": none runs on " + a.gpu_name() + "\n";
+                                                           : ": none runs on " + a.gpu_name() + on_release(rec) + "\n";
   } else {
     const CandidatePlan& c = rec.candidates[*rec.chosen];
     if (c.fp8_flops > 0)
@@ -203,16 +203,19 @@ std::string answer_lines(const AnswerContext& a) {
   }
   std::vector<std::pair<std::string, std::string>> excluded;
   for (const GpuExclusion& e : rec.gpu_excluded) excluded.emplace_back(e.candidate, e.reason);
-  std::string evaluation_only;
+  std::string evaluation_only, release;
   for (const CandidatePlan& c : rec.candidates)
     if (c.evaluation_only)
       evaluation_only += (evaluation_only.empty() ? "" : ", ") + candidate_name(c.candidate);
+    else if (c.release_excluded)
+      release += "    " + candidate_name(c.candidate) + ": " + te_release_cannot_train(c.candidate.recipe, rec.te_version) + "\n";
     else if (!c.runnable)
       excluded.emplace_back(candidate_name(c.candidate), c.excluded);
   if (!excluded.empty()) {
     s += "  excluded on " + a.gpu_name() + ":\n";
     for (const auto& [name, why] : excluded) s += "    " + name + ": " + why + "\n";
   }
+  if (!release.empty()) s += "  excluded on TE " + te_version_text(rec.te_version) + " (--te-version):\n" + release;
   if (!evaluation_only.empty())
     s += "  evaluation only (TE cannot train them; recipe.json has why): " + evaluation_only + "\n";
   for (const std::string& why : a.not_written) s += "  not written: " + why + "\n";

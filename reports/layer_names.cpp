@@ -160,6 +160,12 @@ std::string group_note(const std::vector<LayerDecision>& layers, const ModuleGro
   return note;
 }
 
+std::string on_release(const Recommendation& rec) {
+  const bool any = std::any_of(rec.candidates.begin(), rec.candidates.end(),
+                               [](const CandidatePlan& c) { return c.release_excluded; });
+  return any ? " with TE " + te_version_text(rec.te_version) + " (--te-version)" : "";
+}
+
 const RunCandidate* chosen_candidate(const Recommendation& rec) {
   if (!rec.chosen || *rec.chosen >= rec.candidates.size()) return nullptr;
   return &rec.candidates[*rec.chosen].candidate;

@@ -65,6 +65,10 @@ std::string group_note(const std::vector<LayerDecision>& layers, const ModuleGro
 // none of its decisions is FP8. Every config then trains BF16, uncaptured modules included.
 bool plan_all_bf16(const Recommendation& rec);
 
+// " with TE X.Y (--te-version)" when a candidate was excluded for the target TE release (the answer's
+// "none runs on h100 with TE 2.4 (--te-version)"), else "".
+std::string on_release(const Recommendation& rec);
+
 // The chosen candidate, null when none.
 const RunCandidate* chosen_candidate(const Recommendation& rec);
 

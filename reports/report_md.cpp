@@ -6,6 +6,7 @@
 
 #include "core/text.hpp"
 #include "reports/console_table.hpp"
+#include "reports/layer_names.hpp"
 #include "reports/name_text.hpp"
 #include "reports/number_format.hpp"
 #include "reports/te_recipe.hpp"
@@ -57,7 +58,7 @@ std::string recommendation_section(const AnswerContext& a) {
   if (!rec.chosen) {
     s += "**No FP8 recipe can be recommended**";
     s += rec.candidates.empty() && rec.gpu_excluded.empty() ? " (no FP8 candidate evaluated)"
-                                                           : ": none runs on " + markdown_text(a.gpu_name());
+                                                           : ": none runs on " + markdown_text(a.gpu_name()) + on_release(rec);
     s += "; every GEMM stays in BF16.\n\n";
   } else {
     const CandidatePlan& c = rec.candidates[*rec.chosen];
@@ -103,11 +104,15 @@ std::string recommendation_section(const AnswerContext& a) {
   if (!rec.limits.empty()) s += "### Not judged\n\n" + bullets(rec.limits) + "\n";
   std::vector<std::string> excluded;
   for (const GpuExclusion& e : rec.gpu_excluded) excluded.push_back(e.candidate + ": " + e.reason);
-  std::vector<std::string> evaluation_only;
+  std::vector<std::string> evaluation_only, release;
   for (const CandidatePlan& c : rec.candidates)
     if (!c.runnable)
-      (c.evaluation_only ? evaluation_only : excluded).push_back(candidate_name(c.candidate) + ": " + c.excluded);
+      (c.evaluation_only ? evaluation_only : c.release_excluded ? release : excluded)
+          .push_back(candidate_name(c.candidate) + ": " +
+                     (c.release_excluded ? te_release_cannot_train(c.candidate.recipe, rec.te_version) : c.excluded));
   if (!excluded.empty()) s += "### Excluded on " + markdown_text(a.gpu_name()) + "\n\n" + bullets(excluded) + "\n";
+  if (!release.empty())
+    s += "### Excluded on TE " + te_version_text(rec.te_version) + " (--te-version)\n\n" + bullets(release) + "\n";
   if (!evaluation_only.empty()) s += "### Evaluation only (TE cannot train them)\n\n" + bullets(evaluation_only) + "\n";
   return s;
 }

@@ -1326,3 +1326,26 @@ TEST_CASE("the wrote line shows --out escaped: an ESC in the path does not reach
   CHECK(r.out.find('\x1b') == std::string::npos);
   CHECK(r.out.find("o\\x1b[31mx/metrics.csv") != std::string::npos);
 }
+
+TEST_CASE("--te-version: a candidate that release cannot train with is excluded, never the answer") {
+  // Issue 38: on TE 2.4 the answer picked current:pow2 while TE 2.4 has no power-of-two current
+  // scaling (NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES is read from TE 2.8).
+  TempDir d;
+  const std::string base = "run --capture " + sample() + " --cost none --format hybrid --quiet --out ";
+  const std::string why = "current:pow2/hybrid: power-of-two current scaling needs TE 2.8 "
+                          "(NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES); TE 2.4 trains Float8CurrentScaling with FP32 scales\n";
+  const auto old = run(base + shell_quote((d.path / "a").string()) + " --te-version 2.4 --recipes current:pow2,current");
+  REQUIRE(old.rc == 0);
+  CHECK(old.out.rfind("answer: Float8CurrentScaling(fp8_format=Format.HYBRID)  [current/hybrid]\n", 0) == 0);
+  CHECK(old.out.find("  excluded on TE 2.4 (--te-version):\n    " + why) != std::string::npos);
+  CHECK(slurp(d.path / "a" / "megatron_args.txt").find("NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES") == std::string::npos);
+  const auto only = run(base + shell_quote((d.path / "b").string()) + " --te-version 2.4 --recipes current:pow2");
+  REQUIRE(only.rc == 0);
+  CHECK(only.out.rfind("answer: no FP8 recipe can be recommended: none runs on h100 with TE 2.4 (--te-version)\n", 0) == 0);
+  // From TE 2.8 it can train with it: not excluded.
+  const auto now = run(base + shell_quote((d.path / "c").string()) + " --te-version 2.8 --recipes current:pow2");
+  REQUIRE(now.rc == 0);
+  CHECK(now.out.rfind("answer: Float8CurrentScaling(fp8_format=Format.HYBRID); env "
+                      "NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES=1  [current:pow2/hybrid]\n", 0) == 0);
+  CHECK(now.out.find("excluded on TE") == std::string::npos);
+}

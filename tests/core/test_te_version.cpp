@@ -1,6 +1,7 @@
 // --te-version's parsing and the per-release facts, against TE's sources (core/te_version.hpp).
 #include <doctest/doctest.h>
 
+#include "core/recipe.hpp"
 #include "core/te_version.hpp"
 
 using namespace fp8a;
@@ -31,4 +32,14 @@ TEST_CASE("TE facts by release: autocast 2.9, DisableQuantization* 2.13, FP8 sca
   CHECK(te_has_fp8_scale_stats({2, 7}));
   CHECK_FALSE(te_has_current_pow2_env({2, 7}));
   CHECK(te_has_current_pow2_env({2, 8}));
+}
+
+TEST_CASE("te_release_cannot_train: current:pow2 before TE 2.8 only; every other recipe on every release") {
+  using fp8a::parse_recipe;
+  CHECK(te_release_cannot_train(parse_recipe("current:pow2"), {2, 7}) ==
+        "power-of-two current scaling needs TE 2.8 (NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES); TE 2.7 trains "
+        "Float8CurrentScaling with FP32 scales");
+  CHECK(te_release_cannot_train(parse_recipe("current:pow2"), {2, 8}).empty());
+  for (const char* spec : {"current", "delayed", "block", "block:fp32", "mxfp8", "bf16"})
+    for (const fp8a::TeVersion te : {fp8a::kTeOldest, fp8a::kTeNewest}) CHECK(te_release_cannot_train(parse_recipe(spec), te).empty());
 }
