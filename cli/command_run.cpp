@@ -314,6 +314,7 @@ std::vector<Artifact> render_run(const RunRequest& request, const RunResult& res
   }
   artifacts.push_back(render_report_md(info, result.rows, layers, answer));
   for (const auto& a : artifacts) info.outputs.push_back(a.name);
+  info.not_written = answer.not_written;
   info.outputs.push_back("summary.json");
   info.outputs.push_back("report.html");
   artifacts.push_back(render_summary_json(info, result.rows, layers, &answer));

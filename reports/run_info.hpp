@@ -41,6 +41,8 @@ struct RunInfo {
   double evaluate_seconds = 0;
   double gemm_seconds = 0;
   std::vector<std::string> outputs;  // file names written to the output directory
+  // The consumer files not written, each with why ("te_precision_config.yaml not written: ...").
+  std::vector<std::string> not_written;
   std::vector<std::string> warnings;
 };
 

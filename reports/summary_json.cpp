@@ -158,6 +158,7 @@ Artifact render_summary_json(const RunInfo& info, std::span<const EvaluationRow>
   }
   j["not_applicable"] = skipped;
   j["outputs"] = info.outputs;
+  j["not_written"] = info.not_written;
   ordered_json out_layers = ordered_json::array();
   for (const auto& l : layers) {
     ordered_json entry = {{"layer", json_name(l.layer)}, {"recipe", l.recipe}};

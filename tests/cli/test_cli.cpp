@@ -1342,6 +1342,10 @@ TEST_CASE("--te-version: a candidate that release cannot train with is excluded,
   const auto only = run(base + shell_quote((d.path / "b").string()) + " --te-version 2.4 --recipes current:pow2");
   REQUIRE(only.rc == 0);
   CHECK(only.out.rfind("answer: no FP8 recipe can be recommended: none runs on h100 with TE 2.4 (--te-version)\n", 0) == 0);
+  // summary.json says which consumer files were not written, and why, as the terminal does.
+  const auto summary = nlohmann::json::parse(slurp(d.path / "b" / "summary.json"));
+  CHECK(summary["not_written"] == nlohmann::json::array({"te_precision_config.yaml not written: no FP8 candidate was chosen",
+                                                         "nvdlfw_inspect.yaml not written: no FP8 candidate was chosen"}));
   // From TE 2.8 it can train with it: not excluded.
   const auto now = run(base + shell_quote((d.path / "c").string()) + " --te-version 2.8 --recipes current:pow2");
   REQUIRE(now.rc == 0);
