@@ -12,10 +12,31 @@ namespace {
 constexpr std::string_view kMegatronSuffixes[] = {"self_attention.linear_qkv", "self_attention.linear_proj",
                                                   "mlp.linear_fc1", "mlp.linear_fc2"};
 
+// The MoE MLP's linear modules (megatron/core/transformer/moe/): SequentialMLP's experts
+// (mlp.experts.local_experts.<E>.linear_fc1), TEGroupedMLP's grouped modules (mlp.experts.linear_fc1,
+// every expert in one TE GroupedLinear) and SharedExpertMLP's (mlp.shared_experts.linear_fc1).
+bool moe_suffix(const std::string& suffix) {
+  for (const char* fc : {"linear_fc1", "linear_fc2"}) {
+    if (suffix == std::string("mlp.experts.") + fc || suffix == std::string("mlp.shared_experts.") + fc) return true;
+    const std::string local = "mlp.experts.local_experts.", tail = std::string(".") + fc;
+    if (suffix.starts_with(local) && suffix.ends_with(tail) && suffix.size() > local.size() + tail.size()) {
+      const std::string e = suffix.substr(local.size(), suffix.size() - local.size() - tail.size());
+      if (e.size() <= 6 && std::all_of(e.begin(), e.end(), [](char c) { return c >= '0' && c <= '9'; })) return true;
+    }
+  }
+  return false;
+}
+
 bool megatron_suffix(const std::string& suffix) {
   return std::find(std::begin(kMegatronSuffixes), std::end(kMegatronSuffixes), suffix) !=
-         std::end(kMegatronSuffixes);
+             std::end(kMegatronSuffixes) ||
+         moe_suffix(suffix);
 }
+
+// Megatron's MoE router (TopKRouter): its gating GEMM is a plain torch linear in FP32 or BF16,
+// never a TE module, so no FP8 config reaches it.
+constexpr const char* kRouterNote =
+    "Megatron's MoE router is not a TE module: its gating GEMM never runs in FP8, and no config reaches it";
 
 // Where a transformer layer sits in a captured name: the block holding the ModuleList
 // ("decoder", "encoder"; "" when the name starts at "layers."), and the stack above it
@@ -56,7 +77,10 @@ MappedName megatron_module_path(const std::string& layer) {
   if (!p) return {layer, true, "not a Megatron transformer-layer name; used as captured"};
   const std::string block = p->block.empty() ? "decoder" : p->block;
   MappedName m{block + ".layers." + std::to_string(p->layer.index) + "." + p->layer.suffix, false, ""};
-  if (!megatron_suffix(p->layer.suffix)) {
+  if (p->layer.suffix == "mlp.router") {
+    m.guess = true;
+    m.note = kRouterNote;
+  } else if (!megatron_suffix(p->layer.suffix)) {
     m.guess = true;
     m.note = "'" + p->layer.suffix + "' is not one of Megatron's linear modules; mapped by its layer index";
   } else if (p->block.empty()) {
@@ -84,7 +108,10 @@ MappedName nvdlfw_layer_name(const std::string& layer) {
                false,
                "layer_number " + std::to_string(p->layer.index + 1) +
                    ": the captured index + 1, plus the stage's first layer under pipeline parallelism"};
-  if (!megatron_suffix(p->layer.suffix)) {
+  if (p->layer.suffix == "mlp.router") {
+    m.guess = true;
+    m.note += std::string("; ") + kRouterNote;
+  } else if (!megatron_suffix(p->layer.suffix)) {
     m.guess = true;
     m.note += "; '" + p->layer.suffix + "' is not one of Megatron's linear modules";
   }

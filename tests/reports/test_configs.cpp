@@ -142,6 +142,19 @@ TEST_CASE("captured layer names map to Megatron's and nvdlfw_inspect's, guesses 
   CHECK(nv.name == "decoder.layers.3.mlp.linear_fc2");  // Megatron's layer_number: index + 1
   CHECK_FALSE(nv.guess);
   CHECK(nvdlfw_layer_name("layers.2.self_attn.q_proj").guess);
+  // MoE: SequentialMLP's experts, TEGroupedMLP's grouped modules and the shared experts are
+  // Megatron's linear modules; the router is not a TE module.
+  for (const char* moe : {"decoder.layers.1.mlp.experts.local_experts.7.linear_fc1",
+                          "decoder.layers.1.mlp.experts.linear_fc2", "decoder.layers.1.mlp.shared_experts.linear_fc1"}) {
+    CHECK(megatron_module_path(moe).name == moe);
+    CHECK_FALSE(megatron_module_path(moe).guess);
+    CHECK_FALSE(nvdlfw_layer_name(moe).guess);
+  }
+  CHECK(megatron_module_path("decoder.layers.1.mlp.experts.local_experts.x.linear_fc1").guess);
+  const MappedName router = megatron_module_path("decoder.layers.1.mlp.router");
+  CHECK(router.guess);
+  CHECK(router.note == "Megatron's MoE router is not a TE module: its gating GEMM never runs in FP8, and no config "
+                       "reaches it");
 }
 
 TEST_CASE("a GEMM with no operand captured is BF16 in the plan but no fallback") {
