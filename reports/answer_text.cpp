@@ -188,8 +188,7 @@ std::string answer_lines(const AnswerContext& a) {
     std::vector<std::string> merged;
     const auto note = [&](const std::vector<ModuleGroup>& groups, const char* file) {
       for (const ModuleGroup& g : groups)
-        if (std::string n = group_note(rec.layers, g, file); n.find("plans differ") != std::string::npos)
-          merged.push_back(std::move(n));
+        if (group_plans_differ(rec.layers, g)) merged.push_back(group_note(rec.layers, g, file));
     };
     note(module_groups(rec.layers, megatron_module_path, NameMatch::kExact), "te_precision_config.yaml");
     note(module_groups(rec.layers, nvdlfw_layer_name, NameMatch::kDotSuffix), "nvdlfw_inspect.yaml");

@@ -173,17 +173,20 @@ LayerDecision merged_decision(const std::vector<LayerDecision>& layers, const Mo
   return merged;
 }
 
+bool group_plans_differ(const std::vector<LayerDecision>& layers, const ModuleGroup& group) {
+  return std::any_of(group.layers.begin(), group.layers.end(), [&](std::size_t i) {
+    return fallback_gemm_list(layers[i]) != fallback_gemm_list(layers[group.layers.front()]);
+  });
+}
+
 std::string group_note(const std::vector<LayerDecision>& layers, const ModuleGroup& group, const std::string& scheme) {
   if (group.layers.size() < 2) return "";
   std::string names;
-  bool differ = false;
-  for (std::size_t i : group.layers) {
-    names += (names.empty() ? "" : ", ") + layers[i].layer;
-    differ = differ || fallback_gemm_list(layers[i]) != fallback_gemm_list(layers[group.layers.front()]);
-  }
+  for (std::size_t i : group.layers) names += (names.empty() ? "" : ", ") + layers[i].layer;
   std::string note = std::to_string(group.layers.size()) + " captured layers are one module '" + group.name.name +
                      "' in " + scheme + " (" + names + ")";
-  if (differ) note += ": their plans differ, so each GEMM that any of them keeps in BF16 is BF16 here";
+  if (group_plans_differ(layers, group))
+    note += ": their plans differ, so each GEMM that any of them keeps in BF16 is BF16 here";
   return note;
 }
 

@@ -57,6 +57,9 @@ std::vector<ModuleGroup> module_groups(const std::vector<LayerDecision>& layers,
 // keeps it BF16, else judged as its first member that judged it.
 LayerDecision merged_decision(const std::vector<LayerDecision>& layers, const ModuleGroup& group);
 
+// Whether the group's members keep different GEMMs in BF16 (the one plan then differs from some).
+bool group_plans_differ(const std::vector<LayerDecision>& layers, const ModuleGroup& group);
+
 // For a group of two or more: which captured layers share the name in `scheme` (a file name), and
 // whether their plans differ; "" for one member.
 std::string group_note(const std::vector<LayerDecision>& layers, const ModuleGroup& group, const std::string& scheme);

@@ -21,9 +21,10 @@ TeRecipe te_recipe_for(const RunCandidate& c, TeVersion te) {
       // TE's Linear modules overwrite their quantizers' power-of-two choice with the class's
       // fp8_quant_*.power_2_scale, set once at import from NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES
       // (module/linear.py _customize_quantizers_float8_current_scaling): the env var, not the field.
+      // Before TE 2.8 the same rule that excludes the candidate (te_release_cannot_train).
       if (r.pow2_scales && te_has_current_pow2_env(te))
         t.env.emplace_back("NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES", "1");
-      else if (r.pow2_scales)
+      else if (!te_release_cannot_train(r, te).empty())
         t.notes.push_back(r.spec() + ": not expressible on TE " + te_version_text(te) +
                           ": Float8CurrentScaling has power-of-two scales from TE 2.8 "
                           "(NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES); TE " + te_version_text(te) +
