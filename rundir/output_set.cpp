@@ -10,8 +10,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -132,9 +130,7 @@ std::string write_output_set(const std::string& dir, const std::string& set, con
   // 3. The folder marked as switching, naming the new set (the earlier manifest kept to restore).
   const std::string manifest = dir + "/" + output_manifest_name(set);
   const std::set<std::string> earlier = listed_names(manifest);
-  std::optional<std::string> earlier_manifest;
-  if (std::ifstream in(manifest, std::ios::binary); in)
-    earlier_manifest = std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  const std::optional<std::string> earlier_manifest = read_regular_file(manifest);
   write_file_atomically(manifest, manifest_text(set, "switching", artifacts, writer, command_line));
   // 4. The earlier set's files the new one lacks, and those it replaces, are moved aside into the
   // staging folder; the new files come in. A rename refused on the way (the disk, a race) moves
@@ -153,12 +149,13 @@ std::string write_output_set(const std::string& dir, const std::string& set, con
     fs::remove_all(staging, ignored);
     sync_directory(dir);
   };
-  const auto move = [&](const std::string& from, const std::string& to, const std::string& name) {
-    if (std::rename(from.c_str(), to.c_str()) == 0) return;
-    const int err = errno;
+  const auto fail = [&](int err, const std::string& name) {
     roll_back();
     throw input_error("fp8a.io.104", dir + "/" + name + ": cannot write: " + std::strerror(err) +
                                          " (the earlier files were put back)");
+  };
+  const auto move = [&](const std::string& from, const std::string& to, const std::string& name) {
+    if (std::rename(from.c_str(), to.c_str()) != 0) fail(errno, name);
   };
   for (const std::string& name : earlier)
     if (now.count(name) == 0 && plain_name(name))
@@ -170,11 +167,7 @@ std::string write_output_set(const std::string& dir, const std::string& set, con
   long switched = 0;
   for (const Artifact& a : artifacts) {
     if (fault.where == "switch" && switched == fault.after) ::raise(SIGKILL);
-    if (fault.where == "rename" && switched == fault.after) {
-      roll_back();
-      throw input_error("fp8a.io.104", dir + "/" + a.name + ": cannot write: " + std::strerror(EIO) +
-                                           " (the earlier files were put back)");
-    }
+    if (fault.where == "rename" && switched == fault.after) fail(EIO, a.name);
     // The file it replaces aside just before (a run killed here leaves the later ones in place).
     if (struct stat st {}; ::lstat((dir + "/" + a.name).c_str(), &st) == 0) {
       move(dir + "/" + a.name, aside + "/" + a.name, a.name);
