@@ -127,13 +127,16 @@ struct RunCommand {
   bool default_recipes = false;  // --recipes not given
   double progress_every = 10.0;
   double rank_timeout = kDefaultRankTimeout;
+  std::string cost;              // --cost: roofline, none, or empty (not given)
+  double tokens_per_step = 0;    // --tokens-per-step; 0: not given
 };
 
 // Unset: --help was printed. Usage errors name the option.
 std::optional<RunCommand> parse_run(const Invocation& inv) {
   RunCommand cmd;
-  std::string training_recipe_text, policy_text, gpu_text, cost_text, te_version_text_given;
-  double tokens_per_step = 0;
+  std::string training_recipe_text, policy_text, gpu_text, te_version_text_given;
+  std::string& cost_text = cmd.cost;
+  double& tokens_per_step = cmd.tokens_per_step;
   po::options_description desc("Options");
   const std::string te_version_help =
       "the Transformer Engine release the written files are for (X.Y, from " + te_version_text(kTeOldest) + " to " +
@@ -154,12 +157,13 @@ std::optional<RunCommand> parse_run(const Invocation& inv) {
        "rtx4090, h100, h200, b200, gb200, rtx5090")
       ("te-version", po::value(&te_version_text_given)->default_value(te_version_text(kTeNewest)),
        te_version_help.c_str())
-      ("cost", po::value(&cost_text)->default_value("roofline"),
+      ("cost", po::value(&cost_text),
        "roofline: choose the fastest plan on --gpu by the GEMM roofline; none: by the numerics "
-       "alone (the most GEMM FLOPs in FP8)")
+       "alone (the most GEMM FLOPs in FP8). Default: roofline when the tokens per step are known "
+       "(--tokens-per-step or the capture), else none, said in the answer")
       ("tokens-per-step", po::value(&tokens_per_step)->default_value(0),
-       "tokens each layer processes per step (all ranks) when the captures hold a sample of "
-       "them; 0 = the captured tokens")
+       "tokens one training step runs through each layer, over every data-parallel rank (global "
+       "batch x sequence length); default: as the capture records it (0 = that, or unknown)")
       ("quiet", "print only the answer on stdout (errors and warnings still go to stderr; no "
                 "progress)")
       ("progress-every", po::value(&cmd.progress_every)->default_value(10.0),
@@ -191,14 +195,13 @@ std::optional<RunCommand> parse_run(const Invocation& inv) {
   const std::optional<TeVersion> te = parse_te_version(te_version_text_given, &te_why);
   if (!te) throw usage_error("fp8a.usage.242", "--te-version " + quoted_input(te_version_text_given) + ": " + te_why);
   asked.te_version = *te;
-  if (cost_text != "roofline" && cost_text != "none")
+  if (vm.count("cost") != 0 && cost_text != "roofline" && cost_text != "none")
     throw usage_error("fp8a.usage.215", "--cost " + quoted_input(cost_text) + ": expected roofline or none" +
                                             did_you_mean(cost_text, {"roofline", "none"}));
   constexpr UsageId kBadTokensPerStep = "fp8a.usage.215";
   // A step of 10^12 tokens is far beyond any training run (Llama 3's largest was 1.6e7); beyond
   // it the roofline's sums lose meaning (1e305 printed "speedup -nanx").
   check_finite_option(kBadTokensPerStep, "tokens-per-step", tokens_per_step, 0, kMaxTokensPerStep);
-  if (cost_text == "roofline") asked.roofline = CostOptions{tokens_per_step};
   request.recommend = std::move(asked);
   if (vm.count("training-recipe") != 0) {
     request.training_recipe = parse_recipe(training_recipe_text);
@@ -215,6 +218,24 @@ std::optional<RunCommand> parse_run(const Invocation& inv) {
   cmd.resume = vm.count("resume") != 0;
   cmd.default_recipes = vm["recipes"].defaulted();
   return cmd;
+}
+
+// The cost the recommendation is priced with, once the captures say what they record: the roofline
+// at --tokens-per-step, else at the capture's tokens per step; without either, --cost roofline
+// prices the captured tokens and the default judges no cost, saying why.
+void price_at_tokens(const RunCommand& cmd, const CaptureTokens& recorded, RecommendationRequest& asked) {
+  if (cmd.cost == "none") return;
+  if (cmd.tokens_per_step > 0) {
+    asked.roofline = CostOptions{cmd.tokens_per_step, "--tokens-per-step"};
+  } else if (recorded.tokens_per_step > 0) {
+    asked.roofline = CostOptions{static_cast<double>(recorded.tokens_per_step),
+                                 (recorded.how == "counted" ? "counted by fp8a_capture in " : "recorded in ") + recorded.file};
+  } else if (cmd.cost == "roofline") {
+    asked.roofline = CostOptions{};
+  } else {
+    asked.cost_unjudged = "not judged: the capture does not record its tokens per step (--tokens-per-step N: "
+                          "global batch x sequence length); the numerics decide";
+  }
 }
 
 // The provenance every report records. Options that change how the results are reached, not
@@ -310,7 +331,7 @@ std::vector<Artifact> render_run(const RunRequest& request, const RunResult& res
     artifacts.push_back(render_torchao_json(rec));
   } else {
     answer.skipped = {"no recommendation: --no-gemms leaves no GEMM evidence to judge", request.recommend->gpu,
-                      request.recommend->cost_source()};
+                      request.recommend->cost_source(), request.recommend->cost_basis()};
   }
   artifacts.push_back(render_report_md(info, result.rows, layers, answer));
   for (const auto& a : artifacts) info.outputs.push_back(a.name);
@@ -363,6 +384,7 @@ int command_run(const Invocation& inv) {
   DiskFileSystem fs;
   const CaptureSet captures = load_captures(cmd.eval.capture_paths, fs, capture_options(cmd.eval.npy_dtype_text));
   info.inputs = captures.files;
+  price_at_tokens(cmd, captures.tokens, *request.recommend);
   const TrainingLog training_log = load_evaluation_log(cmd.eval, fs);
   if (!cmd.eval.log_paths.empty()) {
     request.config.training_log = &training_log;

@@ -80,9 +80,6 @@ std::int64_t parse_gemm_rows(const std::string& text);
 // path or a symbolic link to nothing (which no folder can be created through).
 void check_out_option(const std::string& dir);
 
-// --tokens-per-step's largest value: 10^12 tokens a step, far beyond any training run.
-inline constexpr double kMaxTokensPerStep = 1e12;
-
 // A floating-point option's value after the parse: finite (Boost reads "inf" and "nan" as
 // numbers), >= lo and <= hi, else usage error `id` naming the option and the value:
 // "--tokens-per-step inf: expected a finite number >= 0 and <= 1e+12".

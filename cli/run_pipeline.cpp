@@ -73,6 +73,7 @@ void choose_run(const RunRequest& request, const EvaluationIndex& index, RunResu
   result.recommendation =
       recommend(recommendation_inputs(index, result), asked.policy, *asked.gpu, cost ? &*cost : nullptr,
                 asked.te_version);
+  if (!cost && !asked.cost_unjudged.empty()) result.recommendation->cost_basis = asked.cost_unjudged;
   if (request.delayed_search)
     result.delayed_search =
         delayed_search_summary(*request.delayed_search, result.recommendation->candidates, index.rows(),
@@ -80,6 +81,11 @@ void choose_run(const RunRequest& request, const EvaluationIndex& index, RunResu
 }
 
 }  // namespace
+
+std::string RecommendationRequest::cost_basis() const {
+  if (roofline) return roofline_basis(*roofline);
+  return cost_unjudged.empty() ? kNumericsOnlyBasis : cost_unjudged;
+}
 
 RecommendationInputs recommendation_inputs(const EvaluationIndex& index, const RunResult& result) {
   RecommendationInputs in;

@@ -38,7 +38,11 @@ struct RecommendationRequest {
   const GpuTarget* gpu = nullptr;  // never null
   std::optional<CostOptions> roofline;
   TeVersion te_version = kTeNewest;  // --te-version: the release the files are written for
+  // Without roofline: why the cost was not judged (the token count is unknown); empty: --cost none.
+  std::string cost_unjudged = {};
   const char* cost_source() const { return roofline ? "roofline" : "none"; }
+  // Recommendation::cost_basis as this request sets it where no recommendation is made.
+  std::string cost_basis() const;
 };
 
 // Everything that decides what a pipeline computes (the live configuration; provenance is RunInfo).

@@ -5,6 +5,8 @@
 #include <map>
 #include <optional>
 
+#include <nlohmann/json.hpp>
+
 #include "datasets/npy.hpp"
 #include "datasets/safetensors.hpp"
 #include "datasets/torch_zip.hpp"
@@ -167,8 +169,76 @@ int resolve_rank(const std::map<std::string, std::string>& metadata, const std::
   return -1;
 }
 
+// Records one file's tokens per step in the set: the first says it, every other must agree.
+void record_tokens(CaptureSet* set, std::int64_t tokens, const std::string& file, std::string how) {
+  CaptureTokens& t = set->tokens;
+  if (t.tokens_per_step == 0) {
+    t = {tokens, file, std::move(how)};
+    return;
+  }
+  if (t.tokens_per_step != tokens)
+    throw input_error("fp8a.capture.412", file + ": tokens per step " + std::to_string(tokens) + " but " + t.file +
+                                              " says " + std::to_string(t.tokens_per_step) +
+                                              ": captures of one run record one number");
+}
+
+bool parse_tokens(std::string_view text, std::int64_t* tokens) {
+  return parse_int64(text, tokens) && *tokens >= 1 && *tokens <= kMaxTokensPerStep;
+}
+
+// __metadata__["tokens_per_step"] (with "tokens_per_step_source" given/counted), when present.
+void resolve_tokens(const std::map<std::string, std::string>& metadata, const std::string& path, CaptureSet* set) {
+  const auto it = metadata.find("tokens_per_step");
+  if (it == metadata.end()) return;
+  std::int64_t tokens = 0;
+  if (!parse_tokens(it->second, &tokens))
+    throw input_error("fp8a.capture.411", path + ": __metadata__ tokens_per_step " + quoted_input(it->second) +
+                                              " is not an integer from 1 to 10^12");
+  const auto how = metadata.find("tokens_per_step_source");
+  const bool known = how != metadata.end() && (how->second == "given" || how->second == "counted");
+  record_tokens(set, tokens, path, known ? how->second : std::string());
+}
+
+// The largest fp8a_capture.json read: a line or two of JSON.
+constexpr std::size_t kCaptureDescriptionMaxBytes = 4096;
+
+// fp8a_capture.json: exactly {"tokens_per_step": N}, N an integer from 1 to 10^12.
+void load_description(const std::string& path, const FileSystem& fs, CaptureSet* set) {
+  using nlohmann::json;
+  auto mapping = fs.map(path);
+  const auto bytes = mapping->bytes();
+  auto bad = [&](const std::string& why) {
+    return input_error("fp8a.capture.413", path + ": " + why + "; expected {\"tokens_per_step\": N}");
+  };
+  if (bytes.size() > kCaptureDescriptionMaxBytes)
+    throw bad(std::to_string(bytes.size()) + " bytes, more than the " + std::to_string(kCaptureDescriptionMaxBytes) +
+              " a capture description may have");
+  const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  if (text.find('\0') != std::string_view::npos || text.starts_with("\xEF\xBB\xBF"))
+    throw bad("not JSON text (a NUL byte or a byte-order mark)");
+  int keys = 0;  // top-level keys, repeated ones counted each time (nlohmann keeps the last)
+  const json doc = json::parse(
+      text,
+      [&keys](int depth, json::parse_event_t event, json&) {
+        if (event == json::parse_event_t::key && depth == 1) ++keys;
+        return true;
+      },
+      false);
+  if (doc.is_discarded() || !doc.is_object()) throw bad("not a JSON object");
+  const auto it = doc.find("tokens_per_step");
+  if (keys != 1 || it == doc.end())
+    throw bad(keys > 1 ? "more than one key" : "no tokens_per_step");
+  std::int64_t tokens = 0;
+  if (!it->is_number_integer() || !parse_tokens(it->dump(), &tokens))
+    throw bad("tokens_per_step " + quoted_input(it->dump()) + " is not an integer from 1 to 10^12");
+  record_tokens(set, tokens, path, "");
+}
+
+bool is_description(const std::string& path) { return base_name(path) == kCaptureDescriptionName; }
+
 void load_file(const std::string& path, const FileSystem& fs, const CaptureOptions& options,
                CaptureSet* set) {
+  if (is_description(path)) return load_description(path, fs, set);
   auto mapping = fs.map(path);
   const auto bytes = mapping->bytes();
   CaptureFile info;
@@ -234,6 +304,7 @@ void load_file(const std::string& path, const FileSystem& fs, const CaptureOptio
     const SafetensorsFile st = parse_safetensors(bytes, path);
     resolve_step(st.metadata, strip_extension(name), &info);
     info.rank = resolve_rank(st.metadata, path);
+    resolve_tokens(st.metadata, path, set);
     for (const auto& e : st.entries) {
       FoundTensor f;
       f.name = e.name;
@@ -320,6 +391,8 @@ CaptureSet load_captures(const std::vector<std::string>& paths, const FileSystem
           if (is_capture_file(f)) {
             files.push_back(std::move(f));
             ++found;
+          } else if (is_description(f)) {
+            files.push_back(std::move(f));
           }
         }
         if (found == 0)

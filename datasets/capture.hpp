@@ -54,8 +54,27 @@ struct CaptureFile {
   std::string identity;  // MappedFile::identity()
 };
 
+// The most tokens a step may have: 10^12, far beyond any training run (Llama 3's largest step was
+// 1.6e7 tokens); beyond it the cost model's sums lose meaning.
+inline constexpr std::int64_t kMaxTokensPerStep = 1'000'000'000'000;
+
+// The name of the file that describes a capture folder, for captures that cannot carry it in
+// their own metadata (TE's tensor dumps, .npy): a JSON object {"tokens_per_step": N}.
+inline constexpr std::string_view kCaptureDescriptionName = "fp8a_capture.json";
+
+// How many tokens one training step runs through each layer (the global batch times the sequence
+// length, over every data-parallel rank), as the capture records it: a safetensors
+// __metadata__["tokens_per_step"] (fp8a_capture writes it) or a fp8a_capture.json. The cost model
+// prices the GEMMs at it; the captured tensors are usually one micro-batch of it.
+struct CaptureTokens {
+  std::int64_t tokens_per_step = 0;  // 0: the capture does not say
+  std::string file;                  // the first file (in path order) that says it
+  std::string how;                   // "given" or "counted" (fp8a_capture's metadata), else empty
+};
+
 struct CaptureSet {
   std::vector<CaptureFile> files;
+  CaptureTokens tokens;  // every file that records it agrees (else fp8a.capture.412)
   std::vector<CapturedTensor> tensors;  // sorted by key
   // Keeps the mappings alive as long as the views are used.
   std::vector<std::shared_ptr<const MappedFile>> mappings;
@@ -68,7 +87,8 @@ struct CaptureOptions {
   NpyRawDType npy_dtype = NpyRawDType::kNone;  // --npy-dtype bf16: 2-byte void/uint16 is BF16
 };
 
-// Reads files and directories (recursively) into one capture set. Formats, by extension:
+// Reads files and directories (recursively) into one capture set, with a fp8a_capture.json found
+// there or named (kCaptureDescriptionName). Formats, by extension:
 //   .safetensors  tensors named <layer>.<role>; step from __metadata__["step"], else the last
 //                 number in the file name, else 0;
 //   .npz          members named <layer>.<role>; step from the file name;

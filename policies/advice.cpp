@@ -12,7 +12,11 @@ Recommendation recommend(const RecommendationInputs& inputs, const Policy& polic
   Recommendation rec;
   rec.gpu = &gpu;
   rec.te_version = te;
-  if (cost != nullptr) rec.cost_source = "roofline";
+  if (cost != nullptr) {
+    rec.cost_source = "roofline";
+    rec.at_captured_tokens = !(cost->options.tokens_per_step > 0);
+    rec.cost_basis = roofline_basis(cost->options);
+  }
   // Every candidate judged, planned and (with a cost model) priced; the cost model excludes the
   // candidates the GPU cannot run, without one they are left out here.
   for (const RunCandidate& candidate : inputs.candidates) {

@@ -57,6 +57,9 @@ struct GpuExclusion {
   std::string reason;     // recipe_support's, "mxfp8 needs sm_100+ (TE MXFP8BlockScaling); h100 is sm_90"
 };
 
+// Recommendation::cost_basis of --cost none.
+inline constexpr const char* kNumericsOnlyBasis = "none (numerics only)";
+
 struct Recommendation {
   // RecommendationInputs::candidates without the bf16 ones and, without a cost model, those in gpu_excluded.
   std::vector<CandidatePlan> candidates;
@@ -84,6 +87,11 @@ struct Recommendation {
   // as it takes it (docs/VERSIONS.md).
   TeVersion te_version = kTeNewest;
   const char* cost_source = "none";   // "roofline" with a cost model (estimate_cost), else "none"
+  // The cost line's words after "cost: ": with a cost model "roofline at N tokens a step (<its
+  // source>)", or "roofline at the captured token count" (at_captured_tokens); without one "none
+  // (numerics only)", or, set by the caller, why the cost was not judged.
+  std::string cost_basis = kNumericsOnlyBasis;
+  bool at_captured_tokens = false;
   // The chosen plan's FP8 tensor copies with the smallest judge_tensor margins, smallest first
   // (ties: layer, role, orientation), at most kWatchCount; empty when none is chosen.
   std::vector<WatchItem> watch;

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "core/error.hpp"
+#include "core/text.hpp"
 
 namespace fp8a {
 namespace {
@@ -80,6 +81,12 @@ RecipeSupport recipe_support(RecipeKind kind, const GpuTarget& gpu) {
   return {false, row.name + rule + te + "; " + gpu.name + " is " + sm_text(gpu.sm)};
 }
 
+std::string roofline_basis(const CostOptions& o) {
+  if (!(o.tokens_per_step > 0)) return "roofline at the captured token count";
+  return format_text("roofline at %.0f tokens a step", o.tokens_per_step) +
+         (o.tokens_source.empty() ? "" : " (" + o.tokens_source + ")");
+}
+
 GemmShape rank_gemm_shape(const GemmLayer& layer, Gemm gemm, const CostOptions& options) {
   return arrange(rank_dims(layer, options), gemm);
 }
@@ -114,13 +121,23 @@ double scale_bytes(const Recipe& recipe) {
                                                                         : kFp32ScaleBytes;
 }
 
-KernelCost cast_cost(const Recipe& recipe, Role role, double outer, double reduction,
+KernelCost cast_cost(const Recipe& recipe, Role role, double outer, double reduction, Copies copies,
                      const GpuTarget& gpu) {
   FP8A_CHECK(is_fp8(recipe.kind), "cast_cost needs an FP8 recipe");
   const double elements = outer * reduction;
-  const double bytes = (kBf16Bytes + kFp8Bytes) * elements +
-                       block_scale_count(recipe, role, outer, reduction) * scale_bytes(recipe);
+  double bytes = kBf16Bytes * elements;
+  if (copies != Copies::kColumnwise)
+    bytes += kFp8Bytes * elements + block_scale_count(recipe, role, outer, reduction) * scale_bytes(recipe);
+  if (copies != Copies::kRowwise)
+    bytes += kFp8Bytes * elements + block_scale_count(recipe, role, reduction, outer) * scale_bytes(recipe);
   return kernel(0.0, 0.0, bytes, gpu);
+}
+
+bool input_from_fused_norm(std::string_view layer) {
+  for (std::string_view module : {"self_attention.linear_qkv", "mlp.linear_fc1", "self_attention.layernorm_qkv"})
+    if (layer == module || (layer.ends_with(module) && layer[layer.size() - module.size() - 1] == '.'))
+      return true;
+  return false;
 }
 
 KernelCost amax_cost(const Recipe& recipe, double elements, const GpuTarget& gpu) {
@@ -167,17 +184,26 @@ CostModel build_cost_model(std::span<const GemmLayer> layers, std::span<const Re
             is_fp8(recipe.kind) ? gemm_cost_fp8(s, recipe, use.a, use.b, gpu).seconds : bf16;
       }
     }
+    const bool fused_norm = input_from_fused_norm(layer.layer);
     for (std::size_t r = 0; r < n_recipes; ++r) {
       const Recipe& recipe = model.recipes[r];
       if (!model.support[r].runs || !is_fp8(recipe.kind)) continue;
       for (const Role role : {Role::kActivation, Role::kWeight, Role::kGradient}) {
         const auto ri = static_cast<std::size_t>(role);
         const auto [rows, cols] = stored_shape(d, role);
-        const double row_cast = cast_cost(recipe, role, rows, cols, gpu).seconds;
-        c.cast_seconds[r][ri][0] += row_cast;
-        c.cast_seconds[r][ri][1] +=
-            model.single_copy[r] ? row_cast : cast_cost(recipe, role, cols, rows, gpu).seconds;
-        c.amax_seconds[r][ri] += amax_cost(recipe, rows * cols, gpu).seconds;
+        const bool from_norm = fused_norm && role == Role::kActivation;
+        for (const Copies copies : {Copies::kRowwise, Copies::kColumnwise, Copies::kBoth}) {
+          const Copies cast = model.single_copy[r] ? Copies::kRowwise : copies;
+          double seconds = 0;
+          if (from_norm && recipe.kind == RecipeKind::kPerTensorDelayed) {
+            // The norm writes the rowwise copy; a columnwise one is its FP8 transpose.
+            if (cast != Copies::kRowwise) seconds = kernel(0.0, 0.0, 2 * kFp8Bytes * rows * cols, gpu).seconds;
+          } else {
+            seconds = cast_cost(recipe, role, rows, cols, cast, gpu).seconds;
+          }
+          c.cast_seconds[r][ri][static_cast<std::size_t>(copies) - 1] += seconds;
+        }
+        if (!from_norm) c.amax_seconds[r][ri] += amax_cost(recipe, rows * cols, gpu).seconds;
       }
     }
   }
@@ -197,19 +223,18 @@ CostEstimate estimate_cost(const CostModel& model, const CostPlan& plan) {
   CostEstimate e;
   for (std::size_t l = 0; l < model.layers.size(); ++l) {
     const LayerCost& c = model.layers[l];
-    // The copies (recipe, role, orientation) and amax passes (recipe, role) the FP8 GEMMs need.
+    // The tensors (recipe, role) the FP8 GEMMs read, each with the copies (a Copies mask) they
+    // read: one cast and one amax pass each.
     std::array<std::array<int, 3>, 6> casts{};
-    std::array<std::array<int, 2>, 6> amaxes{};
-    std::size_t n_casts = 0, n_amaxes = 0;
+    std::size_t n_casts = 0;
     auto need = [&](int r, Role role, Orientation o) {
       const int ro = static_cast<int>(role);
-      const int oi = model.single_copy[static_cast<std::size_t>(r)] ? 0 : static_cast<int>(o);
-      const std::array<int, 3> key{r, ro, oi};
-      if (std::find(casts.begin(), casts.begin() + n_casts, key) == casts.begin() + n_casts)
-        casts[n_casts++] = key;
-      const std::array<int, 2> akey{r, ro};
-      if (std::find(amaxes.begin(), amaxes.begin() + n_amaxes, akey) == amaxes.begin() + n_amaxes)
-        amaxes[n_amaxes++] = akey;
+      const int bit = o == Orientation::kRowwise ? static_cast<int>(Copies::kRowwise)
+                                                 : static_cast<int>(Copies::kColumnwise);
+      auto it = std::find_if(casts.begin(), casts.begin() + n_casts,
+                             [&](const auto& k) { return k[0] == r && k[1] == ro; });
+      if (it == casts.begin() + n_casts) casts[n_casts++] = {r, ro, bit};
+      else (*it)[2] |= bit;
     };
     for (const auto& use : kGemmOperandUses) {
       const auto g = static_cast<std::size_t>(use.gemm);
@@ -233,14 +258,9 @@ CostEstimate estimate_cost(const CostModel& model, const CostPlan& plan) {
       need(r, use.b, use.b_orientation);
     }
     for (std::size_t i = 0; i < n_casts; ++i) {
-      const auto& [r, role, o] = casts[i];
-      e.plan_seconds += c.cast_seconds[static_cast<std::size_t>(r)][static_cast<std::size_t>(role)]
-                                      [static_cast<std::size_t>(o)];
-    }
-    for (std::size_t i = 0; i < n_amaxes; ++i) {
-      const auto& [r, role] = amaxes[i];
-      e.plan_seconds +=
-          c.amax_seconds[static_cast<std::size_t>(r)][static_cast<std::size_t>(role)];
+      const auto r = static_cast<std::size_t>(casts[i][0]);
+      const auto role = static_cast<std::size_t>(casts[i][1]);
+      e.plan_seconds += c.cast_seconds[r][role][static_cast<std::size_t>(casts[i][2]) - 1] + c.amax_seconds[r][role];
     }
   }
   e.speedup = e.plan_seconds > 0 ? e.bf16_seconds / e.plan_seconds : 1.0;

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/gpu_target.hpp"
@@ -37,7 +38,13 @@ struct CostOptions {
   // when the capture holds a sample of them; 0 (or less): the captured count (GemmLayer::m).
   // Every GEMM's token dimension becomes tokens_per_step: fprop's and dgrad's m, wgrad's k.
   double tokens_per_step = 0;
+  // Where tokens_per_step comes from, for the cost line: "--tokens-per-step", "recorded in <file>".
+  std::string tokens_source = {};
 };
+
+// The cost line's words for a roofline with these options: "roofline at N tokens a step (<source>)",
+// or "roofline at the captured token count" when tokens_per_step is 0.
+std::string roofline_basis(const CostOptions& options);
 
 // Whether TE trains with the recipe on the GPU (the recipe row's te_runs_on at the target's SM),
 // and why not, e.g. "mxfp8 needs sm_100+ (TE MXFP8BlockScaling); h100 is sm_90".
@@ -85,14 +92,29 @@ double block_scale_count(const Recipe& recipe, Role role, double outer, double r
 // The bytes of one such scale: E8M0 1, otherwise fp32 4; 0 for kBf16.
 double scale_bytes(const Recipe& recipe);
 
-// The cast of one copy of an operand of `elements` elements (seen as [outer, reduction]) to FP8:
-// reads it in BF16, writes it in FP8 and its scales. A memory-bound kernel.
-KernelCost cast_cost(const Recipe& recipe, Role role, double outer, double reduction,
+// Which FP8 copies of a tensor a plan reads: rowwise (the stored layout), columnwise (its
+// transpose), or both. A bit mask: kBoth = kRowwise | kColumnwise.
+enum class Copies { kRowwise = 1, kColumnwise = 2, kBoth = 3 };
+
+// TE's quantize of a tensor stored as [outer, reduction] into `copies`, as one kernel: reads it in
+// BF16 once and writes each copy in FP8 with its scales (TE casts both layouts in one pass: the
+// cast-transpose of per-tensor recipes, its block and MXFP8 quantize kernels). Memory-bound.
+KernelCost cast_cost(const Recipe& recipe, Role role, double outer, double reduction, Copies copies,
                      const GpuTarget& gpu);
 // Current scaling's amax pass before the cast: reads the BF16 tensor once. Other kinds compute
 // their amax inside the cast (delayed: from the history, the new amax recorded by the cast;
 // block, mxfp8: per block), so none is charged for them (seconds 0).
 KernelCost amax_cost(const Recipe& recipe, double elements, const GpuTarget& gpu);
+
+// Whether the layer's input X is the output of a LayerNorm/RMSNorm fused into the module (TE's
+// LayerNormLinear): Megatron-Core's TE layer spec builds `self_attention.linear_qkv` and
+// `mlp.linear_fc1` so (TELayerNormColumnParallelLinear), TE's TransformerLayer
+// `self_attention.layernorm_qkv`. Not MoE experts (their input is permuted, the norm apart).
+// There TE's norm kernel quantizes X (transformer_engine/pytorch/csrc/extensions/normalization.cpp):
+// under delayed scaling it writes the rowwise FP8 copy itself (no cast; the columnwise copy is a
+// transpose of it, 1 B read and written per element); under current scaling it computes the amax
+// (no amax pass), then X is cast; block and MXFP8 recipes quantize after it as anywhere else.
+bool input_from_fused_norm(std::string_view layer);
 
 // Whether the GPU's FP8 GEMM reads a copy in the transposed layout, so per-tensor recipes (one
 // scale, the same codes either way) need no columnwise copy: TE's is_non_tn_fp8_gemm_supported,
@@ -109,9 +131,9 @@ struct LayerCost {
   // Indexed [recipe][gemm]: the GEMM alone under the recipe (its casts are below); 0 where the
   // recipe does not run on the GPU. For a kBf16 recipe, the BF16 time.
   std::vector<std::array<double, 3>> fp8_seconds;
-  // Indexed [recipe][role][orientation]: the cast of that copy; a per-tensor recipe on a GPU that
-  // reads transposed copies has its columnwise cost on the rowwise copy (the one it reads).
-  std::vector<std::array<std::array<double, 2>, 3>> cast_seconds;
+  // Indexed [recipe][role][Copies - 1]: the cast into those copies; a per-tensor recipe on a GPU
+  // that reads transposed copies casts the one rowwise copy whichever it reads.
+  std::vector<std::array<std::array<double, 3>, 3>> cast_seconds;
   // Indexed [recipe][role]: the amax pass, charged once per role whose copies any FP8 GEMM reads.
   std::vector<std::array<double, 3>> amax_seconds;
 };
@@ -149,8 +171,9 @@ struct CostEstimate {
   double fp8_flops = 0;      // those of GEMMs the plan runs in FP8
   double fp8_flop_share = 0; // fp8_flops / total_flops (0 when there are no GEMMs)
 };
-// The plan's predicted GEMM time against all-BF16. Each copy an FP8 GEMM reads is cast once per
-// pass, however many GEMMs read it; a recipe's amax pass once per role it casts. Choosing a
+// The plan's predicted GEMM time against all-BF16. Each tensor an FP8 GEMM reads is cast once per
+// pass and recipe into the copies its GEMMs read, however many read them; a recipe's amax pass
+// once per role it casts. Choosing a
 // recipe the GPU does not run is a caller's bug (FP8A_CHECK), as is a plan of the wrong size.
 CostEstimate estimate_cost(const CostModel& model, const CostPlan& plan);
 

@@ -27,8 +27,9 @@ BF16; F64 is stored as F32, noted in the metadata).
 Outputs, in ``out_dir`` (R = torch.distributed rank, 0 without torch.distributed):
 
 - ``rank{R}_step_{STEP:06d}.safetensors`` for every captured step: one file per step and rank,
-  ``__metadata__`` = step, rank, world_size, micro_batch, autocast, torch_version, generator and
-  ``source_dtypes`` (JSON: tensor -> the dtype before any autocast cast).
+  ``__metadata__`` = step, rank, world_size, micro_batch, autocast, torch_version, generator,
+  ``source_dtypes`` (JSON: tensor -> the dtype before any autocast cast) and, when known,
+  ``tokens_per_step`` and ``tokens_per_step_source`` (below).
   The safetensors file is written by this module (no safetensors package needed).
 - ``amax_trace_rank{R}.csv``: ``step,tensor,amax``, one row per step per hooked tensor, appended
   and flushed at every ``step()``; the amax is ``torch.amax(x.abs())`` of the tensor as recorded
@@ -39,6 +40,16 @@ Outputs, in ``out_dir`` (R = torch.distributed rank, 0 without torch.distributed
 Steps are counted by ``step()`` calls, from ``start_step`` (default 0). Captured steps: the
 union of ``steps`` (any iterable of ints: a list, a ``range``; or a callable ``step -> bool``) and
 ``every`` (steps with ``step % every == 0``).
+
+Tokens per step: the cost of FP8 depends on how many tokens a training step runs through each
+layer (the global batch times the sequence length, over every data-parallel rank), which a
+capture of one micro-batch does not show. ``tokens_per_step`` gives it; otherwise the hook counts
+it: the rows of X (all dims but the last) of the first hooked layer's forwards in the step (those
+run with gradients enabled: an evaluation under ``torch.no_grad`` is not training), times
+``data_parallel_size`` (default 1 without torch.distributed; with it, pass it, or nothing is
+counted, since tensor-parallel ranks see the same tokens). The metadata records it as
+``tokens_per_step`` with ``tokens_per_step_source`` ``given`` or ``counted``, and
+``fp8-advisor run`` prices the GEMMs at it.
 
 Gradient accumulation: every forward of a module within one step is a micro-batch (counted per
 module, from 0); ``micro_batch`` (default 0) picks which one a captured step stores, and the
@@ -170,11 +181,21 @@ class Capture(object):
     :meth:`detach` (or leaving the ``with`` block) removes every hook."""
 
     def __init__(self, model, out_dir, steps=None, every=None, name_regex=None, micro_batch=0,
-                 start_step=0, append=False, on_capture=None, module_types=None):
+                 start_step=0, append=False, on_capture=None, module_types=None,
+                 tokens_per_step=None, data_parallel_size=None):
         if every is not None and int(every) <= 0:
             raise ValueError("every must be a positive integer")
         if int(micro_batch) < 0:
             raise ValueError("micro_batch must be >= 0")
+        if tokens_per_step is not None and not 1 <= int(tokens_per_step) <= 10 ** 12:
+            raise ValueError("tokens_per_step must be an integer from 1 to 10**12")
+        if data_parallel_size is not None and int(data_parallel_size) <= 0:
+            raise ValueError("data_parallel_size must be a positive integer")
+        self._step_calls = 0
+        self._forwards = 0  # hooked forwards seen, all steps
+        self.tokens_per_step = None if tokens_per_step is None else int(tokens_per_step)
+        self.data_parallel_size = None if data_parallel_size is None else int(data_parallel_size)
+        self._warned_tokens = False
         self.out_dir = str(out_dir)
         self.every = None if every is None else int(every)
         if steps is None or callable(steps):
@@ -185,6 +206,7 @@ class Capture(object):
             self._steps = frozenset(int(s) for s in steps)
         self.micro_batch = int(micro_batch)
         self.current_step = int(start_step)
+        self._start_step = self.current_step
         self.on_capture = on_capture
         self.files = []  # safetensors paths written, in order
         os.makedirs(self.out_dir, exist_ok=True)
@@ -237,6 +259,8 @@ class Capture(object):
     def _reset_step_state(self):
         self._capturing = self.is_capture_step(self.current_step)
         self._fwd_count = {}  # layer -> forwards seen in this step
+        self._rows = {}  # layer -> rows of X in this step's forwards with gradients enabled
+        self._grads = 0  # gradients recorded in this step
         self._amax = {}  # tensor name -> 0-dim tensor (running max, on the tensor's device)
         self._pending = {}  # tensor name -> CPU copy (captured micro-batch only)
         self._source_dtype = {}  # tensor name -> dtype before autocast cast
@@ -274,6 +298,7 @@ class Capture(object):
         cap = self
 
         def forward_hook(module, inputs, output, kwargs=None):
+            cap._forwards += 1
             mb = cap._fwd_count.get(lname, 0)
             cap._fwd_count[lname] = mb + 1
             x = inputs[0] if isinstance(inputs, (tuple, list)) and inputs else inputs
@@ -282,6 +307,8 @@ class Capture(object):
                 x = kwargs.get("input", kwargs.get("inp"))
             if torch.is_tensor(x):
                 cap._record(lname + ".activation", x, mb)
+                if torch.is_grad_enabled() and x.dim() >= 1 and x.shape[-1] > 0:
+                    cap._rows[lname] = cap._rows.get(lname, 0) + x.numel() // x.shape[-1]
             w = getattr(module, "weight", None)
             if torch.is_tensor(w):
                 cap._record(lname + ".weight", w, mb)
@@ -293,6 +320,7 @@ class Capture(object):
                     # A backward that runs after step() (late) belongs to the step it was made in;
                     # drop it rather than mislabel it.
                     if g is not None and cap._handles and cap.current_step == step:
+                        cap._grads += 1
                         cap._record(lname + ".gradient", g, mb)
                     return None
 
@@ -309,6 +337,7 @@ class Capture(object):
         After :meth:`detach` it only advances the counter (nothing is written)."""
         if self._handles:
             self._flush()
+        self._step_calls += 1
         self.current_step += 1
         self._reset_step_state()
 
@@ -334,6 +363,10 @@ class Capture(object):
         if self._pending:
             names = sorted(self._pending, key=lambda n: self._order.get(n, len(self._order)))
             tensors = {n: self._pending[n] for n in names}
+            if self._grads == 0:
+                warnings.warn("fp8a_capture: step %d: no gradient reached the hooks (the forward ran "
+                              "under torch.no_grad, or no backward ran before step()); the capture "
+                              "has no dY" % self.current_step)
             meta = {
                 "step": str(self.current_step),
                 "rank": str(self.rank),
@@ -344,6 +377,9 @@ class Capture(object):
                 "torch_version": str(torch.__version__),
                 "generator": "fp8a_capture",
             }
+            tokens = self._tokens_per_step()
+            if tokens is not None:
+                meta["tokens_per_step"], meta["tokens_per_step_source"] = str(tokens[0]), tokens[1]
             if self.on_capture is not None:
                 self.on_capture(self.current_step, tensors)
             path = os.path.join(self.out_dir, "rank%d_step_%06d.safetensors"
@@ -353,6 +389,25 @@ class Capture(object):
         self._amax = {}
         self._pending = {}
 
+    def _tokens_per_step(self):
+        """(tokens, "given" or "counted") for this step's metadata, or None when unknown."""
+        if self.tokens_per_step is not None:
+            return self.tokens_per_step, "given"
+        first = next((n for n in self.layers if self._rows.get(n, 0) > 0), None)
+        dp = self.data_parallel_size
+        if dp is None and self.world_size == 1:
+            dp = 1
+        if first is None or dp is None:
+            if not self._warned_tokens:
+                self._warned_tokens = True
+                why = ("no forward ran with gradients enabled" if first is None else
+                       "torch.distributed runs %d ranks and data_parallel_size was not given"
+                       % self.world_size)
+                warnings.warn("fp8a_capture: tokens per step not recorded (%s): pass "
+                              "tokens_per_step= (global batch x sequence length) to attach" % why)
+            return None
+        return self._rows[first] * dp, "counted"
+
     # ---- teardown ---------------------------------------------------------------------------
 
     def detach(self):
@@ -360,8 +415,18 @@ class Capture(object):
         flushed first (written under its step number, the counter is not advanced)."""
         if not self._handles:
             return
+        if self._step_calls == 0 and self._forwards > 0:
+            warnings.warn("fp8a_capture: step() was never called: every forward so far counts as "
+                          "step %d; call cap.step() once per optimizer step" % self.current_step)
+        last = self.current_step if self._fwd_count else self.current_step - 1  # the last step run
         if self._amax or self._pending:
             self._flush()
+        missed = sorted(s for s in self._steps if s > last)
+        if missed:
+            warnings.warn("fp8a_capture: requested step(s) %s never reached: %s"
+                          % (", ".join(str(s) for s in missed[:10]) + (" ..." if len(missed) > 10 else ""),
+                             "the last step was %d" % last if last >= self._start_step
+                             else "no training step ran"))
         for h in self._handles:
             h.remove()
         self._handles = []
@@ -396,6 +461,10 @@ def attach(model, out_dir, steps=None, every=None, name_regex=None, micro_batch=
       on_capture (kw): ``callable(step, tensors)`` called with the CPU tensors of a captured step
         before they are written (for checks; do not keep them if memory matters).
       module_types (kw): tuple of module types to hook instead of the Linear defaults.
+      tokens_per_step (kw): tokens one training step runs through each layer, over every
+        data-parallel rank (global batch x sequence length); default: counted (module docstring).
+      data_parallel_size (kw): data-parallel ranks, for the count (default 1 without
+        torch.distributed).
     """
     return Capture(model, out_dir, steps=steps, every=every, name_regex=name_regex,
                    micro_batch=micro_batch, **kwargs)

@@ -50,6 +50,10 @@ const char* AnswerContext::cost_source() const {
   return recommendation != nullptr ? recommendation->cost_source : skipped.cost_source;
 }
 
+const std::string& AnswerContext::cost_basis() const {
+  return recommendation != nullptr ? recommendation->cost_basis : skipped.cost_basis;
+}
+
 namespace {
 
 std::string answer_lines(const AnswerContext& a) {
@@ -100,16 +104,16 @@ std::string answer_lines(const AnswerContext& a) {
     if (c.speedup) {
       s += format_text("  predicted GEMM speedup over all-BF16: %.3fx on %s (cost: %s); FP8 share of GEMM "
                "FLOPs %.1f %%\n",
-               *c.speedup, a.gpu_name().c_str(), a.cost_source(), 100.0 * c.fp8_flop_share);
+               *c.speedup, a.gpu_name().c_str(), visible_text(a.cost_basis()).c_str(), 100.0 * c.fp8_flop_share);
       // Where the numbers allow FP8 but the cost says no: what the numerics-only plan predicts.
       if (not_paying > 0 && c.numerics_speedup)
-        s += format_text("  with every GEMM the numbers allow in FP8, %s predicts %.3fx on %s; "
-                 "--tokens-per-step gives the real token count, --cost none decides by the "
-                 "numerics alone\n",
-                 candidate_name(c.candidate).c_str(), *c.numerics_speedup, a.gpu_name().c_str());
+        s += format_text("  with every GEMM the numbers allow in FP8, %s predicts %.3fx on %s; %s--cost none "
+                 "decides by the numerics alone\n",
+                 candidate_name(c.candidate).c_str(), *c.numerics_speedup, a.gpu_name().c_str(),
+                 rec.at_captured_tokens ? "--tokens-per-step gives the real token count, " : "");
     } else {
-      s += format_text("  cost: %s (numerics only); FP8 share of GEMM FLOPs %.1f %%\n",
-               a.cost_source(), 100.0 * c.fp8_flop_share);
+      s += format_text("  cost: %s; FP8 share of GEMM FLOPs %.1f %%\n", visible_text(a.cost_basis()).c_str(),
+                       100.0 * c.fp8_flop_share);
     }
     // Watch next run: the failing GEMMs first, then the passing ones with the smallest margin.
     std::vector<std::tuple<bool, double, std::string>> watch;

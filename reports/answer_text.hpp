@@ -18,6 +18,7 @@ struct SkippedRecommendation {
   std::string why;
   const GpuTarget* gpu = nullptr;
   const char* cost_source = "none";
+  std::string cost_basis = kNumericsOnlyBasis;
 };
 
 // What the answer and summary.json's "decision" are rendered from.
@@ -29,6 +30,7 @@ struct AnswerContext {
   // The GPU and the cost source the answer is for: the recommendation's, else skipped's.
   std::string gpu_name() const;
   const char* cost_source() const;
+  const std::string& cost_basis() const;
   // delayed_search_summary when the run searched delayed scaling's options; empty otherwise.
   std::string delayed_search;
 };

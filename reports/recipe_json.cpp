@@ -110,7 +110,8 @@ Artifact render_recipe_json(const Recommendation& rec, const RunInfo& info) {
   j["predicted"] = {
       {"gemm_speedup_vs_bf16", chosen ? json_number(chosen->speedup) : ordered_json(nullptr)},
       {"fp8_flop_share", json_number(chosen ? chosen->fp8_flop_share : 0.0)},
-      {"cost_source", rec.cost_source}};
+      {"cost_source", rec.cost_source},
+      {"cost_basis", utf8_lossless(rec.cost_basis)}};
   add_recommendation_lists(j, rec);
   j["evidence"] = chosen ? evidence_json(*chosen) : ordered_json::array();
   ordered_json watch = ordered_json::array();

@@ -98,8 +98,9 @@ void render_summary(Markup& m, const Page& p) {
     }
     m.element("p", {}, "Why: " + rec->why);
     std::string cost = c.speedup ? format_text("predicted GEMM speedup over all-BF16 %.3fx on %s (cost: %s); ",
-                                               *c.speedup, rec->gpu ? rec->gpu->name : "?", rec->cost_source)
-                                 : std::string("cost: none (numerics only); ");
+                                               *c.speedup, rec->gpu ? rec->gpu->name : "?",
+                                               rec->cost_basis.c_str())
+                                 : "cost: " + rec->cost_basis + "; ";
     m.element("p", {}, cost + format_text("FP8 share of GEMM FLOPs %.1f %%.", 100.0 * c.fp8_flop_share));
   }
   m.close();
@@ -148,7 +149,7 @@ void render_summary(Markup& m, const Page& p) {
       {{"fp8-advisor"}, {info.version + " (" + info.git_revision + ")"}},
       {{"command"}, {command}},
   };
-  if (p.in.answer) facts.push_back({{"GPU / cost"}, {p.in.answer->gpu_name() + " / " + p.in.answer->cost_source()}});
+  if (p.in.answer) facts.push_back({{"GPU / cost"}, {p.in.answer->gpu_name() + " / " + p.in.answer->cost_basis()}});
   m.element("h3", {}, "The run");
   table(m, {"", ""}, facts);
 

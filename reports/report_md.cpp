@@ -74,11 +74,11 @@ std::string recommendation_section(const AnswerContext& a) {
     if (c.speedup)
       s += format_text("- predicted GEMM speedup over all-BF16: %.3fx on %s (cost: %s); FP8 share of "
                        "GEMM FLOPs %.1f %%\n",
-                       *c.speedup, markdown_text(a.gpu_name()).c_str(), markdown_text(a.cost_source()).c_str(),
+                       *c.speedup, markdown_text(a.gpu_name()).c_str(), markdown_text(a.cost_basis()).c_str(),
                        100.0 * c.fp8_flop_share);
     else
-      s += format_text("- cost: %s (numerics only); FP8 share of GEMM FLOPs %.1f %%\n",
-                       markdown_text(a.cost_source()).c_str(), 100.0 * c.fp8_flop_share);
+      s += format_text("- cost: %s; FP8 share of GEMM FLOPs %.1f %%\n", markdown_text(a.cost_basis()).c_str(),
+                       100.0 * c.fp8_flop_share);
   }
   if (rec.module_plan) s += "- per module (te_precision_config.yaml): " + markdown_text(rec.module_plan->why) + "\n";
   else if (!rec.module_plan_note.empty()) s += "- per module: " + markdown_text(rec.module_plan_note) + "\n";

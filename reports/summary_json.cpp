@@ -30,6 +30,7 @@ ordered_json decision_json(const AnswerContext& a) {
   ordered_json d;
   d["gpu"] = a.gpu_name();
   d["cost_source"] = a.cost_source();
+  d["cost_basis"] = utf8_lossless(a.cost_basis());
   if (a.recommendation == nullptr) {
     d["chosen"] = nullptr;
     d["skipped"] = a.skipped.why;

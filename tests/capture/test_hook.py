@@ -477,6 +477,81 @@ class CaptureTest(unittest.TestCase):
         self.assertNotIn((0, "0.gradient"), trace)  # no backward: no gradient row
 
 
+    def _run_default(self, out):
+        return subprocess.run([BINARY, "run", "--capture", self.dir, "--out", out, "--quiet"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+
+    def test_tokens_per_step_counted_and_priced_by_run(self):
+        # 2 micro-batches of X [4, 3, 16]: 24 token rows a step on the one rank; `run` with
+        # default options prices the GEMMs at that count and says where it came from.
+        tr, _ = self._run(steps=[1, 3], micro_batches=2)
+        for s in (1, 3):
+            meta, _, _ = read_safetensors(os.path.join(self.dir, "rank0_step_%06d.safetensors" % s))
+            self.assertEqual((meta["tokens_per_step"], meta["tokens_per_step_source"]), ("24", "counted"))
+        p = self._run_default(os.path.join(self.dir, "out"))
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("(cost: roofline at 24 tokens a step (counted by fp8a_capture in %s/rank0_step_000001"
+                      ".safetensors))" % self.dir, p.stdout)
+        with open(os.path.join(self.dir, "out", "summary.json")) as f:
+            self.assertEqual(json.load(f)["decision"]["cost_source"], "roofline")
+
+    def test_tokens_per_step_given(self):
+        self._run(steps=[1], tokens_per_step=4194304)
+        meta, _, _ = read_safetensors(os.path.join(self.dir, "rank0_step_000001.safetensors"))
+        self.assertEqual((meta["tokens_per_step"], meta["tokens_per_step_source"]), ("4194304", "given"))
+        p = self._run_default(os.path.join(self.dir, "out"))
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("roofline at 4194304 tokens a step (recorded in ", p.stdout)
+        for bad in (0, 10 ** 12 + 1):
+            with self.assertRaises(ValueError):
+                fp8a_capture.attach(make_model(), self.dir, tokens_per_step=bad)
+
+    def test_tokens_per_step_unknown_under_distributed_without_data_parallel_size(self):
+        # As under torch.distributed with 2 ranks (tensor- or data-parallel: the hook cannot tell).
+        real = fp8a_capture._dist_rank_world
+        fp8a_capture._dist_rank_world = lambda: (0, 2)
+        try:
+            model = make_model()
+            cap = fp8a_capture.attach(model, self.dir, steps=[0])
+            with self.assertWarnsRegex(UserWarning, "tokens per step not recorded .*data_parallel_size"):
+                Trainer(model, cap).train(1)
+            cap.detach()
+            meta, _, _ = read_safetensors(os.path.join(self.dir, "rank0_step_000000.safetensors"))
+            self.assertNotIn("tokens_per_step", meta)
+            # data_parallel_size given: counted times it
+            model = make_model()
+            cap = fp8a_capture.attach(model, os.path.join(self.dir, "dp"), steps=[0], data_parallel_size=2)
+            Trainer(model, cap).train(1)
+            cap.detach()
+            meta, _, _ = read_safetensors(os.path.join(self.dir, "dp", "rank0_step_000000.safetensors"))
+            self.assertEqual(meta["tokens_per_step"], "24")
+        finally:
+            fp8a_capture._dist_rank_world = real
+
+    def test_capture_mistakes_warn(self):
+        # no_grad: no gradient reaches the hooks, the captured step says so
+        model = make_model()
+        cap = fp8a_capture.attach(model, self.dir, steps=[0])
+        with self.assertWarnsRegex(UserWarning, "step 0: no gradient reached the hooks"):
+            with torch.no_grad():
+                model(batch(0)[0])
+            cap.step()
+        cap.detach()
+        # step() never called
+        model = make_model()
+        cap = fp8a_capture.attach(model, os.path.join(self.dir, "b"), steps=[5])
+        for i in range(3):
+            model(batch(i)[0]).sum().backward()
+        with self.assertWarnsRegex(UserWarning, r"step\(\) was never called"):
+            cap.detach()
+        # steps asked for beyond the end of training
+        model = make_model()
+        cap = fp8a_capture.attach(model, os.path.join(self.dir, "c"), steps=[1, 50, 60])
+        with self.assertWarnsRegex(UserWarning, r"requested step\(s\) 50, 60 never reached: the last step was 2"):
+            Trainer(model, cap).train(3)
+            cap.detach()
+
+
 if __name__ == "__main__":
     if len(sys.argv) < 2:
         print("usage: test_hook.py PATH_TO_fp8-advisor [unittest args]")

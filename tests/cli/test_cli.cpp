@@ -638,14 +638,16 @@ TEST_CASE("the answer: numerics alone on the sample and the real runs, the decis
   for (const auto& l : nd.at("layers")) CHECK(l.at("precision") == "fp8");
 }
 
-TEST_CASE("the answer with the default cost (roofline, h100): FP8 does not pay for the sample's GEMMs") {
+TEST_CASE("--cost roofline at the captured tokens (h100): FP8 does not pay for the sample's GEMMs") {
   TempDir a;
-  const auto r = run("run --capture " + sample() + " --out " + shell_quote(a.path.string()));
+  const auto r = run("run --capture " + sample() + " --out " + shell_quote(a.path.string()) + " --cost roofline");
   INFO(r.err);
   REQUIRE(r.rc == 0);
   // The sample's GEMMs (d_model 128-256) are far too small for FP8 to pay: every GEMM the numbers
   // allow in FP8 goes to BF16 for the cost, and says so; the numerics-only plan predicts < 1x.
   CHECK(r.out.find("answer: every GEMM in BF16") != std::string::npos);
+  CHECK(r.out.find("(cost: roofline at the captured token count)") != std::string::npos);
+  CHECK(r.out.find("--tokens-per-step gives the real token count, --cost none decides") != std::string::npos);
   CHECK(r.out.find("keep in BF16 because FP8 would not pay on h100: 12 GEMMs the numbers allow") !=
         std::string::npos);
   const std::string key = "with every GEMM the numbers allow in FP8, ";
@@ -668,6 +670,65 @@ TEST_CASE("the answer with the default cost (roofline, h100): FP8 does not pay f
       CHECK(g.at("fp8_safe") == true);
       CHECK(g.at("reason").get<std::string>().rfind("FP8 would not pay on h100: ", 0) == 0);
     }
+}
+
+TEST_CASE("tokens per step: --tokens-per-step, else the capture's, else the cost is not judged") {
+  // The sample records none: the default judges no cost and says what would.
+  TempDir none;
+  const auto n = run("run --capture " + sample() + " --out " + shell_quote(none.path.string()) + " --quiet");
+  INFO(n.err);
+  REQUIRE(n.rc == 0);
+  CHECK(n.out.find("answer: Float8CurrentScaling(fp8_format=Format.HYBRID)  [current/hybrid]\n") == 0);
+  CHECK(n.out.find("  cost: not judged: the capture does not record its tokens per step (--tokens-per-step N: "
+                   "global batch x sequence length); the numerics decide; FP8 share of GEMM FLOPs 100.0 %\n") !=
+        std::string::npos);
+  auto decision = [](const TempDir& d) { return nlohmann::json::parse(slurp(d.path / "summary.json")).at("decision"); };
+  CHECK(decision(none).at("cost_source") == "none");
+  CHECK(decision(none).at("cost_basis").get<std::string>().rfind("not judged: ", 0) == 0);
+
+  // A capture folder with fp8a_capture.json (TE DumpTensors users write it once).
+  TempDir cap;
+  for (const char* f : {"step_000100.safetensors", "step_000200.safetensors"})
+    std::filesystem::copy_file(kSource / "datasets/sample" / f, cap.path / f);
+  const auto describe = [&](const std::string& text) { std::ofstream(cap.path / "fp8a_capture.json") << text; };
+  describe("{\"tokens_per_step\": 4194304}\n");
+  TempDir rec;
+  const auto r = run("run --capture " + shell_quote(cap.path.string()) + " --out " + shell_quote(rec.path.string()) +
+                     " --quiet");
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  const std::string recorded =
+      "(cost: roofline at 4194304 tokens a step (recorded in " + (cap.path / "fp8a_capture.json").string() + "))";
+  CHECK(r.out.find(recorded) != std::string::npos);
+  CHECK(decision(rec).at("cost_source") == "roofline");
+  CHECK(nlohmann::json::parse(slurp(rec.path / "recipe.json")).at("predicted").at("cost_basis") ==
+        recorded.substr(7, recorded.size() - 8));
+  // --tokens-per-step overrides it; --cost none still decides by the numerics alone.
+  TempDir opt;
+  const auto o = run("run --capture " + shell_quote(cap.path.string()) + " --out " + shell_quote(opt.path.string()) +
+                     " --quiet --tokens-per-step 8192");
+  REQUIRE(o.rc == 0);
+  CHECK(o.out.find("(cost: roofline at 8192 tokens a step (--tokens-per-step))") != std::string::npos);
+  TempDir off;
+  const auto f = run("run --capture " + shell_quote(cap.path.string()) + " --out " + shell_quote(off.path.string()) +
+                     " --quiet --cost none");
+  REQUIRE(f.rc == 0);
+  CHECK(f.out.find("  cost: none (numerics only); FP8 share") != std::string::npos);
+
+  // A description that is not {"tokens_per_step": N}: one line naming the file, exit 3.
+  for (const std::string bad : {"{\"tokens_per_step\": 0}", "{\"tokens_per_step\": 1.5}", "{\"tokens_per_step\": \"8\"}",
+                                "{\"tokens_per_step\": 8, \"tokens_per_step\": 9}", "[8]", "{", "{\"tokens\": 8}",
+                                "{\"tokens_per_step\": 1000000000001}"}) {
+    describe(bad);
+    TempDir out;
+    const auto b = run("run --capture " + shell_quote(cap.path.string()) + " --out " + shell_quote(out.path.string()));
+    INFO(bad << " -> " << b.err);
+    CHECK(b.rc == 3);
+    CHECK(b.err.find("fp8a.capture.413") != std::string::npos);
+    CHECK(b.err.find("fp8a_capture.json: ") != std::string::npos);
+    CHECK(std::count(b.err.begin(), b.err.end(), '\n') == 1);
+    CHECK_FALSE(std::filesystem::exists(out.path / "recipe.json"));
+  }
 }
 
 TEST_CASE("edge cases of the advice: one captured step, a policy that rejects everything") {

@@ -125,6 +125,52 @@ TEST_CASE("405: step metadata that is not a non-negative integer") {
   }
 }
 
+TEST_CASE("tokens per step: __metadata__ or fp8a_capture.json, one number for the whole capture") {
+  MemoryFileSystem fs;
+  fs.add_file("a/s1.safetensors", one_weight("l.weight", {{"step", "1"}, {"tokens_per_step", "4096"},
+                                                          {"tokens_per_step_source", "counted"}}));
+  fs.add_file("a/s2.safetensors", one_weight("l.weight", {{"step", "2"}, {"tokens_per_step", "4096"}}));
+  fs.add_file("a/s3.safetensors", one_weight("l.weight", {{"step", "3"}}));  // silent: fine
+  auto set = load_captures({"a"}, fs);
+  CHECK(set.tokens.tokens_per_step == 4096);
+  CHECK(set.tokens.file == "a/s1.safetensors");
+  CHECK(set.tokens.how == "counted");
+  // A description agrees, in a folder of its own (in path order it comes first).
+  const std::string_view description = "{ \"tokens_per_step\" : 4096 }\n";
+  fs.add_file("a/fp8a_capture.json", std::vector<std::byte>(reinterpret_cast<const std::byte*>(description.data()),
+                                                            reinterpret_cast<const std::byte*>(description.data()) +
+                                                                description.size()));
+  set = load_captures({"a"}, fs);
+  CHECK(set.tokens.tokens_per_step == 4096);
+  CHECK(set.tokens.file == "a/fp8a_capture.json");
+  CHECK(set.tokens.how.empty());
+  CHECK(set.files.size() == 3);  // the description is not a capture file
+  // Without any: unknown.
+  CHECK(load_captures({"a/s3.safetensors"}, fs).tokens.tokens_per_step == 0);
+
+  // Two numbers: 412 names both files.
+  fs.add_file("b/s1.safetensors", one_weight("l.weight", {{"step", "1"}, {"tokens_per_step", "4096"}}));
+  fs.add_file("b/s2.safetensors", one_weight("l.weight", {{"step", "2"}, {"tokens_per_step", "8192"}}));
+  CHECK_THROWS_WITH_AS(load_captures({"b"}, fs),
+                       "[fp8a.capture.412] b/s2.safetensors: tokens per step 8192 but b/s1.safetensors says "
+                       "4096: captures of one run record one number",
+                       Error);
+  // Not an integer from 1 to 10^12: 411.
+  for (const char* bad : {"0", "-5", "1e6", "", "1000000000001", "4096 "}) {
+    CAPTURE(bad);
+    MemoryFileSystem bad_fs;
+    bad_fs.add_file("c/s.safetensors", one_weight("l.weight", {{"tokens_per_step", bad}}));
+    CHECK_THROWS_WITH_AS(load_captures({"c/s.safetensors"}, bad_fs),
+                         (std::string("[fp8a.capture.411] c/s.safetensors: __metadata__ tokens_per_step '") + bad +
+                          "' is not an integer from 1 to 10^12")
+                             .c_str(),
+                         Error);
+  }
+  MemoryFileSystem big;
+  big.add_file("d/s.safetensors", one_weight("l.weight", {{"tokens_per_step", "1000000000000"}}));
+  CHECK(load_captures({"d"}, big).tokens.tokens_per_step == 1'000'000'000'000);
+}
+
 TEST_CASE("101 and 103: missing paths and directories without captures") {
   MemoryFileSystem fs;
   fs.add_file("d/notes.txt", raw_file("{}"));

@@ -106,6 +106,7 @@ TEST_CASE("recipe.json: no runnable candidate is every layer BF16 with the reaso
   rec.layers = {all_bf16_layer("layers.0.mlp.linear_fc1", rec.why)};
   rec.gpu = find_gpu_target("a100");
   rec.cost_source = "roofline";
+  rec.cost_basis = "roofline at 8192 tokens a step (--tokens-per-step)";
   finish(rec);
   const std::string got = render(rec);
   CHECK(got.find("\"recipe\": null") != std::string::npos);

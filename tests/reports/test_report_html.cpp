@@ -91,6 +91,7 @@ Recommendation fixed_recommendation() {
   rec.limits = {"no amax trend from a single captured step"};
   rec.gpu = find_gpu_target("h100");
   rec.cost_source = "roofline";
+  rec.cost_basis = "roofline at 8192 tokens a step (--tokens-per-step)";
   return rec;
 }
 

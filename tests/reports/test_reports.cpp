@@ -100,6 +100,7 @@ fp8a::Recommendation fixed_recommendation() {
                 {3, "layers.0.fc1 fprop", 0.0, 1.0, 0.0, 0, false}};
   rec.gpu = fp8a::find_gpu_target("h100");
   rec.cost_source = "roofline";
+  rec.cost_basis = "roofline at 8192 tokens a step (--tokens-per-step)";
   return rec;
 }
 

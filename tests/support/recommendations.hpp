@@ -187,6 +187,7 @@ inline Recommendation mixed_recommendation() {
   rec.gpu = find_gpu_target("h100");
   FP8A_CHECK(rec.gpu != nullptr, "h100 is a GPU target");
   rec.cost_source = "roofline";
+  rec.cost_basis = "roofline at 8192 tokens a step (--tokens-per-step)";
   rec.watch = {{"layers.0.self_attention.linear_qkv", Role::kGradient, Orientation::kColumnwise, 10,
                 Criterion::kUnderflow, 4.1, 5, 0.18},
                {"layers.0.self_attention.linear_qkv", Role::kActivation, Orientation::kRowwise, 20,
