@@ -65,6 +65,15 @@ void forecast_run(const RunRequest& request, const EvaluationIndex& index, RunRe
                                                 {.horizon_steps = request.recommend->policy.delayed_forecast.horizon_steps});
 }
 
+// A capture mistake the answer must not hide: a warning (stderr, summary.json) and the first of
+// what the advice could not judge.
+void warn_first(const RunRequest& request, RunResult& result, std::string m) {
+  if (request.on_warning) request.on_warning(m);
+  result.warnings.push_back(m);
+  auto& limits = result.recommendation->limits;
+  limits.insert(limits.begin(), std::move(m));
+}
+
 // The recommendation on the rows, GEMMs and (measured) forecasts.
 void choose_run(const RunRequest& request, const EvaluationIndex& index, RunResult& result) {
   const RecommendationRequest& asked = *request.recommend;
@@ -74,6 +83,9 @@ void choose_run(const RunRequest& request, const EvaluationIndex& index, RunResu
       recommend(recommendation_inputs(index, result), asked.policy, *asked.gpu, cost ? &*cost : nullptr,
                 asked.te_version);
   if (!cost && !asked.cost_unjudged.empty()) result.recommendation->cost_basis = asked.cost_unjudged;
+  // A training log from another run: said first among what the advice could not judge.
+  if (const TrainingLog* log = request.config.training_log; log != nullptr)
+    if (std::string m = trace_mismatch(*log, result.rows); !m.empty()) warn_first(request, result, std::move(m));
   if (request.delayed_search)
     result.delayed_search =
         delayed_search_summary(*request.delayed_search, result.recommendation->candidates, index.rows(),
@@ -140,7 +152,15 @@ RunResult run_pipeline(const RunRequest& request, const CaptureSet& captures, co
   std::vector<HistogramChoice> shown;
   if (request.reports) shown = histogram_choices(result.rows);
   if (recommends || request.reports) measure_operands_of(captures, shown, result);
-  if (recommends) choose_run(request, *index, result);
+  if (recommends) {
+    choose_run(request, *index, result);
+    // Forwards captured without a single gradient (under torch.no_grad(), or before backward):
+    // every dgrad and wgrad is unjudged, and the answer says why before anything else.
+    if (const MissingRoles m = missing_roles(captures); m.none_of(Role::kGradient) && !m.none_of(Role::kActivation))
+      warn_first(request, result,
+                 "dgrad and wgrad of every layer: the capture holds no gradient (dY); it was taken under "
+                 "torch.no_grad() or before backward: capture a training step");
+  }
   if (!request.reports) return result;
   const TrainingLog* log = request.config.training_log;
   if (log != nullptr && !log->fp8_stats.empty())

@@ -427,6 +427,20 @@ CaptureSet load_captures(const std::vector<std::string>& paths, const FileSystem
   return set;
 }
 
+MissingRoles missing_roles(const CaptureSet& set) {
+  MissingRoles m;
+  // Tensors are sorted by (step, layer, role): one run per (step, layer).
+  for (std::size_t i = 0; i < set.tensors.size();) {
+    const CaptureKey& first = set.tensors[i].key;
+    std::array<bool, 3> seen{};
+    for (; i < set.tensors.size() && set.tensors[i].key.step == first.step && set.tensors[i].key.layer == first.layer; ++i)
+      seen[static_cast<std::size_t>(set.tensors[i].key.role)] = true;
+    ++m.layer_steps;
+    for (std::size_t r = 0; r < 3; ++r) m.missing[r] += !seen[r];
+  }
+  return m;
+}
+
 void check_captures_unchanged(const CaptureSet& set) {
   for (const auto& m : set.mappings) m->check_unchanged();
 }

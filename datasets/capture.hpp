@@ -5,6 +5,7 @@
 // __metadata__["step"], else the last number in the file name, else 0.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -101,6 +102,15 @@ struct CaptureOptions {
 // fp8a.capture.4xx (see docs/ERRORS.md).
 CaptureSet load_captures(const std::vector<std::string>& paths, const FileSystem& fs,
                          const CaptureOptions& options = {});
+
+// What a capture lacks: of its (step, layer) pairs, how many hold no tensor of each role (indexed
+// by Role). A capture taken under torch.no_grad() (or before backward) has no gradient at all.
+struct MissingRoles {
+  std::size_t layer_steps = 0;           // distinct (step, layer) pairs
+  std::array<std::size_t, 3> missing{};  // per role: pairs without it
+  bool none_of(Role r) const { return layer_steps > 0 && missing[static_cast<std::size_t>(r)] == layer_steps; }
+};
+MissingRoles missing_roles(const CaptureSet& set);
 
 // Throws input error fp8a.io.110 when a file of the set changed since it was read
 // (MappedFile::check_unchanged): what was computed from it may not be the file's.

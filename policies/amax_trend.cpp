@@ -5,9 +5,11 @@
 #include <cstdio>
 #include <deque>
 #include <limits>
+#include <set>
 
 #include "core/delayed_window.hpp"
 #include "core/error.hpp"
+#include "core/text.hpp"
 
 namespace fp8a {
 
@@ -64,6 +66,33 @@ std::map<std::pair<std::string, Role>, std::map<std::int64_t, float>> merge_amax
     if (!inserted) it->second = std::max(it->second, row.stats.amax);
   }
   return out;
+}
+
+std::string trace_mismatch(const TrainingLog& log, std::span<const EvaluationRow> rows) {
+  std::size_t compared = 0, wrong = 0;
+  std::string first;
+  std::set<CaptureKey> seen;  // one check per tensor, whatever its rows' order
+  for (const EvaluationRow& row : rows) {
+    if (!seen.insert(row.key).second) continue;
+    const AmaxSeries* series = log.find(row.key.layer, row.key.role);
+    if (series == nullptr) continue;
+    const auto it = series->amax_by_step.find(row.key.step);
+    const double captured = row.stats.amax;
+    if (it == series->amax_by_step.end() || !std::isfinite(it->second) || !std::isfinite(captured)) continue;
+    ++compared;
+    const double logged = it->second;
+    const double floor = log.rounded ? captured - 0.0001 : captured * (1.0 - 1.0 / 128);
+    if (logged >= floor && logged <= captured * kTraceMismatchRatio) continue;
+    if (wrong++ == 0)
+      first = format_text("step %lld %s %s: log %.6g, captured %.6g", static_cast<long long>(row.key.step),
+                          visible_text(row.key.layer).c_str(), role_name(row.key.role), logged, captured);
+  }
+  if (wrong == 0) return {};
+  return format_text("the training log does not match the capture: at %zu of %zu captured (step, tensor) pairs its "
+                     "amax is below the captured tensor's (a step's amax is at least any of its micro-batches') "
+                     "or over %.0fx above it (%s); is it from another run? Delayed scaling's replay on it is "
+                     "not the capture's",
+                     wrong, compared, kTraceMismatchRatio, first.c_str());
 }
 
 AmaxTrend fit_amax_trend(const std::map<std::int64_t, float>& series, const AmaxTrendConfig& config) {

@@ -70,6 +70,15 @@ std::map<std::pair<std::string, Role>, std::map<std::int64_t, float>> merge_amax
     const TrainingLog* log, std::span<const EvaluationRow> rows);
 
 // The trend of one series (layer and role left empty).
+// A training log whose amax at a captured step cannot be the captured tensor's: below it (a step's
+// amax is the max over its micro-batches, so never under the one captured; by more than BF16's
+// rounding, or 0.0001 for nvdlfw_inspect's rounded values), or kTraceMismatchRatio times above
+// it. The log is then from another run, and delayed scaling's replay on it is wrong. Empty when
+// every (step, layer, role) both hold agrees, or none is in both; else one sentence with the
+// count and the first (in key order) with both numbers.
+inline constexpr double kTraceMismatchRatio = 64.0;
+std::string trace_mismatch(const TrainingLog& log, std::span<const EvaluationRow> rows);
+
 AmaxTrend fit_amax_trend(const std::map<std::int64_t, float>& amax_by_step,
                          const AmaxTrendConfig& config = {});
 

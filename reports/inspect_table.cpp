@@ -39,7 +39,29 @@ std::string render_inspect_table(const CaptureSet& captures, std::span<const Ten
   out += "\n" + std::to_string(captures.tensors.size()) + " tensors in " +
          std::to_string(captures.files.size()) + " file(s): valid";
   if (nonfinite > 0) out += "; " + std::to_string(nonfinite) + " tensor(s) hold NaN or Inf";
-  return out + "\n";
+  out += "\n";
+  // What `run` will miss: whole roles absent from layers, and the tokens per step.
+  const MissingRoles m = missing_roles(captures);
+  for (const Role r : {Role::kActivation, Role::kWeight, Role::kGradient}) {
+    const std::size_t n = m.missing[static_cast<std::size_t>(r)];
+    if (n == 0) continue;
+    out += format_text("missing: %zu of %zu layer-steps have no %s", n, m.layer_steps, role_name(r));
+    if (r == Role::kGradient)
+      out += m.none_of(r) ? " (none at all: captured under torch.no_grad() or before backward? capture a training "
+                            "step)"
+                          : " (their dgrad and wgrad are not judged)";
+    else
+      out += " (those layers' GEMMs are not judged)";
+    out += "\n";
+  }
+  if (captures.tokens.tokens_per_step > 0)
+    out += format_text("tokens per step: %lld (%s%s)\n", static_cast<long long>(captures.tokens.tokens_per_step),
+                       captures.tokens.how == "counted" ? "counted by fp8a_capture in " : "recorded in ",
+                       visible_text(captures.tokens.file).c_str());
+  else
+    out += "tokens per step: not recorded (run judges no cost without it: --tokens-per-step N, or "
+           "fp8a_capture.json beside the captures)\n";
+  return out;
 }
 
 }  // namespace fp8a

@@ -731,6 +731,64 @@ TEST_CASE("tokens per step: --tokens-per-step, else the capture's, else the cost
   }
 }
 
+TEST_CASE("a capture without gradients (taken under no_grad): inspect and run say so first") {
+  TempDir cap;
+  const std::vector<float> values(16 * 8, 0.25f);
+  const auto file = [&](const std::vector<fp8a::test::TensorSpec>& specs) {
+    const auto bytes = fp8a::test::build_file(specs, {{"step", "3"}});
+    return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  };
+  write_bytes(cap.path / "rank0_step_000003.safetensors",
+              file({{"layers.0.fc1.activation", "F32", {16, 8}, values},
+                    {"layers.0.fc1.weight", "F32", {16, 8}, values},
+                    {"layers.1.fc2.activation", "F32", {16, 8}, values},
+                    {"layers.1.fc2.weight", "F32", {16, 8}, values}}));
+  const auto i = run("inspect " + shell_quote(cap.path.string()));
+  REQUIRE(i.rc == 0);
+  CHECK(i.out.find("\nmissing: 2 of 2 layer-steps have no gradient (none at all: captured under torch.no_grad() "
+                   "or before backward? capture a training step)\n") != std::string::npos);
+  CHECK(i.out.find("\ntokens per step: not recorded (run judges no cost without it") != std::string::npos);
+  TempDir out;
+  const auto r = run("run --capture " + shell_quote(cap.path.string()) + " --out " + shell_quote(out.path.string()) +
+                     " --quiet");
+  REQUIRE(r.rc == 0);
+  const std::string says = "dgrad and wgrad of every layer: the capture holds no gradient (dY); it was taken under "
+                           "torch.no_grad() or before backward: capture a training step";
+  CHECK(r.err == "fp8-advisor: warning: " + says + "\n");
+  // The first of what was not judged, right after the answer's cost line.
+  const auto judged = r.out.find("\n  not judged: ");
+  REQUIRE(judged != std::string::npos);
+  CHECK(r.out.compare(judged, 15 + says.size(), "\n  not judged: " + says) == 0);
+  CHECK(nlohmann::json::parse(slurp(out.path / "summary.json")).at("warnings").dump().find(says) != std::string::npos);
+  // One layer with its gradient: judged where it can be, the other layer's gap named by inspect.
+  write_bytes(cap.path / "rank0_step_000003.safetensors",
+              file({{"layers.0.fc1.activation", "F32", {16, 8}, values},
+                    {"layers.0.fc1.weight", "F32", {16, 8}, values},
+                    {"layers.0.fc1.gradient", "F32", {16, 16}, std::vector<float>(256, 0.5f)},
+                    {"layers.1.fc2.activation", "F32", {16, 8}, values},
+                    {"layers.1.fc2.weight", "F32", {16, 8}, values}}));
+  CHECK(run("inspect " + shell_quote(cap.path.string())).out.find(
+            "\nmissing: 1 of 2 layer-steps have no gradient (their dgrad and wgrad are not judged)\n") !=
+        std::string::npos);
+}
+
+TEST_CASE("a training log from another run: warned, and first among what was not judged") {
+  TempDir other;
+  const auto r = run("run --capture " + shell_quote((kSource / "datasets/real/lm-sane").string()) +
+                     " --training-log " + shell_quote((kSource / "datasets/real/lm-spike/amax_trace_rank0.csv").string()) +
+                     " --out " + shell_quote(other.path.string()) + " --gemm-rows 256 --quiet");
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  const std::string says = "the training log does not match the capture: at 10 of 24 captured (step, tensor) pairs";
+  CHECK(r.err.find("fp8-advisor: warning: " + says) != std::string::npos);
+  CHECK(r.out.find("\n  not judged: " + says) != std::string::npos);
+  // Its own log agrees.
+  TempDir own;
+  const auto o = run(real_run("lm-sane", own.path, "--gemm-rows 256 --quiet"));
+  REQUIRE(o.rc == 0);
+  CHECK(o.err.find("does not match") == std::string::npos);
+}
+
 TEST_CASE("edge cases of the advice: one captured step, a policy that rejects everything") {
   // One step, no training log: no trend, and the answer says what that leaves unjudged.
   TempDir a;

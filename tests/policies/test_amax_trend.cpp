@@ -416,3 +416,38 @@ TEST_CASE("the forecast's horizon excess waits for an old peak to leave the wind
   CHECK(h1024.horizon_excess_binades == doctest::Approx(0.0625).epsilon(1e-4));
   CHECK(h1024.horizon_excess_step == 321);
 }
+
+TEST_CASE("trace_mismatch: a log from another run is named, rounding and micro-batches are not") {
+  // One tensor per (step, layer, role); the captured amax 4.65 against the log's value.
+  auto rows_of = [](std::vector<std::pair<std::int64_t, float>> captured) {
+    std::vector<fp8a::EvaluationRow> rows;
+    for (const auto& [step, amax] : captured)
+      for (int copy = 0; copy < 2; ++copy) {  // two rows (recipes) per tensor: checked once
+        fp8a::EvaluationRow row;
+        row.key = {step, "layers.0.fc1", fp8a::Role::kActivation};
+        row.stats.amax = amax;
+        rows.push_back(row);
+      }
+    return rows;
+  };
+  fp8a::TrainingLog log;
+  auto& series = log.series[{"layers.0.fc1", fp8a::Role::kActivation}].amax_by_step;
+  series = {{1, 4.65f}, {2, 4.65f * 60}, {3, 4.65f * (1 - 1.0f / 256)}};
+  // Equal, 60x above (another micro-batch's outlier), under by less than BF16's rounding: agree.
+  CHECK(fp8a::trace_mismatch(log, rows_of({{1, 4.65f}, {2, 4.65f}, {3, 4.65f}})).empty());
+  // Steps the log lacks are not compared.
+  CHECK(fp8a::trace_mismatch(log, rows_of({{7, 1e6f}})).empty());
+  // The newcomer trial's case: 4537 logged at a step whose captured amax is 4.65 (975x).
+  series[4] = 4537.0f;
+  series[5] = 4.0f;  // below the captured 4.65: no micro-batch max can be
+  const std::string m = fp8a::trace_mismatch(log, rows_of({{1, 4.65f}, {4, 4.65f}, {5, 4.65f}}));
+  CHECK(m == "the training log does not match the capture: at 2 of 3 captured (step, tensor) pairs its amax is "
+             "below the captured tensor's (a step's amax is at least any of its micro-batches') or over 64x above "
+             "it (step 4 layers.0.fc1 activation: log 4537, captured 4.65); is it from another run? Delayed "
+             "scaling's replay on it is not the capture's");
+  // nvdlfw_inspect prints value={:.4f}: 4.6562 for the BF16 amax 4.65625 agrees, 4.6 does not.
+  log.rounded = true;
+  series = {{1, 4.6562f}, {2, 4.6f}};
+  CHECK(fp8a::trace_mismatch(log, rows_of({{1, 4.65625f}})).empty());
+  CHECK_FALSE(fp8a::trace_mismatch(log, rows_of({{2, 4.65625f}})).empty());
+}
