@@ -106,7 +106,7 @@ int command_compare(const Invocation& inv) {
     if (s.run_folder) s.records = read_metrics_csv(s.path + "/metrics.csv", fs);
   // Both sides under the same recipes and formats: those asked for, else a run folder's.
   RunConfig config = evaluation_config(eval);
-  const bool recipes_given = !vm["recipes"].defaulted();
+  const bool recipes_given = eval.recipes_given;
   const bool formats_given = !vm["format"].defaulted();
   const auto folder =
       std::find_if(sides, sides + 2, [](const Side& s) { return s.run_folder && !s.records.empty(); });

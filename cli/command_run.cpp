@@ -216,7 +216,7 @@ std::optional<RunCommand> parse_run(const Invocation& inv) {
   request.reports = true;
   cmd.quiet = vm.count("quiet") != 0;
   cmd.resume = vm.count("resume") != 0;
-  cmd.default_recipes = vm["recipes"].defaulted();
+  cmd.default_recipes = !cmd.eval.recipes_given;
   return cmd;
 }
 

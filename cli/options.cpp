@@ -64,8 +64,11 @@ std::string recipe_help() {
 
 void add_recipe_options(po::options_description& desc, EvaluationOptions& o, const char* recipes_option) {
   static const std::string recipes_doc = recipe_help();
+  static const std::string plural = "recipes", singular = "recipe";
+  const std::string& other = recipes_option == plural ? singular : plural;
   desc.add_options()
       (recipes_option, po::value(&o.recipes_text)->default_value(default_recipe_list()), recipes_doc.c_str())
+      (other.c_str(), po::value(&o.recipes_alias), ("the same as --" + std::string(recipes_option)).c_str())
       ("format", po::value(&o.format_text)->default_value(training_format_list(kAllTrainingFormats)),
        "comma-separated TE recipe Formats to evaluate: e4m3 (every role E4M3) and/or hybrid "
        "(E5M2 for gradients)")
@@ -141,6 +144,13 @@ RunConfig evaluation_config(EvaluationOptions& o) {
   if (o.threads < 0) throw usage_error("fp8a.usage.205", "--threads must be >= 0");
   o.gemm_rows = parse_gemm_rows(o.gemm_rows_text);
   RunConfig config;
+  const std::string defaults = default_recipe_list();
+  if (!o.recipes_alias.empty()) {
+    if (o.recipes_alias.size() > 1 || o.recipes_text != defaults)
+      throw usage_error("fp8a.usage.201", "--recipes and --recipe are one option: give it once");
+    o.recipes_text = o.recipes_alias.front();
+  }
+  o.recipes_given = !o.recipes_alias.empty() || o.recipes_text != defaults;
   config.recipes = parse_recipe_list(o.recipes_text);
   config.formats = parse_training_format_list(o.format_text);
   if (o.reduction_text == "tp") config.amax_reduction = AmaxReduction::kTp;

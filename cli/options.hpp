@@ -50,13 +50,17 @@ struct EvaluationOptions {
   std::vector<std::string> log_paths;  // --training-log and --amax-trace together (after parsing)
   std::vector<std::string> amax_trace_paths;
   std::string recipes_text, format_text, device_text, npy_dtype_text, reduction_text;
+  // The recipes option's other spelling (--recipe for run and compare, --recipes for whatif), as
+  // given; evaluation_config takes it for recipes_text. Empty: not given.
+  std::vector<std::string> recipes_alias;
+  bool recipes_given = false;  // either spelling given (evaluation_config sets it)
   int threads = 0;
   std::string gemm_rows_text = "auto";  // --gemm-rows as given: auto, 0 or a number of rows
   std::int64_t gemm_rows = 0;  // parsed by evaluation_config (kGemmRowsAuto for auto)
 };
 
-// The recipes option under `recipes_option`, --format, --amax-reduction, --npy-dtype (run,
-// whatif and compare).
+// The recipes option under `recipes_option` (its singular or plural also accepted), --format,
+// --amax-reduction, --npy-dtype (run, whatif and compare).
 void add_recipe_options(po::options_description& desc, EvaluationOptions& o, const char* recipes_option);
 // --threads, --device.
 void add_backend_options(po::options_description& desc, EvaluationOptions& o);

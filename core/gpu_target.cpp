@@ -7,8 +7,12 @@ namespace fp8a {
 
 const GpuTarget* find_gpu_target(std::string_view name, std::string* why) {
   std::vector<std::string> names;
+  // Case aside ("H100" is h100): the names are lower-case ASCII.
+  std::string lower(name);
+  for (char& c : lower)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
   for (const auto& t : kGpuTargets) {
-    if (name == t.name) return &t;
+    if (lower == t.name) return &t;
     names.emplace_back(t.name);
   }
   if (why != nullptr) {

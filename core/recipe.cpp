@@ -216,9 +216,11 @@ Recipe parse_recipe(std::string_view spec) {
   Recipe r;
   const RecipeKindTraits* kind = nullptr;
   std::vector<std::string> kind_names;
+  // Our kind names, or Megatron-Core's --fp8-recipe names for them (tensorwise, blockwise), which
+  // the written megatron_args.txt uses.
   for (const auto& t : kRecipeKinds) {
     kind_names.emplace_back(t.name);
-    if (fields[0] == t.name) kind = &t;
+    if (fields[0] == t.name || (*t.megatron_recipe != '\0' && fields[0] == t.megatron_recipe)) kind = &t;
   }
   if (kind == nullptr)
     bad_recipe(spec, "unknown kind " + quoted_input(fields[0], 200) +

@@ -124,3 +124,23 @@ TEST_CASE("whatever an error line holds, main prints it readable: a capture path
     CHECK(r.err.find("\\x1b[31mx\\xff") != std::string::npos);
   }
 }
+
+TEST_CASE("--recipes and --recipe are one option in run, compare and whatif; --gpu ignores case") {
+  const std::string sample = shell_quote(std::string(FP8A_SOURCE_DIR) + "/datasets/sample");
+  TempDir a, b;
+  // run --recipe (whatif's spelling), with Megatron's name for current scaling, on "H100".
+  const Result r = run("run --capture " + sample + " --out " + shell_quote(a.path.string()) +
+                       " --recipe tensorwise --format hybrid --gpu H100 --quiet");
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  CHECK(r.out.rfind("answer: Float8CurrentScaling(fp8_format=Format.HYBRID)  [current/hybrid]\n", 0) == 0);
+  // whatif --recipes (run's spelling).
+  const Result w = run("whatif --capture " + sample + " --layer layers.0.mlp.linear_fc2 --recipes blockwise --step 100");
+  INFO(w.err);
+  REQUIRE(w.rc == 0);
+  CHECK(w.out.find(" block/hybrid ") != std::string::npos);
+  // Both spellings at once: one usage error.
+  const Result both = run_with("--recipe current --recipes block");
+  CHECK(both.rc == 2);
+  CHECK(both.err == "fp8-advisor: error: [fp8a.usage.201] --recipes and --recipe are one option: give it once\n");
+}

@@ -16,7 +16,10 @@ TEST_CASE("GPU targets are found by name, with did you mean for unknown ones") {
                "h200, b200, gb200, rtx5090");
   CHECK(fp8a::find_gpu_target("rtx-4090", &why) == nullptr);
   CHECK(why.find("(did you mean 'rtx4090'?)") != std::string::npos);
-  CHECK(fp8a::find_gpu_target("H100") == nullptr);  // names are lower case
+  // Case aside: "H100" is h100 (it answered "did you mean a100" before).
+  CHECK(fp8a::find_gpu_target("H100") == fp8a::find_gpu_target("h100"));
+  CHECK(fp8a::find_gpu_target("GB200") == fp8a::find_gpu_target("gb200"));
+  CHECK(fp8a::find_gpu_target("RTX5090") == fp8a::find_gpu_target("rtx5090"));
   CHECK(fp8a::find_gpu_target("tpu") == nullptr);
 }
 

@@ -17,6 +17,16 @@ TEST_CASE("recipe specs parse and print canonically") {
   CHECK_FALSE(r.pow2_scales);
 }
 
+TEST_CASE("Megatron-Core's --fp8-recipe names are the same recipes (megatron_args.txt writes them)") {
+  CHECK(fp8a::parse_recipe("tensorwise") == fp8a::parse_recipe("current"));
+  CHECK(fp8a::parse_recipe("tensorwise:pow2").spec() == "current:pow2");
+  CHECK(fp8a::parse_recipe("blockwise") == fp8a::parse_recipe("block"));
+  CHECK(fp8a::parse_recipe("blockwise:fp32").spec() == "block:fp32");
+  CHECK(fp8a::parse_recipe("delayed").spec() == "delayed:history=1024:algo=max:margin=0");
+  CHECK(fp8a::parse_recipe("mxfp8").spec() == "mxfp8");
+  CHECK_THROWS_AS(fp8a::parse_recipe("Tensorwise"), Error);  // as Megatron spells them
+}
+
 TEST_CASE("recipe lists keep order and drop duplicates") {
   const auto list = fp8a::parse_recipe_list("current:pow2,current,current:pow2");
   REQUIRE(list.size() == 2);
