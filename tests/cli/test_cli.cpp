@@ -346,9 +346,9 @@ TEST_CASE("usage errors exit 2 with one line") {
               "try 'fp8-advisor --help'\n"},
       {"run --out x", "fp8-advisor: error: [fp8a.usage.203] fp8-advisor run: the option "
                       "'--capture' is required but missing\n"},
-      {"run --capture x --out y --recipe current",
-       "fp8-advisor: error: [fp8a.usage.203] fp8-advisor run: unknown option '--recipe' (did you "
-       "mean '--recipes'?)\n"},
+      {"run --capture x --out y --recipy current",
+       "fp8-advisor: error: [fp8a.usage.203] fp8-advisor run: unknown option '--recipy' (did you "
+       "mean '--recipe'?)\n"},
       {"run --capture x --out y --recipes delayd",
        "fp8-advisor: error: [fp8a.usage.201] --recipes: bad recipe 'delayd': unknown kind "
        "'delayd' (did you mean 'delayed'?)\n"},
