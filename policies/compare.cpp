@@ -70,12 +70,81 @@ std::int64_t nearest_step(const std::map<std::int64_t, const MetricsRecord*>& st
   return s - lo->first <= hi->first - s ? lo->first : hi->first;
 }
 
+bool is_delayed(const std::string& spec) { return spec.rfind("delayed", 0) == 0; }
+
+// Within one group: each step of either side matched once, with the same step of the other side,
+// else its nearest; `note` is appended to each match's step note.
+void match_steps(const std::map<std::int64_t, const MetricsRecord*>& bsteps,
+                 const std::map<std::int64_t, const MetricsRecord*>& csteps, const std::string& note,
+                 CompareResult& res) {
+  std::set<std::pair<std::int64_t, std::int64_t>> pairs;
+  for (const auto& [s, row] : bsteps) pairs.emplace(s, csteps.count(s) ? s : nearest_step(csteps, s));
+  for (const auto& [s, row] : csteps) pairs.emplace(bsteps.count(s) ? s : nearest_step(bsteps, s), s);
+  for (const auto& [bs, cs] : pairs) {
+    CompareMatch m;
+    m.base = *bsteps.at(bs);
+    m.cand = *csteps.at(cs);
+    m.same_step = bs == cs;
+    m.step_note = (m.same_step ? "same step" : "nearest: base " + std::to_string(bs) + ", cand " + std::to_string(cs)) +
+                  note;
+    m.terms = divergence_terms(m.base, m.cand);
+    m.score = divergence_score(m.terms, &m.driver);
+    m.worse = m.score > 0 && worse_on(m.base, m.cand, m.driver);
+    m.amax_log2 = m.base.amax > 0 && m.cand.amax > 0 && std::isfinite(m.base.amax) && std::isfinite(m.cand.amax)
+                      ? std::log2(m.cand.amax / m.base.amax)
+                      : std::numeric_limits<double>::quiet_NaN();
+    res.same_step_matches += m.same_step ? 1 : 0;
+    res.matches.push_back(std::move(m));
+  }
+}
+
+// Delayed scaling that only one side holds under its options (each run's search picks its own
+// history, algo and margin): a base-only delayed group is matched with the cand-only delayed group
+// of the same (layer, role, format, orientation), the first of each in key order, and both leave
+// the unmatched lists.
+void match_delayed_by_kind(const Groups& b, const Groups& c, CompareResult& res) {
+  auto same_place = [](const CompareGroup& x, const CompareGroup& y) {
+    return x.layer == y.layer && x.role == y.role && x.format == y.format && x.orientation == y.orientation;
+  };
+  std::vector<bool> cand_used(res.cand_only.size(), false);
+  std::vector<CompareGroup> base_left;
+  for (const CompareGroup& bg : res.base_only) {
+    std::size_t found = res.cand_only.size();
+    if (is_delayed(bg.recipe))
+      for (std::size_t i = 0; i < res.cand_only.size() && found == res.cand_only.size(); ++i)
+        if (!cand_used[i] && is_delayed(res.cand_only[i].recipe) && same_place(bg, res.cand_only[i])) found = i;
+    if (found == res.cand_only.size()) {
+      base_left.push_back(bg);
+      continue;
+    }
+    cand_used[found] = true;
+    const auto& bsteps = b.at(bg);
+    const auto& csteps = c.at(res.cand_only[found]);
+    res.base_unmatched_rows -= bsteps.size();
+    res.cand_unmatched_rows -= csteps.size();
+    match_steps(bsteps, csteps, "; delayed options differ", res);
+  }
+  std::vector<CompareGroup> cand_left;
+  for (std::size_t i = 0; i < res.cand_only.size(); ++i)
+    if (!cand_used[i]) cand_left.push_back(res.cand_only[i]);
+  res.base_only = std::move(base_left);
+  res.cand_only = std::move(cand_left);
+}
+
 }  // namespace
 
 DivergenceTerms divergence_terms(const MetricsRecord& base, const MetricsRecord& cand) {
   return {log_ratio_term(base.rel_mse, cand.rel_mse),
           pct_term(base.underflow_pct, cand.underflow_pct),
           pct_term(base.saturated_pct, cand.saturated_pct)};
+}
+
+bool worse_on(const MetricsRecord& base, const MetricsRecord& cand, int driver) {
+  const double b[] = {base.rel_mse, base.underflow_pct, base.saturated_pct};
+  const double c[] = {cand.rel_mse, cand.underflow_pct, cand.saturated_pct};
+  const double x = b[driver], y = c[driver];
+  if (!std::isfinite(x) || !std::isfinite(y)) return std::isfinite(x) && !std::isfinite(y);
+  return y > x;
 }
 
 double divergence_score(const DivergenceTerms& t, int* driver) {
@@ -116,33 +185,19 @@ CompareResult compare_records(std::span<const MetricsRecord> base, std::span<con
       res.base_unmatched_rows += bsteps.size();
       continue;
     }
-    const auto& csteps = it->second;
-    std::set<std::pair<std::int64_t, std::int64_t>> pairs;
-    for (const auto& [s, row] : bsteps)
-      pairs.emplace(s, csteps.count(s) ? s : nearest_step(csteps, s));
-    for (const auto& [s, row] : csteps)
-      pairs.emplace(bsteps.count(s) ? s : nearest_step(bsteps, s), s);
-    for (const auto& [bs, cs] : pairs) {
-      CompareMatch m;
-      m.base = *bsteps.at(bs);
-      m.cand = *csteps.at(cs);
-      m.same_step = bs == cs;
-      m.step_note = m.same_step ? "same step"
-                                : "nearest: base " + std::to_string(bs) + ", cand " + std::to_string(cs);
-      m.terms = divergence_terms(m.base, m.cand);
-      m.score = divergence_score(m.terms, &m.driver);
-      res.same_step_matches += m.same_step ? 1 : 0;
-      res.matches.push_back(std::move(m));
-    }
+    match_steps(bsteps, it->second, "", res);
   }
   for (const auto& [group, csteps] : c) {
     if (b.count(group) != 0) continue;
     res.cand_only.push_back(group);
     res.cand_unmatched_rows += csteps.size();
   }
-  // Built in key order; the stable sort keeps it among equal scores.
-  std::stable_sort(res.matches.begin(), res.matches.end(),
-                   [](const CompareMatch& x, const CompareMatch& y) { return x.score > y.score; });
+  match_delayed_by_kind(b, c, res);
+  // Built in key order; the stable sort keeps it among equal scores. What got worse first.
+  std::stable_sort(res.matches.begin(), res.matches.end(), [](const CompareMatch& x, const CompareMatch& y) {
+    if (x.worse != y.worse) return x.worse;
+    return x.score > y.score;
+  });
   for (std::size_t i = 0; i < res.matches.size(); ++i) res.matches[i].rank = static_cast<int>(i + 1);
   return res;
 }

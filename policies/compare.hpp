@@ -2,9 +2,11 @@
 // tensor by tensor and ranked by how far their metrics diverge.
 //
 // A match pairs a row of BASE with a row of CAND of the same (layer, role, recipe, format,
-// orientation), at the same step, or else at the nearest step the other side has. Its divergence
-// score is the largest of three terms (METRICS.md "Divergence score"); the ranking puts the largest
-// score first. Pure functions: the tables come from engine (a capture evaluated now) or from
+// orientation), at the same step, or else at the nearest step the other side has; delayed scaling
+// under different options on the two sides (each run's search picks its own) is matched by kind.
+// Its divergence score is the largest of three terms (METRICS.md "Divergence score"); the ranking
+// puts what got worse first (the term that sets the score grew in CAND), largest score first,
+// then what got better. Pure functions: the tables come from engine (a capture evaluated now) or from
 // datasets (an earlier run's metrics.csv), and the result is a value that reports/ renders.
 #pragma once
 
@@ -41,16 +43,24 @@ DivergenceTerms divergence_terms(const MetricsRecord& base, const MetricsRecord&
 // The largest term, and the index into kDivergenceTermNames of the first term that has it.
 double divergence_score(const DivergenceTerms& t, int* driver = nullptr);
 
+// Whether cand is worse than base on term `driver`: more error, more underflow, more saturation
+// (a non-finite value where the other side is finite counts as worse on that side).
+bool worse_on(const MetricsRecord& base, const MetricsRecord& cand, int driver);
+
 struct CompareMatch {
   MetricsRecord base;
   MetricsRecord cand;
   bool same_step = true;
-  // "same step", or "nearest: base 100, cand 120" when one side lacks the other's step.
+  // "same step", or "nearest: base 100, cand 120" when one side lacks the other's step; a delayed
+  // pair matched by kind adds "; delayed options differ".
   std::string step_note;
   DivergenceTerms terms;
   double score = 0;
   int driver = 0;  // index into kDivergenceTermNames
-  int rank = 0;    // 1 = the largest score
+  bool worse = false;  // the driver grew in cand (worse_on); a score of 0 is not worse
+  // log2(cand.amax / base.amax): the amax growth in binades (NaN when either is 0 or not finite).
+  double amax_log2 = 0;
+  int rank = 0;    // 1 = the first: the largest score among the worse ones
 };
 
 // A (layer, role, recipe, format, orientation) that only one side holds.

@@ -70,7 +70,8 @@ void render_inputs(Markup& m, const CompareResult& r, const CompareInfo& info) {
   if (!r.matches.empty()) {
     const CompareMatch& t = r.matches.front();
     m.open("div", {{"class", "answer"}});
-    m.element("p", {}, format_text("Largest divergence: %s %s under %s/%s (%s), score %s, driven by %s.",
+    m.element("p", {}, format_text("%s: %s %s under %s/%s (%s), score %s, driven by %s.",
+                                   t.worse ? "Got worse the most" : "Nothing got worse; the largest change",
                                    visible_text(t.base.key.layer).c_str(), role_name(t.base.key.role), t.base.recipe.c_str(),
                                    t.base.format.c_str(), t.base.orientation.c_str(), html::number(t.score).c_str(),
                                    kDivergenceTermNames[t.driver]));
@@ -78,7 +79,8 @@ void render_inputs(Markup& m, const CompareResult& r, const CompareInfo& info) {
                            html::number(t.cand.underflow_pct) + " %, saturated " + html::number(t.base.saturated_pct) +
                            " % -> " + html::number(t.cand.saturated_pct) + " %, SQNR " + html::number(t.base.sqnr_db) +
                            " -> " + html::number(t.cand.sqnr_db) + " dB, MSE " + html::number(t.base.mse) + " -> " +
-                           html::number(t.cand.mse) + " (base -> cand; " + t.step_note + ")");
+                           html::number(t.cand.mse) + ", amax " + html::number(t.base.amax) + " -> " +
+                           html::number(t.cand.amax) + " (base -> cand; " + t.step_note + ")");
     m.close();
   }
   m.close();
@@ -87,11 +89,13 @@ void render_inputs(Markup& m, const CompareResult& r, const CompareInfo& info) {
 void render_ranking(Markup& m, const CompareResult& r, std::size_t top) {
   const RankedTable t = compare_ranked_table(r, top);
   m.open("section", {{"id", "ranking"}});
-  m.element("h2", {}, format_text("Largest divergences: the top %zu of %zu matches", t.rows.size(), r.matches.size()));
+  m.element("h2", {}, format_text("Largest divergences, what got worse first: the top %zu of %zu matches",
+                                  t.rows.size(), r.matches.size()));
   html::paragraph(m,
                   "score = the largest of |log10(cand/base)| of rel_mse (= |Δ SQNR| / 10 dB) and |Δ| / 10 "
                   "percentage points of underflow and of saturation (METRICS.md \"Divergence score\"); driver = "
-                  "the term that sets it. Values are base -> cand; compare.csv has every match.",
+                  "the term that sets it; change = whether cand is worse on it (worse rows come first). amax: its "
+                  "growth in binades. Values are base -> cand; compare.csv has every match.",
                   "note");
   std::vector<std::vector<Cell>> rows;
   std::vector<std::string> classes;

@@ -36,6 +36,21 @@ double metric(const MetricsRecord& r, int i) {
   return v[i];
 }
 
+// "worse", "better", or "same" (a score of 0).
+const char* change_text(const CompareMatch& m) { return m.worse ? "worse" : m.score > 0 ? "better" : "same"; }
+
+// The recipe cell: one spec, or "base -> cand" for delayed options matched by kind.
+std::string recipe_cell(const CompareMatch& m) {
+  return m.base.recipe == m.cand.recipe ? m.base.recipe : m.base.recipe + " -> " + m.cand.recipe;
+}
+
+// amax "base -> cand (+N.N binades)"; the binades left out when either amax is 0 or not finite.
+std::string amax_cell(const CompareMatch& m) {
+  std::string s = arrow("%.4g", m.base.amax, m.cand.amax);
+  if (std::isfinite(m.amax_log2)) s += printf_number(" (%+.1f binades)", m.amax_log2);
+  return s;
+}
+
 std::string group_text(const CompareGroup& g) {
   return g.layer + " " + role_name(g.role) + " " + g.recipe + " " + g.format + " " + g.orientation;
 }
@@ -46,17 +61,17 @@ std::string md_cell(const std::string& s) { return markdown_text(s, false); }
 
 RankedTable compare_ranked_table(const CompareResult& result, std::size_t top) {
   RankedTable t;
-  t.head = {"rank", "score", "driver", "layer", "tensor", "recipe", "format", "orientation",
-            "step", "underflow %", "saturated %", "sqnr dB", "mse"};
-  t.left = {false, false, true, true, true, true, true, true, false, false, false, false, false};
+  t.head = {"rank", "change", "score", "driver", "layer", "tensor", "recipe", "format", "orientation",
+            "step", "underflow %", "saturated %", "sqnr dB", "amax", "mse"};
+  t.left = {false, true, false, true, true, true, true, true, true, false, false, false, false, false, false};
   for (const auto& m : result.matches) {
     if (t.rows.size() == top) break;
-    t.rows.push_back({std::to_string(m.rank), printf_number("%.3f", m.score),
+    t.rows.push_back({std::to_string(m.rank), change_text(m), printf_number("%.3f", m.score),
                       kDivergenceTermNames[m.driver], m.base.key.layer, role_name(m.base.key.role),
-                      m.base.recipe, m.base.format, m.base.orientation, steps_cell(m),
+                      recipe_cell(m), m.base.format, m.base.orientation, steps_cell(m),
                       arrow("%.3f", m.base.underflow_pct, m.cand.underflow_pct),
                       arrow("%.3f", m.base.saturated_pct, m.cand.saturated_pct),
-                      arrow("%.2f", m.base.sqnr_db, m.cand.sqnr_db),
+                      arrow("%.2f", m.base.sqnr_db, m.cand.sqnr_db), amax_cell(m),
                       arrow("%.3g", m.base.mse, m.cand.mse)});
     t.matches.push_back(&m);
   }
@@ -65,14 +80,14 @@ RankedTable compare_ranked_table(const CompareResult& result, std::size_t top) {
 
 Artifact render_compare_csv(const CompareResult& result) {
   std::ostringstream out;
-  out << "rank,score,driver,layer,tensor,recipe,format,orientation,base_step,cand_step,step_note";
+  out << "rank,change,score,driver,layer,tensor,recipe,cand_recipe,format,orientation,base_step,cand_step,step_note";
   for (const char* name : kCompareCsvMetrics) out << ",base_" << name << ",cand_" << name << ",delta_" << name;
   for (const char* name : kDivergenceTermNames) out << ",term_" << name;
-  out << '\n';
+  out << ",amax_log2\n";
   for (const auto& m : result.matches) {
-    out << m.rank << ',' << format_number(m.score) << ',' << kDivergenceTermNames[m.driver] << ','
-        << csv_field(m.base.key.layer) << ',' << role_name(m.base.key.role) << ',' << csv_field(m.base.recipe)
-        << ',' << m.base.format << ',' << m.base.orientation << ',' << m.base.key.step << ','
+    out << m.rank << ',' << change_text(m) << ',' << format_number(m.score) << ',' << kDivergenceTermNames[m.driver]
+        << ',' << csv_field(m.base.key.layer) << ',' << role_name(m.base.key.role) << ',' << csv_field(m.base.recipe)
+        << ',' << csv_field(m.cand.recipe) << ',' << m.base.format << ',' << m.base.orientation << ',' << m.base.key.step << ','
         << m.cand.key.step << ',' << csv_field(m.step_note);
     for (int i = 0; i < static_cast<int>(std::size(kCompareCsvMetrics)); ++i) {
       const double b = metric(m.base, i), c = metric(m.cand, i);
@@ -80,7 +95,7 @@ Artifact render_compare_csv(const CompareResult& result) {
     }
     for (double term : {m.terms.rel_mse, m.terms.underflow, m.terms.saturated})
       out << ',' << format_number(term);
-    out << '\n';
+    out << ',' << format_number(m.amax_log2) << '\n';
   }
   return {"compare.csv", out.str(), std::to_string(result.matches.size()) + " matches"};
 }
@@ -106,11 +121,14 @@ Artifact render_compare_md(const CompareResult& result, const CompareInfo& info,
       << result.base_only.size() << " groups, " << result.cand_unmatched_rows << " cand rows in "
       << result.cand_only.size() << " groups\n\n";
   const RankedTable t = compare_ranked_table(result, top);
-  out << "## Largest divergences (top " << t.rows.size() << " of " << result.matches.size()
-      << ")\n\n"
+  std::size_t worse = 0;
+  for (const auto& m : result.matches) worse += m.worse ? 1 : 0;
+  out << "## Largest divergences, what got worse first (top " << t.rows.size() << " of " << result.matches.size()
+      << ", " << worse << " worse)\n\n"
       << "score = the largest of |log10(cand/base)| of rel_mse (= |delta SQNR| / 10 dB) and "
          "|delta| / 10 percentage points of underflow and of saturation (METRICS.md \"Divergence "
-         "score\"); driver = the term that sets it.\n\n|";
+         "score\"); driver = the term that sets it; change = whether cand is worse on it. amax: "
+         "its growth in binades.\n\n|";
   for (const auto& h : t.head) out << ' ' << h << " |";
   out << "\n|";
   for (bool left : t.left) out << (left ? " --- |" : " ---: |");

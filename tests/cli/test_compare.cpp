@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -104,15 +105,15 @@ TEST_CASE("compare: a planted FC2-input underflow ranks first, at the nearest st
   // stdout: the header, the counts, the ranked list (rank 1 first), the files written.
   CHECK(r.out.find("3 matches (0 at the same step), unmatched: 0 base rows, 1 cand rows\n") !=
         std::string::npos);
-  const auto list_at = r.out.find("\nrank  score  driver");
+  const auto list_at = r.out.find("\nrank  change  score  driver");
   REQUIRE(list_at != std::string::npos);
   const std::string first = r.out.substr(r.out.find('\n', list_at + 1) + 1, 80);
-  CHECK(first.find("1  7.900  underflow_pct  layers.3.mlp.linear_fc2  activation") != std::string::npos);
+  CHECK(first.find("1  worse   7.900  underflow_pct  layers.3.mlp.linear_fc2  activation") != std::string::npos);
   CHECK(r.out.find("wrote " + (t.path / "out").string() + "/compare.csv (3 matches), ") != std::string::npos);
   const std::string md = slurp(t.path / "out/compare.md");
   CHECK(md.find("- matched: 3 (0 at the same step, 3 at the nearest step)\n") != std::string::npos);
   CHECK(md.find("- unmatched: 0 base rows in 0 groups, 1 cand rows in 1 groups\n") != std::string::npos);
-  CHECK(md.find("| 1 | 7.900 | underflow_pct | layers.3.mlp.linear_fc2 | activation | current | e4m3 | "
+  CHECK(md.find("| 1 | worse | 7.900 | underflow_pct | layers.3.mlp.linear_fc2 | activation | current | e4m3 | "
                 "rowwise | 100 -> 120 | 1.000 -> 80.000 |") != std::string::npos);
   CHECK(md.find("## Only in cand\n\n- layers.5.only_in_cand activation current e4m3 rowwise\n") !=
         std::string::npos);
@@ -122,14 +123,14 @@ TEST_CASE("compare: a planted FC2-input underflow ranks first, at the nearest st
   CHECK(page.starts_with("<!DOCTYPE html>"));
   const auto ranking = page.find("<section id=\"ranking\">");
   REQUIRE(ranking != std::string::npos);
-  CHECK(page.find("<tr class=\"top\"><td class=\"num\">1</td><td class=\"num\">7.900</td><td>underflow_pct</td>"
-                  "<td>layers.3.mlp.linear_fc2</td><td>activation</td>",
+  CHECK(page.find("<tr class=\"top\"><td class=\"num\">1</td><td>worse</td><td class=\"num\">7.900</td>"
+                  "<td>underflow_pct</td><td>layers.3.mlp.linear_fc2</td><td>activation</td>",
                   ranking) != std::string::npos);
   // --quiet: the ranked list alone.
   const auto quiet = run("compare " + q(t.path / "base") + " " + q(t.path / "cand") + " --out " +
                          q(t.path / "out2") + " --recipes current --format e4m3 --quiet");
   REQUIRE(quiet.rc == 0);
-  CHECK(quiet.out.rfind("rank  score  driver", 0) == 0);
+  CHECK(quiet.out.rfind("rank  change  score  driver", 0) == 0);
   CHECK(std::count(quiet.out.begin(), quiet.out.end(), '\n') == 4);
 }
 
@@ -167,12 +168,31 @@ TEST_CASE("compare: lm-sane against lm-spike ranks the spike's first-layer gradi
   // Then delayed scaling's FC2 weight at the spike step: 63 % saturated.
   check_fields(rows[6], {{"layer", "layers.3.mlp.linear_fc2"}, {"tensor", "weight"},
                          {"driver", "saturated_pct"}, {"base_step", "2"}});
-  // Reversed sides: the same matches and scores (the terms are symmetric).
+  // Worse rows first, then better ones; each part by score.
+  std::size_t worse = 0;
+  while (worse < rows.size() && rows[worse].at("change") == "worse") ++worse;
+  for (std::size_t i = worse; i < rows.size(); ++i) CHECK(rows[i].at("change") != "worse");
+  for (std::size_t i = 1; i < rows.size(); ++i)
+    if (i != worse) CHECK(num(rows[i - 1].at("score")) >= num(rows[i].at("score")));
+  CHECK(worse > 0);
+  CHECK(worse < rows.size());
+  // Reversed sides: the same scores (the terms are symmetric), worse and better swapped.
   const auto back = run("compare " + q(spike) + " " + q(sane) + " --out " + q(t.path / "back"));
   REQUIRE(back.rc == 0);
   const auto back_rows = read_csv(slurp(t.path / "back/compare.csv"));
   REQUIRE(back_rows.size() == rows.size());
-  for (std::size_t i = 0; i < rows.size(); ++i) CHECK(back_rows[i].at("score") == rows[i].at("score"));
+  std::multiset<std::string> scores, back_scores;
+  std::size_t back_better = 0, better = 0;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    scores.insert(rows[i].at("score"));
+    back_scores.insert(back_rows[i].at("score"));
+    better += rows[i].at("change") == "better";
+    back_better += back_rows[i].at("change") == "better";
+  }
+  CHECK(scores == back_scores);
+  CHECK(back_better == worse);
+  CHECK(std::count_if(back_rows.begin(), back_rows.end(), [](const Row& x) { return x.at("change") == "worse"; }) ==
+        static_cast<std::ptrdiff_t>(better));
 }
 
 TEST_CASE("compare: a run --out folder gives the scores of the capture it was made from") {

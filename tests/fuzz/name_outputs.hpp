@@ -579,7 +579,7 @@ inline void check_name(const std::string& name) {
   CHECK(rows.size() == metrics.size());  // every row matched: the name read back is the name
   const auto layer = std::find(rows[0].begin(), rows[0].end(), "layer") - rows[0].begin();
   for (std::size_t i = 1; i < rows.size(); ++i) CHECK(rows[i].at(static_cast<std::size_t>(layer)) == csv_form(name));
-  check_markdown("compare.md", cli_test::slurp(cmp / "compare.md"), name, "| rank |", 3);
+  check_markdown("compare.md", cli_test::slurp(cmp / "compare.md"), name, "| rank |", 4);
   check_html("compare.html", cli_test::slurp(cmp / "compare.html"));
 }
 

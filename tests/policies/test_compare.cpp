@@ -59,9 +59,66 @@ TEST_CASE("compare: NVIDIA's FC2-input example ranks first, driven by underflow"
   CHECK(res.matches[2].base.key.role == Role::kWeight);
   CHECK(res.matches[2].score == doctest::Approx(2.0).epsilon(kTol));  // 20 dB
   CHECK(res.same_step_matches == 3);
-  // Swapped sides: the same scores, bit for bit.
+  for (const auto& m : res.matches) CHECK(m.worse);
+  // Swapped sides: the same scores, bit for bit, each one better now.
   const auto back = fp8a::compare_records(bad, good);
-  for (std::size_t i = 0; i < 3; ++i) CHECK(back.matches[i].score == res.matches[i].score);
+  for (std::size_t i = 0; i < 3; ++i) {
+    CHECK(back.matches[i].score == res.matches[i].score);
+    CHECK_FALSE(back.matches[i].worse);
+  }
+}
+
+TEST_CASE("compare: what got worse ranks before larger improvements (the newcomer trial's outlier run)") {
+  // The trial: block:fp32's SQNR on the outlier layer rose 31.75 -> 71.19 dB (score 3.9, better),
+  // while current scaling's FC2 input underflow rose 0.002 -> 7.1 % (score 0.71, worse): the
+  // regression comes first. Its amax grew 2^10 (the outlier channel).
+  std::vector<MetricsRecord> base = {row(100, "h.2.mlp.c_fc", Role::kActivation, 0, 1e-4, std::pow(10, -3.175)),
+                                     row(100, "h.2.mlp.c_proj", Role::kActivation, 0.002, 1e-4, 1e-3)};
+  std::vector<MetricsRecord> cand = {row(100, "h.2.mlp.c_fc", Role::kActivation, 0, 1e-4, std::pow(10, -7.119)),
+                                     row(100, "h.2.mlp.c_proj", Role::kActivation, 7.1, 1e-3, 1e-3)};
+  base[0].recipe = cand[0].recipe = "block:fp32";
+  base[1].amax = 4.0;
+  cand[1].amax = 4096.0;
+  const auto res = fp8a::compare_records(base, cand);
+  REQUIRE(res.matches.size() == 2);
+  CHECK(res.matches[0].base.key.layer == "h.2.mlp.c_proj");
+  CHECK(res.matches[0].worse);
+  CHECK(res.matches[0].score == doctest::Approx(0.7098).epsilon(kTol));
+  CHECK(res.matches[0].amax_log2 == 10.0);
+  CHECK(res.matches[1].base.key.layer == "h.2.mlp.c_fc");
+  CHECK_FALSE(res.matches[1].worse);
+  CHECK(res.matches[1].score == doctest::Approx(3.944).epsilon(kTol));
+  CHECK(std::isnan(res.matches[1].amax_log2));  // amax 0 on both sides: no growth to state
+  // Unchanged: a score of 0 is not worse.
+  CHECK_FALSE(fp8a::compare_records(base, base).matches[0].worse);
+}
+
+TEST_CASE("compare: delayed scaling under options each run's search chose is matched by kind") {
+  std::vector<MetricsRecord> base = {row(100, "l", Role::kActivation, 0, 1e-4, 1e-3),
+                                     row(100, "l", Role::kGradient, 1, 1e-4, 1e-3)};
+  std::vector<MetricsRecord> cand = {row(100, "l", Role::kActivation, 0, 1e-4, 1e-3),
+                                     row(100, "l", Role::kGradient, 40, 1e-4, 1e-3)};
+  base[0].recipe = base[1].recipe = "delayed:history=32:algo=max:margin=0";
+  cand[0].recipe = cand[1].recipe = "delayed:history=8:algo=max:margin=0";
+  const auto res = fp8a::compare_records(base, cand);
+  REQUIRE(res.matches.size() == 2);
+  CHECK(res.base_only.empty());
+  CHECK(res.cand_only.empty());
+  CHECK(res.base_unmatched_rows == 0);
+  CHECK(res.cand_unmatched_rows == 0);
+  const auto& top = res.matches[0];
+  CHECK(top.base.key.role == Role::kGradient);
+  CHECK(top.worse);
+  CHECK(top.score == doctest::Approx(3.9).epsilon(kTol));
+  CHECK(top.base.recipe == "delayed:history=32:algo=max:margin=0");
+  CHECK(top.cand.recipe == "delayed:history=8:algo=max:margin=0");
+  CHECK(top.step_note == "same step; delayed options differ");
+  // Another kind is never matched across recipes.
+  cand[0].recipe = cand[1].recipe = "current";
+  const auto other = fp8a::compare_records(base, cand);
+  CHECK(other.matches.empty());
+  CHECK(other.base_only.size() == 2);
+  CHECK(other.cand_only.size() == 2);
 }
 
 TEST_CASE("compare: each step pairs with the same step, else the nearest; groups of one side") {

@@ -109,8 +109,9 @@ def check_compare_top(root, csv_path):
     failures = []
     if rows[0].get("class") != "top":
         failures.append("the ranking's first row is not highlighted")
-    if cells[:1] != ["1"] or [cells[3], cells[4], cells[5]] != [first["layer"], first["tensor"], first["recipe"]]:
-        failures.append(f"the ranking's first row {cells[:6]} is not compare.csv's rank 1 {first}")
+    if cells[:2] != ["1", first["change"]] or [cells[4], cells[5], cells[6]] != [first["layer"], first["tensor"],
+                                                                               first["recipe"]]:
+        failures.append(f"the ranking's first row {cells[:7]} is not compare.csv's rank 1 {first}")
     return failures
 
 

@@ -41,15 +41,16 @@ TEST_CASE("compare.html: sections, NVIDIA's example on top, heatmaps, distributi
   CHECK(s.find("<td>  at the same step</td><td class=\"num\">7</td>") != std::string::npos);
   CHECK(s.find("<td>  at the nearest step</td><td class=\"num\">1</td>") != std::string::npos);
   CHECK(s.find("<td>unmatched base rows (groups)</td><td class=\"num\">1 (1)</td>") != std::string::npos);
-  CHECK(s.find("Largest divergence: layers.3.mlp.linear_fc2 activation under current/hybrid (rowwise), score 7.9, "
+  CHECK(s.find("Got worse the most: layers.3.mlp.linear_fc2 activation under current/hybrid (rowwise), score 7.9, "
                "driven by underflow_pct.") != std::string::npos);
   CHECK(s.find("underflow 1 % -&gt; 80 %, saturated 0 % -&gt; 0 %, SQNR 30 -&gt; 20 dB, MSE 0.01 -&gt; 1e+03") !=
         std::string::npos);
   // Ranking: every match, rank 1 (the FC2 input) highlighted and first.
-  CHECK(s.find("Largest divergences: the top 8 of 8 matches") != std::string::npos);
+  CHECK(s.find("Largest divergences, what got worse first: the top 8 of 8 matches") != std::string::npos);
   const std::size_t ranking = s.find("<section id=\"ranking\">");
   const std::size_t first_row = s.find("<tbody><tr", ranking);
-  CHECK(s.find("<tbody><tr class=\"top\"><td class=\"num\">1</td><td class=\"num\">7.900</td>", ranking) == first_row);
+  CHECK(s.find("<tbody><tr class=\"top\"><td class=\"num\">1</td><td>worse</td><td class=\"num\">7.900</td>",
+               ranking) == first_row);
   CHECK(s.find("<td>layers.3.mlp.linear_fc2</td><td>activation</td>", first_row) <
         s.find("</tr>", first_row));
   CHECK(count_of(s, "<tr class=\"top\">") == 1);
@@ -99,7 +100,7 @@ TEST_CASE("compare.html: the top 50 of many, a non-finite score, escaping") {
   }
   const std::string s = render_compare_html(compare_records(base, cand), testing::fixed_compare_info(), 50).contents;
   check_self_contained(s);
-  CHECK(s.find("Largest divergences: the top 50 of 60 matches") != std::string::npos);
+  CHECK(s.find("Largest divergences, what got worse first: the top 50 of 60 matches") != std::string::npos);
   const std::size_t ranking = s.find("<section id=\"ranking\">");
   const std::string table = s.substr(ranking, s.find("</section>", ranking) - ranking);
   CHECK(count_of(table, "<tr") == 1 + 50);
