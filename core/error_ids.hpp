@@ -81,6 +81,7 @@ inline constexpr ErrorIdRow kErrorIdRows[] = {
     {"fp8a.io.102", kInput, "file cannot be opened or mapped, or is not a regular file/directory"},
     {"fp8a.io.103", kInput, "directory holds no captures (`*.safetensors`, `*.npy`, `*.npz`, `*.pt`)"},
     {"fp8a.io.104", kInput, "output directory or file cannot be written"},
+    {"fp8a.io.106", kInput, "a text file (`.csv`, `.log`, `.txt`, `.json`) given as a capture"},
     {"fp8a.io.105", kInput,
      "`compare`: the `metrics.csv` of an earlier `run --out` folder is malformed (file, line and column named)"},
     {"fp8a.io.110", kInput,

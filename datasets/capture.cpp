@@ -383,6 +383,12 @@ CaptureSet load_captures(const std::vector<std::string>& paths, const FileSystem
       case FileSystem::Kind::kMissing:
         throw input_error("fp8a.io.101", p + ": no such file or directory");
       case FileSystem::Kind::kFile:
+        // A text file given as a capture is a mistake with a known fix, not a bad safetensors
+        // header ("header length 7954892051032929395" for an amax trace).
+        for (std::string_view ext : {".csv", ".log", ".txt", ".json"})
+          if (p.ends_with(ext) && !is_description(p))
+            throw input_error("fp8a.io.106", p + ": a text file, not a capture (.safetensors, .npy, .npz, .pt); "
+                                                 "an amax trace or nvdlfw_inspect log goes to --training-log");
         files.push_back(p);
         break;
       case FileSystem::Kind::kDirectory: {

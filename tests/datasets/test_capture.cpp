@@ -171,6 +171,26 @@ TEST_CASE("tokens per step: __metadata__ or fp8a_capture.json, one number for th
   CHECK(load_captures({"d"}, big).tokens.tokens_per_step == 1'000'000'000'000);
 }
 
+TEST_CASE("106: an amax trace or log given as a capture is named for what it is") {
+  MemoryFileSystem fs;
+  const std::string_view trace = "step,tensor,amax\n0,l.activation,1.5\n";
+  const std::vector<std::byte> bytes(reinterpret_cast<const std::byte*>(trace.data()),
+                                     reinterpret_cast<const std::byte*>(trace.data()) + trace.size());
+  for (const char* name : {"c/amax_trace_rank0.csv", "c/nvdlfw.log", "c/notes.txt", "c/other.json"}) {
+    CAPTURE(name);
+    fs.add_file(name, bytes);
+    CHECK_THROWS_WITH_AS(load_captures({name}, fs),
+                         (std::string("[fp8a.io.106] ") + name +
+                          ": a text file, not a capture (.safetensors, .npy, .npz, .pt); an amax trace or "
+                          "nvdlfw_inspect log goes to --training-log")
+                             .c_str(),
+                         Error);
+  }
+  // In a folder they are skipped (the folder's captures are read), and fp8a_capture.json is read.
+  fs.add_file("c/s.safetensors", one_weight());
+  CHECK(load_captures({"c"}, fs).tensors.size() == 1);
+}
+
 TEST_CASE("101 and 103: missing paths and directories without captures") {
   MemoryFileSystem fs;
   fs.add_file("d/notes.txt", raw_file("{}"));
