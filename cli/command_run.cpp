@@ -129,7 +129,28 @@ struct RunCommand {
   double rank_timeout = kDefaultRankTimeout;
   std::string cost;              // --cost: roofline, none, or empty (not given)
   double tokens_per_step = 0;    // --tokens-per-step; 0: not given
+  // Gates for CI: the plan must match --expect-plan's recipe.json (its text, read before the run)
+  // and keep at least --min-fp8-share of the GEMM FLOPs in FP8; else exit kExitGate.
+  std::string expect_plan_path, expect_plan_text;
+  double min_fp8_share = 0;
 };
+
+// --expect-plan's file, read and checked before anything is evaluated: input error fp8a.io.107
+// when it cannot be read or is not a recipe.json.
+std::string read_expected_plan(const std::string& path) {
+  std::string text;
+  try {
+    const auto mapped = DiskFileSystem().map(path);
+    const auto bytes = mapped->bytes();
+    text.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  } catch (const Error& e) {
+    throw input_error("fp8a.io.107", "--expect-plan " + path + ": " + e.what());
+  }
+  std::string why;
+  if (!plan_differences(text, text, &why))
+    throw input_error("fp8a.io.107", "--expect-plan " + path + ": " + why);
+  return text;
+}
 
 // Unset: --help was printed. Usage errors name the option.
 std::optional<RunCommand> parse_run(const Invocation& inv) {
@@ -164,6 +185,12 @@ std::optional<RunCommand> parse_run(const Invocation& inv) {
       ("tokens-per-step", po::value(&tokens_per_step)->default_value(0),
        "tokens one training step runs through each layer, over every data-parallel rank (global "
        "batch x sequence length); default: as the capture records it (0 = that, or unknown)")
+      ("expect-plan", po::value(&cmd.expect_plan_path),
+       "a recipe.json of an earlier run: when this run's plan differs (the chosen candidate, the FP8 "
+       "share, a GEMM's precision), say how on stderr and exit 4 after writing the files (a CI gate)")
+      ("min-fp8-share", po::value(&cmd.min_fp8_share)->default_value(0),
+       "exit 4 after writing the files when the plan keeps less than this share (0..1, as "
+       "recipe.json's fp8_flop_share) of the GEMM FLOPs in FP8 (a CI gate)")
       ("quiet", "print only the answer on stdout (errors and warnings still go to stderr; no "
                 "progress)")
       ("progress-every", po::value(&cmd.progress_every)->default_value(10.0),
@@ -202,6 +229,8 @@ std::optional<RunCommand> parse_run(const Invocation& inv) {
   // A step of 10^12 tokens is far beyond any training run (Llama 3's largest was 1.6e7); beyond
   // it the roofline's sums lose meaning (1e305 printed "speedup -nanx").
   check_finite_option(kBadTokensPerStep, "tokens-per-step", tokens_per_step, 0, kMaxTokensPerStep);
+  check_finite_option("fp8a.usage.244", "min-fp8-share", cmd.min_fp8_share, 0, 1);
+  if (!cmd.expect_plan_path.empty()) cmd.expect_plan_text = read_expected_plan(cmd.expect_plan_path);
   request.recommend = std::move(asked);
   if (vm.count("training-recipe") != 0) {
     request.training_recipe = parse_recipe(training_recipe_text);
@@ -218,6 +247,40 @@ std::optional<RunCommand> parse_run(const Invocation& inv) {
   cmd.resume = vm.count("resume") != 0;
   cmd.default_recipes = !cmd.eval.recipes_given;
   return cmd;
+}
+
+// The gates of a finished run, each failure a line on stderr; kExitGate when any failed.
+int check_gates(const RunCommand& cmd, const std::vector<Artifact>& artifacts, const Recommendation* rec) {
+  const auto recipe = std::find_if(artifacts.begin(), artifacts.end(), [](const Artifact& a) { return a.name == "recipe.json"; });
+  if (recipe == artifacts.end()) {
+    if (cmd.expect_plan_path.empty() && !(cmd.min_fp8_share > 0)) return kExitOk;
+    std::cerr << "fp8-advisor: gate: no plan to check (--no-gemms makes no recommendation)\n";
+    return kExitGate;
+  }
+  int rc = kExitOk;
+  if (!cmd.expect_plan_path.empty()) {
+    std::string why;
+    const auto diff = plan_differences(cmd.expect_plan_text, recipe->contents, &why);
+    FP8A_CHECK(diff.has_value(), "run's own recipe.json is a recipe.json");
+    if (!diff->empty()) {
+      std::cerr << "fp8-advisor: gate: the plan differs from --expect-plan " << terminal_text(cmd.expect_plan_path)
+                << " (" << diff->size() << (diff->size() == 1 ? " difference" : " differences") << "):\n";
+      constexpr std::size_t kShown = 20;
+      for (std::size_t i = 0; i < diff->size() && i < kShown; ++i) std::cerr << "  " << (*diff)[i] << "\n";
+      if (diff->size() > kShown) std::cerr << "  and " << diff->size() - kShown << " more\n";
+      rc = kExitGate;
+    }
+  }
+  if (cmd.min_fp8_share > 0) {
+    const double share = rec != nullptr && rec->chosen ? rec->candidates[*rec->chosen].fp8_flop_share : 0.0;
+    if (share < cmd.min_fp8_share) {
+      std::cerr << format_text("fp8-advisor: gate: the plan keeps %.1f %% of the GEMM FLOPs in FP8, under "
+                               "--min-fp8-share %.1f %%\n",
+                               100 * share, 100 * cmd.min_fp8_share);
+      rc = kExitGate;
+    }
+  }
+  return rc;
 }
 
 // The cost the recommendation is priced with, once the captures say what they record: the roofline
@@ -436,7 +499,7 @@ int command_run(const Invocation& inv) {
   const std::string answer_text = render_answer(answer) + terminal_text(wrote) + "\n";
   if (cmd.quiet) {
     std::cout << answer_text;
-    return kExitOk;
+    return check_gates(cmd, artifacts, answer.recommendation);
   }
   std::cout << "fp8-advisor " << FP8A_VERSION << ": " << captures.tensors.size() << " tensors from "
             << captures.files.size() << " file(s), " << info.recipes.size() << " recipe(s), format "
@@ -445,7 +508,8 @@ int command_run(const Invocation& inv) {
             << answer_text << "\n"
             << render_layer_table(layers);
   if (info.logged_stats) std::cout << render_logged_stats_line(*info.logged_stats, request.training_recipe.has_value());
-  return kExitOk;
+  std::cout.flush();
+  return check_gates(cmd, artifacts, answer.recommendation);
 }
 
 }  // namespace fp8a::cli

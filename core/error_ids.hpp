@@ -17,7 +17,9 @@ enum class ErrorKind {
   kInternal,  // a bug, or a failure of the CUDA runtime or cuBLASLt: exit 1
 };
 
-enum ExitCode : int { kExitOk = 0, kExitInternal = 1, kExitUsage = 2, kExitInput = 3 };
+// kExitGate: `run` finished and wrote its files, and a gate it was given failed (--expect-plan,
+// --min-fp8-share): for CI jobs that must notice a changed plan.
+enum ExitCode : int { kExitOk = 0, kExitInternal = 1, kExitUsage = 2, kExitInput = 3, kExitGate = 4 };
 
 constexpr int exit_code_of(ErrorKind kind) {
   switch (kind) {
@@ -77,11 +79,13 @@ inline constexpr ErrorIdRow kErrorIdRows[] = {
     {"fp8a.usage.242", kUsage,
      "bad `--te-version` (a Transformer Engine release X.Y or X.Y.Z in the supported range, named)"},
     {"fp8a.usage.243", kUsage, "bad `--out` (an empty path, or a symbolic link to nothing)"},
+    {"fp8a.usage.244", kUsage, "bad `--min-fp8-share` (a number from 0 to 1)"},
     {"fp8a.io.101", kInput, "capture path does not exist"},
     {"fp8a.io.102", kInput, "file cannot be opened or mapped, or is not a regular file/directory"},
     {"fp8a.io.103", kInput, "directory holds no captures (`*.safetensors`, `*.npy`, `*.npz`, `*.pt`)"},
     {"fp8a.io.104", kInput, "output directory or file cannot be written"},
     {"fp8a.io.106", kInput, "a text file (`.csv`, `.log`, `.txt`, `.json`) given as a capture"},
+    {"fp8a.io.107", kInput, "`--expect-plan`: the file cannot be read or is not a recipe.json"},
     {"fp8a.io.105", kInput,
      "`compare`: the `metrics.csv` of an earlier `run --out` folder is malformed (file, line and column named)"},
     {"fp8a.io.110", kInput,

@@ -1,6 +1,7 @@
 #include "reports/recipe_json.hpp"
 
 #include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -136,6 +137,84 @@ Artifact render_recipe_json(const Recommendation& rec, const RunInfo& info) {
                            " fp8, " + std::to_string(mixed) + " mixed, " + std::to_string(bf16) +
                            " bf16";
   return {"recipe.json", json_document(std::move(j), 2), note};
+}
+
+namespace {
+
+// A recipe.json's plan: the chosen candidate, the FP8 share, per layer the GEMMs' precision and
+// reason. Unset when the text is not a recipe.json.
+struct PlanView {
+  std::string candidate = "none";
+  double fp8_share = 0;
+  std::map<std::string, std::map<std::string, std::pair<std::string, std::string>>> layers;
+};
+
+std::optional<PlanView> plan_view(std::string_view text, std::string* why) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    *why = "not JSON";
+    return std::nullopt;
+  }
+  const auto layers = j.find("layers");
+  const auto predicted = j.find("predicted");
+  if (layers == j.end() || !layers->is_array() || predicted == j.end() || !predicted->is_object()) {
+    *why = "not a recipe.json (no \"layers\" array or \"predicted\" object)";
+    return std::nullopt;
+  }
+  PlanView v;
+  if (const auto c = j.find("candidate"); c != j.end() && c->is_object() && c->contains("name") &&
+                                          (*c)["name"].is_string())
+    v.candidate = (*c)["name"].get<std::string>();
+  if (const auto s = predicted->find("fp8_flop_share"); s != predicted->end() && s->is_number())
+    v.fp8_share = s->get<double>();
+  for (const auto& l : *layers) {
+    if (!l.is_object() || !l.contains("layer") || !l["layer"].is_string() || !l.contains("gemms") ||
+        !l["gemms"].is_object()) {
+      *why = "not a recipe.json (a layer without \"layer\" or \"gemms\")";
+      return std::nullopt;
+    }
+    auto& gemms = v.layers[l["layer"].get<std::string>()];
+    for (const auto& [gemm, g] : l["gemms"].items()) {
+      if (!g.is_object() || !g.contains("precision") || !g["precision"].is_string()) continue;
+      const std::string reason = g.contains("reason") && g["reason"].is_string() ? g["reason"].get<std::string>() : "";
+      gemms[gemm] = {g["precision"].get<std::string>(), reason};
+    }
+  }
+  return v;
+}
+
+}  // namespace
+
+std::optional<std::vector<std::string>> plan_differences(std::string_view before, std::string_view after,
+                                                         std::string* why) {
+  const std::optional<PlanView> b = plan_view(before, why);
+  if (!b) return std::nullopt;
+  const std::optional<PlanView> a = plan_view(after, why);
+  if (!a) return std::nullopt;
+  std::vector<std::string> out;
+  if (b->candidate != a->candidate)
+    out.push_back("candidate: " + visible_text(b->candidate) + " -> " + visible_text(a->candidate));
+  if (std::abs(b->fp8_share - a->fp8_share) >= 0.0005)
+    out.push_back(format_text("FP8 share of the GEMM FLOPs: %.1f %% -> %.1f %%", 100 * b->fp8_share, 100 * a->fp8_share));
+  for (const auto& [layer, gemms] : b->layers)
+    if (a->layers.count(layer) == 0) out.push_back(visible_text(layer) + ": only in the earlier plan");
+  for (const auto& [layer, gemms] : a->layers)
+    if (b->layers.count(layer) == 0) out.push_back(visible_text(layer) + ": only in the new plan");
+  for (const auto& [layer, gemms] : a->layers) {
+    const auto old = b->layers.find(layer);
+    if (old == b->layers.end()) continue;
+    for (const char* gemm : {"fprop", "dgrad", "wgrad"}) {
+      const auto now = gemms.find(gemm);
+      const auto was = old->second.find(gemm);
+      const std::string p_now = now == gemms.end() ? "none" : now->second.first;
+      const std::string p_was = was == old->second.end() ? "none" : was->second.first;
+      if (p_now == p_was) continue;
+      std::string line = visible_text(layer) + " " + gemm + ": " + visible_text(p_was) + " -> " + visible_text(p_now);
+      if (now != gemms.end() && !now->second.second.empty()) line += ": " + visible_text(now->second.second);
+      out.push_back(std::move(line));
+    }
+  }
+  return out;
 }
 
 }  // namespace fp8a

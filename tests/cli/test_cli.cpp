@@ -789,6 +789,40 @@ TEST_CASE("a training log from another run: warned, and first among what was not
   CHECK(o.err.find("does not match") == std::string::npos);
 }
 
+TEST_CASE("CI gates: --expect-plan and --min-fp8-share exit 4 after writing, saying why") {
+  TempDir base, same, moved;
+  auto run_on = [&](const TempDir& out, const std::string& extra) {
+    return run("run --capture " + sample() + " --format hybrid --out " + shell_quote(out.path.string()) + " --quiet " +
+               extra);
+  };
+  REQUIRE(run_on(base, "").rc == 0);
+  const std::string plan = shell_quote((base.path / "recipe.json").string());
+  // The same inputs: the same plan, exit 0, nothing on stderr.
+  const auto s = run_on(same, "--expect-plan " + plan + " --min-fp8-share 1");
+  CHECK(s.rc == 0);
+  CHECK(s.err.empty());
+  // Priced at a real token count these toy layers all go to BF16: both gates fail, the files are written.
+  const auto m = run_on(moved, "--expect-plan " + plan + " --min-fp8-share 0.5 --tokens-per-step 1e6");
+  CHECK(m.rc == 4);
+  CHECK(std::filesystem::exists(moved.path / "recipe.json"));
+  CHECK(m.err.rfind("fp8-advisor: gate: the plan differs from --expect-plan " + (base.path / "recipe.json").string() +
+                        " (13 differences):\n  FP8 share of the GEMM FLOPs: 100.0 % -> 0.0 %\n"
+                        "  layers.0.mlp.linear_fc2 fprop: fp8 -> bf16: FP8 would not pay on h100: ",
+                    0) == 0);
+  CHECK(m.err.find("\nfp8-advisor: gate: the plan keeps 0.0 % of the GEMM FLOPs in FP8, under --min-fp8-share "
+                   "50.0 %\n") != std::string::npos);
+  // Not a recipe.json, or out of range: refused before anything runs.
+  TempDir bad;
+  const auto j = run_on(bad, "--expect-plan " + shell_quote((base.path / "metrics.csv").string()));
+  CHECK(j.rc == 3);
+  CHECK(j.err == "fp8-advisor: error: [fp8a.io.107] --expect-plan " + (base.path / "metrics.csv").string() +
+                     ": not JSON\n");
+  const auto summary = run_on(bad, "--expect-plan " + shell_quote((base.path / "summary.json").string()));
+  CHECK(summary.err.find("not a recipe.json (no \"layers\" array or \"predicted\" object)") != std::string::npos);
+  CHECK(run_on(bad, "--min-fp8-share 1.5").rc == 2);
+  CHECK_FALSE(std::filesystem::exists(bad.path / "recipe.json"));
+}
+
 TEST_CASE("edge cases of the advice: one captured step, a policy that rejects everything") {
   // One step, no training log: no trend, and the answer says what that leaves unjudged.
   TempDir a;

@@ -143,3 +143,30 @@ TEST_CASE("recipe.json: what TE's recipe cannot express is a note beside the nea
   CHECK(got.find("OCP MX floor rule") != std::string::npos);
   check_golden("recipe_mxfp8_floor.json", got);
 }
+
+TEST_CASE("plan_differences: the candidate, the FP8 share, layers and GEMM precisions, in that order") {
+  const std::string before = R"({"candidate": {"name": "current/hybrid"}, "predicted": {"fp8_flop_share": 1.0},
+    "layers": [{"layer": "a", "gemms": {"fprop": {"precision": "fp8"}, "dgrad": {"precision": "fp8"},
+                                        "wgrad": {"precision": "fp8"}}},
+               {"layer": "gone", "gemms": {}}]})";
+  const std::string after = R"({"candidate": {"name": "block/hybrid"}, "predicted": {"fp8_flop_share": 0.75},
+    "layers": [{"layer": "a", "gemms": {"fprop": {"precision": "fp8"}, "dgrad": {"precision": "fp8"},
+                                        "wgrad": {"precision": "bf16", "reason": "wgrad underflow 9 %"}}},
+               {"layer": "new\u001b[31m", "gemms": {}}]})";
+  std::string why;
+  const auto d = fp8a::plan_differences(before, after, &why);
+  REQUIRE(d.has_value());
+  CHECK(*d == std::vector<std::string>{"candidate: current/hybrid -> block/hybrid",
+                                       "FP8 share of the GEMM FLOPs: 100.0 % -> 75.0 %", "gone: only in the earlier plan",
+                                       "new\\x1b[31m: only in the new plan", "a wgrad: fp8 -> bf16: wgrad underflow 9 %"});
+  CHECK(fp8a::plan_differences(after, after, &why)->empty());
+  // No chosen candidate is "none".
+  const std::string none = R"({"candidate": null, "predicted": {"fp8_flop_share": 0.75}, "layers": []})";
+  CHECK(fp8a::plan_differences(none, none, &why)->empty());
+  CHECK(fp8a::plan_differences(before, none, &why)->front() == "candidate: current/hybrid -> none");
+  for (const char* bad : {"[1]", "{", R"({"layers": []})", R"({"layers": [1], "predicted": {}})"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(fp8a::plan_differences(bad, after, &why).has_value());
+    CHECK_FALSE(why.empty());
+  }
+}
