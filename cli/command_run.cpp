@@ -229,7 +229,8 @@ std::optional<RunCommand> parse_run(const Invocation& inv) {
   // A step of 10^12 tokens is far beyond any training run (Llama 3's largest was 1.6e7); beyond
   // it the roofline's sums lose meaning (1e305 printed "speedup -nanx").
   check_finite_option(kBadTokensPerStep, "tokens-per-step", tokens_per_step, 0, kMaxTokensPerStep);
-  check_finite_option("fp8a.usage.244", "min-fp8-share", cmd.min_fp8_share, 0, 1);
+  constexpr UsageId kBadMinFp8Share = "fp8a.usage.244";
+  check_finite_option(kBadMinFp8Share, "min-fp8-share", cmd.min_fp8_share, 0, 1);
   if (!cmd.expect_plan_path.empty()) cmd.expect_plan_text = read_expected_plan(cmd.expect_plan_path);
   request.recommend = std::move(asked);
   if (vm.count("training-recipe") != 0) {
