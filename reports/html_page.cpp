@@ -26,6 +26,10 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 tr.bf16 td { font-weight: bold; }
 tr.top td { font-weight: bold; background: #fff2b3; }
 .answer { font-size: 1.15em; border: 2px solid #333; padding: 0.6em; background: #f8f8f8; }
+table.plan td.fp8 { background: #b7e4b0; }
+table.plan td.bf16 { background: #f4a9a0; font-weight: bold; }
+table.plan td.cost { background: #d9d9d9; }
+table.plan td.unjudged { background: #fff; color: #777; font-style: italic; }
 .note { color: #444; font-style: italic; }
 .card { border: 1px solid #999; padding: 0.4em 0.9em; margin: 1.2em 0; page-break-inside: avoid; }
 .plots { display: flex; flex-wrap: wrap; gap: 0 1em; }

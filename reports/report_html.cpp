@@ -72,6 +72,54 @@ struct Page {
 
 // ---- summary --------------------------------------------------------------------------------------
 
+// The plan at a glance: one row per layer, one cell per GEMM coloured by the precision the chosen
+// plan gives it: FP8, BF16 for the numbers (the limiting criterion named in the cell, the whole
+// reason in its title), BF16 because FP8 would not pay, or not judged.
+void render_plan_grid(Markup& m, const Page& p) {
+  const Recommendation& rec = *p.in.recommendation;
+  const CandidatePlan& c = *p.chosen;
+  m.open("table", {{"class", "plan"}}).open("thead").open("tr");
+  for (const char* h : {"layer", "fprop", "dgrad", "wgrad"}) m.element("th", {}, h);
+  m.close().close().open("tbody");
+  std::size_t counts[4] = {};  // fp8, bf16 numbers, bf16 cost, not judged
+  std::map<std::string, std::size_t> position;  // layer -> index into rec.layers
+  for (std::size_t li = 0; li < rec.layers.size(); ++li) position.emplace(rec.layers[li].layer, li);
+  for (const std::string& name : p.layers) {  // model order
+    const auto at = position.find(name);
+    if (at == position.end()) continue;
+    const std::size_t li = at->second;
+    const LayerDecision& l = rec.layers[li];
+    m.open("tr").element("td", {}, l.layer);
+    for (const GemmDecision& g : l.gemms) {
+      const auto gi = static_cast<std::size_t>(g.gemm);
+      const std::string cost = li < c.not_paying.size() ? c.not_paying[li][gi] : std::string();
+      const GemmJudgement* j = li < c.layers.size() ? &c.layers[li].gemms[gi] : nullptr;
+      std::string cls, text, title = g.reason;
+      if (!g.judged) {
+        cls = "unjudged", text = "not judged", ++counts[3];
+      } else if (g.precision == Precision::kFp8) {
+        cls = "fp8", text = "FP8", ++counts[0];
+      } else if (!cost.empty()) {
+        cls = "cost", text = "BF16: cost", title = cost, ++counts[2];
+      } else {
+        cls = "bf16", text = "BF16", ++counts[1];
+        if (j != nullptr && j->judged && !j->fp8_safe)
+          if (const Verdict& v = failing_verdict(*j); v.limiting) text += std::string(": ") + criterion_name(*v.limiting);
+      }
+      if (title.empty()) m.element("td", {{"class", cls}}, text);
+      else m.element("td", {{"class", cls}, {"title", title}}, text);
+    }
+    m.close();
+  }
+  m.close().close();
+  m.element("p", {{"class", "note"}},
+            format_text("%zu GEMMs FP8, %zu BF16 for the numbers, %zu BF16 because FP8 would not pay, %zu not "
+                        "judged; FP8 share of GEMM FLOPs %.1f %%%s. Hover a cell for its reason; the layer cards "
+                        "below have the numbers.",
+                        counts[0], counts[1], counts[2], counts[3], 100.0 * c.fp8_flop_share,
+                        c.speedup ? format_text(", predicted GEMM speedup %.3fx", *c.speedup).c_str() : ""));
+}
+
 void render_summary(Markup& m, const Page& p) {
   const RunInfo& info = *p.in.info;
   const Recommendation* rec = p.in.recommendation;
@@ -104,6 +152,7 @@ void render_summary(Markup& m, const Page& p) {
     m.element("p", {}, cost + format_text("FP8 share of GEMM FLOPs %.1f %%.", 100.0 * c.fp8_flop_share));
   }
   m.close();
+  if (rec && p.chosen) render_plan_grid(m, p);
 
   // The BF16 fallbacks, each with its reason.
   if (rec && p.chosen) {
@@ -114,7 +163,7 @@ void render_summary(Markup& m, const Page& p) {
         if (!g.judged || g.precision != Precision::kBf16) continue;
         std::string reason = g.reason;
         if (li < p.chosen->not_paying.size() && !p.chosen->not_paying[li][static_cast<int>(g.gemm)].empty())
-          reason = "FP8 would not pay: " + p.chosen->not_paying[li][static_cast<int>(g.gemm)];
+          reason = p.chosen->not_paying[li][static_cast<int>(g.gemm)];
         rows.push_back({{l.layer}, {gemm_name(g.gemm)}, {reason}});
       }
     }

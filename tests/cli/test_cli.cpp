@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -49,6 +50,12 @@ constexpr double kGemmMedianRelTol = 2e-4;
 constexpr double kGemmNoiseRelTol = 1e-5;
 
 std::string sample() { return shell_quote((kSource / "datasets/sample").string()); }
+
+std::size_t count_of(const std::string& s, const std::string& what) {
+  std::size_t n = 0;
+  for (auto at = s.find(what); at != std::string::npos; at = s.find(what, at + what.size())) ++n;
+  return n;
+}
 
 // A safetensors file with one 1-D F32 tensor, written by the tests' builder.
 std::string one_tensor(const std::string& name, const std::vector<float>& values) {
@@ -787,6 +794,32 @@ TEST_CASE("a training log from another run: warned, and first among what was not
   const auto o = run(real_run("lm-sane", own.path, "--gemm-rows 256 --quiet"));
   REQUIRE(o.rc == 0);
   CHECK(o.err.find("does not match") == std::string::npos);
+}
+
+TEST_CASE("report.html's plan grid: BF16 cells name the criterion or the cost, FP8 cells are FP8") {
+  // lm-spike under TE's default delayed scaling: the first layer's dgrad and wgrad fail.
+  TempDir spike;
+  REQUIRE(run(real_run("lm-spike", spike.path, "--recipes delayed --format hybrid --cost none --quiet --gemm-rows 256"))
+              .rc == 0);
+  const std::string page = slurp(spike.path / "report.html");
+  const auto grid = page.find("<table class=\"plan\">");
+  REQUIRE(grid != std::string::npos);
+  const std::string row = page.substr(grid, page.find("</tr>", page.find("<td>layers.0.self_attention", grid)) - grid);
+  // Without the reasons on hover (title="..."): the precision and the criterion of each cell.
+  const std::string cells = std::regex_replace(row, std::regex(" title=\"[^\"]*\""), "");
+  CHECK(cells.find("<td>layers.0.self_attention.linear_qkv</td><td class=\"fp8\">FP8</td><td class=\"bf16\">BF16: "
+                   "saturation</td><td class=\"bf16\">BF16: underflow</td>") != std::string::npos);
+  CHECK(row.find("<td class=\"bf16\" title=\"step ") != std::string::npos);
+  CHECK(page.find("4 GEMMs FP8, 2 BF16 for the numbers, 0 BF16 because FP8 would not pay, 0 not judged; FP8 share of "
+                  "GEMM FLOPs 71.4 %.") != std::string::npos);
+  // The sample priced at a real token count: every GEMM "BF16: cost", the roofline's numbers on hover.
+  TempDir cost;
+  REQUIRE(run("run --capture " + sample() + " --out " + shell_quote(cost.path.string()) +
+              " --quiet --tokens-per-step 1e6")
+              .rc == 0);
+  const std::string c = slurp(cost.path / "report.html");
+  CHECK(count_of(c, "<td class=\"cost\" title=\"FP8 would not pay on h100: ") == 12);
+  CHECK(count_of(c, ">BF16: cost</td>") == 12);
 }
 
 TEST_CASE("CI gates: --expect-plan and --min-fp8-share exit 4 after writing, saying why") {

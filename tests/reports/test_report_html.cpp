@@ -120,6 +120,18 @@ TEST_CASE("report.html: the sections, the answer and the reasons, self-contained
   CHECK(s.find("not judged: no amax trend from a single captured step") != std::string::npos);
   CHECK(s.find("holds 1 NaN and 0 Inf elements &lt;&amp;&gt;") != std::string::npos);
   CHECK(s.find("The answer as printed by run") != std::string::npos);
+  // The plan at a glance, right after the answer, layers in model order: every GEMM coloured by
+  // its precision, the BF16 one with its reason on hover.
+  const auto grid = s.find("<table class=\"plan\">");
+  REQUIRE(grid != std::string::npos);
+  CHECK(grid < s.find("GEMMs kept in BF16: 1"));
+  CHECK(s.find("<tr><td>layers.2.fc1</td><td class=\"fp8\">FP8</td><td class=\"fp8\">FP8</td><td class=\"bf16\" "
+               "title=\"step 10 gradient underflow 7.5 % (&gt; 5 %) under current/hybrid\">BF16</td></tr>"
+               "<tr><td>layers.10.fc1</td>",
+               grid) != std::string::npos);
+  CHECK(s.find("5 GEMMs FP8, 1 BF16 for the numbers, 0 BF16 because FP8 would not pay, 0 not judged; FP8 share of "
+               "GEMM FLOPs 83.3 %, predicted GEMM speedup 1.375x.",
+               grid) != std::string::npos);
   // (b) heatmaps: every role rowwise, and the columnwise copies mxfp8 evaluates; three metrics each.
   const auto charts = svgs_of(s);
   CHECK(charts.size() == 6 * 3);
