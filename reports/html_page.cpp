@@ -35,6 +35,7 @@ table.plan td.unjudged { background: #fff; color: #777; font-style: italic; }
 .plots { display: flex; flex-wrap: wrap; gap: 0 1em; }
 svg.chart { display: block; margin: 0.6em 0; max-width: 100%; height: auto; }
 nav ul { columns: 2; }
+details.fold summary { cursor: pointer; color: #0645ad; margin: 0.4em 0; }
 @media print { body { max-width: none; margin: 0; } h2 { page-break-before: always; } .card { page-break-inside: avoid; } a { color: inherit; text-decoration: none; } }
 )";
 

@@ -118,6 +118,24 @@ void render_plan_grid(Markup& m, const Page& p) {
                         "below have the numbers.",
                         counts[0], counts[1], counts[2], counts[3], 100.0 * c.fp8_flop_share,
                         c.speedup ? format_text(", predicted GEMM speedup %.3fx", *c.speedup).c_str() : ""));
+  // The candidates side by side: what each would keep in FP8 and what it would gain.
+  std::vector<std::vector<Cell>> rows;
+  std::vector<std::string> classes;
+  for (const CandidatePlan& k : rec.candidates) {
+    rows.push_back({{candidate_name(k.candidate)}, {format_text("%.1f %%", 100.0 * k.fp8_flop_share), true},
+                    {k.speedup ? format_text("%.3fx", *k.speedup) : std::string("-"), true},
+                    {std::to_string(k.gemms_to_bf16), true}, {std::to_string(k.gemms_not_paying), true},
+                    {k.runnable ? (&k == &c ? std::string("chosen") : std::string()) : k.excluded}});
+    classes.push_back(&k == &c ? "top" : "");
+  }
+  for (const GpuExclusion& e : rec.gpu_excluded) {
+    rows.push_back({{e.candidate}, {"-", true}, {"-", true}, {"-", true}, {"-", true}, {e.reason}});
+    classes.push_back("");
+  }
+  m.element("h3", {}, "The candidates side by side");
+  table(m, {"candidate", "FP8 share of GEMM FLOPs", "predicted speedup", "GEMMs to BF16 (numbers)",
+            "to BF16 (cost)", "note"},
+        rows, classes);
 }
 
 void render_summary(Markup& m, const Page& p) {
@@ -295,6 +313,9 @@ void render_heatmaps(Markup& m, const Page& p, std::vector<std::string>* thinned
     m.close();
     return;
   }
+  // Folded: the plan and the answer come first; the maps are a click away (and not printed).
+  m.open("details", {{"class", "fold"}});
+  m.element("summary", {}, format_text("Show the heatmaps (%zu layers x %zu candidates)", rows.size(), cols.size()));
   struct MetricInfo {
     HeatMetric metric;
     const char* id;
@@ -353,6 +374,7 @@ void render_heatmaps(Markup& m, const Page& p, std::vector<std::string>* thinned
       }
     }
   }
+  m.close();  // details
   m.close();
 }
 
@@ -710,9 +732,14 @@ void render_cards(Markup& m, const Page& p, std::vector<std::string>* thinned) {
     m.open("div", {{"class", "card"}, {"id", p.anchor(layer)}});
     m.element("h3", {}, layer);
     render_decision(m, p, layer);
+    // The decision open; its evidence (every copy under every candidate, the GEMM errors, the
+    // charts) folded: 17 layers printed to 111 pages with all of it open (issue 37).
+    m.open("details", {{"class", "fold"}});
+    m.element("summary", {}, "Show the evidence: operand copies, GEMM errors, amax traces and histograms");
     render_operands(m, p, layer, several);
     render_gemms(m, p, layer, several);
     render_operand_views(m, p, layer);
+    m.close();
     m.close();
     ++shown;
   }

@@ -6,7 +6,10 @@
   or failed load, a CSP or parser complaint) and no network request from the page at all (the
   resolver maps every host to NOTFOUND, and Chromium's net log is read for requests the page made);
 - the page is not blank: a share of non-background pixels, many distinct colours, colour pixels;
-- the first heatmap's pixels change with the data: the synth preset `outlier-growth` captured at
+- the first screen (1400 x 900) of the sample's report holds the whole answer box and the plan
+  grid (each found by rendering the page with everything else hidden);
+- a 17-layer report prints (--print-to-pdf) to at most 30 pages;
+- the first heatmap's pixels change with the data (on copies with the folded sections opened): the synth preset `outlier-growth` captured at
   steps 1,2 (outliers small) and at 99,100 (outliers 20x larger) gives two reports with the same
   layers and candidates; the heatmap's box is found by rendering each page with everything but
   that <svg> hidden (visibility keeps the layout), and inside it the two screenshots must differ
@@ -32,7 +35,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pngio  # noqa: E402
 
-WINDOW = (1280, 2400)
+WINDOW = (1280, 3600)
 RENDER_TIMEOUT_S = 60
 RUN_TIMEOUT_S = 120
 # Quiet, offline, deterministic: no GPU, no sandbox (CI runs as root), no first-run or background
@@ -184,21 +187,37 @@ def first_heatmap(html_text):
     raise Failure("no heatmap (an <svg> with hm-* ids) in the page")
 
 
+def unfolded(html, work):
+    """A copy of the page with every folded <details> open (the heatmaps and the layer cards'
+    evidence are folded under the plan); its path."""
+    text = open(html, encoding="utf-8").read()
+    path = os.path.join(work, os.path.basename(os.path.dirname(html)) + "-open.html")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text.replace('<details class="fold">', '<details class="fold" open>'))
+    return path
+
+
 def heatmap_box(chromium, html, work):
     """The box (x0, y0, x1, y1) the first heatmap's <svg> covers on the page: the page rendered
     with everything else visibility:hidden (same layout), the bounding box of what is left."""
     text = open(html, encoding="utf-8").read()
     _, at = first_heatmap(text)
+    return element_box(chromium, html, work, text, at, "<svg", "heatmap", WINDOW)
+
+
+def element_box(chromium, html, work, text, at, tag, what, window):
+    """The box the element whose start tag `tag` begins at `at` in `text` (the page of `html`)
+    covers when rendered at `window`, everything else visibility:hidden."""
     target = "fp8a-render-target"
     mask = (f"<style>body * {{ visibility: hidden !important; }} "
             f"#{target}, #{target} * {{ visibility: visible !important; }}</style>")
     if "</head>" not in text[:at]:
-        raise Failure(f"{html}: no </head> before the heatmap")
-    text = text[:at] + f'<svg id="{target}"' + text[at + 4:]
-    masked = os.path.join(work, os.path.basename(os.path.dirname(html)) + "-mask.html")
+        raise Failure(f"{html}: no </head> before the {what}")
+    text = text[:at] + f'{tag} id="{target}"' + text[at + len(tag):]
+    masked = os.path.join(work, os.path.basename(os.path.dirname(html)) + "-" + what.replace(" ", "-") + "-mask.html")
     with open(masked, "w", encoding="utf-8") as f:
         f.write(text.replace("</head>", mask + "</head>", 1))
-    r = render(chromium, masked, masked[:-5] + ".png", work)
+    r = render(chromium, masked, masked[:-5] + ".png", work, window)
     img = r.image
     bg = img.rgb(img.width - 1, 0)
     bg_row = img.rows[0]
@@ -212,11 +231,76 @@ def heatmap_box(chromium, html, work):
             ys.append(y)
             xs += (hits[0], hits[-1])
     if not ys:
-        raise Failure(f"{html}: the first heatmap is not drawn in the top {img.height} px")
+        raise Failure(f"{html}: the {what} is not drawn in the top {img.height} px")
     box = (min(xs), ys[0], max(xs) + 1, ys[-1] + 1)
     if box[3] >= img.height:
-        raise Failure(f"{html}: the first heatmap runs past the {img.height} px window ({box})")
+        raise Failure(f"{html}: the {what} runs past the {img.height} px window ({box})")
     return box
+
+
+# A 17-layer report (the newcomer trial's model: 4 blocks of 4 linears and an output layer)
+# printed to PDF: at most this many pages (it was 111 with every section open; issue 37).
+PRINT_LAYERS = 17
+MAX_PRINT_PAGES = 30
+
+
+def write_layers_capture(path, layers, tokens=64, width=256):
+    """A capture of `layers` linears (X [tokens, width], W [width, width], dY [tokens, width], F32
+    Gaussians from a fixed seed) in one safetensors file, written by python/fp8a_safetensors."""
+    import array
+    import random
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+    import fp8a_safetensors
+    rng = random.Random(17)
+    tensors = {}
+    for i in range(layers):
+        for role, rows, sigma in (("activation", tokens, 1.0), ("weight", width, 0.02), ("gradient", tokens, 1e-3)):
+            data = array.array("f", (rng.gauss(0.0, sigma) for _ in range(rows * width)))
+            tensors[f"h.{i // 4}.linear_{i % 4}.{role}" if i < 16 else f"lm_head.{role}"] = ("F32", [rows, width], data)
+    os.makedirs(path, exist_ok=True)
+    fp8a_safetensors.write_safetensors(os.path.join(path, "step_000010.safetensors"), tensors, {"step": "10"})
+
+
+def print_pages(chromium, html, pdf, work):
+    """The number of pages `html` prints to (headless Chromium's --print-to-pdf, A4/Letter default)."""
+    profile = tempfile.mkdtemp(prefix="profile-", dir=work)
+    cmd = [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--no-pdf-header-footer",
+           f"--print-to-pdf={pdf}", "file://" + os.path.abspath(html)]
+    rc, out, err = run_bounded(cmd, RENDER_TIMEOUT_S, env=dict(os.environ, DBUS_SESSION_BUS_ADDRESS="disabled:"))
+    shutil.rmtree(profile, ignore_errors=True)
+    if rc != 0 or not os.path.exists(pdf):
+        raise Failure(f"chromium exit {rc} printing {html}: " + "\n".join((out + err).strip().splitlines()[-4:]))
+    with open(pdf, "rb") as f:
+        return len(re.findall(rb"/Type\s*/Page[^s]", f.read()))
+
+
+def check_print_pages(chromium, binary, work, failures, notes):
+    cap = os.path.join(work, "layers17")
+    write_layers_capture(cap, PRINT_LAYERS)
+    out = os.path.join(work, "layers17-run")
+    run_fp8(binary, ["run", "--capture", cap, "--out", out, "--cost", "none", "--quiet"], "run on 17 layers")
+    pages = print_pages(chromium, os.path.join(out, "report.html"), os.path.join(work, "layers17.pdf"), work)
+    if pages > MAX_PRINT_PAGES:
+        failures.append(f"a {PRINT_LAYERS}-layer report prints to {pages} pages (at most {MAX_PRINT_PAGES})")
+    notes.append(f"a {PRINT_LAYERS}-layer report prints to {pages} pages")
+
+
+# The first screen a reader sees: the answer and the plan at a glance must be on it whole.
+FIRST_SCREEN = (1400, 900)
+
+
+def check_first_screen(chromium, html, work, failures, notes):
+    text = open(html, encoding="utf-8").read()
+    for tag, marker, what in (("<div", '<div class="answer">', "answer"), ("<table", '<table class="plan">', "plan grid")):
+        at = text.find(marker)
+        if at < 0:
+            failures.append(f"{html}: no {what} ({marker})")
+            continue
+        try:
+            box = element_box(chromium, html, work, text, at, tag, what, FIRST_SCREEN)
+            notes.append(f"{what} at y {box[1]}..{box[3]} of the {FIRST_SCREEN[0]}x{FIRST_SCREEN[1]} first screen")
+        except Failure as e:
+            failures.append(f"first screen: {e}")
 
 
 def pixel_change(a, b):
@@ -286,6 +370,10 @@ def check_runs(chromium, binary, repo, work, keep):
     run_fp8(binary, ["compare", os.path.join(work, "early-capture"), os.path.join(work, "late-capture"),
                      "--out", cmp_out, "--quiet"], "compare early late")
 
+    check_first_screen(chromium, os.path.join(sample, "report.html"), work, failures, notes)
+    check_print_pages(chromium, binary, work, failures, notes)
+    # The heatmaps are folded under the plan: the pages compared are the unfolded copies.
+    reports = {t: unfolded(html, work) for t, html in reports.items()}
     renders = {}
     for name, html in (("sample", os.path.join(sample, "report.html")), ("early", reports["early"]),
                        ("late", reports["late"]), ("compare", os.path.join(cmp_out, "compare.html"))):
