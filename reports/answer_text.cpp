@@ -46,6 +46,18 @@ std::string AnswerContext::gpu_name() const {
   return gpu->name;
 }
 
+std::vector<std::string> join_by_reason(const std::vector<std::pair<std::string, std::string>>& excluded) {
+  std::vector<std::pair<std::string, std::string>> lines;  // (names, why)
+  for (const auto& [name, why] : excluded) {
+    auto it = std::find_if(lines.begin(), lines.end(), [&](const auto& l) { return l.second == why; });
+    if (it == lines.end()) lines.emplace_back(name, why);
+    else it->first += ", " + name;
+  }
+  std::vector<std::string> out;
+  for (const auto& [names, why] : lines) out.push_back(names + ": " + why);
+  return out;
+}
+
 const char* AnswerContext::cost_source() const {
   return recommendation != nullptr ? recommendation->cost_source : skipped.cost_source;
 }
@@ -216,7 +228,7 @@ std::string answer_lines(const AnswerContext& a) {
       excluded.emplace_back(candidate_name(c.candidate), c.excluded);
   if (!excluded.empty()) {
     s += "  excluded on " + a.gpu_name() + ":\n";
-    for (const auto& [name, why] : excluded) s += "    " + name + ": " + why + "\n";
+    for (const std::string& line : join_by_reason(excluded)) s += "    " + line + "\n";
   }
   if (!release.empty()) s += "  excluded on TE " + te_version_text(rec.te_version) + " (--te-version):\n" + release;
   if (!evaluation_only.empty())

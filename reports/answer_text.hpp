@@ -49,6 +49,10 @@ PlanFallbacks plan_fallbacks(const Recommendation& rec);
 // The most GEMMs the answer lists to watch next run.
 inline constexpr std::size_t kWatchListLength = 5;
 
+// (candidate, why) pairs as lines "<candidate>, <candidate>: <why>", the candidates sharing a why
+// on one line (every format of a recipe the GPU cannot run), in the order each why first appears.
+std::vector<std::string> join_by_reason(const std::vector<std::pair<std::string, std::string>>& excluded);
+
 // The answer block, every line ending in '\n' (the "wrote ..." line is the caller's).
 std::string render_answer(const AnswerContext& answer);
 

@@ -102,14 +102,18 @@ std::string recommendation_section(const AnswerContext& a) {
     s += "### From the field\n\n" + bullets(items) + "\n";
   }
   if (!rec.limits.empty()) s += "### Not judged\n\n" + bullets(rec.limits) + "\n";
-  std::vector<std::string> excluded;
-  for (const GpuExclusion& e : rec.gpu_excluded) excluded.push_back(e.candidate + ": " + e.reason);
+  std::vector<std::pair<std::string, std::string>> on_gpu;
+  for (const GpuExclusion& e : rec.gpu_excluded) on_gpu.emplace_back(e.candidate, e.reason);
   std::vector<std::string> evaluation_only, release;
-  for (const CandidatePlan& c : rec.candidates)
-    if (!c.runnable)
-      (c.evaluation_only ? evaluation_only : c.release_excluded ? release : excluded)
+  for (const CandidatePlan& c : rec.candidates) {
+    if (c.runnable) continue;
+    if (!c.evaluation_only && !c.release_excluded) on_gpu.emplace_back(candidate_name(c.candidate), c.excluded);
+    else
+      (c.evaluation_only ? evaluation_only : release)
           .push_back(candidate_name(c.candidate) + ": " +
                      (c.release_excluded ? te_release_cannot_train(c.candidate.recipe, rec.te_version) : c.excluded));
+  }
+  const std::vector<std::string> excluded = join_by_reason(on_gpu);
   if (!excluded.empty()) s += "### Excluded on " + markdown_text(a.gpu_name()) + "\n\n" + bullets(excluded) + "\n";
   if (!release.empty())
     s += "### Excluded on TE " + te_version_text(rec.te_version) + " (--te-version)\n\n" + bullets(release) + "\n";

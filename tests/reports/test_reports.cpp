@@ -227,3 +227,11 @@ TEST_CASE("progress: the line, its share by bytes, the rate, the ETA and the clo
   CHECK(fp8a::clock_text(3723) == "1:02:03");
   CHECK(fp8a::clock_text(-4) == "0:00");
 }
+
+TEST_CASE("join_by_reason: candidates sharing a reason on one line, in first-seen order") {
+  const std::vector<std::pair<std::string, std::string>> excluded = {
+      {"mxfp8/e4m3", "needs sm_100+"}, {"block/e4m3", "needs sm_90+"}, {"mxfp8/hybrid", "needs sm_100+"}};
+  const std::vector<std::string> want = {"mxfp8/e4m3, mxfp8/hybrid: needs sm_100+", "block/e4m3: needs sm_90+"};
+  CHECK(fp8a::join_by_reason(excluded) == want);
+  CHECK(fp8a::join_by_reason({}).empty());
+}
