@@ -127,11 +127,15 @@ std::string answer_lines(const AnswerContext& a) {
       s += format_text("  cost: %s; FP8 share of GEMM FLOPs %.1f %%\n", visible_text(a.cost_basis()).c_str(),
                        100.0 * c.fp8_flop_share);
     }
-    // Watch next run: the failing GEMMs first, then the passing ones with the smallest margin.
+    // Watch next run: of the GEMMs the plan keeps in FP8 (the ones it sends to BF16 are listed
+    // above with their reasons), the failing ones first, then the passing ones with the smallest
+    // margin.
     std::vector<std::tuple<bool, double, std::string>> watch;
-    for (const LayerJudgement& l : c.layers)
-      for (const GemmJudgement& g : l.gemms) {
+    for (std::size_t li = 0; li < c.layers.size(); ++li)
+      for (const GemmJudgement& g : c.layers[li].gemms) {
+        const LayerJudgement& l = c.layers[li];
         if (!g.judged || !g.worst.limiting) continue;
+        if (li < c.plan.size() && c.plan[li][static_cast<int>(g.gemm)] != Precision::kFp8) continue;
         watch.emplace_back(g.fp8_safe, g.worst.margin,
                            format_text("%s %s: %s margin %.3g (%s at step %lld)", visible_text(l.layer).c_str(),
                                gemm_name(g.gemm), criterion_name(*g.worst.limiting),
