@@ -21,6 +21,7 @@ constexpr double kOutlierGainAtLast = 20.0;    // at the preset's last default s
 constexpr int kOutlierChannels = 16;
 constexpr double kLognormalScale = 1e-5;  // kLognormalGradient: |g| = scale * exp(sigma * N(0,1))
 constexpr double kLognormalSigma = 2.5;
+constexpr double kMassiveTokenGain = 0x1p20;  // kMassiveToken: token 0's gain, calibration's outlier20
 
 const std::map<SynthKind, SynthLayerTruth> kTruth = {
     {SynthKind::kHealthy,
@@ -47,6 +48,12 @@ const std::map<SynthKind, SynthLayerTruth> kTruth = {
       "gradient magnitudes spread lognormally over ~30 binades within every block: E5M2 (hybrid) "
       "keeps them under every recipe; all-E4M3 flushes the smallest to zero, a large share "
       "per-tensor but a small one in energy"}},
+    {SynthKind::kMassiveToken,
+     {"bf16", "", "current,delayed,block",
+      "FC2 input: one token 2^20 times the rest (a massive activation): a per-tensor scale flushes "
+      "every other token, and 1x128 blocks isolate the token in fprop but not in wgrad's "
+      "columnwise copy; in training (calibration/RESULTS.md outlier20x2) current and block FP8 "
+      "lost 0.108 and 0.038 in validation loss, with the FC2 GEMMs in BF16 within noise"}},
 };
 
 const char* kind_name(SynthKind k) {
@@ -57,6 +64,7 @@ const char* kind_name(SynthKind k) {
     case SynthKind::kSensitiveFirst: return "sensitive-first";
     case SynthKind::kSensitiveLast: return "sensitive-last";
     case SynthKind::kLognormalGradient: return "lognormal-gradient";
+    case SynthKind::kMassiveToken: return "massive-token";
   }
   return "?";
 }
@@ -88,6 +96,32 @@ std::vector<SynthPreset> make_presets() {
                                kSampleHidden, 3 * kSampleHidden, 2};
   const SynthLayer sample_fc2_1{"layers.1.mlp.linear_fc2", SynthKind::kOutlierGrowth, kSampleFfn,
                                 kSampleHidden};
+  // The model-shaped sample (scripts/setup.sh, the README's worked example): four layers of a
+  // GPT with hidden 1024 and FFN 4096, an 8192-entry LM head, 256 captured tokens of a run with
+  // 1024 sequences of 1024 tokens a step. Most of it healthy (lognormal gradients, as real ones
+  // are); layers.1's FC2 input carries a massive activation (the calibrated harm case), the last
+  // FC2 input outlier channels growing until delayed scaling saturates.
+  constexpr std::int64_t kModelHidden = 1024, kModelFfn = 4096, kModelVocab = 8192, kModelTokens = 256;
+  static const std::vector<std::string> names = [] {  // SynthLayer::name points into these
+    std::vector<std::string> n;
+    for (int l = 0; l < 4; ++l)
+      for (const char* m : {"self_attention.linear_qkv", "self_attention.linear_proj", "mlp.linear_fc1",
+                            "mlp.linear_fc2"})
+        n.push_back("layers." + std::to_string(l) + "." + m);
+    return n;
+  }();
+  std::vector<SynthLayer> model;
+  for (int l = 0; l < 4; ++l) {
+    const auto name = [&](int m) { return names[static_cast<std::size_t>(4 * l + m)].c_str(); };
+    model.push_back({name(0), SynthKind::kLognormalGradient, kModelHidden, 3 * kModelHidden});
+    model.push_back({name(1), SynthKind::kLognormalGradient, kModelHidden, kModelHidden});
+    model.push_back({name(2), SynthKind::kLognormalGradient, kModelHidden, kModelFfn});
+    model.push_back({name(3), l == 1 ? SynthKind::kMassiveToken
+                              : l == 3 ? SynthKind::kOutlierGrowth
+                                       : SynthKind::kLognormalGradient,
+                     kModelFfn, kModelHidden});
+  }
+  model.push_back({"output_layer", SynthKind::kLognormalGradient, kModelHidden, kModelVocab});
   return {
       {"outlier-growth", "FC2 input outlier channels grow until delayed scaling saturates",
        {qkv0, fc2_out}, steps},
@@ -101,6 +135,9 @@ std::vector<SynthPreset> make_presets() {
       {"sample", "the shipped sample: lognormal gradients (one with 3 % exact zeros), 3-D QKV "
        "operands, FC2 input outliers growing",
        {sample_qkv0, sample_fc2_0, sample_qkv1, sample_fc2_1}, {100, 200}, kSampleTokens},
+      {"model", "a 4-layer GPT slice shaped like a real model (hidden 1024, FFN 4096), 256 tokens of a "
+       "1M-token step: healthy but for a massive-activation FC2 input and a growing FC2 outlier",
+       model, {50, 100}, kModelTokens, 1024 * 1024},
   };
 }
 
@@ -184,6 +221,8 @@ Matrix generate(const SynthPreset& preset, const SynthLayer& layer, char role, s
           double& v = a[static_cast<std::size_t>(t * layer.in + 17 + 13 * k)];
           v = gain * (v < 0 ? -1.0 : 1.0) * (3.0 + 0.3 * rng.normal());
         }
+    } else if (layer.kind == SynthKind::kMassiveToken) {
+      for (std::int64_t c = 0; c < layer.in; ++c) a[static_cast<std::size_t>(c)] *= kMassiveTokenGain;
     } else if (layer.kind == SynthKind::kSensitiveFirst) {
       // Heavy-tailed per-token offsets (|offset| 1..8 times the spread, random sign): embeddings of frequent
       // tokens with a large shared component.
@@ -195,7 +234,7 @@ Matrix generate(const SynthPreset& preset, const SynthLayer& layer, char role, s
     return a;
   }
   Matrix g;
-  if (layer.kind == SynthKind::kLognormalGradient) {
+  if (layer.kind == SynthKind::kLognormalGradient || layer.kind == SynthKind::kMassiveToken) {
     g.resize(static_cast<std::size_t>(T * layer.out));
     for (auto& v : g) {
       const double sign = rng.uniform() < 0.5 ? -1.0 : 1.0;
@@ -346,8 +385,13 @@ void synthesize_to(const SynthPreset& preset, std::uint64_t seed, std::vector<st
     }
     std::sort(tensors.begin(), tensors.end(),
               [](const auto& a, const auto& b) { return a.name < b.name; });
-    const std::string bytes = safetensors_bytes(
-        tensors, {{"step", std::to_string(step)}, {"generator", "fp8-advisor synth"}, {"preset", preset.name}});
+    std::map<std::string, std::string> metadata = {
+        {"step", std::to_string(step)}, {"generator", "fp8-advisor synth"}, {"preset", preset.name}};
+    if (preset.tokens_per_step > 0) {
+      metadata["tokens_per_step"] = std::to_string(preset.tokens_per_step);
+      metadata["tokens_per_step_source"] = "given";
+    }
+    const std::string bytes = safetensors_bytes(tensors, metadata);
     file(step_file_name(step), [&](const SynthSink& put) { put(bytes); });
   }
 
@@ -389,6 +433,7 @@ void synthesize_to(const SynthPreset& preset, std::uint64_t seed, std::vector<st
   truth["seed"] = seed;
   truth["steps"] = steps;
   truth["tokens"] = preset.tokens;
+  if (preset.tokens_per_step > 0) truth["tokens_per_step"] = preset.tokens_per_step;
   truth["layers"] = nlohmann::ordered_json::array();
   for (const auto& layer : preset.layers) {
     const auto& t = synth_truth(layer.kind);

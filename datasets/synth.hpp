@@ -38,6 +38,8 @@ enum class SynthKind : std::uint8_t {
                    // shared component that the weight cancels in dgrad
   kLognormalGradient,  // gradient sign * 1e-5 * exp(N(0, 2.5)): a wide range spread within every
                        // block; activation N(0,1), weight N(0,0.02)
+  kMassiveToken,   // FC2 input: token 0 x2^20 (a massive activation), the rest N(0,1); lognormal
+                   // gradient; calibration/ case outlier20x2 trained it
 };
 
 struct SynthLayer {
@@ -71,6 +73,9 @@ struct SynthPreset {
   // last of them (and grow 20 % a step up to it), whatever steps are captured.
   std::vector<std::int64_t> default_steps;
   std::int64_t tokens = kSynthTokens;  // rows of every activation and gradient
+  // The training run's tokens per step that the captured rows sample (global batch x sequence
+  // length), written as each step file's __metadata__ tokens_per_step; 0: not recorded.
+  std::int64_t tokens_per_step = 0;
 };
 
 const std::vector<SynthPreset>& synth_presets();

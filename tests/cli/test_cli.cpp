@@ -1188,7 +1188,7 @@ TEST_CASE("synth: errors, --help, and the same bytes for the same seed") {
   CHECK(r.rc == 2);
   CHECK(r.err == "fp8-advisor: error: [fp8a.usage.209] unknown preset 'helthy' (did you mean "
                  "'healthy'?); presets: outlier-growth, wide-gradient, sensitive-ends, healthy, all, "
-                "sample\n");
+                "sample, model\n");
   r = run("synth --preset healthy --steps 5,x --out " + shell_quote((dir.path / "x").string()));
   CHECK(r.rc == 2);
   CHECK(r.err.find("[fp8a.usage.210]") != std::string::npos);

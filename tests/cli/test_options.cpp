@@ -95,7 +95,7 @@ TEST_CASE("option values with terminal escapes or bytes that are not UTF-8 are e
       {shell_quote(kBad), "[fp8a.usage.204] unknown command 'a\\xff\\xfeb'; try 'fp8-advisor --help'"},
       {"synth --out y --preset " + q_esc,
        "[fp8a.usage.209] unknown preset '\\x1b[31m'; presets: outlier-growth, wide-gradient, sensitive-ends, "
-       "healthy, all, sample"},
+       "healthy, all, sample, model"},
       {"synth --out y --preset healthy --steps 1," + q_esc,
        "[fp8a.usage.210] --steps: '\\x1b[31m' is not a step number (comma-separated integers 0..10000000)"},
       {"whatif --capture x --layer fc2 --recipe " + shell_quote("\xc2\x9b" "31m"),

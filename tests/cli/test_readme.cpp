@@ -9,13 +9,15 @@
 #include <filesystem>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/cli_support.hpp"
 
 namespace fp8a::cli_test {
 namespace {
 
 const fs::path kReadme = kSource / "README.md";
-constexpr const char* kExampleHeading = "\n## Worked example: the shipped sample\n";
+constexpr const char* kExampleHeading = "\n## Worked example: a sample shaped like a real model\n";
 constexpr const char* kPrompt = "$ ./build/cli/fp8-advisor ";
 
 // The worked example's block: the command (its `\` continuation lines joined) and the output,
@@ -61,6 +63,9 @@ TEST_CASE("README.md: the worked example prints what the README shows") {
   const ExampleBlock block = example_block(readme);
   TempDir cwd;
   fs::create_directory_symlink(kSource / "datasets", cwd.path / "datasets");
+  // The sample as scripts/setup.sh makes it.
+  const auto synth = run("synth --preset model --out " + shell_quote((cwd.path / "build/sample-model").string()));
+  REQUIRE(synth.rc == 0);
   const std::string cmd = "cd " + shell_quote(cwd.path.string()) + " && " + shell_quote(kBinary) + " " +
                           block.args + " >stdout 2>stderr </dev/null";
   INFO("README.md's command: ./build/cli/fp8-advisor " << block.args);
@@ -81,6 +86,24 @@ TEST_CASE("README.md: the worked example prints what the README shows") {
     MESSAGE("updated " << kReadme);
     return;
   }
+  // What the example is there to show (issue 37), read from the run's summary.json rather than
+  // its text: most GEMM FLOPs in FP8, a predicted speedup over BF16 at the recorded token count,
+  // and at least one GEMM in BF16 with its reason.
+  const auto decision = nlohmann::json::parse(slurp(cwd.path / "build/sample-run/summary.json")).at("decision");
+  CHECK(decision.at("chosen").at("fp8_flop_share").get<double>() > 0.5);
+  CHECK(decision.at("chosen").at("gemm_speedup_vs_bf16").get<double>() > 1.0);
+  CHECK(decision.at("cost_basis").get<std::string>().find("recorded in") != std::string::npos);
+  int bf16_gemms = 0;
+  for (const auto& l : decision.at("layers")) {
+    for (const auto& [gemm, g] : l.at("gemms").items()) {
+      if (g.at("precision") != "bf16") continue;
+      ++bf16_gemms;
+      bool reasoned = false;  // "<gemm>: <criterion's numbers>"
+      for (const auto& r : l.at("reasons")) reasoned |= r.get<std::string>().starts_with(gemm + ": ");
+      CHECK_MESSAGE(reasoned, l.at("layer") << " " << gemm);
+    }
+  }
+  CHECK(bf16_gemms >= 1);
   INFO("README.md's worked example (FP8A_UPDATE_GOLDEN=1 refreshes it)");
   CHECK(got == block.output);
 

