@@ -28,14 +28,10 @@ stamp_text="$(cat "$req" "$con" 2>/dev/null; echo "te=$te_version megatron=$mega
 stamp=$(printf '%s' "$stamp_text" | sha256sum | cut -c1-16)
 capture_stamp=$(find python -type f -not -path '*/__pycache__/*' -not -path '*.egg-info/*' \
                   -not -path '*/build/*' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)
-# The capture hook and recipe loader's package, as a training script installs it (from a copy:
-# setuptools builds in the source folder), so the checks import what pip installed.
+# The capture hook and recipe loader's package, as a training script installs it, so the checks
+# import what pip installed (its own backend writes nothing into python/).
 install_capture() {
-  local tmp
-  tmp=$(mktemp -d)
-  cp -r python "$tmp/capture"
-  "$venv/bin/python" -m pip --disable-pip-version-check -q install --no-deps --force-reinstall "$tmp/capture"
-  rm -rf "$tmp"
+  "$venv/bin/python" -m pip --disable-pip-version-check -q install --no-deps --force-reinstall ./python
   printf '%s\n' "$capture_stamp" > "$venv/.fp8a-capture-stamp"
 }
 # The oldest TE release docs/VERSIONS.md claims, its pure-Python wheel unpacked beside the newest

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages fp8-advisor builds and tests with, when any is missing
 # (python3-torch: the capture hook's test runs a real PyTorch; python3-venv: that test and
-# scripts/consumers-env.sh make virtualenvs; python3-wheel: that test's offline pip install of
-# python/; python3-lxml: report.html's parser check; chromium:
+# scripts/consumers-env.sh make virtualenvs; python3-lxml: report.html's parser check; chromium:
 # report.html rendered in a real browser, tests/reports/render_check.py; libopenmpi-dev and
 # openmpi-bin: `run` over MPI ranks and its mpirun test, optional at build time; libre2-dev and
 # pkg-config: whatif --layer's regular expressions; libdnnl-dev: oneDNN, the
@@ -12,7 +11,7 @@
 set -euo pipefail
 packages=(cmake ninja-build g++ git python3 libeigen3-dev libboost-program-options-dev
           nlohmann-json3-dev libyaml-cpp-dev libtbb-dev doctest-dev python3-torch python3-venv
-          python3-wheel python3-lxml chromium libopenmpi-dev openmpi-bin libre2-dev pkg-config ccache
+          python3-lxml chromium libopenmpi-dev openmpi-bin libre2-dev pkg-config ccache
           libdnnl-dev)
 missing=()
 for p in "${packages[@]}"; do

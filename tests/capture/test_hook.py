@@ -32,8 +32,8 @@ except Exception as e:  # noqa: BLE001
 
 def run_in_package_venv():
     """pip-installs python/ into a fresh venv that sees this Python's packages (torch)
-    and runs this file again there. Offline: --no-index --no-build-isolation (the venv's own
-    setuptools builds it), from a copy (setuptools writes build/ next to the sources)."""
+    and runs this file again there: offline (--no-index), with pip's build isolation, straight
+    from the checkout, which the package's own backend leaves as it was (checked)."""
     tmp = tempfile.mkdtemp(prefix="fp8a_capture_venv_")
     try:
         venv = os.path.join(tmp, "venv")
@@ -44,10 +44,16 @@ def run_in_package_venv():
                                         check=True, capture_output=True, text=True).stdout.strip()
             with open(os.path.join(child_site, "fp8a_parent_venv.pth"), "w") as f:
                 f.write(sysconfig.get_paths()["purelib"] + "\n")
-        src = os.path.join(tmp, "capture")
-        shutil.copytree(PACKAGE_SRC, src, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+        def listing():
+            return sorted((os.path.relpath(os.path.join(d, n), PACKAGE_SRC), os.path.getmtime(os.path.join(d, n)))
+                          for d, dirs, files in os.walk(PACKAGE_SRC) for n in dirs + files)
+        before = listing()
         subprocess.run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-index",
-                        "--no-build-isolation", "--no-deps", src], check=True)
+                        "--no-deps", PACKAGE_SRC], check=True)
+        after = listing()
+        if before != after:
+            print("FAIL: pip install wrote into %s: %s" % (PACKAGE_SRC, sorted(set(after) - set(before))))
+            return 1
         env = dict(os.environ, **{VENV_ENV: venv})
         return subprocess.run([py, os.path.abspath(__file__)] + sys.argv[1:], env=env).returncode
     finally:
