@@ -75,11 +75,28 @@ std::string number(double v) {
   return format_text("%.3g", v);
 }
 
+namespace {
+
+// Where a module runs within its transformer layer: the attention's input projection (QKV), the
+// rest of the attention (its output projection), the MLP's first GEMM, the rest of the MLP; 4 for
+// a name none of these describes.
+int module_rank(const std::string& name) {
+  const auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
+  if (has("qkv") || has("q_proj") || has("k_proj") || has("v_proj") || has("c_attn") || has("query")) return 0;
+  if (has("attn") || has("attention")) return 1;
+  if (has("fc1") || has("up_proj") || has("gate_proj") || has("c_fc") || has("layernorm_mlp")) return 2;
+  if (has("fc2") || has("down_proj") || has("mlp")) return 3;
+  return 4;
+}
+
+}  // namespace
+
 std::vector<std::string> model_order(const std::vector<std::string>& layers) {
   std::vector<std::string> v = layers;
   const auto key = [](const std::string& name) {
-    const auto i = transformer_layer_index(name);
-    return std::make_tuple(i ? 0 : 1, i.value_or(0), name);
+    const auto t = split_transformer_layer(name);
+    if (!t) return std::make_tuple(1, std::string(), 0, 0, name);
+    return std::make_tuple(0, name.substr(0, t->start), t->index, module_rank(t->suffix), name);
   };
   std::stable_sort(v.begin(), v.end(), [&](const std::string& a, const std::string& b) { return key(a) < key(b); });
   return v;

@@ -6,6 +6,7 @@
 #include <regex>
 #include <set>
 
+#include "reports/html_page.hpp"
 #include "reports/markup_check.hpp"
 #include "reports/report_html.hpp"
 #include "support/rows.hpp"
@@ -309,4 +310,19 @@ TEST_CASE("report.html: a chosen recipe that keeps no GEMM in FP8 is recommended
   CHECK(s.find("<p>Recommended: every GEMM in BF16 (the chosen <code>Float8CurrentScaling(fp8_format=Format.HYBRID)"
                "</code>  [current/hybrid] keeps none in FP8)</p>") != std::string::npos);
   CHECK(s.find("<p>Recommended: <code>") == std::string::npos);
+}
+
+TEST_CASE("model order: layer index, then where the module runs in its layer") {
+  const std::vector<std::string> got = html::model_order(
+      {"output_layer", "layers.1.mlp.linear_fc1", "layers.0.mlp.linear_fc2", "layers.0.mlp.linear_fc1",
+       "layers.0.self_attention.linear_proj", "layers.0.self_attention.linear_qkv", "h.0.mlp.c_proj",
+       "h.0.attn.c_proj", "h.0.mlp.c_fc", "h.0.attn.c_attn", "model.layers.2.self_attn.o_proj",
+       "model.layers.2.mlp.down_proj", "model.layers.2.self_attn.q_proj", "model.layers.2.mlp.gate_proj"});
+  // GPT-2's h.<N> is not a "layers.<N>" name: after the indexed ones, by name.
+  const std::vector<std::string> want = {
+      "layers.0.self_attention.linear_qkv", "layers.0.self_attention.linear_proj", "layers.0.mlp.linear_fc1",
+      "layers.0.mlp.linear_fc2", "layers.1.mlp.linear_fc1", "model.layers.2.self_attn.q_proj",
+      "model.layers.2.self_attn.o_proj", "model.layers.2.mlp.gate_proj", "model.layers.2.mlp.down_proj",
+      "h.0.attn.c_attn", "h.0.attn.c_proj", "h.0.mlp.c_fc", "h.0.mlp.c_proj", "output_layer"};
+  CHECK(got == want);
 }
