@@ -50,9 +50,9 @@ const std::map<SynthKind, SynthLayerTruth> kTruth = {
       "per-tensor but a small one in energy"}},
     {SynthKind::kMassiveToken,
      {"bf16", "", "current,delayed,block",
-      "FC2 input: one token 2^20 times the rest (a massive activation): a per-tensor scale flushes "
-      "every other token, and 1x128 blocks isolate the token in fprop but not in wgrad's "
-      "columnwise copy; in training (calibration/RESULTS.md outlier20x2) current and block FP8 "
+      "FC2 input: each sequence's first token 2^20 times the rest (a massive activation): a "
+      "per-tensor scale flushes every other token, and 1x128 blocks isolate the token in fprop but "
+      "not in wgrad's columnwise copy; in training (calibration/RESULTS.md outlier20x2) current and block FP8 "
       "lost 0.108 and 0.038 in validation loss, with the FC2 GEMMs in BF16 within noise"}},
 };
 
@@ -99,7 +99,8 @@ std::vector<SynthPreset> make_presets() {
   // The model-shaped sample (scripts/setup.sh, the README's worked example): four layers of a
   // GPT with hidden 1024 and FFN 4096, an 8192-entry LM head, 256 captured tokens of a run with
   // 1024 sequences of 1024 tokens a step. Most of it healthy (lognormal gradients, as real ones
-  // are); layers.1's FC2 input carries a massive activation (the calibrated harm case), the last
+  // are); layers.1's FC2 input carries a massive activation on the first token of each of its 2
+  // sequences (the calibrated harm case), the last
   // FC2 input outlier channels growing until delayed scaling saturates.
   constexpr std::int64_t kModelHidden = 1024, kModelFfn = 4096, kModelVocab = 8192, kModelTokens = 256;
   static const std::vector<std::string> names = [] {  // SynthLayer::name points into these
@@ -116,10 +117,11 @@ std::vector<SynthPreset> make_presets() {
     model.push_back({name(0), SynthKind::kLognormalGradient, kModelHidden, 3 * kModelHidden});
     model.push_back({name(1), SynthKind::kLognormalGradient, kModelHidden, kModelHidden});
     model.push_back({name(2), SynthKind::kLognormalGradient, kModelHidden, kModelFfn});
-    model.push_back({name(3), l == 1 ? SynthKind::kMassiveToken
-                              : l == 3 ? SynthKind::kOutlierGrowth
-                                       : SynthKind::kLognormalGradient,
-                     kModelFfn, kModelHidden});
+    if (l == 1)  // 2 sequences of 128 tokens: a massive token in every 128-token block
+      model.push_back({name(3), SynthKind::kMassiveToken, kModelFfn, kModelHidden, 2});
+    else
+      model.push_back({name(3), l == 3 ? SynthKind::kOutlierGrowth : SynthKind::kLognormalGradient, kModelFfn,
+                       kModelHidden});
   }
   model.push_back({"output_layer", SynthKind::kLognormalGradient, kModelHidden, kModelVocab});
   return {
@@ -222,7 +224,10 @@ Matrix generate(const SynthPreset& preset, const SynthLayer& layer, char role, s
           v = gain * (v < 0 ? -1.0 : 1.0) * (3.0 + 0.3 * rng.normal());
         }
     } else if (layer.kind == SynthKind::kMassiveToken) {
-      for (std::int64_t c = 0; c < layer.in; ++c) a[static_cast<std::size_t>(c)] *= kMassiveTokenGain;
+      // The first token of every sequence (of the layer's batch), as massive activations sit on
+      // the first token in real LLMs.
+      for (std::int64_t t = 0; t < T; t += T / layer.batch)
+        for (std::int64_t c = 0; c < layer.in; ++c) a[static_cast<std::size_t>(t * layer.in + c)] *= kMassiveTokenGain;
     } else if (layer.kind == SynthKind::kSensitiveFirst) {
       // Heavy-tailed per-token offsets (|offset| 1..8 times the spread, random sign): embeddings of frequent
       // tokens with a large shared component.

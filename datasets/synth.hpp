@@ -38,8 +38,8 @@ enum class SynthKind : std::uint8_t {
                    // shared component that the weight cancels in dgrad
   kLognormalGradient,  // gradient sign * 1e-5 * exp(N(0, 2.5)): a wide range spread within every
                        // block; activation N(0,1), weight N(0,0.02)
-  kMassiveToken,   // FC2 input: token 0 x2^20 (a massive activation), the rest N(0,1); lognormal
-                   // gradient; calibration/ case outlier20x2 trained it
+  kMassiveToken,   // FC2 input: each sequence's first token x2^20 (a massive activation), the
+                   // rest N(0,1); lognormal gradient; calibration/ case outlier20x2 trained it
 };
 
 struct SynthLayer {
