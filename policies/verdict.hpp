@@ -70,6 +70,9 @@ struct Verdict {
   // The breached checks of criteria that only watch: their reasons, the furthest over its
   // threshold first (the lowest margin; ties in check order). The verdict still passes.
   std::vector<std::string> watched;
+  // The failed check that sends the GEMM (not one that only watches) with the smallest margin:
+  // what to name as its reason in one word; unset when none failed.
+  std::optional<Criterion> failing;
   std::vector<Check> checks;       // every check made, in Criterion order per piece of evidence
   // The largest weighted load of the checks: how close to failing (the search's risk order).
   double risk = 0.0;

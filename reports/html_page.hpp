@@ -30,10 +30,9 @@ void list(svg::Markup& m, const std::vector<std::string>& items);               
 std::string number(double v);
 
 // Layer names in model order: the stack (what precedes "layers.<N>."), the transformer-layer
-// index (core/layer_name.hpp), then where the
-// module runs in its layer (QKV, attention output, MLP's first GEMM, the rest of the MLP, by the
-// usual names of Megatron, TE, Hugging Face and GPT-2), then the name; names without an index
-// after the indexed ones.
+// index (core/layer_name.hpp), then where the module runs in its layer (QKV, attention output,
+// MLP's first GEMM, the rest of the MLP, by the usual names of Megatron, TE, Hugging Face and
+// GPT-2), then the name; names without an index after the indexed ones.
 std::vector<std::string> model_order(const std::vector<std::string>& layers);
 
 // What frames the body of a page.

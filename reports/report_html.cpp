@@ -6,7 +6,6 @@
 #include <deque>
 #include <limits>
 #include <map>
-#include <optional>
 #include <set>
 #include <tuple>
 
@@ -73,16 +72,6 @@ struct Page {
 
 // ---- summary --------------------------------------------------------------------------------------
 
-// The failing criterion that sent a GEMM to BF16: of the failed checks that do not only watch, the
-// one furthest over its threshold (a watch-only breach can be further over and sends nothing).
-std::optional<Criterion> failing_criterion(const Verdict& v) {
-  const Check* worst = nullptr;
-  for (const Check& c : v.checks)
-    if (!c.passed && !c.watch && (worst == nullptr || c.margin < worst->margin)) worst = &c;
-  if (worst != nullptr) return worst->criterion;
-  return v.limiting;
-}
-
 // The plan at a glance: one row per layer, one cell per GEMM coloured by the precision the chosen
 // plan gives it: FP8, BF16 for the numbers (the limiting criterion named in the cell, the whole
 // reason in its title), BF16 because FP8 would not pay, or not judged.
@@ -115,8 +104,8 @@ void render_plan_grid(Markup& m, const Page& p) {
       } else {
         cls = "bf16", text = "BF16", ++counts[1];
         if (j != nullptr && j->judged && !j->fp8_safe)
-          if (const std::optional<Criterion> failed = failing_criterion(failing_verdict(*j)))
-            text += std::string(": ") + criterion_name(*failed);
+          if (const Verdict& v = failing_verdict(*j); v.failing || v.limiting)
+            text += std::string(": ") + criterion_name(v.failing ? *v.failing : *v.limiting);
       }
       if (title.empty()) m.element("td", {{"class", cls}}, text);
       else m.element("td", {{"class", cls}, {"title", title}}, text);
