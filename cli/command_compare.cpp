@@ -113,17 +113,32 @@ int command_compare(const Invocation& inv) {
   if (folder != sides + 2) {
     if (!recipes_given)
       config.recipes = parse_recipe_list(join(distinct(folder->records, &MetricsRecord::recipe)));
-    if (!formats_given)
-      config.formats = parse_training_format_list(join(distinct(folder->records, &MetricsRecord::format)));
+    // The folder's formats: auto's when every FP8 recipe is in its kind's default format only.
+    if (!formats_given) {
+      const bool by_kind = std::all_of(config.recipes.begin(), config.recipes.end(), [&](const Recipe& recipe) {
+        return !is_fp8(recipe.kind) ||
+               std::all_of(folder->records.begin(), folder->records.end(), [&](const MetricsRecord& r) {
+                 return r.recipe != recipe.spec() ||
+                        r.format == training_format_name(recipe_kind_traits(recipe.kind).default_format);
+               });
+      });
+      if (!by_kind) {
+        config.formats_by_kind = false;
+        config.formats = parse_training_format_list(join(distinct(folder->records, &MetricsRecord::format)));
+      }
+    }
   }
   std::vector<std::string> specs;
   for (const Recipe& r : config.recipes) specs.push_back(r.spec());
-  const std::string formats = training_format_list(config.formats);
+  const std::string formats = format_option(config);
   for (Side& s : sides)
     std::erase_if(s.records, [&](const MetricsRecord& r) {
-      return std::find(specs.begin(), specs.end(), r.recipe) == specs.end() ||
-             std::none_of(config.formats.begin(), config.formats.end(),
-                          [&](TrainingFormat f) { return r.format == training_format_name(f); });
+      const auto spec = std::find(specs.begin(), specs.end(), r.recipe);
+      if (spec == specs.end()) return true;
+      const Recipe& recipe = config.recipes[static_cast<std::size_t>(spec - specs.begin())];
+      return std::none_of(config.formats.begin(), config.formats.end(), [&](TrainingFormat f) {
+        return r.format == training_format_name(f) && evaluates(config, recipe, f);
+      });
     });
   CompareInfo info;
   info.version = FP8A_VERSION;

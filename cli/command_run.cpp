@@ -79,7 +79,7 @@ CheckpointManifest checkpoint_manifest(const EvaluationOptions& eval, const RunR
   std::string recipes;
   for (const Recipe& r : request.config.recipes) recipes += (recipes.empty() ? "" : ",") + r.spec();
   m.options["--recipes"] = recipes;
-  m.options["--format"] = training_format_list(request.config.formats);
+  m.options["--format"] = format_option(request.config);
   m.options["--amax-reduction"] = eval.reduction_text;
   m.options["--npy-dtype"] = eval.npy_dtype_text;
   m.options["--gemm-rows"] = !request.gemms                  ? "none (--no-gemms)"
@@ -311,7 +311,9 @@ RunInfo run_provenance(const Invocation& inv, const RunRequest& request, const E
   info.git_revision = FP8A_GIT_REVISION;
   info.command_line = result_command_line(inv.command_line);
   info.recipes = request.config.recipes;
-  info.formats = request.config.formats;
+  info.formats = evaluated_formats(request.config);
+  info.format_option = format_option(request.config);
+  info.format_description = describe_formats(request.config);
   info.amax_reduction = request.config.amax_reduction;
   if (request.training_recipe) info.training_recipe = request.training_recipe->spec();
   info.requested_device = device_choice_name(evaluator.device_choice);
@@ -504,7 +506,7 @@ int command_run(const Invocation& inv) {
   }
   std::cout << "fp8-advisor " << FP8A_VERSION << ": " << captures.tensors.size() << " tensors from "
             << captures.files.size() << " file(s), " << info.recipes.size() << " recipe(s), format "
-            << training_format_list(info.formats) << ", backend " << info.backend << " (" << info.device << ")"
+            << info.format_description << ", backend " << info.backend << " (" << info.device << ")"
             << (info.gemm_path.empty() ? "" : ", GEMM error " + info.gemm_path) << "\n\n"
             << answer_text << "\n"
             << render_layer_table(layers);

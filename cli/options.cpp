@@ -69,9 +69,10 @@ void add_recipe_options(po::options_description& desc, EvaluationOptions& o, con
   desc.add_options()
       (recipes_option, po::value(&o.recipes_text)->default_value(default_recipe_list()), recipes_doc.c_str())
       (other.c_str(), po::value(&o.recipes_alias), ("the same as --" + std::string(recipes_option)).c_str())
-      ("format", po::value(&o.format_text)->default_value(training_format_list(kAllTrainingFormats)),
-       "comma-separated TE recipe Formats to evaluate: e4m3 (every role E4M3) and/or hybrid "
-       "(E5M2 for gradients)")
+      ("format", po::value(&o.format_text)->default_value("auto"),
+       "TE recipe Formats to evaluate: auto = each recipe in the format NVIDIA's recipes train it "
+       "with (hybrid; e4m3 for mxfp8), or a comma-separated list of e4m3 (every role E4M3) and/or "
+       "hybrid (E5M2 for gradients), each for every recipe")
       ("amax-reduction", po::value(&o.reduction_text)->default_value("tp"),
        "tensors captured as several ranks: tp = one amax reduced over the ranks (TE's all-reduce), "
        "none = each rank's own amax for current scaling")
@@ -152,7 +153,12 @@ RunConfig evaluation_config(EvaluationOptions& o) {
   }
   o.recipes_given = !o.recipes_alias.empty() || o.recipes_text != defaults;
   config.recipes = parse_recipe_list(o.recipes_text);
-  config.formats = parse_training_format_list(o.format_text);
+  if (o.format_text == "auto") {
+    config.formats = {TrainingFormat::kHybrid, TrainingFormat::kE4M3};
+    config.formats_by_kind = true;
+  } else {
+    config.formats = parse_training_format_list(o.format_text);
+  }
   if (o.reduction_text == "tp") config.amax_reduction = AmaxReduction::kTp;
   else if (o.reduction_text == "none") config.amax_reduction = AmaxReduction::kNone;
   else

@@ -60,8 +60,13 @@ void measure_operands_of(const CaptureSet& captures, std::span<const HistogramCh
 void forecast_run(const RunRequest& request, const EvaluationIndex& index, RunResult& result) {
   const TrainingLog* log = request.config.training_log;
   result.forecasts.clear();
+  std::vector<TrainingFormat> formats;  // those a delayed recipe was evaluated in
+  for (const TrainingFormat f : index.formats())
+    if (std::any_of(index.recipes().begin(), index.recipes().end(),
+                    [&](const Recipe& r) { return replays_history(r.kind) && index.has(r, f); }))
+      formats.push_back(f);
   if (log != nullptr)
-    result.forecasts = forecast_delayed_scaling(log, result.rows, index.recipes(), index.formats(),
+    result.forecasts = forecast_delayed_scaling(log, result.rows, index.recipes(), formats,
                                                 {.horizon_steps = request.recommend->policy.delayed_forecast.horizon_steps});
 }
 
@@ -112,7 +117,7 @@ RecommendationInputs recommendation_inputs(const EvaluationIndex& index, const R
 void search_delayed_recipes(RunRequest& request, const TrainingLog& log) {
   FP8A_CHECK(request.recommend.has_value(), "search_delayed_recipes: no recommendation was asked for");
   request.delayed_search = search_delayed_options(
-      log, request.config.formats, {.horizon_steps = request.recommend->policy.delayed_forecast.horizon_steps});
+      log, formats_of_kind(request.config, RecipeKind::kPerTensorDelayed), {.horizon_steps = request.recommend->policy.delayed_forecast.horizon_steps});
   request.config.recipes = with_front_runners(request.config.recipes, *request.delayed_search);
 }
 

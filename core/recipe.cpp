@@ -33,8 +33,8 @@ TrainingFormat parse_training_format(std::string_view name) {
                       "--format e5m2: Transformer Engine has no all-E5M2 recipe; use e4m3 or hybrid "
                       "(E5M2 for gradients only)");
   throw usage_error("fp8a.usage.202", "--format " + quoted_input(name, 200) +
-                                          ": expected e4m3 or hybrid" +
-                                          did_you_mean(name, {"e4m3", "hybrid"}));
+                                          ": expected auto, or e4m3 and/or hybrid" +
+                                          did_you_mean(name, {"auto", "e4m3", "hybrid"}));
 }
 
 std::vector<TrainingFormat> parse_training_format_list(std::string_view list) {
@@ -45,7 +45,7 @@ std::vector<TrainingFormat> parse_training_format_list(std::string_view list) {
     const std::string_view item = list.substr(begin, end - begin);
     if (item.empty())
       throw usage_error("fp8a.usage.202", "--format " + quoted_input(list, 200) +
-                                              ": empty entry in the list; expected e4m3 and/or hybrid");
+                                              ": empty entry in the list; expected auto, or e4m3 and/or hybrid");
     const TrainingFormat f = parse_training_format(item);
     if (std::find(out.begin(), out.end(), f) == out.end()) out.push_back(f);
     if (end == list.size()) return out;

@@ -112,6 +112,12 @@ struct RecipeKindTraits {
   // Megatron's --te-precision-config-file can give a module this kind (a config of its own), so
   // the per-module plan may switch modules to it (policies/advice.hpp per_module_recipe).
   bool te_per_module;
+  // The format `--format auto` (the default) evaluates it in: the one NVIDIA's recipes train it
+  // with. HYBRID for delayed, current and block scaling (Megatron-Bridge's presets; TE#2754:
+  // blockwise with E5M2 gradients tracks BF16 where all-E4M3 does not; TE's Float8BlockScaling
+  // class itself defaults to E4M3), E4M3 for MXFP8 (TE's default; Megatron-Bridge PR #638
+  // switched its MXFP8 preset to it after E5M2 gradients diverged). BF16 has no FP8 type.
+  TrainingFormat default_format;
 };
 inline constexpr RecipeKindTraits kRecipeKinds[] = {
     {.kind = RecipeKind::kPerTensorCurrent,
@@ -133,7 +139,8 @@ inline constexpr RecipeKindTraits kRecipeKinds[] = {
      .lt_max_sm = 0,
      .megatron_recipe = "tensorwise",
      .torchao_recipe = "tensorwise",
-     .te_per_module = true},
+     .te_per_module = true,
+     .default_format = TrainingFormat::kHybrid},
     {.kind = RecipeKind::kPerTensorDelayed,
      .name = "delayed",
      .options = "history=H, algo=max|most_recent, margin=M",
@@ -154,7 +161,8 @@ inline constexpr RecipeKindTraits kRecipeKinds[] = {
      .lt_max_sm = 0,
      .megatron_recipe = "delayed",
      .torchao_recipe = "",
-     .te_per_module = false},
+     .te_per_module = false,
+     .default_format = TrainingFormat::kHybrid},
     {.kind = RecipeKind::kBlock,
      .name = "block",
      .options = "fp32, 2d",
@@ -175,7 +183,8 @@ inline constexpr RecipeKindTraits kRecipeKinds[] = {
      .lt_max_sm = 99,
      .megatron_recipe = "blockwise",
      .torchao_recipe = "rowwise",
-     .te_per_module = true},
+     .te_per_module = true,
+     .default_format = TrainingFormat::kHybrid},
     {.kind = RecipeKind::kMx,
      .name = "mxfp8",
      .options = "floor",
@@ -196,7 +205,8 @@ inline constexpr RecipeKindTraits kRecipeKinds[] = {
      .lt_max_sm = 0,
      .megatron_recipe = "mxfp8",
      .torchao_recipe = "",
-     .te_per_module = true},
+     .te_per_module = true,
+     .default_format = TrainingFormat::kE4M3},
     {.kind = RecipeKind::kBf16,
      .name = "bf16",
      .options = "",
@@ -216,7 +226,8 @@ inline constexpr RecipeKindTraits kRecipeKinds[] = {
      .lt_max_sm = 0,
      .megatron_recipe = "",
      .torchao_recipe = "",
-     .te_per_module = false},
+     .te_per_module = false,
+     .default_format = TrainingFormat::kHybrid},
 };
 const RecipeKindTraits& recipe_kind_traits(RecipeKind kind);
 

@@ -10,6 +10,7 @@ EvaluationIndex::EvaluationIndex(std::span<const EvaluationRow> rows) : rows_(ro
     by_key_.try_emplace(RowKey(r.key.step, r.key.layer, r.key.role, spec, r.format, r.orientation), &r);
     tensors_.emplace(r.key.step, r.key.layer, r.key.role);
     if (recipe_specs_.insert(spec).second) recipes_.push_back(r.recipe);
+    recipe_formats_.emplace(spec, r.format);
     if (std::find(formats_.begin(), formats_.end(), r.format) == formats_.end()) formats_.push_back(r.format);
     auto [it, inserted] = by_layer_.try_emplace(r.key.layer);
     if (inserted) layers_.push_back(r.key.layer);
@@ -38,6 +39,10 @@ bool EvaluationIndex::has_tensor(const CaptureKey& tensor) const {
 
 bool EvaluationIndex::has_recipe(const Recipe& recipe) const {
   return recipe_specs_.count(recipe.spec()) != 0;
+}
+
+bool EvaluationIndex::has(const Recipe& recipe, TrainingFormat format) const {
+  return recipe_formats_.count({recipe.spec(), format}) != 0;
 }
 
 std::span<const EvaluationRow* const> EvaluationIndex::rows_of(std::string_view layer) const {

@@ -43,6 +43,9 @@ class EvaluationIndex {
   // Whether any row is of this recipe (matched by canonical spec).
   bool has_recipe(const Recipe& recipe) const;
 
+  // Whether any row is of this recipe (matched by canonical spec) in this format.
+  bool has(const Recipe& recipe, TrainingFormat format) const;
+
   // The recipes of the table, each once, in the order of their first row.
   const std::vector<Recipe>& recipes() const { return recipes_; }
 
@@ -69,6 +72,7 @@ class EvaluationIndex {
   std::map<RowKey, const EvaluationRow*> by_key_;
   std::set<TensorKey> tensors_;
   std::set<std::string, std::less<>> recipe_specs_;
+  std::set<std::pair<std::string, TrainingFormat>> recipe_formats_;
   std::vector<Recipe> recipes_;
   std::vector<TrainingFormat> formats_;
   std::vector<std::string> layers_;

@@ -48,11 +48,22 @@ std::vector<LoggedComparison> compare_logged_stats(std::span<const LoggedFp8Stat
                                                    std::span<const EvaluationRow> rows,
                                                    const std::optional<Recipe>& training_recipe) {
   const EvaluationIndex index(rows);
+  // The training run's format, as its log's statistics were cast in (TE's debug features quantise
+  // every logged recipe with the run's FP8 types): hybrid when the table holds it, else its first.
   const auto& formats = index.formats();
   const TrainingFormat format =
       formats.empty() || std::find(formats.begin(), formats.end(), TrainingFormat::kHybrid) != formats.end()
           ? TrainingFormat::kHybrid
           : formats.front();
+  // A recipe's row of the tensor cast to the FP8 type the format gives its role, in whichever
+  // format the table holds it (activations and weights are E4M3 in both): under --format auto an
+  // MXFP8 recipe is evaluated in e4m3 only, which serves every role but hybrid's gradients.
+  const auto find_row = [&](const CaptureKey& tensor, const Recipe& recipe, Orientation o) -> const EvaluationRow* {
+    const Fp8Format type = fp8_format_for(format, tensor.role);
+    for (const TrainingFormat f : formats)
+      if (const EvaluationRow* row = index.find(tensor, recipe, f, o); row != nullptr && row->fp8 == type) return row;
+    return nullptr;
+  };
   // Captured layers by sanitised name; a sanitised name shared by two layers matches neither.
   std::map<std::string, std::set<std::string>> layers_of;
   for (const auto& layer : index.layers()) layers_of[sanitized_layer_name(layer)].insert(layer);
@@ -103,8 +114,12 @@ std::vector<LoggedComparison> compare_logged_stats(std::span<const LoggedFp8Stat
       bool has_copy = false;
       for (const auto o : copies) has_copy = has_copy || o == c.orientation;
       if (!has_copy) c.orientation = Orientation::kRowwise;  // both copies have the same numbers
-      const EvaluationRow* row = index.find(tensor, *recipe, format, c.orientation);
-      if (row == nullptr) {
+      const EvaluationRow* row = find_row(tensor, *recipe, c.orientation);
+      if (row == nullptr && !index.has(*recipe, format)) {
+        c.note = std::string("not evaluated as ") + kFp8Traits[static_cast<int>(fp8_format_for(format, s.role))].name +
+                 " (" + training_format_name(format) + "): " + recipe->spec() + " is evaluated in " +
+                 (index.has(*recipe, TrainingFormat::kE4M3) ? "e4m3" : "hybrid") + "; add --format e4m3,hybrid";
+      } else if (row == nullptr) {
         c.note = "not evaluated";
       } else if (!row->applicability.ok) {
         c.note = "not applicable: " + row->applicability.reason;

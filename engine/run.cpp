@@ -7,10 +7,64 @@
 #include <optional>
 #include <span>
 
+#include "core/error.hpp"
 #include "core/scale.hpp"
 #include "core/text.hpp"
 
 namespace fp8a {
+
+bool evaluates(const RunConfig& config, const Recipe& recipe, TrainingFormat format) {
+  if (std::find(config.formats.begin(), config.formats.end(), format) == config.formats.end()) return false;
+  if (!config.formats_by_kind) return true;
+  if (!is_fp8(recipe.kind)) return format == format_of_bf16(config);
+  return format == recipe_kind_traits(recipe.kind).default_format;
+}
+
+TrainingFormat format_of_bf16(const RunConfig& config) {
+  FP8A_CHECK(!config.formats.empty(), "RunConfig: no format to evaluate in");
+  for (const TrainingFormat f : config.formats)
+    for (const Recipe& r : config.recipes)
+      if (is_fp8(r.kind) && recipe_kind_traits(r.kind).default_format == f) return f;
+  return config.formats.front();
+}
+
+std::string format_option(const RunConfig& config) {
+  return config.formats_by_kind ? "auto" : training_format_list(config.formats);
+}
+
+std::vector<TrainingFormat> formats_of_kind(const RunConfig& config, RecipeKind kind) {
+  Recipe r;
+  r.kind = kind;
+  std::vector<TrainingFormat> out;
+  for (const TrainingFormat f : config.formats)
+    if (evaluates(config, r, f)) out.push_back(f);
+  return out;
+}
+
+std::vector<TrainingFormat> evaluated_formats(const RunConfig& config) {
+  std::vector<TrainingFormat> out;
+  for (const TrainingFormat f : config.formats)
+    if (std::any_of(config.recipes.begin(), config.recipes.end(), [&](const Recipe& r) { return evaluates(config, r, f); }))
+      out.push_back(f);
+  return out;
+}
+
+std::string describe_formats(const RunConfig& config) {
+  if (!config.formats_by_kind) return format_option(config);
+  std::string s;
+  for (const TrainingFormat f : config.formats) {
+    std::vector<std::string> kinds;
+    for (const Recipe& r : config.recipes) {
+      const std::string name = recipe_kind_traits(r.kind).name;
+      if (is_fp8(r.kind) && evaluates(config, r, f) && std::find(kinds.begin(), kinds.end(), name) == kinds.end())
+        kinds.push_back(name);
+    }
+    if (kinds.empty()) continue;
+    s += (s.empty() ? "" : "; ") + std::string(training_format_name(f)) + ":";
+    for (const std::string& k : kinds) s += (k == kinds.front() ? " " : ", ") + k;
+  }
+  return s.empty() ? "auto" : "auto (" + s + ")";
+}
 
 Applicability recipe_fits(const Recipe& recipe, const TensorView& t) {
   const RecipeKindTraits& kind = recipe_kind_traits(recipe.kind);
@@ -91,6 +145,7 @@ GroupRows plan_group(const GroupInputs& in, Group group, std::optional<float> re
     for (Orientation o : orientations_for(recipe, t.key.role)) {
       const std::size_t first_of_copy = rows.size();
       for (std::size_t f = 0; f < formats.size(); ++f) {
+        if (!evaluates(in.config, recipe, formats[f])) continue;
         // BF16 casts to no FP8 type: one evaluation serves every format (reported as E4M3).
         const Fp8Format fp8 =
             !is_fp8(recipe.kind) ? Fp8Format::kE4M3 : fp8_format_for(formats[f], t.key.role);

@@ -8,7 +8,8 @@
 // GemmLayer::dims, summed over the captured steps). Ties: the lower total risk (the sum of the
 // worst Verdict::risk of the GEMMs the plan keeps in FP8; within 10 % counts as a tie), then
 // kCandidatePreference:
-//   current > block > mxfp8 > delayed   (recipe kind), then hybrid > e4m3 (mxfp8: e4m3 > hybrid),
+//   current > block > mxfp8 > delayed   (recipe kind), then the kind's default_format first
+//   (core/recipe.hpp: hybrid, mxfp8 e4m3; both are candidates only under --format e4m3,hybrid),
 //   then input order.
 // Why that order: per-tensor current scaling follows each tensor's amax with no history to lag and
 // runs on every FP8 GPU (sm_89+); block scaling next (sm_90+, a scale per 1x128 / 128x128 block

@@ -22,15 +22,12 @@ std::string candidate_name(const RunCandidate& c) {
   return c.recipe.spec() + "/" + training_format_name(c.format);
 }
 
-TrainingFormat preferred_format(RecipeKind kind) {
-  return kind == RecipeKind::kMx ? TrainingFormat::kE4M3 : TrainingFormat::kHybrid;
-}
-
 std::vector<RunCandidate> index_candidates(const EvaluationIndex& index) {
   std::vector<RunCandidate> out;
   for (const Recipe& r : index.recipes()) {
     if (!is_fp8(r.kind)) continue;
-    for (TrainingFormat f : index.formats()) out.push_back({r, f});
+    for (TrainingFormat f : index.formats())
+      if (index.has(r, f)) out.push_back({r, f});
   }
   return out;
 }
@@ -42,7 +39,7 @@ bool risk_tied(double a, double b) {
 bool preferred_candidate(const RunCandidate& a, std::size_t ia, const RunCandidate& b, std::size_t ib) {
   const int ka = kind_rank(a.recipe.kind), kb = kind_rank(b.recipe.kind);
   if (ka != kb) return ka < kb;
-  if (a.format != b.format) return preferred_format(a.recipe.kind) == a.format;
+  if (a.format != b.format) return recipe_kind_traits(a.recipe.kind).default_format == a.format;
   return ia < ib;
 }
 

@@ -19,15 +19,12 @@ struct RunCandidate {
 // "current/hybrid", as the verdicts' reasons name a recipe in a format.
 std::string candidate_name(const RunCandidate& c);
 
-// The format preferred on ties: hybrid, but e4m3 for MXFP8 (see advice.hpp's file comment).
-TrainingFormat preferred_format(RecipeKind kind);
-
 // The tie-break order of the recipe kinds, first preferred (see advice.hpp's file comment).
 inline constexpr RecipeKind kCandidatePreference[] = {RecipeKind::kPerTensorCurrent, RecipeKind::kBlock,
                                                       RecipeKind::kMx, RecipeKind::kPerTensorDelayed};
 
-// Every non-BF16 recipe of the index in every format of it, in the index's order (recipe, then
-// format). BF16 is never a candidate: it is the fallback.
+// Every non-BF16 recipe of the index in every format the index holds it in, in the index's order
+// (recipe, then format). BF16 is never a candidate: it is the fallback.
 std::vector<RunCandidate> index_candidates(const EvaluationIndex& index);
 
 // Total risks this close count as a tie, so the preference order decides: a risk is a weighted
@@ -38,7 +35,7 @@ inline constexpr double kRiskTieRelative = 0.10;
 bool risk_tied(double a, double b);
 
 // The preference order alone: true when candidate a (at input position ia) is preferred to b:
-// the earlier kind in kCandidatePreference, then preferred_format, then the earlier position.
+// the earlier kind in kCandidatePreference, then its kind's default_format (core/recipe.hpp), then the earlier position.
 bool preferred_candidate(const RunCandidate& a, std::size_t ia, const RunCandidate& b, std::size_t ib);
 
 }  // namespace fp8a

@@ -166,8 +166,8 @@ std::string answer_lines(const AnswerContext& a) {
       for (const CandidatePlan& o : rec.candidates) {
         if (!o.runnable || o.candidate.recipe.kind != kind) continue;
         if (best == nullptr || flops(o) > flops(*best) ||
-            (flops(o) == flops(*best) && o.candidate.format == preferred_format(kind) &&
-             best->candidate.format != preferred_format(kind)))
+            (flops(o) == flops(*best) && o.candidate.format == recipe_kind_traits(kind).default_format &&
+             best->candidate.format != recipe_kind_traits(kind).default_format))
           best = &o;
       }
       if (best == nullptr || best->worst_failure.empty()) continue;

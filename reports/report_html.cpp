@@ -201,8 +201,9 @@ void render_summary(Markup& m, const Page& p) {
   for (std::int64_t s : steps) step_list += (step_list.empty() ? "" : ", ") + std::to_string(s);
   std::string recipes;
   for (const Recipe& r : p.index.recipes()) recipes += (recipes.empty() ? "" : ", ") + r.spec();
-  std::string formats;
-  for (TrainingFormat f : p.index.formats()) formats += (formats.empty() ? "" : ", ") + std::string(training_format_name(f));
+  std::string formats = info.format_description;  // as the run was asked; else the table's
+  if (formats.empty())
+    for (TrainingFormat f : p.index.formats()) formats += (formats.empty() ? "" : ", ") + std::string(training_format_name(f));
   std::string command;
   for (const auto& a : info.command_line) command += (command.empty() ? "" : " ") + a;
   std::vector<std::vector<Cell>> facts = {

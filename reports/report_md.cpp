@@ -142,7 +142,7 @@ std::string run_section(const RunInfo& info, std::span<const EvaluationRow> rows
                        {"tensors", std::to_string(tensors.size())},
                        {"steps", std::to_string(steps.size()) + (steps.empty() ? "" : " (" + step_list + ")")},
                        {"recipes", std::to_string(info.recipes.size())},
-                       {"format", training_format_list(info.formats)},
+                       {"format", info.format_description},
                        {"backend", info.backend + " (" + info.device + ")"},
                        {"version", info.version + " (git " + info.git_revision + ")"},
                        {"command", code(command)}},

@@ -25,9 +25,13 @@ struct RunInfo {
   // with its engine); empty with --no-gemms.
   std::string gemm_path;
   std::vector<CaptureFile> inputs;
-  // What was evaluated: the recipes and formats in the run's order, and --amax-reduction.
+  // What was evaluated: the recipes and formats in the run's order (formats: those some recipe
+  // was evaluated in), --format as given ("auto", "e4m3,hybrid") and for a reader
+  // (engine/run.hpp describe_formats), and --amax-reduction.
   std::vector<Recipe> recipes;
   std::vector<TrainingFormat> formats;
+  std::string format_option;
+  std::string format_description;
   AmaxReduction amax_reduction = AmaxReduction::kTp;
   // The training log, when one was given (--training-log; summary.json's amax_trace* keys).
   std::vector<std::string> log_files;

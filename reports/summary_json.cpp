@@ -101,9 +101,9 @@ Artifact render_summary_json(const RunInfo& info, std::span<const EvaluationRow>
   ordered_json recipes = ordered_json::array();
   for (const auto& r : info.recipes) recipes.push_back(r.spec());
   j["recipes"] = recipes;
-  // As --format takes it ("hybrid", "e4m3,hybrid"). Entries below name their format only when the
-  // run has several (a single-format run's summary is the one it has always been).
-  j["format"] = training_format_list(info.formats);
+  // As --format takes it ("auto", "hybrid", "e4m3,hybrid"). Entries below name their format only
+  // when the run evaluated several (a single-format run's summary is the one it has always been).
+  j["format"] = info.format_option;
   const bool several_formats = info.formats.size() > 1;
   j["amax_reduction"] = info.amax_reduction == AmaxReduction::kTp ? "tp" : "none";
   j["timings_s"] = {{"read", info.read_seconds},

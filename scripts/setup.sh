@@ -12,4 +12,4 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release | grep -E "fp8-advisor|E
 cmake --build build --target fp8-advisor
 ./build/cli/fp8-advisor synth --preset model --out build/sample-model
 ./build/cli/fp8-advisor run --capture build/sample-model --training-log build/sample-model/amax_trace.csv \
-  --out build/sample-run --format hybrid
+  --out build/sample-run

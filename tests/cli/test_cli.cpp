@@ -250,12 +250,14 @@ TEST_CASE("the sample's known content: gradients underflow under all-E4M3, not u
   CHECK(worst_hybrid < 0.2);
 }
 
-TEST_CASE("--format e4m3,hybrid (the default): the files are the single-format runs' one after the other") {
-  TempDir a, b, both, dup;
+TEST_CASE("--format e4m3,hybrid: the files are the single-format runs' one after the other; auto: each recipe once") {
+  TempDir a, b, both, dup, au;
   REQUIRE(run("run --capture " + sample() + " --out " + shell_quote(a.path.string()) + " --format e4m3").rc == 0);
   REQUIRE(run("run --capture " + sample() + " --out " + shell_quote(b.path.string()) + " --format hybrid").rc == 0);
-  const auto r = run("run --capture " + sample() + " --out " + shell_quote(both.path.string()));
+  const auto r = run("run --capture " + sample() + " --out " + shell_quote(both.path.string()) + " --format e4m3,hybrid");
   REQUIRE(r.rc == 0);
+  const auto ra = run("run --capture " + sample() + " --out " + shell_quote(au.path.string()));
+  REQUIRE(ra.rc == 0);
   REQUIRE(run("run --capture " + sample() + " --out " + shell_quote(dup.path.string()) +
               " --format e4m3,hybrid,e4m3").rc == 0);
   for (const char* name : {"metrics.csv", "gemms.csv"}) {
@@ -276,6 +278,31 @@ TEST_CASE("--format e4m3,hybrid (the default): the files are the single-format r
   CHECK(summary["layers"][0]["format"] == "e4m3");
   CHECK(summary["layers"][1]["format"] == "hybrid");
   CHECK(summary["layers"][0]["recipe"] == summary["layers"][1]["recipe"]);
+
+  // The default, auto: the hybrid run's rows but MXFP8's, then the e4m3 run's MXFP8 rows (TE's
+  // MXFP8BlockScaling default; Megatron-Bridge's MXFP8 preset), each recipe in one format only.
+  for (const char* name : {"metrics.csv", "gemms.csv"}) {
+    INFO(name);
+    const auto mx = [](const std::map<std::string, std::string>& row) { return row.at("recipe").starts_with("mxfp8"); };
+    std::vector<std::map<std::string, std::string>> expected;
+    for (const auto& row : read_csv(slurp(b.path / name)))
+      if (!mx(row)) expected.push_back(row);
+    const std::size_t hybrid_rows = expected.size();
+    for (const auto& row : read_csv(slurp(a.path / name)))
+      if (mx(row)) expected.push_back(row);
+    CHECK(hybrid_rows > 0);
+    CHECK(expected.size() > hybrid_rows);
+    CHECK(read_csv(slurp(au.path / name)) == expected);
+  }
+  CHECK(ra.out.find("format auto (hybrid: current, delayed, block; e4m3: mxfp8), backend") != std::string::npos);
+  CHECK(ra.out.find("excluded on h100:\n    mxfp8/e4m3, mxfp8:floor/e4m3: mxfp8 needs sm_100+") != std::string::npos);
+  CHECK(ra.out.find("/e4m3") == ra.out.find("mxfp8/e4m3") + 5);  // no other recipe in e4m3
+  const auto auto_summary = nlohmann::json::parse(slurp(au.path / "summary.json"));
+  CHECK(auto_summary["format"] == "auto");
+  std::set<std::string> layer_recipes;  // every recipe of a layer named once
+  for (const auto& l : auto_summary["layers"])
+    if (l["layer"] == auto_summary["layers"][0]["layer"]) CHECK(layer_recipes.insert(l["recipe"].get<std::string>()).second);
+  CHECK(layer_recipes.size() == 9);
 }
 
 TEST_CASE("inspect lists every tensor with the shape of its file's header and the NumPy peer's amax") {
@@ -363,11 +390,11 @@ TEST_CASE("usage errors exit 2 with one line") {
        "fp8-advisor: error: [fp8a.usage.202] --format e5m2: Transformer Engine has no all-E5M2 "
        "recipe; use e4m3 or hybrid (E5M2 for gradients only)\n"},
       {"run --capture x --out y --format e4m3,hybird",
-       "fp8-advisor: error: [fp8a.usage.202] --format 'hybird': expected e4m3 or hybrid (did you "
+       "fp8-advisor: error: [fp8a.usage.202] --format 'hybird': expected auto, or e4m3 and/or hybrid (did you "
        "mean 'hybrid'?)\n"},
       {"run --capture x --out y --format hybrid,",
        "fp8-advisor: error: [fp8a.usage.202] --format 'hybrid,': empty entry in the list; expected "
-       "e4m3 and/or hybrid\n"},
+       "auto, or e4m3 and/or hybrid\n"},
       {"run --capture x --out y --amax-reduction dp",
        "fp8-advisor: error: [fp8a.usage.208] --amax-reduction 'dp': expected tp or none (did you "
        "mean 'tp'?)\n"},
@@ -445,13 +472,13 @@ TEST_CASE("NaN/Inf data: a warning by default, exit 3 with --fail-on-nonfinite")
   const fs::path file = dir.path / "nan_step_5.safetensors";
   write_bytes(file, one_tensor("l.weight", {1.0f, NAN, 2.0f, INFINITY}));
   const fs::path out = dir.path / "out";
-  const auto r = run("run --recipes current --capture " + shell_quote(file.string()) + " --out " +
-                     shell_quote(out.string()));
+  const auto r = run("run --recipes current --format e4m3,hybrid --capture " + shell_quote(file.string()) +
+                     " --out " + shell_quote(out.string()));
   CHECK(r.rc == 0);
   CHECK(r.err == "fp8-advisor: warning: " + file.string() +
                      ": tensor 'l.weight' holds 1 NaN and 1 Inf elements; they are counted and "
                      "left out of the error sums\n");
-  // One row per format (the default evaluates both), one warning for the tensor.
+  // One row per format, one warning for the tensor.
   const auto rows = read_csv(slurp(out / "metrics.csv"));
   REQUIRE(rows.size() == 2);
   CHECK(rows[0].at("format") == "e4m3");
@@ -664,7 +691,7 @@ TEST_CASE("--cost roofline at the captured tokens (h100): FP8 does not pay for t
   REQUIRE(x != std::string::npos);
   CHECK(std::stod(r.out.substr(x + 9)) < 1.0);
   // Every MXFP8 candidate the H100 cannot run sits on one line with the one reason.
-  CHECK(r.out.find("  excluded on h100:\n    mxfp8/e4m3, mxfp8/hybrid, mxfp8:floor/e4m3, mxfp8:floor/hybrid: mxfp8 needs sm_100+") != std::string::npos);
+  CHECK(r.out.find("  excluded on h100:\n    mxfp8/e4m3, mxfp8:floor/e4m3: mxfp8 needs sm_100+") != std::string::npos);
   const auto d = nlohmann::json::parse(slurp(a.path / "summary.json")).at("decision");
   CHECK(d.at("cost_source") == "roofline");
   for (const auto& c : d.at("candidates"))
@@ -1065,9 +1092,10 @@ TEST_CASE("--quiet prints only the answer; --gpu, --cost, --tokens-per-step erro
 
 TEST_CASE("gemms.csv: three GEMMs per layer, step and recipe; --no-gemms skips it") {
   TempDir a, b;
-  REQUIRE(run("run --recipes current,mxfp8 --capture " + sample() + " --out " + shell_quote(a.path.string())).rc == 0);
+  REQUIRE(run("run --recipes current,mxfp8 --format e4m3,hybrid --capture " + sample() + " --out " +
+              shell_quote(a.path.string())).rc == 0);
   const auto g = read_csv(slurp(a.path / "gemms.csv"));
-  CHECK(g.size() == 2 * 4 * 3 * 2 * 2);  // steps x layers x GEMMs x recipes x formats (default: both)
+  CHECK(g.size() == 2 * 4 * 3 * 2 * 2);  // steps x layers x GEMMs x recipes x formats
   for (const auto& row : g) {
     CHECK(num(row.at("rel_fro_err")) > 0.0);
     CHECK(num(row.at("rel_fro_err")) < 0.2);
@@ -1384,7 +1412,8 @@ TEST_CASE("nvdlfw_inspect FP8 statistics are shown beside ours (nvdlfw_stats.csv
                            shell_quote((kSource / "datasets/sample/amax_trace.csv").string()) + " " +
                            shell_quote(log_path.string());
   const fs::path out = dir.path / "out";
-  const auto r = run(args + " --training-recipe " + delayed + " --out " + shell_quote(out.string()));
+  // The log is of a hybrid run; --format hybrid evaluates MXFP8's gradients as E5M2 too.
+  const auto r = run(args + " --format hybrid --training-recipe " + delayed + " --out " + shell_quote(out.string()));
   INFO(r.err);
   REQUIRE(r.rc == 0);
   const Table rows = read_csv(slurp(out / "nvdlfw_stats.csv"));
@@ -1419,13 +1448,24 @@ TEST_CASE("nvdlfw_inspect FP8 statistics are shown beside ours (nvdlfw_stats.csv
   CHECK(r.out.find("nvdlfw_inspect FP8 statistics: 169 logged, 168 beside our numbers") !=
         std::string::npos);
 
-  // Without --training-recipe the bare statistics stay unpaired, with the reason.
+  // Without --training-recipe the bare statistics stay unpaired, with the reason. Under the
+  // default --format auto MXFP8 is evaluated in e4m3 only: its activation and weight statistics
+  // (E4M3 in a hybrid run too) pair, its gradients' (E5M2 there) say how to get them.
   const auto r2 = run(args + " --out " + shell_quote((dir.path / "out2").string()));
   REQUIRE(r2.rc == 0);
-  std::size_t unpaired = 0;
-  for (const auto& row : read_csv(slurp(dir.path / "out2/nvdlfw_stats.csv")))
+  std::size_t unpaired = 0, mx_gradient = 0, mx_paired = 0;
+  for (const auto& row : read_csv(slurp(dir.path / "out2/nvdlfw_stats.csv"))) {
     if (row.at("note") == "the training run's recipe: name it with --training-recipe") ++unpaired;
+    if (row.at("statistic").starts_with("mxfp8") && row.at("role") == "gradient")
+      mx_gradient += row.at("note") == "not evaluated as e5m2 (hybrid): mxfp8 is evaluated in e4m3; add --format e4m3,hybrid";
+    else if (row.at("statistic").starts_with("mxfp8") && row.at("note").empty()) {
+      ++mx_paired;
+      CHECK(std::fabs(num(row.at("ours")) - num(row.at("logged"))) <= 0.00005 + 1e-12);
+    }
+  }
   CHECK(unpaired == 24 * 2 + 1);
+  CHECK(mx_gradient == 8 * 2);
+  CHECK(mx_paired == 16 * 2);
 
   const auto no_log = run("run --capture " + sample() + " --no-gemms --recipes current --training-recipe "
                           "current --out " + shell_quote((dir.path / "o4").string()));

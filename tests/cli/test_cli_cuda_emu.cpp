@@ -56,10 +56,10 @@ TEST_CASE("run --device cuda (emulated) == run --device cpu on the sample, with 
   check_same_dirs(out.path / "cpu", out.path / "cuda");
   for (const auto& row : ct::read_csv(ct::slurp(out.path / "cpu/gemms.csv"))) CHECK(row.at("engine") == "emulated");
   // On sm_90 every GEMM but MXFP8's also ran in cuBLASLt: 8 layers x 3 GEMMs x 8 recipes (the
-  // trace's search puts three delayed ones in the default list), listed under each of the two
-  // formats (the default --format e4m3,hybrid).
+  // trace's search puts three delayed ones in the default list), each in one format (the default
+  // --format auto).
   check_cublaslt_rows(out.path / "cuda", {"mxfp8"});
-  CHECK(cublaslt_row_count(out.path / "cuda") == 192 * 2);
+  CHECK(cublaslt_row_count(out.path / "cuda") == 192);
 
   // `run --device cuda` on the sample as another GPU (FP8A_CUDA_EMULATION_SM): its gemms.csv.
   const auto run_as = [&](const std::string& name, const std::string& sm) {
@@ -74,12 +74,12 @@ TEST_CASE("run --device cuda (emulated) == run --device cpu on the sample, with 
   // As a B200 (sm_100): MXFP8 runs in cuBLASLt, the Hopper-only 1x128/128x128 modes do not.
   const auto b200 = run_as("b200", "100");
   check_cublaslt_rows(b200, {"block"});
-  CHECK(cublaslt_row_count(b200) == 192 * 2);
+  CHECK(cublaslt_row_count(b200) == 192);
   // As an A100 (sm_80, which the default build has kernels for): the metrics on the device are the
-  // CPU's, and cuBLASLt runs only the BF16 GEMMs (FP8 needs sm_89+): 8 layers x 3 GEMMs x 2 formats.
+  // CPU's, and cuBLASLt runs only the BF16 GEMMs (FP8 needs sm_89+): 8 layers x 3 GEMMs.
   const auto a100 = run_as("a100", "80");
   check_cublaslt_rows(a100, {"current", "delayed", "block", "mxfp8"});
-  CHECK(cublaslt_row_count(a100) == 24 * 2);
+  CHECK(cublaslt_row_count(a100) == 24);
   check_same_dirs(out.path / "cpu", a100);
 
   // `run --device cuda` on a GPU it cannot use: a one-line usage error, exit 2, no metrics.csv.

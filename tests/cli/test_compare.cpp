@@ -138,7 +138,8 @@ TEST_CASE("compare: lm-sane against lm-spike ranks the spike's first-layer gradi
   TempDir t;
   const auto sane = kSource / "datasets/real/lm-sane";
   const auto spike = kSource / "datasets/real/lm-spike";
-  const auto r = run("compare " + q(sane) + " " + q(spike) + " --out " + q(t.path / "out"));
+  // Both formats for every recipe, so that all-E4M3's gradient underflow is among the rows.
+  const auto r = run("compare " + q(sane) + " " + q(spike) + " --out " + q(t.path / "out") + " --format e4m3,hybrid");
   INFO(r.err);
   REQUIRE(r.rc == 0);
   const auto rows = read_csv(slurp(t.path / "out/compare.csv"));
@@ -177,7 +178,7 @@ TEST_CASE("compare: lm-sane against lm-spike ranks the spike's first-layer gradi
   CHECK(worse > 0);
   CHECK(worse < rows.size());
   // Reversed sides: the same scores (the terms are symmetric), worse and better swapped.
-  const auto back = run("compare " + q(spike) + " " + q(sane) + " --out " + q(t.path / "back"));
+  const auto back = run("compare " + q(spike) + " " + q(sane) + " --out " + q(t.path / "back") + " --format e4m3,hybrid");
   REQUIRE(back.rc == 0);
   const auto back_rows = read_csv(slurp(t.path / "back/compare.csv"));
   REQUIRE(back_rows.size() == rows.size());
@@ -217,6 +218,19 @@ TEST_CASE("compare: a run --out folder gives the scores of the capture it was ma
   CHECK(slurp(t.path / "b/compare.csv") == csv);
   CHECK(folder.out.find("(run folder, 154 rows), cand ") != std::string::npos);
   for (const Row& row : read_csv(slurp(t.path / "c/compare.csv"))) CHECK(row.at("score") == "0");
+
+  // A folder of a --format auto run (the default) is compared under auto: MXFP8 in e4m3 only.
+  const auto made_auto = run("run --capture " + q(sane) + " --out " + q(t.path / "auto-run") +
+                             " --recipes current,mxfp8 --no-gemms --quiet");
+  REQUIRE(made_auto.rc == 0);
+  const auto direct_auto = run("compare " + q(sane) + " " + q(spike) + " --out " + q(t.path / "d") + " --recipes current,mxfp8");
+  const auto folder_auto = run("compare " + q(t.path / "auto-run") + " " + q(spike) + " --out " + q(t.path / "e"));
+  REQUIRE(direct_auto.rc == 0);
+  REQUIRE(folder_auto.rc == 0);
+  const Table auto_rows = read_csv(slurp(t.path / "d/compare.csv"));
+  CHECK(slurp(t.path / "e/compare.csv") == slurp(t.path / "d/compare.csv"));
+  REQUIRE(!auto_rows.empty());
+  for (const Row& row : auto_rows) CHECK(row.at("format") == (row.at("recipe") == "mxfp8" ? "e4m3" : "hybrid"));
 }
 
 TEST_CASE("compare: each side's training log makes its delayed rows exact") {

@@ -77,7 +77,7 @@ TEST_CASE("option values with terminal escapes or bytes that are not UTF-8 are e
       {"run --capture x --out y --recipes delayed:algo=" + q_esc,
        "[fp8a.usage.201] --recipes: bad recipe 'delayed:algo=\\x1b[31m': algo must be max or most_recent, got "
        "'\\x1b[31m'"},
-      {"run --capture x --out y --format " + q_esc, "[fp8a.usage.202] --format '\\x1b[31m': expected e4m3 or hybrid"},
+      {"run --capture x --out y --format " + q_esc, "[fp8a.usage.202] --format '\\x1b[31m': expected auto, or e4m3 and/or hybrid"},
       {"run --capture x --out y --gpu " + q_bad,
        "[fp8a.usage.214] --gpu: unknown GPU 'a\\xff\\xfeb'; known: a100, l4, l40s, rtx4090, h100, h200, b200, "
        "gb200, rtx5090"},

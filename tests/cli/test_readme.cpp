@@ -61,6 +61,27 @@ ExampleBlock example_block(const std::string& readme) {
 TEST_CASE("README.md: the worked example prints what the README shows") {
   const std::string readme = slurp(kReadme);
   const ExampleBlock block = example_block(readme);
+  // scripts/setup.sh (README command 1) ends with this run, without --quiet.
+  const std::string setup = slurp(kSource / "scripts/setup.sh");
+  const auto run_at = setup.find("./build/cli/fp8-advisor run ");
+  REQUIRE(run_at != std::string::npos);
+  std::string setup_args;
+  for (std::size_t i = run_at + std::string("./build/cli/fp8-advisor ").size(); i < setup.size() && setup[i] != '\n'; ++i) {
+    if (setup.compare(i, 2, "\\\n") == 0) {  // a continuation line
+      i += 1;
+      while (i + 1 < setup.size() && setup[i + 1] == ' ') ++i;
+      setup_args += ' ';
+      continue;
+    }
+    setup_args += setup[i];
+  }
+  auto squeeze = [](std::string t) {
+    std::string o;
+    for (char c : t)
+      if (c != ' ' || (!o.empty() && o.back() != ' ')) o += c;
+    return o;
+  };
+  CHECK(squeeze(setup_args) + " --quiet" == squeeze(block.args));
   TempDir cwd;
   fs::create_directory_symlink(kSource / "datasets", cwd.path / "datasets");
   // The sample as scripts/setup.sh makes it.

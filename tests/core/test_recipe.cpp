@@ -74,7 +74,7 @@ TEST_CASE("formats map roles to FP8 types as TE's recipe.Format does") {
                        "use e4m3 or hybrid (E5M2 for gradients only)",
                        Error);
   CHECK_THROWS_WITH_AS(fp8a::parse_training_format("hybird"),
-                       "[fp8a.usage.202] --format 'hybird': expected e4m3 or hybrid (did you mean "
+                       "[fp8a.usage.202] --format 'hybird': expected auto, or e4m3 and/or hybrid (did you mean "
                        "'hybrid'?)",
                        Error);
 }
@@ -89,7 +89,7 @@ TEST_CASE("--format takes a list: duplicates dropped, order kept, each entry che
   CHECK(fp8a::training_format_list(fp8a::kAllTrainingFormats) == "e4m3,hybrid");
   CHECK(fp8a::training_format_list(List{TrainingFormat::kHybrid}) == "hybrid");
   CHECK_THROWS_WITH_AS(fp8a::parse_training_format_list("e4m3,hybird"),
-                       "[fp8a.usage.202] --format 'hybird': expected e4m3 or hybrid (did you mean "
+                       "[fp8a.usage.202] --format 'hybird': expected auto, or e4m3 and/or hybrid (did you mean "
                        "'hybrid'?)",
                        Error);
   CHECK_THROWS_WITH_AS(fp8a::parse_training_format_list("hybrid,e5m2"),
@@ -99,7 +99,7 @@ TEST_CASE("--format takes a list: duplicates dropped, order kept, each entry che
   for (const char* bad : {"", "e4m3,", ",hybrid", "e4m3,,hybrid"})
     CHECK_THROWS_WITH_AS(fp8a::parse_training_format_list(bad),
                          ("[fp8a.usage.202] --format '" + std::string(bad) +
-                          "': empty entry in the list; expected e4m3 and/or hybrid")
+                          "': empty entry in the list; expected auto, or e4m3 and/or hybrid")
                              .c_str(),
                          Error);
 }

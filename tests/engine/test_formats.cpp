@@ -99,10 +99,11 @@ struct Run {
   std::size_t gemm_runs = 0;       // GEMMs given to the engine
 };
 
-Run run(const fp8a::CaptureSet& captures, std::vector<TrainingFormat> formats) {
+Run run(const fp8a::CaptureSet& captures, std::vector<TrainingFormat> formats, bool by_kind = false) {
   fp8a::RunConfig config;
   config.recipes = fp8a::parse_recipe_list(fp8a::default_recipe_list());
   config.formats = std::move(formats);
+  config.formats_by_kind = by_kind;
   const CountingBackend backend;
   Run r;
   r.rows = fp8a::evaluate_captures(captures, config, backend);
@@ -154,4 +155,53 @@ TEST_CASE("e4m3,hybrid on the sample: the two single-format runs row for row, ev
     if (g.gemm != fp8a::Gemm::kFprop && g.recipe.kind != fp8a::RecipeKind::kBf16) ++hybrid_dy_runs;
   CHECK(hybrid_dy_runs > 0);
   CHECK(both.gemm_runs == e4m3.gemm_runs + hybrid_dy_runs);
+}
+
+TEST_CASE("--format auto on the sample: each recipe in its kind's format only, the single-format runs' rows") {
+  const fp8a::DiskFileSystem fs;
+  const auto captures =
+      fp8a::load_captures({std::string(FP8A_SOURCE_DIR) + "/datasets/sample"}, fs, {});
+  const Run e4m3 = run(captures, {TrainingFormat::kE4M3});
+  const Run hybrid = run(captures, {TrainingFormat::kHybrid});
+  const Run by_kind = run(captures, {TrainingFormat::kHybrid, TrainingFormat::kE4M3}, true);
+  // Expected, written out: MXFP8 in e4m3 (TE's default, Megatron-Bridge's preset), every other
+  // recipe and BF16 in hybrid; the table hybrid's rows first, as config.formats orders them.
+  const auto mx = [](const auto& r) { return r.recipe.kind == fp8a::RecipeKind::kMx; };
+  std::vector<const fp8a::EvaluationRow*> want;
+  for (const auto& r : hybrid.rows)
+    if (!mx(r)) want.push_back(&r);
+  for (const auto& r : e4m3.rows)
+    if (mx(r)) want.push_back(&r);
+  REQUIRE(by_kind.rows.size() == want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    INFO("row " << i);
+    check_same_row(by_kind.rows[i], *want[i]);
+  }
+  std::vector<const fp8a::GemmRow*> want_gemms;
+  for (const auto& g : hybrid.gemms)
+    if (!mx(g)) want_gemms.push_back(&g);
+  for (const auto& g : e4m3.gemms)
+    if (mx(g)) want_gemms.push_back(&g);
+  REQUIRE(by_kind.gemms.size() == want_gemms.size());
+  for (std::size_t i = 0; i < want_gemms.size(); ++i) {
+    INFO("gemm row " << i);
+    check_same_gemm(by_kind.gemms[i], *want_gemms[i]);
+  }
+  // Half the work of both formats: no E5M2 cast of an MXFP8 gradient, no E4M3 one of the others'.
+  CHECK(by_kind.e5m2 < hybrid.e5m2);
+  CHECK(by_kind.e4m3 + by_kind.e5m2 < hybrid.e4m3 + hybrid.e5m2 + e4m3.e5m2 + 1);
+
+  fp8a::RunConfig config;
+  config.recipes = fp8a::parse_recipe_list("current,block,mxfp8,bf16");
+  config.formats = {TrainingFormat::kHybrid, TrainingFormat::kE4M3};
+  config.formats_by_kind = true;
+  CHECK(fp8a::describe_formats(config) == "auto (hybrid: current, block; e4m3: mxfp8)");
+  CHECK(fp8a::format_option(config) == "auto");
+  CHECK(fp8a::format_of_bf16(config) == TrainingFormat::kHybrid);
+  config.recipes = fp8a::parse_recipe_list("mxfp8,bf16");
+  CHECK(fp8a::format_of_bf16(config) == TrainingFormat::kE4M3);
+  CHECK(fp8a::evaluated_formats(config) == std::vector<TrainingFormat>{TrainingFormat::kE4M3});
+  config.formats_by_kind = false;
+  CHECK(fp8a::describe_formats(config) == "hybrid,e4m3");
+  CHECK(fp8a::evaluates(config, config.recipes[0], TrainingFormat::kHybrid));
 }

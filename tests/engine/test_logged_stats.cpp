@@ -21,6 +21,7 @@ EvaluationRow row(const std::string& layer, Role role, const std::string& recipe
   r.key = {7, layer, role};
   r.recipe = fp8a::parse_recipe(recipe);
   r.orientation = o;
+  r.fp8 = fp8a::fp8_format_for(r.format, role);  // as evaluate_captures sets it
   r.metrics.underflow_pct = 1.5;
   r.metrics.overflow_pct = 0.25;
   r.metrics.mse = 3e-6;
@@ -105,6 +106,22 @@ TEST_CASE("logged FP8 statistics pair with the matching recipe, copy and statist
   SUBCASE("a training recipe that was not evaluated") {
     const auto c = fp8a::compare_logged_stats(logged, rows, fp8a::parse_recipe("block"));
     CHECK(c[4].note == "recipe block not in --recipes");
+  }
+  SUBCASE("MXFP8 in e4m3 only (--format auto): E4M3 operands pair, hybrid's E5M2 gradients say why not") {
+    for (EvaluationRow& r : rows)
+      if (r.recipe.kind == fp8a::RecipeKind::kMx) {
+        r.format = fp8a::TrainingFormat::kE4M3;
+        r.fp8 = fp8a::Fp8Format::kE4M3;
+      }
+    rows.push_back(row("blocks.0.fc1", Role::kWeight, "mxfp8"));
+    rows.back().format = fp8a::TrainingFormat::kE4M3;
+    rows.back().metrics.mse = 5.0;
+    const auto c = fp8a::compare_logged_stats(logged, rows, std::nullopt);
+    CHECK_FALSE(c[2].paired);
+    CHECK(c[2].note == "not evaluated as e5m2 (hybrid): mxfp8 is evaluated in e4m3; add --format e4m3,hybrid");
+    CHECK(c[3].note == c[2].note);
+    CHECK(c[9].paired);  // the weight: E4M3 under hybrid too
+    CHECK(c[9].ours == 5.0);
   }
 }
 

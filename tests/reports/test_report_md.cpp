@@ -30,6 +30,7 @@ RunInfo report_info() {
   i.inputs.push_back(f);
   i.recipes = parse_recipe_list("current,current:pow2");
   i.formats = {TrainingFormat::kHybrid};
+  i.format_option = i.format_description = "hybrid";
   return i;
 }
 

@@ -34,6 +34,7 @@ fp8a::RunInfo fixed_info() {
   info.inputs[0].bytes = 1234;
   info.recipes = fp8a::parse_recipe_list("current,current:pow2");
   info.formats = {fp8a::TrainingFormat::kHybrid};  // the rows' (make_row)
+  info.format_option = info.format_description = "hybrid";
   info.read_seconds = 0.5;
   info.evaluate_seconds = 0.25;
   info.outputs = {"metrics.csv", "gemms.csv", "summary.json"};
@@ -191,6 +192,7 @@ TEST_CASE("two formats: summary.json and the console table name each entry's for
   rows.back().applicability = fp8a::Applicability::no("example reason");
   auto info = fixed_info();
   info.formats = fp8a::kAllTrainingFormats;
+  info.format_option = info.format_description = "e4m3,hybrid";
   const auto layers = fp8a::summarize_layers(rows);
   check_golden("summary_formats.json", fp8a::render_summary_json(info, rows, layers).contents);
   check_golden("table_formats.txt", fp8a::render_layer_table(layers));
