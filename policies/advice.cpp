@@ -45,7 +45,7 @@ Recommendation recommend(const RecommendationInputs& inputs, const Policy& polic
   if (choice.chosen) {
     const CandidatePlan& chosen = rec.candidates[*choice.chosen];
     rec.layers = decide_layers(chosen, policy.scope);
-    rec.watch = watch_list(*inputs.index, chosen, policy);
+    rec.watch = watch_list(chosen);
     rec.pareto = pareto_path(chosen, cost, rows);
   } else {
     rec.layers = all_bf16_layers(evidence.layers, rec.why);

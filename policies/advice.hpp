@@ -93,8 +93,9 @@ struct Recommendation {
   // (numerics only)", or, set by the caller, why the cost was not judged.
   std::string cost_basis = kNumericsOnlyBasis;
   bool at_captured_tokens = false;
-  // The chosen plan's FP8 tensor copies with the smallest judge_tensor margins, smallest first
-  // (ties: layer, role, orientation), at most kWatchCount; empty when none is chosen.
+  // What to watch next run (watch_list.hpp): the chosen plan's FP8 GEMMs closest to a threshold,
+  // at most kWatchCount; empty when none is chosen. Every output that names GEMMs to watch names
+  // these.
   std::vector<WatchItem> watch;
 };
 

@@ -1,33 +1,36 @@
-// The watch list: the tensor copies the chosen plan keeps in FP8 that came closest to a threshold,
-// what to watch in the next run.
+// The watch list: the GEMMs the chosen plan keeps in FP8 that came closest to a threshold, what to
+// watch in the next run. One list, made once: the answer, recipe.json, nvdlfw_inspect.yaml and the
+// reports all name these GEMMs.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
-#include "engine/evaluation_index.hpp"
 #include "policies/fallback_plan.hpp"
-#include "policies/policy.hpp"
 
 namespace fp8a {
 
-// A tensor copy the chosen plan keeps in FP8 (a GEMM kept FP8 consumes it), at its smallest
-// margin over the captured steps: what to watch in the next run.
+// How a watched GEMM stands: kept FP8 though a step or its forecast failed (a plan that keeps
+// failing GEMMs, such as a forced recipe's), over a watch-only criterion's threshold, or passed.
+enum class WatchStatus : std::uint8_t { kFailed, kWatched, kPassed };
+const char* watch_status_name(WatchStatus s);  // "failed", "watched", "passed"
+
+// A GEMM the chosen plan keeps in FP8, at its worst step (GemmJudgement::worst).
 struct WatchItem {
   std::string layer;
-  Role role = Role::kActivation;
-  Orientation orientation = Orientation::kRowwise;
-  std::int64_t step = 0;  // the step of the smallest margin (the earliest of equal ones)
-  Criterion criterion = Criterion::kUnderflow;  // judge_tensor's limiting check there
+  Gemm gemm = Gemm::kFprop;
+  std::int64_t step = 0;
+  Criterion criterion = Criterion::kUnderflow;  // the worst verdict's limiting check
   double measured = 0, threshold = 0, margin = 0;
+  WatchStatus status = WatchStatus::kPassed;
 };
 // How many WatchItems a Recommendation lists at most.
 inline constexpr std::size_t kWatchCount = 5;
 
-// The chosen plan's FP8 tensor copies with the smallest judge_tensor margins, smallest first
-// (ties: layer, role, orientation), at most kWatchCount.
-std::vector<WatchItem> watch_list(const EvaluationIndex& index, const CandidatePlan& chosen,
-                                  const Policy& policy);
+// The chosen plan's FP8 GEMMs that have a limiting check: failed ones first, then the smallest
+// margin (ties: layer, then GEMM order), at most kWatchCount.
+std::vector<WatchItem> watch_list(const CandidatePlan& chosen);
 
 }  // namespace fp8a

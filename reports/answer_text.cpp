@@ -40,6 +40,12 @@ PlanFallbacks plan_fallbacks(const Recommendation& rec) {
   return f;
 }
 
+std::string watch_item_text(const WatchItem& w) {
+  return w.layer + " " + gemm_name(w.gemm) +
+         format_text(": %s margin %.3g (%s at step %lld)", criterion_name(w.criterion), w.margin,
+                     watch_status_name(w.status), static_cast<long long>(w.step));
+}
+
 std::string AnswerContext::gpu_name() const {
   const GpuTarget* gpu = recommendation != nullptr ? recommendation->gpu : skipped.gpu;
   FP8A_CHECK(gpu != nullptr, "the answer names no GPU");
@@ -127,29 +133,10 @@ std::string answer_lines(const AnswerContext& a) {
       s += format_text("  cost: %s; FP8 share of GEMM FLOPs %.1f %%\n", visible_text(a.cost_basis()).c_str(),
                        100.0 * c.fp8_flop_share);
     }
-    // Watch next run: of the GEMMs the plan keeps in FP8 (the ones it sends to BF16 are listed
-    // above with their reasons), the failing ones first, then the passing ones with the smallest
-    // margin.
-    std::vector<std::tuple<bool, double, std::string>> watch;
-    for (std::size_t li = 0; li < c.layers.size(); ++li)
-      for (const GemmJudgement& g : c.layers[li].gemms) {
-        const LayerJudgement& l = c.layers[li];
-        if (!g.judged || !g.worst.limiting) continue;
-        if (li < c.plan.size() && c.plan[li][static_cast<int>(g.gemm)] != Precision::kFp8) continue;
-        watch.emplace_back(g.fp8_safe, g.worst.margin,
-                           format_text("%s %s: %s margin %.3g (%s at step %lld)", visible_text(l.layer).c_str(),
-                               gemm_name(g.gemm), criterion_name(*g.worst.limiting),
-                               g.worst.margin,
-                               !g.fp8_safe ? "failed" : g.worst.watched.empty() ? "passed" : "watched",
-                               static_cast<long long>(g.worst_step)));
-      }
-    std::stable_sort(watch.begin(), watch.end(), [](const auto& x, const auto& y) {
-      return std::tie(std::get<0>(x), std::get<1>(x)) < std::tie(std::get<0>(y), std::get<1>(y));
-    });
-    if (!watch.empty()) {
+    // Watch next run: the recommendation's one watch list.
+    if (!rec.watch.empty()) {
       s += "  watch next run:\n";
-      for (std::size_t i = 0; i < watch.size() && i < kWatchListLength; ++i)
-        s += "    " + std::get<2>(watch[i]) + "\n";
+      for (const WatchItem& w : rec.watch) s += "    " + visible_text(watch_item_text(w)) + "\n";
     }
   }
   // Why not the other recipe kinds: for each kind but the chosen one, its runnable candidate that

@@ -46,8 +46,12 @@ struct PlanFallbacks {
 // The fallbacks of rec's chosen candidate; empty when none is chosen.
 PlanFallbacks plan_fallbacks(const Recommendation& rec);
 
-// The most GEMMs the answer lists to watch next run.
+// The most GEMMs the answer lists kept FP8 over a watch-only threshold.
 inline constexpr std::size_t kWatchListLength = 5;
+
+// A watch-list item as the answer and the reports print it: "<layer> <gemm>: <criterion> margin
+// <m> (<status> at step <s>)". The layer raw: each format escapes it its own way.
+std::string watch_item_text(const WatchItem& w);
 
 // (candidate, why) pairs as lines "<candidate>, <candidate>: <why>", the candidates sharing a why
 // on one line (every format of a recipe the GPU cannot run), in the order each why first appears.

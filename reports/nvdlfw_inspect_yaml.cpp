@@ -65,6 +65,7 @@ struct Watched {
   Gemm gemm = Gemm::kFprop;
   double margin = 0;
   std::string criterion;
+  WatchStatus status = WatchStatus::kPassed;
 };
 
 void emit_flow_list(YAML::Emitter& out, const std::vector<std::string>& items) {
@@ -82,25 +83,12 @@ std::optional<Artifact> render_nvdlfw_inspect_yaml(const Recommendation& rec, st
   };
   const RunCandidate* c = chosen_candidate(rec);
   if (c == nullptr) return omit("nvdlfw_inspect.yaml not written: no FP8 candidate was chosen");
-  const CandidatePlan& advice = rec.candidates[*rec.chosen];
 
-  // The FP8 GEMMs of the plan with the smallest worst margins.
+  // The recommendation's watch list, by the index of its layer in rec.layers.
   std::vector<Watched> fp8;
-  for (std::size_t i = 0; i < rec.layers.size(); ++i) {
-    const LayerJudgement* j = nullptr;
-    for (const LayerJudgement& lj : advice.layers)
-      if (lj.layer == rec.layers[i].layer) j = &lj;
-    if (j == nullptr) continue;
-    for (const GemmDecision& g : rec.layers[i].gemms) {
-      if (g.precision != Precision::kFp8) continue;
-      const GemmJudgement& gj = j->gemms[static_cast<std::size_t>(g.gemm)];
-      if (!gj.judged) continue;
-      fp8.push_back({i, g.gemm, gj.worst.margin,
-                     gj.worst.limiting ? criterion_name(*gj.worst.limiting) : std::string("no criterion")});
-    }
-  }
-  std::stable_sort(fp8.begin(), fp8.end(), [](const Watched& a, const Watched& b) { return a.margin < b.margin; });
-  if (fp8.size() > static_cast<std::size_t>(kWatchedGemms)) fp8.resize(kWatchedGemms);
+  for (const WatchItem& w : rec.watch)
+    for (std::size_t i = 0; i < rec.layers.size(); ++i)
+      if (rec.layers[i].layer == w.layer) fp8.push_back({i, w.gemm, w.margin, criterion_name(w.criterion), w.status});
 
   int fallbacks = 0, watched_layers = 0;
   YAML::Emitter out;
@@ -165,7 +153,9 @@ std::optional<Artifact> render_nvdlfw_inspect_yaml(const Recommendation& rec, st
       out << YAML::Newline
           << comment("watch: " + std::string(gemm_name(w->gemm)) + " kept FP8 with margin " +
                      margin_text(w->margin) + " (" + w->criterion +
-                     (w->margin < 0 ? ", over its watch-only threshold)" : ")"));
+                     (w->status == WatchStatus::kWatched  ? ", over its watch-only threshold)"
+                      : w->status == WatchStatus::kFailed ? ", failed)"
+                                                          : ")"));
     out << YAML::Key << section_name(name.name, &sections) << YAML::Value << YAML::BeginMap;
     out << YAML::Key << "enabled" << YAML::Value << true;
     out << YAML::Key << "layers" << YAML::Value << YAML::BeginMap;

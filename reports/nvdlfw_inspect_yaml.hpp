@@ -3,7 +3,7 @@
 // fail at the first lookup): DisableQuantizationLayer for a layer all in BF16,
 // DisableQuantizationGEMM for single GEMMs in BF16 (the only per-GEMM fallback of any consumer),
 // by those names for Recommendation::te_version 2.13+, else DisableFP8Layer / DisableFP8GEMM;
-// and, for the kWatchedGemms FP8 GEMMs with the smallest worst margins under the chosen candidate,
+// and, for the GEMMs of the recommendation's watch list (Recommendation::watch, the answer's),
 // LogFp8TensorStats and LogTensorStats on the tensors those GEMMs consume, to watch next run
 // (before TE 2.7 LogFp8TensorStats logs underflows% alone). The first lines name the TE release.
 // Each section's layer_name_regex_pattern matches the end of nvdlfw_inspect's name at a dot
@@ -19,7 +19,6 @@
 
 namespace fp8a {
 
-inline constexpr int kWatchedGemms = 3;
 inline constexpr int kWatchFrequency = 10;  // steps between logged statistics
 
 // Unset when there is nothing to configure (no chosen candidate, or no BF16 fallback and no FP8

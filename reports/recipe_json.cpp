@@ -118,13 +118,13 @@ Artifact render_recipe_json(const Recommendation& rec, const RunInfo& info) {
   ordered_json watch = ordered_json::array();
   for (const WatchItem& w : rec.watch)
     watch.push_back({{"layer", json_name(w.layer)},
-                     {"tensor", role_name(w.role)},
-                     {"orientation", orientation_name(w.orientation)},
+                     {"gemm", gemm_name(w.gemm)},
                      {"step", w.step},
                      {"criterion", criterion_name(w.criterion)},
                      {"measured", json_number(w.measured)},
                      {"threshold", json_number(w.threshold)},
-                     {"margin", json_number(w.margin)}});
+                     {"margin", json_number(w.margin)},
+                     {"status", watch_status_name(w.status)}});
   j["watch"] = std::move(watch);
   ordered_json command_line = ordered_json::array();  // bytes, kept losslessly (utf8_lossless)
   for (const auto& w : info.command_line) command_line.push_back(utf8_lossless(w));

@@ -12,6 +12,7 @@
 #include "core/delayed_window.hpp"
 #include "core/error.hpp"
 #include "core/text.hpp"
+#include "reports/answer_text.hpp"
 #include "reports/html_page.hpp"
 #include "reports/svg_plot.hpp"
 #include "reports/te_recipe.hpp"
@@ -188,6 +189,13 @@ void render_summary(Markup& m, const Page& p) {
     }
     m.element("h3", {}, format_text("GEMMs kept in BF16: %zu", rows.size()));
     if (!rows.empty()) table(m, {"layer", "GEMM", "reason"}, rows);
+    // The recommendation's watch list, as the answer, recipe.json and nvdlfw_inspect.yaml name it.
+    if (!rec->watch.empty()) {
+      m.element("h3", {}, "Watch next run");
+      std::vector<std::string> items;
+      for (const WatchItem& w : rec->watch) items.push_back(watch_item_text(w));
+      list(m, items);
+    }
   }
 
   // Counts and provenance.

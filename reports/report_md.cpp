@@ -96,6 +96,11 @@ std::string recommendation_section(const AnswerContext& a) {
     s += "\n";
   }
   if (!f.close.empty()) s += "### Kept FP8 close to the limit\n\n" + bullets(f.close) + "\n";
+  if (!rec.watch.empty()) {  // the recommendation's watch list, as the answer names it
+    std::vector<std::string> items;
+    for (const WatchItem& w : rec.watch) items.push_back(watch_item_text(w));
+    s += "### Watch next run\n\n" + bullets(items) + "\n";
+  }
   if (!rec.advisories.empty()) {
     std::vector<std::string> items;
     for (const Advisory& adv : rec.advisories) items.push_back(adv.text + " [" + adv.source + "]");

@@ -7,7 +7,10 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <set>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -125,6 +128,39 @@ TEST_CASE("README.md: the worked example prints what the README shows") {
     }
   }
   CHECK(bf16_gemms >= 1);
+
+  // One watch list: the answer, report.md, recipe.json and nvdlfw_inspect.yaml name the same
+  // "<layer> <gemm>"s, in the same order where the file has one.
+  const fs::path run_dir = cwd.path / "build/sample-run";
+  const auto lines_after = [](const std::string& text, const std::string& heading, const std::string& prefix) {
+    std::vector<std::string> items;
+    std::size_t at = text.find(heading);
+    if (at == std::string::npos) return items;
+    at += heading.size();
+    while (text.compare(at, prefix.size(), prefix) == 0) {
+      const std::size_t eol = text.find('\n', at);
+      const std::string item = text.substr(at + prefix.size(), eol - at - prefix.size());
+      items.push_back(item.substr(0, item.find(':')));  // "<layer> <gemm>"
+      at = eol + 1;
+    }
+    return items;
+  };
+  const std::vector<std::string> answer_watch = lines_after(got, "  watch next run:\n", "    ");
+  REQUIRE(answer_watch.size() == 5);
+  CHECK(lines_after(slurp(run_dir / "report.md"), "### Watch next run\n\n", "- ") == answer_watch);
+  std::vector<std::string> json_watch;
+  const auto recipe = nlohmann::json::parse(slurp(run_dir / "recipe.json"));
+  for (const auto& w : recipe.at("watch"))
+    json_watch.push_back(w.at("layer").get<std::string>() + " " + w.at("gemm").get<std::string>());
+  CHECK(json_watch == answer_watch);
+  std::set<std::string> yaml_watch;  // "# <layer> -> <module> (...)" then "# watch: <gemm> kept FP8 ..."
+  std::istringstream yaml(slurp(run_dir / "nvdlfw_inspect.yaml"));
+  std::string line, layer;
+  while (std::getline(yaml, line)) {
+    if (line.starts_with("# ") && line.find(" -> ") != std::string::npos) layer = line.substr(2, line.find(" -> ") - 2);
+    if (line.starts_with("# watch: ")) yaml_watch.insert(layer + " " + line.substr(9, line.find(' ', 9) - 9));
+  }
+  CHECK(yaml_watch == std::set<std::string>(answer_watch.begin(), answer_watch.end()));
   INFO("README.md's worked example (FP8A_UPDATE_GOLDEN=1 refreshes it)");
   CHECK(got == block.output);
 

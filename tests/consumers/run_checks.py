@@ -184,7 +184,7 @@ CASES = {
           "model.decoder.layers.4.mlp.linear_fc2"], OK),
         ([os.path.join(G, "nvdlfw_inspect_block.yaml"), "model.decoder.layers.2.mlp.linear_fc2",
           "model.decoder.layers.4.mlp.linear_fc2", "model.decoder.layers.1.self_attention.linear_qkv"],
-         OK + "nvdlfw_inspect_block.yaml: 2 sections parsed by nvdlfw_inspect, 3 layer names resolved"),
+         OK + "nvdlfw_inspect_block.yaml: 3 sections parsed by nvdlfw_inspect, 3 layer names resolved"),
     ]),
     # nvdlfw_inspect.yaml in a real wrapped Megatron GPTModel with TE's own debug features: the
     # plan of each golden (tests/reports/test_configs.cpp), written here from the test's specs.
@@ -193,7 +193,7 @@ CASES = {
           "decoder.layers.0.self_attention.linear_qkv=fprop,dgrad,wgrad:-",
           "decoder.layers.0.mlp.linear_fc2=fprop,dgrad,wgrad:-",
           "decoder.layers.1.mlp.linear_fc1=wgrad:activation,weight,gradient",
-          "decoder.layers.2.self_attention.linear_proj=-:activation,gradient",
+          "decoder.layers.2.self_attention.linear_proj=-:activation,weight,gradient",
           "decoder.layers.3.mlp.linear_fc2=fprop,dgrad,wgrad:-"],
          OK + "nvdlfw_inspect_mixed.yaml: 16 linear modules of DDP(Float16Module(GPTModel)), named "
          "model.module.module.decoder.layers.1.self_attention.linear_proj...; 10 GEMMs BF16, 2 modules logged"),
@@ -201,7 +201,7 @@ CASES = {
           "decoder.layers.0.self_attention.linear_qkv=fprop,dgrad,wgrad:-",
           "decoder.layers.1.mlp.linear_fc2=fprop,dgrad,wgrad:-",
           "decoder.layers.2.mlp.linear_fc1=-:activation,weight,gradient",
-          "decoder.layers.3.self_attention.linear_proj=-:weight,gradient"],
+          "decoder.layers.3.self_attention.linear_proj=-:activation,weight,gradient"],
          OK + "nvdlfw_inspect_modules.yaml: 16 linear modules of DDP(Float16Module(GPTModel)), named "
          "model.module.module.decoder.layers.1.self_attention.linear_proj...; 6 GEMMs BF16, 2 modules logged"),
         ([os.path.join(G, "nvdlfw_inspect_all_bf16.yaml"), "4", "*=fprop,dgrad,wgrad:-"],

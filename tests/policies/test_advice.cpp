@@ -572,11 +572,30 @@ TEST_CASE("the watch list, the GPU and the cost source; no runnable candidate is
   CHECK(plain.watch.size() <= kWatchCount);
   for (std::size_t i = 1; i < plain.watch.size(); ++i)
     CHECK(plain.watch[i - 1].margin <= plain.watch[i].margin);
+  // The watch list is the plan's FP8 GEMMs with the smallest worst margins (none failed here):
+  // each item is that GEMM's worst verdict, and no FP8 GEMM left out has a smaller margin.
+  const CandidatePlan& chosen = plain.candidates[*plain.chosen];
   for (const WatchItem& w : plain.watch) {
-    const LayerJudgement* l = judgement(plain.candidates[*plain.chosen], w.layer);
+    const LayerJudgement* l = judgement(chosen, w.layer);
     REQUIRE(l != nullptr);
+    const GemmJudgement& g = l->gemms[static_cast<std::size_t>(w.gemm)];
+    CHECK(w.margin == g.worst.margin);
+    CHECK(w.step == g.worst_step);
+    CHECK(w.criterion == *g.worst.limiting);
+    CHECK(w.status == WatchStatus::kPassed);
     CHECK(w.threshold > 0);
   }
+  std::size_t fp8_gemms = 0;
+  for (std::size_t li = 0; li < chosen.layers.size(); ++li)
+    for (const GemmJudgement& g : chosen.layers[li].gemms) {
+      if (!g.judged || !g.worst.limiting || chosen.plan[li][static_cast<int>(g.gemm)] != Precision::kFp8) continue;
+      ++fp8_gemms;
+      const bool listed = std::any_of(plain.watch.begin(), plain.watch.end(), [&](const WatchItem& w) {
+        return w.layer == chosen.layers[li].layer && w.gemm == g.gemm;
+      });
+      if (!listed) CHECK(g.worst.margin >= plain.watch.back().margin);
+    }
+  CHECK(plain.watch.size() == std::min(fp8_gemms, kWatchCount));
 
   const GpuTarget* h100 = find_gpu_target("h100");
   REQUIRE(h100 != nullptr);

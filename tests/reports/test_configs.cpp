@@ -81,10 +81,12 @@ Recommendation make_rec(const std::string& recipe, TrainingFormat format, const 
     d.precision = bf16 == 0 ? Precision::kFp8 : bf16 == 3 ? Precision::kBf16 : Precision::kMixed;
     rec.layers.push_back(d);
     cand.layers.push_back(j);
+    cand.plan.push_back({d.gemms[0].precision, d.gemms[1].precision, d.gemms[2].precision});
   }
   rec.candidates.push_back(cand);
   rec.chosen = 0;
   rec.why = "the most GEMM FLOPs in FP8";
+  rec.watch = watch_list(rec.candidates[0]);  // as recommend() makes it
   return rec;
 }
 
@@ -205,7 +207,9 @@ TEST_CASE("two captured names of one module give one matcher and one nvdlfw sect
   REQUIRE(nv.has_value());
   CHECK(count_of(nv->contents, "layer_name_regex_pattern: '(^|\\.)decoder\\.layers\\.1\\.mlp\\.linear_fc1$'") == 1);
   CHECK(nv->contents.find("gemms: [dgrad, wgrad]") != std::string::npos);
-  CHECK(nv->note == "1 fallbacks, 1 layers watched");
+  // Watched: the recommendation's five smallest margins (all 0.9, in layer order): the merged
+  // section's four FP8 GEMMs and layers.1's fprop.
+  CHECK(nv->note == "1 fallbacks, 2 layers watched");
 }
 
 TEST_CASE("two stacks of a multimodal model: one Megatron path, two nvdlfw sections, each its own plan") {
@@ -368,7 +372,7 @@ TEST_CASE("nvdlfw_inspect.yaml: one section per layer, fallbacks and the riskies
   check_golden("nvdlfw_inspect_delayed.yaml", delayed->contents);
   const auto block = render_nvdlfw_inspect_yaml(block_rec());
   REQUIRE(block.has_value());
-  CHECK(block->note == "1 fallbacks, 2 layers watched");  // three GEMMs of two layers
+  CHECK(block->note == "1 fallbacks, 3 layers watched");  // the watch list's five GEMMs of three layers
   check_golden("nvdlfw_inspect_block.yaml", block->contents);
   const auto modules = render_nvdlfw_inspect_yaml(modules_rec());
   REQUIRE(modules.has_value());

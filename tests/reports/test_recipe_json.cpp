@@ -49,8 +49,6 @@ TEST_CASE("recipe.json: delayed scaling writes margin, history and algo by TE's 
             {fp8(Criterion::kSaturation, 0.001, 0.01), fp8(Criterion::kUnderflow, 2.0, 5), wgrad});
   rec.chosen = 0;
   rec.why = "delayed/hybrid keeps 100.0 % of the GEMM FLOPs in FP8 with 0 GEMMs to BF16 (risk 1.500)";
-  rec.watch = {{"layers.3.mlp.linear_fc2", Role::kActivation, Orientation::kRowwise, 10,
-                Criterion::kSaturation, 0.001, 0.01, 0.9}};
   finish(rec);
   const std::string got = render(rec);
   CHECK(got.find("\"amax_history_len\": 16") != std::string::npos);

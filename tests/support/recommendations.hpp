@@ -123,6 +123,8 @@ inline void finish(Recommendation& rec) {
       }
     c.fp8_flop_share = c.total_flops > 0 ? c.fp8_flops / c.total_flops : 0;
   }
+  // The watch list, as recommend() makes it.
+  if (rec.chosen) rec.watch = watch_list(rec.candidates[*rec.chosen]);
   // The Pareto list of the chosen candidate: all-FP8, then one point per GEMM sent to BF16.
   if (rec.chosen) {
     const CandidatePlan& c = rec.candidates[*rec.chosen];
@@ -188,10 +190,6 @@ inline Recommendation mixed_recommendation() {
   FP8A_CHECK(rec.gpu != nullptr, "h100 is a GPU target");
   rec.cost_source = "roofline";
   rec.cost_basis = "roofline at 8192 tokens a step (--tokens-per-step)";
-  rec.watch = {{"layers.0.self_attention.linear_qkv", Role::kGradient, Orientation::kColumnwise, 10,
-                Criterion::kUnderflow, 4.1, 5, 0.18},
-               {"layers.0.self_attention.linear_qkv", Role::kActivation, Orientation::kRowwise, 20,
-                Criterion::kRelMseFloor, 1.2, 4, 0.7}};
   ModulePlan mp;
   mp.base = 0;
   mp.modules = {{"layers.0.self_attention.linear_qkv", 0, ""},
