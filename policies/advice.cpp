@@ -40,6 +40,7 @@ Recommendation recommend(const RecommendationInputs& inputs, const Policy& polic
   }
   const Choice choice = choose_candidate(rec.candidates, cost != nullptr);
   rec.chosen = choice.chosen;
+  rec.ranking = choice.ranking;
   rec.why = choice_why(rec.candidates, choice, cost != nullptr);
   // The plan under the chosen candidate; nothing chosen: every layer BF16, with why.
   if (choice.chosen) {

@@ -67,6 +67,9 @@ struct Recommendation {
   std::vector<GpuExclusion> gpu_excluded;  // in RecommendationInputs::candidates order
   // Index into candidates of the chosen one; unset when none (no candidate, or none runnable).
   std::optional<std::size_t> chosen;
+  // The one ranking (choice.hpp): every runnable candidate, the chosen first; what any output
+  // that orders or picks among the candidates follows.
+  std::vector<std::size_t> ranking;
   // How it was chosen, with numbers; when none is chosen, why not (the exclusions).
   std::string why;
   // Every layer of the index: under the chosen candidate, or, when none is chosen, every GEMM

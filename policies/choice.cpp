@@ -27,16 +27,21 @@ bool ranks_before(const std::vector<CandidatePlan>& candidates, std::size_t a, s
 }
 
 Choice choose_candidate(const std::vector<CandidatePlan>& candidates, bool costed) {
+  // Selection, one rank at a time: ranks_before tolerates risk ties, so it is not a strict weak
+  // order to sort by; each rank is the candidate no other remaining one ranks before, scanned in
+  // input order as the first rank always was.
   Choice c;
-  for (std::size_t i = 0; i < candidates.size(); ++i) {
-    if (!candidates[i].runnable) continue;
-    if (!c.chosen || ranks_before(candidates, i, *c.chosen, costed)) {
-      c.next = c.chosen;
-      c.chosen = i;
-    } else if (!c.next || ranks_before(candidates, i, *c.next, costed)) {
-      c.next = i;
-    }
+  std::vector<bool> ranked(candidates.size(), false);
+  for (;;) {
+    std::optional<std::size_t> best;
+    for (std::size_t i = 0; i < candidates.size(); ++i)
+      if (candidates[i].runnable && !ranked[i] && (!best || ranks_before(candidates, i, *best, costed))) best = i;
+    if (!best) break;
+    ranked[*best] = true;
+    c.ranking.push_back(*best);
   }
+  if (!c.ranking.empty()) c.chosen = c.ranking[0];
+  if (c.ranking.size() > 1) c.next = c.ranking[1];
   return c;
 }
 

@@ -19,6 +19,8 @@ bool ranks_before(const std::vector<CandidatePlan>& candidates, std::size_t a, s
 struct Choice {
   std::optional<std::size_t> chosen;  // into the candidates; unset when none is runnable
   std::optional<std::size_t> next;    // the runner-up, when there is one
+  // Every runnable candidate in rank order: chosen, next, then each the best of the rest.
+  std::vector<std::size_t> ranking;
 };
 Choice choose_candidate(const std::vector<CandidatePlan>& candidates, bool costed);
 

@@ -139,8 +139,8 @@ std::string answer_lines(const AnswerContext& a) {
       for (const WatchItem& w : rec.watch) s += "    " + visible_text(watch_item_text(w)) + "\n";
     }
   }
-  // Why not the other recipe kinds: for each kind but the chosen one, its runnable candidate that
-  // keeps the most GEMM FLOPs FP8 (the preferred format on ties), when it fails somewhere: how many
+  // Why not the other recipe kinds: for each kind but the chosen one, its best-ranked runnable
+  // candidate (Recommendation::ranking, the one ranking), when it fails somewhere: how many
   // GEMMs, at which steps, and the worst failure where most fail (recipe.json's candidates have
   // every candidate and all of it).
   if (rec.chosen) {
@@ -148,15 +148,9 @@ std::string answer_lines(const AnswerContext& a) {
     const RecipeKind chosen_kind = rec.candidates[*rec.chosen].candidate.recipe.kind;
     for (RecipeKind kind : kCandidatePreference) {
       if (kind == chosen_kind) continue;
-      const CandidatePlan* best = nullptr;
-      const auto flops = [](const CandidatePlan& c) { return std::max(c.numerics_fp8_flops, c.fp8_flops); };
-      for (const CandidatePlan& o : rec.candidates) {
-        if (!o.runnable || o.candidate.recipe.kind != kind) continue;
-        if (best == nullptr || flops(o) > flops(*best) ||
-            (flops(o) == flops(*best) && o.candidate.format == recipe_kind_traits(kind).default_format &&
-             best->candidate.format != recipe_kind_traits(kind).default_format))
-          best = &o;
-      }
+      const CandidatePlan* best = nullptr;  // the kind's first in the recommendation's ranking
+      for (const std::size_t i : rec.ranking)
+        if (best == nullptr && rec.candidates[i].candidate.recipe.kind == kind) best = &rec.candidates[i];
       if (best == nullptr || best->worst_failure.empty()) continue;
       std::string line = format_text("%s: %d GEMM%s", candidate_name(best->candidate).c_str(),
                                      best->gemms_to_bf16, best->gemms_to_bf16 == 1 ? " fails" : "s fail");

@@ -120,22 +120,28 @@ void render_plan_grid(Markup& m, const Page& p) {
                         "below have the numbers.",
                         counts[0], counts[1], counts[2], counts[3], 100.0 * c.fp8_flop_share,
                         c.speedup ? format_text(", predicted GEMM speedup %.3fx", *c.speedup).c_str() : ""));
-  // The candidates side by side: what each would keep in FP8 and what it would gain.
+  // The candidates side by side, in the recommendation's ranking (the runnable ones; then those
+  // excluded, in evaluation order): what each would keep in FP8 and what it would gain.
   std::vector<std::vector<Cell>> rows;
   std::vector<std::string> classes;
-  for (const CandidatePlan& k : rec.candidates) {
-    rows.push_back({{candidate_name(k.candidate)}, {format_text("%.1f %%", 100.0 * k.fp8_flop_share), true},
+  std::vector<std::size_t> order = rec.ranking;
+  for (std::size_t i = 0; i < rec.candidates.size(); ++i)
+    if (!rec.candidates[i].runnable) order.push_back(i);
+  for (std::size_t rank = 0; rank < order.size(); ++rank) {
+    const CandidatePlan& k = rec.candidates[order[rank]];
+    rows.push_back({{k.runnable ? std::to_string(rank + 1) : std::string("-"), true}, {candidate_name(k.candidate)},
+                    {format_text("%.1f %%", 100.0 * k.fp8_flop_share), true},
                     {k.speedup ? format_text("%.3fx", *k.speedup) : std::string("-"), true},
                     {std::to_string(k.gemms_to_bf16), true}, {std::to_string(k.gemms_not_paying), true},
                     {k.runnable ? (&k == &c ? std::string("chosen") : std::string()) : k.excluded}});
     classes.push_back(&k == &c ? "top" : "");
   }
   for (const GpuExclusion& e : rec.gpu_excluded) {
-    rows.push_back({{e.candidate}, {"-", true}, {"-", true}, {"-", true}, {"-", true}, {e.reason}});
+    rows.push_back({{"-", true}, {e.candidate}, {"-", true}, {"-", true}, {"-", true}, {"-", true}, {e.reason}});
     classes.push_back("");
   }
   m.element("h3", {}, "The candidates side by side");
-  table(m, {"candidate", "FP8 share of GEMM FLOPs", "predicted speedup", "GEMMs to BF16 (numbers)",
+  table(m, {"rank", "candidate", "FP8 share of GEMM FLOPs", "predicted speedup", "GEMMs to BF16 (numbers)",
             "to BF16 (cost)", "note"},
         rows, classes);
 }

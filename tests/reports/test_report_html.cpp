@@ -71,8 +71,9 @@ Recommendation fixed_recommendation() {
   cur.speedup = 1.375;
   CandidatePlan mx;
   mx.candidate = {parse_recipe("mxfp8"), TrainingFormat::kHybrid};
-  rec.candidates = {cur, mx};
-  rec.chosen = 0;
+  rec.candidates = {mx, cur};  // evaluation order; the ranking puts current first
+  rec.chosen = 1;
+  rec.ranking = {1, 0};
   rec.why = "current/hybrid keeps 83.3 % of the GEMM FLOPs in FP8";
   for (const char* layer : {"layers.10.fc1", "layers.2.fc1"}) {
     LayerDecision d;
@@ -121,6 +122,12 @@ TEST_CASE("report.html: the sections, the answer and the reasons, self-contained
   CHECK(s.find("not judged: no amax trend from a single captured step") != std::string::npos);
   CHECK(s.find("holds 1 NaN and 0 Inf elements &lt;&amp;&gt;") != std::string::npos);
   CHECK(s.find("The answer as printed by run") != std::string::npos);
+  // The candidates side by side in the recommendation's ranking, not in evaluation order.
+  const auto side = s.find("The candidates side by side");
+  REQUIRE(side != std::string::npos);
+  const auto first = s.find("<tr class=\"top\"><td class=\"num\">1</td><td>current/hybrid</td>", side);
+  CHECK(first != std::string::npos);
+  CHECK(s.find("<td class=\"num\">2</td><td>mxfp8/hybrid</td>", side) > first);
   // The plan at a glance, right after the answer, layers in model order: every GEMM coloured by
   // its precision, the BF16 one with its reason on hover.
   const auto grid = s.find("<table class=\"plan\">");
@@ -302,8 +309,8 @@ TEST_CASE("report.html: a chosen recipe that keeps no GEMM in FP8 is recommended
   const auto rows = fixed_rows();
   const auto layers = summarize_layers(rows);
   Recommendation rec = fixed_recommendation();
-  rec.candidates[0].fp8_flops = 0;
-  rec.candidates[0].fp8_flop_share = 0;
+  rec.candidates[1].fp8_flops = 0;
+  rec.candidates[1].fp8_flop_share = 0;
   AnswerContext answer;
   answer.recommendation = &rec;
   const std::string s = render_report_html({&info, rows, fixed_gemms(), layers, &rec, &answer}).contents;

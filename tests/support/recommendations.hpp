@@ -125,6 +125,11 @@ inline void finish(Recommendation& rec) {
   }
   // The watch list, as recommend() makes it.
   if (rec.chosen) rec.watch = watch_list(rec.candidates[*rec.chosen]);
+  // The ranking: the chosen first, the other runnable ones in their order.
+  rec.ranking.clear();
+  if (rec.chosen) rec.ranking.push_back(*rec.chosen);
+  for (std::size_t i = 0; i < rec.candidates.size(); ++i)
+    if (rec.candidates[i].runnable && i != rec.chosen) rec.ranking.push_back(i);
   // The Pareto list of the chosen candidate: all-FP8, then one point per GEMM sent to BF16.
   if (rec.chosen) {
     const CandidatePlan& c = rec.candidates[*rec.chosen];
