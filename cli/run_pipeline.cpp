@@ -60,13 +60,9 @@ void measure_operands_of(const CaptureSet& captures, std::span<const HistogramCh
 void forecast_run(const RunRequest& request, const EvaluationIndex& index, RunResult& result) {
   const TrainingLog* log = request.config.training_log;
   result.forecasts.clear();
-  std::vector<TrainingFormat> formats;  // those a delayed recipe was evaluated in
-  for (const TrainingFormat f : index.formats())
-    if (std::any_of(index.recipes().begin(), index.recipes().end(),
-                    [&](const Recipe& r) { return replays_history(r.kind) && index.has(r, f); }))
-      formats.push_back(f);
   if (log != nullptr)
-    result.forecasts = forecast_delayed_scaling(log, result.rows, index.recipes(), formats,
+    result.forecasts = forecast_delayed_scaling(log, result.rows, index.recipes(),
+                                                formats_of_kind(request.config, RecipeKind::kPerTensorDelayed),
                                                 {.horizon_steps = request.recommend->policy.delayed_forecast.horizon_steps});
 }
 

@@ -60,12 +60,10 @@ constexpr const char* kNamingComment[] = {
     "section matches: call it after building the model, or set each TE module's .name yourself.",
 };
 
+// A watch-list item and the index of its layer in rec.layers.
 struct Watched {
   std::size_t layer = 0;
-  Gemm gemm = Gemm::kFprop;
-  double margin = 0;
-  std::string criterion;
-  WatchStatus status = WatchStatus::kPassed;
+  const WatchItem* item = nullptr;
 };
 
 void emit_flow_list(YAML::Emitter& out, const std::vector<std::string>& items) {
@@ -88,7 +86,7 @@ std::optional<Artifact> render_nvdlfw_inspect_yaml(const Recommendation& rec, st
   std::vector<Watched> fp8;
   for (const WatchItem& w : rec.watch)
     for (std::size_t i = 0; i < rec.layers.size(); ++i)
-      if (rec.layers[i].layer == w.layer) fp8.push_back({i, w.gemm, w.margin, criterion_name(w.criterion), w.status});
+      if (rec.layers[i].layer == w.layer) fp8.push_back({i, &w});
 
   int fallbacks = 0, watched_layers = 0;
   YAML::Emitter out;
@@ -138,7 +136,7 @@ std::optional<Artifact> render_nvdlfw_inspect_yaml(const Recommendation& rec, st
     std::vector<const Watched*> watch;
     for (const Watched& w : fp8)
       if (std::find(group.layers.begin(), group.layers.end(), w.layer) != group.layers.end() &&
-          std::find(bf16.begin(), bf16.end(), gemm_name(w.gemm)) == bf16.end())
+          std::find(bf16.begin(), bf16.end(), gemm_name(w.item->gemm)) == bf16.end())
         watch.push_back(&w);
     if (bf16.empty() && watch.empty()) continue;
     const MappedName& name = group.name;
@@ -151,11 +149,11 @@ std::optional<Artifact> render_nvdlfw_inspect_yaml(const Recommendation& rec, st
     if (!bf16.empty()) out << YAML::Newline << comment("BF16: " + first_bf16_reason(l));
     for (const Watched* w : watch)
       out << YAML::Newline
-          << comment("watch: " + std::string(gemm_name(w->gemm)) + " kept FP8 with margin " +
-                     margin_text(w->margin) + " (" + w->criterion +
-                     (w->status == WatchStatus::kWatched  ? ", over its watch-only threshold)"
-                      : w->status == WatchStatus::kFailed ? ", failed)"
-                                                          : ")"));
+          << comment("watch: " + std::string(gemm_name(w->item->gemm)) + " kept FP8 with margin " +
+                     margin_text(w->item->margin) + " (" + criterion_name(w->item->criterion) +
+                     (w->item->status == WatchStatus::kWatched  ? ", over its watch-only threshold)"
+                      : w->item->status == WatchStatus::kFailed ? ", failed)"
+                                                                : ")"));
     out << YAML::Key << section_name(name.name, &sections) << YAML::Value << YAML::BeginMap;
     out << YAML::Key << "enabled" << YAML::Value << true;
     out << YAML::Key << "layers" << YAML::Value << YAML::BeginMap;
@@ -178,7 +176,7 @@ std::optional<Artifact> render_nvdlfw_inspect_yaml(const Recommendation& rec, st
       std::vector<std::string> tensors;
       for (Role r : {Role::kActivation, Role::kWeight, Role::kGradient})
         for (const Watched* w : watch) {
-          const auto roles = gemm_roles(w->gemm);
+          const auto roles = gemm_roles(w->item->gemm);
           if ((roles[0] == r || roles[1] == r) &&
               std::find(tensors.begin(), tensors.end(), role_name(r)) == tensors.end())
             tensors.push_back(role_name(r));
