@@ -156,6 +156,9 @@ Checkpoint::Checkpoint(const std::string& out_dir, const CheckpointManifest& man
     if (!regular) ++odd;
     if (!regular || e.path().filename().string().find(".tmp.") != std::string::npos) fs::remove_all(e.path(), ec);
   }
+  // The same for the manifest: a run killed while it wrote manifest.json leaves its temporary.
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().filename().string().find(".tmp.") != std::string::npos) fs::remove_all(e.path(), ec);
   if (odd > 0)
     notes_.push_back("--resume: " + std::to_string(odd) + " entr" + (odd == 1 ? "y" : "ies") + " of " +
                      units.string() + " not a regular file (a symbolic link, FIFO or folder): removed, " +

@@ -155,3 +155,23 @@ TEST_CASE("Checkpoint: paths that are not UTF-8 kept losslessly in manifest.json
   CHECK(changed.notes()[0] == "--resume: " + hostile +
                                   " changed (was size 10, mtime 1.0, now size 11, mtime 2.0): what it holds is evaluated again");
 }
+
+TEST_CASE("Checkpoint: temporaries of a run killed mid-write (a unit's, the manifest's) are gone at --resume") {
+  TempDir out;
+  const fs::path dir = out.path / Checkpoint::kDirName, units = dir / "units";
+  {
+    Checkpoint c(out.path.string(), manifest(), false);
+    c.save(UnitKind::kShard, "a", "payload a");
+  }
+  // What write_file_atomically leaves when the process dies between open and rename.
+  const fs::path unit_tmp = units / (Checkpoint::unit_file_name(UnitKind::kShard, "b") + ".tmp.4242");
+  const fs::path manifest_tmp = dir / "manifest.json.tmp.4243";
+  std::ofstream(unit_tmp) << "half";
+  std::ofstream(manifest_tmp) << "{\"half";
+  Checkpoint resumed(out.path.string(), manifest(), true);
+  CHECK(resumed.notes().empty());
+  CHECK(!fs::exists(unit_tmp));
+  CHECK(!fs::exists(manifest_tmp));
+  CHECK(resumed.load(UnitKind::kShard, "a") == std::optional<std::string>("payload a"));
+  CHECK(entries_in(dir) == 2);  // manifest.json and units/
+}
