@@ -96,22 +96,6 @@ const RecipeKindTraits& recipe_kind_traits(RecipeKind kind) {
   return kRecipeKinds[0];
 }
 
-std::string te_cannot_train(const Recipe& r) {
-  if (r.kind == RecipeKind::kBlock && r.block_2d)
-    return "128x128 blocks for every role are not a recipe TE trains with (Float8BlockScaling: 1x128 "
-           "for activations and gradients, 128x128 for weights)";
-  if (r.kind == RecipeKind::kMx && r.mx_rule == MxScaleRule::kOcpFloor)
-    return "the OCP MX floor rule is not TE's (MXFP8BlockScaling rounds the E8M0 scale up)";
-  return "";
-}
-
-std::string te_release_cannot_train(const Recipe& r, TeVersion te) {
-  if (r.kind == RecipeKind::kPerTensorCurrent && r.pow2_scales && !te_has_current_pow2_env(te))
-    return "power-of-two current scaling needs TE 2.8 (NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES); TE " +
-           te_version_text(te) + " trains Float8CurrentScaling with FP32 scales";
-  return "";
-}
-
 std::string Recipe::spec() const {
   std::string s = recipe_kind_traits(kind).name;
   switch (kind) {

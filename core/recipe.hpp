@@ -265,6 +265,7 @@ std::string default_recipe_list();
 bool te_runs_on(RecipeKind kind, int sm);
 bool lt_runs_on(RecipeKind kind, int sm);
 
+// The next two read the option rows (core/recipe_options.hpp) and are defined beside them.
 // Why Transformer Engine cannot train with the recipe; empty when it can. The evaluation-only
 // variants: block:2d (128x128 tiles for every role: Float8BlockScaling trains 1x128 activations
 // and gradients) and mxfp8:floor (OCP's floor rule: MXFP8BlockScaling rounds the E8M0 scale up).

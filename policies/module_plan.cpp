@@ -4,6 +4,7 @@
 #include <map>
 
 #include "core/error.hpp"
+#include "core/recipe_options.hpp"
 #include "core/text.hpp"
 #include "policies/choice.hpp"
 
@@ -128,15 +129,9 @@ ModulePlan plan_over(const std::vector<CandidatePlan>& cands, std::size_t base,
 }  // namespace
 
 bool per_module_recipe(const Recipe& r) {
-  // The kind's column says whether TE's per-module configs name it at all; its options must then
-  // be the ones those configs express (TE's defaults).
-  if (!recipe_kind_traits(r.kind).te_per_module) return false;
-  switch (r.kind) {
-    case RecipeKind::kPerTensorCurrent: return !r.pow2_scales && r.amax_epsilon == 0.0f;
-    case RecipeKind::kBlock: return r.pow2_scales && !r.block_2d;
-    case RecipeKind::kMx: return r.mx_rule == MxScaleRule::kTeRoundUp;
-    default: return false;
-  }
+  // The kind's column says whether TE's per-module configs name it at all; every option the
+  // recipe sets must then be a field of those configs (an environment variable is global).
+  return recipe_kind_traits(r.kind).te_per_module && carried_as_fields(r, Consumer::kPrecisionConfig);
 }
 
 std::string module_plan_note(const std::vector<CandidatePlan>& candidates, std::optional<std::size_t> chosen,

@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "core/recipe_options.hpp"
 #include "core/te_version.hpp"
 #include "core/text.hpp"
 #include "reports/megatron_settings.hpp"
@@ -35,15 +36,15 @@ Artifact render_megatron_args(const Recommendation& rec) {
   if (m.delayed) {
     o << "# Megatron's delayed-scaling defaults differ from TE's DelayedScaling: --fp8-amax-history-len 1\n"
          "# (TE 1024) and --fp8-amax-compute-algo most_recent (TE max); all three are written explicitly.\n";
-    o << "--fp8-margin " << r.margin << "\n";
-    o << "--fp8-amax-history-len " << r.history << "\n";
-    o << "--fp8-amax-compute-algo " << m.amax_compute_algo << "\n";
+    for (const RecipeOptionRow* row : field_rows(r.kind, Consumer::kMegatronArgs))
+      o << row->by[static_cast<int>(Consumer::kMegatronArgs)].name << " " << option_value_text(row->value(r)) << "\n";
     o << "# The replay took each tensor's amax over its captured tensor-parallel shards (the trace's\n"
          "# rank) only. Megatron reduces delayed scaling's amax over TP x DP x CP (TP x CP with\n"
          "# --tp-only-amax-red): with data parallelism the amax TE uses is at least the replayed one,\n"
          "# so it clips no more and may flush more than the evidence shows.\n";
   }
-  for (const std::string& line : megatron_recipe_notes(r)) o << "# " << line << "\n";
+  for (const std::string& line : option_notes(r, Consumer::kMegatronArgs, rec.te_version))
+    o << "# " << visible_text(line) << "\n";
   const FirstLastBf16& fl = m.first_last;
   if (fl.at_start > 0 || fl.at_end > 0) {
     std::ostringstream which;

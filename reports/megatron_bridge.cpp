@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "core/recipe_options.hpp"
 #include "core/te_version.hpp"
 #include "core/text.hpp"
 #include "reports/megatron_settings.hpp"
@@ -79,15 +80,15 @@ Artifact render_megatron_bridge(const Recommendation& rec) {
   const Recipe& r = m.candidate->recipe;
   std::string note = "fp8 " + m.format + ", fp8_recipe " + m.recipe;
   s += comment("Recipe " + r.spec() + " in format " + m.format + " (TE " + recipe_kind_traits(r.kind).te_recipe + ").");
-  for (const std::string& line : megatron_recipe_notes(r)) s += comment(line);
+  for (const std::string& line : option_notes(r, Consumer::kMegatronBridge, rec.te_version)) s += comment(line);
   s += kBf16Mixed;
   s += "  fp8: " + m.format + "\n";
   s += "  fp8_recipe: " + m.recipe + "\n";
   if (m.delayed) {
     s += comment("Bridge's defaults are Megatron's (history 1, most_recent), not TE's: all three written.", "  ");
-    s += "  fp8_margin: " + std::to_string(r.margin) + "\n";
-    s += "  fp8_amax_history_len: " + std::to_string(r.history) + "\n";
-    s += "  fp8_amax_compute_algo: " + m.amax_compute_algo + "\n";
+    for (const RecipeOptionRow* row : field_rows(r.kind, Consumer::kMegatronBridge))
+      s += "  " + std::string(row->by[static_cast<int>(Consumer::kMegatronBridge)].name) + ": " +
+           option_value_text(row->value(r)) + "\n";
     s += comment("The replay took each tensor's amax over its captured tensor-parallel shards only; Megatron", "  ");
     s += comment("reduces it over TP x DP x CP (TP x CP with model.tp_only_amax_red: true): with data", "  ");
     s += comment("parallelism the amax TE uses is at least the replayed one, so it clips no more and may flush more.", "  ");

@@ -35,36 +35,4 @@ MegatronFp8 megatron_fp8(const Recommendation& rec) {
   return m;
 }
 
-std::vector<std::string> megatron_recipe_notes(const Recipe& r) {
-  switch (r.kind) {
-    case RecipeKind::kPerTensorCurrent: {
-      std::vector<std::string> n;
-      if (r.pow2_scales)
-        n = {"current:pow2 (power-of-two scales): set NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES=1 in the",
-             "environment before TE is imported; TE's modules read it, not the recipe's field."};
-      if (r.amax_epsilon != 0.0f)
-        n.push_back("Not expressible: " + r.spec() + "'s amax epsilon (TE's Float8CurrentScaling has none).");
-      return n;
-    }
-    case RecipeKind::kBlock: {
-      std::vector<std::string> n;
-      if (!r.pow2_scales)
-        n = {"block:fp32 (FP32 block scales): set NVTE_FP8_BLOCK_SCALING_FP32_SCALES=1 in the environment;",
-             "Megatron's blockwise uses TE's power-of-two scales otherwise."};
-      if (r.block_2d) {
-        n.push_back("Not expressible in Megatron's settings: 128x128 blocks for every role (blockwise uses TE's");
-        n.push_back("default, 1x128 for activations and gradients).");
-      }
-      return n;
-    }
-    case RecipeKind::kMx:
-      if (r.mx_rule == MxScaleRule::kOcpFloor)
-        return {"Not expressible: the OCP floor scale rule (TE's MXFP8 rounds its E8M0 scales up)."};
-      return {};
-    case RecipeKind::kPerTensorDelayed:
-    case RecipeKind::kBf16: return {};
-  }
-  return {};
-}
-
 }  // namespace fp8a

@@ -44,9 +44,4 @@ struct MegatronFp8 {
 
 MegatronFp8 megatron_fp8(const Recommendation& rec);
 
-// The comment lines on the recipe's options that Megatron takes from elsewhere or cannot take
-// (without "# "): the environment variables TE reads for current:pow2 and block:fp32, and what no
-// Megatron setting expresses (an amax epsilon, 128x128 blocks for every role, the OCP floor rule).
-std::vector<std::string> megatron_recipe_notes(const Recipe& r);
-
 }  // namespace fp8a

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/recipe_options.hpp"
 #include "core/te_version.hpp"
 #include "core/text.hpp"
 #include "reports/layer_names.hpp"
@@ -109,10 +110,9 @@ std::optional<Artifact> render_te_precision_config(const Recommendation& rec, st
   if (!per_module)  // delayed, the one such kind
     out << comment("Delayed scaling, its margin and history cannot be expressed here: only the BF16") << YAML::Newline
         << comment("fallbacks; the run's recipe comes from megatron_args.txt (" + c->recipe.spec() + ").") << YAML::Newline;
-  else if (c->recipe.kind == RecipeKind::kBlock && !c->recipe.pow2_scales)
-    out << comment("block:fp32: set NVTE_FP8_BLOCK_SCALING_FP32_SCALES=1 (not expressible here).") << YAML::Newline;
-  else if (c->recipe.kind == RecipeKind::kPerTensorCurrent && c->recipe.pow2_scales)
-    out << comment("current:pow2: set NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES=1 (not expressible here).") << YAML::Newline;
+  else
+    for (const std::string& note : option_notes(c->recipe, Consumer::kPrecisionConfig, rec.te_version))
+      out << comment(note) << YAML::Newline;
   for (const LayerDecision& l : rec.layers)
     if (megatron_module_path(l.layer).name == "output_layer") {
       out << comment("output_layer (Megatron's LM head) is not a TE module: no matcher here reaches it; it trains")

@@ -9,6 +9,7 @@
 #include <variant>
 #include <vector>
 
+#include "core/recipe_options.hpp"
 #include "core/te_version.hpp"
 #include "policies/advice.hpp"
 

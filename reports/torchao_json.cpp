@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/recipe_options.hpp"
 #include "reports/json_text.hpp"
 #include "reports/layer_names.hpp"
 
@@ -54,6 +55,7 @@ Artifact render_torchao_json(const Recommendation& rec) {
       if (c->format == TrainingFormat::kHybrid) reason += "; rowwise has E4M3 gradients where the advice is hybrid";
       if (gw_hp) reason += "; some modules keep only wgrad in BF16: rowwise_with_gw_hp runs every grad-weight GEMM in high precision";
     }
+    for (const std::string& note : option_notes(c->recipe, Consumer::kTorchao, rec.te_version)) reason += "; " + note;
     reason += "; one recipe applies model-wide, filter_fqns are the captured module FQNs, each matching the "
               "module of that FQN or one whose FQN ends in '.' + it (a wrapper's prefix): "
               "convert_to_float8_training(model, config=Float8LinearConfig.from_recipe_name(recipe_name), "

@@ -676,3 +676,36 @@ TEST_CASE("advisories: the field facts, each where it applies, with its source")
   CHECK(has(both.why, "tied, preference order"));
   CHECK(both.candidates[*both.chosen].candidate.format == TrainingFormat::kE4M3);
 }
+
+// Issue 38: on every TE release --te-version accepts, the default list's answer is a recipe that
+// release trains with; a candidate it cannot train with (current:pow2 before TE 2.8) is judged,
+// excluded with "excluded on TE X.Y: ", and ranked after every runnable one.
+TEST_CASE("real lm-sane, the default list, every TE release: the answer is one the release can train") {
+  Evaluated e;
+  DiskFileSystem fs;
+  e.captures = load_captures({std::string(FP8A_SOURCE_DIR) + "/datasets/real/lm-sane"}, fs);
+  evaluate(e, default_recipe_list(), {TrainingFormat::kHybrid});
+  const EvaluationIndex index(e.rows);
+  const RecommendationInputs in = inputs_of(e, index);
+  int excluded = 0;
+  for (int minor = kTeOldest.minor; minor <= kTeNewest.minor; ++minor) {
+    const TeVersion te{2, minor};
+    INFO("TE " << te_version_text(te));
+    const Recommendation rec = recommend(in, default_policy(), every_recipe_gpu(), nullptr, te);
+    REQUIRE(rec.chosen.has_value());
+    const Recipe& chosen = rec.candidates[*rec.chosen].candidate.recipe;
+    INFO("chosen " << chosen.spec());
+    CHECK(te_release_cannot_train(chosen, te).empty());
+    CHECK(te_cannot_train(chosen).empty());
+    for (const CandidatePlan& c : rec.candidates) {
+      const bool lacks = c.candidate.recipe == parse_recipe("current:pow2") && te < TeVersion{2, 8};
+      CHECK(c.release_excluded == lacks);
+      if (lacks) {
+        CHECK_FALSE(c.runnable);
+        CHECK(c.excluded.starts_with("excluded on TE " + te_version_text(te) + ": "));
+        ++excluded;
+      }
+    }
+  }
+  CHECK(excluded == 4);  // TE 2.4 to 2.7
+}

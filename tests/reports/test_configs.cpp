@@ -18,12 +18,15 @@
 #include <vector>
 
 #include "support/golden.hpp"
+#include "core/gpu_target.hpp"
+#include "core/recipe_options.hpp"
 #include "core/text.hpp"
 #include "reports/advice_json.hpp"
 #include "reports/layer_names.hpp"
 #include "reports/megatron_args.hpp"
 #include "reports/megatron_bridge.hpp"
 #include "reports/nvdlfw_inspect_yaml.hpp"
+#include "reports/recipe_json.hpp"
 #include "reports/te_precision_config.hpp"
 #include "reports/te_snippet.hpp"
 #include "reports/torchao_json.hpp"
@@ -709,4 +712,110 @@ TEST_CASE("every captured layer's plan reaches exactly its own module, in every 
           CHECK(std::any_of(filter.begin(), filter.end(), [&](const std::string& f) { return f != s.name; }));
       }
     }
+}
+
+// Issue 38: every TE release --te-version accepts x every recipe option x every consumer file.
+// The expectations are written here from TE's, Megatron's and torchao's sources, not read from
+// core/recipe_options.hpp: which variable TE reads for an option and from which release, which
+// field each file names, and that every file says the same sentence about what it cannot carry.
+TEST_CASE("recipe options x TE releases x consumer files: one story, the same note, the same environment") {
+  struct OptionCase {
+    const char* spec;  // a recipe that sets the option
+    const char* env;   // the variable TE reads for it ("" none)
+    TeVersion since;   // the first release that reads it
+    bool evaluation_only;
+    // Per file, what a field-carried option looks like there ("" none).
+    const char* megatron_args;
+    const char* bridge;
+    const char* recipe_json;
+    const char* snippet;
+  };
+  const OptionCase cases[] = {
+      {"current:pow2", "NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES", {2, 8}, false, "", "", "", ""},
+      {"current:eps=0.001", "", kTeOldest, false, "", "", "", ""},
+      {"delayed:margin=2", "", kTeOldest, false, "\n--fp8-margin 2\n", "\n  fp8_margin: 2\n", "\"margin\": 2", "margin=2"},
+      {"delayed:history=16", "", kTeOldest, false, "\n--fp8-amax-history-len 16\n", "\n  fp8_amax_history_len: 16\n",
+       "\"amax_history_len\": 16", "amax_history_len=16"},
+      {"delayed:algo=most_recent", "", kTeOldest, false, "\n--fp8-amax-compute-algo most_recent\n",
+       "\n  fp8_amax_compute_algo: most_recent\n", "\"amax_compute_algo\": \"most_recent\"",
+       "amax_compute_algo=\"most_recent\""},
+      {"block:fp32", "NVTE_FP8_BLOCK_SCALING_FP32_SCALES", kTeOldest, false, "", "", "", ""},
+      {"block:2d", "", kTeOldest, true, "", "", "", ""},
+      {"mxfp8:floor", "", kTeOldest, true, "", "", "", ""},
+  };
+  // Every option row is walked here: a row added without a case fails.
+  CHECK(recipe_option_rows().size() == std::size(cases));
+  int walked = 0;
+  for (int minor = kTeOldest.minor; minor <= kTeNewest.minor; ++minor) {
+    const TeVersion te{2, minor};
+    for (const OptionCase& oc : cases) {
+      const Recipe recipe = parse_recipe(oc.spec);
+      const RecipeKind kind = recipe.kind;
+      const std::string spec = recipe.spec();
+      INFO("TE " << te_version_text(te) << ", " << spec);
+      CHECK(te_cannot_train(recipe).empty() == !oc.evaluation_only);
+      const bool release_lacks = te < oc.since;
+      CHECK(te_release_cannot_train(recipe, te).empty() == !release_lacks);
+      Recommendation rec = make_rec(oc.spec, TrainingFormat::kHybrid, kMixedLayers);
+      rec.te_version = te;
+      rec.gpu = find_gpu_target("b200");  // runs every kind: the walk is about the release alone
+      RunInfo ri;
+      ri.version = "0.1.0";
+      std::map<std::string, std::string> files = {
+          {"recipe.json", render_recipe_json(rec, ri).contents},
+          {"te_snippet.py", render_te_snippet(rec).contents},
+          {"megatron_args.txt", render_megatron_args(rec).contents},
+          {"megatron_bridge.yaml", render_megatron_bridge(rec).contents},
+      };
+      const auto pc = render_te_precision_config(rec);
+      REQUIRE(pc.has_value());  // the mixed plan keeps modules in BF16: always written
+      files["te_precision_config.yaml"] = pc->contents;
+      // torchao's float8 training has tensorwise (current) and rowwise (block) only.
+      const bool torchao_has = kind == RecipeKind::kPerTensorCurrent || kind == RecipeKind::kBlock;
+      if (torchao_has) files["torchao.json"] = render_torchao_json(rec).contents;
+      const bool delayed = kind == RecipeKind::kPerTensorDelayed;
+      for (const auto& [file, text] : files) {
+        INFO(file);
+        const bool te_file = file != "torchao.json";
+        if (*oc.env != '\0') {
+          // The variable, set to 1, in every TE file the release reads it in; nowhere else.
+          const bool carries = te_file && !release_lacks;
+          CHECK((text.find(std::string(oc.env) + "=1") != std::string::npos ||
+                 text.find("\"" + std::string(oc.env) + "\": \"1\"") != std::string::npos ||
+                 text.find("os.environ[\"" + std::string(oc.env) + "\"] = \"1\"") != std::string::npos) == carries);
+          if (!te_file && !release_lacks)
+            CHECK(text.find(spec + ": not expressible in torchao.json: ") != std::string::npos);
+        }
+        if (release_lacks)
+          CHECK(text.find(spec + ": not expressible on TE " + te_version_text(te) + ": ") != std::string::npos);
+        if (oc.evaluation_only || std::string(oc.spec).starts_with("current:eps"))
+          CHECK(text.find(spec + ": " + (oc.evaluation_only ? te_cannot_train(recipe)
+                                                            : std::string(te_file ? "Float8CurrentScaling takes no amax epsilon"
+                                                                                  : "not expressible in torchao.json"))) !=
+                std::string::npos);
+      }
+      if (delayed) {
+        CHECK(files["megatron_args.txt"].find(oc.megatron_args) != std::string::npos);
+        CHECK(files["megatron_bridge.yaml"].find(oc.bridge) != std::string::npos);
+        CHECK(files["recipe.json"].find(oc.recipe_json) != std::string::npos);
+        CHECK(files["te_snippet.py"].find(oc.snippet) != std::string::npos);
+        CHECK(files["te_precision_config.yaml"].find("Delayed scaling, its margin and history cannot be expressed here") !=
+              std::string::npos);
+      }
+      // The same sentences in every Megatron file: each comment line megatron_args.txt writes on
+      // the recipe's options is in megatron_bridge.yaml and, but for delayed's fields,
+      // te_precision_config.yaml too, and among recipe.json's notes or environment.
+      const std::string& args = files["megatron_args.txt"];
+      for (std::size_t at = args.find("# " + spec); at != std::string::npos; at = args.find("# " + spec, at + 1)) {
+        const std::string line = args.substr(at, args.find('\n', at) - at);
+        INFO(line);
+        CHECK(files["megatron_bridge.yaml"].find(line) != std::string::npos);
+        CHECK(files["te_precision_config.yaml"].find(line) != std::string::npos);
+        if (*oc.env == '\0' || release_lacks) CHECK(files["recipe.json"].find(line.substr(2)) != std::string::npos);
+        ++walked;
+      }
+    }
+  }
+  // The lines compared: pow2 (every release), eps, fp32, 2d and floor in each of 17 releases.
+  CHECK(walked == 17 * 5);
 }

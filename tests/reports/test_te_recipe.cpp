@@ -28,8 +28,8 @@ TEST_CASE("te_recipe_call: TE's class, format and the fields that differ from TE
   // 2-D blocks for every role: TE rejects 2-D x 2-D block dims, so no such field is written.
   CHECK(call("block:2d", TrainingFormat::kHybrid) ==
         "Float8BlockScaling(fp8_format=Format.HYBRID); block:2d: 128x128 blocks for every role are "
-        "not a Float8BlockScaling recipe TE trains with; TE's default is 1x128 for activations and "
-        "gradients, 128x128 for weights");
+        "not a recipe TE trains with (Float8BlockScaling: 1x128 for activations and gradients, "
+        "128x128 for weights)");
   CHECK(call("mxfp8", TrainingFormat::kE4M3) == "MXFP8BlockScaling(fp8_format=Format.E4M3)");
 }
 
@@ -53,6 +53,6 @@ TEST_CASE("te_recipe_for: current:pow2 is an env var from TE 2.8, a 'not express
         "Float8CurrentScaling(fp8_format=Format.HYBRID); env NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES=1");
   CHECK(te_recipe_call(te_recipe_for(c, {2, 7})) ==
         "Float8CurrentScaling(fp8_format=Format.HYBRID); current:pow2: not expressible on TE 2.7: "
-        "Float8CurrentScaling has power-of-two scales from TE 2.8 (NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES); "
-        "TE 2.7 trains with FP32 scales");
+        "power-of-two current scaling needs TE 2.8 (NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES); "
+        "TE 2.7 trains Float8CurrentScaling with FP32 scales");
 }
