@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "core/recipe.hpp"
@@ -24,6 +25,25 @@ struct DelayedWindow {
 };
 inline DelayedWindow delayed_window(const Recipe& recipe, std::int64_t step) {
   return {std::max<std::int64_t>(0, step - delayed_window_length(recipe)), step - 1};
+}
+
+// The maximum TE's amax history takes over a window (torch.max over amax_history): NaN when any
+// amax in it is NaN (the maximum propagates it), and the step holding it, the latest of equal
+// ones. [first, last) iterates (step, amax) pairs in step order; an empty range gives amax 0 at
+// step -1. The one home of the window's maximum: the replay (engine/delayed_replay.cpp) takes it,
+// and the forecast and report.html read the replay.
+struct WindowAmax {
+  float amax = 0.0f;
+  std::int64_t step = -1;
+};
+template <class It>
+WindowAmax window_amax(It first, It last) {
+  WindowAmax w;
+  for (It it = first; it != last; ++it) {
+    if (std::isnan(w.amax)) break;
+    if (std::isnan(it->second) || !(it->second < w.amax)) w = {it->second, it->first};
+  }
+  return w;
 }
 
 }  // namespace fp8a

@@ -44,18 +44,16 @@ ReplayedScale replay_delayed_scale(const std::map<std::int64_t, float>& known, s
     auto lo = known.lower_bound(first);
     auto hi = known.lower_bound(s);
     const std::int64_t have = std::distance(lo, hi);
-    float amax;
+    WindowAmax w;
     if (have == s - first) {
-      amax = 0.0f;
-      for (auto it = lo; it != hi; ++it) amax = std::isnan(it->second) || std::isnan(amax) ? NAN : std::max(amax, it->second);
+      w = window_amax(lo, hi);
     } else if (have > 0) {
       exact = false;
       if (detail.empty())
         detail = "history window [" + std::to_string(first) + ", " + std::to_string(s - 1) +
                  "] has " + std::to_string(have) + " of " + std::to_string(s - first) +
                  " steps; the known ones were used";
-      amax = 0.0f;
-      for (auto it = lo; it != hi; ++it) amax = std::isnan(it->second) || std::isnan(amax) ? NAN : std::max(amax, it->second);
+      w = window_amax(lo, hi);
     } else if (lo != known.begin()) {
       exact = false;
       const auto prev = std::prev(lo);
@@ -63,18 +61,21 @@ ReplayedScale replay_delayed_scale(const std::map<std::int64_t, float>& known, s
         detail = "no amax known in the history window [" + std::to_string(first) + ", " +
                  std::to_string(s - 1) + "]; used step " + std::to_string(prev->first) +
                  "'s amax";
-      amax = prev->second;
+      w = {prev->second, prev->first};
     } else {
       out.mode = ReplayMode::kUnavailable;
       out.detail = "no amax known before step " + std::to_string(step) +
                    " (capture an earlier step or pass --training-log)";
       return out;
     }
+    const float amax = w.amax;
     if (amax > 0.0f && std::isfinite(amax)) {
       float scale = scaled_max / amax;
       if (std::isinf(scale)) scale = FLT_MAX;
       out.mode = exact ? ReplayMode::kExact : ReplayMode::kApproximate;
       out.scale = scale;
+      out.amax = amax;
+      out.amax_step = w.step;
       out.detail = detail;
       return out;
     }

@@ -4,6 +4,7 @@
 // _default_sf_compute); tests/engine/test_delayed_replay.cpp checks it against its own reference.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -19,6 +20,11 @@ struct ReplayedScale {
   ReplayMode mode = ReplayMode::kUnavailable;
   float scale = 1.0f;   // meaningful unless unavailable
   std::string detail;   // why approximate or unavailable; empty when exact
+  // The window amax the scale comes from (core/delayed_window.hpp window_amax: finite and
+  // nonzero) and the step it was logged at; NaN and -1 at step 0 (TE's initial scale 1) and
+  // when unavailable. The amax above which the step saturates is amax * 2^margin.
+  float amax = NAN;
+  std::int64_t amax_step = -1;
 };
 
 // amax_by_step: the amaxes known for this tensor (an amax trace and/or captured steps). The

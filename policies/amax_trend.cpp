@@ -183,23 +183,10 @@ DelayedForecast forecast_delayed(const AmaxTrend& trend, const Recipe& recipe, F
   const double M = recipe.margin;
   const std::vector<Point> pts = points_of(series);
 
-  // The window max of step t from the known points: the latest of the largest in [t-W, t-1], else
-  // the latest point before the window (the replay's approximate rule); pts.size() when none.
-  auto window_max_at = [&](std::int64_t t) {
-    const auto begin = std::lower_bound(pts.begin(), pts.end(), delayed_window(recipe, t).first,
-                                        [](const Point& p, std::int64_t s) { return p.step < s; });
-    const auto end = std::lower_bound(pts.begin(), pts.end(), t,
-                                      [](const Point& p, std::int64_t s) { return p.step < s; });
-    if (begin == end)
-      return end == pts.begin() ? pts.size() : static_cast<std::size_t>(end - pts.begin()) - 1;
-    auto best = begin;
-    for (auto it = begin; it != end; ++it)
-      if (it->log2_amax >= best->log2_amax) best = it;
-    return static_cast<std::size_t>(best - pts.begin());
-  };
-
   // Observed: each known step t >= 1 against its window (a monotone deque of point indices,
-  // values decreasing; on ties the later point stays).
+  // values decreasing; on ties the later point stays). This and the forecast below run on the
+  // trend's points (log2 of the finite nonzero amaxes: a step TE would skip is no point of a
+  // trend); the scale held now, and the window amax behind it, come from the replay.
   double headroom_sum = 0.0;
   {
     std::deque<std::size_t> dq;
@@ -243,9 +230,9 @@ DelayedForecast forecast_delayed(const AmaxTrend& trend, const Recipe& recipe, F
   };
   f.headroom_binades = headroom_for(series.rbegin()->second);
   if (const auto c = captured.find(T); c != captured.end()) f.captured_headroom_binades = headroom_for(c->second);
-  if (const std::size_t w = window_max_at(T); w < pts.size()) {
-    f.window_max_step = pts[w].step;
-    f.window_max_until = pts[w].step + W;
+  if (rs.amax_step >= 0) {  // the window amax the replayed scale holds, and until when
+    f.window_max_step = rs.amax_step;
+    f.window_max_until = rs.amax_step + W;
   }
   f.holds_spike = std::isfinite(f.headroom_binades) && f.headroom_binades - M > config.held_spike_binades;
 

@@ -3,15 +3,14 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <deque>
 #include <limits>
 #include <map>
 #include <set>
 #include <tuple>
 
-#include "core/delayed_window.hpp"
 #include "core/error.hpp"
 #include "core/text.hpp"
+#include "engine/delayed_replay.hpp"
 #include "reports/answer_text.hpp"
 #include "reports/html_page.hpp"
 #include "reports/svg_plot.hpp"
@@ -526,22 +525,17 @@ void render_decision(Markup& m, const Page& p, const std::string& layer) {
 // The charts of one operand side by side: 560 px each fits two in the page's 1200 px.
 constexpr double kOperandChartWidth = 560;
 
-// What DelayedScaling casts step t with, as an amax: the largest finite nonzero amax of its
-// window (core/delayed_window.hpp), times 2^margin: the amax above which step t
-// saturates. NaN where the window holds none (METRICS.md "scale (delayed)").
+// What DelayedScaling casts step t with, as an amax: the window amax its replayed scale comes
+// from (engine/delayed_replay.hpp, TE's rule: the window's maximum, the step before's scale where
+// that is 0, inf or NaN) times 2^margin: the amax above which step t saturates. NaN at step 0 and
+// where the replay has no amax (METRICS.md "scale (delayed)").
 std::vector<double> delayed_threshold(const std::map<std::int64_t, float>& amax_by_step, const Recipe& recipe) {
   const double factor = std::ldexp(1.0, recipe.margin);
   std::vector<double> out;
-  std::deque<std::pair<std::int64_t, float>> window;  // decreasing amaxes, steps ascending
-  auto next = amax_by_step.begin();
   for (const auto& [step, amax] : amax_by_step) {
-    for (; next != amax_by_step.end() && next->first < step; ++next) {
-      if (!(next->second > 0.0f) || !std::isfinite(next->second)) continue;
-      while (!window.empty() && window.back().second <= next->second) window.pop_back();
-      window.emplace_back(next->first, next->second);
-    }
-    while (!window.empty() && window.front().first < delayed_window(recipe, step).first) window.pop_front();
-    out.push_back(window.empty() ? kNaN : factor * window.front().second);
+    // The format only scales the scale: the amax it came from is the same in E4M3 and E5M2.
+    const ReplayedScale rs = replay_delayed_scale(amax_by_step, step, recipe, Fp8Format::kE4M3);
+    out.push_back(rs.mode == ReplayMode::kUnavailable || std::isnan(rs.amax) ? kNaN : factor * rs.amax);
   }
   return out;
 }

@@ -144,3 +144,29 @@ TEST_CASE("MXFP8 is not applicable where TE's MXFP8Quantizer refuses the shape")
   CHECK_FALSE(fp8a::recipe_fits(mx, view(c, {64})).ok);  // 1-D
   CHECK(fp8a::recipe_fits(fp8a::parse_recipe("block"), view(b, {5, 160})).ok);
 }
+
+// The window amax a replayed scale holds (report.html's threshold, the forecast's "held until"):
+// the window's maximum, the latest step of equal maxima, the step before's where the window's is
+// 0, inf or NaN, none at step 0.
+TEST_CASE("the replay names the window amax its scale holds and the step it came from") {
+  const std::map<std::int64_t, float> trace = {{0, 2.0f}, {1, 4.0f}, {2, 4.0f}, {3, NAN}, {4, 1.0f}, {5, 0.0f}};
+  const auto r = fp8a::parse_recipe("delayed:history=3:algo=max:margin=1");
+  auto at = [&](std::int64_t t) { return fp8a::replay_delayed_scale(trace, t, r, Fp8Format::kE4M3); };
+  CHECK(std::isnan(at(0).amax));
+  CHECK(at(0).amax_step == -1);
+  CHECK(at(1).amax == 2.0f);
+  CHECK(at(1).amax_step == 0);
+  CHECK(at(3).amax == 4.0f);
+  CHECK(at(3).amax_step == 2);  // steps 1 and 2 tie: the later one
+  CHECK(at(3).scale == 448.0f / 2.0f / 4.0f);
+  // Windows [1, 3], [2, 4], [3, 5] hold step 3's NaN: each keeps step 3's scale, from [0, 2].
+  for (const std::int64_t t : {4, 5, 6}) {
+    INFO("step " << t);
+    CHECK(at(t).amax == 4.0f);
+    CHECK(at(t).amax_step == 2);
+  }
+  // [4, 6] of steps 4 and 5 (6 unknown: approximate): 1.
+  CHECK(at(7).mode == ReplayMode::kApproximate);
+  CHECK(at(7).amax == 1.0f);
+  CHECK(at(7).amax_step == 4);
+}
