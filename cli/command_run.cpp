@@ -369,8 +369,18 @@ std::vector<Artifact> render_run(const RunRequest& request, const RunResult& res
   info.warnings = result.warnings;
   for (const auto& s : result.skipped_pairings) info.warnings.push_back("gemms: " + s);
   std::vector<Artifact> artifacts;
+  // summary.json's not_written: every file run writes in some run and not in this one, with why,
+  // in the order they would be written. The terminal says the optional ones' absence once (the
+  // answer's "no recommendation" line) or not at all (gemms.csv, nvdlfw_stats.csv).
+  std::vector<std::string> not_written;
   artifacts.push_back(render_metrics_csv(result.rows));
   if (request.gemms) artifacts.push_back(render_gemms_csv(result.gemms));
+  else not_written.push_back("gemms.csv not written: --no-gemms");
+  if (result.logged_stats.empty())
+    not_written.push_back(request.config.training_log == nullptr
+                              ? "nvdlfw_stats.csv not written: no --training-log"
+                              : "nvdlfw_stats.csv not written: the --training-log files hold no nvdlfw_inspect FP8 "
+                                "statistics (LogFp8TensorStats)");
   if (!result.logged_stats.empty()) {
     info.logged_stats = summarize_logged_stats(result.logged_stats);
     artifacts.push_back(render_nvdlfw_csv(result.logged_stats, info.log_files));
@@ -388,20 +398,27 @@ std::vector<Artifact> render_run(const RunRequest& request, const RunResult& res
     artifacts.push_back(render_recipe_json(rec, info));
     artifacts.push_back(render_megatron_args(rec));
     artifacts.push_back(render_megatron_bridge(rec));
-    std::string why;
-    if (auto a = render_te_precision_config(rec, &why)) artifacts.push_back(std::move(*a));
-    else answer.not_written.push_back(why);
-    if (auto a = render_nvdlfw_inspect_yaml(rec, &why)) artifacts.push_back(std::move(*a));
-    else answer.not_written.push_back(why);
+    for (auto* render : {&render_te_precision_config, &render_nvdlfw_inspect_yaml}) {
+      std::string why;
+      if (auto a = (*render)(rec, &why)) {
+        artifacts.push_back(std::move(*a));
+      } else {
+        answer.not_written.push_back(why);  // the answer's "not written:" lines
+        not_written.push_back(why);
+      }
+    }
     artifacts.push_back(render_te_snippet(rec));
     artifacts.push_back(render_torchao_json(rec));
   } else {
     answer.skipped = {"no recommendation: --no-gemms leaves no GEMM evidence to judge", request.recommend->gpu,
                       request.recommend->cost_source(), request.recommend->cost_basis()};
+    for (const char* file : {"recipe.json", "megatron_args.txt", "megatron_bridge.yaml", "te_precision_config.yaml",
+                             "nvdlfw_inspect.yaml", "te_snippet.py", "torchao.json"})
+      not_written.push_back(std::string(file) + " not written: --no-gemms leaves no GEMM evidence to judge");
   }
   artifacts.push_back(render_report_md(info, result.rows, layers, answer));
   for (const auto& a : artifacts) info.outputs.push_back(a.name);
-  info.not_written = answer.not_written;
+  info.not_written = std::move(not_written);
   info.outputs.push_back("summary.json");
   info.outputs.push_back("report.html");
   artifacts.push_back(render_summary_json(info, result.rows, layers, &answer));

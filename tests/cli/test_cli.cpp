@@ -1106,6 +1106,14 @@ TEST_CASE("gemms.csv: three GEMMs per layer, step and recipe; --no-gemms skips i
   CHECK_FALSE(fs::exists(b.path / "gemms.csv"));
   const auto summary = nlohmann::json::parse(slurp(b.path / "summary.json"));
   CHECK(summary["outputs"] == nlohmann::json::array({"metrics.csv", "report.md", "summary.json", "report.html"}));
+  // Every file a run can write is either in outputs or in not_written, with why.
+  const std::string no_evidence = " not written: --no-gemms leaves no GEMM evidence to judge";
+  CHECK(summary["not_written"] ==
+        nlohmann::json::array({"gemms.csv not written: --no-gemms", "nvdlfw_stats.csv not written: no --training-log",
+                               "recipe.json" + no_evidence, "megatron_args.txt" + no_evidence,
+                               "megatron_bridge.yaml" + no_evidence, "te_precision_config.yaml" + no_evidence,
+                               "nvdlfw_inspect.yaml" + no_evidence, "te_snippet.py" + no_evidence,
+                               "torchao.json" + no_evidence}));
 }
 
 TEST_CASE(".npy folders, .npz archives and TE DumpTensors .pt files are captures too") {
@@ -1473,6 +1481,11 @@ TEST_CASE("nvdlfw_inspect FP8 statistics are shown beside ours (nvdlfw_stats.csv
   CHECK(no_log.err == "fp8-advisor: warning: --training-recipe: no nvdlfw_inspect FP8 statistics "
                       "(LogFp8TensorStats) in the --training-log files, nothing to compare\n");
   CHECK_FALSE(fs::exists(dir.path / "o4/nvdlfw_stats.csv"));
+  // An amax trace is a --training-log without FP8 statistics: summary.json says so.
+  REQUIRE(run("run --capture " + sample() + " --training-log " + sample() + "/amax_trace.csv --no-gemms --recipes current "
+              "--quiet --out " + shell_quote((dir.path / "o5").string())).rc == 0);
+  CHECK(nlohmann::json::parse(slurp(dir.path / "o5/summary.json"))["not_written"][1] ==
+        "nvdlfw_stats.csv not written: the --training-log files hold no nvdlfw_inspect FP8 statistics (LogFp8TensorStats)");
 
   const auto bad = run(args + " --training-recipe block --out " + shell_quote((dir.path / "o3").string()));
   CHECK(bad.rc == 2);
@@ -1573,7 +1586,8 @@ TEST_CASE("--te-version: a candidate that release cannot train with is excluded,
   CHECK(only.out.rfind("answer: no FP8 recipe can be recommended: none runs on h100 with TE 2.4 (--te-version)\n", 0) == 0);
   // summary.json says which consumer files were not written, and why, as the terminal does.
   const auto summary = nlohmann::json::parse(slurp(d.path / "b" / "summary.json"));
-  CHECK(summary["not_written"] == nlohmann::json::array({"te_precision_config.yaml not written: no FP8 candidate was chosen",
+  CHECK(summary["not_written"] == nlohmann::json::array({"nvdlfw_stats.csv not written: no --training-log",
+                                                         "te_precision_config.yaml not written: no FP8 candidate was chosen",
                                                          "nvdlfw_inspect.yaml not written: no FP8 candidate was chosen"}));
   // From TE 2.8 it can train with it: not excluded.
   const auto now = run(base + shell_quote((d.path / "c").string()) + " --te-version 2.8 --recipes current:pow2");
