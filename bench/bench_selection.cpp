@@ -15,7 +15,7 @@
 // gradient, so the selection has failing GEMMs to judge and send to BF16, as on a real model.
 //
 // Evaluation, as `fp8-advisor run` does it by default, through run's pipeline
-// (cli/run_pipeline.hpp): the CPU backend, the default recipe list, --format e4m3,hybrid, the amax
+// (pipeline/run_pipeline.hpp): the CPU backend, the default recipe list, --format e4m3,hybrid, the amax
 // trace as --training-log (exact delayed replay), pair_gemm_operands and evaluate_gemm_errors on
 // every token row. Timed once.
 // Selection, everything `run` does between the evaluation and the renderers: the EvaluationIndex,
@@ -41,9 +41,8 @@
 #include "datasets/file_system.hpp"
 #include "datasets/synth.hpp"
 #include "datasets/training_log.hpp"
-#include "cli/run_pipeline.hpp"
+#include "pipeline/run_pipeline.hpp"
 #include "engine/cpu_backend.hpp"
-#include "engine/operand_pass.hpp"
 
 namespace {
 
@@ -150,14 +149,14 @@ int main(int argc, char** argv) {
     std::int64_t elements = 0;
     for (const auto& t : captures.tensors) elements += t.view.numel();
 
-    // The evaluation, as `fp8-advisor run` with its defaults (cli/run_pipeline.hpp).
-    fp8a::cli::RunRequest request;
+    // The evaluation, as `fp8-advisor run` with its defaults (pipeline/run_pipeline.hpp).
+    fp8a::RunRequest request;
     request.config.recipes = fp8a::parse_recipe_list(fp8a::default_recipe_list());
     request.config.formats = fp8a::parse_training_format_list("e4m3,hybrid");
     request.config.training_log = &log;
     request.gemm_rows = o.gemm_rows;
     const fp8a::CpuBackend backend;
-    fp8a::cli::RunResult result = fp8a::cli::run_pipeline(request, captures, backend, nullptr);
+    fp8a::RunResult result = fp8a::run_pipeline(request, captures, backend, nullptr);
     const std::vector<fp8a::EvaluationRow>& rows = result.rows;
     const double evaluate_s = result.evaluate_seconds;
     const double gemm_s = result.gemm_seconds;
@@ -165,9 +164,9 @@ int main(int argc, char** argv) {
 
     // The selection, as `run` does it after the evaluation: its steps timed one by one, then the
     // pipeline's recommendation step whole under each --cost.
-    fp8a::cli::RunRequest none = request, roofline = request;
-    none.recommend = fp8a::cli::RecommendationRequest{fp8a::default_policy(), gpu, std::nullopt};
-    roofline.recommend = fp8a::cli::RecommendationRequest{fp8a::default_policy(), gpu, fp8a::CostOptions{o.tokens_per_step}};
+    fp8a::RunRequest none = request, roofline = request;
+    none.recommend = fp8a::RecommendationRequest{fp8a::default_policy(), gpu, std::nullopt};
+    roofline.recommend = fp8a::RecommendationRequest{fp8a::default_policy(), gpu, fp8a::CostOptions{o.tokens_per_step}};
     const fp8a::Policy& policy = none.recommend->policy;
     std::optional<fp8a::Recommendation> rec_none, rec_roofline;
     const Timing index_t = time_repeated(o.repeat, [&] { const fp8a::EvaluationIndex index(rows); });
@@ -176,32 +175,27 @@ int main(int argc, char** argv) {
     // Of it, the Theil-Sen fit of every (layer, role)'s amax series.
     const Timing fit_t = time_repeated(o.repeat, [&] { (void)fp8a::fit_amax_trends(&log, rows, {}); });
     const Timing forecast_t = time_repeated(o.repeat, [&] {
-      // With its clipping measured on the captures, as the pipeline does (cli/run_pipeline.cpp).
+      // With its clipping measured on the captures, as the pipeline does (pipeline/run_pipeline.cpp).
       result.forecasts = fp8a::forecast_delayed_scaling(&log, rows, index.recipes(), index.formats());
-      const auto clips = fp8a::clipping_requests(result.forecasts, rows);
-      std::vector<fp8a::OperandPass> passes;
-      for (const auto& q : clips) passes.push_back({q.key, false, q.thresholds});
-      std::vector<std::vector<fp8a::ClipDamage>> damage;
-      for (auto& m : fp8a::measure_operands(captures, passes)) damage.push_back(std::move(m.damage));
-      fp8a::predict_clippings(result.forecasts, rows, clips, damage);
+      fp8a::measure_clipping(captures, rows, result.forecasts);
     });
     const Timing none_t = time_repeated(o.repeat, [&] {
-      rec_none = fp8a::recommend(fp8a::cli::recommendation_inputs(index, result), policy, *gpu, nullptr);
+      rec_none = fp8a::recommend(fp8a::recommendation_inputs(index, result), policy, *gpu, nullptr);
     });
     std::optional<fp8a::CostModel> cost;
     const Timing cost_t = time_repeated(o.repeat, [&] {
       cost = fp8a::build_cost_model(result.gemm_layers, index.recipes(), *gpu, *roofline.recommend->roofline);
     });
     const Timing roofline_t = time_repeated(o.repeat, [&] {
-      rec_roofline = fp8a::recommend(fp8a::cli::recommendation_inputs(index, result), policy, *gpu, &*cost);
+      rec_roofline = fp8a::recommend(fp8a::recommendation_inputs(index, result), policy, *gpu, &*cost);
     });
     // One whole selection per --cost, as `run` does it once (index, forecasts, model, recommend).
     const Timing whole_none_t = time_repeated(o.repeat, [&] {
-      fp8a::cli::recommend_run(none, captures, result);
+      fp8a::recommend_run(none, captures, result);
       rec_none = std::move(result.recommendation);
     });
     const Timing whole_roofline_t = time_repeated(o.repeat, [&] {
-      fp8a::cli::recommend_run(roofline, captures, result);
+      fp8a::recommend_run(roofline, captures, result);
       rec_roofline = std::move(result.recommendation);
     });
 

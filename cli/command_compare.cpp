@@ -7,7 +7,7 @@
 #include <optional>
 
 #include "cli/options.hpp"
-#include "cli/run_pipeline.hpp"
+#include "pipeline/run_pipeline.hpp"
 #include "cli/version.hpp"
 #include "core/error.hpp"
 #include "core/text.hpp"

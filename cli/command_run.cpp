@@ -14,7 +14,7 @@
 #include "cli/mpi_cluster.hpp"
 #include "cli/options.hpp"
 #include "cli/progress.hpp"
-#include "cli/run_pipeline.hpp"
+#include "pipeline/run_pipeline.hpp"
 #include "cli/stop_signals.hpp"
 #include "cli/version.hpp"
 #include "core/error.hpp"

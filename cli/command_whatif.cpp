@@ -9,7 +9,7 @@
 #include "cli/backend_registry.hpp"
 #include "cli/layer_match.hpp"
 #include "cli/options.hpp"
-#include "cli/run_pipeline.hpp"
+#include "pipeline/run_pipeline.hpp"
 #include "core/error.hpp"
 #include "reports/whatif_table.hpp"
 

@@ -1,6 +1,6 @@
 // Which step of each captured operand report.html draws as a log2|x| histogram, and the candidate
 // drawn there beside the chosen one. Chosen from the evaluation table, so that the histogram pass
-// over the tensors (engine/operand_pass.hpp, from cli/run_pipeline.cpp) reads only the steps shown.
+// over the tensors (engine/operand_pass.hpp, from pipeline/run_pipeline.cpp) reads only the steps shown.
 #pragma once
 
 #include <optional>

@@ -1,5 +1,5 @@
 // Provenance and run facts recorded in every report: what was run and what it read, as recorded
-// (the live configuration a run is computed from is cli/run_pipeline.hpp's RunRequest).
+// (the live configuration a run is computed from is pipeline/run_pipeline.hpp's RunRequest).
 #pragma once
 
 #include <optional>

@@ -14,7 +14,7 @@
 #include "engine/evaluation_index.hpp"
 #include "engine/gemm_error.hpp"
 #include "engine/gemm_pairing.hpp"
-#include "engine/operand_pass.hpp"
+#include "pipeline/run_pipeline.hpp"
 #include "engine/run.hpp"
 #include "core/error.hpp"
 #include "core/gpu_target.hpp"
@@ -46,15 +46,10 @@ void evaluate(Evaluated& e, const std::string& recipes, std::vector<TrainingForm
 }
 
 // The delayed-scaling forecasts of every format of the table, as the run would pass them.
-// The clipping measured on the captures, as cli/run_pipeline.cpp does.
+// The clipping measured on the captures, as pipeline/run_pipeline.cpp does.
 std::vector<DelayedForecast> forecasts(const Evaluated& e, const EvaluationIndex& index) {
   std::vector<DelayedForecast> f = forecast_delayed_scaling(&e.log, e.rows, index.recipes(), index.formats());
-  const std::vector<ClippingRequest> clips = clipping_requests(f, e.rows);
-  std::vector<OperandPass> passes;
-  for (const ClippingRequest& q : clips) passes.push_back({q.key, false, q.thresholds});
-  std::vector<std::vector<ClipDamage>> damage;
-  for (OperandMeasures& m : measure_operands(e.captures, passes)) damage.push_back(std::move(m.damage));
-  predict_clippings(f, e.rows, clips, damage);
+  measure_clipping(e.captures, e.rows, f);
   return f;
 }
 

@@ -15,26 +15,20 @@
 #include "datasets/file_system.hpp"
 #include "datasets/training_log.hpp"
 #include "engine/cpu_backend.hpp"
-#include "engine/operand_pass.hpp"
+#include "pipeline/run_pipeline.hpp"
 #include "engine/run.hpp"
 #include "policies/amax_trend.hpp"
 
 namespace {
 
-// The forecasts with their clipping measured on `captures`, as run's pipeline does
-// (cli/run_pipeline.cpp): the requests, one engine pass over those operands, the values back.
+// The forecasts with their clipping measured on `captures`, as run's pipeline does.
 std::vector<fp8a::DelayedForecast> forecasts_measured(const fp8a::TrainingLog* log,
                                                       std::span<const fp8a::EvaluationRow> rows,
                                                       const fp8a::CaptureSet& captures,
                                                       std::span<const fp8a::Recipe> recipes,
                                                       std::span<const fp8a::TrainingFormat> formats) {
   std::vector<fp8a::DelayedForecast> f = fp8a::forecast_delayed_scaling(log, rows, recipes, formats);
-  const auto clips = fp8a::clipping_requests(f, rows);
-  std::vector<fp8a::OperandPass> passes;
-  for (const auto& q : clips) passes.push_back({q.key, false, q.thresholds});
-  std::vector<std::vector<fp8a::ClipDamage>> damage;
-  for (auto& m : fp8a::measure_operands(captures, passes)) damage.push_back(std::move(m.damage));
-  fp8a::predict_clippings(f, rows, clips, damage);
+  fp8a::measure_clipping(captures, rows, f);
   return f;
 }
 

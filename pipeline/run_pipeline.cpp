@@ -1,4 +1,4 @@
-#include "cli/run_pipeline.hpp"
+#include "pipeline/run_pipeline.hpp"
 
 #include <tbb/global_control.h>
 
@@ -9,7 +9,7 @@
 #include "engine/operand_pass.hpp"
 #include "policies/candidate.hpp"
 
-namespace fp8a::cli {
+namespace fp8a {
 
 namespace {
 
@@ -32,27 +32,9 @@ void evaluate_gemms(const RunRequest& request, const CaptureSet& captures, const
   result.gemm_seconds = seconds_since(t0);
 }
 
-// The forecasts' clipping (result.forecasts, judged from result.rows) and report.html's histograms
-// of `shown`, measured in one read of each operand that either needs (the latest captured step is
-// often both), each tensor released after it (engine/operand_pass.hpp).
+// The forecasts' clipping and report.html's histograms of `shown`, into result.
 void measure_operands_of(const CaptureSet& captures, std::span<const HistogramChoice> shown, RunResult& result) {
-  const std::vector<ClippingRequest> clips = clipping_requests(result.forecasts, result.rows);
-  std::vector<OperandPass> passes;
-  for (const ClippingRequest& q : clips) passes.push_back({q.key, false, q.thresholds});
-  std::vector<std::size_t> histogram_pass;  // shown[i]'s pass
-  for (const HistogramChoice& c : shown) {
-    const auto same = std::find_if(passes.begin(), passes.end(), [&](const OperandPass& p) { return p.key == c.key; });
-    histogram_pass.push_back(static_cast<std::size_t>(same - passes.begin()));
-    if (same == passes.end()) passes.push_back({c.key, true, {}});
-    else same->histogram = true;
-  }
-  std::vector<OperandMeasures> measures = measure_operands(captures, passes);
-  std::vector<std::vector<ClipDamage>> damage;
-  for (std::size_t i = 0; i < clips.size(); ++i) damage.push_back(std::move(measures[i].damage));
-  predict_clippings(result.forecasts, result.rows, clips, damage);
-  result.histograms.clear();
-  for (std::size_t i = 0; i < shown.size(); ++i)
-    result.histograms.push_back({shown[i], std::move(measures[histogram_pass[i]].histogram)});
+  result.histograms = measure_clipping_and_histograms(captures, result.rows, result.forecasts, shown);
 }
 
 // The delayed forecasts on the training log and the rows (none without a log), their clipping
@@ -94,6 +76,35 @@ void choose_run(const RunRequest& request, const EvaluationIndex& index, RunResu
 }
 
 }  // namespace
+
+std::vector<OperandHistogram> measure_clipping_and_histograms(const CaptureSet& captures,
+                                                              std::span<const EvaluationRow> rows,
+                                                              std::vector<DelayedForecast>& forecasts,
+                                                              std::span<const HistogramChoice> shown) {
+  const std::vector<ClippingRequest> clips = clipping_requests(forecasts, rows);
+  std::vector<OperandPass> passes;
+  for (const ClippingRequest& q : clips) passes.push_back({q.key, false, q.thresholds});
+  std::vector<std::size_t> histogram_pass;  // shown[i]'s pass
+  for (const HistogramChoice& c : shown) {
+    const auto same = std::find_if(passes.begin(), passes.end(), [&](const OperandPass& p) { return p.key == c.key; });
+    histogram_pass.push_back(static_cast<std::size_t>(same - passes.begin()));
+    if (same == passes.end()) passes.push_back({c.key, true, {}});
+    else same->histogram = true;
+  }
+  std::vector<OperandMeasures> measures = measure_operands(captures, passes);
+  std::vector<std::vector<ClipDamage>> damage;
+  for (std::size_t i = 0; i < clips.size(); ++i) damage.push_back(std::move(measures[i].damage));
+  predict_clippings(forecasts, rows, clips, damage);
+  std::vector<OperandHistogram> histograms;
+  for (std::size_t i = 0; i < shown.size(); ++i)
+    histograms.push_back({shown[i], std::move(measures[histogram_pass[i]].histogram)});
+  return histograms;
+}
+
+void measure_clipping(const CaptureSet& captures, std::span<const EvaluationRow> rows,
+                      std::vector<DelayedForecast>& forecasts) {
+  (void)measure_clipping_and_histograms(captures, rows, forecasts, {});
+}
 
 std::string RecommendationRequest::cost_basis() const {
   if (roofline) return roofline_basis(*roofline);
@@ -169,4 +180,4 @@ RunResult run_pipeline(const RunRequest& request, const CaptureSet& captures, co
   return result;
 }
 
-}  // namespace fp8a::cli
+}  // namespace fp8a

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -29,7 +30,7 @@
 #include "policies/nonfinite.hpp"
 #include "policies/policy.hpp"
 
-namespace fp8a::cli {
+namespace fp8a {
 
 // What the recommendation is asked for: the policy, the GPU (--gpu) and, with --cost roofline,
 // the cost model's options (unset: --cost none, the numerics alone).
@@ -107,7 +108,19 @@ void search_delayed_recipes(RunRequest& request, const TrainingLog& log);
 // does the same steps, with report.html's histograms measured in the same read of each operand.
 void recommend_run(const RunRequest& request, const CaptureSet& captures, RunResult& result);
 
+// The clipping each delayed forecast predicts (policies/amax_trend.hpp clipping_requests,
+// predict_clippings), measured on `captures` in one read of each operand it names
+// (engine/operand_pass.hpp), together with report.html's histograms of `shown`: an operand both
+// need is read once. The one place forecasts are measured: run, bench and the tests call it.
+std::vector<OperandHistogram> measure_clipping_and_histograms(const CaptureSet& captures,
+                                                              std::span<const EvaluationRow> rows,
+                                                              std::vector<DelayedForecast>& forecasts,
+                                                              std::span<const HistogramChoice> shown);
+// The clipping alone.
+void measure_clipping(const CaptureSet& captures, std::span<const EvaluationRow> rows,
+                      std::vector<DelayedForecast>& forecasts);
+
 // What recommend() judges, from `index` (over result.rows) and result's GEMMs and forecasts.
 RecommendationInputs recommendation_inputs(const EvaluationIndex& index, const RunResult& result);
 
-}  // namespace fp8a::cli
+}  // namespace fp8a
