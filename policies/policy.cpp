@@ -12,15 +12,13 @@
 #include "core/error.hpp"
 #include "core/suggest.hpp"
 #include "core/text.hpp"
+#include "policies/policy_files.hpp"
 
 namespace fp8a {
 
 namespace {
 
 using Json = nlohmann::ordered_json;
-
-constexpr const char* kPr2883 =
-    "NVIDIA/TransformerEngine PR #2883 (open), transformer_engine/debug/features/autoswitch_gemm.py";
 
 }  // namespace
 
@@ -34,128 +32,6 @@ const char* fallback_scope_name(FallbackScope scope) {
 
 double rel_mse_floor(int mantissa_bits) {
   return std::ldexp(1.0, -2 * mantissa_bits) / (32.0 * std::log(2.0));
-}
-
-Policy default_policy() {
-  Policy p;
-  p.name = "default";
-  p.description =
-      "fp8-advisor's default, calibrated against training (calibration/RESULTS.md): relative "
-      "measures only. A GEMM fails when an operand's underflow exceeds TE's 5 % and the flushed "
-      "values carry more than 1 % of its energy or are more than half its elements, or when its "
-      "output error is far above what its operands predict. The criteria whose breaches trained "
-      "no worse than BF16 (rel_mse against the rounding floor, clipping, per-element damage to "
-      "dW, the delayed-scaling forecast) only watch: the answer reports each breach and the GEMM "
-      "stays FP8.";
-  p.scope = FallbackScope::kGemm;
-  p.scope_source =
-      "per GEMM: nvdlfw_inspect's DisableQuantizationGEMM keeps single GEMMs of a layer in high "
-      "precision (TE debug features)";
-  p.underflow = {true, 5.0, 1.0, 1.0,
-                 std::string("count: ") + kPr2883 +
-                     " underflow_threshold_pct default 5.0; energy: fp8-advisor, 1 % of sum x^2 "
-                     "(flushes alone then allow 20 dB SQNR, the E5M2 rel_mse_floor limit k x "
-                     "floor = 19.5 dB); METRICS.md \"Policy criteria\"; any energy above 50 % of "
-                     "elements flushed: calibration/RESULTS.md outlier20x2/current (a 2^20 per-token "
-                     "outlier: 98.4 % of the FC2 input flushed at 1.6e-5 % of its energy, val loss "
-                     "+0.108 +- 0.006 over BF16; with those fprops and wgrads in BF16 +0.0005 +- 0.0008, "
-                     "current+policy-plan) and outlier20x2/block (the wgrad's columnwise copy); its 2 false "
-                     "alarms, outlier20/current and outlier20/block, train beyond noise (+0.025 +- 0.005, "
-                     "+0.006 +- 0.003) but under the 1 % harm bar, and their plan's FC2 in BF16 removes it "
-                     "(current+fc2-bf16 +0.0003)",
-                 50.0};
-  p.mse = {false, 1e-4, 1.0,
-           std::string(kPr2883) +
-               " mse_threshold default 1e-4; absolute (scales with the tensor's magnitude "
-               "squared), so off here: rel_mse_floor judges the relative error"};
-  p.rel_mse_floor = {true, 4.0, rel_mse_floor(3), rel_mse_floor(2), rel_mse_floor(7), 1.0,
-                     "floor: uniform rounding noise of m mantissa bits, 2^(-2m)/(32 ln 2) "
-                     "(E4M3 m=3, E5M2 m=2, BF16 m=7; METRICS.md \"Policy criteria\"); k = 4: twice "
-                     "the 1.85x of the least favourable scale position within a binade "
-                     "(fp8-advisor); watch only: calibration/RESULTS.md rel_mse_floor, 1 false "
-                     "alarm (ramp/delayed: 25.9x the floor, val gap -0.0003 +- 0.0006) and no "
-                     "detection"};
-  p.rel_mse_floor.action = CriterionAction::kWatch;
-  p.saturation = {true, 0.05, 1.0,
-                  "fp8-advisor: clipping is the scale behind the amax, not rounding; 1 element in "
-                  "2,000, between datasets/real/lm-sane (delayed clips at most 0.012 %, rel_mse at "
-                  "the floor) and synth outlier-growth (delayed clips 0.177 % of the growing FC2 "
-                  "input at 1.1x the floor: only this criterion sees it); no published threshold "
-                  "(TE logs overflows% only); watch only: calibration/RESULTS.md saturation, 1 "
-                  "false alarm (ramp/delayed: 3.891 % of the FC2 input clipped, val gap -0.0003 +- "
-                  "0.0006) and no detection"};
-  p.saturation.action = CriterionAction::kWatch;
-  p.gemm_amplification = {true, 8.0, 0.001953125, 1.0,
-                          "fp8-advisor: independent operand errors predict rel_fro_err = "
-                          "sqrt(rel_mse_a + rel_mse_b) (METRICS.md); factor 8: calibration/RESULTS.md "
-                          "gemm_amplification, the harmful outlier20x2 FC2 wgrads measure 17.1-17.4x "
-                          "(detections under current and block scaling; block with those wgrads in "
-                          "BF16 trains within noise, block+policy-plan -0.0002 +- 0.0016), harmless "
-                          "runs at most 4.7x (outlier16/current, +0.0044, under 1 %: factor 2 failed "
-                          "it and outlier16/block); its 2 false alarms, outlier20/current and "
-                          "outlier20/block (17.1-17.3x), train beyond noise (+0.025 +- 0.005) but under "
-                          "the 1 % harm bar; errors below 2^-9, the BF16 rounding of the output "
-                          "itself, never fail"};
-  p.wgrad_damage = {true, 1.0, 2.0, 1.0,
-                    "fp8-advisor: Adam normalises each parameter's update, so a dW entry zeroed "
-                    "by FP8 stops that weight for the step (1 % of entries); sign flips against "
-                    "the share independent rounding noise of the measured size flips, each "
-                    "entry's noise as its operands predict (gemms.csv noise_sign_flip_pct, "
-                    "METRICS.md), factor 2: datasets/real/lm-spike's GEMMs measure 0.5-1.7x; "
-                    "watch only: calibration/RESULTS.md wgrad_damage, 6 false alarms (high-lr x3, "
-                    "outlier16/current, outlier20/current, outlier20/block) and its 2 detections "
-                    "(outlier20x2) are gemm_amplification's too, while its own plan, the FC2 wgrads "
-                    "in BF16, trains no better under current scaling (+0.120 +- 0.015, "
-                    "current+wgrad-bf16); issue 23: lm-spike's current scaling trains within noise "
-                    "of BF16 though 9 wgrads zero up to 14.9 % of dW entries"};
-  p.wgrad_damage.action = CriterionAction::kWatch;
-  p.delayed_forecast = {true, 10000, 1.0,
-                        "fp8-advisor: the clipping a stale delayed scale is forecast to cause over 10,000 steps "
-                        "after the trace's last step (the fitted amax growth against the history's threshold, "
-                        "the latest captured tensor's shape held; METRICS.md \"Amax trend and the "
-                        "delayed-scaling forecast\") fails by the saturation and rel_mse_floor criteria that "
-                        "judge a captured step, one rule for \"clipping hurts\"; basis: issue 23, TE's default "
-                        "DelayedScaling (history 1024, max, margin 0) trained a healthy char-GPT to BF16's val "
-                        "loss (2.4629 vs 2.4675) while clipping its largest element by about 0.06 % a step; "
-                        "the 10,000-step horizon is not calibrated; watch only: calibration/RESULTS.md "
-                        "delayed_forecast, 3 false alarms (high-lr/delayed, spike/delayed-h16-recent, "
-                        "ramp/delayed-margin1) and no detection: no delayed-scaling run of the table "
-                        "trained worse than BF16 beyond the harm bar"};
-  p.delayed_forecast.action = CriterionAction::kWatch;
-  // calibration/RESULTS.md's record of this policy (table.py check compares the two).
-  p.calibration = PolicyCalibration{"calibration/RESULTS.md", 8, 18, 2, 2, 2};
-  return p;
-}
-
-Policy te_autoswitch_policy() {
-  Policy p = default_policy();
-  p.name = "te-autoswitch";
-  p.description =
-      "Transformer Engine PR #2883 AutoswitchGemm's rule with its defaults: a GEMM goes to high "
-      "precision when any tensor it consumes has underflow% > 5 or MSE > 1e-4 (absolute: it "
-      "depends on the tensor's scale), and any such breach sends every GEMM to high precision "
-      "(hold_window_scope global). No other criterion.";
-  p.scope = FallbackScope::kGlobal;
-  p.scope_source = std::string(kPr2883) + " hold_window_scope default \"global\"";
-  p.underflow = {true, 5.0, std::nullopt, 1.0,
-                 std::string(kPr2883) + " underflow_threshold_pct default 5.0 (switch if >)",
-                 std::nullopt};
-  p.mse = {true, 1e-4, 1.0, std::string(kPr2883) + " mse_threshold default 1e-4 (switch if >)"};
-  p.rel_mse_floor.enabled = false;
-  p.saturation.enabled = false;
-  p.gemm_amplification.enabled = false;
-  p.wgrad_damage.enabled = false;
-  p.delayed_forecast.enabled = false;
-  // AutoswitchGemm switches on every breach: a criterion a file enables here fails, as TE's do.
-  for (CriterionAction* a : criterion_actions(p)) *a = CriterionAction::kFail;
-  // So the default's reason to only watch one is not this policy's: its sources end before it.
-  for (std::string* source : {&p.rel_mse_floor.source, &p.saturation.source, &p.wgrad_damage.source,
-                              &p.delayed_forecast.source}) {
-    const std::size_t at = source->find("; watch only: ");
-    if (at != std::string::npos) source->resize(at);
-  }
-  p.calibration.reset();  // the table judges the default policy only
-  return p;
 }
 
 std::array<CriterionAction*, 7> criterion_actions(Policy& p) {
@@ -480,7 +356,11 @@ void require_utf8(std::string_view text, const std::string& where) {
 
 }  // namespace
 
-Policy parse_policy(std::string_view json_text, std::string_view origin) {
+namespace {
+
+// The policy of json_text over its "base" preset (the default when it names none); `root`: the
+// text is a whole policy read over Policy{}, and names no base (default_policy.json itself).
+Policy parse_policy_text(std::string_view json_text, std::string_view origin, bool root) {
   const std::string where = quoted_input(origin, 200);
   require_utf8(json_text, where);
   Json j;
@@ -515,8 +395,9 @@ Policy parse_policy(std::string_view json_text, std::string_view origin) {
 
   const ObjectReader top(j, "", where);
   top.only({"base", "name", "description", "scope", "scope_source", "criteria", "calibration"});
+  if (root) top.only({"name", "description", "scope", "scope_source", "criteria", "calibration"});
   const int base = top.choice("base", {kPolicyPresets[0], kPolicyPresets[1]});
-  Policy p = base == 1 ? te_autoswitch_policy() : default_policy();
+  Policy p = root ? Policy{} : base == 1 ? te_autoswitch_policy() : default_policy();
   top.text("name", &p.name);
   top.text("description", &p.description);
   if (const int scope = top.choice("scope", {"gemm", "global"}); scope >= 0)
@@ -611,6 +492,22 @@ Policy parse_policy(std::string_view json_text, std::string_view origin) {
          read_common(r, &c.enabled, &c.action, &c.weight, &c.source);
          r.integer("horizon_steps", 0, 1'000'000'000, &c.horizon_steps);
        });
+  return p;
+}
+
+}  // namespace
+
+Policy parse_policy(std::string_view json_text, std::string_view origin) {
+  return parse_policy_text(json_text, origin, false);
+}
+
+Policy default_policy() {
+  static const Policy p = parse_policy_text(kDefaultPolicyJson, "policies/default_policy.json (built in)", true);
+  return p;
+}
+
+Policy te_autoswitch_policy() {
+  static const Policy p = parse_policy_text(kTeAutoswitchPolicyJson, "policies/te_autoswitch_policy.json (built in)", false);
   return p;
 }
 

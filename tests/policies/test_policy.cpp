@@ -44,22 +44,35 @@ std::string parse_error(const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("the shipped policy files are policy_to_json of the presets, byte for byte") {
-  // FP8A_UPDATE_POLICY_FILES=1 rewrites them (on purpose only, like tests/golden/).
-  const bool update = std::getenv("FP8A_UPDATE_POLICY_FILES") != nullptr;
+TEST_CASE("the shipped policy files are the presets: default in full, te-autoswitch over its base") {
+  // The presets are these files, built in (policies/policy_files.hpp). default_policy.json is
+  // policy_to_json's form of the whole policy (FP8A_UPDATE_POLICY_FILES=1 rewrites it, e.g. after
+  // a format change; on purpose only, like tests/golden/).
+  const std::string want = fp8a::policy_to_json(fp8a::default_policy());
+  if (std::getenv("FP8A_UPDATE_POLICY_FILES") != nullptr)
+    std::ofstream(kPolicies / "default_policy.json", std::ios::binary) << want;
+  CHECK(read_text(kPolicies / "default_policy.json") == want);
+  // te_autoswitch_policy.json names its base and only what AutoswitchGemm changes.
+  const std::string te = read_text(kPolicies / "te_autoswitch_policy.json");
+  CHECK(te.rfind("{\n  \"base\": \"default\",\n", 0) == 0);
+  CHECK(te.size() < want.size());
   for (const auto& [file, policy] :
        {std::pair{"default_policy.json", fp8a::default_policy()},
         std::pair{"te_autoswitch_policy.json", fp8a::te_autoswitch_policy()}}) {
     INFO(file);
-    const std::string want = fp8a::policy_to_json(policy);
-    if (update) std::ofstream(kPolicies / file, std::ios::binary) << want;
-    CHECK(read_text(kPolicies / file) == want);
     // The file read back is the preset, and so is its text given as a file.
-    CHECK(fp8a::parse_policy(want, file) == policy);
+    const std::string text = read_text(kPolicies / file);
+    CHECK(fp8a::parse_policy(text, file) == policy);
     fp8a::MemoryFileSystem mfs;
-    mfs.add_file(std::string("dir/") + file, bytes_of(want));
+    mfs.add_file(std::string("dir/") + file, bytes_of(text));
     CHECK(fp8a::load_policy(std::string("dir/") + file, mfs) == policy);
+    // policy_to_json's full form of either reads back as the same preset.
+    CHECK(fp8a::parse_policy(fp8a::policy_to_json(policy), file) == policy);
   }
+  // No training number or threshold in policies/*.cpp string literals: the files hold them.
+  const std::string cpp = read_text(kPolicies / "policy.cpp");
+  for (const char* evidence : {"calibration/RESULTS.md", "outlier20x2", "PR #2883", "lm-spike"})
+    CHECK_MESSAGE(cpp.find(evidence) == std::string::npos, evidence);
 }
 
 TEST_CASE("presets by name; the rounding floors are 2^(-2m)/(32 ln 2)") {
