@@ -6,11 +6,11 @@
 #include <nlohmann/json.hpp>
 
 #include "policies/advice.hpp"
-#include "reports/te_recipe.hpp"
+#include "reports/consumers/te_recipe.hpp"
 
 namespace fp8a {
 
-// TE's recipe object (reports/te_recipe.hpp) as JSON: "class", "fp8_format", every field the spec
+// TE's recipe object (reports/consumers/te_recipe.hpp) as JSON: "class", "fp8_format", every field the spec
 // sets (defaults too), and "env" for what TE reads only from the environment.
 nlohmann::ordered_json te_recipe_json(const TeRecipe& t);
 

@@ -6,8 +6,8 @@
 
 #include "core/error.hpp"
 #include "core/text.hpp"
-#include "reports/layer_names.hpp"
-#include "reports/te_recipe.hpp"
+#include "reports/consumers/layer_names.hpp"
+#include "reports/consumers/te_recipe.hpp"
 
 namespace fp8a {
 

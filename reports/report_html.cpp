@@ -14,7 +14,7 @@
 #include "reports/answer_text.hpp"
 #include "reports/html_page.hpp"
 #include "reports/svg_plot.hpp"
-#include "reports/te_recipe.hpp"
+#include "reports/consumers/te_recipe.hpp"
 
 namespace fp8a {
 

@@ -6,10 +6,10 @@
 
 #include "core/text.hpp"
 #include "reports/console_table.hpp"
-#include "reports/layer_names.hpp"
+#include "reports/consumers/layer_names.hpp"
 #include "reports/name_text.hpp"
 #include "reports/number_format.hpp"
-#include "reports/te_recipe.hpp"
+#include "reports/consumers/te_recipe.hpp"
 
 namespace fp8a {
 

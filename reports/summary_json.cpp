@@ -7,7 +7,7 @@
 #include "reports/advice_json.hpp"
 #include "reports/json_number.hpp"
 #include "reports/json_text.hpp"
-#include "reports/te_recipe.hpp"
+#include "reports/consumers/te_recipe.hpp"
 
 namespace fp8a {
 

@@ -2,7 +2,7 @@
 """run_checks.py CONSUMER VENV: runs CONSUMER's checker in VENV on the samples of
 tests/consumers/samples/: each good sample must pass ("OK: ..."), each bad one must fail with
 the expected reason (a substring of its "FAIL: ..." line). CONSUMER recipe_json checks the golden
-recipe_*.json files of tests/golden/reports/ against reports/recipe.schema.json and builds their
+recipe_*.json files of tests/golden/reports/ against reports/consumers/recipe.schema.json and builds their
 "recipe" with TE's recipe classes. CONSUMER loader runs check_loader.py (the recipe.json loader
 of python/, as installed in VENV). Exits 77 (skipped, for ctest's
 SKIP_RETURN_CODE) when VENV has no python: create it with `bash scripts/consumers-env.sh`."""
@@ -16,7 +16,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 S = os.path.join(HERE, "samples")
 SCHEMA = os.path.join(S, "schema", "recipe_min.schema.json")
 # recipe.json's real schema and the files the report tests write (tests/reports/test_recipe_json.cpp).
-RECIPE_SCHEMA = os.path.join(HERE, "..", "..", "reports", "recipe.schema.json")
+RECIPE_SCHEMA = os.path.join(HERE, "..", "..", "reports", "consumers", "recipe.schema.json")
 RECIPE_GOLDENS = sorted(glob.glob(os.path.join(HERE, "..", "golden", "reports", "recipe_*.json")))
 OK = "OK: "
 # Megatron module paths (local layer indices) and what good_precision.yaml maps them to.

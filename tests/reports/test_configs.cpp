@@ -22,14 +22,14 @@
 #include "core/recipe_options.hpp"
 #include "core/text.hpp"
 #include "reports/advice_json.hpp"
-#include "reports/layer_names.hpp"
-#include "reports/megatron_args.hpp"
-#include "reports/megatron_bridge.hpp"
-#include "reports/nvdlfw_inspect_yaml.hpp"
-#include "reports/recipe_json.hpp"
-#include "reports/te_precision_config.hpp"
-#include "reports/te_snippet.hpp"
-#include "reports/torchao_json.hpp"
+#include "reports/consumers/layer_names.hpp"
+#include "reports/consumers/megatron_args.hpp"
+#include "reports/consumers/megatron_bridge.hpp"
+#include "reports/consumers/nvdlfw_inspect_yaml.hpp"
+#include "reports/consumers/recipe_json.hpp"
+#include "reports/consumers/te_precision_config.hpp"
+#include "reports/consumers/te_snippet.hpp"
+#include "reports/consumers/torchao_json.hpp"
 
 namespace fs = std::filesystem;
 using namespace fp8a;

@@ -1,6 +1,6 @@
 // recipe.json: hand-built Recommendations in, golden files out (tests/golden/reports/recipe_*.json),
 // diffed exactly; the consumer test recipe_json validates those files against
-// reports/recipe.schema.json and builds their "recipe" with Transformer Engine.
+// reports/consumers/recipe.schema.json and builds their "recipe" with Transformer Engine.
 // Refresh on purpose with FP8A_UPDATE_GOLDEN=1 and review the diff.
 #include <doctest/doctest.h>
 
@@ -14,7 +14,7 @@
 #include "support/golden.hpp"
 #include "support/recommendations.hpp"
 #include "core/gpu_target.hpp"
-#include "reports/recipe_json.hpp"
+#include "reports/consumers/recipe_json.hpp"
 
 namespace fs = std::filesystem;
 

@@ -3,7 +3,7 @@
 // (../shared/reference/consumers.md §1, §1.1).
 #include <doctest/doctest.h>
 
-#include "reports/te_recipe.hpp"
+#include "reports/consumers/te_recipe.hpp"
 
 using namespace fp8a;
 

@@ -1,4 +1,4 @@
-#include "reports/te_precision_config.hpp"
+#include "reports/consumers/te_precision_config.hpp"
 
 #include <yaml-cpp/yaml.h>
 
@@ -12,7 +12,7 @@
 #include "core/recipe_options.hpp"
 #include "core/te_version.hpp"
 #include "core/text.hpp"
-#include "reports/layer_names.hpp"
+#include "reports/consumers/layer_names.hpp"
 #include "reports/name_text.hpp"
 
 namespace fp8a {

@@ -1,4 +1,4 @@
-#include "reports/torchao_json.hpp"
+#include "reports/consumers/torchao_json.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -7,7 +7,7 @@
 
 #include "core/recipe_options.hpp"
 #include "reports/json_text.hpp"
-#include "reports/layer_names.hpp"
+#include "reports/consumers/layer_names.hpp"
 
 namespace fp8a {
 

@@ -1,4 +1,4 @@
-#include "reports/layer_names.hpp"
+#include "reports/consumers/layer_names.hpp"
 
 #include <algorithm>
 #include <map>

@@ -1,4 +1,4 @@
-#include "reports/recipe_json.hpp"
+#include "reports/consumers/recipe_json.hpp"
 
 #include <cmath>
 #include <map>
@@ -13,8 +13,8 @@
 #include "reports/advice_json.hpp"
 #include "reports/json_number.hpp"
 #include "reports/json_text.hpp"
-#include "reports/layer_names.hpp"
-#include "reports/te_recipe.hpp"
+#include "reports/consumers/layer_names.hpp"
+#include "reports/consumers/te_recipe.hpp"
 
 namespace fp8a {
 

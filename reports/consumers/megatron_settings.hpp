@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "policies/advice.hpp"
-#include "reports/layer_names.hpp"
+#include "reports/consumers/layer_names.hpp"
 
 namespace fp8a {
 

@@ -1,6 +1,6 @@
-#include "reports/megatron_settings.hpp"
+#include "reports/consumers/megatron_settings.hpp"
 
-#include "reports/te_precision_config.hpp"
+#include "reports/consumers/te_precision_config.hpp"
 
 namespace fp8a {
 

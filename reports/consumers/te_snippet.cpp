@@ -1,12 +1,12 @@
-#include "reports/te_snippet.hpp"
+#include "reports/consumers/te_snippet.hpp"
 
 #include <string>
 #include <variant>
 
 #include "core/te_version.hpp"
 #include "core/text.hpp"
-#include "reports/layer_names.hpp"
-#include "reports/te_recipe.hpp"
+#include "reports/consumers/layer_names.hpp"
+#include "reports/consumers/te_recipe.hpp"
 
 namespace fp8a {
 

@@ -1,4 +1,4 @@
-#include "reports/te_recipe.hpp"
+#include "reports/consumers/te_recipe.hpp"
 
 #include "core/recipe_options.hpp"
 #include "core/te_version.hpp"

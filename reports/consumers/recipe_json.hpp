@@ -2,7 +2,7 @@
 // Transformer Engine's recipe class with its own field names (tests/consumers/check_te_recipe.py
 // builds it), then the per-layer / per-GEMM precision with reasons, the predicted speedup, the
 // Pareto list of every candidate, the evidence behind each decision, the tensors to watch and the
-// provenance. The format is reports/recipe.schema.json (Draft 2020-12); every value comes from
+// provenance. The format is reports/consumers/recipe.schema.json (Draft 2020-12); every value comes from
 // the Recommendation (policies/advice.hpp).
 #pragma once
 

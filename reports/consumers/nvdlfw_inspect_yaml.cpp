@@ -1,4 +1,4 @@
-#include "reports/nvdlfw_inspect_yaml.hpp"
+#include "reports/consumers/nvdlfw_inspect_yaml.hpp"
 
 #include <yaml-cpp/yaml.h>
 
@@ -13,7 +13,7 @@
 #include "core/error.hpp"
 #include "core/te_version.hpp"
 #include "core/text.hpp"
-#include "reports/layer_names.hpp"
+#include "reports/consumers/layer_names.hpp"
 #include "reports/name_text.hpp"
 
 namespace fp8a {

@@ -1,11 +1,11 @@
-#include "reports/megatron_args.hpp"
+#include "reports/consumers/megatron_args.hpp"
 
 #include <sstream>
 
 #include "core/recipe_options.hpp"
 #include "core/te_version.hpp"
 #include "core/text.hpp"
-#include "reports/megatron_settings.hpp"
+#include "reports/consumers/megatron_settings.hpp"
 
 namespace fp8a {
 

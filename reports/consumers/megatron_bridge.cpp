@@ -1,12 +1,12 @@
-#include "reports/megatron_bridge.hpp"
+#include "reports/consumers/megatron_bridge.hpp"
 
 #include <string>
 
 #include "core/recipe_options.hpp"
 #include "core/te_version.hpp"
 #include "core/text.hpp"
-#include "reports/megatron_settings.hpp"
-#include "reports/nvdlfw_inspect_yaml.hpp"
+#include "reports/consumers/megatron_settings.hpp"
+#include "reports/consumers/nvdlfw_inspect_yaml.hpp"
 
 namespace fp8a {
 namespace {
