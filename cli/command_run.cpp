@@ -395,20 +395,22 @@ std::vector<Artifact> render_run(const RunRequest& request, const RunResult& res
     const Recommendation& rec = *result.recommendation;
     answer.recommendation = &rec;
     answer.delayed_search = result.delayed_search;
-    artifacts.push_back(render_recipe_json(rec, info));
-    artifacts.push_back(render_megatron_args(rec));
-    artifacts.push_back(render_megatron_bridge(rec));
+    // The consumer plan, decided once: every consumer file and the answer format it.
+    const ConsumerPlan& plan = answer.consumers.emplace(rec);
+    artifacts.push_back(render_recipe_json(plan, info));
+    artifacts.push_back(render_megatron_args(plan));
+    artifacts.push_back(render_megatron_bridge(plan));
     for (auto* render : {&render_te_precision_config, &render_nvdlfw_inspect_yaml}) {
       std::string why;
-      if (auto a = (*render)(rec, &why)) {
+      if (auto a = (*render)(plan, &why)) {
         artifacts.push_back(std::move(*a));
       } else {
         answer.not_written.push_back(why);  // the answer's "not written:" lines
         not_written.push_back(why);
       }
     }
-    artifacts.push_back(render_te_snippet(rec));
-    artifacts.push_back(render_torchao_json(rec));
+    artifacts.push_back(render_te_snippet(plan));
+    artifacts.push_back(render_torchao_json(plan));
   } else {
     answer.skipped = {"no recommendation: --no-gemms leaves no GEMM evidence to judge", request.recommend->gpu,
                       request.recommend->cost_source(), request.recommend->cost_basis()};

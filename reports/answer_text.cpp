@@ -77,6 +77,8 @@ namespace {
 std::string answer_lines(const AnswerContext& a) {
   if (a.recommendation == nullptr) return "answer: " + a.skipped.why + "\n";
   const Recommendation& rec = *a.recommendation;
+  std::optional<ConsumerPlan> own;
+  const ConsumerPlan& plan = a.consumers ? *a.consumers : own.emplace(rec);
   std::string s;
   if (!rec.chosen) {
     s += "answer: no FP8 recipe can be recommended";
@@ -85,9 +87,9 @@ std::string answer_lines(const AnswerContext& a) {
   } else {
     const CandidatePlan& c = rec.candidates[*rec.chosen];
     if (c.fp8_flops > 0)
-      s += "answer: " + te_recipe_call(te_recipe_for(c.candidate, rec.te_version)) + "  [" + candidate_name(c.candidate) + "]\n";
+      s += "answer: " + te_recipe_call(plan.te) + "  [" + candidate_name(c.candidate) + "]\n";
     else
-      s += "answer: every GEMM in BF16 (the chosen " + te_recipe_call(te_recipe_for(c.candidate, rec.te_version)) + "  [" +
+      s += "answer: every GEMM in BF16 (the chosen " + te_recipe_call(plan.te) + "  [" +
            candidate_name(c.candidate) + "] keeps none in FP8)\n";
     s += "  why: " + rec.why + "\n";
     if (!rec.calibration.empty()) s += "  criteria: " + rec.calibration + "\n";
@@ -185,16 +187,7 @@ std::string answer_lines(const AnswerContext& a) {
   }
   // Captured layers a config cannot tell apart (two stacks, two wrappers) get one plan there: said
   // here too, not only in the file, when their plans differ.
-  if (chosen_candidate(rec) != nullptr && !plan_all_bf16(rec)) {
-    std::vector<std::string> merged;
-    const auto note = [&](const std::vector<ModuleGroup>& groups, const char* file) {
-      for (const ModuleGroup& g : groups)
-        if (group_plans_differ(rec.layers, g)) merged.push_back(group_note(rec.layers, g, file));
-    };
-    note(module_groups(rec.layers, megatron_module_path, NameMatch::kExact), "te_precision_config.yaml");
-    note(module_groups(rec.layers, nvdlfw_layer_name, NameMatch::kDotSuffix), "nvdlfw_inspect.yaml");
-    for (const std::string& m : merged) s += "  one module in the configs: " + m + "\n";
-  }
+  for (const std::string& m : plan.merged_modules) s += "  one module in the configs: " + m + "\n";
   if (!a.delayed_search.empty()) s += "  delayed scaling's options: " + a.delayed_search + "\n";
   for (const std::string& l : rec.limits) s += "  not judged: " + l + "\n";
   if (!rec.advisories.empty()) {

@@ -3,11 +3,13 @@
 // GEMMs to watch next run. Layout only: every reason and number comes from the Recommendation.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "policies/advice.hpp"
+#include "reports/consumers/consumer_plan.hpp"
 
 namespace fp8a {
 
@@ -33,6 +35,9 @@ struct AnswerContext {
   const std::string& cost_basis() const;
   // delayed_search_summary when the run searched delayed scaling's options; empty otherwise.
   std::string delayed_search;
+  // The consumer plan the run's files were written from (render_run's); unset: the answer plans
+  // the recommendation itself (the same function, so the same plan).
+  std::optional<ConsumerPlan> consumers;
 };
 
 // The chosen plan's GEMMs by what happens to them, each "<layer> <gemm>: <reason>" (a layer none

@@ -9,13 +9,14 @@
 
 namespace fp8a {
 
-Artifact render_megatron_args(const Recommendation& rec) {
+Artifact render_megatron_args(const ConsumerPlan& plan) {
+  const Recommendation& rec = *plan.rec;
   std::ostringstream o;
   o << "# Megatron-LM FP8 flags for the recommended recipe (fp8-advisor megatron_args.txt).\n";
   o << "# Written for Transformer Engine " << te_version_text(rec.te_version)
     << " (--te-version); the FP8 flags need Megatron-Core 0.13+,\n"
        "# --te-precision-config-file 0.16+, --fp8-output-proj 0.18+ (docs/VERSIONS.md).\n";
-  const MegatronFp8 m = megatron_fp8(rec);
+  const MegatronFp8& m = plan.megatron;
   if (m.candidate == nullptr) {
     o << "# No FP8 candidate was chosen: train in BF16 (no --fp8-format).\n";
     if (!rec.why.empty()) o << "# " << visible_text(rec.why) << "\n";
@@ -43,7 +44,7 @@ Artifact render_megatron_args(const Recommendation& rec) {
          "# --tp-only-amax-red): with data parallelism the amax TE uses is at least the replayed one,\n"
          "# so it clips no more and may flush more than the evidence shows.\n";
   }
-  for (const std::string& line : option_notes(r, Consumer::kMegatronArgs, rec.te_version))
+  for (const std::string& line : plan.notes(Consumer::kMegatronArgs))
     o << "# " << visible_text(line) << "\n";
   const FirstLastBf16& fl = m.first_last;
   if (fl.at_start > 0 || fl.at_end > 0) {

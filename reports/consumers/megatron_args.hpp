@@ -7,11 +7,12 @@
 
 #include "policies/advice.hpp"
 #include "reports/artifact.hpp"
+#include "reports/consumers/consumer_plan.hpp"
 
 namespace fp8a {
 
 // Note: the chosen candidate's flags ("--fp8-recipe tensorwise --fp8-format hybrid"), or "no FP8
 // candidate" (then the file holds only comments: train in BF16).
-Artifact render_megatron_args(const Recommendation& rec);
+Artifact render_megatron_args(const ConsumerPlan& plan);
 
 }  // namespace fp8a

@@ -54,7 +54,8 @@ void write_end_layers(std::string& s, int at_start, int at_end) {
 
 }  // namespace
 
-Artifact render_megatron_bridge(const Recommendation& rec) {
+Artifact render_megatron_bridge(const ConsumerPlan& plan) {
+  const Recommendation& rec = *plan.rec;
   std::string s = comment("Megatron-Bridge overrides for the recommended recipe (fp8-advisor megatron_bridge.yaml).");
   s += comment("Written for Megatron-Bridge 0.3, which pins Megatron-Core 0.15-0.16 and TE 2.10-2.12 (docs/VERSIONS.md).");
   s += comment("Merge it into the recipe's ConfigContainer as Bridge's example scripts do with --config-file:");
@@ -63,7 +64,7 @@ Artifact render_megatron_bridge(const Recommendation& rec) {
   s += comment("File paths below are relative: give them as the training job sees them.");
   s += comment("mixed_precision replaces the recipe's whole precision config: Bridge's bf16_mixed() with the");
   s += comment("plan's FP8 fields (the TransformerConfig fields megatron_args.txt's flags set).");
-  const MegatronFp8 m = megatron_fp8(rec);
+  const MegatronFp8& m = plan.megatron;
   if (!m.fp8) {
     s += m.candidate == nullptr
              ? comment("No FP8 candidate was chosen: train in BF16 (fp8: null).")
@@ -80,7 +81,7 @@ Artifact render_megatron_bridge(const Recommendation& rec) {
   const Recipe& r = m.candidate->recipe;
   std::string note = "fp8 " + m.format + ", fp8_recipe " + m.recipe;
   s += comment("Recipe " + r.spec() + " in format " + m.format + " (TE " + recipe_kind_traits(r.kind).te_recipe + ").");
-  for (const std::string& line : option_notes(r, Consumer::kMegatronBridge, rec.te_version)) s += comment(line);
+  for (const std::string& line : plan.notes(Consumer::kMegatronBridge)) s += comment(line);
   s += kBf16Mixed;
   s += "  fp8: " + m.format + "\n";
   s += "  fp8_recipe: " + m.recipe + "\n";
@@ -134,7 +135,7 @@ Artifact render_megatron_bridge(const Recommendation& rec) {
   }
   // The single GEMMs (and, under delayed scaling, the end layers): nvdlfw_inspect.yaml through
   // Bridge's tensor-inspect integration, when TE's feature names there are Bridge's TE's.
-  const bool inspect_file = render_nvdlfw_inspect_yaml(rec).has_value();
+  const bool inspect_file = !plan.nvdlfw_omitted.has_value();
   // TE 2.13 renamed DisableFP8GEMM/Layer: a file for 2.13+ fails at initialize() on Bridge's TE.
   const bool loads = te_has_disable_quantization(rec.te_version) == te_has_disable_quantization(kBridgeTeNewest);
   if (inspect_file && loads) {

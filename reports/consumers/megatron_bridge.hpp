@@ -17,10 +17,11 @@
 
 #include "policies/advice.hpp"
 #include "reports/artifact.hpp"
+#include "reports/consumers/consumer_plan.hpp"
 
 namespace fp8a {
 
 // Note: "fp8 hybrid, fp8_recipe tensorwise, quant_recipe, tensor_inspect" / "BF16, fp8 null".
-Artifact render_megatron_bridge(const Recommendation& rec);
+Artifact render_megatron_bridge(const ConsumerPlan& plan);
 
 }  // namespace fp8a

@@ -1,20 +1,21 @@
 #include "reports/consumers/megatron_settings.hpp"
 
-#include "reports/consumers/te_precision_config.hpp"
+#include "reports/consumers/consumer_plan.hpp"
 
 namespace fp8a {
 
-MegatronFp8 megatron_fp8(const Recommendation& rec) {
+MegatronFp8 megatron_fp8(const ConsumerPlan& plan) {
+  const Recommendation& rec = *plan.rec;
   MegatronFp8 m;
-  m.candidate = chosen_candidate(rec);
+  m.candidate = plan.candidate;
   if (m.candidate == nullptr) return m;
   const Recipe& r = m.candidate->recipe;
-  m.fp8 = !plan_all_bf16(rec);
+  m.fp8 = plan.fp8;
   m.format = training_format_name(m.candidate->format);
   m.recipe = recipe_kind_traits(r.kind).megatron_recipe;
   m.delayed = r.kind == RecipeKind::kPerTensorDelayed;
   if (m.delayed) m.amax_compute_algo = r.algo == DelayedAlgo::kMax ? "max" : "most_recent";
-  m.first_last = first_last_bf16(rec);
+  m.first_last = plan.first_last;
   m.first_last_applied = !m.delayed && (m.first_last.at_start > 0 || m.first_last.at_end > 0);
   for (const LayerDecision& l : rec.layers) {
     if (megatron_module_path(l.layer).name != "output_layer") continue;
@@ -23,14 +24,14 @@ MegatronFp8 megatron_fp8(const Recommendation& rec) {
     else m.head = r.kind == RecipeKind::kMx ? MegatronHead::kFp8 : MegatronHead::kFp8Lost;
     break;
   }
-  m.te_precision_config = !te_precision_config_omitted(rec).has_value();
+  m.te_precision_config = !plan.precision_config_omitted.has_value();
   const FirstLastBf16& fl = m.first_last;
-  for (const LayerDecision& l : rec.layers) {
-    if (!has_bf16_gemm(l)) continue;
-    const auto i = transformer_layer_index(l.layer);
+  for (const LayerFallback& f : plan.fallbacks) {
+    const std::string& layer = rec.layers[f.layer].layer;
+    const auto i = transformer_layer_index(layer);
     const bool covered = m.first_last_applied && i &&
                          (*i < fl.at_start || (fl.at_end > 0 && *i > fl.last_index - fl.at_end));
-    if (!covered) m.uncovered.push_back(l.layer + " (" + fallback_gemm_list(l) + ")");
+    if (!covered) m.uncovered.push_back(layer + " (" + f.gemms + ")");
   }
   return m;
 }

@@ -42,6 +42,9 @@ struct MegatronFp8 {
   std::vector<std::string> uncovered;
 };
 
-MegatronFp8 megatron_fp8(const Recommendation& rec);
+struct ConsumerPlan;
+// From the plan's chosen candidate, fallbacks, first/last layers and te_precision_config.yaml
+// (ConsumerPlan's constructor calls it last).
+MegatronFp8 megatron_fp8(const ConsumerPlan& plan);
 
 }  // namespace fp8a

@@ -74,12 +74,13 @@ void emit_flow_list(YAML::Emitter& out, const std::vector<std::string>& items) {
 
 }  // namespace
 
-std::optional<Artifact> render_nvdlfw_inspect_yaml(const Recommendation& rec, std::string* why_omitted) {
+std::optional<Artifact> render_nvdlfw_inspect_yaml(const ConsumerPlan& plan, std::string* why_omitted) {
+  const Recommendation& rec = *plan.rec;
   const auto omit = [&](const std::string& why) -> std::optional<Artifact> {
     if (why_omitted != nullptr) *why_omitted = why;
     return std::nullopt;
   };
-  const RunCandidate* c = chosen_candidate(rec);
+  const RunCandidate* c = plan.candidate;
   if (c == nullptr) return omit("nvdlfw_inspect.yaml not written: no FP8 candidate was chosen");
 
   // The recommendation's watch list, by the index of its layer in rec.layers.
@@ -102,7 +103,7 @@ std::optional<Artifact> render_nvdlfw_inspect_yaml(const Recommendation& rec, st
                       : "DisableFP8GEMM/Layer (TE 2.4+); TE 2.13+ also name them DisableQuantizationGEMM/Layer."))
       << YAML::Newline;
   for (const char* line : kNamingComment) out << comment(line) << YAML::Newline;
-  if (plan_all_bf16(rec)) {
+  if (!plan.fp8) {
     // Every layer, whether captured or not: the plan keeps nothing in FP8.
     out << comment("The plan keeps no GEMM in FP8: every layer BF16, the layers never captured too.") << YAML::Newline
         << comment("Train without --fp8-format (megatron_args.txt); this file matters only under FP8 autocast.");

@@ -16,6 +16,7 @@
 
 #include "policies/advice.hpp"
 #include "reports/artifact.hpp"
+#include "reports/consumers/consumer_plan.hpp"
 
 namespace fp8a {
 
@@ -23,6 +24,6 @@ inline constexpr int kWatchFrequency = 10;  // steps between logged statistics
 
 // Unset when there is nothing to configure (no chosen candidate, or no BF16 fallback and no FP8
 // GEMM to watch); `why_omitted` then says why. Note: "N fallbacks, M layers watched".
-std::optional<Artifact> render_nvdlfw_inspect_yaml(const Recommendation& rec, std::string* why_omitted = nullptr);
+std::optional<Artifact> render_nvdlfw_inspect_yaml(const ConsumerPlan& plan, std::string* why_omitted = nullptr);
 
 }  // namespace fp8a

@@ -76,14 +76,15 @@ ordered_json evidence_json(const CandidatePlan& c) {
 
 }  // namespace
 
-Artifact render_recipe_json(const Recommendation& rec, const RunInfo& info) {
+Artifact render_recipe_json(const ConsumerPlan& plan, const RunInfo& info) {
+  const Recommendation& rec = *plan.rec;
   const CandidatePlan* chosen = rec.chosen ? &rec.candidates[*rec.chosen] : nullptr;
   ordered_json j;
   j["schema_version"] = kRecipeJsonSchemaVersion;
   j["te_version"] = te_version_text(rec.te_version);
-  const TeRecipe te = chosen ? te_recipe_for(chosen->candidate, rec.te_version) : TeRecipe{};
+  const TeRecipe& te = plan.te;
   // A plan with no FP8 GEMM trains BF16: no recipe object, whoever was chosen.
-  j["recipe"] = chosen && !plan_all_bf16(rec) ? te_recipe_json(te) : ordered_json(nullptr);
+  j["recipe"] = plan.fp8 ? te_recipe_json(te) : ordered_json(nullptr);
   j["candidate"] = chosen ? candidate_ref(chosen->candidate) : ordered_json(nullptr);
   j["recipe_notes"] = te.notes;
   j["why"] = rec.why;

@@ -14,6 +14,7 @@
 #include "policies/advice.hpp"
 #include "reports/artifact.hpp"
 #include "reports/run_info.hpp"
+#include "reports/consumers/consumer_plan.hpp"
 
 namespace fp8a {
 
@@ -22,7 +23,7 @@ inline constexpr int kRecipeJsonSchemaVersion = 1;
 
 // With no chosen candidate, "recipe", "candidate" and the evidence are null / empty and every
 // layer is BF16 with the Recommendation's why as the reason (recommend() fills them so).
-Artifact render_recipe_json(const Recommendation& rec, const RunInfo& info);
+Artifact render_recipe_json(const ConsumerPlan& plan, const RunInfo& info);
 
 // How the plan of recipe.json `after` differs from that of `before` (both recipe.json texts), one
 // line each, in this order: the chosen candidate ("candidate: current/hybrid -> block/hybrid";

@@ -72,12 +72,13 @@ std::optional<std::string> te_precision_config_omitted(const Recommendation& rec
          kind.short_name + " (set by megatron_args.txt) and the plan keeps no module in BF16";
 }
 
-std::optional<Artifact> render_te_precision_config(const Recommendation& rec, std::string* why_omitted) {
-  if (std::optional<std::string> why = te_precision_config_omitted(rec)) {
-    if (why_omitted != nullptr) *why_omitted = std::move(*why);
+std::optional<Artifact> render_te_precision_config(const ConsumerPlan& plan, std::string* why_omitted) {
+  if (plan.precision_config_omitted) {
+    if (why_omitted != nullptr) *why_omitted = *plan.precision_config_omitted;
     return std::nullopt;
   }
-  const RunCandidate* c = chosen_candidate(rec);
+  const Recommendation& rec = *plan.rec;
+  const RunCandidate* c = plan.candidate;
   const RecipeKindTraits& kind = recipe_kind_traits(c->recipe.kind);
   const bool per_module = kind.te_per_module;  // else only the BF16 fallbacks can be written here
 
@@ -86,7 +87,7 @@ std::optional<Artifact> render_te_precision_config(const Recommendation& rec, st
   out << comment("Written for Transformer Engine " + te_version_text(rec.te_version) +
                  " (--te-version); the option needs Megatron-Core 0.16+ (docs/VERSIONS.md).")
       << YAML::Newline;
-  if (plan_all_bf16(rec)) {
+  if (!plan.fp8) {
     // Every module, whether captured or not, to BF16: no FP8 config at all.
     out << comment("The plan keeps no GEMM in FP8: every module BF16, the modules never captured too.");
     std::set<std::string> listed;
@@ -111,7 +112,7 @@ std::optional<Artifact> render_te_precision_config(const Recommendation& rec, st
     out << comment("Delayed scaling, its margin and history cannot be expressed here: only the BF16") << YAML::Newline
         << comment("fallbacks; the run's recipe comes from megatron_args.txt (" + c->recipe.spec() + ").") << YAML::Newline;
   else
-    for (const std::string& note : option_notes(c->recipe, Consumer::kPrecisionConfig, rec.te_version))
+    for (const std::string& note : plan.notes(Consumer::kPrecisionConfig))
       out << comment(note) << YAML::Newline;
   for (const LayerDecision& l : rec.layers)
     if (megatron_module_path(l.layer).name == "output_layer") {

@@ -17,6 +17,7 @@
 
 #include "policies/advice.hpp"
 #include "reports/artifact.hpp"
+#include "reports/consumers/consumer_plan.hpp"
 
 namespace fp8a {
 
@@ -31,6 +32,6 @@ std::optional<std::string> te_precision_config_omitted(const Recommendation& rec
 // Unset when the file would say nothing Megatron can use (no chosen candidate, or delayed
 // scaling with no BF16 fallback); `why_omitted` then says why. Note: "N module matchers" with a
 // per-module plan, else "N BF16 matchers".
-std::optional<Artifact> render_te_precision_config(const Recommendation& rec, std::string* why_omitted = nullptr);
+std::optional<Artifact> render_te_precision_config(const ConsumerPlan& plan, std::string* why_omitted = nullptr);
 
 }  // namespace fp8a

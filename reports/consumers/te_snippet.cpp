@@ -35,15 +35,16 @@ constexpr const char* kCallNote = "\"\"\"model(*args, **kwargs) under the recomm
 
 }  // namespace
 
-Artifact render_te_snippet(const Recommendation& rec) {
+Artifact render_te_snippet(const ConsumerPlan& plan) {
+  const Recommendation& rec = *plan.rec;
   const TeVersion te = rec.te_version;
   const bool autocast = te_has_autocast(te);
   std::string s = comment("Transformer Engine code for the recommended recipe (fp8-advisor te_snippet.py).");
   s += comment("Written for Transformer Engine " + te_version_text(te) + " (--te-version): " +
                (autocast ? "te.autocast(recipe=...), TE 2.9+; --te-version 2.8 or older writes te.fp8_autocast."
                          : "te.fp8_autocast(fp8_recipe=...); TE 2.9+ name it te.autocast(recipe=...)."));
-  const RunCandidate* c = chosen_candidate(rec);
-  if (c == nullptr || plan_all_bf16(rec)) {
+  const RunCandidate* c = plan.candidate;
+  if (c == nullptr || !plan.fp8) {
     s += c == nullptr ? comment("No FP8 candidate was chosen: train in BF16, no FP8 autocast.")
                       : comment("The plan keeps no GEMM in FP8 (" + candidate_name(*c) +
                                 " chosen, every GEMM BF16): train in BF16, no FP8 autocast,") +
@@ -53,7 +54,7 @@ Artifact render_te_snippet(const Recommendation& rec) {
          "    return model(*args, **kwargs)\n";
     return {"te_snippet.py", s, "BF16, no autocast"};
   }
-  const TeRecipe t = te_recipe_for(*c, te);
+  const TeRecipe& t = plan.te;
   s += comment("Recipe " + candidate_name(*c) + ": every module under the autocast runs it. The plan's BF16 fallbacks");
   s += comment("are not here: nvdlfw_inspect.yaml (per GEMM) and te_precision_config.yaml (per module) have them.");
   for (const std::string& n : t.notes) s += comment(n);

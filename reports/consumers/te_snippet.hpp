@@ -9,10 +9,11 @@
 
 #include "policies/advice.hpp"
 #include "reports/artifact.hpp"
+#include "reports/consumers/consumer_plan.hpp"
 
 namespace fp8a {
 
 // Note: "te.autocast, Float8CurrentScaling" / "te.fp8_autocast, ..." / "BF16, no autocast".
-Artifact render_te_snippet(const Recommendation& rec);
+Artifact render_te_snippet(const ConsumerPlan& plan);
 
 }  // namespace fp8a

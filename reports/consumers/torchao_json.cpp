@@ -11,14 +11,15 @@
 
 namespace fp8a {
 
-Artifact render_torchao_json(const Recommendation& rec) {
+Artifact render_torchao_json(const ConsumerPlan& plan) {
+  const Recommendation& rec = *plan.rec;
   nlohmann::ordered_json doc;
-  const RunCandidate* c = chosen_candidate(rec);
+  const RunCandidate* c = plan.candidate;
   std::string name = c != nullptr ? recipe_kind_traits(c->recipe.kind).torchao_recipe : "", reason;
   std::vector<std::string> filter;
   if (c == nullptr) {
     reason = "no FP8 candidate was chosen: train in BF16";
-  } else if (plan_all_bf16(rec)) {
+  } else if (!plan.fp8) {
     name.clear();
     reason = "the plan keeps no GEMM in FP8 (" + c->recipe.spec() +
              " chosen, every GEMM BF16): train in BF16, no convert_to_float8_training, modules never "
@@ -55,7 +56,7 @@ Artifact render_torchao_json(const Recommendation& rec) {
       if (c->format == TrainingFormat::kHybrid) reason += "; rowwise has E4M3 gradients where the advice is hybrid";
       if (gw_hp) reason += "; some modules keep only wgrad in BF16: rowwise_with_gw_hp runs every grad-weight GEMM in high precision";
     }
-    for (const std::string& note : option_notes(c->recipe, Consumer::kTorchao, rec.te_version)) reason += "; " + note;
+    for (const std::string& note : plan.notes(Consumer::kTorchao)) reason += "; " + note;
     reason += "; one recipe applies model-wide, filter_fqns are the captured module FQNs, each matching the "
               "module of that FQN or one whose FQN ends in '.' + it (a wrapper's prefix): "
               "convert_to_float8_training(model, config=Float8LinearConfig.from_recipe_name(recipe_name), "

@@ -11,10 +11,11 @@
 
 #include "policies/advice.hpp"
 #include "reports/artifact.hpp"
+#include "reports/consumers/consumer_plan.hpp"
 
 namespace fp8a {
 
 // Note: the recipe name ("rowwise", or "none") and the filter's size.
-Artifact render_torchao_json(const Recommendation& rec);
+Artifact render_torchao_json(const ConsumerPlan& plan);
 
 }  // namespace fp8a

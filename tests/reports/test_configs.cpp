@@ -819,3 +819,28 @@ TEST_CASE("recipe options x TE releases x consumer files: one story, the same no
   // The lines compared: pow2 (every release), eps, fp32, 2d and floor in each of 17 releases.
   CHECK(walked == 17 * 5);
 }
+
+// The consumer files format the one plan and decide nothing themselves: what the plan says (a
+// note, TE's recipe, a fallback's reason) is what each file writes.
+TEST_CASE("consumer files format the ConsumerPlan: change the plan, the files follow") {
+  const Recommendation rec = make_rec("block:fp32", TrainingFormat::kHybrid, kMixedLayers);
+  ConsumerPlan plan(rec);
+  REQUIRE(plan.candidate != nullptr);
+  CHECK(plan.fp8);
+  CHECK(plan.fallbacks.size() == 4);  // layers 0 (two modules), 1 (wgrad), 3
+  CHECK(plan.fallbacks[2].gemms == "wgrad");
+  CHECK(plan.te.env == std::vector<std::pair<std::string, std::string>>{{"NVTE_FP8_BLOCK_SCALING_FP32_SCALES", "1"}});
+  for (const Consumer c : {Consumer::kMegatronArgs, Consumer::kMegatronBridge, Consumer::kPrecisionConfig,
+                           Consumer::kTorchao})
+    plan.option_notes[static_cast<int>(c)] = {std::string("sentinel for ") + consumer_name(c)};
+  plan.te.env = {{"SENTINEL_ENV", "7"}};
+  CHECK(render_megatron_args(plan).contents.find("# sentinel for megatron_args.txt\n") != std::string::npos);
+  CHECK(render_megatron_bridge(plan).contents.find("# sentinel for megatron_bridge.yaml\n") != std::string::npos);
+  const auto pc = render_te_precision_config(plan);
+  REQUIRE(pc.has_value());
+  CHECK(pc->contents.find("# sentinel for te_precision_config.yaml\n") != std::string::npos);
+  CHECK(render_torchao_json(plan).contents.find("; sentinel for torchao.json;") != std::string::npos);
+  CHECK(render_te_snippet(plan).contents.find("os.environ[\"SENTINEL_ENV\"] = \"7\"") != std::string::npos);
+  plan.megatron.uncovered = {"sentinel layer (fprop)"};
+  CHECK(render_megatron_args(plan).contents.find("sentinel layer (fprop)") != std::string::npos);
+}

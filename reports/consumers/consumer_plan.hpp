@@ -1,0 +1,60 @@
+// One plan for every consumer file, decided once per run (issue 38): the chosen recipe as the
+// target TE release spells it (TE's recipe object: class, fields, environment, notes), what each
+// consumer says about the recipe's options (core/recipe_options.hpp), the per-layer BF16
+// fallbacks with their first reason, the first/last layers, Megatron's settings (the LM head
+// among them), whether te_precision_config.yaml can be written, and where two captured layers
+// become one module in a config. `render_run` (cli/command_run.cpp) builds it once; every file in
+// reports/consumers/ and the answer format it and decide nothing of their own.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/recipe_options.hpp"
+#include "policies/advice.hpp"
+#include "reports/consumers/layer_names.hpp"
+#include "reports/consumers/megatron_settings.hpp"
+#include "reports/consumers/te_recipe.hpp"
+
+namespace fp8a {
+
+// A layer of the plan with a BF16 fallback GEMM.
+struct LayerFallback {
+  std::size_t layer = 0;  // index in Recommendation::layers
+  std::string gemms;      // fallback_gemm_list: "fprop,wgrad"
+  bool whole = false;     // whole_layer_fallback: every judged GEMM
+  std::string reason;     // first_bf16_reason
+};
+
+struct ConsumerPlan {
+  // Implicit, so that a renderer given a Recommendation (the tests' hand-built ones) plans it
+  // there; a run builds the plan once and hands it to every renderer.
+  ConsumerPlan(const Recommendation& rec);  // NOLINT(google-explicit-constructor)
+
+  const Recommendation* rec;
+  const RunCandidate* candidate = nullptr;  // the chosen one; null: none
+  // A candidate is chosen and the plan keeps some GEMM in FP8 (not plan_all_bf16): the configs
+  // turn FP8 on. A chosen candidate with every GEMM in BF16 trains BF16 everywhere.
+  bool fp8 = false;
+  TeRecipe te;  // the chosen recipe for rec->te_version; empty when none is chosen
+  // What each consumer says about the chosen recipe's options (option_notes), by Consumer.
+  std::array<std::vector<std::string>, kConsumerCount> option_notes;
+  std::vector<LayerFallback> fallbacks;  // in layer order
+  FirstLastBf16 first_last;
+  // Why te_precision_config.yaml is not written; unset: it is.
+  std::optional<std::string> precision_config_omitted;
+  // Captured layers a config cannot tell apart whose plans differ: group_note's sentence, for
+  // te_precision_config.yaml's module paths then nvdlfw_inspect.yaml's names (the answer says them).
+  std::vector<std::string> merged_modules;
+  // Why nvdlfw_inspect.yaml is not written (no FP8 candidate, or no fallback and no GEMM to
+  // watch); unset: it is (megatron_bridge.yaml's tensor_inspect names it then).
+  std::optional<std::string> nvdlfw_omitted;
+  MegatronFp8 megatron;  // last: it reads the fields above
+
+  const std::vector<std::string>& notes(Consumer c) const { return option_notes[static_cast<int>(c)]; }
+};
+
+}  // namespace fp8a
