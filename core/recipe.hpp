@@ -109,6 +109,10 @@ struct RecipeKindTraits {
   // rowwise_with_gw_hp when some module keeps only its wgrad in BF16).
   const char* megatron_recipe;
   const char* torchao_recipe;
+  // The format torchao's recipe trains (its gradients' FP8 type: tensorwise E5M2, so hybrid;
+  // rowwise E4M3; torchao/float8/config.py Float8LinearConfig.from_recipe_name); kinds without a
+  // torchao recipe: kHybrid, unused.
+  TrainingFormat torchao_format;
   // Megatron's --te-precision-config-file can give a module this kind (a config of its own), so
   // the per-module plan may switch modules to it (policies/advice.hpp per_module_recipe).
   bool te_per_module;
@@ -139,6 +143,7 @@ inline constexpr RecipeKindTraits kRecipeKinds[] = {
      .lt_max_sm = 0,
      .megatron_recipe = "tensorwise",
      .torchao_recipe = "tensorwise",
+     .torchao_format = TrainingFormat::kHybrid,
      .te_per_module = true,
      .default_format = TrainingFormat::kHybrid},
     {.kind = RecipeKind::kPerTensorDelayed,
@@ -161,6 +166,7 @@ inline constexpr RecipeKindTraits kRecipeKinds[] = {
      .lt_max_sm = 0,
      .megatron_recipe = "delayed",
      .torchao_recipe = "",
+     .torchao_format = TrainingFormat::kHybrid,
      .te_per_module = false,
      .default_format = TrainingFormat::kHybrid},
     {.kind = RecipeKind::kBlock,
@@ -183,6 +189,7 @@ inline constexpr RecipeKindTraits kRecipeKinds[] = {
      .lt_max_sm = 99,
      .megatron_recipe = "blockwise",
      .torchao_recipe = "rowwise",
+     .torchao_format = TrainingFormat::kE4M3,
      .te_per_module = true,
      .default_format = TrainingFormat::kHybrid},
     {.kind = RecipeKind::kMx,
@@ -205,6 +212,7 @@ inline constexpr RecipeKindTraits kRecipeKinds[] = {
      .lt_max_sm = 0,
      .megatron_recipe = "mxfp8",
      .torchao_recipe = "",
+     .torchao_format = TrainingFormat::kHybrid,
      .te_per_module = true,
      .default_format = TrainingFormat::kE4M3},
     {.kind = RecipeKind::kBf16,
@@ -226,6 +234,7 @@ inline constexpr RecipeKindTraits kRecipeKinds[] = {
      .lt_max_sm = 0,
      .megatron_recipe = "",
      .torchao_recipe = "",
+     .torchao_format = TrainingFormat::kHybrid,
      .te_per_module = false,
      .default_format = TrainingFormat::kHybrid},
 };

@@ -216,6 +216,23 @@ std::string te_release_cannot_train(const Recipe& r, TeVersion te) {
   return why;
 }
 
+FormatCarriage carry_format(RecipeKind kind, TrainingFormat format, Consumer c) {
+  const std::string name = training_format_name(format);
+  switch (c) {
+    case Consumer::kTe: return {Carrier::kField, "fp8_format", format == TrainingFormat::kE4M3 ? "E4M3" : "HYBRID", ""};
+    case Consumer::kMegatronArgs: return {Carrier::kField, "--fp8-format", name, ""};
+    case Consumer::kMegatronBridge: return {Carrier::kField, "fp8", name, ""};
+    case Consumer::kPrecisionConfig: return {Carrier::kField, "fp8_format", name, ""};
+    case Consumer::kTorchao: break;
+  }
+  const RecipeKindTraits& k = recipe_kind_traits(kind);
+  if (format == k.torchao_format) return {Carrier::kField, "recipe_name", name, ""};
+  const bool e5m2 = fp8_format_for(k.torchao_format, Role::kGradient) == Fp8Format::kE5M2;
+  return {Carrier::kNone, "recipe_name", training_format_name(k.torchao_format),
+          name + ": not expressible in torchao.json: torchao's " + k.torchao_recipe + " recipe casts gradients to " +
+              (e5m2 ? "E5M2" : "E4M3") + "; it trains them in " + (e5m2 ? "E5M2" : "E4M3")};
+}
+
 bool carried_as_fields(const Recipe& r, Consumer c) {
   for (const RecipeOptionRow* row : options_set(r))
     if (row->by[static_cast<int>(c)].carrier != Carrier::kField) return false;

@@ -97,6 +97,18 @@ std::vector<OptionCarriage> carry_options(const Recipe& r, Consumer c, TeVersion
 // are not its fields (the environment to set, what the trainer runs without).
 std::vector<std::string> option_notes(const Recipe& r, Consumer c, TeVersion te);
 
+// The training format, carried like an option: a field of TE's recipe (fp8_format: E4M3, HYBRID),
+// Megatron's --fp8-format, Bridge's fp8 and the per-module config's fp8_format (e4m3, hybrid);
+// torchao's recipe names fix the gradients' FP8 type (RecipeKindTraits::torchao_format), so
+// torchao.json carries the format its recipe trains and says so of the other.
+struct FormatCarriage {
+  Carrier carrier = Carrier::kField;  // kNone: the consumer's recipe trains the other format
+  std::string name;                   // the field: "fp8_format", "--fp8-format", "fp8", "recipe_name"
+  std::string value;                  // as the consumer spells it: "HYBRID", "hybrid"
+  std::string note;                   // kNone: the sentence the file says
+};
+FormatCarriage carry_format(RecipeKind kind, TrainingFormat format, Consumer c);
+
 // Whether the consumer carries everything the recipe sets as a field of its own: what a
 // per-module config needs to give one module the recipe (an environment variable is global).
 bool carried_as_fields(const Recipe& r, Consumer c);

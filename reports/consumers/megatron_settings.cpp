@@ -11,7 +11,7 @@ MegatronFp8 megatron_fp8(const ConsumerPlan& plan) {
   if (m.candidate == nullptr) return m;
   const Recipe& r = m.candidate->recipe;
   m.fp8 = plan.fp8;
-  m.format = training_format_name(m.candidate->format);
+  m.format = carry_format(r.kind, m.candidate->format, Consumer::kMegatronArgs).value;
   m.recipe = recipe_kind_traits(r.kind).megatron_recipe;
   m.delayed = r.kind == RecipeKind::kPerTensorDelayed;
   if (m.delayed) m.amax_compute_algo = r.algo == DelayedAlgo::kMax ? "max" : "most_recent";

@@ -37,7 +37,7 @@ void emit_config(YAML::Emitter& out, const std::string& name, const RunCandidate
   } else {
     out << YAML::BeginMap;
     out << YAML::Key << "fp8_quantization_recipe" << YAML::Value << recipe_kind_traits(c->recipe.kind).megatron_recipe;
-    out << YAML::Key << "fp8_format" << YAML::Value << training_format_name(c->format);
+    out << YAML::Key << "fp8_format" << YAML::Value << carry_format(c->recipe.kind, c->format, Consumer::kPrecisionConfig).value;
     out << YAML::EndMap;
   }
   out << YAML::EndMap;

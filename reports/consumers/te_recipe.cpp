@@ -9,7 +9,7 @@ TeRecipe te_recipe_for(const RunCandidate& c, TeVersion te) {
   const Recipe& r = c.recipe;
   TeRecipe t;
   t.class_name = recipe_kind_traits(r.kind).te_recipe;
-  t.fp8_format = c.format == TrainingFormat::kE4M3 ? "E4M3" : "HYBRID";
+  t.fp8_format = carry_format(r.kind, c.format, Consumer::kTe).value;
   // The option rows (core/recipe_options.hpp): fields in TE's declaration order, each written
   // with its default marked; environment variables; a note for what TE cannot take.
   for (const RecipeOptionRow* row : field_rows(r.kind, Consumer::kTe))

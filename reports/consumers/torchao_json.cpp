@@ -40,20 +40,22 @@ Artifact render_torchao_json(const ConsumerPlan& plan) {
       wgrad_only = wgrad_only || (w && !f && !d);
     }
     const bool gw_hp = name == "rowwise" && wgrad_only;
+    const FormatCarriage format = carry_format(c->recipe.kind, c->format, Consumer::kTorchao);
     for (const LayerDecision& l : rec.layers) {
       const bool fd = is_fallback(l.gemms[0]) || is_fallback(l.gemms[1]);
       if (gw_hp ? fd : has_bf16_gemm(l)) filter.push_back(json_name(l.layer));
     }
     if (c->recipe.kind == RecipeKind::kPerTensorCurrent) {
       reason = "current scaling; torchao's tensorwise has E5M2 gradients";
-      reason += c->format == TrainingFormat::kHybrid ? " (hybrid, as advised)" : " where the advice is E4M3";
+      if (format.carrier == Carrier::kField) reason += " (hybrid, as advised)";
+      else reason += "; " + format.note;
       if (wgrad_only) reason += "; modules with only wgrad in BF16 are kept whole in high precision";
     } else {
       if (gw_hp) name += "_with_gw_hp";
       reason = "block scaling (" + c->recipe.spec() +
                ") is closest to torchao's rowwise (E4M3 scales per row over the whole K dimension, powers "
                "of two, not TE's 1x128 blocks: the advice's verdicts are approximate for it)";
-      if (c->format == TrainingFormat::kHybrid) reason += "; rowwise has E4M3 gradients where the advice is hybrid";
+      if (format.carrier != Carrier::kField) reason += "; " + format.note;
       if (gw_hp) reason += "; some modules keep only wgrad in BF16: rowwise_with_gw_hp runs every grad-weight GEMM in high precision";
     }
     for (const std::string& note : plan.notes(Consumer::kTorchao)) reason += "; " + note;

@@ -844,3 +844,30 @@ TEST_CASE("consumer files format the ConsumerPlan: change the plan, the files fo
   plan.megatron.uncovered = {"sentinel layer (fprop)"};
   CHECK(render_megatron_args(plan).contents.find("sentinel layer (fprop)") != std::string::npos);
 }
+
+// The formats, the rest of the option rows: TE's fp8_format, Megatron's --fp8-format, Bridge's
+// fp8 and the per-module config's fp8_format carry both; torchao's tensorwise trains E5M2
+// gradients (hybrid) and rowwise E4M3 (torchao/float8/config.py), and torchao.json says so of the
+// other format.
+TEST_CASE("formats x recipe kinds x consumer files: each file names the format or says it cannot") {
+  for (const char* spec : {"current", "delayed", "block", "mxfp8"})
+    for (const TrainingFormat f : {TrainingFormat::kE4M3, TrainingFormat::kHybrid}) {
+      const std::string name = training_format_name(f);
+      INFO(spec << "/" << name);
+      const Recommendation rec = make_rec(spec, f, kMixedLayers);
+      const ConsumerPlan plan(rec);
+      CHECK(plan.te.fp8_format == (f == TrainingFormat::kE4M3 ? "E4M3" : "HYBRID"));
+      CHECK(render_te_snippet(plan).contents.find("(fp8_format=Format." + plan.te.fp8_format) != std::string::npos);
+      CHECK(render_megatron_args(plan).contents.find("\n--fp8-format " + name + "\n") != std::string::npos);
+      CHECK(render_megatron_bridge(plan).contents.find("\n  fp8: " + name + "\n") != std::string::npos);
+      const auto pc = render_te_precision_config(plan);
+      REQUIRE(pc.has_value());
+      const bool per_module = std::string(spec) != "delayed";
+      CHECK((pc->contents.find("fp8_format: " + name + "\n") != std::string::npos) == per_module);
+      const std::string torchao = render_torchao_json(plan).contents;
+      const bool torchao_kind = std::string(spec) == "current" || std::string(spec) == "block";
+      const bool torchao_trains = (std::string(spec) == "current") == (f == TrainingFormat::kHybrid);
+      CHECK((torchao.find(name + ": not expressible in torchao.json: ") != std::string::npos) ==
+            (torchao_kind && !torchao_trains));
+    }
+}
