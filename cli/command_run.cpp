@@ -234,6 +234,10 @@ std::optional<RunCommand> parse_run(const Invocation& inv) {
   if (!cmd.expect_plan_path.empty()) cmd.expect_plan_text = read_expected_plan(cmd.expect_plan_path);
   request.recommend = std::move(asked);
   if (vm.count("training-recipe") != 0) {
+    // It names the recipe of the --training-log's statistics: without a log there are none.
+    if (cmd.eval.log_paths.empty())
+      throw usage_error("fp8a.usage.211", "--training-recipe names the recipe of --training-log's nvdlfw_inspect "
+                                          "statistics; give --training-log too");
     request.training_recipe = parse_recipe(training_recipe_text);
     const std::vector<Recipe>& recipes = request.config.recipes;
     if (std::find(recipes.begin(), recipes.end(), *request.training_recipe) == recipes.end())

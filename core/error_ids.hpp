@@ -49,7 +49,7 @@ inline constexpr ErrorIdRow kErrorIdRows[] = {
     {"fp8a.usage.208", kUsage, "bad `--amax-reduction` (`tp` or `none`)"},
     {"fp8a.usage.209", kUsage, "`synth`: unknown `--preset`"},
     {"fp8a.usage.210", kUsage, "`synth`: bad `--steps` (comma-separated integers 0..10000000)"},
-    {"fp8a.usage.211", kUsage, "`--training-recipe` is not one of `--recipes`"},
+    {"fp8a.usage.211", kUsage, "`--training-recipe` is not one of `--recipes`, or is given without `--training-log`"},
     {"fp8a.usage.212", kUsage,
      "`--device cuda`: the GPU has too little free memory for the CUDA backend (amounts named)"},
     {"fp8a.usage.213", kUsage,

@@ -1475,12 +1475,21 @@ TEST_CASE("nvdlfw_inspect FP8 statistics are shown beside ours (nvdlfw_stats.csv
   CHECK(mx_gradient == 8 * 2);
   CHECK(mx_paired == 16 * 2);
 
+  // Without a --training-log there is nothing the recipe names: a usage error, nothing written.
   const auto no_log = run("run --capture " + sample() + " --no-gemms --recipes current --training-recipe "
                           "current --out " + shell_quote((dir.path / "o4").string()));
-  CHECK(no_log.rc == 0);
-  CHECK(no_log.err == "fp8-advisor: warning: --training-recipe: no nvdlfw_inspect FP8 statistics "
-                      "(LogFp8TensorStats) in the --training-log files, nothing to compare\n");
-  CHECK_FALSE(fs::exists(dir.path / "o4/nvdlfw_stats.csv"));
+  CHECK(no_log.rc == 2);
+  CHECK(no_log.err == "fp8-advisor: error: [fp8a.usage.211] --training-recipe names the recipe of "
+                      "--training-log's nvdlfw_inspect statistics; give --training-log too\n");
+  CHECK_FALSE(fs::exists(dir.path / "o4"));
+  // With a log that has no FP8 statistics (an amax trace): a warning, the run goes on.
+  const auto no_stats = run("run --capture " + sample() + " --training-log " + sample() + "/amax_trace.csv "
+                            "--no-gemms --recipes current --training-recipe current --quiet --out " +
+                            shell_quote((dir.path / "o6").string()));
+  CHECK(no_stats.rc == 0);
+  CHECK(no_stats.err == "fp8-advisor: warning: --training-recipe: no nvdlfw_inspect FP8 statistics "
+                        "(LogFp8TensorStats) in the --training-log files, nothing to compare\n");
+  CHECK_FALSE(fs::exists(dir.path / "o6/nvdlfw_stats.csv"));
   // An amax trace is a --training-log without FP8 statistics: summary.json says so.
   REQUIRE(run("run --capture " + sample() + " --training-log " + sample() + "/amax_trace.csv --no-gemms --recipes current "
               "--quiet --out " + shell_quote((dir.path / "o5").string())).rc == 0);
