@@ -1,0 +1,75 @@
+// NVFP4 (TE's NVFP4BlockScaling, from TE 2.8) one block at a time: E2M1 elements, an E4M3 scale
+// per 16 elements, an FP32 scale per tensor. The rules, step by step in FP32 with
+// round-to-nearest-even, are docs/NVFP4-TE.md §2 (TE common/cast/nvfp4/core_nvfp4.cuh and the
+// cast kernels). The groundwork of issue 39: the quantiser alone, without the Hadamard transform
+// and stochastic rounding, and not yet a recipe kind.
+#pragma once
+
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+
+#include "core/fp8_codec.hpp"
+#include "core/host_device.hpp"
+#include "core/te_version.hpp"
+
+namespace fp8a {
+
+inline constexpr int kNvfp4Block = 16;  // elements per E4M3 scale (16x16 tiles for weights)
+inline constexpr float kE2M1Max = 6.0f;
+
+// x rounded to E2M1 ({0, 0.5, 1, 1.5, 2, 3, 4, 6} with x's sign), nearest-even, saturated at +-6
+// (PTX cvt.rn.satfinite.e2m1x2.f32): E2M1 is the 1-mantissa-bit format whose smallest normal is
+// 2^0. NaN stays NaN here; what TE's instruction makes of it is not known (docs/NVFP4-TE.md §7).
+FP8A_HD float round_trip_e2m1(float x) { return detail::round_trip_fp8<1, 0>(x, kE2M1Max); }
+
+// The level-2 scale that encodes a tensor of this amax: 448 * 6 / amax, at most FLT_MAX, and 1 for
+// an amax of 0 or inf (core_nvfp4.cuh compute_global_encode_scaling_factor_FP4).
+FP8A_HD float nvfp4_global_encode_scale(float global_amax) {
+  float s = 448.0f * kE2M1Max / global_amax;
+  s = s < FLT_MAX ? s : FLT_MAX;  // fminf, NaN included: fminf(NaN, FLT_MAX) is FLT_MAX
+  return (global_amax == 0.0f || s == 0.0f) ? 1.0f : s;
+}
+
+// How a block's scale is formed from its amax, which changed in TE 2.14.
+enum class Nvfp4BlockRule : std::uint8_t {
+  kDivideFirst,  // TE 2.8-2.13: RN(RN(block_amax / 6) * S_enc)
+  kScaleFirst,   // TE 2.14+: RN(block_amax * RN(S_enc * RN(1 / 6)))
+};
+inline Nvfp4BlockRule nvfp4_block_rule(TeVersion te) {
+  return te >= TeVersion{2, 14} ? Nvfp4BlockRule::kScaleFirst : Nvfp4BlockRule::kDivideFirst;
+}
+
+// The block's E4M3 scale (as its value): the rule's FP32 product, at most FLT_MAX, cast to E4M3
+// nearest-even with saturation at 448 (__nv_fp8_e4m3, __NV_SATFINITE); 0 for a block whose scale
+// is below E4M3's half-smallest subnormal, 2^-10.
+FP8A_HD float nvfp4_block_scale(float block_amax, float s_enc, Nvfp4BlockRule rule) {
+  const float s = rule == Nvfp4BlockRule::kScaleFirst ? block_amax * (s_enc * (1.0f / kE2M1Max))
+                                                      : block_amax / kE2M1Max * s_enc;
+  return round_trip_e4m3(s < FLT_MAX ? s : FLT_MAX);
+}
+
+// The factor each element of the block is multiplied by before the E2M1 cast:
+// min(RN(1 / RN(scale * S_dec)), FLT_MAX) with S_dec = RN(1 / S_enc); FLT_MAX for a zero scale
+// (every nonzero element of such a block then saturates to +-6, which decodes to 0).
+FP8A_HD float nvfp4_element_factor(float block_scale, float s_enc) {
+  const float s_dec = 1.0f / s_enc;
+  const float f = 1.0f / (block_scale * s_dec);
+  return f < FLT_MAX ? f : FLT_MAX;
+}
+
+// One block of n <= 16 values (stride apart) quantised as TE does: codes[i] gets each element's
+// E2M1 value (the code's value, sign kept), and the block's E4M3 scale is returned. The value
+// the GEMM computes with is codes[i] * scale * global_amax / 2688: cuBLASLt applies the E4M3
+// scales, and the per-tensor factor amax_A * amax_B / (36 * 448^2) once to the output.
+inline float nvfp4_quantize_block(const float* x, std::int64_t n, std::int64_t stride, float s_enc,
+                                  Nvfp4BlockRule rule, float* codes) {
+  float amax = 0.0f;
+  for (std::int64_t i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(x[i * stride]));
+  const float scale = nvfp4_block_scale(amax, s_enc, rule);
+  const float factor = nvfp4_element_factor(scale, s_enc);
+  for (std::int64_t i = 0; i < n; ++i) codes[i] = round_trip_e2m1(x[i * stride] * factor);
+  return scale;
+}
+
+}  // namespace fp8a

@@ -1,0 +1,167 @@
+// NVFP4's block quantiser (core/nvfp4.hpp) against a reference written here from TE's rules
+// (docs/NVFP4-TE.md §2): E2M1 and E4M3 by searching their value tables for the nearest value
+// (ties to the even code), the scales in FP32 one operation at a time.
+#include <doctest/doctest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/nvfp4.hpp"
+
+namespace {
+
+using fp8a::Nvfp4BlockRule;
+
+// Nearest of a sorted table of magnitudes, ties to the even index (the even code), saturated at
+// the last; the sign kept.
+double nearest(const std::vector<double>& table, double x) {
+  const double a = std::fabs(x);
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < table.size(); ++i) {
+    const double d = std::fabs(table[i] - a), b = std::fabs(table[best] - a);
+    if (d < b || (d == b && i % 2 == 0)) best = i;
+  }
+  if (a > table.back()) best = table.size() - 1;
+  return std::copysign(table[best], x);
+}
+
+const std::vector<double> kE2M1 = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+
+std::vector<double> e4m3_table() {
+  std::vector<double> t;
+  for (int code = 0; code < 0x7F; ++code) {  // 0x7F is NaN
+    const int e = code >> 3, m = code & 7;
+    t.push_back(e == 0 ? m / 8.0 * std::ldexp(1.0, -6) : (1 + m / 8.0) * std::ldexp(1.0, e - 7));
+  }
+  return t;
+}
+
+double e2m1_ref(double x) { return nearest(kE2M1, x); }
+double e4m3_ref(double x) {
+  static const std::vector<double> t = e4m3_table();
+  return nearest(t, x);
+}
+
+// The block as TE quantises it, each FP32 operation written out.
+float block_ref(const std::vector<float>& x, float s_enc, Nvfp4BlockRule rule, std::vector<double>* codes) {
+  float amax = 0;
+  for (float v : x) amax = std::max(amax, std::fabs(v));
+  const float six = 6.0f, inv_six = 1.0f / six;
+  float s;
+  if (rule == Nvfp4BlockRule::kScaleFirst) {
+    const float m = s_enc * inv_six;
+    s = amax * m;
+  } else {
+    const float d = amax / six;
+    s = d * s_enc;
+  }
+  const auto scale = static_cast<float>(e4m3_ref(std::min(s, FLT_MAX)));
+  const float s_dec = 1.0f / s_enc;
+  const float prod = scale * s_dec;
+  const float factor = std::min(1.0f / prod, FLT_MAX);
+  codes->clear();
+  for (float v : x) {
+    const float scaled = v * factor;
+    codes->push_back(e2m1_ref(scaled));
+  }
+  return scale;
+}
+
+}  // namespace
+
+TEST_CASE("E2M1: nearest-even onto 0, 0.5, 1, 1.5, 2, 3, 4, 6, saturating at 6") {
+  // The ties of TE's reference quantiser (docs/NVFP4-TE.md §2.4).
+  const std::pair<float, float> ties[] = {{0.25f, 0},   {0.75f, 1},   {1.25f, 1}, {1.75f, 2}, {2.5f, 2},
+                                          {3.5f, 4},    {5.0f, 4},    {5.01f, 6}, {7.0f, 6},  {1e30f, 6},
+                                          {-0.75f, -1}, {-5.5f, -6}, {0.2f, 0},  {0.26f, 0.5f}};
+  for (const auto& [x, want] : ties) {
+    INFO(x);
+    CHECK(fp8a::round_trip_e2m1(x) == want);
+  }
+  CHECK(fp8a::round_trip_e2m1(INFINITY) == 6.0f);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> exponent(-6, 4);
+  for (int i = 0; i < 20000; ++i) {
+    const auto x = static_cast<float>(std::exp2(exponent(rng)) * (rng() % 2 ? 1 : -1));
+    INFO(x);
+    CHECK(fp8a::round_trip_e2m1(x) == e2m1_ref(x));
+  }
+}
+
+TEST_CASE("NVFP4's per-tensor scale: 2688 / amax, at most FLT_MAX, 1 for 0 and inf") {
+  CHECK(fp8a::nvfp4_global_encode_scale(2688.0f) == 1.0f);
+  CHECK(fp8a::nvfp4_global_encode_scale(1.0f) == 2688.0f);
+  CHECK(fp8a::nvfp4_global_encode_scale(0.0f) == 1.0f);
+  CHECK(fp8a::nvfp4_global_encode_scale(INFINITY) == 1.0f);
+  CHECK(fp8a::nvfp4_global_encode_scale(1e-40f) == FLT_MAX);
+  CHECK(fp8a::nvfp4_global_encode_scale(3.0f) == 2688.0f / 3.0f);
+}
+
+TEST_CASE("NVFP4 blocks: scales and codes as TE forms them, both block-scale rules") {
+  CHECK(fp8a::nvfp4_block_rule({2, 13}) == Nvfp4BlockRule::kDivideFirst);
+  CHECK(fp8a::nvfp4_block_rule({2, 14}) == Nvfp4BlockRule::kScaleFirst);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal;
+  std::uniform_real_distribution<float> spread(-12, 12);
+  int rules_differ = 0;
+  for (int trial = 0; trial < 4000; ++trial) {
+    const float block_gain = std::exp2(spread(rng)), tensor_amax = block_gain * std::exp2(spread(rng) / 3 + 2);
+    std::vector<float> x(fp8a::kNvfp4Block);
+    for (float& v : x) v = normal(rng) * block_gain;
+    if (trial % 50 == 0) x[3] = 0.0f;
+    const float s_enc = fp8a::nvfp4_global_encode_scale(tensor_amax);
+    float scales[2];
+    for (const Nvfp4BlockRule rule : {Nvfp4BlockRule::kDivideFirst, Nvfp4BlockRule::kScaleFirst}) {
+      std::vector<double> want;
+      const float want_scale = block_ref(x, s_enc, rule, &want);
+      std::vector<float> got(x.size());
+      const float scale = fp8a::nvfp4_quantize_block(x.data(), static_cast<std::int64_t>(x.size()), 1, s_enc, rule,
+                                                     got.data());
+      INFO("trial " << trial);
+      CHECK(scale == want_scale);
+      for (std::size_t i = 0; i < x.size(); ++i) CHECK(got[i] == want[i]);
+      scales[rule == Nvfp4BlockRule::kScaleFirst] = scale;
+    }
+    rules_differ += scales[0] != scales[1];
+  }
+  // On random data the two FP32 orders (an ulp apart at most) give the same E4M3 scale...
+  CHECK(rules_differ == 0);
+  // ...but not next to an E4M3 midpoint: block amaxes a few ulps around the amax that lands the
+  // scale on one. The release matters there.
+  const std::vector<double> e4m3 = e4m3_table();
+  for (int trial = 0; trial < 400; ++trial) {
+    const float s_enc = fp8a::nvfp4_global_encode_scale(std::exp2(spread(rng)));
+    const std::size_t k = 8 + rng() % 100;
+    const double mid = (e4m3[k] + e4m3[k + 1]) / 2;
+    float amax = static_cast<float>(mid * 6 / s_enc);
+    for (int u = 0; u < 4; ++u) amax = std::nextafter(amax, 0.0f);
+    for (int u = 0; u < 8; ++u, amax = std::nextafter(amax, INFINITY))
+      rules_differ += fp8a::nvfp4_block_scale(amax, s_enc, Nvfp4BlockRule::kDivideFirst) !=
+                      fp8a::nvfp4_block_scale(amax, s_enc, Nvfp4BlockRule::kScaleFirst);
+  }
+  INFO(rules_differ);
+  CHECK(rules_differ > 0);
+}
+
+TEST_CASE("NVFP4: a zero block, and a block whose scale rounds to 0 under a large tensor amax") {
+  const float s_enc = fp8a::nvfp4_global_encode_scale(1e6f);
+  std::vector<float> zero(16, 0.0f), codes(16);
+  CHECK(fp8a::nvfp4_quantize_block(zero.data(), 16, 1, s_enc, Nvfp4BlockRule::kScaleFirst, codes.data()) == 0.0f);
+  for (float c : codes) CHECK(c == 0.0f);
+  // amax 1e-3 in a tensor of amax 1e6: the block scale 1e-3 / 6 * 2.688e-3 is below 2^-10, so 0;
+  // its nonzero elements saturate to +-6, which the zero scale decodes to 0 (TE does the same).
+  std::vector<float> tiny(16, 1e-3f);
+  tiny[5] = -1e-3f;
+  CHECK(fp8a::nvfp4_quantize_block(tiny.data(), 16, 1, s_enc, Nvfp4BlockRule::kScaleFirst, codes.data()) == 0.0f);
+  CHECK(codes[0] == 6.0f);
+  CHECK(codes[5] == -6.0f);
+  // Strided: the columnwise copy's block runs down a column.
+  std::vector<float> m(16 * 3);
+  for (int i = 0; i < 16; ++i) m[i * 3 + 1] = static_cast<float>(i) * 0.25f;
+  const float s1 = fp8a::nvfp4_global_encode_scale(3.75f);
+  const float scale = fp8a::nvfp4_quantize_block(m.data() + 1, 16, 3, s1, Nvfp4BlockRule::kScaleFirst, codes.data());
+  CHECK(scale > 0.0f);
+  CHECK(codes[15] == 6.0f);  // the block's amax maps to E2M1's largest value
+}
