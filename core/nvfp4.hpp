@@ -1,8 +1,8 @@
 // NVFP4 (TE's NVFP4BlockScaling, from TE 2.8) one block at a time: E2M1 elements, an E4M3 scale
 // per 16 elements, an FP32 scale per tensor. The rules, step by step in FP32 with
 // round-to-nearest-even, are docs/NVFP4-TE.md §2 (TE common/cast/nvfp4/core_nvfp4.cuh and the
-// cast kernels). The groundwork of issue 39: the quantiser alone, without the Hadamard transform
-// and stochastic rounding, and not yet a recipe kind.
+// cast kernels). The groundwork of issue 39: the quantiser, the Hadamard transform and
+// stochastic rounding as functions, not yet a recipe kind.
 #pragma once
 
 #include <cfloat>
@@ -70,6 +70,42 @@ inline float nvfp4_quantize_block(const float* x, std::int64_t n, std::int64_t s
   const float factor = nvfp4_element_factor(scale, s_enc);
   for (std::int64_t i = 0; i < n; ++i) codes[i] = round_trip_e2m1(x[i * stride] * factor);
   return scale;
+}
+
+// TE's random Hadamard transform for the wgrad GEMM's NVFP4 operands (the columnwise copies of
+// X and dY, 16 consecutive tokens at a time): RHT(v) = (v * s) H16 / 4 with H16 Sylvester's
+// Hadamard matrix, s this fixed sign vector (TE get_wgrad_sign_vector, the same since TE 2.8, for
+// every layer), each output rounded to BF16 before the amax and the quantisation. TE sums the 16
+// exact products in a tensor core's FP32 accumulator in an order it does not document; here the
+// sum is exact (double) and then rounded to FP32 and to BF16, which can differ from TE by one
+// BF16 unit where the FP32 accumulation itself rounded (docs/NVFP4-TE.md §3, §7).
+inline constexpr float kNvfp4RhtSigns[kNvfp4Block] = {1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1};
+inline void nvfp4_rht16(const float* v, std::int64_t stride, float* out) {
+  for (int j = 0; j < kNvfp4Block; ++j) {
+    double sum = 0.0;
+    for (int i = 0; i < kNvfp4Block; ++i) {
+      const bool minus = (__builtin_popcount(static_cast<unsigned>(i & j)) & 1) != 0;  // H16[i][j]
+      const double p = static_cast<double>(v[i * stride]) * kNvfp4RhtSigns[i];
+      sum += minus ? -p : p;
+    }
+    out[j] = bf16_to_float(float_to_bf16(static_cast<float>(sum * 0.25)));
+  }
+}
+
+// Stochastic rounding of x (already multiplied by its element factor) onto E2M1 with 8 random
+// bits, as TE's software rule for cvt.rs.satfinite.e2m1 does (util/ptx.cuh
+// stochastic_round_fp4_e2m1, TE main; not verified equal to the instruction bit for bit): the
+// magnitude plus u = rbits / 256 of its grid step, truncated to the grid at that sum, at most 6.
+// TE applies it to dY's copies only (dgrad and wgrad); its draws come from Philox on the GPU and
+// cannot be reproduced here, so a caller draws its own seeded bits: the same distribution.
+FP8A_HD float stochastic_round_e2m1(float x, std::uint8_t rbits) {
+  const auto step_of = [](float a) { return a < 2.0f ? 0.5f : a < 4.0f ? 1.0f : 2.0f; };
+  const float a = std::fabs(x);
+  const float t = std::fma(static_cast<float>(rbits) / 256.0f, step_of(a), a);
+  const float st = step_of(t);
+  float q = std::floor(t / st) * st;
+  q = q < kE2M1Max ? q : kE2M1Max;
+  return std::copysign(q, x);
 }
 
 }  // namespace fp8a

@@ -165,3 +165,64 @@ TEST_CASE("NVFP4: a zero block, and a block whose scale rounds to 0 under a larg
   CHECK(scale > 0.0f);
   CHECK(codes[15] == 6.0f);  // the block's amax maps to E2M1's largest value
 }
+
+TEST_CASE("NVFP4's Hadamard transform: (v * s) H16 / 4, each output rounded to BF16") {
+  // H16 by Sylvester's doubling, built here; the signs as TE hard-codes them.
+  std::vector<std::vector<int>> h = {{1}};
+  while (h.size() < 16) {
+    const std::size_t n = h.size();
+    std::vector<std::vector<int>> g(2 * n, std::vector<int>(2 * n));
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < n; ++j) {
+        g[i][j] = g[i][j + n] = g[i + n][j] = h[i][j];
+        g[i + n][j + n] = -h[i][j];
+      }
+    h = g;
+  }
+  const int signs[16] = {1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1};
+  const auto bf16 = [](double x) {  // nearest BF16 (8 significant bits), ties to even
+    int e = 0;
+    const double m = std::frexp(x, &e);
+    return std::ldexp(std::nearbyint(std::ldexp(m, 8)), e - 8);
+  };
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  for (int trial = 0; trial < 500; ++trial) {
+    std::vector<float> v(16 * 2);  // stride 2: a column of a row-major [16, 2] tile
+    for (float& x : v) x = fp8a::bf16_to_float(fp8a::float_to_bf16(normal(rng) * std::exp2(float(trial % 20 - 10))));
+    float out[16];
+    fp8a::nvfp4_rht16(v.data(), 2, out);
+    for (int j = 0; j < 16; ++j) {
+      double want = 0;
+      for (int i = 0; i < 16; ++i) want += static_cast<double>(v[2 * i]) * signs[i] * h[i][j];
+      INFO("trial " << trial << ", output " << j);
+      CHECK(out[j] == bf16(want / 4));
+    }
+  }
+  // A spike spreads over the block: e_0 becomes 0.25 everywhere, so a block outlier no longer
+  // sets the whole block's scale alone.
+  float e0[16] = {1}, out[16];
+  fp8a::nvfp4_rht16(e0, 1, out);
+  for (float o : out) CHECK(o == 0.25f);
+}
+
+TEST_CASE("NVFP4's stochastic rounding: the grid neighbours only, unbiased over the 256 dithers") {
+  for (const float x : {0.3f, 1.1f, 1.9f, 2.4f, 3.75f, 4.5f, 5.9f, -0.8f, -3.3f, 0.0f, 6.0f}) {
+    INFO(x);
+    double mean = 0;
+    float lo = 6, hi = -6;
+    for (int r = 0; r < 256; ++r) {
+      const float q = fp8a::stochastic_round_e2m1(x, static_cast<std::uint8_t>(r));
+      mean += q / 256.0;
+      lo = std::min(lo, q);
+      hi = std::max(hi, q);
+    }
+    // Every draw is one of the two grid values around x; their mean is x to the dither's 1/256.
+    CHECK(hi - lo <= (std::fabs(x) < 2 ? 0.5f : std::fabs(x) < 4 ? 1.0f : 2.0f));
+    CHECK(lo <= x);
+    CHECK(hi >= x);
+    const double step = std::fabs(x) < 2 ? 0.5 : std::fabs(x) < 4 ? 1.0 : 2.0;
+    CHECK(std::fabs(mean - x) < step / 256);  // the 8-bit dither's bias, below one 256th of a step
+  }
+  CHECK(fp8a::stochastic_round_e2m1(7.0f, 255) == 6.0f);  // saturates
+}
