@@ -5,7 +5,7 @@ outcomes, the gaps against BF16 and the harm verdicts, copies replicate 0's capt
 arm to calibration/captures/, and has table.py judge them with fp8-advisor and write
 calibration/RESULTS.md and calibration/results.json.
 
-  nice -n 10 /work/main/build/consumers-venv/bin/python calibration/calibrate.py \\
+  nice -n 10 build/consumers-venv/bin/python calibration/calibrate.py \\
       --binary build-cpu/cli/fp8-advisor [--jobs 2] [--train-only]
 """
 

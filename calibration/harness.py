@@ -27,7 +27,7 @@ doubles faster than a delayed history follows); ``spike``: the whole FC2 input i
 history of the maximum remembers long after it ends). The layer's FC2 has no bias
 in these cases (so that the division is exact).
 
-  nice -n 10 /work/main/build/consumers-venv/bin/python calibration/harness.py --lr 1e-3 \\
+  nice -n 10 build/consumers-venv/bin/python calibration/harness.py --lr 1e-3 \\
       --recipe current --format hybrid --seed-offset 0
 """
 
@@ -42,13 +42,13 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path[:0] = [HERE, os.path.join(REPO, "scripts"), os.path.join(REPO, "python")]
+sys.path[:0] = [HERE, os.path.join(REPO, "python")]
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import fp8emu  # noqa: E402
-import make_real_capture  # noqa: E402  (the model, corpus and schedule)
+import char_gpt  # noqa: E402  (the model, corpus and schedule of the real captures)
 
 RUNS = os.path.join(HERE, "runs")
 GEMMS = ("fprop", "dgrad", "wgrad")
@@ -220,17 +220,17 @@ def train(cfg, log=print):
         json.dump(cfg, f, indent=1, sort_keys=True)
     import fp8a_capture
 
-    a = make_real_capture.parse_args(["--run-name", "harness", "--out", out])
+    a = char_gpt.parse_args(["--run-name", "harness", "--out", out])
     for k in ("steps", "lr", "warmup", "clip", "min_lr_ratio", "weight_decay", "beta2", "layers",
               "d_model", "heads", "seq", "micro_batch", "accum", "seed", "threads"):
         setattr(a, k, cfg[k])
     torch.set_num_threads(cfg["threads"])
     torch.use_deterministic_algorithms(True)
-    files, data, sha = make_real_capture.load_corpus(a)
-    train_tok, held = make_real_capture.split_tokens(torch, a, data)
+    files, data, sha = char_gpt.load_corpus(a)
+    train_tok, held = char_gpt.split_tokens(torch, a, data)
 
     torch.manual_seed(a.seed)
-    model = make_real_capture.build_model(torch, a)
+    model = char_gpt.build_model(torch, a)
     state = {"step": 0}
     if cfg["gain"]:
         apply_gain(model, cfg["gain"], state)
@@ -241,12 +241,12 @@ def train(cfg, log=print):
     if emu.recipe.kind != "bf16":
         emulate(model, emu)
         emulate(eval_model, emu)
-    opt = make_real_capture.make_optimizer(torch, model, a)
+    opt = char_gpt.make_optimizer(torch, model, a)
     gen = torch.Generator().manual_seed(a.seed + 1 + 1000 * cfg["seed_offset"])  # batch order
     heldgen = torch.Generator().manual_seed(a.seed + 2)  # the same held-out batch for every run
 
     def batch(src, n, g):
-        return make_real_capture.sample_batch(torch, src, n, g, a, "cpu")
+        return char_gpt.sample_batch(torch, src, n, g, a, "cpu")
 
     held_x, held_y = batch(held, cfg["eval_seqs"], heldgen)
 
@@ -267,7 +267,7 @@ def train(cfg, log=print):
     rows, t0 = [], time.time()
     for step in range(a.steps):
         state["step"] = step
-        lr = make_real_capture.lr_at(a, step)
+        lr = char_gpt.lr_at(a, step)
         for grp in opt.param_groups:
             grp["lr"] = lr
         total = 0.0

@@ -1,6 +1,6 @@
 // The GEMM cost model: the predicted time of a layer's fprop, dgrad and wgrad on a GPU target,
 // in BF16 and under each FP8 recipe with the casts the recipe adds, as a roofline in the spirit of
-// torchao's (../shared/reference/peers.md §1.5). METRICS.md "Cost model" defines every term and
+// torchao's (pytorch/ao torchao/testing/training/roofline_utils.py). METRICS.md "Cost model" defines every term and
 // its source; the constants below are those terms.
 //
 // Pure functions. build_cost_model precomputes, per layer, every GEMM's time in BF16 and under

@@ -7,7 +7,8 @@ Transformer Engine recipe and measure the error. Used two ways:
     on one tensor;
   * golden data (--all): the metrics of every tensor for a list of recipes, as CSV, and with
     --gemms the fprop/dgrad/wgrad output error of every layer and recipe.
-Written from the TE / OCP definitions (shared/reference/te.md, formats.md), not from the C++.
+Written from the TE / OCP definitions (TE's recipe and quantizer sources, the OCP OFP8 and MX
+specifications, as METRICS.md cites each), not from the C++.
 
 Requires: pip install numpy ml_dtypes
 

@@ -1,6 +1,7 @@
 // TE's recipe object for a candidate: the call the answer prints and the object recipe.json holds
 // come from one mapping. Expected values from TE 2.20.2's constructor fields and defaults
-// (../shared/reference/consumers.md §1, §1.1).
+// (transformer_engine/common/recipe/__init__.py; tests/consumers/check_te_recipe.py builds the
+// objects with TE itself).
 #include <doctest/doctest.h>
 
 #include "reports/consumers/te_recipe.hpp"
