@@ -7,7 +7,9 @@
 
 #include <cfloat>
 #include <cmath>
+#include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "core/fp8_codec.hpp"
 #include "core/host_device.hpp"
@@ -106,6 +108,114 @@ FP8A_HD float stochastic_round_e2m1(float x, std::uint8_t rbits) {
   float q = std::floor(t / st) * st;
   q = q < kE2M1Max ? q : kE2M1Max;
   return std::copysign(q, x);
+}
+
+// How a tensor copy is quantised to NVFP4 (docs/NVFP4-TE.md §1-4): TE gives weights 16x16 tiles
+// (both copies then agree), the wgrad GEMM's columnwise copies of X and dY the Hadamard transform,
+// and dY's copies stochastic rounding; NVTE_NVFP4_DISABLE_* turn each off.
+struct Nvfp4Copy {
+  bool columnwise = false;  // blocks run down the columns (the transposed copy wgrad reads)
+  bool two_d = false;       // 16x16 tiles (weights), the same for either orientation
+  bool rht = false;         // the 16-point Hadamard transform along the blocks first
+  bool stochastic = false;  // stochastic rounding, from `seed`
+  Nvfp4BlockRule rule = Nvfp4BlockRule::kScaleFirst;
+  std::uint64_t seed = 0;
+};
+
+namespace detail {
+// 8 random bits for element i of a copy: splitmix64 of (seed, i), the same whatever the order of
+// the work (a reproducible stream; TE's Philox draws cannot be reproduced off the GPU).
+inline std::uint8_t nvfp4_random_bits(std::uint64_t seed, std::uint64_t i) {
+  std::uint64_t z = seed + 0x9E3779B97F4A7C15ull * (i + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return static_cast<std::uint8_t>((z ^ (z >> 31)) >> 56);
+}
+}  // namespace detail
+
+// A [rows, cols] row-major tensor quantised as one NVFP4 copy and decoded back into `out`, in
+// the tensor's own domain (the Hadamard transform undone, exactly, where it was applied): each
+// element is code * block scale * amax / 2688, the value the GEMM multiplies with (cuBLASLt
+// applies the E4M3 scales, the per-tensor factor once to the output). A last partial block or
+// tile gets its own scale. Returns the copy's global amax (after the transform where applied).
+inline float nvfp4_fake_quantize(const float* x, std::int64_t rows, std::int64_t cols, const Nvfp4Copy& copy,
+                                 float* out) {
+  const std::int64_t n = rows * cols;
+  // The values the quantiser sees: the input, or its transform (BF16) along the blocks' direction.
+  std::vector<float> t;
+  const float* v = x;
+  if (copy.rht && !copy.two_d) {
+    t.assign(x, x + n);
+    const std::int64_t lines = copy.columnwise ? cols : rows, length = copy.columnwise ? rows : cols;
+    const std::int64_t step = copy.columnwise ? cols : 1, next = copy.columnwise ? 1 : cols;
+    float buf[kNvfp4Block];
+    for (std::int64_t l = 0; l < lines; ++l)
+      for (std::int64_t b = 0; b + kNvfp4Block <= length; b += kNvfp4Block) {
+        const std::int64_t at = l * next + b * step;
+        nvfp4_rht16(x + at, step, buf);
+        for (int i = 0; i < kNvfp4Block; ++i) t[static_cast<std::size_t>(at + i * step)] = buf[i];
+      }
+    v = t.data();
+  }
+  float amax = 0.0f;
+  for (std::int64_t i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(v[i]));
+  const float s_enc = nvfp4_global_encode_scale(amax);
+  const double decode = static_cast<double>(amax) / 2688.0;
+  // One block (or tile): its elements' indices, its scale from their amax, each element coded.
+  std::int64_t idx[kNvfp4Block * kNvfp4Block];
+  const auto block = [&](std::int64_t count) {
+    float bmax = 0.0f;
+    for (std::int64_t k = 0; k < count; ++k) bmax = std::fmax(bmax, std::fabs(v[idx[k]]));
+    const float scale = nvfp4_block_scale(bmax, s_enc, copy.rule);
+    const float factor = nvfp4_element_factor(scale, s_enc);
+    for (std::int64_t k = 0; k < count; ++k) {
+      const float y = v[idx[k]] * factor;
+      const float code = copy.stochastic
+                             ? stochastic_round_e2m1(y, detail::nvfp4_random_bits(copy.seed, static_cast<std::uint64_t>(idx[k])))
+                             : round_trip_e2m1(y);
+      out[idx[k]] = static_cast<float>(static_cast<double>(code) * scale * decode);
+    }
+  };
+  if (copy.two_d) {
+    for (std::int64_t r0 = 0; r0 < rows; r0 += kNvfp4Block)
+      for (std::int64_t c0 = 0; c0 < cols; c0 += kNvfp4Block) {
+        std::int64_t count = 0;
+        for (std::int64_t r = r0; r < std::min(rows, r0 + kNvfp4Block); ++r)
+          for (std::int64_t c = c0; c < std::min(cols, c0 + kNvfp4Block); ++c) idx[count++] = r * cols + c;
+        block(count);
+      }
+  } else {
+    const std::int64_t lines = copy.columnwise ? cols : rows, length = copy.columnwise ? rows : cols;
+    const std::int64_t step = copy.columnwise ? cols : 1, next = copy.columnwise ? 1 : cols;
+    for (std::int64_t l = 0; l < lines; ++l)
+      for (std::int64_t b = 0; b < length; b += kNvfp4Block) {
+        const std::int64_t count = std::min<std::int64_t>(kNvfp4Block, length - b);
+        for (std::int64_t k = 0; k < count; ++k) idx[k] = l * next + (b + k) * step;
+        block(count);
+      }
+  }
+  // Back from the transform's domain: H16 H16 = 16 I, so (y H16 / 4) undoes (v * s) H16 / 4
+  // once multiplied by s; exact in double, then rounded to float.
+  if (v != x) {
+    const std::int64_t lines = copy.columnwise ? cols : rows, length = copy.columnwise ? rows : cols;
+    const std::int64_t step = copy.columnwise ? cols : 1, next = copy.columnwise ? 1 : cols;
+    for (std::int64_t l = 0; l < lines; ++l)
+      for (std::int64_t b = 0; b + kNvfp4Block <= length; b += kNvfp4Block) {
+        const std::int64_t at = l * next + b * step;
+        double back[kNvfp4Block];
+        for (int j = 0; j < kNvfp4Block; ++j) {
+          double sum = 0.0;
+          for (int i = 0; i < kNvfp4Block; ++i) {
+            const bool minus = (__builtin_popcount(static_cast<unsigned>(i & j)) & 1) != 0;
+            const double y = out[at + i * step];
+            sum += minus ? -y : y;
+          }
+          back[j] = sum * 0.25 * kNvfp4RhtSigns[j];
+        }
+        for (int j = 0; j < kNvfp4Block; ++j) out[at + j * step] = static_cast<float>(back[j]);
+      }
+  }
+  return amax;
 }
 
 }  // namespace fp8a

@@ -226,3 +226,143 @@ TEST_CASE("NVFP4's stochastic rounding: the grid neighbours only, unbiased over 
   }
   CHECK(fp8a::stochastic_round_e2m1(7.0f, 255) == 6.0f);  // saturates
 }
+
+namespace {
+
+// A [rows, cols] tensor of lognormal magnitudes with a few outliers, as BF16 values.
+std::vector<float> tensor(std::int64_t rows, std::int64_t cols, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal;
+  std::vector<float> t(static_cast<std::size_t>(rows * cols));
+  for (float& v : t) v = fp8a::bf16_to_float(fp8a::float_to_bf16(normal(rng) * std::exp(normal(rng))));
+  for (int k = 0; k < 5; ++k) t[rng() % t.size()] *= 64.0f;
+  return t;
+}
+
+// The reference decode of one block of values (already transformed where the copy transforms):
+// block_ref's codes times its scale times amax / 2688.
+void decode_block_ref(const std::vector<float>& block, float amax, Nvfp4BlockRule rule, std::vector<double>* out) {
+  std::vector<double> codes;
+  const float scale = block_ref(block, fp8a::nvfp4_global_encode_scale(amax), rule, &codes);
+  out->clear();
+  for (double c : codes) out->push_back(static_cast<float>(c * scale * (static_cast<double>(amax) / 2688.0)));
+}
+
+}  // namespace
+
+TEST_CASE("NVFP4 tensor copies: rowwise and columnwise 1x16 blocks, 16x16 tiles, partial blocks") {
+  const std::int64_t rows = 40, cols = 36;  // partial blocks both ways
+  const std::vector<float> x = tensor(rows, cols, 3);
+  float amax = 0;
+  for (float v : x) amax = std::max(amax, std::fabs(v));
+  for (const bool columnwise : {false, true}) {
+    INFO((columnwise ? "columnwise" : "rowwise"));
+    std::vector<float> got(x.size());
+    fp8a::Nvfp4Copy copy;
+    copy.columnwise = columnwise;
+    CHECK(fp8a::nvfp4_fake_quantize(x.data(), rows, cols, copy, got.data()) == amax);
+    const std::int64_t lines = columnwise ? cols : rows, length = columnwise ? rows : cols;
+    for (std::int64_t l = 0; l < lines; ++l)
+      for (std::int64_t b = 0; b < length; b += 16) {
+        std::vector<float> block;
+        std::vector<std::int64_t> at;
+        for (std::int64_t k = b; k < std::min(length, b + 16); ++k) {
+          at.push_back(columnwise ? k * cols + l : l * cols + k);
+          block.push_back(x[static_cast<std::size_t>(at.back())]);
+        }
+        std::vector<double> want;
+        decode_block_ref(block, amax, Nvfp4BlockRule::kScaleFirst, &want);
+        for (std::size_t k = 0; k < at.size(); ++k) CHECK(got[static_cast<std::size_t>(at[k])] == want[k]);
+      }
+  }
+  // 16x16 tiles: one scale per tile, and the copy is the same read either way (W and W^T agree).
+  std::vector<float> rows_2d(x.size()), cols_2d(x.size());
+  fp8a::Nvfp4Copy tile;
+  tile.two_d = true;
+  fp8a::nvfp4_fake_quantize(x.data(), rows, cols, tile, rows_2d.data());
+  tile.columnwise = true;
+  fp8a::nvfp4_fake_quantize(x.data(), rows, cols, tile, cols_2d.data());
+  CHECK(rows_2d == cols_2d);
+  std::vector<float> tile0;
+  for (int r = 0; r < 16; ++r)
+    for (int c = 0; c < 16; ++c) tile0.push_back(x[static_cast<std::size_t>(r * cols + c)]);
+  std::vector<float> first(tile0.begin(), tile0.begin() + 16);
+  float tmax = 0;
+  for (float v : tile0) tmax = std::max(tmax, std::fabs(v));
+  // The first row of tile 0 is coded with the tile's scale: the same as a block holding the
+  // tile's largest value.
+  const float s_enc = fp8a::nvfp4_global_encode_scale(amax);
+  const float scale = fp8a::nvfp4_block_scale(tmax, s_enc, Nvfp4BlockRule::kScaleFirst);
+  const float factor = fp8a::nvfp4_element_factor(scale, s_enc);
+  for (int c = 0; c < 16; ++c)
+    CHECK(rows_2d[static_cast<std::size_t>(c)] ==
+          static_cast<float>(e2m1_ref(first[static_cast<std::size_t>(c)] * factor) * scale * (amax / 2688.0)));
+}
+
+TEST_CASE("NVFP4 with the Hadamard transform: quantised in the transformed domain, decoded back") {
+  const std::int64_t rows = 64, cols = 8;
+  const std::vector<float> x = tensor(rows, cols, 9);
+  fp8a::Nvfp4Copy copy;
+  copy.columnwise = true;  // wgrad's copy: 16 tokens down each column
+  copy.rht = true;
+  std::vector<float> got(x.size());
+  const float amax = fp8a::nvfp4_fake_quantize(x.data(), rows, cols, copy, got.data());
+  // The reference: the transform by a matrix built here, BF16 outputs, the amax over them, each
+  // block decoded, the transform undone in double.
+  const int signs[16] = {1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1};
+  const auto h = [](int i, int j) { return __builtin_popcount(static_cast<unsigned>(i & j)) % 2 ? -1 : 1; };
+  std::vector<float> t(x.size());
+  for (std::int64_t c = 0; c < cols; ++c)
+    for (std::int64_t b = 0; b < rows; b += 16)
+      for (int j = 0; j < 16; ++j) {
+        double s = 0;
+        for (int i = 0; i < 16; ++i) s += static_cast<double>(x[static_cast<std::size_t>((b + i) * cols + c)]) * signs[i] * h(i, j);
+        t[static_cast<std::size_t>((b + j) * cols + c)] = fp8a::bf16_to_float(fp8a::float_to_bf16(static_cast<float>(s / 4)));
+      }
+  float tmax = 0;
+  for (float v : t) tmax = std::max(tmax, std::fabs(v));
+  CHECK(amax == tmax);
+  for (std::int64_t c = 0; c < cols; ++c)
+    for (std::int64_t b = 0; b < rows; b += 16) {
+      std::vector<float> block;
+      for (int i = 0; i < 16; ++i) block.push_back(t[static_cast<std::size_t>((b + i) * cols + c)]);
+      std::vector<double> q;
+      decode_block_ref(block, tmax, Nvfp4BlockRule::kScaleFirst, &q);
+      for (int j = 0; j < 16; ++j) {
+        double back = 0;
+        for (int i = 0; i < 16; ++i) back += q[static_cast<std::size_t>(i)] * h(i, j);
+        INFO("column " << c << ", row " << b + j);
+        CHECK(got[static_cast<std::size_t>((b + j) * cols + c)] == static_cast<float>(back / 4 * signs[j]));
+      }
+    }
+}
+
+TEST_CASE("NVFP4 stochastic rounding: reproducible from its seed, another seed draws otherwise") {
+  const std::vector<float> x = tensor(32, 32, 4);
+  fp8a::Nvfp4Copy copy;
+  copy.stochastic = true;
+  copy.seed = 42;
+  std::vector<float> a(x.size()), b(x.size()), c(x.size()), rn(x.size());
+  fp8a::nvfp4_fake_quantize(x.data(), 32, 32, copy, a.data());
+  fp8a::nvfp4_fake_quantize(x.data(), 32, 32, copy, b.data());
+  CHECK(a == b);
+  copy.seed = 43;
+  fp8a::nvfp4_fake_quantize(x.data(), 32, 32, copy, c.data());
+  CHECK(a != c);
+  // Unbiased where nearest rounding is not: over many seeds the mean error shrinks below RN's.
+  copy.stochastic = false;
+  fp8a::nvfp4_fake_quantize(x.data(), 32, 32, copy, rn.data());
+  std::vector<double> mean(x.size(), 0.0);
+  copy.stochastic = true;
+  for (std::uint64_t s = 0; s < 64; ++s) {
+    copy.seed = 1000 + s;
+    fp8a::nvfp4_fake_quantize(x.data(), 32, 32, copy, c.data());
+    for (std::size_t i = 0; i < x.size(); ++i) mean[i] += c[i] / 64.0;
+  }
+  double bias_sr = 0, bias_rn = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    bias_sr += std::fabs(mean[i] - x[i]);
+    bias_rn += std::fabs(rn[i] - x[i]);
+  }
+  CHECK(bias_sr < 0.5 * bias_rn);
+}
