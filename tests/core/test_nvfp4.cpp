@@ -366,3 +366,18 @@ TEST_CASE("NVFP4 stochastic rounding: reproducible from its seed, another seed d
   }
   CHECK(bias_sr < 0.5 * bias_rn);
 }
+
+// What lets the BF16 GEMM path serve NVFP4 (issue 39): every E2M1 value times every finite E4M3
+// scale is exactly a BF16 value (at most 2 x 4 significant bits, within BF16's exponent range),
+// so a BF16 x BF16 product with FP32 accumulation forms the sums TE's FP4 GEMM forms.
+TEST_CASE("NVFP4: E2M1 value x E4M3 scale is exactly a BF16 value, for every pair") {
+  int pairs = 0;
+  for (const double e : kE2M1)
+    for (const double s : e4m3_table()) {
+      const auto v = static_cast<float>(e * s);
+      CHECK(static_cast<double>(v) == e * s);
+      CHECK(fp8a::bf16_to_float(fp8a::float_to_bf16(v)) == v);
+      ++pairs;
+    }
+  CHECK(pairs == 8 * 127);
+}
