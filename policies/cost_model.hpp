@@ -1,7 +1,7 @@
 // The GEMM cost model: the predicted time of a layer's fprop, dgrad and wgrad on a GPU target,
 // in BF16 and under each FP8 recipe with the casts the recipe adds, as a roofline in the spirit of
-// torchao's (pytorch/ao torchao/testing/training/roofline_utils.py). METRICS.md "Cost model" defines every term and
-// its source; the constants below are those terms.
+// torchao's (pytorch/ao torchao/testing/training/roofline_utils.py). METRICS.md "Cost model"
+// defines every term and its source; the constants below are those terms.
 //
 // Pure functions. build_cost_model precomputes, per layer, every GEMM's time in BF16 and under
 // each recipe and every cast's time, so estimate_cost (which the recipe search calls once per

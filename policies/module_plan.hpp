@@ -14,9 +14,11 @@ namespace fp8a {
 
 // Megatron-Core's --te-precision-config-file runs each module under its own recipe: tensorwise
 // (Float8CurrentScaling with TE's defaults), blockwise (Float8BlockScaling: power-of-two scales,
-// TE's default blocks) or mxfp8 (MXFP8BlockScaling, TE's scale rule), in e4m3 or hybrid
-// (Megatron-Core 0.19 megatron/core/quantization/quant_config.py, utils.py; tests/consumers/
-// check_megatron.py loads the file with them). No delayed scaling, no recipe option, no single GEMM.
+// TE's default blocks) or mxfp8 (MXFP8BlockScaling, TE's scale rule), in e4m3 or hybrid.
+// Megatron-Core 0.19: megatron/core/quantization/quant_config.py and utils.py read the file,
+// megatron/core/extensions/transformer_engine.py _get_fp8_autocast_for_quant_recipe maps each
+// recipe name to its TE class; tests/consumers/check_megatron.py loads our file with them.
+// No delayed scaling, no recipe option, no single GEMM.
 bool per_module_recipe(const Recipe& recipe);
 
 // One module of the per-module plan.
