@@ -46,4 +46,16 @@ WindowAmax window_amax(It first, It last) {
   return w;
 }
 
+// window_amax of a range from those of its two halves, left then right: the left's NaN first,
+// then the right's, then the larger amax, the right's on a tie (the later step). A half whose
+// scan took no value (step -1) gives way. Also right for two overlapping halves, which the
+// replay's table of window maxima uses (engine/delayed_replay.hpp DelayedReplay).
+inline WindowAmax join_window_amax(const WindowAmax& left, const WindowAmax& right) {
+  if (std::isnan(left.amax)) return left;
+  if (std::isnan(right.amax)) return right;
+  if (right.step < 0) return left;
+  if (left.step < 0) return right;
+  return right.amax < left.amax ? left : right;
+}
+
 }  // namespace fp8a

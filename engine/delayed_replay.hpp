@@ -8,7 +8,10 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "core/delayed_window.hpp"
 #include "core/recipe.hpp"
 
 namespace fp8a {
@@ -33,5 +36,21 @@ struct ReplayedScale {
 // step before t it is unavailable (except t = 0, where TE's scale is 1).
 ReplayedScale replay_delayed_scale(const std::map<std::int64_t, float>& amax_by_step,
                                    std::int64_t step, const Recipe& recipe, Fp8Format format);
+
+// The same replay for many steps of one series (report.html's threshold line at every step of a
+// trace): the window maxima of the series are tabled once (a sparse table of window_amax), so
+// each step reads its windows in constant time where replay_delayed_scale scans them (O(window)).
+// at(step) == replay_delayed_scale(amax_by_step, step, recipe, format) for every step.
+class DelayedReplay {
+ public:
+  DelayedReplay(const std::map<std::int64_t, float>& amax_by_step, const Recipe& recipe, Fp8Format format);
+  ReplayedScale at(std::int64_t step) const;
+
+ private:
+  std::vector<std::pair<std::int64_t, float>> entries_;
+  std::vector<std::vector<WindowAmax>> table_;  // table_[k][i]: window_amax of entries [i, i + 2^k)
+  Recipe recipe_;
+  Fp8Format format_;
+};
 
 }  // namespace fp8a

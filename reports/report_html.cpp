@@ -532,9 +532,10 @@ constexpr double kOperandChartWidth = 560;
 std::vector<double> delayed_threshold(const std::map<std::int64_t, float>& amax_by_step, const Recipe& recipe) {
   const double factor = std::ldexp(1.0, recipe.margin);
   std::vector<double> out;
+  // The format only scales the scale: the amax it came from is the same in E4M3 and E5M2.
+  const DelayedReplay replay(amax_by_step, recipe, Fp8Format::kE4M3);
   for (const auto& [step, amax] : amax_by_step) {
-    // The format only scales the scale: the amax it came from is the same in E4M3 and E5M2.
-    const ReplayedScale rs = replay_delayed_scale(amax_by_step, step, recipe, Fp8Format::kE4M3);
+    const ReplayedScale rs = replay.at(step);
     out.push_back(rs.mode == ReplayMode::kUnavailable || std::isnan(rs.amax) ? kNaN : factor * rs.amax);
   }
   return out;

@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <iterator>
 #include <map>
 #include <vector>
 
@@ -169,4 +171,42 @@ TEST_CASE("the replay names the window amax its scale holds and the step it came
   CHECK(at(7).mode == ReplayMode::kApproximate);
   CHECK(at(7).amax == 1.0f);
   CHECK(at(7).amax_step == 4);
+}
+
+// DelayedReplay tables the window maxima of a series once (report.html's threshold line reads it
+// at every step); it must give replay_delayed_scale's answer, field for field, at every step, on
+// traces with NaN, 0, inf, ties and missing steps.
+TEST_CASE("DelayedReplay::at is replay_delayed_scale at every step") {
+  std::uint32_t state = 12345;
+  auto next = [&] { return state = state * 1664525u + 1013904223u; };
+  const float values[] = {1.0f, 2.0f, 2.0f, 0.5f, 0.0f, INFINITY, NAN, 3.0f, 1e-30f, 4.0f};
+  for (int trial = 0; trial < 24; ++trial) {
+    std::map<std::int64_t, float> trace;
+    const int steps = 20 + static_cast<int>(next() % 200);
+    for (int s = trial % 3; s < steps; ++s) {
+      if (trial % 2 == 1 && next() % 5 == 0) continue;  // a missing step
+      trace[s] = values[(next() >> 8) % std::size(values)];
+    }
+    for (const char* name : {"delayed", "delayed:history=1", "delayed:history=7:margin=2", "delayed:history=64",
+                             "delayed:history=16:algo=most_recent"}) {
+      const auto recipe = fp8a::parse_recipe(name);
+      for (const Fp8Format f : {Fp8Format::kE4M3, Fp8Format::kE5M2}) {
+        const fp8a::DelayedReplay replay(trace, recipe, f);
+        for (std::int64_t t = 0; t <= steps + 3; ++t) {
+          INFO("trial " << trial << ", " << name << ", step " << t);
+          const auto want = fp8a::replay_delayed_scale(trace, t, recipe, f);
+          const auto got = replay.at(t);
+          CHECK(got.mode == want.mode);
+          CHECK(got.scale == want.scale);
+          CHECK(got.detail == want.detail);
+          CHECK((got.amax == want.amax || (std::isnan(got.amax) && std::isnan(want.amax))));
+          CHECK(got.amax_step == want.amax_step);
+        }
+      }
+    }
+  }
+  // An empty trace: step 0 exact at scale 1, later steps unavailable.
+  const fp8a::DelayedReplay empty({}, fp8a::parse_recipe("delayed"), Fp8Format::kE4M3);
+  CHECK(empty.at(0).mode == ReplayMode::kExact);
+  CHECK(empty.at(5).mode == ReplayMode::kUnavailable);
 }
