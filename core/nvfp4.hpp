@@ -82,16 +82,24 @@ inline float nvfp4_quantize_block(const float* x, std::int64_t n, std::int64_t s
 // sum is exact (double) and then rounded to FP32 and to BF16, which can differ from TE by one
 // BF16 unit where the FP32 accumulation itself rounded (docs/NVFP4-TE.md §3, §7).
 inline constexpr float kNvfp4RhtSigns[kNvfp4Block] = {1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1};
-inline void nvfp4_rht16(const float* v, std::int64_t stride, float* out) {
+namespace detail {
+// out = in H16, exactly in double: out[j] = sum_i H16[i][j] in[i], H16[i][j] = (-1)^popcount(i & j)
+// (Sylvester's construction). Its own inverse up to a factor 16.
+inline void hadamard16(const double* in, double* out) {
   for (int j = 0; j < kNvfp4Block; ++j) {
     double sum = 0.0;
-    for (int i = 0; i < kNvfp4Block; ++i) {
-      const bool minus = (__builtin_popcount(static_cast<unsigned>(i & j)) & 1) != 0;  // H16[i][j]
-      const double p = static_cast<double>(v[i * stride]) * kNvfp4RhtSigns[i];
-      sum += minus ? -p : p;
-    }
-    out[j] = bf16_to_float(float_to_bf16(static_cast<float>(sum * 0.25)));
+    for (int i = 0; i < kNvfp4Block; ++i)
+      sum += (__builtin_popcount(static_cast<unsigned>(i & j)) & 1) != 0 ? -in[i] : in[i];
+    out[j] = sum;
   }
+}
+}  // namespace detail
+
+inline void nvfp4_rht16(const float* v, std::int64_t stride, float* out) {
+  double in[kNvfp4Block], h[kNvfp4Block];
+  for (int i = 0; i < kNvfp4Block; ++i) in[i] = static_cast<double>(v[i * stride]) * kNvfp4RhtSigns[i];
+  detail::hadamard16(in, h);
+  for (int j = 0; j < kNvfp4Block; ++j) out[j] = bf16_to_float(float_to_bf16(static_cast<float>(h[j] * 0.25)));
 }
 
 // Stochastic rounding of x (already multiplied by its element factor) onto E2M1 with 8 random
@@ -131,6 +139,18 @@ inline std::uint8_t nvfp4_random_bits(std::uint64_t seed, std::uint64_t i) {
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return static_cast<std::uint8_t>((z ^ (z >> 31)) >> 56);
 }
+
+// The 1-D blocks of a [rows, cols] row-major copy: f(at, step, count) for each run of up to 16
+// consecutive elements along a row (rowwise) or down a column (columnwise), its first element at
+// `at`, the next `step` further; only the full runs of 16 where full_only (the transform's).
+template <class F>
+void for_each_line_block(std::int64_t rows, std::int64_t cols, bool columnwise, bool full_only, const F& f) {
+  const std::int64_t lines = columnwise ? cols : rows, length = columnwise ? rows : cols;
+  const std::int64_t step = columnwise ? cols : 1, next = columnwise ? 1 : cols;
+  for (std::int64_t l = 0; l < lines; ++l)
+    for (std::int64_t b = 0; b < length && (!full_only || b + kNvfp4Block <= length); b += kNvfp4Block)
+      f(l * next + b * step, step, std::min<std::int64_t>(kNvfp4Block, length - b));
+}
 }  // namespace detail
 
 // A [rows, cols] row-major tensor quantised as one NVFP4 copy and decoded back into `out`, in
@@ -146,15 +166,12 @@ inline float nvfp4_fake_quantize(const float* x, std::int64_t rows, std::int64_t
   const float* v = x;
   if (copy.rht && !copy.two_d) {
     t.assign(x, x + n);
-    const std::int64_t lines = copy.columnwise ? cols : rows, length = copy.columnwise ? rows : cols;
-    const std::int64_t step = copy.columnwise ? cols : 1, next = copy.columnwise ? 1 : cols;
-    float buf[kNvfp4Block];
-    for (std::int64_t l = 0; l < lines; ++l)
-      for (std::int64_t b = 0; b + kNvfp4Block <= length; b += kNvfp4Block) {
-        const std::int64_t at = l * next + b * step;
-        nvfp4_rht16(x + at, step, buf);
-        for (int i = 0; i < kNvfp4Block; ++i) t[static_cast<std::size_t>(at + i * step)] = buf[i];
-      }
+    const auto transform = [&](std::int64_t at, std::int64_t step, std::int64_t) {
+      float buf[kNvfp4Block];
+      nvfp4_rht16(x + at, step, buf);
+      for (int i = 0; i < kNvfp4Block; ++i) t[static_cast<std::size_t>(at + i * step)] = buf[i];
+    };
+    detail::for_each_line_block(rows, cols, copy.columnwise, true, transform);
     v = t.data();
   }
   float amax = 0.0f;
@@ -170,9 +187,9 @@ inline float nvfp4_fake_quantize(const float* x, std::int64_t rows, std::int64_t
     const float factor = nvfp4_element_factor(scale, s_enc);
     for (std::int64_t k = 0; k < count; ++k) {
       const float y = v[idx[k]] * factor;
-      const float code = copy.stochastic
-                             ? stochastic_round_e2m1(y, detail::nvfp4_random_bits(copy.seed, static_cast<std::uint64_t>(idx[k])))
-                             : round_trip_e2m1(y);
+      const auto element = static_cast<std::uint64_t>(idx[k]);
+      const float code = copy.stochastic ? stochastic_round_e2m1(y, detail::nvfp4_random_bits(copy.seed, element))
+                                         : round_trip_e2m1(y);
       out[idx[k]] = static_cast<float>(static_cast<double>(code) * scale * decode);
     }
   };
@@ -185,36 +202,22 @@ inline float nvfp4_fake_quantize(const float* x, std::int64_t rows, std::int64_t
         block(count);
       }
   } else {
-    const std::int64_t lines = copy.columnwise ? cols : rows, length = copy.columnwise ? rows : cols;
-    const std::int64_t step = copy.columnwise ? cols : 1, next = copy.columnwise ? 1 : cols;
-    for (std::int64_t l = 0; l < lines; ++l)
-      for (std::int64_t b = 0; b < length; b += kNvfp4Block) {
-        const std::int64_t count = std::min<std::int64_t>(kNvfp4Block, length - b);
-        for (std::int64_t k = 0; k < count; ++k) idx[k] = l * next + (b + k) * step;
-        block(count);
-      }
+    const auto line_block = [&](std::int64_t at, std::int64_t step, std::int64_t count) {
+      for (std::int64_t k = 0; k < count; ++k) idx[k] = at + k * step;
+      block(count);
+    };
+    detail::for_each_line_block(rows, cols, copy.columnwise, false, line_block);
   }
   // Back from the transform's domain: H16 H16 = 16 I, so (y H16 / 4) undoes (v * s) H16 / 4
   // once multiplied by s; exact in double, then rounded to float.
-  if (v != x) {
-    const std::int64_t lines = copy.columnwise ? cols : rows, length = copy.columnwise ? rows : cols;
-    const std::int64_t step = copy.columnwise ? cols : 1, next = copy.columnwise ? 1 : cols;
-    for (std::int64_t l = 0; l < lines; ++l)
-      for (std::int64_t b = 0; b + kNvfp4Block <= length; b += kNvfp4Block) {
-        const std::int64_t at = l * next + b * step;
-        double back[kNvfp4Block];
-        for (int j = 0; j < kNvfp4Block; ++j) {
-          double sum = 0.0;
-          for (int i = 0; i < kNvfp4Block; ++i) {
-            const bool minus = (__builtin_popcount(static_cast<unsigned>(i & j)) & 1) != 0;
-            const double y = out[at + i * step];
-            sum += minus ? -y : y;
-          }
-          back[j] = sum * 0.25 * kNvfp4RhtSigns[j];
-        }
-        for (int j = 0; j < kNvfp4Block; ++j) out[at + j * step] = static_cast<float>(back[j]);
-      }
-  }
+  const auto untransform = [&](std::int64_t at, std::int64_t step, std::int64_t) {
+    double y[kNvfp4Block], back[kNvfp4Block];
+    for (int i = 0; i < kNvfp4Block; ++i) y[i] = out[at + i * step];
+    detail::hadamard16(y, back);
+    for (int j = 0; j < kNvfp4Block; ++j)
+      out[at + j * step] = static_cast<float>(back[j] * 0.25 * kNvfp4RhtSigns[j]);
+  };
+  if (v != x) detail::for_each_line_block(rows, cols, copy.columnwise, true, untransform);
   return amax;
 }
 
