@@ -24,7 +24,8 @@
 
 namespace fp8a::cuda {
 
-// 32 MiB, as TE's cuBLAS workspace on sm_90 (reference/formats.md §3).
+// 32 MiB, as TE's cuBLAS workspace on sm_90 (TE transformer_engine/pytorch/cpp_extensions/gemm.py
+// get_cublas_workspace_size_bytes).
 inline constexpr std::size_t kLtWorkspaceBytes = std::size_t{32} << 20;
 
 // Device 0's compute capability and the loaded cuBLASLt's version.

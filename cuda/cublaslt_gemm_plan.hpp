@@ -3,7 +3,8 @@
 // version (or why it cannot run there), the padded dims, and the operands packed as cuBLASLt
 // reads them: FP8 codes (or BF16) zero-padded, with the scale factors in the layout of their mode.
 //
-// Layout (reference/formats.md §3): FP8 GEMMs on Hopper run only as "TN", both operands K-major.
+// Layout (cuBLAS documentation of cublasLtMatmul; TE common/gemm/cublaslt_gemm.cu): FP8 GEMMs on
+// Hopper run only as "TN", both operands K-major.
 // The problem D [m, n] = a [m, k] * b [n, k]^T (engine/gemm_engine.hpp) is given to cuBLASLt, whose
 // matrices are column-major, as
 //     A = b   (transa = T, rows k_padded, cols n_padded, lda = k_padded)

@@ -1,6 +1,6 @@
 // NumPy .npy files and .npz archives (np.save / np.savez), validated without copying.
 //
-// .npy layout (numpy/lib/_format_impl.py, reference/formats.md §2.2):
+// .npy layout (numpy/lib/_format_impl.py: its module docstring and _read_array_header):
 //   - magic "\x93NUMPY", major and minor version bytes: 1.0 (2-byte little-endian header
 //     length), 2.0 or 3.0 (4-byte little-endian header length);
 //   - header text: a Python dict literal with exactly the keys 'descr', 'fortran_order' and

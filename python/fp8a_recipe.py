@@ -186,7 +186,8 @@ def _te_env_names(te):
 
 # What an import-time variable does to TE's classes, where the runtime reads that and not the
 # field: var -> (class, attribute, value it has when var has that value). Float8BlockScaling's
-# quantizers read fp8_quant_*.power_2_scale, set once at import (consumers.md section 1.1).
+# quantizers read fp8_quant_*.power_2_scale, set once at import (TE common/recipe/__init__.py;
+# read by pytorch/quantization.py Float8BlockScalingRecipeState.make_quantizers).
 _IMPORT_EFFECTS = {
     "NVTE_FP8_BLOCK_SCALING_FP32_SCALES":
         ("Float8BlockScaling", "fp8_quant_fwd_inp.power_2_scale", lambda v: v != "1"),

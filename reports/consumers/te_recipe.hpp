@@ -1,7 +1,8 @@
-// Transformer Engine's recipe object for a candidate, in TE's own names (consumers.md §1): the
-// class, its fp8_format, the constructor fields the spec sets, what TE reads only from the
-// environment, and notes where TE's recipe cannot express what was evaluated. One mapping that
-// recipe.json, the answer and summary.json all render, so they cannot disagree.
+// Transformer Engine's recipe object for a candidate, in TE's own names
+// (transformer_engine/common/recipe/__init__.py): the class, its fp8_format, the constructor
+// fields the spec sets, what TE reads only from the environment, and notes where TE's recipe
+// cannot express what was evaluated. One mapping that recipe.json, the answer and summary.json
+// all render, so they cannot disagree.
 #pragma once
 
 #include <string>

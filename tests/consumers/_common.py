@@ -52,7 +52,7 @@ def require_file(path):
 def te_recipe_module(env=None, name="transformer_engine_common_recipe"):
     """TE's transformer_engine/common/recipe/__init__.py, loaded by path as module `name` (once;
     a second name gives a second copy) with TE's import-time environment variables unset (they
-    change the defaults, see consumers.md section 1.1) except those of env, which are set."""
+    change the defaults, see the NVTE_* reads in that file) except those of env, which are set."""
     if name in sys.modules:
         return sys.modules[name]
     path = os.path.join(TE_SRC, "transformer_engine", "common", "recipe", "__init__.py")

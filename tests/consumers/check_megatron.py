@@ -9,9 +9,10 @@ load_quantization_recipe(FILE); TEQuantizationParams.parse_from_config for every
 recipe keys fail); Megatron's recipe mapping for the training and evaluation recipe (builds the
 TE recipe object: an unknown recipe or format fails); get_quant_config_or_none for each
 MODULE_PATH, whose resolved config must be CONFIG ("-" = no matcher, default precision).
-Added, because Megatron is silent about them (consumers.md section 3.1): every matcher has
-`enabled: true` (one without it is skipped), and names a config that exists (Megatron fails only
-when a module first matches it)."""
+Added, because Megatron is silent about them (Megatron-LM megatron/core/quantization/
+quant_config.py: a matcher's enabled defaults to False): every matcher has `enabled: true` (one
+without it is skipped), and names a config that exists (Megatron fails only when a module first
+matches it)."""
 import copy
 import os
 import sys

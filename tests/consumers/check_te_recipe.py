@@ -8,10 +8,11 @@ The object is {"class": one of DelayedScaling, Float8CurrentScaling, Float8Block
 MXFP8BlockScaling, then the class's constructor fields by TE's names ("fp8_format": "E4M3" or
 "HYBRID"; MMParams fields as {"use_split_accumulator": bool}), and optionally "env": {NVTE_*
 variable: string} for what TE reads only from the environment}. TE's pydantic dataclasses ignore
-unknown keyword arguments and accept out-of-range values (consumers.md section 1.1), so
-fp8a_recipe.build_recipe checks, against the fields TE declares: no unknown key, the JSON type
-of each value, margin >= 0, amax_history_len >= 1, no use_f32_scales (it does not change the
-scales; NVTE_FP8_BLOCK_SCALING_FP32_SCALES=1 does), env names that TE's recipe module reads.
+unknown keyword arguments and accept out-of-range values (TE transformer_engine/common/recipe/
+__init__.py; pydantic's default extra="ignore"), so fp8a_recipe.build_recipe checks, against
+the fields TE declares: no unknown key, the JSON type of each value, margin >= 0,
+amax_history_len >= 1, no use_f32_scales (it does not change the scales;
+NVTE_FP8_BLOCK_SCALING_FP32_SCALES=1 does), env names that TE's recipe module reads.
 After building, every given field must read back unchanged (no silent coercion)."""
 import os
 import sys

@@ -19,7 +19,7 @@ const fp8a::RecipeKindTraits& row(RecipeKind k) { return fp8a::recipe_kind_trait
 
 TEST_CASE("every kind has exactly one row, named after its TE recipe") {
   for (const auto& t : fp8a::kRecipeKinds) CHECK(&row(t.kind) == &t);
-  // te.md §1: the recipe classes of transformer_engine/common/recipe/__init__.py.
+  // The recipe classes of TE transformer_engine/common/recipe/__init__.py.
   CHECK(std::string(row(RecipeKind::kPerTensorCurrent).te_recipe) == "Float8CurrentScaling");
   CHECK(std::string(row(RecipeKind::kPerTensorDelayed).te_recipe) == "DelayedScaling");
   CHECK(std::string(row(RecipeKind::kBlock).te_recipe) == "Float8BlockScaling");
@@ -27,20 +27,21 @@ TEST_CASE("every kind has exactly one row, named after its TE recipe") {
 }
 
 TEST_CASE("granularity, scale type and history follow TE's recipes") {
-  // te.md §1.2/§1.3: delayed and current scaling have one fp32 scale per tensor; only delayed
-  // keeps an amax history.
+  // TE common/recipe/__init__.py DelayedScaling, Float8CurrentScaling: delayed and current
+  // scaling have one fp32 scale per tensor; only delayed keeps an amax history.
   CHECK(row(RecipeKind::kPerTensorCurrent).granularity == Granularity::kPerTensor);
   CHECK(row(RecipeKind::kPerTensorDelayed).granularity == Granularity::kPerTensor);
   CHECK(row(RecipeKind::kPerTensorCurrent).scale_type == ScaleType::kFp32);  // use_power_2_scales False
   CHECK(row(RecipeKind::kPerTensorDelayed).scale_type == ScaleType::kFp32);
   CHECK(row(RecipeKind::kPerTensorDelayed).replays_history);
   CHECK_FALSE(row(RecipeKind::kPerTensorCurrent).replays_history);
-  // te.md §1.5: Float8BlockScaling's QParams power_2_scale = not use_f32_scales -> pow2 default.
+  // TE common/recipe/__init__.py: Float8BlockScaling's QParams power_2_scale = not use_f32_scales
+  // -> pow2 default.
   CHECK(row(RecipeKind::kBlock).granularity == Granularity::kBlock);
   CHECK(row(RecipeKind::kBlock).scale_type == ScaleType::kPow2);
   CHECK(fp8a::parse_recipe("block").pow2_scales);
   CHECK_FALSE(fp8a::parse_recipe("current").pow2_scales);
-  // te.md §1.4: MXFP8 blocks of 32 with an E8M0 scale.
+  // TE common/recipe/__init__.py MXFP8BlockScaling: blocks of 32 with an E8M0 scale.
   CHECK(row(RecipeKind::kMx).granularity == Granularity::kBlock);
   CHECK(row(RecipeKind::kMx).scale_type == ScaleType::kE8M0);
   CHECK(row(RecipeKind::kBf16).granularity == Granularity::kNone);
@@ -53,8 +54,8 @@ TEST_CASE("granularity, scale type and history follow TE's recipes") {
 }
 
 TEST_CASE("block shapes per role and orientation follow TE's block dims") {
-  // te.md §1.5: x_block_scaling_dim 1 (1x128), w_block_scaling_dim 2 (128x128),
-  // grad_block_scaling_dim 1 (1x128).
+  // TE common/recipe/__init__.py Float8BlockScaling: x_block_scaling_dim 1 (1x128),
+  // w_block_scaling_dim 2 (128x128), grad_block_scaling_dim 1 (1x128).
   const auto block = fp8a::parse_recipe("block");
   CHECK(fp8a::block_shape(block, Role::kActivation, Orientation::kRowwise) == BlockShape{1, 128});
   CHECK(fp8a::block_shape(block, Role::kActivation, Orientation::kColumnwise) == BlockShape{128, 1});
@@ -67,7 +68,8 @@ TEST_CASE("block shapes per role and orientation follow TE's block dims") {
   CHECK(fp8a::orientations_for(block_2d, Role::kGradient).size() == 1);
   CHECK(fp8a::orientations_for(block, Role::kActivation).size() == 2);
   CHECK(fp8a::orientations_for(block, Role::kWeight).size() == 1);
-  // te.md §1.4: 32 consecutive values, rowwise and columnwise copies quantised independently.
+  // TE common/cast/mxfp8/quantize_mxfp8.cuh: 32 consecutive values, rowwise and columnwise copies
+  // quantised independently.
   const auto mx = fp8a::parse_recipe("mxfp8");
   for (Role r : {Role::kActivation, Role::kWeight, Role::kGradient}) {
     CHECK(fp8a::block_shape(mx, r, Orientation::kRowwise) == BlockShape{1, 32});
@@ -82,7 +84,8 @@ TEST_CASE("block shapes per role and orientation follow TE's block dims") {
 }
 
 TEST_CASE("MXFP8's shape divisor is TE MXFP8Quantizer.is_quantizable's 32") {
-  // te.md (MXFP8 section): last dim % 32 == 0 and product of the other dims % 32 == 0.
+  // TE docs/features/low_precision_training/mxfp8/mxfp8.rst: last dim % 32 == 0 and product of
+  // the other dims % 32 == 0.
   CHECK(row(RecipeKind::kMx).shape_divisor == 32);
   CHECK(std::string(row(RecipeKind::kMx).te_quantizer) == "MXFP8Quantizer");
   CHECK(row(RecipeKind::kPerTensorCurrent).shape_divisor == 0);

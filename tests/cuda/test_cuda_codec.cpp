@@ -61,7 +61,8 @@ TEST_CASE("device encoder == host encoder == hardware satfinite conversion") {
   for (std::size_t i = 0; i < x.size(); ++i) {
     const bool nan = std::isnan(x[i]);
     const std::uint8_t host4 = fp8a::encode_e4m3(x[i]), host5 = fp8a::encode_e5m2(x[i]);
-    // NaN codes compare by NaN-ness only (formats.md §1.2).
+    // NaN codes compare by NaN-ness only (CUDA cuda_fp8.hpp: __nv_cvt_float_to_fp8 gives 0x7F for
+    // any NaN, __nv_cvt_double_to_fp8 keeps its sign).
     auto same4 = [&](std::uint8_t a, std::uint8_t b) {
       return nan ? ((a & 0x7F) == 0x7F && (b & 0x7F) == 0x7F) : a == b;
     };

@@ -9,8 +9,9 @@
 //   - fp8_round_trip<F> and fp8_round_trip_x2<F> (the kernels' code, intrinsic path) ==
 //     round_trip_e4m3/round_trip_e5m2 (the software path), bit for bit, -0 apart from +0;
 // over every sign, exponent and top 12 mantissa bits with the low 11 bits at and around each
-// rounding boundary (12.6M floats; NaN compared by NaN-ness, formats.md §1.2). With
-// FP8A_EXHAUSTIVE=1 in the environment: all 2^32 floats instead (about two minutes).
+// rounding boundary (12.6M floats; NaN compared by NaN-ness, as CUDA cuda_fp8.hpp's float and
+// double paths give different NaN codes). With FP8A_EXHAUSTIVE=1 in the environment: all 2^32
+// floats instead (about two minutes).
 // test_cuda_codec compares the real hardware with the same codec on a GPU.
 #define FP8A_NV_FP8_ON_HOST 1
 #include <doctest/doctest.h>

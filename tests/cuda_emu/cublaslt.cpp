@@ -1,8 +1,9 @@
 // The emulated cuBLASLt (include/cublasLt.h): what it checks and computes is described there.
 //
-// Written from cuBLASLt's documentation (reference/formats.md §3), not from the GEMM engine's
-// packing code (cuda/cublaslt_gemm_plan.cpp), so that a test of the engine on this emulation checks
-// the engine's layouts and scale tensors against an independent reading of the rules.
+// Written from cuBLASLt's documentation (the cuBLAS documentation of cublasLtMatmul, cublasLt.h),
+// not from the GEMM engine's packing code (cuda/cublaslt_gemm_plan.cpp), so that a test of the
+// engine on this emulation checks the engine's layouts and scale tensors against an independent
+// reading of the rules.
 #include <cublasLt.h>
 
 #include <algorithm>
@@ -131,7 +132,8 @@ Outcome check_layouts(const cublasLtMatmulDescOpaque_t& d, const cublasLtMatrixL
   return {};
 }
 
-// Which problems cuBLASLt takes (the header's and reference/formats.md §3's rules).
+// Which problems cuBLASLt takes (the rules of the header and of the cuBLAS documentation of
+// cublasLtMatmul).
 Outcome check_support(const cublasLtMatmulDescOpaque_t& d, const cublasLtMatrixLayoutOpaque_t& a,
                       const cublasLtMatrixLayoutOpaque_t& b, const cublasLtMatrixLayoutOpaque_t& c,
                       const cublasLtMatrixLayoutOpaque_t& dd, Problem* p) {

@@ -1,6 +1,9 @@
 // Block (1x128, 128x128), MXFP8 (TE round-up and OCP floor E8M0 rules) and BF16 against a scalar
-// reference written here from the TE / OCP definitions (te.md §2.3-2.4, formats.md §1.6, §5.2),
-// sharing no code with the engine: frexp/ldexp for scales, table search for FP8 rounding.
+// reference written here from the TE / OCP definitions (TE common/recipe/recipe_common.cuh
+// compute_scale_from_amax, tests/pytorch/references/blockwise_quantizer_reference.py,
+// common/util/ptx_arch_spec.cuh float_to_e8m0, tests/cpp/operator/test_cast_mxfp8.cu; OCP MX v1.0
+// and microxcaling _quantize_mx), sharing no code with the engine: frexp/ldexp for scales, table
+// search for FP8 rounding.
 #include <doctest/doctest.h>
 
 #include <cfloat>

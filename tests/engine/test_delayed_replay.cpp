@@ -1,6 +1,7 @@
 // Delayed-scaling replay on hand-built amax traces, with expected scales worked out from TE's
-// rule (te.md §2.1, formats.md §5.3): scale(t) = (fp8_max * 2^-margin) / amax over the window
-// before t; amax 0/inf/NaN keeps the previous scale; step 0 uses scale 1.
+// rule (TE common/recipe/delayed_scaling.cu, pytorch/quantization.py _default_sf_compute):
+// scale(t) = (fp8_max * 2^-margin) / amax over the window before t; amax 0/inf/NaN keeps the
+// previous scale; step 0 uses scale 1.
 #include <doctest/doctest.h>
 
 #include <cmath>

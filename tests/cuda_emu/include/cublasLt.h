@@ -5,7 +5,7 @@
 //   - descriptors keep what is set; a set with the wrong value size is CUBLAS_STATUS_INVALID_VALUE,
 //     as in cuBLASLt;
 //   - cublasLtMatmulAlgoGetHeuristic and cublasLtMatmul take a problem only where cuBLASLt does
-//     (reference/formats.md §3 and the header's documentation): compute type 32F with scale type
+//     (cuBLAS's documentation of cublasLtMatmul and the header's): compute type 32F with scale type
 //     32F; FP8 needs sm_89+, both inputs FP8, not E5M2 x E5M2, TN before sm_100, leading dims and
 //     pointers 16-byte aligned; VEC32_UE8M0 on both inputs needs sm_100+ and cuBLASLt 12.8+;
 //     VEC128_32F/BLK128x128_32F need sm_90 (Hopper) and 12.9+ and not both 128x128; otherwise
