@@ -12,13 +12,25 @@ One call attaches it to a model::
     cap.detach()               # or: with fp8a_capture.attach(...) as cap: ...
 
 For every hooked module (default: every ``torch.nn.Linear``; Transformer Engine's ``Linear`` when
-TE is installed; restrict with ``name_regex``), it records the three operands of the module's GEMM,
-named like the captures fp8-advisor reads (``<layer>.<role>``, layer = the module's path in
-``model.named_modules()``):
+TE is installed; Megatron-Core's ``ColumnParallelLinear`` and ``RowParallelLinear`` when the model's
+code has imported them; restrict with ``name_regex``), it records the three operands of the
+module's GEMM, named like the captures fp8-advisor reads (``<layer>.<role>``, layer = the module's
+path in ``model.named_modules()``):
 
 - ``<layer>.activation``: the input X of the linear (all leading dims kept),
 - ``<layer>.weight``: ``module.weight`` ([out, in]),
 - ``<layer>.gradient``: dY, the gradient of the module's output.
+
+MoE experts in one grouped module (TE's ``GroupedLinear``: Megatron's ``TEGroupedMLP``, the
+``--moe-grouped-gemm`` experts) are captured per expert, as TE quantizes them (each expert's
+operands get quantizers of their own): layer ``<module>.expert<i>`` for the module's GEMM i (the
+local expert), X and dY the rows of ``forward(inp, m_splits)``'s input and output gradient that
+``m_splits`` gives expert i, W its ``weight{i}``. An expert that got no token in a step records its
+weight only. fp8-advisor maps every expert of a grouped module to the module itself in the
+configs (one recipe per module, BF16 for a GEMM any expert needs in BF16; the files say which).
+Megatron's SequentialMLP experts are separate linear modules and are captured as such.
+TE's fused ``LayerNormLinear`` and ``LayerNormMLP`` are skipped with a warning: their GEMM inputs
+are internal to the module.
 
 Under autocast the tensors are recorded as the GEMM receives them: X and W cast to the autocast
 dtype (e.g. BF16), dY in the output's dtype. Otherwise each tensor keeps its own dtype (F32, F16,
@@ -68,6 +80,7 @@ import json
 import math
 import os
 import re
+import sys
 import warnings
 
 import torch
@@ -149,20 +162,50 @@ def _autocast_dtype(t):
 
 def _linear_types():
     """(module types whose GEMM operands are X = input 0, W = .weight, dY = grad of output 0,
-    TE fused types that are skipped with a warning)."""
+    TE fused types that are skipped with a warning, grouped types: TE's GroupedLinear)."""
     types = [torch.nn.Linear]
-    fused = []
+    fused, grouped = [], []
+    # Megatron-Core's own linear layers (its local layer spec, SequentialMLP's experts there):
+    # forward(input_) -> (output, bias), the GEMM X @ weight.T. Hooked only when the model's code
+    # has imported them; this module never imports Megatron.
+    mpu_layers = sys.modules.get("megatron.core.tensor_parallel.layers")
+    for n in ("ColumnParallelLinear", "RowParallelLinear"):
+        if mpu_layers is not None and isinstance(getattr(mpu_layers, n, None), type):
+            types.append(getattr(mpu_layers, n))
     try:
         import transformer_engine.pytorch as te  # noqa: F401
 
         if hasattr(te, "Linear"):
             types.append(te.Linear)
+        if hasattr(te, "GroupedLinear"):
+            grouped.append(te.GroupedLinear)
         for n in ("LayerNormLinear", "LayerNormMLP"):
             if hasattr(te, n):
                 fused.append(getattr(te, n))
     except Exception:  # TE absent or broken: plain PyTorch only
         pass
-    return tuple(types), tuple(fused)
+    return tuple(types), tuple(fused), tuple(grouped)
+
+
+def _grouped_weights(module, n):
+    """The n expert weights [out, in] of a GroupedLinear: ``weight0`` ... ``weight{n-1}``, or the
+    members of its one packed ``weight`` (TE's ``single_grouped_weight``: a GroupedTensor), each
+    dequantized when it is an FP8 tensor; None for a weight that cannot be had."""
+    ws = [getattr(module, "weight%d" % i, None) for i in range(n)]
+    if all(torch.is_tensor(w) for w in ws):
+        return ws
+    packed = getattr(module, "weight", None)
+    if packed is not None and hasattr(packed, "split_into_quantized_tensors"):
+        parts = list(packed.split_into_quantized_tensors())
+        if len(parts) == n:
+            return [p.dequantize() if hasattr(p, "dequantize") else p for p in parts]
+    return [w if torch.is_tensor(w) else None for w in ws]
+
+
+def _expert_name(module, i):
+    """The layer name of expert i of a grouped module: ``<module>.expert<i>``, i the GEMM's index
+    in the module (the local expert, numbered as Megatron's SequentialMLP numbers local_experts)."""
+    return "%s.expert%d" % (module, i)
 
 
 def _dist_rank_world():
@@ -182,7 +225,7 @@ class Capture(object):
 
     def __init__(self, model, out_dir, steps=None, every=None, name_regex=None, micro_batch=0,
                  start_step=0, append=False, on_capture=None, module_types=None,
-                 tokens_per_step=None, data_parallel_size=None):
+                 tokens_per_step=None, data_parallel_size=None, grouped_module_types=None):
         if every is not None and int(every) <= 0:
             raise ValueError("every must be a positive integer")
         if int(micro_batch) < 0:
@@ -211,12 +254,16 @@ class Capture(object):
         self.files = []  # safetensors paths written, in order
         os.makedirs(self.out_dir, exist_ok=True)
 
-        types, fused = _linear_types()
+        types, fused, grouped = _linear_types()
         if module_types is not None:
             types, fused = tuple(module_types), ()
+        if grouped_module_types is not None:
+            grouped = tuple(grouped_module_types)
         rx = re.compile(name_regex) if name_regex is not None else None
         self._handles = []
-        self.layers = []  # hooked layer names, in named_modules() order
+        self.layers = []  # hooked layer names, in named_modules() order (a grouped module's experts)
+        self._grouped = set()  # grouped modules (their experts are in self.layers)
+        self._warned_splits = set()
         self._order = {}  # tensor name -> position (trace row order)
         for name, mod in model.named_modules():
             lname = name if name else type(mod).__name__.lower()
@@ -226,6 +273,24 @@ class Capture(object):
                 warnings.warn("fp8a_capture: %s (%s) skipped: the GEMM inputs of TE's fused "
                               "LayerNorm modules are internal; use TE's DumpTensors / "
                               "LogTensorStats for them" % (lname, type(mod).__name__))
+                continue
+            if grouped and isinstance(mod, grouped):
+                n = int(getattr(mod, "num_gemms", 0) or 0)
+                if n <= 0:
+                    warnings.warn("fp8a_capture: %s (%s) skipped: no num_gemms" % (lname, type(mod).__name__))
+                    continue
+                experts = [_expert_name(lname, i) for i in range(n)]
+                self.layers.extend(experts)
+                self._grouped.add(lname)
+                for e in experts:
+                    for r in _ROLES:
+                        self._order["%s.%s" % (e, r)] = len(self._order)
+                hook = self._make_grouped_hook(lname, experts)
+                if _FORWARD_HOOK_KWARGS:
+                    self._handles.append(mod.register_forward_hook(
+                        lambda m, args, kwargs, out, h=hook: h(m, args, out, kwargs), with_kwargs=True))
+                else:
+                    self._handles.append(mod.register_forward_hook(hook))
                 continue
             if not isinstance(mod, types) or getattr(mod, "weight", None) is None:
                 continue
@@ -329,6 +394,62 @@ class Capture(object):
 
         if with_kwargs:
             return lambda module, args, kwargs, output: forward_hook(module, args, output, kwargs)
+        return forward_hook
+
+    def _make_grouped_hook(self, lname, experts):
+        """The forward hook of a GroupedLinear (TE ``GroupedLinear.forward(inp, m_splits, ...)``):
+        expert i's GEMM takes rows [sum(m_splits[:i]), sum(m_splits[:i+1])) of inp, its own weight
+        ``weight{i}``, and those rows of the output's gradient; each is recorded under
+        ``<module>.expert<i>`` (an expert that got no token in the step records its weight only).
+        TE quantizes each expert's operands with a quantizer of its own (per-expert scales), so
+        these are the tensors its casts see."""
+        cap = self
+
+        def forward_hook(module, inputs, output, kwargs=None):
+            cap._forwards += 1
+            mb = cap._fwd_count.get(lname, 0)
+            cap._fwd_count[lname] = mb + 1
+            args = list(inputs) if isinstance(inputs, (tuple, list)) else [inputs]
+            kwargs = kwargs or {}
+            x = args[0] if args else kwargs.get("inp")
+            splits = args[1] if len(args) > 1 else kwargs.get("m_splits")
+            try:
+                splits = [int(v) for v in (splits.tolist() if torch.is_tensor(splits) else splits)]
+            except (TypeError, ValueError, AttributeError):
+                splits = None
+            rows = x.reshape(-1, x.shape[-1]) if torch.is_tensor(x) and x.dim() >= 1 else None
+            if (rows is None or splits is None or len(splits) != len(experts) or min(splits) < 0
+                    or sum(splits) > rows.shape[0]):
+                if lname not in cap._warned_splits:
+                    cap._warned_splits.add(lname)
+                    warnings.warn("fp8a_capture: %s: no input and m_splits with one split per expert "
+                                  "(%d); its experts are not captured" % (lname, len(experts)))
+                return None
+            offsets = [0]
+            for v in splits:
+                offsets.append(offsets[-1] + v)
+            for i, e in enumerate(experts):
+                if splits[i] > 0:
+                    cap._record(e + ".activation", rows[offsets[i]:offsets[i + 1]], mb)
+            for e, w in zip(experts, _grouped_weights(module, len(experts))):
+                if torch.is_tensor(w):
+                    cap._record(e + ".weight", w, mb)
+            y = output[0] if isinstance(output, (tuple, list)) and output else output
+            if torch.is_tensor(y) and y.requires_grad:
+                step = cap.current_step
+
+                def grad_hook(g):
+                    if g is not None and cap._handles and cap.current_step == step:
+                        cap._grads += 1
+                        g2 = g.reshape(-1, g.shape[-1])
+                        for i, e in enumerate(experts):
+                            if splits[i] > 0:
+                                cap._record(e + ".gradient", g2[offsets[i]:offsets[i + 1]], mb)
+                    return None
+
+                y.register_hook(grad_hook)
+            return None
+
         return forward_hook
 
     def step(self):
@@ -461,6 +582,8 @@ def attach(model, out_dir, steps=None, every=None, name_regex=None, micro_batch=
       on_capture (kw): ``callable(step, tensors)`` called with the CPU tensors of a captured step
         before they are written (for checks; do not keep them if memory matters).
       module_types (kw): tuple of module types to hook instead of the Linear defaults.
+      grouped_module_types (kw): tuple of grouped-module types (``forward(inp, m_splits)``,
+        ``num_gemms``, ``weight{i}``) instead of TE's ``GroupedLinear``.
       tokens_per_step (kw): tokens one training step runs through each layer, over every
         data-parallel rank (global batch x sequence length); default: counted (module docstring).
       data_parallel_size (kw): data-parallel ranks, for the count (default 1 without

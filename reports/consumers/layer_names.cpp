@@ -27,6 +27,29 @@ bool moe_suffix(const std::string& suffix) {
   return false;
 }
 
+// Expert <i> of TEGroupedMLP's grouped module as fp8a_capture names it (python/fp8a_capture.py
+// _expert_name): "<...>.mlp.experts.linear_fc1.expert<i>"; the module's name, or "" for any other
+// name. Only under Megatron's grouped-module names, where no child module can be called so: a
+// custom model's "expert3" may be a module of its own.
+std::string grouped_module_of(const std::string& layer) {
+  const std::size_t dot = layer.rfind('.');
+  if (dot == std::string::npos || layer.compare(dot + 1, 6, "expert") != 0) return "";
+  const std::string digits = layer.substr(dot + 7);
+  if (digits.empty() || digits.size() > 6 || !std::all_of(digits.begin(), digits.end(), [](char c) {
+        return c >= '0' && c <= '9';
+      }))
+    return "";
+  const std::string module = layer.substr(0, dot);
+  const auto s = split_transformer_layer(module);
+  return s && (s->suffix == "mlp.experts.linear_fc1" || s->suffix == "mlp.experts.linear_fc2") ? module : "";
+}
+
+// The module a captured layer is: itself, or a grouped module for one of its experts.
+std::string module_of(const std::string& layer) {
+  std::string m = grouped_module_of(layer);
+  return m.empty() ? layer : m;
+}
+
 bool megatron_suffix(const std::string& suffix) {
   return std::find(std::begin(kMegatronSuffixes), std::end(kMegatronSuffixes), suffix) !=
              std::end(kMegatronSuffixes) ||
@@ -71,7 +94,8 @@ bool is_lm_head(const std::string& layer) { return layer == "output_layer" || la
 
 }  // namespace
 
-MappedName megatron_module_path(const std::string& layer) {
+MappedName megatron_module_path(const std::string& captured) {
+  const std::string layer = module_of(captured);
   if (is_lm_head(layer)) return {"output_layer", false, ""};
   const auto p = place_of(layer);
   if (!p) return {layer, true, "not a Megatron transformer-layer name; used as captured"};
@@ -97,7 +121,8 @@ MappedName megatron_module_path(const std::string& layer) {
   return m;
 }
 
-MappedName nvdlfw_layer_name(const std::string& layer) {
+MappedName nvdlfw_layer_name(const std::string& captured) {
+  const std::string layer = module_of(captured);
   if (is_lm_head(layer))
     return {"output_layer", true, "Megatron's LM head is not a TE module: TE's debug features never see it"};
   const auto p = place_of(layer);
@@ -118,7 +143,7 @@ MappedName nvdlfw_layer_name(const std::string& layer) {
   return m;
 }
 
-MappedName captured_name(const std::string& layer) { return {layer, false, ""}; }
+MappedName captured_name(const std::string& layer) { return {module_of(layer), false, ""}; }
 
 std::vector<ModuleGroup> module_groups(const std::vector<LayerDecision>& layers,
                                        MappedName (*map)(const std::string&), NameMatch match) {

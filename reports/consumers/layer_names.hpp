@@ -33,6 +33,11 @@ MappedName megatron_module_path(const std::string& layer);
 // pipeline parallelism, a guess (said in `note`) only for names Megatron would not give.
 MappedName nvdlfw_layer_name(const std::string& layer);
 
+// Each mapping takes an expert of a grouped module as the module: fp8a_capture records TE's
+// GroupedLinear (Megatron's TEGroupedMLP, "<...>.mlp.experts.linear_fc1") per expert, as
+// "<module>.expert<i>", and no consumer config can give one expert of the module its own recipe;
+// module_groups then gathers the experts into the module, with a note naming them.
+
 // The captured name itself (torchao's FQNs).
 MappedName captured_name(const std::string& layer);
 

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -43,7 +44,10 @@ Artifact render_torchao_json(const ConsumerPlan& plan) {
     const FormatCarriage format = carry_format(c->recipe.kind, c->format, Consumer::kTorchao);
     for (const LayerDecision& l : rec.layers) {
       const bool fd = is_fallback(l.gemms[0]) || is_fallback(l.gemms[1]);
-      if (gw_hp ? fd : has_bf16_gemm(l)) filter.push_back(json_name(l.layer));
+      // The module's FQN: an expert of a grouped module is the module, listed once.
+      const std::string fqn = json_name(captured_name(l.layer).name);
+      if ((gw_hp ? fd : has_bf16_gemm(l)) && std::find(filter.begin(), filter.end(), fqn) == filter.end())
+        filter.push_back(fqn);
     }
     if (c->recipe.kind == RecipeKind::kPerTensorCurrent) {
       reason = "current scaling; torchao's tensorwise has E5M2 gradients";

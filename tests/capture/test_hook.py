@@ -557,6 +557,78 @@ class CaptureTest(unittest.TestCase):
             Trainer(model, cap).train(3)
             cap.detach()
 
+    def test_grouped_linear_experts(self):
+        """A GroupedLinear (TE's interface, a stand-in: TE's kernels need a GPU) is captured per
+        expert: expert i's rows of X and of dY by m_splits, its own weight{i}; an expert that got
+        no token records its weight only; checked against the model's own tensors."""
+        mod = MoeBlock()
+        cap = fp8a_capture.attach(mod, self.dir, steps=[0, 1], grouped_module_types=(StandInGroupedLinear,))
+        experts = ["experts.expert%d" % i for i in range(3)]
+        self.assertEqual(cap.layers, experts)
+        want = {}
+        for step, splits in ((0, [2, 0, 4]), (1, torch.tensor([3, 2, 1]))):
+            x = torch.randn(6, 16, generator=torch.Generator().manual_seed(step))
+            # By keyword only where forward hooks see keywords (PyTorch >= 2.0; Megatron's
+            # TEGroupedMLP passes both positionally).
+            out = mod(x, splits, by_keyword=step == 1 and fp8a_capture._FORWARD_HOOK_KWARGS)
+            out.retain_grad()
+            (out ** 2).sum().backward()
+            bounds = [0, 2, 2, 6] if step == 0 else [0, 3, 5, 6]
+            for i, e in enumerate(experts):
+                want[(step, e + ".weight")] = getattr(mod.experts, "weight%d" % i).detach().clone()
+                if bounds[i + 1] > bounds[i]:
+                    want[(step, e + ".activation")] = x[bounds[i]:bounds[i + 1]]
+                    want[(step, e + ".gradient")] = out.grad[bounds[i]:bounds[i + 1]].detach().clone()
+            cap.step()
+        # A forward whose splits do not fit the experts: said once, nothing recorded.
+        with self.assertWarnsRegex(UserWarning, "experts: no input and m_splits with one split per expert"):
+            mod(torch.randn(4, 16), [4, 0])
+        cap.detach()
+        for step in (0, 1):
+            _, tensors, _ = read_safetensors(os.path.join(self.dir, "rank0_step_%06d.safetensors" % step))
+            names = sorted(n for (s, n) in want if s == step)
+            self.assertEqual(sorted(tensors), names)
+            for n in names:
+                self.assertTrue(torch.equal(tensors[n], want[(step, n)]), (step, n))
+        self.assertNotIn("experts.expert1.activation", read_safetensors(
+            os.path.join(self.dir, "rank0_step_000000.safetensors"))[1])
+        trace = read_trace(os.path.join(self.dir, "amax_trace_rank0.csv"))
+        self.assertEqual(set(trace), set(want))
+        for key, t in want.items():
+            self.assertEqual(trace[key], amax(t), key)
+        inspected = run_inspect(self.dir)
+        self.assertEqual(set(inspected), set(want))
+
+
+class StandInGroupedLinear(torch.nn.Module):
+    """TE's GroupedLinear as the hook sees it (transformer_engine/pytorch/module/grouped_linear.py:
+    num_gemms, parameters weight0 .. weight{n-1} of [out, in], forward(inp, m_splits) with expert
+    i's GEMM on its split of inp's rows, the output [tokens, out])."""
+
+    def __init__(self, n, fin, fout):
+        super().__init__()
+        self.num_gemms = n
+        g = torch.Generator().manual_seed(7)
+        for i in range(n):
+            self.register_parameter("weight%d" % i, torch.nn.Parameter(torch.randn(fout, fin, generator=g) * 0.1))
+
+    def forward(self, inp, m_splits, is_first_microbatch=None):
+        splits = m_splits.tolist() if torch.is_tensor(m_splits) else list(m_splits)
+        outs, off = [], 0
+        for i, m in enumerate(splits):
+            outs.append(inp[off:off + m] @ getattr(self, "weight%d" % i).t())
+            off += m
+        return torch.cat(outs)
+
+
+class MoeBlock(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.experts = StandInGroupedLinear(3, 16, 8)
+
+    def forward(self, x, splits, by_keyword=False):
+        return self.experts(inp=x, m_splits=splits) if by_keyword else self.experts(x, splits)
+
 
 if __name__ == "__main__":
     if len(sys.argv) < 2:

@@ -156,6 +156,18 @@ TEST_CASE("captured layer names map to Megatron's and nvdlfw_inspect's, guesses 
     CHECK_FALSE(nvdlfw_layer_name(moe).guess);
   }
   CHECK(megatron_module_path("decoder.layers.1.mlp.experts.local_experts.x.linear_fc1").guess);
+  // An expert of TEGroupedMLP's grouped module, as fp8a_capture names it, is the module itself in
+  // every scheme; "expert" children of other modules stay modules of their own.
+  const MappedName grouped = megatron_module_path("module.decoder.layers.1.mlp.experts.linear_fc2.expert12");
+  CHECK(grouped.name == "decoder.layers.1.mlp.experts.linear_fc2");
+  CHECK_FALSE(grouped.guess);
+  CHECK(nvdlfw_layer_name("decoder.layers.1.mlp.experts.linear_fc1.expert0").name ==
+        "decoder.layers.2.mlp.experts.linear_fc1");
+  CHECK(captured_name("decoder.layers.1.mlp.experts.linear_fc1.expert3").name == "decoder.layers.1.mlp.experts.linear_fc1");
+  for (const char* own : {"decoder.layers.1.mlp.linear_fc1.expert3", "decoder.layers.1.mlp.experts.linear_fc1.expertx",
+                          "decoder.layers.1.mlp.experts.linear_fc1.expert", "moe.expert3",
+                          "decoder.layers.1.mlp.experts.linear_fc1.expert1234567"})
+    CHECK(captured_name(own).name == own);
   const MappedName router = megatron_module_path("decoder.layers.1.mlp.router");
   CHECK(router.guess);
   CHECK(router.note == "Megatron's MoE router is not a TE module: its gating GEMM never runs in FP8, and no config "
@@ -603,6 +615,13 @@ std::vector<NameFamily> name_families() {
   experts.push_back("decoder.layers.0.mlp.shared_experts.linear_fc1");
   experts.push_back("decoder.layers.0.mlp.router");
   f.push_back({"MoE sequential experts", experts});
+  // TEGroupedMLP's grouped modules, captured per expert (python/fp8a_capture.py): one module each.
+  std::vector<std::string> grouped;
+  for (const char* fc : {"linear_fc1", "linear_fc2"})
+    for (int e = 0; e < 3; ++e)
+      grouped.push_back("decoder.layers.1.mlp.experts." + std::string(fc) + ".expert" + std::to_string(e));
+  grouped.push_back("decoder.layers.1.mlp.shared_experts.linear_fc1");
+  f.push_back({"MoE grouped experts", grouped});
   return f;
 }
 
@@ -619,6 +638,14 @@ std::vector<LayerSpec> random_plans(const std::vector<std::string>& names, unsig
 }
 
 bool fallback(const LayerSpec& s, int g) { return s.plan[g] == 'b'; }
+
+// The module a captured name is in the model: an expert "<...>.mlp.experts.linear_fcN.expert<i>" of
+// a grouped module (TE GroupedLinear) is that module, which has no child per expert.
+std::string model_module(const std::string& captured) {
+  static const std::regex kExpert(R"((.*\.mlp\.experts\.linear_fc[12])\.expert[0-9]+)");
+  std::smatch m;
+  return std::regex_match(captured, m, kExpert) ? m[1].str() : captured;
+}
 
 // Python's re.search of a pattern as nvdlfw_inspect.yaml writes it, by std::regex (ECMAScript):
 // the patterns use only (^|\.), \-escapes of . and the other metacharacters, and $.
@@ -664,10 +691,11 @@ TEST_CASE("every captured layer's plan reaches exactly its own module, in every 
         const YAML::Node doc = YAML::Load(nv->contents);
         std::map<std::string, std::set<std::string>> want;  // debug-API name -> BF16 GEMMs
         for (const LayerSpec& s : specs) {
-          const auto split = split_transformer_layer(s.name);
-          std::string name = "model." + s.name;
+          const std::string module = model_module(s.name);
+          const auto split = split_transformer_layer(module);
+          std::string name = "model." + module;
           if (split)
-            name = "model." + s.name.substr(0, split->start) + "layers." + std::to_string(split->index + 1) + "." +
+            name = "model." + module.substr(0, split->start) + "layers." + std::to_string(split->index + 1) + "." +
                    split->suffix;
           auto& gemms = want[name];
           for (int g = 0; g < 3; ++g)
@@ -702,14 +730,17 @@ TEST_CASE("every captured layer's plan reaches exactly its own module, in every 
       std::vector<std::string> filter = ao["filter_fqns"].get<std::vector<std::string>>();
       for (const LayerSpec& s : specs) {
         INFO("torchao, module " << s.name);
+        const std::string fqn = model_module(s.name);
         const bool kept = std::any_of(filter.begin(), filter.end(), [&](const std::string& f) {
-          return s.name == f || (s.name.size() > f.size() && s.name.ends_with("." + f));
+          return fqn == f || (fqn.size() > f.size() && fqn.ends_with("." + f));
         });
         const bool own = fallback(s, 0) || fallback(s, 1) || fallback(s, 2);
         if (own) CHECK(kept);
         // Kept without a fallback of its own only when an entry is a dot-suffix of its name.
         if (kept && !own)
           CHECK(std::any_of(filter.begin(), filter.end(), [&](const std::string& f) { return f != s.name; }));
+        // Every filter entry is a module of the model, not an expert of one.
+        for (const std::string& f : filter) CHECK(model_module(f) == f);
       }
     }
 }
