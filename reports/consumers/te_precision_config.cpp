@@ -162,7 +162,16 @@ std::optional<Artifact> render_te_precision_config(const ConsumerPlan& plan, std
       }
       if (agree && *choice && **choice == mp->base) continue;  // on the base: the "rest" matcher
       if (agree && *choice) config = megatron_config_name(rec.candidates[**choice].candidate);
-      why += agree && first != nullptr ? first->reason : "the modules sharing this path are planned differently";
+      if (agree) {
+        why += first != nullptr ? first->reason : "";
+      } else {  // BF16: say which member needs it, and why
+        why = name.name + ": BF16, its captured layers are planned differently";
+        for (std::size_t li : group.layers)
+          if (li < mp->modules.size() && !mp->modules[li].candidate) {
+            why += "; " + rec.layers[li].layer + ": " + mp->modules[li].reason;
+            break;
+          }
+      }
     } else {
       if (!has_bf16_gemm(l)) continue;
       if (!whole_layer_fallback(l))

@@ -253,6 +253,27 @@ TEST_CASE("two stacks of a multimodal model: one Megatron path, two nvdlfw secti
   CHECK(nv->note.starts_with("1 fallbacks"));  // before: merged into the language stack's section, 0
 }
 
+// TEGroupedMLP's experts, captured one by one, are one module for Megatron: the matcher says which
+// expert sends it to BF16, and why.
+TEST_CASE("a grouped module's experts: one matcher, BF16 for the expert that needs it, named") {
+  Recommendation rec = make_rec("current", TrainingFormat::kHybrid,
+                                {{"decoder.layers.0.mlp.experts.linear_fc1.expert0", "fff", {0.9, 0.9, 0.9}},
+                                 {"decoder.layers.0.mlp.experts.linear_fc1.expert1", "bbf", {-1, -1, 0.9}},
+                                 {"decoder.layers.0.mlp.experts.linear_fc2.expert0", "fff", {0.9, 0.9, 0.9}}});
+  ModulePlan mp;
+  mp.modules = {{rec.layers[0].layer, 0, ""}, {rec.layers[1].layer, std::nullopt, "fprop: weight underflow 99 %"},
+                {rec.layers[2].layer, 0, ""}};
+  rec.module_plan = mp;
+  const auto te = render_te_precision_config(rec);
+  REQUIRE(te.has_value());
+  CHECK(count_of(te->contents, "config: bf16\n") == 1);
+  CHECK(te->contents.find("pattern: \"decoder.layers.0.mlp.experts.linear_fc1\"\n") != std::string::npos);
+  CHECK(te->contents.find("# decoder.layers.0.mlp.experts.linear_fc1: BF16, its captured layers are planned "
+                          "differently; decoder.layers.0.mlp.experts.linear_fc1.expert1: fprop: weight underflow 99 %") !=
+        std::string::npos);
+  CHECK(te->contents.find("linear_fc2") == std::string::npos);  // all FP8: the rest matcher
+}
+
 TEST_CASE("a name selects only its own module: proj is not out_proj, layers.0 is layers.00's module") {
   const Recommendation rec = make_rec("current", TrainingFormat::kHybrid,
                                       {{"proj", "bbb", {-1, -1, -1}},
