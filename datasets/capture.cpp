@@ -122,19 +122,36 @@ FoundTensor from_npy(const NpyArray& a, std::string name) {
   return t;
 }
 
-// TE DumpTensors (debug/features/dump_tensors.py): <layer>_<tensor>_iter_<NNNNNN>.pt holding a
-// dict with "high_precision". Returns false for other names.
-bool parse_te_dump_name(const std::string& stem, std::string* layer, std::string* tensor,
+// TE DumpTensors (debug/features/dump_tensors.py TensorLogger.save_tensor, every release since
+// TE 2.15): {log_dir}/tensor_dumps/rank_<R>/iter_<NNNNNN>/<layer>_<tensor>.pt, holding a dict with
+// "high_precision"; layer and tensor with '/', '\\', ':', '*', '?', '"', '<', '>', '|', ' ' and
+// '.' made '_'. The step is the iter_ folder's number; the tensor name, the text after the last
+// '_', one of TE's (activation, weight, gradient, output, wgrad, dgrad; another .pt in the folder
+// is read as any torch.save file). Also read: the
+// pull request's earlier <layer>_<tensor>_iter_<NNNNNN>.pt (TE #2645 before its review moved the
+// iteration into a folder), which no release writes. Returns false for other names.
+bool parse_te_dump_name(const std::string& path, const std::string& stem, std::string* layer, std::string* tensor,
                         std::int64_t* step) {
-  const auto iter = stem.rfind("_iter_");
-  if (iter == std::string::npos) return false;
-  if (!parse_int64(std::string_view(stem).substr(iter + 6), step)) return false;
-  const std::string head = stem.substr(0, iter);
+  std::string head;
+  const std::string folder = parent_name(path);
+  const bool in_iter_folder = folder.rfind("iter_", 0) == 0 && folder.size() > 5 &&
+                              std::all_of(folder.begin() + 5, folder.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (in_iter_folder) {
+    if (!parse_int64(std::string_view(folder).substr(5), step)) return false;
+    head = stem;
+  } else {
+    const auto iter = stem.rfind("_iter_");
+    if (iter == std::string::npos) return false;
+    if (!parse_int64(std::string_view(stem).substr(iter + 6), step)) return false;
+    head = stem.substr(0, iter);
+  }
   const auto us = head.find_last_of('_');
   if (us == std::string::npos || us == 0) return false;
   *layer = head.substr(0, us);
   *tensor = head.substr(us + 1);
-  return true;
+  // In an iter_ folder only TE's tensor names make a dump: another .pt there is read as any other.
+  static constexpr std::string_view kTeTensors[] = {"activation", "weight", "gradient", "output", "wgrad", "dgrad"};
+  return !in_iter_folder || std::find(std::begin(kTeTensors), std::end(kTeTensors), *tensor) != std::end(kTeTensors);
 }
 
 namespace {
@@ -267,8 +284,8 @@ void load_file(const std::string& path, const FileSystem& fs, const CaptureOptio
     std::vector<std::string> skipped;
     const auto tensors = read_torch_save(bytes, path, &skipped);
     std::string layer, tensor;
-    if (parse_te_dump_name(strip_extension(name), &layer, &tensor, &info.step)) {
-      info.step_source = "file name";
+    if (parse_te_dump_name(path, strip_extension(name), &layer, &tensor, &info.step)) {
+      info.step_source = parent_name(path).rfind("iter_", 0) == 0 ? "folder name" : "file name";
       Role role;
       if (!role_from_name(tensor, &role)) {
         info.note = "TE dump of '" + tensor + "', not a GEMM operand fp8-advisor evaluates; skipped";

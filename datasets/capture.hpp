@@ -95,9 +95,10 @@ struct CaptureOptions {
 //   .npz          members named <layer>.<role>; step from the file name;
 //   .npy          one array; the file name (without .npy) is <layer>.<role>, the step the last
 //                 number in the folder name (e.g. step_000100/layers.0.fc1.activation.npy);
-//   .pt           torch.save files: TE DumpTensors dumps <layer>_<tensor>_iter_<N>.pt (the
-//                 "high_precision" tensor; step N; tensors other than activation/weight/gradient
-//                 are skipped), or dicts of <layer>.<role> tensors (step from the file name).
+//   .pt           torch.save files: TE DumpTensors dumps iter_<N>/<layer>_<tensor>.pt (TE 2.15+;
+//                 also the pre-release <layer>_<tensor>_iter_<N>.pt): the "high_precision"
+//                 tensor, step N, tensors other than activation/weight/gradient skipped; or
+//                 dicts of <layer>.<role> tensors (step from the file name).
 // Throws input errors fp8a.io.1xx, fp8a.safetensors.3xx, fp8a.npy.6xx, fp8a.torch.7xx,
 // fp8a.capture.4xx (see docs/ERRORS.md).
 CaptureSet load_captures(const std::vector<std::string>& paths, const FileSystem& fs,

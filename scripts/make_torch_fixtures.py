@@ -14,10 +14,13 @@ return (key, dtype, shape, every value as a float) and the entries it must skip.
 
 Transformer Engine DumpTensors (transformer_engine/debug/features/dump_tensors.py, TensorLogger
 .save_tensor / DumpTensors.inspect_tensor) writes one torch.save per (layer, tensor, iteration) to
-    {log_dir}/tensor_dumps/rank_{rank}/{layer}_{tensor}_iter_{iteration:06d}.pt
-(layer and tensor names with / \\ : * ? " < > | space, and in the newer version also '.', replaced
-by '_'), holding a dict {"high_precision": tensor, "quantized": QuantizedTensor}. The quantized
-value is TE's QuantizedTensor subclass pickled through its __reduce_ex__, e.g. for Float8Tensor
+    {log_dir}/tensor_dumps/rank_{rank}/iter_{iteration:06d}/{layer}_{tensor}.pt
+in every release (TE 2.15+); the fixtures below keep the name of the pull request's earlier
+revision, {layer}_{tensor}_iter_{iteration:06d}.pt, which fp8-advisor also reads
+(tests/datasets/test_capture.cpp loads the same bytes at the released path). Layer and tensor
+names have / \\ : * ? " < > | space and '.' replaced by '_'. Each file holds a dict
+{"high_precision": tensor, "quantized": QuantizedTensor}. The quantized value is TE's
+QuantizedTensor subclass pickled through its __reduce_ex__, e.g. for Float8Tensor
 (Float8Tensor._make_in_reduce_ex, (self._data, self._fp8_dtype, self._scale_inv, self.dtype)).
 Transformer Engine cannot be installed here (it needs CUDA), so the Float8Tensor and the
 transformer_engine_torch.DType enum are emulated below with plain classes registered under TE's

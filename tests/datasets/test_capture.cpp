@@ -481,3 +481,31 @@ TEST_CASE("ranks: from __metadata__ or a rank_R folder; two ranks of a key are s
                        "non-negative integer",
                        Error);
 }
+
+// TE DumpTensors as every release since TE 2.15 writes it (transformer_engine/debug/features/
+// dump_tensors.py TensorLogger.save_tensor): tensor_dumps/rank_<R>/iter_<NNNNNN>/<layer>_<tensor>.pt.
+// The bytes are a real torch.save of such a dump (scripts/make_torch_fixtures.py); only the path
+// differs from the fixture's, which has the pull request's earlier <layer>_<tensor>_iter_<N>.pt.
+TEST_CASE("TE DumpTensors' released layout: the step from the iter_ folder, the rank from rank_R") {
+  std::ifstream in(std::string(FP8A_SOURCE_DIR) + "/tests/golden/torch/tensor_dumps/rank_0/layers_0_fc1_activation_iter_000010.pt",
+                   std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  REQUIRE(!text.empty());
+  std::vector<std::byte> pt(text.size());
+  std::memcpy(pt.data(), text.data(), text.size());
+  MemoryFileSystem fs;
+  fs.add_file("log/tensor_dumps/rank_1/iter_000100/model_decoder_layers_1_mlp_linear_fc1_activation.pt", pt);
+  fs.add_file("log/tensor_dumps/rank_1/iter_000200/layers_0_fc1_weight.pt", pt);
+  fs.add_file("log/tensor_dumps/rank_1/iter_000200/layers_0_fc1_output.pt", pt);  // not a GEMM operand: skipped
+  const auto set = load_captures({"log"}, fs);
+  REQUIRE(set.tensors.size() == 2);
+  CHECK(set.tensors[0].key.step == 100);
+  CHECK(set.tensors[0].key.layer == "model_decoder_layers_1_mlp_linear_fc1");
+  CHECK(set.tensors[0].key.role == Role::kActivation);
+  CHECK(set.tensors[0].rank == 1);
+  CHECK(set.tensors[0].view.rows == 8);
+  CHECK(set.tensors[0].view.cols == 16);
+  CHECK(set.tensors[1].key.step == 200);
+  CHECK(set.tensors[1].key.layer == "layers_0_fc1");
+  CHECK(set.tensors[1].key.role == Role::kWeight);
+}

@@ -281,7 +281,8 @@ TEST_CASE(
 }
 
 TEST_CASE("torch fixtures: a Transformer Engine DumpTensors file where TE writes it") {
-  // TensorLogger.save_tensor: {root}/tensor_dumps/rank_{rank}/{layer}_{tensor}_iter_{iter:06d}.pt
+  // TensorLogger.save_tensor's file (a release puts it at tensor_dumps/rank_R/iter_N/<layer>_<tensor>.pt,
+  // tests/datasets/test_capture.cpp; this fixture keeps the pre-release name).
   const auto path = kGolden / "tensor_dumps/rank_0/layers_0_fc1_activation_iter_000010.pt";
   std::vector<std::string> skipped;
   const auto bytes = read_file(path);  // the tensors point into it
