@@ -351,7 +351,9 @@ class Capture(object):
                     self._amax[name] = a
                 else:
                     self._amax[name] = torch.maximum(prev, a)  # NaN-propagating
-            if self._capturing and mb == self.micro_batch and name not in self._pending:
+            # An empty tensor (an MoE expert that got no token) is not recorded: it holds no
+            # value to evaluate, and fp8-advisor refuses empty tensors.
+            if self._capturing and mb == self.micro_batch and name not in self._pending and t.numel() > 0:
                 c = t.to(cast) if cast is not None else t
                 src = t.dtype
                 if c.dtype == torch.float64:

@@ -599,6 +599,19 @@ class CaptureTest(unittest.TestCase):
         inspected = run_inspect(self.dir)
         self.assertEqual(set(inspected), set(want))
 
+    def test_empty_input_is_not_recorded(self):
+        """A linear that got no row in the captured step (an MoE expert without tokens, as
+        Megatron's SequentialMLP runs it) records its weight only: the capture stays readable."""
+        lin = torch.nn.Linear(4, 3)
+        cap = fp8a_capture.attach(torch.nn.Sequential(lin), self.dir, steps=[0])
+        x = torch.randn(0, 4, requires_grad=True)
+        lin(x).sum().backward()
+        cap.step()
+        cap.detach()
+        _, tensors, _ = read_safetensors(os.path.join(self.dir, "rank0_step_000000.safetensors"))
+        self.assertEqual(sorted(tensors), ["0.weight"])
+        self.assertEqual(set(run_inspect(self.dir)), {(0, "0.weight")})
+
 
 class StandInGroupedLinear(torch.nn.Module):
     """TE's GroupedLinear as the hook sees it (transformer_engine/pytorch/module/grouped_linear.py:
