@@ -1,6 +1,7 @@
 #include "reports/consumers/layer_names.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <string_view>
 #include <vector>
@@ -27,6 +28,12 @@ bool moe_suffix(const std::string& suffix) {
   return false;
 }
 
+bool megatron_suffix(const std::string& suffix) {
+  return std::find(std::begin(kMegatronSuffixes), std::end(kMegatronSuffixes), suffix) !=
+             std::end(kMegatronSuffixes) ||
+         moe_suffix(suffix);
+}
+
 // Expert <i> of TEGroupedMLP's grouped module as fp8a_capture names it (python/fp8a_capture.py
 // _expert_name): "<...>.mlp.experts.linear_fc1.expert<i>"; the module's name, or "" for any other
 // name. Only under Megatron's grouped-module names, where no child module can be called so: a
@@ -44,17 +51,59 @@ std::string grouped_module_of(const std::string& layer) {
   return s && (s->suffix == "mlp.experts.linear_fc1" || s->suffix == "mlp.experts.linear_fc2") ? module : "";
 }
 
-// The module a captured layer is: itself, or a grouped module for one of its experts.
-std::string module_of(const std::string& layer) {
-  std::string m = grouped_module_of(layer);
-  return m.empty() ? layer : m;
+// A layer name as TE's DumpTensors files carry it (datasets/capture.hpp): the debug API's name of a
+// Megatron module, "model." + its attribute path through the wrappers with the 1-based
+// layer_number, every '.' made '_' ("model_module_module_decoder_layers_1_mlp_linear_fc1"); as the
+// capture hook names that module ("decoder.layers.0.mlp.linear_fc1"), or "" for any other name.
+// Only Megatron's own module names are restored: elsewhere an '_' may be the name's own.
+std::string from_te_dump_name(const std::string& layer) {
+  std::string_view s = layer;
+  if (!s.starts_with("model_")) return "";
+  s.remove_prefix(6);
+  while (s.starts_with("module_")) s.remove_prefix(7);
+  std::string stack;
+  for (const char* st : {"language_model_", "vision_model_"})
+    if (s.starts_with(st)) {
+      stack = std::string(st).substr(0, std::strlen(st) - 1) + ".";
+      s.remove_prefix(std::strlen(st));
+    }
+  std::string block;
+  for (const char* b : {"decoder", "encoder"})
+    if (s.starts_with(std::string(b) + "_layers_")) block = b;
+  if (block.empty()) return "";
+  s.remove_prefix(block.size() + 8);
+  std::size_t digits = 0;
+  while (digits < s.size() && digits < 7 && s[digits] >= '0' && s[digits] <= '9') ++digits;
+  if (digits == 0 || digits > 6 || s[0] == '0' || digits >= s.size() || s[digits] != '_') return "";
+  const int number = std::stoi(std::string(s.substr(0, digits)));
+  const std::string rest(s.substr(digits + 1));
+  // Megatron's module suffixes, each as its sanitised form (local_experts.<E> with any E).
+  std::vector<std::string> suffixes(std::begin(kMegatronSuffixes), std::end(kMegatronSuffixes));
+  for (const char* fc : {"linear_fc1", "linear_fc2"}) {
+    suffixes.push_back(std::string("mlp.experts.") + fc);
+    suffixes.push_back(std::string("mlp.shared_experts.") + fc);
+    const std::string local = "mlp_experts_local_experts_", tail = std::string("_") + fc;
+    if (rest.starts_with(local) && rest.ends_with(tail) && rest.size() > local.size() + tail.size())
+      suffixes.push_back("mlp.experts.local_experts." + rest.substr(local.size(), rest.size() - local.size() - tail.size()) +
+                         "." + fc);
+  }
+  for (const std::string& suffix : suffixes) {
+    std::string sanitized = suffix;
+    std::replace(sanitized.begin(), sanitized.end(), '.', '_');
+    if (sanitized == rest && megatron_suffix(suffix))
+      return stack + block + ".layers." + std::to_string(number - 1) + "." + suffix;
+  }
+  return "";
 }
 
-bool megatron_suffix(const std::string& suffix) {
-  return std::find(std::begin(kMegatronSuffixes), std::end(kMegatronSuffixes), suffix) !=
-             std::end(kMegatronSuffixes) ||
-         moe_suffix(suffix);
+// The module a captured layer is: itself, a grouped module for one of its experts, or the module
+// a TE dump's name stands for.
+std::string module_of(const std::string& layer) {
+  if (std::string m = grouped_module_of(layer); !m.empty()) return m;
+  if (std::string m = from_te_dump_name(layer); !m.empty()) return m;
+  return layer;
 }
+
 
 // Megatron's MoE router (TopKRouter): its gating GEMM is a plain torch linear in FP32 or BF16,
 // never a TE module, so no FP8 config reaches it.

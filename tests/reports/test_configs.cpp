@@ -168,6 +168,20 @@ TEST_CASE("captured layer names map to Megatron's and nvdlfw_inspect's, guesses 
                           "decoder.layers.1.mlp.experts.linear_fc1.expert", "moe.expert3",
                           "decoder.layers.1.mlp.experts.linear_fc1.expert1234567"})
     CHECK(captured_name(own).name == own);
+  // TE DumpTensors' names (the debug API's, 1-based layer_number, '.' made '_') are Megatron's modules.
+  CHECK(megatron_module_path("model_module_module_decoder_layers_1_self_attention_linear_qkv").name ==
+        "decoder.layers.0.self_attention.linear_qkv");
+  CHECK_FALSE(megatron_module_path("model_module_module_decoder_layers_1_self_attention_linear_qkv").guess);
+  CHECK(nvdlfw_layer_name("model_decoder_layers_12_mlp_linear_fc1").name == "decoder.layers.12.mlp.linear_fc1");
+  CHECK(megatron_module_path("model_language_model_decoder_layers_3_mlp_experts_local_experts_7_linear_fc2").name ==
+        "decoder.layers.2.mlp.experts.local_experts.7.linear_fc2");
+  CHECK(captured_name("model_module_encoder_layers_2_mlp_shared_experts_linear_fc1").name ==
+        "encoder.layers.1.mlp.shared_experts.linear_fc1");
+  for (const char* own : {"decoder_layers_1_mlp_linear_fc1", "model_decoder_layers_0_mlp_linear_fc1",
+                          "model_decoder_layers_01_mlp_linear_fc1", "model_decoder_layers_1_mlp_linear_fc3",
+                          "model_decoder_layers_1_mlp_experts_local_experts_x_linear_fc1", "model_layers_1_fc1",
+                          "model_decoder_layers_1234567_mlp_linear_fc1"})
+    CHECK(captured_name(own).name == own);
   const MappedName router = megatron_module_path("decoder.layers.1.mlp.router");
   CHECK(router.guess);
   CHECK(router.note == "Megatron's MoE router is not a TE module: its gating GEMM never runs in FP8, and no config "
@@ -643,6 +657,12 @@ std::vector<NameFamily> name_families() {
       grouped.push_back("decoder.layers.1.mlp.experts." + std::string(fc) + ".expert" + std::to_string(e));
   grouped.push_back("decoder.layers.1.mlp.shared_experts.linear_fc1");
   f.push_back({"MoE grouped experts", grouped});
+  // TE DumpTensors' file names of a wrapped Megatron model (layer_number 1-based, '.' made '_').
+  std::vector<std::string> dumps;
+  for (int n = 1; n <= 3; ++n)
+    for (const char* m : {"self_attention_linear_qkv", "mlp_linear_fc1", "mlp_linear_fc2"})
+      dumps.push_back("model_module_module_decoder_layers_" + std::to_string(n) + "_" + m);
+  f.push_back({"TE dump names", dumps});
   return f;
 }
 
@@ -662,10 +682,17 @@ bool fallback(const LayerSpec& s, int g) { return s.plan[g] == 'b'; }
 
 // The module a captured name is in the model: an expert "<...>.mlp.experts.linear_fcN.expert<i>" of
 // a grouped module (TE GroupedLinear) is that module, which has no child per expert.
+// TE DumpTensors' name of a Megatron module (the debug API's "model." + path, layer_number
+// 1-based, '.' made '_') is that module, 0-based.
 std::string model_module(const std::string& captured) {
   static const std::regex kExpert(R"((.*\.mlp\.experts\.linear_fc[12])\.expert[0-9]+)");
+  static const std::regex kDump(
+      R"(model_(?:module_)*decoder_layers_([1-9][0-9]*)_(self_attention|mlp)_(linear_qkv|linear_proj|linear_fc1|linear_fc2))");
   std::smatch m;
-  return std::regex_match(captured, m, kExpert) ? m[1].str() : captured;
+  if (std::regex_match(captured, m, kExpert)) return m[1].str();
+  if (std::regex_match(captured, m, kDump))
+    return "decoder.layers." + std::to_string(std::stoi(m[1].str()) - 1) + "." + m[2].str() + "." + m[3].str();
+  return captured;
 }
 
 // Python's re.search of a pattern as nvdlfw_inspect.yaml writes it, by std::regex (ECMAScript):
