@@ -30,7 +30,8 @@ weight only. fp8-advisor maps every expert of a grouped module to the module its
 configs (one recipe per module, BF16 for a GEMM any expert needs in BF16; the files say which).
 Megatron's SequentialMLP experts are separate linear modules and are captured as such.
 TE's fused ``LayerNormLinear`` and ``LayerNormMLP`` are skipped with a warning: their GEMM inputs
-are internal to the module.
+are internal to the module. TE's own ``DumpTensors`` debug feature dumps them as TE feeds them;
+:func:`te_dump_config` writes its config, and fp8-advisor reads the dumps.
 
 Under autocast the tensors are recorded as the GEMM receives them: X and W cast to the autocast
 dtype (e.g. BF16), dY in the output's dtype. Otherwise each tensor keeps its own dtype (F32, F16,
@@ -93,7 +94,7 @@ try:
 except (TypeError, ValueError):
     _FORWARD_HOOK_KWARGS = False
 
-__all__ = ["attach", "Capture", "write_safetensors"]
+__all__ = ["attach", "Capture", "te_dump_config", "write_safetensors"]
 
 _SAFETENSORS_DTYPE = {
     torch.float32: "F32",
@@ -271,8 +272,8 @@ class Capture(object):
                 continue
             if fused and isinstance(mod, fused):
                 warnings.warn("fp8a_capture: %s (%s) skipped: the GEMM inputs of TE's fused "
-                              "LayerNorm modules are internal; use TE's DumpTensors / "
-                              "LogTensorStats for them" % (lname, type(mod).__name__))
+                              "LayerNorm modules are internal; dump them with TE's DumpTensors "
+                              "(fp8a_capture.te_dump_config writes the config)" % (lname, type(mod).__name__))
                 continue
             if grouped and isinstance(mod, grouped):
                 n = int(getattr(mod, "num_gemms", 0) or 0)
@@ -566,6 +567,52 @@ class Capture(object):
     def __exit__(self, *exc):
         self.detach()
         return False
+
+
+def te_dump_config(path, steps, layer_regex=r"(^|\.)(linear_qkv|linear_fc1|fc1|fc2)$"):
+    """Write an nvdlfw_inspect config that makes Transformer Engine (2.15+) dump the GEMM operands
+    of its modules at ``steps`` with its own ``DumpTensors`` feature: X, W and dY of every GEMM
+    as TE feeds them, before quantization. For TE's fused ``LayerNormLinear`` and
+    ``LayerNormMLP``, whose GEMM inputs this hook cannot see (the normalised X, fc2's input,
+    fc1's dY), and which Megatron's TE spec uses for ``linear_qkv`` and ``linear_fc1``.
+
+    Args:
+      path: the YAML file to write.
+      steps: the debug API's iterations to dump (``debug_api.step()`` counts them; Megatron
+        calls it once per training step), an iterable of ints.
+      layer_regex: Python regex (``re.search``) on the debug API's layer names (``model.`` + the
+        module path, Megatron's 1-based layer_number; LayerNormMLP's GEMMs are ``<name>.fc1``,
+        ``<name>.fc2``); the default takes Megatron's fused ``linear_qkv`` and ``linear_fc1`` and
+        LayerNormMLP's two GEMMs, not the modules the hook captures.
+
+    Then, in training: ``debug_api.initialize(config_file=path,
+    feature_dirs=[<transformer_engine>/debug/features], log_dir=LOG)``; fp8-advisor reads
+    ``LOG/tensor_dumps`` (``run --capture LOG/tensor_dumps``) and maps the dumps' names back to
+    Megatron's modules in the configs it writes.
+    """
+    steps = sorted({int(s) for s in steps})
+    if not steps or steps[0] < 0:
+        raise ValueError("steps must be one or more non-negative integers")
+    re.compile(layer_regex)  # a bad pattern fails here, not in training
+    quoted = "'" + str(layer_regex).replace("'", "''") + "'"  # a YAML single-quoted scalar
+    ranges = ", ".join("[%d, %d]" % (s, s) for s in steps)
+    text = ("# fp8a_capture.te_dump_config: TE DumpTensors of the GEMM operands, for fp8-advisor\n"
+            "fp8a_dump_gemm_operands:\n"
+            "  enabled: True\n"
+            "  layers:\n"
+            "    layer_name_regex_pattern: %s\n"
+            "  transformer_engine:\n"
+            "    DumpTensors:\n"
+            "      enabled: True\n"
+            "      tensors: [activation, weight, gradient]\n"
+            "      high_precision_tensor: True\n"
+            "      quantized_tensor: False\n"
+            "      start_end_list: [%s]\n" % (quoted, ranges))
+    tmp = str(path) + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, str(path))
+    return str(path)
 
 
 def attach(model, out_dir, steps=None, every=None, name_regex=None, micro_batch=0, **kwargs):
