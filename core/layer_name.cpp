@@ -1,5 +1,6 @@
 #include "core/layer_name.hpp"
 
+#include <algorithm>
 #include <cctype>
 
 namespace fp8a {
@@ -13,6 +14,18 @@ std::optional<TransformerLayerName> split_transformer_layer(const std::string& n
     return TransformerLayerName{pos, std::stoi(name.substr(i, j - i)), name.substr(j + 1)};
   }
   return std::nullopt;
+}
+
+std::string grouped_module_of(const std::string& layer) {
+  const std::size_t dot = layer.rfind('.');
+  if (dot == std::string::npos || layer.compare(dot + 1, 6, "expert") != 0) return "";
+  const std::string digits = layer.substr(dot + 7);
+  if (digits.empty() || digits.size() > 6 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return "";
+  const std::string module = layer.substr(0, dot);
+  const auto s = split_transformer_layer(module);
+  return s && (s->suffix == "mlp.experts.linear_fc1" || s->suffix == "mlp.experts.linear_fc2") ? module : "";
 }
 
 std::optional<int> transformer_layer_index(const std::string& name) {

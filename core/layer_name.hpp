@@ -22,4 +22,11 @@ std::optional<TransformerLayerName> split_transformer_layer(const std::string& n
 // split_transformer_layer's index.
 std::optional<int> transformer_layer_index(const std::string& name);
 
+// Expert <i> of Megatron TEGroupedMLP's grouped module as fp8a_capture names it (python/
+// fp8a_capture.py _expert_name): "<...>.mlp.experts.linear_fc1.expert<i>" (or linear_fc2, i of 1
+// to 6 digits); the module's name, or "" for any other name. Only under Megatron's grouped-module
+// names, where no child module can be called so: a custom model's "expert3" may be a module of its
+// own. TE's GroupedLinear runs every expert in one recipe, and no consumer config can set one.
+std::string grouped_module_of(const std::string& layer);
+
 }  // namespace fp8a

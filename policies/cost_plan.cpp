@@ -70,6 +70,13 @@ CandidatePlan plan_cost(CandidatePlan ca, const CostModel& cost, const CostRows&
     if (!changed) break;
   }
   tally_fp8(&ca);
+  // A grouped module's experts again share each GEMM's precision (one not paying sends them all),
+  // and the cost is that plan's.
+  plan_grouped_modules(&ca);
+  for (std::size_t li = 0; li < ca.layers.size(); ++li)
+    if (rows[li])
+      for (std::size_t g = 0; g < 3; ++g)
+        if (ca.plan[li][g] == Precision::kBf16) plan.choice[*rows[li]][g] = kCostBf16;
   ca.speedup = estimate_cost(cost, plan).speedup;
   return ca;
 }

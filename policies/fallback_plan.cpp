@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "core/layer_name.hpp"
 #include "core/text.hpp"
 
 namespace fp8a {
@@ -77,6 +78,36 @@ void tally_fp8(CandidatePlan* ca) {
   ca->fp8_flop_share = ca->total_flops > 0 ? ca->fp8_flops / ca->total_flops : 0.0;
 }
 
+void plan_grouped_modules(CandidatePlan* ca) {
+  std::map<std::string, std::vector<std::size_t>> members;  // grouped module -> its experts' layers
+  for (std::size_t li = 0; li < ca->layers.size(); ++li)
+    if (std::string m = grouped_module_of(ca->layers[li].layer); !m.empty()) members[m].push_back(li);
+  if (members.empty()) return;
+  if (ca->grouped.size() != ca->layers.size()) ca->grouped.assign(ca->layers.size(), {});
+  for (const auto& [module, layers] : members)
+    for (std::size_t g = 0; g < 3; ++g) {
+      // The first expert whose judged GEMM the plan keeps in BF16 on its own account (its numbers
+      // fail, or FP8 would not pay there), and why.
+      std::string why;
+      for (std::size_t li : layers) {
+        const GemmJudgement& j = ca->layers[li].gemms[g];
+        const std::string& not_paying = ca->not_paying.empty() ? std::string() : ca->not_paying[li][g];
+        if (!j.judged || ca->plan[li][g] != Precision::kBf16 || (j.fp8_safe && not_paying.empty())) continue;
+        why = ca->layers[li].layer + " " + gemm_name(j.gemm) + ": " + (!j.fp8_safe ? failing_verdict(j).reason : not_paying);
+        break;
+      }
+      if (why.empty()) continue;
+      for (std::size_t li : layers)
+        if (ca->plan[li][g] == Precision::kFp8) {
+          ca->plan[li][g] = Precision::kBf16;
+          ++ca->gemms_to_bf16;
+          ca->grouped[li][g] = "BF16 with its grouped module (TE's GroupedLinear runs all its experts in one "
+                               "recipe), for " + why;
+        }
+    }
+  tally_fp8(ca);
+}
+
 std::string threshold_load_text(double risk_sum, int gemms, const char* what) {
   if (gemms <= 0) return std::string("no ") + what;
   return format_text("mean threshold load %.2f over %d %s%s", risk_sum / gemms, gemms, what, gemms == 1 ? "" : "s");
@@ -106,6 +137,7 @@ CandidatePlan plan_fallback(const RunCandidate& candidate, std::vector<LayerJudg
     ca.plan.push_back(p);
   }
   tally_fp8(&ca);
+  plan_grouped_modules(&ca);
   summarize_failures(&ca);
   return ca;
 }
@@ -145,7 +177,9 @@ std::vector<LayerDecision> decide_layers(const CandidatePlan& c, FallbackScope s
         any_bf16 = true;
         const std::string& not_paying =
             c.not_paying.empty() ? std::string() : c.not_paying[li][static_cast<int>(j.gemm)];
-        gd.reason = j.fp8_safe && !not_paying.empty() ? not_paying
+        const std::string& grouped = c.grouped.empty() ? std::string() : c.grouped[li][static_cast<int>(j.gemm)];
+        gd.reason = j.fp8_safe && !grouped.empty()    ? grouped
+                    : j.fp8_safe && !not_paying.empty() ? not_paying
                     : j.fp8_safe                      ? global_cause
                                                       : failing_verdict(j).reason;
       }

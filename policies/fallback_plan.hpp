@@ -62,9 +62,20 @@ struct CandidatePlan {
   // Per (layer i, GEMM g): why the cost model sent a GEMM the numbers allow in FP8 to BF16
   // (FP8 would not pay: its casts cost more than the faster GEMM saves); "" otherwise.
   std::vector<std::array<std::string, 3>> not_paying;
-  // The plan's precision of (layer i, GEMM g): kFp8 exactly when fp8_safe and the scope allows.
+  // Per (layer i, GEMM g): why a GEMM that passes is BF16 because another expert of its grouped
+  // module needs that GEMM in BF16 (plan_grouped_modules); "" otherwise.
+  std::vector<std::array<std::string, 3>> grouped;
+  // The plan's precision of (layer i, GEMM g): kFp8 exactly when fp8_safe and the scope allows,
+  // and every expert of its grouped module may keep that GEMM in FP8.
   std::vector<std::array<Precision, 3>> plan;
 };
+
+// The experts of a grouped module (core/layer_name.hpp grouped_module_of: TE's GroupedLinear,
+// captured per expert) get one precision per GEMM: where the plan keeps a judged GEMM of one
+// expert in BF16 (its numbers fail, or FP8 would not pay), every expert's is BF16, with `grouped`
+// naming the expert and its reason; TE runs the module's experts in one recipe and no config can
+// tell them apart. Counts those GEMMs in gemms_to_bf16 and re-tallies.
+void plan_grouped_modules(CandidatePlan* ca);
 
 // The numbers' plan of the candidate over its judged layers: plan, gemms_to_bf16, the FP8 tally,
 // worst_failure and failures_by_step; no cost fields.

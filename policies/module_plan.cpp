@@ -4,6 +4,7 @@
 #include <map>
 
 #include "core/error.hpp"
+#include "core/layer_name.hpp"
 #include "core/recipe_options.hpp"
 #include "core/text.hpp"
 #include "policies/choice.hpp"
@@ -96,13 +97,37 @@ ModulePlan plan_over(const std::vector<CandidatePlan>& cands, std::size_t base,
       pick = fastest;
     }
     m.candidate = pick;
-    if (pick) {
+    mp.modules.push_back(std::move(m));
+  }
+  // A grouped module's experts take one recipe (TE's GroupedLinear; te_precision_config.yaml
+  // can name only the module): where their choices differ, all of them BF16, as the config does.
+  std::map<std::string, std::vector<std::size_t>> members;
+  for (std::size_t li = 0; li < mp.modules.size(); ++li)
+    if (std::string g = grouped_module_of(mp.modules[li].layer); !g.empty()) members[g].push_back(li);
+  for (const auto& [module, layers] : members) {
+    const auto differs = [&](std::size_t li) { return mp.modules[li].candidate != mp.modules[layers.front()].candidate; };
+    if (!std::any_of(layers.begin(), layers.end(), differs)) continue;
+    std::string why;
+    for (std::size_t li : layers)
+      if (!mp.modules[li].candidate) {
+        why = mp.modules[li].layer + ": " + mp.modules[li].reason;
+        break;
+      }
+    if (why.empty()) why = "its experts pass under different recipes";
+    for (std::size_t li : layers)
+      if (mp.modules[li].candidate) {
+        mp.modules[li].candidate.reset();
+        mp.modules[li].reason = "with its grouped module (TE's GroupedLinear runs all its experts in one recipe), "
+                                "for " + why;
+      }
+  }
+  for (std::size_t li = 0; li < mp.modules.size(); ++li) {
+    if (const auto& pick = mp.modules[li].candidate) {
       mp.fp8_flops += layer_flops(b.layers[li]);
       if (*pick != base) ++mp.switched;
     } else {
       ++mp.bf16;
     }
-    mp.modules.push_back(std::move(m));
   }
   mp.fp8_flop_share = b.total_flops > 0 ? mp.fp8_flops / b.total_flops : 0.0;
   if (cost != nullptr && b.speedup) {

@@ -34,23 +34,6 @@ bool megatron_suffix(const std::string& suffix) {
          moe_suffix(suffix);
 }
 
-// Expert <i> of TEGroupedMLP's grouped module as fp8a_capture names it (python/fp8a_capture.py
-// _expert_name): "<...>.mlp.experts.linear_fc1.expert<i>"; the module's name, or "" for any other
-// name. Only under Megatron's grouped-module names, where no child module can be called so: a
-// custom model's "expert3" may be a module of its own.
-std::string grouped_module_of(const std::string& layer) {
-  const std::size_t dot = layer.rfind('.');
-  if (dot == std::string::npos || layer.compare(dot + 1, 6, "expert") != 0) return "";
-  const std::string digits = layer.substr(dot + 7);
-  if (digits.empty() || digits.size() > 6 || !std::all_of(digits.begin(), digits.end(), [](char c) {
-        return c >= '0' && c <= '9';
-      }))
-    return "";
-  const std::string module = layer.substr(0, dot);
-  const auto s = split_transformer_layer(module);
-  return s && (s->suffix == "mlp.experts.linear_fc1" || s->suffix == "mlp.experts.linear_fc2") ? module : "";
-}
-
 // A layer name as TE's DumpTensors files carry it (datasets/capture.hpp): the debug API's name of a
 // Megatron module, "model." + its attribute path through the wrappers with the 1-based
 // layer_number, every '.' made '_' ("model_module_module_decoder_layers_1_mlp_linear_fc1"); as the

@@ -268,3 +268,53 @@ TEST_CASE("recommendation_limits: no amax trend from one step; incomplete layers
   const std::vector<CapturedLayer> two_steps = {{"A", {2, 4}, false}};
   CHECK(recommendation_limits(two_steps, {}, {}, {LayerDecision{}}).empty());
 }
+
+// TE's GroupedLinear runs every expert of a grouped module in one recipe, and no config can set
+// one expert apart: one expert's failing GEMM sends that GEMM of every expert to BF16, so the
+// plan's FP8 share is what the configs train. An unjudged GEMM (an expert with no token) sends
+// nothing; names that only look alike ("moe.expert3") are modules of their own.
+TEST_CASE("plan_fallback: a grouped module's experts share each GEMM's precision") {
+  const std::string m = "decoder.layers.0.mlp.experts.linear_fc1";
+  const auto passing = [](Gemm g) { return judged(g, true, 10, 0.1); };
+  const std::vector<LayerJudgement> js = {
+      layer(m + ".expert0", passing(Gemm::kFprop), passing(Gemm::kDgrad), passing(Gemm::kWgrad)),
+      layer(m + ".expert1", judged(Gemm::kFprop, false, 10, 2.0, "weight underflow 99 %"), passing(Gemm::kDgrad),
+            passing(Gemm::kWgrad)),
+      layer(m + ".expert2", passing(Gemm::kFprop), unjudged(Gemm::kDgrad), passing(Gemm::kWgrad)),
+      layer("moe.expert3", passing(Gemm::kFprop), passing(Gemm::kDgrad), passing(Gemm::kWgrad)),
+      layer("moe.expert4", judged(Gemm::kFprop, false, 10, 2.0, "too coarse"), passing(Gemm::kDgrad),
+            passing(Gemm::kWgrad))};
+  const CandidatePlan p = plan_fallback(cand("current", TrainingFormat::kHybrid), js, FallbackScope::kGemm);
+  using P = Precision;
+  CHECK(p.plan == std::vector<std::array<P, 3>>{{P::kBf16, P::kFp8, P::kFp8},
+                                                {P::kBf16, P::kFp8, P::kFp8},
+                                                {P::kBf16, P::kBf16, P::kFp8},
+                                                {P::kFp8, P::kFp8, P::kFp8},
+                                                {P::kBf16, P::kFp8, P::kFp8}});
+  CHECK(p.gemms_to_bf16 == 4);   // the three experts' fprop, moe.expert4's
+  CHECK(p.total_flops == 140);   // 14 judged GEMMs of 10
+  CHECK(p.fp8_flops == 100);     // 10 FP8 GEMMs: 2 + 2 + 1 + 3 + 2
+  const std::vector<LayerDecision> d = decide_layers(p, FallbackScope::kGemm);
+  const std::string why = "BF16 with its grouped module (TE's GroupedLinear runs all its experts in one recipe), for " +
+                          m + ".expert1 fprop: weight underflow 99 %";
+  CHECK(d[0].gemms[0].reason == why);
+  CHECK(d[2].gemms[0].reason == why);
+  CHECK(d[1].gemms[0].reason == "weight underflow 99 %");
+  CHECK(d[0].gemms[1].reason.empty());
+
+  // The per-module plan: the grouped module's experts on one recipe, here BF16 for all of them
+  // (expert1 has no recipe that passes all its GEMMs); the look-alikes each on their own.
+  const std::vector<CandidatePlan> cands = {p};
+  const ModulePlan mp = plan_modules(cands, 0, nullptr, CostRows(js.size()));
+  REQUIRE(mp.modules.size() == 5);
+  for (std::size_t li : {0, 2}) {
+    CHECK_FALSE(mp.modules[li].candidate);
+    CHECK(mp.modules[li].reason.starts_with("with its grouped module (TE's GroupedLinear runs all its experts in one "
+                                            "recipe), for " + m + ".expert1: no per-module recipe passes"));
+  }
+  CHECK_FALSE(mp.modules[1].candidate);
+  CHECK(mp.modules[3].candidate == std::optional<std::size_t>(0));
+  CHECK_FALSE(mp.modules[4].candidate);
+  CHECK(mp.bf16 == 4);
+  CHECK(mp.fp8_flops == 30);  // moe.expert3's three GEMMs
+}
