@@ -19,8 +19,23 @@ struct TransformerLayerName {
 // there is none ("output_layer", "xlayers.3.fc").
 std::optional<TransformerLayerName> split_transformer_layer(const std::string& name);
 
-// split_transformer_layer's index.
+// split_transformer_layer's index; for a TE DumpTensors name, its Megatron module's
+// (megatron_name_of_te_dump).
 std::optional<int> transformer_layer_index(const std::string& name);
+
+// A suffix after "layers.<N>." that is one of Megatron-Core's linear modules: the TransformerLayer's
+// self_attention.linear_qkv / linear_proj and mlp.linear_fc1 / fc2, and the MoE MLP's
+// (megatron/core/transformer/moe/): SequentialMLP's experts (mlp.experts.local_experts.<E>.linear_fc1),
+// TEGroupedMLP's grouped modules (mlp.experts.linear_fc1) and SharedExpertMLP's
+// (mlp.shared_experts.linear_fc1).
+bool megatron_module_suffix(const std::string& suffix);
+
+// A layer name as TE's DumpTensors files carry it (datasets/capture.hpp): the debug API's name of a
+// Megatron module, "model." + its attribute path through the wrappers with the 1-based
+// layer_number, every '.' made '_' ("model_module_module_decoder_layers_1_mlp_linear_fc1"); the
+// name the capture hook gives that module ("decoder.layers.0.mlp.linear_fc1"), or "" for any
+// other name. Only Megatron's own module names are restored: elsewhere an '_' may be the name's own.
+std::string megatron_name_of_te_dump(const std::string& layer);
 
 // Expert <i> of Megatron TEGroupedMLP's grouped module as fp8a_capture names it (python/
 // fp8a_capture.py _expert_name): "<...>.mlp.experts.linear_fc1.expert<i>" (or linear_fc2, i of 1

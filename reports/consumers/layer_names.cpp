@@ -9,81 +9,11 @@
 namespace fp8a {
 namespace {
 
-// Megatron-Core's linear modules inside a TransformerLayer.
-constexpr std::string_view kMegatronSuffixes[] = {"self_attention.linear_qkv", "self_attention.linear_proj",
-                                                  "mlp.linear_fc1", "mlp.linear_fc2"};
-
-// The MoE MLP's linear modules (megatron/core/transformer/moe/): SequentialMLP's experts
-// (mlp.experts.local_experts.<E>.linear_fc1), TEGroupedMLP's grouped modules (mlp.experts.linear_fc1,
-// every expert in one TE GroupedLinear) and SharedExpertMLP's (mlp.shared_experts.linear_fc1).
-bool moe_suffix(const std::string& suffix) {
-  for (const char* fc : {"linear_fc1", "linear_fc2"}) {
-    if (suffix == std::string("mlp.experts.") + fc || suffix == std::string("mlp.shared_experts.") + fc) return true;
-    const std::string local = "mlp.experts.local_experts.", tail = std::string(".") + fc;
-    if (suffix.starts_with(local) && suffix.ends_with(tail) && suffix.size() > local.size() + tail.size()) {
-      const std::string e = suffix.substr(local.size(), suffix.size() - local.size() - tail.size());
-      if (e.size() <= 6 && std::all_of(e.begin(), e.end(), [](char c) { return c >= '0' && c <= '9'; })) return true;
-    }
-  }
-  return false;
-}
-
-bool megatron_suffix(const std::string& suffix) {
-  return std::find(std::begin(kMegatronSuffixes), std::end(kMegatronSuffixes), suffix) !=
-             std::end(kMegatronSuffixes) ||
-         moe_suffix(suffix);
-}
-
-// A layer name as TE's DumpTensors files carry it (datasets/capture.hpp): the debug API's name of a
-// Megatron module, "model." + its attribute path through the wrappers with the 1-based
-// layer_number, every '.' made '_' ("model_module_module_decoder_layers_1_mlp_linear_fc1"); as the
-// capture hook names that module ("decoder.layers.0.mlp.linear_fc1"), or "" for any other name.
-// Only Megatron's own module names are restored: elsewhere an '_' may be the name's own.
-std::string from_te_dump_name(const std::string& layer) {
-  std::string_view s = layer;
-  if (!s.starts_with("model_")) return "";
-  s.remove_prefix(6);
-  while (s.starts_with("module_")) s.remove_prefix(7);
-  std::string stack;
-  for (const char* st : {"language_model_", "vision_model_"})
-    if (s.starts_with(st)) {
-      stack = std::string(st).substr(0, std::strlen(st) - 1) + ".";
-      s.remove_prefix(std::strlen(st));
-    }
-  std::string block;
-  for (const char* b : {"decoder", "encoder"})
-    if (s.starts_with(std::string(b) + "_layers_")) block = b;
-  if (block.empty()) return "";
-  s.remove_prefix(block.size() + 8);
-  std::size_t digits = 0;
-  while (digits < s.size() && digits < 7 && s[digits] >= '0' && s[digits] <= '9') ++digits;
-  if (digits == 0 || digits > 6 || s[0] == '0' || digits >= s.size() || s[digits] != '_') return "";
-  const int number = std::stoi(std::string(s.substr(0, digits)));
-  const std::string rest(s.substr(digits + 1));
-  // Megatron's module suffixes, each as its sanitised form (local_experts.<E> with any E).
-  std::vector<std::string> suffixes(std::begin(kMegatronSuffixes), std::end(kMegatronSuffixes));
-  for (const char* fc : {"linear_fc1", "linear_fc2"}) {
-    suffixes.push_back(std::string("mlp.experts.") + fc);
-    suffixes.push_back(std::string("mlp.shared_experts.") + fc);
-    const std::string local = "mlp_experts_local_experts_", tail = std::string("_") + fc;
-    if (rest.starts_with(local) && rest.ends_with(tail) && rest.size() > local.size() + tail.size())
-      suffixes.push_back("mlp.experts.local_experts." + rest.substr(local.size(), rest.size() - local.size() - tail.size()) +
-                         "." + fc);
-  }
-  for (const std::string& suffix : suffixes) {
-    std::string sanitized = suffix;
-    std::replace(sanitized.begin(), sanitized.end(), '.', '_');
-    if (sanitized == rest && megatron_suffix(suffix))
-      return stack + block + ".layers." + std::to_string(number - 1) + "." + suffix;
-  }
-  return "";
-}
-
 // The module a captured layer is: itself, a grouped module for one of its experts, or the module
 // a TE dump's name stands for.
 std::string module_of(const std::string& layer) {
   if (std::string m = grouped_module_of(layer); !m.empty()) return m;
-  if (std::string m = from_te_dump_name(layer); !m.empty()) return m;
+  if (std::string m = megatron_name_of_te_dump(layer); !m.empty()) return m;
   return layer;
 }
 
@@ -136,7 +66,7 @@ MappedName megatron_module_path(const std::string& captured) {
   if (p->layer.suffix == "mlp.router") {
     m.guess = true;
     m.note = kRouterNote;
-  } else if (!megatron_suffix(p->layer.suffix)) {
+  } else if (!megatron_module_suffix(p->layer.suffix)) {
     m.guess = true;
     m.note = "'" + p->layer.suffix + "' is not one of Megatron's linear modules; mapped by its layer index";
   } else if (p->block.empty()) {
@@ -168,7 +98,7 @@ MappedName nvdlfw_layer_name(const std::string& captured) {
   if (p->layer.suffix == "mlp.router") {
     m.guess = true;
     m.note += std::string("; ") + kRouterNote;
-  } else if (!megatron_suffix(p->layer.suffix)) {
+  } else if (!megatron_module_suffix(p->layer.suffix)) {
     m.guess = true;
     m.note += "; '" + p->layer.suffix + "' is not one of Megatron's linear modules";
   }

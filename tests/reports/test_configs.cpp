@@ -135,6 +135,11 @@ TEST_CASE("captured layer names map to Megatron's and nvdlfw_inspect's, guesses 
   CHECK(transformer_layer_index("module.decoder.layers.12.mlp.linear_fc1") == 12);
   CHECK_FALSE(transformer_layer_index("output_layer").has_value());
   CHECK_FALSE(transformer_layer_index("xlayers.3.fc").has_value());
+  // A TE DumpTensors name: its Megatron module's index (layer_number 2 is index 1).
+  CHECK(transformer_layer_index("model_module_module_decoder_layers_2_self_attention_linear_qkv") == 1);
+  CHECK(megatron_name_of_te_dump("model_module_module_decoder_layers_2_self_attention_linear_qkv") ==
+        "decoder.layers.1.self_attention.linear_qkv");
+  CHECK_FALSE(transformer_layer_index("layers_2_fc1").has_value());
   const MappedName exact = megatron_module_path("module.decoder.layers.2.self_attention.linear_qkv");
   CHECK(exact.name == "decoder.layers.2.self_attention.linear_qkv");
   CHECK_FALSE(exact.guess);
