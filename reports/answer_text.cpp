@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/layer_name.hpp"
 #include "core/text.hpp"
 #include "reports/consumers/layer_names.hpp"
 #include "reports/consumers/te_recipe.hpp"
@@ -15,6 +16,14 @@ PlanFallbacks plan_fallbacks(const Recommendation& rec) {
   PlanFallbacks f;
   if (!rec.chosen) return f;
   const CandidatePlan& c = rec.candidates[*rec.chosen];
+  // The grouped modules' sibling fallbacks: per (module, GEMM, reason) the line's index in bf16
+  // and the experts' numbers.
+  struct Folded {
+    std::size_t line = 0;
+    std::string module, gemm, reason;
+    std::vector<std::string> experts;
+  };
+  std::vector<Folded> folded;
   // Whole layers where no GEMM was judged, else single GEMMs.
   for (std::size_t li = 0; li < rec.layers.size(); ++li) {
     const LayerDecision& l = rec.layers[li];
@@ -22,6 +31,7 @@ PlanFallbacks plan_fallbacks(const Recommendation& rec) {
     for (const GemmDecision& g : l.gemms) any_judged = any_judged || g.judged;
     if (!any_judged) {
       f.bf16.push_back(l.layer + ": " + l.gemms[0].reason);
+      ++f.bf16_gemms;
       continue;
     }
     for (const GemmDecision& g : l.gemms) {
@@ -29,13 +39,35 @@ PlanFallbacks plan_fallbacks(const Recommendation& rec) {
       if (g.precision == Precision::kBf16 && li < c.not_paying.size() &&
           !c.not_paying[li][static_cast<int>(g.gemm)].empty())
         ++f.not_paying;
-      else if (g.precision == Precision::kBf16)
+      else if (const std::string module = grouped_module_of(l.layer);
+               g.precision == Precision::kBf16 && !module.empty() && li < c.grouped.size() &&
+               !c.grouped[li][static_cast<int>(g.gemm)].empty()) {
+        ++f.bf16_gemms;
+        const std::string expert = l.layer.substr(module.size() + 7);  // after ".expert"
+        auto it = std::find_if(folded.begin(), folded.end(), [&](const Folded& x) {
+          return x.module == module && x.gemm == gemm_name(g.gemm) && x.reason == g.reason;
+        });
+        if (it == folded.end()) {
+          folded.push_back({f.bf16.size(), module, gemm_name(g.gemm), g.reason, {}});
+          f.bf16.emplace_back();
+          it = folded.end() - 1;
+        }
+        it->experts.push_back(expert);
+      } else if (g.precision == Precision::kBf16) {
         f.bf16.push_back(l.layer + " " + gemm_name(g.gemm) + ": " + g.reason);
+        ++f.bf16_gemms;
+      }
       else if (g.watched)
         f.watched.push_back(l.layer + " " + gemm_name(g.gemm) + ": " + g.reason);
       else if (!g.reason.empty())
         f.close.push_back(l.layer + " " + gemm_name(g.gemm) + ": " + g.reason);
     }
+  }
+  for (const Folded& x : folded) {
+    std::string list;
+    for (const std::string& e : x.experts) list += (list.empty() ? "" : ",") + e;
+    f.bf16[x.line] = x.module + ".expert" + (x.experts.size() > 1 ? "{" + list + "}" : list) + " " + x.gemm + ": " +
+                     x.reason;
   }
   return f;
 }
@@ -102,7 +134,7 @@ std::string answer_lines(const AnswerContext& a) {
     } else if (bf16.empty()) {
       s += "  keep in BF16 for the numbers: nothing\n";
     } else {
-      s += format_text("  keep in BF16 (%zu GEMM%s):\n", bf16.size(), bf16.size() == 1 ? "" : "s");
+      s += format_text("  keep in BF16 (%zu GEMM%s):\n", fallbacks.bf16_gemms, fallbacks.bf16_gemms == 1 ? "" : "s");
       for (const auto& b : bf16) s += "    " + b + "\n";
     }
     if (not_paying > 0)

@@ -41,9 +41,12 @@ struct AnswerContext {
 };
 
 // The chosen plan's GEMMs by what happens to them, each "<layer> <gemm>: <reason>" (a layer none
-// of whose GEMMs was judged: "<layer>: <reason>"), in layer then GEMM order.
+// of whose GEMMs was judged: "<layer>: <reason>"), in layer then GEMM order. The experts a grouped
+// module's other expert sends to BF16 (CandidatePlan::grouped) are one line per module and GEMM,
+// "<module>.expert{0,1,3} <gemm>: <reason>", where the first of them would be.
 struct PlanFallbacks {
   std::vector<std::string> bf16;   // kept in BF16 for the numbers (or not judged)
+  std::size_t bf16_gemms = 0;      // the GEMMs (or unjudged layers) those lines hold
   std::vector<std::string> close;  // kept FP8 with a reason: close to the limit
   std::vector<std::string> watched;  // kept FP8 over a watch-only criterion's threshold
   std::size_t not_paying = 0;      // GEMMs the numbers allow in FP8 that the cost sends to BF16

@@ -22,6 +22,7 @@
 #include "core/recipe_options.hpp"
 #include "core/text.hpp"
 #include "reports/advice_json.hpp"
+#include "reports/answer_text.hpp"
 #include "reports/consumers/layer_names.hpp"
 #include "reports/consumers/megatron_args.hpp"
 #include "reports/consumers/megatron_bridge.hpp"
@@ -291,6 +292,28 @@ TEST_CASE("a grouped module's experts: one matcher, BF16 for the expert that nee
                           "differently; decoder.layers.0.mlp.experts.linear_fc1.expert1: fprop: weight underflow 99 %") !=
         std::string::npos);
   CHECK(te->contents.find("linear_fc2") == std::string::npos);  // all FP8: the rest matcher
+}
+
+// The answer folds a grouped module's sibling fallbacks into one line per module and GEMM.
+TEST_CASE("the answer's BF16 list: a grouped module's sibling fallbacks, one line per GEMM") {
+  const std::string m = "decoder.layers.0.mlp.experts.linear_fc1";
+  Recommendation rec = make_rec("current", TrainingFormat::kHybrid,
+                                {{m + ".expert0", "bff", {-1, 0.9, 0.9}},
+                                 {m + ".expert1", "bff", {-1, 0.9, 0.9}},
+                                 {m + ".expert2", "bff", {-1, 0.9, 0.9}},
+                                 {"decoder.layers.0.mlp.linear_fc2", "fbf", {0.9, -1, 0.9}}});
+  const std::string sibling = "BF16 with its grouped module, for " + m + ".expert1 fprop: underflow";
+  CandidatePlan& c = rec.candidates[0];
+  c.grouped.assign(4, {});
+  for (std::size_t li : {0, 2}) {
+    c.grouped[li][0] = sibling;
+    rec.layers[li].gemms[0].reason = sibling;
+  }
+  const PlanFallbacks f = plan_fallbacks(rec);
+  CHECK(f.bf16_gemms == 4);
+  CHECK(f.bf16 == std::vector<std::string>{m + ".expert{0,2} fprop: " + sibling,
+                                           rec.layers[1].layer + " fprop: " + rec.layers[1].gemms[0].reason,
+                                           "decoder.layers.0.mlp.linear_fc2 dgrad: " + rec.layers[3].gemms[1].reason});
 }
 
 TEST_CASE("a name selects only its own module: proj is not out_proj, layers.0 is layers.00's module") {
