@@ -263,7 +263,6 @@ class Capture(object):
         rx = re.compile(name_regex) if name_regex is not None else None
         self._handles = []
         self.layers = []  # hooked layer names, in named_modules() order (a grouped module's experts)
-        self._grouped = set()  # grouped modules (their experts are in self.layers)
         self._warned_splits = set()
         self._order = {}  # tensor name -> position (trace row order)
         for name, mod in model.named_modules():
@@ -281,28 +280,11 @@ class Capture(object):
                     warnings.warn("fp8a_capture: %s (%s) skipped: no num_gemms" % (lname, type(mod).__name__))
                     continue
                 experts = [_expert_name(lname, i) for i in range(n)]
-                self.layers.extend(experts)
-                self._grouped.add(lname)
-                for e in experts:
-                    for r in _ROLES:
-                        self._order["%s.%s" % (e, r)] = len(self._order)
-                hook = self._make_grouped_hook(lname, experts)
-                if _FORWARD_HOOK_KWARGS:
-                    self._handles.append(mod.register_forward_hook(
-                        lambda m, args, kwargs, out, h=hook: h(m, args, out, kwargs), with_kwargs=True))
-                else:
-                    self._handles.append(mod.register_forward_hook(hook))
+                self._hook_module(mod, experts, self._make_grouped_hook(lname, experts))
                 continue
             if not isinstance(mod, types) or getattr(mod, "weight", None) is None:
                 continue
-            self.layers.append(lname)
-            for r in _ROLES:
-                self._order["%s.%s" % (lname, r)] = len(self._order)
-            if _FORWARD_HOOK_KWARGS:  # PyTorch >= 2.0: also see inputs passed by keyword
-                self._handles.append(
-                    mod.register_forward_hook(self._make_forward_hook(lname, True), with_kwargs=True))
-            else:
-                self._handles.append(mod.register_forward_hook(self._make_forward_hook(lname, False)))
+            self._hook_module(mod, [lname], self._make_forward_hook(lname))
         if not self.layers:
             warnings.warn("fp8a_capture: no module matched; nothing will be captured")
 
@@ -362,13 +344,51 @@ class Capture(object):
                 self._pending[name] = c.to("cpu", copy=True).contiguous()
                 self._source_dtype[name] = str(src).replace("torch.", "")
 
-    def _make_forward_hook(self, lname, with_kwargs):
+    def _hook_module(self, mod, layers, hook):
+        """Hooks ``mod`` for its captured ``layers`` (their tensors' places in the trace) with
+        ``hook(module, inputs, output, kwargs)``, given keyword inputs where PyTorch >= 2.0 passes
+        them to forward hooks (``with_kwargs=True``)."""
+        self.layers.extend(layers)
+        for layer in layers:
+            for r in _ROLES:
+                self._order["%s.%s" % (layer, r)] = len(self._order)
+        if _FORWARD_HOOK_KWARGS:
+            handle = mod.register_forward_hook(lambda m, args, kwargs, out: hook(m, args, out, kwargs),
+                                               with_kwargs=True)
+        else:
+            handle = mod.register_forward_hook(hook)
+        self._handles.append(handle)
+
+    def _next_micro_batch(self, lname):
+        """Counts a forward of module ``lname`` and returns its micro-batch in this step."""
+        self._forwards += 1
+        mb = self._fwd_count.get(lname, 0)
+        self._fwd_count[lname] = mb + 1
+        return mb
+
+    def _hook_output_gradient(self, output, record):
+        """Calls ``record(g)`` with the gradient of the forward's output (its first element for a
+        tuple) when the backward of this step reaches it."""
+        y = output[0] if isinstance(output, (tuple, list)) and output else output
+        if not (torch.is_tensor(y) and y.requires_grad):
+            return
+        cap, step = self, self.current_step
+
+        def grad_hook(g):
+            # A backward that runs after step() (late) belongs to the step it was made in; drop it
+            # rather than mislabel it.
+            if g is not None and cap._handles and cap.current_step == step:
+                cap._grads += 1
+                record(g)
+            return None
+
+        y.register_hook(grad_hook)
+
+    def _make_forward_hook(self, lname):
         cap = self
 
         def forward_hook(module, inputs, output, kwargs=None):
-            cap._forwards += 1
-            mb = cap._fwd_count.get(lname, 0)
-            cap._fwd_count[lname] = mb + 1
+            mb = cap._next_micro_batch(lname)
             x = inputs[0] if isinstance(inputs, (tuple, list)) and inputs else inputs
             if not (isinstance(inputs, (tuple, list)) and inputs) and kwargs:
                 # linear(input=x): nn.Linear names it "input", Transformer Engine "inp".
@@ -380,23 +400,9 @@ class Capture(object):
             w = getattr(module, "weight", None)
             if torch.is_tensor(w):
                 cap._record(lname + ".weight", w, mb)
-            y = output[0] if isinstance(output, (tuple, list)) and output else output
-            if torch.is_tensor(y) and y.requires_grad:
-                step = cap.current_step
-
-                def grad_hook(g):
-                    # A backward that runs after step() (late) belongs to the step it was made in;
-                    # drop it rather than mislabel it.
-                    if g is not None and cap._handles and cap.current_step == step:
-                        cap._grads += 1
-                        cap._record(lname + ".gradient", g, mb)
-                    return None
-
-                y.register_hook(grad_hook)
+            cap._hook_output_gradient(output, lambda g: cap._record(lname + ".gradient", g, mb))
             return None
 
-        if with_kwargs:
-            return lambda module, args, kwargs, output: forward_hook(module, args, output, kwargs)
         return forward_hook
 
     def _make_grouped_hook(self, lname, experts):
@@ -409,9 +415,7 @@ class Capture(object):
         cap = self
 
         def forward_hook(module, inputs, output, kwargs=None):
-            cap._forwards += 1
-            mb = cap._fwd_count.get(lname, 0)
-            cap._fwd_count[lname] = mb + 1
+            mb = cap._next_micro_batch(lname)
             args = list(inputs) if isinstance(inputs, (tuple, list)) else [inputs]
             kwargs = kwargs or {}
             x = args[0] if args else kwargs.get("inp")
@@ -431,26 +435,18 @@ class Capture(object):
             offsets = [0]
             for v in splits:
                 offsets.append(offsets[-1] + v)
-            for i, e in enumerate(experts):
-                if splits[i] > 0:
-                    cap._record(e + ".activation", rows[offsets[i]:offsets[i + 1]], mb)
+
+            def record_rows(t, role):  # expert i's rows of t, for the experts that got any
+                t2 = t.reshape(-1, t.shape[-1])
+                for i, e in enumerate(experts):
+                    if splits[i] > 0:
+                        cap._record(e + role, t2[offsets[i]:offsets[i + 1]], mb)
+
+            record_rows(rows, ".activation")
             for e, w in zip(experts, _grouped_weights(module, len(experts))):
                 if torch.is_tensor(w):
                     cap._record(e + ".weight", w, mb)
-            y = output[0] if isinstance(output, (tuple, list)) and output else output
-            if torch.is_tensor(y) and y.requires_grad:
-                step = cap.current_step
-
-                def grad_hook(g):
-                    if g is not None and cap._handles and cap.current_step == step:
-                        cap._grads += 1
-                        g2 = g.reshape(-1, g.shape[-1])
-                        for i, e in enumerate(experts):
-                            if splits[i] > 0:
-                                cap._record(e + ".gradient", g2[offsets[i]:offsets[i + 1]], mb)
-                    return None
-
-                y.register_hook(grad_hook)
+            cap._hook_output_gradient(output, lambda g: record_rows(g, ".gradient"))
             return None
 
         return forward_hook
