@@ -36,8 +36,9 @@ def _set(text):
     return frozenset() if text == "-" else frozenset(text.split(","))
 
 
-def wrapped_gpt(num_layers):
-    """The GPTModel and the DDP(Float16Module(GPTModel)) Megatron trains."""
+def megatron_on_cpu():
+    """Megatron-Core ready on the CPU: a one-rank gloo group, model parallelism of 1, and
+    stand-ins for what it takes from CUDA (the device of its buffers, the stream DDP makes)."""
     import torch
     import torch.distributed as dist
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
@@ -46,15 +47,6 @@ def wrapped_gpt(num_layers):
         dist.init_process_group("gloo", rank=0, world_size=1)
     from megatron.core import parallel_state
     parallel_state.initialize_model_parallel(1, 1)
-    from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
-    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
-    from megatron.core.models.gpt.gpt_model import GPTModel
-    from megatron.core.transformer.module import Float16Module
-    from megatron.core.transformer.transformer_config import TransformerConfig
-    config = TransformerConfig(num_layers=num_layers, hidden_size=64, num_attention_heads=4, bf16=True,
-                               params_dtype=torch.bfloat16, use_cpu_initialization=True)
-    gpt = GPTModel(config=config, transformer_layer_spec=get_gpt_layer_local_spec(), vocab_size=128,
-                   max_sequence_length=32)
 
     class _CpuStream:
         def __init__(self, *args, **kwargs):
@@ -65,6 +57,21 @@ def wrapped_gpt(num_layers):
 
     torch.cuda.current_device = lambda: "cpu"
     torch.cuda.Stream = _CpuStream
+
+
+def wrapped_gpt(num_layers):
+    """The GPTModel and the DDP(Float16Module(GPTModel)) Megatron trains."""
+    import torch
+    megatron_on_cpu()
+    from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.models.gpt.gpt_model import GPTModel
+    from megatron.core.transformer.module import Float16Module
+    from megatron.core.transformer.transformer_config import TransformerConfig
+    config = TransformerConfig(num_layers=num_layers, hidden_size=64, num_attention_heads=4, bf16=True,
+                               params_dtype=torch.bfloat16, use_cpu_initialization=True)
+    gpt = GPTModel(config=config, transformer_layer_spec=get_gpt_layer_local_spec(), vocab_size=128,
+                   max_sequence_length=32)
     ddp = DistributedDataParallel(config, DistributedDataParallelConfig(), Float16Module(config, gpt))
     return gpt, ddp
 

@@ -29,6 +29,7 @@ import tempfile
 import warnings
 
 from _common import CheckFailed, main
+from check_megatron_model import megatron_on_cpu
 from _te_debug import te_debug_features
 
 GEMMS = ("fprop", "dgrad", "wgrad")
@@ -37,13 +38,7 @@ GEMMS = ("fprop", "dgrad", "wgrad")
 def moe_gpt():
     """(GPTModel, Float16Module(GPTModel), DDP over it), built on the CPU."""
     import torch
-    import torch.distributed as dist
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
-    if not dist.is_initialized():
-        dist.init_process_group("gloo", rank=0, world_size=1)
-    from megatron.core import parallel_state
-    parallel_state.initialize_model_parallel(1, 1)
+    megatron_on_cpu()
     from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
     from megatron.core.models.gpt.gpt_model import GPTModel
@@ -51,17 +46,8 @@ def moe_gpt():
     from megatron.core.transformer.module import Float16Module
     from megatron.core.transformer.transformer_config import TransformerConfig
 
-    # CPU stand-ins for what Megatron takes from CUDA: the device of its buffers, the stream DDP
-    # makes, and the RNG tracker's fork around attention dropout (its CUDA RNG state).
-    class _CpuStream:
-        def __init__(self, *args, **kwargs):
-            pass
-
-        def wait_stream(self, stream):
-            pass
-
-    torch.cuda.current_device = lambda: "cpu"
-    torch.cuda.Stream = _CpuStream
+    # Beside megatron_on_cpu's stand-ins: the RNG tracker's fork around attention dropout (its
+    # CUDA RNG state), which a forward needs.
     tp_random.get_cuda_rng_tracker().fork = lambda *a, **k: contextlib.nullcontext()
     torch.manual_seed(0)
     config = TransformerConfig(num_layers=2, hidden_size=64, num_attention_heads=4, bf16=True,
