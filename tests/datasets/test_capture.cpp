@@ -38,6 +38,16 @@ std::vector<std::byte> one_weight(const std::string& name = "layers.0.fc1.weight
   return build_file({{name, "BF16", {2}, {1.0f, -1.0f}}}, meta);
 }
 
+// A file of the source tree (a golden fixture), whole; it must exist and not be empty.
+std::vector<std::byte> source_file(const std::string& relative) {
+  std::ifstream in(std::string(FP8A_SOURCE_DIR) + "/" + relative, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  REQUIRE(!text.empty());
+  std::vector<std::byte> bytes(text.size());
+  std::memcpy(bytes.data(), text.data(), text.size());
+  return bytes;
+}
+
 }  // namespace
 
 TEST_CASE("files and directories: recursive, *.safetensors only, sorted, de-duplicated") {
@@ -436,11 +446,7 @@ TEST_CASE("404 names the files in path order whatever the sort does with equal k
 
 TEST_CASE(".npy in step_N/rank_R/: the step from the folder above the rank folder, the rank from it") {
   // Two tensor-parallel shards of step 100: before, each took its rank folder's number as its step.
-  std::ifstream in(std::string(FP8A_SOURCE_DIR) + "/tests/golden/npy/f32_2d.npy", std::ios::binary);
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  REQUIRE(!text.empty());
-  std::vector<std::byte> npy(text.size());
-  std::memcpy(npy.data(), text.data(), text.size());
+  const std::vector<std::byte> npy = source_file("tests/golden/npy/f32_2d.npy");
   MemoryFileSystem fs;
   fs.add_file("c/step_000100/rank_0/layers.0.fc1.weight.npy", npy);
   fs.add_file("c/step_000100/rank1/layers.0.fc1.weight.npy", npy);
@@ -487,12 +493,8 @@ TEST_CASE("ranks: from __metadata__ or a rank_R folder; two ranks of a key are s
 // The bytes are a real torch.save of such a dump (scripts/make_torch_fixtures.py); only the path
 // differs from the fixture's, which has the pull request's earlier <layer>_<tensor>_iter_<N>.pt.
 TEST_CASE("TE DumpTensors' released layout: the step from the iter_ folder, the rank from rank_R") {
-  std::ifstream in(std::string(FP8A_SOURCE_DIR) + "/tests/golden/torch/tensor_dumps/rank_0/layers_0_fc1_activation_iter_000010.pt",
-                   std::ios::binary);
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  REQUIRE(!text.empty());
-  std::vector<std::byte> pt(text.size());
-  std::memcpy(pt.data(), text.data(), text.size());
+  const std::vector<std::byte> pt =
+      source_file("tests/golden/torch/tensor_dumps/rank_0/layers_0_fc1_activation_iter_000010.pt");
   MemoryFileSystem fs;
   fs.add_file("log/tensor_dumps/rank_1/iter_000100/model_decoder_layers_1_mlp_linear_fc1_activation.pt", pt);
   fs.add_file("log/tensor_dumps/rank_1/iter_000200/layers_0_fc1_weight.pt", pt);
