@@ -100,7 +100,6 @@ std::string megatron_name_of_te_dump(const std::string& layer) {
   return "";
 }
 
-
 std::optional<int> transformer_layer_index(const std::string& name) {
   auto s = split_transformer_layer(name);
   if (!s) s = split_transformer_layer(megatron_name_of_te_dump(name));

@@ -4,8 +4,10 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace fp8a {
 
@@ -43,5 +45,15 @@ std::string megatron_name_of_te_dump(const std::string& layer);
 // names, where no child module can be called so: a custom model's "expert3" may be a module of its
 // own. TE's GroupedLinear runs every expert in one recipe, and no consumer config can set one.
 std::string grouped_module_of(const std::string& layer);
+
+// The grouped modules among items (name_of(item) the captured layer name), each with its experts'
+// indices into items, in order.
+template <class Items, class NameOf>
+std::map<std::string, std::vector<std::size_t>> grouped_module_members(const Items& items, const NameOf& name_of) {
+  std::map<std::string, std::vector<std::size_t>> members;
+  for (std::size_t i = 0; i < items.size(); ++i)
+    if (std::string m = grouped_module_of(name_of(items[i])); !m.empty()) members[m].push_back(i);
+  return members;
+}
 
 }  // namespace fp8a

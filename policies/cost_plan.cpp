@@ -69,10 +69,10 @@ CandidatePlan plan_cost(CandidatePlan ca, const CostModel& cost, const CostRows&
     }
     if (!changed) break;
   }
-  tally_fp8(&ca);
   // A grouped module's experts again share each GEMM's precision (one not paying sends them all),
   // and the cost is that plan's.
   plan_grouped_modules(&ca);
+  tally_fp8(&ca);
   for (std::size_t li = 0; li < ca.layers.size(); ++li)
     if (rows[li])
       for (std::size_t g = 0; g < 3; ++g)

@@ -79,9 +79,7 @@ void tally_fp8(CandidatePlan* ca) {
 }
 
 void plan_grouped_modules(CandidatePlan* ca) {
-  std::map<std::string, std::vector<std::size_t>> members;  // grouped module -> its experts' layers
-  for (std::size_t li = 0; li < ca->layers.size(); ++li)
-    if (std::string m = grouped_module_of(ca->layers[li].layer); !m.empty()) members[m].push_back(li);
+  const auto members = grouped_module_members(ca->layers, [](const LayerJudgement& l) { return l.layer; });
   if (members.empty()) return;
   if (ca->grouped.size() != ca->layers.size()) ca->grouped.assign(ca->layers.size(), {});
   for (const auto& [module, layers] : members)
@@ -105,7 +103,6 @@ void plan_grouped_modules(CandidatePlan* ca) {
                                "recipe), for " + why;
         }
     }
-  tally_fp8(ca);
 }
 
 std::string threshold_load_text(double risk_sum, int gemms, const char* what) {
@@ -136,8 +133,8 @@ CandidatePlan plan_fallback(const RunCandidate& candidate, std::vector<LayerJudg
     }
     ca.plan.push_back(p);
   }
-  tally_fp8(&ca);
   plan_grouped_modules(&ca);
+  tally_fp8(&ca);
   summarize_failures(&ca);
   return ca;
 }

@@ -74,7 +74,7 @@ struct CandidatePlan {
 // captured per expert) get one precision per GEMM: where the plan keeps a judged GEMM of one
 // expert in BF16 (its numbers fail, or FP8 would not pay), every expert's is BF16, with `grouped`
 // naming the expert and its reason; TE runs the module's experts in one recipe and no config can
-// tell them apart. Counts those GEMMs in gemms_to_bf16 and re-tallies.
+// tell them apart. Counts those GEMMs in gemms_to_bf16; the caller tallies the plan after it.
 void plan_grouped_modules(CandidatePlan* ca);
 
 // The numbers' plan of the candidate over its judged layers: plan, gemms_to_bf16, the FP8 tally,

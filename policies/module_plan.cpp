@@ -101,10 +101,8 @@ ModulePlan plan_over(const std::vector<CandidatePlan>& cands, std::size_t base,
   }
   // A grouped module's experts take one recipe (TE's GroupedLinear; te_precision_config.yaml
   // can name only the module): where their choices differ, all of them BF16, as the config does.
-  std::map<std::string, std::vector<std::size_t>> members;
-  for (std::size_t li = 0; li < mp.modules.size(); ++li)
-    if (std::string g = grouped_module_of(mp.modules[li].layer); !g.empty()) members[g].push_back(li);
-  for (const auto& [module, layers] : members) {
+  for (const auto& [module, layers] :
+       grouped_module_members(mp.modules, [](const ModuleChoice& m) { return m.layer; })) {
     const auto differs = [&](std::size_t li) { return mp.modules[li].candidate != mp.modules[layers.front()].candidate; };
     if (!std::any_of(layers.begin(), layers.end(), differs)) continue;
     std::string why;
