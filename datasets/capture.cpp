@@ -127,15 +127,16 @@ FoundTensor from_npy(const NpyArray& a, std::string name) {
 // "high_precision"; layer and tensor with '/', '\\', ':', '*', '?', '"', '<', '>', '|', ' ' and
 // '.' made '_'. The step is the iter_ folder's number; the tensor name, the text after the last
 // '_', one of TE's (activation, weight, gradient, output, wgrad, dgrad; another .pt in the folder
-// is read as any torch.save file). Also read: the
-// pull request's earlier <layer>_<tensor>_iter_<NNNNNN>.pt (TE #2645 before its review moved the
-// iteration into a folder), which no release writes. Returns false for other names.
+// is read as any torch.save file). Also read: the pull request's earlier
+// <layer>_<tensor>_iter_<NNNNNN>.pt (TE #2645 before its review moved the iteration into a folder),
+// which no release writes. Returns false for other names; step_source: where the step came from.
 bool parse_te_dump_name(const std::string& path, const std::string& stem, std::string* layer, std::string* tensor,
-                        std::int64_t* step) {
+                        std::int64_t* step, std::string* step_source) {
   std::string head;
   const std::string folder = parent_name(path);
   const bool in_iter_folder = folder.rfind("iter_", 0) == 0 && folder.size() > 5 &&
                               std::all_of(folder.begin() + 5, folder.end(), [](char c) { return c >= '0' && c <= '9'; });
+  *step_source = in_iter_folder ? "folder name" : "file name";
   if (in_iter_folder) {
     if (!parse_int64(std::string_view(folder).substr(5), step)) return false;
     head = stem;
@@ -284,8 +285,7 @@ void load_file(const std::string& path, const FileSystem& fs, const CaptureOptio
     std::vector<std::string> skipped;
     const auto tensors = read_torch_save(bytes, path, &skipped);
     std::string layer, tensor;
-    if (parse_te_dump_name(path, strip_extension(name), &layer, &tensor, &info.step)) {
-      info.step_source = parent_name(path).rfind("iter_", 0) == 0 ? "folder name" : "file name";
+    if (parse_te_dump_name(path, strip_extension(name), &layer, &tensor, &info.step, &info.step_source)) {
       Role role;
       if (!role_from_name(tensor, &role)) {
         info.note = "TE dump of '" + tensor + "', not a GEMM operand fp8-advisor evaluates; skipped";
