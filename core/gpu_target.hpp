@@ -19,6 +19,7 @@ struct GpuTarget {
   double fp8_tflops;      // dense FP8 tensor-core peak, TFLOP/s; 0 without FP8 tensor cores
   double memory_gbs;      // memory bandwidth, GB/s (10^9 bytes per second)
   const char* source;     // where the figures come from
+  double fp4_tflops = 0;  // dense FP4 (NVFP4) tensor-core peak, TFLOP/s; 0 where not given
 };
 
 inline constexpr GpuTarget kGpuTargets[] = {
@@ -44,10 +45,13 @@ inline constexpr GpuTarget kGpuTargets[] = {
      "3,958 TFLOPS with sparsity (half without), GPU memory bandwidth 4.8 TB/s"},
     {"b200", "B200 (HGX B200)", 100, 2250.0, 4500.0, 7700.0,
      "NVIDIA HGX B200 datasheet, per GPU: FP16/BF16 Tensor Core 4.5 PFLOPS and FP8 9 PFLOPS with "
-     "sparsity (half without), 180 GB HBM3e at 7.7 TB/s"},
+     "sparsity (half without), 180 GB HBM3e at 7.7 TB/s; FP4 Tensor Core 18 PFLOPS with sparsity",
+     9000.0},
     {"gb200", "B200 in GB200 NVL72", 100, 2500.0, 5000.0, 8000.0,
      "NVIDIA GB200 NVL72 datasheet, per Blackwell GPU: FP16/BF16 Tensor Core 5 PFLOPS and FP8 "
-     "10 PFLOPS with sparsity (half without), 186 GB HBM3e at 8 TB/s"},
+     "10 PFLOPS with sparsity (half without), 186 GB HBM3e at 8 TB/s; FP4 Tensor Core 20 PFLOPS with "
+     "sparsity",
+     10000.0},
     {"rtx5090", "GeForce RTX 5090", 120, 209.5, 419.0, 1792.0,
      "NVIDIA RTX Blackwell GPU architecture whitepaper, GeForce RTX 5090 datasheet table: Peak BF16 "
      "Tensor TFLOPS with FP32 Accumulate 209.5 and Peak FP8 Tensor TFLOPS with FP32 Accumulate 419 "

@@ -33,6 +33,11 @@ FP8A_HD float nvfp4_global_encode_scale(float global_amax) {
   return (global_amax == 0.0f || s == 0.0f) ? 1.0f : s;
 }
 
+// The level-2 decode factor of a copy whose amax is `amax`: amax / 2688 (= 6 * 448) rounded to
+// FP32. TE folds both operands' factors into the GEMM's FP32 alpha, amax_A * amax_B / 2688^2;
+// each operand's own FP32 factor differs from that by an FP32 rounding, far below E2M1's.
+FP8A_HD float nvfp4_decode_factor(float amax) { return static_cast<float>(static_cast<double>(amax) / 2688.0); }
+
 // How a block's scale is formed from its amax, which changed in TE 2.14.
 enum class Nvfp4BlockRule : std::uint8_t {
   kDivideFirst,  // TE 2.8-2.13: RN(RN(block_amax / 6) * S_enc)
@@ -153,13 +158,65 @@ void for_each_line_block(std::int64_t rows, std::int64_t cols, bool columnwise, 
 }
 }  // namespace detail
 
-// A [rows, cols] row-major tensor quantised as one NVFP4 copy and decoded back into `out`, in
-// the tensor's own domain (the Hadamard transform undone, exactly, where it was applied): each
-// element is code * block scale * amax / 2688, the value the GEMM multiplies with (cuBLASLt
-// applies the E4M3 scales, the per-tensor factor once to the output). A last partial block or
-// tile gets its own scale. Returns the copy's global amax (after the transform where applied).
-inline float nvfp4_fake_quantize(const float* x, std::int64_t rows, std::int64_t cols, const Nvfp4Copy& copy,
-                                 float* out) {
+// Where a [rows, cols] piece of a tensor lies in the whole tensor, for the stochastic rounding
+// stream: piece element (r, c) is tensor element row(r) * tensor_cols + col(c), with row(r) =
+// rows[r] (or first_row + r without a list) and col(c) likewise. The default is the whole tensor.
+struct Nvfp4Place {
+  const std::int64_t* rows = nullptr;
+  const std::int64_t* cols = nullptr;
+  std::int64_t first_row = 0, first_col = 0;
+  std::int64_t tensor_cols = -1;  // -1: the piece's own width
+  std::uint64_t element(std::int64_t r, std::int64_t c, std::int64_t piece_cols) const {
+    const std::int64_t tr = rows != nullptr ? rows[r] : first_row + r;
+    const std::int64_t tc = cols != nullptr ? cols[c] : first_col + c;
+    return static_cast<std::uint64_t>(tr * (tensor_cols < 0 ? piece_cols : tensor_cols) + tc);
+  }
+};
+
+// What a copy's quantisation did besides its values, in the domain it quantised (after the
+// transform where applied): elements past 6 after their block's factor (TE's overflow: beyond
+// what E2M1 holds; the block's largest lands there when its E4M3 scale rounded down), elements
+// past the last rounding boundary, >= 7, where nearest rounding (a tie goes to the 8 E2M1 lacks)
+// would saturate (the same boundary under stochastic rounding, which clips everything past 6:
+// so only a saturating scale counts, not the scale's own rounding), and the range of the blocks'
+// decode factors (block scale * decode, the value one E2M1 unit is worth).
+struct Nvfp4Tally {
+  std::int64_t overflow = 0, saturated = 0;
+  float decode_min = INFINITY, decode_max = 0.0f;
+};
+
+// The amax a copy's level-2 scale comes from: the largest |x| (NaN skipped), or with `rht` the
+// largest |RHT(x)| along the copy's blocks (the transformed values, each rounded to BF16, as TE's
+// amax kernel after the transform sees them; only whole runs of 16 are transformed).
+inline float nvfp4_copy_amax(const float* x, std::int64_t rows, std::int64_t cols, bool columnwise, bool rht) {
+  float amax = 0.0f;
+  if (!rht) {
+    for (std::int64_t i = 0; i < rows * cols; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+    return amax;
+  }
+  detail::for_each_line_block(rows, cols, columnwise, false, [&](std::int64_t at, std::int64_t step, std::int64_t n) {
+    float buf[kNvfp4Block];
+    if (n == kNvfp4Block) {
+      nvfp4_rht16(x + at, step, buf);
+    } else {
+      for (std::int64_t i = 0; i < n; ++i) buf[i] = x[at + i * step];
+    }
+    for (std::int64_t i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(buf[i]));
+  });
+  return amax;
+}
+
+// A [rows, cols] row-major piece of a tensor quantised as one NVFP4 copy whose level-2 scales
+// come from the whole tensor's amax (nvfp4_copy_amax): s_enc = nvfp4_global_encode_scale(amax)
+// and decode = nvfp4_decode_factor(amax). Decoded back into `out` in the tensor's own domain (the Hadamard
+// transform undone, exactly, where it was applied): each element is code * block scale * decode,
+// the value the GEMM multiplies with (cuBLASLt applies the E4M3 scales, the per-tensor factors
+// once to the output). The piece holds whole
+// blocks along the copy's direction (a last partial block or tile gets its own scale, as at the
+// tensor's edge). `place` says where the piece lies, for the stochastic rounding stream.
+inline void nvfp4_quantize_piece(const float* x, std::int64_t rows, std::int64_t cols, const Nvfp4Copy& copy,
+                                 float s_enc, float decode, const Nvfp4Place& place, float* out,
+                                 Nvfp4Tally* tally) {
   const std::int64_t n = rows * cols;
   // The values the quantiser sees: the input, or its transform (BF16) along the blocks' direction.
   std::vector<float> t;
@@ -174,10 +231,6 @@ inline float nvfp4_fake_quantize(const float* x, std::int64_t rows, std::int64_t
     detail::for_each_line_block(rows, cols, copy.columnwise, true, transform);
     v = t.data();
   }
-  float amax = 0.0f;
-  for (std::int64_t i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(v[i]));
-  const float s_enc = nvfp4_global_encode_scale(amax);
-  const double decode = static_cast<double>(amax) / 2688.0;
   // One block (or tile): its elements' indices, its scale from their amax, each element coded.
   std::int64_t idx[kNvfp4Block * kNvfp4Block];
   const auto block = [&](std::int64_t count) {
@@ -185,11 +238,24 @@ inline float nvfp4_fake_quantize(const float* x, std::int64_t rows, std::int64_t
     for (std::int64_t k = 0; k < count; ++k) bmax = std::fmax(bmax, std::fabs(v[idx[k]]));
     const float scale = nvfp4_block_scale(bmax, s_enc, copy.rule);
     const float factor = nvfp4_element_factor(scale, s_enc);
+    if (tally != nullptr) {
+      const auto unit = static_cast<float>(static_cast<double>(scale) * decode);
+      tally->decode_min = std::fmin(tally->decode_min, unit);
+      tally->decode_max = std::fmax(tally->decode_max, unit);
+    }
     for (std::int64_t k = 0; k < count; ++k) {
       const float y = v[idx[k]] * factor;
-      const auto element = static_cast<std::uint64_t>(idx[k]);
-      const float code = copy.stochastic ? stochastic_round_e2m1(y, detail::nvfp4_random_bits(copy.seed, element))
-                                         : round_trip_e2m1(y);
+      float code;
+      if (copy.stochastic) {
+        const std::uint64_t element = place.element(idx[k] / cols, idx[k] % cols, cols);
+        code = stochastic_round_e2m1(y, detail::nvfp4_random_bits(copy.seed, element));
+      } else {
+        code = round_trip_e2m1(y);
+      }
+      if (tally != nullptr) {
+        tally->overflow += std::fabs(y) > kE2M1Max;
+        tally->saturated += std::fabs(y) >= 7.0f;
+      }
       out[idx[k]] = static_cast<float>(static_cast<double>(code) * scale * decode);
     }
   };
@@ -218,6 +284,16 @@ inline float nvfp4_fake_quantize(const float* x, std::int64_t rows, std::int64_t
       out[at + j * step] = static_cast<float>(back[j] * 0.25 * kNvfp4RhtSigns[j]);
   };
   if (v != x) detail::for_each_line_block(rows, cols, copy.columnwise, true, untransform);
+}
+
+// A whole [rows, cols] row-major tensor quantised as one NVFP4 copy and decoded back into `out`
+// (nvfp4_quantize_piece with the tensor's own amax). Returns that amax (after the transform where
+// applied).
+inline float nvfp4_fake_quantize(const float* x, std::int64_t rows, std::int64_t cols, const Nvfp4Copy& copy,
+                                 float* out) {
+  const float amax = nvfp4_copy_amax(x, rows, cols, copy.columnwise, copy.rht && !copy.two_d);
+  nvfp4_quantize_piece(x, rows, cols, copy, nvfp4_global_encode_scale(amax), nvfp4_decode_factor(amax),
+                       Nvfp4Place{}, out, nullptr);
   return amax;
 }
 

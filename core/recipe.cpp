@@ -116,6 +116,7 @@ std::string Recipe::spec() const {
       if (mx_rule == MxScaleRule::kOcpFloor) s += ":floor";
       break;
     case RecipeKind::kBf16:
+    case RecipeKind::kNvfp4:
       break;
   }
   return s;
@@ -188,6 +189,7 @@ bool apply_option(std::string_view spec, std::string_view f, Recipe* r) {
       }
       return false;
     case RecipeKind::kBf16:
+    case RecipeKind::kNvfp4:
       return false;
   }
   return false;

@@ -41,6 +41,8 @@ enum class RecipeKind : std::uint8_t {
   kBlock,             // TE Float8BlockScaling: 1x128 blocks (activation, gradient), 128x128 (weight)
   kMx,                // TE MXFP8BlockScaling: 32-element blocks with E8M0 scales
   kBf16,              // no FP8: the BF16 round trip (the fallback a layer is kept in)
+  kNvfp4,             // TE NVFP4BlockScaling: E2M1 in 16-element blocks with E4M3 scales under an
+                      // FP32 per-tensor scale (core/nvfp4.hpp)
 };
 
 enum class DelayedAlgo : std::uint8_t { kMax, kMostRecent };
@@ -75,6 +77,7 @@ enum class ScaleType : std::uint8_t {
   kPow2,  // fp32 rounded down to a power of two
   kE8M0,  // an 8-bit exponent (OCP MX E8M0)
   kNone,  // no scale
+  kE4M3,  // an E4M3 value under an FP32 per-tensor scale (NVFP4's two levels)
 };
 
 // One recipe kind: its names and its behaviour. The functions below derive from these fields.
@@ -214,6 +217,33 @@ inline constexpr RecipeKindTraits kRecipeKinds[] = {
      .torchao_recipe = "",
      .torchao_format = TrainingFormat::kHybrid,
      .te_per_module = true,
+     .default_format = TrainingFormat::kE4M3},
+    {.kind = RecipeKind::kNvfp4,
+     .name = "nvfp4",
+     .options = "",
+     .summary = "TE NVFP4BlockScaling (TE 2.8+, Blackwell): E2M1 in 16-element blocks, 16x16 for "
+                "weights, E4M3 block scales, the Hadamard transform on wgrad's inputs, stochastic "
+                "rounding of gradients; evaluated, not yet recommended",
+     .te_recipe = "NVFP4BlockScaling",
+     .granularity = Granularity::kBlock,
+     .scale_type = ScaleType::kE4M3,
+     .blocks = {{1, 16}, {16, 16}, {1, 16}},  // fp4_quant_fwd_inp, fp4_quant_fwd_weight (2-D), bwd_grad
+     .block_2d = {},
+     .shape_divisor = 16,  // NVFP4Quantizer.is_quantizable: shape[-1] and prod(shape[:-1]) % 16
+     .te_quantizer = "NVFP4Quantizer",
+     .short_name = "NVFP4",
+     .replays_history = false,
+     // _compute_nvfp4_support: compute capability 10.0+; sm_120/121 are left out because TE up to
+     // 2.18 quantises stochastically rounded gradients to all zeros there (TE fc1fc0e78, main only).
+     .te_min_sm = 100,
+     .te_max_sm = 119,
+     .lt_min_sm = 100,  // CUBLASLT_MATMUL_MATRIX_SCALE_VEC16_UE4M3, cuBLAS 12.8+
+     .lt_max_sm = 0,
+     .megatron_recipe = "",
+     .torchao_recipe = "",
+     .torchao_format = TrainingFormat::kHybrid,
+     .te_per_module = false,
+     // NVFP4BlockScaling's fp8_format (E4M3, asserted in __post_init__): the block scales' type.
      .default_format = TrainingFormat::kE4M3},
     {.kind = RecipeKind::kBf16,
      .name = "bf16",

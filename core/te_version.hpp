@@ -47,4 +47,7 @@ constexpr bool te_has_fp8_scale_stats(TeVersion v) { return v >= TeVersion{2, 7}
 // fixed False and nothing TE reads turns it on.
 constexpr bool te_has_current_pow2_env(TeVersion v) { return v >= TeVersion{2, 8}; }
 
+// NVFP4BlockScaling exists from TE 2.8 (common/recipe/__init__.py, PR #2177; docs/NVFP4-TE.md §1.3).
+constexpr bool te_has_nvfp4(TeVersion v) { return v >= TeVersion{2, 8}; }
+
 }  // namespace fp8a

@@ -112,6 +112,9 @@ LtGemmPlan plan_lt_gemm(Gemm gemm, std::int64_t m, std::int64_t n, std::int64_t 
     p.supported = true;
     return p;
   }
+  if (a.kind == RecipeKind::kNvfp4)
+    return not_supported(p, "NVFP4 GEMMs (E2M1 with VEC16_UE4M3 scales) are not run on cuBLASLt yet; "
+                            "the CPU emulates them");
   p.a.type = fp8_type(a.format);
   p.b.type = fp8_type(b.format);
   if (caps.sm < lt_fp8_min_sm())

@@ -18,6 +18,7 @@
 #include "cuda/stats.cuh"
 #include "core/error.hpp"
 #include "core/text.hpp"
+#include "engine/cpu_backend.hpp"
 #include "engine/quant_spec.hpp"
 
 namespace fp8a::cuda {
@@ -386,6 +387,27 @@ void CudaBackend::release_idle_buffers() const {
 
 TensorEvaluation CudaBackend::evaluate(std::span<const Candidate> candidates,
                                        const TensorView& tensor) const {
+  // NVFP4 has no device kernels yet: its candidates go to the CPU backend, whose results join
+  // the device's (the statistics are the device's).
+  std::vector<Candidate> device, host;
+  std::vector<std::size_t> device_at, host_at;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    const bool on_host = candidates[i].recipe.kind == RecipeKind::kNvfp4;
+    (on_host ? host : device).push_back(candidates[i]);
+    (on_host ? host_at : device_at).push_back(i);
+  }
+  if (host.empty()) return evaluate_on_device(candidates, tensor);
+  TensorEvaluation out = evaluate_on_device(device, tensor);
+  const TensorEvaluation cpu = CpuBackend().evaluate(host, tensor);
+  std::vector<CandidateResult> results(candidates.size());
+  for (std::size_t i = 0; i < device_at.size(); ++i) results[device_at[i]] = std::move(out.results[i]);
+  for (std::size_t i = 0; i < host_at.size(); ++i) results[host_at[i]] = cpu.results[i];
+  out.results = std::move(results);
+  return out;
+}
+
+TensorEvaluation CudaBackend::evaluate_on_device(std::span<const Candidate> candidates,
+                                                 const TensorView& tensor) const {
   const Lease workspace(*pool_, options_.max_concurrent);
   const std::size_t min_chunk = static_cast<std::size_t>(kChunkAlign * kChunkAlign) * dtype_size(tensor.dtype);
   for (;;) {
@@ -411,6 +433,10 @@ TensorEvaluation CudaBackend::evaluate(std::span<const Candidate> candidates,
 
 TensorEvaluation CudaBackend::evaluate_device(std::span<const Candidate> candidates,
                                               const DeviceMatrix& tensor) const {
+  for (const Candidate& c : candidates)
+    if (c.recipe.kind == RecipeKind::kNvfp4)
+      throw internal_error("fp8a.cuda.801",
+                           "evaluate_device: NVFP4 has no device kernels (CudaBackend::evaluate runs it on the CPU)");
   const ChunkPlan p = plan_whole(tensor.rows, tensor.cols, dtype_size(tensor.dtype));
   const Lease workspace(*pool_, options_.max_concurrent);
   try {

@@ -103,6 +103,7 @@ class CudaBackend final : public Backend {
   std::string device() const override;  // describe_device0()
   // Throws fp8a::Error fp8a.cuda.803 when the device has no memory for the buffers even at the
   // smallest budget (see the top of this file), fp8a.cuda.801 for other runtime failures.
+  // NVFP4 candidates are evaluated on the CPU (CpuBackend): no device kernels yet.
   TensorEvaluation evaluate(std::span<const Candidate> candidates,
                             const TensorView& tensor) const override;
 
@@ -120,6 +121,8 @@ class CudaBackend final : public Backend {
   CudaBackendBudget budget() const;
 
  private:
+  TensorEvaluation evaluate_on_device(std::span<const Candidate> candidates, const TensorView& tensor) const;
+
   class Workspace;
   struct Pool;
   class Lease;

@@ -27,6 +27,9 @@ struct Candidate {
   // applicable. Current scaling: NaN (scale from this tensor's amax) or the scale of an amax
   // reduced over several ranks.
   float given_scale = std::numeric_limits<float>::quiet_NaN();
+  // NVFP4: the amax the copy's level-2 scale comes from when the ranks share one (reduced over
+  // them); NaN: the tensor's own.
+  float given_amax = std::numeric_limits<float>::quiet_NaN();
 };
 
 // Whether a candidate can be evaluated on a tensor (engine/run.hpp recipe_fits, a delayed

@@ -269,6 +269,16 @@ TensorStats compute_tensor_stats(const TensorView& t, CpuIsa isa) {
   return total;
 }
 
+float nvfp4_rht_amax(const TensorView& t, Orientation orientation) {
+  std::vector<float> parts(static_cast<std::size_t>(chunk_count(t)));
+  for_each_chunk(default_cpu_isa(), t, [&](std::int64_t c, const float* x, std::int64_t, std::int64_t rows) {
+    parts[static_cast<std::size_t>(c)] = nvfp4_copy_amax(x, rows, t.cols, orientation == Orientation::kColumnwise, true);
+  });
+  float amax = 0.0f;
+  for (float a : parts) amax = std::fmax(amax, a);
+  return amax;
+}
+
 TensorEvaluation CpuBackend::evaluate(std::span<const Candidate> candidates,
                                       const TensorView& t) const {
   TensorEvaluation out;
@@ -277,8 +287,13 @@ TensorEvaluation CpuBackend::evaluate(std::span<const Candidate> candidates,
   if (k == 0) return out;  // statistics only
   out.results.resize(k);
   std::vector<QuantSpec> specs(k);
-  for (std::size_t j = 0; j < k; ++j)
+  for (std::size_t j = 0; j < k; ++j) {
     out.results[j].applicability = make_quant_spec(candidates[j], out.stats, t.dtype, &specs[j]);
+    QuantSpec& s = specs[j];
+    if (out.results[j].applicability.ok && s.kind == RecipeKind::kNvfp4 && std::isnan(s.nvfp4_decode))
+      set_nvfp4_amax(nvfp4_rht_amax(t, candidates[j].orientation), &s);  // a transformed copy
+  }
+  const std::int64_t chunk_rows = rows_per_chunk(t.cols);
 
   const auto chunks = static_cast<std::size_t>(chunk_count(t));
   std::vector<CandidateSums> sums(chunks * k);
@@ -295,7 +310,9 @@ TensorEvaluation CpuBackend::evaluate(std::span<const Candidate> candidates,
       if (!out.results[j].applicability.ok) continue;
       CandidateSums& s = sums[static_cast<std::size_t>(c) * k + j];
       float* d = deq.data() + static_cast<std::size_t>(count) * chunk_size;
-      fake_quantize_rows(specs[j], x, rows, t.cols, d, &s.counts, isa_);
+      QuantSpec spec = specs[j];
+      spec.place.first_row = c * chunk_rows;  // NVFP4's stochastic rounding: the tensor's elements
+      fake_quantize_rows(spec, x, rows, t.cols, d, &s.counts, isa_);
       group_deq[count] = d;
       group_sums[count] = &s;
       if (++count == kSumGroup) {
@@ -313,7 +330,9 @@ TensorEvaluation CpuBackend::evaluate(std::span<const Candidate> candidates,
     const bool per_tensor = is_per_tensor(specs[j].kind);
     constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
     auto& m = out.results[j].metrics;
-    if (per_tensor)
+    if (specs[j].kind == RecipeKind::kNvfp4)  // the level-2 scales; the blocks' decode in the range
+      m = finalize_metrics(out.stats, specs[j].scale, specs[j].nvfp4_decode, total.sums());
+    else if (per_tensor)
       m = finalize_metrics(out.stats, specs[j].scale, scale_inverse(specs[j].scale), total.sums());
     else
       m = finalize_metrics(out.stats, kNaN, kNaN, total.sums());

@@ -45,6 +45,11 @@ class CpuBackend final : public Backend {
 TensorStats compute_tensor_stats(const TensorView& tensor);
 TensorStats compute_tensor_stats(const TensorView& tensor, CpuIsa isa);
 
+// The amax of the tensor's NVFP4 copy in this orientation after the Hadamard transform
+// (nvfp4_copy_amax of the whole tensor), read chunk by chunk (whole 16-row groups): the amax TE's
+// level-2 scale of a transformed copy comes from.
+float nvfp4_rht_amax(const TensorView& tensor, Orientation orientation);
+
 // Rows per chunk for a tensor `cols` wide: a multiple of 128 near kChunkElements elements.
 std::int64_t rows_per_chunk(std::int64_t cols);
 

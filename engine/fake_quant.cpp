@@ -167,9 +167,29 @@ void dispatch(const QuantSpec& spec, const float* x, std::int64_t rows, std::int
   }
 }
 
+// NVFP4 (core/nvfp4.hpp): the copy's direction and 2-D tiles from the block shape (so a
+// transposed spec casts the transposed piece), its counts in the domain it quantised, and
+// underflow where a finite nonzero x decodes to 0 (after the transform is undone: what the
+// metrics compare).
+void fake_quantize_nvfp4(const QuantSpec& spec, const float* x, std::int64_t rows, std::int64_t cols, float* deq,
+                         FakeQuantCounts* counts) {
+  Nvfp4Copy copy = spec.nvfp4;
+  copy.two_d = spec.block.rows > 1 && spec.block.cols > 1;
+  copy.columnwise = spec.block.rows > 1 && spec.block.cols == 1;
+  Nvfp4Tally tally;
+  nvfp4_quantize_piece(x, rows, cols, copy, spec.scale, spec.nvfp4_decode, spec.place, deq, &tally);
+  std::int64_t underflow = 0;
+  for (std::int64_t i = 0; i < rows * cols; ++i)
+    underflow += std::isfinite(x[i]) && x[i] != 0.0f && deq[i] == 0.0f;
+  counts->add(underflow, tally.saturated, tally.overflow);
+  counts->scale_inv_min = std::min(counts->scale_inv_min, tally.decode_min);
+  counts->scale_inv_max = std::max(counts->scale_inv_max, tally.decode_max);
+}
+
 void fake_quantize_rows_body(const QuantSpec& spec, const float* x, std::int64_t rows,
                              std::int64_t cols, float* deq, FakeQuantCounts* counts) {
   if (spec.kind == RecipeKind::kBf16) return fake_quantize_bf16(x, rows * cols, deq, counts);
+  if (spec.kind == RecipeKind::kNvfp4) return fake_quantize_nvfp4(spec, x, rows, cols, deq, counts);
   if (spec.format == Fp8Format::kE4M3)
     dispatch<round_trip_e4m3>(spec, x, rows, cols, deq, counts);
   else
@@ -229,7 +249,8 @@ FP8A_CPU_PATHS(void, quantize_codes_on, (const QuantSpec& spec, const float* x, 
 
 void quantize_block_codes(const QuantSpec& spec, const float* x, std::int64_t rows, std::int64_t cols, float* q,
                           float* scale_inv) {
-  FP8A_CHECK(spec.block.rows >= 1 && spec.block.cols >= 1 && !is_per_tensor(spec.kind),
+  FP8A_CHECK(spec.block.rows >= 1 && spec.block.cols >= 1 && !is_per_tensor(spec.kind) &&
+                 spec.kind != RecipeKind::kNvfp4,
              "quantize_block_codes: a blocked recipe only");
   FP8A_CPU_PICK(default_cpu_isa(), block_codes_on)(spec, x, rows, cols, q, scale_inv);
 }
@@ -273,6 +294,7 @@ void fake_quantize_rows(const QuantSpec& spec, const float* x, std::int64_t rows
   FP8A_CHECK(spec.kind == RecipeKind::kBf16 || (spec.block.rows == 0) == is_per_tensor(spec.kind),
              "block shape does not fit the recipe");
   FP8A_CHECK(cpu_isa_supported(isa), "fake_quantize_rows: a CPU path this CPU lacks");
+  FP8A_CHECK(spec.kind != RecipeKind::kNvfp4 || !std::isnan(spec.nvfp4_decode), "NVFP4 cast without its level-2 scales");
   FP8A_CPU_PICK(isa, fake_quantize_rows_on)(spec, x, rows, cols, deq, counts);
 }
 

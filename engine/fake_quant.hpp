@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "core/nvfp4.hpp"
 #include "core/recipe.hpp"
 #include "core/tensor_view.hpp"
 #include "engine/cpu_isa.hpp"
@@ -23,6 +24,14 @@ struct QuantSpec {
   bool pow2_scales = true;         // block
   MxScaleRule mx_rule = MxScaleRule::kTeRoundUp;
   float value_for_inf = FLT_MAX;   // block: an infinite scale becomes the input type's max
+  // NVFP4: what the copy gets besides its blocks (the transform, stochastic rounding; its
+  // direction and 2-D tiles are the block shape's); its level-2 scales from the whole tensor's
+  // amax (nvfp4_copy_amax, or the ranks' reduced one): `scale` is nvfp4_global_encode_scale(amax)
+  // and `nvfp4_decode` nvfp4_decode_factor(amax); and where the rows being cast lie in the tensor
+  // (the stochastic rounding stream): fake_quantize_rows' callers set `place`.
+  Nvfp4Copy nvfp4;
+  float nvfp4_decode = std::numeric_limits<float>::quiet_NaN();
+  Nvfp4Place place;
 };
 
 // Counts and scale range over the fake-quantised rows.

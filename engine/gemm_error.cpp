@@ -21,6 +21,7 @@
 #include "engine/fake_quant.hpp"
 #include "engine/gemm_pairing.hpp"
 #include "engine/gemm_stats.hpp"
+#include "engine/quant_spec.hpp"
 #include "engine/unit_codec.hpp"
 
 namespace fp8a {
@@ -39,16 +40,24 @@ QuantSpec spec_of(const EvaluationRow& row) {
   s.pow2_scales = row.recipe.pow2_scales;
   s.mx_rule = row.recipe.mx_rule;
   s.value_for_inf = input_type_max(row.input_dtype);
+  if (row.recipe.kind == RecipeKind::kNvfp4) {  // the level-2 scales as evaluated
+    s.nvfp4 = nvfp4_copy_for(row.key.role, row.orientation);
+    s.nvfp4_decode = row.metrics.scale_inv;
+  }
   return s;
 }
 
-// The spec of one rank's shard: the row's, except current scaling with --amax-reduction none,
-// where each shard has the scale of its own amax (the merged row then has no single scale).
+// The spec of one rank's shard: the row's, except current scaling and NVFP4 with
+// --amax-reduction none, where each shard has the scale of its own amax (the merged row then has
+// no single scale).
 QuantSpec spec_for(const EvaluationRow& row, const CapturedTensor& shard) {
   QuantSpec s = spec_of(row);
   if (row.ranks > 1 && is_per_tensor(row.recipe.kind) &&
       !replays_history(row.recipe.kind) && std::isnan(s.scale))
     s.scale = per_tensor_scale(row.recipe, row.fp8, compute_tensor_stats(shard.view).amax);
+  if (row.ranks > 1 && row.recipe.kind == RecipeKind::kNvfp4 && std::isnan(s.scale))  // each its own
+    set_nvfp4_amax(s.nvfp4.rht ? nvfp4_rht_amax(shard.view, row.orientation) : compute_tensor_stats(shard.view).amax,
+                   &s);
   return s;
 }
 
@@ -268,8 +277,8 @@ void prepare_block_scaled(const OperandSource& src, const Floats& x, std::int64_
 // GEMM rows [r0, r0 + n) of an operand as loaded, x: unquantised (a reference GEMM; `squared`:
 // their squares), or with the cast of `spec` (in the tensor's layout) applied, into *in (work:
 // a scratch buffer).
-void prepare(const OperandSource& src, const Floats& x, std::int64_t n, const QuantSpec* spec, bool squared,
-             Floats* work, GemmInput* in) {
+void prepare(const OperandSource& src, const Floats& x, std::int64_t r0, std::int64_t n, const QuantSpec* spec,
+             bool squared, Floats* work, GemmInput* in) {
   if (spec == nullptr) return to_gemm_input(x.data(), x.size(), src.layout, 1.0, true, squared, in);
   if (is_per_tensor(spec->kind)) {
     // q / scale exactly (the cast's dequantised values are q * scale_inverse(scale) rounded to
@@ -287,7 +296,10 @@ void prepare(const OperandSource& src, const Floats& x, std::int64_t n, const Qu
     return prepare_block_scaled(src, x, n, *spec, work, in);
   work->resize(x.size());
   FakeQuantCounts unused;
-  fake_quantize_rows(*spec, x.data(), src.layout_rows(n), src.layout_cols(n), work->data(), &unused);
+  QuantSpec placed = *spec;  // NVFP4's stochastic rounding: the elements' places in the tensor
+  placed.place.tensor_cols = src.view->cols;
+  (src.layout == GemmLayout::kKMajor ? placed.place.rows : placed.place.cols) = src.idx.data() + r0;
+  fake_quantize_rows(placed, x.data(), src.layout_rows(n), src.layout_cols(n), work->data(), &unused);
   to_gemm_input(work->data(), x.size(), src.layout, 1.0, true, false, in);
 }
 
@@ -405,7 +417,9 @@ bool same_cast(const std::optional<QuantSpec>& x, const std::optional<QuantSpec>
   return x->kind == y->kind && x->format == y->format && x->block == y->block &&
          std::bit_cast<std::uint32_t>(x->scale) == std::bit_cast<std::uint32_t>(y->scale) &&
          x->pow2_scales == y->pow2_scales && x->mx_rule == y->mx_rule &&
-         std::bit_cast<std::uint32_t>(x->value_for_inf) == std::bit_cast<std::uint32_t>(y->value_for_inf);
+         std::bit_cast<std::uint32_t>(x->value_for_inf) == std::bit_cast<std::uint32_t>(y->value_for_inf) &&
+         std::bit_cast<std::uint32_t>(x->nvfp4_decode) == std::bit_cast<std::uint32_t>(y->nvfp4_decode) &&
+         x->nvfp4.rht == y->nvfp4.rht && x->nvfp4.stochastic == y->nvfp4.stochastic && x->nvfp4.seed == y->nvfp4.seed;
 }
 
 // The GEMMs of a part under several casts (per cast, spec_a and spec_b per term, in the tensors'
@@ -423,7 +437,7 @@ void part_products(const Part& part, const std::vector<TermSpecs>& casts, bool s
       const Term& term = part.terms[t];
       const auto& spec = casts[c][t].first;
       Floats work;
-      prepare(term.a, term.a_raw, term.a.rows(), spec ? &*spec : nullptr, squared, &work, &a_in[c][t]);
+      prepare(term.a, term.a_raw, 0, term.a.rows(), spec ? &*spec : nullptr, squared, &work, &a_in[c][t]);
     });
   });
   // For each term and cast, the first cast with the same b cast: b is cast once for all of them.
@@ -451,7 +465,7 @@ void part_products(const Part& part, const std::vector<TermSpecs>& casts, bool s
       for (std::size_t c = 0; c < nc; ++c) {
         if (first[t][c] != c) continue;  // done with its first
         const auto& spec = casts[c][t].second;
-        prepare(term.b, s.b, n, spec ? &*spec : nullptr, squared, &s.work, &s.b_in);
+        prepare(term.b, s.b, r0, n, spec ? &*spec : nullptr, squared, &s.work, &s.b_in);
         for (std::size_t d = c; d < nc; ++d)
           if (first[t][d] == c)
             add_product(a_in[d][t], s.b_in, part.rows, n, term.b.k(), t > 0, &s.c, s.out[d].data());

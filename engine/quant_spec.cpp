@@ -1,8 +1,26 @@
 #include "engine/quant_spec.hpp"
 
 #include <cmath>
+#include <limits>
 
 namespace fp8a {
+
+void set_nvfp4_amax(float amax, QuantSpec* spec) {
+  spec->scale = nvfp4_global_encode_scale(amax);
+  spec->nvfp4_decode = nvfp4_decode_factor(amax);
+}
+
+Nvfp4Copy nvfp4_copy_for(Role role, Orientation orientation) {
+  Nvfp4Copy copy;
+  copy.columnwise = orientation == Orientation::kColumnwise;
+  copy.two_d = role == Role::kWeight;
+  copy.rht = copy.columnwise && role != Role::kWeight;
+  copy.stochastic = role == Role::kGradient;
+  copy.rule = Nvfp4BlockRule::kScaleFirst;
+  // One stream per copy kind; an element's draw is a function of its place in the tensor.
+  copy.seed = 0x4E56465034ull + 2 * static_cast<std::uint64_t>(role) + (copy.columnwise ? 1 : 0);
+  return copy;
+}
 
 Applicability make_quant_spec(const Candidate& c, const TensorStats& stats, DType dtype,
                               QuantSpec* spec) {
@@ -12,6 +30,14 @@ Applicability make_quant_spec(const Candidate& c, const TensorStats& stats, DTyp
   spec->pow2_scales = c.recipe.pow2_scales;
   spec->mx_rule = c.recipe.mx_rule;
   spec->value_for_inf = input_type_max(dtype);
+  if (c.recipe.kind == RecipeKind::kNvfp4) {
+    spec->nvfp4 = nvfp4_copy_for(c.role, c.orientation);
+    // The copy's own amax: the tensor's, unless the transform changes it (the caller then finds
+    // it: nvfp4_rht_amax) or the ranks reduced it (given).
+    const float amax = !std::isnan(c.given_amax) ? c.given_amax : spec->nvfp4.rht ? std::numeric_limits<float>::quiet_NaN() : stats.amax;
+    if (!std::isnan(amax)) set_nvfp4_amax(amax, spec);
+    return Applicability::yes();
+  }
   if (!is_per_tensor(c.recipe.kind)) return Applicability::yes();
   if (replays_history(c.recipe.kind)) {
     if (std::isnan(c.given_scale))

@@ -10,7 +10,17 @@ namespace fp8a {
 // Resolves a candidate for a tensor with these stats (pass 1) and input type into *spec:
 //   per-tensor current: the scale from stats.amax, or the candidate's given (reduced) scale;
 //   per-tensor delayed: the candidate's replayed scale; not applicable when there is none;
-//   blocked: the block shape of the recipe, role and orientation, and the block scale rule.
+//   blocked: the block shape of the recipe, role and orientation, and the block scale rule;
+//   NVFP4: the copy and its level-2 scales (left NaN for a transformed copy without a given
+//   amax: the caller computes nvfp4_rht_amax and calls set_nvfp4_amax).
+// How TE's NVFP4BlockScaling (defaults, TE 2.14+'s block rule) quantises this copy of this role
+// (docs/NVFP4-TE.md §1.2): weights 16x16 tiles, the wgrad copies of X and dY the Hadamard
+// transform, dY's copies stochastic rounding (a seeded stream per role and orientation).
+Nvfp4Copy nvfp4_copy_for(Role role, Orientation orientation);
+
+// An NVFP4 spec's level-2 scales from its copy's amax (scale and nvfp4_decode).
+void set_nvfp4_amax(float amax, QuantSpec* spec);
+
 Applicability make_quant_spec(const Candidate& candidate, const TensorStats& stats, DType dtype,
                               QuantSpec* spec);
 

@@ -10,6 +10,8 @@
 #include "core/error.hpp"
 #include "core/scale.hpp"
 #include "core/text.hpp"
+#include "engine/cpu_backend.hpp"
+#include "engine/quant_spec.hpp"
 
 namespace fp8a {
 
@@ -146,9 +148,11 @@ GroupRows plan_group(const GroupInputs& in, Group group, std::optional<float> re
       const std::size_t first_of_copy = rows.size();
       for (std::size_t f = 0; f < formats.size(); ++f) {
         if (!evaluates(in.config, recipe, formats[f])) continue;
-        // BF16 casts to no FP8 type: one evaluation serves every format (reported as E4M3).
-        const Fp8Format fp8 =
-            !is_fp8(recipe.kind) ? Fp8Format::kE4M3 : fp8_format_for(formats[f], t.key.role);
+        // BF16 casts to no FP8 type, NVFP4 to E2M1 under E4M3 scales in every format: one
+        // evaluation serves every format (reported as E4M3).
+        const Fp8Format fp8 = !is_fp8(recipe.kind) || recipe.kind == RecipeKind::kNvfp4
+                                  ? Fp8Format::kE4M3
+                                  : fp8_format_for(formats[f], t.key.role);
         std::size_t e = first_of_copy;
         while (e < rows.size() && rows[e].fp8 != fp8) ++e;
         out.of_format[f].push_back(e);
@@ -178,6 +182,17 @@ GroupRows plan_group(const GroupInputs& in, Group group, std::optional<float> re
         }
         if (is_per_tensor(recipe.kind) && !replays_history(recipe.kind) && reduced_amax)
           c.given_scale = per_tensor_scale(recipe, fp8, *reduced_amax);  // TE's amax all-reduce
+        if (recipe.kind == RecipeKind::kNvfp4 && reduced_amax && row.applicability.ok) {
+          // The ranks share the level-2 scale: the reduced amax, of the transformed copies where
+          // the copy is transformed (NVFP4Quantizer's amax reduction).
+          float amax = *reduced_amax;
+          if (nvfp4_copy_for(t.key.role, o).rht) {
+            amax = 0.0f;
+            for (std::size_t i = first; i < last; ++i)
+              amax = std::fmax(amax, nvfp4_rht_amax(in.captures.tensors[i].view, o));
+          }
+          c.given_amax = amax;
+        }
         if (row.applicability.ok) {
           candidates->push_back(c);
           slots->push_back(rows.size());

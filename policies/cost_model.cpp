@@ -71,6 +71,8 @@ std::array<double, 2> stored_shape(const RankDims& d, Role role) {
 }  // namespace
 
 RecipeSupport recipe_support(RecipeKind kind, const GpuTarget& gpu) {
+  if (te_runs_on(kind, gpu.sm) && kind == RecipeKind::kNvfp4 && !(gpu.fp4_tflops > 0))
+    return {false, std::string("nvfp4 needs an FP4 tensor-core rate; the table has none for ") + gpu.name};
   if (te_runs_on(kind, gpu.sm)) return {};
   const auto& row = recipe_kind_traits(kind);
   const std::string te = *row.te_recipe != '\0' ? std::string(" (TE ") + row.te_recipe + ")" : "";
@@ -103,8 +105,8 @@ KernelCost gemm_cost_fp8(const GemmShape& s, const Recipe& recipe, Role a, Role 
   FP8A_CHECK(is_fp8(recipe.kind), "gemm_cost_fp8 needs an FP8 recipe");
   const double scales = (block_scale_count(recipe, a, s.m, s.k) +
                          block_scale_count(recipe, b, s.n, s.k)) * scale_bytes(recipe);
-  const double bytes = kFp8Bytes * (s.m * s.k + s.n * s.k) + scales + kBf16Bytes * s.m * s.n;
-  return kernel(gemm_flops(s), gpu.fp8_tflops, bytes, gpu);
+  const double bytes = element_bytes(recipe) * (s.m * s.k + s.n * s.k) + scales + kBf16Bytes * s.m * s.n;
+  return kernel(gemm_flops(s), recipe.kind == RecipeKind::kNvfp4 ? gpu.fp4_tflops : gpu.fp8_tflops, bytes, gpu);
 }
 
 double block_scale_count(const Recipe& recipe, Role role, double outer, double reduction) {
@@ -115,10 +117,18 @@ double block_scale_count(const Recipe& recipe, Role role, double outer, double r
          std::ceil(reduction / static_cast<double>(block.cols));
 }
 
+double element_bytes(const Recipe& recipe) { return recipe.kind == RecipeKind::kNvfp4 ? kFp4Bytes : kFp8Bytes; }
+
 double scale_bytes(const Recipe& recipe) {
   if (!is_fp8(recipe.kind)) return 0.0;
-  return recipe_kind_traits(recipe.kind).scale_type == ScaleType::kE8M0 ? kE8M0ScaleBytes
-                                                                        : kFp32ScaleBytes;
+  switch (recipe_kind_traits(recipe.kind).scale_type) {
+    case ScaleType::kE8M0: return kE8M0ScaleBytes;
+    case ScaleType::kE4M3: return kE4M3ScaleBytes;  // the per-tensor FP32 scale is negligible
+    case ScaleType::kFp32:
+    case ScaleType::kPow2:
+    case ScaleType::kNone: break;
+  }
+  return kFp32ScaleBytes;
 }
 
 KernelCost cast_cost(const Recipe& recipe, Role role, double outer, double reduction, Copies copies,
@@ -127,9 +137,9 @@ KernelCost cast_cost(const Recipe& recipe, Role role, double outer, double reduc
   const double elements = outer * reduction;
   double bytes = kBf16Bytes * elements;
   if (copies != Copies::kColumnwise)
-    bytes += kFp8Bytes * elements + block_scale_count(recipe, role, outer, reduction) * scale_bytes(recipe);
+    bytes += element_bytes(recipe) * elements + block_scale_count(recipe, role, outer, reduction) * scale_bytes(recipe);
   if (copies != Copies::kRowwise)
-    bytes += kFp8Bytes * elements + block_scale_count(recipe, role, reduction, outer) * scale_bytes(recipe);
+    bytes += element_bytes(recipe) * elements + block_scale_count(recipe, role, reduction, outer) * scale_bytes(recipe);
   return kernel(0.0, 0.0, bytes, gpu);
 }
 

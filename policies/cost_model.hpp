@@ -26,6 +26,8 @@ inline constexpr double kBf16Bytes = 2.0;  // high-precision operands, every GEM
 inline constexpr double kFp8Bytes = 1.0;   // an FP8 operand copy
 inline constexpr double kFp32ScaleBytes = 4.0;  // a per-tensor or block scale (block: pow2 or not)
 inline constexpr double kE8M0ScaleBytes = 1.0;  // an MXFP8 block scale
+inline constexpr double kFp4Bytes = 0.5;        // an NVFP4 operand copy (E2M1, two to a byte)
+inline constexpr double kE4M3ScaleBytes = 1.0;  // an NVFP4 block scale
 // The share of the datasheet peaks a kernel reaches: torchao's roofline
 // (roofline_utils.py gpu_name_to_specs, H100: pct_achievable_gemm_tops, pct_achievable_mem_bw).
 inline constexpr double kAchievableGemmFraction = 0.78;
@@ -89,8 +91,10 @@ KernelCost gemm_cost_fp8(const GemmShape& shape, const Recipe& recipe, Role a, R
 // ceil(outer / rows) * ceil(reduction / cols) for the role's rowwise block {rows, cols}
 // (block_shape). 0 for kBf16.
 double block_scale_count(const Recipe& recipe, Role role, double outer, double reduction);
-// The bytes of one such scale: E8M0 1, otherwise fp32 4; 0 for kBf16.
+// The bytes of one such scale: E8M0 and NVFP4's E4M3 1, otherwise fp32 4; 0 for kBf16.
 double scale_bytes(const Recipe& recipe);
+// The bytes of one element of a quantised copy: NVFP4 0.5, FP8 1.
+double element_bytes(const Recipe& recipe);
 
 // Which FP8 copies of a tensor a plan reads: rowwise (the stored layout), columnwise (its
 // transpose), or both. A bit mask: kBoth = kRowwise | kColumnwise.

@@ -240,12 +240,13 @@ std::vector<float> tensor(std::int64_t rows, std::int64_t cols, unsigned seed) {
 }
 
 // The reference decode of one block of values (already transformed where the copy transforms):
-// block_ref's codes times its scale times amax / 2688.
+// block_ref's codes times its scale times the decode factor, amax / 2688 rounded to FP32.
+double decode_ref(float amax) { return static_cast<float>(static_cast<double>(amax) / 2688.0); }
 void decode_block_ref(const std::vector<float>& block, float amax, Nvfp4BlockRule rule, std::vector<double>* out) {
   std::vector<double> codes;
   const float scale = block_ref(block, fp8a::nvfp4_global_encode_scale(amax), rule, &codes);
   out->clear();
-  for (double c : codes) out->push_back(static_cast<float>(c * scale * (static_cast<double>(amax) / 2688.0)));
+  for (double c : codes) out->push_back(static_cast<float>(c * scale * decode_ref(amax)));
 }
 
 }  // namespace
@@ -296,7 +297,7 @@ TEST_CASE("NVFP4 tensor copies: rowwise and columnwise 1x16 blocks, 16x16 tiles,
   const float factor = fp8a::nvfp4_element_factor(scale, s_enc);
   for (int c = 0; c < 16; ++c)
     CHECK(rows_2d[static_cast<std::size_t>(c)] ==
-          static_cast<float>(e2m1_ref(first[static_cast<std::size_t>(c)] * factor) * scale * (amax / 2688.0)));
+          static_cast<float>(e2m1_ref(first[static_cast<std::size_t>(c)] * factor) * scale * decode_ref(amax)));
 }
 
 TEST_CASE("NVFP4 with the Hadamard transform: quantised in the transformed domain, decoded back") {

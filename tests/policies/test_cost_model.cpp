@@ -63,6 +63,11 @@ TEST_CASE("a recipe the GPU cannot run is excluded with the rule and the GPU's S
   }
   CHECK(fp8a::recipe_support(RecipeKind::kBf16, gpu("a100")).runs);
   CHECK(fp8a::recipe_support(RecipeKind::kMx, gpu("gb200")).runs);
+  // NVFP4: Blackwell's datacenter parts; Hopper refused as TE's autocast refuses it.
+  CHECK(why(RecipeKind::kNvfp4, "h100") == "nvfp4 needs sm_100+ (TE NVFP4BlockScaling); h100 is sm_90");
+  CHECK(why(RecipeKind::kNvfp4, "rtx5090") ==
+        "nvfp4 runs on sm_100 to sm_119 only (TE NVFP4BlockScaling); rtx5090 is sm_120");
+  CHECK(fp8a::recipe_support(RecipeKind::kNvfp4, gpu("b200")).runs);
 
   // In a model the excluded recipe keeps its reason; a plan that chooses it is a caller's bug.
   const std::vector<fp8a::GemmLayer> layers = {layer("fc1", 1024, 1024, 1024)};
@@ -150,6 +155,27 @@ TEST_CASE("scale tensors: one fp32 per tensor, per 1x128 or 128x128 block, one E
   CHECK(fp8a::amax_cost(current, 256.0 * 512, gpu("h100")).bytes == 2.0 * 256 * 512);
   CHECK(fp8a::amax_cost(fp8a::parse_recipe("delayed"), 256.0 * 512, gpu("h100")).seconds == 0);
   CHECK(fp8a::amax_cost(block, 256.0 * 512, gpu("h100")).seconds == 0);
+}
+
+TEST_CASE("NVFP4 on B200: half-byte elements, an E4M3 scale per 16 (16x16 for W), the FP4 rate") {
+  const auto nvfp4 = fp8a::parse_recipe("nvfp4");
+  using fp8a::Role;
+  CHECK(fp8a::block_scale_count(nvfp4, Role::kActivation, 256, 512) == 256 * 32);
+  CHECK(fp8a::block_scale_count(nvfp4, Role::kWeight, 384, 512) == 24 * 32);
+  CHECK(fp8a::scale_bytes(nvfp4) == 1);
+  CHECK(fp8a::element_bytes(nvfp4) == 0.5);
+  const fp8a::GemmShape s{256, 384, 512};
+  const auto g = fp8a::gemm_cost_fp8(s, nvfp4, Role::kActivation, Role::kWeight, gpu("b200"));
+  CHECK(g.bytes == 0.5 * (256 * 512 + 384 * 512) + 1.0 * (256 * 32 + 24 * 32) + 2.0 * 256 * 384);
+  // An 8192^3 GEMM is compute-bound: at the FP4 peak, half the FP8 GEMM's time (HGX B200: FP4
+  // 18 PFLOPS, FP8 9 PFLOPS with sparsity).
+  const fp8a::GemmShape big{8192, 8192, 8192};
+  const auto fp4 = fp8a::gemm_cost_fp8(big, nvfp4, Role::kActivation, Role::kWeight, gpu("b200"));
+  const auto fp8 = fp8a::gemm_cost_fp8(big, fp8a::parse_recipe("mxfp8"), Role::kActivation, Role::kWeight, gpu("b200"));
+  CHECK(fp8.seconds / fp4.seconds == doctest::Approx(2.0).epsilon(1e-3));
+  // The cast writes half a byte per element and a byte per 16.
+  CHECK(fp8a::cast_cost(nvfp4, Role::kActivation, 256, 512, fp8a::Copies::kRowwise, gpu("b200")).bytes ==
+        2.5 * 256 * 512 + 256 * 32);
 }
 
 TEST_CASE("a small layer on H100: every kernel is a launch, so FP8 does not pay") {
