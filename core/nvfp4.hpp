@@ -1,8 +1,8 @@
 // NVFP4 (TE's NVFP4BlockScaling, from TE 2.8) one block at a time: E2M1 elements, an E4M3 scale
 // per 16 elements, an FP32 scale per tensor. The rules, step by step in FP32 with
 // round-to-nearest-even, are docs/NVFP4-TE.md §2 (TE common/cast/nvfp4/core_nvfp4.cuh and the
-// cast kernels). The groundwork of issue 39: the quantiser, the Hadamard transform and
-// stochastic rounding as functions, not yet a recipe kind.
+// cast kernels). The recipe kind "nvfp4" casts with it (engine/quant_spec.cpp nvfp4_copy_for,
+// engine/fake_quant.cpp).
 #pragma once
 
 #include <cfloat>

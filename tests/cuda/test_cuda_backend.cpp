@@ -91,6 +91,19 @@ TEST_CASE("CudaBackend == CpuBackend over shapes, fills, input types, recipes, r
   }
 }
 
+TEST_CASE("NVFP4 candidates are evaluated on the CPU beside the device's, in the caller's order") {
+  // No device kernels for NVFP4 yet: CudaBackend hands its candidates to CpuBackend.
+  const CudaBackend whole;
+  const auto x = ct::make_fill(64 * 160, ct::Fill::kNormal, 7);
+  const auto t = ct::store(x, fp8a::DType::kBF16, {64, 160});
+  const fp8a::Recipe nvfp4 = fp8a::parse_recipe("nvfp4"), current = fp8a::parse_recipe("current");
+  const std::vector<fp8a::Candidate> cands = {
+      {nvfp4, fp8a::Fp8Format::kE4M3, fp8a::Role::kGradient, fp8a::Orientation::kColumnwise},
+      {current, fp8a::Fp8Format::kE4M3, fp8a::Role::kActivation, fp8a::Orientation::kRowwise},
+      {nvfp4, fp8a::Fp8Format::kE4M3, fp8a::Role::kWeight, fp8a::Orientation::kRowwise}};
+  ct::check_same_evaluation(whole.evaluate(cands, t.view), fp8a::CpuBackend().evaluate(cands, t.view), cands);
+}
+
 TEST_CASE("tensors larger than one chunk: row bands and column ranges, resident and streamed") {
   CudaBackendOptions o;
   o.chunk_bytes = kEmulated ? 128 << 10 : 1 << 20;  // BF16 rows of 100000 are 195 KiB
