@@ -115,8 +115,12 @@ std::string Recipe::spec() const {
     case RecipeKind::kMx:
       if (mx_rule == MxScaleRule::kOcpFloor) s += ":floor";
       break;
-    case RecipeKind::kBf16:
     case RecipeKind::kNvfp4:
+      if (!nvfp4_rht) s += ":no_rht";
+      if (!nvfp4_sr) s += ":no_sr";
+      if (!nvfp4_2d) s += ":no_2d";
+      break;
+    case RecipeKind::kBf16:
       break;
   }
   return s;
@@ -188,8 +192,14 @@ bool apply_option(std::string_view spec, std::string_view f, Recipe* r) {
         return true;
       }
       return false;
-    case RecipeKind::kBf16:
     case RecipeKind::kNvfp4:
+      for (auto [name, on] : {std::pair{"no_rht", &r->nvfp4_rht}, {"no_sr", &r->nvfp4_sr}, {"no_2d", &r->nvfp4_2d}})
+        if (f == name) {
+          *on = false;
+          return true;
+        }
+      return false;
+    case RecipeKind::kBf16:
       return false;
   }
   return false;
@@ -267,8 +277,9 @@ float per_tensor_scale(const Recipe& recipe, Fp8Format format, float amax) {
 
 BlockShape block_shape(const Recipe& recipe, Role role, Orientation orientation) {
   const RecipeKindTraits& t = recipe_kind_traits(recipe.kind);
-  const BlockShape s = recipe.block_2d && t.block_2d.rows != 0 ? t.block_2d
-                                                                : t.blocks[static_cast<int>(role)];
+  BlockShape s = recipe.block_2d && t.block_2d.rows != 0 ? t.block_2d : t.blocks[static_cast<int>(role)];
+  // NVTE_NVFP4_DISABLE_2D_QUANTIZATION: weights in 1x16 blocks like the other roles.
+  if (recipe.kind == RecipeKind::kNvfp4 && !recipe.nvfp4_2d) s = t.blocks[static_cast<int>(Role::kActivation)];
   return orientation == Orientation::kRowwise ? s : BlockShape{s.cols, s.rows};
 }
 

@@ -220,10 +220,11 @@ inline constexpr RecipeKindTraits kRecipeKinds[] = {
      .default_format = TrainingFormat::kE4M3},
     {.kind = RecipeKind::kNvfp4,
      .name = "nvfp4",
-     .options = "",
+     .options = "no_rht, no_sr, no_2d",
      .summary = "TE NVFP4BlockScaling (TE 2.8+, Blackwell): E2M1 in 16-element blocks, 16x16 for "
                 "weights, E4M3 block scales, the Hadamard transform on wgrad's inputs, stochastic "
-                "rounding of gradients; evaluated, not yet recommended",
+                "rounding of gradients (:no_rht, :no_sr, :no_2d turn each off); evaluated, not yet "
+                "recommended",
      .te_recipe = "NVFP4BlockScaling",
      .granularity = Granularity::kBlock,
      .scale_type = ScaleType::kE4M3,
@@ -281,6 +282,10 @@ struct Recipe {
   // block: 128x128 tiles for every role (TE Float8BlockQuantizer's default block_scaling_dim=2,
   // which nvdlfw_inspect's fp8_block_scaling statistics use) instead of 1x128 for X and dY.
   bool block_2d = false;
+  // nvfp4: TE's three switches (NVTE_NVFP4_DISABLE_RHT, _STOCHASTIC_ROUNDING, _2D_QUANTIZATION),
+  // each on by default: the Hadamard transform on wgrad's copies of X and dY, stochastic rounding
+  // of dY, 16x16 tiles for W. Options :no_rht, :no_sr, :no_2d turn them off.
+  bool nvfp4_rht = true, nvfp4_sr = true, nvfp4_2d = true;
 
   // Canonical spec string: options in a fixed order; for delayed every option is written.
   std::string spec() const;
@@ -288,7 +293,7 @@ struct Recipe {
 };
 
 // Parses one spec ("current:pow2", "delayed:history=16:algo=most_recent", "block:fp32",
-// "mxfp8:floor", "bf16"). Throws usage error fp8a.usage.201 with "did you mean" for unknown kinds
+// "mxfp8:floor", "nvfp4:no_rht", "bf16"). Throws usage error fp8a.usage.201 with "did you mean" for unknown kinds
 // and options.
 Recipe parse_recipe(std::string_view spec);
 // TE's DelayedScaling with these options (the rest as "delayed" parses: TE's defaults).

@@ -133,6 +133,42 @@ std::vector<RecipeOptionRow> make_rows() {
                   "1x128 for activations and gradients, 128x128 for weights)",
        .torchao_without = "",
        .before_since = ""},
+      // NVFP4BlockScaling's three switches: dataclass fields whose defaults TE reads from these
+      // variables at import (common/recipe/__init__.py, from TE 2.8), the variable being what
+      // Megatron's and Bridge's NVFP4 recipes (built with the defaults) see too.
+      {.name = "nvfp4:no_rht",
+       .kind = RecipeKind::kNvfp4,
+       .what = "NVFP4 without the Hadamard transform on wgrad's inputs",
+       .set = [](const Recipe& r) { return !r.nvfp4_rht; },
+       .value = env_on,
+       .evaluation_only = false,
+       .te_since = {2, 8},  // with the recipe class
+       .by = {env("NVTE_NVFP4_DISABLE_RHT"), env("NVTE_NVFP4_DISABLE_RHT"), env("NVTE_NVFP4_DISABLE_RHT"), env("NVTE_NVFP4_DISABLE_RHT"), kNo},
+       .without = "",
+       .torchao_without = "torchao has no NVFP4 training recipe",
+       .before_since = "no NVFP4 recipe"},
+      {.name = "nvfp4:no_sr",
+       .kind = RecipeKind::kNvfp4,
+       .what = "NVFP4 without stochastic rounding of gradients",
+       .set = [](const Recipe& r) { return !r.nvfp4_sr; },
+       .value = env_on,
+       .evaluation_only = false,
+       .te_since = {2, 8},  // with the recipe class
+       .by = {env("NVTE_NVFP4_DISABLE_STOCHASTIC_ROUNDING"), env("NVTE_NVFP4_DISABLE_STOCHASTIC_ROUNDING"), env("NVTE_NVFP4_DISABLE_STOCHASTIC_ROUNDING"), env("NVTE_NVFP4_DISABLE_STOCHASTIC_ROUNDING"), kNo},
+       .without = "",
+       .torchao_without = "torchao has no NVFP4 training recipe",
+       .before_since = "no NVFP4 recipe"},
+      {.name = "nvfp4:no_2d",
+       .kind = RecipeKind::kNvfp4,
+       .what = "NVFP4 with 1x16 blocks for weights",
+       .set = [](const Recipe& r) { return !r.nvfp4_2d; },
+       .value = env_on,
+       .evaluation_only = false,
+       .te_since = {2, 8},  // with the recipe class
+       .by = {env("NVTE_NVFP4_DISABLE_2D_QUANTIZATION"), env("NVTE_NVFP4_DISABLE_2D_QUANTIZATION"), env("NVTE_NVFP4_DISABLE_2D_QUANTIZATION"), env("NVTE_NVFP4_DISABLE_2D_QUANTIZATION"), kNo},
+       .without = "",
+       .torchao_without = "torchao has no NVFP4 training recipe",
+       .before_since = "no NVFP4 recipe"},
       {.name = "mxfp8:floor",
        .kind = RecipeKind::kMx,
        .what = "the OCP MX floor rule",
@@ -214,8 +250,8 @@ std::string te_cannot_train(const Recipe& r) {
 
 std::string te_release_cannot_train(const Recipe& r, TeVersion te) {
   std::string why;
-  if (r.kind == RecipeKind::kNvfp4 && !te_has_nvfp4(te))
-    why = "NVFP4BlockScaling exists from TE 2.8; TE " + te_version_text(te) + " has no NVFP4 recipe";
+  if (r.kind == RecipeKind::kNvfp4 && !te_has_nvfp4(te))  // the kind's reason covers its options'
+    return "NVFP4BlockScaling exists from TE 2.8; TE " + te_version_text(te) + " has no NVFP4 recipe";
   for (const RecipeOptionRow* row : options_set(r))
     if (te < row->te_since) why += (why.empty() ? "" : "; ") + before_release(*row, te);
   return why;

@@ -41,7 +41,7 @@ QuantSpec spec_of(const EvaluationRow& row) {
   s.mx_rule = row.recipe.mx_rule;
   s.value_for_inf = input_type_max(row.input_dtype);
   if (row.recipe.kind == RecipeKind::kNvfp4) {  // the level-2 scales as evaluated
-    s.nvfp4 = nvfp4_copy_for(row.key.role, row.orientation);
+    s.nvfp4 = nvfp4_copy_for(row.recipe, row.key.role, row.orientation);
     s.nvfp4_decode = row.metrics.scale_inv;
   }
   return s;

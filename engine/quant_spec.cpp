@@ -10,12 +10,12 @@ void set_nvfp4_amax(float amax, QuantSpec* spec) {
   spec->nvfp4_decode = nvfp4_decode_factor(amax);
 }
 
-Nvfp4Copy nvfp4_copy_for(Role role, Orientation orientation) {
+Nvfp4Copy nvfp4_copy_for(const Recipe& recipe, Role role, Orientation orientation) {
   Nvfp4Copy copy;
   copy.columnwise = orientation == Orientation::kColumnwise;
-  copy.two_d = role == Role::kWeight;
-  copy.rht = copy.columnwise && role != Role::kWeight;
-  copy.stochastic = role == Role::kGradient;
+  copy.two_d = role == Role::kWeight && recipe.nvfp4_2d;
+  copy.rht = copy.columnwise && role != Role::kWeight && recipe.nvfp4_rht;
+  copy.stochastic = role == Role::kGradient && recipe.nvfp4_sr;
   copy.rule = Nvfp4BlockRule::kScaleFirst;
   // One stream per copy kind; an element's draw is a function of its place in the tensor.
   copy.seed = 0x4E56465034ull + 2 * static_cast<std::uint64_t>(role) + (copy.columnwise ? 1 : 0);
@@ -31,7 +31,7 @@ Applicability make_quant_spec(const Candidate& c, const TensorStats& stats, DTyp
   spec->mx_rule = c.recipe.mx_rule;
   spec->value_for_inf = input_type_max(dtype);
   if (c.recipe.kind == RecipeKind::kNvfp4) {
-    spec->nvfp4 = nvfp4_copy_for(c.role, c.orientation);
+    spec->nvfp4 = nvfp4_copy_for(c.recipe, c.role, c.orientation);
     // The copy's own amax: the tensor's, unless the transform changes it (the caller then finds
     // it: nvfp4_rht_amax) or the ranks reduced it (given).
     const float amax = !std::isnan(c.given_amax) ? c.given_amax : spec->nvfp4.rht ? std::numeric_limits<float>::quiet_NaN() : stats.amax;

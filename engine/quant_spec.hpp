@@ -13,10 +13,11 @@ namespace fp8a {
 //   blocked: the block shape of the recipe, role and orientation, and the block scale rule;
 //   NVFP4: the copy and its level-2 scales (left NaN for a transformed copy without a given
 //   amax: the caller computes nvfp4_rht_amax and calls set_nvfp4_amax).
-// How TE's NVFP4BlockScaling (defaults, TE 2.14+'s block rule) quantises this copy of this role
-// (docs/NVFP4-TE.md §1.2): weights 16x16 tiles, the wgrad copies of X and dY the Hadamard
-// transform, dY's copies stochastic rounding (a seeded stream per role and orientation).
-Nvfp4Copy nvfp4_copy_for(Role role, Orientation orientation);
+// How TE's NVFP4BlockScaling (TE 2.14+'s block rule) quantises this copy of this role under the
+// recipe's switches (docs/NVFP4-TE.md §1.2): weights 16x16 tiles, the wgrad copies of X and dY
+// the Hadamard transform, dY's copies stochastic rounding (a seeded stream per role and
+// orientation), each unless the recipe turns it off.
+Nvfp4Copy nvfp4_copy_for(const Recipe& recipe, Role role, Orientation orientation);
 
 // An NVFP4 spec's level-2 scales from its copy's amax (scale and nvfp4_decode).
 void set_nvfp4_amax(float amax, QuantSpec* spec);

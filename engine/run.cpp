@@ -186,7 +186,7 @@ GroupRows plan_group(const GroupInputs& in, Group group, std::optional<float> re
           // The ranks share the level-2 scale: the reduced amax, of the transformed copies where
           // the copy is transformed (NVFP4Quantizer's amax reduction).
           float amax = *reduced_amax;
-          if (nvfp4_copy_for(t.key.role, o).rht) {
+          if (nvfp4_copy_for(recipe, t.key.role, o).rht) {
             amax = 0.0f;
             for (std::size_t i = first; i < last; ++i)
               amax = std::fmax(amax, nvfp4_rht_amax(in.captures.tensors[i].view, o));

@@ -121,6 +121,8 @@ void put(ByteWriter& w, const Recipe& rc) {
   w.i64(rc.margin);
   w.u8(static_cast<std::uint8_t>(rc.mx_rule));
   w.u8(rc.block_2d ? 1 : 0);
+  // NVFP4's switches, for that kind only: every other kind's bytes as before NVFP4 existed.
+  if (rc.kind == RecipeKind::kNvfp4) w.u8((rc.nvfp4_rht ? 1 : 0) | (rc.nvfp4_sr ? 2 : 0) | (rc.nvfp4_2d ? 4 : 0));
 }
 // A recipe kind is valid when kRecipeKinds has its row, so a kind added there decodes too.
 RecipeKind recipe_kind_from(std::uint8_t v) {
@@ -139,6 +141,13 @@ Recipe get_recipe(ByteReader& r) {
   rc.margin = static_cast<int>(r.i64());
   rc.mx_rule = enum_from(r.u8(), MxScaleRule::kOcpFloor, "MX scale rule");
   rc.block_2d = r.u8() != 0;
+  if (rc.kind == RecipeKind::kNvfp4) {
+    const std::uint8_t b = r.u8();
+    if (b > 7) throw DecodeError("bad NVFP4 switches");
+    rc.nvfp4_rht = (b & 1) != 0;
+    rc.nvfp4_sr = (b & 2) != 0;
+    rc.nvfp4_2d = (b & 4) != 0;
+  }
   return rc;
 }
 

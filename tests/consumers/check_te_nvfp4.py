@@ -7,7 +7,8 @@ test_nvfp4_rht_quantize_exact.py). Here it runs on the CPU from TE's sources (lo
 two base classes it imports from TE's compiled package are stood in for: it uses neither), on
 BF16 tensors written as a capture; `fp8-advisor run --recipes nvfp4` evaluates the same capture.
 For every copy TE's reference can make (X rowwise in 1x16 blocks; X columnwise, the wgrad copy,
-with the Hadamard transform; W in 16x16 tiles) the decoded values of the reference (code x E4M3
+with the Hadamard transform and, under nvfp4:no_rht, without; W in 16x16 tiles and, under
+nvfp4:no_2d, in 1x16 blocks both ways) the decoded values of the reference (code x E4M3
 block scale x amax / 2688, the transform undone exactly as METRICS.md defines the comparison)
 must give exactly the numbers metrics.csv has: the level-2 scale and decode factor bits, the
 blocks' decode range bits, the underflow count, and mse to 1e-12 relative (the values agree bit
@@ -123,11 +124,11 @@ def f32(v):
     return np.float32(v)
 
 
-def decoded(ref, utils, x, tile, columnwise):
+def decoded(ref, utils, x, tile, columnwise, rht):
     """The copy as TE's reference quantises it, decoded: (values [rows, cols] float32 in the
     tensor's own layout and domain, amax, [block scale * decode] float32)."""
     q = ref.NVFP4QuantizerRef(dtype=utils.Fp4Formats.E2M1, rowwise=not columnwise, columnwise=columnwise,
-                              quant_tile_shape=tile, with_rht=columnwise)
+                              quant_tile_shape=tile, with_rht=rht)
     qx, sx, qx_t, sx_t, amax_row, amax_col = q._quantize(x)
     data, scale, amax = (qx_t, sx_t, amax_col) if columnwise else (qx, sx, amax_row)
     amax = float(amax.reshape(-1)[0])
@@ -137,7 +138,9 @@ def decoded(ref, utils, x, tile, columnwise):
     decode = float(f32(amax / 2688.0))
     units = (block_scale * decode).astype(np.float32)
     values = (codes * np.repeat(block_scale, 16, axis=1) * decode).astype(np.float32)
-    if columnwise:  # [cols of x, rows of x], transformed along its rows: undo it, exactly, in double
+    if columnwise and not rht:
+        values = values.T
+    elif columnwise:  # [cols of x, rows of x], transformed along its rows: undo it, exactly, in double
         h = np.array([[(-1) ** bin(i & j).count("1") for j in range(16)] for i in range(16)], dtype=np.float64)
         y = values.astype(np.float64).reshape(rows, cols // 16, 16)
         back = np.zeros_like(y)
@@ -163,21 +166,25 @@ def check(argv):
             capture[layer + ".weight"] = w
         write_capture(os.path.join(tmp, "step_000001.safetensors"), capture)
         out = os.path.join(tmp, "out")
-        run = subprocess.run([argv[0], "run", "--capture", tmp, "--out", out, "--recipes", "nvfp4", "--cost", "none"],
+        run = subprocess.run([argv[0], "run", "--capture", tmp, "--out", out, "--recipes", "nvfp4,nvfp4:no_rht,nvfp4:no_2d",
+                              "--cost", "none"],
                              capture_output=True, text=True)
         if run.returncode != 0:
             raise CheckFailed("fp8-advisor run failed: %s" % (run.stderr.strip().splitlines() or ["?"])[-1])
         with open(os.path.join(out, "metrics.csv"), newline="") as f:
-            rows = {(r["layer"], r["tensor"], r["orientation"]): r for r in csv.DictReader(f) if r["recipe"] == "nvfp4"}
-    copies = [("activation", (1, 16), False), ("activation", (1, 16), True), ("weight", (16, 16), False)]
+            rows = {(r["recipe"], r["layer"], r["tensor"], r["orientation"]): r for r in csv.DictReader(f)}
+    # (recipe, role, TE's tile, columnwise, the transform): every copy the reference makes.
+    copies = [("nvfp4", "activation", (1, 16), False, False), ("nvfp4", "activation", (1, 16), True, True),
+              ("nvfp4", "weight", (16, 16), False, False), ("nvfp4:no_rht", "activation", (1, 16), True, False),
+              ("nvfp4:no_2d", "weight", (1, 16), False, False), ("nvfp4:no_2d", "weight", (1, 16), True, False)]
     for layer, (x, w) in named.items():
-        for role, tile, columnwise in copies:
+        for recipe, role, tile, columnwise, rht in copies:
             t = x if role == "activation" else w
-            key = (layer, role, "columnwise" if columnwise else "rowwise")
+            key = (recipe, layer, role, "columnwise" if columnwise else "rowwise")
             if key not in rows:
                 raise CheckFailed("metrics.csv has no nvfp4 row for %s" % (key,))
             r = rows[key]
-            values, amax, units = decoded(ref, utils, t, tile, columnwise)
+            values, amax, units = decoded(ref, utils, t, tile, columnwise, rht)
             xs = t.float().numpy()
             err = (xs.astype(np.float64) - values.astype(np.float64)) ** 2
             mse = err.sum() / xs.size
@@ -193,8 +200,8 @@ def check(argv):
             if abs(float(r["mse"]) - mse) > MSE_REL_TOL * mse:
                 raise CheckFailed("%s: mse %s, TE's reference %r" % (key, r["mse"], mse))
             compared += 1
-    return ("%d NVFP4 copies (1x16, 1x16 with the Hadamard transform, 16x16) equal TE's NVFP4QuantizerRef "
-            "in metrics.csv" % compared)
+    return ("%d NVFP4 copies (1x16 both ways, with and without the Hadamard transform, 16x16) equal TE's "
+            "NVFP4QuantizerRef in metrics.csv" % compared)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ std::vector<float> tensor(std::int64_t rows, std::int64_t cols, unsigned seed) {
 std::vector<float> copy_ref(const std::vector<float>& x, std::int64_t rows, std::int64_t cols, Role role,
                             Orientation o, float* amax) {
   std::vector<float> out(x.size());
-  *amax = fp8a::nvfp4_fake_quantize(x.data(), rows, cols, fp8a::nvfp4_copy_for(role, o), out.data());
+  *amax = fp8a::nvfp4_fake_quantize(x.data(), rows, cols, fp8a::nvfp4_copy_for(fp8a::parse_recipe("nvfp4"), role, o), out.data());
   return out;
 }
 
@@ -78,6 +78,45 @@ TEST_CASE("NVFP4 in the CPU backend: every copy is the whole-tensor cast, chunk 
       if (o == Orientation::kColumnwise && role != Role::kWeight) CHECK(amax != e.stats.amax);
       else CHECK(amax == e.stats.amax);
     }
+}
+
+TEST_CASE("NVFP4 copies follow TE's QParams table, and its three switches turn each part off") {
+  // docs/NVFP4-TE.md §1.2 (NVFP4BlockScaling.__post_init__, quantizer.cpp): per role and copy,
+  // {16x16 tiles, Hadamard transform, stochastic rounding} with TE's defaults.
+  struct Want {
+    Role role;
+    Orientation o;
+    bool two_d, rht, sr;
+  };
+  const Want defaults[] = {
+      {Role::kActivation, Orientation::kRowwise, false, false, false},
+      {Role::kActivation, Orientation::kColumnwise, false, true, false},
+      {Role::kWeight, Orientation::kRowwise, true, false, false},
+      {Role::kWeight, Orientation::kColumnwise, true, false, false},
+      {Role::kGradient, Orientation::kRowwise, false, false, true},
+      {Role::kGradient, Orientation::kColumnwise, false, true, true},
+  };
+  for (const char* spec : {"nvfp4", "nvfp4:no_rht", "nvfp4:no_sr", "nvfp4:no_2d", "nvfp4:no_rht:no_sr:no_2d"}) {
+    const std::string s = spec;
+    const fp8a::Recipe r = fp8a::parse_recipe(spec);
+    CHECK(r.spec() == s);
+    for (const Want& w : defaults) {
+      INFO(spec << " " << fp8a::role_name(w.role) << " " << fp8a::orientation_name(w.o));
+      const fp8a::Nvfp4Copy c = fp8a::nvfp4_copy_for(r, w.role, w.o);
+      CHECK(c.two_d == (w.two_d && s.find("no_2d") == std::string::npos));
+      CHECK(c.rht == (w.rht && s.find("no_rht") == std::string::npos));
+      CHECK(c.stochastic == (w.sr && s.find("no_sr") == std::string::npos));
+      CHECK(c.columnwise == (w.o == Orientation::kColumnwise));
+      CHECK(c.rule == fp8a::Nvfp4BlockRule::kScaleFirst);
+      // The block shape the engine casts by: 1x16 along the copy, 16x16 tiles for 2-D weights.
+      const fp8a::BlockShape want_block = c.two_d ? fp8a::BlockShape{16, 16}
+                                          : w.o == Orientation::kRowwise ? fp8a::BlockShape{1, 16}
+                                                                          : fp8a::BlockShape{16, 1};
+      CHECK(fp8a::block_shape(r, w.role, w.o) == want_block);
+    }
+  }
+  CHECK(fp8a::orientations_for(fp8a::parse_recipe("nvfp4:no_2d"), Role::kWeight).size() == 2);
+  CHECK_THROWS(fp8a::parse_recipe("nvfp4:rht"));
 }
 
 TEST_CASE("NVFP4 GEMM errors: fprop, dgrad and wgrad of the whole-tensor casts, wgrad through the transform") {

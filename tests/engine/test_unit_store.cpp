@@ -3,6 +3,8 @@
 // units from a store giving the rows a run without one gives, without calling the backend.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include <atomic>
 #include <bit>
 #include <cmath>
@@ -197,6 +199,32 @@ TEST_CASE("a shard's key changes with its file's identity and its tensor, a cand
   c2 = c;
   c2.role = Role::kWeight;
   CHECK(candidate_unit_key(c2) != cbase);
+  // NVFP4: each switch and the ranks' shared amax are in the key.
+  const Candidate n{parse_recipe("nvfp4"), Fp8Format::kE4M3, Role::kGradient, Orientation::kColumnwise};
+  std::vector<std::string> keys = {candidate_unit_key(n)};
+  for (const char* spec : {"nvfp4:no_rht", "nvfp4:no_sr", "nvfp4:no_2d"}) {
+    Candidate n2 = n;
+    n2.recipe = parse_recipe(spec);
+    keys.push_back(candidate_unit_key(n2));
+  }
+  Candidate n3 = n;
+  n3.given_amax = 3.0f;
+  keys.push_back(candidate_unit_key(n3));
+  std::sort(keys.begin(), keys.end());
+  CHECK(std::adjacent_find(keys.begin(), keys.end()) == keys.end());
+}
+
+TEST_CASE("NVFP4 recipes round-trip through the GEMM rows' encoding, each switch kept") {
+  for (const char* spec : {"nvfp4", "nvfp4:no_rht", "nvfp4:no_sr:no_2d"}) {
+    GemmRow g;
+    g.layer = "l";
+    g.recipe = parse_recipe(spec);
+    const auto d = decode_gemm_rows(encode_gemm_rows({{g}}));
+    REQUIRE(d.size() == 1);
+    REQUIRE(d[0].size() == 1);
+    CHECK(d[0][0].recipe == g.recipe);
+    CHECK(d[0][0].recipe.spec() == spec);
+  }
 }
 
 TEST_CASE("a run that takes every unit from the store gives the same rows and never calls the backend") {
