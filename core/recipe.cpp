@@ -260,6 +260,14 @@ bool is_per_tensor(RecipeKind kind) {
 
 bool replays_history(RecipeKind kind) { return recipe_kind_traits(kind).replays_history; }
 
+const Fp8Traits& element_traits(RecipeKind kind, Fp8Format fp8) {
+  return kind == RecipeKind::kNvfp4 ? kE2M1Traits : kFp8Traits[static_cast<int>(fp8)];
+}
+
+const char* cast_type_name(RecipeKind kind, Fp8Format fp8) {
+  return is_fp8(kind) ? element_traits(kind, fp8).name : "bf16";
+}
+
 bool te_runs_on(RecipeKind kind, int sm) {
   const RecipeKindTraits& t = recipe_kind_traits(kind);
   return sm >= t.te_min_sm && (t.te_max_sm == 0 || sm <= t.te_max_sm);

@@ -329,6 +329,13 @@ bool is_per_tensor(RecipeKind kind);
 // The scale is replayed from the amax history of earlier steps (delayed).
 bool replays_history(RecipeKind kind);
 
+// The element type a recipe casts to, as the type's traits: E2M1 for NVFP4 (1 mantissa bit, bias
+// 1, smallest normal 2^0, largest 6), else the FP8 type (kFp8Traits). Not for bf16.
+inline constexpr Fp8Traits kE2M1Traits{1, 1, 0, 6.0f, 0x7, "e2m1"};
+const Fp8Traits& element_traits(RecipeKind kind, Fp8Format fp8);
+// The cast's type as reports name it: "bf16" for the BF16 round trip, else element_traits' name.
+const char* cast_type_name(RecipeKind kind, Fp8Format fp8);
+
 // The scale current scaling gives a tensor whose amax (TE's: max |x|, NaN skipped) is amax.
 float per_tensor_scale(const Recipe& recipe, Fp8Format format, float amax);
 

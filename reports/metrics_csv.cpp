@@ -28,7 +28,7 @@ Artifact render_metrics_csv(std::span<const EvaluationRow> rows) {
     const bool delayed = replays_history(r.recipe.kind);
     out << r.key.step << ',' << csv_field(r.key.layer) << ',' << role_name(r.key.role) << ','
         << csv_field(r.recipe.spec()) << ',' << training_format_name(r.format) << ','
-        << (!is_fp8(r.recipe.kind) ? "bf16" : kFp8Traits[static_cast<int>(r.fp8)].name)
+        << cast_type_name(r.recipe.kind, r.fp8)
         << ',' << optional_number(m.scale) << ',' << format_number(s.amax) << ','
         << format_number(m.mse) << ',' << format_number(m.rel_mse) << ','
         << format_number(m.sqnr_db) << ',' << format_number(m.cos) << ','

@@ -622,10 +622,9 @@ void render_amax_chart(Markup& m, const Page& p, const std::string& layer, Role 
   m.append(svg::line_chart(c));
 }
 
-// The window of one scale factor (dequantisation factor scale_inv) in log2 |x|: from the FP8
-// type's smallest subnormal to its max finite, times scale_inv.
-std::pair<double, double> scale_window(Fp8Format f, double scale_inv) {
-  const Fp8Traits& t = kFp8Traits[static_cast<int>(f)];
+// The window of one scale factor (dequantisation factor scale_inv) in log2 |x|: from the element
+// type's smallest subnormal to its max finite (FP8's, or NVFP4's E2M1), times scale_inv.
+std::pair<double, double> scale_window(const Fp8Traits& t, double scale_inv) {
   const double l = std::log2(scale_inv);
   return {t.min_normal_exp - t.mantissa_bits + l, std::log2(static_cast<double>(t.max_finite)) + l};
 }
@@ -635,8 +634,9 @@ std::pair<double, double> scale_window(Fp8Format f, double scale_inv) {
 // Appends it to `windows` and returns it, with a note of its numbers.
 std::pair<double, double> candidate_window(const EvaluationRow& r, const std::string& who, bool shaded,
                                            std::size_t colour, std::vector<svg::Window>* windows, std::string* note) {
-  const double lo = scale_window(r.fp8, r.metrics.scale_inv_min).first;
-  const double hi = scale_window(r.fp8, r.metrics.scale_inv_max).second;
+  const Fp8Traits& t = element_traits(r.recipe.kind, r.fp8);
+  const double lo = scale_window(t, r.metrics.scale_inv_min).first;
+  const double hi = scale_window(t, r.metrics.scale_inv_max).second;
   const bool per_tensor = is_per_tensor(r.recipe.kind);
   windows->push_back({lo, hi, (per_tensor ? "window of " : "block scales' windows of ") + who, shaded, colour});
   *note = format_text("%s: representable |x| from 2^%.1f to 2^%.1f", who.c_str(), lo, hi) +

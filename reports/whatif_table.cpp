@@ -76,9 +76,8 @@ std::string tensor_table(std::vector<const EvaluationRow*> rows, bool highlight,
       continue;
     }
     const QuantMetrics& m = r->metrics;
-    const bool bf16 = !is_fp8(r->recipe.kind);
     cells.push_back({std::to_string(r->key.step), role_name(r->key.role), orientation_name(r->orientation),
-                     candidate, bf16 ? "bf16" : kFp8Traits[static_cast<int>(r->fp8)].name,
+                     candidate, cast_type_name(r->recipe.kind, r->fp8),
                      format_fixed(m.sqnr_db, kWhatifSqnrDecimals), scientific(m.rel_mse),
                      pct(m.underflow_pct), pct(m.saturated_pct),
                      cosine(m.cos),

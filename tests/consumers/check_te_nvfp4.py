@@ -184,6 +184,8 @@ def check(argv):
             if key not in rows:
                 raise CheckFailed("metrics.csv has no nvfp4 row for %s" % (key,))
             r = rows[key]
+            if r["dtype"] != "e2m1":
+                raise CheckFailed("%s: dtype %r, not e2m1" % (key, r["dtype"]))
             values, amax, units = decoded(ref, utils, t, tile, columnwise, rht)
             xs = t.float().numpy()
             err = (xs.astype(np.float64) - values.astype(np.float64)) ** 2

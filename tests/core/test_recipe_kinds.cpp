@@ -2,6 +2,7 @@
 // functions that derive from them.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <string>
 
 #include "core/recipe.hpp"
@@ -150,5 +151,13 @@ TEST_CASE("NVFP4's row follows TE's NVFP4BlockScaling and NVFP4Quantizer") {
   CHECK(fp8a::te_release_cannot_train(nvfp4, fp8a::TeVersion{2, 8}).empty());
   CHECK_FALSE(fp8a::te_cannot_train(nvfp4).empty());
   CHECK(nvfp4.spec() == "nvfp4");
+  // Its elements are E2M1 ({0, 0.5, ..., 6}: smallest subnormal 2^-1, smallest normal 2^0).
+  const fp8a::Fp8Traits& e2m1 = fp8a::element_traits(RecipeKind::kNvfp4, fp8a::Fp8Format::kE4M3);
+  CHECK(std::string(e2m1.name) == "e2m1");
+  CHECK(e2m1.max_finite == 6.0f);
+  CHECK(std::ldexp(1.0, e2m1.min_normal_exp - e2m1.mantissa_bits) == 0.5);
+  CHECK(std::string(fp8a::cast_type_name(RecipeKind::kNvfp4, fp8a::Fp8Format::kE4M3)) == "e2m1");
+  CHECK(std::string(fp8a::cast_type_name(RecipeKind::kMx, fp8a::Fp8Format::kE5M2)) == "e5m2");
+  CHECK(std::string(fp8a::cast_type_name(RecipeKind::kBf16, fp8a::Fp8Format::kE4M3)) == "bf16");
   CHECK_THROWS(fp8a::parse_recipe("nvfp4:2d"));
 }
