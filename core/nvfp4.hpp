@@ -214,9 +214,12 @@ inline float nvfp4_copy_amax(const float* x, std::int64_t rows, std::int64_t col
 // once to the output). The piece holds whole
 // blocks along the copy's direction (a last partial block or tile gets its own scale, as at the
 // tensor's edge). `place` says where the piece lies, for the stochastic rounding stream.
+// With `transformed_domain` a transformed copy stays in the transform's domain (as the GEMM
+// multiplies it: wgrad's two operands carry the same transform along the reduction, which cancels
+// in their product).
 inline void nvfp4_quantize_piece(const float* x, std::int64_t rows, std::int64_t cols, const Nvfp4Copy& copy,
                                  float s_enc, float decode, const Nvfp4Place& place, float* out,
-                                 Nvfp4Tally* tally) {
+                                 Nvfp4Tally* tally, bool transformed_domain = false) {
   const std::int64_t n = rows * cols;
   // The values the quantiser sees: the input, or its transform (BF16) along the blocks' direction.
   std::vector<float> t;
@@ -283,7 +286,7 @@ inline void nvfp4_quantize_piece(const float* x, std::int64_t rows, std::int64_t
     for (int j = 0; j < kNvfp4Block; ++j)
       out[at + j * step] = static_cast<float>(back[j] * 0.25 * kNvfp4RhtSigns[j]);
   };
-  if (v != x) detail::for_each_line_block(rows, cols, copy.columnwise, true, untransform);
+  if (v != x && !transformed_domain) detail::for_each_line_block(rows, cols, copy.columnwise, true, untransform);
 }
 
 // A whole [rows, cols] row-major tensor quantised as one NVFP4 copy and decoded back into `out`

@@ -171,13 +171,17 @@ void dispatch(const QuantSpec& spec, const float* x, std::int64_t rows, std::int
 // transposed spec casts the transposed piece), its counts in the domain it quantised, and
 // underflow where a finite nonzero x decodes to 0 (after the transform is undone: what the
 // metrics compare).
-void fake_quantize_nvfp4(const QuantSpec& spec, const float* x, std::int64_t rows, std::int64_t cols, float* deq,
-                         FakeQuantCounts* counts) {
+Nvfp4Copy nvfp4_copy_of(const QuantSpec& spec) {
   Nvfp4Copy copy = spec.nvfp4;
   copy.two_d = spec.block.rows > 1 && spec.block.cols > 1;
   copy.columnwise = spec.block.rows > 1 && spec.block.cols == 1;
+  return copy;
+}
+
+void fake_quantize_nvfp4(const QuantSpec& spec, const float* x, std::int64_t rows, std::int64_t cols, float* deq,
+                         FakeQuantCounts* counts) {
   Nvfp4Tally tally;
-  nvfp4_quantize_piece(x, rows, cols, copy, spec.scale, spec.nvfp4_decode, spec.place, deq, &tally);
+  nvfp4_quantize_piece(x, rows, cols, nvfp4_copy_of(spec), spec.scale, spec.nvfp4_decode, spec.place, deq, &tally);
   std::int64_t underflow = 0;
   for (std::int64_t i = 0; i < rows * cols; ++i)
     underflow += std::isfinite(x[i]) && x[i] != 0.0f && deq[i] == 0.0f;
@@ -258,6 +262,14 @@ void quantize_block_codes(const QuantSpec& spec, const float* x, std::int64_t ro
 void quantize_codes(const QuantSpec& spec, const float* x, std::int64_t n, std::uint16_t* q) {
   FP8A_CHECK(is_per_tensor(spec.kind), "quantize_codes: a per-tensor recipe only");
   FP8A_CPU_PICK(default_cpu_isa(), quantize_codes_on)(spec, x, n, q);
+}
+
+void quantize_nvfp4_codes(const QuantSpec& spec, const float* x, std::int64_t rows, std::int64_t cols,
+                          std::uint16_t* q) {
+  FP8A_CHECK(spec.kind == RecipeKind::kNvfp4, "quantize_nvfp4_codes: an NVFP4 recipe only");
+  std::vector<float> v(static_cast<std::size_t>(rows * cols));
+  nvfp4_quantize_piece(x, rows, cols, nvfp4_copy_of(spec), spec.scale, 1.0f, spec.place, v.data(), nullptr, true);
+  for (std::size_t i = 0; i < v.size(); ++i) q[i] = static_cast<std::uint16_t>(float_bits(v[i]) >> 16);
 }
 
 void FakeQuantCounts::add(std::int64_t u, std::int64_t s, std::int64_t o) {

@@ -66,6 +66,12 @@ void fake_quantize_rows(const QuantSpec& spec, const float* x, std::int64_t rows
 void quantize_block_codes(const QuantSpec& spec, const float* x, std::int64_t rows, std::int64_t cols, float* q,
                           float* scale_inv);
 
+// An NVFP4 cast as a GEMM multiplies it, as BF16 bits: code * block scale (exactly a BF16 value),
+// transformed copies left in the transform's domain; the GEMM's output then carries
+// spec.nvfp4_decode once per operand. Rows start at a multiple of 16, as for fake_quantize_rows.
+void quantize_nvfp4_codes(const QuantSpec& spec, const float* x, std::int64_t rows, std::int64_t cols,
+                          std::uint16_t* q);
+
 // The FP8 values of a per-tensor cast before its scale is undone, as BF16 bits: q = the saturating
 // cast of x * spec.scale, as fake_quantize_rows rounds it (its deq is q * scale_inverse(spec.scale)).
 // Every FP8 value is exactly a BF16 value, so a GEMM on q is a BF16 GEMM with the scales factored

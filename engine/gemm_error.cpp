@@ -294,12 +294,24 @@ void prepare(const OperandSource& src, const Floats& x, std::int64_t r0, std::in
   }
   if (spec->kind == RecipeKind::kBlock && !spec->pow2_scales && block_along_k(src, *spec) == kKBlock)
     return prepare_block_scaled(src, x, n, *spec, work, in);
+  if (spec->kind == RecipeKind::kNvfp4) {
+    // code * block scale, BF16 values, the per-tensor decode factor out of the sum; wgrad's two
+    // transformed copies stay in the transform's domain, where their product is the same GEMM.
+    QuantSpec placed = *spec;  // the stochastic rounding draws by the elements' places in the tensor
+    placed.place.tensor_cols = src.view->cols;
+    (src.layout == GemmLayout::kKMajor ? placed.place.rows : placed.place.cols) = src.idx.data() + r0;
+    in->layout = src.layout;
+    in->divisor = 1.0 / static_cast<double>(spec->nvfp4_decode);
+    in->blocks = 0;
+    in->exp2 = 0;
+    in->is_bf16 = true;
+    in->bf16.resize(x.size());
+    quantize_nvfp4_codes(placed, x.data(), src.layout_rows(n), src.layout_cols(n), in->bf16.data());
+    return;
+  }
   work->resize(x.size());
   FakeQuantCounts unused;
-  QuantSpec placed = *spec;  // NVFP4's stochastic rounding: the elements' places in the tensor
-  placed.place.tensor_cols = src.view->cols;
-  (src.layout == GemmLayout::kKMajor ? placed.place.rows : placed.place.cols) = src.idx.data() + r0;
-  fake_quantize_rows(placed, x.data(), src.layout_rows(n), src.layout_cols(n), work->data(), &unused);
+  fake_quantize_rows(*spec, x.data(), src.layout_rows(n), src.layout_cols(n), work->data(), &unused);
   to_gemm_input(work->data(), x.size(), src.layout, 1.0, true, false, in);
 }
 
