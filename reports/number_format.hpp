@@ -7,11 +7,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <type_traits>
 
 namespace fp8a {
 
 template <class T>
 std::string format_number(T v) {
+  if constexpr (std::is_floating_point_v<T>)
+    if (std::isnan(v)) return "nan";  // to_chars writes "-nan" for a NaN with its sign bit set
   char buf[64];
   const auto r = std::to_chars(buf, buf + sizeof buf, v);
   return std::string(buf, r.ptr);

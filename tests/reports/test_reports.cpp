@@ -2,6 +2,8 @@
 // Refresh on purpose with FP8A_UPDATE_GOLDEN=1 and review the diff.
 #include <doctest/doctest.h>
 
+#include <cmath>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -112,6 +114,10 @@ TEST_CASE("numbers print as the shortest round-trip text") {
   CHECK(fp8a::format_number(448.0f / 3.0f) == "149.33333");
   CHECK(fp8a::format_number(1e-300) == "1e-300");
   CHECK(fp8a::format_number(std::numeric_limits<double>::infinity()) == "inf");
+  // NaN is "nan" whatever its sign bit (0/0 and inf - inf give the negative one on x86).
+  CHECK(fp8a::format_number(-std::numeric_limits<double>::quiet_NaN()) == "nan");
+  CHECK(fp8a::format_number(std::copysign(std::numeric_limits<float>::quiet_NaN(), -1.0f)) == "nan");
+  CHECK(fp8a::format_number(-std::numeric_limits<double>::infinity()) == "-inf");
   CHECK(std::strtof(fp8a::format_number(104.642334f).c_str(), nullptr) == 104.642334f);
 }
 
