@@ -28,6 +28,9 @@ constexpr TeVersion kEvery{0, 0};
 // TE's environment variables (transformer_engine/common/recipe/__init__.py reads them at import).
 constexpr const char* kPow2Env = "NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES";
 constexpr const char* kFp32Env = "NVTE_FP8_BLOCK_SCALING_FP32_SCALES";
+constexpr const char* kNoRhtEnv = "NVTE_NVFP4_DISABLE_RHT";
+constexpr const char* kNoSrEnv = "NVTE_NVFP4_DISABLE_STOCHASTIC_ROUNDING";
+constexpr const char* kNo2dEnv = "NVTE_NVFP4_DISABLE_2D_QUANTIZATION";
 constexpr CarriedBy env(const char* name) { return {Carrier::kEnv, name}; }
 constexpr CarriedBy field(const char* name) { return {Carrier::kField, name}; }
 
@@ -143,7 +146,7 @@ std::vector<RecipeOptionRow> make_rows() {
        .value = env_on,
        .evaluation_only = false,
        .te_since = {2, 8},  // with the recipe class
-       .by = {env("NVTE_NVFP4_DISABLE_RHT"), env("NVTE_NVFP4_DISABLE_RHT"), env("NVTE_NVFP4_DISABLE_RHT"), env("NVTE_NVFP4_DISABLE_RHT"), kNo},
+       .by = {env(kNoRhtEnv), env(kNoRhtEnv), env(kNoRhtEnv), env(kNoRhtEnv), kNo},
        .without = "",
        .torchao_without = "torchao has no NVFP4 training recipe",
        .before_since = "no NVFP4 recipe"},
@@ -154,7 +157,7 @@ std::vector<RecipeOptionRow> make_rows() {
        .value = env_on,
        .evaluation_only = false,
        .te_since = {2, 8},  // with the recipe class
-       .by = {env("NVTE_NVFP4_DISABLE_STOCHASTIC_ROUNDING"), env("NVTE_NVFP4_DISABLE_STOCHASTIC_ROUNDING"), env("NVTE_NVFP4_DISABLE_STOCHASTIC_ROUNDING"), env("NVTE_NVFP4_DISABLE_STOCHASTIC_ROUNDING"), kNo},
+       .by = {env(kNoSrEnv), env(kNoSrEnv), env(kNoSrEnv), env(kNoSrEnv), kNo},
        .without = "",
        .torchao_without = "torchao has no NVFP4 training recipe",
        .before_since = "no NVFP4 recipe"},
@@ -165,7 +168,7 @@ std::vector<RecipeOptionRow> make_rows() {
        .value = env_on,
        .evaluation_only = false,
        .te_since = {2, 8},  // with the recipe class
-       .by = {env("NVTE_NVFP4_DISABLE_2D_QUANTIZATION"), env("NVTE_NVFP4_DISABLE_2D_QUANTIZATION"), env("NVTE_NVFP4_DISABLE_2D_QUANTIZATION"), env("NVTE_NVFP4_DISABLE_2D_QUANTIZATION"), kNo},
+       .by = {env(kNo2dEnv), env(kNo2dEnv), env(kNo2dEnv), env(kNo2dEnv), kNo},
        .without = "",
        .torchao_without = "torchao has no NVFP4 training recipe",
        .before_since = "no NVFP4 recipe"},

@@ -272,7 +272,8 @@ TensorStats compute_tensor_stats(const TensorView& t, CpuIsa isa) {
 float nvfp4_rht_amax(const TensorView& t, Orientation orientation) {
   std::vector<float> parts(static_cast<std::size_t>(chunk_count(t)));
   for_each_chunk(default_cpu_isa(), t, [&](std::int64_t c, const float* x, std::int64_t, std::int64_t rows) {
-    parts[static_cast<std::size_t>(c)] = nvfp4_copy_amax(x, rows, t.cols, orientation == Orientation::kColumnwise, true);
+    const bool columnwise = orientation == Orientation::kColumnwise;
+    parts[static_cast<std::size_t>(c)] = nvfp4_copy_amax(x, rows, t.cols, columnwise, true);
   });
   float amax = 0.0f;
   for (float a : parts) amax = std::fmax(amax, a);

@@ -306,7 +306,8 @@ void fake_quantize_rows(const QuantSpec& spec, const float* x, std::int64_t rows
   FP8A_CHECK(spec.kind == RecipeKind::kBf16 || (spec.block.rows == 0) == is_per_tensor(spec.kind),
              "block shape does not fit the recipe");
   FP8A_CHECK(cpu_isa_supported(isa), "fake_quantize_rows: a CPU path this CPU lacks");
-  FP8A_CHECK(spec.kind != RecipeKind::kNvfp4 || !std::isnan(spec.nvfp4_decode), "NVFP4 cast without its level-2 scales");
+  FP8A_CHECK(spec.kind != RecipeKind::kNvfp4 || !std::isnan(spec.nvfp4_decode),
+             "NVFP4 cast without its level-2 scales");
   FP8A_CPU_PICK(isa, fake_quantize_rows_on)(spec, x, rows, cols, deq, counts);
 }
 

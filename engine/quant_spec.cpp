@@ -34,7 +34,8 @@ Applicability make_quant_spec(const Candidate& c, const TensorStats& stats, DTyp
     spec->nvfp4 = nvfp4_copy_for(c.recipe, c.role, c.orientation);
     // The copy's own amax: the tensor's, unless the transform changes it (the caller then finds
     // it: nvfp4_rht_amax) or the ranks reduced it (given).
-    const float amax = !std::isnan(c.given_amax) ? c.given_amax : spec->nvfp4.rht ? std::numeric_limits<float>::quiet_NaN() : stats.amax;
+    constexpr float kFoundByCaller = std::numeric_limits<float>::quiet_NaN();
+    const float amax = !std::isnan(c.given_amax) ? c.given_amax : spec->nvfp4.rht ? kFoundByCaller : stats.amax;
     if (!std::isnan(amax)) set_nvfp4_amax(amax, spec);
     return Applicability::yes();
   }

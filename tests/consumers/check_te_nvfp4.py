@@ -166,9 +166,8 @@ def check(argv):
             capture[layer + ".weight"] = w
         write_capture(os.path.join(tmp, "step_000001.safetensors"), capture)
         out = os.path.join(tmp, "out")
-        run = subprocess.run([argv[0], "run", "--capture", tmp, "--out", out, "--recipes", "nvfp4,nvfp4:no_rht,nvfp4:no_2d",
-                              "--cost", "none"],
-                             capture_output=True, text=True)
+        args = ["run", "--capture", tmp, "--out", out, "--recipes", "nvfp4,nvfp4:no_rht,nvfp4:no_2d", "--cost", "none"]
+        run = subprocess.run([argv[0]] + args, capture_output=True, text=True)
         if run.returncode != 0:
             raise CheckFailed("fp8-advisor run failed: %s" % (run.stderr.strip().splitlines() or ["?"])[-1])
         with open(os.path.join(out, "metrics.csv"), newline="") as f:

@@ -36,7 +36,8 @@ std::vector<float> tensor(std::int64_t rows, std::int64_t cols, unsigned seed) {
 std::vector<float> copy_ref(const std::vector<float>& x, std::int64_t rows, std::int64_t cols, Role role,
                             Orientation o, float* amax) {
   std::vector<float> out(x.size());
-  *amax = fp8a::nvfp4_fake_quantize(x.data(), rows, cols, fp8a::nvfp4_copy_for(fp8a::parse_recipe("nvfp4"), role, o), out.data());
+  const fp8a::Nvfp4Copy copy = fp8a::nvfp4_copy_for(fp8a::parse_recipe("nvfp4"), role, o);
+  *amax = fp8a::nvfp4_fake_quantize(x.data(), rows, cols, copy, out.data());
   return out;
 }
 
@@ -167,10 +168,14 @@ TEST_CASE("NVFP4 GEMM errors: fprop, dgrad and wgrad of the whole-tensor casts, 
     return std::sqrt(num / den);
   };
   const auto at = [](const std::vector<float>& t, std::int64_t width) {
-    return [&t, width](std::int64_t r, std::int64_t c) { return static_cast<double>(t[static_cast<std::size_t>(r * width + c)]); };
+    return [&t, width](std::int64_t r, std::int64_t c) {
+      return static_cast<double>(t[static_cast<std::size_t>(r * width + c)]);
+    };
   };
   const auto at_t = [](const std::vector<float>& t, std::int64_t width) {  // t^T
-    return [&t, width](std::int64_t r, std::int64_t c) { return static_cast<double>(t[static_cast<std::size_t>(c * width + r)]); };
+    return [&t, width](std::int64_t r, std::int64_t c) {
+      return static_cast<double>(t[static_cast<std::size_t>(c * width + r)]);
+    };
   };
   // fprop Y = X W^T; dgrad dX = dY W (W^T's rows: W's columns); wgrad dW = dY^T X.
   const double fprop = rel_err(m, n, k, at(x, k), at(w, k), at(xr, k), at(wq, k));
