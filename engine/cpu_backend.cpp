@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "core/error.hpp"
@@ -288,11 +289,17 @@ TensorEvaluation CpuBackend::evaluate(std::span<const Candidate> candidates,
   if (k == 0) return out;  // statistics only
   out.results.resize(k);
   std::vector<QuantSpec> specs(k);
+  // A transformed NVFP4 copy's amax, per orientation: one pass over the tensor for every recipe.
+  std::optional<float> rht_amax[2];
   for (std::size_t j = 0; j < k; ++j) {
     out.results[j].applicability = make_quant_spec(candidates[j], out.stats, t.dtype, &specs[j]);
     QuantSpec& s = specs[j];
-    if (out.results[j].applicability.ok && s.kind == RecipeKind::kNvfp4 && std::isnan(s.nvfp4_decode))
-      set_nvfp4_amax(nvfp4_rht_amax(t, candidates[j].orientation), &s);  // a transformed copy
+    if (out.results[j].applicability.ok && s.kind == RecipeKind::kNvfp4 && std::isnan(s.nvfp4_decode)) {
+      const Orientation o = candidates[j].orientation;
+      std::optional<float>& amax = rht_amax[static_cast<int>(o)];
+      if (!amax) amax = nvfp4_rht_amax(t, o);
+      set_nvfp4_amax(*amax, &s);
+    }
   }
   const std::int64_t chunk_rows = rows_per_chunk(t.cols);
 
