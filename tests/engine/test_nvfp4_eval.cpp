@@ -45,6 +45,63 @@ fp8a::TensorView view_of(const std::vector<float>& x, std::int64_t rows, std::in
   return fp8a::make_tensor_view(reinterpret_cast<const std::byte*>(x.data()), fp8a::DType::kF32, {rows, cols});
 }
 
+// Adds `data` [rows, cols] as layer "l"'s `role` at step 1.
+void add_tensor(fp8a::CaptureSet* set, Role role, const std::vector<float>& data, std::int64_t rows, std::int64_t cols) {
+  fp8a::CapturedTensor t;
+  t.key = {1, "l", role};
+  t.tensor_name = std::string("l.") + fp8a::role_name(role);
+  t.view = view_of(data, rows, cols);
+  set->tensors.push_back(t);
+}
+
+// Layer "l" with X [m, k], W [n, k], dY [m, n] evaluated under nvfp4 (E4M3 format), and its
+// GEMM errors under `options`.
+std::vector<fp8a::GemmRow> nvfp4_gemm_rows(const std::vector<float>& x, const std::vector<float>& w,
+                                           const std::vector<float>& dy, std::int64_t m, std::int64_t n,
+                                           std::int64_t k, const fp8a::GemmOptions& options) {
+  fp8a::CaptureSet set;
+  add_tensor(&set, Role::kActivation, x, m, k);
+  add_tensor(&set, Role::kWeight, w, n, k);
+  add_tensor(&set, Role::kGradient, dy, m, n);
+  fp8a::RunConfig config;
+  config.recipes = {fp8a::parse_recipe("nvfp4")};
+  config.formats = {fp8a::TrainingFormat::kE4M3};
+  const auto rows = fp8a::evaluate_captures(set, config, fp8a::CpuBackend());
+  std::vector<std::string> skipped;
+  return fp8a::evaluate_gemm_errors(set, rows, options, &skipped);
+}
+
+// Element (r, c) of t [.., width] as a double; at_t: of its transpose.
+auto at(const std::vector<float>& t, std::int64_t width) {
+  return [&t, width](std::int64_t r, std::int64_t c) {
+    return static_cast<double>(t[static_cast<std::size_t>(r * width + c)]);
+  };
+}
+auto at_t(const std::vector<float>& t, std::int64_t width) {
+  return [&t, width](std::int64_t r, std::int64_t c) {
+    return static_cast<double>(t[static_cast<std::size_t>(c * width + r)]);
+  };
+}
+
+// The relative Frobenius error of the cast product C = sum over t of aq(i, t) bq(j, t) against the
+// exact one (a, b), over output rows i = 0, step, 2 step, ... below `rows` and every column.
+template <class A, class B>
+double rel_err(std::int64_t rows, std::int64_t step, std::int64_t cols, std::int64_t red, const A& a, const B& b,
+               const A& aq, const B& bq) {
+  double num = 0, den = 0;
+  for (std::int64_t i = 0; i < rows; i += step)
+    for (std::int64_t j = 0; j < cols; ++j) {
+      double exact = 0, cast = 0;
+      for (std::int64_t t = 0; t < red; ++t) {
+        exact += a(i, t) * b(j, t);
+        cast += aq(i, t) * bq(j, t);
+      }
+      num += (cast - exact) * (cast - exact);
+      den += exact * exact;
+    }
+  return std::sqrt(num / den);
+}
+
 }  // namespace
 
 TEST_CASE("NVFP4 in the CPU backend: every copy is the whole-tensor cast, chunk by chunk") {
@@ -126,23 +183,7 @@ TEST_CASE("NVFP4 GEMM errors: fprop, dgrad and wgrad of the whole-tensor casts, 
   const std::int64_t m = 64, n = 32, k = 48;
   std::vector<float> x = tensor(m, k, 1), w = tensor(n, k, 2), dy = tensor(m, n, 3);
   for (float& e : w) e *= 0.02f;
-  fp8a::CaptureSet set;
-  const auto add = [&](Role role, const std::vector<float>& data, std::int64_t r, std::int64_t c) {
-    fp8a::CapturedTensor t;
-    t.key = {1, "l", role};
-    t.tensor_name = std::string("l.") + fp8a::role_name(role);
-    t.view = view_of(data, r, c);
-    set.tensors.push_back(t);
-  };
-  add(Role::kActivation, x, m, k);
-  add(Role::kWeight, w, n, k);
-  add(Role::kGradient, dy, m, n);
-  fp8a::RunConfig config;
-  config.recipes = {fp8a::parse_recipe("nvfp4")};
-  config.formats = {fp8a::TrainingFormat::kE4M3};
-  const auto rows = fp8a::evaluate_captures(set, config, fp8a::CpuBackend());
-  std::vector<std::string> skipped;
-  const auto g = fp8a::evaluate_gemm_errors(set, rows, fp8a::GemmOptions{}, &skipped);
+  const auto g = nvfp4_gemm_rows(x, w, dy, m, n, k, fp8a::GemmOptions{});
   REQUIRE(g.size() == 3);
   float amax = 0;
   const auto xr = copy_ref(x, m, k, Role::kActivation, Orientation::kRowwise, &amax);
@@ -150,37 +191,10 @@ TEST_CASE("NVFP4 GEMM errors: fprop, dgrad and wgrad of the whole-tensor casts, 
   const auto wq = copy_ref(w, n, k, Role::kWeight, Orientation::kRowwise, &amax);
   const auto dyr = copy_ref(dy, m, n, Role::kGradient, Orientation::kRowwise, &amax);
   const auto dyc = copy_ref(dy, m, n, Role::kGradient, Orientation::kColumnwise, &amax);
-  // C [rows, cols] = sum over t of a(i, t) b(j, t); the relative Frobenius error of the cast
-  // product against the exact one.
-  const auto rel_err = [](std::int64_t rows_, std::int64_t cols_, std::int64_t red, const auto& a, const auto& b,
-                          const auto& aq, const auto& bq) {
-    double num = 0, den = 0;
-    for (std::int64_t i = 0; i < rows_; ++i)
-      for (std::int64_t j = 0; j < cols_; ++j) {
-        double exact = 0, cast = 0;
-        for (std::int64_t t = 0; t < red; ++t) {
-          exact += a(i, t) * b(j, t);
-          cast += aq(i, t) * bq(j, t);
-        }
-        num += (cast - exact) * (cast - exact);
-        den += exact * exact;
-      }
-    return std::sqrt(num / den);
-  };
-  const auto at = [](const std::vector<float>& t, std::int64_t width) {
-    return [&t, width](std::int64_t r, std::int64_t c) {
-      return static_cast<double>(t[static_cast<std::size_t>(r * width + c)]);
-    };
-  };
-  const auto at_t = [](const std::vector<float>& t, std::int64_t width) {  // t^T
-    return [&t, width](std::int64_t r, std::int64_t c) {
-      return static_cast<double>(t[static_cast<std::size_t>(c * width + r)]);
-    };
-  };
   // fprop Y = X W^T; dgrad dX = dY W (W^T's rows: W's columns); wgrad dW = dY^T X.
-  const double fprop = rel_err(m, n, k, at(x, k), at(w, k), at(xr, k), at(wq, k));
-  const double dgrad = rel_err(m, k, n, at(dy, n), at_t(w, k), at(dyr, n), at_t(wq, k));
-  const double wgrad = rel_err(n, k, m, at_t(dy, n), at_t(x, k), at_t(dyc, n), at_t(xc, k));
+  const double fprop = rel_err(m, 1, n, k, at(x, k), at(w, k), at(xr, k), at(wq, k));
+  const double dgrad = rel_err(m, 1, k, n, at(dy, n), at_t(w, k), at(dyr, n), at_t(wq, k));
+  const double wgrad = rel_err(n, 1, k, m, at_t(dy, n), at_t(x, k), at_t(dyc, n), at_t(xc, k));
   CHECK(g[0].gemm == fp8a::Gemm::kFprop);
   CHECK(g[0].rel_fro_err == doctest::Approx(fprop).epsilon(1e-5));
   CHECK(g[1].gemm == fp8a::Gemm::kDgrad);
@@ -197,72 +211,31 @@ TEST_CASE("NVFP4 GEMM errors on sampled rows: each sampled element draws as in t
   // rows alone, and must give each element the draw of its place in the tensor.
   const std::int64_t m = 64, n = 32, k = 48;
   std::vector<float> x = tensor(m, k, 11), w = tensor(n, k, 12), dy = tensor(m, n, 13);
-  fp8a::CaptureSet set;
-  const auto add = [&](Role role, const std::vector<float>& data, std::int64_t r, std::int64_t c) {
-    fp8a::CapturedTensor t;
-    t.key = {1, "l", role};
-    t.tensor_name = std::string("l.") + fp8a::role_name(role);
-    t.view = view_of(data, r, c);
-    set.tensors.push_back(t);
-  };
-  add(Role::kActivation, x, m, k);
-  add(Role::kWeight, w, n, k);
-  add(Role::kGradient, dy, m, n);
-  fp8a::RunConfig config;
-  config.recipes = {fp8a::parse_recipe("nvfp4")};
-  config.formats = {fp8a::TrainingFormat::kE4M3};
-  const auto rows = fp8a::evaluate_captures(set, config, fp8a::CpuBackend());
   fp8a::GemmOptions options;
   options.sample_rows = 16;
-  std::vector<std::string> skipped;
-  const auto g = fp8a::evaluate_gemm_errors(set, rows, options, &skipped);
+  const auto g = nvfp4_gemm_rows(x, w, dy, m, n, k, options);
   REQUIRE(g.size() == 3);
   float amax = 0;
   const auto xc = copy_ref(x, m, k, Role::kActivation, Orientation::kColumnwise, &amax);
   const auto wq = copy_ref(w, n, k, Role::kWeight, Orientation::kRowwise, &amax);
   const auto dyr = copy_ref(dy, m, n, Role::kGradient, Orientation::kRowwise, &amax);
   const auto dyc = copy_ref(dy, m, n, Role::kGradient, Orientation::kColumnwise, &amax);
-  const auto val = [](const std::vector<float>& t, std::int64_t i) { return static_cast<double>(t[static_cast<std::size_t>(i)]); };
   // dgrad rows i = 0, 4, ...: dX[i, j] = sum_t dY[i, t] W[t, j].
-  double num = 0, den = 0;
-  for (std::int64_t i = 0; i < m; i += 4)
-    for (std::int64_t j = 0; j < k; ++j) {
-      double exact = 0, cast = 0;
-      for (std::int64_t t = 0; t < n; ++t) {
-        exact += val(dy, i * n + t) * val(w, t * k + j);
-        cast += val(dyr, i * n + t) * val(wq, t * k + j);
-      }
-      num += (cast - exact) * (cast - exact);
-      den += exact * exact;
-    }
+  const double dgrad = rel_err(m, 4, k, n, at(dy, n), at_t(w, k), at(dyr, n), at_t(wq, k));
   CHECK(g[1].sampled);
   CHECK(g[1].rows_used == 16);
-  CHECK(g[1].rel_fro_err == doctest::Approx(std::sqrt(num / den)).epsilon(1e-5));
+  CHECK(g[1].rel_fro_err == doctest::Approx(dgrad).epsilon(1e-5));
   // wgrad rows i = 0, 2, ...: dW[i, j] = sum_t dY[t, i] X[t, j].
-  num = den = 0;
-  for (std::int64_t i = 0; i < n; i += 2)
-    for (std::int64_t j = 0; j < k; ++j) {
-      double exact = 0, cast = 0;
-      for (std::int64_t t = 0; t < m; ++t) {
-        exact += val(dy, t * n + i) * val(x, t * k + j);
-        cast += val(dyc, t * n + i) * val(xc, t * k + j);
-      }
-      num += (cast - exact) * (cast - exact);
-      den += exact * exact;
-    }
+  const double wgrad = rel_err(n, 2, k, m, at_t(dy, n), at_t(x, k), at_t(dyc, n), at_t(xc, k));
   CHECK(g[2].sampled);
   CHECK(g[2].rows_used == 16);
-  CHECK(g[2].rel_fro_err == doctest::Approx(std::sqrt(num / den)).epsilon(1e-5));
+  CHECK(g[2].rel_fro_err == doctest::Approx(wgrad).epsilon(1e-5));
 }
 
 TEST_CASE("NVFP4: one evaluation serves every format; shapes TE cannot quantise are refused") {
   std::vector<float> x = tensor(32, 24, 7);  // 24 % 16 != 0
   fp8a::CaptureSet set;
-  fp8a::CapturedTensor t;
-  t.key = {1, "l", Role::kActivation};
-  t.tensor_name = "l.activation";
-  t.view = view_of(x, 32, 24);
-  set.tensors.push_back(t);
+  add_tensor(&set, Role::kActivation, x, 32, 24);
   fp8a::RunConfig config;
   config.recipes = {fp8a::parse_recipe("nvfp4")};
   config.formats = {fp8a::TrainingFormat::kE4M3, fp8a::TrainingFormat::kHybrid};
