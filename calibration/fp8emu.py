@@ -9,8 +9,9 @@ and rounded to nearest even by torch's float8 conversion; deq = code * scale_inv
 Recipes (``Recipe``): ``current`` (per-tensor, fp8_max / amax), ``delayed`` (per-tensor, the scale
 from an amax history of earlier steps: ``DelayedScale``), ``block`` (TE Float8BlockScaling: 1x128
 blocks, 128x128 for weights, power-of-two scales), ``mxfp8`` (32-element blocks, E8M0 scales
-rounded up) and ``bf16`` (no FP8: the operand as received). ``test_codec.py`` checks every one
-bit for bit against `fp8-advisor run`'s metrics.csv.
+rounded up), ``nvfp4`` (TE NVFP4BlockScaling, TE 2.14+'s block rule: ``nvfp4_quantize``) and
+``bf16`` (no FP8: the operand as received). ``test_codec.py`` checks every one bit for bit against
+`fp8-advisor run`'s metrics.csv.
 """
 
 import math
@@ -24,6 +25,9 @@ BF16_MAX = 3.3895313892515355e38  # TE's value_for_inf for BF16 inputs (block sc
 SATURATED_ABOVE = {"e4m3": (464.0, False), "e5m2": (61440.0, True)}  # (bound, inclusive)
 
 
+NVFP4_SWITCHES = {"no_rht": "rht", "no_sr": "sr", "no_2d": "two_d"}  # option -> Recipe attribute
+
+
 def role_dtype(fmt, role):
     """TE recipe.Format: e4m3 everywhere, or hybrid (E5M2 gradients)."""
     return "e5m2" if (fmt == "hybrid" and role == "gradient") else "e4m3"
@@ -31,13 +35,17 @@ def role_dtype(fmt, role):
 
 class Recipe(object):
     """A recipe as fp8-advisor's --recipes spells it: current, delayed[:history=H:algo=A:margin=M],
-    block, mxfp8, bf16."""
+    block, mxfp8, nvfp4[:no_rht][:no_sr][:no_2d], bf16."""
 
     def __init__(self, spec):
         fields = spec.split(":")
         self.kind = fields[0]
         self.history, self.algo, self.margin = 1024, "max", 0
+        self.rht = self.sr = self.two_d = True
         for f in fields[1:]:
+            if self.kind == "nvfp4" and f in NVFP4_SWITCHES:
+                setattr(self, NVFP4_SWITCHES[f], False)
+                continue
             key, _, val = f.partition("=")
             if self.kind != "delayed" or key not in ("history", "algo", "margin"):
                 raise ValueError("recipe option %r not supported in %r" % (f, spec))
@@ -47,10 +55,13 @@ class Recipe(object):
                 self.algo = val
             else:
                 setattr(self, key, int(val))
-        if self.kind not in ("current", "delayed", "block", "mxfp8", "bf16"):
+        if self.kind not in ("current", "delayed", "block", "mxfp8", "nvfp4", "bf16"):
             raise ValueError("unknown recipe kind in %r" % spec)
-        self.spec = ("delayed:history=%d:algo=%s:margin=%d" % (self.history, self.algo, self.margin)
-                     if self.kind == "delayed" else self.kind)
+        self.spec = self.kind
+        if self.kind == "delayed":
+            self.spec = "delayed:history=%d:algo=%s:margin=%d" % (self.history, self.algo, self.margin)
+        elif self.kind == "nvfp4":  # fp8-advisor's order
+            self.spec += "".join(":" + k for k, attr in NVFP4_SWITCHES.items() if not getattr(self, attr))
 
     @property
     def per_tensor(self):
@@ -102,18 +113,25 @@ def e8m0_te(amax, fp8_max):
 
 class Quantized(object):
     """One quantised copy: deq (float32, the 2-D view's shape), code (the FP8 values as float32),
-    scale (per-tensor fp32 0-dim, or None), the range of the dequantisation factors over the
-    blocks (sinv_min, sinv_max), the clipped and overflow element counts."""
-    __slots__ = ("deq", "code", "scale", "sinv_min", "sinv_max", "saturated", "overflow")
+    zero (where the copy holds 0: code == 0, or for NVFP4 deq == 0), scale (per-tensor fp32 0-dim,
+    or None; NVFP4: the level-2 encode scale), scale_inv (NVFP4: the level-2 decode factor), the
+    range of the dequantisation factors over the blocks (sinv_min, sinv_max), the clipped and
+    overflow element counts."""
+    __slots__ = ("deq", "code", "zero", "scale", "scale_inv", "sinv_min", "sinv_max", "saturated",
+                 "overflow")
 
 
-def quantize(x, recipe, dtype, role, orientation="rowwise", scale=None):
+def quantize(x, recipe, dtype, role, orientation="rowwise", scale=None, seed=None):
     """Quantise-dequantise x (any shape, seen as 2-D) under recipe in FP8 type dtype.
-    Per-tensor recipes take their fp32 scale (``scale``; current: computed here when None)."""
+    Per-tensor recipes take their fp32 scale (``scale``; current: computed here when None).
+    NVFP4 ignores dtype; ``seed`` is its stochastic rounding stream (None: fp8-advisor's)."""
     x2 = view_2d(x).float()
+    if recipe.kind == "nvfp4":
+        return nvfp4_quantize(x2, recipe, role, orientation, seed)
     q = Quantized()
     if recipe.kind == "bf16":
         q.deq = q.code = x2.to(torch.bfloat16).float()
+        q.zero = q.code == 0
         q.scale, q.saturated, q.overflow = None, 0, 0
         q.sinv_min = q.sinv_max = torch.ones((), dtype=torch.float32)
         return q
@@ -151,8 +169,164 @@ def quantize(x, recipe, dtype, role, orientation="rowwise", scale=None):
     bound, inclusive = SATURATED_ABOVE[dtype]
     q.saturated = int(((y.abs() >= bound) if inclusive else (y.abs() > bound)).sum())
     q.code = torch.clamp(y, -fp8_max, fp8_max).to(fp8_type).float()
+    q.zero = q.code == 0
     q.deq = q.code * si
     q.overflow = int((x2.abs() > thr).sum())
+    return q
+
+
+# ---- NVFP4 (TE NVFP4BlockScaling; fp8-advisor core/nvfp4.hpp, docs/NVFP4-TE.md) ----------------
+
+NVFP4_BLOCK = 16
+E2M1_MAX = 6.0
+# TE's wgrad sign vector (get_wgrad_sign_vector, the same since TE 2.8) and fp8-advisor's seeds of
+# the stochastic rounding stream (engine/quant_spec.cpp nvfp4_copy_for: one per role and orientation).
+NVFP4_RHT_SIGNS = (1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1)
+NVFP4_SEED_BASE = 0x4E56465034
+ROLES = ("activation", "weight", "gradient")
+_HADAMARD = torch.tensor([[-1.0 if bin(i & j).count("1") % 2 else 1.0 for j in range(16)]
+                          for i in range(16)], dtype=torch.float64)
+_SIGNS = torch.tensor(NVFP4_RHT_SIGNS, dtype=torch.float64)
+
+
+def nvfp4_seed(role, orientation):
+    return NVFP4_SEED_BASE + 2 * ROLES.index(role) + (orientation == "columnwise")
+
+
+def _f32(v):
+    return torch.tensor(v, dtype=torch.float32)
+
+
+def _hadamard16(v):
+    """v [..., 16] float64 -> v H16, each sum accumulated over i = 0..15 in order (as
+    core/nvfp4.hpp hadamard16, so that the doubles agree bit for bit)."""
+    out = torch.zeros_like(v)
+    for i in range(NVFP4_BLOCK):
+        out = out + v[..., i:i + 1] * _HADAMARD[i]
+    return out
+
+
+def _u64(c):
+    """An unsigned 64-bit constant as the int64 with its bits."""
+    return c - (1 << 64) if c >= 1 << 63 else c
+
+
+def _shr(z, k):
+    """Logical right shift of int64 bits."""
+    return (z >> k) & ((1 << (64 - k)) - 1)
+
+
+def nvfp4_random_bits(seed, index):
+    """8 random bits per element index (int64 tensor): splitmix64 of (seed, index), as fp8-advisor
+    draws them (core/nvfp4.hpp nvfp4_random_bits; int64 arithmetic wraps as uint64 does)."""
+    z = _u64(seed % (1 << 64)) + (index + 1) * _u64(0x9E3779B97F4A7C15)
+    z = (z ^ _shr(z, 30)) * _u64(0xBF58476D1CE4E5B9)
+    z = (z ^ _shr(z, 27)) * _u64(0x94D049BB133111EB)
+    return _shr(z ^ _shr(z, 31), 56)
+
+
+def round_e2m1(y):
+    """Nearest-even onto E2M1 ({0, .5, 1, 1.5, 2, 3, 4, 6}), saturating at 6; NaN stays NaN."""
+    a = y.abs()
+    step = torch.where(a < 2, 0.5, torch.where(a < 4, 1.0, 2.0)).float()
+    q = torch.minimum(torch.round(a / step) * step, _f32(E2M1_MAX))
+    return torch.copysign(q, y)
+
+
+def stochastic_round_e2m1(y, rbits):
+    """TE's software stochastic rounding (util/ptx.cuh): |y| plus rbits/256 of its grid step,
+    truncated to the grid at that sum, at most 6 (NaN gives 6, as fp8-advisor's)."""
+    def step_of(a):
+        return torch.where(a < 2, 0.5, torch.where(a < 4, 1.0, 2.0)).float()
+    a = y.abs()
+    t = (rbits.double() / 256.0 * step_of(a).double() + a.double()).float()  # fma: one rounding
+    st = step_of(t)
+    q = torch.floor(t / st) * st
+    q = torch.where(q < E2M1_MAX, q, _f32(E2M1_MAX))
+    return torch.copysign(q, y)
+
+
+def _rht_lines(lines, full):
+    """The transform of each line's first `full` blocks of 16, each output rounded to FP32 then
+    BF16; the rest of the line as it is."""
+    t = lines.clone()
+    if full:
+        v = lines[:, :full * NVFP4_BLOCK].double().reshape(lines.shape[0], full, NVFP4_BLOCK) * _SIGNS
+        h = (_hadamard16(v) * 0.25).float().to(torch.bfloat16).float()
+        t[:, :full * NVFP4_BLOCK] = h.reshape(lines.shape[0], -1)
+    return t
+
+
+def _unrht_lines(lines, full):
+    """Back from the transform's domain: (y H16 / 4) * signs in double, rounded to FP32."""
+    t = lines.clone()
+    if full:
+        y = lines[:, :full * NVFP4_BLOCK].double().reshape(lines.shape[0], full, NVFP4_BLOCK)
+        t[:, :full * NVFP4_BLOCK] = (_hadamard16(y) * 0.25 * _SIGNS).float().reshape(lines.shape[0], -1)
+    return t
+
+
+def _block_amax(v, tile):
+    """|v| max (NaN skipped) per block of `tile` = (rows, cols), expanded back to v's shape."""
+    r, c = v.shape
+    br, bc = tile
+    rb, cb = -(-r // br), -(-c // bc)
+    pad = torch.zeros((rb * br, cb * bc), dtype=torch.float32)
+    a = v.abs()
+    pad[:r, :c] = torch.where(torch.isnan(a), torch.zeros_like(a), a)
+    amax = pad.reshape(rb, br, cb, bc).amax(dim=(1, 3))
+    return amax, lambda m: m.repeat_interleave(br, 0).repeat_interleave(bc, 1)[:r, :c]
+
+
+def nvfp4_quantize(x2, recipe, role, orientation, seed=None):
+    """One NVFP4 copy of the 2-D float32 tensor x2 as TE's NVFP4BlockScaling makes it (TE 2.14+'s
+    block rule; fp8-advisor's nvfp4_quantize_piece): weights in 16x16 tiles (unless no_2d), other
+    copies in blocks of 16 along the rows (rowwise) or down the columns (columnwise); the wgrad
+    copies (columnwise activation and gradient) through the Hadamard transform (unless no_rht),
+    gradients stochastically rounded (unless no_sr) from `seed`'s stream keyed by the element's
+    place (None: fp8-advisor's seed for the role and orientation). deq is in x2's domain."""
+    columnwise = orientation == "columnwise"
+    two_d = role == "weight" and recipe.two_d
+    rht = columnwise and role != "weight" and recipe.rht and not two_d
+    stochastic = role == "gradient" and recipe.sr
+    r, c = x2.shape
+    # Lines: the runs of blocks (rows of x2, or its columns for a columnwise copy).
+    lines = x2.t() if (columnwise and not two_d) else x2
+    full = lines.shape[1] // NVFP4_BLOCK
+    v = _rht_lines(lines, full) if rht else lines
+    a = v.abs()
+    amax = torch.where(torch.isnan(a), torch.zeros_like(a), a).max() if v.numel() else _f32(0.0)
+    s_enc = torch.minimum(_f32(448.0 * E2M1_MAX) / amax, _f32(FLT_MAX))  # NaN cannot occur
+    if float(amax) == 0.0 or float(s_enc) == 0.0:
+        s_enc = _f32(1.0)
+    decode = _f32(float(amax) / 2688.0)
+    blk_amax, expand = _block_amax(v, (NVFP4_BLOCK, NVFP4_BLOCK) if two_d else (1, NVFP4_BLOCK))
+    bs = blk_amax * (s_enc * _f32(1.0 / E2M1_MAX))
+    bs = torch.where(bs < FLT_MAX, bs, _f32(FLT_MAX))
+    scale = torch.clamp(bs, max=448.0).to(torch.float8_e4m3fn).float()
+    factor = torch.ones((), dtype=torch.float32) / (scale * (torch.ones((), dtype=torch.float32) / s_enc))
+    factor = torch.where(factor < FLT_MAX, factor, _f32(FLT_MAX))
+    y = v * expand(factor)
+    if stochastic:
+        index = torch.arange(r * c, dtype=torch.int64).reshape(r, c)
+        if lines is not x2:
+            index = index.t()
+        code = stochastic_round_e2m1(y, nvfp4_random_bits(
+            nvfp4_seed(role, orientation) if seed is None else seed, index))
+    else:
+        code = round_e2m1(y)
+    deq = (code.double() * expand(scale).double() * float(decode)).float()
+    if rht:
+        deq = _unrht_lines(deq, full)
+    q = Quantized()
+    q.deq = deq.t() if lines is not x2 else deq
+    q.code = code  # E2M1 values, in the lines' layout (and the transform's domain)
+    q.zero = q.deq == 0
+    q.scale, q.scale_inv = s_enc, decode
+    unit = (scale.double() * float(decode)).float()
+    q.sinv_min, q.sinv_max = unit.min(), unit.max()
+    q.overflow = int((y.abs() > E2M1_MAX).sum())
+    q.saturated = int((y.abs() >= 7.0).sum())
     return q
 
 
@@ -196,5 +370,5 @@ def error_sums(x, q):
     xd, dd = x2[fin].double(), q.deq[fin].double()
     n = xd.numel()
     mse = float(((xd - dd) ** 2).sum()) / n if n else math.nan
-    under = int(((x2 != 0) & (q.code == 0)).sum())
+    under = int((fin & (x2 != 0) & q.zero).sum())
     return mse, under

@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
 """The harness's FP8 emulation (fp8emu.py) against fp8-advisor's codec, on real captures: for
-every captured tensor, recipe (current, delayed, block, mxfp8, bf16), format (e4m3, hybrid) and
+every captured tensor, recipe (current, delayed, block, mxfp8, nvfp4 and its three switches, bf16),
+format (e4m3, hybrid) and
 operand copy (rowwise, columnwise) (in a harness run's folder: the recipe and format it trained with), fp8emu's quantise-dequantise must give exactly the numbers
 `fp8-advisor run` writes to metrics.csv: the scale bits (per-tensor scale; the block scales'
 scale_inv_min/max), underflow_count, overflow_count and saturated_count, and mse to 1e-12 relative
-(the dequantised values agree bit for bit; only the float64 sum is added in another order). Delayed
+(the dequantised values agree bit for bit; only the float64 sum is added in another order); NVFP4
+adds the level-2 decode factor (scale_inv) and its stochastic rounding draws fp8-advisor's stream. Delayed
 scaling: the scale of fp8emu.DelayedScale fed the amax trace step by step is the scale fp8-advisor
 replays from that trace, and, where the harness wrote the scales it trained with
 (delayed_scales.csv), those as well.
 
   PY calibration/test_codec.py BINARY CAPTURE_DIR [CAPTURE_DIR ...]
+
+A capture written here with partial blocks on every side is checked after the given ones.
 
 PY needs PyTorch with float8 dtypes (>= 2.1); exit 77 (skip) without it. Exit 1 on a mismatch.
 """
@@ -102,7 +106,8 @@ def check_dir(binary, cap_dir, tmp):
     # A harness run's folder (config.json): the recipe and format it trained with; otherwise
     # every recipe in both formats.
     trained, formats = None, ("e4m3", "hybrid")
-    recipes = [fp8emu.Recipe(r) for r in ("delayed", "current", "block", "mxfp8", "bf16")]
+    recipes = [fp8emu.Recipe(r) for r in ("delayed", "current", "block", "mxfp8", "nvfp4",
+                                          "nvfp4:no_rht:no_sr:no_2d", "bf16")]
     cfg_path = os.path.join(cap_dir, "config.json")
     if os.path.exists(cfg_path):
         with open(cfg_path) as f:
@@ -143,8 +148,10 @@ def check_dir(binary, cap_dir, tmp):
                     want.append(("scale (trained)", f32_bits(hs), f32_bits(row["scale"])))
             q = fp8emu.quantize(x, recipe, dtype, role, orient, scale)
             mse, under = fp8emu.error_sums(x, q)
-            if recipe.per_tensor:
+            if recipe.per_tensor or recipe.kind == "nvfp4":
                 want.append(("scale", f32_bits(q.scale), f32_bits(row["scale"])))
+            if recipe.kind == "nvfp4":
+                want.append(("scale_inv", f32_bits(q.scale_inv), f32_bits(row["scale_inv"])))
             if recipe.kind != "bf16":
                 want += [("scale_inv_min", f32_bits(q.sinv_min), f32_bits(row["scale_inv_min"])),
                          ("scale_inv_max", f32_bits(q.sinv_max), f32_bits(row["scale_inv_max"]))]
@@ -162,13 +169,55 @@ def check_dir(binary, cap_dir, tmp):
     return checked, trained_checked, bad
 
 
+def write_edge_capture(path):
+    """A capture of two layers whose shapes leave partial blocks: `odd` (37 tokens, 50 in, 21 out:
+    every block and tile of the FP8 recipes ends short; MXFP8 and NVFP4 need multiples of 32 and
+    16 and skip it) and `sixteen` (48 tokens, 80 in, 48 out: NVFP4's blocks, tiles and transform
+    fit, MXFP8's and 1x128 blocks do not), each with an outlier in X, a 2^20 outlier in dY (NVFP4
+    block scales of zero and E4M3 subnormals), an all-zero token and -0.0: steps 0 and 1 in the
+    trace, step 1 captured."""
+    g = torch.Generator().manual_seed(23)
+
+    def lognormal(rows, cols, spread):
+        return torch.randn(rows, cols, generator=g) * torch.exp(spread * torch.randn(rows, cols, generator=g))
+
+    named = {}
+    for layer, (tokens, d_in, d_out) in (("odd", (37, 50, 21)), ("sixteen", (48, 80, 48))):
+        x = lognormal(tokens, d_in, 1.5)
+        x[5, 9] *= 3000.0
+        x[tokens - 1] = 0.0
+        x[0, 0] = -0.0
+        gy = lognormal(tokens, d_out, 2.0) * 1e-4
+        gy[2, 3] = 2.0 ** 20
+        named.update({"edge.%s.activation" % layer: x,
+                      "edge.%s.weight" % layer: lognormal(d_out, d_in, 0.5) * 0.02,
+                      "edge.%s.gradient" % layer: gy})
+    os.makedirs(path)
+    header, blobs, offset = {"__metadata__": {"step": "1"}}, [], 0
+    for name, t in named.items():
+        raw = t.bfloat16().contiguous().view(torch.int16).numpy().tobytes()
+        header[name] = {"dtype": "BF16", "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    head = json.dumps(header).encode()
+    head += b" " * (-len(head) % 8)
+    with open(os.path.join(path, "rank0_step_000001.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(head)) + head + b"".join(blobs))
+    with open(os.path.join(path, "amax_trace_rank0.csv"), "w") as f:
+        f.write("step,tensor,amax\n")
+        for step in (0, 1):
+            for name, t in named.items():
+                f.write("%d,%s,%r\n" % (step, name, float(t.bfloat16().float().abs().max()) / (2 - step)))
+    return path
+
+
 def main(argv):
     if len(argv) < 3:
         sys.exit(__doc__)
     binary, dirs = argv[1], argv[2:]
     total, bad = 0, []
     with tempfile.TemporaryDirectory() as tmp:
-        for d in dirs:
+        for d in dirs + [write_edge_capture(os.path.join(tmp, "edge-shapes"))]:
             n, nt, b = check_dir(binary, d, tmp)
             total += n
             bad += b
