@@ -20,6 +20,20 @@ DELAYED = "delayed:history=1024:algo=max:margin=0"
 # without fallbacks) carry it, the hook being an observer that leaves training unchanged.
 CAPTURE_HOOKS = {"outlier20x2": r"^(layers\.0\.self_attention\.linear_qkv|layers\.[01]\.mlp\.linear_fc2)$"}
 
+# NVFP4 (issue 39): 4-bit harm shows at width and length, so these cases train d_model 256 for
+# 1000 steps (held-out loss every 100), capture every block Linear (a plan is per layer and GEMM)
+# at the last step, and take their kernel noise from their own healthy case's split arm.
+NV_STEPS = 1000
+NV_BASE = dict(HEALTHY, steps=NV_STEPS, d_model=256, eval_every=100)
+NV_OUTLIER20 = dict(NV_BASE, gain={"kind": "outlier", "layer": 1, "log2": 20})
+NV_CASES = ("nvfp4-healthy", "nvfp4-outlier20")
+NV_LAST_BLOCK = ["layers.1.self_attention.linear_qkv", "layers.1.self_attention.linear_proj",
+                 "layers.1.mlp.linear_fc1", "layers.1.mlp.linear_fc2"]
+CAPTURE_STEPS_OF = {c: [NV_STEPS - 1] for c in NV_CASES}
+CAPTURE_HOOKS.update({c: r"^layers\.\d+\.(self_attention\.linear_(qkv|proj)|mlp\.linear_fc[12])$"
+                      for c in NV_CASES})
+NOISE_CASE = dict({c: "nvfp4-healthy" for c in NV_CASES})  # default: "healthy"
+
 # case -> (what it tests, base options, [(arm, recipe, format, extra options)]); arm "bf16" is
 # the baseline, "bf16-split" the kernel-level perturbation of it: the same sequences in the same
 # order, as 4 micro-batches of 1 instead of 2 of 2 (other GEMM shapes and summation order: only
@@ -91,6 +105,25 @@ CASES = {
         ("delayed", DELAYED, "hybrid", {}),
         ("delayed-margin1", "delayed:history=1024:algo=max:margin=1", "hybrid", {}),
     ]),
+    # NVFP4 arms: the format names NVFP4's block scales (E4M3) and MXFP8's elements (TE's
+    # MXFP8BlockScaling default, E4M3).
+    "nvfp4-healthy": ("no harm expected, at width: d_model 256, 1000 steps, lr 1e-3, warmup, "
+                      "clipping", NV_BASE, [
+        ("bf16", "bf16", "hybrid", {}),
+        ("bf16-split", "bf16", "hybrid", {"micro_batch": 1, "accum": 4}),
+        ("nvfp4", "nvfp4", "e4m3", {}),
+        # NVIDIA's NVFP4 pretraining kept the last blocks in BF16: here the last of two.
+        ("nvfp4+last-bf16", "nvfp4", "e4m3", {"fallback": NV_LAST_BLOCK}),
+    ]),
+    "nvfp4-outlier20": ("per-token outlier beyond NVFP4's two-level range at width: layers.1 FC2 "
+                        "input x2^20 at token 0 (the per-tensor level-2 scale sends every other "
+                        "block's E4M3 scale to zero)", NV_OUTLIER20, [
+        ("bf16", "bf16", "hybrid", {}),
+        ("nvfp4", "nvfp4", "e4m3", {}),
+        ("mxfp8", "mxfp8", "e4m3", {}),
+        ("nvfp4+fc2-mxfp8", "nvfp4", "e4m3", {"override": {"layers.1.mlp.linear_fc2": "mxfp8"}}),
+        ("nvfp4+fc2-bf16", "nvfp4", "e4m3", {"fallback": ["layers.1.mlp.linear_fc2"]}),
+    ]),
 }
 
 
@@ -99,9 +132,9 @@ def arm_config(case, arm, rep):
     for name, recipe, fmt, extra in arms:
         if name == arm:
             over = dict(base, recipe=recipe, format=fmt, seed_offset=rep, **extra)
-            if rep == 0 and recipe != "bf16":
-                over["capture_steps"] = CAPTURE_STEPS
-                if case in CAPTURE_HOOKS and not extra.get("fallback"):
+            if rep == 0 and recipe != "bf16" and not extra.get("fallback") and not extra.get("override"):
+                over["capture_steps"] = CAPTURE_STEPS_OF.get(case, CAPTURE_STEPS)
+                if case in CAPTURE_HOOKS:
                     over["hook_regex"] = CAPTURE_HOOKS[case]
             return harness.make_config(**over)
     raise KeyError("%s: no arm %s" % (case, arm))

@@ -198,11 +198,11 @@ def _f32(v):
 
 
 def _hadamard16(v):
-    """v [..., 16] float64 -> v H16, each sum accumulated over i = 0..15 in order (as
-    core/nvfp4.hpp hadamard16, so that the doubles agree bit for bit)."""
+    """v [16, N] float64 (a run of 16 per column) -> H16 v, each sum accumulated over i = 0..15
+    in order (as core/nvfp4.hpp hadamard16, so that the doubles agree bit for bit)."""
     out = torch.zeros_like(v)
     for i in range(NVFP4_BLOCK):
-        out = out + v[..., i:i + 1] * _HADAMARD[i]
+        out += _HADAMARD[i].unsqueeze(1) * v[i]
     return out
 
 
@@ -226,10 +226,13 @@ def nvfp4_random_bits(seed, index):
 
 
 def round_e2m1(y):
-    """Nearest-even onto E2M1 ({0, .5, 1, 1.5, 2, 3, 4, 6}), saturating at 6; NaN stays NaN."""
-    a = y.abs()
-    step = torch.where(a < 2, 0.5, torch.where(a < 4, 1.0, 2.0)).float()
-    q = torch.minimum(torch.round(a / step) * step, _f32(E2M1_MAX))
+    """Nearest-even onto E2M1 ({0, .5, 1, 1.5, 2, 3, 4, 6}), saturating at 6; NaN stays NaN:
+    below 1 a multiple of 1/2 (torch.round is half-even); from 1 on, FP32 rounded to one mantissa
+    bit, half-even, on its bits."""
+    a = torch.clamp(y.abs(), max=E2M1_MAX)
+    bits = a.view(torch.int32)
+    normal = (bits + ((1 << 21) - 1) + ((bits >> 22) & 1)) & ~((1 << 22) - 1)
+    q = torch.where(a < 1, torch.round(a * 2) * 0.5, normal.view(torch.float32))
     return torch.copysign(q, y)
 
 
@@ -246,87 +249,75 @@ def stochastic_round_e2m1(y, rbits):
     return torch.copysign(q, y)
 
 
-def _rht_lines(lines, full):
-    """The transform of each line's first `full` blocks of 16, each output rounded to FP32 then
-    BF16; the rest of the line as it is."""
-    t = lines.clone()
-    if full:
-        v = lines[:, :full * NVFP4_BLOCK].double().reshape(lines.shape[0], full, NVFP4_BLOCK) * _SIGNS
-        h = (_hadamard16(v) * 0.25).float().to(torch.bfloat16).float()
-        t[:, :full * NVFP4_BLOCK] = h.reshape(lines.shape[0], -1)
-    return t
-
-
-def _unrht_lines(lines, full):
-    """Back from the transform's domain: (y H16 / 4) * signs in double, rounded to FP32."""
-    t = lines.clone()
-    if full:
-        y = lines[:, :full * NVFP4_BLOCK].double().reshape(lines.shape[0], full, NVFP4_BLOCK)
-        t[:, :full * NVFP4_BLOCK] = (_hadamard16(y) * 0.25 * _SIGNS).float().reshape(lines.shape[0], -1)
-    return t
-
-
-def _block_amax(v, tile):
-    """|v| max (NaN skipped) per block of `tile` = (rows, cols), expanded back to v's shape."""
-    r, c = v.shape
-    br, bc = tile
-    rb, cb = -(-r // br), -(-c // bc)
-    pad = torch.zeros((rb * br, cb * bc), dtype=torch.float32)
-    a = v.abs()
-    pad[:r, :c] = torch.where(torch.isnan(a), torch.zeros_like(a), a)
-    amax = pad.reshape(rb, br, cb, bc).amax(dim=(1, 3))
-    return amax, lambda m: m.repeat_interleave(br, 0).repeat_interleave(bc, 1)[:r, :c]
-
-
 def nvfp4_quantize(x2, recipe, role, orientation, seed=None):
     """One NVFP4 copy of the 2-D float32 tensor x2 as TE's NVFP4BlockScaling makes it (TE 2.14+'s
     block rule; fp8-advisor's nvfp4_quantize_piece): weights in 16x16 tiles (unless no_2d), other
     copies in blocks of 16 along the rows (rowwise) or down the columns (columnwise); the wgrad
     copies (columnwise activation and gradient) through the Hadamard transform (unless no_rht),
     gradients stochastically rounded (unless no_sr) from `seed`'s stream keyed by the element's
-    place (None: fp8-advisor's seed for the role and orientation). deq is in x2's domain."""
+    place (None: fp8-advisor's seed for the role and orientation). deq is in x2's domain. Both
+    dimensions must be multiples of 16, as TE requires (fp8-advisor skips other shapes)."""
     columnwise = orientation == "columnwise"
     two_d = role == "weight" and recipe.two_d
     rht = columnwise and role != "weight" and recipe.rht and not two_d
     stochastic = role == "gradient" and recipe.sr
     r, c = x2.shape
-    # Lines: the runs of blocks (rows of x2, or its columns for a columnwise copy).
-    lines = x2.t() if (columnwise and not two_d) else x2
-    full = lines.shape[1] // NVFP4_BLOCK
-    v = _rht_lines(lines, full) if rht else lines
-    a = v.abs()
-    amax = torch.where(torch.isnan(a), torch.zeros_like(a), a).max() if v.numel() else _f32(0.0)
+    if r % NVFP4_BLOCK or c % NVFP4_BLOCK:
+        raise ValueError("NVFP4 needs both dimensions divisible by 16 (TE): %dx%d" % (r, c))
+    # Blocks of 16 as [16, blocks]: a column per block (a 16x16 tile: 16 such columns).
+    if two_d:
+        v = x2.reshape(r // 16, 16, c // 16, 16).permute(1, 0, 2, 3).reshape(16, -1)
+        index_of = lambda t: t.reshape(r // 16, 16, c // 16, 16).permute(1, 0, 2, 3).reshape(16, -1)
+    elif columnwise:
+        v = x2.reshape(r // 16, 16, c).permute(1, 0, 2).reshape(16, -1)
+        index_of = lambda t: t.reshape(r // 16, 16, c).permute(1, 0, 2).reshape(16, -1)
+    else:
+        v = x2.reshape(r, c // 16, 16).permute(2, 0, 1).reshape(16, -1)
+        index_of = lambda t: t.reshape(r, c // 16, 16).permute(2, 0, 1).reshape(16, -1)
+    if rht:
+        v = (_hadamard16(v.double() * _SIGNS.unsqueeze(1)) * 0.25).float().bfloat16().float()
+    a = v.abs().nan_to_num(nan=0.0)
+    if two_d:  # a tile's 256 elements are 16 columns of v, tile-major
+        blk = a.reshape(16, -1, 16).amax(dim=(0, 2))
+        per = lambda t: t.repeat_interleave(16)
+    else:
+        blk = a.amax(dim=0)
+        per = lambda t: t
+    amax = blk.max() if blk.numel() else _f32(0.0)
     s_enc = torch.minimum(_f32(448.0 * E2M1_MAX) / amax, _f32(FLT_MAX))  # NaN cannot occur
     if float(amax) == 0.0 or float(s_enc) == 0.0:
         s_enc = _f32(1.0)
     decode = _f32(float(amax) / 2688.0)
-    blk_amax, expand = _block_amax(v, (NVFP4_BLOCK, NVFP4_BLOCK) if two_d else (1, NVFP4_BLOCK))
-    bs = blk_amax * (s_enc * _f32(1.0 / E2M1_MAX))
-    bs = torch.where(bs < FLT_MAX, bs, _f32(FLT_MAX))
-    scale = torch.clamp(bs, max=448.0).to(torch.float8_e4m3fn).float()
+    bs = blk * (s_enc * _f32(1.0 / E2M1_MAX))
+    scale = torch.clamp(bs.nan_to_num(nan=FLT_MAX), max=448.0).to(torch.float8_e4m3fn).float()
     factor = torch.ones((), dtype=torch.float32) / (scale * (torch.ones((), dtype=torch.float32) / s_enc))
-    factor = torch.where(factor < FLT_MAX, factor, _f32(FLT_MAX))
-    y = v * expand(factor)
+    factor = torch.clamp(factor.nan_to_num(nan=FLT_MAX), max=FLT_MAX)
+    y = v * per(factor)
     if stochastic:
-        index = torch.arange(r * c, dtype=torch.int64).reshape(r, c)
-        if lines is not x2:
-            index = index.t()
+        index = index_of(torch.arange(r * c, dtype=torch.int64).reshape(r, c))
         code = stochastic_round_e2m1(y, nvfp4_random_bits(
             nvfp4_seed(role, orientation) if seed is None else seed, index))
     else:
         code = round_e2m1(y)
-    deq = (code.double() * expand(scale).double() * float(decode)).float()
-    if rht:
-        deq = _unrht_lines(deq, full)
+    deq = (code.double() * per(scale).double() * float(decode)).float()
+    if rht:  # back from the transform's domain: (y H16 / 4) * signs in double, rounded to FP32
+        deq = (_hadamard16(deq.double()) * 0.25 * _SIGNS.unsqueeze(1)).float()
+    if two_d:
+        deq = deq.reshape(16, r // 16, c // 16, 16).permute(1, 0, 2, 3).reshape(r, c)
+    elif columnwise:
+        deq = deq.reshape(16, r // 16, c).permute(1, 0, 2).reshape(r, c)
+    else:
+        deq = deq.reshape(16, r, c // 16).permute(1, 2, 0).reshape(r, c)
     q = Quantized()
-    q.deq = deq.t() if lines is not x2 else deq
-    q.code = code  # E2M1 values, in the lines' layout (and the transform's domain)
+    q.deq = deq
+    q.code = code  # E2M1 values, [16, blocks] (in the transform's domain where applied)
     q.zero = q.deq == 0
     q.scale, q.scale_inv = s_enc, decode
     unit = (scale.double() * float(decode)).float()
     q.sinv_min, q.sinv_max = unit.min(), unit.max()
-    q.overflow = int((y.abs() > E2M1_MAX).sum())
-    q.saturated = int((y.abs() >= 7.0).sum())
+    ay = y.abs()
+    q.overflow = int((ay > E2M1_MAX).sum())
+    q.saturated = int((ay >= 7.0).sum())
     return q
 
 

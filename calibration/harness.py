@@ -64,6 +64,7 @@ DEFAULTS = {
     "eval_every": 25, "eval_seqs": 16,
     "recipe": "bf16", "format": "hybrid",
     "fallback": [],  # ["layers.1.mlp.linear_fc2"] or ["layers.1.mlp.linear_fc2:wgrad"]
+    "override": {},  # {"layers.1.mlp.linear_fc2": "mxfp8"}: another recipe for a layer or layer:gemm
     "gain": None,  # {"kind": "outlier", "layer": 1, "log2": 12} / {"kind": "ramp", "layer": 1,
     #                "start": 60, "every": 2, "binades": 12}
     "capture_steps": [],
@@ -71,9 +72,15 @@ DEFAULTS = {
 }
 
 
+# Keys added after runs were stored: left out of the hash while at their default, so that those
+# runs keep their hashes.
+LATER_KEYS = ("override",)
+
+
 def config_hash(cfg):
     """Hash of everything that changes the run's numbers (capture choices excluded)."""
-    key = {k: v for k, v in sorted(cfg.items()) if k not in ("capture_steps", "hook_regex")}
+    key = {k: v for k, v in sorted(cfg.items()) if k not in ("capture_steps", "hook_regex")
+           and not (k in LATER_KEYS and v == DEFAULTS[k])}
     key["torch"] = torch.__version__
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -85,17 +92,29 @@ def run_dir(cfg):
 # ---- the emulated Linear ----------------------------------------------------------------------
 
 class Emulation(object):
-    """The recipe of one run and its per-(layer, role) delayed-scaling state."""
+    """The recipe of one run, the layers and GEMMs under another recipe (``override``, e.g. MXFP8
+    for what NVFP4 cannot carry) or in BF16 (``fallback``), the per-(layer, role) delayed-scaling
+    state and the stochastic rounding stream (one seed per quantised NVFP4 gradient copy, in call
+    order: a fresh draw every time, as TE's Philox offsets advance)."""
 
-    def __init__(self, recipe, fmt, fallback):
+    def __init__(self, recipe, fmt, fallback, override=None):
         self.recipe = fp8emu.Recipe(recipe)
         self.format = fmt
         self.fallback = set(fallback)
+        self.override = {k: fp8emu.Recipe(v) for k, v in (override or {}).items()}
+        if any(r.kind == "delayed" for r in self.override.values()):
+            raise ValueError("override: delayed scaling only as the run's recipe")
         self.delayed = {}  # (layer, role) -> fp8emu.DelayedScale
+        self.draws = 0
+
+    def recipe_for(self, layer, gemm):
+        """The recipe GEMM `gemm` of `layer` runs under (bf16: its operands unquantised)."""
+        if layer in self.fallback or "%s:%s" % (layer, gemm) in self.fallback:
+            return fp8emu.Recipe("bf16")
+        return self.override.get("%s:%s" % (layer, gemm), self.override.get(layer, self.recipe))
 
     def is_fp8(self, layer, gemm):
-        return (self.recipe.kind != "bf16" and layer not in self.fallback
-                and "%s:%s" % (layer, gemm) not in self.fallback)
+        return self.recipe_for(layer, gemm).kind != "bf16"
 
     def observe(self, layer, role, x):
         """Delayed scaling: record the tensor's amax for the history (every micro-batch)."""
@@ -108,11 +127,16 @@ class Emulation(object):
 
     def operand(self, layer, gemm, role, orientation, x):
         """The operand copy GEMM `gemm` of `layer` consumes: dequantised FP8 or the BF16 input."""
-        if not self.is_fp8(layer, gemm):
+        recipe = self.recipe_for(layer, gemm)
+        if recipe.kind == "bf16":
             return fp8emu.view_2d(x).float()
-        scale = self.delayed[(layer, role)].scale if self.recipe.kind == "delayed" else None
-        return fp8emu.quantize(x, self.recipe, fp8emu.role_dtype(self.format, role), role,
-                               orientation, scale).deq
+        scale = self.delayed[(layer, role)].scale if recipe.kind == "delayed" else None
+        seed = None
+        if recipe.kind == "nvfp4" and role == "gradient" and recipe.sr:
+            self.draws += 1
+            seed = fp8emu.NVFP4_SEED_BASE + 0x1000 * self.draws
+        return fp8emu.quantize(x, recipe, fp8emu.role_dtype(self.format, role), role,
+                               orientation, scale, seed).deq
 
     def end_step(self):
         for d in self.delayed.values():
@@ -237,8 +261,8 @@ def train(cfg, log=print):
     eval_model = copy.deepcopy(model)
     if cfg["gain"]:
         apply_gain(eval_model, cfg["gain"], state)
-    emu = Emulation(cfg["recipe"], cfg["format"], cfg["fallback"])
-    if emu.recipe.kind != "bf16":
+    emu = Emulation(cfg["recipe"], cfg["format"], cfg["fallback"], cfg["override"])
+    if emu.recipe.kind != "bf16" or emu.override:
         emulate(model, emu)
         emulate(eval_model, emu)
     opt = char_gpt.make_optimizer(torch, model, a)
@@ -331,11 +355,14 @@ def main(argv=None):
         if isinstance(v, (int, float, str)) and not isinstance(v, bool):
             p.add_argument("--" + k.replace("_", "-"), type=type(v), default=v)
     p.add_argument("--fallback", default="", help="comma-separated layer or layer:gemm in BF16")
+    p.add_argument("--override", default="{}", help='JSON {"layer[:gemm]": "recipe"}')
     p.add_argument("--gain", default=None, help="mechanism as JSON (see the module docstring)")
     p.add_argument("--capture-steps", default="", help="comma-separated captured steps")
     a = p.parse_args(argv)
-    over = {k: getattr(a, k) for k in DEFAULTS if k not in ("fallback", "gain", "capture_steps")}
+    over = {k: getattr(a, k) for k in DEFAULTS
+            if k not in ("fallback", "override", "gain", "capture_steps")}
     over["fallback"] = [s for s in a.fallback.split(",") if s]
+    over["override"] = json.loads(a.override)
     over["gain"] = json.loads(a.gain) if a.gain else None
     over["capture_steps"] = sorted(int(s) for s in a.capture_steps.split(",") if s)
     cfg = make_config(**over)
