@@ -57,10 +57,26 @@ def mean_se(v):
     return m, math.sqrt(sum((x - m) ** 2 for x in v) / (n - 1) / n)
 
 
+def stored_replicates():
+    """{run hash: replicate record} from calibration/results.json: the outcomes of runs whose
+    folders under runs/ (not committed) are gone, so that a rerun trains only what is missing."""
+    if not os.path.exists(table.RESULTS_JSON):
+        return {}
+    with open(table.RESULTS_JSON) as f:
+        doc = json.load(f)
+    return {r["hash"]: r for c in doc["cases"].values() for a in c["arms"].values()
+            for r in a["replicates"]}
+
+
+MODEL_KEYS = ("steps", "layers", "d_model", "heads", "seq", "micro_batch", "accum")
+
+
 def outcomes():
-    """Per case and arm: the finished replicates' final val loss and 2nd-half train loss."""
+    """Per case and arm: the finished replicates' final val loss and 2nd-half train loss, from
+    the run's folder or, where that is gone, from results.json under the same configuration hash."""
+    stored = stored_replicates()
     out = {}
-    for case, (what, _, arms) in cases.CASES.items():
+    for case, (what, base, arms) in cases.CASES.items():
         rows = {}
         for arm, recipe, fmt, extra in arms:
             reps = []
@@ -71,10 +87,15 @@ def outcomes():
                     with open(path) as f:
                         r = json.load(f)
                     reps.append({"rep": rep, "hash": r["hash"], "val": r["final_val_loss"],
-                                 "train": r["mean_train_loss_2nd_half"], "finite": r["finite"]})
+                                 "train": r["mean_train_loss_2nd_half"], "finite": r["finite"],
+                                 "seconds": r["seconds"]})
+                elif harness.config_hash(cfg) in stored:
+                    reps.append(dict(stored[harness.config_hash(cfg)], rep=rep))
             rows[arm] = {"recipe": fmt_recipe(recipe, fmt), "fallback": extra.get("fallback", []),
-                         "replicates": reps}
-        out[case] = {"what": what, "arms": rows}
+                         "override": extra.get("override", {}), "replicates": reps}
+        out[case] = {"what": what, "arms": rows,
+                     "model": {k: base[k] for k in MODEL_KEYS if k in base},
+                     "noise_case": cases.NOISE_CASE.get(case, "healthy")}
     return out
 
 
@@ -91,11 +112,14 @@ def paired_gaps(arm, base, key):
 def judge_outcomes(data):
     """Gaps vs BF16 and the harm rule (README): harm when the mean paired gap of the final val
     loss is > 2 SE and > the practical threshold max(1 % of BF16's loss, 2x the kernel noise)."""
-    kn = data["healthy"]["arms"]["bf16-split"]
-    noise = paired_gaps(kn, data["healthy"]["arms"]["bf16"], "val")
-    kernel_rms = math.sqrt(sum(g * g for g in noise) / len(noise)) if noise else math.nan
+    by_case = {}
+    for nc in sorted({c["noise_case"] for c in data.values()}):
+        gaps = paired_gaps(data[nc]["arms"]["bf16-split"], data[nc]["arms"]["bf16"], "val")
+        by_case[nc] = {"kernel_noise_gaps": gaps, "kernel_noise_rms":
+                       math.sqrt(sum(g * g for g in gaps) / len(gaps)) if gaps else math.nan}
     seeds_sd = []
     for case, c in data.items():
+        kernel_rms = by_case[c["noise_case"]]["kernel_noise_rms"]
         vals = [r["val"] for r in c["arms"]["bf16"]["replicates"]]
         m, se = mean_se(vals)
         c["bf16_val_mean"], c["bf16_val_sd"] = m, se * math.sqrt(len(vals)) if len(vals) > 1 else math.nan
@@ -117,20 +141,25 @@ def judge_outcomes(data):
                 a["harm"] = "undetermined"
             else:
                 a["harm"] = "yes" if (a["beyond_noise"] and gm > practical) else "no"
-    return {"kernel_noise_gaps": noise, "kernel_noise_rms": kernel_rms,
-            "bf16_seed_sd": seeds_sd}
+    return dict(by_case["healthy"], bf16_seed_sd=seeds_sd, by_case=by_case)
 
 
 def store_captures(data):
-    """Replicate 0's captures of every FP8 arm into calibration/captures/CASE--ARM (committed)."""
+    """Replicate 0's captures of every FP8 arm that trained each GEMM in its recipe into
+    calibration/captures/CASE--ARM (committed), replaced where the run's folder is here; the
+    stored captures of runs whose folders are gone stay."""
     for case, c in data.items():
         for arm, a in c["arms"].items():
-            if (a["recipe"] == "bf16" or a["fallback"] or not a["replicates"]
+            if (a["recipe"] == "bf16" or a["fallback"] or a["override"] or not a["replicates"]
                     or a["replicates"][0]["rep"] != 0):
                 continue
             src = os.path.join(harness.RUNS, a["replicates"][0]["hash"])
             dst = os.path.join(CAPTURES, "%s--%s" % (case, arm))
-            os.makedirs(dst, exist_ok=True)
+            if not os.path.isdir(src):
+                continue
+            if os.path.isdir(dst):
+                shutil.rmtree(dst)
+            os.makedirs(dst)
             for name in sorted(os.listdir(src)):
                 if name.endswith((".safetensors", ".csv")) or name == "config.json":
                     shutil.copyfile(os.path.join(src, name), os.path.join(dst, name))
@@ -151,17 +180,17 @@ def main(argv=None):
         sys.exit("--binary is needed for the verdicts")
     data = outcomes()
     noise = judge_outcomes(data)
-    if os.path.isdir(CAPTURES):
-        shutil.rmtree(CAPTURES)
     store_captures(data)
     runs = [r for c in data.values() for arm in c["arms"].values() for r in arm["replicates"]]
+    # Runs stored before per-run seconds were kept count with the stored total they were part of.
+    previous = 0.0
+    if any("seconds" not in r for r in runs):
+        with open(table.RESULTS_JSON) as f:
+            previous = json.load(f)["training_seconds"]
     doc = {"command": "nice -n 10 CONSUMERS_VENV/bin/python calibration/calibrate.py --binary BINARY",
            "replicates": cases.REPLICATES, "runs": len(runs),
-           "training_seconds": round(sum(json.load(open(os.path.join(harness.RUNS, r["hash"],
-                                                                  "result.json")))["seconds"]
-                                         for r in runs), 1),
-           "model": {k: harness.DEFAULTS[k] for k in ("steps", "layers", "d_model", "heads",
-                                                      "seq", "micro_batch", "accum")},
+           "training_seconds": round(previous + sum(r.get("seconds", 0.0) for r in runs), 1),
+           "model": {k: harness.DEFAULTS[k] for k in MODEL_KEYS},
            "noise": noise, "cases": data}
     table.write(a.binary, doc)
     return 0

@@ -69,7 +69,8 @@ def advise(binary, cap, recipe, fmt, policy, tmp):
 
 def verdicts(binary, data, policy_path):
     """Every enabled criterion alone (a policy of that criterion only), and the whole policy, on
-    every captured FP8 arm (replicate 0) that trained every GEMM in FP8."""
+    every captured FP8 arm (replicate 0) that trained every GEMM in FP8. NVFP4 arms are not
+    judged: fp8-advisor evaluates NVFP4 but has no criteria for it yet (issue 39)."""
     crits = criteria_of(policy_path)
     revision = None
     with tempfile.TemporaryDirectory() as tmp:
@@ -93,7 +94,8 @@ def verdicts(binary, data, policy_path):
         for case, c in data.items():
             for arm, a in c["arms"].items():
                 cap = os.path.join(CAPTURES, "%s--%s" % (case, arm))
-                if not os.path.isdir(cap) or a["fallback"] or a["recipe"] == "bf16":
+                if (not os.path.isdir(cap) or a["fallback"] or a.get("override")
+                        or a["recipe"] == "bf16" or a["recipe"].startswith("nvfp4")):
                     continue
                 recipe, fmt = a["recipe"].rsplit("/", 1)
                 a["verdicts"] = {}
@@ -143,19 +145,28 @@ def render(doc):
              % (doc["command"], "%d runs, %.0f s of training at 1 thread each (cached); verdicts "
                 "%.0f s" % (doc["runs"], doc["training_seconds"], doc["verdict_seconds"]),
                 doc["binary_revision"]), "",
-             "## Noise floor", "",
-             "- kernel-level perturbation (healthy, BF16, the same sequences as 4 micro-batches "
-             "of 1 instead of 2 of 2: other GEMM shapes and summation order): final val loss gaps "
-             "%s, RMS %s" % (", ".join("%+.2e" % g for g in doc["noise"]["kernel_noise_gaps"]),
-                             num(doc["noise"]["kernel_noise_rms"], "%.2e")),
-             "- batch-order seeds (BF16, %d replicates per case): sd of the final val loss %s"
+             "## Models", "",
+             model_text(doc["model"]) + "".join(
+                 "; %s: %s" % (case, model_text(c["model"])) for case, c in doc["cases"].items()
+                 if c.get("model")), "",
+             "## Noise floor", ""]
+    for nc, n in sorted(doc["noise"].get("by_case", {"healthy": doc["noise"]}).items()):
+        lines.append("- kernel-level perturbation (%s, BF16, the same sequences as 4 micro-batches "
+                     "of 1 instead of 2 of 2: other GEMM shapes and summation order), the floor of "
+                     "%s: final val loss gaps %s, RMS %s"
+                     % (nc, ", ".join(c for c, d in doc["cases"].items()
+                                      if d.get("noise_case", "healthy") == nc),
+                        ", ".join("%+.2e" % g for g in n["kernel_noise_gaps"]),
+                        num(n["kernel_noise_rms"], "%.2e")))
+    lines += ["- batch-order seeds (BF16, %d replicates per case): sd of the final val loss %s"
              % (doc["replicates"], ", ".join("%s %s" % (c, num(d["bf16_val_sd"]))
                                              for c, d in doc["cases"].items())), "",
              "## Runs", "",
              "Gap = FP8 arm minus its BF16 twin on the same batches, mean over replicates ± its "
              "standard error; `(k SE)` = gap / SE. Verdict columns: F = the criterion alone, "
              "as a failing one, sends at least one GEMM of the run's captures to BF16, p = "
-             "passes, blank = not judged (no captures, or the arm trained a GEMM in BF16); the "
+             "passes, blank = not judged (no captures, the arm trained a GEMM in BF16 or "
+             "another recipe, or NVFP4, which has no criteria yet); the "
              "policy column is the whole policy with each criterion's action.", "",
              "| case | arm | recipe | n | BF16 val | val gap ± SE | train gap ± SE | harm | "
              + " | ".join(crits) + " | policy: GEMMs to BF16 (FP8 share) |",
@@ -175,6 +186,7 @@ def render(doc):
             pol = v.get("policy")
             pol_cell = "%d (%.0f %%)" % (pol["gemms_to_bf16"], 100 * pol["fp8_flop_share"]) if pol else ""
             recipe = a["recipe"] + ("; BF16: " + ", ".join(a["fallback"]) if a["fallback"] else "")
+            recipe += "".join("; %s: %s" % (r, k) for k, r in sorted(a.get("override", {}).items()))
             lines.append("| %s | %s | %s | %d | %s | %s | %s | %s | %s | %s |"
                          % (case, arm, recipe, len(a["replicates"]), num(c["bf16_val_mean"]),
                             gap("val"), gap("train"),
@@ -203,6 +215,10 @@ def render(doc):
             if pol and pol["worst_failure"]:
                 lines.append("- %s/%s (harm: %s): %s" % (case, arm, a["harm"], pol["worst_failure"]))
     return "\n".join(lines) + "\n"
+
+
+def model_text(m):
+    return ", ".join("%s %s" % (k, v) for k, v in m.items())
 
 
 def calibration_record(doc):
