@@ -125,6 +125,10 @@ struct RecipeKindTraits {
   // class itself defaults to E4M3), E4M3 for MXFP8 (TE's default; Megatron-Bridge PR #638
   // switched its MXFP8 preset to it after E5M2 gradients diverged). BF16 has no FP8 type.
   TrainingFormat default_format;
+  // A 4-bit kind: Megatron names megatron_recipe among its FP4 recipes (--fp4-format e2m1
+  // --fp4-recipe, Megatron-Core 0.15+; Bridge's fp4 / fp4_recipe; the precision config's
+  // fp4_quantization_recipe, with no fp8_format), not its FP8 ones.
+  bool megatron_fp4 = false;
 };
 inline constexpr RecipeKindTraits kRecipeKinds[] = {
     {.kind = RecipeKind::kPerTensorCurrent,
@@ -223,8 +227,7 @@ inline constexpr RecipeKindTraits kRecipeKinds[] = {
      .options = "no_rht, no_sr, no_2d",
      .summary = "TE NVFP4BlockScaling (TE 2.8+, Blackwell): E2M1 in 16-element blocks, 16x16 for "
                 "weights, E4M3 block scales, the Hadamard transform on wgrad's inputs, stochastic "
-                "rounding of gradients (:no_rht, :no_sr, :no_2d turn each off); evaluated, not yet "
-                "recommended",
+                "rounding of gradients (:no_rht, :no_sr, :no_2d turn each off)",
      .te_recipe = "NVFP4BlockScaling",
      .granularity = Granularity::kBlock,
      .scale_type = ScaleType::kE4M3,
@@ -240,12 +243,15 @@ inline constexpr RecipeKindTraits kRecipeKinds[] = {
      .te_max_sm = 119,
      .lt_min_sm = 100,  // CUBLASLT_MATMUL_MATRIX_SCALE_VEC16_UE4M3, cuBLAS 12.8+
      .lt_max_sm = 0,
-     .megatron_recipe = "",
+     // megatron/core/fp4_utils.py get_fp4_recipe; extensions/transformer_engine.py
+     // _get_fp8_model_init_for_quant_recipe maps fp4_quantization_recipe nvfp4 to NVFP4BlockScaling().
+     .megatron_recipe = "nvfp4",
      .torchao_recipe = "",
      .torchao_format = TrainingFormat::kHybrid,
-     .te_per_module = false,
+     .te_per_module = true,
      // NVFP4BlockScaling's fp8_format (E4M3, asserted in __post_init__): the block scales' type.
-     .default_format = TrainingFormat::kE4M3},
+     .default_format = TrainingFormat::kE4M3,
+     .megatron_fp4 = true},
     {.kind = RecipeKind::kBf16,
      .name = "bf16",
      .options = "",

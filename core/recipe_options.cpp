@@ -243,9 +243,6 @@ std::vector<std::string> option_notes(const Recipe& r, Consumer c, TeVersion te)
 
 std::string te_cannot_train(const Recipe& r) {
   std::string why;
-  // Issue 39: NVFP4's quantiser is TE's, its plan and its consumer files are not written yet.
-  if (r.kind == RecipeKind::kNvfp4)
-    why = "NVFP4 is evaluated for comparison; fp8-advisor does not yet plan NVFP4 layers nor write its configs";
   for (const RecipeOptionRow* row : options_set(r))
     if (row->evaluation_only) why += (why.empty() ? "" : "; ") + std::string(row->without);
   return why;

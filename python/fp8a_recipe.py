@@ -17,7 +17,7 @@ TE has no JSON form of its recipes (only ``repr()``); this module is that form, 
   a file with a recipe raises the import's ImportError).
   Raises RecipeJsonError (a ValueError; one line: the file, the JSON pointer, what is wrong) for an
   unreadable or non-JSON file, schema_version != 1, a class other than DelayedScaling,
-  Float8CurrentScaling, Float8BlockScaling, MXFP8BlockScaling, a field TE's class does not declare
+  Float8CurrentScaling, Float8BlockScaling, MXFP8BlockScaling, NVFP4BlockScaling, a field TE's class does not declare
   (TE would ignore it), a value of the wrong JSON type, fp8_format other than E4M3/HYBRID,
   margin < 0, amax_history_len < 1 (TE accepts both), use_f32_scales (it does not change TE's
   scales; NVTE_FP8_BLOCK_SCALING_FP32_SCALES does), an env name TE's recipe module does not read,
@@ -68,7 +68,7 @@ import sys
 __all__ = ["load", "build_recipe", "Advice", "LayerPlan", "RecipeJsonError"]
 
 TE_RECIPE_MODULE = "transformer_engine.common.recipe"
-CLASSES = ("DelayedScaling", "Float8CurrentScaling", "Float8BlockScaling", "MXFP8BlockScaling")
+CLASSES = ("DelayedScaling", "Float8CurrentScaling", "Float8BlockScaling", "MXFP8BlockScaling", "NVFP4BlockScaling")
 FORMATS = ("E4M3", "HYBRID")  # no pure E5M2: TE asserts for most recipes, the advisor never emits it
 MM_FIELDS = ("use_split_accumulator",)
 GEMMS = ("fprop", "dgrad", "wgrad")
@@ -195,6 +195,12 @@ _IMPORT_EFFECTS = {
     # use_power_2_scales says (module/linear.py _customize_quantizers_float8_current_scaling).
     "NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES":
         ("Float8CurrentScaling", "fp8_quant_fwd_inp.power_2_scale", lambda v: v == "1"),
+    # NVFP4BlockScaling's switches: fields whose defaults TE reads from these at import, so that
+    # Megatron's NVFP4BlockScaling(), which passes none of them, takes them too.
+    "NVTE_NVFP4_DISABLE_RHT": ("NVFP4BlockScaling", "disable_rht", lambda v: v == "1"),
+    "NVTE_NVFP4_DISABLE_STOCHASTIC_ROUNDING":
+        ("NVFP4BlockScaling", "disable_stochastic_rounding", lambda v: v == "1"),
+    "NVTE_NVFP4_DISABLE_2D_QUANTIZATION": ("NVFP4BlockScaling", "disable_2d_quantization", lambda v: v == "1"),
 }
 
 

@@ -13,10 +13,11 @@ Artifact render_megatron_args(const ConsumerPlan& plan) {
   const Recommendation& rec = *plan.rec;
   std::ostringstream o;
   o << "# Megatron-LM FP8 flags for the recommended recipe (fp8-advisor megatron_args.txt).\n";
-  o << "# Written for Transformer Engine " << te_version_text(rec.te_version)
-    << " (--te-version); the FP8 flags need Megatron-Core 0.13+,\n"
-       "# --te-precision-config-file 0.16+, --fp8-output-proj 0.18+ (docs/VERSIONS.md).\n";
   const MegatronFp8& m = plan.megatron;
+  const std::string bits = m.fp4 ? "--fp4" : "--fp8";
+  o << "# Written for Transformer Engine " << te_version_text(rec.te_version) << " (--te-version); the "
+    << (m.fp4 ? "FP4 flags need Megatron-Core 0.15+" : "FP8 flags need Megatron-Core 0.13+") << ",\n"
+       "# --te-precision-config-file 0.16+, --fp8-output-proj 0.18+ (docs/VERSIONS.md).\n";
   if (m.candidate == nullptr) {
     o << "# No FP8 candidate was chosen: train in BF16 (no --fp8-format).\n";
     if (!rec.why.empty()) o << "# " << visible_text(rec.why) << "\n";
@@ -26,14 +27,14 @@ Artifact render_megatron_args(const ConsumerPlan& plan) {
   if (!m.fp8) {
     o << "# The plan keeps no GEMM in FP8 (" << r.spec() << "/" << m.format
       << " chosen, every GEMM BF16): train in BF16,\n"
-         "# no --fp8-format or --fp8-recipe, so Megatron runs every module in BF16, those never captured too.\n";
+         "# no " << bits << "-format or " << bits << "-recipe, so Megatron runs every module in BF16, those never captured too.\n";
     return {"megatron_args.txt", o.str(), "no FP8 flags: every GEMM BF16"};
   }
   o << "# Recipe " << r.spec() << " in format " << m.format << " (TE " << recipe_kind_traits(r.kind).te_recipe
     << ").\n";
-  o << "--fp8-format " << m.format << "\n";
-  o << "--fp8-recipe " << m.recipe << "\n";
-  std::string note = "--fp8-recipe " + m.recipe + " --fp8-format " + m.format;
+  o << bits << "-format " << m.format << "\n";
+  o << bits << "-recipe " << m.recipe << "\n";
+  std::string note = bits + "-recipe " + m.recipe + " " + bits + "-format " + m.format;
   if (m.delayed) {
     o << "# Megatron's delayed-scaling defaults differ from TE's DelayedScaling: --fp8-amax-history-len 1\n"
          "# (TE 1024) and --fp8-amax-compute-algo most_recent (TE max); all three are written explicitly.\n";

@@ -45,6 +45,16 @@ constexpr const char* kOff =
     "  fp8_param: false\n"
     "  fp8_param_gather: false\n"
     "  fp4: null\n";
+// The same under an FP4 recipe, fp4 set above. FP4 weights in memory stay off too: Bridge 0.3's
+// MixedPrecisionConfig has no fp4_param (later ones do, and bf16_with_nvfp4_mixed turns
+// fp4_param_gather on), so Megatron's default, False, holds.
+constexpr const char* kOffFp4 =
+    "  # Not judged by the plan, so off: FP8 attention, FP8 weights in memory (Megatron's fp4_param\n"
+    "  # default, False, keeps FP4 weights out of memory: Bridge 0.3 has no field for it).\n"
+    "  fp8_dot_product_attention: false\n"
+    "  fp8_multi_head_attention: false\n"
+    "  fp8_param: false\n"
+    "  fp8_param_gather: false\n";
 
 void write_end_layers(std::string& s, int at_start, int at_end) {
   s += std::string("  first_last_layers_bf16: ") + (at_start > 0 || at_end > 0 ? "true" : "false") + "\n";
@@ -79,12 +89,14 @@ Artifact render_megatron_bridge(const ConsumerPlan& plan) {
     return {"megatron_bridge.yaml", s, "BF16, fp8 null"};
   }
   const Recipe& r = m.candidate->recipe;
-  std::string note = "fp8 " + m.format + ", fp8_recipe " + m.recipe;
+  const std::string bits = m.fp4 ? "fp4" : "fp8";
+  std::string note = bits + " " + m.format + ", " + bits + "_recipe " + m.recipe;
   s += comment("Recipe " + r.spec() + " in format " + m.format + " (TE " + recipe_kind_traits(r.kind).te_recipe + ").");
   for (const std::string& line : plan.notes(Consumer::kMegatronBridge)) s += comment(line);
   s += kBf16Mixed;
-  s += "  fp8: " + m.format + "\n";
-  s += "  fp8_recipe: " + m.recipe + "\n";
+  if (m.fp4) s += "  fp8: null\n";
+  s += "  " + bits + ": " + m.format + "\n";
+  s += "  " + bits + "_recipe: " + m.recipe + "\n";
   if (m.delayed) {
     s += comment("Bridge's defaults are Megatron's (history 1, most_recent), not TE's: all three written.", "  ");
     for (const RecipeOptionRow* row : field_rows(r.kind, Consumer::kMegatronBridge))
@@ -108,7 +120,7 @@ Artifact render_megatron_bridge(const ConsumerPlan& plan) {
            comment("raises on first_last_layers_bf16 with delayed scaling.", "  ");
     write_end_layers(s, 0, 0);
   }
-  s += kOff;
+  s += m.fp4 ? kOffFp4 : kOff;
   switch (m.head) {
     case MegatronHead::kFp8:
     case MegatronHead::kFp8Lost:

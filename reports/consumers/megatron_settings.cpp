@@ -11,7 +11,8 @@ MegatronFp8 megatron_fp8(const ConsumerPlan& plan) {
   if (m.candidate == nullptr) return m;
   const Recipe& r = m.candidate->recipe;
   m.fp8 = plan.fp8;
-  m.format = carry_format(r.kind, m.candidate->format, Consumer::kMegatronArgs).value;
+  m.fp4 = recipe_kind_traits(r.kind).megatron_fp4;
+  m.format = m.fp4 ? "e2m1" : carry_format(r.kind, m.candidate->format, Consumer::kMegatronArgs).value;
   m.recipe = recipe_kind_traits(r.kind).megatron_recipe;
   m.delayed = r.kind == RecipeKind::kPerTensorDelayed;
   if (m.delayed) m.amax_compute_algo = r.algo == DelayedAlgo::kMax ? "max" : "most_recent";

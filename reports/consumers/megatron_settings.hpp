@@ -25,6 +25,9 @@ enum class MegatronHead {
 struct MegatronFp8 {
   const RunCandidate* candidate = nullptr;  // the chosen one; null: none chosen
   bool fp8 = false;         // FP8 training: a candidate is chosen and the plan keeps a GEMM in FP8
+  // The recipe is a 4-bit kind (RecipeKindTraits::megatron_fp4): format and recipe are Megatron's
+  // --fp4-format / fp4 ("e2m1") and --fp4-recipe / fp4_recipe ("nvfp4"), and `fp8` means FP4.
+  bool fp4 = false;
   std::string format;       // Megatron's --fp8-format / fp8: "hybrid", "e4m3"
   std::string recipe;       // Megatron's --fp8-recipe / fp8_recipe: "tensorwise", "delayed", ...
   bool delayed = false;     // the delayed-scaling three apply (margin, history, algo of candidate)

@@ -82,6 +82,12 @@ std::optional<Artifact> render_nvdlfw_inspect_yaml(const ConsumerPlan& plan, std
   };
   const RunCandidate* c = plan.candidate;
   if (c == nullptr) return omit("nvdlfw_inspect.yaml not written: no FP8 candidate was chosen");
+  // TE's debug features quantise NVFP4 from 2.13 (PR #2296: DisableQuantizationGEMM/Layer and
+  // LogNvfp4TensorStats; the FP8-only DisableFP8GEMM and LogFp8TensorStats before).
+  const bool nvfp4 = c->recipe.kind == RecipeKind::kNvfp4;
+  if (nvfp4 && !te_has_disable_quantization(rec.te_version))
+    return omit("nvdlfw_inspect.yaml not written: TE's debug tools take NVFP4 from TE 2.13 (DisableQuantizationGEMM, "
+                "LogNvfp4TensorStats), and this is for TE " + te_version_text(rec.te_version) + " (--te-version)");
 
   // The recommendation's watch list, by the index of its layer in rec.layers.
   std::vector<Watched> fp8;
@@ -183,11 +189,13 @@ std::optional<Artifact> render_nvdlfw_inspect_yaml(const ConsumerPlan& plan, std
             tensors.push_back(role_name(r));
         }
       std::vector<std::string> stats = {"underflows%"};
-      if (te_has_fp8_scale_stats(te)) {
+      if (nvfp4) {
+        stats.push_back("mse");  // LogNvfp4TensorStats has these two
+      } else if (te_has_fp8_scale_stats(te)) {
         stats.insert(stats.end(), {"scale_inv_min", "scale_inv_max", "mse"});
         if (c->recipe.kind == RecipeKind::kPerTensorDelayed) stats.insert(stats.begin() + 1, "overflows%");
       }
-      out << YAML::Key << "LogFp8TensorStats" << YAML::Value << YAML::BeginMap;
+      out << YAML::Key << (nvfp4 ? "LogNvfp4TensorStats" : "LogFp8TensorStats") << YAML::Value << YAML::BeginMap;
       out << YAML::Key << "enabled" << YAML::Value << true;
       out << YAML::Key << "tensors" << YAML::Value;
       emit_flow_list(out, tensors);

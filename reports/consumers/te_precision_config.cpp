@@ -36,8 +36,13 @@ void emit_config(YAML::Emitter& out, const std::string& name, const RunCandidate
     out << YAML::Flow << YAML::BeginMap << YAML::EndMap;
   } else {
     out << YAML::BeginMap;
-    out << YAML::Key << "fp8_quantization_recipe" << YAML::Value << recipe_kind_traits(c->recipe.kind).megatron_recipe;
-    out << YAML::Key << "fp8_format" << YAML::Value << carry_format(c->recipe.kind, c->format, Consumer::kPrecisionConfig).value;
+    const RecipeKindTraits& kind = recipe_kind_traits(c->recipe.kind);
+    if (kind.megatron_fp4) {  // NVFP4BlockScaling() takes no format
+      out << YAML::Key << "fp4_quantization_recipe" << YAML::Value << kind.megatron_recipe;
+    } else {
+      out << YAML::Key << "fp8_quantization_recipe" << YAML::Value << kind.megatron_recipe;
+      out << YAML::Key << "fp8_format" << YAML::Value << carry_format(c->recipe.kind, c->format, Consumer::kPrecisionConfig).value;
+    }
     out << YAML::EndMap;
   }
   out << YAML::EndMap;
@@ -58,7 +63,8 @@ void emit_matcher(YAML::Emitter& out, const std::string& name, const std::string
 }  // namespace
 
 std::string megatron_config_name(const RunCandidate& c) {
-  return std::string(recipe_kind_traits(c.recipe.kind).megatron_recipe) + "_" + training_format_name(c.format);
+  const RecipeKindTraits& kind = recipe_kind_traits(c.recipe.kind);
+  return std::string(kind.megatron_recipe) + (kind.megatron_fp4 ? "" : "_" + std::string(training_format_name(c.format)));
 }
 
 std::optional<std::string> te_precision_config_omitted(const Recommendation& rec) {

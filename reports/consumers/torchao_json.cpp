@@ -32,6 +32,8 @@ Artifact render_torchao_json(const ConsumerPlan& plan) {
                "scaling) was not the choice";
     else if (c->recipe.kind == RecipeKind::kMx)
       reason = "the advice is MXFP8BlockScaling; torchao's float8 training has no MXFP8 recipe (prototype only)";
+    else if (c->recipe.kind == RecipeKind::kNvfp4)
+      reason = "the advice is NVFP4BlockScaling; torchao's float8 training has no 4-bit recipe";
     else
       reason = "the advice is BF16";
   } else {

@@ -75,6 +75,14 @@ def _bridge():
     models = _package("megatron.bridge.models", os.path.join(root, "models"))
     models.GPTModelProvider = models.T5ModelProvider = TransformerConfig
     mp = importlib.import_module("megatron.bridge.training.mixed_precision")
+    # No TE here: MixedPrecisionConfig's FP4 check (is_te_min_version("2.7.0.dev0")) asks the TE that
+    # Bridge's METADATA pins, the newest release below its upper bound.
+    _, upper = _te_pin()
+    if upper is not None:
+        from packaging.version import Version
+        pinned = Version("%d.%d" % (upper[0], upper[1] - 1) if upper[1] > 0 else "%d" % (upper[0] - 1))
+        mp.is_te_min_version = lambda version, check_equality=True: (
+            pinned >= Version(version) if check_equality else pinned > Version(version))
     ou = importlib.import_module("megatron.bridge.training.utils.omegaconf_utils")
     path = os.path.join(root, "training", "config.py")
     with open(path, encoding="utf-8") as f:
@@ -153,8 +161,13 @@ def _summary(cfg, num_layers):
     m = cfg.model
     fp8 = m.fp8
     recipe = getattr(m.fp8_recipe, "value", m.fp8_recipe)
-    bf16 = [i for i in range(num_layers) if fp8 and is_first_last_bf16_layer(m, i)]
+    fp4 = getattr(m, "fp4", None)
+    # fp4_utils.get_fp4_context applies the same first/last rule as is_first_last_bf16_layer.
+    bf16 = [i for i in range(num_layers) if (fp8 or fp4) and is_first_last_bf16_layer(m, i)]
     parts = ["fp8 %s" % fp8]
+    if fp4:
+        parts.append("fp4 %s, fp4_recipe %s, BF16 layers %s of %d"
+                     % (fp4, getattr(m.fp4_recipe, "value", m.fp4_recipe), bf16, num_layers))
     if fp8:
         parts.append("fp8_recipe %s" % recipe)
         if recipe == "delayed":

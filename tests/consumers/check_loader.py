@@ -268,9 +268,9 @@ def check_errors(c, loader, te, te_fp32):
     dict_cases = [
         ("no schema_version", _mutated(delayed, lambda d: d.pop("schema_version")), [D + "/schema_version: null: expected 1"]),
         ("schema_version true", _mutated(delayed, _set(["schema_version"], True)), [D + "/schema_version: true: expected 1"]),
-        ("class", _mutated(delayed, _set(["recipe", "class"], "NVFP4BlockScaling")),
-         [D + "/recipe/class: class 'NVFP4BlockScaling': expected one of DelayedScaling, Float8CurrentScaling, "
-          "Float8BlockScaling, MXFP8BlockScaling"]),
+        ("class", _mutated(delayed, _set(["recipe", "class"], "CustomRecipe")),
+         [D + "/recipe/class: class 'CustomRecipe': expected one of DelayedScaling, Float8CurrentScaling, "
+          "Float8BlockScaling, MXFP8BlockScaling, NVFP4BlockScaling"]),
         ("unknown field", _mutated(delayed, _set(["recipe", "history"], 16)),
          [D + "/recipe/history: unknown key 'history' for DelayedScaling (TE would ignore it); fields: margin,"]),
         ("Recipe attribute not a field", _mutated(mixed, _set(["recipe", "fp8_quant_fwd_inp"], {})),

@@ -35,6 +35,9 @@ from _common import CheckFailed, main, require_file
 FP8_FIELDS = ("fp8", "fp8_recipe", "fp8_margin", "fp8_amax_history_len", "fp8_amax_compute_algo",
               "fp8_wgrad", "first_last_layers_bf16", "num_layers_at_start_in_bf16",
               "num_layers_at_end_in_bf16")
+# Megatron-Core 0.15+ (TransformerConfig.fp4, fp4_recipe); exclusive with fp8.
+FP4_FIELDS = ("fp4", "fp4_recipe", "first_last_layers_bf16", "num_layers_at_start_in_bf16",
+              "num_layers_at_end_in_bf16")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -96,6 +99,9 @@ def check(argv):
     from megatron.core.transformer.transformer_config import TransformerConfig
     args = add_megatron_arguments(_Parser(allow_abbrev=False)).parse_args(words)
     kw = {k: getattr(args, k) for k in FP8_FIELDS}
+    fp4 = getattr(args, "fp4", None)  # the FP4 flags: Megatron-Core 0.15+
+    if hasattr(args, "fp4"):
+        kw.update({k: getattr(args, k) for k in FP4_FIELDS})
     extra = {}
     if getattr(args, "te_precision_config_file", None):  # as megatron/training/argument_utils.py loads it
         from megatron.core.quantization.utils import load_quantization_recipe
@@ -104,8 +110,12 @@ def check(argv):
         require_file(te_file)
         extra["quant_recipe"] = load_quantization_recipe(te_file)
     TransformerConfig(num_layers=args.num_layers or 96, hidden_size=64, num_attention_heads=4, **kw, **extra)
-    shown = " ".join("%s=%s" % (k, v) for k, v in kw.items() if v is not None) if args.fp8 else \
-        "fp8=None: every module BF16"
+    if args.fp8:
+        shown = " ".join("%s=%s" % (k, v) for k in FP8_FIELDS for v in [kw[k]] if v is not None)
+    elif fp4:
+        shown = " ".join("%s=%s" % (k, kw[k]) for k in FP4_FIELDS if kw[k] is not None)
+    else:
+        shown = "fp8=None: every module BF16"
     if extra:
         shown += "; quant_recipe from %s: %d matchers" % (
             os.path.basename(te_file), len(extra["quant_recipe"].matchers))

@@ -5,7 +5,7 @@ loader of python/, as pip installed it in the venv) and TE's recipe module loade
 path with the recipe's "env" set.
 
 The object is {"class": one of DelayedScaling, Float8CurrentScaling, Float8BlockScaling,
-MXFP8BlockScaling, then the class's constructor fields by TE's names ("fp8_format": "E4M3" or
+MXFP8BlockScaling, NVFP4BlockScaling, then the class's constructor fields by TE's names ("fp8_format": "E4M3" or
 "HYBRID"; MMParams fields as {"use_split_accumulator": bool}), and optionally "env": {NVTE_*
 variable: string} for what TE reads only from the environment}. TE's pydantic dataclasses ignore
 unknown keyword arguments and accept out-of-range values (TE transformer_engine/common/recipe/

@@ -74,6 +74,12 @@ BRIDGE_CASES = [
       "te_precision_config.yaml=" + os.path.join(G, "te_precision_config_block.yaml")],
      OK + "megatron_bridge_block.yaml" + _BRIDGE_OVER + "fp8 e4m3, fp8_recipe blockwise, BF16 layers [] of 4, "
      "fp8_param False; quant_recipe 2 matchers; no tensor_inspect [Megatron-Bridge "),
+    ([os.path.join(G, "megatron_bridge_nvfp4.yaml"), "4",
+      "te_precision_config.yaml=" + os.path.join(G, "te_precision_config_nvfp4.yaml"),
+      "decoder.layers.0.mlp.linear_fc2=mxfp8_e4m3", "decoder.layers.2.self_attention.linear_proj=nvfp4"],
+     OK + "megatron_bridge_nvfp4.yaml" + _BRIDGE_OVER + "fp8 None, fp4 e2m1, fp4_recipe nvfp4, BF16 layers [0, 3] "
+     "of 4, fp8_param False; quant_recipe 5 matchers, 2 module paths resolved as expected; no tensor_inspect "
+     "[Megatron-Bridge "),
     # Every GEMM BF16: fp8 None, so Megatron enters no FP8 autocast for any module.
     ([os.path.join(G, "megatron_bridge_all_bf16.yaml"), "4"],
      OK + "megatron_bridge_all_bf16.yaml" + _BRIDGE_OVER + "fp8 None, fp8_param False; no tensor_inspect "
@@ -92,7 +98,22 @@ GOLDEN_MEGATRON_ARGS = [
     ([os.path.join(G, "megatron_args_delayed.txt"), os.path.join(G, "te_precision_config_delayed.yaml")], OK),
     GOLDEN_ARGS_ALL_BF16,
     ([os.path.join(G, "megatron_args_block.txt"), os.path.join(G, "te_precision_config_block.yaml")], OK),
+    # --fp4-format / --fp4-recipe: Megatron-Core 0.15+ (0.13 has no FP4 flags).
+    ([os.path.join(G, "megatron_args_nvfp4.txt"), os.path.join(G, "te_precision_config_nvfp4.yaml")],
+     OK + "megatron_args_nvfp4.txt: 11 words parsed by Megatron; fp4=e2m1 fp4_recipe=nvfp4 "
+     "first_last_layers_bf16=True num_layers_at_start_in_bf16=1 num_layers_at_end_in_bf16=1; quant_recipe from "
+     "te_precision_config_nvfp4.yaml: 5 matchers"),
 ]
+
+
+# The three-tier plan (issue 39): NVFP4 for the rest, two modules in MXFP8, two in BF16.
+GOLDEN_NVFP4_MODULES = (
+    [os.path.join(G, "te_precision_config_nvfp4.yaml"),
+     "decoder.layers.0.self_attention.linear_qkv=bf16", "decoder.layers.0.mlp.linear_fc2=mxfp8_e4m3",
+     "decoder.layers.1.mlp.linear_fc1=mxfp8_e4m3", "decoder.layers.2.self_attention.linear_proj=nvfp4",
+     "decoder.layers.3.mlp.linear_fc2=bf16", "decoder.layers.7.mlp.linear_fc1=nvfp4", "output_layer=nvfp4"],
+    OK + "te_precision_config_nvfp4.yaml: 5 matchers, bf16[training]=bf16, nvfp4[training]=NVFP4BlockScaling, "
+    "mxfp8_e4m3[training]=MXFP8BlockScaling; 7 module paths resolved as expected")
 
 
 def _on_release(case, version):
@@ -122,7 +143,7 @@ CASES = {
         (["te/bad_e5m2.json"], "Float8CurrentScaling.fp8_format = 'E5M2': expected one of E4M3, HYBRID"),
         (["te/bad_f32_scales.json"], "use_f32_scales = true does not change TE's scales"),
         (["te/bad_block_dims.json"], "Only 1D or 2D blocks supported for w"),
-        (["te/bad_class.json"], "class 'NVFP4BlockScaling': expected one of"),
+        (["te/bad_class.json"], "class 'CustomRecipe': expected one of"),
     ]),
     "loader": ("check_loader.py", [
         ([], OK + "fp8a_recipe from "),
@@ -173,6 +194,7 @@ CASES = {
           "decoder.layers.1.mlp.linear_fc2=bf16", "decoder.layers.1.mlp.linear_fc1=blockwise_e4m3"],
          OK + "te_precision_config_block.yaml: 2 matchers, bf16[training]=bf16, "
          "blockwise_e4m3[training]=Float8BlockScaling;"),
+        GOLDEN_NVFP4_MODULES,
     ]),
     "golden_nvdlfw": ("check_nvdlfw.py", [
         ([os.path.join(G, "nvdlfw_inspect_mixed.yaml"), "model.decoder.layers.1.self_attention.linear_qkv",
@@ -185,6 +207,10 @@ CASES = {
         ([os.path.join(G, "nvdlfw_inspect_block.yaml"), "model.decoder.layers.2.mlp.linear_fc2",
           "model.decoder.layers.4.mlp.linear_fc2", "model.decoder.layers.1.self_attention.linear_qkv"],
          OK + "nvdlfw_inspect_block.yaml: 3 sections parsed by nvdlfw_inspect, 3 layer names resolved"),
+        # NVFP4 (TE 2.13+): DisableQuantizationGEMM/Layer and LogNvfp4TensorStats.
+        ([os.path.join(G, "nvdlfw_inspect_nvfp4.yaml"), "model.decoder.layers.1.self_attention.linear_qkv",
+          "model.decoder.layers.2.mlp.linear_fc1", "model.decoder.layers.3.self_attention.linear_proj"],
+         OK + "nvdlfw_inspect_nvfp4.yaml: 5 sections parsed by nvdlfw_inspect, 3 layer names resolved"),
     ]),
     # nvdlfw_inspect.yaml in a real wrapped Megatron GPTModel with TE's own debug features: the
     # plan of each golden (tests/reports/test_configs.cpp), written here from the test's specs.
@@ -254,6 +280,7 @@ CASES = {
         ([os.path.join(G, "te_precision_config_all_bf16.yaml"), "decoder.layers.7.mlp.linear_fc1=bf16"],
          OK + "te_precision_config_all_bf16.yaml: 1 matchers, bf16[training]=bf16; 1 module paths resolved "
          "as expected [Megatron-Core 0.16.1]"),
+        (GOLDEN_NVFP4_MODULES[0], GOLDEN_NVFP4_MODULES[1] + " [Megatron-Core 0.16.1]"),
     ]),
     # megatron_args.txt on the oldest releases docs/VERSIONS.md claims for its flags, each with its
     # own argument parser (megatron-lm/<tag>/) and megatron/core (the venv's share/fp8a): 0.13.1
@@ -306,6 +333,8 @@ CASES = {
         ([os.path.join(G, "te_snippet_delayed.py")],
          OK + "te_snippet_delayed.py: te.autocast(enabled, recipe) with DelayedScaling"),
         ([os.path.join(G, "te_snippet_all_bf16.py")], OK + "te_snippet_all_bf16.py: BF16, no autocast"),
+        ([os.path.join(G, "te_snippet_nvfp4.py")],
+         OK + "te_snippet_nvfp4.py: te.autocast(enabled, recipe) with NVFP4BlockScaling"),
         (["te_snippet/bad_keyword.py"], "te.autocast(enabled, fp8_recipe): TE's transformer_engine.pytorch.quantization.autocast takes no fp8_recipe"),
         (["te_snippet/bad_recipe_field.py"], "DelayedScaling(history=...): TE's DelayedScaling has no field history"),
     ]),

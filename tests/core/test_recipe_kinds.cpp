@@ -146,10 +146,16 @@ TEST_CASE("NVFP4's row follows TE's NVFP4BlockScaling and NVFP4Quantizer") {
   CHECK_FALSE(fp8a::te_runs_on(RecipeKind::kNvfp4, 120));  // SR gives zeros there up to TE 2.18
   CHECK(fp8a::is_fp8(RecipeKind::kNvfp4));  // a quantising kind: not the BF16 round trip
   CHECK_FALSE(fp8a::is_per_tensor(RecipeKind::kNvfp4));
-  // From TE 2.8; evaluated, never the answer while its plan and configs are missing (issue 39).
+  // From TE 2.8, and trainable: calibration/RESULTS.md's nvfp4-* cases.
   CHECK_FALSE(fp8a::te_release_cannot_train(nvfp4, fp8a::TeVersion{2, 7}).empty());
   CHECK(fp8a::te_release_cannot_train(nvfp4, fp8a::TeVersion{2, 8}).empty());
-  CHECK_FALSE(fp8a::te_cannot_train(nvfp4).empty());
+  CHECK(fp8a::te_cannot_train(nvfp4).empty());
+  // Megatron names it among its FP4 recipes (fp4_utils.py get_fp4_recipe: --fp4-recipe nvfp4), and
+  // its precision config per module (TEQuantizationRecipe.fp4_quantization_recipe, core 0.16+).
+  CHECK(std::string(k.megatron_recipe) == "nvfp4");
+  CHECK(k.megatron_fp4);
+  CHECK(k.te_per_module);
+  CHECK_FALSE(row(RecipeKind::kMx).megatron_fp4);
   CHECK(nvfp4.spec() == "nvfp4");
   // Its elements are E2M1 ({0, 0.5, ..., 6}: smallest subnormal 2^-1, smallest normal 2^0).
   const fp8a::Fp8Traits& e2m1 = fp8a::element_traits(RecipeKind::kNvfp4, fp8a::Fp8Format::kE4M3);

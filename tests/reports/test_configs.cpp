@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "support/golden.hpp"
+#include "support/recommendations.hpp"
 #include "core/gpu_target.hpp"
 #include "core/recipe_options.hpp"
 #include "core/text.hpp"
@@ -849,10 +850,10 @@ TEST_CASE("recipe options x TE releases x consumer files: one story, the same no
       {"block:fp32", "NVTE_FP8_BLOCK_SCALING_FP32_SCALES", kTeOldest, false, "", "", "", ""},
       {"block:2d", "", kTeOldest, true, "", "", "", ""},
       {"mxfp8:floor", "", kTeOldest, true, "", "", "", ""},
-      // NVFP4 is evaluated only (issue 39): TE 2.8+ has it; no file carries it yet.
-      {"nvfp4:no_rht", "NVTE_NVFP4_DISABLE_RHT", {2, 8}, true, "", "", "", ""},
-      {"nvfp4:no_sr", "NVTE_NVFP4_DISABLE_STOCHASTIC_ROUNDING", {2, 8}, true, "", "", "", ""},
-      {"nvfp4:no_2d", "NVTE_NVFP4_DISABLE_2D_QUANTIZATION", {2, 8}, true, "", "", "", ""},
+      // NVFP4BlockScaling (TE 2.8+) reads its three switches from the environment only.
+      {"nvfp4:no_rht", "NVTE_NVFP4_DISABLE_RHT", {2, 8}, false, "", "", "", ""},
+      {"nvfp4:no_sr", "NVTE_NVFP4_DISABLE_STOCHASTIC_ROUNDING", {2, 8}, false, "", "", "", ""},
+      {"nvfp4:no_2d", "NVTE_NVFP4_DISABLE_2D_QUANTIZATION", {2, 8}, false, "", "", "", ""},
   };
   // Every option row is walked here: a row added without a case fails.
   CHECK(recipe_option_rows().size() == std::size(cases));
@@ -867,12 +868,6 @@ TEST_CASE("recipe options x TE releases x consumer files: one story, the same no
       CHECK(te_cannot_train(recipe).empty() == !oc.evaluation_only);
       const bool release_lacks = te < oc.since;
       CHECK(te_release_cannot_train(recipe, te).empty() == !release_lacks);
-      if (kind == RecipeKind::kNvfp4) {  // never the answer yet, so no file is written for it
-        const auto carried = carry_options(recipe, Consumer::kMegatronArgs, te);
-        REQUIRE(carried.size() == 1);
-        CHECK(carried[0].env_name == (te >= TeVersion{2, 8} ? oc.env : ""));
-        continue;
-      }
       Recommendation rec = make_rec(oc.spec, TrainingFormat::kHybrid, kMixedLayers);
       rec.te_version = te;
       rec.gpu = find_gpu_target("b200");  // runs every kind: the walk is about the release alone
@@ -933,8 +928,9 @@ TEST_CASE("recipe options x TE releases x consumer files: one story, the same no
       }
     }
   }
-  // The lines compared: pow2 (every release), eps, fp32, 2d and floor in each of 17 releases.
-  CHECK(walked == 17 * 5);
+  // The lines compared: pow2 (every release), eps, fp32, 2d, floor and NVFP4's three switches
+  // (before 2.8 the release's lack, from 2.8 the environment) in each of 17 releases.
+  CHECK(walked == 17 * 8);
 }
 
 // The consumer files format the one plan and decide nothing themselves: what the plan says (a
@@ -987,4 +983,90 @@ TEST_CASE("formats x recipe kinds x consumer files: each file names the format o
       CHECK((torchao.find(name + ": not expressible in torchao.json: ") != std::string::npos) ==
             (torchao_kind && !torchao_trains));
     }
+}
+
+// Issue 39: a three-tier plan (NVFP4, a module in MXFP8, modules in BF16) as each consumer names it:
+// Megatron's FP4 flags and fields (--fp4-format e2m1 --fp4-recipe nvfp4; Bridge's fp4/fp4_recipe),
+// the precision config's fp4_quantization_recipe beside an mxfp8 config, TE's NVFP4BlockScaling,
+// TE's debug features for NVFP4 from 2.13 only, and torchao's lack of a 4-bit recipe. Megatron's,
+// Bridge's, TE's and nvdlfw_inspect's own code read the golden files (tests/consumers/run_checks.py).
+Recommendation nvfp4_rec() {
+  Recommendation rec = make_rec("nvfp4", TrainingFormat::kE4M3, kMixedLayers);
+  rec.te_version = TeVersion{2, 20};
+  rec.gpu = find_gpu_target("b200");
+  CandidatePlan mx;
+  mx.candidate = {parse_recipe("mxfp8"), TrainingFormat::kE4M3};
+  rec.candidates.push_back(mx);
+  ModulePlan mp;
+  mp.base = 0;
+  mp.modules = {{"layers.0.self_attention.linear_qkv", std::nullopt, "no per-module recipe passes all its GEMMs (2 tried); wgrad: underflow"},
+                {"layers.0.mlp.linear_fc2", 1, "wgrad: underflow 89.2 % under nvfp4/e4m3; mxfp8/e4m3 passes all its GEMMs (risk 0.400)"},
+                {"layers.1.mlp.linear_fc1", 1, "wgrad: underflow 12.5 % under nvfp4/e4m3; mxfp8/e4m3 passes all its GEMMs (risk 0.300)"},
+                {"layers.2.self_attention.linear_proj", 0, ""},
+                {"layers.3.mlp.linear_fc2", std::nullopt, "no per-module recipe passes all its GEMMs (2 tried); fprop: underflow"}};
+  mp.switched = 2;
+  mp.bf16 = 2;
+  mp.why = "per module: 1 of 5 on nvfp4/e4m3, 2 on mxfp8/e4m3, 2 in BF16";
+  rec.module_plan = mp;
+  return rec;
+}
+
+TEST_CASE("NVFP4: every consumer file names it as that consumer does") {
+  const Recommendation rec = nvfp4_rec();
+  const ConsumerPlan plan(rec);
+  REQUIRE(plan.candidate != nullptr);
+  CHECK(plan.megatron.fp4);
+  CHECK(plan.megatron.format == "e2m1");
+  CHECK(plan.megatron.recipe == "nvfp4");
+  CHECK(plan.te.class_name == "NVFP4BlockScaling");
+  CHECK(plan.te.fp8_format == "E4M3");  // asserted by NVFP4BlockScaling.__post_init__
+  CHECK(plan.te.env.empty());
+
+  const Artifact args = render_megatron_args(plan);
+  CHECK(args.note == "--fp4-recipe nvfp4 --fp4-format e2m1 --first-last-layers-bf16 --te-precision-config-file");
+  CHECK(args.contents.find("\n--fp4-format e2m1\n--fp4-recipe nvfp4\n") != std::string::npos);
+  CHECK(args.contents.find("\n--fp8-") == std::string::npos);  // fp4 and fp8 are exclusive in Megatron
+  CHECK(args.contents.find("FP4 flags need Megatron-Core 0.15+") != std::string::npos);
+  check_golden("megatron_args_nvfp4.txt", args.contents);
+
+  const Artifact bridge = render_megatron_bridge(plan);
+  CHECK(bridge.note.starts_with("fp4 e2m1, fp4_recipe nvfp4"));
+  CHECK(bridge.contents.find("\n  fp8: null\n  fp4: e2m1\n  fp4_recipe: nvfp4\n") != std::string::npos);
+  CHECK(bridge.contents.find("fp4: null") == std::string::npos);  // no second fp4 key
+  CHECK(bridge.contents.find("\n  fp4_param") == std::string::npos);  // not a field in Bridge 0.3
+  check_golden("megatron_bridge_nvfp4.yaml", bridge.contents);
+
+  const auto pc = render_te_precision_config(plan);
+  REQUIRE(pc.has_value());
+  CHECK(pc->contents.find("fp4_quantization_recipe: nvfp4") != std::string::npos);
+  CHECK(pc->contents.find("fp8_quantization_recipe: mxfp8") != std::string::npos);
+  CHECK(pc->contents.find("fp8_format: e4m3") != std::string::npos);  // the mxfp8 config's only
+  check_golden("te_precision_config_nvfp4.yaml", pc->contents);
+
+  const std::string snippet = render_te_snippet(plan).contents;
+  CHECK(snippet.find("NVFP4BlockScaling(fp8_format=Format.E4M3") != std::string::npos);
+  check_golden("te_snippet_nvfp4.py", snippet);
+
+  const auto nv = render_nvdlfw_inspect_yaml(plan);
+  REQUIRE(nv.has_value());
+  CHECK(nv->contents.find("LogNvfp4TensorStats") != std::string::npos);
+  CHECK(nv->contents.find("LogFp8TensorStats") == std::string::npos);
+  CHECK(nv->contents.find("stats: [underflows%, mse]") != std::string::npos);
+  CHECK(nv->contents.find("DisableQuantizationGEMM") != std::string::npos);
+  check_golden("nvdlfw_inspect_nvfp4.yaml", nv->contents);
+  // Before TE 2.13 TE's debug features quantise FP8 only: no file, and why.
+  Recommendation old = nvfp4_rec();
+  old.te_version = TeVersion{2, 12};
+  std::string why;
+  CHECK_FALSE(render_nvdlfw_inspect_yaml(ConsumerPlan(old), &why).has_value());
+  CHECK(why.find("TE's debug tools take NVFP4 from TE 2.13") != std::string::npos);
+  CHECK(ConsumerPlan(old).nvdlfw_omitted.has_value());
+
+  const auto ao = nlohmann::json::parse(render_torchao_json(plan).contents);
+  CHECK(ao["recipe_name"].is_null());
+  CHECK(ao["reason"].get<std::string>().find("no 4-bit recipe") != std::string::npos);
+
+  const std::string rj = render_recipe_json(rec, fp8a::testing::info()).contents;
+  CHECK(nlohmann::json::parse(rj)["recipe"]["class"] == "NVFP4BlockScaling");
+  check_golden("recipe_nvfp4.json", rj);
 }
