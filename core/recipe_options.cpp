@@ -260,7 +260,9 @@ std::string te_release_cannot_train(const Recipe& r, TeVersion te) {
 FormatCarriage carry_format(RecipeKind kind, TrainingFormat format, Consumer c) {
   const std::string name = training_format_name(format);
   switch (c) {
-    case Consumer::kTe: return {Carrier::kField, "fp8_format", format == TrainingFormat::kE4M3 ? "E4M3" : "HYBRID", ""};
+    case Consumer::kTe:  // NVFP4BlockScaling's fp8_format is its block scales' type: E4M3 whatever was asked
+      return {Carrier::kField, "fp8_format",
+              format == TrainingFormat::kE4M3 || kind == RecipeKind::kNvfp4 ? "E4M3" : "HYBRID", ""};
     case Consumer::kMegatronArgs: return {Carrier::kField, "--fp8-format", name, ""};
     case Consumer::kMegatronBridge: return {Carrier::kField, "fp8", name, ""};
     case Consumer::kPrecisionConfig: return {Carrier::kField, "fp8_format", name, ""};

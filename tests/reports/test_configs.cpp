@@ -1066,6 +1066,8 @@ TEST_CASE("NVFP4: every consumer file names it as that consumer does") {
   CHECK(ao["recipe_name"].is_null());
   CHECK(ao["reason"].get<std::string>().find("no 4-bit recipe") != std::string::npos);
 
+  // --format hybrid names the FP8 recipes' gradients; NVFP4BlockScaling's scales stay E4M3.
+  CHECK(ConsumerPlan(make_rec("nvfp4", TrainingFormat::kHybrid, kMixedLayers)).te.fp8_format == "E4M3");
   const std::string rj = render_recipe_json(rec, fp8a::testing::info()).contents;
   CHECK(nlohmann::json::parse(rj)["recipe"]["class"] == "NVFP4BlockScaling");
   check_golden("recipe_nvfp4.json", rj);
