@@ -51,10 +51,15 @@ def rule_breaches(doc, actions):
             if name in actions and actions[name] == "fail" and s["false_alarms"] and not s["detections"]]
 
 
+# Kinds TE trains on Blackwell only: judged as for a B200 (the default GPU, an H100, excludes them).
+BLACKWELL_KINDS = ("mxfp8", "nvfp4")
+
+
 def advise(binary, cap, recipe, fmt, policy, tmp):
     """`run` on one arm's captures under one policy: that candidate's row of recipe.json."""
     out = tempfile.mkdtemp(dir=tmp)
-    subprocess.run([binary, "run", "--capture", cap, "--training-log",
+    gpu = ["--gpu", "b200"] if recipe.split(":")[0] in BLACKWELL_KINDS else []
+    subprocess.run([binary, "run", "--capture", cap] + gpu + ["--training-log",
                     os.path.join(cap, "amax_trace_rank0.csv"), "--recipes", recipe + ",bf16",
                     "--format", fmt, "--cost", "none", "--policy", policy, "--threads", "1",
                     "--quiet", "--out", out], check=True, stdout=subprocess.DEVNULL)
@@ -69,8 +74,7 @@ def advise(binary, cap, recipe, fmt, policy, tmp):
 
 def verdicts(binary, data, policy_path):
     """Every enabled criterion alone (a policy of that criterion only), and the whole policy, on
-    every captured FP8 arm (replicate 0) that trained every GEMM in FP8. NVFP4 arms are not
-    judged: fp8-advisor evaluates NVFP4 but has no criteria for it yet (issue 39)."""
+    every captured FP8 or NVFP4 arm (replicate 0) that trained every GEMM in its recipe."""
     crits = criteria_of(policy_path)
     revision = None
     with tempfile.TemporaryDirectory() as tmp:
@@ -94,8 +98,7 @@ def verdicts(binary, data, policy_path):
         for case, c in data.items():
             for arm, a in c["arms"].items():
                 cap = os.path.join(CAPTURES, "%s--%s" % (case, arm))
-                if (not os.path.isdir(cap) or a["fallback"] or a.get("override")
-                        or a["recipe"] == "bf16" or a["recipe"].startswith("nvfp4")):
+                if not os.path.isdir(cap) or a["fallback"] or a.get("override") or a["recipe"] == "bf16":
                     continue
                 recipe, fmt = a["recipe"].rsplit("/", 1)
                 a["verdicts"] = {}
@@ -165,8 +168,8 @@ def render(doc):
              "Gap = FP8 arm minus its BF16 twin on the same batches, mean over replicates ± its "
              "standard error; `(k SE)` = gap / SE. Verdict columns: F = the criterion alone, "
              "as a failing one, sends at least one GEMM of the run's captures to BF16, p = "
-             "passes, blank = not judged (no captures, the arm trained a GEMM in BF16 or "
-             "another recipe, or NVFP4, which has no criteria yet); the "
+             "passes, blank = not judged (no captures, or the arm trained a GEMM in BF16 or "
+             "another recipe); the "
              "policy column is the whole policy with each criterion's action.", "",
              "| case | arm | recipe | n | BF16 val | val gap ± SE | train gap ± SE | harm | "
              + " | ".join(crits) + " | policy: GEMMs to BF16 (FP8 share) |",
