@@ -34,8 +34,10 @@ except ImportError as e:
     print("test_codec skipped: %s" % e)
     sys.exit(77)
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.join(os.path.dirname(HERE), "python")]
 import fp8emu  # noqa: E402
+import fp8a_safetensors  # noqa: E402
 
 MSE_REL_TOL = 1e-12
 DTYPES = {"BF16": torch.bfloat16, "F32": torch.float32, "F16": torch.float16}
@@ -193,16 +195,10 @@ def write_edge_capture(path):
                       "edge.%s.weight" % layer: lognormal(d_out, d_in, 0.5) * 0.02,
                       "edge.%s.gradient" % layer: gy})
     os.makedirs(path)
-    header, blobs, offset = {"__metadata__": {"step": "1"}}, [], 0
-    for name, t in named.items():
-        raw = t.bfloat16().contiguous().view(torch.int16).numpy().tobytes()
-        header[name] = {"dtype": "BF16", "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
-        blobs.append(raw)
-        offset += len(raw)
-    head = json.dumps(header).encode()
-    head += b" " * (-len(head) % 8)
-    with open(os.path.join(path, "rank0_step_000001.safetensors"), "wb") as f:
-        f.write(struct.pack("<Q", len(head)) + head + b"".join(blobs))
+    fp8a_safetensors.write_safetensors(
+        os.path.join(path, "rank0_step_000001.safetensors"),
+        {name: ("BF16", list(t.shape), t.bfloat16().contiguous().view(torch.int16).numpy().tobytes())
+         for name, t in named.items()}, {"step": "1"})
     with open(os.path.join(path, "amax_trace_rank0.csv"), "w") as f:
         f.write("step,tensor,amax\n")
         for step in (0, 1):

@@ -19,9 +19,7 @@ which the reference does not model; they are left out.
 """
 import csv
 import importlib.util
-import json
 import os
-import struct
 import subprocess
 import sys
 import tempfile
@@ -30,6 +28,7 @@ import types
 import numpy as np
 import torch
 
+import fp8a_safetensors  # python/'s writer, installed in the consumers' venv
 from _common import TE_SRC, CheckFailed, main
 
 MSE_REL_TOL = 1e-12
@@ -108,16 +107,9 @@ def tensors():
 
 
 def write_capture(path, named):
-    header, blobs, offset = {"__metadata__": {"step": "1"}}, [], 0
-    for name, t in named.items():
-        raw = t.contiguous().view(torch.int16).numpy().tobytes()
-        header[name] = {"dtype": "BF16", "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
-        blobs.append(raw)
-        offset += len(raw)
-    head = json.dumps(header).encode()
-    head += b" " * (-len(head) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(head)) + head + b"".join(blobs))
+    fp8a_safetensors.write_safetensors(
+        path, {name: ("BF16", list(t.shape), t.contiguous().view(torch.int16).numpy().tobytes())
+               for name, t in named.items()}, {"step": "1"})
 
 
 def f32(v):
