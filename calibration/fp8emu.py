@@ -264,16 +264,22 @@ def nvfp4_quantize(x2, recipe, role, orientation, seed=None):
     r, c = x2.shape
     if r % NVFP4_BLOCK or c % NVFP4_BLOCK:
         raise ValueError("NVFP4 needs both dimensions divisible by 16 (TE): %dx%d" % (r, c))
-    # Blocks of 16 as [16, blocks]: a column per block (a 16x16 tile: 16 such columns).
+    # Blocks of 16 as [16, blocks]: a column per block (a 16x16 tile: 16 such columns, tile-major).
     if two_d:
-        v = x2.reshape(r // 16, 16, c // 16, 16).permute(1, 0, 2, 3).reshape(16, -1)
-        index_of = lambda t: t.reshape(r // 16, 16, c // 16, 16).permute(1, 0, 2, 3).reshape(16, -1)
+        split, perm = (r // 16, 16, c // 16, 16), (1, 0, 2, 3)
     elif columnwise:
-        v = x2.reshape(r // 16, 16, c).permute(1, 0, 2).reshape(16, -1)
-        index_of = lambda t: t.reshape(r // 16, 16, c).permute(1, 0, 2).reshape(16, -1)
+        split, perm = (r // 16, 16, c), (1, 0, 2)
     else:
-        v = x2.reshape(r, c // 16, 16).permute(2, 0, 1).reshape(16, -1)
-        index_of = lambda t: t.reshape(r, c // 16, 16).permute(2, 0, 1).reshape(16, -1)
+        split, perm = (r, c // 16, 16), (2, 0, 1)
+    inverse = tuple(sorted(range(len(perm)), key=perm.__getitem__))
+
+    def to_blocks(t):
+        return t.reshape(split).permute(perm).reshape(16, -1)
+
+    def from_blocks(t):
+        return t.reshape([split[i] for i in perm]).permute(inverse).reshape(r, c)
+
+    v = to_blocks(x2)
     if rht:
         v = (_hadamard16(v.double() * _SIGNS.unsqueeze(1)) * 0.25).float().bfloat16().float()
     a = v.abs().nan_to_num(nan=0.0)
@@ -294,7 +300,7 @@ def nvfp4_quantize(x2, recipe, role, orientation, seed=None):
     factor = torch.clamp(factor.nan_to_num(nan=FLT_MAX), max=FLT_MAX)
     y = v * per(factor)
     if stochastic:
-        index = index_of(torch.arange(r * c, dtype=torch.int64).reshape(r, c))
+        index = to_blocks(torch.arange(r * c, dtype=torch.int64).reshape(r, c))
         code = stochastic_round_e2m1(y, nvfp4_random_bits(
             nvfp4_seed(role, orientation) if seed is None else seed, index))
     else:
@@ -302,14 +308,8 @@ def nvfp4_quantize(x2, recipe, role, orientation, seed=None):
     deq = (code.double() * per(scale).double() * float(decode)).float()
     if rht:  # back from the transform's domain: (y H16 / 4) * signs in double, rounded to FP32
         deq = (_hadamard16(deq.double()) * 0.25 * _SIGNS.unsqueeze(1)).float()
-    if two_d:
-        deq = deq.reshape(16, r // 16, c // 16, 16).permute(1, 0, 2, 3).reshape(r, c)
-    elif columnwise:
-        deq = deq.reshape(16, r // 16, c).permute(1, 0, 2).reshape(r, c)
-    else:
-        deq = deq.reshape(16, r, c // 16).permute(1, 2, 0).reshape(r, c)
     q = Quantized()
-    q.deq = deq
+    q.deq = from_blocks(deq)
     q.code = code  # E2M1 values, [16, blocks] (in the transform's domain where applied)
     q.zero = q.deq == 0
     q.scale, q.scale_inv = s_enc, decode

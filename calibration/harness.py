@@ -91,6 +91,9 @@ def run_dir(cfg):
 
 # ---- the emulated Linear ----------------------------------------------------------------------
 
+BF16 = fp8emu.Recipe("bf16")  # the recipe of a fallback GEMM
+
+
 class Emulation(object):
     """The recipe of one run, the layers and GEMMs under another recipe (``override``, e.g. MXFP8
     for what NVFP4 cannot carry) or in BF16 (``fallback``), the per-(layer, role) delayed-scaling
@@ -110,7 +113,7 @@ class Emulation(object):
     def recipe_for(self, layer, gemm):
         """The recipe GEMM `gemm` of `layer` runs under (bf16: its operands unquantised)."""
         if layer in self.fallback or "%s:%s" % (layer, gemm) in self.fallback:
-            return fp8emu.Recipe("bf16")
+            return BF16
         return self.override.get("%s:%s" % (layer, gemm), self.override.get(layer, self.recipe))
 
     def is_fp8(self, layer, gemm):

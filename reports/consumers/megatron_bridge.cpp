@@ -36,25 +36,21 @@ constexpr const char* kBf16Mixed =
     "  autocast_enabled: false\n"
     "  grad_reduce_in_fp32: true\n";
 
-// What the evidence does not cover stays off, whatever the recipe's config had.
-constexpr const char* kOff =
-    "  # Not judged by the plan, so off: FP8 attention, FP8 weights in memory (Bridge's FP8 recipes\n"
-    "  # turn fp8_param_gather on to save memory), FP4.\n"
-    "  fp8_dot_product_attention: false\n"
-    "  fp8_multi_head_attention: false\n"
-    "  fp8_param: false\n"
-    "  fp8_param_gather: false\n"
-    "  fp4: null\n";
-// The same under an FP4 recipe, fp4 set above. FP4 weights in memory stay off too: Bridge 0.3's
-// MixedPrecisionConfig has no fp4_param (later ones do, and bf16_with_nvfp4_mixed turns
-// fp4_param_gather on), so Megatron's default, False, holds.
-constexpr const char* kOffFp4 =
-    "  # Not judged by the plan, so off: FP8 attention, FP8 weights in memory (Megatron's fp4_param\n"
-    "  # default, False, keeps FP4 weights out of memory: Bridge 0.3 has no field for it).\n"
-    "  fp8_dot_product_attention: false\n"
-    "  fp8_multi_head_attention: false\n"
-    "  fp8_param: false\n"
-    "  fp8_param_gather: false\n";
+// What the evidence does not cover stays off, whatever the recipe's config had: FP8 attention
+// and FP8 weights in memory; FP4 too, unless the recipe is FP4 (fp4 set above). FP4 weights in
+// memory then stay off by Megatron's default: Bridge 0.3's MixedPrecisionConfig has no fp4_param
+// (later ones do, and bf16_with_nvfp4_mixed turns fp4_param_gather on).
+std::string off_fields(bool fp4) {
+  return std::string(fp4 ? "  # Not judged by the plan, so off: FP8 attention, FP8 weights in memory (Megatron's fp4_param\n"
+                           "  # default, False, keeps FP4 weights out of memory: Bridge 0.3 has no field for it).\n"
+                         : "  # Not judged by the plan, so off: FP8 attention, FP8 weights in memory (Bridge's FP8 recipes\n"
+                           "  # turn fp8_param_gather on to save memory), FP4.\n") +
+         "  fp8_dot_product_attention: false\n"
+         "  fp8_multi_head_attention: false\n"
+         "  fp8_param: false\n"
+         "  fp8_param_gather: false\n" +
+         (fp4 ? "" : "  fp4: null\n");
+}
 
 void write_end_layers(std::string& s, int at_start, int at_end) {
   s += std::string("  first_last_layers_bf16: ") + (at_start > 0 || at_end > 0 ? "true" : "false") + "\n";
@@ -84,7 +80,7 @@ Artifact render_megatron_bridge(const ConsumerPlan& plan) {
     s += kBf16Mixed;
     s += "  fp8: null\n";
     write_end_layers(s, 0, 0);
-    s += kOff;
+    s += off_fields(false);
     s += "model:\n  quant_recipe: null\n";
     return {"megatron_bridge.yaml", s, "BF16, fp8 null"};
   }
@@ -120,7 +116,7 @@ Artifact render_megatron_bridge(const ConsumerPlan& plan) {
            comment("raises on first_last_layers_bf16 with delayed scaling.", "  ");
     write_end_layers(s, 0, 0);
   }
-  s += m.fp4 ? kOffFp4 : kOff;
+  s += off_fields(m.fp4);
   switch (m.head) {
     case MegatronHead::kFp8:
     case MegatronHead::kFp8Lost:
