@@ -254,6 +254,11 @@ std::string default_recipe_list() {
 
 bool is_fp8(RecipeKind kind) { return recipe_kind_traits(kind).granularity != Granularity::kNone; }
 
+int operand_bits(RecipeKind kind) {
+  if (!is_fp8(kind)) return 16;
+  return kind == RecipeKind::kNvfp4 ? 4 : 8;
+}
+
 bool is_per_tensor(RecipeKind kind) {
   return recipe_kind_traits(kind).granularity == Granularity::kPerTensor;
 }

@@ -330,6 +330,9 @@ std::string te_release_cannot_train(const Recipe& recipe, TeVersion te);
 
 // An FP8 recipe: the kind casts to an FP8 type (every kind but bf16, the BF16 round trip).
 bool is_fp8(RecipeKind kind);
+// The width in bits of a recipe's GEMM operands: 4 for NVFP4 (E2M1), 8 for the FP8 kinds, 16 for
+// bf16. Tensor cores run a GEMM at 16 / bits times BF16's rate on B200 and GB200.
+int operand_bits(RecipeKind kind);
 // Per-tensor recipes have one scale for the whole tensor (current, delayed).
 bool is_per_tensor(RecipeKind kind);
 // The scale is replayed from the amax history of earlier steps (delayed).

@@ -1,15 +1,29 @@
 #include "policies/choice.hpp"
 
+#include "core/recipe.hpp"
 #include "core/text.hpp"
 
 namespace fp8a {
 
 namespace {
 
+// The BF16 GEMM time a plan's low-precision FLOPs save at the nominal tensor-core rates, in
+// BF16-FLOP units: an 8-bit GEMM runs at twice BF16's rate and saves half its time, a 4-bit one
+// (NVFP4) at four times and saves three quarters (B200's and GB200's datasheet ratios). Between
+// candidates of one width it orders as their FP8 FLOPs do.
+double nominal_saving(const CandidatePlan& c, double low_flops) {
+  return low_flops * (1.0 - operand_bits(c.candidate.recipe.kind) / 16.0);
+}
+
+bool same_width(const CandidatePlan& a, const CandidatePlan& b) {
+  return operand_bits(a.candidate.recipe.kind) == operand_bits(b.candidate.recipe.kind);
+}
+
 // The numerics order: true when candidate a is preferred to b.
 bool numerics_better(const CandidatePlan& a, std::size_t ia, const CandidatePlan& b,
                      std::size_t ib) {
-  if (a.fp8_flops != b.fp8_flops) return a.fp8_flops > b.fp8_flops;
+  const double sa = nominal_saving(a, a.fp8_flops), sb = nominal_saving(b, b.fp8_flops);
+  if (sa != sb) return sa > sb;
   if (!risk_tied(a.total_risk, b.total_risk)) return a.total_risk < b.total_risk;
   return preferred_candidate(a.candidate, ia, b.candidate, ib);
 }
@@ -21,8 +35,8 @@ bool ranks_before(const std::vector<CandidatePlan>& candidates, std::size_t a, s
   const CandidatePlan& y = candidates[b];
   if (costed && *x.speedup != *y.speedup) return *x.speedup > *y.speedup;
   // Equally fast (e.g. all BF16 where FP8 pays nowhere): what the numbers allow decides.
-  if (costed && x.numerics_fp8_flops != y.numerics_fp8_flops)
-    return x.numerics_fp8_flops > y.numerics_fp8_flops;
+  const double sx = nominal_saving(x, x.numerics_fp8_flops), sy = nominal_saving(y, y.numerics_fp8_flops);
+  if (costed && sx != sy) return sx > sy;
   return numerics_better(x, a, y, b);
 }
 
@@ -62,10 +76,16 @@ std::string choice_why(const std::vector<CandidatePlan>& candidates, const Choic
   if (c.speedup) why += format_text(", predicted GEMM speedup %.3fx", *c.speedup);
   if (choice.next) {
     const CandidatePlan& s = candidates[*choice.next];
+    // Between widths (NVFP4 and FP8) FLOPs count at their nominal rates.
+    const bool mixed = !same_width(c, s);
     const char* key = costed && *c.speedup != *s.speedup ? "faster"
-                      : costed && c.numerics_fp8_flops != s.numerics_fp8_flops
-                          ? "as fast, more GEMM FLOPs the numbers allow in FP8"
-                      : c.fp8_flops != s.fp8_flops             ? "more FP8 FLOPs"
+                      : costed && nominal_saving(c, c.numerics_fp8_flops) != nominal_saving(s, s.numerics_fp8_flops)
+                          ? (mixed ? "as fast, more BF16 GEMM time the numbers allow saving at nominal rates "
+                                     "(4-bit 4x, 8-bit 2x BF16's)"
+                                   : "as fast, more GEMM FLOPs the numbers allow in FP8")
+                      : nominal_saving(c, c.fp8_flops) != nominal_saving(s, s.fp8_flops)
+                          ? (mixed ? "more BF16 GEMM time saved at nominal rates (4-bit 4x, 8-bit 2x BF16's)"
+                                   : "more FP8 FLOPs")
                       : !risk_tied(c.total_risk, s.total_risk) ? "tied on FLOPs, lower threshold load"
                                                                : "tied, preference order";
     why += format_text("; next %s %.1f %% with %d to BF16", candidate_name(s.candidate).c_str(),

@@ -166,6 +166,37 @@ TEST_CASE("choose_candidate: FP8 FLOPs, then risk beyond the tie, then the prefe
   CHECK(choice_why({}, ch, true) == "no FP8 candidate was evaluated");
 }
 
+TEST_CASE("choose_candidate between widths: FLOPs count at their nominal rates (4-bit 4x, 8-bit 2x BF16's)") {
+  const auto advice = [](const RunCandidate& c, double fp8_flops) {
+    CandidatePlan a;
+    a.candidate = c;
+    a.total_flops = 240;
+    a.fp8_flops = a.numerics_fp8_flops = fp8_flops;
+    a.fp8_flop_share = fp8_flops / 240;
+    a.fp8_gemms = 1;
+    return a;
+  };
+  // calibration nvfp4-outlier20: NVFP4 keeps 22 of 24 equal GEMMs (saves 0.75 x 220 = 165 FLOP
+  // units of BF16 time), MXFP8 23 (0.5 x 230 = 115): NVFP4 first, though it keeps fewer FLOPs.
+  std::vector<CandidatePlan> cs = {advice(cand("mxfp8", TrainingFormat::kE4M3), 230),
+                                     advice(cand("nvfp4", TrainingFormat::kE4M3), 220)};
+  Choice ch = choose_candidate(cs, false);
+  CHECK(ch.chosen == 1u);
+  CHECK(choice_why(cs, ch, false).ends_with(
+      ": more BF16 GEMM time saved at nominal rates (4-bit 4x, 8-bit 2x BF16's)"));
+  // Break-even: NVFP4 on two thirds of MXFP8's FLOPs saves as much; one FLOP fewer loses.
+  cs[1] = advice(cand("nvfp4", TrainingFormat::kE4M3), 153);  // 114.75 < 115
+  CHECK(choose_candidate(cs, false).chosen == 0u);
+  // Costed, equally fast (every GEMM BF16 where FP8 would not pay): the same nominal saving of
+  // what the numbers allow decides.
+  cs[1] = advice(cand("nvfp4", TrainingFormat::kE4M3), 220);
+  cs[0].speedup = cs[1].speedup = 1.0;
+  ch = choose_candidate(cs, true);
+  CHECK(ch.chosen == 1u);
+  CHECK(choice_why(cs, ch, true).ends_with(
+      ": as fast, more BF16 GEMM time the numbers allow saving at nominal rates (4-bit 4x, 8-bit 2x BF16's)"));
+}
+
 // block:2d and mxfp8:floor are evaluated, never chosen (TE cannot train them): the why says when
 // one would have ranked first.
 TEST_CASE("evaluation-only candidates: never chosen, named in the why when they would rank first") {
