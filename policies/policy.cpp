@@ -76,6 +76,7 @@ std::string policy_to_json(const Policy& p) {
                         {"floor_e4m3", p.rel_mse_floor.floor_e4m3},
                         {"floor_e5m2", p.rel_mse_floor.floor_e5m2},
                         {"floor_bf16", p.rel_mse_floor.floor_bf16},
+                        {"floor_e2m1", p.rel_mse_floor.floor_e2m1},
                         {"weight", p.rel_mse_floor.weight},
                         {"source", p.rel_mse_floor.source}};
   c["saturation"] = {{"enabled", p.saturation.enabled},
@@ -458,7 +459,8 @@ Policy parse_policy_text(std::string_view json_text, std::string_view origin, bo
     read_common(r, &c.enabled, &c.action, &c.weight, &c.source);
     r.number("max", 0.0, true, kInf, &c.max);
   });
-  each("rel_mse_floor", {"enabled", "action", "k", "floor_e4m3", "floor_e5m2", "floor_bf16", "weight", "source"},
+  each("rel_mse_floor", {"enabled", "action", "k", "floor_e4m3", "floor_e5m2", "floor_bf16", "floor_e2m1", "weight",
+                          "source"},
        [&](const ObjectReader& r) {
          auto& c = p.rel_mse_floor;
          read_common(r, &c.enabled, &c.action, &c.weight, &c.source);
@@ -466,6 +468,7 @@ Policy parse_policy_text(std::string_view json_text, std::string_view origin, bo
          r.number("floor_e4m3", 0.0, true, 1.0, &c.floor_e4m3);
          r.number("floor_e5m2", 0.0, true, 1.0, &c.floor_e5m2);
          r.number("floor_bf16", 0.0, true, 1.0, &c.floor_bf16);
+         r.number("floor_e2m1", 0.0, true, 1.0, &c.floor_e2m1);
        });
   each("saturation", {"enabled", "action", "max_pct", "weight", "source"}, [&](const ObjectReader& r) {
     auto& c = p.saturation;

@@ -72,9 +72,10 @@ struct MseCriterion {
 struct RelMseFloorCriterion {
   bool enabled = true;
   double k = 4.0;           // >= 1
-  double floor_e4m3 = 0.0;  // > 0; the defaults are rel_mse_floor(3), (2), (7)
+  double floor_e4m3 = 0.0;  // > 0; the defaults are rel_mse_floor(3), (2), (7), (1)
   double floor_e5m2 = 0.0;
   double floor_bf16 = 0.0;  // the BF16 round trip (the fallback's own rows)
+  double floor_e2m1 = 0.0;  // NVFP4's elements (their E4M3 block scales aside)
   double weight = 1.0;
   std::string source;
   CriterionAction action = CriterionAction::kFail;
@@ -171,7 +172,8 @@ std::array<CriterionAction*, 7> criterion_actions(Policy& policy);
 std::string calibration_text(const Policy& policy);
 
 // The uniform-rounding floor of rel_mse for a float format with m explicit mantissa bits:
-// 2^(-2m) / (32 ln 2) (E4M3: m = 3, 7.04e-4, 31.52 dB; E5M2: m = 2, 2.82e-3, 25.50 dB; BF16: m = 7).
+// 2^(-2m) / (32 ln 2) (E4M3: m = 3, 7.04e-4, 31.52 dB; E5M2: m = 2, 2.82e-3, 25.50 dB; BF16: m = 7;
+// E2M1: m = 1, 1.13e-2, 19.48 dB).
 double rel_mse_floor(int mantissa_bits);
 
 // The presets, by name, in this order.

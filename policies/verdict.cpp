@@ -96,11 +96,12 @@ bool tensor_checks(const TensorEvidence& ev, const Policy& policy, std::vector<C
     return false;
   }
   const QuantMetrics& m = row.metrics;
-  const bool bf16 = !is_fp8(row.recipe.kind);
-  const char* format_name = bf16 ? "BF16" : row.fp8 == Fp8Format::kE4M3 ? "E4M3" : "E5M2";
+  // The cast's element type: BF16 (the round trip), E2M1 (NVFP4), else the FP8 format.
+  const int bits = operand_bits(row.recipe.kind);
+  const bool e4m3 = row.fp8 == Fp8Format::kE4M3;
+  const char* format_name = bits == 16 ? "BF16" : bits == 4 ? "E2M1" : e4m3 ? "E4M3" : "E5M2";
   const RelMseFloorCriterion& fl = policy.rel_mse_floor;
-  const double floor = bf16 ? fl.floor_bf16 : row.fp8 == Fp8Format::kE4M3 ? fl.floor_e4m3
-                                                                          : fl.floor_e5m2;
+  const double floor = bits == 16 ? fl.floor_bf16 : bits == 4 ? fl.floor_e2m1 : e4m3 ? fl.floor_e4m3 : fl.floor_e5m2;
 
   if (const UnderflowCriterion& c = policy.underflow; c.enabled) {
     const double u = m.underflow_pct;

@@ -89,6 +89,8 @@ TEST_CASE("presets by name; the rounding floors are 2^(-2m)/(32 ln 2)") {
   CHECK(d.rel_mse_floor.floor_e4m3 == doctest::Approx(0.0007044409379340642).epsilon(1e-15));
   CHECK(d.rel_mse_floor.floor_e5m2 == doctest::Approx(0.0028177637517362566).epsilon(1e-15));
   CHECK(d.rel_mse_floor.floor_bf16 == doctest::Approx(2.751722413804938e-06).epsilon(1e-15));
+  // E2M1 (NVFP4's elements, m = 1): 2^-2 / (32 ln 2) = 0.25 / 22.18071 = 1.127e-2 (19.48 dB).
+  CHECK(d.rel_mse_floor.floor_e2m1 == doctest::Approx(0.011271055006945026).epsilon(1e-15));
   CHECK(d.saturation.max_pct == 0.05);
   // The calibration table's (calibration/RESULTS.md): amplification fails from 8x (harmful
   // outlier20x2 17.1-17.4x, harmless runs up to 4.7x), flushes over half a tensor fail whatever

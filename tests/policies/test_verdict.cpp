@@ -124,6 +124,28 @@ TEST_CASE("underflow max_pct_any_energy: most elements flushed fail whatever the
   CHECK(judge_tensor({&half}, p).passed);
 }
 
+TEST_CASE("rel_mse_floor: NVFP4 copies are judged against the E2M1 floor, whatever the row's FP8 format") {
+  const Policy d = failing_policy();
+  const double floor_e2m1 = 0.25 / (32.0 * std::log(2.0));  // m = 1
+  // calibration nvfp4-healthy, step 999: weights at 1.10-1.13x the E2M1 floor, stochastically
+  // rounded gradients at 1.61-1.79x (SR's error has twice round-to-nearest's variance); the
+  // E4M3 floor would put them at 17.6-28.6x.
+  const auto w = row(Role::kWeight, "nvfp4", 0.0, 1.13 * floor_e2m1, 1e-6);
+  const auto ok = judge_tensor({&w}, d);
+  CHECK(ok.passed);
+  REQUIRE(ok.checks.size() >= 2);
+  const auto floor_check = std::find_if(ok.checks.begin(), ok.checks.end(),
+                                        [](const Check& c) { return c.criterion == Criterion::kRelMseFloor; });
+  REQUIRE(floor_check != ok.checks.end());
+  CHECK(floor_check->measured == doctest::Approx(1.13));
+  const auto dy = row(Role::kGradient, "nvfp4", 0.0, 5.0 * floor_e2m1, 1e-6);
+  const auto bad = judge_tensor({&dy}, d);
+  CHECK_FALSE(bad.passed);
+  CHECK(bad.limiting == Criterion::kRelMseFloor);
+  CHECK(bad.reason == "step 7 gradient rel_mse 0.0564 = 5.0x the E2M1 rounding floor 0.0113 (> 4.0x; "
+                      "SQNR 12.49 dB) under nvfp4/hybrid");  // the row's format, not its floor
+}
+
 TEST_CASE("each criterion failing: many negligible values flushed is not signal lost") {
   const Policy d = failing_policy();
   // The small-GPT case: 44.2 % of a gradient flushed holding 0.3 % of its energy, rel_mse at the
