@@ -175,7 +175,7 @@ std::optional<RunCommand> parse_run(const Invocation& inv) {
        "(docs/POLICY.md)")
       ("gpu", po::value(&gpu_text)->default_value("h100"),
        "the GPU the recommendation is for (its recipes and the cost model's peaks): a100, l4, l40s, "
-       "rtx4090, h100, h200, b200, gb200, rtx5090")
+       "rtx4090, h100, h200, b200, gb200, b300, gb300, rtx5090")
       ("te-version", po::value(&te_version_text_given)->default_value(te_version_text(kTeNewest)),
        te_version_help.c_str())
       ("cost", po::value(&cost_text),

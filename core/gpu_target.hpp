@@ -52,6 +52,18 @@ inline constexpr GpuTarget kGpuTargets[] = {
      "10 PFLOPS with sparsity (half without), 186 GB HBM3e at 8 TB/s; FP4 Tensor Core 20 PFLOPS with "
      "sparsity",
      10000.0},
+    // Blackwell Ultra, compute capability 10.3: TE's MXFP8 and NVFP4 checks ask for 10.0+ (and
+    // below 12.0), so both run here; FP4 dense is 1.5x B200's, FP8 and BF16 as B200's.
+    {"b300", "B300 (HGX B300)", 103, 2250.0, 4500.0, 8000.0,
+     "NVIDIA HGX B300 datasheet, 8 GPUs: FP4 Tensor Core 144 PFLOPS with sparsity and 108 without, "
+     "FP8/FP6 72 PFLOPS and FP16/BF16 36 PFLOPS with sparsity (half without); per GPU 288 GB HBM3e "
+     "at up to 8 TB/s",
+     13500.0},
+    {"gb300", "B300 in GB300 NVL72", 103, 2500.0, 5000.0, 8000.0,
+     "NVIDIA GB300 NVL72 datasheet, 72 GPUs: FP4 Tensor Core 1,440 PFLOPS with sparsity and 1,080 "
+     "without, FP8/FP6 720 PFLOPS and FP16/BF16 360 PFLOPS with sparsity (half without), HBM3e at "
+     "576 TB/s (8 TB/s per GPU)",
+     15000.0},
     {"rtx5090", "GeForce RTX 5090", 120, 209.5, 419.0, 1792.0,
      "NVIDIA RTX Blackwell GPU architecture whitepaper, GeForce RTX 5090 datasheet table: Peak BF16 "
      "Tensor TFLOPS with FP32 Accumulate 209.5 and Peak FP8 Tensor TFLOPS with FP32 Accumulate 419 "

@@ -1063,7 +1063,7 @@ TEST_CASE("--quiet prints only the answer; --gpu, --cost, --tokens-per-step erro
   CHECK(gpu.rc == 2);
   CHECK(gpu.out.empty());
   CHECK(gpu.err == "fp8-advisor: error: [fp8a.usage.214] --gpu: unknown GPU 'a1OO' (did you mean "
-                   "'a100'?); known: a100, l4, l40s, rtx4090, h100, h200, b200, gb200, rtx5090\n");
+                   "'a100'?); known: a100, l4, l40s, rtx4090, h100, h200, b200, gb200, b300, gb300, rtx5090\n");
   const auto te = run("run --capture " + sample() + " --out " + shell_quote(a.path.string()) + " --te-version 2.3");
   CHECK(te.rc == 2);
   CHECK(te.err == "fp8-advisor: error: [fp8a.usage.242] --te-version '2.3': fp8-advisor writes files for "

@@ -80,7 +80,7 @@ TEST_CASE("option values with terminal escapes or bytes that are not UTF-8 are e
       {"run --capture x --out y --format " + q_esc, "[fp8a.usage.202] --format '\\x1b[31m': expected auto, or e4m3 and/or hybrid"},
       {"run --capture x --out y --gpu " + q_bad,
        "[fp8a.usage.214] --gpu: unknown GPU 'a\\xff\\xfeb'; known: a100, l4, l40s, rtx4090, h100, h200, b200, "
-       "gb200, rtx5090"},
+       "gb200, b300, gb300, rtx5090"},
       {"run --capture x --out y --cost " + q_esc, "[fp8a.usage.215] --cost '\\x1b[31m': expected roofline or none"},
       {"run --capture x --out y --device " + q_esc, "[fp8a.usage.206] --device '\\x1b[31m': expected auto, cpu or cuda"},
       {"run --capture x --out y --npy-dtype " + q_bad, "[fp8a.usage.207] --npy-dtype 'a\\xff\\xfeb': the only value is bf16"},

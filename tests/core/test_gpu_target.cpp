@@ -13,7 +13,7 @@ TEST_CASE("GPU targets are found by name, with did you mean for unknown ones") {
   std::string why;
   CHECK(fp8a::find_gpu_target("h1000", &why) == nullptr);
   CHECK(why == "unknown GPU 'h1000' (did you mean 'h100'?); known: a100, l4, l40s, rtx4090, h100, "
-               "h200, b200, gb200, rtx5090");
+               "h200, b200, gb200, b300, gb300, rtx5090");
   CHECK(fp8a::find_gpu_target("rtx-4090", &why) == nullptr);
   CHECK(why.find("(did you mean 'rtx4090'?)") != std::string::npos);
   // Case aside: "H100" is h100 (it answered "did you mean a100" before).
@@ -103,4 +103,30 @@ TEST_CASE("RTX 5090: sm_120, FP32-accumulate rates; block scaling yes, MXFP8 not
   CHECK(fp8a::te_runs_on(fp8a::RecipeKind::kPerTensorCurrent, rtx.sm));
   CHECK(fp8a::te_runs_on(fp8a::RecipeKind::kBlock, rtx.sm));
   CHECK_FALSE(fp8a::te_runs_on(fp8a::RecipeKind::kMx, rtx.sm));  // te_max_sm 119
+}
+
+TEST_CASE("B300 and GB300: Blackwell Ultra, sm_103, 1.5x B200's dense FP4; MXFP8 and NVFP4 run") {
+  const auto& b300 = *fp8a::find_gpu_target("b300");
+  const auto& gb300 = *fp8a::find_gpu_target("gb300");
+  // The datasheets' system totals, with sparsity, per GPU and halved for density: HGX B300
+  // (8 GPUs) FP4 108 PFLOPS dense, FP8 72 and BF16 36 sparse; GB300 NVL72 (72 GPUs) FP4 1,080
+  // dense, FP8 720 and BF16 360 sparse, 576 TB/s.
+  CHECK(b300.sm == 103);
+  CHECK(b300.fp4_tflops == 108000.0 / 8);
+  CHECK(b300.fp8_tflops == 72000.0 / 8 / 2);
+  CHECK(b300.bf16_tflops == 36000.0 / 8 / 2);
+  CHECK(gb300.sm == 103);
+  CHECK(gb300.fp4_tflops == 1080000.0 / 72);
+  CHECK(gb300.fp8_tflops == 720000.0 / 72 / 2);
+  CHECK(gb300.bf16_tflops == 360000.0 / 72 / 2);
+  CHECK(gb300.memory_gbs == 576000.0 / 72);
+  CHECK(b300.fp4_tflops == 1.5 * fp8a::find_gpu_target("b200")->fp4_tflops);
+  CHECK(gb300.fp4_tflops == 1.5 * fp8a::find_gpu_target("gb200")->fp4_tflops);
+  CHECK(fp8a::gpu_targets_with_sm(103).size() == 2);
+  for (const fp8a::GpuTarget* t : {&b300, &gb300}) {
+    CHECK(fp8a::te_runs_on(fp8a::RecipeKind::kMx, t->sm));
+    CHECK(fp8a::te_runs_on(fp8a::RecipeKind::kNvfp4, t->sm));
+    CHECK(fp8a::lt_runs_on(fp8a::RecipeKind::kNvfp4, t->sm));
+    CHECK_FALSE(fp8a::lt_runs_on(fp8a::RecipeKind::kBlock, t->sm));  // Hopper's block GEMMs only
+  }
 }
