@@ -28,6 +28,47 @@ std::string failing_reason(const LayerJudgement& l) {
   return "";
 }
 
+// The plan's tiers (ModulePlan::tiers). `seconds(li, choice)`: the plan's time with module li
+// under the choice and every other module in BF16.
+template <typename Seconds>
+std::vector<ModuleTier> plan_tiers(const std::vector<CandidatePlan>& cands, const ModulePlan& mp,
+                                   const CostModel* cost, const CostRows& cost_row, const Seconds& seconds) {
+  std::vector<ModuleTier> tiers;
+  const auto tier_of = [&](std::optional<std::size_t> choice) -> ModuleTier& {
+    for (ModuleTier& t : tiers)
+      if (t.candidate == choice) return t;
+    ModuleTier& t = tiers.emplace_back();
+    t.candidate = choice;
+    return t;
+  };
+  tier_of(mp.base);  // first, even when empty (dropped below)
+  for (std::size_t li = 0; li < mp.modules.size(); ++li) {
+    const std::optional<std::size_t> choice = mp.modules[li].candidate;
+    ModuleTier& t = tier_of(choice);
+    const LayerJudgement& l = cands[choice.value_or(mp.base)].layers[li];
+    ++t.modules;
+    t.flops += layer_flops(l);
+    for (const GemmJudgement& j : l.gemms) t.gemms += j.judged ? 1 : 0;
+    if (choice) t.risk += layer_risk(l);
+    if (cost != nullptr && cost_row[li]) {
+      double bf16 = 0;
+      for (double g : cost->layers[*cost_row[li]].bf16_seconds) bf16 += g;
+      const double in_tier = choice ? bf16 - (seconds(li, std::nullopt) - seconds(li, choice)) : bf16;
+      t.bf16_seconds = t.bf16_seconds.value_or(0.0) + bf16;
+      t.seconds = t.seconds.value_or(0.0) + in_tier;
+    }
+  }
+  std::erase_if(tiers, [](const ModuleTier& t) { return t.modules == 0; });
+  // The base first (as inserted), BF16 last, the others by candidate index between.
+  std::stable_sort(tiers.begin(), tiers.end(), [&](const ModuleTier& x, const ModuleTier& y) {
+    const auto rank = [&](const ModuleTier& t) {
+      return !t.candidate ? cands.size() + 1 : *t.candidate == mp.base ? 0 : *t.candidate + 1;
+    };
+    return rank(x) < rank(y);
+  });
+  return tiers;
+}
+
 // The per-module plan over `base` and the mixable candidates.
 ModulePlan plan_over(const std::vector<CandidatePlan>& cands, std::size_t base,
                      const std::vector<std::size_t>& mixable, const CostModel* cost, const CostRows& cost_row) {
@@ -128,6 +169,7 @@ ModulePlan plan_over(const std::vector<CandidatePlan>& cands, std::size_t base,
     }
   }
   mp.fp8_flop_share = b.total_flops > 0 ? mp.fp8_flops / b.total_flops : 0.0;
+  mp.tiers = plan_tiers(cands, mp, cost, cost_row, seconds);
   if (cost != nullptr && b.speedup) {
     CostPlan plan = uniform_plan(*cost, kCostBf16);
     for (std::size_t li = 0; li < mp.modules.size(); ++li)

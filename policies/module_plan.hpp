@@ -30,6 +30,19 @@ struct ModuleChoice {
   std::string reason;
 };
 
+// One precision tier of the per-module plan: the modules on one candidate (or in BF16), what
+// their numbers come to there and, with a cost model, their GEMM time in BF16 and in the tier.
+struct ModuleTier {
+  std::optional<std::size_t> candidate;  // into Recommendation::candidates; unset: BF16
+  int modules = 0;
+  int gemms = 0;        // their judged GEMMs
+  double flops = 0;     // their GEMM FLOPs (as CandidatePlan::total_flops counts them)
+  double risk = 0;      // the sum of their GEMMs' threshold loads under the candidate; 0 for BF16
+  // With a cost model, over the modules the model holds: their GEMMs' time all in BF16, and in
+  // the tier with its casts (one module at a time on the roofline; the same for BF16).
+  std::optional<double> bf16_seconds, seconds;
+};
+
 // The per-module plan, for users who can mix recipes per module: every module on the base
 // candidate where all its GEMMs pass there, else on the candidate under which they all pass
 // (the lowest risk of the layer, within 10 % the preference order), else BF16; with a cost model,
@@ -43,6 +56,8 @@ struct ModulePlan {
   std::optional<double> speedup;     // with a cost model
   int switched = 0;                  // modules on a candidate other than the base
   int bf16 = 0;                      // modules in BF16
+  // The tiers with a module: the base first, then the other candidates by index, BF16 last.
+  std::vector<ModuleTier> tiers;
   std::string why;                   // the plan in one line, with numbers
 };
 

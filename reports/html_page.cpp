@@ -29,6 +29,9 @@ tr.top td { font-weight: bold; background: #fff2b3; }
 table.plan td.fp8 { background: #b7e4b0; }
 table.plan td.bf16 { background: #f4a9a0; font-weight: bold; }
 table.plan td.cost { background: #d9d9d9; }
+table.plan td.fp4 { background: #4daf4a; color: #fff; }
+table.plan td.fp4alt { background: #1b7837; color: #fff; }
+table.plan td.alt { background: #a6cee3; }
 table.plan td.unjudged { background: #fff; color: #777; font-style: italic; }
 .note { color: #444; font-style: italic; }
 .card { border: 1px solid #999; padding: 0.4em 0.9em; margin: 1.2em 0; page-break-inside: avoid; }

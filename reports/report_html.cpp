@@ -145,6 +145,87 @@ void render_plan_grid(Markup& m, const Page& p) {
         rows, classes);
 }
 
+// The per-module plan at a glance (te_precision_config.yaml): one row per module, one cell per
+// GEMM coloured by its tier (a 4-bit recipe, the base's 8-bit one, another, BF16), each cell's
+// title why; then what each tier costs (its threshold load) and buys (its GEMM time against BF16
+// on the roofline, when there is a cost model).
+void render_module_tiers(Markup& m, const Page& p) {
+  const Recommendation& rec = *p.in.recommendation;
+  const ModulePlan& mp = *rec.module_plan;
+  const auto tier_class = [&](std::optional<std::size_t> c) -> std::string {
+    if (!c) return "bf16";
+    const bool base = *c == mp.base;
+    if (operand_bits(rec.candidates[*c].candidate.recipe.kind) == 4) return base ? "fp4" : "fp4alt";
+    return base ? "fp8" : "alt";
+  };
+  const auto tier_name = [&](std::optional<std::size_t> c) {
+    return c ? candidate_name(rec.candidates[*c].candidate) : std::string("BF16");
+  };
+  const CandidatePlan& base = rec.candidates[mp.base];
+  m.element("h3", {}, "The per-module plan at a glance (te_precision_config.yaml)");
+  m.open("table", {{"class", "plan"}}).open("thead").open("tr");
+  for (const char* h : {"module", "fprop", "dgrad", "wgrad"}) m.element("th", {}, h);
+  m.close().close().open("tbody");
+  std::map<std::string, std::size_t> position;  // layer -> index into mp.modules
+  std::vector<std::string> names;
+  for (std::size_t li = 0; li < mp.modules.size(); ++li) {
+    position.emplace(mp.modules[li].layer, li);
+    names.push_back(mp.modules[li].layer);
+  }
+  for (const std::string& name : html::model_order(names)) {
+    const std::size_t li = position.at(name);
+    const ModuleChoice& mc = mp.modules[li];
+    m.open("tr").element("td", {}, mc.layer);
+    const LayerJudgement& under = rec.candidates[mc.candidate.value_or(mp.base)].layers[li];
+    for (const GemmJudgement& j : under.gemms) {
+      if (!j.judged) {
+        m.element("td", {{"class", "unjudged"}}, "not judged");
+        continue;
+      }
+      std::string title = mc.reason;
+      // Where the module left the base, what the base's numbers say of this GEMM.
+      const GemmJudgement& b = base.layers[li].gemms[static_cast<std::size_t>(j.gemm)];
+      if (mc.candidate != mp.base && b.judged)
+        title += std::string(title.empty() ? "" : "; ") + "under " + candidate_name(base.candidate) + ": " +
+                 (b.fp8_safe ? std::string("passes") : failing_verdict(b).reason);
+      if (title.empty()) m.element("td", {{"class", tier_class(mc.candidate)}}, tier_name(mc.candidate));
+      else m.element("td", {{"class", tier_class(mc.candidate)}, {"title", title}}, tier_name(mc.candidate));
+    }
+    m.close();
+  }
+  m.close().close();
+  m.element("p", {{"class", "note"}}, mp.why + ". Hover a cell for its reason.");
+  // What each tier costs and buys.
+  double plan_saving = 0;
+  for (const ModuleTier& t : mp.tiers)
+    if (t.seconds) plan_saving += *t.bf16_seconds - *t.seconds;
+  const auto ms = [](const std::optional<double>& s) { return s ? format_text("%.4g", *s * 1e3) : std::string("-"); };
+  m.open("table", {{"class", "plan"}}).open("thead").open("tr");
+  for (const char* h : {"tier", "modules", "GEMMs", "share of GEMM FLOPs", "mean threshold load",
+                        "GEMM time in BF16 (ms)", "in the tier (ms)", "saves (ms)", "share of the saving"})
+    m.element("th", {}, h);
+  m.close().close().open("tbody");
+  for (const ModuleTier& t : mp.tiers) {
+    m.open("tr").element("td", {{"class", tier_class(t.candidate)}}, tier_name(t.candidate));
+    const double saving = t.seconds ? *t.bf16_seconds - *t.seconds : 0.0;
+    for (const std::string& v :
+         {std::to_string(t.modules), std::to_string(t.gemms),
+          format_text("%.1f %%", base.total_flops > 0 ? 100.0 * t.flops / base.total_flops : 0.0),
+          t.candidate && t.gemms > 0 ? format_text("%.2f", t.risk / t.gemms) : std::string("-"), ms(t.bf16_seconds),
+          ms(t.seconds), t.seconds ? ms(saving) : std::string("-"),
+          t.seconds && plan_saving > 0 ? format_text("%.1f %%", 100.0 * saving / plan_saving) : std::string("-")})
+      m.element("td", {{"class", "num"}}, v);
+    m.close();
+  }
+  m.close().close();
+  m.element("p", {{"class", "note"}},
+            std::string("Threshold load: each GEMM's closest criterion as a fraction of its failing value (docs/POLICY.md); "
+                        "times: one rank's GEMMs and their casts on ") +
+                (rec.gpu ? rec.gpu->name : "no GPU") + " by the roofline, one module at a time" +
+                (mp.speedup ? format_text("; the whole plan %.3fx over all-BF16", *mp.speedup) : std::string(
+                                  " (no cost model: --cost none or no token count)")) + ".");
+}
+
 void render_summary(Markup& m, const Page& p) {
   const RunInfo& info = *p.in.info;
   const Recommendation* rec = p.in.recommendation;
@@ -178,6 +259,8 @@ void render_summary(Markup& m, const Page& p) {
   }
   m.close();
   if (rec && p.chosen) render_plan_grid(m, p);
+  if (rec && p.chosen && rec->module_plan)
+    render_module_tiers(m, p);
 
   // The BF16 fallbacks, each with its reason.
   if (rec && p.chosen) {

@@ -80,7 +80,21 @@ std::string recommendation_section(const AnswerContext& a) {
       s += format_text("- cost: %s; FP8 share of GEMM FLOPs %.1f %%\n", markdown_text(a.cost_basis()).c_str(),
                        100.0 * c.fp8_flop_share);
   }
-  if (rec.module_plan) s += "- per module (te_precision_config.yaml): " + markdown_text(rec.module_plan->why) + "\n";
+  if (rec.module_plan) {
+    const ModulePlan& mp = *rec.module_plan;
+    s += "- per module (te_precision_config.yaml): " + markdown_text(mp.why) + "\n";
+    // Each tier: what it costs (threshold load) and buys (GEMM time against BF16).
+    const double total = rec.candidates[mp.base].total_flops;
+    for (const ModuleTier& t : mp.tiers) {
+      s += format_text("  - %s: %d module%s, %.1f %% of the GEMM FLOPs",
+                       t.candidate ? markdown_text(candidate_name(rec.candidates[*t.candidate].candidate)).c_str() : "BF16",
+                       t.modules, t.modules == 1 ? "" : "s", total > 0 ? 100.0 * t.flops / total : 0.0);
+      if (t.candidate && t.gemms > 0) s += format_text(", mean threshold load %.2f", t.risk / t.gemms);
+      if (t.seconds)
+        s += format_text(", %.4g ms of GEMM time against %.4g in BF16", *t.seconds * 1e3, *t.bf16_seconds * 1e3);
+      s += "\n";
+    }
+  }
   else if (!rec.module_plan_note.empty()) s += "- per module: " + markdown_text(rec.module_plan_note) + "\n";
   s += "\n";
 

@@ -302,6 +302,89 @@ TEST_CASE("report.html: a 100-layer model, 16 candidates, 2 steps stays a few MB
     CHECK(a.contents.find("layer cards: the first ") != std::string::npos);
 }
 
+// The three-tier plan: layers.2 on NVFP4 (the base), layers.10 on MXFP8 because NVFP4 fails its
+// wgrad, and a third module in BF16, priced: what each tier costs (its threshold load) and buys.
+TEST_CASE("report.html: the per-module plan at a glance, coloured by tier, with what each tier costs and buys") {
+  const RunInfo info = fixed_info();
+  std::vector<EvaluationRow> rows = fixed_rows();
+  const char* kLayers[] = {"layers.2.fc1", "layers.10.fc1", "layers.11.fc2"};
+  const auto candidate = [&](const char* recipe, bool layer10_wgrad_fails) {
+    CandidatePlan c;
+    c.candidate = {parse_recipe(recipe), TrainingFormat::kE4M3};
+    c.total_flops = 9e9;
+    for (const char* name : kLayers) {
+      LayerJudgement l;
+      l.layer = name;
+      l.fp8_safe = std::string(name) != "layers.11.fc2";
+      for (int g = 0; g < 3; ++g) {
+        GemmJudgement& j = l.gemms[g];
+        j.gemm = static_cast<Gemm>(g);
+        j.judged = true;
+        j.flops = 1e9;
+        j.risk = 0.25;
+        j.fp8_safe = l.fp8_safe;
+        j.worst.passed = l.fp8_safe;
+        if (!l.fp8_safe) j.worst.reason = "step 10 wgrad output amplified <8x>";
+      }
+      if (layer10_wgrad_fails && std::string(name) == "layers.10.fc1") {
+        l.fp8_safe = l.gemms[2].fp8_safe = l.gemms[2].worst.passed = false;
+        l.gemms[2].worst.reason = "step 10 activation (columnwise copy) underflow 89.2 %";
+      }
+      c.layers.push_back(l);
+    }
+    return c;
+  };
+  Recommendation rec = fixed_recommendation();
+  rec.candidates = {candidate("nvfp4", true), candidate("mxfp8", false)};
+  rec.candidates[0].fp8_flops = 6e9;
+  rec.chosen = 0;
+  rec.ranking = {0, 1};
+  rec.gpu = find_gpu_target("b200");
+  ModulePlan mp;
+  mp.base = 0;
+  mp.modules = {{"layers.2.fc1", 0, ""},
+                {"layers.10.fc1", 1, "wgrad: NVFP4 fails; mxfp8/e4m3 passes all its GEMMs"},
+                {"layers.11.fc2", std::nullopt, "no per-module recipe passes all its GEMMs (2 tried)"}};
+  mp.why = "per module: 1 of 3 on nvfp4/e4m3, 1 on mxfp8/e4m3, 1 in BF16";
+  mp.speedup = 1.5;
+  mp.tiers = {{0, 1, 3, 3e9, 0.75, 300e-6, 100e-6}, {1, 1, 3, 3e9, 0.75, 300e-6, 150e-6},
+              {std::nullopt, 1, 3, 3e9, 0.0, 300e-6, 300e-6}};
+  rec.module_plan = mp;
+  for (EvaluationRow& r : rows)
+    if (r.key.layer == "layers.2.fc1") r.recipe = parse_recipe("nvfp4");
+  const auto layers = summarize_layers(rows);
+  const Artifact a = render_report_html({&info, rows, {}, layers, &rec, nullptr});
+  const std::string& s = a.contents;
+  CHECK(page_error(s) == "");
+  CHECK(markup_error(s) == "");
+  const auto at = s.find("<h3>The per-module plan at a glance (te_precision_config.yaml)</h3>");
+  REQUIRE(at != std::string::npos);
+  // Model order; each GEMM's cell in its tier's colour, the MXFP8 module's wgrad saying why NVFP4
+  // would not do, its other GEMMs that NVFP4 passes them.
+  CHECK(s.find("<tr><td>layers.2.fc1</td><td class=\"fp4\">nvfp4/e4m3</td><td class=\"fp4\">nvfp4/e4m3</td>"
+               "<td class=\"fp4\">nvfp4/e4m3</td></tr><tr><td>layers.10.fc1</td><td class=\"alt\" title=\"wgrad: "
+               "NVFP4 fails; mxfp8/e4m3 passes all its GEMMs; under nvfp4/e4m3: passes\">mxfp8/e4m3</td>",
+               at) != std::string::npos);
+  CHECK(s.find("<td class=\"alt\" title=\"wgrad: NVFP4 fails; mxfp8/e4m3 passes all its GEMMs; under nvfp4/e4m3: "
+               "step 10 activation (columnwise copy) underflow 89.2 %\">mxfp8/e4m3</td></tr>",
+               at) != std::string::npos);
+  CHECK(s.find("<tr><td>layers.11.fc2</td><td class=\"bf16\" title=\"no per-module recipe passes all its GEMMs (2 "
+               "tried); under nvfp4/e4m3: step 10 wgrad output amplified &lt;8x&gt;\">BF16</td>",
+               at) != std::string::npos);
+  // The tiers, in ms: NVFP4 saves 0.2 of the plan's 0.35 (57.1 %), MXFP8 0.15 (42.9 %), BF16 nothing.
+  CHECK(s.find("<tr><td class=\"fp4\">nvfp4/e4m3</td><td class=\"num\">1</td><td class=\"num\">3</td>"
+               "<td class=\"num\">33.3 %</td><td class=\"num\">0.25</td><td class=\"num\">0.3</td>"
+               "<td class=\"num\">0.1</td><td class=\"num\">0.2</td><td class=\"num\">57.1 %</td></tr>",
+               at) != std::string::npos);
+  CHECK(s.find("<td class=\"num\">0.15</td><td class=\"num\">42.9 %</td></tr>", at) != std::string::npos);
+  CHECK(s.find("<tr><td class=\"bf16\">BF16</td><td class=\"num\">1</td><td class=\"num\">3</td>"
+               "<td class=\"num\">33.3 %</td><td class=\"num\">-</td><td class=\"num\">0.3</td>"
+               "<td class=\"num\">0.3</td><td class=\"num\">0</td><td class=\"num\">0.0 %</td></tr>",
+               at) != std::string::npos);
+  CHECK(s.find("on b200 by the roofline, one module at a time; the whole plan 1.500x over all-BF16.", at) !=
+        std::string::npos);
+}
+
 TEST_CASE("report.html: a chosen recipe that keeps no GEMM in FP8 is recommended as every GEMM in BF16") {
   // Issue 37: the page opened on "Recommended: Float8CurrentScaling(...)" right above "keeps 0.0 %
   // of the GEMM FLOPs in FP8".

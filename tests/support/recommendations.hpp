@@ -207,6 +207,8 @@ inline Recommendation mixed_recommendation() {
   mp.bf16 = 1;
   mp.why = "per module: 2 of 3 on current/hybrid, 1 in BF16; 57.1 % of the GEMM FLOPs in FP8, "
            "predicted GEMM speedup 1.250x";
+  // Its tiers: 3.5 ms of GEMM time in BF16, 2.8 ms in the plan (1.25x).
+  mp.tiers = {{0, 2, 6, 4e12, 1.2, 2e-3, 1.3e-3}, {std::nullopt, 1, 3, 3e12, 0.0, 1.5e-3, 1.5e-3}};
   rec.module_plan = mp;
   rec.advisories = {{"Megatron-LM --first-last-layers-bf16; Megatron-Bridge PR #651",
                      "layers.0 (the first) stays FP8: every GEMM passes the policy"}};
