@@ -315,7 +315,8 @@ def nvfp4_quantize(x2, recipe, role, orientation, seed=None):
     q.scale, q.scale_inv = s_enc, decode
     unit = (scale.double() * float(decode)).float()
     q.sinv_min, q.sinv_max = unit.min(), unit.max()
-    ay = y.abs()
+    # A block whose scale is 0 decodes to 0: flushed (underflow), neither overflow nor saturated.
+    ay = y.abs() * (per(scale) > 0)
     q.overflow = int((ay > E2M1_MAX).sum())
     q.saturated = int((ay >= 7.0).sum())
     return q

@@ -178,8 +178,9 @@ struct Nvfp4Place {
 // what E2M1 holds; the block's largest lands there when its E4M3 scale rounded down), elements
 // past the last rounding boundary, >= 7, where nearest rounding (a tie goes to the 8 E2M1 lacks)
 // would saturate (the same boundary under stochastic rounding, which clips everything past 6:
-// so only a saturating scale counts, not the scale's own rounding), and the range of the blocks'
-// decode factors (block scale * decode, the value one E2M1 unit is worth).
+// so only a saturating scale counts, not the scale's own rounding; a block whose scale is 0
+// decodes to 0 and counts in neither), and the range of the blocks' decode factors (block scale *
+// decode, the value one E2M1 unit is worth).
 struct Nvfp4Tally {
   std::int64_t overflow = 0, saturated = 0;
   float decode_min = INFINITY, decode_max = 0.0f;
@@ -255,7 +256,9 @@ inline void nvfp4_quantize_piece(const float* x, std::int64_t rows, std::int64_t
       } else {
         code = round_trip_e2m1(y);
       }
-      if (tally != nullptr) {
+      // A zero block scale (the block's amax below E4M3's range under the tensor's level-2
+      // scale) decodes every element to 0: flushed, counted as underflow, not saturated.
+      if (tally != nullptr && scale > 0.0f) {
         tally->overflow += std::fabs(y) > kE2M1Max;
         tally->saturated += std::fabs(y) >= 7.0f;
       }

@@ -166,6 +166,28 @@ TEST_CASE("NVFP4: a zero block, and a block whose scale rounds to 0 under a larg
   CHECK(codes[15] == 6.0f);  // the block's amax maps to E2M1's largest value
 }
 
+// lm-spike's step-3 gradient under NVFP4 reported 28.9 % saturated: blocks whose scale is 0 under
+// the spike's level-2 scale, which decode to 0 (flushed). Only a scale that rounds down past E2M1's
+// last boundary saturates: E4M3's subnormal scales are coarse (steps of 2^-9).
+TEST_CASE("NVFP4 tally: a zero-scale block is flushed, not saturated; a coarse subnormal scale saturates") {
+  const float amax = 1e6f;
+  const float s_enc = fp8a::nvfp4_global_encode_scale(amax);  // 2688 / 1e6
+  // Block 0 holds the amax; block 1's amax 1e-3 scales to 1e-3 / 6 * 2.688e-3 < 2^-10: scale 0.
+  // Block 2's amax 6.3215 scales to 6.3215 / 6 * 2.688e-3 = 1.45 * 2^-9, which E4M3 rounds to
+  // 2^-9: its largest element lands at 6 * 1.45 = 8.7 E2M1 units, past 7, and clips to 6.
+  std::vector<float> x(48, 1.0f), out(48);
+  for (int i = 0; i < 16; ++i) x[i] = amax, x[16 + i] = 1e-3f;
+  x[32] = 6.3215f;
+  fp8a::Nvfp4Tally tally;
+  fp8a::nvfp4_quantize_piece(x.data(), 1, 48, fp8a::Nvfp4Copy{}, s_enc, fp8a::nvfp4_decode_factor(amax), {},
+                             out.data(), &tally);
+  for (int i = 16; i < 32; ++i) CHECK(out[i] == 0.0f);  // flushed: the metrics count underflow
+  CHECK(tally.saturated == 1);  // block 2's largest only: 1.0 lands at 1.45 * 6 / 6.3215 = 1.38
+  CHECK(tally.overflow == 1);
+  const double unit = std::ldexp(1.0, -9) * amax / 2688.0;  // 2^-9 * decode
+  CHECK(out[32] == doctest::Approx(6.0 * unit).epsilon(1e-6));  // 4.36, clipped from 6.32
+}
+
 TEST_CASE("NVFP4's Hadamard transform: (v * s) H16 / 4, each output rounded to BF16") {
   // H16 by Sylvester's doubling, built here; the signs as TE hard-codes them.
   std::vector<std::vector<int>> h = {{1}};
