@@ -15,6 +15,11 @@ double nominal_saving(const CandidatePlan& c, double low_flops) {
   return low_flops * (1.0 - operand_bits(c.candidate.recipe.kind) / 16.0);
 }
 
+// The candidate's low-precision GEMMs as the why counts them: "NVFP4 GEMM" at 4 bits, else "FP8 GEMM".
+const char* gemm_kind(const CandidatePlan& c) {
+  return operand_bits(c.candidate.recipe.kind) == 4 ? "NVFP4 GEMM" : "FP8 GEMM";
+}
+
 bool same_width(const CandidatePlan& a, const CandidatePlan& b) {
   return operand_bits(a.candidate.recipe.kind) == operand_bits(b.candidate.recipe.kind);
 }
@@ -69,10 +74,11 @@ std::string choice_why(const std::vector<CandidatePlan>& candidates, const Choic
     return why;
   }
   const CandidatePlan& c = candidates[*choice.chosen];
-  std::string why = format_text("%s keeps %.1f %% of the GEMM FLOPs in FP8 with %d GEMMs to BF16",
-                                candidate_name(c.candidate).c_str(), 100.0 * c.fp8_flop_share, c.gemms_to_bf16);
+  std::string why = format_text("%s keeps %.1f %% of the GEMM FLOPs in %s with %d GEMMs to BF16",
+                                candidate_name(c.candidate).c_str(), 100.0 * c.fp8_flop_share,
+                                operand_bits(c.candidate.recipe.kind) == 4 ? "NVFP4" : "FP8", c.gemms_to_bf16);
   if (c.gemms_not_paying > 0) why += format_text(" and %d where FP8 would not pay", c.gemms_not_paying);
-  why += " (" + threshold_load_text(c.total_risk, c.fp8_gemms) + ")";
+  why += " (" + threshold_load_text(c.total_risk, c.fp8_gemms, gemm_kind(c)) + ")";
   if (c.speedup) why += format_text(", predicted GEMM speedup %.3fx", *c.speedup);
   if (choice.next) {
     const CandidatePlan& s = candidates[*choice.next];
@@ -91,7 +97,7 @@ std::string choice_why(const std::vector<CandidatePlan>& candidates, const Choic
     why += format_text("; next %s %.1f %% with %d to BF16", candidate_name(s.candidate).c_str(),
                        100.0 * s.fp8_flop_share, s.gemms_to_bf16);
     if (s.gemms_not_paying > 0) why += format_text(" and %d not paying", s.gemms_not_paying);
-    why += " (" + threshold_load_text(s.total_risk, s.fp8_gemms) + ")";
+    why += " (" + threshold_load_text(s.total_risk, s.fp8_gemms, gemm_kind(s)) + ")";
     if (s.speedup) why += format_text(", %.3fx", *s.speedup);
     why += format_text(": %s", key);
   }
