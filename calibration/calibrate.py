@@ -80,7 +80,7 @@ def outcomes():
         rows = {}
         for arm, recipe, fmt, extra in arms:
             reps = []
-            for rep in range(cases.REPLICATES):
+            for rep in range(cases.replicates(case)):
                 cfg = cases.arm_config(case, arm, rep)
                 path = os.path.join(harness.run_dir(cfg), "result.json")
                 if os.path.exists(path):
@@ -182,14 +182,20 @@ def main(argv=None):
     noise = judge_outcomes(data)
     store_captures(data)
     runs = [r for c in data.values() for arm in c["arms"].values() for r in arm["replicates"]]
-    # Runs stored before per-run seconds were kept count with the stored total they were part of.
+    # Runs stored before per-run seconds were kept count with the part of the stored total that
+    # no run's seconds account for (untimed_seconds; older results.json: its total less its timed
+    # runs' seconds).
     previous = 0.0
     if any("seconds" not in r for r in runs):
         with open(table.RESULTS_JSON) as f:
-            previous = json.load(f)["training_seconds"]
+            old = json.load(f)
+        previous = old.get("untimed_seconds", old["training_seconds"] - sum(
+            r.get("seconds", 0.0) for c in old["cases"].values() for arm in c["arms"].values()
+            for r in arm["replicates"]))
     doc = {"command": "nice -n 10 CONSUMERS_VENV/bin/python calibration/calibrate.py --binary BINARY",
-           "replicates": cases.REPLICATES, "runs": len(runs),
+           "replicates": cases.REPLICATES, "replicates_of": cases.REPLICATES_OF, "runs": len(runs),
            "training_seconds": round(previous + sum(r.get("seconds", 0.0) for r in runs), 1),
+           "untimed_seconds": round(previous, 1),
            "model": {k: harness.DEFAULTS[k] for k in MODEL_KEYS},
            "noise": noise, "cases": data}
     table.write(a.binary, doc)

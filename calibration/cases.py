@@ -5,6 +5,14 @@ batches. Replicate 0 of every FP8 arm records captures at CAPTURE_STEPS for fp8-
 import harness
 
 REPLICATES = 3
+# Cases whose gap sits near the harm bar get more batch orders: nvfp4-healthy's all-NVFP4 arm
+# was +0.034 +- 0.019 (1.8 SE) over three, replicates +0.004, +0.030, +0.070.
+REPLICATES_OF = {"nvfp4-healthy": 6}
+
+
+def replicates(case):
+    """The case's number of batch orders (replicates 0..n-1)."""
+    return REPLICATES_OF.get(case, REPLICATES)
 CAPTURE_STEPS = [44, 99]
 HEALTHY = {"lr": 1e-3, "warmup": 10, "clip": 1.0}
 HIGH_LR = {"lr": 6e-2, "warmup": 0, "clip": 0.0}
@@ -143,5 +151,6 @@ def arm_config(case, arm, rep):
 def queue(only=None):
     """Every run (of the cases in `only`, default all), replicate 0 of every arm first (a partial
     pass still covers every case)."""
-    return [(case, arm, rep) for rep in range(REPLICATES) for case, (_, _, arms) in CASES.items()
-            if only is None or case in only for arm, _, _, _ in arms]
+    return [(case, arm, rep) for rep in range(max(map(replicates, CASES)))
+            for case, (_, _, arms) in CASES.items()
+            if (only is None or case in only) and rep < replicates(case) for arm, _, _, _ in arms]

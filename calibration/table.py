@@ -161,8 +161,9 @@ def render(doc):
                                       if d.get("noise_case", "healthy") == nc),
                         ", ".join("%+.2e" % g for g in n["kernel_noise_gaps"]),
                         num(n["kernel_noise_rms"], "%.2e")))
-    lines += ["- batch-order seeds (BF16, %d replicates per case): sd of the final val loss %s"
-             % (doc["replicates"], ", ".join("%s %s" % (c, num(d["bf16_val_sd"]))
+    more = ", ".join("%s %d" % kv for kv in doc.get("replicates_of", {}).items())
+    lines += ["- batch-order seeds (BF16, %d replicates per case%s): sd of the final val loss %s"
+             % (doc["replicates"], "; " + more if more else "", ", ".join("%s %s" % (c, num(d["bf16_val_sd"]))
                                              for c, d in doc["cases"].items())), "",
              "## Runs", "",
              "Gap = FP8 arm minus its BF16 twin on the same batches, mean over replicates ± its "
