@@ -93,6 +93,9 @@ one sample-cost-none "${sample[@]}" --threads 2 --cost none
 one sample-b200 "${sample[@]}" --threads 2 --gpu b200 --tokens-per-step 1048576
 one sample-autoswitch "${sample[@]}" --threads 2 --policy te-autoswitch
 one sample-no-gemms "${sample[@]}" --threads 2 --no-gemms
+# NVFP4 and the three-tier plan (issue 39): the numbers alone, and on B300's roofline.
+one lm-spike-nvfp4 "${spike[@]}" --threads 2 --recipes nvfp4,mxfp8,bf16 --gpu b200 --cost none
+one sample-nvfp4-b300 "${sample[@]}" --threads 2 --recipes nvfp4,mxfp8,bf16 --gpu b300 --tokens-per-step 1048576
 mpi 2 sample-mpi2 "${sample[@]}"
 mpi 2 lm-spike-mpi2 "${spike[@]}"
 
