@@ -41,7 +41,6 @@ std::vector<ModuleTier> plan_tiers(const std::vector<CandidatePlan>& cands, cons
     t.candidate = choice;
     return t;
   };
-  tier_of(mp.base);  // first, even when empty (dropped below)
   for (std::size_t li = 0; li < mp.modules.size(); ++li) {
     const std::optional<std::size_t> choice = mp.modules[li].candidate;
     ModuleTier& t = tier_of(choice);
@@ -58,9 +57,8 @@ std::vector<ModuleTier> plan_tiers(const std::vector<CandidatePlan>& cands, cons
       t.seconds = t.seconds.value_or(0.0) + in_tier;
     }
   }
-  std::erase_if(tiers, [](const ModuleTier& t) { return t.modules == 0; });
-  // The base first (as inserted), BF16 last, the others by candidate index between.
-  std::stable_sort(tiers.begin(), tiers.end(), [&](const ModuleTier& x, const ModuleTier& y) {
+  // The base first, BF16 last, the others by candidate index between.
+  std::sort(tiers.begin(), tiers.end(), [&](const ModuleTier& x, const ModuleTier& y) {
     const auto rank = [&](const ModuleTier& t) {
       return !t.candidate ? cands.size() + 1 : *t.candidate == mp.base ? 0 : *t.candidate + 1;
     };
