@@ -23,7 +23,8 @@ struct StepVerdict {
 struct GemmJudgement {
   Gemm gemm = Gemm::kFprop;
   bool judged = false;  // false: no operand copy of it was evaluated (nothing to judge)
-  // The worst step's verdict: a failing one before any passing one, then the lowest margin,
+  // The worst step's verdict: a failing one before any passing one, among failing ones the
+  // lowest failing_margin (the blocking failure that went furthest), then the lowest margin,
   // then the highest risk, then the earliest step.
   Verdict worst;
   std::int64_t worst_step = 0;

@@ -9,10 +9,12 @@ namespace fp8a {
 
 namespace {
 
-// Whether verdict a (at step sa) is worse than b (at sb): failing first, then the lower margin,
-// the higher risk, the earlier step.
+// Whether verdict a (at step sa) is worse than b (at sb): failing first; between failing ones
+// the further blocking failure (the reason shown is the step's that failed most, not one whose
+// watch-only breach went further); then the lower margin, the higher risk, the earlier step.
 bool worse(const Verdict& a, std::int64_t sa, const Verdict& b, std::int64_t sb) {
   if (a.passed != b.passed) return !a.passed;
+  if (!a.passed && a.failing_margin != b.failing_margin) return a.failing_margin < b.failing_margin;
   if (a.margin != b.margin) return a.margin < b.margin;
   if (a.risk != b.risk) return a.risk > b.risk;
   return sa < sb;

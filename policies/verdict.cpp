@@ -59,10 +59,9 @@ std::string under(const Recipe& recipe, TrainingFormat format) {
 void finish(Verdict* v) {
   std::string reason;
   std::vector<const Check*> watched;
-  double failing_margin = 0.0;
   for (const Check& c : v->checks) {
     if (!c.passed && !c.watch) {
-      if (!v->failing || c.margin < failing_margin) v->failing = c.criterion, failing_margin = c.margin;
+      if (!v->failing || c.margin < v->failing_margin) v->failing = c.criterion, v->failing_margin = c.margin;
       v->passed = false;
       reason += (reason.empty() ? "" : "; ") + c.reason;
     } else if (!c.passed) {

@@ -73,6 +73,9 @@ struct Verdict {
   // The failed check that sends the GEMM (not one that only watches) with the smallest margin:
   // what to name as its reason in one word; unset when none failed.
   std::optional<Criterion> failing;
+  // That check's margin: how far the blocking failure went (watch-only breaches, which can go
+  // further, left out); 0 when none failed.
+  double failing_margin = 0.0;
   std::vector<Check> checks;       // every check made, in Criterion order per piece of evidence
   // The largest weighted load of the checks: how close to failing (the search's risk order).
   double risk = 0.0;
