@@ -109,6 +109,10 @@ class Emulation(object):
             raise ValueError("override: delayed scaling only as the run's recipe")
         self.delayed = {}  # (layer, role) -> fp8emu.DelayedScale
         self.draws = 0
+        # Weight copies: (layer, gemm, orientation) -> (the BF16 weight, its scale, the copy).
+        # A weight is unchanged between optimizer steps, so its micro-batches and, under NVFP4's
+        # 16x16 tiles, its two orientations (the same blocks) reuse one quantisation.
+        self.weights = {}
 
     def recipe_for(self, layer, gemm):
         """The recipe GEMM `gemm` of `layer` runs under (bf16: its operands unquantised)."""
@@ -138,8 +142,20 @@ class Emulation(object):
         if recipe.kind == "nvfp4" and role == "gradient" and recipe.sr:
             self.draws += 1
             seed = fp8emu.NVFP4_SEED_BASE + 0x1000 * self.draws
-        return fp8emu.quantize(x, recipe, fp8emu.role_dtype(self.format, role), role,
-                               orientation, scale, seed).deq
+        if role != "weight":
+            return fp8emu.quantize(x, recipe, fp8emu.role_dtype(self.format, role), role,
+                                   orientation, scale, seed).deq
+        # Deterministic (weights are never stochastically rounded): the same BF16 values and
+        # scale give the same copy bit for bit.
+        same_blocks = recipe.kind == "nvfp4" and recipe.two_d
+        key = (layer, recipe.spec, "rowwise" if same_blocks else orientation)
+        hit = self.weights.get(key)
+        if hit is not None and hit[1] is scale and torch.equal(hit[0], x):
+            return hit[2]
+        deq = fp8emu.quantize(x, recipe, fp8emu.role_dtype(self.format, role), role,
+                              orientation, scale, seed).deq
+        self.weights[key] = (x.detach().clone(), scale, deq)
+        return deq
 
     def end_step(self):
         for d in self.delayed.values():
