@@ -19,9 +19,11 @@
 #include "cli/version.hpp"
 #include "core/error.hpp"
 #include "core/gpu_target.hpp"
+#include "core/recipe.hpp"
 #include "core/suggest.hpp"
 #include "core/text.hpp"
 #include "datasets/capture.hpp"
+#include "policies/cost_model.hpp"
 #include "policies/layer_summary.hpp"
 #include "policies/logged_stats_summary.hpp"
 #include "reports/answer_text.hpp"
@@ -175,7 +177,8 @@ std::optional<RunCommand> parse_run(const Invocation& inv) {
        "(docs/POLICY.md)")
       ("gpu", po::value(&gpu_text)->default_value("h100"),
        "the GPU the recommendation is for (its recipes and the cost model's peaks): a100, l4, l40s, "
-       "rtx4090, h100, h200, b200, gb200, b300, gb300, rtx5090")
+       "rtx4090, h100, h200, b200, gb200, b300, gb300, rtx5090; on those with FP4 tensor cores "
+       "(b200, gb200, b300, gb300) the default --recipes gain nvfp4")
       ("te-version", po::value(&te_version_text_given)->default_value(te_version_text(kTeNewest)),
        te_version_help.c_str())
       ("cost", po::value(&cost_text),
@@ -232,6 +235,14 @@ std::optional<RunCommand> parse_run(const Invocation& inv) {
   constexpr UsageId kBadMinFp8Share = "fp8a.usage.244";
   check_finite_option(kBadMinFp8Share, "min-fp8-share", cmd.min_fp8_share, 0, 1);
   if (!cmd.expect_plan_path.empty()) cmd.expect_plan_text = read_expected_plan(cmd.expect_plan_path);
+  // On a GPU with FP4 tensor cores (b200, gb200, b300, gb300) the default list gains nvfp4, so
+  // that the plan can take its three tiers (NVFP4, MXFP8 for what NVFP4 cannot carry, BF16);
+  // elsewhere, or on a TE release without NVFP4BlockScaling, it could only be excluded.
+  if (!cmd.eval.recipes_given) {
+    const Recipe nvfp4 = parse_recipe("nvfp4");
+    if (recipe_support(nvfp4.kind, *asked.gpu).runs && te_release_cannot_train(nvfp4, asked.te_version).empty())
+      request.config.recipes.push_back(nvfp4);
+  }
   request.recommend = std::move(asked);
   if (vm.count("training-recipe") != 0) {
     // It names the recipe of the --training-log's statistics: without a log there are none.

@@ -259,6 +259,8 @@ int operand_bits(RecipeKind kind) {
   return kind == RecipeKind::kNvfp4 ? 4 : 8;
 }
 
+const char* low_precision_name(RecipeKind kind) { return operand_bits(kind) == 4 ? "NVFP4" : "FP8"; }
+
 bool is_per_tensor(RecipeKind kind) {
   return recipe_kind_traits(kind).granularity == Granularity::kPerTensor;
 }

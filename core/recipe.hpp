@@ -333,6 +333,8 @@ bool is_fp8(RecipeKind kind);
 // The width in bits of a recipe's GEMM operands: 4 for NVFP4 (E2M1), 8 for the FP8 kinds, 16 for
 // bf16. Tensor cores run a GEMM at 16 / bits times BF16's rate on B200 and GB200.
 int operand_bits(RecipeKind kind);
+// What the answer calls a GEMM kept in the recipe's low precision: "NVFP4" at 4 bits, else "FP8".
+const char* low_precision_name(RecipeKind kind);
 // Per-tensor recipes have one scale for the whole tensor (current, delayed).
 bool is_per_tensor(RecipeKind kind);
 // The scale is replayed from the amax history of earlier steps (delayed).

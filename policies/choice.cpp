@@ -76,7 +76,7 @@ std::string choice_why(const std::vector<CandidatePlan>& candidates, const Choic
   const CandidatePlan& c = candidates[*choice.chosen];
   std::string why = format_text("%s keeps %.1f %% of the GEMM FLOPs in %s with %d GEMMs to BF16",
                                 candidate_name(c.candidate).c_str(), 100.0 * c.fp8_flop_share,
-                                operand_bits(c.candidate.recipe.kind) == 4 ? "NVFP4" : "FP8", c.gemms_to_bf16);
+                                low_precision_name(c.candidate.recipe.kind), c.gemms_to_bf16);
   if (c.gemms_not_paying > 0) why += format_text(" and %d where FP8 would not pay", c.gemms_not_paying);
   why += " (" + threshold_load_text(c.total_risk, c.fp8_gemms, gemm_kind(c)) + ")";
   if (c.speedup) why += format_text(", predicted GEMM speedup %.3fx", *c.speedup);

@@ -9,7 +9,7 @@ namespace fp8a {
 
 namespace {
 
-// The watch-only breaches of a GEMM kept FP8: the worst step's, then the forecast's.
+// The watch-only breaches of a GEMM kept in low precision: the worst step's, then the forecast's.
 std::vector<std::string> watched_reasons(const GemmJudgement& j) {
   std::vector<std::string> w = j.worst.watched;
   if (j.forecast) w.insert(w.end(), j.forecast->watched.begin(), j.forecast->watched.end());
@@ -20,11 +20,11 @@ std::vector<std::string> watched_reasons(const GemmJudgement& j) {
 std::string kept_reason(const GemmJudgement& j, const RunCandidate& c, const std::vector<std::string>& w) {
   const Verdict& v = j.worst;
   if (!w.empty())
-    return "watch (kept FP8: the criterion only watches): " + w.front() +
+    return std::string("watch (kept ") + low_precision_name(c.recipe.kind) + ": the criterion only watches): " + w.front() +
            (w.size() > 1 ? format_text(" (and %zu more)", w.size() - 1) : std::string());
   if (!v.limiting || v.margin >= kSmallMargin) return "";
-  return format_text("kept FP8: step %lld %s %s %.4g against %.4g (margin %.3f < %.2f) under %s",
-             static_cast<long long>(j.worst_step), gemm_name(j.gemm), criterion_name(*v.limiting),
+  return format_text("kept %s: step %lld %s %s %.4g against %.4g (margin %.3f < %.2f) under %s",
+             low_precision_name(c.recipe.kind), static_cast<long long>(j.worst_step), gemm_name(j.gemm), criterion_name(*v.limiting),
              v.measured, v.threshold, v.margin, kSmallMargin, candidate_name(c).c_str());
 }
 

@@ -118,11 +118,12 @@ std::string answer_lines(const AnswerContext& a) {
                                                            : ": none runs on " + a.gpu_name() + on_release(rec) + "\n";
   } else {
     const CandidatePlan& c = rec.candidates[*rec.chosen];
+    const std::string low = low_precision_name(c.candidate.recipe.kind);  // "NVFP4" or "FP8"
     if (c.fp8_flops > 0)
       s += "answer: " + te_recipe_call(plan.te) + "  [" + candidate_name(c.candidate) + "]\n";
     else
       s += "answer: every GEMM in BF16 (the chosen " + te_recipe_call(plan.te) + "  [" +
-           candidate_name(c.candidate) + "] keeps none in FP8)\n";
+           candidate_name(c.candidate) + "] keeps none in " + low + ")\n";
     s += "  why: " + rec.why + "\n";
     if (!rec.calibration.empty()) s += "  criteria: " + rec.calibration + "\n";
     const PlanFallbacks fallbacks = plan_fallbacks(rec);
@@ -130,7 +131,7 @@ std::string answer_lines(const AnswerContext& a) {
     const std::vector<std::string>& close = fallbacks.close;
     const std::size_t not_paying = fallbacks.not_paying;
     if (bf16.empty() && not_paying == 0) {
-      s += "  keep in BF16: nothing, every GEMM FP8\n";
+      s += "  keep in BF16: nothing, every GEMM " + low + "\n";
     } else if (bf16.empty()) {
       s += "  keep in BF16 for the numbers: nothing\n";
     } else {
@@ -138,34 +139,35 @@ std::string answer_lines(const AnswerContext& a) {
       for (const auto& b : bf16) s += "    " + b + "\n";
     }
     if (not_paying > 0)
-      s += format_text("  keep in BF16 because FP8 would not pay on %s: %zu GEMM%s the numbers allow in "
-               "FP8 (their casts cost more than the faster GEMMs save; recipe.json has each)\n",
-               a.gpu_name().c_str(), not_paying, not_paying == 1 ? "" : "s");
+      s += format_text("  keep in BF16 because %s would not pay on %s: %zu GEMM%s the numbers allow in "
+               "%s (their casts cost more than the faster GEMMs save; recipe.json has each)\n",
+               low.c_str(), a.gpu_name().c_str(), not_paying, not_paying == 1 ? "" : "s", low.c_str());
     if (!close.empty()) {
-      s += "  kept FP8 close to the limit:\n";
+      s += "  kept " + low + " close to the limit:\n";
       for (const auto& b : close) s += "    " + b + "\n";
     }
     if (const std::vector<std::string>& w = fallbacks.watched; !w.empty()) {
-      s += format_text("  kept FP8 over a watch-only threshold (%zu GEMM%s; training showed no harm from "
+      s += format_text("  kept %s over a watch-only threshold (%zu GEMM%s; training showed no harm from "
                        "these criteria's breaches, docs/POLICY.md \"Watch\"):\n",
-                       w.size(), w.size() == 1 ? "" : "s");
+                       low.c_str(), w.size(), w.size() == 1 ? "" : "s");
       for (std::size_t i = 0; i < w.size() && i < kWatchListLength; ++i) s += "    " + w[i] + "\n";
       if (w.size() > kWatchListLength)
         s += format_text("    and %zu more (recipe.json has each)\n", w.size() - kWatchListLength);
     }
     if (c.speedup) {
-      s += format_text("  predicted GEMM speedup over all-BF16: %.3fx on %s (cost: %s); FP8 share of GEMM "
+      s += format_text("  predicted GEMM speedup over all-BF16: %.3fx on %s (cost: %s); %s share of GEMM "
                "FLOPs %.1f %%\n",
-               *c.speedup, a.gpu_name().c_str(), visible_text(a.cost_basis()).c_str(), 100.0 * c.fp8_flop_share);
+               *c.speedup, a.gpu_name().c_str(), visible_text(a.cost_basis()).c_str(), low.c_str(),
+               100.0 * c.fp8_flop_share);
       // Where the numbers allow FP8 but the cost says no: what the numerics-only plan predicts.
       if (not_paying > 0 && c.numerics_speedup)
-        s += format_text("  with every GEMM the numbers allow in FP8, %s predicts %.3fx on %s; %s--cost none "
+        s += format_text("  with every GEMM the numbers allow in %s, %s predicts %.3fx on %s; %s--cost none "
                  "decides by the numerics alone\n",
-                 candidate_name(c.candidate).c_str(), *c.numerics_speedup, a.gpu_name().c_str(),
+                 low.c_str(), candidate_name(c.candidate).c_str(), *c.numerics_speedup, a.gpu_name().c_str(),
                  rec.at_captured_tokens ? "--tokens-per-step gives the real token count, " : "");
     } else {
-      s += format_text("  cost: %s; FP8 share of GEMM FLOPs %.1f %%\n", visible_text(a.cost_basis()).c_str(),
-                       100.0 * c.fp8_flop_share);
+      s += format_text("  cost: %s; %s share of GEMM FLOPs %.1f %%\n", visible_text(a.cost_basis()).c_str(),
+                       low.c_str(), 100.0 * c.fp8_flop_share);
     }
     // Watch next run: the recommendation's one watch list.
     if (!rec.watch.empty()) {

@@ -1605,3 +1605,37 @@ TEST_CASE("--te-version: a candidate that release cannot train with is excluded,
                       "NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES=1  [current:pow2/hybrid]\n", 0) == 0);
   CHECK(now.out.find("excluded on TE") == std::string::npos);
 }
+
+// Issue 39: `run --gpu b200` answers the three-tier question without --recipes: the default list
+// gains nvfp4 where the GPU has FP4 tensor cores and the TE release has NVFP4BlockScaling.
+TEST_CASE("--gpu with FP4 tensor cores: the default --recipes gain nvfp4") {
+  TempDir d;
+  const auto has = [](const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; };
+  const auto nvfp4_rows = [&](const std::string& name) {
+    const std::string csv = slurp(d.path / name / "metrics.csv");
+    REQUIRE_FALSE(csv.empty());
+    return csv.find(",nvfp4,e4m3,e2m1,") != std::string::npos;
+  };
+  const auto b200 = run(real_run("lm-spike", d.path / "b200", "--gpu b200 --cost none --quiet"));
+  REQUIRE(b200.rc == 0);
+  CHECK(nvfp4_rows("b200"));
+  // The answer speaks of NVFP4, not FP8, where the chosen recipe is 4-bit.
+  CHECK(b200.out.rfind("answer: NVFP4BlockScaling(fp8_format=Format.E4M3)  [nvfp4/e4m3]\n", 0) == 0);
+  CHECK(has(b200.out, "keeps 85.7 % of the GEMM FLOPs in NVFP4 with 1 GEMMs to BF16"));
+  CHECK(has(b200.out, "\n  kept NVFP4 close to the limit:\n"));
+  CHECK(has(b200.out, "kept NVFP4: step 3 fprop underflow"));
+  CHECK(has(b200.out, "NVFP4 share of GEMM FLOPs 85.7 %"));
+  CHECK_FALSE(has(b200.out, "kept FP8"));
+  // Not where it could only be excluded: Hopper, sm_120 (TE's NVFP4 needs 10.x or 11.x), TE 2.7;
+  // nor where --recipes names the list.
+  int n = 0;
+  for (const std::string extra : {"--gpu h100", "--gpu rtx5090", "--gpu b200 --te-version 2.7",
+                                  "--gpu gb300 --recipes current,mxfp8"}) {
+    INFO(extra);
+    const std::string name = "other" + std::to_string(++n);
+    REQUIRE(run(real_run("lm-spike", d.path / name, extra + " --cost none --quiet")).rc == 0);
+    CHECK_FALSE(nvfp4_rows(name));
+  }
+  REQUIRE(run(real_run("lm-spike", d.path / "gb300", "--gpu gb300 --cost none --quiet")).rc == 0);
+  CHECK(nvfp4_rows("gb300"));
+}
