@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "core/error.hpp"
 #include "core/layer_name.hpp"
@@ -183,8 +184,13 @@ ModulePlan plan_over(const std::vector<CandidatePlan>& cands, std::size_t base,
   mp.why = format_text("per module: %zu of %zu on %s", mp.modules.size() - mp.switched - mp.bf16,
                        mp.modules.size(), candidate_name(b.candidate).c_str());
   for (const auto& [name, n] : to) mp.why += format_text(", %d on %s", n, name.c_str());
-  mp.why += format_text(", %d in BF16; %.1f %% of the GEMM FLOPs in FP8", mp.bf16,
-                        100.0 * mp.fp8_flop_share);
+  // "FP8", "NVFP4", or both where the tiers mix widths.
+  std::set<std::string> low;
+  for (const ModuleChoice& m : mp.modules)
+    if (m.candidate) low.insert(low_precision_name(cands[*m.candidate].candidate.recipe.kind));
+  const std::string in = low.size() == 2 ? "NVFP4 or FP8" : low.empty() ? "FP8" : *low.begin();
+  mp.why += format_text(", %d in BF16; %.1f %% of the GEMM FLOPs in %s", mp.bf16,
+                        100.0 * mp.fp8_flop_share, in.c_str());
   if (mp.speedup) mp.why += format_text(", predicted GEMM speedup %.3fx", *mp.speedup);
   return mp;
 }

@@ -1,5 +1,6 @@
 #include "reports/advice_json.hpp"
 
+#include <algorithm>
 #include <variant>
 
 #include "reports/json_number.hpp"
@@ -76,9 +77,24 @@ ordered_json module_plan_json(const Recommendation& rec) {
                        {"recipe", c ? te_recipe_json(te_recipe_for(*c, rec.te_version)) : ordered_json(nullptr)},
                        {"reason", m.reason}});
   }
+  // The tiers (issue 39's three-tier plan: e.g. NVFP4, MXFP8 for what NVFP4 cannot carry, BF16):
+  // what each holds, what it risks, and with a cost model its GEMM time all in BF16 and in the tier.
+  const double total = rec.candidates[mp.base].total_flops;
+  ordered_json tiers = ordered_json::array();
+  for (const ModuleTier& t : mp.tiers) {
+    const RunCandidate* c = t.candidate ? &rec.candidates[*t.candidate].candidate : nullptr;
+    tiers.push_back({{"candidate", c ? ordered_json(candidate_name(*c)) : ordered_json(nullptr)},
+                     {"modules", t.modules},
+                     {"gemms", t.gemms},
+                     {"flop_share", json_number(total > 0 ? std::min(1.0, t.flops / total) : 0.0)},
+                     {"risk", json_number(t.risk)},
+                     {"bf16_seconds", json_number(t.bf16_seconds)},
+                     {"seconds", json_number(t.seconds)}});
+  }
   return {{"base", candidate_ref(rec.candidates[mp.base].candidate)},
           {"why", mp.why},
           {"modules", std::move(modules)},
+          {"tiers", std::move(tiers)},
           {"predicted",
            {{"gemm_speedup_vs_bf16", json_number(mp.speedup)},
             {"fp8_flop_share", json_number(mp.fp8_flop_share)},

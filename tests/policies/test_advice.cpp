@@ -764,6 +764,9 @@ TEST_CASE("calibration nvfp4-outlier20: the per-module plan's tiers, and their t
   REQUIRE(plain.module_plan.has_value());
   const ModulePlan& mp = *plain.module_plan;
   CHECK(candidate_name(plain.candidates[mp.base].candidate) == "nvfp4/e4m3");
+  // A block's GEMM FLOPs: QKV 3d^2, proj d^2, FC1 4d^2, FC2 4d^2 per token; one FC2 of two blocks
+  // is 4/24 of them, so 83.3 % stay in NVFP4.
+  CHECK(has(mp.why, "7 of 8 on nvfp4/e4m3, 1 in BF16; 83.3 % of the GEMM FLOPs in NVFP4"));
   REQUIRE(mp.tiers.size() == 2);
   CHECK(mp.tiers[0].candidate == mp.base);
   CHECK(mp.tiers[0].modules == 7);
