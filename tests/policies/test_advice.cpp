@@ -690,6 +690,19 @@ TEST_CASE("advisories: the field facts, each where it applies, with its source")
   REQUIRE(rec.advisories.size() == 1);
   CHECK(rec.advisories[0].source == "Megatron-LM --first-last-layers-bf16; Megatron-Bridge PR #651");
   CHECK(has(rec.advisories[0].text, "layers.0 (the first) and layers.3 (the last captured) stay FP8"));
+  // Under NVFP4 the field fact is NVIDIA's NVFP4 pretraining, which kept the last blocks in BF16.
+  {
+    Evaluated nv;
+    DiskFileSystem fs;
+    nv.captures = load_captures({std::string(FP8A_SOURCE_DIR) + "/datasets/real/lm-sane"}, fs);
+    evaluate(nv, "nvfp4", {TrainingFormat::kE4M3});
+    const EvaluationIndex index(nv.rows);
+    const Recommendation r4 = recommend(inputs_of(nv, index), default_policy(), every_recipe_gpu(), nullptr);
+    REQUIRE(r4.advisories.size() == 1);
+    CHECK(r4.advisories[0].source == "arXiv:2509.25149 (NVIDIA, Pretraining Large Language Models with NVFP4)");
+    CHECK(has(r4.advisories[0].text, "layers.0 (the first) and layers.3 (the last captured) stay NVFP4: every GEMM passes"));
+    CHECK(has(r4.advisories[0].text, "kept about 16 % of the linear layers, mostly in the last blocks, in BF16"));
+  }
   // MXFP8 with hybrid gradients chosen (the only candidate): Megatron-Bridge PR #638.
   Evaluated e;
   evaluate_preset(e, "healthy");
