@@ -66,10 +66,11 @@ std::vector<Advisory> field_advisories(const std::vector<CandidatePlan>& candida
     if (!all_fp8) continue;
     for (std::size_t li : by_index[index])
       for (const GemmJudgement& j : c.layers[li].gemms)
-        if (j.judged && j.worst.limiting) {
-          margin = any_margin ? std::min(margin, j.worst.margin) : j.worst.margin;
-          any_margin = true;
-        }
+        for (const Check& k : j.worst.checks)
+          if (j.judged && !k.watch) {  // what "passes the policy" means: watch-only breaches pass
+            margin = any_margin ? std::min(margin, k.margin) : k.margin;
+            any_margin = true;
+          }
     kept.push_back(format_text("layers.%d (%s)", index,
                                  index == 0 ? "the first" : "the last captured"));
   }

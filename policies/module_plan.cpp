@@ -122,13 +122,16 @@ ModulePlan plan_over(const std::vector<CandidatePlan>& cands, std::size_t base,
       }
       const double bf16 = seconds(li, std::nullopt);
       if (bf16 <= best) {
-        m.reason = format_text("FP8 would not pay on %s: %.4g us in BF16 against %.4g us under %s "
+        m.reason = format_text("%s would not pay on %s: %.4g us in BF16 against %.4g us under %s "
                                "(roofline, casts included)",
-                               cost->gpu->name, bf16 * 1e6, best * 1e6,
+                               low_precision_name(cands[*fastest].candidate.recipe.kind), cost->gpu->name,
+                               bf16 * 1e6, best * 1e6,
                                candidate_name(cands[*fastest].candidate).c_str());
         fastest.reset();
       } else if (fastest != pick) {
-        m.reason = format_text("%s is faster on %s: %.4g us against %.4g us under %s (roofline); "
+        // Where the base fails the module, that first: why not the base, then why not the pick.
+        m.reason = (base_safe ? std::string() : failing_reason(b.layers[li]) + "; ") +
+                   format_text("%s is faster on %s: %.4g us against %.4g us under %s (roofline); "
                                "all its GEMMs pass there",
                                candidate_name(cands[*fastest].candidate).c_str(), cost->gpu->name,
                                best * 1e6, seconds(li, pick) * 1e6,

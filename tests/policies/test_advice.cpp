@@ -679,6 +679,38 @@ TEST_CASE("real lm-spike under NVFP4: a failing GEMM's worst step is its furthes
     }
   CHECK(compared >= 2);
   CHECK(watch_further_elsewhere);  // the case the order is about occurs here
+  // The last layer passes the policy: the advisory's margin is the blocking criteria's (its
+  // watch-only wgrad damage breach, at margin -5.45, is not a failure).
+  REQUIRE(rec.advisories.size() == 1);
+  CHECK(has(rec.advisories[0].text, "layers.3 (the last captured) stays NVFP4: every GEMM passes the policy (smallest margin 0.103)"));
+}
+
+// A module the base fails, priced: its reason says why not the base before why not the pick.
+TEST_CASE("real lm-spike, NVFP4 base, priced: a module NVFP4 fails names that failure first") {
+  Evaluated e;
+  DiskFileSystem fs;
+  e.captures = load_captures({std::string(FP8A_SOURCE_DIR) + "/datasets/real/lm-spike"}, fs);
+  evaluate(e, "nvfp4,current,block,mxfp8", kAllTrainingFormats);
+  const EvaluationIndex index(e.rows);
+  GpuTarget b200 = every_recipe_gpu();
+  b200.memory_gbs *= 1000;  // compute-bound at these widths, where every low precision pays
+  const CostModel model = build_cost_model(e.layers, index.recipes(), b200, CostOptions{4194304.0, "test"});
+  const Recommendation rec = recommend(inputs_of(e, index), default_policy(), b200, &model);
+  REQUIRE(rec.module_plan.has_value());
+  const ModulePlan& mp = *rec.module_plan;
+  REQUIRE(candidate_name(rec.candidates[mp.base].candidate) == "nvfp4/e4m3");
+  REQUIRE(mp.modules.size() == 2);
+  // The QKV: NVFP4 flushes its dgrad's gradient; of the recipes that pass it, block scaling is
+  // the fastest on the roofline, not the numerics' pick (current scaling, the preference order).
+  const ModuleChoice& qkv = mp.modules[0];
+  CHECK(qkv.layer == "layers.0.self_attention.linear_qkv");
+  REQUIRE(qkv.candidate.has_value());
+  CHECK(candidate_name(rec.candidates[*qkv.candidate].candidate) == "block/hybrid");
+  CHECK(qkv.reason.starts_with("dgrad: step 3 gradient underflow 69.582 % of elements"));
+  CHECK(has(qkv.reason, " under nvfp4/e4m3; block/hybrid is faster on b200: "));
+  CHECK(has(qkv.reason, " under current/hybrid (roofline); all its GEMMs pass there"));
+  CHECK(mp.modules[1].candidate == mp.base);
+  CHECK(has(mp.why, "1 of 2 on nvfp4/e4m3, 1 on block/hybrid, 0 in BF16; 100.0 % of the GEMM FLOPs in NVFP4 or FP8"));
 }
 
 TEST_CASE("advisories: the field facts, each where it applies, with its source") {
