@@ -34,13 +34,23 @@ CAPTURE_HOOKS = {"outlier20x2": r"^(layers\.0\.self_attention\.linear_qkv|layers
 NV_STEPS = 1000
 NV_BASE = dict(HEALTHY, steps=NV_STEPS, d_model=256, eval_every=100)
 NV_OUTLIER20 = dict(NV_BASE, gain={"kind": "outlier", "layer": 1, "log2": 20})
-NV_CASES = ("nvfp4-healthy", "nvfp4-outlier20")
-NV_LAST_BLOCK = ["layers.1.self_attention.linear_qkv", "layers.1.self_attention.linear_proj",
-                 "layers.1.mlp.linear_fc1", "layers.1.mlp.linear_fc2"]
+# At depth: four blocks (NVIDIA's 12B NVFP4 run kept a share of the last blocks in BF16).
+NV_DEEP = dict(NV_BASE, layers=4)
+NV_CASES = ("nvfp4-healthy", "nvfp4-outlier20", "nvfp4-deep")
+
+
+def block_linears(i):
+    return ["layers.%d.%s" % (i, m) for m in ("self_attention.linear_qkv",
+                                              "self_attention.linear_proj",
+                                              "mlp.linear_fc1", "mlp.linear_fc2")]
+
+
+NV_LAST_BLOCK = block_linears(1)
 CAPTURE_STEPS_OF = {c: [NV_STEPS - 1] for c in NV_CASES}
 CAPTURE_HOOKS.update({c: r"^layers\.\d+\.(self_attention\.linear_(qkv|proj)|mlp\.linear_fc[12])$"
                       for c in NV_CASES})
-NOISE_CASE = dict({c: "nvfp4-healthy" for c in NV_CASES})  # default: "healthy"
+NOISE_CASE = dict({c: "nvfp4-healthy" for c in NV_CASES}, **{"nvfp4-deep": "nvfp4-deep"})
+# (default: "healthy"; nvfp4-deep has its own split arm: another depth, another noise)
 
 # case -> (what it tests, base options, [(arm, recipe, format, extra options)]); arm "bf16" is
 # the baseline, "bf16-split" the kernel-level perturbation of it: the same sequences in the same
@@ -122,6 +132,13 @@ CASES = {
         ("nvfp4", "nvfp4", "e4m3", {}),
         # NVIDIA's NVFP4 pretraining kept the last blocks in BF16: here the last of two.
         ("nvfp4+last-bf16", "nvfp4", "e4m3", {"fallback": NV_LAST_BLOCK}),
+    ]),
+    "nvfp4-deep": ("no harm expected, at depth: four blocks, d_model 256, 1000 steps, lr 1e-3, "
+                   "warmup, clipping", NV_DEEP, [
+        ("bf16", "bf16", "hybrid", {}),
+        ("bf16-split", "bf16", "hybrid", {"micro_batch": 1, "accum": 4}),
+        ("nvfp4", "nvfp4", "e4m3", {}),
+        ("nvfp4+last-bf16", "nvfp4", "e4m3", {"fallback": block_linears(3)}),
     ]),
     "nvfp4-outlier20": ("per-token outlier beyond NVFP4's two-level range at width: layers.1 FC2 "
                         "input x2^20 at token 0 (the per-tensor level-2 scale sends every other "
