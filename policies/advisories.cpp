@@ -65,12 +65,14 @@ std::vector<Advisory> field_advisories(const std::vector<CandidatePlan>& candida
       all_fp8 = all_fp8 && layers[li].precision == Precision::kFp8;
     if (!all_fp8) continue;
     for (std::size_t li : by_index[index])
-      for (const GemmJudgement& j : c.layers[li].gemms)
+      for (const GemmJudgement& j : c.layers[li].gemms) {
+        if (!j.judged) continue;
         for (const Check& k : j.worst.checks)
-          if (j.judged && !k.watch) {  // what "passes the policy" means: watch-only breaches pass
+          if (!k.watch) {  // what "passes the policy" means: watch-only breaches pass
             margin = any_margin ? std::min(margin, k.margin) : k.margin;
             any_margin = true;
           }
+      }
     kept.push_back(format_text("layers.%d (%s)", index,
                                  index == 0 ? "the first" : "the last captured"));
   }

@@ -16,8 +16,8 @@ double nominal_saving(const CandidatePlan& c, double low_flops) {
 }
 
 // The candidate's low-precision GEMMs as the why counts them: "NVFP4 GEMM" at 4 bits, else "FP8 GEMM".
-const char* gemm_kind(const CandidatePlan& c) {
-  return operand_bits(c.candidate.recipe.kind) == 4 ? "NVFP4 GEMM" : "FP8 GEMM";
+std::string gemm_kind(const CandidatePlan& c) {
+  return std::string(low_precision_name(c.candidate.recipe.kind)) + " GEMM";
 }
 
 bool same_width(const CandidatePlan& a, const CandidatePlan& b) {
@@ -78,7 +78,7 @@ std::string choice_why(const std::vector<CandidatePlan>& candidates, const Choic
                                 candidate_name(c.candidate).c_str(), 100.0 * c.fp8_flop_share,
                                 low_precision_name(c.candidate.recipe.kind), c.gemms_to_bf16);
   if (c.gemms_not_paying > 0) why += format_text(" and %d where FP8 would not pay", c.gemms_not_paying);
-  why += " (" + threshold_load_text(c.total_risk, c.fp8_gemms, gemm_kind(c)) + ")";
+  why += " (" + threshold_load_text(c.total_risk, c.fp8_gemms, gemm_kind(c).c_str()) + ")";
   if (c.speedup) why += format_text(", predicted GEMM speedup %.3fx", *c.speedup);
   if (choice.next) {
     const CandidatePlan& s = candidates[*choice.next];
@@ -97,7 +97,7 @@ std::string choice_why(const std::vector<CandidatePlan>& candidates, const Choic
     why += format_text("; next %s %.1f %% with %d to BF16", candidate_name(s.candidate).c_str(),
                        100.0 * s.fp8_flop_share, s.gemms_to_bf16);
     if (s.gemms_not_paying > 0) why += format_text(" and %d not paying", s.gemms_not_paying);
-    why += " (" + threshold_load_text(s.total_risk, s.fp8_gemms, gemm_kind(s)) + ")";
+    why += " (" + threshold_load_text(s.total_risk, s.fp8_gemms, gemm_kind(s).c_str()) + ")";
     if (s.speedup) why += format_text(", %.3fx", *s.speedup);
     why += format_text(": %s", key);
   }
