@@ -325,8 +325,10 @@ std::string te_cannot_train(const Recipe& recipe);
 // Why Transformer Engine release `te` cannot train with the recipe as it was evaluated, though
 // a later release can; empty when it can. In the supported range (core/te_version.hpp): current
 // scaling with power-of-two scales before TE 2.8, where Float8CurrentScaling's scales are FP32 and
-// nothing TE reads turns them to powers of two (te_has_current_pow2_env).
-std::string te_release_cannot_train(const Recipe& recipe, TeVersion te);
+// nothing TE reads turns them to powers of two (te_has_current_pow2_env); NVFP4 before 2.8
+// (te_has_nvfp4); with `sm` the target GPU's SM (0: any GPU), block scaling on sm_100+ before 2.9
+// (te_has_block_on_blackwell).
+std::string te_release_cannot_train(const Recipe& recipe, TeVersion te, int sm = 0);
 
 // An FP8 recipe: the kind casts to an FP8 type (every kind but bf16, the BF16 round trip).
 bool is_fp8(RecipeKind kind);

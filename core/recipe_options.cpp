@@ -248,10 +248,13 @@ std::string te_cannot_train(const Recipe& r) {
   return why;
 }
 
-std::string te_release_cannot_train(const Recipe& r, TeVersion te) {
+std::string te_release_cannot_train(const Recipe& r, TeVersion te, int sm) {
   std::string why;
   if (r.kind == RecipeKind::kNvfp4 && !te_has_nvfp4(te))  // the kind's reason covers its options'
     return "NVFP4BlockScaling exists from TE 2.8; TE " + te_version_text(te) + " has no NVFP4 recipe";
+  if (r.kind == RecipeKind::kBlock && sm >= 100 && !te_has_block_on_blackwell(te))
+    return "Float8BlockScaling runs on sm_100+ from TE 2.9; TE " + te_version_text(te) +
+           " runs it on Hopper only (check_fp8_block_scaling_support)";
   for (const RecipeOptionRow* row : options_set(r))
     if (te < row->te_since) why += (why.empty() ? "" : "; ") + before_release(*row, te);
   return why;

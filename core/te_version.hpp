@@ -47,6 +47,12 @@ constexpr bool te_has_fp8_scale_stats(TeVersion v) { return v >= TeVersion{2, 7}
 // fixed False and nothing TE reads turns it on.
 constexpr bool te_has_current_pow2_env(TeVersion v) { return v >= TeVersion{2, 8}; }
 
+// Float8BlockScaling runs on sm_100+ from TE 2.9: check_fp8_block_scaling_support asks for
+// compute capability 9.0 to 10.0 in TE 2.4-2.8 ("requires Hopper", pytorch/fp8.py) and 9.0+ from
+// 2.9 (pytorch/quantization.py), where gemm.cpp runs the block-scaled GEMMs on Blackwell as MXFP8
+// (nvte_swizzle_block_scaling_to_mxfp8_scaling_factors).
+constexpr bool te_has_block_on_blackwell(TeVersion v) { return v >= TeVersion{2, 9}; }
+
 // NVFP4BlockScaling exists from TE 2.8 (common/recipe/__init__.py, PR #2177; docs/NVFP4-TE.md §1.3).
 constexpr bool te_has_nvfp4(TeVersion v) { return v >= TeVersion{2, 8}; }
 

@@ -21,7 +21,7 @@ Recommendation recommend(const RecommendationInputs& inputs, const Policy& polic
   // candidates the GPU cannot run, without one they are left out here.
   for (const RunCandidate& candidate : inputs.candidates) {
     if (!is_fp8(candidate.recipe.kind)) continue;
-    if (const RecipeSupport s = cost ? RecipeSupport{} : recipe_support(candidate.recipe.kind, gpu); !s.runs) {
+    if (const RecipeSupport s = cost ? RecipeSupport{} : recipe_support(candidate.recipe, gpu); !s.runs) {
       rec.gpu_excluded.push_back({candidate_name(candidate), s.reason});
       continue;
     }
@@ -31,9 +31,10 @@ Recommendation recommend(const RecommendationInputs& inputs, const Policy& polic
       ca.runnable = false;
       ca.evaluation_only = true;
       ca.excluded = "evaluation only: " + no;
-    } else if (const std::string old = te_release_cannot_train(candidate.recipe, te); !old.empty() && ca.runnable) {
+    } else if (const std::string old = te_release_cannot_train(candidate.recipe, te, gpu.sm); !old.empty() && ca.runnable) {
       ca.runnable = false;
       ca.release_excluded = true;
+      ca.release_reason = old;
       ca.excluded = "excluded on TE " + te_version_text(te) + ": " + old;
     }
     rec.candidates.push_back(std::move(ca));

@@ -70,7 +70,14 @@ std::array<double, 2> stored_shape(const RankDims& d, Role role) {
 
 }  // namespace
 
-RecipeSupport recipe_support(RecipeKind kind, const GpuTarget& gpu) {
+RecipeSupport recipe_support(const Recipe& recipe, const GpuTarget& gpu) {
+  const RecipeKind kind = recipe.kind;
+  // TE runs Float8BlockScaling's GEMMs on sm_100+ as MXFP8 (gemm.cpp swizzles the block scales to
+  // E8M0), and its casts there NVTE_CHECK power-of-two scales ("On Blackwell and newer, the FP8
+  // block scaling recipe is emulated with MXFP8", quantize_transpose_*_blockwise.cu, TE 2.9+).
+  if (kind == RecipeKind::kBlock && !recipe.pow2_scales && gpu.sm >= 100 && te_runs_on(kind, gpu.sm))
+    return {false, std::string("FP32 block scales do not run on sm_100+ (TE runs block scaling there as MXFP8 "
+                               "GEMMs: power-of-two scales only); ") + gpu.name + " is " + sm_text(gpu.sm)};
   if (te_runs_on(kind, gpu.sm) && kind == RecipeKind::kNvfp4 && !(gpu.fp4_tflops > 0))
     return {false, std::string("nvfp4 needs an FP4 tensor-core rate; the table has none for ") + gpu.name};
   if (te_runs_on(kind, gpu.sm)) return {};
@@ -164,7 +171,7 @@ CostModel build_cost_model(std::span<const GemmLayer> layers, std::span<const Re
   model.options = options;
   model.recipes.assign(recipes.begin(), recipes.end());
   for (const auto& r : model.recipes) {
-    model.support.push_back(recipe_support(r.kind, gpu));
+    model.support.push_back(recipe_support(r, gpu));
     model.single_copy.push_back(is_per_tensor(r.kind) && fp8_gemm_reads_transposed(gpu.sm));
   }
   const std::size_t n_recipes = model.recipes.size();

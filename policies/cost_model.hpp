@@ -48,13 +48,15 @@ struct CostOptions {
 // or "roofline at the captured token count" when tokens_per_step is 0.
 std::string roofline_basis(const CostOptions& options);
 
-// Whether TE trains with the recipe on the GPU (the recipe row's te_runs_on at the target's SM),
-// and why not, e.g. "mxfp8 needs sm_100+ (TE MXFP8BlockScaling); h100 is sm_90".
+// Whether TE trains with the recipe on the GPU (the recipe row's te_runs_on at the target's SM,
+// and block:fp32 nowhere on sm_100+), and why not, e.g. "mxfp8 needs sm_100+ (TE
+// MXFP8BlockScaling); h100 is sm_90". What a TE release before the target's lacks is
+// te_release_cannot_train's.
 struct RecipeSupport {
   bool runs = true;
   std::string reason;  // empty when it runs
 };
-RecipeSupport recipe_support(RecipeKind kind, const GpuTarget& gpu);
+RecipeSupport recipe_support(const Recipe& recipe, const GpuTarget& gpu);
 
 // One GEMM as one rank runs it: output [m, n], reduction k, in elements (double: the token
 // dimension may be scaled by CostOptions::tokens_per_step). Operand a is [m, k], b is [n, k].

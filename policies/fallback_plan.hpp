@@ -54,6 +54,7 @@ struct CandidatePlan {
   bool evaluation_only = false;
   // The target TE release (--te-version) cannot train it; a later one can (te_release_cannot_train).
   bool release_excluded = false;
+  std::string release_reason;          // te_release_cannot_train's, for the target GPU
   std::string excluded;                // empty when runnable
   std::optional<double> speedup;       // of the plan (after the GEMMs where FP8 would not pay)
   // Of the numerics-only plan (every passing GEMM FP8), before the cost sends GEMMs to BF16.

@@ -235,7 +235,7 @@ std::string answer_lines(const AnswerContext& a) {
     if (c.evaluation_only)
       evaluation_only += (evaluation_only.empty() ? "" : ", ") + candidate_name(c.candidate);
     else if (c.release_excluded)
-      release += "    " + candidate_name(c.candidate) + ": " + te_release_cannot_train(c.candidate.recipe, rec.te_version) + "\n";
+      release += "    " + candidate_name(c.candidate) + ": " + c.release_reason + "\n";
     else if (!c.runnable)
       excluded.emplace_back(candidate_name(c.candidate), c.excluded);
   if (!excluded.empty()) {

@@ -130,7 +130,7 @@ std::string recommendation_section(const AnswerContext& a) {
     else
       (c.evaluation_only ? evaluation_only : release)
           .push_back(candidate_name(c.candidate) + ": " +
-                     (c.release_excluded ? te_release_cannot_train(c.candidate.recipe, rec.te_version) : c.excluded));
+                     (c.release_excluded ? c.release_reason : c.excluded));
   }
   const std::vector<std::string> excluded = join_by_reason(on_gpu);
   if (!excluded.empty()) s += "### Excluded on " + markdown_text(a.gpu_name()) + "\n\n" + bullets(excluded) + "\n";

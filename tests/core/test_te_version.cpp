@@ -32,6 +32,8 @@ TEST_CASE("TE facts by release: autocast 2.9, DisableQuantization* 2.13, FP8 sca
   CHECK(te_has_fp8_scale_stats({2, 7}));
   CHECK_FALSE(te_has_current_pow2_env({2, 7}));
   CHECK(te_has_current_pow2_env({2, 8}));
+  CHECK_FALSE(te_has_block_on_blackwell({2, 8}));
+  CHECK(te_has_block_on_blackwell({2, 9}));
 }
 
 TEST_CASE("te_release_cannot_train: current:pow2 before TE 2.8 only; every other recipe on every release") {
@@ -42,4 +44,18 @@ TEST_CASE("te_release_cannot_train: current:pow2 before TE 2.8 only; every other
   CHECK(te_release_cannot_train(parse_recipe("current:pow2"), {2, 8}).empty());
   for (const char* spec : {"current", "delayed", "block", "block:fp32", "mxfp8", "bf16"})
     for (const fp8a::TeVersion te : {fp8a::kTeOldest, fp8a::kTeNewest}) CHECK(te_release_cannot_train(parse_recipe(spec), te).empty());
+}
+
+TEST_CASE("te_release_cannot_train: block scaling on sm_100+ before TE 2.9, on Hopper on every release") {
+  using fp8a::parse_recipe;
+  const std::string before = "Float8BlockScaling runs on sm_100+ from TE 2.9; TE 2.8 runs it on Hopper only "
+                             "(check_fp8_block_scaling_support)";
+  for (const char* spec : {"block", "block:fp32"}) {
+    CHECK(te_release_cannot_train(parse_recipe(spec), {2, 8}, 100) == before);
+    CHECK(te_release_cannot_train(parse_recipe(spec), {2, 8}, 103) == before);
+    CHECK(te_release_cannot_train(parse_recipe(spec), {2, 9}, 100).empty());
+    for (const fp8a::TeVersion te : {fp8a::kTeOldest, fp8a::kTeNewest}) CHECK(te_release_cannot_train(parse_recipe(spec), te, 90).empty());
+  }
+  CHECK(te_release_cannot_train(parse_recipe("mxfp8"), fp8a::kTeOldest, 100).empty());
+  CHECK(te_release_cannot_train(parse_recipe("current"), fp8a::kTeOldest, 100).empty());
 }

@@ -761,7 +761,8 @@ TEST_CASE("advisories: the field facts, each where it applies, with its source")
 }
 
 // Issue 38: on every TE release --te-version accepts, the default list's answer is a recipe that
-// release trains with; a candidate it cannot train with (current:pow2 before TE 2.8) is judged,
+// release trains with on B200; a candidate it cannot train with (current:pow2 before TE 2.8, block
+// scaling on Blackwell before 2.9) is judged,
 // excluded with "excluded on TE X.Y: ", and ranked after every runnable one.
 TEST_CASE("real lm-sane, the default list, every TE release: the answer is one the release can train") {
   Evaluated e;
@@ -781,16 +782,21 @@ TEST_CASE("real lm-sane, the default list, every TE release: the answer is one t
     CHECK(te_release_cannot_train(chosen, te).empty());
     CHECK(te_cannot_train(chosen).empty());
     for (const CandidatePlan& c : rec.candidates) {
-      const bool lacks = c.candidate.recipe == parse_recipe("current:pow2") && te < TeVersion{2, 8};
+      // b200: block scaling from TE 2.9 (block:fp32 on no release: excluded on the GPU).
+      const bool lacks = (c.candidate.recipe == parse_recipe("current:pow2") && te < TeVersion{2, 8}) ||
+                         (c.candidate.recipe == parse_recipe("block") && te < TeVersion{2, 9});
       CHECK(c.release_excluded == lacks);
+      CHECK(c.candidate.recipe != parse_recipe("block:fp32"));
       if (lacks) {
         CHECK_FALSE(c.runnable);
-        CHECK(c.excluded.starts_with("excluded on TE " + te_version_text(te) + ": "));
+        CHECK(c.excluded == "excluded on TE " + te_version_text(te) + ": " + c.release_reason);
         ++excluded;
       }
     }
+    REQUIRE(rec.gpu_excluded.size() == 1);
+    CHECK(rec.gpu_excluded[0].candidate.starts_with("block:fp32"));
   }
-  CHECK(excluded == 4);  // TE 2.4 to 2.7
+  CHECK(excluded == 4 + 5);  // current:pow2 on TE 2.4 to 2.7, block on 2.4 to 2.8
 }
 
 // calibration nvfp4-outlier20 (a 2^20 token in layers.1's FC2 input): the three-tier plan and its

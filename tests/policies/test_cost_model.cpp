@@ -42,8 +42,13 @@ std::vector<fp8a::Recipe> recipes(const char* list) { return fp8a::parse_recipe_
 
 TEST_CASE("a recipe the GPU cannot run is excluded with the rule and the GPU's SM") {
   using fp8a::RecipeKind;
-  auto why = [](RecipeKind kind, const char* name) {
-    const auto s = fp8a::recipe_support(kind, gpu(name));
+  auto support = [](RecipeKind kind, const char* name) {
+    fp8a::Recipe r;
+    r.kind = kind;
+    return fp8a::recipe_support(r, gpu(name));
+  };
+  auto why = [&](RecipeKind kind, const char* name) {
+    const auto s = support(kind, name);
     CHECK_FALSE(s.runs);
     return s.reason;
   };
@@ -57,17 +62,31 @@ TEST_CASE("a recipe the GPU cannot run is excluded with the rule and the GPU's S
   CHECK(why(RecipeKind::kMx, "rtx5090") ==
         "mxfp8 runs on sm_100 to sm_119 only (TE MXFP8BlockScaling); rtx5090 is sm_120");
   for (const char* name : {"h100", "b200", "rtx4090"}) {
-    const auto s = fp8a::recipe_support(RecipeKind::kPerTensorCurrent, gpu(name));
+    const auto s = support(RecipeKind::kPerTensorCurrent, name);
     CHECK(s.runs);
     CHECK(s.reason.empty());
   }
-  CHECK(fp8a::recipe_support(RecipeKind::kBf16, gpu("a100")).runs);
-  CHECK(fp8a::recipe_support(RecipeKind::kMx, gpu("gb200")).runs);
+  CHECK(support(RecipeKind::kBf16, "a100").runs);
+  CHECK(support(RecipeKind::kMx, "gb200").runs);
   // NVFP4: Blackwell's datacenter parts; Hopper refused as TE's autocast refuses it.
   CHECK(why(RecipeKind::kNvfp4, "h100") == "nvfp4 needs sm_100+ (TE NVFP4BlockScaling); h100 is sm_90");
   CHECK(why(RecipeKind::kNvfp4, "rtx5090") ==
         "nvfp4 runs on sm_100 to sm_119 only (TE NVFP4BlockScaling); rtx5090 is sm_120");
-  CHECK(fp8a::recipe_support(RecipeKind::kNvfp4, gpu("b200")).runs);
+  CHECK(support(RecipeKind::kNvfp4, "b200").runs);
+  // Block scaling on Blackwell: TE's casts there NVTE_CHECK power-of-two scales (TE 2.9+,
+  // quantize_transpose_square_blockwise.cu), so block (TE's default) runs and block:fp32 does not.
+  CHECK(fp8a::recipe_support(fp8a::parse_recipe("block"), gpu("b200")).runs);
+  CHECK(fp8a::recipe_support(fp8a::parse_recipe("block:fp32"), gpu("h100")).runs);
+  for (const char* name : {"b200", "gb300"}) {
+    const auto s = fp8a::recipe_support(fp8a::parse_recipe("block:fp32"), gpu(name));
+    CHECK_FALSE(s.runs);
+    CHECK(s.reason == std::string("FP32 block scales do not run on sm_100+ (TE runs block scaling there as MXFP8 "
+                                  "GEMMs: power-of-two scales only); ") + name + " is sm_10" +
+                          (std::string(name) == "b200" ? "0" : "3"));
+  }
+  // Where block scaling does not run at all, that is the reason, not its scales'.
+  CHECK(fp8a::recipe_support(fp8a::parse_recipe("block:fp32"), gpu("l40s")).reason ==
+        "block needs sm_90+ (TE Float8BlockScaling); l40s is sm_89");
 
   // In a model the excluded recipe keeps its reason; a plan that chooses it is a caller's bug.
   const std::vector<fp8a::GemmLayer> layers = {layer("fc1", 1024, 1024, 1024)};
