@@ -36,9 +36,14 @@ def _train_one(item):
 
 
 def train_all(jobs, only=None):
-    todo = cases.queue(only)
-    print("%d runs (%d cached)" % (len(todo), sum(os.path.exists(os.path.join(
-        harness.run_dir(cases.arm_config(*i)), "result.json")) for i in todo)), flush=True)
+    """Trains the queued runs that have neither a finished folder under runs/ nor an outcome
+    stored in results.json under the same configuration hash."""
+    queued = cases.queue(only)
+    stored = stored_replicates()
+    todo = [i for i in queued if harness.config_hash(cases.arm_config(*i)) not in stored
+            and not os.path.exists(os.path.join(harness.run_dir(cases.arm_config(*i)),
+                                                "result.json"))]
+    print("%d runs (%d finished or stored)" % (len(todo), len(queued) - len(todo)), flush=True)
     with multiprocessing.get_context("spawn").Pool(jobs, maxtasksperchild=1) as pool:
         for (case, arm, rep), val, dt in pool.imap(_train_one, todo):
             print("%s %s rep %d: final val loss %.4f (%.0f s)" % (case, arm, rep, val, dt),
