@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "engine/cpu_isa.hpp"
 
 namespace fp8a {
 
@@ -61,16 +62,30 @@ void matmul_batched(memory::data_type type, const void* a, const void* b, std::i
           memory::desc({batch, m, n}, memory::data_type::f32, memory::format_tag::abc), a, b, c);
 }
 
-std::vector<float> widened(const std::uint16_t* x, std::int64_t n) {
-  std::vector<float> out(static_cast<std::size_t>(n));
+void widen_body(const std::uint16_t* x, std::int64_t n, float* out) {
   for (std::int64_t i = 0; i < n; ++i) {
     const std::uint32_t bits = static_cast<std::uint32_t>(x[i]) << 16;
-    std::memcpy(&out[static_cast<std::size_t>(i)], &bits, 4);
+    std::memcpy(out + i, &bits, 4);
   }
+}
+FP8A_CPU_PATHS(void, widen_on, (const std::uint16_t* x, std::int64_t n, float* out), (x, n, out), widen_body)
+
+std::vector<float> widened(const std::uint16_t* x, std::int64_t n) {
+  std::vector<float> out(static_cast<std::size_t>(n));
+  cpu_widen_bf16(x, n, out.data());
   return out;
 }
 
 }  // namespace
+
+void cpu_widen_bf16(const std::uint16_t* x, std::int64_t n, float* out) {
+  FP8A_CPU_PICK(default_cpu_isa(), widen_on)(x, n, out);
+}
+
+void cpu_gemm_f32_batched(const float* a, const float* b, std::int64_t batch, std::int64_t m, std::int64_t n,
+                          std::int64_t k, float* c) {
+  matmul_batched(memory::data_type::f32, a, b, batch, m, n, k, c);
+}
 
 bool cpu_gemm_native_bf16() {
   static const bool native = [] {

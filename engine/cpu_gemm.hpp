@@ -34,6 +34,12 @@ void cpu_gemm_bf16(const std::uint16_t* a, GemmLayout a_layout, const std::uint1
 // c[e] = a[e] * b[e]^T for e < batch, dense: a [batch, m, k], b [batch, n, k], c [batch, m, n].
 void cpu_gemm_bf16_batched(const std::uint16_t* a, const std::uint16_t* b, std::int64_t batch, std::int64_t m,
                            std::int64_t n, std::int64_t k, float* c);
+// out [i] = the float32 value of BF16 bits x [i], exactly (where BF16 products are widened).
+void cpu_widen_bf16(const std::uint16_t* x, std::int64_t n, float* out);
+// c[e] = a[e] * b[e]^T with float32 operands, laid out as cpu_gemm_bf16_batched's: its products
+// on a CPU without BF16 units, given operands widened once (cpu_widen_bf16).
+void cpu_gemm_f32_batched(const float* a, const float* b, std::int64_t batch, std::int64_t m, std::int64_t n,
+                          std::int64_t k, float* c);
 // c = a * b^T with float32 operands.
 void cpu_gemm_f32(const float* a, GemmLayout a_layout, const float* b, GemmLayout b_layout, std::int64_t m,
                   std::int64_t n, std::int64_t k, float* c);

@@ -159,7 +159,33 @@ struct GemmInput {
   std::int64_t blocks = 0, rows = 0;
   std::vector<std::uint16_t> block_codes;
   Floats block_scale_inv;
+  // On a CPU without BF16 units (cpu_gemm_native_bf16 false): the BF16 values (bf16 or
+  // block_codes) widened to float32 once, for an operand multiplied by many tiles (widen_once);
+  // empty otherwise, and each product widens its operands itself.
+  Floats wide;
 };
+
+// Widens an operand's BF16 values for every product it takes part in, where the CPU multiplies
+// BF16 as float32: the a operand of a part, multiplied by every tile of b.
+void widen_once(GemmInput* in) {
+  in->wide.clear();
+  if (cpu_gemm_native_bf16()) return;
+  const std::vector<std::uint16_t>& codes = in->blocks > 0 ? in->block_codes : in->bf16;
+  if (in->blocks == 0 && !in->is_bf16) return;  // float32 already
+  in->wide.resize(codes.size());
+  cpu_widen_bf16(codes.data(), static_cast<std::int64_t>(codes.size()), in->wide.data());
+}
+
+// The operand's values as float32, for a CPU without BF16 units: widened once, or now into
+// *scratch (its capacity kept, so that no tile zero-fills a new buffer).
+const float* wide_values(const GemmInput& x, Floats* scratch) {
+  if (!x.wide.empty()) return x.wide.data();
+  if (x.blocks == 0 && !x.is_bf16) return x.f32.data();
+  const std::vector<std::uint16_t>& codes = x.blocks > 0 ? x.block_codes : x.bf16;
+  scratch->resize(codes.size());
+  cpu_widen_bf16(codes.data(), static_cast<std::int64_t>(codes.size()), scratch->data());
+  return scratch->data();
+}
 
 // The reduction's block length of the casts whose scales are applied per block.
 constexpr std::int64_t kKBlock = 128;
@@ -279,6 +305,7 @@ void prepare_block_scaled(const OperandSource& src, const Floats& x, std::int64_
 // a scratch buffer).
 void prepare(const OperandSource& src, const Floats& x, std::int64_t r0, std::int64_t n, const QuantSpec* spec,
              bool squared, Floats* work, GemmInput* in) {
+  in->wide.clear();
   if (spec == nullptr) return to_gemm_input(x.data(), x.size(), src.layout, 1.0, true, squared, in);
   if (is_per_tensor(spec->kind)) {
     // q / scale exactly (the cast's dequantised values are q * scale_inverse(scale) rounded to
@@ -342,8 +369,14 @@ void add_block_scaled_product(const GemmInput& a, const GemmInput& b, std::int64
   for (std::int64_t e0 = 0; e0 < a.blocks; e0 += kBatch) {
     const std::int64_t batch = std::min(kBatch, a.blocks - e0);
     c->resize(static_cast<std::size_t>(batch * m * n));
-    cpu_gemm_bf16_batched(a.block_codes.data() + e0 * m * kKBlock, b.block_codes.data() + e0 * n * kKBlock, batch, m,
-                          n, kKBlock, c->data());
+    if (cpu_gemm_native_bf16()) {
+      cpu_gemm_bf16_batched(a.block_codes.data() + e0 * m * kKBlock, b.block_codes.data() + e0 * n * kKBlock, batch,
+                            m, n, kKBlock, c->data());
+    } else {
+      thread_local Floats wa, wb;
+      cpu_gemm_f32_batched(wide_values(a, &wa) + e0 * m * kKBlock, wide_values(b, &wb) + e0 * n * kKBlock, batch, m,
+                           n, kKBlock, c->data());
+    }
     const auto add_scaled = FP8A_CPU_PICK(default_cpu_isa(), add_block_product_on);
     for (std::int64_t e = 0; e < batch; ++e)
       add_scaled(c->data() + e * m * n, a.block_scale_inv.data() + (e0 + e) * m,
@@ -368,17 +401,11 @@ void add_product(const GemmInput& a, const GemmInput& b, std::int64_t m, std::in
                  bool accumulate, Floats* c, double* out) {
   if (a.blocks > 0 || b.blocks > 0) return add_block_scaled_product(a, b, m, n, accumulate, c, out);
   c->resize(static_cast<std::size_t>(m * n));
-  if (a.is_bf16 && b.is_bf16) {
+  if (a.is_bf16 && b.is_bf16 && cpu_gemm_native_bf16()) {
     cpu_gemm_bf16(a.bf16.data(), a.layout, b.bf16.data(), b.layout, m, n, k, c->data());
-  } else {
-    const auto widen = [](const GemmInput& x) {
-      if (!x.is_bf16) return x.f32;
-      Floats f(x.bf16.size());
-      for (std::size_t i = 0; i < f.size(); ++i) f[i] = bf16_to_float(x.bf16[i]);
-      return f;
-    };
-    const Floats af = widen(a), bf = widen(b);
-    cpu_gemm_f32(af.data(), a.layout, bf.data(), b.layout, m, n, k, c->data());
+  } else {  // float32 products of the same values: BF16 ones widened exactly
+    thread_local Floats wa, wb;
+    cpu_gemm_f32(wide_values(a, &wa), a.layout, wide_values(b, &wb), b.layout, m, n, k, c->data());
   }
   FP8A_CPU_PICK(default_cpu_isa(), scale_out_on)(c->data(), c->size(), std::ldexp(1.0, a.exp2 + b.exp2),
                                                  a.divisor * b.divisor, accumulate, out);
@@ -450,6 +477,7 @@ void part_products(const Part& part, const std::vector<TermSpecs>& casts, bool s
       const auto& spec = casts[c][t].first;
       Floats work;
       prepare(term.a, term.a_raw, 0, term.a.rows(), spec ? &*spec : nullptr, squared, &work, &a_in[c][t]);
+      widen_once(&a_in[c][t]);
     });
   });
   // For each term and cast, the first cast with the same b cast: b is cast once for all of them.
@@ -745,14 +773,14 @@ std::string gemm_unit_key(const GemmLayer& job, const EvaluationIndex& index, co
 }
 
 // How many casts of a GEMM emulated_rows takes at once: as many as keep their buffers (the
-// entries' relative errors, the a operand as cast, a tile's output per thread) within
-// kGemmGroupBytes, at least one.
+// entries' relative errors, the a operand as cast and, on a CPU without BF16 units, widened, a
+// tile's output per thread) within kGemmGroupBytes, at least one.
 std::size_t uses_per_group(const GemmCase& c) {
   std::int64_t bytes = 0;
   const auto threads = static_cast<std::int64_t>(tbb::this_task_arena::max_concurrency());
   for (const Part& p : c.parts) {
     bytes += p.rows * p.cols * 8 + threads * p.rows * kGemmTileRows * 8;
-    for (const Term& t : p.terms) bytes += t.a.rows() * t.a.k() * 4;
+    for (const Term& t : p.terms) bytes += t.a.rows() * t.a.k() * (cpu_gemm_native_bf16() ? 4 : 8);
   }
   return static_cast<std::size_t>(std::max<std::int64_t>(1, kGemmGroupBytes / std::max<std::int64_t>(1, bytes)));
 }
