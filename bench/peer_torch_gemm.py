@@ -4,7 +4,7 @@ bench/make_llama_capture.py case as PyTorch BF16 matmuls on the CPU (oneDNN), on
 cores in the same run. Needs torch only (Debian's /usr/bin/python3 has torch 1.13 with oneDNN):
 
     /usr/bin/python3 bench/peer_torch_gemm.py CASE [--tokens M] [--layers L] [--rows R]
-        [--wgrad-rows R] [--threads 1,ALL] [--repeat 3] [--quick] [--no-isa]
+        [--wgrad-rows R] [--threads 1,ALL] [--repeat 3] [--quick] [--no-isa] [--dtype float32]
 
 CASE, --tokens and --layers as bench/make_llama_capture.py (7b-layer, 7b-model, 70b-fc1). For each
 linear layer (X [M, K], W [N, K], dY [M, N]) its three GEMMs, [m, k] x [k, n], in the operand
@@ -15,7 +15,11 @@ layouts of a PyTorch training step (torch.nn.functional.linear and its backward)
 --rows R replaces M by R in fprop and dgrad (the token rows fp8-advisor samples); --wgrad-rows R
 replaces wgrad's N (the dW rows fp8-advisor samples there: engine/gemm_error.cpp); default all.
 
-Operands are N(0, 1) BF16 from torch's generator (the speed of a BF16 GEMM does not depend on the
+--dtype float32 times the same GEMMs in float32: on a CPU without BF16 units (AVX2), where
+PyTorch's BF16 matmul is not what the CPU can do, float32 is the rate of its FMA units, the
+stronger peer for fp8-advisor's products there (widened BF16, float32 kernels).
+
+Operands are N(0, 1) BF16 (or float32) from torch's generator (the speed of a BF16 GEMM does not depend on the
 values; no subnormals), the output a preallocated BF16 tensor (torch.matmul(out=)), so no
 allocation is timed. Each distinct shape is measured once per thread count, one warm-up and then
 --repeat timed calls (median); a shape that repeats (7b-model's layers) is counted with its
@@ -105,17 +109,17 @@ def gemms(case, tokens, layers, rows, wgrad_rows):
     return out
 
 
-def operands(gemm, m, k, n, gen):
+def operands(gemm, m, k, n, gen, dtype=torch.bfloat16):
     """(a, b, out) in the training layouts: fprop X @ W^T, dgrad dY @ W, wgrad dY^T @ X."""
     def randn(*shape):
-        return torch.randn(*shape, generator=gen, dtype=torch.float32).to(torch.bfloat16)
+        return torch.randn(*shape, generator=gen, dtype=torch.float32).to(dtype)
     if gemm == "fprop":    # X [m, k], W [n, k]
         a, b = randn(m, k), randn(n, k).t()
     elif gemm == "dgrad":  # dY [m, k=N], W [k=N, n=K]
         a, b = randn(m, k), randn(k, n)
     else:                  # dY [k=M, m=N] -> dY^T, X [k=M, n=K]
         a, b = randn(k, m).t(), randn(k, n)
-    return a, b, torch.empty(m, n, dtype=torch.bfloat16)
+    return a, b, torch.empty(m, n, dtype=dtype)
 
 
 def time_gemm(a, b, c, repeat):
@@ -146,6 +150,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="time the warm-up call only (--repeat 0)")
     ap.add_argument("--no-isa", action="store_true", help="skip the oneDNN implementation probe")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16",
+                    help="the operands' and output's type (default bfloat16)")
     a = ap.parse_args()
     _, tokens, layers = llama_shapes.case_of(ap, a)
     repeat = 0 if a.quick else a.repeat
@@ -165,8 +171,8 @@ def main():
     if not a.no_isa:
         print("oneDNN BF16 matmul: %s" % onednn_impl())
     shapes = gemms(a.case, tokens, layers, a.rows, a.wgrad_rows)
-    print("case %s: M=%d, %d layers, rows %s, wgrad rows %s, %d distinct GEMMs (%d in all), %s"
-          % (a.case, tokens, layers, a.rows or "all", a.wgrad_rows or "all", len(shapes),
+    print("case %s (%s): M=%d, %d layers, rows %s, wgrad rows %s, %d distinct GEMMs (%d in all), %s"
+          % (a.case, a.dtype, tokens, layers, a.rows or "all", a.wgrad_rows or "all", len(shapes),
              sum(s[5] for s in shapes), "quick (warm-up call timed)" if repeat == 0
              else "median of %d after a warm-up" % repeat), flush=True)
 
@@ -175,7 +181,7 @@ def main():
     totals = {t: [0.0, 0.0] for t in threads}
     wall0, load0 = time.perf_counter(), os.getloadavg()
     for gemm, name, m, k, n, count in shapes:
-        x, y, out = operands(gemm, m, k, n, gen)
+        x, y, out = operands(gemm, m, k, n, gen, getattr(torch, a.dtype))
         flops = 2.0 * m * n * k
         for t in threads:
             torch.set_num_threads(t)

@@ -13,6 +13,9 @@
 # (summary.json), the GEMM stage's products and GFLOP/s per core (bench/gemm_stage_flops.py), then
 # the peer's lines for the same shapes at the rows fp8-advisor used. Needs numpy and ml_dtypes for
 # the generator (pip) and Debian's python3-torch (/usr/bin/python3) for the peer.
+# Environment: GEN_PYTHON (default python3) runs the generator, PEER_PYTHON (default
+# /usr/bin/python3) the peer, once per type in PEER_DTYPES (default "bfloat16"; "bfloat16 float32"
+# adds the FMA units' rate, the peer that counts on a CPU without BF16 units).
 set -euo pipefail
 bin=$1 out=$2
 shift 2
@@ -31,7 +34,7 @@ for c in "${cases[@]}"; do
   cap=$out/captures/$c
   if [ ! -f "$cap/.complete" ]; then
     rm -rf "$cap"
-    python3 "$here/make_llama_capture.py" "${gen[0]}" "$cap" "${gen[@]:1}"
+    "${GEN_PYTHON:-python3}" "$here/make_llama_capture.py" "${gen[0]}" "$cap" "${gen[@]:1}"
     touch "$cap/.complete"
   fi
   run=$out/run-$c
@@ -45,6 +48,9 @@ for c in "${cases[@]}"; do
   python3 "$here/gemm_stage_flops.py" "$run" | tee "$out/flops-$c.txt"
   rows=$(sed -n 's/.*fprop=\([0-9]*\).*/\1/p' "$out/flops-$c.txt")
   wrows=$(sed -n 's/.*wgrad=\([0-9]*\).*/\1/p' "$out/flops-$c.txt")
-  echo "-- peer: /usr/bin/python3 bench/peer_torch_gemm.py ${peer[*]} --rows $rows --wgrad-rows $wrows --no-isa"
-  /usr/bin/python3 "$here/peer_torch_gemm.py" "${peer[@]}" --rows "$rows" --wgrad-rows "$wrows" --no-isa | grep -E "^total|load"
+  for dtype in ${PEER_DTYPES:-bfloat16}; do
+    echo "-- peer: ${PEER_PYTHON:-/usr/bin/python3} bench/peer_torch_gemm.py ${peer[*]} --rows $rows --wgrad-rows $wrows --no-isa --dtype $dtype"
+    "${PEER_PYTHON:-/usr/bin/python3}" "$here/peer_torch_gemm.py" "${peer[@]}" --rows "$rows" --wgrad-rows "$wrows" \
+      --no-isa --dtype "$dtype" | grep -E "^machine|^total|load"
+  done
 done
