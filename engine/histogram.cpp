@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <numeric>
 #include <utility>
@@ -15,6 +17,13 @@ namespace {
 constexpr int kMinExp = -149;
 constexpr int kMaxExp = 127;
 constexpr std::int64_t kChunk = 4096;
+
+// floor(log2 |x|) of a finite nonzero float from its magnitude's bits, as std::ilogb gives it:
+// a normal's exponent field, a subnormal's (m * 2^-149) place of its leading one.
+int binade(std::uint32_t magnitude) {
+  const auto field = static_cast<int>(magnitude >> 23);
+  return field != 0 ? field - 127 : kMinExp + 31 - std::countl_zero(magnitude);
+}
 
 }  // namespace
 
@@ -50,20 +59,21 @@ Log2Histogram log2_histogram(const TensorView& tensor) {
   std::array<std::int64_t, kMaxExp - kMinExp + 1> bins{};
   Log2Histogram h;
   h.numel = tensor.numel();
-  float amin = std::numeric_limits<float>::infinity(), amax = 0.0f;
+  // |x| ordered by its bits (a nonnegative float's bits order as its value).
+  std::uint32_t amin = std::bit_cast<std::uint32_t>(std::numeric_limits<float>::infinity()), amax = 0;
   std::vector<float> buf(static_cast<std::size_t>(std::min(kChunk, std::max<std::int64_t>(h.numel, 1))));
   for (std::int64_t begin = 0; begin < h.numel; begin += kChunk) {
     const std::int64_t n = std::min(kChunk, h.numel - begin);
     tensor.load_floats(begin, n, buf.data());
     for (std::int64_t i = 0; i < n; ++i) {
-      const float x = buf[static_cast<std::size_t>(i)];
-      if (std::isnan(x)) ++h.nan_count;
-      else if (std::isinf(x)) ++h.inf_count;
-      else if (x == 0.0f) ++h.zeros;
+      const std::uint32_t m = std::bit_cast<std::uint32_t>(buf[static_cast<std::size_t>(i)]) & 0x7FFFFFFFu;
+      if (m > 0x7F800000u) ++h.nan_count;
+      else if (m == 0x7F800000u) ++h.inf_count;
+      else if (m == 0) ++h.zeros;
       else {
-        ++bins[static_cast<std::size_t>(std::ilogb(x) - kMinExp)];  // exact, subnormals included
-        amin = std::min(amin, std::fabs(x));
-        amax = std::max(amax, std::fabs(x));
+        ++bins[static_cast<std::size_t>(binade(m) - kMinExp)];  // exact, subnormals included
+        amin = std::min(amin, m);
+        amax = std::max(amax, m);
       }
     }
   }
@@ -73,8 +83,8 @@ Log2Histogram log2_histogram(const TensorView& tensor) {
   if (lo <= hi) {
     h.min_exp = lo + kMinExp;
     h.counts.assign(bins.begin() + lo, bins.begin() + hi + 1);
-    h.amin_nonzero = amin;
-    h.amax_finite = amax;
+    h.amin_nonzero = std::bit_cast<float>(amin);
+    h.amax_finite = std::bit_cast<float>(amax);
   }
   return h;
 }
