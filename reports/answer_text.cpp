@@ -245,7 +245,7 @@ std::string answer_lines(const AnswerContext& a) {
   if (!release.empty()) s += "  excluded on TE " + te_version_text(rec.te_version) + " (--te-version):\n" + release;
   if (!evaluation_only.empty())
     s += "  evaluation only (TE cannot train them; recipe.json has why): " + evaluation_only + "\n";
-  for (const std::string& why : a.not_written) s += "  not written: " + why + "\n";
+  for (const std::string& why : a.not_written) s += "  " + why + "\n";  // "X not written: why"
   return s;
 }
 

@@ -1593,7 +1593,10 @@ TEST_CASE("--te-version: a candidate that release cannot train with is excluded,
   const auto only = run(base + shell_quote((d.path / "b").string()) + " --te-version 2.4 --recipes current:pow2");
   REQUIRE(only.rc == 0);
   CHECK(only.out.rfind("answer: no FP8 recipe can be recommended: none runs on h100 with TE 2.4 (--te-version)\n", 0) == 0);
-  // summary.json says which consumer files were not written, and why, as the terminal does.
+  // summary.json says which consumer files were not written, and why, as the terminal does
+  // (once: "not written: nvdlfw_inspect.yaml not written: ..." read the words twice).
+  CHECK(only.out.find("\n  nvdlfw_inspect.yaml not written: no FP8 candidate was chosen\n") != std::string::npos);
+  CHECK(only.out.find("not written: nvdlfw_inspect.yaml") == std::string::npos);
   const auto summary = nlohmann::json::parse(slurp(d.path / "b" / "summary.json"));
   CHECK(summary["not_written"] == nlohmann::json::array({"nvdlfw_stats.csv not written: no --training-log",
                                                          "te_precision_config.yaml not written: no FP8 candidate was chosen",
