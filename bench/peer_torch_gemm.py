@@ -19,12 +19,12 @@ replaces wgrad's N (the dW rows fp8-advisor samples there: engine/gemm_error.cpp
 PyTorch's BF16 matmul is not what the CPU can do, float32 is the rate of its FMA units, the
 stronger peer for fp8-advisor's products there (widened BF16, float32 kernels).
 
-Operands are N(0, 1) BF16 (or float32) from torch's generator (the speed of a BF16 GEMM does not depend on the
-values; no subnormals), the output a preallocated BF16 tensor (torch.matmul(out=)), so no
-allocation is timed. Each distinct shape is measured once per thread count, one warm-up and then
---repeat timed calls (median); a shape that repeats (7b-model's layers) is counted with its
-multiplicity in the totals. --quick: no repeats, the warm-up call is the one timed (oneDNN creates
-its primitive in it: a few percent slower on these sizes).
+Operands are N(0, 1) BF16 (or float32) from torch's generator (the speed of a GEMM does not
+depend on the values; no subnormals), the output a preallocated tensor of the same type
+(torch.matmul(out=)), so no allocation is timed. Each distinct shape is measured once per thread
+count, one warm-up and then --repeat timed calls (median); a shape that repeats (7b-model's
+layers) is counted with its multiplicity in the totals. --quick: no repeats, the warm-up call is
+the one timed (oneDNN creates its primitive in it: a few percent slower on these sizes).
 
 Prints the machine, oneDNN's implementation for a BF16 matmul (a child process run with
 DNNL_VERBOSE=1; --no-isa skips it), then per shape and thread count

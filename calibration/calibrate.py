@@ -40,9 +40,13 @@ def train_all(jobs, only=None):
     stored in results.json under the same configuration hash."""
     queued = cases.queue(only)
     stored = stored_replicates()
-    todo = [i for i in queued if harness.config_hash(cases.arm_config(*i)) not in stored
-            and not os.path.exists(os.path.join(harness.run_dir(cases.arm_config(*i)),
-                                                "result.json"))]
+
+    def done(item):
+        cfg = cases.arm_config(*item)
+        return (harness.config_hash(cfg) in stored
+                or os.path.exists(os.path.join(harness.run_dir(cfg), "result.json")))
+
+    todo = [i for i in queued if not done(i)]
     print("%d runs (%d finished or stored)" % (len(todo), len(queued) - len(todo)), flush=True)
     with multiprocessing.get_context("spawn").Pool(jobs, maxtasksperchild=1) as pool:
         for (case, arm, rep), val, dt in pool.imap(_train_one, todo):

@@ -240,7 +240,7 @@ std::optional<RunCommand> parse_run(const Invocation& inv) {
   // elsewhere, or on a TE release without NVFP4BlockScaling, it could only be excluded.
   if (!cmd.eval.recipes_given) {
     const Recipe nvfp4 = parse_recipe("nvfp4");
-    if (recipe_support(nvfp4, *asked.gpu).runs && te_release_cannot_train(nvfp4, asked.te_version).empty())
+    if (recipe_support(nvfp4, *asked.gpu).runs && te_release_cannot_train(nvfp4, asked.te_version, asked.gpu->sm).empty())
       request.config.recipes.push_back(nvfp4);
   }
   request.recommend = std::move(asked);

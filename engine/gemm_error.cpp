@@ -11,6 +11,7 @@
 #include <cmath>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.hpp"
@@ -165,17 +166,6 @@ struct GemmInput {
   Floats wide;
 };
 
-// Widens an operand's BF16 values for every product it takes part in, where the CPU multiplies
-// BF16 as float32: the a operand of a part, multiplied by every tile of b.
-void widen_once(GemmInput* in) {
-  in->wide.clear();
-  if (cpu_gemm_native_bf16()) return;
-  const std::vector<std::uint16_t>& codes = in->blocks > 0 ? in->block_codes : in->bf16;
-  if (in->blocks == 0 && !in->is_bf16) return;  // float32 already
-  in->wide.resize(codes.size());
-  cpu_widen_bf16(codes.data(), static_cast<std::int64_t>(codes.size()), in->wide.data());
-}
-
 // The operand's values as float32, for a CPU without BF16 units: widened once, or now into
 // *scratch (its capacity kept, so that no tile zero-fills a new buffer).
 const float* wide_values(const GemmInput& x, Floats* scratch) {
@@ -185,6 +175,16 @@ const float* wide_values(const GemmInput& x, Floats* scratch) {
   scratch->resize(codes.size());
   cpu_widen_bf16(codes.data(), static_cast<std::int64_t>(codes.size()), scratch->data());
   return scratch->data();
+}
+
+// Widens an operand's BF16 values for every product it takes part in, where the CPU multiplies
+// BF16 as float32: the a operand of a part, multiplied by every tile of b.
+void widen_once(GemmInput* in) {
+  in->wide.clear();
+  if (cpu_gemm_native_bf16() || (in->blocks == 0 && !in->is_bf16)) return;  // or float32 already
+  Floats wide;
+  wide_values(*in, &wide);
+  in->wide = std::move(wide);
 }
 
 // The reduction's block length of the casts whose scales are applied per block.

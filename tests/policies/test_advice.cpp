@@ -779,7 +779,7 @@ TEST_CASE("real lm-sane, the default list, every TE release: the answer is one t
     REQUIRE(rec.chosen.has_value());
     const Recipe& chosen = rec.candidates[*rec.chosen].candidate.recipe;
     INFO("chosen " << chosen.spec());
-    CHECK(te_release_cannot_train(chosen, te).empty());
+    CHECK(te_release_cannot_train(chosen, te, every_recipe_gpu().sm).empty());
     CHECK(te_cannot_train(chosen).empty());
     for (const CandidatePlan& c : rec.candidates) {
       // b200: block scaling from TE 2.9 (block:fp32 on no release: excluded on the GPU).
