@@ -56,7 +56,7 @@ void quantize_row_varying(const float* x, std::int64_t n, const float* scale,
 
 // For each block row [r0, r1) of x [rows, cols] (block.rows rows): the scale pair of each of its
 // column blocks (block.cols columns), from the block's amax, to f(r0, r1, pairs). The one rule
-// both fake_quantize_blocked and block_codes cast by.
+// fake_quantize_blocked, block_codes and pow2_block_bf16 (narrow blocks) cast by.
 template <class F>
 void for_each_block_row(const QuantSpec& spec, const float* x, std::int64_t rows, std::int64_t cols, const F& f) {
   const std::int64_t br = spec.block.rows, bc = spec.block.cols;
@@ -234,6 +234,86 @@ FP8A_CPU_PATHS(void, block_codes_on,
                 float* block_scale_inv),
                (spec, x, rows, cols, q, block_scale_inv), block_codes_body)
 
+// One run of a power-of-two blocked cast as pow2_block_bf16 writes it: (q * scale_inv) * by, the
+// same two roundings as fake_quantize_rows' deq and to_gemm_input's normalising, as BF16 bits;
+// the low bits of every result ORed into *low.
+template <float (*RoundTrip)(float)>
+void pow2_bf16_run(const float* x, std::int64_t n, float scale, float scale_inv, float by, std::uint16_t* out,
+                   std::uint32_t* low) {
+  std::uint32_t l = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::uint32_t b = float_bits((RoundTrip(x[i] * scale) * scale_inv) * by);
+    l |= b & 0xFFFFu;
+    out[i] = static_cast<std::uint16_t>(b >> 16);
+  }
+  *low |= l;
+}
+
+// The same with a scale pair per element (a block row's columns).
+template <float (*RoundTrip)(float)>
+void pow2_bf16_row(const float* x, std::int64_t n, const float* scale, const float* scale_inv, float by,
+                   std::uint16_t* out, std::uint32_t* low) {
+  std::uint32_t l = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::uint32_t b = float_bits((RoundTrip(x[i] * scale[i]) * scale_inv[i]) * by);
+    l |= b & 0xFFFFu;
+    out[i] = static_cast<std::uint16_t>(b >> 16);
+  }
+  *low |= l;
+}
+
+// pow2_block_bf16 block by block, each block's amax and then its values while they are in cache:
+// blocks at least 8 wide one at a time, narrower ones (a column's) a block row at a time.
+template <float (*RoundTrip)(float)>
+bool pow2_block_bf16(const QuantSpec& spec, const float* x, std::int64_t rows, std::int64_t cols, int exp2,
+                     std::uint16_t* out) {
+  const std::int64_t br = spec.block.rows, bc = spec.block.cols;
+  const float by = std::ldexp(1.0f, -exp2);
+  std::uint32_t low = 0;
+  if (bc < 8) {
+    thread_local std::vector<float> scale, scale_inv;
+    scale.resize(static_cast<std::size_t>(cols));
+    scale_inv.resize(scale.size());
+    for_each_block_row(spec, x, rows, cols, [&](std::int64_t r0, std::int64_t r1,
+                                                 const std::vector<ScalePair>& pairs) {
+      for (std::int64_t c = 0; c < cols; ++c) {
+        const ScalePair& p = pairs[static_cast<std::size_t>(c / bc)];
+        scale[c] = p.scale;
+        scale_inv[c] = p.scale_inv;
+      }
+      for (std::int64_t r = r0; r < r1; ++r)
+        pow2_bf16_row<RoundTrip>(x + r * cols, cols, scale.data(), scale_inv.data(), by, out + r * cols, &low);
+    });
+    return low == 0;
+  }
+  for (std::int64_t r0 = 0; r0 < rows; r0 += br) {
+    const std::int64_t r1 = std::min(rows, r0 + br);
+    for (std::int64_t c0 = 0; c0 < cols; c0 += bc) {
+      const std::int64_t n = std::min(bc, cols - c0);
+      std::int32_t amax_bits = 0;
+      for (std::int64_t r = r0; r < r1; ++r)
+        for (std::int64_t i = 0; i < n; ++i)
+          amax_bits = std::max(amax_bits, abs_bits_not_nan(x[r * cols + c0 + i]));
+      const ScalePair s = block_scale(spec.kind, spec.format, spec.pow2_scales, spec.mx_rule, spec.value_for_inf,
+                                      bits_float(static_cast<std::uint32_t>(amax_bits)));
+      for (std::int64_t r = r0; r < r1; ++r)
+        pow2_bf16_run<RoundTrip>(x + r * cols + c0, n, s.scale, s.scale_inv, by, out + r * cols + c0, &low);
+    }
+  }
+  return low == 0;
+}
+
+bool pow2_block_bf16_body(const QuantSpec& spec, const float* x, std::int64_t rows, std::int64_t cols, int exp2,
+                          std::uint16_t* out) {
+  if (spec.format == Fp8Format::kE4M3) return pow2_block_bf16<round_trip_e4m3>(spec, x, rows, cols, exp2, out);
+  return pow2_block_bf16<round_trip_e5m2>(spec, x, rows, cols, exp2, out);
+}
+
+FP8A_CPU_PATHS(bool, pow2_block_bf16_on,
+               (const QuantSpec& spec, const float* x, std::int64_t rows, std::int64_t cols, int exp2,
+                std::uint16_t* out),
+               (spec, x, rows, cols, exp2, out), pow2_block_bf16_body)
+
 template <float (*RoundTrip)(float)>
 void codes_run(const float* x, std::int64_t n, float scale, std::uint16_t* q) {
   for (std::int64_t i = 0; i < n; ++i) q[i] = static_cast<std::uint16_t>(float_bits(RoundTrip(x[i] * scale)) >> 16);
@@ -257,6 +337,18 @@ void quantize_block_codes(const QuantSpec& spec, const float* x, std::int64_t ro
                  spec.kind != RecipeKind::kNvfp4,
              "quantize_block_codes: a blocked recipe only");
   FP8A_CPU_PICK(default_cpu_isa(), block_codes_on)(spec, x, rows, cols, q, scale_inv);
+}
+
+bool has_pow2_block_scales(const QuantSpec& spec) {
+  return spec.kind == RecipeKind::kMx || (spec.kind == RecipeKind::kBlock && spec.pow2_scales);
+}
+
+bool quantize_pow2_block_bf16(const QuantSpec& spec, const float* x, std::int64_t rows, std::int64_t cols, int exp2,
+                              std::uint16_t* out) {
+  FP8A_CHECK(has_pow2_block_scales(spec) && spec.block.rows >= 1 && spec.block.cols >= 1,
+             "quantize_pow2_block_bf16: a blocked recipe with power-of-two scales only");
+  FP8A_CHECK(exp2 >= -126 && exp2 <= 126, "quantize_pow2_block_bf16: 2^-exp2 not a normal float");
+  return FP8A_CPU_PICK(default_cpu_isa(), pow2_block_bf16_on)(spec, x, rows, cols, exp2, out);
 }
 
 void quantize_codes(const QuantSpec& spec, const float* x, std::int64_t n, std::uint16_t* q) {

@@ -72,6 +72,20 @@ void quantize_block_codes(const QuantSpec& spec, const float* x, std::int64_t ro
 void quantize_nvfp4_codes(const QuantSpec& spec, const float* x, std::int64_t rows, std::int64_t cols,
                           std::uint16_t* q);
 
+// Whether a blocked cast's scales are powers of two (MXFP8's E8M0; Float8BlockScaling with
+// power-of-two scales): its dequantised values are then BF16 values.
+bool has_pow2_block_scales(const QuantSpec& spec);
+
+// Such a cast as a GEMM multiplies it, each block's values in one pass after its amax: the BF16
+// bits of (fake_quantize_rows' deq) * 2^-exp2, each value rounded as deq is and then scaled; no
+// counts. With 2^exp2 at or below x's largest magnitude (|exp2| <= 126), the products lie far
+// from float32's under- and overflow, as normalised GEMM operands' do (a dequantised value is at
+// most 2^(exp2 + 2)). False where some value is not a BF16 value (scaled into float's subnormals
+// with more bits than BF16 keeps): the caller casts the other way. Rows start at a multiple of
+// the block height, as for fake_quantize_rows.
+bool quantize_pow2_block_bf16(const QuantSpec& spec, const float* x, std::int64_t rows, std::int64_t cols, int exp2,
+                              std::uint16_t* out);
+
 // The FP8 values of a per-tensor cast before its scale is undone, as BF16 bits: q = the saturating
 // cast of x * spec.scale, as fake_quantize_rows rounds it (its deq is q * scale_inverse(spec.scale)).
 // Every FP8 value is exactly a BF16 value, so a GEMM on q is a BF16 GEMM with the scales factored

@@ -85,24 +85,39 @@ std::vector<std::int64_t> sample(std::int64_t m, std::int64_t want, std::int64_t
 std::vector<std::int64_t> all_rows(std::int64_t m) { return sample(m, 0, 1); }
 
 // view's elements [begin, begin + n) as floats, non-finite ones set to 0 (they would make every
-// GEMM NaN), compiled for each CPU path: BF16 widened in vector registers.
-void load_clean_body(const TensorView& view, std::int64_t begin, std::int64_t n, float* out) {
+// GEMM NaN), compiled for each CPU path: BF16 widened in vector registers. Returns the largest
+// magnitude's bits.
+std::uint32_t load_clean_body(const TensorView& view, std::int64_t begin, std::int64_t n, float* out) {
+  std::uint32_t m = 0;
   if (view.dtype == DType::kBF16) {
+    // In runs copied to an aligned buffer first (the tensor's bytes may lie at any address), so
+    // that the loop over them is a vector loop.
     const auto* p = reinterpret_cast<const unsigned char*>(view.data) + 2 * begin;
-    for (std::int64_t i = 0; i < n; ++i) {
-      std::uint16_t h;
-      std::memcpy(&h, p + 2 * i, 2);
-      // exponent all ones: inf or NaN
-      const std::uint32_t b = (h & 0x7F80u) == 0x7F80u ? 0u : static_cast<std::uint32_t>(h) << 16;
-      std::memcpy(out + i, &b, 4);
+    constexpr std::int64_t kRun = 1024;
+    alignas(64) std::uint16_t h[kRun];
+    for (std::int64_t i0 = 0; i0 < n; i0 += kRun) {
+      const std::int64_t len = std::min(kRun, n - i0);
+      std::memcpy(h, p + 2 * i0, static_cast<std::size_t>(2 * len));
+      float* o = out + i0;
+      for (std::int64_t i = 0; i < len; ++i) {
+        // exponent all ones: inf or NaN
+        const std::uint32_t b = (h[i] & 0x7F80u) == 0x7F80u ? 0u : static_cast<std::uint32_t>(h[i]) << 16;
+        m = std::max(m, b & 0x7FFFFFFFu);
+        o[i] = std::bit_cast<float>(b);
+      }
     }
-    return;
+    return m;
   }
   view.load_floats(begin, n, out);
-  for (std::int64_t i = 0; i < n; ++i) out[i] = std::isfinite(out[i]) ? out[i] : 0.0f;
+  for (std::int64_t i = 0; i < n; ++i) {
+    out[i] = std::isfinite(out[i]) ? out[i] : 0.0f;
+    m = std::max(m, std::bit_cast<std::uint32_t>(out[i]) & 0x7FFFFFFFu);
+  }
+  return m;
 }
-FP8A_CPU_PATHS(void, load_clean_on, (const TensorView& view, std::int64_t begin, std::int64_t n, float* out),
-               (view, begin, n, out), load_clean_body)
+FP8A_CPU_PATHS(std::uint32_t, load_clean_on,
+               (const TensorView& view, std::int64_t begin, std::int64_t n, float* out), (view, begin, n, out),
+               load_clean_body)
 
 // One operand of a GEMM, read from the capture as it lies there: the GEMM's rows are the
 // tensor's rows idx (kKMajor: the tensor's columns are the reduction) or its columns idx
@@ -116,28 +131,32 @@ struct OperandSource {
   std::int64_t rows() const { return static_cast<std::int64_t>(idx.size()); }
   std::int64_t k() const { return layout == GemmLayout::kKMajor ? view->cols : view->rows; }
   // The GEMM's rows [r0, r0 + n) in the tensor's layout: kKMajor [n, k], kKOuter [k, n]. Non-finite
-  // elements are set to 0 (they would make every GEMM NaN).
+  // elements are set to 0 (they would make every GEMM NaN). Returns their largest magnitude.
   Floats load(std::int64_t r0, std::int64_t n) const {
     Floats out;
     load(r0, n, &out);
     return out;
   }
-  void load(std::int64_t r0, std::int64_t n, Floats* buffer) const {
+  float load(std::int64_t r0, std::int64_t n, Floats* buffer) const {
     const std::int64_t kk = k();
     const auto load_clean = FP8A_CPU_PICK(default_cpu_isa(), load_clean_on);
     buffer->resize(static_cast<std::size_t>(n * kk));
     float* out = buffer->data();
+    std::uint32_t m = 0;
     if (layout == GemmLayout::kKMajor) {
-      for (std::int64_t r = 0; r < n; ++r) load_clean(*view, idx[r0 + r] * view->cols, kk, out + r * kk);
+      for (std::int64_t r = 0; r < n; ++r)
+        m = std::max(m, load_clean(*view, idx[r0 + r] * view->cols, kk, out + r * kk));
     } else {
       // Runs of consecutive columns, each read as one span of every tensor row.
       for (std::int64_t c = 0; c < n;) {
         std::int64_t run = 1;
         while (c + run < n && idx[r0 + c + run] == idx[r0 + c] + run) ++run;
-        for (std::int64_t t = 0; t < kk; ++t) load_clean(*view, t * view->cols + idx[r0 + c], run, out + t * n + c);
+        for (std::int64_t t = 0; t < kk; ++t)
+          m = std::max(m, load_clean(*view, t * view->cols + idx[r0 + c], run, out + t * n + c));
         c += run;
       }
     }
+    return std::bit_cast<float>(m);
   }
   // The quantisation of rows [r0, r0 + n) as loaded: `rows` x `cols` of the tensor's layout.
   std::int64_t layout_rows(std::int64_t n) const { return layout == GemmLayout::kKMajor ? n : k(); }
@@ -178,13 +197,14 @@ const float* wide_values(const GemmInput& x, Floats* scratch) {
 }
 
 // Widens an operand's BF16 values for every product it takes part in, where the CPU multiplies
-// BF16 as float32: the a operand of a part, multiplied by every tile of b.
+// BF16 as float32: the a operand of a part, multiplied by every tile of b, and a tile of b
+// multiplied by several a (its buffer's capacity kept).
 void widen_once(GemmInput* in) {
   in->wide.clear();
   if (cpu_gemm_native_bf16() || (in->blocks == 0 && !in->is_bf16)) return;  // or float32 already
-  Floats wide;
-  wide_values(*in, &wide);
-  in->wide = std::move(wide);
+  const std::vector<std::uint16_t>& codes = in->blocks > 0 ? in->block_codes : in->bf16;
+  in->wide.resize(codes.size());
+  cpu_widen_bf16(codes.data(), static_cast<std::int64_t>(codes.size()), in->wide.data());
 }
 
 // The reduction's block length of the casts whose scales are applied per block.
@@ -231,16 +251,17 @@ FP8A_CPU_PATHS(bool, bf16_on, (const float* y, std::size_t n, float by, bool squ
 // y [n] as a GEMM operand into *in (its buffers reused): y * 2^-e with 2^e the power of two at or
 // below y's largest magnitude (normalise), so that the products lie far from float32's under- and
 // overflow (BF16 units flush subnormals: this touches only values 2^-126 below the largest); with
-// `squared`, the squares of those (the noise table's S). FP8 values need no normalising.
+// `squared`, the squares of those (the noise table's S). FP8 values need no normalising. amax:
+// y's largest magnitude where known, else NaN.
 void to_gemm_input(const float* y, std::size_t n, GemmLayout layout, double divisor, bool normalise, bool squared,
-                   GemmInput* in) {
+                   float amax, GemmInput* in) {
   const CpuIsa isa = default_cpu_isa();
   in->layout = layout;
   in->divisor = divisor;
   in->blocks = 0;  // *in may have held a block-scaled operand before
   int e = 0;
   if (normalise) {
-    const float amax = FP8A_CPU_PICK(isa, amax_on)(y, n);
+    if (std::isnan(amax)) amax = FP8A_CPU_PICK(isa, amax_on)(y, n);
     e = amax > 0.0f ? std::ilogb(amax) : 0;
   }
   in->exp2 = squared ? 2 * e : e;
@@ -300,13 +321,13 @@ void prepare_block_scaled(const OperandSource& src, const Floats& x, std::int64_
   }
 }
 
-// GEMM rows [r0, r0 + n) of an operand as loaded, x: unquantised (a reference GEMM; `squared`:
-// their squares), or with the cast of `spec` (in the tensor's layout) applied, into *in (work:
-// a scratch buffer).
-void prepare(const OperandSource& src, const Floats& x, std::int64_t r0, std::int64_t n, const QuantSpec* spec,
-             bool squared, Floats* work, GemmInput* in) {
+// GEMM rows [r0, r0 + n) of an operand as loaded, x, and their largest magnitude (NaN: not
+// known): unquantised (a reference GEMM; `squared`: their squares), or with the cast of `spec`
+// (in the tensor's layout) applied, into *in (work: a scratch buffer).
+void prepare(const OperandSource& src, const Floats& x, float amax, std::int64_t r0, std::int64_t n,
+             const QuantSpec* spec, bool squared, Floats* work, GemmInput* in) {
   in->wide.clear();
-  if (spec == nullptr) return to_gemm_input(x.data(), x.size(), src.layout, 1.0, true, squared, in);
+  if (spec == nullptr) return to_gemm_input(x.data(), x.size(), src.layout, 1.0, true, squared, amax, in);
   if (is_per_tensor(spec->kind)) {
     // q / scale exactly (the cast's dequantised values are q * scale_inverse(scale) rounded to
     // float: the same to an ulp), q BF16 values that need no normalising.
@@ -336,10 +357,23 @@ void prepare(const OperandSource& src, const Floats& x, std::int64_t r0, std::in
     quantize_nvfp4_codes(placed, x.data(), src.layout_rows(n), src.layout_cols(n), in->bf16.data());
     return;
   }
+  if (has_pow2_block_scales(*spec)) {  // BF16 values: cast straight to BF16 bits, normalised by x's amax
+    if (std::isnan(amax)) amax = FP8A_CPU_PICK(default_cpu_isa(), amax_on)(x.data(), x.size());
+    const int e = amax > 0.0f ? std::ilogb(amax) : 0;
+    in->layout = src.layout;
+    in->divisor = 1.0;
+    in->blocks = 0;
+    in->exp2 = e;
+    in->is_bf16 = true;
+    in->bf16.resize(x.size());
+    if (e >= -126 && e <= 126 &&
+        quantize_pow2_block_bf16(*spec, x.data(), src.layout_rows(n), src.layout_cols(n), e, in->bf16.data()))
+      return;
+  }
   work->resize(x.size());
   FakeQuantCounts unused;
   fake_quantize_rows(*spec, x.data(), src.layout_rows(n), src.layout_cols(n), work->data(), &unused);
-  to_gemm_input(work->data(), x.size(), src.layout, 1.0, true, false, in);
+  to_gemm_input(work->data(), x.size(), src.layout, 1.0, true, false, std::nanf(""), in);
 }
 
 // out [m, n] += p [m, n] * sa [i] * sb [j] (one block's product and its rows' scale inverses), in
@@ -476,7 +510,8 @@ void part_products(const Part& part, const std::vector<TermSpecs>& casts, bool s
       const Term& term = part.terms[t];
       const auto& spec = casts[c][t].first;
       Floats work;
-      prepare(term.a, term.a_raw, 0, term.a.rows(), spec ? &*spec : nullptr, squared, &work, &a_in[c][t]);
+      prepare(term.a, term.a_raw, std::nanf(""), 0, term.a.rows(), spec ? &*spec : nullptr, squared, &work,
+              &a_in[c][t]);
       widen_once(&a_in[c][t]);
     });
   });
@@ -501,11 +536,12 @@ void part_products(const Part& part, const std::vector<TermSpecs>& casts, bool s
     for (auto& o : s.out) o.resize(static_cast<std::size_t>(part.rows * n));
     for (std::size_t t = 0; t < nt; ++t) {
       const Term& term = part.terms[t];
-      term.b.load(r0, n, &s.b);
+      const float b_amax = term.b.load(r0, n, &s.b);
       for (std::size_t c = 0; c < nc; ++c) {
         if (first[t][c] != c) continue;  // done with its first
         const auto& spec = casts[c][t].second;
-        prepare(term.b, s.b, r0, n, spec ? &*spec : nullptr, squared, &s.work, &s.b_in);
+        prepare(term.b, s.b, b_amax, r0, n, spec ? &*spec : nullptr, squared, &s.work, &s.b_in);
+        if (std::count(first[t].begin() + static_cast<std::ptrdiff_t>(c), first[t].end(), c) > 1) widen_once(&s.b_in);
         for (std::size_t d = c; d < nc; ++d)
           if (first[t][d] == c)
             add_product(a_in[d][t], s.b_in, part.rows, n, term.b.k(), t > 0, &s.c, s.out[d].data());

@@ -7,11 +7,14 @@
 #include <doctest/doctest.h>
 
 #include <cfloat>
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
 #include "engine/cpu_backend.hpp"
+#include "engine/fake_quant.hpp"
 #include "support/close.hpp"
 #include "support/fills.hpp"
 #include "support/fp8_ref.hpp"
@@ -62,9 +65,12 @@ int mx_ocp_exponent(float amax, int emax) {
   return e > 254 ? 255 : std::max(0, e);
 }
 
-// Reference evaluation of one blocked candidate: block (br x bc) over a rows x cols matrix.
+// Reference evaluation of one blocked candidate: block (br x bc) over a rows x cols matrix; the
+// dequantised values into *deq_out where given.
 Ref blocked_ref(const std::vector<float>& x, std::int64_t rows, std::int64_t cols, std::int64_t br,
-                std::int64_t bc, const char* kind, bool e4m3, bool pow2, float value_for_inf) {
+                std::int64_t bc, const char* kind, bool e4m3, bool pow2, float value_for_inf,
+                std::vector<float>* deq_out = nullptr) {
+  if (deq_out != nullptr) deq_out->assign(x.size(), 0.0f);
   const auto& spec = e4m3 ? fp8a::ref::kE4M3 : fp8a::ref::kE5M2;
   const float fp8_max = e4m3 ? 448.0f : 57344.0f;
   const float sat = e4m3 ? 464.0f : std::nextafter(61440.0f, 0.0f);
@@ -93,6 +99,7 @@ Ref blocked_ref(const std::vector<float>& x, std::int64_t rows, std::int64_t col
           const float s = v * scale;
           const unsigned code = fp8a::ref::encode_ref(spec, s);
           const auto deq = static_cast<float>(fp8a::ref::decode_ref(spec, code)) * scale_inv;
+          if (deq_out != nullptr) (*deq_out)[static_cast<std::size_t>(i * cols + j)] = deq;
           const bool flushed = v != 0.0f && (code & 0x7F) == 0;
           r.underflow += flushed;
           if (flushed) r.sum_sq_underflow += double(v) * v;
@@ -251,4 +258,80 @@ TEST_CASE("saturation and overflow at the 448/464 and 57344/61440 boundaries (sc
   // E5M2: saturated = 61440 and inf; overflow (|x| > 57344) = 61439.996, 61440, inf.
   CHECK(eval.results[1].metrics.sums.saturated_count == 2);
   CHECK(eval.results[1].metrics.sums.overflow_count == 3);
+}
+
+TEST_CASE("a power-of-two blocked cast straight to BF16 bits: the reference's values, normalised") {
+  // What the GEMM multiplies (engine/gemm_error.cpp): each dequantised value times 2^-e, 2^e the
+  // binade of the operand's largest magnitude, as BF16 bits; false when some value keeps bits
+  // BF16 drops. Operands reach it finite (non-finite loaded as 0).
+  std::uint32_t seed = 91;
+  const std::vector<Case> cases = {
+      {"block", fp8a::parse_recipe("block")},
+      {"block", fp8a::parse_recipe("block:2d")},
+      {"mx", fp8a::parse_recipe("mxfp8")},
+      {"mx_floor", fp8a::parse_recipe("mxfp8:floor")},
+  };
+  std::size_t exact = 0, not_bf16 = 0;  // casts whose values are all BF16 values, or not
+  const std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {{1, 16}, {130, 300}, {300, 7}, {256, 96}};
+  for (auto [rows, cols] : shapes) {
+    for (auto fill_kind : fp8a::testing::kFills) {
+      auto x = fp8a::testing::make_fill(static_cast<std::size_t>(rows * cols), fill_kind, seed++);
+      for (float& v : x) v = std::isfinite(v) ? v : 0.0f;
+      float amax = 0.0f;
+      for (float v : x) amax = std::max(amax, std::fabs(v));
+      const int e = amax > 0.0f ? std::ilogb(amax) : 0;
+      if (e < -126 || e > 126) continue;  // the caller casts such operands the other way
+      for (const auto& cs : cases)
+        for (auto role : {fp8a::Role::kActivation, fp8a::Role::kWeight})
+          for (auto o : fp8a::orientations_for(cs.recipe, role))
+            for (auto fmt : {fp8a::Fp8Format::kE4M3, fp8a::Fp8Format::kE5M2}) {
+              const auto block = fp8a::block_shape(cs.recipe, role, o);
+              std::vector<float> deq;
+              blocked_ref(x, rows, cols, block.rows, block.cols, cs.kind, fmt == fp8a::Fp8Format::kE4M3,
+                          cs.recipe.pow2_scales, FLT_MAX, &deq);
+              fp8a::QuantSpec spec;
+              spec.kind = cs.recipe.kind;
+              spec.format = fmt;
+              spec.block = block;
+              spec.pow2_scales = cs.recipe.pow2_scales;
+              spec.mx_rule = cs.recipe.mx_rule;
+              std::vector<std::uint16_t> got(x.size());
+              const bool ok = fp8a::quantize_pow2_block_bf16(spec, x.data(), rows, cols, e, got.data());
+              bool want_ok = true;
+              std::size_t differ = 0;
+              for (std::size_t i = 0; i < x.size(); ++i) {
+                const float v = deq[i] * std::ldexp(1.0f, -e);
+                std::uint32_t b;
+                std::memcpy(&b, &v, 4);
+                want_ok = want_ok && (b & 0xFFFFu) == 0;
+                differ += got[i] != static_cast<std::uint16_t>(b >> 16);
+              }
+              INFO(cs.recipe.spec() << " " << std::string(fp8a::role_name(role)) << " "
+                   << std::string(fp8a::orientation_name(o)) << " "
+                   << std::string(fmt == fp8a::Fp8Format::kE4M3 ? "e4m3" : "e5m2") << " shape " << rows << "x"
+                   << cols << " fill " << std::string(fp8a::testing::fill_name(fill_kind)));
+              CHECK(ok == want_ok);
+              CHECK(differ == 0);
+              ++(want_ok ? exact : not_bf16);
+            }
+    }
+  }
+  MESSAGE(exact << " casts all BF16, " << not_bf16 << " with values BF16 does not hold");
+  CHECK(exact > 100);
+  // A block of float subnormals beside 1.0: E8M0's smallest scale, 2^-127, leaves 3e-41 as
+  // 3 * 2^-9 (an E4M3 subnormal), whose value 3 * 2^-136 holds bits below BF16's.
+  fp8a::QuantSpec mx;
+  mx.kind = fp8a::RecipeKind::kMx;
+  mx.block = {1, 32};
+  std::vector<float> one(64, 1.0f);
+  std::fill(one.begin() + 32, one.end(), 3e-41f);
+  std::vector<std::uint16_t> out(64);
+  CHECK_FALSE(fp8a::quantize_pow2_block_bf16(mx, one.data(), 1, 64, 0, out.data()));
+  CHECK(fp8a::quantize_pow2_block_bf16(mx, one.data(), 1, 32, 0, out.data()));
+  CHECK(out[0] == 0x3F80);  // 1.0
+  CHECK_THROWS(fp8a::quantize_pow2_block_bf16(mx, one.data(), 1, 32, 127, out.data()));
+  fp8a::QuantSpec fp32 = mx;
+  fp32.kind = fp8a::RecipeKind::kBlock;
+  fp32.pow2_scales = false;
+  CHECK_THROWS(fp8a::quantize_pow2_block_bf16(fp32, one.data(), 1, 32, 0, out.data()));
 }
