@@ -7,11 +7,13 @@ Counts the products the stage computed, from gemms.csv (emulated rows) and summa
 timings_s.gemms: per (step, layer, GEMM) one reference product, wgrad's product of the squared
 operands (the noise table), and one product per recipe and distinct pair of operand FP8 types (a
 format whose types an earlier format has is copied, not computed: fprop's X and W are E4M3 in
-both formats, and BF16 has one); each 2 * rows_used * n * k FLOPs (rows_used of the output's m
-rows). A bf16 row whose operands are both BF16 (metrics.csv's input_dtype) is not computed: its
-casts leave the operands as they are, and the stage takes the reference (gemm_error.cpp,
-leaves_operands). Prints the count, TFLOP, the stage's seconds and GFLOP/s per core (--cores, default the
-machine's), and the rows used per GEMM kind (for bench/peer_torch_gemm.py --rows/--wgrad-rows).
+both formats, and BF16 has one); each 2 * rows_used * cols_used * k FLOPs (the output's rows and
+columns used, of m and n; cols_used is n in runs before it was written). A bf16 row whose
+operands are both BF16 (metrics.csv's input_dtype) is not computed: its casts leave the operands
+as they are, and the stage takes the reference (gemm_error.cpp, leaves_operands). Prints the
+count, TFLOP, the stage's seconds and GFLOP/s per core (--cores, default the machine's), and the
+rows used per GEMM kind (bench/peer_torch_gemm.py --shapes-from takes each GEMM's rows and
+columns from the run itself).
 """
 
 import argparse
@@ -40,7 +42,7 @@ def main():
     flops_of, computed, rows_used = {}, set(), {}
     for r in rows:
         g = (r["step"], r["layer"], r["gemm"])
-        flops_of[g] = 2 * int(r["rows_used"]) * int(r["n"]) * int(r["k"])
+        flops_of[g] = 2 * int(r["rows_used"]) * int(r.get("cols_used") or r["n"]) * int(r["k"])
         rows_used.setdefault(r["gemm"], set()).add(int(r["rows_used"]))
         a_role, b_role = ROLES[r["gemm"]]
         if r["recipe"] == "bf16":

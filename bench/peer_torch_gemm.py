@@ -14,6 +14,9 @@ layouts of a PyTorch training step (torch.nn.functional.linear and its backward)
     wgrad  dW = dY^T @ X   [N, M] x [M, K]   (dY^T a transposed view of dY)
 --rows R replaces M by R in fprop and dgrad (the token rows fp8-advisor samples); --wgrad-rows R
 replaces wgrad's N (the dW rows fp8-advisor samples there: engine/gemm_error.cpp); default all.
+--shapes-from RUN_DIR takes instead the GEMMs fp8-advisor computed in that run: per (step, layer,
+GEMM) of its gemms.csv, an output of rows_used x cols_used (the rows and columns it sampled) over
+the whole reduction (k), in the same training layouts.
 
 --dtype float32 times the same GEMMs in float32: on a CPU without BF16 units (AVX2), where
 PyTorch's BF16 matmul is not what the CPU can do, float32 is the rate of its FMA units, the
@@ -38,6 +41,7 @@ load average: the figures hold for an otherwise idle machine only.
 """
 
 import argparse
+import csv
 import os
 import statistics
 import subprocess
@@ -109,6 +113,21 @@ def gemms(case, tokens, layers, rows, wgrad_rows):
     return out
 
 
+def gemms_from(run):
+    """gemms()'s list from a run's gemms.csv: the sampled output [rows_used, cols_used] of each
+    (step, layer, GEMM), over its reduction k."""
+    seen, out = set(), []
+    with open(os.path.join(run, "gemms.csv"), encoding="utf-8") as f:
+        for r in csv.DictReader(f):
+            key = (r["step"], r["layer"], r["gemm"])
+            if r["engine"] != "emulated" or key in seen:
+                continue
+            seen.add(key)
+            cols = int(r.get("cols_used") or r["n"])
+            out.append((r["gemm"], r["layer"], int(r["rows_used"]), int(r["k"]), cols, 1))
+    return out
+
+
 def operands(gemm, m, k, n, gen, dtype=torch.bfloat16):
     """(a, b, out) in the training layouts: fprop X @ W^T, dgrad dY @ W, wgrad dY^T @ X."""
     def randn(*shape):
@@ -144,6 +163,7 @@ def main():
     llama_shapes.add_size_arguments(ap)
     ap.add_argument("--rows", type=int, default=0, help="token rows of fprop and dgrad (default all M)")
     ap.add_argument("--wgrad-rows", type=int, default=0, help="dW rows of wgrad (default all N)")
+    ap.add_argument("--shapes-from", metavar="RUN_DIR", help="the GEMMs of a run's gemms.csv, as sampled")
     ap.add_argument("--threads", default="1,all", help="comma-separated thread counts, 'all' = the CPUs "
                                                        "this process may use (default 1,all)")
     ap.add_argument("--repeat", type=int, default=3, help="timed calls per shape after the warm-up")
@@ -170,7 +190,7 @@ def main():
           % (cpu_model(), cores, cpu_flags(), torch.__version__, torch.backends.mkldnn.is_available()))
     if not a.no_isa:
         print("oneDNN BF16 matmul: %s" % onednn_impl())
-    shapes = gemms(a.case, tokens, layers, a.rows, a.wgrad_rows)
+    shapes = gemms_from(a.shapes_from) if a.shapes_from else gemms(a.case, tokens, layers, a.rows, a.wgrad_rows)
     print("case %s (%s): M=%d, %d layers, rows %s, wgrad rows %s, %d distinct GEMMs (%d in all), %s"
           % (a.case, a.dtype, tokens, layers, a.rows or "all", a.wgrad_rows or "all", len(shapes),
              sum(s[5] for s in shapes), "quick (warm-up call timed)" if repeat == 0

@@ -11,8 +11,8 @@
 # 7b-layer 70b-fc1. Captures are cached in OUT_DIR/captures (~1-4 GB each). Prints per case the
 # load average, wall s, user s and peak RSS of the run (/usr/bin/time), the stage timings
 # (summary.json), the GEMM stage's products and GFLOP/s per core (bench/gemm_stage_flops.py), then
-# the peer's lines for the same shapes at the rows fp8-advisor used. Needs numpy and ml_dtypes for
-# the generator (pip) and Debian's python3-torch (/usr/bin/python3) for the peer.
+# the peer's lines for the GEMMs fp8-advisor computed (its sampled rows and columns). Needs numpy
+# and ml_dtypes for the generator (pip) and Debian's python3-torch (/usr/bin/python3) for the peer.
 # Environment: GEN_PYTHON (default python3) runs the generator, PEER_PYTHON (default
 # /usr/bin/python3) the peer, once per type in PEER_DTYPES (default "bfloat16"; "bfloat16 float32"
 # adds the FMA units' rate, the peer that counts on a CPU without BF16 units).
@@ -46,11 +46,9 @@ for c in "${cases[@]}"; do
   awk '{printf "wall_s %s user_s %s max_rss_mb %.0f\n", $2, $4, $6 / 1024}' "$out/time-$c.txt"
   python3 -c "import json,sys; t=json.load(open(sys.argv[1]))['timings_s']; print(' '.join('%s_s %.2f' % kv for kv in t.items()))" "$run/summary.json"
   python3 "$here/gemm_stage_flops.py" "$run" | tee "$out/flops-$c.txt"
-  rows=$(sed -n 's/.*fprop=\([0-9]*\).*/\1/p' "$out/flops-$c.txt")
-  wrows=$(sed -n 's/.*wgrad=\([0-9]*\).*/\1/p' "$out/flops-$c.txt")
   for dtype in ${PEER_DTYPES:-bfloat16}; do
-    echo "-- peer: ${PEER_PYTHON:-/usr/bin/python3} bench/peer_torch_gemm.py ${peer[*]} --rows $rows --wgrad-rows $wrows --no-isa --dtype $dtype"
-    "${PEER_PYTHON:-/usr/bin/python3}" "$here/peer_torch_gemm.py" "${peer[@]}" --rows "$rows" --wgrad-rows "$wrows" \
+    echo "-- peer: ${PEER_PYTHON:-/usr/bin/python3} bench/peer_torch_gemm.py ${peer[*]} --shapes-from $run --no-isa --dtype $dtype"
+    "${PEER_PYTHON:-/usr/bin/python3}" "$here/peer_torch_gemm.py" "${peer[@]}" --shapes-from "$run" \
       --no-isa --dtype "$dtype" | grep -E "^machine|^total|load"
   done
 done

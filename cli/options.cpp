@@ -103,8 +103,9 @@ void add_evaluation_options(po::options_description& desc, EvaluationOptions& o,
       ("amax-trace", po::value(&o.amax_trace_paths)->multitoken(), "the same as --training-log")
       ("gemm-rows", po::value(&o.gemm_rows_text)->default_value("auto"),
        "GEMM-output error on this many output rows (evenly spaced; tokens of fprop and dgrad, dW "
-       "rows of wgrad); 0 = all rows; auto = all rows unless a GEMM exceeds 2^32 multiply-adds, "
-       "then as many as fit (at least 256), reported as sampled with the standard error");
+       "rows of wgrad), every column; 0 = all rows; auto = the whole output unless a GEMM exceeds "
+       "2^32 multiply-adds, then about sqrt(2^32 / K) rows and as many columns (at least 256 of "
+       "each), reported as sampled with the standard error");
   add_backend_options(desc, o);
 }
 

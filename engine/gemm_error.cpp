@@ -480,6 +480,9 @@ struct GemmCase {
   std::vector<Part> parts;
   bool sampled = false;
   std::int64_t units = 0, population = 0;
+  // Columns: the output's columns (b's rows) used, and all of them when a sample (single-rank
+  // layers; 0 otherwise, every column used).
+  std::int64_t cols_used = 0, col_population = 0;
   NoiseTable noise;
   bool has_noise = false;
 };
@@ -559,17 +562,24 @@ void put_tile(const std::vector<double>& tile, std::int64_t rows, std::int64_t c
 }
 
 // The GEMM's parts for a layer: the operands of each rank as the GEMM reads them (K-major, the a
-// rows sampled), grouped into parts by the layer's split; the references; wgrad's noise table.
-// group: the block height every recipe's a operand needs kept whole.
-GemmCase make_case(const GemmLayer& job, const GemmOperandUse& u, const GemmOptions& options, std::int64_t group) {
+// rows sampled, on a single-rank layer the b rows too), grouped into parts by the layer's split;
+// the references; wgrad's noise table. group, group_b: the block heights every recipe's a and b
+// operands need kept whole.
+GemmCase make_case(const GemmLayer& job, const GemmOperandUse& u, const GemmOptions& options, std::int64_t group,
+                   std::int64_t group_b) {
   GemmCase c;
   c.gemm = u.gemm;
   const int ia = static_cast<int>(u.a), ib = static_cast<int>(u.b);
   const std::size_t nr = job.ranks.size();
   const bool wgrad = u.gemm == Gemm::kWgrad;
-  // a: fprop X, dgrad dY (token rows), wgrad dY^T (dW rows); b: W, W^T, X^T, all rows.
-  const std::int64_t want = wgrad ? gemm_rows_for(options.sample_rows, job.n, job.k, job.m)
-                                  : gemm_rows_for(options.sample_rows, job.m, job.n, job.k);
+  // a: fprop X, dgrad dY (token rows), wgrad dY^T (dW rows); b: W, W^T, X^T (the output's columns).
+  // The whole layer's output [rows, cols] and reduction for this GEMM.
+  const std::int64_t out_rows = wgrad ? job.n : job.m, out_cols = u.gemm == Gemm::kFprop ? job.n : job.k;
+  const std::int64_t reduction = u.gemm == Gemm::kFprop ? job.k : wgrad ? job.m : job.n;
+  GemmSample sample_of = gemm_sample_for(options.sample_rows, out_rows, out_cols, reduction, nr == 1);
+  if (options.sample_rows != kGemmRowsAuto && options.sample_cols > 0 && nr == 1)
+    sample_of.cols = std::min(options.sample_cols, out_cols);
+  const std::int64_t want = sample_of.rows;
   c.population = wgrad ? job.n : job.m;
   // Whether every rank's a operand is the same tensor (its rows the same units).
   const bool a_shared = nr == 1 || (job.split == Split::kColumn && u.a == Role::kActivation) ||
@@ -590,7 +600,14 @@ GemmCase make_case(const GemmLayer& job, const GemmOperandUse& u, const GemmOpti
     term.a.idx = sample(a_rows, rank_want, group);
     term.b.view = &bv;
     term.b.layout = u.gemm == Gemm::kFprop ? GemmLayout::kKMajor : GemmLayout::kKOuter;
-    term.b.idx = all_rows(u.gemm == Gemm::kFprop ? bv.rows : bv.cols);
+    const std::int64_t b_rows = u.gemm == Gemm::kFprop ? bv.rows : bv.cols;
+    term.b.idx = nr == 1 ? sample(b_rows, sample_of.cols >= b_rows ? 0 : sample_of.cols, group_b)
+                         : all_rows(b_rows);
+    if (term.b.rows() < b_rows) {
+      c.sampled = true;
+      c.cols_used = term.b.rows();
+      c.col_population = b_rows;
+    }
     term.a_raw = term.a.load(0, term.a.rows());
     c.sampled = c.sampled || term.a.rows() < a_rows;
     if (summed && r > 0) {
@@ -672,7 +689,7 @@ std::vector<GemmRow> emulated_rows(const GemmLayer& job, const GemmCase& c,
     const auto add_tile = [&](std::size_t u, std::int64_t tile, std::int64_t c0, std::int64_t n,
                               const std::vector<double>& got) {
       tiles[u][static_cast<std::size_t>(tile)].add(p.ref.data() + c0, p.cols, got.data(), p.rows, n, p.first_unit,
-                                                   rel[u].data() + offset + c0, p.cols);
+                                                   rel[u].data() + offset + c0, p.cols, c.cols_used > 0 ? c0 : -1);
     };
     if (!casts.empty())
       part_products(p, casts, false, [&](std::int64_t tile, std::int64_t c0, std::int64_t n, std::size_t cast,
@@ -701,11 +718,12 @@ std::vector<GemmRow> emulated_rows(const GemmLayer& job, const GemmCase& c,
       row.layer = job.layer;
       row.gemm = c.gemm;
       row.rows_used = c.units;
+      row.cols_used = c.cols_used > 0 ? c.cols_used : dims.n;
       row.sampled = c.sampled;
       row.m = dims.m;
       row.n = dims.n;
       row.k = dims.k;
-      sums[u].finish(c.sampled, c.population, c.has_noise ? &c.noise : nullptr, rel[u], &row);
+      sums[u].finish(c.sampled, c.population, c.col_population, c.has_noise ? &c.noise : nullptr, rel[u], &row);
     });
   });
   return rows;
@@ -761,8 +779,8 @@ void run_on_engine(const GemmEngine& engine, const GemmCase& c, const Evaluation
   const std::vector<double> ref(r.reference.begin(), r.reference.end()), got(r.out.begin(), r.out.end());
   ErrorSums sums;
   std::vector<double> rel(ref.size());
-  sums.add(ref.data(), p.n, got.data(), p.m, p.n, 0, rel.data(), p.n);
-  sums.finish(c.sampled, c.population, c.has_noise ? &c.noise : nullptr, rel, &row);
+  sums.add(ref.data(), p.n, got.data(), p.m, p.n, 0, rel.data(), p.n, c.cols_used > 0 ? 0 : -1);
+  sums.finish(c.sampled, c.population, c.col_population, c.has_noise ? &c.noise : nullptr, rel, &row);
   rows->push_back(std::move(row));
 }
 
@@ -771,7 +789,7 @@ void run_on_engine(const GemmEngine& engine, const GemmCase& c, const Evaluation
 // them), with the options that change the rows.
 std::string gemm_unit_key(const GemmLayer& job, const EvaluationIndex& index, const GemmOptions& options) {
   ByteWriter w;
-  w.str("GEMM layer 2");
+  w.str("GEMM layer 3");
   w.i64(job.step);
   w.str(job.layer);
   w.u8(static_cast<std::uint8_t>(job.split));
@@ -783,6 +801,7 @@ std::string gemm_unit_key(const GemmLayer& job, const EvaluationIndex& index, co
       w.str(t->tensor_name);
     }
   w.i64(options.sample_rows);
+  w.i64(options.sample_cols);
   w.str(options.engine != nullptr ? options.engine->name() : std::string());
   const auto put_row = [&](const EvaluationRow* r) {
     w.u8(r == nullptr ? 0 : r->applicability.ok ? 1 : 2);
@@ -833,8 +852,8 @@ std::vector<std::vector<GemmRow>> compute_layer(const GemmLayer& job, const Eval
   const bool use_engine = options.engine != nullptr && job.ranks.size() == 1;
   for (const GemmOperandUse& u : kGemmOperandUses) {
     const int g = static_cast<int>(u.gemm);
-    // The evaluation rows of every recipe and format, and the block height the a rows keep.
-    std::int64_t group = 1;
+    // The evaluation rows of every recipe and format, and the block heights the a and b rows keep.
+    std::int64_t group = 1, group_b = 1;
     std::vector<std::vector<std::pair<const EvaluationRow*, const EvaluationRow*>>> found(nrec);
     for (std::size_t ri = 0; ri < nrec; ++ri) {
       for (const TrainingFormat f : formats) {
@@ -845,11 +864,13 @@ std::vector<std::vector<GemmRow>> compute_layer(const GemmLayer& job, const Eval
         found[ri].emplace_back(ra, rb);
         if (ra != nullptr) {
           const QuantSpec sa = u.gemm == Gemm::kWgrad ? transposed(spec_of(*ra)) : spec_of(*ra);
+          const QuantSpec sb = u.gemm == Gemm::kFprop ? spec_of(*rb) : transposed(spec_of(*rb));
           group = std::max(group, sa.block.rows);
+          group_b = std::max(group_b, sb.block.rows);
         }
       }
     }
-    const GemmCase c = make_case(job, u, options, group);
+    const GemmCase c = make_case(job, u, options, group, group_b);
     std::vector<std::vector<double>> rel_buffers;  // emulated_rows', one group after another
     // Per recipe, a format whose operands have an earlier format's FP8 types (fprop, whose X and
     // W are E4M3 in every format; BF16) gets copies of that format's rows: computed once. The
@@ -915,11 +936,20 @@ std::vector<std::vector<GemmRow>> compute_layer(const GemmLayer& job, const Eval
 
 }  // namespace
 
-std::int64_t gemm_rows_for(std::int64_t sample_rows, std::int64_t m, std::int64_t n, std::int64_t k) {
-  if (sample_rows != kGemmRowsAuto) return sample_rows <= 0 ? m : std::min(sample_rows, m);
+GemmSample gemm_sample_for(std::int64_t sample_rows, std::int64_t m, std::int64_t n, std::int64_t k, bool cols_too) {
+  if (sample_rows != kGemmRowsAuto) return {sample_rows <= 0 ? m : std::min(sample_rows, m), n};
   const std::int64_t nk = std::max<std::int64_t>(1, n * k);
-  if (m <= kGemmAutoMacs / nk) return m;
-  return std::min(m, std::max(kGemmAutoMinRows, kGemmAutoMacs / nk));
+  if (m <= kGemmAutoMacs / nk) return {m, n};
+  if (!cols_too) return {std::min(m, std::max(kGemmAutoMinRows, kGemmAutoMacs / nk)), n};
+  const std::int64_t entries = kGemmAutoMacs / std::max<std::int64_t>(1, k);  // rows x columns
+  const auto side = static_cast<std::int64_t>(std::sqrt(static_cast<double>(entries)));
+  const auto share = [&](std::int64_t other) {  // the other dimension's count given this one's
+    return std::max(kGemmAutoMinRows, entries / std::max<std::int64_t>(1, other));
+  };
+  if (m <= side) return {m, std::min(n, share(m))};
+  if (n <= side) return {std::min(m, share(n)), n};
+  const std::int64_t s = std::max(kGemmAutoMinRows, side);
+  return {std::min(m, s), std::min(n, s)};
 }
 
 std::vector<GemmRow> evaluate_gemm_errors(const CaptureSet& captures,

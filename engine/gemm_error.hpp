@@ -39,15 +39,26 @@
 
 namespace fp8a {
 
-// GemmOptions::sample_rows: choose by size (gemm_rows_for).
+// GemmOptions::sample_rows: choose by size (gemm_sample_for).
 inline constexpr std::int64_t kGemmRowsAuto = -1;
 
-// The token rows `auto` uses for a layer of m tokens whose fprop is [m, n] with reduction k: all m
-// while m * n * k <= kGemmAutoMacs, else the fewest rows r >= kGemmAutoMinRows with r * n * k
-// <= kGemmAutoMacs (but not more than m). The figures behind the bound: bench/RESULTS.md.
+// The rows and columns of a GEMM's output [m, n] (reduction k) whose entries are computed: rows
+// of the left-hand operand (tokens for fprop and dgrad, dW rows for wgrad) and of the right-hand
+// one (W's rows for fprop, its columns for dgrad, X's columns for wgrad).
+struct GemmSample {
+  std::int64_t rows = 0, cols = 0;
+};
+// `auto` (sample_rows kGemmRowsAuto): the whole output while m * n * k <= kGemmAutoMacs; else,
+// with `cols_too`, about sqrt(kGemmAutoMacs / k) rows and as many columns (each at least
+// kGemmAutoMinRows, at most m or n; a dimension that runs out gives the other its share of the
+// budget), without, all n columns and the fewest rows r >= kGemmAutoMinRows with r * n * k <=
+// kGemmAutoMacs (not more than m). Square samples balance the casts, which scale with the
+// operands' rows (the right-hand operand's whole length), against the products, which scale with
+// rows times columns. sample_rows 0: everything; N: min(N, m) rows and every column. The figures
+// behind the bound: bench/RESULTS.md.
 inline constexpr std::int64_t kGemmAutoMacs = std::int64_t{1} << 32;
 inline constexpr std::int64_t kGemmAutoMinRows = 256;
-std::int64_t gemm_rows_for(std::int64_t sample_rows, std::int64_t m, std::int64_t n, std::int64_t k);
+GemmSample gemm_sample_for(std::int64_t sample_rows, std::int64_t m, std::int64_t n, std::int64_t k, bool cols_too);
 
 // The products are computed in tiles of this many rows of the right-hand operand (W for fprop,
 // W^T for dgrad, X^T for wgrad), each a task: a fixed size, so the numbers do not depend on the
@@ -62,9 +73,12 @@ inline constexpr std::int64_t kGemmTileRows = 128;
 inline constexpr std::int64_t kGemmGroupBytes = std::int64_t{256} << 20;
 
 struct GemmOptions {
-  // kGemmRowsAuto: gemm_rows_for's choice; 0: all token rows; else this many, evenly spaced.
+  // kGemmRowsAuto: gemm_sample_for's choice; 0: all token rows; else this many, evenly spaced.
   std::int64_t sample_rows = 0;
   const GemmEngine* engine = nullptr;  // also run every GEMM on this engine (not owned)
+  // With sample_rows not auto: 0 every column of the output, else this many, evenly spaced (in
+  // whole blocks of the right-hand operand's casts), on single-rank layers.
+  std::int64_t sample_cols = 0;
 };
 
 // Rows ordered by format (the table's, EvaluationIndex::formats), then layer job, recipe and GEMM:

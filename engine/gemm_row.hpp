@@ -19,12 +19,13 @@ struct GemmRow {
   Recipe recipe;
   TrainingFormat format = TrainingFormat::kHybrid;
   std::int64_t m = 0, n = 0, k = 0;  // output [m, n], reduction k
-  std::int64_t rows_used = 0;        // token rows used (all M unless sampled)
-  bool sampled = false;
+  std::int64_t rows_used = 0;        // output rows used (all m unless sampled): tokens, or dW rows
+  std::int64_t cols_used = 0;        // output columns used (all n unless sampled)
+  bool sampled = false;              // rows or columns a sample
   double rel_fro_err = 0.0;          // ||Y_q - Y||_F / ||Y||_F
-  // Sampled fprop and dgrad rows: the standard error of rel_fro_err as an estimate of the whole
-  // output's, from the sampled output rows (METRICS.md rel_fro_err_se). NaN otherwise (not
-  // sampled, or wgrad, whose sample shortens the reduction: gemms.csv leaves the field empty).
+  // Sampled rows: the standard error of rel_fro_err as an estimate of the whole output's, from
+  // the sampled output rows and columns (METRICS.md rel_fro_err_se). NaN when not sampled
+  // (gemms.csv leaves the field empty).
   double rel_fro_err_se = std::numeric_limits<double>::quiet_NaN();
   double cos = 0.0;                  // cosine similarity of Y_q and Y
   // Which GEMM: "emulated" (dequantised operands, float32 accumulation, float64 reference) or a

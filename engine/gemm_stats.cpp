@@ -152,7 +152,19 @@ FP8A_CPU_PATHS(RowSums, row_sums_on, (const double* ref, const double* got, std:
 }  // namespace
 
 void ErrorSums::add(const double* ref, std::int64_t ref_stride, const double* got, std::int64_t rows, std::int64_t cols,
-                    std::int64_t first_unit, double* rel, std::int64_t rel_stride) {
+                    std::int64_t first_unit, double* rel, std::int64_t rel_stride, std::int64_t first_col) {
+  if (first_col >= 0) {
+    if (static_cast<std::int64_t>(col_err2.size()) < first_col + cols) {
+      col_err2.resize(static_cast<std::size_t>(first_col + cols), 0.0);
+      col_ref2.resize(col_err2.size(), 0.0);
+    }
+    for (std::int64_t i = 0; i < rows; ++i)
+      for (std::int64_t j = 0; j < cols; ++j) {
+        const double r = ref[i * ref_stride + j], d = got[i * cols + j] - r;
+        col_err2[static_cast<std::size_t>(first_col + j)] += d * d;
+        col_ref2[static_cast<std::size_t>(first_col + j)] += r * r;
+      }
+  }
   if (static_cast<std::int64_t>(unit_err2.size()) < first_unit + rows) {
     unit_err2.resize(static_cast<std::size_t>(first_unit + rows), 0.0);
     unit_ref2.resize(unit_err2.size(), 0.0);
@@ -183,29 +195,54 @@ void ErrorSums::merge(ErrorSums&& o) {
     unit_err2[u] += o.unit_err2[u];
     unit_ref2[u] += o.unit_ref2[u];
   }
+  if (col_err2.size() < o.col_err2.size()) {
+    col_err2.resize(o.col_err2.size(), 0.0);
+    col_ref2.resize(o.col_err2.size(), 0.0);
+  }
+  for (std::size_t j = 0; j < o.col_err2.size(); ++j) {
+    col_err2[j] += o.col_err2[j];
+    col_ref2[j] += o.col_ref2[j];
+  }
 }
 
-double ErrorSums::standard_error(std::int64_t population) const {
-  const std::size_t units = unit_err2.size();
+namespace {
+
+// se(R) of the ratio estimator over units (err2, ref2) sampled from `population`; R into *ratio.
+double ratio_standard_error(const std::vector<double>& err2, const std::vector<double>& ref2,
+                            std::int64_t population, double* ratio) {
+  const std::size_t units = err2.size();
   const auto n = static_cast<double>(units);
-  if (units < 2) return INFINITY;
   double e = 0, r = 0;
-  for (std::size_t u = 0; u < units; ++u) e += unit_err2[u], r += unit_ref2[u];
-  if (!(r > 0)) return e > 0 ? INFINITY : 0.0;
-  const double ratio = e / r, rbar = r / n;
+  for (std::size_t u = 0; u < units; ++u) e += err2[u], r += ref2[u];
+  *ratio = r > 0 ? e / r : (e > 0 ? INFINITY : 0.0);
+  if (static_cast<std::int64_t>(units) >= population) return 0.0;  // every unit: no sampling error
+  if (units < 2 || !(r > 0)) return e > 0 || units < 2 ? INFINITY : 0.0;
+  const double rbar = r / n;
   double s2 = 0;
   for (std::size_t u = 0; u < units; ++u) {
-    const double d = unit_err2[u] - ratio * unit_ref2[u];
+    const double d = err2[u] - *ratio * ref2[u];
     s2 += d * d;
   }
   s2 /= n - 1;
   const double fpc = std::max(0.0, 1.0 - n / static_cast<double>(population));
-  const double se_ratio = std::sqrt(fpc * s2 / n) / rbar;
-  return ratio > 0 ? se_ratio / (2.0 * std::sqrt(ratio)) : 0.0;
+  return std::sqrt(fpc * s2 / n) / rbar;
 }
 
-void ErrorSums::finish(bool sampled, std::int64_t population, const NoiseTable* noise, std::span<const double> rel,
-                       GemmRow* row) {
+}  // namespace
+
+double ErrorSums::standard_error(std::int64_t population, std::int64_t col_population) const {
+  double ratio = 0;
+  double se = ratio_standard_error(unit_err2, unit_ref2, population, &ratio);
+  if (col_population > 0) {
+    double col_ratio = 0;
+    se = std::hypot(se, ratio_standard_error(col_err2, col_ref2, col_population, &col_ratio));
+  }
+  if (std::isinf(se)) return INFINITY;
+  return ratio > 0 ? se / (2.0 * std::sqrt(ratio)) : 0.0;
+}
+
+void ErrorSums::finish(bool sampled, std::int64_t population, std::int64_t col_population, const NoiseTable* noise,
+                       std::span<const double> rel, GemmRow* row) {
   const double ref_norm = std::sqrt(ref2), got_norm = std::sqrt(got2), err = std::sqrt(err2);
   row->rel_fro_err = ref_norm > 0 ? err / ref_norm : (err > 0 ? INFINITY : 0.0);
   row->cos =
@@ -214,7 +251,7 @@ void ErrorSums::finish(bool sampled, std::int64_t population, const NoiseTable* 
   row->zeroed_pct = entries > 0 ? 100.0 * static_cast<double>(zeroed) / e : 0.0;
   row->sign_flip_pct = entries > 0 ? 100.0 * static_cast<double>(flipped) / e : 0.0;
   tbb::this_task_arena::isolate([&] { row->median_rel_err = median_nonnegative(rel); });
-  row->rel_fro_err_se = sampled ? standard_error(population) : std::nan("");
+  row->rel_fro_err_se = sampled ? standard_error(population, col_population) : std::nan("");
   row->noise_sign_flip_pct = noise != nullptr && noise->entries > 0 ? noise->flips(err2) : std::nan("");
 }
 

@@ -47,27 +47,33 @@ double median_nonnegative(std::span<const double> v);
 // The comparison of an output (or a tile of it) with its reference: ||got - ref||^2, ||ref||^2,
 // ||got||^2 and <got, ref>; entries zeroed and signs flipped; per output row (a unit: a token of
 // fprop and dgrad, a row of dW) ||got - ref||^2 and ||ref||^2, for the standard error of a sample
-// of rows. Every entry's |got - ref| / |ref| (-1 where ref = 0) goes to a buffer of the whole
-// output, for the median (median_nonnegative).
+// of rows, and where the columns are a sample too, the same per output column. Every entry's
+// |got - ref| / |ref| (-1 where ref = 0) goes to a buffer of the whole output, for the median
+// (median_nonnegative).
 struct ErrorSums {
   double err2 = 0, ref2 = 0, got2 = 0, dot = 0;
   std::int64_t entries = 0, zeroed = 0, flipped = 0;
   std::vector<double> unit_err2, unit_ref2;
+  std::vector<double> col_err2, col_ref2;  // empty unless add is given columns
 
   // ref [rows, cols] with rows ref_stride apart, got [rows, cols], rel [rows, cols] with rows
-  // rel_stride apart; their row i is unit first_unit + i.
+  // rel_stride apart; their row i is unit first_unit + i, their column j column first_col + j
+  // (first_col -1: no per-column sums).
   void add(const double* ref, std::int64_t ref_stride, const double* got, std::int64_t rows, std::int64_t cols,
-           std::int64_t first_unit, double* rel, std::int64_t rel_stride);
+           std::int64_t first_unit, double* rel, std::int64_t rel_stride, std::int64_t first_col = -1);
   // Adds a tile's sums (in a fixed order: the numbers do not depend on the thread count).
   void merge(ErrorSums&& o);
   // The ratio estimator's standard error (METRICS.md rel_fro_err_se): R = sum e / sum r over the
   // n sampled of `population` units, var R ~ (1 - n/M) / (n rbar^2) * sum (e - R r)^2 / (n - 1),
-  // and rel_fro_err = sqrt R, so its standard error is se(R) / (2 sqrt R).
-  double standard_error(std::int64_t population) const;
-  // The row's statistics. sampled: the rows are a sample of `population` units (a standard
-  // error); noise: wgrad's (null: none); rel: the whole output's relative errors.
-  void finish(bool sampled, std::int64_t population, const NoiseTable* noise, std::span<const double> rel,
-              GemmRow* row);
+  // and rel_fro_err = sqrt R, so its standard error is se(R) / (2 sqrt R). Over the rows, or with
+  // col_population > 0 the rows' and the columns' added in quadrature (a crossed sample of rows
+  // and columns: conservative, each counting the entries' own scatter).
+  double standard_error(std::int64_t population, std::int64_t col_population = 0) const;
+  // The row's statistics. sampled: the rows (and, col_population > 0, the columns) are a sample of
+  // `population` units (a standard error); noise: wgrad's (null: none); rel: the whole output's
+  // relative errors.
+  void finish(bool sampled, std::int64_t population, std::int64_t col_population, const NoiseTable* noise,
+              std::span<const double> rel, GemmRow* row);
 };
 
 }  // namespace fp8a

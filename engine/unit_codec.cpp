@@ -58,7 +58,7 @@ namespace {
 
 // A tag and version at the start of each encoding: bytes of another kind or layout are refused.
 constexpr std::uint64_t kTensorEvaluationTag = 0x31'6C'61'76'65'61'38'66;  // "f8aeval1"
-constexpr std::uint64_t kGemmRowsTag = 0x32'6D'6D'65'67'61'38'66;          // "f8agemm2"
+constexpr std::uint64_t kGemmRowsTag = 0x33'6D'6D'65'67'61'38'66;          // "f8agemm3"
 
 template <class E>
 E enum_from(std::uint8_t v, E last, const char* what) {
@@ -157,7 +157,7 @@ void put(ByteWriter& w, const GemmRow& g) {
   w.u8(static_cast<std::uint8_t>(g.gemm));
   put(w, g.recipe);
   w.u8(static_cast<std::uint8_t>(g.format));
-  for (std::int64_t v : {g.m, g.n, g.k, g.rows_used}) w.i64(v);
+  for (std::int64_t v : {g.m, g.n, g.k, g.rows_used, g.cols_used}) w.i64(v);
   w.u8(g.sampled ? 1 : 0);
   w.f64(g.rel_fro_err);
   w.f64(g.cos);
@@ -175,7 +175,7 @@ GemmRow get_gemm_row(ByteReader& r) {
   g.gemm = enum_from(r.u8(), Gemm::kWgrad, "GEMM");
   g.recipe = get_recipe(r);
   g.format = enum_from(r.u8(), TrainingFormat::kHybrid, "training format");
-  for (std::int64_t* v : {&g.m, &g.n, &g.k, &g.rows_used}) *v = r.i64();
+  for (std::int64_t* v : {&g.m, &g.n, &g.k, &g.rows_used, &g.cols_used}) *v = r.i64();
   g.sampled = r.u8() != 0;
   g.rel_fro_err = r.f64();
   g.cos = r.f64();

@@ -26,8 +26,8 @@ Artifact render_gemms_csv(std::span<const GemmRow> rows) {
         << csv_field(r.note) << ',' << format_number(r.zeroed_pct) << ','
         << format_number(r.sign_flip_pct) << ',' << format_number(r.median_rel_err) << ','
         << (std::isnan(r.noise_sign_flip_pct) ? std::string() : format_number(r.noise_sign_flip_pct))
-        << ',' << (std::isnan(r.rel_fro_err_se) ? std::string() : format_number(r.rel_fro_err_se))
-        << '\n';
+        << ',' << (std::isnan(r.rel_fro_err_se) ? std::string() : format_number(r.rel_fro_err_se)) << ','
+        << r.cols_used << '\n';
   return {"gemms.csv", out.str(), std::to_string(rows.size()) + " rows"};
 }
 

@@ -13,11 +13,12 @@
 
 namespace fp8a {
 
-// The first thirteen columns are those of earlier versions, in the same order.
+// The first thirteen columns are those of earlier versions, in the same order; later ones are
+// added at the end.
 inline constexpr const char* kGemmsCsvColumns[] = {
     "step", "layer", "gemm", "recipe", "format", "rel_fro_err", "cos", "m", "n", "k",
     "rows_used", "sampled", "engine", "accumulation", "padded_m", "padded_n", "padded_k", "note",
-    "zeroed_pct", "sign_flip_pct", "median_rel_err", "noise_sign_flip_pct", "rel_fro_err_se",
+    "zeroed_pct", "sign_flip_pct", "median_rel_err", "noise_sign_flip_pct", "rel_fro_err_se", "cols_used",
 };
 
 // Note: the number of rows.

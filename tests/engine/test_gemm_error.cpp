@@ -456,16 +456,72 @@ TEST_CASE("sampled wgrad rows are rows of dW, over every token, with the standar
   CHECK_FALSE(g[0].sampled);  // fprop and dgrad: one token, all of it
 }
 
-TEST_CASE("--gemm-rows auto keeps every row up to 2^32 multiply-adds, then samples") {
-  CHECK(fp8a::gemm_rows_for(fp8a::kGemmRowsAuto, 128, 384, 128) == 128);    // the sample captures
-  CHECK(fp8a::gemm_rows_for(fp8a::kGemmRowsAuto, 4096, 1024, 1024) == 4096);  // 2^32 exactly
-  CHECK(fp8a::gemm_rows_for(fp8a::kGemmRowsAuto, 4097, 1024, 1024) == 4096);
-  CHECK(fp8a::gemm_rows_for(fp8a::kGemmRowsAuto, 8192, 4096, 4096) == 256);
-  CHECK(fp8a::gemm_rows_for(fp8a::kGemmRowsAuto, 8192, 16384, 16384) == 256);  // the floor
-  CHECK(fp8a::gemm_rows_for(fp8a::kGemmRowsAuto, 100, 16384, 16384) == 100);
-  CHECK(fp8a::gemm_rows_for(0, 8192, 4096, 4096) == 8192);
-  CHECK(fp8a::gemm_rows_for(300, 8192, 4096, 4096) == 300);
-  CHECK(fp8a::gemm_rows_for(300, 200, 4096, 4096) == 200);
+TEST_CASE("--gemm-rows auto keeps every entry up to 2^32 multiply-adds, then samples rows and columns") {
+  const auto rows_only = [](std::int64_t rows, std::int64_t m, std::int64_t n, std::int64_t k) {
+    return fp8a::gemm_sample_for(rows, m, n, k, false);
+  };
+  const auto both = [](std::int64_t m, std::int64_t n, std::int64_t k) {
+    const fp8a::GemmSample s = fp8a::gemm_sample_for(fp8a::kGemmRowsAuto, m, n, k, true);
+    return std::pair{s.rows, s.cols};
+  };
+  // Layers split over ranks: rows only, every column.
+  CHECK(rows_only(fp8a::kGemmRowsAuto, 128, 384, 128).rows == 128);    // the sample captures
+  CHECK(rows_only(fp8a::kGemmRowsAuto, 4096, 1024, 1024).rows == 4096);  // 2^32 exactly
+  CHECK(rows_only(fp8a::kGemmRowsAuto, 4097, 1024, 1024).rows == 4096);
+  CHECK(rows_only(fp8a::kGemmRowsAuto, 8192, 4096, 4096).rows == 256);
+  CHECK(rows_only(fp8a::kGemmRowsAuto, 8192, 16384, 16384).rows == 256);  // the floor
+  CHECK(rows_only(fp8a::kGemmRowsAuto, 100, 16384, 16384).rows == 100);
+  CHECK(rows_only(fp8a::kGemmRowsAuto, 8192, 4096, 4096).cols == 4096);
+  CHECK(rows_only(0, 8192, 4096, 4096).rows == 8192);
+  CHECK(rows_only(300, 8192, 4096, 4096).rows == 300);
+  CHECK(rows_only(300, 200, 4096, 4096).rows == 200);
+  CHECK(fp8a::gemm_sample_for(300, 8192, 4096, 4096, true).cols == 4096);  // --gemm-rows N: every column
+  // Single-rank layers: about sqrt(2^32 / k) of each, at least 256, a short side giving the
+  // other its share.
+  CHECK(both(128, 384, 128) == std::pair<std::int64_t, std::int64_t>{128, 384});
+  CHECK(both(4096, 1024, 1024) == std::pair<std::int64_t, std::int64_t>{4096, 1024});
+  CHECK(both(4096, 22016, 4096) == std::pair<std::int64_t, std::int64_t>{1024, 1024});  // Llama-2-7B fc1
+  CHECK(both(4096, 4096, 11008) == std::pair<std::int64_t, std::int64_t>{624, 624});    // fc2: 2^32 / 11008
+  CHECK(both(200, 16384, 16384) == std::pair<std::int64_t, std::int64_t>{200, 1310});   // 2^18 / 200
+  CHECK(both(65536, 200, 65536) == std::pair<std::int64_t, std::int64_t>{327, 200});    // 2^16 / 200
+  CHECK(both(1 << 20, 1 << 20, 1 << 20) == std::pair<std::int64_t, std::int64_t>{256, 256});  // the floor
+}
+
+TEST_CASE("sampled output columns: the entries of those columns, the rows' and columns' standard errors") {
+  // One token, K = 1, N = 8: fprop Y [1, 8] = X W^T = W's column (X = 1). E4M3 current scaling of
+  // W (amax 448, scale 1): 1.0625 rounds to 1 and 1.1875 to 1.25 (ties, to even); dY = 1 exact.
+  // 4 of Y's 8 columns are W's rows 0, 2, 4, 6: 448, 1.0625, 1.1875, 1.0625. The one row is every
+  // row (no error from it); the columns are a sample of 8.
+  Layer l{{1}, {448, 1, 1.0625f, 1, 1.1875f, 1, 1.0625f, 1}, {1, 1, 1, 1, 1, 1, 1, 1}, {}};
+  add_layer(&l, 1, 8, 1);
+  fp8a::RunConfig config;
+  config.recipes = {fp8a::parse_recipe("current")};
+  config.formats = {fp8a::TrainingFormat::kE4M3};
+  const auto rows = fp8a::evaluate_captures(l.set, config, fp8a::CpuBackend());
+  std::vector<std::string> skipped;
+  fp8a::GemmOptions options;
+  options.sample_cols = 4;
+  const auto g = fp8a::evaluate_gemm_errors(l.set, rows, options, &skipped);
+  REQUIRE(g.size() == 3);
+  const RatioSample want({0, 0.0625 * 0.0625, 0.0625 * 0.0625, 0.0625 * 0.0625},
+                         {448.0 * 448.0, 1.0625 * 1.0625, 1.1875 * 1.1875, 1.0625 * 1.0625}, 8);
+  const fp8a::GemmRow& f = g[0];
+  CHECK(f.gemm == fp8a::Gemm::kFprop);
+  CHECK(f.sampled);
+  CHECK(f.rows_used == 1);
+  CHECK(f.cols_used == 4);
+  CHECK(f.rel_fro_err == doctest::Approx(want.rel_fro_err).epsilon(1e-12));
+  CHECK(f.rel_fro_err_se == doctest::Approx(want.rel_fro_err_se).epsilon(1e-12));
+  CHECK(f.zeroed_pct == 0.0);
+  CHECK(f.median_rel_err == doctest::Approx((0.0625 / 1.1875 + 0.0625 / 1.0625) / 2).epsilon(1e-12));
+  // dgrad dX [1, 1] = dY W has one column: all of it, every entry.
+  CHECK(g[1].cols_used == 1);
+  CHECK_FALSE(g[1].sampled);
+  // Not sampled: every column, no standard error.
+  const auto all = fp8a::evaluate_gemm_errors(l.set, rows, fp8a::GemmOptions{}, &skipped);
+  CHECK(all[0].cols_used == 8);
+  CHECK_FALSE(all[0].sampled);
+  CHECK(std::isnan(all[0].rel_fro_err_se));
 }
 
 namespace {

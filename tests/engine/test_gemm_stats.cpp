@@ -83,7 +83,7 @@ TEST_CASE("ErrorSums: tiles merged give the whole output's sums, zeroes, flips a
   CHECK(whole.zeroed == zeroed);    // 4 -> 0 and 1 -> 0
   CHECK(whole.flipped == flipped);  // -2 -> 2
   fp8a::GemmRow row;
-  whole.finish(true, 10, nullptr, rel, &row);
+  whole.finish(true, 10, 0, nullptr, rel, &row);
   CHECK(row.rel_fro_err == doctest::Approx(std::sqrt(err2 / ref2)).epsilon(1e-15));
   CHECK(row.zeroed_pct == doctest::Approx(100.0 * zeroed / 12));
   CHECK(row.median_rel_err == median_sorted(rel));

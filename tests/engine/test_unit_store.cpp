@@ -108,6 +108,7 @@ TEST_CASE("GEMM rows encode and decode to the same fields") {
   g.n = 1024;
   g.k = 4096;
   g.rows_used = 128;
+  g.cols_used = 640;
   g.sampled = true;
   g.rel_fro_err = 0.0123456789;
   g.cos = 0.99999;
@@ -132,6 +133,7 @@ TEST_CASE("GEMM rows encode and decode to the same fields") {
   CHECK(r.format == TrainingFormat::kE4M3);
   CHECK(r.k == 4096);
   CHECK(r.rows_used == 128);
+  CHECK(r.cols_used == 640);
   CHECK(r.sampled);
   CHECK(same_bits(r.rel_fro_err, g.rel_fro_err));
   CHECK(r.engine == "cublaslt");

@@ -162,6 +162,7 @@ TEST_CASE("metrics.csv, summary.json and the console table match their golden fi
   g.n = 8;
   g.k = 64;
   g.rows_used = 32;
+  g.cols_used = 48;
   g.sampled = true;
   g.rel_fro_err = 0.03125;
   g.cos = 0.9995;
