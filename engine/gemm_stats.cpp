@@ -151,6 +151,23 @@ FP8A_CPU_PATHS(RowSums, row_sums_on, (const double* ref, const double* got, std:
 
 }  // namespace
 
+namespace {
+
+// Adds o_err2 and o_ref2 into err2 and ref2 unit by unit, growing them to o's length.
+void add_units(const std::vector<double>& o_err2, const std::vector<double>& o_ref2, std::vector<double>* err2,
+               std::vector<double>* ref2) {
+  if (err2->size() < o_err2.size()) {
+    err2->resize(o_err2.size(), 0.0);
+    ref2->resize(o_err2.size(), 0.0);
+  }
+  for (std::size_t u = 0; u < o_err2.size(); ++u) {
+    (*err2)[u] += o_err2[u];
+    (*ref2)[u] += o_ref2[u];
+  }
+}
+
+}  // namespace
+
 void ErrorSums::add(const double* ref, std::int64_t ref_stride, const double* got, std::int64_t rows, std::int64_t cols,
                     std::int64_t first_unit, double* rel, std::int64_t rel_stride, std::int64_t first_col) {
   if (first_col >= 0) {
@@ -187,22 +204,8 @@ void ErrorSums::add(const double* ref, std::int64_t ref_stride, const double* go
 void ErrorSums::merge(ErrorSums&& o) {
   err2 += o.err2, ref2 += o.ref2, got2 += o.got2, dot += o.dot;
   entries += o.entries, zeroed += o.zeroed, flipped += o.flipped;
-  if (unit_err2.size() < o.unit_err2.size()) {
-    unit_err2.resize(o.unit_err2.size(), 0.0);
-    unit_ref2.resize(o.unit_err2.size(), 0.0);
-  }
-  for (std::size_t u = 0; u < o.unit_err2.size(); ++u) {
-    unit_err2[u] += o.unit_err2[u];
-    unit_ref2[u] += o.unit_ref2[u];
-  }
-  if (col_err2.size() < o.col_err2.size()) {
-    col_err2.resize(o.col_err2.size(), 0.0);
-    col_ref2.resize(o.col_err2.size(), 0.0);
-  }
-  for (std::size_t j = 0; j < o.col_err2.size(); ++j) {
-    col_err2[j] += o.col_err2[j];
-    col_ref2[j] += o.col_ref2[j];
-  }
+  add_units(o.unit_err2, o.unit_ref2, &unit_err2, &unit_ref2);
+  add_units(o.col_err2, o.col_ref2, &col_err2, &col_ref2);
 }
 
 namespace {

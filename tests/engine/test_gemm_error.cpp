@@ -429,23 +429,36 @@ TEST_CASE("sampled fprop rows carry the ratio estimator's standard error") {
   for (const auto& row : all) CHECK(std::isnan(row.rel_fro_err_se));
 }
 
-TEST_CASE("sampled wgrad rows are rows of dW, over every token, with the standard error") {
-  // One token, K = 1, N = 8: dW [8, 1] = dY^T X = dY's column. E4M3 current scaling of dY (amax
-  // 448, scale 1): 1.0625 rounds to 1 and 1.1875 to 1.25 (ties, to even); X = 1 and W = 1 exact.
-  // --gemm-rows 4 of dW's 8 rows takes rows 0, 2, 4, 6: dY 448, 1.0625, 1.1875, 1.0625.
-  Layer l{{1}, {1, 1, 1, 1, 1, 1, 1, 1}, {448, 1, 1.0625f, 1, 1.1875f, 1, 1.0625f, 1}, {}};
+namespace {
+
+// A layer of one token, K = 1, N = 8, one operand of which holds 448, 1, 1.0625, 1, 1.1875, 1,
+// 1.0625, 1 (the others 1): under E4M3 current scaling (amax 448, scale 1) 1.0625 rounds to 1 and
+// 1.1875 to 1.25 (ties, to even), the rest exactly. Sampling 4 of the 8 takes entries 0, 2, 4,
+// 6: 448, 1.0625, 1.1875, 1.0625, whose errors and references are kTies'.
+const std::vector<float> kTieValues = {448, 1, 1.0625f, 1, 1.1875f, 1, 1.0625f, 1};
+const RatioSample kTies({0, 0.0625 * 0.0625, 0.0625 * 0.0625, 0.0625 * 0.0625},
+                        {448.0 * 448.0, 1.0625 * 1.0625, 1.1875 * 1.1875, 1.0625 * 1.0625}, 8);
+
+// The GEMM rows of such a layer (X, W and dY given) under `current`, E4M3.
+std::vector<fp8a::GemmRow> tie_layer_rows(Layer l, const fp8a::GemmOptions& options) {
   add_layer(&l, 1, 8, 1);
   fp8a::RunConfig config;
   config.recipes = {fp8a::parse_recipe("current")};
   config.formats = {fp8a::TrainingFormat::kE4M3};
   const auto rows = fp8a::evaluate_captures(l.set, config, fp8a::CpuBackend());
   std::vector<std::string> skipped;
+  return fp8a::evaluate_gemm_errors(l.set, rows, options, &skipped);
+}
+
+}  // namespace
+
+TEST_CASE("sampled wgrad rows are rows of dW, over every token, with the standard error") {
+  // dW [8, 1] = dY^T X = dY's column: --gemm-rows 4 of dW's 8 rows.
   fp8a::GemmOptions options;
   options.sample_rows = 4;
-  const auto g = fp8a::evaluate_gemm_errors(l.set, rows, options, &skipped);
+  const auto g = tie_layer_rows(Layer{{1}, std::vector<float>(8, 1.0f), kTieValues, {}}, options);
   REQUIRE(g.size() == 3);
-  const RatioSample want({0, 0.0625 * 0.0625, 0.0625 * 0.0625, 0.0625 * 0.0625},
-                         {448.0 * 448.0, 1.0625 * 1.0625, 1.1875 * 1.1875, 1.0625 * 1.0625}, 8);
+  const RatioSample& want = kTies;
   const fp8a::GemmRow& w = g[2];
   CHECK(w.gemm == fp8a::Gemm::kWgrad);
   CHECK(w.sampled);
@@ -488,23 +501,14 @@ TEST_CASE("--gemm-rows auto keeps every entry up to 2^32 multiply-adds, then sam
 }
 
 TEST_CASE("sampled output columns: the entries of those columns, the rows' and columns' standard errors") {
-  // One token, K = 1, N = 8: fprop Y [1, 8] = X W^T = W's column (X = 1). E4M3 current scaling of
-  // W (amax 448, scale 1): 1.0625 rounds to 1 and 1.1875 to 1.25 (ties, to even); dY = 1 exact.
-  // 4 of Y's 8 columns are W's rows 0, 2, 4, 6: 448, 1.0625, 1.1875, 1.0625. The one row is every
-  // row (no error from it); the columns are a sample of 8.
-  Layer l{{1}, {448, 1, 1.0625f, 1, 1.1875f, 1, 1.0625f, 1}, {1, 1, 1, 1, 1, 1, 1, 1}, {}};
-  add_layer(&l, 1, 8, 1);
-  fp8a::RunConfig config;
-  config.recipes = {fp8a::parse_recipe("current")};
-  config.formats = {fp8a::TrainingFormat::kE4M3};
-  const auto rows = fp8a::evaluate_captures(l.set, config, fp8a::CpuBackend());
-  std::vector<std::string> skipped;
+  // fprop Y [1, 8] = X W^T = W's column (X = 1): 4 of Y's 8 columns are W's rows 0, 2, 4, 6. The
+  // one row is every row (no error from it); the columns are a sample of 8.
   fp8a::GemmOptions options;
   options.sample_cols = 4;
-  const auto g = fp8a::evaluate_gemm_errors(l.set, rows, options, &skipped);
+  const Layer l{{1}, kTieValues, std::vector<float>(8, 1.0f), {}};
+  const auto g = tie_layer_rows(l, options);
   REQUIRE(g.size() == 3);
-  const RatioSample want({0, 0.0625 * 0.0625, 0.0625 * 0.0625, 0.0625 * 0.0625},
-                         {448.0 * 448.0, 1.0625 * 1.0625, 1.1875 * 1.1875, 1.0625 * 1.0625}, 8);
+  const RatioSample& want = kTies;
   const fp8a::GemmRow& f = g[0];
   CHECK(f.gemm == fp8a::Gemm::kFprop);
   CHECK(f.sampled);
@@ -518,7 +522,7 @@ TEST_CASE("sampled output columns: the entries of those columns, the rows' and c
   CHECK(g[1].cols_used == 1);
   CHECK_FALSE(g[1].sampled);
   // Not sampled: every column, no standard error.
-  const auto all = fp8a::evaluate_gemm_errors(l.set, rows, fp8a::GemmOptions{}, &skipped);
+  const auto all = tie_layer_rows(l, fp8a::GemmOptions{});
   CHECK(all[0].cols_used == 8);
   CHECK_FALSE(all[0].sampled);
   CHECK(std::isnan(all[0].rel_fro_err_se));
