@@ -82,8 +82,6 @@ std::vector<std::int64_t> sample(std::int64_t m, std::int64_t want, std::int64_t
   return idx;
 }
 
-std::vector<std::int64_t> all_rows(std::int64_t m) { return sample(m, 0, 1); }
-
 // view's elements [begin, begin + n) as floats, non-finite ones set to 0 (they would make every
 // GEMM NaN), compiled for each CPU path: BF16 widened in vector registers. Returns the largest
 // magnitude's bits.
@@ -248,6 +246,12 @@ FP8A_CPU_PATHS(void, scale_on, (const float* y, std::size_t n, float by, bool sq
 FP8A_CPU_PATHS(bool, bf16_on, (const float* y, std::size_t n, float by, bool squared, std::uint16_t* h),
                (y, n, by, squared, h), bf16_body)
 
+// The binade of y's largest magnitude (amax where known, else NaN: found here), 0 for all zeros.
+int binade_of(const float* y, std::size_t n, float amax) {
+  if (std::isnan(amax)) amax = FP8A_CPU_PICK(default_cpu_isa(), amax_on)(y, n);
+  return amax > 0.0f ? std::ilogb(amax) : 0;
+}
+
 // y [n] as a GEMM operand into *in (its buffers reused): y * 2^-e with 2^e the power of two at or
 // below y's largest magnitude (normalise), so that the products lie far from float32's under- and
 // overflow (BF16 units flush subnormals: this touches only values 2^-126 below the largest); with
@@ -259,11 +263,7 @@ void to_gemm_input(const float* y, std::size_t n, GemmLayout layout, double divi
   in->layout = layout;
   in->divisor = divisor;
   in->blocks = 0;  // *in may have held a block-scaled operand before
-  int e = 0;
-  if (normalise) {
-    if (std::isnan(amax)) amax = FP8A_CPU_PICK(isa, amax_on)(y, n);
-    e = amax > 0.0f ? std::ilogb(amax) : 0;
-  }
+  int e = normalise ? binade_of(y, n, amax) : 0;
   in->exp2 = squared ? 2 * e : e;
   Floats wide;  // 2^-e not a normal float (amax beyond 2^126 or below 2^-126): two exact steps
   if (e > 126 || e < -126) {
@@ -358,8 +358,7 @@ void prepare(const OperandSource& src, const Floats& x, float amax, std::int64_t
     return;
   }
   if (has_pow2_block_scales(*spec)) {  // BF16 values: cast straight to BF16 bits, normalised by x's amax
-    if (std::isnan(amax)) amax = FP8A_CPU_PICK(default_cpu_isa(), amax_on)(x.data(), x.size());
-    const int e = amax > 0.0f ? std::ilogb(amax) : 0;
+    const int e = binade_of(x.data(), x.size(), amax);
     in->layout = src.layout;
     in->divisor = 1.0;
     in->blocks = 0;
@@ -573,12 +572,10 @@ GemmCase make_case(const GemmLayer& job, const GemmOperandUse& u, const GemmOpti
   const std::size_t nr = job.ranks.size();
   const bool wgrad = u.gemm == Gemm::kWgrad;
   // a: fprop X, dgrad dY (token rows), wgrad dY^T (dW rows); b: W, W^T, X^T (the output's columns).
-  // The whole layer's output [rows, cols] and reduction for this GEMM.
-  const std::int64_t out_rows = wgrad ? job.n : job.m, out_cols = u.gemm == Gemm::kFprop ? job.n : job.k;
-  const std::int64_t reduction = u.gemm == Gemm::kFprop ? job.k : wgrad ? job.m : job.n;
-  GemmSample sample_of = gemm_sample_for(options.sample_rows, out_rows, out_cols, reduction, nr == 1);
+  const GemmDims dims = job.dims(u.gemm);
+  GemmSample sample_of = gemm_sample_for(options.sample_rows, dims.m, dims.n, dims.k, nr == 1);
   if (options.sample_rows != kGemmRowsAuto && options.sample_cols > 0 && nr == 1)
-    sample_of.cols = std::min(options.sample_cols, out_cols);
+    sample_of.cols = std::min(options.sample_cols, dims.n);
   const std::int64_t want = sample_of.rows;
   c.population = wgrad ? job.n : job.m;
   // Whether every rank's a operand is the same tensor (its rows the same units).
@@ -601,8 +598,7 @@ GemmCase make_case(const GemmLayer& job, const GemmOperandUse& u, const GemmOpti
     term.b.view = &bv;
     term.b.layout = u.gemm == Gemm::kFprop ? GemmLayout::kKMajor : GemmLayout::kKOuter;
     const std::int64_t b_rows = u.gemm == Gemm::kFprop ? bv.rows : bv.cols;
-    term.b.idx = nr == 1 ? sample(b_rows, sample_of.cols >= b_rows ? 0 : sample_of.cols, group_b)
-                         : all_rows(b_rows);
+    term.b.idx = sample(b_rows, sample_of.cols, group_b);  // every row on several ranks: cols is n
     if (term.b.rows() < b_rows) {
       c.sampled = true;
       c.cols_used = term.b.rows();

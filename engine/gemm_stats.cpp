@@ -149,17 +149,17 @@ RowSums row_sums_body(const double* ref, const double* got, std::int64_t n, doub
 FP8A_CPU_PATHS(RowSums, row_sums_on, (const double* ref, const double* got, std::int64_t n, double* rel),
                (ref, got, n, rel), row_sums_body)
 
-}  // namespace
-
-namespace {
+// Grows per-unit sums err2 and ref2 to at least n units, the new ones 0.
+void grow_units(std::size_t n, std::vector<double>* err2, std::vector<double>* ref2) {
+  if (err2->size() >= n) return;
+  err2->resize(n, 0.0);
+  ref2->resize(n, 0.0);
+}
 
 // Adds o_err2 and o_ref2 into err2 and ref2 unit by unit, growing them to o's length.
 void add_units(const std::vector<double>& o_err2, const std::vector<double>& o_ref2, std::vector<double>* err2,
                std::vector<double>* ref2) {
-  if (err2->size() < o_err2.size()) {
-    err2->resize(o_err2.size(), 0.0);
-    ref2->resize(o_err2.size(), 0.0);
-  }
+  grow_units(o_err2.size(), err2, ref2);
   for (std::size_t u = 0; u < o_err2.size(); ++u) {
     (*err2)[u] += o_err2[u];
     (*ref2)[u] += o_ref2[u];
@@ -171,10 +171,7 @@ void add_units(const std::vector<double>& o_err2, const std::vector<double>& o_r
 void ErrorSums::add(const double* ref, std::int64_t ref_stride, const double* got, std::int64_t rows, std::int64_t cols,
                     std::int64_t first_unit, double* rel, std::int64_t rel_stride, std::int64_t first_col) {
   if (first_col >= 0) {
-    if (static_cast<std::int64_t>(col_err2.size()) < first_col + cols) {
-      col_err2.resize(static_cast<std::size_t>(first_col + cols), 0.0);
-      col_ref2.resize(col_err2.size(), 0.0);
-    }
+    grow_units(static_cast<std::size_t>(first_col + cols), &col_err2, &col_ref2);
     for (std::int64_t i = 0; i < rows; ++i)
       for (std::int64_t j = 0; j < cols; ++j) {
         const double r = ref[i * ref_stride + j], d = got[i * cols + j] - r;
@@ -182,10 +179,7 @@ void ErrorSums::add(const double* ref, std::int64_t ref_stride, const double* go
         col_ref2[static_cast<std::size_t>(first_col + j)] += r * r;
       }
   }
-  if (static_cast<std::int64_t>(unit_err2.size()) < first_unit + rows) {
-    unit_err2.resize(static_cast<std::size_t>(first_unit + rows), 0.0);
-    unit_ref2.resize(unit_err2.size(), 0.0);
-  }
+  grow_units(static_cast<std::size_t>(first_unit + rows), &unit_err2, &unit_ref2);
   entries += rows * cols;
   const auto row_sums = FP8A_CPU_PICK(default_cpu_isa(), row_sums_on);
   for (std::int64_t i = 0; i < rows; ++i) {
