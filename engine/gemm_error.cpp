@@ -7,8 +7,9 @@
 #include <array>
 #include <bit>
 #include <cstring>
-#include <optional>
 #include <cmath>
+#include <numeric>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -21,6 +22,7 @@
 #include "engine/evaluation_index.hpp"
 #include "engine/fake_quant.hpp"
 #include "engine/gemm_pairing.hpp"
+#include "engine/gemm_sampling.hpp"
 #include "engine/gemm_stats.hpp"
 #include "engine/quant_spec.hpp"
 #include "engine/unit_codec.hpp"
@@ -66,20 +68,6 @@ QuantSpec spec_for(const EvaluationRow& row, const CapturedTensor& shard) {
 QuantSpec transposed(QuantSpec s) {
   s.block = BlockShape{s.block.cols, s.block.rows};
   return s;
-}
-
-// `want` of m rows, evenly spaced, in whole aligned groups of `group` rows (a recipe's block
-// height: a sampled operand keeps its blocks whole); all m when want is 0 or covers them.
-std::vector<std::int64_t> sample(std::int64_t m, std::int64_t want, std::int64_t group) {
-  std::vector<std::int64_t> idx;
-  group = std::max<std::int64_t>(1, group);
-  const std::int64_t groups = (m + group - 1) / group;
-  const std::int64_t n = (want <= 0 || want >= m) ? groups : std::min(groups, (want + group - 1) / group);
-  for (std::int64_t i = 0; i < n; ++i) {
-    const std::int64_t g = i * groups / n;
-    for (std::int64_t r = g * group; r < std::min(m, (g + 1) * group); ++r) idx.push_back(r);
-  }
-  return idx;
 }
 
 // view's elements [begin, begin + n) as floats, non-finite ones set to 0 (they would make every
@@ -472,18 +460,26 @@ struct Part {
   std::vector<double> ref;  // the reference output [rows, cols], float64 sums of the products
 };
 
-// Everything a GEMM of a layer needs for every recipe: its parts, with their references, the
-// units sampled and the noise table (wgrad).
+// Everything a GEMM of a layer needs for every recipe: its parts, with their references, how its
+// output's rows and columns were drawn and the noise table (wgrad).
 struct GemmCase {
   Gemm gemm = Gemm::kFprop;
   std::vector<Part> parts;
-  bool sampled = false;
-  std::int64_t units = 0, population = 0;
-  // Columns: the output's columns (b's rows) used, and all of them when a sample (single-rank
-  // layers; 0 otherwise, every column used).
-  std::int64_t cols_used = 0, col_population = 0;
+  std::int64_t units = 0;  // output rows computed (every part's)
+  // The output's rows (units 0..units-1 of the sums) and columns (b's rows) as drawn
+  // (gemm_sampling.hpp); on layers split over ranks the rows evenly spaced per rank and the
+  // columns all.
+  UnitDraw rows, cols;
   NoiseTable noise;
   bool has_noise = false;
+  bool sampled() const { return rows.sampled() || cols.sampled(); }
+  // What each computed entry stands for (null: the whole output computed).
+  std::optional<SampledOutput> design() const {
+    if (!sampled()) return std::nullopt;
+    return SampledOutput{&rows, cols.sampled() ? &cols : nullptr};
+  }
+  // The first column of a tile at c0 in the per-column sums: -1 where the columns are all used.
+  std::int64_t first_col(std::int64_t c0) const { return cols.sampled() ? c0 : -1; }
 };
 
 // Two casts that give the same values (or both none).
@@ -577,14 +573,30 @@ GemmCase make_case(const GemmLayer& job, const GemmOperandUse& u, const GemmOpti
   if (options.sample_rows != kGemmRowsAuto && options.sample_cols > 0 && nr == 1)
     sample_of.cols = std::min(options.sample_cols, dims.n);
   const std::int64_t want = sample_of.rows;
-  c.population = wgrad ? job.n : job.m;
   // Whether every rank's a operand is the same tensor (its rows the same units).
   const bool a_shared = nr == 1 || (job.split == Split::kColumn && u.a == Role::kActivation) ||
                         (job.split == Split::kRow && u.a == Role::kGradient);
   const bool summed = output_is_sum(job.split, u.gemm);
   const std::int64_t rank_want =
       a_shared || summed ? want : (want + static_cast<std::int64_t>(nr) - 1) / static_cast<std::int64_t>(nr);
+  const GemmLayout a_layout = wgrad ? GemmLayout::kKOuter : GemmLayout::kKMajor;
+  const GemmLayout b_layout = u.gemm == Gemm::kFprop ? GemmLayout::kKMajor : GemmLayout::kKOuter;
+  const auto gemm_rows = [](const TensorView& v, GemmLayout layout) {
+    return layout == GemmLayout::kKMajor ? v.rows : v.cols;
+  };
+  // A single-rank layer draws its rows and columns by their energies (a certainty stratum and
+  // the rest); the ranks of a split layer draw their rows evenly spaced.
+  if (nr == 1) {
+    const TensorView& av = job.ranks[0][ia]->view;
+    const TensorView& bv = job.ranks[0][ib]->view;
+    const std::int64_t a_rows = gemm_rows(av, a_layout), b_rows = gemm_rows(bv, b_layout);
+    c.rows = want <= 0 || want >= a_rows ? all_units(a_rows) : draw_units(unit_energies(av, a_layout), want, group);
+    c.cols = sample_of.cols <= 0 || sample_of.cols >= b_rows
+                 ? all_units(b_rows)
+                 : draw_units(unit_energies(bv, b_layout), sample_of.cols, group_b);
+  }
   std::int64_t next_unit = 0;
+  bool rows_sampled = false;
   for (std::size_t r = 0; r < nr; ++r) {
     Term term;
     term.a_tensor = job.ranks[r][ia];
@@ -592,20 +604,14 @@ GemmCase make_case(const GemmLayer& job, const GemmOperandUse& u, const GemmOpti
     const TensorView& av = term.a_tensor->view;
     const TensorView& bv = term.b_tensor->view;
     term.a.view = &av;
-    term.a.layout = wgrad ? GemmLayout::kKOuter : GemmLayout::kKMajor;
-    const std::int64_t a_rows = wgrad ? av.cols : av.rows;
-    term.a.idx = sample(a_rows, rank_want, group);
+    term.a.layout = a_layout;
     term.b.view = &bv;
-    term.b.layout = u.gemm == Gemm::kFprop ? GemmLayout::kKMajor : GemmLayout::kKOuter;
-    const std::int64_t b_rows = u.gemm == Gemm::kFprop ? bv.rows : bv.cols;
-    term.b.idx = sample(b_rows, sample_of.cols, group_b);  // every row on several ranks: cols is n
-    if (term.b.rows() < b_rows) {
-      c.sampled = true;
-      c.cols_used = term.b.rows();
-      c.col_population = b_rows;
-    }
+    term.b.layout = b_layout;
+    const std::int64_t a_rows = gemm_rows(av, a_layout);
+    term.a.idx = nr == 1 ? c.rows.idx : even_units(a_rows, rank_want, group).idx;
+    term.b.idx = nr == 1 ? c.cols.idx : all_units(gemm_rows(bv, b_layout)).idx;
+    rows_sampled = rows_sampled || term.a.rows() < a_rows;
     term.a_raw = term.a.load(0, term.a.rows());
-    c.sampled = c.sampled || term.a.rows() < a_rows;
     if (summed && r > 0) {
       c.parts[0].terms.push_back(std::move(term));
       continue;
@@ -619,6 +625,23 @@ GemmCase make_case(const GemmLayer& job, const GemmOperandUse& u, const GemmOpti
     c.parts.push_back(std::move(p));
   }
   c.units = a_shared || summed ? c.parts[0].rows : next_unit;
+  if (nr > 1) {
+    // The ranks' rows as one evenly spaced sample of the layer's, each standing for as many
+    // (every unit a cluster of its own); every column.
+    const std::int64_t population = wgrad ? job.n : job.m;
+    c.rows = all_units(population);
+    if (rows_sampled) {  // the units as numbered in the sums: 0..units-1
+      const auto units = static_cast<std::size_t>(c.units);
+      c.rows.idx.resize(units);
+      c.rows.weight.assign(units, static_cast<double>(population) / static_cast<double>(c.units));
+      c.rows.cluster.resize(units);
+      std::iota(c.rows.cluster.begin(), c.rows.cluster.end(), 0);
+      c.rows.certain = 0;
+      c.rows.rest_clusters = population;
+      c.rows.drawn_clusters = c.units;
+    }
+    c.cols = all_units(c.parts[0].cols);
+  }
   // The references, and wgrad's S (the product of the squared operands) for the noise table.
   c.has_noise = wgrad;
   for (Part& p : c.parts) {
@@ -630,12 +653,18 @@ GemmCase make_case(const GemmLayer& job, const GemmOperandUse& u, const GemmOpti
     });
     if (!wgrad) continue;
     std::vector<NoiseTable> tiles(static_cast<std::size_t>(tile_count(p.cols)));
+    const bool sampled = c.sampled();
     part_products(p, none, true, [&](std::int64_t tile, std::int64_t c0, std::int64_t n, std::size_t,
                                      const std::vector<double>& s) {
       std::vector<double> ref(s.size());
       for (std::int64_t i = 0; i < p.rows; ++i)
         std::copy(p.ref.begin() + i * p.cols + c0, p.ref.begin() + i * p.cols + c0 + n, ref.begin() + i * n);
-      tiles[static_cast<std::size_t>(tile)].add(ref, s);
+      NoiseTable& t = tiles[static_cast<std::size_t>(tile)];
+      if (sampled)
+        t.add_weighted(ref, s, p.rows, n, c.rows.weight.data() + p.first_unit,
+                       c.cols.sampled() ? c.cols.weight.data() + c0 : nullptr);
+      else
+        t.add(ref, s);
     });
     for (const NoiseTable& t : tiles) c.noise.merge(t);
   }
@@ -661,6 +690,7 @@ std::vector<GemmRow> emulated_rows(const GemmLayer& job, const GemmCase& c,
                                    std::span<const std::pair<const EvaluationRow*, const EvaluationRow*>> uses,
                                    std::vector<std::vector<double>>* rel_buffers) {
   std::vector<ErrorSums> sums(uses.size());
+  const std::optional<SampledOutput> design = c.design();
   std::int64_t entries = 0;
   for (const Part& p : c.parts) entries += p.rows * p.cols;
   std::vector<std::vector<double>>& rel = *rel_buffers;
@@ -685,7 +715,8 @@ std::vector<GemmRow> emulated_rows(const GemmLayer& job, const GemmCase& c,
     const auto add_tile = [&](std::size_t u, std::int64_t tile, std::int64_t c0, std::int64_t n,
                               const std::vector<double>& got) {
       tiles[u][static_cast<std::size_t>(tile)].add(p.ref.data() + c0, p.cols, got.data(), p.rows, n, p.first_unit,
-                                                   rel[u].data() + offset + c0, p.cols, c.cols_used > 0 ? c0 : -1);
+                                                   rel[u].data() + offset + c0, p.cols, c.first_col(c0),
+                                                   design ? &*design : nullptr);
     };
     if (!casts.empty())
       part_products(p, casts, false, [&](std::int64_t tile, std::int64_t c0, std::int64_t n, std::size_t cast,
@@ -714,12 +745,12 @@ std::vector<GemmRow> emulated_rows(const GemmLayer& job, const GemmCase& c,
       row.layer = job.layer;
       row.gemm = c.gemm;
       row.rows_used = c.units;
-      row.cols_used = c.cols_used > 0 ? c.cols_used : dims.n;
-      row.sampled = c.sampled;
+      row.cols_used = c.cols.sampled() ? c.cols.size() : dims.n;
+      row.sampled = c.sampled();
       row.m = dims.m;
       row.n = dims.n;
       row.k = dims.k;
-      sums[u].finish(c.sampled, c.population, c.col_population, c.has_noise ? &c.noise : nullptr, rel[u], &row);
+      sums[u].finish(design ? &*design : nullptr, c.has_noise ? &c.noise : nullptr, rel[u], &row);
     });
   });
   return rows;
@@ -775,8 +806,9 @@ void run_on_engine(const GemmEngine& engine, const GemmCase& c, const Evaluation
   const std::vector<double> ref(r.reference.begin(), r.reference.end()), got(r.out.begin(), r.out.end());
   ErrorSums sums;
   std::vector<double> rel(ref.size());
-  sums.add(ref.data(), p.n, got.data(), p.m, p.n, 0, rel.data(), p.n, c.cols_used > 0 ? 0 : -1);
-  sums.finish(c.sampled, c.population, c.col_population, c.has_noise ? &c.noise : nullptr, rel, &row);
+  const std::optional<SampledOutput> design = c.design();
+  sums.add(ref.data(), p.n, got.data(), p.m, p.n, 0, rel.data(), p.n, c.first_col(0), design ? &*design : nullptr);
+  sums.finish(design ? &*design : nullptr, c.has_noise ? &c.noise : nullptr, rel, &row);
   rows->push_back(std::move(row));
 }
 
@@ -785,7 +817,7 @@ void run_on_engine(const GemmEngine& engine, const GemmCase& c, const Evaluation
 // them), with the options that change the rows.
 std::string gemm_unit_key(const GemmLayer& job, const EvaluationIndex& index, const GemmOptions& options) {
   ByteWriter w;
-  w.str("GEMM layer 3");
+  w.str("GEMM layer 4");
   w.i64(job.step);
   w.str(job.layer);
   w.u8(static_cast<std::uint8_t>(job.split));

@@ -7,6 +7,7 @@
 #include <bit>
 #include <cmath>
 
+#include "core/error.hpp"
 #include "engine/cpu_isa.hpp"
 
 namespace fp8a {
@@ -23,10 +24,32 @@ void NoiseTable::add(std::span<const double> ref, std::span<const double> s) {
   }
 }
 
+void NoiseTable::add_weighted(std::span<const double> ref, std::span<const double> s, std::int64_t rows,
+                              std::int64_t cols, const double* row_w, const double* col_w) {
+  entries += rows * cols;
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const auto e = static_cast<std::size_t>(i * cols + j);
+      const double wt = row_w[i] * (col_w != nullptr ? col_w[j] : 1.0);
+      weight += wt;
+      s_sum += wt * s[e];
+      const double r = ref[e], v = s[e];
+      if (r != 0.0 && v > 0.0) {
+        const double ti = r * r / v;
+        if (std::isfinite(ti) && ti > 0) {
+          t.push_back(ti);
+          w.push_back(wt);
+        }
+      }
+    }
+}
+
 void NoiseTable::merge(const NoiseTable& o) {
   entries += o.entries;
+  weight += o.weight;
   s_sum += o.s_sum;
   t.insert(t.end(), o.t.begin(), o.t.end());
+  w.insert(w.end(), o.w.begin(), o.w.end());
 }
 
 void NoiseTable::finish() {
@@ -34,9 +57,14 @@ void NoiseTable::finish() {
   for (double ti : t) ++count[static_cast<std::size_t>(std::ilogb(ti) - kMinBinade + 1)];
   for (std::size_t b = 1; b < count.size(); ++b) count[b] += count[b - 1];
   binade_end.assign(count.begin() + 1, count.end());
-  std::vector<double> grouped(t.size());
-  for (double ti : t) grouped[count[static_cast<std::size_t>(std::ilogb(ti) - kMinBinade)]++] = ti;
+  std::vector<double> grouped(t.size()), grouped_w(w.size());
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    const std::size_t at = count[static_cast<std::size_t>(std::ilogb(t[i]) - kMinBinade)]++;
+    grouped[at] = t[i];
+    if (!w.empty()) grouped_w[at] = w[i];
+  }
   t = std::move(grouped);
+  w = std::move(grouped_w);
 }
 
 double NoiseTable::flips(double err2) const {
@@ -52,13 +80,13 @@ double NoiseTable::flips(double err2) const {
     tbb::parallel_for(std::size_t{0}, part.size(), [&](std::size_t b) {
       double p = 0;
       for (std::size_t i = b * kBlock; i < std::min(end, (b + 1) * kBlock); ++i)
-        if (t[i] < cut) p += 0.5 * std::erfc(std::sqrt(t[i] / two_c));
+        if (t[i] < cut) p += (w.empty() ? 0.5 : 0.5 * w[i]) * std::erfc(std::sqrt(t[i] / two_c));
       part[b] = p;
     });
   });
   double p = 0;
   for (double x : part) p += x;
-  return 100.0 * p / static_cast<double>(entries);
+  return 100.0 * p / (w.empty() && weight == 0 ? static_cast<double>(entries) : weight);
 }
 
 double median_nonnegative(std::span<const double> v) {
@@ -110,6 +138,47 @@ double median_nonnegative(std::span<const double> v) {
   return lo == hi ? upper : (kth(lo - before) + upper) / 2.0;
 }
 
+double weighted_median_nonnegative(std::span<const double> v, std::int64_t rows, std::int64_t cols,
+                                   const double* row_w, const double* col_w) {
+  constexpr std::size_t kBins = std::size_t{1} << 15;  // sign bit 0: negative values lie beyond
+  const auto bin_of = [](double x) { return static_cast<std::size_t>(std::bit_cast<std::uint64_t>(x) >> 48); };
+  const auto weight_of = [&](std::int64_t i, std::int64_t j) { return row_w[i] * (col_w != nullptr ? col_w[j] : 1.0); };
+  std::vector<double> bin_weight(kBins, 0.0);
+  double total = 0;
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const std::size_t b = bin_of(v[static_cast<std::size_t>(i * cols + j)]);
+      if (b >= kBins) continue;
+      const double wt = weight_of(i, j);
+      bin_weight[b] += wt;
+      total += wt;
+    }
+  if (!(total > 0)) return 0.0;
+  const double half = total / 2;
+  // The bin where the weights reach half, and the next one holding values (the mean's other
+  // value may lie there).
+  std::size_t lo = 0;
+  double before = 0;
+  while (lo + 1 < kBins && before + bin_weight[lo] < half) before += bin_weight[lo++];
+  std::size_t hi = lo + 1;
+  while (hi < kBins && bin_weight[hi] == 0) ++hi;
+  std::vector<std::pair<double, double>> middle;  // (value, weight) in bins lo..hi
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const double x = v[static_cast<std::size_t>(i * cols + j)];
+      const std::size_t b = bin_of(x);
+      if (b == lo || (b == hi && hi < kBins)) middle.emplace_back(x, weight_of(i, j));
+    }
+  std::sort(middle.begin(), middle.end());
+  double c = before;
+  for (std::size_t k = 0; k < middle.size(); ++k) {
+    c += middle[k].second;
+    if (c > half) return middle[k].first;
+    if (c == half) return k + 1 < middle.size() ? (middle[k].first + middle[k + 1].first) / 2.0 : middle[k].first;
+  }
+  return middle.empty() ? 0.0 : middle.back().first;
+}
+
 namespace {
 
 // One output row's sums, in kLanes interleaved partial sums added in lane order at the end (a
@@ -149,6 +218,32 @@ RowSums row_sums_body(const double* ref, const double* got, std::int64_t n, doub
 FP8A_CPU_PATHS(RowSums, row_sums_on, (const double* ref, const double* got, std::int64_t n, double* rel),
                (ref, got, n, rel), row_sums_body)
 
+// A sampled output row's sums, each entry times its column's weight v [j] (v null: 1), zeroed and
+// flipped as weights; in entry order.
+struct WeightedRowSums {
+  double err2 = 0, ref2 = 0, got2 = 0, dot = 0, zeroed = 0, flipped = 0;
+};
+WeightedRowSums weighted_row_sums_body(const double* ref, const double* got, std::int64_t n, const double* v,
+                                       double* rel) {
+  WeightedRowSums s;
+  for (std::int64_t j = 0; j < n; ++j) {
+    const double r = ref[j], g = got[j], d = g - r, wt = v != nullptr ? v[j] : 1.0;
+    s.err2 += wt * (d * d);
+    s.ref2 += wt * (r * r);
+    s.got2 += wt * (g * g);
+    s.dot += wt * (g * r);
+    const bool counted = r != 0.0;
+    s.zeroed += counted && g == 0.0 ? wt : 0.0;
+    s.flipped += counted && g != 0.0 && (g < 0.0) != (r < 0.0) ? wt : 0.0;
+    const double e = std::fabs(d) / std::fabs(r);
+    rel[j] = counted ? (e != e ? INFINITY : e) : -1.0;
+  }
+  return s;
+}
+FP8A_CPU_PATHS(WeightedRowSums, weighted_row_sums_on,
+               (const double* ref, const double* got, std::int64_t n, const double* v, double* rel),
+               (ref, got, n, v, rel), weighted_row_sums_body)
+
 // Grows per-unit sums err2 and ref2 to at least n units, the new ones 0.
 void grow_units(std::size_t n, std::vector<double>* err2, std::vector<double>* ref2) {
   if (err2->size() >= n) return;
@@ -169,7 +264,41 @@ void add_units(const std::vector<double>& o_err2, const std::vector<double>& o_r
 }  // namespace
 
 void ErrorSums::add(const double* ref, std::int64_t ref_stride, const double* got, std::int64_t rows, std::int64_t cols,
-                    std::int64_t first_unit, double* rel, std::int64_t rel_stride, std::int64_t first_col) {
+                    std::int64_t first_unit, double* rel, std::int64_t rel_stride, std::int64_t first_col,
+                    const SampledOutput* design) {
+  if (design != nullptr) {
+    weighted = true;
+    const double* row_w = design->rows->weight.data() + first_unit;
+    const double* col_w = design->cols != nullptr ? design->cols->weight.data() + first_col : nullptr;
+    if (first_col >= 0) {
+      grow_units(static_cast<std::size_t>(first_col + cols), &col_err2, &col_ref2);
+      for (std::int64_t i = 0; i < rows; ++i)
+        for (std::int64_t j = 0; j < cols; ++j) {
+          const double r = ref[i * ref_stride + j], d = got[i * cols + j] - r;
+          col_err2[static_cast<std::size_t>(first_col + j)] += row_w[i] * (d * d);
+          col_ref2[static_cast<std::size_t>(first_col + j)] += row_w[i] * (r * r);
+        }
+    }
+    grow_units(static_cast<std::size_t>(first_unit + rows), &unit_err2, &unit_ref2);
+    entries += rows * cols;
+    const auto row_sums = FP8A_CPU_PICK(default_cpu_isa(), weighted_row_sums_on);
+    for (std::int64_t i = 0; i < rows; ++i) {
+      const WeightedRowSums s = row_sums(ref + i * ref_stride, got + i * cols, cols, col_w, rel + i * rel_stride);
+      const double wi = row_w[i];
+      double row_weight = 0;
+      for (std::int64_t j = 0; j < cols; ++j) row_weight += col_w != nullptr ? col_w[j] : 1.0;
+      err2 += wi * s.err2;
+      ref2 += wi * s.ref2;
+      got2 += wi * s.got2;
+      dot += wi * s.dot;
+      weight += wi * row_weight;
+      zeroed_w += wi * s.zeroed;
+      flipped_w += wi * s.flipped;
+      unit_err2[static_cast<std::size_t>(first_unit + i)] += s.err2;
+      unit_ref2[static_cast<std::size_t>(first_unit + i)] += s.ref2;
+    }
+    return;
+  }
   if (first_col >= 0) {
     grow_units(static_cast<std::size_t>(first_col + cols), &col_err2, &col_ref2);
     for (std::int64_t i = 0; i < rows; ++i)
@@ -198,57 +327,78 @@ void ErrorSums::add(const double* ref, std::int64_t ref_stride, const double* go
 void ErrorSums::merge(ErrorSums&& o) {
   err2 += o.err2, ref2 += o.ref2, got2 += o.got2, dot += o.dot;
   entries += o.entries, zeroed += o.zeroed, flipped += o.flipped;
+  weight += o.weight, zeroed_w += o.zeroed_w, flipped_w += o.flipped_w;
+  weighted = weighted || o.weighted;
   add_units(o.unit_err2, o.unit_ref2, &unit_err2, &unit_ref2);
   add_units(o.col_err2, o.col_ref2, &col_err2, &col_ref2);
 }
 
 namespace {
 
-// se(R) of the ratio estimator over units (err2, ref2) sampled from `population`; R into *ratio.
-double ratio_standard_error(const std::vector<double>& err2, const std::vector<double>& ref2,
-                            std::int64_t population, double* ratio) {
-  const std::size_t units = err2.size();
-  const auto n = static_cast<double>(units);
-  double e = 0, r = 0;
-  for (std::size_t u = 0; u < units; ++u) e += err2[u], r += ref2[u];
-  *ratio = r > 0 ? e / r : (e > 0 ? INFINITY : 0.0);
-  if (static_cast<std::int64_t>(units) >= population) return 0.0;  // every unit: no sampling error
-  if (units < 2 || !(r > 0)) return e > 0 || units < 2 ? INFINITY : 0.0;
-  const double rbar = r / n;
+// The variance of one dimension's estimated total of z = e - ratio * r, from the units' sums
+// (e, r per drawn unit, in draw order) and the draw: its rest stratum's clusters.
+double total_variance(const std::vector<double>& e, const std::vector<double>& r, const UnitDraw& draw,
+                      double ratio) {
+  const std::int64_t n = draw.drawn_clusters, big_n = draw.rest_clusters;
+  if (!draw.sampled() || n >= big_n) return 0.0;  // every unit of the rest: no sampling error
+  if (n < 2) return INFINITY;
+  std::vector<double> z(static_cast<std::size_t>(n), 0.0);
+  for (std::size_t u = 0; u < e.size() && u < draw.cluster.size(); ++u)
+    if (draw.cluster[u] >= 0) z[static_cast<std::size_t>(draw.cluster[u])] += e[u] - ratio * r[u];
+  double mean = 0;
+  for (double v : z) mean += v;
+  mean /= static_cast<double>(n);
   double s2 = 0;
-  for (std::size_t u = 0; u < units; ++u) {
-    const double d = err2[u] - *ratio * ref2[u];
-    s2 += d * d;
-  }
-  s2 /= n - 1;
-  const double fpc = std::max(0.0, 1.0 - n / static_cast<double>(population));
-  return std::sqrt(fpc * s2 / n) / rbar;
+  for (double v : z) s2 += (v - mean) * (v - mean);
+  s2 /= static_cast<double>(n - 1);
+  const double nn = static_cast<double>(n), bn = static_cast<double>(big_n);
+  return bn * bn * std::max(0.0, 1.0 - nn / bn) * s2 / nn;
 }
 
 }  // namespace
 
-double ErrorSums::standard_error(std::int64_t population, std::int64_t col_population) const {
-  double ratio = 0;
-  double se = ratio_standard_error(unit_err2, unit_ref2, population, &ratio);
-  if (col_population > 0) {
-    double col_ratio = 0;
-    se = std::hypot(se, ratio_standard_error(col_err2, col_ref2, col_population, &col_ratio));
+double ErrorSums::standard_error(const SampledOutput& design) const {
+  // R and the estimated total of r from the units' sums and the rows' weights (the same as the
+  // weighted sums, and right for sums added without weights too).
+  const UnitDraw& rows = *design.rows;
+  double e = 0, r = 0;
+  for (std::size_t u = 0; u < unit_err2.size() && u < rows.weight.size(); ++u)
+    e += rows.weight[u] * unit_err2[u], r += rows.weight[u] * unit_ref2[u];
+  if (!(r > 0)) return e > 0 ? INFINITY : 0.0;
+  const double ratio = e / r;
+  double var = total_variance(unit_err2, unit_ref2, rows, ratio);
+  if (design.cols != nullptr) {
+    // Column sums carry the rows' weights already; scaled to the same totals.
+    var += total_variance(col_err2, col_ref2, *design.cols, ratio);
   }
-  if (std::isinf(se)) return INFINITY;
-  return ratio > 0 ? se / (2.0 * std::sqrt(ratio)) : 0.0;
+  if (std::isinf(var)) return INFINITY;
+  return ratio > 0 ? std::sqrt(var) / r / (2.0 * std::sqrt(ratio)) : 0.0;
 }
 
-void ErrorSums::finish(bool sampled, std::int64_t population, std::int64_t col_population, const NoiseTable* noise,
-                       std::span<const double> rel, GemmRow* row) {
+void ErrorSums::finish(const SampledOutput* design, const NoiseTable* noise, std::span<const double> rel,
+                       GemmRow* row) {
   const double ref_norm = std::sqrt(ref2), got_norm = std::sqrt(got2), err = std::sqrt(err2);
   row->rel_fro_err = ref_norm > 0 ? err / ref_norm : (err > 0 ? INFINITY : 0.0);
   row->cos =
       (ref_norm > 0 && got_norm > 0) ? dot / (ref_norm * got_norm) : (ref_norm == 0 && got_norm == 0 ? 1.0 : 0.0);
-  const double e = static_cast<double>(entries);
-  row->zeroed_pct = entries > 0 ? 100.0 * static_cast<double>(zeroed) / e : 0.0;
-  row->sign_flip_pct = entries > 0 ? 100.0 * static_cast<double>(flipped) / e : 0.0;
-  tbb::this_task_arena::isolate([&] { row->median_rel_err = median_nonnegative(rel); });
-  row->rel_fro_err_se = sampled ? standard_error(population, col_population) : std::nan("");
+  if (weighted) {
+    row->zeroed_pct = weight > 0 ? 100.0 * zeroed_w / weight : 0.0;
+    row->sign_flip_pct = weight > 0 ? 100.0 * flipped_w / weight : 0.0;
+  } else {
+    const double e = static_cast<double>(entries);
+    row->zeroed_pct = entries > 0 ? 100.0 * static_cast<double>(zeroed) / e : 0.0;
+    row->sign_flip_pct = entries > 0 ? 100.0 * static_cast<double>(flipped) / e : 0.0;
+  }
+  if (design != nullptr && !design->uniform()) {
+    const std::int64_t rows = design->rows->size();
+    const std::int64_t cols = rows > 0 ? static_cast<std::int64_t>(rel.size()) / rows : 0;
+    FP8A_CHECK(rows * cols == static_cast<std::int64_t>(rel.size()), "a weighted output is not [rows, cols]");
+    row->median_rel_err = weighted_median_nonnegative(rel, rows, cols, design->rows->weight.data(),
+                                                      design->cols != nullptr ? design->cols->weight.data() : nullptr);
+  } else {
+    tbb::this_task_arena::isolate([&] { row->median_rel_err = median_nonnegative(rel); });
+  }
+  row->rel_fro_err_se = design != nullptr ? standard_error(*design) : std::nan("");
   row->noise_sign_flip_pct = noise != nullptr && noise->entries > 0 ? noise->flips(err2) : std::nan("");
 }
 

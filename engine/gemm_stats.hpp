@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/gemm_row.hpp"
+#include "engine/gemm_sampling.hpp"
 
 namespace fp8a {
 
@@ -19,14 +20,22 @@ namespace fp8a {
 // into that entry), c scaled so that the variances add up to ||got - ref||^2. S and the reference
 // are the same for every recipe, so a table per (layer, step, GEMM) holds t = ref^2 / S of the
 // entries with ref != 0 < S, sorted: a row's sum covers only the entries its noise can reach.
+// A sampled output's entries carry weights (the entries each stands for: EntryWeights): then S,
+// the entries and the flips are weighted sums.
 struct NoiseTable {
   std::vector<double> t;   // grouped by binade, ascending binades (finish)
+  std::vector<double> w;   // t's weights, in t's order; empty: every weight 1
   std::vector<std::size_t> binade_end;  // t[binade_end[b - 1], binade_end[b]) have ilogb b + kMinBinade
-  double s_sum = 0;        // S over every entry
+  double s_sum = 0;        // S over every entry (weighted)
   std::int64_t entries = 0;
+  double weight = 0;       // the entries' weights added up (weighted tables)
   static constexpr int kMinBinade = -1100, kBinades = 2200;  // every finite positive double's ilogb
   // Entries ref [i] with their S [i].
   void add(std::span<const double> ref, std::span<const double> s);
+  // Entries ref [rows, cols] with their S, entry (i, j) weighing row_w [i] * col_w [j] (col_w null:
+  // 1).
+  void add_weighted(std::span<const double> ref, std::span<const double> s, std::int64_t rows, std::int64_t cols,
+                    const double* row_w, const double* col_w);
   void merge(const NoiseTable& o);
   // Groups t by binade (a counting sort, two passes: cheaper than sorting, and all flips needs).
   void finish();
@@ -44,36 +53,63 @@ struct NoiseTable {
 // blocks as tasks; the result does not depend on their order.
 double median_nonnegative(std::span<const double> v);
 
+// The weighted median of the values >= 0 of v [rows, cols], value (i, j) weighing row_w [i] *
+// col_w [j] (col_w null: row_w [i]), weights > 0: with the values sorted and C their weights added
+// up to and including each, the first whose C exceeds half the total, or the mean of it and the
+// next where its C is exactly half (as median_nonnegative for equal weights); 0 if there are none.
+// A radix select on the values' bits as median_nonnegative's, with weights in the histogram.
+double weighted_median_nonnegative(std::span<const double> v, std::int64_t rows, std::int64_t cols,
+                                   const double* row_w, const double* col_w);
+
+// The design of a sampled output: how its rows (units first_unit.. of ErrorSums) and columns were
+// drawn (gemm_sampling.hpp), and so what each computed entry stands for.
+struct SampledOutput {
+  const UnitDraw* rows = nullptr;  // never null for a sampled output
+  const UnitDraw* cols = nullptr;  // null: every column
+  bool uniform() const { return rows->uniform() && (cols == nullptr || cols->uniform()); }
+};
+
 // The comparison of an output (or a tile of it) with its reference: ||got - ref||^2, ||ref||^2,
 // ||got||^2 and <got, ref>; entries zeroed and signs flipped; per output row (a unit: a token of
 // fprop and dgrad, a row of dW) ||got - ref||^2 and ||ref||^2, for the standard error of a sample
 // of rows, and where the columns are a sample too, the same per output column. Every entry's
 // |got - ref| / |ref| (-1 where ref = 0) goes to a buffer of the whole output, for the median
 // (median_nonnegative).
+//
+// A sampled output (add given its SampledOutput) sums each entry times the entries it stands for
+// (its row's weight times its column's): the sums, zeroed and flipped shares estimate the whole
+// output's (Horvitz-Thompson); the per-unit sums are those of the drawn units, each over its
+// computed entries weighted by their columns' weights (and per column by their rows'), what the
+// standard error of the estimate needs.
 struct ErrorSums {
   double err2 = 0, ref2 = 0, got2 = 0, dot = 0;
   std::int64_t entries = 0, zeroed = 0, flipped = 0;
+  double weight = 0, zeroed_w = 0, flipped_w = 0;  // weighted sums only: entries, zeroed, flipped
+  bool weighted = false;
   std::vector<double> unit_err2, unit_ref2;
   std::vector<double> col_err2, col_ref2;  // empty unless add is given columns
 
   // ref [rows, cols] with rows ref_stride apart, got [rows, cols], rel [rows, cols] with rows
   // rel_stride apart; their row i is unit first_unit + i, their column j column first_col + j
-  // (first_col -1: no per-column sums).
+  // (first_col -1: no per-column sums). design: the output's, weighting each entry (null: every
+  // entry counts once).
   void add(const double* ref, std::int64_t ref_stride, const double* got, std::int64_t rows, std::int64_t cols,
-           std::int64_t first_unit, double* rel, std::int64_t rel_stride, std::int64_t first_col = -1);
+           std::int64_t first_unit, double* rel, std::int64_t rel_stride, std::int64_t first_col = -1,
+           const SampledOutput* design = nullptr);
   // Adds a tile's sums (in a fixed order: the numbers do not depend on the thread count).
   void merge(ErrorSums&& o);
-  // The ratio estimator's standard error (METRICS.md rel_fro_err_se): R = sum e / sum r over the
-  // n sampled of `population` units, var R ~ (1 - n/M) / (n rbar^2) * sum (e - R r)^2 / (n - 1),
-  // and rel_fro_err = sqrt R, so its standard error is se(R) / (2 sqrt R). Over the rows, or with
-  // col_population > 0 the rows' and the columns' added in quadrature (a crossed sample of rows
-  // and columns: conservative, each counting the entries' own scatter).
-  double standard_error(std::int64_t population, std::int64_t col_population = 0) const;
-  // The row's statistics. sampled: the rows (and, col_population > 0, the columns) are a sample of
-  // `population` units (a standard error); noise: wgrad's (null: none); rel: the whole output's
-  // relative errors.
-  void finish(bool sampled, std::int64_t population, std::int64_t col_population, const NoiseTable* noise,
-              std::span<const double> rel, GemmRow* row);
+  // The standard error of a sampled output's rel_fro_err (METRICS.md rel_fro_err_se): R = err2 /
+  // ref2 (weighted sums: a combined ratio estimator), var R ~ (V_rows + V_cols) / ref2^2, where
+  // V of a dimension is the variance of the estimated total of z = e - R r from its rest
+  // stratum's drawn clusters (N clusters, n drawn, z_c each cluster's sum over its units):
+  // N^2 (1 - n/N) s_z^2 / n with s_z^2 their sample variance (certain units add none); then
+  // se(R) / (2 sqrt R). Rows and columns added: conservative for a crossed sample (each counts
+  // the entries' own scatter).
+  double standard_error(const SampledOutput& design) const;
+  // The row's statistics. design: the output's (null: every entry computed, no standard error);
+  // noise: wgrad's (null: none); rel: the whole output's relative errors (the single part of a
+  // weighted design, [rows, cols]).
+  void finish(const SampledOutput* design, const NoiseTable* noise, std::span<const double> rel, GemmRow* row);
 };
 
 }  // namespace fp8a

@@ -379,30 +379,45 @@ TEST_CASE("GEMM rows are bit-identical with 1, 2 and 4 threads (products in seve
 
 namespace {
 
-// rel_fro_err = sqrt(R), R = sum e / sum r over the n sampled rows (squared error e, squared
-// reference r of each) of `population`, and its standard error by METRICS.md's formula:
-// var R = (1 - n / P) / (n rbar^2) * sum (e - R r)^2 / (n - 1), se = se(R) / (2 sqrt R).
-struct RatioSample {
+// rel_fro_err = sqrt(R), R = sum w e / sum w r over the drawn units (squared error e, squared
+// reference r and weight w of each: a certain unit 1, a drawn one of the rest rest / drawn), and
+// its standard error by METRICS.md's formula: z = e - R r over the drawn units of the rest,
+// var T = rest^2 (1 - drawn / rest) s_z^2 / drawn, se(R) = sqrt(var T) / sum w r, and
+// rel_fro_err_se = se(R) / (2 sqrt R). certain: whether each unit is.
+struct StratifiedSample {
   double rel_fro_err = 0, rel_fro_err_se = 0;
-  RatioSample(const std::vector<double>& e, const std::vector<double>& r, double population) {
-    const auto n = static_cast<double>(e.size());
-    double se = 0, sr = 0;
-    for (std::size_t i = 0; i < e.size(); ++i) se += e[i], sr += r[i];
-    const double ratio = se / sr;
+  StratifiedSample(const std::vector<double>& e, const std::vector<double>& r, const std::vector<bool>& certain,
+                   double rest) {
+    double drawn = 0;
+    for (bool c : certain) drawn += c ? 0 : 1;
+    double te = 0, tr = 0;
+    for (std::size_t i = 0; i < e.size(); ++i) {
+      const double w = certain[i] ? 1.0 : rest / drawn;
+      te += w * e[i], tr += w * r[i];
+    }
+    const double ratio = te / tr;
+    double mean = 0;
+    for (std::size_t i = 0; i < e.size(); ++i)
+      if (!certain[i]) mean += (e[i] - ratio * r[i]) / drawn;
     double s2 = 0;
-    for (std::size_t i = 0; i < e.size(); ++i) s2 += (e[i] - ratio * r[i]) * (e[i] - ratio * r[i]) / (n - 1);
-    const double se_ratio = std::sqrt((1.0 - n / population) * s2 / n) / (sr / n);
+    for (std::size_t i = 0; i < e.size(); ++i)
+      if (!certain[i]) s2 += (e[i] - ratio * r[i] - mean) * (e[i] - ratio * r[i] - mean) / (drawn - 1);
+    const double var_t = rest * rest * (1.0 - drawn / rest) * s2 / drawn;
     rel_fro_err = std::sqrt(ratio);
-    rel_fro_err_se = se_ratio / (2.0 * std::sqrt(ratio));
+    rel_fro_err_se = std::sqrt(var_t) / tr / (2.0 * std::sqrt(ratio));
   }
 };
 
 }  // namespace
 
-TEST_CASE("sampled fprop rows carry the ratio estimator's standard error") {
+TEST_CASE("sampled fprop rows carry the stratified estimator's standard error") {
   // E4M3 current scaling, X amax 448 (scale 1): 1.0625 rounds to 1 (a tie), 1.1875 to 1.25 (a
   // tie, to even); everything else is exact, and W = [1, 1], dY = 1 are exact. fprop Y = x0 + x1.
-  // --gemm-rows 4 of 8 takes rows 0, 2, 4, 6.
+  // X's rows (448, 1), (2, 1), (2, 1.0625), (2, 1), (4, 1.1875), (2, 1), (8, 1.0625), (2, 1) have
+  // energies 200705, 5, 5.13, 5, 17.41, 5, 65.13, 5: --gemm-rows 4 takes rows 0 and 6 with
+  // certainty (200705 * 4 and 65.13 * 3 exceed the rest; then half the budget is certain) and 2
+  // of the other 6 sorted by energy (1, 3, 5, 7, 2, 4), from the middles of 2 intervals
+  // (positions 1 and 4): rows 3 and 2, each standing for 3.
   Layer l{{448, 1, 2, 1, 2, 1.0625f, 2, 1, 4, 1.1875f, 2, 1, 8, 1.0625f, 2, 1}, {1, 1},
           {1, 1, 1, 1, 1, 1, 1, 1}, {}};
   add_layer(&l, 8, 1, 2);
@@ -415,10 +430,12 @@ TEST_CASE("sampled fprop rows carry the ratio estimator's standard error") {
   options.sample_rows = 4;
   const auto g = fp8a::evaluate_gemm_errors(l.set, rows, options, &skipped);
   REQUIRE(g.size() == 3);
-  // Per sampled row: squared error e and squared reference r of its output.
-  const RatioSample want({0, 0.0625 * 0.0625, 0.0625 * 0.0625, 0.0625 * 0.0625},
-                         {449.0 * 449.0, 3.0625 * 3.0625, 5.1875 * 5.1875, 9.0625 * 9.0625}, 8);
+  // Rows 0, 2, 3, 6: squared error e and squared reference r of each output.
+  const StratifiedSample want({0, 0.0625 * 0.0625, 0, 0.0625 * 0.0625},
+                              {449.0 * 449.0, 3.0625 * 3.0625, 3.0 * 3.0, 9.0625 * 9.0625}, {true, false, false, true},
+                              6);
   CHECK(g[0].sampled);
+  CHECK(g[0].rows_used == 4);
   CHECK(g[0].rel_fro_err == doctest::Approx(want.rel_fro_err).epsilon(1e-12));
   CHECK(g[0].rel_fro_err_se == doctest::Approx(want.rel_fro_err_se).epsilon(1e-12));
   CHECK(g[1].rel_fro_err == 0.0);  // dgrad dX = dY W: exact
@@ -433,11 +450,15 @@ namespace {
 
 // A layer of one token, K = 1, N = 8, one operand of which holds 448, 1, 1.0625, 1, 1.1875, 1,
 // 1.0625, 1 (the others 1): under E4M3 current scaling (amax 448, scale 1) 1.0625 rounds to 1 and
-// 1.1875 to 1.25 (ties, to even), the rest exactly. Sampling 4 of the 8 takes entries 0, 2, 4,
-// 6: 448, 1.0625, 1.1875, 1.0625, whose errors and references are kTies'.
+// 1.1875 to 1.25 (ties, to even), the rest exactly. Sampling 4 of the 8 (energies the values
+// squared) takes entry 0 with certainty and 3 of the other 7 sorted by energy (1, 3, 5, 7, 2, 6,
+// 4) from the middles of 3 intervals (positions 1, 3, 5): entries 3, 7 and 6, each standing for
+// 7/3, whose errors and references are kTies'.
 const std::vector<float> kTieValues = {448, 1, 1.0625f, 1, 1.1875f, 1, 1.0625f, 1};
-const RatioSample kTies({0, 0.0625 * 0.0625, 0.0625 * 0.0625, 0.0625 * 0.0625},
-                        {448.0 * 448.0, 1.0625 * 1.0625, 1.1875 * 1.1875, 1.0625 * 1.0625}, 8);
+const StratifiedSample kTies({0, 0, 0.0625 * 0.0625, 0}, {448.0 * 448.0, 1, 1.0625 * 1.0625, 1},
+                             {true, false, false, false}, 7);
+// Their relative errors 0 (weight 1), 0, 0.0625 / 1.0625, 0 (each 7/3): the weighted median is 0.
+constexpr double kTiesMedian = 0.0;
 
 // The GEMM rows of such a layer (X, W and dY given) under `current`, E4M3.
 std::vector<fp8a::GemmRow> tie_layer_rows(Layer l, const fp8a::GemmOptions& options) {
@@ -458,14 +479,14 @@ TEST_CASE("sampled wgrad rows are rows of dW, over every token, with the standar
   options.sample_rows = 4;
   const auto g = tie_layer_rows(Layer{{1}, std::vector<float>(8, 1.0f), kTieValues, {}}, options);
   REQUIRE(g.size() == 3);
-  const RatioSample& want = kTies;
+  const StratifiedSample& want = kTies;
   const fp8a::GemmRow& w = g[2];
   CHECK(w.gemm == fp8a::Gemm::kWgrad);
   CHECK(w.sampled);
   CHECK(w.rows_used == 4);
   CHECK(w.rel_fro_err == doctest::Approx(want.rel_fro_err).epsilon(1e-12));
   CHECK(w.rel_fro_err_se == doctest::Approx(want.rel_fro_err_se).epsilon(1e-12));
-  CHECK(w.median_rel_err == doctest::Approx((0.0625 / 1.1875 + 0.0625 / 1.0625) / 2).epsilon(1e-12));
+  CHECK(w.median_rel_err == kTiesMedian);
   CHECK_FALSE(g[0].sampled);  // fprop and dgrad: one token, all of it
 }
 
@@ -501,14 +522,14 @@ TEST_CASE("--gemm-rows auto keeps every entry up to 2^32 multiply-adds, then sam
 }
 
 TEST_CASE("sampled output columns: the entries of those columns, the rows' and columns' standard errors") {
-  // fprop Y [1, 8] = X W^T = W's column (X = 1): 4 of Y's 8 columns are W's rows 0, 2, 4, 6. The
-  // one row is every row (no error from it); the columns are a sample of 8.
+  // fprop Y [1, 8] = X W^T = W's column (X = 1): 4 of Y's 8 columns are W's rows 0, 3, 6, 7 (as
+  // kTies'). The one row is every row (no error from it); the columns are a sample of 8.
   fp8a::GemmOptions options;
   options.sample_cols = 4;
   const Layer l{{1}, kTieValues, std::vector<float>(8, 1.0f), {}};
   const auto g = tie_layer_rows(l, options);
   REQUIRE(g.size() == 3);
-  const RatioSample& want = kTies;
+  const StratifiedSample& want = kTies;
   const fp8a::GemmRow& f = g[0];
   CHECK(f.gemm == fp8a::Gemm::kFprop);
   CHECK(f.sampled);
@@ -517,7 +538,7 @@ TEST_CASE("sampled output columns: the entries of those columns, the rows' and c
   CHECK(f.rel_fro_err == doctest::Approx(want.rel_fro_err).epsilon(1e-12));
   CHECK(f.rel_fro_err_se == doctest::Approx(want.rel_fro_err_se).epsilon(1e-12));
   CHECK(f.zeroed_pct == 0.0);
-  CHECK(f.median_rel_err == doctest::Approx((0.0625 / 1.1875 + 0.0625 / 1.0625) / 2).epsilon(1e-12));
+  CHECK(f.median_rel_err == kTiesMedian);
   // dgrad dX [1, 1] = dY W has one column: all of it, every entry.
   CHECK(g[1].cols_used == 1);
   CHECK_FALSE(g[1].sampled);

@@ -83,7 +83,10 @@ TEST_CASE("ErrorSums: tiles merged give the whole output's sums, zeroes, flips a
   CHECK(whole.zeroed == zeroed);    // 4 -> 0 and 1 -> 0
   CHECK(whole.flipped == flipped);  // -2 -> 2
   fp8a::GemmRow row;
-  whole.finish(true, 10, 0, nullptr, rel, &row);
+  // Rows as units, 3 of 10, evenly spaced (each standing for 10/3).
+  const fp8a::UnitDraw three = fp8a::even_units(10, 3, 1);
+  const fp8a::SampledOutput design{&three, nullptr};
+  whole.finish(&design, nullptr, rel, &row);
   CHECK(row.rel_fro_err == doctest::Approx(std::sqrt(err2 / ref2)).epsilon(1e-15));
   CHECK(row.zeroed_pct == doctest::Approx(100.0 * zeroed / 12));
   CHECK(row.median_rel_err == median_sorted(rel));

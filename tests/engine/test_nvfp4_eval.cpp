@@ -14,6 +14,7 @@
 #include "core/nvfp4.hpp"
 #include "engine/cpu_backend.hpp"
 #include "engine/gemm_error.hpp"
+#include "engine/gemm_sampling.hpp"
 #include "engine/quant_spec.hpp"
 #include "engine/run.hpp"
 
@@ -84,22 +85,31 @@ auto at_t(const std::vector<float>& t, std::int64_t width) {
 }
 
 // The relative Frobenius error of the cast product C = sum over t of aq(i, t) bq(j, t) against the
-// exact one (a, b), over output rows i = 0, step, 2 step, ... below `rows` and every column.
+// exact one (a, b), over output rows `which`, each row's sums weighing `weight`, and every column.
 template <class A, class B>
-double rel_err(std::int64_t rows, std::int64_t step, std::int64_t cols, std::int64_t red, const A& a, const B& b,
-               const A& aq, const B& bq) {
+double rel_err_of(const std::vector<std::int64_t>& which, const std::vector<double>& weight, std::int64_t cols,
+                  std::int64_t red, const A& a, const B& b, const A& aq, const B& bq) {
   double num = 0, den = 0;
-  for (std::int64_t i = 0; i < rows; i += step)
+  for (std::size_t r = 0; r < which.size(); ++r)
     for (std::int64_t j = 0; j < cols; ++j) {
+      const std::int64_t i = which[r];
       double exact = 0, cast = 0;
       for (std::int64_t t = 0; t < red; ++t) {
         exact += a(i, t) * b(j, t);
         cast += aq(i, t) * bq(j, t);
       }
-      num += (cast - exact) * (cast - exact);
-      den += exact * exact;
+      num += weight[r] * (cast - exact) * (cast - exact);
+      den += weight[r] * exact * exact;
     }
   return std::sqrt(num / den);
+}
+
+template <class A, class B>
+double rel_err(std::int64_t rows, std::int64_t step, std::int64_t cols, std::int64_t red, const A& a, const B& b,
+               const A& aq, const B& bq) {
+  std::vector<std::int64_t> which;  // rows i = 0, step, 2 step, ... below `rows`
+  for (std::int64_t i = 0; i < rows; i += step) which.push_back(i);
+  return rel_err_of(which, std::vector<double>(which.size(), 1.0), cols, red, a, b, aq, bq);
 }
 
 }  // namespace
@@ -206,9 +216,9 @@ TEST_CASE("NVFP4 GEMM errors: fprop, dgrad and wgrad of the whole-tensor casts, 
 }
 
 TEST_CASE("NVFP4 GEMM errors on sampled rows: each sampled element draws as in the whole tensor") {
-  // --gemm-rows 16 of 64 tokens (dgrad: dY's rows 0, 4, ..., 60) and of 32 dW rows (wgrad: dY's
-  // columns 0, 2, ..., 30): the stochastically rounded copies of dY are cast from the sampled
-  // rows alone, and must give each element the draw of its place in the tensor.
+  // --gemm-rows 16 of 64 tokens (dgrad: dY's rows) and of 32 dW rows (wgrad: dY's columns),
+  // drawn by their energies (draw_units): the stochastically rounded copies of dY are cast from
+  // the drawn rows alone, and must give each element the draw of its place in the tensor.
   const std::int64_t m = 64, n = 32, k = 48;
   std::vector<float> x = tensor(m, k, 11), w = tensor(n, k, 12), dy = tensor(m, n, 13);
   fp8a::GemmOptions options;
@@ -220,13 +230,16 @@ TEST_CASE("NVFP4 GEMM errors on sampled rows: each sampled element draws as in t
   const auto wq = copy_ref(w, n, k, Role::kWeight, Orientation::kRowwise, &amax);
   const auto dyr = copy_ref(dy, m, n, Role::kGradient, Orientation::kRowwise, &amax);
   const auto dyc = copy_ref(dy, m, n, Role::kGradient, Orientation::kColumnwise, &amax);
-  // dgrad rows i = 0, 4, ...: dX[i, j] = sum_t dY[i, t] W[t, j].
-  const double dgrad = rel_err(m, 4, k, n, at(dy, n), at_t(w, k), at(dyr, n), at_t(wq, k));
+  const fp8a::TensorView dy_view = view_of(dy, m, n);
+  // dgrad: dX[i, j] = sum_t dY[i, t] W[t, j] over the drawn tokens.
+  const fp8a::UnitDraw tokens = fp8a::draw_units(fp8a::unit_energies(dy_view, fp8a::GemmLayout::kKMajor), 16, 1);
+  const double dgrad = rel_err_of(tokens.idx, tokens.weight, k, n, at(dy, n), at_t(w, k), at(dyr, n), at_t(wq, k));
   CHECK(g[1].sampled);
   CHECK(g[1].rows_used == 16);
   CHECK(g[1].rel_fro_err == doctest::Approx(dgrad).epsilon(1e-5));
-  // wgrad rows i = 0, 2, ...: dW[i, j] = sum_t dY[t, i] X[t, j].
-  const double wgrad = rel_err(n, 2, k, m, at_t(dy, n), at_t(x, k), at_t(dyc, n), at_t(xc, k));
+  // wgrad: dW[i, j] = sum_t dY[t, i] X[t, j] over the drawn dW rows (dY's columns).
+  const fp8a::UnitDraw dw_rows = fp8a::draw_units(fp8a::unit_energies(dy_view, fp8a::GemmLayout::kKOuter), 16, 1);
+  const double wgrad = rel_err_of(dw_rows.idx, dw_rows.weight, k, m, at_t(dy, n), at_t(x, k), at_t(dyc, n), at_t(xc, k));
   CHECK(g[2].sampled);
   CHECK(g[2].rows_used == 16);
   CHECK(g[2].rel_fro_err == doctest::Approx(wgrad).epsilon(1e-5));
