@@ -100,5 +100,11 @@ std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> layers,
                                           std::span<const EvaluationRow> rows,
                                           const GemmOptions& options,
                                           const RunContext& context = {});
+// The GEMMs `sites` of `layers` computed exactly (every output entry, whatever options'
+// sampling), each under every recipe and format, in evaluate_gemm_errors' order: its rows of those
+// GEMMs, computed alone (a refinement: policies/refinement.hpp). Sites of no layer are ignored.
+std::vector<GemmRow> evaluate_exact_gemms(std::span<const GemmLayer> layers, std::span<const EvaluationRow> rows,
+                                          std::span<const GemmSite> sites, const GemmOptions& options,
+                                          const RunContext& context = {});
 
 }  // namespace fp8a

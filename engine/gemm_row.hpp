@@ -3,6 +3,7 @@
 // error computation.
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -11,6 +12,16 @@
 #include "engine/gemm_engine.hpp"
 
 namespace fp8a {
+
+// One GEMM of a layer at a step (its rows under every recipe and format): what a refinement
+// recomputes exactly.
+struct GemmSite {
+  std::int64_t step = 0;
+  std::string layer;
+  Gemm gemm = Gemm::kFprop;
+  auto operator<=>(const GemmSite&) const = default;
+  bool operator==(const GemmSite&) const = default;
+};
 
 struct GemmRow {
   std::int64_t step = 0;
@@ -27,6 +38,10 @@ struct GemmRow {
   // the sampled output rows and columns (METRICS.md rel_fro_err_se). NaN when not sampled
   // (gemms.csv leaves the field empty).
   double rel_fro_err_se = std::numeric_limits<double>::quiet_NaN();
+  // Sampled outputs: the standard errors of zeroed_pct and sign_flip_pct (percentage points) as
+  // estimates of the whole output's (METRICS.md). NaN when not sampled.
+  double zeroed_pct_se = std::numeric_limits<double>::quiet_NaN();
+  double sign_flip_pct_se = std::numeric_limits<double>::quiet_NaN();
   double cos = 0.0;                  // cosine similarity of Y_q and Y
   // Which GEMM: "emulated" (dequantised operands, float32 accumulation, float64 reference) or a
   // GemmEngine's name ("cublaslt": the real low-precision GEMM against its own reference).

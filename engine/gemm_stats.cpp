@@ -261,6 +261,12 @@ void add_units(const std::vector<double>& o_err2, const std::vector<double>& o_r
   }
 }
 
+// Adds o into *into element by element, growing it to o's length.
+void add_into(const std::vector<double>& o, std::vector<double>* into) {
+  into->resize(std::max(into->size(), o.size()), 0.0);
+  for (std::size_t u = 0; u < o.size(); ++u) (*into)[u] += o[u];
+}
+
 }  // namespace
 
 void ErrorSums::add(const double* ref, std::int64_t ref_stride, const double* got, std::int64_t rows, std::int64_t cols,
@@ -271,15 +277,25 @@ void ErrorSums::add(const double* ref, std::int64_t ref_stride, const double* go
     const double* row_w = design->rows->weight.data() + first_unit;
     const double* col_w = design->cols != nullptr ? design->cols->weight.data() + first_col : nullptr;
     if (first_col >= 0) {
-      grow_units(static_cast<std::size_t>(first_col + cols), &col_err2, &col_ref2);
+      const auto end = static_cast<std::size_t>(first_col + cols);
+      grow_units(end, &col_err2, &col_ref2);
+      grow_units(end, &col_zeroed, &col_flipped);
+      col_weight.resize(std::max(col_weight.size(), end), 0.0);
       for (std::int64_t i = 0; i < rows; ++i)
         for (std::int64_t j = 0; j < cols; ++j) {
-          const double r = ref[i * ref_stride + j], d = got[i * cols + j] - r;
-          col_err2[static_cast<std::size_t>(first_col + j)] += row_w[i] * (d * d);
-          col_ref2[static_cast<std::size_t>(first_col + j)] += row_w[i] * (r * r);
+          const double r = ref[i * ref_stride + j], g = got[i * cols + j], d = g - r;
+          const auto c = static_cast<std::size_t>(first_col + j);
+          col_err2[c] += row_w[i] * (d * d);
+          col_ref2[c] += row_w[i] * (r * r);
+          col_weight[c] += row_w[i];
+          col_zeroed[c] += r != 0.0 && g == 0.0 ? row_w[i] : 0.0;
+          col_flipped[c] += r != 0.0 && g != 0.0 && (g < 0.0) != (r < 0.0) ? row_w[i] : 0.0;
         }
     }
-    grow_units(static_cast<std::size_t>(first_unit + rows), &unit_err2, &unit_ref2);
+    const auto unit_end = static_cast<std::size_t>(first_unit + rows);
+    grow_units(unit_end, &unit_err2, &unit_ref2);
+    grow_units(unit_end, &unit_zeroed, &unit_flipped);
+    unit_weight.resize(std::max(unit_weight.size(), unit_end), 0.0);
     entries += rows * cols;
     const auto row_sums = FP8A_CPU_PICK(default_cpu_isa(), weighted_row_sums_on);
     for (std::int64_t i = 0; i < rows; ++i) {
@@ -294,8 +310,12 @@ void ErrorSums::add(const double* ref, std::int64_t ref_stride, const double* go
       weight += wi * row_weight;
       zeroed_w += wi * s.zeroed;
       flipped_w += wi * s.flipped;
-      unit_err2[static_cast<std::size_t>(first_unit + i)] += s.err2;
-      unit_ref2[static_cast<std::size_t>(first_unit + i)] += s.ref2;
+      const auto u = static_cast<std::size_t>(first_unit + i);
+      unit_err2[u] += s.err2;
+      unit_ref2[u] += s.ref2;
+      unit_zeroed[u] += s.zeroed;
+      unit_flipped[u] += s.flipped;
+      unit_weight[u] += row_weight;
     }
     return;
   }
@@ -331,6 +351,10 @@ void ErrorSums::merge(ErrorSums&& o) {
   weighted = weighted || o.weighted;
   add_units(o.unit_err2, o.unit_ref2, &unit_err2, &unit_ref2);
   add_units(o.col_err2, o.col_ref2, &col_err2, &col_ref2);
+  add_units(o.unit_zeroed, o.unit_flipped, &unit_zeroed, &unit_flipped);
+  add_units(o.col_zeroed, o.col_flipped, &col_zeroed, &col_flipped);
+  add_into(o.unit_weight, &unit_weight);
+  add_into(o.col_weight, &col_weight);
 }
 
 namespace {
@@ -375,6 +399,33 @@ double ErrorSums::standard_error(const SampledOutput& design) const {
   return ratio > 0 ? std::sqrt(var) / r / (2.0 * std::sqrt(ratio)) : 0.0;
 }
 
+namespace {
+
+// The standard error of a share p = sum w a / sum w b of a sampled output (a, b per drawn unit and
+// column, weighted in the other dimension), as ErrorSums::standard_error's ratio: in percent.
+double share_se(const std::vector<double>& unit_a, const std::vector<double>& unit_b, const std::vector<double>& col_a,
+                const std::vector<double>& col_b, const SampledOutput& design) {
+  const UnitDraw& rows = *design.rows;
+  double a = 0, b = 0;
+  for (std::size_t u = 0; u < unit_a.size() && u < rows.weight.size(); ++u)
+    a += rows.weight[u] * unit_a[u], b += rows.weight[u] * unit_b[u];
+  if (!(b > 0)) return 0.0;
+  const double p = a / b;
+  double var = total_variance(unit_a, unit_b, rows, p);
+  if (design.cols != nullptr) var += total_variance(col_a, col_b, *design.cols, p);
+  return std::isinf(var) ? INFINITY : 100.0 * std::sqrt(var) / b;
+}
+
+}  // namespace
+
+double ErrorSums::zeroed_pct_se(const SampledOutput& design) const {
+  return share_se(unit_zeroed, unit_weight, col_zeroed, col_weight, design);
+}
+
+double ErrorSums::sign_flip_pct_se(const SampledOutput& design) const {
+  return share_se(unit_flipped, unit_weight, col_flipped, col_weight, design);
+}
+
 void ErrorSums::finish(const SampledOutput* design, const NoiseTable* noise, std::span<const double> rel,
                        GemmRow* row) {
   const double ref_norm = std::sqrt(ref2), got_norm = std::sqrt(got2), err = std::sqrt(err2);
@@ -399,6 +450,9 @@ void ErrorSums::finish(const SampledOutput* design, const NoiseTable* noise, std
     tbb::this_task_arena::isolate([&] { row->median_rel_err = median_nonnegative(rel); });
   }
   row->rel_fro_err_se = design != nullptr ? standard_error(*design) : std::nan("");
+  // The shares' standard errors where the sums were weighted (a sampled output's).
+  row->zeroed_pct_se = design != nullptr && weighted ? zeroed_pct_se(*design) : std::nan("");
+  row->sign_flip_pct_se = design != nullptr && weighted ? sign_flip_pct_se(*design) : std::nan("");
   row->noise_sign_flip_pct = noise != nullptr && noise->entries > 0 ? noise->flips(err2) : std::nan("");
 }
 

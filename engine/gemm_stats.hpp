@@ -88,6 +88,10 @@ struct ErrorSums {
   bool weighted = false;
   std::vector<double> unit_err2, unit_ref2;
   std::vector<double> col_err2, col_ref2;  // empty unless add is given columns
+  // Weighted sums only, per drawn unit and column as the error sums: the zeroed and flipped
+  // entries' weights and all the entries' (the shares' standard errors).
+  std::vector<double> unit_zeroed, unit_flipped, unit_weight;
+  std::vector<double> col_zeroed, col_flipped, col_weight;
 
   // ref [rows, cols] with rows ref_stride apart, got [rows, cols], rel [rows, cols] with rows
   // rel_stride apart; their row i is unit first_unit + i, their column j column first_col + j
@@ -106,6 +110,11 @@ struct ErrorSums {
   // se(R) / (2 sqrt R). Rows and columns added: conservative for a crossed sample (each counts
   // the entries' own scatter).
   double standard_error(const SampledOutput& design) const;
+  // The standard errors of a sampled output's zeroed_pct and sign_flip_pct, in percentage points:
+  // each share a ratio estimator (the zeroed or flipped entries' weight over all the entries'),
+  // its variance from the rest strata as standard_error's.
+  double zeroed_pct_se(const SampledOutput& design) const;
+  double sign_flip_pct_se(const SampledOutput& design) const;
   // The row's statistics. design: the output's (null: every entry computed, no standard error);
   // noise: wgrad's (null: none); rel: the whole output's relative errors (the single part of a
   // weighted design, [rows, cols]).

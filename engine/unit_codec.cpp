@@ -58,7 +58,7 @@ namespace {
 
 // A tag and version at the start of each encoding: bytes of another kind or layout are refused.
 constexpr std::uint64_t kTensorEvaluationTag = 0x31'6C'61'76'65'61'38'66;  // "f8aeval1"
-constexpr std::uint64_t kGemmRowsTag = 0x33'6D'6D'65'67'61'38'66;          // "f8agemm3"
+constexpr std::uint64_t kGemmRowsTag = 0x34'6D'6D'65'67'61'38'66;          // "f8agemm4"
 
 template <class E>
 E enum_from(std::uint8_t v, E last, const char* what) {
@@ -165,7 +165,8 @@ void put(ByteWriter& w, const GemmRow& g) {
   w.str(g.accumulation);
   for (std::int64_t v : {g.m_padded, g.n_padded, g.k_padded}) w.i64(v);
   w.str(g.note);
-  for (double d : {g.zeroed_pct, g.sign_flip_pct, g.median_rel_err, g.noise_sign_flip_pct, g.rel_fro_err_se})
+  for (double d : {g.zeroed_pct, g.sign_flip_pct, g.median_rel_err, g.noise_sign_flip_pct, g.rel_fro_err_se,
+                   g.zeroed_pct_se, g.sign_flip_pct_se})
     w.f64(d);
 }
 GemmRow get_gemm_row(ByteReader& r) {
@@ -183,7 +184,8 @@ GemmRow get_gemm_row(ByteReader& r) {
   g.accumulation = r.str();
   for (std::int64_t* v : {&g.m_padded, &g.n_padded, &g.k_padded}) *v = r.i64();
   g.note = r.str();
-  for (double* d : {&g.zeroed_pct, &g.sign_flip_pct, &g.median_rel_err, &g.noise_sign_flip_pct, &g.rel_fro_err_se})
+  for (double* d : {&g.zeroed_pct, &g.sign_flip_pct, &g.median_rel_err, &g.noise_sign_flip_pct, &g.rel_fro_err_se,
+                    &g.zeroed_pct_se, &g.sign_flip_pct_se})
     *d = r.f64();
   return g;
 }

@@ -27,7 +27,8 @@ Artifact render_gemms_csv(std::span<const GemmRow> rows) {
         << format_number(r.sign_flip_pct) << ',' << format_number(r.median_rel_err) << ','
         << (std::isnan(r.noise_sign_flip_pct) ? std::string() : format_number(r.noise_sign_flip_pct))
         << ',' << (std::isnan(r.rel_fro_err_se) ? std::string() : format_number(r.rel_fro_err_se)) << ','
-        << r.cols_used << '\n';
+        << r.cols_used << ',' << (std::isnan(r.zeroed_pct_se) ? std::string() : format_number(r.zeroed_pct_se))
+        << ',' << (std::isnan(r.sign_flip_pct_se) ? std::string() : format_number(r.sign_flip_pct_se)) << '\n';
   return {"gemms.csv", out.str(), std::to_string(rows.size()) + " rows"};
 }
 

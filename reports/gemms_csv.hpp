@@ -19,6 +19,7 @@ inline constexpr const char* kGemmsCsvColumns[] = {
     "step", "layer", "gemm", "recipe", "format", "rel_fro_err", "cos", "m", "n", "k",
     "rows_used", "sampled", "engine", "accumulation", "padded_m", "padded_n", "padded_k", "note",
     "zeroed_pct", "sign_flip_pct", "median_rel_err", "noise_sign_flip_pct", "rel_fro_err_se", "cols_used",
+    "zeroed_pct_se", "sign_flip_pct_se",
 };
 
 // Note: the number of rows.

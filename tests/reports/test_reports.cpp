@@ -170,6 +170,8 @@ TEST_CASE("metrics.csv, summary.json and the console table match their golden fi
   g.zeroed_pct = 21.875;  // per-entry damage of the output: 28 of 128 entries zeroed
   g.sign_flip_pct = 0.78125;
   g.median_rel_err = 0.0625;
+  g.zeroed_pct_se = 1.5;  // sampled: the shares' standard errors
+  g.sign_flip_pct_se = 0.25;
   // The same GEMM from a real engine: its accumulation, the padded dims it ran, a quoted note.
   fp8a::GemmRow e = g;
   e.gemm = fp8a::Gemm::kFprop;
