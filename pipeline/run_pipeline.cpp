@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "engine/operand_pass.hpp"
 #include "policies/candidate.hpp"
+#include "policies/refinement.hpp"
 
 namespace fp8a {
 
@@ -57,14 +58,52 @@ void warn_first(const RunRequest& request, RunResult& result, std::string m) {
   limits.insert(limits.begin(), std::move(m));
 }
 
-// The recommendation on the rows, GEMMs and (measured) forecasts.
-void choose_run(const RunRequest& request, const EvaluationIndex& index, RunResult& result) {
+// What a refined GEMM's rows say in gemms.csv's note.
+constexpr const char* kRefinedNote =
+    "computed exactly: within 2 standard errors of its sample the answer could change";
+
+// Decisions that respect the sampling error: the sampled GEMMs whose estimates, moved by two
+// standard errors, could change the answer are recomputed exactly (every recipe and format of
+// each), their rows replaced, and the answer taken again. On rank 0 alone (the other ranks of an
+// MPI launch have stopped), without the cluster; the store keeps the exact rows like any others.
+// `again` recommends on other GEMM rows.
+void refine_run(const RunRequest& request, const GemmEngine* gemm_engine, const RunContext& context,
+                const Recommender& again, RunResult& result) {
+  result.refined = gemms_to_refine(result.gemms, *result.recommendation, again);
+  if (result.refined.empty()) return;
+  RunContext local = context;
+  local.cluster = nullptr;
+  std::vector<GemmRow> exact = evaluate_exact_gemms(result.gemm_layers, result.rows, result.refined,
+                                                    GemmOptions{request.gemm_rows, gemm_engine}, local);
+  for (GemmRow& r : exact) r.note = r.note.empty() ? kRefinedNote : r.note + "; " + kRefinedNote;
+  // Each refined site's rows in place of the sampled ones, in the table's order.
+  const auto refined = [&](const GemmRow& r) {
+    return std::binary_search(result.refined.begin(), result.refined.end(), GemmSite{r.step, r.layer, r.gemm});
+  };
+  std::size_t next = 0;
+  for (GemmRow& r : result.gemms)
+    if (refined(r)) {
+      FP8A_CHECK(next < exact.size(), "refine_run: fewer exact rows than sampled ones");
+      r = std::move(exact[next++]);
+    }
+  FP8A_CHECK(next == exact.size(), "refine_run: more exact rows than sampled ones");
+  result.recommendation = again(result.gemms);
+}
+
+// The recommendation on the rows, GEMMs and (measured) forecasts, with the GEMMs it could hang
+// on refined (gemm_engine and context: as the GEMMs were evaluated).
+void choose_run(const RunRequest& request, const EvaluationIndex& index, const GemmEngine* gemm_engine,
+                const RunContext& context, RunResult& result) {
   const RecommendationRequest& asked = *request.recommend;
   std::optional<CostModel> cost;
   if (asked.roofline) cost = build_cost_model(result.gemm_layers, index.recipes(), *asked.gpu, *asked.roofline);
-  result.recommendation =
-      recommend(recommendation_inputs(index, result), asked.policy, *asked.gpu, cost ? &*cost : nullptr,
-                asked.te_version);
+  const Recommender again = [&](std::span<const GemmRow> gemms) {
+    RecommendationInputs in = recommendation_inputs(index, result);
+    in.gemms = gemms;
+    return recommend(in, asked.policy, *asked.gpu, cost ? &*cost : nullptr, asked.te_version);
+  };
+  result.recommendation = again(result.gemms);
+  refine_run(request, gemm_engine, context, again, result);
   if (!cost && !asked.cost_unjudged.empty()) result.recommendation->cost_basis = asked.cost_unjudged;
   // A training log from another run: said first among what the advice could not judge.
   if (const TrainingLog* log = request.config.training_log; log != nullptr)
@@ -133,7 +172,7 @@ void recommend_run(const RunRequest& request, const CaptureSet& captures, RunRes
   const EvaluationIndex index(result.rows);
   forecast_run(request, index, result);
   measure_operands_of(captures, {}, result);
-  choose_run(request, index, result);
+  choose_run(request, index, nullptr, {}, result);
 }
 
 RunResult run_pipeline(const RunRequest& request, const CaptureSet& captures, const Backend& backend,
@@ -165,7 +204,7 @@ RunResult run_pipeline(const RunRequest& request, const CaptureSet& captures, co
   if (request.reports) shown = histogram_choices(result.rows);
   if (recommends || request.reports) measure_operands_of(captures, shown, result);
   if (recommends) {
-    choose_run(request, *index, result);
+    choose_run(request, *index, gemm_engine, context, result);
     // Forwards captured without a single gradient (under torch.no_grad(), or before backward):
     // every dgrad and wgrad is unjudged, and the answer says why before anything else.
     if (const MissingRoles m = missing_roles(captures); m.none_of(Role::kGradient) && !m.none_of(Role::kActivation))

@@ -80,6 +80,9 @@ struct RunResult {
   std::vector<GemmRow> gemms;
   std::string gemm_path;
   double gemm_seconds = 0;
+  // The sampled GEMMs whose sampling error could have changed the answer, recomputed exactly
+  // before it was taken (policies/refinement.hpp); their rows in `gemms` are the exact ones.
+  std::vector<GemmSite> refined;
   // Rank 0 only (the other ranks of an MPI launch stop after the GEMMs): with gemms and an
   // recommendation request, the delayed forecasts (with a training log) and the recommendation.
   std::vector<DelayedForecast> forecasts;
