@@ -43,7 +43,7 @@ inline constexpr ErrorIdRow kErrorIdRows[] = {
     {"fp8a.usage.202", kUsage, "bad `--format` entry (`e4m3` or `hybrid`; `e5m2` alone is not a TE recipe format)"},
     {"fp8a.usage.203", kUsage, "bad command line: unknown or missing option, bad value"},
     {"fp8a.usage.204", kUsage, "missing or unknown command"},
-    {"fp8a.usage.205", kUsage, "bad `--threads`, `--gemm-rows` or `--progress-every` (a finite number >= 0)"},
+    {"fp8a.usage.205", kUsage, "bad `--threads` or `--progress-every` (a finite number >= 0)"},
     {"fp8a.usage.206", kUsage, "bad `--device`, or `--device cuda` without a CUDA build or GPU"},
     {"fp8a.usage.207", kUsage, "bad `--npy-dtype` (the only value is `bf16`)"},
     {"fp8a.usage.208", kUsage, "bad `--amax-reduction` (`tp` or `none`)"},

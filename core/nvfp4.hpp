@@ -129,6 +129,9 @@ FP8A_HD float stochastic_round_e2m1(float x, std::uint8_t rbits) {
 struct Nvfp4Copy {
   bool columnwise = false;  // blocks run down the columns (the transposed copy wgrad reads)
   bool two_d = false;       // 16x16 tiles (weights), the same for either orientation
+  // The 2-D tiles' rows and columns: TE's 16 x 16 (at most that); a GEMM's drawn rows of a weight
+  // are cast in tiles 2 rows (or columns) high beside their tile's amaxes (engine/gemm_operands.cpp).
+  std::int64_t tile_rows = kNvfp4Block, tile_cols = kNvfp4Block;
   bool rht = false;         // the 16-point Hadamard transform along the blocks first
   bool stochastic = false;  // stochastic rounding, from `seed`
   Nvfp4BlockRule rule = Nvfp4BlockRule::kScaleFirst;
@@ -266,11 +269,11 @@ inline void nvfp4_quantize_piece(const float* x, std::int64_t rows, std::int64_t
     }
   };
   if (copy.two_d) {
-    for (std::int64_t r0 = 0; r0 < rows; r0 += kNvfp4Block)
-      for (std::int64_t c0 = 0; c0 < cols; c0 += kNvfp4Block) {
+    for (std::int64_t r0 = 0; r0 < rows; r0 += copy.tile_rows)
+      for (std::int64_t c0 = 0; c0 < cols; c0 += copy.tile_cols) {
         std::int64_t count = 0;
-        for (std::int64_t r = r0; r < std::min(rows, r0 + kNvfp4Block); ++r)
-          for (std::int64_t c = c0; c < std::min(cols, c0 + kNvfp4Block); ++c) idx[count++] = r * cols + c;
+        for (std::int64_t r = r0; r < std::min(rows, r0 + copy.tile_rows); ++r)
+          for (std::int64_t c = c0; c < std::min(cols, c0 + copy.tile_cols); ++c) idx[count++] = r * cols + c;
         block(count);
       }
   } else {

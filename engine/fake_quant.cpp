@@ -175,6 +175,10 @@ Nvfp4Copy nvfp4_copy_of(const QuantSpec& spec) {
   Nvfp4Copy copy = spec.nvfp4;
   copy.two_d = spec.block.rows > 1 && spec.block.cols > 1;
   copy.columnwise = spec.block.rows > 1 && spec.block.cols == 1;
+  if (copy.two_d) {
+    copy.tile_rows = std::min<std::int64_t>(spec.block.rows, kNvfp4Block);
+    copy.tile_cols = std::min<std::int64_t>(spec.block.cols, kNvfp4Block);
+  }
   return copy;
 }
 

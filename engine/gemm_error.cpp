@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <span>
@@ -52,10 +53,13 @@ struct GemmCase {
 
 // The GEMM's parts for a layer: the operands of each rank as the GEMM reads them (K-major, the a
 // rows sampled, on a single-rank layer the b rows too), grouped into parts by the layer's split;
-// the references; wgrad's noise table. group, group_b: the block heights every recipe's a and b
+// the references; wgrad's noise table. group: the block height every recipe's a operand needs
+// kept whole on layers split over ranks (evenly spaced groups; their b rows are all used); a_blocks,
+// b_blocks: the casts' block shapes (tensor layout) that span several GEMM rows, whose amaxes a
+// single rank's drawn rows are cast with (prepare).
 // operands need kept whole.
 GemmCase make_case(const GemmLayer& job, const GemmOperandUse& u, const GemmOptions& options, std::int64_t group,
-                   std::int64_t group_b) {
+                   const std::vector<BlockShape>& a_blocks, const std::vector<BlockShape>& b_blocks) {
   GemmCase c;
   c.gemm = u.gemm;
   const int ia = static_cast<int>(u.a), ib = static_cast<int>(u.b);
@@ -84,10 +88,10 @@ GemmCase make_case(const GemmLayer& job, const GemmOperandUse& u, const GemmOpti
     const TensorView& av = job.ranks[0][ia]->view;
     const TensorView& bv = job.ranks[0][ib]->view;
     const std::int64_t a_rows = gemm_rows(av, a_layout), b_rows = gemm_rows(bv, b_layout);
-    c.rows = want <= 0 || want >= a_rows ? all_units(a_rows) : draw_units(unit_energies(av, a_layout), want, group);
+    c.rows = want <= 0 || want >= a_rows ? all_units(a_rows) : draw_units(unit_energies(av, a_layout), want, 1);
     c.cols = sample_of.cols <= 0 || sample_of.cols >= b_rows
                  ? all_units(b_rows)
-                 : draw_units(unit_energies(bv, b_layout), sample_of.cols, group_b);
+                 : draw_units(unit_energies(bv, b_layout), sample_of.cols, 1);
   }
   std::int64_t next_unit = 0;
   bool rows_sampled = false;
@@ -104,6 +108,12 @@ GemmCase make_case(const GemmLayer& job, const GemmOperandUse& u, const GemmOpti
     const std::int64_t a_rows = gemm_rows(av, a_layout);
     term.a.idx = nr == 1 ? c.rows.idx : even_units(a_rows, rank_want, group).idx;
     term.b.idx = nr == 1 ? c.cols.idx : all_units(gemm_rows(bv, b_layout)).idx;
+    if (nr == 1) {  // the blocks' amaxes, where the draws split blocks
+      if (c.rows.sampled())
+        for (const BlockShape& b : a_blocks) term.a.amaxes.push_back(std::make_shared<BlockAmaxes>(block_amaxes(av, b)));
+      if (c.cols.sampled())
+        for (const BlockShape& b : b_blocks) term.b.amaxes.push_back(std::make_shared<BlockAmaxes>(block_amaxes(bv, b)));
+    }
     rows_sampled = rows_sampled || term.a.rows() < a_rows;
     term.a_raw = term.a.load(0, term.a.rows());
     if (summed && r > 0) {
@@ -274,8 +284,14 @@ void run_on_engine(const GemmEngine& engine, const GemmCase& c, const Evaluation
   p.m = term.a.rows();
   p.n = term.b.rows();
   p.k = term.a.k();
-  const Floats a = k_major(term.a, term.a_raw), b = k_major(term.b, term.b.load(0, p.n));
   const QuantSpec sa = spec_of(ra), sb = spec_of(rb);
+  // Drawn rows that split a cast's blocks: the engine would scale each block from the drawn rows
+  // alone (the emulated cast takes the whole block's amax).
+  if ((c.rows.sampled() && block_height(term.a.layout, sa) > 1) || (c.cols.sampled() && block_height(term.b.layout, sb) > 1)) {
+    emulated.note = engine.name() + " not run: the sampled rows split this cast's blocks (--gemm-rows 0 runs it)";
+    return;
+  }
+  const Floats a = k_major(term.a, term.a_raw), b = k_major(term.b, term.b.load(0, p.n));
   p.a.spec = wgrad ? transposed(sa) : sa;
   p.b.spec = fprop ? sb : transposed(sb);
   p.a.rows = p.m;
@@ -381,8 +397,15 @@ std::vector<std::vector<GemmRow>> compute_layer(const GemmLayer& job, const Eval
   for (const GemmOperandUse& u : kGemmOperandUses) {
     const int g = static_cast<int>(u.gemm);
     if (!wanted[static_cast<std::size_t>(g)]) continue;
-    // The evaluation rows of every recipe and format, and the block heights the a and b rows keep.
-    std::int64_t group = 1, group_b = 1;
+    // The evaluation rows of every recipe and format, the block heights the a and b rows keep
+    // (layers split over ranks) and the casts' blocks that span several rows (a single rank's
+    // drawn rows are cast with their blocks' amaxes).
+    std::int64_t group = 1;
+    std::vector<BlockShape> a_blocks, b_blocks;
+    const auto spanning = [](GemmLayout layout, const QuantSpec& spec, std::vector<BlockShape>* blocks) {
+      if (block_height(layout, spec) > 1 && std::find(blocks->begin(), blocks->end(), spec.block) == blocks->end())
+        blocks->push_back(spec.block);
+    };
     std::vector<std::vector<std::pair<const EvaluationRow*, const EvaluationRow*>>> found(nrec);
     for (std::size_t ri = 0; ri < nrec; ++ri) {
       for (const TrainingFormat f : formats) {
@@ -393,13 +416,13 @@ std::vector<std::vector<GemmRow>> compute_layer(const GemmLayer& job, const Eval
         found[ri].emplace_back(ra, rb);
         if (ra != nullptr) {
           const QuantSpec sa = u.gemm == Gemm::kWgrad ? transposed(spec_of(*ra)) : spec_of(*ra);
-          const QuantSpec sb = u.gemm == Gemm::kFprop ? spec_of(*rb) : transposed(spec_of(*rb));
           group = std::max(group, sa.block.rows);
-          group_b = std::max(group_b, sb.block.rows);
+          spanning(u.gemm == Gemm::kWgrad ? GemmLayout::kKOuter : GemmLayout::kKMajor, spec_of(*ra), &a_blocks);
+          spanning(u.gemm == Gemm::kFprop ? GemmLayout::kKMajor : GemmLayout::kKOuter, spec_of(*rb), &b_blocks);
         }
       }
     }
-    const GemmCase c = make_case(job, u, options, group, group_b);
+    const GemmCase c = make_case(job, u, options, group, a_blocks, b_blocks);
     std::vector<std::vector<double>> rel_buffers;  // emulated_rows', one group after another
     // Per recipe, a format whose operands have an earlier format's FP8 types (fprop, whose X and
     // W are E4M3 in every format; BF16) gets copies of that format's rows: computed once. The

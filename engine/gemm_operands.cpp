@@ -5,6 +5,10 @@
 #include <cmath>
 #include <cstring>
 
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include "core/error.hpp"
 #include "engine/cpu_backend.hpp"
 #include "engine/cpu_isa.hpp"
 #include "engine/quant_spec.hpp"
@@ -238,8 +242,136 @@ void prepare_block_scaled(const OperandSource& src, const Floats& x, std::int64_
 
 }  // namespace
 
+namespace {
+
+// The cast of rows [r0, r0 + n) as prepare, blocks as they lie in x.
+void cast_rows(const OperandSource& src, const Floats& x, float amax, std::int64_t r0, std::int64_t n,
+               const QuantSpec* spec, bool squared, Floats* work, GemmInput* in);
+
+// Whether GEMM rows [r0, r0 + n) of src are whole aligned blocks of h rows (the last one may end
+// at the operand's end).
+bool whole_blocks(const OperandSource& src, std::int64_t r0, std::int64_t n, std::int64_t h) {
+  const std::int64_t total = src.layout == GemmLayout::kKMajor ? src.view->rows : src.view->cols;
+  for (std::int64_t t = 0; t < n; ++t) {
+    const std::int64_t u = src.idx[static_cast<std::size_t>(r0 + t)];
+    if (t % h == 0 ? u % h != 0 : u != src.idx[static_cast<std::size_t>(r0 + t - 1)] + 1) return false;
+  }
+  return n % h == 0 || src.idx[static_cast<std::size_t>(r0 + n - 1)] == total - 1;
+}
+
+// Rows [r0, r0 + n) of x cast each beside a row of its block's amaxes (prepare), in blocks of
+// two rows, then the amax rows dropped.
+void prepare_paired(const OperandSource& src, const Floats& x, std::int64_t r0, std::int64_t n, const QuantSpec& spec,
+                    Floats* work, GemmInput* in) {
+  const auto found = std::find_if(src.amaxes.begin(), src.amaxes.end(),
+                                  [&](const auto& a) { return a->block == spec.block; });
+  FP8A_CHECK(found != src.amaxes.end(), "a drawn operand's cast has no block amaxes");
+  const BlockAmaxes& g = **found;
+  const bool k_major = src.layout == GemmLayout::kKMajor;
+  const std::int64_t k = src.k();
+  OperandSource two;
+  two.view = src.view;
+  two.layout = src.layout;
+  for (std::int64_t t = 0; t < n; ++t) two.idx.insert(two.idx.end(), 2, src.idx[static_cast<std::size_t>(r0 + t)]);
+  QuantSpec paired = spec;
+  (k_major ? paired.block.rows : paired.block.cols) = 2;
+  Floats x2(static_cast<std::size_t>(2 * n * k), 0.0f);
+  if (k_major) {  // x [n, k]: row t to 2t, its amaxes at the start of each block along k in 2t + 1
+    for (std::int64_t t = 0; t < n; ++t) {
+      std::copy_n(x.begin() + t * k, k, x2.begin() + 2 * t * k);
+      const std::int64_t block_row = src.idx[static_cast<std::size_t>(r0 + t)] / spec.block.rows;
+      for (std::int64_t c = 0; c * spec.block.cols < k; ++c)
+        x2[static_cast<std::size_t>((2 * t + 1) * k + c * spec.block.cols)] = g.at(block_row, c);
+    }
+  } else {  // x [k, n]: column t to 2t, its amaxes at the start of each block along k in 2t + 1
+    for (std::int64_t l = 0; l < k; ++l)
+      for (std::int64_t t = 0; t < n; ++t) x2[static_cast<std::size_t>(l * 2 * n + 2 * t)] = x[static_cast<std::size_t>(l * n + t)];
+    for (std::int64_t t = 0; t < n; ++t) {
+      const std::int64_t block_col = src.idx[static_cast<std::size_t>(r0 + t)] / spec.block.cols;
+      for (std::int64_t r = 0; r * spec.block.rows < k; ++r)
+        x2[static_cast<std::size_t>(r * spec.block.rows * 2 * n + 2 * t + 1)] = g.at(r, block_col);
+    }
+  }
+  GemmInput both;
+  cast_rows(two, x2, std::nanf(""), 0, 2 * n, &paired, false, work, &both);
+  // Every other GEMM row of the cast, in place into *in.
+  in->layout = both.layout;
+  in->exp2 = both.exp2;
+  in->divisor = both.divisor;
+  in->is_bf16 = both.is_bf16;
+  in->blocks = both.blocks;
+  in->rows = both.blocks > 0 ? n : 0;
+  in->wide.clear();
+  const auto even_rows = [&](const auto& from, auto* to, std::int64_t width) {  // [2n, width] -> [n, width]
+    to->resize(static_cast<std::size_t>(n * width));
+    for (std::int64_t t = 0; t < n; ++t)
+      std::copy_n(from.begin() + 2 * t * width, width, to->begin() + t * width);
+  };
+  const auto even_cols = [&](const auto& from, auto* to) {  // [k, 2n] -> [k, n]
+    to->resize(static_cast<std::size_t>(k * n));
+    for (std::int64_t l = 0; l < k; ++l)
+      for (std::int64_t t = 0; t < n; ++t) (*to)[static_cast<std::size_t>(l * n + t)] = from[static_cast<std::size_t>(l * 2 * n + 2 * t)];
+  };
+  if (both.blocks > 0) {  // [blocks, 2n, kKBlock] and [blocks, 2n], whatever the layout
+    in->block_codes.resize(static_cast<std::size_t>(both.blocks * n * kKBlock));
+    in->block_scale_inv.resize(static_cast<std::size_t>(both.blocks * n));
+    for (std::int64_t b = 0; b < both.blocks; ++b)
+      for (std::int64_t t = 0; t < n; ++t) {
+        std::copy_n(both.block_codes.begin() + (b * 2 * n + 2 * t) * kKBlock, kKBlock,
+                    in->block_codes.begin() + (b * n + t) * kKBlock);
+        in->block_scale_inv[static_cast<std::size_t>(b * n + t)] = both.block_scale_inv[static_cast<std::size_t>(b * 2 * n + 2 * t)];
+      }
+    return;
+  }
+  if (both.is_bf16) {
+    if (k_major) even_rows(both.bf16, &in->bf16, k);
+    else even_cols(both.bf16, &in->bf16);
+  } else {
+    if (k_major) even_rows(both.f32, &in->f32, k);
+    else even_cols(both.f32, &in->f32);
+  }
+}
+
+}  // namespace
+
+std::int64_t block_height(GemmLayout layout, const QuantSpec& spec) {
+  return std::max<std::int64_t>(1, layout == GemmLayout::kKMajor ? spec.block.rows : spec.block.cols);
+}
+
+BlockAmaxes block_amaxes(const TensorView& view, BlockShape block) {
+  BlockAmaxes g;
+  g.block = block;
+  const std::int64_t br = std::max<std::int64_t>(1, block.rows), bc = std::max<std::int64_t>(1, block.cols);
+  const std::int64_t grid_rows = (view.rows + br - 1) / br;
+  g.grid_cols = (view.cols + bc - 1) / bc;
+  g.amax.assign(static_cast<std::size_t>(grid_rows * g.grid_cols), 0.0f);
+  const auto load_clean = FP8A_CPU_PICK(default_cpu_isa(), load_clean_on);
+  tbb::this_task_arena::isolate([&] {
+    tbb::parallel_for(std::int64_t{0}, grid_rows, [&](std::int64_t gr) {
+      Floats row(static_cast<std::size_t>(view.cols));
+      for (std::int64_t r = gr * br; r < std::min(view.rows, (gr + 1) * br); ++r) {
+        load_clean(view, r * view.cols, view.cols, row.data());
+        for (std::int64_t c = 0; c < view.cols; ++c) {
+          float& m = g.amax[static_cast<std::size_t>(gr * g.grid_cols + c / bc)];
+          m = std::max(m, std::fabs(row[static_cast<std::size_t>(c)]));
+        }
+      }
+    });
+  });
+  return g;
+}
+
 void prepare(const OperandSource& src, const Floats& x, float amax, std::int64_t r0, std::int64_t n,
              const QuantSpec* spec, bool squared, Floats* work, GemmInput* in) {
+  if (spec != nullptr && block_height(src.layout, *spec) > 1 && !whole_blocks(src, r0, n, block_height(src.layout, *spec)))
+    return prepare_paired(src, x, r0, n, *spec, work, in);
+  cast_rows(src, x, amax, r0, n, spec, squared, work, in);
+}
+
+namespace {
+
+void cast_rows(const OperandSource& src, const Floats& x, float amax, std::int64_t r0, std::int64_t n,
+               const QuantSpec* spec, bool squared, Floats* work, GemmInput* in) {
   in->wide.clear();
   if (spec == nullptr) return to_gemm_input(x.data(), x.size(), src.layout, 1.0, true, squared, amax, in);
   if (is_per_tensor(spec->kind)) {
@@ -288,6 +420,8 @@ void prepare(const OperandSource& src, const Floats& x, float amax, std::int64_t
   fake_quantize_rows(*spec, x.data(), src.layout_rows(n), src.layout_cols(n), work->data(), &unused);
   to_gemm_input(work->data(), x.size(), src.layout, 1.0, true, false, std::nanf(""), in);
 }
+
+}  // namespace
 
 bool same_cast(const std::optional<QuantSpec>& x, const std::optional<QuantSpec>& y) {
   if (!x || !y) return !x && !y;

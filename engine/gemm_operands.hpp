@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -33,6 +34,19 @@ QuantSpec spec_for(const EvaluationRow& row, const CapturedTensor& shard);
 // The spec of an operand that a GEMM gets transposed (a columnwise copy, laid out K-major).
 QuantSpec transposed(QuantSpec s);
 
+// The largest magnitude of every block of a tensor (non-finite elements as 0): what a blocked cast
+// of a block takes from the whole block. A drawn GEMM row whose block spans several GEMM rows is
+// cast with its block's amax without the rest of the block (prepare).
+struct BlockAmaxes {
+  BlockShape block;            // in the tensor's layout
+  std::int64_t grid_cols = 0;  // blocks along the tensor's columns
+  std::vector<float> amax;     // [ceil(rows / block.rows), grid_cols], row-major
+  float at(std::int64_t block_row, std::int64_t block_col) const {
+    return amax[static_cast<std::size_t>(block_row * grid_cols + block_col)];
+  }
+};
+BlockAmaxes block_amaxes(const TensorView& view, BlockShape block);
+
 // One operand of a GEMM, read from the capture as it lies there: the GEMM's rows are the
 // tensor's rows idx (kKMajor: the tensor's columns are the reduction) or its columns idx
 // (kKOuter: its rows are the reduction; wgrad's dY^T and X^T, dgrad's W^T). Loaded so, no copy is
@@ -42,6 +56,9 @@ struct OperandSource {
   const TensorView* view = nullptr;
   GemmLayout layout = GemmLayout::kKMajor;
   std::vector<std::int64_t> idx;
+  // The block amaxes of the casts whose blocks span several GEMM rows, where idx does not keep
+  // such blocks whole (a single-rank layer's drawn rows): one per block shape.
+  std::vector<std::shared_ptr<const BlockAmaxes>> amaxes;
   std::int64_t rows() const { return static_cast<std::int64_t>(idx.size()); }
   std::int64_t k() const { return layout == GemmLayout::kKMajor ? view->cols : view->rows; }
   // The GEMM's rows [r0, r0 + n) in the tensor's layout: kKMajor [n, k], kKOuter [k, n]. Non-finite
@@ -91,9 +108,16 @@ void widen_once(GemmInput* in);
 // The reduction's block length of the casts whose scales are applied per block.
 inline constexpr std::int64_t kKBlock = 128;
 
+// How many GEMM rows a cast's blocks span in an operand's layout (1: each row has its own blocks).
+std::int64_t block_height(GemmLayout layout, const QuantSpec& spec);
+
 // GEMM rows [r0, r0 + n) of an operand as loaded, x, and their largest magnitude (NaN: not
 // known): unquantised (a reference GEMM; `squared`: their squares), or with the cast of `spec`
-// (in the tensor's layout) applied, into *in (work: a scratch buffer).
+// (in the tensor's layout) applied, into *in (work: a scratch buffer). Rows that do not lie in
+// whole aligned blocks of a cast whose blocks span several GEMM rows (block_height > 1) are each
+// cast beside a row holding its block's amax in each block of the reduction (src.amaxes), in
+// blocks of those two rows: the scales of the whole block, the row's values as the whole
+// block's cast gives them.
 void prepare(const OperandSource& src, const Floats& x, float amax, std::int64_t r0, std::int64_t n,
              const QuantSpec* spec, bool squared, Floats* work, GemmInput* in);
 

@@ -7,12 +7,17 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "core/fp8_codec.hpp"
 #include "engine/cpu_backend.hpp"
+#include "engine/evaluation_index.hpp"
 #include "engine/gemm_error.hpp"
+#include "engine/gemm_operands.hpp"
 #include "engine/gemm_sampling.hpp"
 #include "engine/gemm_stats.hpp"
 #include "engine/run.hpp"
@@ -260,4 +265,73 @@ TEST_CASE("the sampled GEMM error covers the exact one on layers whose few units
   MESSAGE("RMS z " << rms << ", max |z| " << max_z << ", within 2 SE " << 100.0 * within / count << " % of " << count);
   CHECK(rms <= 1.3);
   CHECK(within >= 0.9 * count);
+}
+
+namespace {
+
+// Element (r, l) of a prepared operand of `rows` GEMM rows and reduction k, dequantised: its value
+// times 2^exp2 / divisor (per-block codes times their scale inverse).
+double dequantised(const fp8a::GemmInput& in, std::int64_t rows, std::int64_t k, std::int64_t r, std::int64_t l) {
+  if (in.blocks > 0) {
+    const std::int64_t b = l / fp8a::kKBlock;
+    const auto code = in.block_codes[static_cast<std::size_t>((b * rows + r) * fp8a::kKBlock + l % fp8a::kKBlock)];
+    return static_cast<double>(fp8a::bf16_to_float(code)) * in.block_scale_inv[static_cast<std::size_t>(b * rows + r)];
+  }
+  const auto at = static_cast<std::size_t>(in.layout == fp8a::GemmLayout::kKMajor ? r * k + l : l * rows + r);
+  const double v = in.is_bf16 ? fp8a::bf16_to_float(in.bf16[at]) : in.f32[at];
+  return std::ldexp(v, in.exp2) / in.divisor;
+}
+
+}  // namespace
+
+TEST_CASE("drawn rows of a cast whose blocks span several rows get the whole tensor's cast of them") {
+  // W [320, 272]: 128 x 128 blocks (block, block:fp32) with partial last blocks both ways, NVFP4's
+  // 16 x 16 tiles. Rows 3, 130, 131, 257, 319 of W (fprop) and its columns 3, 130, 131, 200, 271
+  // (dgrad's W^T), cast alone beside their blocks' amaxes, must equal those rows of the whole
+  // tensor's cast, value for value; W holds outliers so that the blocks' amaxes lie in rows
+  // that are not drawn.
+  const std::int64_t m = 64, n = 320, k = 272;
+  FamilyLayer l;
+  make_family('a', 7, m, n, k, &l);
+  for (const std::int64_t at : {std::int64_t{5 * k + 7}, std::int64_t{140 * k + 200}, std::int64_t{300 * k + 9}})
+    l.w[static_cast<std::size_t>(at)] = 3.0f;
+  fp8a::RunConfig config;
+  config.recipes = fp8a::parse_recipe_list("block,block:fp32,nvfp4");
+  config.formats = {fp8a::TrainingFormat::kHybrid};
+  const auto rows = fp8a::evaluate_captures(l.set, config, fp8a::CpuBackend());
+  const fp8a::EvaluationIndex index(rows);
+  const fp8a::CapturedTensor& w = l.set.tensors[1];
+  REQUIRE(w.key.role == fp8a::Role::kWeight);
+  int checked = 0;
+  for (const fp8a::Recipe& recipe : index.recipes())
+    for (const auto& [layout, orientation, drawn] :
+         {std::tuple{fp8a::GemmLayout::kKMajor, fp8a::Orientation::kRowwise, std::vector<std::int64_t>{3, 130, 131, 257, 319}},
+          std::tuple{fp8a::GemmLayout::kKOuter, fp8a::Orientation::kColumnwise,
+                     std::vector<std::int64_t>{3, 130, 131, 200, 271}}}) {
+      const fp8a::EvaluationRow* row = index.find_for_use(w.key, recipe, fp8a::TrainingFormat::kHybrid, orientation);
+      REQUIRE(row != nullptr);
+      REQUIRE(row->applicability.ok);
+      const fp8a::QuantSpec spec = fp8a::spec_of(*row);
+      REQUIRE(fp8a::block_height(layout, spec) > 1);
+      fp8a::OperandSource whole, part;
+      whole.view = part.view = &w.view;
+      whole.layout = part.layout = layout;
+      const std::int64_t gemm_rows = layout == fp8a::GemmLayout::kKMajor ? n : k;
+      const std::int64_t reduction = layout == fp8a::GemmLayout::kKMajor ? k : n;
+      for (std::int64_t r = 0; r < gemm_rows; ++r) whole.idx.push_back(r);
+      part.idx = drawn;
+      part.amaxes.push_back(std::make_shared<fp8a::BlockAmaxes>(fp8a::block_amaxes(w.view, spec.block)));
+      fp8a::Floats work;
+      fp8a::GemmInput all_in, part_in;
+      fp8a::prepare(whole, whole.load(0, gemm_rows), NAN, 0, gemm_rows, &spec, false, &work, &all_in);
+      fp8a::prepare(part, part.load(0, part.rows()), NAN, 0, part.rows(), &spec, false, &work, &part_in);
+      for (std::size_t t = 0; t < drawn.size(); ++t)
+        for (std::int64_t e = 0; e < reduction; ++e) {
+          INFO(recipe.spec() << " row " << drawn[t] << " element " << e);
+          REQUIRE(dequantised(part_in, part.rows(), reduction, static_cast<std::int64_t>(t), e) ==
+                  dequantised(all_in, gemm_rows, reduction, drawn[t], e));
+        }
+      ++checked;
+    }
+  CHECK(checked == 6);
 }
