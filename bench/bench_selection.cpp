@@ -59,7 +59,7 @@ struct Options {
   std::int64_t tokens = 256, hidden = 256, ffn = 1024;
   int repeat = 5;
   int threads = 0;
-  std::int64_t gemm_rows = 0;
+  fp8a::GemmSampling gemm_sampling = fp8a::GemmSampling::all();  // --gemm-rows 0 (every row) or N
   double tokens_per_step = 0;  // CostOptions, as run's --tokens-per-step
   std::string gpu = "h100";
 };
@@ -93,13 +93,16 @@ bool parse_args(int argc, char** argv, Options* o) {
     else if (a == "--ffn") o->ffn = std::atoll(v);
     else if (a == "--repeat") o->repeat = std::atoi(v);
     else if (a == "--threads") o->threads = std::atoi(v);
-    else if (a == "--gemm-rows") o->gemm_rows = std::atoll(v);
-    else if (a == "--gpu") o->gpu = v;
+    else if (a == "--gemm-rows") {
+      const std::int64_t rows = std::atoll(v);
+      if (rows < 0) return false;
+      o->gemm_sampling = rows == 0 ? fp8a::GemmSampling::all() : fp8a::GemmSampling::of_rows(rows);
+    } else if (a == "--gpu") o->gpu = v;
     else if (a == "--tokens-per-step") o->tokens_per_step = std::atof(v);
     else return false;
   }
   return o->layers >= 4 && o->layers % 4 == 0 && o->steps >= 1 && o->step_every >= 1 && o->tokens > 0 && o->hidden > 0 &&
-         o->ffn > 0 && o->repeat >= 1 && o->threads >= 0 && o->gemm_rows >= 0 &&
+         o->ffn > 0 && o->repeat >= 1 && o->threads >= 0 &&
          o->tokens_per_step >= 0;
 }
 
@@ -154,7 +157,7 @@ int main(int argc, char** argv) {
     request.config.recipes = fp8a::parse_recipe_list(fp8a::default_recipe_list());
     request.config.formats = fp8a::parse_training_format_list("e4m3,hybrid");
     request.config.training_log = &log;
-    request.gemm_rows = o.gemm_rows;
+    request.gemm_sampling = o.gemm_sampling;
     const fp8a::CpuBackend backend;
     fp8a::RunResult result = fp8a::run_pipeline(request, captures, backend, nullptr);
     const std::vector<fp8a::EvaluationRow>& rows = result.rows;
@@ -209,7 +212,7 @@ int main(int argc, char** argv) {
                 request.config.recipes.size(), fp8a::default_recipe_list().c_str(),
                 static_cast<std::size_t>(o.step_every) * static_cast<std::size_t>(o.steps) + 1,
                 o.threads > 0 ? std::to_string(o.threads).c_str() : "all",
-                o.gemm_rows > 0 ? std::to_string(o.gemm_rows).c_str() : "all",
+                o.gemm_sampling == fp8a::GemmSampling::all() ? "all" : o.gemm_sampling.text().c_str(),
                 o.tokens_per_step > 0 ? std::to_string(o.tokens_per_step).c_str() : "captured");
     std::printf("  evaluation rows %zu, GEMM layers %zu, GEMM rows %zu, forecasts %zu, candidates %zu "
                 "(--cost none on %s: %zu runnable), skipped pairings %zu\n",

@@ -84,9 +84,7 @@ CheckpointManifest checkpoint_manifest(const EvaluationOptions& eval, const RunR
   m.options["--format"] = format_option(request.config);
   m.options["--amax-reduction"] = eval.reduction_text;
   m.options["--npy-dtype"] = eval.npy_dtype_text;
-  m.options["--gemm-rows"] = !request.gemms                  ? "none (--no-gemms)"
-                             : eval.gemm_rows == kGemmRowsAuto ? "auto"
-                                                               : std::to_string(eval.gemm_rows);
+  m.options["--gemm-rows"] = request.gemms ? request.gemm_sampling.text() : "none (--no-gemms)";
   for (const CaptureFile& f : captures.files) m.inputs[f.path] = f.identity;
   for (const std::string& f : log.files) m.inputs[f] = fs.map(f)->identity();
   return m;
@@ -256,7 +254,7 @@ std::optional<RunCommand> parse_run(const Invocation& inv) {
                                               " is not among --recipes; add it there");
   }
   request.gemms = vm.count("no-gemms") == 0;
-  request.gemm_rows = cmd.eval.gemm_rows;
+  request.gemm_sampling = cmd.eval.gemm_sampling;
   request.nonfinite = vm.count("fail-on-nonfinite") != 0 ? NonFiniteAction::kFail : NonFiniteAction::kWarn;
   request.reports = true;
   cmd.quiet = vm.count("quiet") != 0;

@@ -47,7 +47,7 @@ int command_whatif(const Invocation& inv) {
     return kExitOk;
   RunRequest request;
   request.config = evaluation_config(eval);
-  request.gemm_rows = eval.gemm_rows;
+  request.gemm_sampling = eval.gemm_sampling;
   const EvaluationBackend evaluator = start_backend(eval);
 
   DiskFileSystem fs;

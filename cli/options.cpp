@@ -102,10 +102,11 @@ void add_evaluation_options(po::options_description& desc, EvaluationOptions& o,
        "LogFp8TensorStats values go to nvdlfw_stats.csv beside ours)")
       ("amax-trace", po::value(&o.amax_trace_paths)->multitoken(), "the same as --training-log")
       ("gemm-rows", po::value(&o.gemm_rows_text)->default_value("auto"),
-       "GEMM-output error on this many output rows (evenly spaced; tokens of fprop and dgrad, dW "
-       "rows of wgrad), every column; 0 = all rows; auto = the whole output unless a GEMM exceeds "
-       "2^32 multiply-adds, then about sqrt(2^32 / K) rows and as many columns (at least 256 of "
-       "each), reported as sampled with the standard error");
+       "GEMM-output error on this many output rows (tokens of fprop and dgrad, dW rows of wgrad; "
+       "the heaviest with certainty, the rest drawn by energy), every column; 0 = all rows; auto = "
+       "the whole output unless a GEMM exceeds 2^32 multiply-adds, then about sqrt(2^32 / K) rows "
+       "and as many columns (at least 256 of each), reported as sampled with standard errors; GEMMs "
+       "the answer could hang on are then computed exactly");
   add_backend_options(desc, o);
 }
 
@@ -130,8 +131,8 @@ std::string write_artifacts(const std::string& out_dir, const std::string& set, 
                           command_line);
 }
 
-std::int64_t parse_gemm_rows(const std::string& text) {
-  if (text == "auto") return kGemmRowsAuto;
+GemmSampling parse_gemm_rows(const std::string& text) {
+  if (text == "auto") return GemmSampling::automatic();
   std::int64_t rows = -1;
   const char* end = text.data() + text.size();
   const auto [ptr, ec] = std::from_chars(text.data(), end, rows);
@@ -139,12 +140,12 @@ std::int64_t parse_gemm_rows(const std::string& text) {
     throw usage_error("fp8a.usage.225", "--gemm-rows " + quoted_input(text, 200) +
                                             ": expected auto, 0 (all rows) or a number of rows (tokens; dW rows for wgrad)" +
                                             did_you_mean(text, {"auto"}));
-  return rows;
+  return rows == 0 ? GemmSampling::all() : GemmSampling::of_rows(rows);
 }
 
 RunConfig evaluation_config(EvaluationOptions& o) {
   if (o.threads < 0) throw usage_error("fp8a.usage.205", "--threads must be >= 0");
-  o.gemm_rows = parse_gemm_rows(o.gemm_rows_text);
+  o.gemm_sampling = parse_gemm_rows(o.gemm_rows_text);
   RunConfig config;
   const std::string defaults = default_recipe_list();
   if (!o.recipes_alias.empty()) {

@@ -17,6 +17,7 @@
 #include "datasets/capture.hpp"
 #include "datasets/file_system.hpp"
 #include "datasets/training_log.hpp"
+#include "engine/gemm_error.hpp"
 #include "engine/run.hpp"
 #include "reports/artifact.hpp"
 
@@ -56,7 +57,7 @@ struct EvaluationOptions {
   bool recipes_given = false;  // either spelling given (evaluation_config sets it)
   int threads = 0;
   std::string gemm_rows_text = "auto";  // --gemm-rows as given: auto, 0 or a number of rows
-  std::int64_t gemm_rows = 0;  // parsed by evaluation_config (kGemmRowsAuto for auto)
+  GemmSampling gemm_sampling;  // --gemm-rows parsed by evaluation_config (parse_gemm_rows)
 };
 
 // The recipes option under `recipes_option` (its singular or plural also accepted), --format,
@@ -76,9 +77,9 @@ void add_evaluation_options(po::options_description& desc, EvaluationOptions& o,
 // o.log_paths.
 RunConfig evaluation_config(EvaluationOptions& o);
 
-// --gemm-rows: "auto" -> kGemmRowsAuto, "0" -> 0 (all rows), "N" -> N; anything else is usage
-// error fp8a.usage.225.
-std::int64_t parse_gemm_rows(const std::string& text);
+// --gemm-rows: "auto" -> GemmSampling::automatic(), "0" -> all(), "N" -> of_rows(N); anything
+// else is usage error fp8a.usage.225.
+GemmSampling parse_gemm_rows(const std::string& text);
 
 // --out DIR before anything is written: usage error fp8a.usage.243 naming the option for an empty
 // path or a symbolic link to nothing (which no folder can be created through).

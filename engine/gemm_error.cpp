@@ -67,9 +67,7 @@ GemmCase make_case(const GemmLayer& job, const GemmOperandUse& u, const GemmOpti
   const bool wgrad = u.gemm == Gemm::kWgrad;
   // a: fprop X, dgrad dY (token rows), wgrad dY^T (dW rows); b: W, W^T, X^T (the output's columns).
   const GemmDims dims = job.dims(u.gemm);
-  GemmSample sample_of = gemm_sample_for(options.sample_rows, dims.m, dims.n, dims.k, nr == 1);
-  if (options.sample_rows != kGemmRowsAuto && options.sample_cols > 0 && nr == 1)
-    sample_of.cols = std::min(options.sample_cols, dims.n);
+  const GemmSampleSize sample_of = gemm_sample_for(options.sampling, dims.m, dims.n, dims.k, nr == 1);
   const std::int64_t want = sample_of.rows;
   // Whether every rank's a operand is the same tensor (its rows the same units).
   const bool a_shared = nr == 1 || (job.split == Split::kColumn && u.a == Role::kActivation) ||
@@ -343,8 +341,11 @@ std::string gemm_unit_key(const GemmLayer& job, const EvaluationIndex& index, co
       w.str(t->file_identity);
       w.str(t->tensor_name);
     }
-  w.i64(options.sample_rows);
-  w.i64(options.sample_cols);
+  // The sampling as two numbers: rows (-1 auto, 0 all, else N) and columns (0 every one).
+  const GemmSampling& sampling = options.sampling;
+  const bool some_rows = sampling.mode == GemmSampling::Mode::kRows;
+  w.i64(some_rows ? sampling.rows : sampling.mode == GemmSampling::Mode::kAuto ? -1 : 0);
+  w.i64(some_rows ? sampling.cols : 0);
   for (bool b : wanted) w.u8(b ? 1 : 0);
   w.str(options.engine != nullptr ? options.engine->name() : std::string());
   const auto put_row = [&](const EvaluationRow* r) {
@@ -488,8 +489,27 @@ std::vector<std::vector<GemmRow>> compute_layer(const GemmLayer& job, const Eval
 
 }  // namespace
 
-GemmSample gemm_sample_for(std::int64_t sample_rows, std::int64_t m, std::int64_t n, std::int64_t k, bool cols_too) {
-  if (sample_rows != kGemmRowsAuto) return {sample_rows <= 0 ? m : std::min(sample_rows, m), n};
+GemmSampling GemmSampling::of_rows(std::int64_t rows, std::int64_t cols) {
+  FP8A_CHECK(rows >= 1 && cols >= 0, "GemmSampling::of_rows: at least one row, no negative column count");
+  return {Mode::kRows, rows, cols};
+}
+
+std::string GemmSampling::text() const {
+  switch (mode) {
+    case Mode::kAuto: return "auto";
+    case Mode::kAll: return "0";
+    case Mode::kRows: return std::to_string(rows);
+  }
+  return "auto";
+}
+
+GemmSampleSize gemm_sample_for(const GemmSampling& sampling, std::int64_t m, std::int64_t n, std::int64_t k,
+                               bool cols_too) {
+  if (sampling.mode == GemmSampling::Mode::kAll) return {m, n};
+  if (sampling.mode == GemmSampling::Mode::kRows) {
+    FP8A_CHECK(sampling.rows >= 1, "GemmSampling kRows without rows");
+    return {std::min(sampling.rows, m), cols_too && sampling.cols > 0 ? std::min(sampling.cols, n) : n};
+  }
   const std::int64_t nk = std::max<std::int64_t>(1, n * k);
   if (m <= kGemmAutoMacs / nk) return {m, n};
   if (!cols_too) return {std::min(m, std::max(kGemmAutoMinRows, kGemmAutoMacs / nk)), n};
@@ -580,8 +600,7 @@ std::vector<GemmRow> evaluate_exact_gemms(std::span<const GemmLayer> layers, std
     wanted.push_back(m);
   }
   GemmOptions exact = options;
-  exact.sample_rows = 0;
-  exact.sample_cols = 0;
+  exact.sampling = GemmSampling::all();
   return evaluate_jobs(jobs, wanted, rows, exact, context);
 }
 

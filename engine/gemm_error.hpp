@@ -39,26 +39,55 @@
 
 namespace fp8a {
 
-// GemmOptions::sample_rows: choose by size (gemm_sample_for).
-inline constexpr std::int64_t kGemmRowsAuto = -1;
+// What --gemm-rows asks for (docs/OPTIONS.md): the output rows (and columns) the GEMM-output error
+// is computed on. Single-rank layers take the heaviest rows and columns (by the operands' row
+// energies) with certainty and draw the rest systematically by energy; layers split over ranks
+// take evenly spaced rows and every column. Sampled entries stand for the ones they represent
+// (METRICS.md, gemms.csv: sampled, rows_used, cols_used). One value from the command line to the
+// engine and the unit-cache key.
+struct GemmSampling {
+  enum class Mode : std::uint8_t {
+    kAuto,  // `auto`: every entry up to 2^32 multiply-adds, else a sample (gemm_sample_for)
+    kAll,   // `0`: every row and column (exact)
+    kRows,  // `N`: `rows` rows; every column unless `cols` > 0
+  };
+  Mode mode = Mode::kAuto;
+  // kRows: this many output rows (tokens of fprop and dgrad, dW rows of wgrad), >= 1; all of a
+  // GEMM with fewer. Else 0.
+  std::int64_t rows = 0;
+  // kRows: 0 every output column, else this many (all of a GEMM with fewer), on single-rank
+  // layers only; no option sets it (tests do). Else 0.
+  std::int64_t cols = 0;
 
-// The rows and columns of a GEMM's output [m, n] (reduction k) whose entries are computed: rows
-// of the left-hand operand (tokens for fprop and dgrad, dW rows for wgrad) and of the right-hand
-// one (W's rows for fprop, its columns for dgrad, X's columns for wgrad).
-struct GemmSample {
+  static constexpr GemmSampling automatic() { return {}; }
+  static constexpr GemmSampling all() { return {Mode::kAll, 0, 0}; }
+  // FP8A_CHECKs rows >= 1 and cols >= 0.
+  static GemmSampling of_rows(std::int64_t rows, std::int64_t cols = 0);
+  // As --gemm-rows takes it: "auto", "0" or "N" (cols not shown); the run checkpoint records it.
+  std::string text() const;
+  bool operator==(const GemmSampling&) const = default;
+};
+
+// The rows and columns of one GEMM's output [m, n] (reduction k) whose entries are computed, as
+// gemm_sample_for resolves a GemmSampling: rows of the left-hand operand (tokens for fprop and
+// dgrad, dW rows for wgrad) and of the right-hand one (W's rows for fprop, its columns for dgrad,
+// X's columns for wgrad). rows == m and cols == n: every entry.
+struct GemmSampleSize {
   std::int64_t rows = 0, cols = 0;
 };
-// `auto` (sample_rows kGemmRowsAuto): the whole output while m * n * k <= kGemmAutoMacs; else,
-// with `cols_too`, about sqrt(kGemmAutoMacs / k) rows and as many columns (each at least
-// kGemmAutoMinRows, at most m or n; a dimension that runs out gives the other its share of the
-// budget), without, all n columns and the fewest rows r >= kGemmAutoMinRows with r * n * k <=
-// kGemmAutoMacs (not more than m). Square samples balance the casts, which scale with the
-// operands' rows (the right-hand operand's whole length), against the products, which scale with
-// rows times columns. sample_rows 0: everything; N: min(N, m) rows and every column. The figures
-// behind the bound: bench/RESULTS.md.
+// kAuto: the whole output while m * n * k <= kGemmAutoMacs; else, with `cols_too`, about
+// sqrt(kGemmAutoMacs / k) rows and as many columns (each at least kGemmAutoMinRows, at most m or
+// n; a dimension that runs out gives the other its share of the budget), without, all n columns
+// and the fewest rows r >= kGemmAutoMinRows with r * n * k <= kGemmAutoMacs (not more than m).
+// Square samples balance the casts, which scale with the operands' rows (the right-hand operand's
+// whole length), against the products, which scale with rows times columns. kAll: everything.
+// kRows: min(rows, m) rows and, with `cols_too` and cols > 0, min(cols, n) columns, else every
+// column. `cols_too`: the layer is single-rank (a split layer's columns are all used). The
+// figures behind the bound: bench/RESULTS.md.
 inline constexpr std::int64_t kGemmAutoMacs = std::int64_t{1} << 32;
 inline constexpr std::int64_t kGemmAutoMinRows = 256;
-GemmSample gemm_sample_for(std::int64_t sample_rows, std::int64_t m, std::int64_t n, std::int64_t k, bool cols_too);
+GemmSampleSize gemm_sample_for(const GemmSampling& sampling, std::int64_t m, std::int64_t n, std::int64_t k,
+                               bool cols_too);
 
 // The products are computed in tiles of this many rows of the right-hand operand (W for fprop,
 // W^T for dgrad, X^T for wgrad), each a task: a fixed size, so the numbers do not depend on the
@@ -73,12 +102,10 @@ inline constexpr std::int64_t kGemmTileRows = 128;
 inline constexpr std::int64_t kGemmGroupBytes = std::int64_t{256} << 20;
 
 struct GemmOptions {
-  // kGemmRowsAuto: gemm_sample_for's choice; 0: all token rows; else this many, evenly spaced.
-  std::int64_t sample_rows = 0;
+  // The entries each GEMM's error is computed on (--gemm-rows). Default: every entry (exact);
+  // the command line's default is auto (RunRequest::gemm_sampling).
+  GemmSampling sampling = GemmSampling::all();
   const GemmEngine* engine = nullptr;  // also run every GEMM on this engine (not owned)
-  // With sample_rows not auto: 0 every column of the output, else this many, evenly spaced (in
-  // whole blocks of the right-hand operand's casts), on single-rank layers.
-  std::int64_t sample_cols = 0;
 };
 
 // Rows ordered by format (the table's, EvaluationIndex::formats), then layer job, recipe and GEMM:

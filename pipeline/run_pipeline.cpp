@@ -25,7 +25,7 @@ void evaluate_gemms(const RunRequest& request, const CaptureSet& captures, const
   result.gemm_layers = pair_gemm_operands(captures, &result.skipped_pairings);
   if (request.only_step)
     std::erase_if(result.gemm_layers, [&](const GemmLayer& g) { return g.step != *request.only_step; });
-  result.gemms = evaluate_gemm_errors(result.gemm_layers, result.rows, GemmOptions{request.gemm_rows, gemm_engine},
+  result.gemms = evaluate_gemm_errors(result.gemm_layers, result.rows, GemmOptions{request.gemm_sampling, gemm_engine},
                                       context);
   const std::size_t threads = tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism);
   result.gemm_path = "emulated on the CPU, " + std::to_string(threads) + (threads == 1 ? " thread" : " threads") +
@@ -74,7 +74,7 @@ void refine_run(const RunRequest& request, const GemmEngine* gemm_engine, const 
   RunContext local = context;
   local.cluster = nullptr;
   std::vector<GemmRow> exact = evaluate_exact_gemms(result.gemm_layers, result.rows, result.refined,
-                                                    GemmOptions{request.gemm_rows, gemm_engine}, local);
+                                                    GemmOptions{request.gemm_sampling, gemm_engine}, local);
   for (GemmRow& r : exact) r.note = r.note.empty() ? kRefinedNote : r.note + "; " + kRefinedNote;
   // Each refined site's rows in place of the sampled ones, in the table's order.
   const auto refined = [&](const GemmRow& r) {

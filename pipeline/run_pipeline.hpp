@@ -49,9 +49,9 @@ struct RecommendationRequest {
 // Everything that decides what a pipeline computes (the live configuration; provenance is RunInfo).
 struct RunRequest {
   RunConfig config;  // recipes, formats, --amax-reduction and the training log (null: none)
-  // The GEMM-output error (--gemm-rows); false: none (--no-gemms), and so no recommendation.
+  // The GEMM-output error; false: none (--no-gemms), and so no recommendation.
   bool gemms = true;
-  std::int64_t gemm_rows = kGemmRowsAuto;
+  GemmSampling gemm_sampling = GemmSampling::automatic();  // its sample (--gemm-rows)
   // Set: rows and GEMM layers of this captured step only, once every step is evaluated (the
   // delayed replay needs their history); whatif --step.
   std::optional<std::int64_t> only_step;

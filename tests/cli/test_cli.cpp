@@ -1642,3 +1642,32 @@ TEST_CASE("--gpu with FP4 tensor cores: the default --recipes gain nvfp4") {
   REQUIRE(run(real_run("lm-spike", d.path / "gb300", "--gpu gb300 --cost none --quiet")).rc == 0);
   CHECK(nvfp4_rows("gb300"));
 }
+
+TEST_CASE("a sample the answer could hang on is recomputed exactly: the --gemm-rows 0 answer and rows") {
+  // wide-gradient with --gemm-rows 16 (16 of 128 tokens): estimates too loose to trust, so the
+  // GEMMs they decide are recomputed exactly; gemms.csv then equals the exact run's but for the
+  // note saying so, and the answer is the exact run's.
+  TempDir dir;
+  const auto cap = dir.path / "cap";
+  REQUIRE(run("synth --preset wide-gradient --out " + shell_quote(cap.string())).rc == 0);
+  const auto sampled = run("run --capture " + shell_quote(cap.string()) + " --out " +
+                           shell_quote((dir.path / "s").string()) + " --gemm-rows 16 --cost none --quiet");
+  const auto exact = run("run --capture " + shell_quote(cap.string()) + " --out " +
+                         shell_quote((dir.path / "e").string()) + " --gemm-rows 0 --cost none --quiet");
+  REQUIRE(sampled.rc == 0);
+  REQUIRE(exact.rc == 0);
+  const auto answer = [](const std::string& out) { return out.substr(0, out.find("\nwrote ")); };  // not the paths
+  CHECK(answer(sampled.out) == answer(exact.out));
+  CHECK(answer(sampled.out).find("answer: ") == 0);
+  const auto s = read_csv(slurp(dir.path / "s" / "gemms.csv")), e = read_csv(slurp(dir.path / "e" / "gemms.csv"));
+  REQUIRE(s.size() == e.size());
+  int refined = 0;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    for (const auto& [key, value] : e[i])
+      if (key != "note") CHECK(s[i].at(key) == value);
+    refined += s[i].at("note").find("computed exactly: within 2 standard errors") != std::string::npos;
+  }
+  CHECK(refined > 0);
+  // With every GEMM exact there is nothing to refine.
+  for (const auto& r : e) CHECK(r.at("note").find("computed exactly") == std::string::npos);
+}

@@ -210,7 +210,8 @@ std::vector<fp8a::GemmRow> check_engine_against_emulated(const Captured& c,
   config.formats = {format};
   const auto rows = fp8a::evaluate_captures(c.set, config, fp8a::CpuBackend());
   std::vector<std::string> skipped;
-  const auto g = fp8a::evaluate_gemm_errors(c.set, rows, fp8a::GemmOptions{0, &engine}, &skipped);
+  const auto g =
+      fp8a::evaluate_gemm_errors(c.set, rows, fp8a::GemmOptions{fp8a::GemmSampling::all(), &engine}, &skipped);
   CHECK(skipped.empty());
   std::size_t ran = 0;
   for (std::size_t i = 0; i < g.size(); ++i) {

@@ -111,7 +111,8 @@ Run run(const fp8a::CaptureSet& captures, std::vector<TrainingFormat> formats, b
   r.e5m2 = backend.e5m2;
   const CountingEngine engine;
   std::vector<std::string> skipped;
-  r.gemms = fp8a::evaluate_gemm_errors(captures, r.rows, fp8a::GemmOptions{0, &engine}, &skipped);
+  r.gemms =
+      fp8a::evaluate_gemm_errors(captures, r.rows, fp8a::GemmOptions{fp8a::GemmSampling::all(), &engine}, &skipped);
   r.gemm_runs = engine.runs;
   return r;
 }

@@ -296,7 +296,7 @@ TEST_CASE("--gemm-rows samples token rows evenly and says so") {
   config.recipes = {fp8a::parse_recipe("current")};
   const auto rows = fp8a::evaluate_captures(l.set, config, fp8a::CpuBackend());
   std::vector<std::string> skipped;
-  const auto g = fp8a::evaluate_gemm_errors(l.set, rows, fp8a::GemmOptions{3}, &skipped);
+  const auto g = fp8a::evaluate_gemm_errors(l.set, rows, fp8a::GemmOptions{fp8a::GemmSampling::of_rows(3)}, &skipped);
   REQUIRE(g.size() == 3);
   for (const auto& r : {g[0], g[1]}) {  // fprop, dgrad: 3 of the 8 tokens
     CHECK(r.sampled);
@@ -359,18 +359,18 @@ TEST_CASE("GEMM rows are bit-identical with 1, 2 and 4 threads (products in seve
   fp8a::RunConfig config;
   config.recipes = fp8a::parse_recipe_list("current,block,block:fp32,mxfp8");
   const auto rows = fp8a::evaluate_captures(l.set, config, fp8a::CpuBackend());
-  for (const std::int64_t sample : {std::int64_t{0}, std::int64_t{700}}) {
+  for (const fp8a::GemmSampling& sampling : {fp8a::GemmSampling::all(), fp8a::GemmSampling::of_rows(700)}) {
     std::vector<std::string> first;
     for (const std::size_t threads : {std::size_t{1}, std::size_t{2}, std::size_t{4}}) {
       const tbb::global_control limit(tbb::global_control::max_allowed_parallelism, threads);
       std::vector<std::string> skipped;
       fp8a::GemmOptions options;
-      options.sample_rows = sample;
+      options.sampling = sampling;
       const auto g = fp8a::evaluate_gemm_errors(l.set, rows, options, &skipped);
       REQUIRE(g.size() >= 9);  // not every recipe applies to every operand of these shapes
       std::vector<std::string> bits;
       for (const auto& r : g) bits.push_back(row_bits(r));
-      INFO("threads " << threads << ", --gemm-rows " << sample);
+      INFO("threads " << threads << ", --gemm-rows " << sampling.text());
       if (first.empty()) first = bits;
       else CHECK(bits == first);
     }
@@ -427,7 +427,7 @@ TEST_CASE("sampled fprop rows carry the stratified estimator's standard error") 
   const auto rows = fp8a::evaluate_captures(l.set, config, fp8a::CpuBackend());
   std::vector<std::string> skipped;
   fp8a::GemmOptions options;
-  options.sample_rows = 4;
+  options.sampling = fp8a::GemmSampling::of_rows(4);
   const auto g = fp8a::evaluate_gemm_errors(l.set, rows, options, &skipped);
   REQUIRE(g.size() == 3);
   // Rows 0, 2, 3, 6: squared error e and squared reference r of each output.
@@ -476,7 +476,7 @@ std::vector<fp8a::GemmRow> tie_layer_rows(Layer l, const fp8a::GemmOptions& opti
 TEST_CASE("sampled wgrad rows are rows of dW, over every token, with the standard error") {
   // dW [8, 1] = dY^T X = dY's column: --gemm-rows 4 of dW's 8 rows.
   fp8a::GemmOptions options;
-  options.sample_rows = 4;
+  options.sampling = fp8a::GemmSampling::of_rows(4);
   const auto g = tie_layer_rows(Layer{{1}, std::vector<float>(8, 1.0f), kTieValues, {}}, options);
   REQUIRE(g.size() == 3);
   const StratifiedSample& want = kTies;
@@ -490,26 +490,39 @@ TEST_CASE("sampled wgrad rows are rows of dW, over every token, with the standar
   CHECK_FALSE(g[0].sampled);  // fprop and dgrad: one token, all of it
 }
 
+TEST_CASE("GemmSampling: --gemm-rows auto, 0 and N, as the option spells them") {
+  CHECK(fp8a::GemmSampling{} == fp8a::GemmSampling::automatic());
+  CHECK(fp8a::GemmSampling::automatic().text() == "auto");
+  CHECK(fp8a::GemmSampling::all().text() == "0");
+  CHECK(fp8a::GemmSampling::of_rows(256).text() == "256");
+  CHECK(fp8a::GemmSampling::of_rows(256, 64).text() == "256");  // columns: no option sets them
+  CHECK_FALSE(fp8a::GemmSampling::of_rows(256) == fp8a::GemmSampling::of_rows(256, 64));
+  CHECK(fp8a::GemmOptions{}.sampling == fp8a::GemmSampling::all());  // the engine's default: exact
+  CHECK_THROWS(fp8a::GemmSampling::of_rows(0));  // every row is all()
+}
+
 TEST_CASE("--gemm-rows auto keeps every entry up to 2^32 multiply-adds, then samples rows and columns") {
-  const auto rows_only = [](std::int64_t rows, std::int64_t m, std::int64_t n, std::int64_t k) {
-    return fp8a::gemm_sample_for(rows, m, n, k, false);
+  const fp8a::GemmSampling automatic = fp8a::GemmSampling::automatic();
+  const auto rows_only = [](const fp8a::GemmSampling& sampling, std::int64_t m, std::int64_t n, std::int64_t k) {
+    return fp8a::gemm_sample_for(sampling, m, n, k, false);
   };
-  const auto both = [](std::int64_t m, std::int64_t n, std::int64_t k) {
-    const fp8a::GemmSample s = fp8a::gemm_sample_for(fp8a::kGemmRowsAuto, m, n, k, true);
+  const auto both = [&](std::int64_t m, std::int64_t n, std::int64_t k) {
+    const fp8a::GemmSampleSize s = fp8a::gemm_sample_for(automatic, m, n, k, true);
     return std::pair{s.rows, s.cols};
   };
   // Layers split over ranks: rows only, every column.
-  CHECK(rows_only(fp8a::kGemmRowsAuto, 128, 384, 128).rows == 128);    // the sample captures
-  CHECK(rows_only(fp8a::kGemmRowsAuto, 4096, 1024, 1024).rows == 4096);  // 2^32 exactly
-  CHECK(rows_only(fp8a::kGemmRowsAuto, 4097, 1024, 1024).rows == 4096);
-  CHECK(rows_only(fp8a::kGemmRowsAuto, 8192, 4096, 4096).rows == 256);
-  CHECK(rows_only(fp8a::kGemmRowsAuto, 8192, 16384, 16384).rows == 256);  // the floor
-  CHECK(rows_only(fp8a::kGemmRowsAuto, 100, 16384, 16384).rows == 100);
-  CHECK(rows_only(fp8a::kGemmRowsAuto, 8192, 4096, 4096).cols == 4096);
-  CHECK(rows_only(0, 8192, 4096, 4096).rows == 8192);
-  CHECK(rows_only(300, 8192, 4096, 4096).rows == 300);
-  CHECK(rows_only(300, 200, 4096, 4096).rows == 200);
-  CHECK(fp8a::gemm_sample_for(300, 8192, 4096, 4096, true).cols == 4096);  // --gemm-rows N: every column
+  CHECK(rows_only(automatic, 128, 384, 128).rows == 128);    // the sample captures
+  CHECK(rows_only(automatic, 4096, 1024, 1024).rows == 4096);  // 2^32 exactly
+  CHECK(rows_only(automatic, 4097, 1024, 1024).rows == 4096);
+  CHECK(rows_only(automatic, 8192, 4096, 4096).rows == 256);
+  CHECK(rows_only(automatic, 8192, 16384, 16384).rows == 256);  // the floor
+  CHECK(rows_only(automatic, 100, 16384, 16384).rows == 100);
+  CHECK(rows_only(automatic, 8192, 4096, 4096).cols == 4096);
+  CHECK(rows_only(fp8a::GemmSampling::all(), 8192, 4096, 4096).rows == 8192);
+  CHECK(rows_only(fp8a::GemmSampling::of_rows(300), 8192, 4096, 4096).rows == 300);
+  CHECK(rows_only(fp8a::GemmSampling::of_rows(300), 200, 4096, 4096).rows == 200);
+  // --gemm-rows N: every column.
+  CHECK(fp8a::gemm_sample_for(fp8a::GemmSampling::of_rows(300), 8192, 4096, 4096, true).cols == 4096);
   // Single-rank layers: about sqrt(2^32 / k) of each, at least 256, a short side giving the
   // other its share.
   CHECK(both(128, 384, 128) == std::pair<std::int64_t, std::int64_t>{128, 384});
@@ -525,7 +538,7 @@ TEST_CASE("sampled output columns: the entries of those columns, the rows' and c
   // fprop Y [1, 8] = X W^T = W's column (X = 1): 4 of Y's 8 columns are W's rows 0, 3, 6, 7 (as
   // kTies'). The one row is every row (no error from it); the columns are a sample of 8.
   fp8a::GemmOptions options;
-  options.sample_cols = 4;
+  options.sampling = fp8a::GemmSampling::of_rows(8, 4);  // every row (no GEMM here has more) and 4 columns
   const Layer l{{1}, kTieValues, std::vector<float>(8, 1.0f), {}};
   const auto g = tie_layer_rows(l, options);
   REQUIRE(g.size() == 3);
@@ -651,7 +664,8 @@ TEST_CASE("a GemmEngine gets each GEMM K-major with the emulated casts, and its 
   std::vector<std::string> skipped;
   const auto plain = fp8a::evaluate_gemm_errors(l.set, rows, fp8a::GemmOptions{}, &skipped);
   RecordingEngine engine;
-  const auto g = fp8a::evaluate_gemm_errors(l.set, rows, fp8a::GemmOptions{0, &engine}, &skipped);
+  const auto g =
+      fp8a::evaluate_gemm_errors(l.set, rows, fp8a::GemmOptions{fp8a::GemmSampling::all(), &engine}, &skipped);
   REQUIRE(plain.size() == 12);
   REQUIRE(g.size() == 24);
   REQUIRE(engine.problems.size() == 12);
@@ -733,7 +747,7 @@ TEST_CASE("an engine that cannot run a GEMM leaves a note on the emulated row; s
   std::vector<std::string> skipped;
   RecordingEngine engine;
   engine.refuse = true;
-  auto g = fp8a::evaluate_gemm_errors(l.set, rows, fp8a::GemmOptions{0, &engine}, &skipped);
+  auto g = fp8a::evaluate_gemm_errors(l.set, rows, fp8a::GemmOptions{fp8a::GemmSampling::all(), &engine}, &skipped);
   REQUIRE(g.size() == 6);
   for (const auto& r : g) {
     CHECK(r.engine == "emulated");
@@ -743,7 +757,7 @@ TEST_CASE("an engine that cannot run a GEMM leaves a note on the emulated row; s
   // rows of dW and reduces over every token, so its 128-row blocks stay whole too.
   engine.refuse = false;
   engine.problems.clear();
-  g = fp8a::evaluate_gemm_errors(l.set, rows, fp8a::GemmOptions{64, &engine}, &skipped);
+  g = fp8a::evaluate_gemm_errors(l.set, rows, fp8a::GemmOptions{fp8a::GemmSampling::of_rows(64), &engine}, &skipped);
   REQUIRE(g.size() == 12);
   CHECK(engine.problems.size() == 6);
   for (const auto& p : engine.problems) {

@@ -227,8 +227,7 @@ TEST_CASE("the sampled GEMM error covers the exact one on layers whose few units
   config.recipes = fp8a::parse_recipe_list("current,block,mxfp8");
   config.formats = {fp8a::TrainingFormat::kHybrid};
   fp8a::GemmOptions sampled;
-  sampled.sample_rows = 128;
-  sampled.sample_cols = 128;
+  sampled.sampling = fp8a::GemmSampling::of_rows(128, 128);
   double sum_z2 = 0, max_z = 0;
   int count = 0, within = 0;
   for (const char family : std::string("abcdef")) {

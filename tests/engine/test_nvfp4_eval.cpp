@@ -222,7 +222,7 @@ TEST_CASE("NVFP4 GEMM errors on sampled rows: each sampled element draws as in t
   const std::int64_t m = 64, n = 32, k = 48;
   std::vector<float> x = tensor(m, k, 11), w = tensor(n, k, 12), dy = tensor(m, n, 13);
   fp8a::GemmOptions options;
-  options.sample_rows = 16;
+  options.sampling = fp8a::GemmSampling::of_rows(16);
   const auto g = nvfp4_gemm_rows(x, w, dy, m, n, k, options);
   REQUIRE(g.size() == 3);
   float amax = 0;
