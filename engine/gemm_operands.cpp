@@ -88,20 +88,20 @@ QuantSpec transposed(QuantSpec s) {
 
 float OperandSource::load(std::int64_t r0, std::int64_t n, Floats* buffer) const {
   const std::int64_t kk = k();
-  const auto load_clean = FP8A_CPU_PICK(default_cpu_isa(), load_clean_on);
+  const auto clean = FP8A_CPU_PICK(default_cpu_isa(), load_clean_on);
   buffer->resize(static_cast<std::size_t>(n * kk));
   float* out = buffer->data();
   std::uint32_t m = 0;
   if (layout == GemmLayout::kKMajor) {
     for (std::int64_t r = 0; r < n; ++r)
-      m = std::max(m, load_clean(*view, idx[r0 + r] * view->cols, kk, out + r * kk));
+      m = std::max(m, clean(*view, idx[r0 + r] * view->cols, kk, out + r * kk));
   } else {
     // Runs of consecutive columns, each read as one span of every tensor row.
     for (std::int64_t c = 0; c < n;) {
       std::int64_t run = 1;
       while (c + run < n && idx[r0 + c + run] == idx[r0 + c] + run) ++run;
       for (std::int64_t t = 0; t < kk; ++t)
-        m = std::max(m, load_clean(*view, t * view->cols + idx[r0 + c], run, out + t * n + c));
+        m = std::max(m, clean(*view, t * view->cols + idx[r0 + c], run, out + t * n + c));
       c += run;
     }
   }
@@ -334,6 +334,10 @@ void prepare_paired(const OperandSource& src, const Floats& x, std::int64_t r0, 
 
 }  // namespace
 
+float load_clean(const TensorView& view, std::int64_t begin, std::int64_t n, float* out) {
+  return std::bit_cast<float>(FP8A_CPU_PICK(default_cpu_isa(), load_clean_on)(view, begin, n, out));
+}
+
 std::int64_t block_height(GemmLayout layout, const QuantSpec& spec) {
   return std::max<std::int64_t>(1, layout == GemmLayout::kKMajor ? spec.block.rows : spec.block.cols);
 }
@@ -345,12 +349,12 @@ BlockAmaxes block_amaxes(const TensorView& view, BlockShape block) {
   const std::int64_t grid_rows = (view.rows + br - 1) / br;
   g.grid_cols = (view.cols + bc - 1) / bc;
   g.amax.assign(static_cast<std::size_t>(grid_rows * g.grid_cols), 0.0f);
-  const auto load_clean = FP8A_CPU_PICK(default_cpu_isa(), load_clean_on);
+  const auto clean = FP8A_CPU_PICK(default_cpu_isa(), load_clean_on);
   tbb::this_task_arena::isolate([&] {
     tbb::parallel_for(std::int64_t{0}, grid_rows, [&](std::int64_t gr) {
       Floats row(static_cast<std::size_t>(view.cols));
       for (std::int64_t r = gr * br; r < std::min(view.rows, (gr + 1) * br); ++r) {
-        load_clean(view, r * view.cols, view.cols, row.data());
+        clean(view, r * view.cols, view.cols, row.data());
         for (std::int64_t c = 0; c < view.cols; ++c) {
           float& m = g.amax[static_cast<std::size_t>(gr * g.grid_cols + c / bc)];
           m = std::max(m, std::fabs(row[static_cast<std::size_t>(c)]));

@@ -34,6 +34,11 @@ QuantSpec spec_for(const EvaluationRow& row, const CapturedTensor& shard);
 // The spec of an operand that a GEMM gets transposed (a columnwise copy, laid out K-major).
 QuantSpec transposed(QuantSpec s);
 
+// view's elements [begin, begin + n) as floats into out, non-finite ones set to 0 (they would make
+// every GEMM NaN), on the CPU's widest path (BF16 widened in vector registers). Returns the largest
+// magnitude.
+float load_clean(const TensorView& view, std::int64_t begin, std::int64_t n, float* out);
+
 // The largest magnitude of every block of a tensor (non-finite elements as 0): what a blocked cast
 // of a block takes from the whole block. A drawn GEMM row whose block spans several GEMM rows is
 // cast with its block's amax without the rest of the block (prepare).

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "engine/cpu_isa.hpp"
+#include "engine/gemm_operands.hpp"
 
 namespace fp8a {
 
@@ -155,7 +156,7 @@ std::vector<double> unit_energies(const TensorView& view, GemmLayout layout) {
       tbb::parallel_for(std::int64_t{0}, rows, [&](std::int64_t r) {
         thread_local std::vector<float> buf;
         buf.resize(static_cast<std::size_t>(cols));
-        view.load_floats(r * cols, cols, buf.data());
+        load_clean(view, r * cols, cols, buf.data());
         e[static_cast<std::size_t>(r)] = energy(buf.data(), cols);
       });
     });
@@ -172,7 +173,7 @@ std::vector<double> unit_energies(const TensorView& view, GemmLayout layout) {
       acc.assign(static_cast<std::size_t>(cols), 0.0);
       std::vector<float> buf(static_cast<std::size_t>(cols));
       for (std::int64_t r = b * kBlockRows; r < std::min(rows, (b + 1) * kBlockRows); ++r) {
-        view.load_floats(r * cols, cols, buf.data());
+        load_clean(view, r * cols, cols, buf.data());
         add_squares(buf.data(), cols, acc.data());
       }
     });
