@@ -82,7 +82,10 @@ UnitDraw draw_units(std::span<const double> energy, std::int64_t want, std::int6
   const auto population = static_cast<std::int64_t>(energy.size());
   group = std::max<std::int64_t>(1, group);
   const std::int64_t groups = (population + group - 1) / group;
-  const std::int64_t n = (want <= 0 || want >= population) ? groups : std::min(groups, (want + group - 1) / group);
+  // At least two clusters: one alone has no standard error.
+  const std::int64_t n = (want <= 0 || want >= population)
+                             ? groups
+                             : std::min(groups, std::max<std::int64_t>(2, (want + group - 1) / group));
   if (n >= groups) return all_units(population);
   std::vector<double> x(static_cast<std::size_t>(groups), 0.0);
   for (std::int64_t u = 0; u < population; ++u) x[static_cast<std::size_t>(u / group)] += energy[static_cast<std::size_t>(u)];
@@ -132,7 +135,10 @@ UnitDraw draw_units(std::span<const double> energy, std::int64_t want, std::int6
 UnitDraw even_units(std::int64_t population, std::int64_t want, std::int64_t group) {
   group = std::max<std::int64_t>(1, group);
   const std::int64_t groups = (population + group - 1) / group;
-  const std::int64_t n = (want <= 0 || want >= population) ? groups : std::min(groups, (want + group - 1) / group);
+  // At least two clusters: one alone has no standard error.
+  const std::int64_t n = (want <= 0 || want >= population)
+                             ? groups
+                             : std::min(groups, std::max<std::int64_t>(2, (want + group - 1) / group));
   if (n >= groups) return all_units(population);
   std::vector<DrawnCluster> drawn;
   for (std::int64_t i = 0; i < n; ++i) drawn.push_back({i * groups / n, 1.0, static_cast<std::int32_t>(i)});

@@ -51,13 +51,13 @@ struct UnitDraw {
 // Every unit of a dimension of `population`.
 UnitDraw all_units(std::int64_t population);
 
-// `want` units (rounded up to whole clusters of `group`) of energy.size(), drawn as above; every
-// unit when want is 0 or covers them.
+// `want` units (rounded up to whole clusters of `group`, at least two clusters: one alone has no
+// standard error) of energy.size(), drawn as above; every unit when want is 0 or covers them.
 UnitDraw draw_units(std::span<const double> energy, std::int64_t want, std::int64_t group);
 
-// `want` units of `population`, evenly spaced in whole aligned groups of `group` (unit ⌊i P / n⌋
-// of groups for i = 0..n-1), each standing for P / n: layers split over ranks, where each rank's
-// rows are drawn on their own.
+// `want` units of `population` (at least two groups), evenly spaced in whole aligned groups of
+// `group` (group ⌊i G / n⌋ of the G groups for i = 0..n-1), each standing for P / n: layers split
+// over ranks, where each rank's rows are drawn on their own.
 UnitDraw even_units(std::int64_t population, std::int64_t want, std::int64_t group);
 
 // The energies of a tensor's GEMM rows as the GEMM reads them: with kKMajor its rows' squared

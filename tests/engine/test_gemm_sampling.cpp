@@ -80,6 +80,12 @@ TEST_CASE("draw_units: the heavy units with certainty, the rest systematically b
   CHECK(g.rest_clusters == 3);
   CHECK(g.drawn_clusters == 2);
 
+  // One unit asked for: two drawn (a standard error needs two), each standing for 4 of 8.
+  const fp8a::UnitDraw one = fp8a::draw_units(std::vector<double>(8, 1.0), 1, 1);
+  CHECK(one.idx == Units{2, 6});
+  CHECK(one.weight == std::vector<double>(2, 4.0));
+  CHECK(fp8a::even_units(8, 1, 1).idx == Units{0, 4});
+
   // Everything when the budget covers the units.
   const fp8a::UnitDraw all = fp8a::draw_units(e, 8, 1);
   CHECK_FALSE(all.sampled());
