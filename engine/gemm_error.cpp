@@ -57,7 +57,6 @@ struct GemmCase {
 // kept whole on layers split over ranks (evenly spaced groups; their b rows are all used); a_blocks,
 // b_blocks: the casts' block shapes (tensor layout) that span several GEMM rows, whose amaxes a
 // single rank's drawn rows are cast with (prepare).
-// operands need kept whole.
 GemmCase make_case(const GemmLayer& job, const GemmOperandUse& u, const GemmOptions& options, std::int64_t group,
                    const std::vector<BlockShape>& a_blocks, const std::vector<BlockShape>& b_blocks) {
   GemmCase c;

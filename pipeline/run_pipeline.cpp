@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
+#include <tuple>
 
 #include "core/error.hpp"
 #include "engine/operand_pass.hpp"
@@ -76,17 +78,27 @@ void refine_run(const RunRequest& request, const GemmEngine* gemm_engine, const 
   std::vector<GemmRow> exact = evaluate_exact_gemms(result.gemm_layers, result.rows, result.refined,
                                                     GemmOptions{request.gemm_sampling, gemm_engine}, local);
   for (GemmRow& r : exact) r.note = r.note.empty() ? kRefinedNote : r.note + "; " + kRefinedNote;
-  // Each refined site's rows in place of the sampled ones, in the table's order.
-  const auto refined = [&](const GemmRow& r) {
-    return std::binary_search(result.refined.begin(), result.refined.end(), GemmSite{r.step, r.layer, r.gemm});
+  // Each refined (site, recipe, format)'s rows in place of the sampled ones, where the first of
+  // them stood (the engine may run on an exact GEMM where it did not on the sample: the counts
+  // can differ).
+  const auto key = [](const GemmRow& r) {
+    return std::tuple{r.step, r.layer, r.gemm, r.recipe.spec(), r.format};
   };
-  std::size_t next = 0;
-  for (GemmRow& r : result.gemms)
-    if (refined(r)) {
-      FP8A_CHECK(next < exact.size(), "refine_run: fewer exact rows than sampled ones");
-      r = std::move(exact[next++]);
+  std::map<decltype(key(exact.front())), std::vector<GemmRow>> by_key;
+  for (GemmRow& r : exact) by_key[key(r)].push_back(std::move(r));
+  std::vector<GemmRow> merged;
+  for (GemmRow& r : result.gemms) {
+    if (!std::binary_search(result.refined.begin(), result.refined.end(), GemmSite{r.step, r.layer, r.gemm})) {
+      merged.push_back(std::move(r));
+      continue;
     }
-  FP8A_CHECK(next == exact.size(), "refine_run: more exact rows than sampled ones");
+    const auto found = by_key.find(key(r));
+    if (found == by_key.end()) continue;  // its rows already placed
+    for (GemmRow& e : found->second) merged.push_back(std::move(e));
+    by_key.erase(found);
+  }
+  FP8A_CHECK(by_key.empty(), "refine_run: exact rows of a recipe the sample did not have");
+  result.gemms = std::move(merged);
   result.recommendation = again(result.gemms);
 }
 
