@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <bit>
 #include <cmath>
 #include <memory>
 #include <numeric>
@@ -41,6 +43,10 @@ struct GemmCase {
   UnitDraw rows, cols;
   NoiseTable noise;
   bool has_noise = false;
+  // A whole output of more than GemmOptions::stream_entries entries on a single rank: no
+  // reference or noise table is held; streamed_rows computes its rows tile by tile, twice.
+  bool streamed = false;
+  std::int64_t band_rows = 0;  // streamed: the a rows computed together
   bool sampled() const { return rows.sampled() || cols.sampled(); }
   // What each computed entry stands for (null: the whole output computed).
   std::optional<SampledOutput> design() const {
@@ -112,7 +118,8 @@ GemmCase make_case(const GemmLayer& job, const GemmOperandUse& u, const GemmOpti
         for (const BlockShape& b : b_blocks) term.b.amaxes.push_back(std::make_shared<BlockAmaxes>(block_amaxes(bv, b)));
     }
     rows_sampled = rows_sampled || term.a.rows() < a_rows;
-    term.a_raw = term.a.load(0, term.a.rows());
+    c.streamed = nr == 1 && !c.sampled() && term.a.rows() * term.b.rows() > options.stream_entries;
+    if (!c.streamed) term.a_raw = term.a.load(0, term.a.rows());  // a streamed one loads its bands
     if (summed && r > 0) {
       c.parts[0].terms.push_back(std::move(term));
       continue;
@@ -143,8 +150,17 @@ GemmCase make_case(const GemmLayer& job, const GemmOperandUse& u, const GemmOpti
     }
     c.cols = all_units(c.parts[0].cols);
   }
-  // The references, and wgrad's S (the product of the squared operands) for the noise table.
+  // The references, and wgrad's S (the product of the squared operands) for the noise table;
+  // none for a streamed output (streamed_rows computes them tile by tile).
   c.has_noise = wgrad;
+  if (c.streamed) {
+    // Bands of a's rows whose a operand, loaded and cast, holds about kGemmStreamBandBytes,
+    // whole blocks of every cast (a multiple of `group`).
+    const std::int64_t k = c.parts[0].terms[0].a.k();
+    const std::int64_t rows = std::max<std::int64_t>(1, options.stream_band_bytes / (4 * std::max<std::int64_t>(1, k)));
+    c.band_rows = std::max(group, rows / group * group);
+    return c;
+  }
   for (Part& p : c.parts) {
     const std::vector<TermSpecs> none(1, TermSpecs(p.terms.size()));
     p.ref.assign(static_cast<std::size_t>(p.rows * p.cols), 0.0);
@@ -183,6 +199,167 @@ bool leaves_operands(const Part& p, const EvaluationRow& ra, const EvaluationRow
   return true;
 }
 
+// The emulated rows of a streamed GEMM (GemmCase::streamed) under several casts, in memory that
+// does not grow with the output: a band of a's rows at a time (GemmCase::band_rows, loaded and
+// cast for the band), per tile of b the reference, wgrad's S and every cast's product, and of them the error sums (added in tile order, as emulated_rows does: the same
+// numbers) and a histogram of each cast's relative errors by their top 20 bits; then a second
+// pass over the tiles gathers the values in the median's bins (the median exactly, as
+// median_nonnegative selects it) and, the error sums known, wgrad's noise flips (NoiseTable's
+// definition, summed in tile order).
+std::vector<GemmRow> streamed_rows(const GemmCase& c,
+                                   std::span<const std::pair<const EvaluationRow*, const EvaluationRow*>> uses) {
+  const Part& p = c.parts[0];
+  const Term& term = p.terms[0];
+  const std::size_t nu = uses.size();
+  const auto tiles_per_band = static_cast<std::size_t>(tile_count(p.cols));
+  const std::int64_t bands = (p.rows + c.band_rows - 1) / c.band_rows;
+  const auto tiles = tiles_per_band * static_cast<std::size_t>(bands);  // band-major
+  // The casts computed (a use that leaves both operands as they are is the reference itself).
+  std::vector<TermSpecs> casts;
+  std::vector<std::optional<std::size_t>> cast_of(nu);
+  for (std::size_t u = 0; u < nu; ++u) {
+    if (leaves_operands(p, *uses[u].first, *uses[u].second)) continue;
+    cast_of[u] = casts.size();
+    casts.push_back({{spec_for(*uses[u].first, *term.a_tensor), spec_for(*uses[u].second, *term.b_tensor)}});
+  }
+  const std::vector<TermSpecs> none(1, TermSpecs(1));
+  // f(tile, n, band's rows, ref, s (empty without noise), got of each use) for every tile of every
+  // band, a band at a time (its a operand loaded and cast), its tiles as tasks; band_done() after
+  // each band.
+  const auto each_tile = [&](const auto& f, const auto& band_done) {
+    for (std::int64_t band = 0; band < bands; ++band) {
+      Part part;
+      part.first_unit = band * c.band_rows;
+      part.rows = std::min(c.band_rows, p.rows - part.first_unit);
+      part.cols = p.cols;
+      Term t = term;
+      t.a.idx.assign(term.a.idx.begin() + part.first_unit, term.a.idx.begin() + part.first_unit + part.rows);
+      t.a_raw = t.a.load(0, part.rows);
+      part.terms.push_back(std::move(t));
+      const PreparedCasts ref_prepared = prepare_casts(part, none, false);
+      const std::optional<PreparedCasts> s_prepared =
+          c.has_noise ? std::optional<PreparedCasts>(prepare_casts(part, none, true)) : std::nullopt;
+      const PreparedCasts prepared = prepare_casts(part, casts, false);
+      for_each_tile(p.cols, [&](std::int64_t tile) {
+        thread_local std::vector<std::vector<double>> ref, s, out;
+        tile_products(part, ref_prepared, tile, &ref);
+        if (s_prepared) tile_products(part, *s_prepared, tile, &s);
+        else s.assign(1, {});
+        tile_products(part, prepared, tile, &out);
+        const std::int64_t n = std::min(kGemmTileRows, p.cols - tile * kGemmTileRows);
+        std::vector<const std::vector<double>*> got(nu);
+        for (std::size_t u = 0; u < nu; ++u) got[u] = cast_of[u] ? &out[*cast_of[u]] : &ref[0];
+        f(static_cast<std::size_t>(band) * tiles_per_band + static_cast<std::size_t>(tile), n, part.rows, ref[0],
+          s[0], got);
+      });
+      band_done();
+    }
+  };
+  // Pass 1: the error sums per tile, the histograms, S's sum per tile.
+  constexpr int kShift = 44;  // the top 20 bits of a double: sign (0 here), exponent, 8 of the mantissa
+  constexpr std::size_t kBins = std::size_t{1} << 19;
+  const auto bin_of = [](double x) { return static_cast<std::size_t>(std::bit_cast<std::uint64_t>(x) >> kShift); };
+  // A band's tiles' sums, added into `total` in tile order once the band is done (band by band:
+  // the same order on any thread count).
+  std::vector<std::vector<ErrorSums>> sums(nu, std::vector<ErrorSums>(tiles_per_band));
+  std::vector<ErrorSums> total(nu);
+  std::vector<std::vector<std::uint32_t>> histogram(nu, std::vector<std::uint32_t>(kBins, 0));
+  std::vector<double> s_sum(tiles, 0.0);
+  each_tile([&](std::size_t tile, std::int64_t n, std::int64_t rows, const std::vector<double>& ref,
+                const std::vector<double>& s,
+                const std::vector<const std::vector<double>*>& got) {
+    thread_local std::vector<double> rel;
+    rel.resize(ref.size());
+    for (std::size_t u = 0; u < nu; ++u) {
+      // Every row a unit of its own band: an output computed whole needs no per-unit sums.
+      sums[u][tile % tiles_per_band].add(ref.data(), n, got[u]->data(), rows, n, 0, rel.data(), n);
+      for (double x : rel)
+        if (const std::size_t b = bin_of(x); b < kBins) std::atomic_ref<std::uint32_t>(histogram[u][b]).fetch_add(1, std::memory_order_relaxed);
+    }
+    for (double v : s) s_sum[tile] += v;
+  }, [&] {
+    for (std::size_t u = 0; u < nu; ++u)
+      for (ErrorSums& t : sums[u]) {
+        total[u].merge(std::move(t));
+        t = ErrorSums();
+      }
+  });
+
+  double s_total = 0;
+  for (double v : s_sum) s_total += v;
+  // The median's bins of each use: those of ranks lo = (count - 1) / 2 and hi = count / 2.
+  struct Middle {
+    std::size_t count = 0, before = 0, lo = 0, hi = 0, bin_lo = 0, bin_hi = 0;
+  };
+  std::vector<Middle> middle(nu);
+  for (std::size_t u = 0; u < nu; ++u) {
+    Middle& m = middle[u];
+    for (std::uint32_t k : histogram[u]) m.count += k;
+    if (m.count == 0) continue;
+    m.lo = (m.count - 1) / 2, m.hi = m.count / 2;
+    while (m.before + histogram[u][m.bin_lo] <= m.lo) m.before += histogram[u][m.bin_lo++];
+    std::size_t upto = m.before + histogram[u][m.bin_lo];
+    m.bin_hi = m.bin_lo;
+    while (upto <= m.hi) upto += histogram[u][++m.bin_hi];
+  }
+  histogram.clear();
+  // Pass 2: the values in the median's bins, and wgrad's noise flips (NoiseTable::flips).
+  std::vector<std::vector<std::vector<double>>> found(nu, std::vector<std::vector<double>>(tiles));
+  std::vector<std::vector<double>> flips(nu, std::vector<double>(tiles, 0.0));
+  std::vector<double> two_c(nu, 0.0);
+  for (std::size_t u = 0; u < nu; ++u) two_c[u] = s_total > 0 ? 2.0 * total[u].err2 / s_total : 0.0;
+  each_tile([&](std::size_t tile, std::int64_t, std::int64_t, const std::vector<double>& ref,
+                const std::vector<double>& s, const std::vector<const std::vector<double>*>& got) {
+    for (std::size_t u = 0; u < nu; ++u) {
+      const std::vector<double>& g = *got[u];
+      std::vector<double>& f = found[u][tile];
+      for (std::size_t e = 0; e < ref.size(); ++e) {
+        const double r = ref[e], d = g[e] - r, x = std::fabs(d) / std::fabs(r);
+        if (r == 0.0) continue;
+        const double rel = x != x ? INFINITY : x;
+        if (const std::size_t b = bin_of(rel); b >= middle[u].bin_lo && b <= middle[u].bin_hi) f.push_back(rel);
+      }
+      if (s.empty() || !(two_c[u] > 0) || !std::isfinite(two_c[u])) continue;
+      const double cut = 64.0 * two_c[u];
+      double sum = 0;
+      for (std::size_t e = 0; e < ref.size(); ++e) {
+        const double r = ref[e], v = s[e];
+        if (r == 0.0 || !(v > 0.0)) continue;
+        const double t = r * r / v;
+        if (std::isfinite(t) && t > 0 && t < cut) sum += 0.5 * std::erfc(std::sqrt(t / two_c[u]));
+      }
+      flips[u][tile] = sum;
+    }
+  }, [] {});
+  const GemmDims dims{p.rows, p.cols, term.a.k()};
+  std::vector<GemmRow> rows(nu);
+  for (std::size_t u = 0; u < nu; ++u) {
+    GemmRow& row = rows[u];
+    row.rows_used = c.units;
+    row.cols_used = dims.n;
+    total[u].finish(nullptr, nullptr, {}, &row);
+    std::vector<double> mid;
+    for (auto& f : found[u]) mid.insert(mid.end(), f.begin(), f.end());
+    const Middle& m = middle[u];
+    const auto kth = [&](std::size_t k) {
+      std::nth_element(mid.begin(), mid.begin() + static_cast<std::ptrdiff_t>(k), mid.end());
+      return mid[k];
+    };
+    if (m.count > 0) {
+      const double upper = kth(m.hi - m.before);
+      row.median_rel_err = m.lo == m.hi ? upper : (kth(m.lo - m.before) + upper) / 2.0;
+    }
+    if (c.has_noise) {
+      const double err2 = total[u].err2;
+      double sum = 0;
+      for (double v : flips[u]) sum += v;
+      const bool none_flip = total[u].entries == 0 || !(s_total > 0) || !std::isfinite(err2) || !(err2 > 0);
+      row.noise_sign_flip_pct = none_flip ? 0.0 : 100.0 * sum / static_cast<double>(total[u].entries);
+    }
+  }
+  return rows;
+}
+
 // The emulated rows of a GEMM under several casts (a recipe and format each: the evaluation rows
 // of its a and b operands): the quantised products against the references, every tile of b read
 // once for all of them. rel: a buffer per cast for the entries' relative errors, kept from call
@@ -190,6 +367,20 @@ bool leaves_operands(const Part& p, const EvaluationRow& ra, const EvaluationRow
 std::vector<GemmRow> emulated_rows(const GemmLayer& job, const GemmCase& c,
                                    std::span<const std::pair<const EvaluationRow*, const EvaluationRow*>> uses,
                                    std::vector<std::vector<double>>* rel_buffers) {
+  if (c.streamed) {
+    std::vector<GemmRow> rows = streamed_rows(c, uses);
+    const GemmDims dims = job.dims(c.gemm);
+    for (GemmRow& row : rows) {
+      row.step = job.step;
+      row.layer = job.layer;
+      row.gemm = c.gemm;
+      row.m = dims.m;
+      row.n = dims.n;
+      row.k = dims.k;
+      row.sampled = false;
+    }
+    return rows;
+  }
   std::vector<ErrorSums> sums(uses.size());
   const std::optional<SampledOutput> design = c.design();
   std::int64_t entries = 0;
@@ -345,6 +536,8 @@ std::string gemm_unit_key(const GemmLayer& job, const EvaluationIndex& index, co
   const bool some_rows = sampling.mode == GemmSampling::Mode::kRows;
   w.i64(some_rows ? sampling.rows : sampling.mode == GemmSampling::Mode::kAuto ? -1 : 0);
   w.i64(some_rows ? sampling.cols : 0);
+  w.i64(options.stream_entries);
+  w.i64(options.stream_band_bytes);
   for (bool b : wanted) w.u8(b ? 1 : 0);
   w.str(options.engine != nullptr ? options.engine->name() : std::string());
   const auto put_row = [&](const EvaluationRow* r) {
@@ -378,8 +571,10 @@ std::size_t uses_per_group(const GemmCase& c) {
   std::int64_t bytes = 0;
   const auto threads = static_cast<std::int64_t>(tbb::this_task_arena::max_concurrency());
   for (const Part& p : c.parts) {
-    bytes += p.rows * p.cols * 8 + threads * p.rows * kGemmTileRows * 8;
-    for (const Term& t : p.terms) bytes += t.a.rows() * t.a.k() * (cpu_gemm_native_bf16() ? 4 : 8);
+    // A streamed output holds a band of a's rows, no per-entry buffer.
+    const std::int64_t rows = c.streamed ? std::min(p.rows, c.band_rows) : p.rows;
+    bytes += (c.streamed ? 0 : p.rows * p.cols * 8) + threads * rows * kGemmTileRows * 8;
+    for (const Term& t : p.terms) bytes += rows * t.a.k() * (cpu_gemm_native_bf16() ? 4 : 8);
   }
   return static_cast<std::size_t>(std::max<std::int64_t>(1, kGemmGroupBytes / std::max<std::int64_t>(1, bytes)));
 }

@@ -101,11 +101,24 @@ inline constexpr std::int64_t kGemmTileRows = 128;
 // group. One cast's buffers are held whatever their size.
 inline constexpr std::int64_t kGemmGroupBytes = std::int64_t{256} << 20;
 
+// GemmOptions::stream_entries' default: 2^22 entries, 32 MB a float64 buffer; and
+// stream_band_bytes': a streamed GEMM's a operand is loaded and cast about 64 MB of it at a time.
+inline constexpr std::int64_t kGemmStreamEntries = std::int64_t{1} << 22;
+inline constexpr std::int64_t kGemmStreamBandBytes = std::int64_t{64} << 20;
+
 struct GemmOptions {
   // The entries each GEMM's error is computed on (--gemm-rows). Default: every entry (exact);
   // the command line's default is auto (RunRequest::gemm_sampling).
   GemmSampling sampling = GemmSampling::all();
   const GemmEngine* engine = nullptr;  // also run every GEMM on this engine (not owned)
+  // A whole output (not sampled) of more entries than this, on a single-rank layer, is computed in
+  // memory that does not grow with it (the reference and every cast tile by tile, twice: the
+  // median and wgrad's noise flips in a second pass; METRICS.md); smaller ones hold their
+  // reference and relative errors whole. The same numbers either way, but for the summation
+  // order of the noise flips (and, over several bands of a's rows, of the error sums). Tests
+  // lower both.
+  std::int64_t stream_entries = kGemmStreamEntries;
+  std::int64_t stream_band_bytes = kGemmStreamBandBytes;
 };
 
 // Rows ordered by format (the table's, EvaluationIndex::formats), then layer job, recipe and GEMM:

@@ -90,4 +90,60 @@ void put_tile(const std::vector<double>& tile, std::int64_t rows, std::int64_t c
     std::copy(tile.begin() + i * n, tile.begin() + (i + 1) * n, whole + i * cols + c0);
 }
 
+PreparedCasts prepare_casts(const Part& part, const std::vector<TermSpecs>& casts, bool squared) {
+  PreparedCasts p;
+  p.casts = &casts;
+  p.squared = squared;
+  const std::size_t nc = casts.size(), nt = part.terms.size();
+  p.a_in.assign(nc, std::vector<GemmInput>(nt));
+  tbb::this_task_arena::isolate([&] {
+    tbb::parallel_for(std::size_t{0}, nc * nt, [&](std::size_t i) {
+      const std::size_t c = i / nt, t = i % nt;
+      const Term& term = part.terms[t];
+      const auto& spec = casts[c][t].first;
+      Floats work;
+      prepare(term.a, term.a_raw, std::nanf(""), 0, term.a.rows(), spec ? &*spec : nullptr, squared, &work,
+              &p.a_in[c][t]);
+      widen_once(&p.a_in[c][t]);
+    });
+  });
+  p.first.assign(nt, std::vector<std::size_t>(nc));
+  for (std::size_t t = 0; t < nt; ++t)
+    for (std::size_t c = 0; c < nc; ++c) {
+      std::size_t same = 0;
+      while (same < c && !same_cast(casts[same][t].second, casts[c][t].second)) ++same;
+      p.first[t][c] = same;
+    }
+  return p;
+}
+
+void tile_products(const Part& part, const PreparedCasts& prepared, std::int64_t tile,
+                   std::vector<std::vector<double>>* out) {
+  // A thread's buffers, kept from tile to tile.
+  struct Scratch {
+    Floats b, work, c;
+    GemmInput b_in;
+  };
+  thread_local Scratch s;
+  const std::vector<TermSpecs>& casts = *prepared.casts;
+  const std::size_t nc = casts.size(), nt = part.terms.size();
+  const std::int64_t r0 = tile * kGemmTileRows, n = std::min(kGemmTileRows, part.cols - r0);
+  out->resize(nc);
+  for (auto& o : *out) o.resize(static_cast<std::size_t>(part.rows * n));
+  for (std::size_t t = 0; t < nt; ++t) {
+    const Term& term = part.terms[t];
+    const float b_amax = term.b.load(r0, n, &s.b);
+    const std::vector<std::size_t>& first = prepared.first[t];
+    for (std::size_t c = 0; c < nc; ++c) {
+      if (first[c] != c) continue;  // done with its first
+      const auto& spec = casts[c][t].second;
+      prepare(term.b, s.b, b_amax, r0, n, spec ? &*spec : nullptr, prepared.squared, &s.work, &s.b_in);
+      if (std::count(first.begin() + static_cast<std::ptrdiff_t>(c), first.end(), c) > 1) widen_once(&s.b_in);
+      for (std::size_t d = c; d < nc; ++d)
+        if (first[d] == c)
+          add_product(prepared.a_in[d][t], s.b_in, part.rows, n, term.b.k(), t > 0, &s.c, (*out)[d].data());
+    }
+  }
+}
+
 }  // namespace fp8a

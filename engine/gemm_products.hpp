@@ -64,54 +64,31 @@ struct Part {
 // [part.rows, rows] in float64. Each tile of b is read once, and cast once per distinct cast of b
 // (the formats of a recipe share W's in fprop and dgrad, X's in wgrad).
 using TermSpecs = std::vector<std::pair<std::optional<QuantSpec>, std::optional<QuantSpec>>>;
+
+// A part's a operands under each cast, prepared once for all tiles, and for each term and cast
+// the first cast with the same b cast (b is cast once for all of them).
+struct PreparedCasts {
+  const std::vector<TermSpecs>* casts = nullptr;
+  bool squared = false;
+  std::vector<std::vector<GemmInput>> a_in;     // [cast][term]
+  std::vector<std::vector<std::size_t>> first;  // [term][cast]
+};
+PreparedCasts prepare_casts(const Part& part, const std::vector<TermSpecs>& casts, bool squared);
+
+// One tile of b's products under every prepared cast: (*out)[cast] [part.rows, n], n the tile's
+// rows of b. Reads and casts the tile of b; the buffers are the calling thread's.
+void tile_products(const Part& part, const PreparedCasts& prepared, std::int64_t tile,
+                   std::vector<std::vector<double>>* out);
+
 template <class F>
 void part_products(const Part& part, const std::vector<TermSpecs>& casts, bool squared, const F& f) {
-  const std::size_t nc = casts.size(), nt = part.terms.size();
-  std::vector<std::vector<GemmInput>> a_in(nc, std::vector<GemmInput>(nt));
-  tbb::this_task_arena::isolate([&] {
-    tbb::parallel_for(std::size_t{0}, nc * nt, [&](std::size_t i) {
-      const std::size_t c = i / nt, t = i % nt;
-      const Term& term = part.terms[t];
-      const auto& spec = casts[c][t].first;
-      Floats work;
-      prepare(term.a, term.a_raw, std::nanf(""), 0, term.a.rows(), spec ? &*spec : nullptr, squared, &work,
-              &a_in[c][t]);
-      widen_once(&a_in[c][t]);
-    });
-  });
-  // For each term and cast, the first cast with the same b cast: b is cast once for all of them.
-  std::vector<std::vector<std::size_t>> first(nt, std::vector<std::size_t>(nc));
-  for (std::size_t t = 0; t < nt; ++t)
-    for (std::size_t c = 0; c < nc; ++c) {
-      std::size_t same = 0;
-      while (same < c && !same_cast(casts[same][t].second, casts[c][t].second)) ++same;
-      first[t][c] = same;
-    }
+  const PreparedCasts prepared = prepare_casts(part, casts, squared);
   for_each_tile(part.cols, [&](std::int64_t tile) {
-    // A thread's buffers, kept from tile to tile: a tile task never waits, so never runs another.
-    struct Scratch {
-      Floats b, work, c;
-      GemmInput b_in;
-      std::vector<std::vector<double>> out;
-    };
-    thread_local Scratch s;
+    // A thread's buffer, kept from tile to tile: a tile task never waits, so never runs another.
+    thread_local std::vector<std::vector<double>> out;
+    tile_products(part, prepared, tile, &out);
     const std::int64_t r0 = tile * kGemmTileRows, n = std::min(kGemmTileRows, part.cols - r0);
-    s.out.resize(nc);
-    for (auto& o : s.out) o.resize(static_cast<std::size_t>(part.rows * n));
-    for (std::size_t t = 0; t < nt; ++t) {
-      const Term& term = part.terms[t];
-      const float b_amax = term.b.load(r0, n, &s.b);
-      for (std::size_t c = 0; c < nc; ++c) {
-        if (first[t][c] != c) continue;  // done with its first
-        const auto& spec = casts[c][t].second;
-        prepare(term.b, s.b, b_amax, r0, n, spec ? &*spec : nullptr, squared, &s.work, &s.b_in);
-        if (std::count(first[t].begin() + static_cast<std::ptrdiff_t>(c), first[t].end(), c) > 1) widen_once(&s.b_in);
-        for (std::size_t d = c; d < nc; ++d)
-          if (first[t][d] == c)
-            add_product(a_in[d][t], s.b_in, part.rows, n, term.b.k(), t > 0, &s.c, s.out[d].data());
-      }
-    }
-    for (std::size_t c = 0; c < nc; ++c) f(tile, r0, n, c, s.out[c]);
+    for (std::size_t c = 0; c < casts.size(); ++c) f(tile, r0, n, c, out[c]);
   });
 }
 
