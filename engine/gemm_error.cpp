@@ -47,6 +47,7 @@ struct GemmCase {
   // reference or noise table is held; streamed_rows computes its rows tile by tile, twice.
   bool streamed = false;
   std::int64_t band_rows = 0;  // streamed: the a rows computed together
+  std::int64_t stream_gather = 0;  // streamed: GemmOptions::stream_gather
   bool sampled() const { return rows.sampled() || cols.sampled(); }
   // What each computed entry stands for (null: the whole output computed).
   std::optional<SampledOutput> design() const {
@@ -159,6 +160,7 @@ GemmCase make_case(const GemmLayer& job, const GemmOperandUse& u, const GemmOpti
     const std::int64_t k = c.parts[0].terms[0].a.k();
     const std::int64_t rows = std::max<std::int64_t>(1, options.stream_band_bytes / (4 * std::max<std::int64_t>(1, k)));
     c.band_rows = std::max(group, rows / group * group);
+    c.stream_gather = options.stream_gather;
     return c;
   }
   for (Part& p : c.parts) {
@@ -287,50 +289,119 @@ std::vector<GemmRow> streamed_rows(const GemmCase& c,
 
   double s_total = 0;
   for (double v : s_sum) s_total += v;
-  // The median's bins of each use: those of ranks lo = (count - 1) / 2 and hi = count / 2.
-  struct Middle {
-    std::size_t count = 0, before = 0, lo = 0, hi = 0, bin_lo = 0, bin_hi = 0;
+  // The median: the values of ranks lo = (count - 1) / 2 and hi = count / 2 of each use's relative
+  // errors, found by their bits (the order of non-negative doubles): each rank a target, its
+  // prefix of known top bits and its rank among the values that share it. A target whose prefix
+  // holds at most `gather` values (GemmOptions::stream_gather) has them gathered in the next pass and selected; one with more
+  // (a value most entries share: 0, or 1 where most are zeroed) has its next 22 bits counted in
+  // the next pass instead, down to all 64 (the value itself). A use whose casts leave the
+  // operands as they are has every relative error 0.
+  const auto gather = static_cast<std::size_t>(c.stream_gather);
+  constexpr int kLevelBits = 22;
+  struct Target {
+    std::uint64_t prefix = 0;  // the value's top bits, 64 - shift of them
+    int shift = kShift;
+    std::size_t rank = 0, count = 0;  // its rank among the values with the prefix, and their count
+    bool done = false;
+    double value = 0;
+    std::vector<std::uint32_t> histogram;            // counting the next bits
+    std::vector<std::vector<double>> values;         // gathering, per tile
   };
-  std::vector<Middle> middle(nu);
+  std::vector<std::array<Target, 2>> target(nu);
+  std::vector<std::size_t> counted(nu, 0);
+  // Each target's prefix and rank from a histogram of the bits below its prefix (width bits).
+  const auto descend = [&](Target& t, const std::vector<std::uint32_t>& h, int width) {
+    std::size_t before = 0, bin = 0;
+    while (before + h[bin] <= t.rank) before += h[bin++];
+    t.prefix = (t.prefix << width) | bin;
+    t.shift -= width;
+    t.rank -= before;
+    t.count = h[bin];
+    if (t.shift == 0) {
+      t.done = true;
+      t.value = std::bit_cast<double>(t.prefix);
+    }
+  };
   for (std::size_t u = 0; u < nu; ++u) {
-    Middle& m = middle[u];
-    for (std::uint32_t k : histogram[u]) m.count += k;
-    if (m.count == 0) continue;
-    m.lo = (m.count - 1) / 2, m.hi = m.count / 2;
-    while (m.before + histogram[u][m.bin_lo] <= m.lo) m.before += histogram[u][m.bin_lo++];
-    std::size_t upto = m.before + histogram[u][m.bin_lo];
-    m.bin_hi = m.bin_lo;
-    while (upto <= m.hi) upto += histogram[u][++m.bin_hi];
+    for (std::uint32_t k : histogram[u]) counted[u] += k;
+    if (counted[u] == 0 || !cast_of[u]) {
+      for (Target& t : target[u]) t.done = true;  // value 0: none, or every relative error 0
+      continue;
+    }
+    target[u][0].rank = (counted[u] - 1) / 2;
+    target[u][1].rank = counted[u] / 2;
+    for (Target& t : target[u]) {
+      t.shift = 64;
+      descend(t, histogram[u], 64 - kShift);
+    }
   }
   histogram.clear();
-  // Pass 2: the values in the median's bins, and wgrad's noise flips (NoiseTable::flips).
-  std::vector<std::vector<std::vector<double>>> found(nu, std::vector<std::vector<double>>(tiles));
+  // Passes 2, 3, ...: each target's next bits or its values, and in pass 2 wgrad's noise flips
+  // (NoiseTable::flips), the error sums known.
   std::vector<std::vector<double>> flips(nu, std::vector<double>(tiles, 0.0));
   std::vector<double> two_c(nu, 0.0);
   for (std::size_t u = 0; u < nu; ++u) two_c[u] = s_total > 0 ? 2.0 * total[u].err2 / s_total : 0.0;
-  each_tile([&](std::size_t tile, std::int64_t, std::int64_t, const std::vector<double>& ref,
-                const std::vector<double>& s, const std::vector<const std::vector<double>*>& got) {
-    for (std::size_t u = 0; u < nu; ++u) {
-      const std::vector<double>& g = *got[u];
-      std::vector<double>& f = found[u][tile];
-      for (std::size_t e = 0; e < ref.size(); ++e) {
-        const double r = ref[e], d = g[e] - r, x = std::fabs(d) / std::fabs(r);
-        if (r == 0.0) continue;
-        const double rel = x != x ? INFINITY : x;
-        if (const std::size_t b = bin_of(rel); b >= middle[u].bin_lo && b <= middle[u].bin_hi) f.push_back(rel);
+  const auto pending = [&] {
+    for (const auto& ts : target)
+      for (const Target& t : ts)
+        if (!t.done) return true;
+    return false;
+  };
+  for (bool first_pass = true; first_pass || pending(); first_pass = false) {
+    for (auto& ts : target)
+      for (Target& t : ts) {
+        if (t.done) continue;
+        if (t.count <= gather) t.values.assign(tiles, {});
+        else t.histogram.assign(std::size_t{1} << std::min(kLevelBits, t.shift), 0);
       }
-      if (s.empty() || !(two_c[u] > 0) || !std::isfinite(two_c[u])) continue;
-      const double cut = 64.0 * two_c[u];
-      double sum = 0;
-      for (std::size_t e = 0; e < ref.size(); ++e) {
-        const double r = ref[e], v = s[e];
-        if (r == 0.0 || !(v > 0.0)) continue;
-        const double t = r * r / v;
-        if (std::isfinite(t) && t > 0 && t < cut) sum += 0.5 * std::erfc(std::sqrt(t / two_c[u]));
+    each_tile([&](std::size_t tile, std::int64_t, std::int64_t, const std::vector<double>& ref,
+                  const std::vector<double>& s, const std::vector<const std::vector<double>*>& got) {
+      for (std::size_t u = 0; u < nu; ++u) {
+        const std::vector<double>& g = *got[u];
+        for (Target& t : target[u]) {
+          if (t.done) continue;
+          const int width = std::min(kLevelBits, t.shift);
+          for (std::size_t e = 0; e < ref.size(); ++e) {
+            const double r = ref[e];
+            if (r == 0.0) continue;
+            const double x = std::fabs(g[e] - r) / std::fabs(r);
+            const double rel = x != x ? INFINITY : x;
+            const auto bits = std::bit_cast<std::uint64_t>(rel);
+            if ((bits >> t.shift) != t.prefix) continue;
+            if (!t.values.empty()) t.values[tile].push_back(rel);
+            else
+              std::atomic_ref<std::uint32_t>(t.histogram[(bits >> (t.shift - width)) & ((std::uint64_t{1} << width) - 1)])
+                  .fetch_add(1, std::memory_order_relaxed);
+          }
+        }
+        if (!first_pass || s.empty() || !(two_c[u] > 0) || !std::isfinite(two_c[u])) continue;
+        const double cut = 64.0 * two_c[u];
+        double sum = 0;
+        for (std::size_t e = 0; e < ref.size(); ++e) {
+          const double r = ref[e], v = s[e];
+          if (r == 0.0 || !(v > 0.0)) continue;
+          const double t = r * r / v;
+          if (std::isfinite(t) && t > 0 && t < cut) sum += 0.5 * std::erfc(std::sqrt(t / two_c[u]));
+        }
+        flips[u][tile] = sum;
       }
-      flips[u][tile] = sum;
-    }
-  }, [] {});
+    }, [] {});
+    for (auto& ts : target)
+      for (Target& t : ts) {
+        if (t.done) continue;
+        if (!t.values.empty()) {
+          std::vector<double> mid;
+          for (auto& v : t.values) mid.insert(mid.end(), v.begin(), v.end());
+          std::nth_element(mid.begin(), mid.begin() + static_cast<std::ptrdiff_t>(t.rank), mid.end());
+          t.value = mid[t.rank];
+          t.done = true;
+          t.values.clear();
+        } else {
+          descend(t, t.histogram, std::min(kLevelBits, t.shift));
+          t.histogram.clear();
+        }
+      }
+  }
   const GemmDims dims{p.rows, p.cols, term.a.k()};
   std::vector<GemmRow> rows(nu);
   for (std::size_t u = 0; u < nu; ++u) {
@@ -338,17 +409,8 @@ std::vector<GemmRow> streamed_rows(const GemmCase& c,
     row.rows_used = c.units;
     row.cols_used = dims.n;
     total[u].finish(nullptr, nullptr, {}, &row);
-    std::vector<double> mid;
-    for (auto& f : found[u]) mid.insert(mid.end(), f.begin(), f.end());
-    const Middle& m = middle[u];
-    const auto kth = [&](std::size_t k) {
-      std::nth_element(mid.begin(), mid.begin() + static_cast<std::ptrdiff_t>(k), mid.end());
-      return mid[k];
-    };
-    if (m.count > 0) {
-      const double upper = kth(m.hi - m.before);
-      row.median_rel_err = m.lo == m.hi ? upper : (kth(m.lo - m.before) + upper) / 2.0;
-    }
+    const auto& [lo, hi] = target[u];
+    row.median_rel_err = counted[u] == 0 ? 0.0 : counted[u] % 2 == 1 ? hi.value : (lo.value + hi.value) / 2.0;
     if (c.has_noise) {
       const double err2 = total[u].err2;
       double sum = 0;
@@ -538,6 +600,7 @@ std::string gemm_unit_key(const GemmLayer& job, const EvaluationIndex& index, co
   w.i64(some_rows ? sampling.cols : 0);
   w.i64(options.stream_entries);
   w.i64(options.stream_band_bytes);
+  w.i64(options.stream_gather);
   for (bool b : wanted) w.u8(b ? 1 : 0);
   w.str(options.engine != nullptr ? options.engine->name() : std::string());
   const auto put_row = [&](const EvaluationRow* r) {

@@ -105,6 +105,8 @@ inline constexpr std::int64_t kGemmGroupBytes = std::int64_t{256} << 20;
 // stream_band_bytes': a streamed GEMM's a operand is loaded and cast about 64 MB of it at a time.
 inline constexpr std::int64_t kGemmStreamEntries = std::int64_t{1} << 22;
 inline constexpr std::int64_t kGemmStreamBandBytes = std::int64_t{64} << 20;
+// And stream_gather: the most relative errors a streamed output's median gathers (32 MB).
+inline constexpr std::int64_t kGemmStreamGather = std::int64_t{1} << 22;
 
 struct GemmOptions {
   // The entries each GEMM's error is computed on (--gemm-rows). Default: every entry (exact);
@@ -119,6 +121,7 @@ struct GemmOptions {
   // lower both.
   std::int64_t stream_entries = kGemmStreamEntries;
   std::int64_t stream_band_bytes = kGemmStreamBandBytes;
+  std::int64_t stream_gather = kGemmStreamGather;
 };
 
 // Rows ordered by format (the table's, EvaluationIndex::formats), then layer job, recipe and GEMM:
