@@ -201,6 +201,21 @@ bool leaves_operands(const Part& p, const EvaluationRow& ra, const EvaluationRow
   return true;
 }
 
+// What a row of the case's GEMM is of: its step, layer and GEMM, the whole GEMM's dims and the
+// output rows and columns computed.
+void describe(const GemmLayer& job, const GemmCase& c, GemmRow* row) {
+  const GemmDims dims = job.dims(c.gemm);
+  row->step = job.step;
+  row->layer = job.layer;
+  row->gemm = c.gemm;
+  row->rows_used = c.units;
+  row->cols_used = c.cols.sampled() ? c.cols.size() : dims.n;
+  row->sampled = c.sampled();
+  row->m = dims.m;
+  row->n = dims.n;
+  row->k = dims.k;
+}
+
 // The emulated rows of a streamed GEMM (GemmCase::streamed) under several casts, in memory that
 // does not grow with the output: a band of a's rows at a time (GemmCase::band_rows, loaded and
 // cast for the band), per tile of b the reference, wgrad's S and every cast's product, and of them the error sums (added in tile order, as emulated_rows does: the same
@@ -362,10 +377,8 @@ std::vector<GemmRow> streamed_rows(const GemmCase& c,
           if (t.done) continue;
           const int width = std::min(kLevelBits, t.shift);
           for (std::size_t e = 0; e < ref.size(); ++e) {
-            const double r = ref[e];
-            if (r == 0.0) continue;
-            const double x = std::fabs(g[e] - r) / std::fabs(r);
-            const double rel = x != x ? INFINITY : x;
+            const double rel = relative_error(ref[e], g[e]);
+            if (rel < 0) continue;  // ref = 0
             const auto bits = std::bit_cast<std::uint64_t>(rel);
             if ((bits >> t.shift) != t.prefix) continue;
             if (!t.values.empty()) t.values[tile].push_back(rel);
@@ -377,12 +390,8 @@ std::vector<GemmRow> streamed_rows(const GemmCase& c,
         if (!first_pass || s.empty() || !(two_c[u] > 0) || !std::isfinite(two_c[u])) continue;
         const double cut = 64.0 * two_c[u];
         double sum = 0;
-        for (std::size_t e = 0; e < ref.size(); ++e) {
-          const double r = ref[e], v = s[e];
-          if (r == 0.0 || !(v > 0.0)) continue;
-          const double t = r * r / v;
-          if (std::isfinite(t) && t > 0 && t < cut) sum += 0.5 * std::erfc(std::sqrt(t / two_c[u]));
-        }
+        for (std::size_t e = 0; e < ref.size(); ++e)
+          if (const double t = noise_t(ref[e], s[e]); t > 0 && t < cut) sum += 0.5 * std::erfc(std::sqrt(t / two_c[u]));
         flips[u][tile] = sum;
       }
     }, [] {});
@@ -402,12 +411,9 @@ std::vector<GemmRow> streamed_rows(const GemmCase& c,
         }
       }
   }
-  const GemmDims dims{p.rows, p.cols, term.a.k()};
   std::vector<GemmRow> rows(nu);
   for (std::size_t u = 0; u < nu; ++u) {
     GemmRow& row = rows[u];
-    row.rows_used = c.units;
-    row.cols_used = dims.n;
     total[u].finish(nullptr, nullptr, {}, &row);
     const auto& [lo, hi] = target[u];
     row.median_rel_err = counted[u] == 0 ? 0.0 : counted[u] % 2 == 1 ? hi.value : (lo.value + hi.value) / 2.0;
@@ -431,16 +437,7 @@ std::vector<GemmRow> emulated_rows(const GemmLayer& job, const GemmCase& c,
                                    std::vector<std::vector<double>>* rel_buffers) {
   if (c.streamed) {
     std::vector<GemmRow> rows = streamed_rows(c, uses);
-    const GemmDims dims = job.dims(c.gemm);
-    for (GemmRow& row : rows) {
-      row.step = job.step;
-      row.layer = job.layer;
-      row.gemm = c.gemm;
-      row.m = dims.m;
-      row.n = dims.n;
-      row.k = dims.k;
-      row.sampled = false;
-    }
+    for (GemmRow& row : rows) describe(job, c, &row);
     return rows;
   }
   std::vector<ErrorSums> sums(uses.size());
@@ -491,19 +488,10 @@ std::vector<GemmRow> emulated_rows(const GemmLayer& job, const GemmCase& c,
   // The statistics of each cast, the casts as tasks (each median and noise sum in blocks as tasks
   // of its own: an output of a million entries is one block).
   std::vector<GemmRow> rows(uses.size());
-  const GemmDims dims = job.dims(c.gemm);
   tbb::this_task_arena::isolate([&] {
     tbb::parallel_for(std::size_t{0}, uses.size(), [&](std::size_t u) {
       GemmRow& row = rows[u];
-      row.step = job.step;
-      row.layer = job.layer;
-      row.gemm = c.gemm;
-      row.rows_used = c.units;
-      row.cols_used = c.cols.sampled() ? c.cols.size() : dims.n;
-      row.sampled = c.sampled();
-      row.m = dims.m;
-      row.n = dims.n;
-      row.k = dims.k;
+      describe(job, c, &row);
       sums[u].finish(design ? &*design : nullptr, c.has_noise ? &c.noise : nullptr, rel[u], &row);
     });
   });

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <utility>
 
 #include "engine/cpu_isa.hpp"
 #include "engine/gemm_operands.hpp"
@@ -61,6 +62,14 @@ void expand(std::vector<DrawnCluster> drawn, std::int64_t population, std::int64
     }
 }
 
+// The clusters of `group` units of `population`, and how many of them to draw for `want` units:
+// at least two (one alone has no standard error), all when want is 0 or covers them.
+std::pair<std::int64_t, std::int64_t> clusters_to_draw(std::int64_t population, std::int64_t want, std::int64_t group) {
+  const std::int64_t groups = (population + group - 1) / group;
+  if (want <= 0 || want >= population) return {groups, groups};
+  return {groups, std::min(groups, std::max<std::int64_t>(2, (want + group - 1) / group))};
+}
+
 }  // namespace
 
 bool UnitDraw::uniform() const {
@@ -81,11 +90,7 @@ UnitDraw all_units(std::int64_t population) {
 UnitDraw draw_units(std::span<const double> energy, std::int64_t want, std::int64_t group) {
   const auto population = static_cast<std::int64_t>(energy.size());
   group = std::max<std::int64_t>(1, group);
-  const std::int64_t groups = (population + group - 1) / group;
-  // At least two clusters: one alone has no standard error.
-  const std::int64_t n = (want <= 0 || want >= population)
-                             ? groups
-                             : std::min(groups, std::max<std::int64_t>(2, (want + group - 1) / group));
+  const auto [groups, n] = clusters_to_draw(population, want, group);
   if (n >= groups) return all_units(population);
   std::vector<double> x(static_cast<std::size_t>(groups), 0.0);
   for (std::int64_t u = 0; u < population; ++u) x[static_cast<std::size_t>(u / group)] += energy[static_cast<std::size_t>(u)];
@@ -134,11 +139,7 @@ UnitDraw draw_units(std::span<const double> energy, std::int64_t want, std::int6
 
 UnitDraw even_units(std::int64_t population, std::int64_t want, std::int64_t group) {
   group = std::max<std::int64_t>(1, group);
-  const std::int64_t groups = (population + group - 1) / group;
-  // At least two clusters: one alone has no standard error.
-  const std::int64_t n = (want <= 0 || want >= population)
-                             ? groups
-                             : std::min(groups, std::max<std::int64_t>(2, (want + group - 1) / group));
+  const auto [groups, n] = clusters_to_draw(population, want, group);
   if (n >= groups) return all_units(population);
   std::vector<DrawnCluster> drawn;
   for (std::int64_t i = 0; i < n; ++i) drawn.push_back({i * groups / n, 1.0, static_cast<std::int32_t>(i)});

@@ -16,11 +16,7 @@ void NoiseTable::add(std::span<const double> ref, std::span<const double> s) {
   entries += static_cast<std::int64_t>(ref.size());
   for (std::size_t i = 0; i < ref.size(); ++i) {
     s_sum += s[i];
-    const double r = ref[i], v = s[i];
-    if (r != 0.0 && v > 0.0) {
-      const double ti = r * r / v;
-      if (std::isfinite(ti) && ti > 0) t.push_back(ti);
-    }
+    if (const double ti = noise_t(ref[i], s[i]); ti > 0) t.push_back(ti);
   }
 }
 
@@ -33,13 +29,9 @@ void NoiseTable::add_weighted(std::span<const double> ref, std::span<const doubl
       const double wt = row_w[i] * (col_w != nullptr ? col_w[j] : 1.0);
       weight += wt;
       s_sum += wt * s[e];
-      const double r = ref[e], v = s[e];
-      if (r != 0.0 && v > 0.0) {
-        const double ti = r * r / v;
-        if (std::isfinite(ti) && ti > 0) {
-          t.push_back(ti);
-          w.push_back(wt);
-        }
+      if (const double ti = noise_t(ref[e], s[e]); ti > 0) {
+        t.push_back(ti);
+        w.push_back(wt);
       }
     }
 }
@@ -201,8 +193,7 @@ RowSums row_sums_body(const double* ref, const double* got, std::int64_t n, doub
     const bool counted = r != 0.0;
     zeroed[l] += counted & (g == 0.0);
     flipped[l] += counted & (g != 0.0) & ((g < 0.0) != (r < 0.0));
-    const double e = std::fabs(d) / std::fabs(r);
-    rel[j] = counted ? (e != e ? INFINITY : e) : -1.0;  // a NaN (inf - inf) is the worst
+    rel[j] = relative_error(r, g);
   };
   std::int64_t j = 0;
   for (; j + kLanes <= n; j += kLanes)
@@ -235,8 +226,7 @@ WeightedRowSums weighted_row_sums_body(const double* ref, const double* got, std
     const bool counted = r != 0.0;
     s.zeroed += counted && g == 0.0 ? wt : 0.0;
     s.flipped += counted && g != 0.0 && (g < 0.0) != (r < 0.0) ? wt : 0.0;
-    const double e = std::fabs(d) / std::fabs(r);
-    rel[j] = counted ? (e != e ? INFINITY : e) : -1.0;
+    rel[j] = relative_error(r, g);
   }
   return s;
 }
@@ -381,42 +371,48 @@ double total_variance(const std::vector<double>& e, const std::vector<double>& r
 
 }  // namespace
 
-double ErrorSums::standard_error(const SampledOutput& design) const {
-  // R and the estimated total of r from the units' sums and the rows' weights (the same as the
-  // weighted sums, and right for sums added without weights too).
-  const UnitDraw& rows = *design.rows;
-  double e = 0, r = 0;
-  for (std::size_t u = 0; u < unit_err2.size() && u < rows.weight.size(); ++u)
-    e += rows.weight[u] * unit_err2[u], r += rows.weight[u] * unit_ref2[u];
-  if (!(r > 0)) return e > 0 ? INFINITY : 0.0;
-  const double ratio = e / r;
-  double var = total_variance(unit_err2, unit_ref2, rows, ratio);
-  if (design.cols != nullptr) {
-    // Column sums carry the rows' weights already; scaled to the same totals.
-    var += total_variance(col_err2, col_ref2, *design.cols, ratio);
-  }
-  if (std::isinf(var)) return INFINITY;
-  return ratio > 0 ? std::sqrt(var) / r / (2.0 * std::sqrt(ratio)) : 0.0;
-}
-
 namespace {
 
-// The standard error of a share p = sum w a / sum w b of a sampled output (a, b per drawn unit and
-// column, weighted in the other dimension), as ErrorSums::standard_error's ratio: in percent.
+// The ratio a / b of a sampled output's weighted totals (a, b per drawn unit and column, weighted
+// in the other dimension) and its standard error: the totals from the units' sums and the rows'
+// weights (the same as the weighted sums, and right for sums added without weights too), the
+// variance from the rows' and the columns' rest strata. total_a, total_b: the two totals; sd: the
+// standard deviation of the estimated total of a - ratio b (the ratio's standard error times
+// total_b).
+struct RatioEstimate {
+  double total_a = 0, total_b = 0, ratio = 0, sd = 0;
+};
+RatioEstimate ratio_estimate(const std::vector<double>& unit_a, const std::vector<double>& unit_b,
+                             const std::vector<double>& col_a, const std::vector<double>& col_b,
+                             const SampledOutput& design) {
+  const UnitDraw& rows = *design.rows;
+  RatioEstimate r;
+  for (std::size_t u = 0; u < unit_a.size() && u < rows.weight.size(); ++u)
+    r.total_a += rows.weight[u] * unit_a[u], r.total_b += rows.weight[u] * unit_b[u];
+  if (!(r.total_b > 0)) return r;
+  r.ratio = r.total_a / r.total_b;
+  double var = total_variance(unit_a, unit_b, rows, r.ratio);
+  // Column sums carry the rows' weights already: the same totals.
+  if (design.cols != nullptr) var += total_variance(col_a, col_b, *design.cols, r.ratio);
+  r.sd = std::isinf(var) ? INFINITY : std::sqrt(var);
+  return r;
+}
+
+// A share's standard error, in percent (0 without entries).
 double share_se(const std::vector<double>& unit_a, const std::vector<double>& unit_b, const std::vector<double>& col_a,
                 const std::vector<double>& col_b, const SampledOutput& design) {
-  const UnitDraw& rows = *design.rows;
-  double a = 0, b = 0;
-  for (std::size_t u = 0; u < unit_a.size() && u < rows.weight.size(); ++u)
-    a += rows.weight[u] * unit_a[u], b += rows.weight[u] * unit_b[u];
-  if (!(b > 0)) return 0.0;
-  const double p = a / b;
-  double var = total_variance(unit_a, unit_b, rows, p);
-  if (design.cols != nullptr) var += total_variance(col_a, col_b, *design.cols, p);
-  return std::isinf(var) ? INFINITY : 100.0 * std::sqrt(var) / b;
+  const RatioEstimate r = ratio_estimate(unit_a, unit_b, col_a, col_b, design);
+  return r.total_b > 0 ? 100.0 * r.sd / r.total_b : 0.0;
 }
 
 }  // namespace
+
+double ErrorSums::standard_error(const SampledOutput& design) const {
+  const RatioEstimate r = ratio_estimate(unit_err2, unit_ref2, col_err2, col_ref2, design);
+  if (!(r.total_b > 0)) return r.total_a > 0 ? INFINITY : 0.0;
+  if (std::isinf(r.sd)) return INFINITY;
+  return r.ratio > 0 ? r.sd / r.total_b / (2.0 * std::sqrt(r.ratio)) : 0.0;
+}
 
 double ErrorSums::zeroed_pct_se(const SampledOutput& design) const {
   return share_se(unit_zeroed, unit_weight, col_zeroed, col_weight, design);

@@ -4,6 +4,7 @@
 // (gemm_error.hpp) tile by tile; here so that they can be tested on their own.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -20,6 +21,21 @@ namespace fp8a {
 // into that entry), c scaled so that the variances add up to ||got - ref||^2. S and the reference
 // are the same for every recipe, so a table per (layer, step, GEMM) holds t = ref^2 / S of the
 // entries with ref != 0 < S, sorted: a row's sum covers only the entries its noise can reach.
+// An entry's relative error |got - ref| / |ref|, a NaN (inf - inf) as +inf (the worst); -1 where
+// ref = 0 (none: left out of the median).
+inline double relative_error(double ref, double got) {
+  const double e = std::fabs(got - ref) / std::fabs(ref);
+  return ref != 0.0 ? (e != e ? INFINITY : e) : -1.0;
+}
+
+// An entry's t = ref^2 / S for the noise flips (NoiseTable), 0 where it has none (ref = 0, S <= 0,
+// or t not finite and positive).
+inline double noise_t(double ref, double s) {
+  if (ref == 0.0 || !(s > 0.0)) return 0.0;
+  const double t = ref * ref / s;
+  return std::isfinite(t) && t > 0 ? t : 0.0;
+}
+
 // A sampled output's entries carry weights (the entries each stands for: EntryWeights): then S,
 // the entries and the flips are weighted sums.
 struct NoiseTable {
