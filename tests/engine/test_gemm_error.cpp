@@ -14,6 +14,7 @@
 #include "engine/cpu_backend.hpp"
 #include "engine/gemm_error.hpp"
 #include "engine/run.hpp"
+#include "support/gemm_layer.hpp"
 
 namespace {
 
@@ -312,16 +313,7 @@ namespace {
 
 // One layer "l" at step 0 from row-major float operands X [m, k], W [n, k], dY [m, n].
 void add_layer(Layer* l, std::int64_t m, std::int64_t n, std::int64_t k) {
-  auto add = [&](fp8a::Role role, std::vector<float>& data, std::vector<std::int64_t> shape) {
-    fp8a::CapturedTensor t;
-    t.key = {0, "l", role};
-    t.view = fp8a::make_tensor_view(reinterpret_cast<const std::byte*>(data.data()), fp8a::DType::kF32,
-                                    std::move(shape));
-    l->set.tensors.push_back(t);
-  };
-  add(fp8a::Role::kActivation, l->x, {m, k});
-  add(fp8a::Role::kWeight, l->w, {n, k});
-  add(fp8a::Role::kGradient, l->dy, {m, n});
+  fp8a::testing::add_float_gemm_layer(l->x, l->w, l->dy, m, n, k, &l->set);
 }
 
 // The bits of every number of a row, and its strings.

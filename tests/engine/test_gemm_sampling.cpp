@@ -21,6 +21,7 @@
 #include "engine/gemm_sampling.hpp"
 #include "engine/gemm_stats.hpp"
 #include "engine/run.hpp"
+#include "support/gemm_layer.hpp"
 
 namespace {
 
@@ -211,16 +212,7 @@ void make_family(char family, std::uint32_t seed, std::int64_t m, std::int64_t n
       break;
     default: break;
   }
-  const auto add = [&](fp8a::Role role, std::vector<float>& data, std::vector<std::int64_t> shape) {
-    fp8a::CapturedTensor t;
-    t.key = {0, "l", role};
-    t.view = fp8a::make_tensor_view(reinterpret_cast<const std::byte*>(data.data()), fp8a::DType::kF32,
-                                    std::move(shape));
-    l->set.tensors.push_back(t);
-  };
-  add(fp8a::Role::kActivation, l->x, {m, k});
-  add(fp8a::Role::kWeight, l->w, {n, k});
-  add(fp8a::Role::kGradient, l->dy, {m, n});
+  fp8a::testing::add_float_gemm_layer(l->x, l->w, l->dy, m, n, k, &l->set);
 }
 
 }  // namespace
