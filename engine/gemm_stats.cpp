@@ -288,11 +288,11 @@ void ErrorSums::add(const double* ref, std::int64_t ref_stride, const double* go
     unit_weight.resize(std::max(unit_weight.size(), unit_end), 0.0);
     entries += rows * cols;
     const auto row_sums = FP8A_CPU_PICK(default_cpu_isa(), weighted_row_sums_on);
+    double row_weight = 0;  // what a row's entries stand for, its weight aside (the same for each)
+    for (std::int64_t j = 0; j < cols; ++j) row_weight += col_w != nullptr ? col_w[j] : 1.0;
     for (std::int64_t i = 0; i < rows; ++i) {
       const WeightedRowSums s = row_sums(ref + i * ref_stride, got + i * cols, cols, col_w, rel + i * rel_stride);
       const double wi = row_w[i];
-      double row_weight = 0;
-      for (std::int64_t j = 0; j < cols; ++j) row_weight += col_w != nullptr ? col_w[j] : 1.0;
       err2 += wi * s.err2;
       ref2 += wi * s.ref2;
       got2 += wi * s.got2;
