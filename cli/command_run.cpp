@@ -380,7 +380,7 @@ std::vector<Artifact> render_run(const RunRequest& request, const RunResult& res
   info.gemm_seconds = result.gemm_seconds;
   info.gemm_path = result.gemm_path;
   info.warnings = result.warnings;
-  for (const auto& s : result.skipped_pairings) info.warnings.push_back("gemms: " + s);
+  for (const auto& s : result.skipped_pairings) info.warnings.push_back("gemms: " + s.line);
   std::vector<Artifact> artifacts;
   // summary.json's not_written: every file run writes in some run and not in this one, with why,
   // in the order they would be written. The terminal says the optional ones' absence once (the
@@ -519,6 +519,9 @@ int command_run(const Invocation& inv) {
                        progress && ::isatty(STDERR_FILENO) != 0);
   }
   if (!lead) return kExitOk;
+  // The layers whose GEMMs could not be paired: the answer calls them not judged; say why here.
+  for (const PairingSkip& s : result.skipped_pairings)
+    std::cerr << "fp8-advisor: warning: gemms not judged: " << terminal_text(s.line) << "\n";
 
   AnswerContext answer;
   const auto layers = summarize_layers(result.rows);

@@ -77,7 +77,7 @@ int command_whatif(const Invocation& inv) {
   if (!eval.log_paths.empty()) request.config.training_log = &training_log;
   const auto gemm_engine = make_gemm_engine(*evaluator.backend);
   const RunResult result = run_pipeline(request, captures, *evaluator.backend, gemm_engine.get());
-  for (const auto& s : result.skipped_pairings) std::cerr << "fp8-advisor: warning: gemms: " << s << "\n";
+  for (const auto& s : result.skipped_pairings) std::cerr << "fp8-advisor: warning: gemms: " << s.line << "\n";
 
   const bool terminal = ::isatty(STDOUT_FILENO) == 1;
   for (std::size_t i = 0; i < layers.size(); ++i)

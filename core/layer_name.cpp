@@ -107,4 +107,8 @@ std::optional<int> transformer_layer_index(const std::string& name) {
   return s->index;
 }
 
+bool is_lm_head(const std::string& layer) { return layer == "output_layer" || layer.ends_with(".output_layer"); }
+
+bool is_moe_router(const std::string& layer) { return layer == "mlp.router" || layer.ends_with(".mlp.router"); }
+
 }  // namespace fp8a

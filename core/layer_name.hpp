@@ -39,6 +39,16 @@ bool megatron_module_suffix(const std::string& suffix);
 // other name. Only Megatron's own module names are restored: elsewhere an '_' may be the name's own.
 std::string megatron_name_of_te_dump(const std::string& layer);
 
+// Megatron's LM head, "output_layer" (GPTModel's, or a stack's "<...>.output_layer"): a
+// ColumnParallelLinear, not a TE module, unless fp8_output_proj under mxfp8 makes it
+// TELMHeadColumnParallelLinear (megatron/core/models/gpt/gpt_model.py; Megatron-Core 0.18+).
+bool is_lm_head(const std::string& layer);
+
+// Megatron's MoE router, "<...>.mlp.router" (TopKRouter): its weight a plain nn.Parameter and its
+// GEMM router_gating_linear's te_general_gemm with no quantizer (or torch.mm), in the router's
+// dtype under any FP8 recipe (megatron/core/transformer/moe/router.py, moe_utils.py).
+bool is_moe_router(const std::string& layer);
+
 // Expert <i> of Megatron TEGroupedMLP's grouped module as fp8a_capture names it (python/
 // fp8a_capture.py _expert_name): "<...>.mlp.experts.linear_fc1.expert<i>" (or linear_fc2, i of 1
 // to 6 digits); the module's name, or "" for any other name. Only under Megatron's grouped-module

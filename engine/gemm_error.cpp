@@ -772,7 +772,7 @@ GemmSampleSize gemm_sample_for(const GemmSampling& sampling, std::int64_t m, std
 std::vector<GemmRow> evaluate_gemm_errors(const CaptureSet& captures,
                                           std::span<const EvaluationRow> rows,
                                           const GemmOptions& options,
-                                          std::vector<std::string>* skipped,
+                                          std::vector<PairingSkip>* skipped,
                                           const RunContext& context) {
   return evaluate_gemm_errors(pair_gemm_operands(captures, skipped), rows, options, context);
 }

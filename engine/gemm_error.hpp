@@ -137,7 +137,7 @@ struct GemmOptions {
 std::vector<GemmRow> evaluate_gemm_errors(const CaptureSet& captures,
                                           std::span<const EvaluationRow> rows,
                                           const GemmOptions& options,
-                                          std::vector<std::string>* skipped,
+                                          std::vector<PairingSkip>* skipped,
                                           const RunContext& context = {});
 // The same on layers already paired (pair_gemm_operands), for a caller that needs the pairing too.
 std::vector<GemmRow> evaluate_gemm_errors(std::span<const GemmLayer> layers,

@@ -51,9 +51,10 @@ GemmDims GemmLayer::dims(Gemm gemm) const {
   return {m, n, k};
 }
 
-std::vector<GemmLayer> pair_gemm_operands(const CaptureSet& captures, std::vector<std::string>* skipped) {
+std::vector<GemmLayer> pair_gemm_operands(const CaptureSet& captures, std::vector<PairingSkip>* skipped) {
+  const std::pair<std::int64_t, std::string>* at = nullptr;  // the (step, layer) being paired
   const auto skip = [&](std::string why) {
-    if (skipped != nullptr) skipped->push_back(std::move(why));
+    if (skipped != nullptr) skipped->push_back({at->first, at->second, std::move(why)});
   };
   // Operands by (step, layer), one list per role (captures list a key's shards in rank order).
   std::map<std::pair<std::int64_t, std::string>, std::array<std::vector<const CapturedTensor*>, 3>> layers;
@@ -63,6 +64,7 @@ std::vector<GemmLayer> pair_gemm_operands(const CaptureSet& captures, std::vecto
   std::vector<GemmLayer> out;
   for (const auto& [key, by_role] : layers) {
     if (by_role[0].empty() || by_role[1].empty() || by_role[2].empty()) continue;
+    at = &key;
     const std::string where = "step " + std::to_string(key.first) + " layer '" + key.second + "': ";
     const std::size_t r = by_role[0].size();
     if (by_role[1].size() != r || by_role[2].size() != r) {

@@ -79,6 +79,14 @@ struct GemmLayer {
   GemmDims dims(Gemm gemm) const;
 };
 
+// A (step, layer) whose three operands were captured but cannot be computed together: where, and
+// why (`line` says both, as the warnings print it).
+struct PairingSkip {
+  std::int64_t step = 0;
+  std::string layer;
+  std::string line;
+};
+
 // The GEMM layers of a capture, ordered by step, then layer name (plain string order).
 // A (step, layer) without all of X, W and dY is left out silently.
 // One that cannot be computed is left out and named in `skipped` (may be null), one line each:
@@ -90,6 +98,6 @@ struct GemmLayer {
 //    rank), row-parallel (the same dY) nor data-parallel (the same W)".
 // Shapes are the operands' 2-D views (TensorView rows x cols). A split is recognised by which
 // operands hold the same bytes on every rank.
-std::vector<GemmLayer> pair_gemm_operands(const CaptureSet& captures, std::vector<std::string>* skipped);
+std::vector<GemmLayer> pair_gemm_operands(const CaptureSet& captures, std::vector<PairingSkip>* skipped);
 
 }  // namespace fp8a

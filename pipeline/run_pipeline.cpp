@@ -167,6 +167,7 @@ RecommendationInputs recommendation_inputs(const EvaluationIndex& index, const R
   in.index = &index;
   in.gemms = result.gemms;
   in.layers = result.gemm_layers;
+  in.skipped = result.skipped_pairings;
   in.candidates = index_candidates(index);
   in.forecasts = result.forecasts;
   return in;

@@ -76,7 +76,7 @@ struct RunResult {
   // With request.gemms: the paired layers, what could not be paired, the GEMM rows, where they
   // ran ("emulated on the CPU, N threads" and the GPU engine's rows) and how long it took.
   std::vector<GemmLayer> gemm_layers;
-  std::vector<std::string> skipped_pairings;
+  std::vector<PairingSkip> skipped_pairings;
   std::vector<GemmRow> gemms;
   std::string gemm_path;
   double gemm_seconds = 0;

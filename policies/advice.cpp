@@ -4,6 +4,20 @@
 
 namespace fp8a {
 
+std::string nothing_judged(const std::vector<CandidatePlan>& candidates) {
+  const GemmJudgement* first = nullptr;
+  const LayerJudgement* where = nullptr;
+  for (const CandidatePlan& c : candidates)
+    for (const LayerJudgement& l : c.layers)
+      for (const GemmJudgement& j : l.gemms) {
+        if (j.judged) return "";
+        if (first == nullptr) first = &j, where = &l;
+      }
+  if (first == nullptr) return "";
+  return std::string("nothing judged: no GEMM has both of its operands captured and paired at any step (") +
+         where->layer + " " + gemm_name(first->gemm) + ": " + first->unjudged + ")";
+}
+
 Recommendation recommend(const RecommendationInputs& inputs, const Policy& policy, const GpuTarget& gpu,
                          const CostModel* cost, TeVersion te) {
   FP8A_CHECK(cost == nullptr || cost->gpu == &gpu, "recommend: the cost model is for another GPU");
@@ -39,10 +53,15 @@ Recommendation recommend(const RecommendationInputs& inputs, const Policy& polic
     }
     rec.candidates.push_back(std::move(ca));
   }
-  const Choice choice = choose_candidate(rec.candidates, cost != nullptr);
+  Choice choice = choose_candidate(rec.candidates, cost != nullptr);
+  rec.why = choice_why(rec.candidates, choice, cost != nullptr);
+  // Nothing to choose on when no candidate judged a GEMM: no FP8 config on no evidence.
+  if (const std::string none = nothing_judged(rec.candidates); !none.empty()) {
+    choice = {};
+    rec.why = none;
+  }
   rec.chosen = choice.chosen;
   rec.ranking = choice.ranking;
-  rec.why = choice_why(rec.candidates, choice, cost != nullptr);
   // The plan under the chosen candidate; nothing chosen: every layer BF16, with why.
   if (choice.chosen) {
     const CandidatePlan& chosen = rec.candidates[*choice.chosen];

@@ -105,6 +105,10 @@ struct Recommendation {
   std::vector<WatchItem> watch;
 };
 
+// "nothing judged: ... (<the first GEMM>: <why>)" when the candidates hold layers but judged none
+// of their GEMMs (recommend() then chooses none); "" otherwise.
+std::string nothing_judged(const std::vector<CandidatePlan>& candidates);
+
 // The selection, a pipeline of the steps above: judging (judging.hpp), the BF16-fallback plan
 // (fallback_plan.hpp), the cost plan (cost_plan.hpp), the choice (choice.hpp), the chosen plan's
 // decisions, watch list (watch_list.hpp), Pareto path (pareto.hpp) and module plan

@@ -114,13 +114,16 @@ std::vector<std::string> recommendation_limits(std::span<const CapturedLayer> ca
         "and when a delayed-scaling history would run out of headroom, is not judged (capture more "
         "steps, or pass --training-log with every step's amax)",
         all_steps.size(), all_steps.size() == 1 ? "" : "s"));
-  int incomplete = 0;
-  for (const LayerDecision& l : layers) incomplete += l.incomplete ? 1 : 0;
+  int incomplete = 0, unjudged = 0, gemms = 0;
+  for (const LayerDecision& l : layers) {
+    incomplete += l.incomplete ? 1 : 0;
+    for (const GemmDecision& g : l.gemms) unjudged += g.judged ? 0 : 1, ++gemms;
+  }
   if (incomplete > 0)
     limits.push_back(format_text(
-        "%d layer%s without all three operands at some step: judged from the copies that exist, "
-        "their GEMMs without a complete step counting no FLOPs (recipe.json: incomplete)",
-        incomplete, incomplete == 1 ? "" : "s"));
+        "%d layer%s not captured or paired whole at some step (recipe.json: incomplete): each GEMM judged "
+        "at the steps where both of its operands were, %d of %d GEMMs at none (not judged, said GEMM by GEMM)",
+        incomplete, incomplete == 1 ? "" : "s", unjudged, gemms));
   return limits;
 }
 

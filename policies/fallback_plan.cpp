@@ -33,7 +33,7 @@ void summarize_failures(CandidatePlan* ca) {
   double worst_margin = 0;
   for (const LayerJudgement& lj : ca->layers)
     for (const GemmJudgement& j : lj.gemms) {
-      if (!j.judged || j.fp8_safe) continue;
+      if (!j.judged || j.fp8_safe || !j.forced_bf16.empty()) continue;
       const Verdict& v = failing_verdict(j);
       if (!ca->worst_failure.empty() && v.margin >= worst_margin) continue;
       worst_margin = v.margin;
@@ -46,7 +46,8 @@ void summarize_failures(CandidatePlan* ca) {
   };
   std::map<std::int64_t, StepWorst> by_step;
   for (const LayerJudgement& lj : ca->layers)
-    for (const GemmJudgement& j : lj.gemms)
+    for (const GemmJudgement& j : lj.gemms) {
+      if (!j.forced_bf16.empty()) continue;  // not a failure of the numbers
       for (const StepVerdict& f : j.failures) {
         StepWorst& w = by_step[f.step];
         ++w.gemms;
@@ -54,6 +55,7 @@ void summarize_failures(CandidatePlan* ca) {
         w.verdict = &f.verdict;
         w.where = lj.layer + " " + gemm_name(j.gemm);
       }
+    }
   for (const auto& [step, w] : by_step)
     ca->failures_by_step.push_back({step, w.gemms, w.where + ": " + w.verdict->reason});
 }
@@ -119,7 +121,7 @@ CandidatePlan plan_fallback(const RunCandidate& candidate, std::vector<LayerJudg
   for (const LayerJudgement& lj : ca.layers)
     for (const GemmJudgement& j : lj.gemms) {
       ca.total_flops += j.flops;
-      any_failed = any_failed || (j.judged && !j.fp8_safe);
+      any_failed = any_failed || (j.judged && !j.fp8_safe && j.forced_bf16.empty());
     }
   const bool global_off = scope == FallbackScope::kGlobal && any_failed;
   for (const LayerJudgement& lj : ca.layers) {
@@ -127,7 +129,7 @@ CandidatePlan plan_fallback(const RunCandidate& candidate, std::vector<LayerJudg
     for (const GemmJudgement& j : lj.gemms) {
       if (j.fp8_safe && !global_off) {
         p[static_cast<int>(j.gemm)] = Precision::kFp8;
-      } else if (j.judged) {
+      } else if (j.judged && j.forced_bf16.empty()) {
         ++ca.gemms_to_bf16;
       }
     }
@@ -144,9 +146,17 @@ std::vector<LayerDecision> decide_layers(const CandidatePlan& c, FallbackScope s
   if (scope == FallbackScope::kGlobal)
     for (const LayerJudgement& lj : c.layers)
       for (const GemmJudgement& j : lj.gemms)
-        if (global_cause.empty() && j.judged && !j.fp8_safe)
+        if (global_cause.empty() && j.judged && !j.fp8_safe && j.forced_bf16.empty())
           global_cause = "every GEMM to BF16 (policy scope global): " + lj.layer + " " +
                          gemm_name(j.gemm) + ": " + j.worst.reason;
+  // The files train a GEMM the plan could not judge under the run's recipe when the plan turns it
+  // on (some judged GEMM FP8), like every module they do not name; else BF16 with the rest.
+  bool trains_low = false;
+  for (const auto& p : c.plan)
+    for (Precision g : p) trains_low = trains_low || g == Precision::kFp8;
+  const std::string unjudged_trains =
+      trains_low ? "; the files train it under " + candidate_name(c.candidate) + ", as every module they do not name"
+                 : "; BF16 with the rest of the plan";
   std::vector<LayerDecision> out;
   for (std::size_t li = 0; li < c.layers.size(); ++li) {
     const LayerJudgement& lj = c.layers[li];
@@ -161,8 +171,11 @@ std::vector<LayerDecision> decide_layers(const CandidatePlan& c, FallbackScope s
       gd.judged = j.judged;
       gd.fp8_safe = j.fp8_safe;
       gd.precision = c.plan[li][static_cast<int>(j.gemm)];
+      gd.forced = !j.forced_bf16.empty();
       if (!j.judged) {
-        gd.reason = format_text("%s: no operand copy captured", gemm_name(j.gemm));
+        gd.precision = trains_low ? Precision::kFp8 : Precision::kBf16;
+        gd.reason = std::string(kNotJudged) + j.unjudged + unjudged_trains;
+        (trains_low ? any_fp8 : any_bf16) = true;
         continue;
       }
       if (gd.precision == Precision::kFp8) {

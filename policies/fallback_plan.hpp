@@ -10,6 +10,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "policies/candidate.hpp"
@@ -34,7 +35,7 @@ struct CandidatePlan {
   double fp8_flop_share = 0;           // fp8_flops / total_flops (0 without FLOPs)
   double total_risk = 0;               // sum of the worst risk of the GEMMs kept FP8
   int fp8_gemms = 0;                   // judged (layer, GEMM)s the plan keeps FP8
-  int gemms_to_bf16 = 0;               // judged (layer, GEMM)s the numbers send to BF16
+  int gemms_to_bf16 = 0;               // judged (layer, GEMM)s the numbers send to BF16 (not the forced ones)
   int gemms_not_paying = 0;            // and those the cost model sends (FP8 would not pay)
   // The reason of its failing GEMM with the lowest margin (the worst step's verdict, else the
   // failed forecast), "layers.3.mlp.linear_fc2 fprop: step 2 activation saturated ..."; empty
@@ -93,17 +94,26 @@ void tally_fp8(CandidatePlan* ca);
 // passes); docs/POLICY.md "Threshold load". "no FP8 GEMM" for none; `what` names the GEMMs.
 std::string threshold_load_text(double risk_sum, int gemms, const char* what = "FP8 GEMM");
 
+// How the reason of a GEMM that was not judged begins.
+inline constexpr std::string_view kNotJudged = "not judged: ";
+
 // The recommendation's decision for one GEMM of one layer.
 struct GemmDecision {
   Gemm gemm = Gemm::kFprop;
   bool judged = false;
   bool fp8_safe = false;
+  // What the plan trains it in. A GEMM that was not judged trains as the files leave it: under the
+  // chosen recipe when the plan keeps some GEMM in FP8, else BF16 (its reason says which, and why
+  // it was not judged).
   Precision precision = Precision::kBf16;
-  // bf16: the worst verdict's reason, else the failed forecast's (or why nothing was judged, or
+  // not judged: "not judged: <GemmJudgement::unjudged>; the files train it under ..."; bf16: the worst verdict's reason, else the failed forecast's (or why nothing was judged, or
   // the global scope's cause);
   // fp8 over a watch-only criterion's threshold: "watch: ..." (the breach); fp8 with a margin
   // under kSmallMargin: "kept FP8: ... margin ..."; otherwise empty.
   std::string reason;
+  // BF16 whatever its numbers (GemmJudgement::forced_bf16, its reason): TE refuses its shapes, or
+  // the module does not run through TE.
+  bool forced = false;
   // fp8 and a criterion that only watches (CriterionAction::kWatch) is over its threshold at the
   // worst step or in the forecast.
   bool watched = false;
@@ -113,7 +123,7 @@ struct LayerDecision {
   std::string layer;
   bool incomplete = false;
   bool fp8_safe = false;
-  Precision precision = Precision::kBf16;  // fp8 / bf16 when all judged GEMMs agree, else mixed
+  Precision precision = Precision::kBf16;  // fp8 / bf16 when all its GEMMs train so, else mixed
   std::array<GemmDecision, 3> gemms{};
 };
 

@@ -22,7 +22,12 @@ struct StepVerdict {
 // One GEMM of one layer under one candidate, over every captured step.
 struct GemmJudgement {
   Gemm gemm = Gemm::kFprop;
-  bool judged = false;  // false: no operand copy of it was evaluated (nothing to judge)
+  // Judged at some step: both of its operands were evaluated there, and they pair into a GEMM
+  // (pair_gemm_operands did not skip the step's layer).
+  bool judged = false;
+  // When not judged, why not, in words: "no gradient (dY) captured: dgrad needs dY and W", or the
+  // pairing's skip line. Empty when judged.
+  std::string unjudged;
   // The worst step's verdict: a failing one before any passing one, among failing ones the
   // lowest failing_margin (the blocking failure that went furthest), then the lowest margin,
   // then the highest risk, then the earliest step.
@@ -35,18 +40,25 @@ struct GemmJudgement {
   // Delayed candidates with forecasts: the worse of its two operands' judge_delayed_forecast
   // (the history running out of headroom after the last capture); unset when none was found.
   std::optional<Verdict> forecast;
-  double flops = 0;       // 2 m n k summed over the complete captured steps
+  // 2 m n k summed over the judged steps: the whole layer's dims where all three operands were
+  // paired, else the two operands' own (single-rank captures).
+  double flops = 0;
   // judged, no step failed and the forecast (if any) passed.
   bool fp8_safe = false;
   // max(worst.risk, forecast's risk): what total_risk sums.
   double risk = 0;
+  // Why the GEMM cannot train in low precision under the candidate whatever its numbers (TE
+  // refuses its shapes, or Megatron does not run the module through TE: forced_bf16 in
+  // judging.hpp); empty otherwise. When set, the GEMM is judged, not fp8_safe, and planned BF16
+  // outside the numbers' fallbacks.
+  std::string forced_bf16;
 };
 
 // One layer under one candidate.
 struct LayerJudgement {
   std::string layer;
-  // Not all three operands captured at some captured step: judged from the copies that exist,
-  // the GEMMs without a complete step counting no FLOPs.
+  // Not all three operands captured (or paired) at some captured step: each GEMM judged at the
+  // steps where both of its operands were (GemmJudgement::judged, unjudged).
   bool incomplete = false;
   std::vector<std::int64_t> steps;       // the captured steps of the layer
   std::array<GemmJudgement, 3> gemms{};  // indexed by Gemm

@@ -4,6 +4,8 @@
 #include <set>
 
 #include "core/error.hpp"
+#include "core/layer_name.hpp"
+#include "core/text.hpp"
 
 namespace fp8a {
 
@@ -20,6 +22,33 @@ bool worse(const Verdict& a, std::int64_t sa, const Verdict& b, std::int64_t sb)
   return sa < sb;
 }
 
+// Why a GEMM is not judged when its operand `role` is missing: "no gradient (dY) captured: dgrad
+// needs dY and W".
+std::string operand_missing(const GemmOperandUse& use, Role role) {
+  const auto symbol = [](Role r) { return r == Role::kActivation ? "X" : r == Role::kWeight ? "W" : "dY"; };
+  return format_text("no %s (%s) captured: %s needs %s and %s", role_name(role), symbol(role), gemm_name(use.gemm),
+                     symbol(use.a), symbol(use.b));
+}
+
+// 2 m n k of the GEMM from its two operands' 2-D views (rows: every dim but the last), where
+// both are one rank's whole tensor and their shared dim agrees; unset otherwise. fprop X [m,k]
+// W [n,k]; dgrad dY [m,n] W [n,k]; wgrad dY [m,n] X [m,k]: m n k = a's rows x a's cols x b's
+// rows (fprop) or cols (dgrad, wgrad).
+std::optional<double> operand_flops(const GemmOperandUse& use, const EvaluationRow& a, const EvaluationRow& b) {
+  if (a.ranks != 1 || b.ranks != 1 || a.shape.empty() || b.shape.empty()) return std::nullopt;
+  const auto view = [](const std::vector<std::int64_t>& shape) {
+    double rows = 1;
+    for (std::size_t i = 0; i + 1 < shape.size(); ++i) rows *= static_cast<double>(shape[i]);
+    return std::pair{rows, static_cast<double>(shape.back())};
+  };
+  const auto [ar, ac] = view(a.shape);
+  const auto [br, bc] = view(b.shape);
+  // The dim the two share: fprop K (both cols), dgrad N (dY's cols, W's rows), wgrad M (both rows).
+  const bool fit = use.gemm == Gemm::kFprop ? ac == bc : use.gemm == Gemm::kDgrad ? ac == br : ar == br;
+  if (!fit) return std::nullopt;
+  return 2.0 * ar * ac * (use.gemm == Gemm::kFprop ? br : bc);
+}
+
 // One GEMM of the layer over its captured steps, and the forecast of its operands.
 GemmJudgement judge_gemm_steps(const RecommendationEvidence& ev, const CapturedLayer& layer,
                                const GemmOperandUse& use, const RunCandidate& cand,
@@ -27,12 +56,35 @@ GemmJudgement judge_gemm_steps(const RecommendationEvidence& ev, const CapturedL
   const std::string spec = cand.recipe.spec();
   GemmJudgement j;
   j.gemm = use.gemm;
+  std::string missing, skip;  // why a step was not judged: the first operand missing, the first skip
   for (std::int64_t step : layer.steps) {
     GemmEvidence g;
     g.gemm = use.gemm;
     g.a.row = ev.index->find_for_use({step, layer.name, use.a}, cand.recipe, cand.format, use.a_orientation);
     g.b.row = ev.index->find_for_use({step, layer.name, use.b}, cand.recipe, cand.format, use.b_orientation);
-    if (g.a.row == nullptr && g.b.row == nullptr) continue;
+    if (g.a.row == nullptr || g.b.row == nullptr) {
+      if (missing.empty()) missing = operand_missing(use, g.a.row == nullptr ? use.a : use.b);
+      continue;
+    }
+    if (const auto it = ev.skipped.find({step, layer.name}); it != ev.skipped.end()) {
+      if (skip.empty()) skip = it->second->line;
+      continue;
+    }
+    double flops = 0;
+    if (const auto it = ev.complete.find({step, layer.name}); it != ev.complete.end()) {
+      const GemmDims d = it->second->dims(use.gemm);
+      flops = 2.0 * static_cast<double>(d.m) * static_cast<double>(d.n) * static_cast<double>(d.k);
+    } else if (const std::optional<double> f = operand_flops(use, *g.a.row, *g.b.row); f) {
+      flops = *f;
+    } else {
+      if (skip.empty())
+        skip = "step " + std::to_string(step) + " layer '" + layer.name + "': " + gemm_name(use.gemm) +
+               (g.a.row->ranks != 1 || g.b.row->ranks != 1
+                    ? "'s operands are sharded over ranks and the layer's third operand was not captured: how "
+                      "the layer is split, and so the GEMM's dims, cannot be told"
+                    : "'s two operands do not fit X [M,K], W [N,K], dY [M,N]");
+      continue;
+    }
     const auto out = ev.outputs.find({step, layer.name, use.gemm, spec, cand.format});
     g.output = out == ev.outputs.end() ? nullptr : out->second;
     Verdict v = judge_gemm(g, policy);
@@ -47,11 +99,9 @@ GemmJudgement judge_gemm_steps(const RecommendationEvidence& ev, const CapturedL
       j.has_output = g.output != nullptr;
     }
     j.judged = true;
-    if (const auto it = ev.complete.find({step, layer.name}); it != ev.complete.end()) {
-      const GemmDims d = it->second->dims(use.gemm);
-      j.flops += 2.0 * static_cast<double>(d.m) * static_cast<double>(d.n) * static_cast<double>(d.k);
-    }
+    j.flops += flops;
   }
+  if (!j.judged) j.unjudged = !skip.empty() ? skip : !missing.empty() ? missing : "no operand captured";
   if (j.judged && replays_history(cand.recipe.kind))
     for (Role role : {use.a, use.b}) {
       const auto f = ev.forecasts.find({layer.name, role, spec, fp8_format_for(cand.format, role)});
@@ -91,6 +141,7 @@ RecommendationEvidence gather_evidence(const RecommendationInputs& inputs) {
   RecommendationEvidence ev;
   ev.index = inputs.index;
   for (const GemmLayer& l : inputs.layers) ev.complete[{l.step, l.layer}] = &l;
+  for (const PairingSkip& s : inputs.skipped) ev.skipped[{s.step, s.layer}] = &s;
   for (const GemmRow& g : inputs.gemms) {
     if (g.engine != "emulated") continue;
     ev.outputs.emplace(std::tuple{g.step, g.layer, g.gemm, g.recipe.spec(), g.format}, &g);
@@ -108,6 +159,40 @@ RecommendationEvidence gather_evidence(const RecommendationInputs& inputs) {
   return ev;
 }
 
+std::string forced_bf16(const RecommendationEvidence& ev, const CapturedLayer& layer, const RunCandidate& cand) {
+  const RecipeKindTraits& kind = recipe_kind_traits(cand.recipe.kind);
+  if (is_moe_router(layer.name))
+    return "Megatron's MoE router is not a TE module: router_gating_linear runs its GEMMs unquantised, in the "
+           "router's dtype, under any recipe (megatron/core/transformer/moe/router.py, moe_utils.py)";
+  if (is_lm_head(layer.name) && cand.recipe.kind != RecipeKind::kMx)
+    return std::string("Megatron's LM head (output_layer) is a ColumnParallelLinear, not a TE module: it trains "
+                       "in BF16 under ") + kind.short_name +
+           " (FP8 only through --fp8-output-proj under mxfp8, Megatron-Core 0.18+)";
+  const bool grouped = !grouped_module_of(layer.name).empty();
+  for (std::int64_t step : layer.steps) {
+    for (Role role : {Role::kActivation, Role::kWeight, Role::kGradient}) {
+      const EvaluationRow* r = ev.index->find_for_use({step, layer.name, role}, cand.recipe, cand.format,
+                                                      Orientation::kRowwise);
+      if (r == nullptr || r->shape.empty()) continue;
+      std::int64_t rows = 1;
+      for (std::size_t i = 0; i + 1 < r->shape.size(); ++i) rows *= r->shape[i];
+      const std::int64_t cols = r->shape.back();
+      const std::string what = format_text("step %lld %s %s (2-D view %lld x %lld)", static_cast<long long>(step),
+                                           role_name(role), shape_text(r->shape).c_str(),
+                                           static_cast<long long>(rows), static_cast<long long>(cols));
+      if (!grouped && role != Role::kGradient && (rows % 8 != 0 || cols % 16 != 0))
+        return "TE cannot run it in " + std::string(low_precision_name(cand.recipe.kind)) + ": " + what +
+               ": TE's linear modules need the leading dims' product divisible by 8 and the last dim by 16 "
+               "(transformer_engine/pytorch/utils.py assert_dim_for_fp8_exec raises)";
+      if (const int d = kind.shape_divisor; d > 0 && (r->shape.size() < 2 || rows % d != 0 || cols % d != 0))
+        return format_text("TE cannot run it in %s: %s: %s needs both dims divisible by %d (TE %s raises, "
+                           "csrc/quantizer.cpp create_tensor)",
+                           kind.short_name, what.c_str(), kind.short_name, d, kind.te_quantizer);
+    }
+  }
+  return "";
+}
+
 std::vector<LayerJudgement> judge_candidate(const RecommendationEvidence& evidence, const RunCandidate& candidate,
                                             const Policy& policy) {
   std::vector<LayerJudgement> out;
@@ -117,9 +202,18 @@ std::vector<LayerJudgement> judge_candidate(const RecommendationEvidence& eviden
     lj.steps = layer.steps;
     lj.incomplete = layer.incomplete;
     bool any_judged = false, all_safe = true;
+    const std::string forced = forced_bf16(evidence, layer, candidate);
     for (const GemmOperandUse& use : kGemmOperandUses) {
       GemmJudgement& j = lj.gemms[static_cast<std::size_t>(use.gemm)];
       j = judge_gemm_steps(evidence, layer, use, candidate, policy);
+      if (!forced.empty()) {  // decided without the numbers: BF16, not a failure of them
+        j.judged = true;
+        j.unjudged.clear();
+        j.forced_bf16 = forced;
+        j.fp8_safe = false;
+        j.worst.passed = false;
+        j.worst.reason = forced;
+      }
       if (j.judged) {
         any_judged = true;
         all_safe = all_safe && j.fp8_safe;

@@ -25,6 +25,7 @@ struct RecommendationInputs {
   const EvaluationIndex* index = nullptr;  // the evaluation rows; never null
   std::span<const GemmRow> gemms;          // evaluate_gemm_errors (emulated rows are used)
   std::span<const GemmLayer> layers;       // pair_gemm_operands: the complete (step, layer)s
+  std::span<const PairingSkip> skipped;    // and those it could not pair: their GEMMs are not judged
   std::vector<RunCandidate> candidates;       // the evaluated candidates; bf16 ones are ignored
   // Delayed candidates only: forecast_delayed_scaling of each format (matched by layer, role,
   // recipe spec and the role's FP8 type in the candidate's format). Empty: no forecast judged.
@@ -43,12 +44,27 @@ struct RecommendationEvidence {
   const EvaluationIndex* index = nullptr;
   std::vector<CapturedLayer> layers;  // in EvaluationIndex::layers() order
   std::map<std::pair<std::int64_t, std::string>, const GemmLayer*> complete;  // (step, layer)
+  std::map<std::pair<std::int64_t, std::string>, const PairingSkip*> skipped;  // (step, layer)
   // (step, layer, gemm, recipe spec, format) -> the emulated GemmRow.
   std::map<std::tuple<std::int64_t, std::string, Gemm, std::string, TrainingFormat>, const GemmRow*> outputs;
   // (layer, role, recipe spec, FP8 type) -> the forecast.
   std::map<std::tuple<std::string, Role, std::string, Fp8Format>, const DelayedForecast*> forecasts;
 };
 RecommendationEvidence gather_evidence(const RecommendationInputs& inputs);
+
+// Why the layer cannot train in low precision under the candidate whatever its numbers, at the
+// first captured step that shows it; "" when it can. Cited rules:
+//  - Megatron does not run it through TE: the MoE router (core is_moe_router) under any recipe,
+//    the LM head (is_lm_head) under any but MXFP8 (fp8_output_proj);
+//  - TE's Linear, LayerNormLinear and LayerNormMLP raise (ValueError from TE 2.14, AssertionError
+//    before) unless X's leading dims multiply to a multiple of 8 and its last dim is one of 16,
+//    and W's [N, K] has N % 8 == 0 and K % 16 == 0 (transformer_engine/pytorch/utils.py
+//    assert_dim_for_fp8_exec, under every recipe; GroupedLinear does not call it);
+//  - the kind's shape_divisor (MXFP8 32, NVFP4 16) on both dims of X, W and dY's 2-D views: TE's
+//    quantizer raises (csrc/quantizer.cpp create_tensor NVTE_CHECK).
+// TE never runs such a GEMM in BF16 by itself: the module raises, so the plan keeps it BF16.
+std::string forced_bf16(const RecommendationEvidence& evidence, const CapturedLayer& layer,
+                        const RunCandidate& candidate);
 
 // Every layer of the evidence judged under the candidate, in its order.
 std::vector<LayerJudgement> judge_candidate(const RecommendationEvidence& evidence, const RunCandidate& candidate,

@@ -24,18 +24,29 @@ PlanFallbacks plan_fallbacks(const Recommendation& rec) {
     std::vector<std::string> experts;
   };
   std::vector<Folded> folded;
-  // Whole layers where no GEMM was judged, else single GEMMs.
+  // Not judged: one line per (GEMM, reason), naming its layers; the reason without the
+  // decision's "not judged: " (the lines stand under that heading).
+  std::vector<std::tuple<std::string, std::string, std::vector<std::string>>> unjudged;  // gemm, reason, layers
   for (std::size_t li = 0; li < rec.layers.size(); ++li) {
     const LayerDecision& l = rec.layers[li];
-    bool any_judged = false;
-    for (const GemmDecision& g : l.gemms) any_judged = any_judged || g.judged;
-    if (!any_judged) {
-      f.bf16.push_back(l.layer + ": " + l.gemms[0].reason);
-      ++f.bf16_gemms;
-      continue;
-    }
+    f.gemms += l.gemms.size();
     for (const GemmDecision& g : l.gemms) {
-      if (!g.judged) continue;
+      if (g.forced) {
+        ++f.forced_gemms;
+        const std::string line = l.layer + ": " + g.reason;
+        if (f.forced.empty() || f.forced.back() != line) f.forced.push_back(line);
+        continue;
+      }
+      if (!g.judged) {
+        ++f.unjudged_gemms;
+        const std::string reason = g.reason.starts_with(kNotJudged) ? g.reason.substr(kNotJudged.size()) : g.reason;
+        auto it = std::find_if(unjudged.begin(), unjudged.end(), [&](const auto& u) {
+          return std::get<0>(u) == gemm_name(g.gemm) && std::get<1>(u) == reason;
+        });
+        if (it == unjudged.end()) it = unjudged.insert(unjudged.end(), {gemm_name(g.gemm), reason, {}});
+        std::get<2>(*it).push_back(l.layer);
+        continue;
+      }
       if (g.precision == Precision::kBf16 && li < c.not_paying.size() &&
           !c.not_paying[li][static_cast<int>(g.gemm)].empty())
         ++f.not_paying;
@@ -62,6 +73,12 @@ PlanFallbacks plan_fallbacks(const Recommendation& rec) {
       else if (!g.reason.empty())
         f.close.push_back(l.layer + " " + gemm_name(g.gemm) + ": " + g.reason);
     }
+  }
+  for (const auto& [gemm, reason, layers] : unjudged) {
+    std::string names;
+    for (std::size_t i = 0; i < layers.size() && i < 3; ++i) names += (i == 0 ? "" : ", ") + layers[i];
+    if (layers.size() > 3) names += format_text(" and %zu more", layers.size() - 3);
+    f.unjudged.push_back(gemm + " of " + names + ": " + reason);
   }
   for (const Folded& x : folded) {
     std::string list;
@@ -114,29 +131,50 @@ std::string answer_lines(const AnswerContext& a) {
   std::string s;
   if (!rec.chosen) {
     s += "answer: no FP8 recipe can be recommended";
-    s += rec.candidates.empty() && rec.gpu_excluded.empty() ? " (no FP8 candidate evaluated)\n"
-                                                           : ": none runs on " + a.gpu_name() + on_release(rec) + "\n";
+    if (const std::string none = nothing_judged(rec.candidates); !none.empty())
+      s += ": " + none + "; no FP8 config is written\n";
+    else
+      s += rec.candidates.empty() && rec.gpu_excluded.empty() ? " (no FP8 candidate evaluated)\n"
+                                                             : ": none runs on " + a.gpu_name() + on_release(rec) + "\n";
   } else {
     const CandidatePlan& c = rec.candidates[*rec.chosen];
     const std::string low = low_precision_name(c.candidate.recipe.kind);  // "NVFP4" or "FP8"
-    if (c.fp8_flops > 0)
-      s += "answer: " + te_recipe_call(plan.te) + "  [" + candidate_name(c.candidate) + "]\n";
+    const PlanFallbacks fallbacks = plan_fallbacks(rec);
+    // The GEMMs it answers for, when not all were judged: "judged 3 of 9 GEMMs: ".
+    const std::string judged = fallbacks.unjudged_gemms == 0
+                                   ? std::string()
+                                   : format_text("judged %zu of %zu GEMMs: ", fallbacks.gemms - fallbacks.unjudged_gemms,
+                                                 fallbacks.gemms);
+    if (plan.fp8)
+      s += "answer: " + judged + te_recipe_call(plan.te) + "  [" + candidate_name(c.candidate) + "]\n";
     else
-      s += "answer: every GEMM in BF16 (the chosen " + te_recipe_call(plan.te) + "  [" +
-           candidate_name(c.candidate) + "] keeps none in " + low + ")\n";
+      s += "answer: " + judged + "every " + (judged.empty() ? "" : "judged ") + "GEMM in BF16 (the chosen " +
+           te_recipe_call(plan.te) + "  [" + candidate_name(c.candidate) + "] keeps none in " + low + ")\n";
     s += "  why: " + rec.why + "\n";
     if (!rec.calibration.empty()) s += "  criteria: " + rec.calibration + "\n";
-    const PlanFallbacks fallbacks = plan_fallbacks(rec);
     const std::vector<std::string>& bf16 = fallbacks.bf16;
     const std::vector<std::string>& close = fallbacks.close;
     const std::size_t not_paying = fallbacks.not_paying;
     if (bf16.empty() && not_paying == 0) {
-      s += "  keep in BF16: nothing, every GEMM " + low + "\n";
+      s += "  keep in BF16: nothing, every " + std::string(fallbacks.unjudged.empty() ? "" : "judged ") + "GEMM " +
+           low + "\n";
     } else if (bf16.empty()) {
       s += "  keep in BF16 for the numbers: nothing\n";
     } else {
       s += format_text("  keep in BF16 (%zu GEMM%s):\n", fallbacks.bf16_gemms, fallbacks.bf16_gemms == 1 ? "" : "s");
       for (const auto& b : bf16) s += "    " + b + "\n";
+    }
+    if (!fallbacks.forced.empty()) {
+      s += format_text("  BF16 whatever the numbers (%zu GEMM%s):\n", fallbacks.forced_gemms,
+                       fallbacks.forced_gemms == 1 ? "" : "s");
+      for (const auto& b : fallbacks.forced) s += "    " + b + "\n";
+    }
+    if (!fallbacks.unjudged.empty()) {
+      s += format_text("  not judged (%zu GEMM%s):\n", fallbacks.unjudged_gemms, fallbacks.unjudged_gemms == 1 ? "" : "s");
+      for (std::size_t i = 0; i < fallbacks.unjudged.size() && i < kWatchListLength; ++i)
+        s += "    " + fallbacks.unjudged[i] + "\n";
+      if (fallbacks.unjudged.size() > kWatchListLength)
+        s += format_text("    and %zu more (recipe.json has each)\n", fallbacks.unjudged.size() - kWatchListLength);
     }
     if (not_paying > 0)
       s += format_text("  keep in BF16 because %s would not pay on %s: %zu GEMM%s the numbers allow in "

@@ -45,8 +45,15 @@ struct AnswerContext {
 // module's other expert sends to BF16 (CandidatePlan::grouped) are one line per module and GEMM,
 // "<module>.expert{0,1,3} <gemm>: <reason>", where the first of them would be.
 struct PlanFallbacks {
-  std::vector<std::string> bf16;   // kept in BF16 for the numbers (or not judged)
-  std::size_t bf16_gemms = 0;      // the GEMMs (or unjudged layers) those lines hold
+  std::vector<std::string> bf16;   // kept in BF16 for the numbers
+  std::size_t bf16_gemms = 0;      // the GEMMs those lines hold
+  // Not judged (GemmDecision::judged false): a whole layer's line when none of its GEMMs was,
+  // else one per GEMM; their reasons say what the files train them in.
+  std::vector<std::string> unjudged;
+  std::size_t unjudged_gemms = 0, gemms = 0;  // of every GEMM of the plan
+  // BF16 whatever the numbers (GemmDecision::forced): one line per layer, "<layer>: <reason>".
+  std::vector<std::string> forced;
+  std::size_t forced_gemms = 0;
   std::vector<std::string> close;  // kept FP8 with a reason: close to the limit
   std::vector<std::string> watched;  // kept FP8 over a watch-only criterion's threshold
   std::size_t not_paying = 0;      // GEMMs the numbers allow in FP8 that the cost sends to BF16

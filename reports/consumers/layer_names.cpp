@@ -52,7 +52,6 @@ std::optional<LayerPlace> place_of(const std::string& name) {
   return p;
 }
 
-bool is_lm_head(const std::string& layer) { return layer == "output_layer" || layer.ends_with(".output_layer"); }
 
 }  // namespace
 

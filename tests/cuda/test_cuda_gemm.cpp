@@ -209,7 +209,7 @@ std::vector<fp8a::GemmRow> check_engine_against_emulated(const Captured& c,
   config.recipes = fp8a::parse_recipe_list("current,current:pow2,block,block:fp32,mxfp8,bf16");
   config.formats = {format};
   const auto rows = fp8a::evaluate_captures(c.set, config, fp8a::CpuBackend());
-  std::vector<std::string> skipped;
+  std::vector<fp8a::PairingSkip> skipped;
   const auto g =
       fp8a::evaluate_gemm_errors(c.set, rows, fp8a::GemmOptions{fp8a::GemmSampling::all(), &engine}, &skipped);
   CHECK(skipped.empty());

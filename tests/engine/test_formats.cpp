@@ -110,7 +110,7 @@ Run run(const fp8a::CaptureSet& captures, std::vector<TrainingFormat> formats, b
   r.e4m3 = backend.e4m3;
   r.e5m2 = backend.e5m2;
   const CountingEngine engine;
-  std::vector<std::string> skipped;
+  std::vector<fp8a::PairingSkip> skipped;
   r.gemms =
       fp8a::evaluate_gemm_errors(captures, r.rows, fp8a::GemmOptions{fp8a::GemmSampling::all(), &engine}, &skipped);
   r.gemm_runs = engine.runs;

@@ -49,7 +49,7 @@ TEST_CASE("per-tensor current scaling, E4M3: only the 1.0625 tie loses precision
   config.recipes = {fp8a::parse_recipe("current")};
   config.formats = {fp8a::TrainingFormat::kE4M3};
   const auto rows = fp8a::evaluate_captures(l.set, config, fp8a::CpuBackend());
-  std::vector<std::string> skipped;
+  std::vector<fp8a::PairingSkip> skipped;
   const auto g = fp8a::evaluate_gemm_errors(l.set, rows, fp8a::GemmOptions{}, &skipped);
   REQUIRE(g.size() == 3);
   CHECK(skipped.empty());
@@ -163,7 +163,7 @@ TEST_CASE("per-entry damage: entries flushed to zero, a sign flipped by cancella
   config.recipes = {fp8a::parse_recipe("current")};
   config.formats = {fp8a::TrainingFormat::kE4M3};
   const auto rows = fp8a::evaluate_captures(l.set, config, fp8a::CpuBackend());
-  std::vector<std::string> skipped;
+  std::vector<fp8a::PairingSkip> skipped;
   const auto g = fp8a::evaluate_gemm_errors(l.set, rows, fp8a::GemmOptions{}, &skipped);
   REQUIRE(g.size() == 3);
   // Every quantised product and sum here is exact in float32, so the float64 reference of the
@@ -205,7 +205,7 @@ TEST_CASE("bf16 of BF16-exact values has no error; mismatched shapes are skipped
   config.formats = {fp8a::TrainingFormat::kHybrid};
   config.recipes = {fp8a::parse_recipe("bf16")};
   const auto rows = fp8a::evaluate_captures(l.set, config, fp8a::CpuBackend());
-  std::vector<std::string> skipped;
+  std::vector<fp8a::PairingSkip> skipped;
   const auto g = fp8a::evaluate_gemm_errors(l.set, rows, fp8a::GemmOptions{}, &skipped);
   REQUIRE(g.size() == 3);
   for (const auto& r : g) {
@@ -219,7 +219,7 @@ TEST_CASE("bf16 of BF16-exact values has no error; mismatched shapes are skipped
   const auto rows2 = fp8a::evaluate_captures(bad.set, config, fp8a::CpuBackend());
   CHECK(fp8a::evaluate_gemm_errors(bad.set, rows2, fp8a::GemmOptions{}, &skipped).empty());
   REQUIRE(skipped.size() == 1);
-  CHECK(skipped[0] == "step 3 layer 'l': operand shapes do not fit X [M,K], W [N,K], dY [M,N] "
+  CHECK(skipped[0].line == "step 3 layer 'l': operand shapes do not fit X [M,K], W [N,K], dY [M,N] "
                       "(X 1x2, W 1x3, dY 1x1)");
 }
 
@@ -255,7 +255,7 @@ TEST_CASE("bf16 of BF16 operands takes the reference: no error anywhere, as the 
   config.recipes = {fp8a::parse_recipe("bf16")};
   const fp8a::CaptureSet bf = capture(fp8a::DType::kBF16, xh.data(), wh.data(), dyh.data());
   const fp8a::CaptureSet f32 = capture(fp8a::DType::kF32, x32.data(), w32.data(), dy32.data());
-  std::vector<std::string> skipped;
+  std::vector<fp8a::PairingSkip> skipped;
   const auto taken = fp8a::evaluate_gemm_errors(bf, fp8a::evaluate_captures(bf, config, fp8a::CpuBackend()),
                                                 fp8a::GemmOptions{}, &skipped);
   const auto computed = fp8a::evaluate_gemm_errors(f32, fp8a::evaluate_captures(f32, config, fp8a::CpuBackend()),
@@ -296,7 +296,7 @@ TEST_CASE("--gemm-rows samples token rows evenly and says so") {
   config.formats = {fp8a::TrainingFormat::kHybrid};
   config.recipes = {fp8a::parse_recipe("current")};
   const auto rows = fp8a::evaluate_captures(l.set, config, fp8a::CpuBackend());
-  std::vector<std::string> skipped;
+  std::vector<fp8a::PairingSkip> skipped;
   const auto g = fp8a::evaluate_gemm_errors(l.set, rows, fp8a::GemmOptions{fp8a::GemmSampling::of_rows(3)}, &skipped);
   REQUIRE(g.size() == 3);
   for (const auto& r : {g[0], g[1]}) {  // fprop, dgrad: 3 of the 8 tokens
@@ -355,7 +355,7 @@ TEST_CASE("GEMM rows are bit-identical with 1, 2 and 4 threads (products in seve
     std::vector<std::string> first;
     for (const std::size_t threads : {std::size_t{1}, std::size_t{2}, std::size_t{4}}) {
       const tbb::global_control limit(tbb::global_control::max_allowed_parallelism, threads);
-      std::vector<std::string> skipped;
+      std::vector<fp8a::PairingSkip> skipped;
       fp8a::GemmOptions options;
       options.sampling = sampling;
       const auto g = fp8a::evaluate_gemm_errors(l.set, rows, options, &skipped);
@@ -417,7 +417,7 @@ TEST_CASE("sampled fprop rows carry the stratified estimator's standard error") 
   config.recipes = {fp8a::parse_recipe("current")};
   config.formats = {fp8a::TrainingFormat::kE4M3};
   const auto rows = fp8a::evaluate_captures(l.set, config, fp8a::CpuBackend());
-  std::vector<std::string> skipped;
+  std::vector<fp8a::PairingSkip> skipped;
   fp8a::GemmOptions options;
   options.sampling = fp8a::GemmSampling::of_rows(4);
   const auto g = fp8a::evaluate_gemm_errors(l.set, rows, options, &skipped);
@@ -459,7 +459,7 @@ std::vector<fp8a::GemmRow> tie_layer_rows(Layer l, const fp8a::GemmOptions& opti
   config.recipes = {fp8a::parse_recipe("current")};
   config.formats = {fp8a::TrainingFormat::kE4M3};
   const auto rows = fp8a::evaluate_captures(l.set, config, fp8a::CpuBackend());
-  std::vector<std::string> skipped;
+  std::vector<fp8a::PairingSkip> skipped;
   return fp8a::evaluate_gemm_errors(l.set, rows, options, &skipped);
 }
 
@@ -653,7 +653,7 @@ TEST_CASE("a GemmEngine gets each GEMM K-major with the emulated casts, and its 
                     fp8a::parse_recipe("block:fp32")};
   config.formats = {fp8a::TrainingFormat::kHybrid};
   const auto rows = fp8a::evaluate_captures(l.set, config, fp8a::CpuBackend());
-  std::vector<std::string> skipped;
+  std::vector<fp8a::PairingSkip> skipped;
   const auto plain = fp8a::evaluate_gemm_errors(l.set, rows, fp8a::GemmOptions{}, &skipped);
   RecordingEngine engine;
   const auto g =
@@ -736,7 +736,7 @@ TEST_CASE("an engine that cannot run a GEMM leaves a note on the emulated row; s
   config.formats = {fp8a::TrainingFormat::kHybrid};
   config.recipes = {fp8a::parse_recipe("current"), fp8a::parse_recipe("block")};
   const auto rows = fp8a::evaluate_captures(l.set, config, fp8a::CpuBackend());
-  std::vector<std::string> skipped;
+  std::vector<fp8a::PairingSkip> skipped;
   RecordingEngine engine;
   engine.refuse = true;
   auto g = fp8a::evaluate_gemm_errors(l.set, rows, fp8a::GemmOptions{fp8a::GemmSampling::all(), &engine}, &skipped);

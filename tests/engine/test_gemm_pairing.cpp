@@ -68,7 +68,7 @@ TEST_CASE("a single-rank layer: its operands, no split, and m, n, k of each GEMM
   c.add_layer(4, "fc1", -1, 6, 5, 3);
   c.add(4, "no_grad", Role::kActivation, -1, 6, 3, 1);  // no W, no dY: left out silently
   c.add(4, "no_grad", Role::kWeight, -1, 5, 3, 2);
-  std::vector<std::string> skipped;
+  std::vector<fp8a::PairingSkip> skipped;
   const auto layers = fp8a::pair_gemm_operands(c.set, &skipped);
   CHECK(skipped.empty());
   REQUIRE(layers.size() == 1);
@@ -110,7 +110,7 @@ TEST_CASE("column-, row- and data-parallel ranks: the split and the whole layer'
   c.add_layer(1, "data", 0, 3, 5, 4, 50, 2, 60);
   c.add_layer(1, "data", 1, 3, 5, 4, 51, 2, 61);
   sort_by_key(&c);
-  std::vector<std::string> skipped;
+  std::vector<fp8a::PairingSkip> skipped;
   const auto layers = fp8a::pair_gemm_operands(c.set, &skipped);
   CHECK(skipped.empty());
   REQUIRE(layers.size() == 3);  // "col", "data", "row"
@@ -175,12 +175,17 @@ TEST_CASE("layers that cannot be paired are skipped, with their messages word fo
   c.add_layer(3, "e_all", 0, 4, 3, 2);
   c.add_layer(3, "e_all", 1, 4, 3, 2);
   sort_by_key(&c);
-  std::vector<std::string> skipped;
+  std::vector<fp8a::PairingSkip> skipped;
   CHECK(fp8a::pair_gemm_operands(c.set, &skipped).empty());
   const std::string neither =
       " ranks, but neither column-parallel (the same X on every rank), row-parallel (the same dY) "
       "nor data-parallel (the same W)";
-  CHECK(skipped == std::vector<std::string>{
+  REQUIRE(skipped.size() == 5);
+  CHECK(skipped[0].step == 3);
+  CHECK(skipped[3].layer == "d_none");
+  std::vector<std::string> lines;
+  for (const auto& s : skipped) lines.push_back(s.line);
+  CHECK(lines == std::vector<std::string>{
                        "step 3 layer 'a_shape': operand shapes do not fit X [M,K], W [N,K], dY "
                        "[M,N] (X 4x2, W 1x3, dY 4x1)",
                        "step 3 layer 'b_ranks': X, W and dY were captured on different numbers of "

@@ -235,7 +235,7 @@ TEST_CASE("the sampled GEMM error covers the exact one on layers whose few units
       FamilyLayer l;
       make_family(family, seed, m, n, k, &l);
       const auto rows = fp8a::evaluate_captures(l.set, config, fp8a::CpuBackend());
-      std::vector<std::string> skipped;
+      std::vector<fp8a::PairingSkip> skipped;
       const auto exact = fp8a::evaluate_gemm_errors(l.set, rows, fp8a::GemmOptions{}, &skipped);
       const auto got = fp8a::evaluate_gemm_errors(l.set, rows, sampled, &skipped);
       REQUIRE(exact.size() == got.size());
@@ -347,7 +347,7 @@ TEST_CASE("a streamed whole output gives the held one's numbers, in memory that 
     config.recipes = fp8a::parse_recipe_list("current,block,block:fp32,mxfp8,bf16");
     config.formats = {fp8a::TrainingFormat::kHybrid, fp8a::TrainingFormat::kE4M3};
     const auto rows = fp8a::evaluate_captures(l.set, config, fp8a::CpuBackend());
-    std::vector<std::string> skipped;
+    std::vector<fp8a::PairingSkip> skipped;
     fp8a::GemmOptions held, streamed, banded;
     streamed.stream_entries = 0;
     banded.stream_entries = 0;

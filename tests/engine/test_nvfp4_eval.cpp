@@ -68,7 +68,7 @@ std::vector<fp8a::GemmRow> nvfp4_gemm_rows(const std::vector<float>& x, const st
   config.recipes = {fp8a::parse_recipe("nvfp4")};
   config.formats = {fp8a::TrainingFormat::kE4M3};
   const auto rows = fp8a::evaluate_captures(set, config, fp8a::CpuBackend());
-  std::vector<std::string> skipped;
+  std::vector<fp8a::PairingSkip> skipped;
   return fp8a::evaluate_gemm_errors(set, rows, options, &skipped);
 }
 

@@ -105,7 +105,7 @@ TEST_CASE("the pairing releases the shards it compares; the GEMM pass every oper
   CountingStorage storage;
   Capture c;
   build(&c, &storage);
-  std::vector<std::string> skipped;
+  std::vector<fp8a::PairingSkip> skipped;
   const auto layers = fp8a::pair_gemm_operands(c.set, &skipped);
   CHECK(skipped.empty());
   REQUIRE(layers.size() == 3);

@@ -202,7 +202,7 @@ TEST_CASE("tensor-parallel layers: the GEMM error of 2 column- or row-parallel r
     config.recipes = fp8a::parse_recipe_list("current,block,mxfp8,bf16");
     config.formats = {fp8a::TrainingFormat::kHybrid};
     const auto rows = fp8a::evaluate_captures(l.set, config, fp8a::CpuBackend());
-    std::vector<std::string> skipped;
+    std::vector<fp8a::PairingSkip> skipped;
     const auto all = fp8a::evaluate_gemm_errors(l.set, rows, fp8a::GemmOptions{}, &skipped);
     CHECK(skipped.empty());
     const auto tp = gemms_of(all, "tp"), whole = gemms_of(all, "whole");
@@ -233,7 +233,7 @@ TEST_CASE("tensor-parallel layers, --amax-reduction none: each W shard keeps its
   config.formats = {fp8a::TrainingFormat::kE4M3};
   config.amax_reduction = fp8a::AmaxReduction::kNone;
   const auto rows = fp8a::evaluate_captures(l.set, config, fp8a::CpuBackend());
-  std::vector<std::string> skipped;
+  std::vector<fp8a::PairingSkip> skipped;
   const auto g = fp8a::evaluate_gemm_errors(l.set, rows, fp8a::GemmOptions{}, &skipped);
   REQUIRE(g.size() == 3);
   // Expected fprop, written out here: Y_r = X W_r^T per rank, each operand cast with the scale of
@@ -289,10 +289,12 @@ TEST_CASE("tensor-parallel layers that cannot be put together are skipped, sayin
   config.formats = {fp8a::TrainingFormat::kHybrid};
   config.recipes = {fp8a::parse_recipe("current")};
   const auto rows = fp8a::evaluate_captures(l.set, config, fp8a::CpuBackend());
-  std::vector<std::string> skipped;
+  std::vector<fp8a::PairingSkip> skipped;
   const auto g = fp8a::evaluate_gemm_errors(l.set, rows, fp8a::GemmOptions{}, &skipped);
   CHECK(g.empty());
-  CHECK(skipped == std::vector<std::string>{
+  std::vector<std::string> lines;
+  for (const auto& s : skipped) lines.push_back(s.line);
+  CHECK(lines == std::vector<std::string>{
                        "step 7 layer 'odd': X, W and dY were captured on different numbers of "
                        "ranks (1, 2, 1)",
                        "step 7 layer 'sp': rank 0's shards do not fit X [M,K], W [N,K], dY [M,N] "
@@ -317,7 +319,7 @@ TEST_CASE("data-parallel ranks (the same W, their own tokens): GEMM error of the
   // Not block: its 128-token columnwise blocks would straddle the 32-token rank boundary.
   config.recipes = fp8a::parse_recipe_list("current,mxfp8,bf16");
   const auto rows = fp8a::evaluate_captures(l.set, config, fp8a::CpuBackend());
-  std::vector<std::string> skipped;
+  std::vector<fp8a::PairingSkip> skipped;
   const auto all = fp8a::evaluate_gemm_errors(l.set, rows, fp8a::GemmOptions{}, &skipped);
   CHECK(skipped.empty());
   const auto dp = gemms_of(all, "dp"), whole = gemms_of(all, "whole");

@@ -42,7 +42,7 @@ void evaluate(Evaluated& e, const std::string& recipes, std::vector<TrainingForm
   config.formats = std::move(formats);
   config.training_log = &e.log;
   e.rows = evaluate_captures(e.captures, config, CpuBackend());
-  std::vector<std::string> skipped;
+  std::vector<fp8a::PairingSkip> skipped;
   e.gemms = evaluate_gemm_errors(e.captures, e.rows, {}, &skipped);
   e.layers = pair_gemm_operands(e.captures, &skipped);
 }
@@ -408,9 +408,10 @@ TEST_CASE("real lm-sane: block:2d and mxfp8:floor are judged but evaluation only
   }
 }
 
-TEST_CASE("a layer without all three operands is judged from the copies that exist") {
+TEST_CASE("a layer without all three operands: each GEMM judged where both of its operands are") {
   // The wide-gradient preset with the FC1 gradient dropped at step 100: that step's fprop is still
-  // judged (X and W), its dgrad and wgrad from W and X alone, and the layer is marked incomplete.
+  // judged (X and W, its FLOPs from their shapes), its dgrad and wgrad (which need dY) only at step
+  // 50, and the layer is marked incomplete.
   const SynthPreset* preset = find_synth_preset("wide-gradient");
   REQUIRE(preset != nullptr);
   Evaluated e;
@@ -430,9 +431,12 @@ TEST_CASE("a layer without all three operands is judged from the copies that exi
     CHECK(l->steps == std::vector<std::int64_t>{50, 100});
     for (const GemmJudgement& g : l->gemms) {
       CHECK(g.judged);
-      CHECK(g.steps == 2);
-      CHECK(g.flops > 0);  // step 50's
+      CHECK(g.steps == (g.gemm == Gemm::kFprop ? 2 : 1));
     }
+    // Every GEMM of a layer is 2 m n k: fprop's two steps count twice one step of dgrad's.
+    CHECK(l->gemms[0].flops == 2 * l->gemms[1].flops);
+    CHECK(l->gemms[1].flops == l->gemms[2].flops);
+    CHECK(l->gemms[1].flops > 0);
     CHECK_FALSE(judgement(c, "layers.0.self_attention.linear_qkv")->incomplete);
   }
   for (const LayerDecision& l : rec.layers) CHECK(l.incomplete == (l.layer == fc1));

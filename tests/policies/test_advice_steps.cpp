@@ -55,6 +55,7 @@ LayerJudgement layer(const std::string& name, GemmJudgement fprop, GemmJudgement
 GemmJudgement unjudged(Gemm g) {
   GemmJudgement j;
   j.gemm = g;
+  j.unjudged = "no gradient (dY) captured";
   return j;
 }
 
@@ -94,7 +95,12 @@ TEST_CASE("plan_fallback: passing GEMMs FP8, failing ones BF16; the global scope
   CHECK(d[0].precision == P::kMixed);
   CHECK(d[1].precision == P::kFp8);
   CHECK(d[0].gemms[1].reason == "too coarse");
-  CHECK(d[0].gemms[2].reason == "wgrad: no operand copy captured");
+  // Not judged, and trained as the files leave it: under the recipe, since the plan keeps GEMMs FP8.
+  CHECK(d[0].gemms[2].reason ==
+        "not judged: no gradient (dY) captured; the files train it under current/hybrid, as every module they do "
+        "not name");
+  CHECK_FALSE(d[0].gemms[2].judged);
+  CHECK(d[0].gemms[2].precision == P::kFp8);
   CHECK(d[1].gemms[0].reason.empty());  // no limiting check close to its threshold: no "kept FP8" note
 
   const CandidatePlan global = plan_fallback(c, judgements(), FallbackScope::kGlobal);
@@ -294,7 +300,8 @@ TEST_CASE("recommendation_limits: no amax trend from one step; incomplete layers
   const std::vector<std::string> l = recommendation_limits(one_step, {}, {}, layers);
   REQUIRE(l.size() == 2);
   CHECK(l[0].starts_with("no amax trend: 1 captured step and no training log of more;"));
-  CHECK(l[1].starts_with("1 layer without all three operands at some step:"));
+  CHECK(l[1] == "1 layer not captured or paired whole at some step (recipe.json: incomplete): each GEMM judged at "
+               "the steps where both of its operands were, 6 of 6 GEMMs at none (not judged, said GEMM by GEMM)");
   // Two steps, no delayed candidate: the trend is not needed.
   const std::vector<CapturedLayer> two_steps = {{"A", {2, 4}, false}};
   CHECK(recommendation_limits(two_steps, {}, {}, {LayerDecision{}}).empty());

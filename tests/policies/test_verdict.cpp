@@ -329,7 +329,7 @@ RealRun evaluate_real(const std::string& name) {
   config.formats = {TrainingFormat::kHybrid};
   config.training_log = &log;
   r.rows = evaluate_captures(r.captures, config, CpuBackend());
-  std::vector<std::string> skipped;
+  std::vector<fp8a::PairingSkip> skipped;
   r.gemms = evaluate_gemm_errors(r.captures, r.rows, {}, &skipped);
   return r;
 }
@@ -563,7 +563,7 @@ TEST_CASE("synth sensitive-ends: GEMM amplification flags exactly the cancelling
   RunConfig config;
   config.recipes = parse_recipe_list("current,block,mxfp8");
   r.rows = evaluate_captures(r.captures, config, CpuBackend());
-  std::vector<std::string> skipped;
+  std::vector<fp8a::PairingSkip> skipped;
   r.gemms = evaluate_gemm_errors(r.captures, r.rows, {}, &skipped);
   // The mechanics at the presets' factor 2 (the default fails from 8x, calibration/RESULTS.md).
   for (const char* recipe : {"current", "block", "mxfp8"}) {
@@ -606,7 +606,7 @@ TEST_CASE("synth outlier-growth: only the saturation criterion sees delayed scal
   config.formats = {TrainingFormat::kHybrid};
   config.training_log = &log;
   r.rows = evaluate_captures(r.captures, config, CpuBackend());
-  std::vector<std::string> skipped;
+  std::vector<fp8a::PairingSkip> skipped;
   r.gemms = evaluate_gemm_errors(r.captures, r.rows, {}, &skipped);
   // Saturation failing (the default watches it: calibration/RESULTS.md).
   for (const auto& v : judge_gemms(r, "current", failing_policy())) CHECK(v.verdict.passed);
