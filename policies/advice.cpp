@@ -68,6 +68,7 @@ Recommendation recommend(const RecommendationInputs& inputs, const Policy& polic
     rec.layers = decide_layers(chosen, policy.scope);
     rec.watch = watch_list(chosen);
     rec.pareto = pareto_path(chosen, cost, rows);
+    rec.whole_modules = plan_whole_modules(chosen, rec.layers, cost, rows);
   } else {
     rec.layers = all_bf16_layers(evidence.layers, rec.why);
   }

@@ -79,6 +79,8 @@ struct Recommendation {
   // BF16 with `why` as its reason.
   std::vector<LayerDecision> layers;
   std::vector<ParetoPoint> pareto;    // under the chosen candidate; empty when none is chosen
+  // The chosen plan as a per-module consumer trains it (module_plan.hpp); unset when none is chosen.
+  std::optional<WholeModulePlan> whole_modules;
   // Unset when no candidate can be mixed per module (module_plan_note says why).
   std::optional<ModulePlan> module_plan;
   std::string module_plan_note;

@@ -92,8 +92,10 @@ ModulePlan plan_over(const std::vector<CandidatePlan>& cands, std::size_t base,
     ModuleChoice m;
     m.layer = b.layers[li].layer;
     std::vector<std::size_t> safe;
+    // Megatron's LM head takes no per-module config: FP8 only under the run's recipe (mxfp8 with
+    // fp8_output_proj), never another module's.
     for (std::size_t j : mixable)
-      if (cands[j].layers[li].fp8_safe) safe.push_back(j);
+      if (cands[j].layers[li].fp8_safe && (j == base || !is_lm_head(m.layer))) safe.push_back(j);
     const bool base_safe = std::find(safe.begin(), safe.end(), base) != safe.end();
     std::optional<std::size_t> pick;
     if (base_safe) {
@@ -233,6 +235,35 @@ std::string module_plan_conflict(const CandidatePlan& chosen, const ModulePlan& 
   return format_text("no per-module plan: the chosen plan keeps no GEMM in FP8, and one per module would "
                      "keep %zu of %zu modules in FP8 (%s)",
                      fp8_modules, plan.modules.size(), plan.why.c_str());
+}
+
+WholeModulePlan plan_whole_modules(const CandidatePlan& chosen, const std::vector<LayerDecision>& layers,
+                                   const CostModel* cost, const CostRows& rows) {
+  WholeModulePlan w;
+  const int r = cost != nullptr ? cost_recipe_index(*cost, chosen.candidate.recipe) : -1;
+  CostPlan priced = cost != nullptr ? uniform_plan(*cost, kCostBf16) : CostPlan{};
+  for (std::size_t li = 0; li < layers.size(); ++li) {
+    std::array<Precision, 3> p{};
+    bool bf16 = false, fp8 = false;
+    for (const GemmDecision& g : layers[li].gemms) {
+      p[static_cast<std::size_t>(g.gemm)] = g.precision;
+      bf16 = bf16 || (g.judged && g.precision == Precision::kBf16);
+      fp8 = fp8 || g.precision == Precision::kFp8;
+    }
+    if (bf16) {
+      p.fill(Precision::kBf16);
+      if (fp8) w.widened.push_back(li);
+    }
+    for (std::size_t g = 0; g < 3; ++g)
+      if (p[g] == Precision::kFp8) {
+        w.fp8_flops += li < chosen.layers.size() ? chosen.layers[li].gemms[g].flops : 0.0;
+        if (r >= 0 && li < rows.size() && rows[li]) priced.choice[*rows[li]][g] = r;
+      }
+    w.plan.push_back(p);
+  }
+  w.fp8_flop_share = chosen.total_flops > 0 ? w.fp8_flops / chosen.total_flops : 0.0;
+  if (r >= 0) w.speedup = estimate_cost(*cost, priced).speedup;
+  return w;
 }
 
 }  // namespace fp8a

@@ -2,6 +2,7 @@
 // --te-precision-config-file), each module's own recipe, or BF16. te_precision_config renders it.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -71,6 +72,22 @@ std::string module_plan_note(const std::vector<CandidatePlan>& candidates, std::
 // module_plan_note is "". `cost` null: numerics alone.
 ModulePlan plan_modules(const std::vector<CandidatePlan>& candidates, std::size_t chosen, const CostModel* cost,
                         const CostRows& rows);
+
+// The chosen plan as a consumer that sets precision per module trains it (Megatron's
+// te_precision_config.yaml under the chosen recipe, torchao's module filter): every module with a
+// GEMM the plan keeps in BF16 (a judged one: its numbers, its grouped module, the cost, or forced)
+// wholly BF16, the others as the plan has them (a GEMM not judged under the recipe). Its FP8
+// share and, with a cost model, its speedup are this plan's own. `layers`: the decisions under
+// `chosen` (Recommendation::layers); FLOPs from chosen.layers, in the same order.
+struct WholeModulePlan {
+  std::vector<std::array<Precision, 3>> plan;  // per layer (Recommendation::layers order), per GEMM
+  std::vector<std::size_t> widened;   // layers with an FP8 GEMM in the per-GEMM plan made whole BF16
+  double fp8_flops = 0;
+  double fp8_flop_share = 0;          // of CandidatePlan::total_flops
+  std::optional<double> speedup;      // with a cost model
+};
+WholeModulePlan plan_whole_modules(const CandidatePlan& chosen, const std::vector<LayerDecision>& layers,
+                                   const CostModel* cost, const CostRows& rows);
 
 // Why a per-module plan cannot stand beside the chosen plan ("" when it can): the chosen plan keeps
 // no GEMM in FP8, so the answer and every file say BF16, while the plan puts modules in FP8 (with

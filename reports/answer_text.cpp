@@ -121,7 +121,34 @@ const std::string& AnswerContext::cost_basis() const {
   return recommendation != nullptr ? recommendation->cost_basis : skipped.cost_basis;
 }
 
+std::vector<std::string> trained_plan_lines(const ConsumerPlan& plan, const std::string& gpu) {
+  if (plan.trained.size() != 2) return {};
+  const auto files = [](const TrainedPlan& t) {
+    std::string f;
+    for (const std::string& x : t.files) f += (f.empty() ? "" : ", ") + x;
+    return f;
+  };
+  const auto numbers = [&](const TrainedPlan& t) {
+    return format_text("%.1f %% of the GEMM FLOPs in FP8", 100.0 * t.fp8_flop_share) +
+           (t.speedup ? format_text(", predicted %.3fx on %s", *t.speedup, gpu.c_str()) : std::string());
+  };
+  const TrainedPlan& gemm = plan.trained[0];
+  const TrainedPlan& module = plan.trained[1];
+  if (module.differs.empty()) return {"this plan, every file (" + files(gemm) + "; " + files(module) + ")"};
+  return {"per GEMM (" + files(gemm) + "): this plan, " + numbers(gemm),
+          "per module (" + files(module) + "): " + module.differs + "; " + numbers(module)};
+}
+
 namespace {
+
+std::string trained_lines(const ConsumerPlan& plan, const std::string& gpu) {
+  const std::vector<std::string> lines = trained_plan_lines(plan, gpu);
+  if (lines.empty()) return "";
+  if (lines.size() == 1) return "  what the files train: " + lines[0] + "\n";
+  std::string s = "  what the files train:\n";
+  for (const std::string& l : lines) s += "    " + l + "\n";
+  return s;
+}
 
 std::string answer_lines(const AnswerContext& a) {
   if (a.recommendation == nullptr) return "answer: " + a.skipped.why + "\n";
@@ -207,6 +234,7 @@ std::string answer_lines(const AnswerContext& a) {
       s += format_text("  cost: %s; %s share of GEMM FLOPs %.1f %%\n", visible_text(a.cost_basis()).c_str(),
                        low.c_str(), 100.0 * c.fp8_flop_share);
     }
+    s += trained_lines(plan, a.gpu_name());
     // Watch next run: the recommendation's one watch list.
     if (!rec.watch.empty()) {
       s += "  watch next run:\n";
@@ -250,7 +278,9 @@ std::string answer_lines(const AnswerContext& a) {
   }
   if (rec.module_plan) {
     const ModulePlan& mp = *rec.module_plan;
-    s += "  mixing recipes per module (te_precision_config.yaml): " + mp.why + "\n";
+    s += plan.precision_config_mixes ? "  mixing recipes per module (te_precision_config.yaml: what Megatron trains): "
+                                     : "  an alternative no file holds, mixing recipes per module: ";
+    s += mp.why + "\n";
     for (const ModuleChoice& m : mp.modules)
       if (!m.candidate || *m.candidate != mp.base)
         s += "    " + m.layer + ": " +

@@ -72,6 +72,11 @@ std::string watch_item_text(const WatchItem& w);
 // on one line (every format of a recipe the GPU cannot run), in the order each why first appears.
 std::vector<std::string> join_by_reason(const std::vector<std::pair<std::string, std::string>>& excluded);
 
+// What the written files train (ConsumerPlan::trained), a line each: one ("this plan, every
+// file (...)") when every file trains the recommendation's plan, else the per-GEMM files' and the
+// per-module files', each with its own FP8 share and speedup on `gpu`. Empty when none is chosen.
+std::vector<std::string> trained_plan_lines(const ConsumerPlan& plan, const std::string& gpu);
+
 // The answer block, every line ending in '\n' (the "wrote ..." line is the caller's).
 std::string render_answer(const AnswerContext& answer);
 

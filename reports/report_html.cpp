@@ -50,11 +50,17 @@ struct Page {
   std::map<std::string, std::size_t> position;  // layer -> its place in `layers`
   const CandidatePlan* chosen = nullptr;
   int chosen_column = -1;
+  // What the files train (the run's own plan when the answer carries it); set with a recommendation.
+  std::optional<ConsumerPlan> own_consumers;
+  const ConsumerPlan* consumers = nullptr;
 
   explicit Page(const ReportInputs& inputs) : in(inputs), index(inputs.rows) {
     candidates = index_candidates(index);
     layers = html::model_order(index.layers());
     for (std::size_t i = 0; i < layers.size(); ++i) position[layers[i]] = i;
+    if (in.recommendation)
+      consumers = in.answer && in.answer->consumers ? &*in.answer->consumers
+                                                    : &own_consumers.emplace(*in.recommendation);
     if (in.recommendation && in.recommendation->chosen) {
       chosen = &in.recommendation->candidates[*in.recommendation->chosen];
       for (std::size_t c = 0; c < candidates.size(); ++c)
@@ -162,7 +168,9 @@ void render_module_tiers(Markup& m, const Page& p) {
     return c ? candidate_name(rec.candidates[*c].candidate) : std::string("BF16");
   };
   const CandidatePlan& base = rec.candidates[mp.base];
-  m.element("h3", {}, "The per-module plan at a glance (te_precision_config.yaml)");
+  m.element("h3", {}, p.consumers->precision_config_mixes
+                          ? "The per-module plan at a glance (te_precision_config.yaml: what Megatron trains)"
+                          : "An alternative no file holds: mixing recipes per module");
   m.open("table", {{"class", "plan"}}).open("thead").open("tr");
   for (const char* h : {"module", "fprop", "dgrad", "wgrad"}) m.element("th", {}, h);
   m.close().close().open("tbody");
@@ -241,7 +249,7 @@ void render_summary(Markup& m, const Page& p) {
     const CandidatePlan& c = *p.chosen;
     // As the answer says it: a chosen recipe whose plan keeps no GEMM in FP8 is "every GEMM in
     // BF16", never "Recommended: <FP8 recipe>" beside an FP8 share of 0 %.
-    if (c.fp8_flops > 0) {
+    if (p.consumers->fp8) {
       m.open("p").text("Recommended: ");
       m.element("code", {}, te_recipe_call(te_recipe_for(c.candidate, rec->te_version)));
       m.text("  [" + candidate_name(c.candidate) + "]").close();
@@ -256,6 +264,15 @@ void render_summary(Markup& m, const Page& p) {
                                                rec->cost_basis.c_str())
                                  : "cost: " + rec->cost_basis + "; ";
     m.element("p", {}, cost + format_text("FP8 share of GEMM FLOPs %.1f %%.", 100.0 * c.fp8_flop_share));
+    const std::vector<std::string> trained = trained_plan_lines(*p.consumers, rec->gpu ? rec->gpu->name : "?");
+    if (trained.size() == 1) {
+      m.element("p", {}, "What the files train: " + trained[0] + ".");
+    } else if (!trained.empty()) {
+      m.element("p", {}, "What the files train:");
+      m.open("ul");
+      for (const std::string& t : trained) m.element("li", {}, t);
+      m.close();
+    }
   }
   m.close();
   if (rec && p.chosen) render_plan_grid(m, p);

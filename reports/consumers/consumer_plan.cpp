@@ -1,5 +1,7 @@
 #include "reports/consumers/consumer_plan.hpp"
 
+#include "core/text.hpp"
+
 #include "reports/consumers/nvdlfw_inspect_yaml.hpp"
 #include "reports/consumers/te_precision_config.hpp"
 
@@ -30,6 +32,60 @@ ConsumerPlan::ConsumerPlan(const Recommendation& r) : rec(&r) {
   std::string why;
   if (!render_nvdlfw_inspect_yaml(*this, &why)) nvdlfw_omitted = why;
   megatron = megatron_fp8(*this);
+  precision_config_mixes = fp8 && !precision_config_omitted && r.module_plan && r.chosen &&
+                           r.module_plan->base == *r.chosen && recipe_kind_traits(candidate->recipe.kind).te_per_module;
+  if (candidate == nullptr) return;
+  const CandidatePlan& chosen = r.candidates[*r.chosen];
+  TrainedPlan per_gemm;
+  per_gemm.files = {"te_snippet.py"};
+  if (!nvdlfw_omitted) per_gemm.files.push_back("nvdlfw_inspect.yaml");
+  per_gemm.files.push_back("recipe.json");
+  for (const LayerDecision& l : r.layers) {
+    std::array<Precision, 3> p{};
+    for (const GemmDecision& g : l.gemms) p[static_cast<std::size_t>(g.gemm)] = g.precision;
+    per_gemm.precision.push_back(p);
+    per_gemm.candidate.push_back(*r.chosen);
+  }
+  per_gemm.fp8_flop_share = chosen.fp8_flop_share;
+  per_gemm.speedup = chosen.speedup;
+  TrainedPlan per_module;
+  per_module.granularity = "module";
+  per_module.files = {"megatron_args.txt", "megatron_bridge.yaml"};
+  if (!precision_config_omitted) per_module.files.push_back("te_precision_config.yaml");
+  // torchao.json trains the plan per module where torchao has the recipe; else it says none.
+  if (*recipe_kind_traits(candidate->recipe.kind).torchao_recipe != '\0') per_module.files.push_back("torchao.json");
+  if (precision_config_mixes) {
+    const ModulePlan& mp = *r.module_plan;
+    for (const ModuleChoice& m : mp.modules) {
+      per_module.precision.push_back(m.candidate ? std::array{Precision::kFp8, Precision::kFp8, Precision::kFp8}
+                                                 : std::array{Precision::kBf16, Precision::kBf16, Precision::kBf16});
+      per_module.candidate.push_back(m.candidate);
+    }
+    per_module.fp8_flop_share = mp.fp8_flop_share;
+    per_module.speedup = mp.speedup;
+    per_module.differs = "te_precision_config.yaml's per-module plan: " + mp.why;
+  } else {
+    // A recommendation made by hand (the tests') may not carry it: the same, without a cost.
+    const WholeModulePlan w = r.whole_modules ? *r.whole_modules : plan_whole_modules(chosen, r.layers, nullptr, {});
+    per_module.precision = w.plan;
+    per_module.candidate.assign(w.plan.size(), *r.chosen);
+    per_module.fp8_flop_share = w.fp8_flop_share;
+    per_module.speedup = w.speedup;
+    for (std::size_t i = 0; i < w.widened.size(); ++i) {
+      if (i == 3) {
+        per_module.differs += format_text(" and %zu more", w.widened.size() - 3);
+        break;
+      }
+      per_module.differs += (i == 0 ? "" : ", ") + r.layers[w.widened[i]].layer;
+    }
+    if (!w.widened.empty())
+      per_module.differs += w.widened.size() == 1 ? " whole in BF16" : " whole in BF16 (each)";
+  }
+  if (!fp8) {  // nothing trains FP8: every file BF16
+    for (TrainedPlan* t : {&per_gemm, &per_module})
+      for (auto& p : t->precision) p.fill(Precision::kBf16);
+  }
+  trained = {std::move(per_gemm), std::move(per_module)};
 }
 
 }  // namespace fp8a

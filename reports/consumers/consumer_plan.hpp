@@ -29,6 +29,26 @@ struct LayerFallback {
   std::string reason;     // first_bf16_reason
 };
 
+// What one group of consumer files trains, GEMM by GEMM: the files that set precision per GEMM
+// (te_snippet.py with nvdlfw_inspect.yaml's DisableFP8GEMM, recipe.json's layers) train the
+// recommendation's plan; those that set it per module (Megatron's megatron_args.txt,
+// megatron_bridge.yaml and te_precision_config.yaml; torchao.json's filter) train the per-module
+// plan when te_precision_config.yaml mixes recipes, else the plan with each module that keeps a
+// GEMM in BF16 wholly BF16 (WholeModulePlan). Its FP8 share and speedup are that plan's.
+struct TrainedPlan {
+  const char* granularity = "gemm";  // "gemm" or "module"
+  std::vector<std::string> files;    // the files that train it, as written by this run
+  // Per layer (Recommendation::layers order), per GEMM: the precision, and the candidate it
+  // trains under when low precision (into Recommendation::candidates).
+  std::vector<std::array<Precision, 3>> precision;
+  std::vector<std::optional<std::size_t>> candidate;
+  double fp8_flop_share = 0;
+  std::optional<double> speedup;
+  // How it differs from the per-GEMM plan, in words ("" for the per-GEMM plan itself):
+  // "layers.1.mlp.linear_fc2 whole in BF16" or the per-module plan's line.
+  std::string differs;
+};
+
 struct ConsumerPlan {
   // Implicit, so that a renderer given a Recommendation (the tests' hand-built ones) plans it
   // there; a run builds the plan once and hands it to every renderer.
@@ -52,7 +72,13 @@ struct ConsumerPlan {
   // Why nvdlfw_inspect.yaml is not written (no FP8 candidate, or no fallback and no GEMM to
   // watch); unset: it is (megatron_bridge.yaml's tensor_inspect names it then).
   std::optional<std::string> nvdlfw_omitted;
-  MegatronFp8 megatron;  // last: it reads the fields above
+  MegatronFp8 megatron;  // it reads the fields above
+  // What the files train (set last): [0] per GEMM, [1] per module. Both all-BF16 when nothing
+  // trains FP8; empty when no candidate is chosen.
+  std::vector<TrainedPlan> trained;
+  // te_precision_config.yaml carries the per-module plan (its base is the chosen recipe), not
+  // only the chosen plan's BF16 modules.
+  bool precision_config_mixes = false;
 
   const std::vector<std::string>& notes(Consumer c) const { return option_notes[static_cast<int>(c)]; }
 };

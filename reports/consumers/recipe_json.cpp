@@ -97,6 +97,7 @@ Artifact render_recipe_json(const ConsumerPlan& plan, const RunInfo& info) {
     ordered_json gemms;
     for (const GemmDecision& g : l.gemms)
       gemms[gemm_name(g.gemm)] = {{"precision", precision_name(g.precision)},
+                                  {"judged", g.judged},
                                   {"fp8_safe", g.fp8_safe},
                                   {"watched", g.watched},
                                   {"reason", g.reason}};
@@ -109,11 +110,33 @@ Artifact render_recipe_json(const ConsumerPlan& plan, const RunInfo& info) {
                       {"reasons", layer_reasons(l)}});
   }
   j["layers"] = std::move(layers);
+  ordered_json trained = ordered_json::array();
+  for (const TrainedPlan& t : plan.trained) {
+    ordered_json tl = ordered_json::array();
+    for (std::size_t li = 0; li < t.precision.size(); ++li) {
+      // The name the group's consumer selects it by: nvdlfw_inspect's per GEMM, Megatron's module path per module.
+      const std::string& layer = rec.layers[li].layer;
+      const MappedName name = t.granularity == std::string("gemm") ? nvdlfw_layer_name(layer) : megatron_module_path(layer);
+      ordered_json e = {{"layer", json_name(layer)},
+                        {"name", json_name(name.name)},
+                        {"candidate", t.candidate[li] ? ordered_json(candidate_name(rec.candidates[*t.candidate[li]].candidate))
+                                                      : ordered_json(nullptr)}};
+      for (int g = 0; g < 3; ++g) e[gemm_name(static_cast<Gemm>(g))] = precision_name(t.precision[li][static_cast<std::size_t>(g)]);
+      tl.push_back(std::move(e));
+    }
+    trained.push_back({{"granularity", t.granularity},
+                       {"files", t.files},
+                       {"fp8_flop_share", json_number(t.fp8_flop_share)},
+                       {"gemm_speedup_vs_bf16", json_number(t.speedup)},
+                       {"differs", utf8_lossless(t.differs)},
+                       {"layers", std::move(tl)}});
+  }
   j["predicted"] = {
       {"gemm_speedup_vs_bf16", chosen ? json_number(chosen->speedup) : ordered_json(nullptr)},
       {"fp8_flop_share", json_number(chosen ? chosen->fp8_flop_share : 0.0)},
       {"cost_source", rec.cost_source},
       {"cost_basis", utf8_lossless(rec.cost_basis)}};
+  j["trained"] = std::move(trained);
   add_recommendation_lists(j, rec);
   j["evidence"] = chosen ? evidence_json(*chosen) : ordered_json::array();
   ordered_json watch = ordered_json::array();

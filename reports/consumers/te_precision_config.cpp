@@ -129,9 +129,7 @@ std::optional<Artifact> render_te_precision_config(const ConsumerPlan& plan, std
     }
   // The per-module plan when its base is the chosen recipe (the run's, from megatron_args.txt):
   // each module not on the base gets its own recipe or BF16. Otherwise the BF16 fallbacks alone.
-  const ModulePlan* mp = rec.module_plan && per_module && rec.chosen && rec.module_plan->base == *rec.chosen
-                             ? &*rec.module_plan
-                             : nullptr;
+  const ModulePlan* mp = plan.precision_config_mixes ? &*rec.module_plan : nullptr;
   std::vector<std::size_t> others;  // candidates of switched modules, first use first
   if (mp != nullptr)
     for (const ModuleChoice& m : mp->modules)

@@ -357,7 +357,7 @@ TEST_CASE("report.html: the per-module plan at a glance, coloured by tier, with 
   const std::string& s = a.contents;
   CHECK(page_error(s) == "");
   CHECK(markup_error(s) == "");
-  const auto at = s.find("<h3>The per-module plan at a glance (te_precision_config.yaml)</h3>");
+  const auto at = s.find("<h3>The per-module plan at a glance (te_precision_config.yaml: what Megatron trains)</h3>");
   REQUIRE(at != std::string::npos);
   // Model order; each GEMM's cell in its tier's colour, the MXFP8 module's wgrad saying why NVFP4
   // would not do, its other GEMMs that NVFP4 passes them.
@@ -394,6 +394,10 @@ TEST_CASE("report.html: a chosen recipe that keeps no GEMM in FP8 is recommended
   Recommendation rec = fixed_recommendation();
   rec.candidates[1].fp8_flops = 0;
   rec.candidates[1].fp8_flop_share = 0;
+  for (LayerDecision& l : rec.layers) {  // as decide_layers leaves a plan with no FP8 GEMM
+    l.precision = Precision::kBf16;
+    for (GemmDecision& g : l.gemms) g.precision = Precision::kBf16;
+  }
   AnswerContext answer;
   answer.recommendation = &rec;
   const std::string s = render_report_html({&info, rows, fixed_gemms(), layers, &rec, &answer}).contents;
