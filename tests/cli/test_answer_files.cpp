@@ -1,0 +1,76 @@
+// Issue 55 from the command line: a capture without gradients answers for the GEMMs it judged
+// ("judged 3 of 9 GEMMs"), and two ranks that pair into no split say so on stderr, answer that
+// nothing was judged and write no FP8 config.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cli/cli_support.hpp"
+#include "datasets/safetensors_writer.hpp"
+#include "support/layer_capture.hpp"
+
+namespace fp8a::cli_test {
+namespace {
+
+using fp8a::testing::add_layer;
+
+void write_capture(const fs::path& file, const std::vector<fp8a::SafetensorsTensorOut>& t) {
+  fs::create_directories(file.parent_path());
+  write_bytes(file, fp8a::safetensors_bytes(t, {{"step", "1"}}));
+}
+
+}  // namespace
+
+TEST_CASE("issue 55: a capture without gradients is answered for its fprop GEMMs, the rest not judged") {
+  TempDir t;
+  std::mt19937 rng(3);
+  std::vector<fp8a::SafetensorsTensorOut> tensors;
+  for (const char* layer : {"layers.0.self_attention.linear_qkv", "layers.0.mlp.linear_fc1", "layers.0.mlp.linear_fc2"})
+    add_layer(&tensors, layer, 64, 128, 128, rng, false);
+  write_capture(t.path / "cap" / "step_1.safetensors", tensors);
+  const auto r = run("run --capture " + shell_quote((t.path / "cap").string()) + " --out " +
+                     shell_quote((t.path / "out").string()) + " --cost none --quiet");
+  REQUIRE(r.rc == 0);
+  CHECK(r.out.starts_with("answer: judged 3 of 9 GEMMs: Float8CurrentScaling("));
+  CHECK(r.out.find("\n  not judged (6 GEMMs):\n    dgrad of layers.0.mlp.linear_fc1, layers.0.mlp.linear_fc2, "
+                   "layers.0.self_attention.linear_qkv: no gradient (dY) captured: dgrad needs dY "
+                   "and W; the files train it under current/hybrid, as every module they do not name\n") !=
+        std::string::npos);
+  const auto recipe = nlohmann::json::parse(slurp(t.path / "out" / "recipe.json"));
+  for (const auto& l : recipe.at("layers")) {
+    CHECK(l.at("gemms").at("fprop").at("judged") == true);
+    for (const char* g : {"dgrad", "wgrad"}) {
+      CHECK(l.at("gemms").at(g).at("judged") == false);
+      CHECK(l.at("gemms").at(g).at("precision") == "fp8");  // as te_snippet.py's autocast trains it
+    }
+  }
+}
+
+TEST_CASE("issue 55: two ranks that pair into no split: the skip on stderr, nothing judged, no FP8 config") {
+  TempDir t;
+  for (int rank = 0; rank < 2; ++rank) {
+    std::mt19937 rng(100 + rank);
+    std::vector<fp8a::SafetensorsTensorOut> tensors;
+    add_layer(&tensors, "layers.0.mlp.linear_fc1", 64, 128, 64, rng);
+    write_capture(t.path / "cap" / ("rank_" + std::to_string(rank)) / "step_1.safetensors", tensors);
+  }
+  const auto r = run("run --capture " + shell_quote((t.path / "cap").string()) + " --out " +
+                     shell_quote((t.path / "out").string()) + " --cost none --quiet");
+  REQUIRE(r.rc == 0);
+  CHECK(r.err.find("fp8-advisor: warning: gemms not judged: step 1 layer 'layers.0.mlp.linear_fc1': captured as "
+                   "2 ranks, but neither column-parallel (the same X on every rank), row-parallel (the same dY) nor "
+                   "data-parallel (the same W)\n") != std::string::npos);
+  CHECK(r.out.starts_with("answer: no FP8 recipe can be recommended: nothing judged: no GEMM has both of its "
+                          "operands captured and paired at any step (layers.0.mlp.linear_fc1 fprop: step 1 layer "));
+  CHECK(r.out.find("; no FP8 config is written\n") != std::string::npos);
+  const std::string args = slurp(t.path / "out" / "megatron_args.txt");
+  CHECK(args.find("--fp8-recipe") == std::string::npos);
+  CHECK(args.find("# nothing judged: ") != std::string::npos);
+  CHECK(slurp(t.path / "out" / "te_snippet.py").find("autocast(enabled=True") == std::string::npos);
+  CHECK_FALSE(fs::exists(t.path / "out" / "nvdlfw_inspect.yaml"));
+}
+
+}  // namespace fp8a::cli_test
