@@ -1,5 +1,6 @@
 #include "reports/report_md.hpp"
 
+#include <optional>
 #include <set>
 #include <tuple>
 #include <vector>
@@ -55,15 +56,20 @@ std::string recommendation_section(const AnswerContext& a) {
   std::string s = "## Recommendation\n\n";
   if (a.recommendation == nullptr) return s + markdown_text(a.skipped.why) + "\n\n";
   const Recommendation& rec = *a.recommendation;
+  std::optional<ConsumerPlan> own;
+  const ConsumerPlan& plan = a.consumers ? *a.consumers : own.emplace(rec);
   if (!rec.chosen) {
     s += "**No FP8 recipe can be recommended**";
-    s += rec.candidates.empty() && rec.gpu_excluded.empty() ? " (no FP8 candidate evaluated)"
-                                                           : ": none runs on " + markdown_text(a.gpu_name()) + on_release(rec);
+    if (const std::string none = nothing_judged(rec.candidates); !none.empty())
+      s += ": " + markdown_text(none);
+    else
+      s += rec.candidates.empty() && rec.gpu_excluded.empty() ? " (no FP8 candidate evaluated)"
+                                                             : ": none runs on " + markdown_text(a.gpu_name()) + on_release(rec);
     s += "; every GEMM stays in BF16.\n\n";
   } else {
     const CandidatePlan& c = rec.candidates[*rec.chosen];
     const std::string call = code(te_recipe_call(te_recipe_for(c.candidate, rec.te_version))).text;
-    s += c.fp8_flops > 0 ? "**Recipe:** " + call + " (" + candidate_name(c.candidate) + ")\n\n"
+    s += plan.fp8 ? "**Recipe:** " + call + " (" + candidate_name(c.candidate) + ")\n\n"
                          : "**Every GEMM in BF16** (the chosen " + call + ", " +
                                candidate_name(c.candidate) + ", keeps none in FP8)\n\n";
   }
@@ -80,9 +86,13 @@ std::string recommendation_section(const AnswerContext& a) {
       s += format_text("- cost: %s; FP8 share of GEMM FLOPs %.1f %%\n", markdown_text(a.cost_basis()).c_str(),
                        100.0 * c.fp8_flop_share);
   }
+  for (const std::string& t : trained_plan_lines(plan, a.gpu_name()))
+    s += "- what the files train: " + markdown_text(t) + "\n";
   if (rec.module_plan) {
     const ModulePlan& mp = *rec.module_plan;
-    s += "- per module (te_precision_config.yaml): " + markdown_text(mp.why) + "\n";
+    s += (plan.precision_config_mixes ? "- per module (te_precision_config.yaml: what Megatron trains): "
+                                      : "- an alternative no file holds, per module: ") +
+         markdown_text(mp.why) + "\n";
     // Each tier: what it costs (threshold load) and buys (GEMM time against BF16).
     const double total = rec.candidates[mp.base].total_flops;
     for (const ModuleTier& t : mp.tiers) {

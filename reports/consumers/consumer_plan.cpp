@@ -63,7 +63,8 @@ ConsumerPlan::ConsumerPlan(const Recommendation& r) : rec(&r) {
     }
     per_module.fp8_flop_share = mp.fp8_flop_share;
     per_module.speedup = mp.speedup;
-    per_module.differs = "te_precision_config.yaml's per-module plan: " + mp.why;
+    per_module.differs = format_text("te_precision_config.yaml's per-module plan (%d module%s on other recipes, %d in BF16)",
+                                     mp.switched, mp.switched == 1 ? "" : "s", mp.bf16);
   } else {
     // A recommendation made by hand (the tests') may not carry it: the same, without a cost.
     const WholeModulePlan w = r.whole_modules ? *r.whole_modules : plan_whole_modules(chosen, r.layers, nullptr, {});
@@ -81,6 +82,13 @@ ConsumerPlan::ConsumerPlan(const Recommendation& r) : rec(&r) {
     if (!w.widened.empty())
       per_module.differs += w.widened.size() == 1 ? " whole in BF16" : " whole in BF16 (each)";
   }
+  // The same GEMM by GEMM (every module on the chosen recipe where the plan keeps it FP8): no difference to name.
+  bool same = per_module.precision.size() == per_gemm.precision.size();
+  for (std::size_t li = 0; same && li < per_gemm.precision.size(); ++li)
+    for (std::size_t g = 0; g < 3; ++g)
+      same = same && per_module.precision[li][g] == per_gemm.precision[li][g] &&
+             (per_gemm.precision[li][g] != Precision::kFp8 || per_module.candidate[li] == per_gemm.candidate[li]);
+  if (same) per_module.differs.clear();
   if (!fp8) {  // nothing trains FP8: every file BF16
     for (TrainedPlan* t : {&per_gemm, &per_module})
       for (auto& p : t->precision) p.fill(Precision::kBf16);
