@@ -30,7 +30,8 @@ std::vector<Advisory> field_advisories(const std::vector<CandidatePlan>& candida
                                        std::optional<std::size_t> chosen, const std::vector<LayerDecision>& layers);
 
 // What the advice could not judge and why: no amax trend (one captured step, or delayed
-// candidates, and no forecast with a trend), layers without all three operands at some step.
+// candidates, and no forecast with a trend), layers not captured or paired whole at some step
+// (with how many GEMMs were judged at no step).
 std::vector<std::string> recommendation_limits(std::span<const CapturedLayer> captured,
                                                const std::vector<CandidatePlan>& candidates,
                                        std::span<const DelayedForecast> forecasts,
