@@ -526,6 +526,10 @@ int command_run(const Invocation& inv) {
   AnswerContext answer;
   const auto layers = summarize_layers(result.rows);
   const std::vector<Artifact> artifacts = render_run(request, result, layers, info, answer);
+  // The GEMMs the answer could not judge, with why and what the files train them in.
+  if (answer.recommendation != nullptr)
+    for (const std::string& u : plan_fallbacks(*answer.recommendation).unjudged)
+      std::cerr << "fp8-advisor: warning: not judged: " << terminal_text(u) << "\n";
   check_captures_unchanged(captures);  // no outputs from a capture rewritten under the run
   const std::string wrote = write_artifacts(cmd.out_dir, "run", artifacts, info.command_line);
   if (cmd.resume)

@@ -35,6 +35,9 @@ TEST_CASE("issue 55: a capture without gradients is answered for its fprop GEMMs
                      shell_quote((t.path / "out").string()) + " --cost none --quiet");
   REQUIRE(r.rc == 0);
   CHECK(r.out.starts_with("answer: judged 3 of 9 GEMMs: Float8CurrentScaling("));
+  CHECK(r.err.find("fp8-advisor: warning: not judged: wgrad of layers.0.mlp.linear_fc1, layers.0.mlp.linear_fc2, "
+                   "layers.0.self_attention.linear_qkv: no gradient (dY) captured: wgrad needs dY and X; the files "
+                   "train it under current/hybrid, as every module they do not name\n") != std::string::npos);
   CHECK(r.out.find("\n  not judged (6 GEMMs):\n    dgrad of layers.0.mlp.linear_fc1, layers.0.mlp.linear_fc2, "
                    "layers.0.self_attention.linear_qkv: no gradient (dY) captured: dgrad needs dY "
                    "and W; the files train it under current/hybrid, as every module they do not name\n") !=
