@@ -17,7 +17,7 @@ torchao.json where it is listed). Each file is read back with its consumer's own
   - torchao.json: recipe_name set exactly when listed; a module its filter_fqns selects (the FQN,
     or one ending in "." + it) stays high precision.
 Each GEMM's precision from the files must equal recipe.json's; the per-GEMM plan must equal
-recipe.json's layers. One FAIL line names the first disagreement."""
+recipe.json's layers; recipe.json must validate against reports/consumers/recipe.schema.json. One FAIL line names the first disagreement."""
 import json
 import os
 import re
@@ -29,6 +29,7 @@ import yaml
 
 from _common import CheckFailed, main, read_json
 import check_megatron
+import check_schema
 import check_nvdlfw
 
 GEMMS = ("fprop", "dgrad", "wgrad")
@@ -154,7 +155,10 @@ def check(argv):
         print(__doc__.strip(), file=sys.stderr)
         sys.exit(2)
     said = []
+    schema = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "reports", "consumers",
+                          "recipe.schema.json")
     for out in argv:
+        check_schema.check([schema, os.path.join(out, "recipe.json")])  # every recipe.json valid too
         doc = read_json(os.path.join(out, "recipe.json"))
         trained = doc.get("trained")
         if not trained:  # no candidate chosen: nothing may train FP8

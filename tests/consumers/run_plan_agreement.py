@@ -75,6 +75,13 @@ def make_cases(d):
         add_layer(t, "output_layer", 128, 86, 256, rng, 1e-2)
         write_safetensors(os.path.join(d, "oddshape", "step_%06d.safetensors" % step), t, {"step": str(step)})
     cases.append(("oddshape", os.path.join(d, "oddshape")))
+    t = {}  # one 1e30 outlier in X (issue 56 item 2: threshold loads of inf in recipe.json)
+    add_layer(t, "layers.0.mlp.linear_fc1", 64, 128, 128, rng)
+    x = bytearray(t["layers.0.mlp.linear_fc1.activation"][2])
+    x[0:2] = struct.pack("<f", 1e30)[2:4]
+    t["layers.0.mlp.linear_fc1.activation"] = ("BF16", [64, 128], bytes(x))
+    write_safetensors(os.path.join(d, "outlier", "step_000001.safetensors"), t)
+    cases.append(("outlier", os.path.join(d, "outlier")))
     # Hostile names: YAML, regex and glob metacharacters, a line separator, a Megatron-like name.
     for i, name in enumerate(["it's \"q\" [x] {y} #z", "a\u2028b: c", "layers.0.mlp.linear_fc1*?",
                               "decoder.layers.1.self_attention.linear_qkv.(x)"]):
@@ -108,6 +115,8 @@ def main():
         runs = []
         for name, cap in caps:
             variants = [("", [])]
+            if name == "outlier":
+                variants = [("", ["--recipes", "nvfp4,current,mxfp8", "--gpu", "b200"])]
             if name in ("synth-all", "synth-sample", "oddshape", "name0"):
                 variants += [("-current", ["--recipes", "current"]), ("-block", ["--recipes", "block,current"]),
                              ("-b200", ["--gpu", "b200"])]
