@@ -506,7 +506,8 @@ int command_run(const Invocation& inv) {
     checkpoint.emplace(cmd.out_dir, checkpoint_manifest(cmd.eval, request, captures, training_log, fs), cmd.resume);
     for (const std::string& note : checkpoint->notes()) std::cerr << "fp8-advisor: " << note << "\n";
   }
-  const DiscardOnFailure discard_on_failure{checkpoint && !cmd.resume ? &*checkpoint : nullptr};
+  // A checkpoint this run started (nothing resumed) goes with a failure; one it resumed stays.
+  const DiscardOnFailure discard_on_failure{checkpoint && checkpoint->started() ? &*checkpoint : nullptr};
   const RunContext context{progress ? &*progress : nullptr, checkpoint ? &*checkpoint : nullptr, &stop, inv.cluster};
   if (lead) request.on_warning = [](const std::string& w) { std::cerr << "fp8-advisor: warning: " << w << "\n"; };
   // With the CUDA backend every GEMM also runs in cuBLASLt (engine=cublaslt rows).

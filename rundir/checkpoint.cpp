@@ -137,6 +137,7 @@ Checkpoint::Checkpoint(const std::string& out_dir, const CheckpointManifest& man
       fs::remove_all(dir, ec);
     } else {
       notes_ = differences(*was, manifest);
+      started_ = false;
     }
   } else {
     fs::remove_all(dir, ec);

@@ -41,6 +41,9 @@ class Checkpoint final : public UnitStore {
   // Removes the checkpoint (a run that fails on its input: nothing of it is worth resuming).
   void discard();
 
+  // This run started the checkpoint: no earlier one was kept (without --resume, or --resume
+  // with nothing it could take). A failed run removes a checkpoint it started (docs/RUNS.md).
+  bool started() const { return started_; }
   // What --resume found, a line each ("--resume: ..."); empty without resume.
   const std::vector<std::string>& notes() const { return notes_; }
   // Evaluations (shard x candidate, GEMM layers) taken from the checkpoint, and computed (and
@@ -55,6 +58,7 @@ class Checkpoint final : public UnitStore {
 
  private:
   static std::size_t index(UnitKind kind) { return static_cast<std::size_t>(kind); }
+  bool started_ = true;
   std::string dir_;
   std::vector<std::string> notes_;
   std::atomic<std::uint64_t> reused_[2]{}, computed_[2]{};

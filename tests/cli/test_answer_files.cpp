@@ -76,4 +76,23 @@ TEST_CASE("issue 55: two ranks that pair into no split: the skip on stderr, noth
   CHECK_FALSE(fs::exists(t.path / "out" / "nvdlfw_inspect.yaml"));
 }
 
+TEST_CASE("issue 56 item 6: a failed --resume with nothing to resume leaves no checkpoint behind") {
+  // --resume into a new --out finds nothing to take, so the checkpoint is this run's own: an
+  // input error (a NaN under --fail-on-nonfinite) removes it with the --out it made.
+  TempDir t;
+  std::mt19937 rng(5);
+  std::vector<fp8a::SafetensorsTensorOut> tensors;
+  add_layer(&tensors, "layers.0.mlp.linear_fc1", 64, 128, 128, rng);
+  add_layer(&tensors, "layers.1.mlp.linear_fc1", 64, 128, 128, rng);
+  tensors.back().bytes[6] = '\xC0';  // element 3 of layers.1's dY: BF16 0x7FC0, a NaN
+  tensors.back().bytes[7] = '\x7F';
+  write_capture(t.path / "cap" / "step_1.safetensors", tensors);
+  const fs::path out = t.path / "new-out";
+  const auto r = run("run --capture " + shell_quote((t.path / "cap").string()) + " --out " + shell_quote(out.string()) +
+                     " --resume --fail-on-nonfinite --cost none --quiet");
+  CHECK(r.rc == 3);
+  CHECK(r.err.find("[fp8a.capture.406]") != std::string::npos);
+  CHECK_FALSE(fs::exists(out));
+}
+
 }  // namespace fp8a::cli_test
