@@ -107,6 +107,10 @@ std::optional<int> transformer_layer_index(const std::string& name) {
   return s->index;
 }
 
+bool is_te_dump_name(const std::string& layer) {
+  return layer.starts_with("model_") && layer.find('.') == std::string::npos;
+}
+
 bool is_lm_head(const std::string& layer) { return layer == "output_layer" || layer.ends_with(".output_layer"); }
 
 bool is_moe_router(const std::string& layer) { return layer == "mlp.router" || layer.ends_with(".mlp.router"); }

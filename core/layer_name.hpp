@@ -39,6 +39,11 @@ bool megatron_module_suffix(const std::string& suffix);
 // other name. Only Megatron's own module names are restored: elsewhere an '_' may be the name's own.
 std::string megatron_name_of_te_dump(const std::string& layer);
 
+// A name as TE's DumpTensors files carry it: the debug API's "model." + path with every '.' made
+// '_' ("model_decoder_layers_1_my_mlp_linear_fc1": no '.' left). Where megatron_name_of_te_dump
+// cannot restore it, each '_' may have been a '.' or the name's own.
+bool is_te_dump_name(const std::string& layer);
+
 // Megatron's LM head, "output_layer" (GPTModel's, or a stack's "<...>.output_layer"): a
 // ColumnParallelLinear, not a TE module, unless fp8_output_proj under mxfp8 makes it
 // TELMHeadColumnParallelLinear (megatron/core/models/gpt/gpt_model.py; Megatron-Core 0.18+).

@@ -19,7 +19,7 @@ bool ascii_alnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) !=
 
 }  // namespace
 
-std::string python_suffix_regex(std::string_view name) {
+std::string python_suffix_regex(std::string_view name, bool any_dot) {
   std::string r = "(^|\\.)";
   for (std::size_t i = 0; i < name.size();) {
     char32_t cp = 0;
@@ -33,6 +33,8 @@ std::string python_suffix_regex(std::string_view name) {
     if (is_layout_control(cp)) {
       r += "\\u";
       append_hex(r, static_cast<unsigned>(cp), 4);
+    } else if (any_dot && name[i] == '_') {
+      r += "[._]";
     } else {
       if (n == 1 && std::string_view(".^$*+?()[]{}|\\").find(name[i]) != std::string_view::npos) r += '\\';
       r.append(name.substr(i, n));
@@ -42,7 +44,7 @@ std::string python_suffix_regex(std::string_view name) {
   return r + "$";
 }
 
-std::string fnmatch_exact_glob(std::string_view name) {
+std::string fnmatch_exact_glob(std::string_view name, bool any_dot) {
   std::string g;
   for (std::size_t i = 0; i < name.size();) {
     char32_t cp = 0;
@@ -52,7 +54,8 @@ std::string fnmatch_exact_glob(std::string_view name) {
       ++i;
       continue;
     }
-    if (cp == '*' || cp == '?' || cp == '[') g += std::string("[") + static_cast<char>(cp) + "]";
+    if (any_dot && cp == '_') g += '?';
+    else if (cp == '*' || cp == '?' || cp == '[') g += std::string("[") + static_cast<char>(cp) + "]";
     else g.append(name.substr(i, n));
     i += n;
   }

@@ -15,14 +15,17 @@ namespace fp8a {
 // the characters core/text.hpp is_layout_control lists as \uNNNN, a byte outside UTF-8 as \xNN
 // (a Python name is text, so such a name matches nothing in the model either way). Every other
 // character is kept, so the pattern is printable text a YAML scalar carries as it is.
-std::string python_suffix_regex(std::string_view name);
+// `any_dot`: each '_' of `name` may stand for a '.' (a TE dump's name, core/layer_name.hpp
+// is_te_dump_name) and is written [._].
+std::string python_suffix_regex(std::string_view name, bool any_dot = false);
 
 // An fnmatch glob (Megatron's te_precision_config `type: glob`) matching `name` and nothing else:
 // * ? [ as [*] [?] [[], every other character kept (controls, line breaks and the characters
 // is_layout_control lists included: the writer puts the pattern in a double-quoted scalar with
 // every non-ASCII character and control escaped), a byte outside UTF-8 as U+FFFD (a Python name
 // is text, so such a name matches nothing in the model either way, and no other name).
-std::string fnmatch_exact_glob(std::string_view name);
+// `any_dot`: each '_' of `name` may stand for a '.' and is written ? (one character, '.' or '_').
+std::string fnmatch_exact_glob(std::string_view name, bool any_dot = false);
 
 // A YAML key made from a name: ASCII letters, digits, _ and - kept, every other byte _; keys that
 // turn out equal are told apart by the writer (a _2 suffix).

@@ -16,6 +16,9 @@ struct MappedName {
   std::string name;
   bool guess = false;
   std::string note;  // empty when not a guess
+  // A TE dump's name the mapping could not restore (core is_te_dump_name): each '_' of `name` may
+  // stand for a '.', and a config's pattern matches either there (name_text.hpp's any_dot).
+  bool any_dot = false;
 };
 
 // Megatron-Core's module path (GPTModel.named_modules(): "decoder.layers.3.mlp.linear_fc2",

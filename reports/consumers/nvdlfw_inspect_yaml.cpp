@@ -164,7 +164,7 @@ std::optional<Artifact> render_nvdlfw_inspect_yaml(const ConsumerPlan& plan, std
     out << YAML::Key << section_name(name.name, &sections) << YAML::Value << YAML::BeginMap;
     out << YAML::Key << "enabled" << YAML::Value << true;
     out << YAML::Key << "layers" << YAML::Value << YAML::BeginMap;
-    out << YAML::Key << "layer_name_regex_pattern" << YAML::Value << YAML::SingleQuoted << python_suffix_regex(name.name);
+    out << YAML::Key << "layer_name_regex_pattern" << YAML::Value << YAML::SingleQuoted << python_suffix_regex(name.name, name.any_dot);
     out << YAML::EndMap;
     out << YAML::Key << "transformer_engine" << YAML::Value << YAML::BeginMap;
     if (bf16.size() == 3) {

@@ -186,7 +186,7 @@ std::optional<Artifact> render_te_precision_config(const ConsumerPlan& plan, std
     if (!note.empty()) out << YAML::Newline << comment(note);
     if (name.guess) out << YAML::Newline << comment("name mapping is a guess: " + name.note);
     emit_matcher(out, matcher_key((config == "bf16" ? "bf16_" : config + "_") + yaml_key_text(name.name), &keys),
-                 config, fnmatch_exact_glob(name.name));
+                 config, fnmatch_exact_glob(name.name, name.any_dot));
     ++matchers;
   }
   if (per_module) emit_matcher(out, "rest", megatron_config_name(*c), "*");

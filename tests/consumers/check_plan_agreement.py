@@ -36,6 +36,15 @@ GEMMS = ("fprop", "dgrad", "wgrad")
 NVDLFW_PREFIX = "model.module.module."  # infer_and_assign_layer_names on DDP(Float16Module(GPTModel))
 
 
+def _spellings(layer):
+    """The names a consumer may know the layer by: recipe.json's, and for a TE dump's name (the
+    debug API's with every '.' made '_', which the configs match as '.' or '_') the same with
+    every '_' a '.' too."""
+    name = layer["name"]
+    dump = layer["layer"].startswith("model_") and "." not in layer["layer"]
+    return [name, name.replace("_", ".")] if dump and "_" in name else [name]
+
+
 def _expect(got, want, where):
     if got != want:
         raise CheckFailed("%s: the file trains %s, recipe.json says %s" % (where, got, want))
@@ -62,18 +71,24 @@ def _per_gemm(out, doc, plan):
             debug_api.initialize(config_file=nvdlfw, feature_dirs=[features], log_dir=os.path.join(d, "log"))
             try:
                 for layer in plan["layers"]:
-                    cfg = ConfigManager.get_config_for_layer(NVDLFW_PREFIX + layer["name"]) or {}
-                    off = set()
-                    for feature, params in (cfg.get("transformer_engine") or {}).items():
-                        params = params or {}
-                        if not params.get("enabled", False):
-                            continue
-                        if feature in ("DisableFP8Layer", "DisableQuantizationLayer"):
-                            off |= set(GEMMS)
-                        elif feature in ("DisableFP8GEMM", "DisableQuantizationGEMM"):
-                            g = params.get("gemms", [])
-                            off |= set(g if isinstance(g, list) else [g])
-                    disabled[layer["layer"]] = off
+                    offs = []
+                    for name in _spellings(layer):
+                        cfg = ConfigManager.get_config_for_layer(NVDLFW_PREFIX + name) or {}
+                        off = set()
+                        for feature, params in (cfg.get("transformer_engine") or {}).items():
+                            params = params or {}
+                            if not params.get("enabled", False):
+                                continue
+                            if feature in ("DisableFP8Layer", "DisableQuantizationLayer"):
+                                off |= set(GEMMS)
+                            elif feature in ("DisableFP8GEMM", "DisableQuantizationGEMM"):
+                                g = params.get("gemms", [])
+                                off |= set(g if isinstance(g, list) else [g])
+                        offs.append(off)
+                    if any(o != offs[0] for o in offs):
+                        raise CheckFailed("nvdlfw_inspect.yaml: %s's spellings %s get different GEMMs" % (
+                            layer["layer"], _spellings(layer)))
+                    disabled[layer["layer"]] = offs[0]
             finally:
                 debug_api.end_debug()
     layers = {l["layer"]: l for l in doc["layers"]}
@@ -131,8 +146,14 @@ def _per_module(out, doc, plan):
         end_bf16 = m is not None and (int(m.group(1)) < at_start or (at_end > 0 and int(m.group(1)) > last - at_end))
         low = fp8 and not _non_te(name, flags) and not end_bf16
         if low and resolve is not None:
-            q = resolve(name)
-            low = q is None or q.config_key not in bf16_configs
+            lows = []
+            for spelling in _spellings(layer):
+                q = resolve(spelling)
+                lows.append(q is None or q.config_key not in bf16_configs)
+            if any(x != lows[0] for x in lows):
+                raise CheckFailed("te_precision_config.yaml: %s's spellings %s resolve differently" % (
+                    layer["layer"], _spellings(layer)))
+            low = lows[0]
         for g in GEMMS:
             _expect("fp8" if low else "bf16", layer[g], "per module (Megatron): %s %s" % (layer["layer"], g))
     torchao = read_json(os.path.join(out, "torchao.json"))

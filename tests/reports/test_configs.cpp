@@ -25,6 +25,7 @@
 #include "reports/advice_json.hpp"
 #include "reports/answer_text.hpp"
 #include "reports/consumers/layer_names.hpp"
+#include "reports/name_text.hpp"
 #include "reports/consumers/megatron_args.hpp"
 #include "reports/consumers/megatron_bridge.hpp"
 #include "reports/consumers/nvdlfw_inspect_yaml.hpp"
@@ -142,6 +143,19 @@ TEST_CASE("captured layer names map to Megatron's and nvdlfw_inspect's, guesses 
   CHECK(megatron_name_of_te_dump("model_module_module_decoder_layers_2_self_attention_linear_qkv") ==
         "decoder.layers.1.self_attention.linear_qkv");
   CHECK_FALSE(transformer_layer_index("layers_2_fc1").has_value());
+  // Issue 56 item 3: a dump of a module Megatron does not name (my_mlp): its '_'s may be '.'s. The
+  // debug API's name is model.module.decoder.layers.2.my_mlp.linear_fc1, Megatron's path
+  // decoder.layers.1.my_mlp.linear_fc1; the patterns match it whichever '_' was a '.'.
+  const MappedName dump_path = megatron_module_path("model_module_decoder_layers_2_my_mlp_linear_fc1");
+  CHECK(dump_path.name == "decoder.layers.1.my_mlp_linear_fc1");
+  CHECK(dump_path.any_dot);
+  CHECK(fnmatch_exact_glob(dump_path.name, dump_path.any_dot) == "decoder.layers.1.my?mlp?linear?fc1");
+  const MappedName dump_nv = nvdlfw_layer_name("model_module_decoder_layers_2_my_mlp_linear_fc1");
+  CHECK(dump_nv.name == "model_module_decoder_layers_2_my_mlp_linear_fc1");
+  CHECK(dump_nv.any_dot);
+  CHECK(python_suffix_regex(dump_nv.name, dump_nv.any_dot) ==
+        "(^|\\.)model[._]module[._]decoder[._]layers[._]2[._]my[._]mlp[._]linear[._]fc1$");
+  CHECK_FALSE(megatron_module_path("model.decoder.layers.2.my_mlp.linear_fc1").any_dot);  // a hook's name
   const MappedName exact = megatron_module_path("module.decoder.layers.2.self_attention.linear_qkv");
   CHECK(exact.name == "decoder.layers.2.self_attention.linear_qkv");
   CHECK_FALSE(exact.guess);
