@@ -122,7 +122,7 @@ const std::string& AnswerContext::cost_basis() const {
 }
 
 std::vector<std::string> trained_plan_lines(const ConsumerPlan& plan, const std::string& gpu) {
-  if (plan.trained.size() != 2) return {};
+  if (plan.trained.size() < 2) return {};
   const auto files = [](const TrainedPlan& t) {
     std::string f;
     for (const std::string& x : t.files) f += (f.empty() ? "" : ", ") + x;
@@ -134,9 +134,15 @@ std::vector<std::string> trained_plan_lines(const ConsumerPlan& plan, const std:
   };
   const TrainedPlan& gemm = plan.trained[0];
   const TrainedPlan& module = plan.trained[1];
-  if (module.differs.empty()) return {"this plan, every file (" + files(gemm) + "; " + files(module) + ")"};
-  return {"per GEMM (" + files(gemm) + "): this plan, " + numbers(gemm),
-          "per module (" + files(module) + "): " + module.differs + "; " + numbers(module)};
+  if (gemm.differs.empty() && module.differs.empty() && plan.trained.size() == 2)
+    return {"this plan, every file (" + files(gemm) + "; " + files(module) + ")"};
+  const auto what = [](const TrainedPlan& t) { return t.differs.empty() ? std::string("this plan") : t.differs; };
+  std::vector<std::string> lines = {"per GEMM (" + files(gemm) + "): " + what(gemm) + "; " + numbers(gemm),
+                                    "per module (" + files(module) + "): " + what(module) + "; " + numbers(module)};
+  for (std::size_t i = 2; i < plan.trained.size(); ++i)
+    lines.push_back("per module (" + files(plan.trained[i]) + "): " + what(plan.trained[i]) + "; " +
+                    numbers(plan.trained[i]));
+  return lines;
 }
 
 namespace {

@@ -7,6 +7,49 @@
 
 namespace fp8a {
 
+namespace {
+
+// The members of each group (captured layers one consumer name selects: module_groups) get one
+// plan, as the file gives them: a GEMM BF16 where any member's is, the whole module BF16 where
+// the members' recipes differ. Says which groups changed a member's plan in `t.differs`.
+void merge_groups(TrainedPlan& t, const std::vector<ModuleGroup>& groups, const std::vector<LayerDecision>& layers,
+                  const char* file) {
+  std::vector<std::string> changed;
+  for (const ModuleGroup& group : groups) {
+    if (group.layers.size() < 2) continue;
+    std::array<Precision, 3> p = t.precision[group.layers.front()];
+    const std::optional<std::size_t> c = t.candidate[group.layers.front()];
+    bool same_recipe = true;
+    for (std::size_t li : group.layers) {
+      same_recipe = same_recipe && t.candidate[li] == c;
+      for (std::size_t g = 0; g < 3; ++g)
+        if (t.precision[li][g] == Precision::kBf16) p[g] = Precision::kBf16;
+    }
+    if (!same_recipe) p.fill(Precision::kBf16);
+    bool any = false;
+    for (std::size_t li : group.layers) {
+      any = any || t.precision[li] != p;
+      t.precision[li] = p;
+    }
+    if (!any) continue;
+    std::string names;
+    for (std::size_t li : group.layers) names += (names.empty() ? "" : " and ") + layers[li].layer;
+    changed.push_back(names + " share one " + file + " entry ('" + group.name.name + "'), BF16 where any needs it");
+  }
+  for (const std::string& c : changed) t.differs += (t.differs.empty() ? "" : "; ") + c;
+}
+
+// The FP8 share of a trained plan: its low-precision GEMMs' FLOPs over every GEMM's.
+double trained_share(const TrainedPlan& t, const CandidatePlan& chosen) {
+  double fp8 = 0;
+  for (std::size_t li = 0; li < t.precision.size() && li < chosen.layers.size(); ++li)
+    for (std::size_t g = 0; g < 3; ++g)
+      if (t.precision[li][g] == Precision::kFp8) fp8 += chosen.layers[li].gemms[g].flops;
+  return chosen.total_flops > 0 ? fp8 / chosen.total_flops : 0.0;
+}
+
+}  // namespace
+
 ConsumerPlan::ConsumerPlan(const Recommendation& r) : rec(&r) {
   candidate = chosen_candidate(r);
   fp8 = candidate != nullptr && !plan_all_bf16(r);
@@ -52,8 +95,13 @@ ConsumerPlan::ConsumerPlan(const Recommendation& r) : rec(&r) {
   per_module.granularity = "module";
   per_module.files = {"megatron_args.txt", "megatron_bridge.yaml"};
   if (!precision_config_omitted) per_module.files.push_back("te_precision_config.yaml");
-  // torchao.json trains the plan per module where torchao has the recipe; else it says none.
-  if (*recipe_kind_traits(candidate->recipe.kind).torchao_recipe != '\0') per_module.files.push_back("torchao.json");
+  // torchao.json trains a plan where torchao has the recipe; else it says none.
+  const bool torchao = fp8 && *recipe_kind_traits(candidate->recipe.kind).torchao_recipe != '\0';
+  bool wgrad_only = false;  // some module keeps only its wgrad in BF16
+  for (const LayerDecision& l : r.layers)
+    wgrad_only = wgrad_only || (is_fallback(l.gemms[2]) && !is_fallback(l.gemms[0]) && !is_fallback(l.gemms[1]));
+  torchao_gw_hp = torchao && std::string(recipe_kind_traits(candidate->recipe.kind).torchao_recipe) == "rowwise" &&
+                  wgrad_only;
   if (precision_config_mixes) {
     const ModulePlan& mp = *r.module_plan;
     for (const ModuleChoice& m : mp.modules) {
@@ -82,18 +130,68 @@ ConsumerPlan::ConsumerPlan(const Recommendation& r) : rec(&r) {
     if (!w.widened.empty())
       per_module.differs += w.widened.size() == 1 ? " whole in BF16" : " whole in BF16 (each)";
   }
+  // Captured layers one file name selects together train as one there.
+  if (!nvdlfw_omitted) {
+    merge_groups(per_gemm, module_groups(r.layers, nvdlfw_layer_name, NameMatch::kDotSuffix), r.layers,
+                 "nvdlfw_inspect.yaml");
+    if (!per_gemm.differs.empty()) {
+      per_gemm.fp8_flop_share = trained_share(per_gemm, chosen);
+      per_gemm.speedup.reset();  // not priced: the cost model priced the plan, not this merge
+    }
+  }
+  const std::string widened = per_module.differs;
+  per_module.differs.clear();
+  merge_groups(per_module, module_groups(r.layers, megatron_module_path, NameMatch::kExact), r.layers,
+               "te_precision_config.yaml");
+  if (!per_module.differs.empty()) {
+    per_module.fp8_flop_share = trained_share(per_module, chosen);
+    per_module.speedup.reset();
+  }
+  if (!widened.empty()) per_module.differs = widened + (per_module.differs.empty() ? "" : "; " + per_module.differs);
+  // torchao.json: one recipe model-wide; a module with a BF16 GEMM kept whole in high precision
+  // (under rowwise_with_gw_hp every wgrad high precision, and the modules with fprop or dgrad
+  // BF16); its filter selects by dot-suffix.
+  TrainedPlan by_torchao;
+  if (torchao) {
+    by_torchao.granularity = "module";
+    by_torchao.files = {"torchao.json"};
+    for (std::size_t li = 0; li < r.layers.size(); ++li) {
+      const LayerDecision& l = r.layers[li];
+      std::array<Precision, 3> p = per_gemm.precision[li];
+      if (torchao_gw_hp) {
+        p[2] = Precision::kBf16;
+        if (is_fallback(l.gemms[0]) || is_fallback(l.gemms[1])) p.fill(Precision::kBf16);
+      } else if (has_bf16_gemm(l)) {
+        p.fill(Precision::kBf16);
+      }
+      by_torchao.precision.push_back(p);
+      by_torchao.candidate.push_back(*r.chosen);
+    }
+    merge_groups(by_torchao, module_groups(r.layers, captured_name, NameMatch::kDotSuffix), r.layers, "torchao.json");
+    by_torchao.fp8_flop_share = trained_share(by_torchao, chosen);
+    by_torchao.differs = "torchao.json: one recipe, modules with a BF16 GEMM whole in high precision" +
+                         std::string(torchao_gw_hp ? ", every wgrad in high precision (rowwise_with_gw_hp)" : "") +
+                         (by_torchao.differs.empty() ? "" : "; " + by_torchao.differs);
+  }
+  const auto same_plan = [](const TrainedPlan& a, const TrainedPlan& b) {
+    if (a.precision.size() != b.precision.size()) return false;
+    for (std::size_t li = 0; li < a.precision.size(); ++li)
+      for (std::size_t g = 0; g < 3; ++g)
+        if (a.precision[li][g] != b.precision[li][g] ||
+            (a.precision[li][g] == Precision::kFp8 && a.candidate[li] != b.candidate[li]))
+          return false;
+    return true;
+  };
   // The same GEMM by GEMM (every module on the chosen recipe where the plan keeps it FP8): no difference to name.
-  bool same = per_module.precision.size() == per_gemm.precision.size();
-  for (std::size_t li = 0; same && li < per_gemm.precision.size(); ++li)
-    for (std::size_t g = 0; g < 3; ++g)
-      same = same && per_module.precision[li][g] == per_gemm.precision[li][g] &&
-             (per_gemm.precision[li][g] != Precision::kFp8 || per_module.candidate[li] == per_gemm.candidate[li]);
-  if (same) per_module.differs.clear();
+  if (same_plan(per_module, per_gemm)) per_module.differs = per_gemm.differs;
+  const bool torchao_apart = torchao && !same_plan(by_torchao, per_module);
+  if (torchao && !torchao_apart) per_module.files.push_back("torchao.json");
   if (!fp8) {  // nothing trains FP8: every file BF16
     for (TrainedPlan* t : {&per_gemm, &per_module})
       for (auto& p : t->precision) p.fill(Precision::kBf16);
   }
   trained = {std::move(per_gemm), std::move(per_module)};
+  if (torchao_apart) trained.push_back(std::move(by_torchao));
 }
 
 }  // namespace fp8a

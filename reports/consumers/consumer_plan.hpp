@@ -44,7 +44,8 @@ struct TrainedPlan {
   std::vector<std::optional<std::size_t>> candidate;
   double fp8_flop_share = 0;
   std::optional<double> speedup;
-  // How it differs from the per-GEMM plan, in words ("" for the per-GEMM plan itself):
+  // How it differs from the recommendation's plan, in words ("" when it is that plan): captured
+  // layers one name selects trained as one (either group), whole modules in BF16 (per module),
   // "layers.1.mlp.linear_fc2 whole in BF16" or the per-module plan's line.
   std::string differs;
 };
@@ -73,9 +74,14 @@ struct ConsumerPlan {
   // watch); unset: it is (megatron_bridge.yaml's tensor_inspect names it then).
   std::optional<std::string> nvdlfw_omitted;
   MegatronFp8 megatron;  // it reads the fields above
-  // What the files train (set last): [0] per GEMM, [1] per module. Both all-BF16 when nothing
-  // trains FP8; empty when no candidate is chosen.
+  // What the files train (set last): [0] per GEMM, [1] per module (Megatron's files, and
+  // torchao.json where it trains the same), [2] torchao.json where it trains another plan (its
+  // suffix filter joins other modules, or rowwise_with_gw_hp). All-BF16 when nothing trains FP8;
+  // empty when no candidate is chosen.
   std::vector<TrainedPlan> trained;
+  // torchao.json's recipe is block's rowwise and some module keeps only its wgrad in BF16:
+  // rowwise_with_gw_hp, every grad-weight GEMM in high precision.
+  bool torchao_gw_hp = false;
   // te_precision_config.yaml carries the per-module plan (its base is the chosen recipe), not
   // only the chosen plan's BF16 modules.
   bool precision_config_mixes = false;

@@ -37,12 +37,10 @@ Artifact render_torchao_json(const ConsumerPlan& plan) {
     else
       reason = "the advice is BF16";
   } else {
-    bool wgrad_only = false;  // some module keeps only its wgrad in BF16
-    for (const LayerDecision& l : rec.layers) {
-      const bool f = is_fallback(l.gemms[0]), d = is_fallback(l.gemms[1]), w = is_fallback(l.gemms[2]);
-      wgrad_only = wgrad_only || (w && !f && !d);
-    }
-    const bool gw_hp = name == "rowwise" && wgrad_only;
+    const bool gw_hp = plan.torchao_gw_hp;
+    const bool wgrad_only = gw_hp || std::any_of(rec.layers.begin(), rec.layers.end(), [](const LayerDecision& l) {
+      return is_fallback(l.gemms[2]) && !is_fallback(l.gemms[0]) && !is_fallback(l.gemms[1]);
+    });
     const FormatCarriage format = carry_format(c->recipe.kind, c->format, Consumer::kTorchao);
     for (const LayerDecision& l : rec.layers) {
       const bool fd = is_fallback(l.gemms[0]) || is_fallback(l.gemms[1]);

@@ -2,9 +2,9 @@
 """check_plan_agreement.py OUT [OUT ...]: what every file of a `run` trains equals, GEMM by GEMM,
 what recipe.json says it trains (issue 55: the answer is what the files train).
 
-recipe.json's "trained" holds two plans: [0] per GEMM (te_snippet.py with nvdlfw_inspect.yaml),
+recipe.json's "trained" holds the plans: [0] per GEMM (te_snippet.py with nvdlfw_inspect.yaml),
 [1] per module (Megatron's megatron_args.txt, megatron_bridge.yaml and te_precision_config.yaml;
-torchao.json where it is listed). Each file is read back with its consumer's own matching:
+torchao.json where it trains the same), [2] torchao.json where it trains another plan. Each file is read back with its consumer's own matching:
   - te_snippet.py: FP8 autocast on exactly when recipe.json has a recipe;
   - nvdlfw_inspect.yaml: nvdlfw_inspect's ConfigManager gives each layer (by the name recipe.json
     says nvdlfw knows it by, under Megatron's DDP/Float16Module prefix) its config; TE's
@@ -14,10 +14,11 @@ torchao.json where it is listed). Each file is read back with its consumer's own
     a config with an empty training_recipe is BF16; without the file, every module runs the
     recipe of megatron_args.txt; --first-last-layers-bf16 with its counts keeps those layers BF16;
     Megatron's MoE router and LM head (without --fp8-output-proj) are not TE modules: BF16;
-  - torchao.json: recipe_name set exactly when listed; a module its filter_fqns selects (the FQN,
-    or one ending in "." + it) stays high precision.
+  - torchao.json: recipe_name set exactly when a plan lists it; a module its filter_fqns selects
+    (the FQN, or one ending in "." + it) stays high precision, and every wgrad under
+    rowwise_with_gw_hp.
 Each GEMM's precision from the files must equal recipe.json's; the per-GEMM plan must equal
-recipe.json's layers; recipe.json must validate against reports/consumers/recipe.schema.json. One FAIL line names the first disagreement."""
+recipe.json's layers unless its `differs` says how it does (layers one name selects together); recipe.json must validate against reports/consumers/recipe.schema.json. One FAIL line names the first disagreement."""
 import json
 import os
 import re
@@ -98,7 +99,8 @@ def _per_gemm(out, doc, plan):
             got = "bf16" if not fp8 or g in off else "fp8"
             where = "per GEMM: %s %s" % (layer["layer"], g)
             _expect(got, layer[g], where)
-            _expect(layers[layer["layer"]]["gemms"][g]["precision"], layer[g], where + " (recipe.json layers)")
+            if not plan["differs"]:  # the recommendation's plan itself: its layers say the same
+                _expect(layers[layer["layer"]]["gemms"][g]["precision"], layer[g], where + " (recipe.json layers)")
     return len(plan["layers"])
 
 
@@ -156,19 +158,29 @@ def _per_module(out, doc, plan):
             low = lows[0]
         for g in GEMMS:
             _expect("fp8" if low else "bf16", layer[g], "per module (Megatron): %s %s" % (layer["layer"], g))
-    torchao = read_json(os.path.join(out, "torchao.json"))
-    listed = "torchao.json" in plan["files"]
-    if (torchao.get("recipe_name") is not None) != (listed and doc["recipe"] is not None):
-        raise CheckFailed("torchao.json: recipe_name %r, but recipe.json %s it" % (
-            torchao.get("recipe_name"), "lists" if listed else "does not list"))
-    if torchao.get("recipe_name") is not None:
-        kept = torchao.get("filter_fqns", [])
-        for layer in plan["layers"]:
-            fqn = layer["layer"]
-            high = _non_te(layer["name"], flags) or any(fqn == f or fqn.endswith("." + f) for f in kept)
-            for g in GEMMS:
-                _expect("bf16" if high else "fp8", layer[g], "per module (torchao.json): %s %s" % (fqn, g))
     return len(plan["layers"])
+
+
+def _torchao(out, doc, trained):
+    """torchao.json against the plan that lists it (one at most)."""
+    torchao = read_json(os.path.join(out, "torchao.json"))
+    flags = _megatron_args(out)
+    plans = [t for t in trained if "torchao.json" in t["files"]]
+    if len(plans) > 1:
+        raise CheckFailed("torchao.json listed by %d plans" % len(plans))
+    if (torchao.get("recipe_name") is not None) != (bool(plans) and doc["recipe"] is not None):
+        raise CheckFailed("torchao.json: recipe_name %r, but recipe.json %s it" % (
+            torchao.get("recipe_name"), "lists" if plans else "does not list"))
+    if torchao.get("recipe_name") is None:
+        return
+    kept = torchao.get("filter_fqns", [])
+    gw_hp = torchao["recipe_name"].endswith("_with_gw_hp")  # every grad-weight GEMM in high precision
+    for layer in plans[0]["layers"]:
+        fqn = layer["layer"]
+        high = _non_te(layer["name"], flags) or any(fqn == f or fqn.endswith("." + f) for f in kept)
+        for g in GEMMS:
+            got = "bf16" if high or (gw_hp and g == "wgrad") else "fp8"
+            _expect(got, layer[g], "per module (torchao.json): %s %s" % (fqn, g))
 
 
 def check(argv):
@@ -190,11 +202,15 @@ def check(argv):
                 raise CheckFailed("%s: megatron_args.txt turns FP8 on with nothing chosen" % out)
             said.append("%s: nothing chosen, every file BF16" % os.path.basename(out))
             continue
-        if [t["granularity"] for t in trained] != ["gemm", "module"]:
-            raise CheckFailed("%s: trained plans %r" % (out, [t["granularity"] for t in trained]))
+        kinds = [t["granularity"] for t in trained]
+        if kinds[:2] != ["gemm", "module"] or any(k != "module" for k in kinds[2:]):
+            raise CheckFailed("%s: trained plans %r" % (out, kinds))
+        if "megatron_args.txt" not in trained[1]["files"]:
+            raise CheckFailed("%s: the per-module plan is not Megatron's" % out)
         try:
             n = _per_gemm(out, doc, trained[0])
             _per_module(out, doc, trained[1])
+            _torchao(out, doc, trained)
         except CheckFailed as e:
             raise CheckFailed("%s: %s" % (os.path.basename(out), e))
         said.append("%s: %d layers x 3 GEMMs agree per GEMM and per module" % (os.path.basename(out), n))

@@ -95,6 +95,16 @@ def make_cases(d):
         t[name + ".activation"] = ("BF16", [32, 64], x)
         write_safetensors(os.path.join(d, "name%d" % i, "step_000001.safetensors"), t)
         cases.append(("name%d" % i, os.path.join(d, "name%d" % i)))
+    # A top-level module named like a nested one's leaf (issue 56 item 8): nvdlfw's suffix pattern
+    # for c_fc selects transformer.h.0.mlp.c_fc too, so the files give them one plan.
+    t = {}
+    r = random.Random(8)
+    add_layer(t, "transformer.h.0.mlp.c_fc", 32, 32, 64, r)
+    add_layer(t, "c_fc", 32, 32, 64, r)
+    x = b"".join(struct.pack("<f", r.gauss(0, 1e-30 if j % 4 else 1e4))[2:4] for j in range(32 * 64))
+    t["c_fc.activation"] = ("BF16", [32, 64], x)
+    write_safetensors(os.path.join(d, "leaf", "step_000001.safetensors"), t)
+    cases.append(("leaf", os.path.join(d, "leaf")))
     return cases
 
 
