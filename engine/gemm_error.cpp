@@ -757,16 +757,23 @@ GemmSampleSize gemm_sample_for(const GemmSampling& sampling, std::int64_t m, std
   }
   const std::int64_t nk = std::max<std::int64_t>(1, n * k);
   if (m <= kGemmAutoMacs / nk) return {m, n};
-  if (!cols_too) return {std::min(m, std::max(kGemmAutoMinRows, kGemmAutoMacs / nk)), n};
+  // A sample of at least half the entries saves too little to be worth its standard error:
+  // the whole output.
+  const auto whole_if_most = [&](GemmSampleSize s) {
+    return 2.0 * static_cast<double>(s.rows) * static_cast<double>(s.cols) >= static_cast<double>(m) * static_cast<double>(n)
+               ? GemmSampleSize{m, n}
+               : s;
+  };
+  if (!cols_too) return whole_if_most({std::min(m, std::max(kGemmAutoMinRows, kGemmAutoMacs / nk)), n});
   const std::int64_t entries = kGemmAutoMacs / std::max<std::int64_t>(1, k);  // rows x columns
   const auto side = static_cast<std::int64_t>(std::sqrt(static_cast<double>(entries)));
   const auto share = [&](std::int64_t other) {  // the other dimension's count given this one's
     return std::max(kGemmAutoMinRows, entries / std::max<std::int64_t>(1, other));
   };
-  if (m <= side) return {m, std::min(n, share(m))};
-  if (n <= side) return {std::min(m, share(n)), n};
+  if (m <= side) return whole_if_most({m, std::min(n, share(m))});
+  if (n <= side) return whole_if_most({std::min(m, share(n)), n});
   const std::int64_t s = std::max(kGemmAutoMinRows, side);
-  return {std::min(m, s), std::min(n, s)};
+  return whole_if_most({std::min(m, s), std::min(n, s)});
 }
 
 std::vector<GemmRow> evaluate_gemm_errors(const CaptureSet& captures,

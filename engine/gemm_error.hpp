@@ -78,7 +78,8 @@ struct GemmSampleSize {
 // kAuto: the whole output while m * n * k <= kGemmAutoMacs; else, with `cols_too`, about
 // sqrt(kGemmAutoMacs / k) rows and as many columns (each at least kGemmAutoMinRows, at most m or
 // n; a dimension that runs out gives the other its share of the budget), without, all n columns
-// and the fewest rows r >= kGemmAutoMinRows with r * n * k <= kGemmAutoMacs (not more than m).
+// and the fewest rows r >= kGemmAutoMinRows with r * n * k <= kGemmAutoMacs (not more than m);
+// a sample of at least half the m * n entries is the whole output (it would save too little).
 // Square samples balance the casts, which scale with the operands' rows (the right-hand operand's
 // whole length), against the products, which scale with rows times columns. kAll: everything.
 // kRows: min(rows, m) rows and, with `cols_too` and cols > 0, min(cols, n) columns, else every

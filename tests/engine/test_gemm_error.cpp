@@ -505,7 +505,10 @@ TEST_CASE("--gemm-rows auto keeps every entry up to 2^32 multiply-adds, then sam
   // Layers split over ranks: rows only, every column.
   CHECK(rows_only(automatic, 128, 384, 128).rows == 128);    // the sample captures
   CHECK(rows_only(automatic, 4096, 1024, 1024).rows == 4096);  // 2^32 exactly
-  CHECK(rows_only(automatic, 4097, 1024, 1024).rows == 4096);
+  CHECK(rows_only(automatic, 4097, 1024, 1024).rows == 4097);  // 4096 of 4097 would save nothing: all
+  CHECK(rows_only(automatic, 8193, 1024, 1024).rows == 4096);  // just under half: a sample
+  // Issue 56 item 7: just above 2^32 a square-ish sample took 2045 of 2048 rows; now all of them.
+  CHECK(both(2048, 1449, 1449) == std::pair<std::int64_t, std::int64_t>{2048, 1449});
   CHECK(rows_only(automatic, 8192, 4096, 4096).rows == 256);
   CHECK(rows_only(automatic, 8192, 16384, 16384).rows == 256);  // the floor
   CHECK(rows_only(automatic, 100, 16384, 16384).rows == 100);
