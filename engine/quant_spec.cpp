@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
 
 namespace fp8a {
 
@@ -22,6 +23,19 @@ Nvfp4Copy nvfp4_copy_for(const Recipe& recipe, Role role, Orientation orientatio
   return copy;
 }
 
+Applicability nvfp4_finite(const TensorStats& stats, const Nvfp4Copy& copy, float given_amax) {
+  if (stats.inf_count > 0 || std::isinf(given_amax))
+    return Applicability::no("an Inf element makes the NVFP4 tensor scale's amax inf, and the decode factor "
+                             "amax / 2688 with it (TE's GEMM alpha too): every block decodes to NaN or Inf");
+  if (copy.rht && stats.nan_count > 0)
+    return Applicability::no("a NaN element: the Hadamard transform of the columnwise NVFP4 copy spreads it "
+                             "over its 16-element block");
+  if (copy.rht && stats.amax_finite > std::numeric_limits<float>::max() / 4)
+    return Applicability::no("|x| up to 4 x amax in the Hadamard transform of the columnwise NVFP4 copy "
+                             "overflows fp32 (amax " + std::to_string(stats.amax_finite) + ")");
+  return Applicability::yes();
+}
+
 Applicability make_quant_spec(const Candidate& c, const TensorStats& stats, DType dtype,
                               QuantSpec* spec) {
   spec->kind = c.recipe.kind;
@@ -37,7 +51,7 @@ Applicability make_quant_spec(const Candidate& c, const TensorStats& stats, DTyp
     constexpr float kFoundByCaller = std::numeric_limits<float>::quiet_NaN();
     const float amax = !std::isnan(c.given_amax) ? c.given_amax : spec->nvfp4.rht ? kFoundByCaller : stats.amax;
     if (!std::isnan(amax)) set_nvfp4_amax(amax, spec);
-    return Applicability::yes();
+    return nvfp4_finite(stats, spec->nvfp4, c.given_amax);
   }
   if (!is_per_tensor(c.recipe.kind)) return Applicability::yes();
   if (replays_history(c.recipe.kind)) {

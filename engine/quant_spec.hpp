@@ -22,6 +22,14 @@ Nvfp4Copy nvfp4_copy_for(const Recipe& recipe, Role role, Orientation orientatio
 // An NVFP4 spec's level-2 scales from its copy's amax (scale and nvfp4_decode).
 void set_nvfp4_amax(float amax, QuantSpec* spec);
 
+// Whether an NVFP4 copy of a tensor with these statistics has a finite error to measure (issue
+// 56's one rule for non-finite input: an element that is NaN or Inf is left out of the sums; a
+// copy where one spreads to finite elements is not applicable, with why): an Inf anywhere makes
+// the tensor scale's amax, and so the decode factor, inf; a NaN in a copy under the Hadamard
+// transform spreads over its 16-element block; finite values past FLT_MAX / 4 overflow the
+// transform. `given_amax`: the ranks' reduced amax, NaN when none.
+Applicability nvfp4_finite(const TensorStats& stats, const Nvfp4Copy& copy, float given_amax);
+
 Applicability make_quant_spec(const Candidate& candidate, const TensorStats& stats, DType dtype,
                               QuantSpec* spec);
 
