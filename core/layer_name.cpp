@@ -46,8 +46,7 @@ std::string grouped_module_of(const std::string& layer) {
   const std::size_t dot = layer.rfind('.');
   if (dot == std::string::npos || layer.compare(dot + 1, 6, "expert") != 0) return "";
   const std::string digits = layer.substr(dot + 7);
-  if (digits.empty() || digits.size() > 6 ||
-      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
     return "";
   const std::string module = layer.substr(0, dot);
   const auto s = split_transformer_layer(module);

@@ -55,8 +55,8 @@ bool is_lm_head(const std::string& layer);
 bool is_moe_router(const std::string& layer);
 
 // Expert <i> of Megatron TEGroupedMLP's grouped module as fp8a_capture names it (python/
-// fp8a_capture.py _expert_name): "<...>.mlp.experts.linear_fc1.expert<i>" (or linear_fc2, i of 1
-// to 6 digits); the module's name, or "" for any other name. Only under Megatron's grouped-module
+// fp8a_capture.py _expert_name): "<...>.mlp.experts.linear_fc1.expert<i>" (or linear_fc2, i any
+// run of digits, as %d writes it); the module's name, or "" for any other name. Only under Megatron's grouped-module
 // names, where no child module can be called so: a custom model's "expert3" may be a module of its
 // own. TE's GroupedLinear runs every expert in one recipe, and no consumer config can set one.
 std::string grouped_module_of(const std::string& layer);
