@@ -110,6 +110,23 @@ int command_compare(const Invocation& inv) {
   const bool formats_given = !vm["format"].defaulted();
   const auto folder =
       std::find_if(sides, sides + 2, [](const Side& s) { return s.run_folder && !s.records.empty(); });
+  // Two run folders evaluated in different formats (none given): only the formats both hold can
+  // be compared; say so, or refuse when they share none.
+  if (!formats_given && sides[0].run_folder && sides[1].run_folder && !sides[0].records.empty() &&
+      !sides[1].records.empty()) {
+    const auto f0 = distinct(sides[0].records, &MetricsRecord::format);
+    const auto f1 = distinct(sides[1].records, &MetricsRecord::format);
+    std::vector<std::string> shared;
+    for (const std::string& f : f0)
+      if (std::find(f1.begin(), f1.end(), f) != f1.end()) shared.push_back(f);
+    if (shared.empty())
+      throw input_error("fp8a.compare.102", "compare: base " + sides[0].path + " was evaluated in format " +
+                                                join(f0) + " and cand " + sides[1].path + " in " + join(f1) +
+                                                ": no format to compare; run both in one (--format)");
+    if (shared.size() != f0.size() || shared.size() != f1.size())
+      std::cerr << "fp8-advisor: compare: base was evaluated in format " << terminal_text(join(f0)) << ", cand in "
+                << terminal_text(join(f1)) << ": comparing " << terminal_text(join(shared)) << " only\n";
+  }
   if (folder != sides + 2) {
     if (!recipes_given)
       config.recipes = parse_recipe_list(join(distinct(folder->records, &MetricsRecord::recipe)));
@@ -163,8 +180,12 @@ int command_compare(const Invocation& inv) {
   for (const Side& s : sides)
     if (s.records.empty())
       throw input_error("fp8a.compare.101", std::string("compare: ") + s.name + " " + s.path +
-                                                ": no evaluated tensor under --recipes " +
-                                                join(specs) + " --format " + formats);
+                                                ": no evaluated tensor under " +
+                                                (folder != sides + 2 && (!recipes_given || !formats_given)
+                                                     ? std::string("the recipes and formats of ") + folder->name +
+                                                           "'s run folder: "
+                                                     : std::string()) +
+                                                "--recipes " + join(specs) + " --format " + formats);
   const CompareResult result = compare_records(sides[0].records, sides[1].records);
   if (result.matches.empty())
     throw input_error("fp8a.compare.102",

@@ -373,3 +373,23 @@ TEST_CASE("compare: errors, word for word") {
                   " is in cand " + (t.path / "b").string() + "\n");
   CHECK(!fs::exists(t.path / "o"));
 }
+
+TEST_CASE("compare of run folders in other formats: refused when they share none, said when they share some") {
+  // Issue 56 item 7: an e4m3 folder against a hybrid one named a --format e4m3 nobody typed, and
+  // e4m3,hybrid against hybrid dropped e4m3 without a word.
+  TempDir t;
+  REQUIRE(run("synth --preset healthy --out " + q(t.path / "cap")).rc == 0);
+  for (const char* f : {"e4m3", "hybrid", "e4m3,hybrid"})
+    REQUIRE(run("run --capture " + q(t.path / "cap") + " --out " + q(t.path / (std::string("r_") + f)) +
+                " --format " + f + " --no-gemms --quiet")
+                .rc == 0);
+  auto r = run("compare " + q(t.path / "r_e4m3") + " " + q(t.path / "r_hybrid") + " --out " + q(t.path / "o1"));
+  CHECK(r.rc == 3);
+  CHECK(r.err == "fp8-advisor: error: [fp8a.compare.102] compare: base " + (t.path / "r_e4m3").string() +
+                      " was evaluated in format e4m3 and cand " + (t.path / "r_hybrid").string() +
+                      " in hybrid: no format to compare; run both in one (--format)\n");
+  r = run("compare " + q(t.path / "r_e4m3,hybrid") + " " + q(t.path / "r_hybrid") + " --out " + q(t.path / "o2"));
+  CHECK(r.rc == 0);
+  CHECK(r.err.find("fp8-advisor: compare: base was evaluated in format e4m3,hybrid, cand in hybrid: comparing "
+                   "hybrid only\n") != std::string::npos);
+}
