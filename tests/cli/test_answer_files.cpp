@@ -149,4 +149,34 @@ TEST_CASE("issue 56 item 1: NaN, Inf and 1e38 under every recipe kind: every out
   }
 }
 
+TEST_CASE("issue 56 item 5: a sample whose other rows are zero holds the one nonzero row: the exact error") {
+  // X with one nonzero row of 256: all of fprop's output energy is in that row, which the draw
+  // takes with certainty; --gemm-rows 4 then measures what the whole output (--gemm-rows 0) does.
+  TempDir t;
+  std::mt19937 rng(2);
+  std::vector<fp8a::SafetensorsTensorOut> tensors;
+  add_layer(&tensors, "layers.0.mlp.linear_fc1", 256, 128, 128, rng);
+  std::string& x = tensors[0].bytes;
+  const std::string row = x.substr(37 * 128 * 2, 128 * 2);
+  x.assign(x.size(), '\0');
+  x.replace(37 * 128 * 2, row.size(), row);
+  write_capture(t.path / "cap" / "step_1.safetensors", tensors);
+  const auto fprop = [&](const std::string& rows) {
+    const fs::path out = t.path / ("out" + rows);
+    REQUIRE(run("run --capture " + shell_quote((t.path / "cap").string()) + " --out " + shell_quote(out.string()) +
+                " --recipes current --cost none --quiet --gemm-rows " + rows)
+                .rc == 0);
+    for (const Row& r : read_csv(slurp(out / "gemms.csv")))
+      if (r.at("gemm") == "fprop") return r;
+    FAIL("no fprop row");
+    return Row{};
+  };
+  const Row sampled = fprop("4"), exact = fprop("0");
+  CHECK(sampled.at("sampled") == "true");
+  CHECK(exact.at("sampled") == "false");
+  CHECK(num(sampled.at("rel_fro_err")) > 0.01);
+  CHECK(num(sampled.at("rel_fro_err")) == doctest::Approx(num(exact.at("rel_fro_err"))).epsilon(1e-12));
+  CHECK(num(sampled.at("rel_fro_err_se")) == 0.0);  // every row with energy drawn: nothing left to estimate
+}
+
 }  // namespace fp8a::cli_test
