@@ -95,6 +95,15 @@ def make_cases(d):
         t[name + ".activation"] = ("BF16", [32, 64], x)
         write_safetensors(os.path.join(d, "name%d" % i, "step_000001.safetensors"), t)
         cases.append(("name%d" % i, os.path.join(d, "name%d" % i)))
+    # A grouped module's expert captured with its weight alone (issue 56 item 7): not judged, and
+    # trained as the files leave it.
+    t = {}
+    r = random.Random(6)
+    add_layer(t, "decoder.layers.0.mlp.experts.linear_fc1.expert0", 64, 128, 128, r)
+    add_layer(t, "decoder.layers.0.mlp.experts.linear_fc1.expert1", 64, 128, 128, r, roles=("weight",))
+    add_layer(t, "decoder.layers.0.mlp.linear_fc2", 64, 128, 128, r)
+    write_safetensors(os.path.join(d, "wexpert", "step_000001.safetensors"), t)
+    cases.append(("wexpert", os.path.join(d, "wexpert")))
     # A top-level module named like a nested one's leaf (issue 56 item 8): nvdlfw's suffix pattern
     # for c_fc selects transformer.h.0.mlp.c_fc too, so the files give them one plan.
     t = {}
