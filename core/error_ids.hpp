@@ -147,9 +147,12 @@ inline constexpr ErrorIdRow kErrorIdRows[] = {
     {"fp8a.compare.101", kInput,
      "`compare`: an input holds no evaluated tensor under the `--recipes` and `--format` lists (the input named)"},
     {"fp8a.compare.102", kInput,
-     "`compare`: no (layer, tensor, recipe, format, orientation) of BASE is in CAND (both named)"},
+     "`compare`: no (layer, tensor, recipe, format, orientation) of BASE is in CAND (both named), or two "
+     "run folders evaluated in formats they do not share (without `--format`; sharing some, `compare` says "
+     "which it compares)"},
     {"fp8a.policy.901", kInput, "policy file is not valid JSON (also: not UTF-8 text, with the encoding or the byte offset named), or not a JSON object"},
-    {"fp8a.policy.902", kInput, "policy file: unknown key (the key named, with \"did you mean\")"},
+    {"fp8a.policy.902", kInput,
+     "policy file: unknown key (the key named, with \"did you mean\"), or an object of over 1000 keys (named)"},
     {"fp8a.policy.903", kInput, "policy file: a value of the wrong type (the key named)"},
     {"fp8a.policy.904", kInput,
      "policy file: a value out of range (a number beyond a double's range too), or not one of the names allowed (the key named)"},
