@@ -48,6 +48,115 @@ double trained_share(const TrainedPlan& t, const CandidatePlan& chosen) {
   return chosen.total_flops > 0 ? fp8 / chosen.total_flops : 0.0;
 }
 
+// The decisions' precision of every GEMM, the chosen candidate for each layer.
+TrainedPlan decided(const Recommendation& r) {
+  TrainedPlan t;
+  for (const LayerDecision& l : r.layers) {
+    std::array<Precision, 3> p{};
+    for (const GemmDecision& g : l.gemms) p[static_cast<std::size_t>(g.gemm)] = g.precision;
+    t.precision.push_back(p);
+    t.candidate.push_back(r.chosen);
+  }
+  return t;
+}
+
+// Whether two trained plans train every GEMM alike (in the same recipe where low precision).
+bool same_plan(const TrainedPlan& a, const TrainedPlan& b) {
+  if (a.precision.size() != b.precision.size()) return false;
+  for (std::size_t li = 0; li < a.precision.size(); ++li)
+    for (std::size_t g = 0; g < 3; ++g)
+      if (a.precision[li][g] != b.precision[li][g] ||
+          (a.precision[li][g] == Precision::kFp8 && a.candidate[li] != b.candidate[li]))
+        return false;
+  return true;
+}
+
+// Per GEMM: te_snippet.py's recipe with nvdlfw_inspect.yaml's GEMMs in BF16 (when written), the
+// layers its names select together as one.
+TrainedPlan trained_per_gemm(const Recommendation& r, bool nvdlfw_written) {
+  const CandidatePlan& chosen = r.candidates[*r.chosen];
+  TrainedPlan t = decided(r);
+  t.files = {"te_snippet.py"};
+  if (nvdlfw_written) t.files.push_back("nvdlfw_inspect.yaml");
+  t.files.push_back("recipe.json");
+  t.fp8_flop_share = chosen.fp8_flop_share;
+  t.speedup = chosen.speedup;
+  if (nvdlfw_written) {
+    merge_groups(t, module_groups(r.layers, nvdlfw_layer_name, NameMatch::kDotSuffix), r.layers, "nvdlfw_inspect.yaml");
+    if (!t.differs.empty()) {
+      t.fp8_flop_share = trained_share(t, chosen);
+      t.speedup.reset();  // not priced: the cost model priced the plan, not this merge
+    }
+  }
+  return t;
+}
+
+// Per module, as Megatron's files train it: te_precision_config.yaml's per-module plan when it
+// holds one (`mixes`), else the plan with each module that keeps a GEMM in BF16 wholly BF16; the
+// layers one module path names as one.
+TrainedPlan trained_per_module(const Recommendation& r, bool mixes, bool precision_config_written) {
+  const CandidatePlan& chosen = r.candidates[*r.chosen];
+  TrainedPlan t;
+  t.granularity = "module";
+  t.files = {"megatron_args.txt", "megatron_bridge.yaml"};
+  if (precision_config_written) t.files.push_back("te_precision_config.yaml");
+  std::string differs;
+  if (mixes) {
+    const ModulePlan& mp = *r.module_plan;
+    for (const ModuleChoice& m : mp.modules) {
+      t.precision.push_back(m.candidate ? std::array{Precision::kFp8, Precision::kFp8, Precision::kFp8}
+                                        : std::array{Precision::kBf16, Precision::kBf16, Precision::kBf16});
+      t.candidate.push_back(m.candidate);
+    }
+    t.fp8_flop_share = mp.fp8_flop_share;
+    t.speedup = mp.speedup;
+    differs = format_text("te_precision_config.yaml's per-module plan (%d module%s on other recipes, %d in BF16)",
+                          mp.switched, mp.switched == 1 ? "" : "s", mp.bf16);
+  } else {
+    // A recommendation made by hand (the tests') may not carry it: the same, without a cost.
+    const WholeModulePlan w = r.whole_modules ? *r.whole_modules : plan_whole_modules(chosen, r.layers, nullptr, {});
+    t.precision = w.plan;
+    t.candidate.assign(w.plan.size(), r.chosen);
+    t.fp8_flop_share = w.fp8_flop_share;
+    t.speedup = w.speedup;
+    for (std::size_t i = 0; i < w.widened.size() && i < 3; ++i) differs += (i == 0 ? "" : ", ") + r.layers[w.widened[i]].layer;
+    if (w.widened.size() > 3) differs += format_text(" and %zu more", w.widened.size() - 3);
+    if (!w.widened.empty()) differs += w.widened.size() == 1 ? " whole in BF16" : " whole in BF16 (each)";
+  }
+  merge_groups(t, module_groups(r.layers, megatron_module_path, NameMatch::kExact), r.layers, "te_precision_config.yaml");
+  if (!t.differs.empty()) {
+    t.fp8_flop_share = trained_share(t, chosen);
+    t.speedup.reset();
+  }
+  if (!differs.empty()) t.differs = differs + (t.differs.empty() ? "" : "; " + t.differs);
+  return t;
+}
+
+// torchao.json: one recipe model-wide; a module with a BF16 GEMM kept whole in high precision
+// (under rowwise_with_gw_hp every wgrad high precision, and the modules with fprop or dgrad BF16);
+// its filter selects by dot-suffix, so the layers it names together train as one.
+TrainedPlan trained_by_torchao(const Recommendation& r, bool gw_hp) {
+  TrainedPlan t = decided(r);
+  t.granularity = "module";
+  t.files = {"torchao.json"};
+  for (std::size_t li = 0; li < r.layers.size(); ++li) {
+    const LayerDecision& l = r.layers[li];
+    std::array<Precision, 3>& p = t.precision[li];
+    if (gw_hp) {
+      p[2] = Precision::kBf16;
+      if (is_fallback(l.gemms[0]) || is_fallback(l.gemms[1])) p.fill(Precision::kBf16);
+    } else if (has_bf16_gemm(l)) {
+      p.fill(Precision::kBf16);
+    }
+  }
+  merge_groups(t, module_groups(r.layers, captured_name, NameMatch::kDotSuffix), r.layers, "torchao.json");
+  t.fp8_flop_share = trained_share(t, r.candidates[*r.chosen]);
+  t.differs = "torchao.json: one recipe, modules with a BF16 GEMM whole in high precision" +
+              std::string(gw_hp ? ", every wgrad in high precision (rowwise_with_gw_hp)" : "") +
+              (t.differs.empty() ? "" : "; " + t.differs);
+  return t;
+}
+
 }  // namespace
 
 ConsumerPlan::ConsumerPlan(const Recommendation& r) : rec(&r) {
@@ -78,120 +187,28 @@ ConsumerPlan::ConsumerPlan(const Recommendation& r) : rec(&r) {
   precision_config_mixes = fp8 && !precision_config_omitted && r.module_plan && r.chosen &&
                            r.module_plan->base == *r.chosen && recipe_kind_traits(candidate->recipe.kind).te_per_module;
   if (candidate == nullptr) return;
-  const CandidatePlan& chosen = r.candidates[*r.chosen];
-  TrainedPlan per_gemm;
-  per_gemm.files = {"te_snippet.py"};
-  if (!nvdlfw_omitted) per_gemm.files.push_back("nvdlfw_inspect.yaml");
-  per_gemm.files.push_back("recipe.json");
-  for (const LayerDecision& l : r.layers) {
-    std::array<Precision, 3> p{};
-    for (const GemmDecision& g : l.gemms) p[static_cast<std::size_t>(g.gemm)] = g.precision;
-    per_gemm.precision.push_back(p);
-    per_gemm.candidate.push_back(*r.chosen);
-  }
-  per_gemm.fp8_flop_share = chosen.fp8_flop_share;
-  per_gemm.speedup = chosen.speedup;
-  TrainedPlan per_module;
-  per_module.granularity = "module";
-  per_module.files = {"megatron_args.txt", "megatron_bridge.yaml"};
-  if (!precision_config_omitted) per_module.files.push_back("te_precision_config.yaml");
-  // torchao.json trains a plan where torchao has the recipe; else it says none.
-  const bool torchao = fp8 && *recipe_kind_traits(candidate->recipe.kind).torchao_recipe != '\0';
   bool wgrad_only = false;  // some module keeps only its wgrad in BF16
   for (const LayerDecision& l : r.layers)
     wgrad_only = wgrad_only || (is_fallback(l.gemms[2]) && !is_fallback(l.gemms[0]) && !is_fallback(l.gemms[1]));
+  const bool torchao = fp8 && *recipe_kind_traits(candidate->recipe.kind).torchao_recipe != '\0';
   torchao_gw_hp = torchao && std::string(recipe_kind_traits(candidate->recipe.kind).torchao_recipe) == "rowwise" &&
                   wgrad_only;
-  if (precision_config_mixes) {
-    const ModulePlan& mp = *r.module_plan;
-    for (const ModuleChoice& m : mp.modules) {
-      per_module.precision.push_back(m.candidate ? std::array{Precision::kFp8, Precision::kFp8, Precision::kFp8}
-                                                 : std::array{Precision::kBf16, Precision::kBf16, Precision::kBf16});
-      per_module.candidate.push_back(m.candidate);
-    }
-    per_module.fp8_flop_share = mp.fp8_flop_share;
-    per_module.speedup = mp.speedup;
-    per_module.differs = format_text("te_precision_config.yaml's per-module plan (%d module%s on other recipes, %d in BF16)",
-                                     mp.switched, mp.switched == 1 ? "" : "s", mp.bf16);
-  } else {
-    // A recommendation made by hand (the tests') may not carry it: the same, without a cost.
-    const WholeModulePlan w = r.whole_modules ? *r.whole_modules : plan_whole_modules(chosen, r.layers, nullptr, {});
-    per_module.precision = w.plan;
-    per_module.candidate.assign(w.plan.size(), *r.chosen);
-    per_module.fp8_flop_share = w.fp8_flop_share;
-    per_module.speedup = w.speedup;
-    for (std::size_t i = 0; i < w.widened.size(); ++i) {
-      if (i == 3) {
-        per_module.differs += format_text(" and %zu more", w.widened.size() - 3);
-        break;
-      }
-      per_module.differs += (i == 0 ? "" : ", ") + r.layers[w.widened[i]].layer;
-    }
-    if (!w.widened.empty())
-      per_module.differs += w.widened.size() == 1 ? " whole in BF16" : " whole in BF16 (each)";
-  }
-  // Captured layers one file name selects together train as one there.
-  if (!nvdlfw_omitted) {
-    merge_groups(per_gemm, module_groups(r.layers, nvdlfw_layer_name, NameMatch::kDotSuffix), r.layers,
-                 "nvdlfw_inspect.yaml");
-    if (!per_gemm.differs.empty()) {
-      per_gemm.fp8_flop_share = trained_share(per_gemm, chosen);
-      per_gemm.speedup.reset();  // not priced: the cost model priced the plan, not this merge
-    }
-  }
-  const std::string widened = per_module.differs;
-  per_module.differs.clear();
-  merge_groups(per_module, module_groups(r.layers, megatron_module_path, NameMatch::kExact), r.layers,
-               "te_precision_config.yaml");
-  if (!per_module.differs.empty()) {
-    per_module.fp8_flop_share = trained_share(per_module, chosen);
-    per_module.speedup.reset();
-  }
-  if (!widened.empty()) per_module.differs = widened + (per_module.differs.empty() ? "" : "; " + per_module.differs);
-  // torchao.json: one recipe model-wide; a module with a BF16 GEMM kept whole in high precision
-  // (under rowwise_with_gw_hp every wgrad high precision, and the modules with fprop or dgrad
-  // BF16); its filter selects by dot-suffix.
-  TrainedPlan by_torchao;
-  if (torchao) {
-    by_torchao.granularity = "module";
-    by_torchao.files = {"torchao.json"};
-    for (std::size_t li = 0; li < r.layers.size(); ++li) {
-      const LayerDecision& l = r.layers[li];
-      std::array<Precision, 3> p = per_gemm.precision[li];
-      if (torchao_gw_hp) {
-        p[2] = Precision::kBf16;
-        if (is_fallback(l.gemms[0]) || is_fallback(l.gemms[1])) p.fill(Precision::kBf16);
-      } else if (has_bf16_gemm(l)) {
-        p.fill(Precision::kBf16);
-      }
-      by_torchao.precision.push_back(p);
-      by_torchao.candidate.push_back(*r.chosen);
-    }
-    merge_groups(by_torchao, module_groups(r.layers, captured_name, NameMatch::kDotSuffix), r.layers, "torchao.json");
-    by_torchao.fp8_flop_share = trained_share(by_torchao, chosen);
-    by_torchao.differs = "torchao.json: one recipe, modules with a BF16 GEMM whole in high precision" +
-                         std::string(torchao_gw_hp ? ", every wgrad in high precision (rowwise_with_gw_hp)" : "") +
-                         (by_torchao.differs.empty() ? "" : "; " + by_torchao.differs);
-  }
-  const auto same_plan = [](const TrainedPlan& a, const TrainedPlan& b) {
-    if (a.precision.size() != b.precision.size()) return false;
-    for (std::size_t li = 0; li < a.precision.size(); ++li)
-      for (std::size_t g = 0; g < 3; ++g)
-        if (a.precision[li][g] != b.precision[li][g] ||
-            (a.precision[li][g] == Precision::kFp8 && a.candidate[li] != b.candidate[li]))
-          return false;
-    return true;
-  };
-  // The same GEMM by GEMM (every module on the chosen recipe where the plan keeps it FP8): no difference to name.
+  TrainedPlan per_gemm = trained_per_gemm(r, !nvdlfw_omitted);
+  TrainedPlan per_module = trained_per_module(r, precision_config_mixes, !precision_config_omitted);
   if (same_plan(per_module, per_gemm)) per_module.differs = per_gemm.differs;
-  const bool torchao_apart = torchao && !same_plan(by_torchao, per_module);
-  if (torchao && !torchao_apart) per_module.files.push_back("torchao.json");
-  if (!fp8) {  // nothing trains FP8: every file BF16
+  std::optional<TrainedPlan> by_torchao;
+  if (torchao) {
+    by_torchao = trained_by_torchao(r, torchao_gw_hp);
+    if (same_plan(*by_torchao, per_module)) {
+      per_module.files.push_back("torchao.json");
+      by_torchao.reset();
+    }
+  }
+  if (!fp8)  // nothing trains FP8: every file BF16
     for (TrainedPlan* t : {&per_gemm, &per_module})
       for (auto& p : t->precision) p.fill(Precision::kBf16);
-  }
   trained = {std::move(per_gemm), std::move(per_module)};
-  if (torchao_apart) trained.push_back(std::move(by_torchao));
+  if (by_torchao) trained.push_back(std::move(*by_torchao));
 }
 
 }  // namespace fp8a
