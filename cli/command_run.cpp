@@ -133,6 +133,9 @@ struct RunCommand {
   // and keep at least --min-fp8-share of the GEMM FLOPs in FP8; else exit kExitGate.
   std::string expect_plan_path, expect_plan_text;
   double min_fp8_share = 0;
+  // --strict: exit kExitGate when anything was not judged (a GEMM, a tensor's NaN/Inf, a trace
+  // that does not match the capture): each said on stderr.
+  bool strict = false;
 };
 
 // --expect-plan's file, read and checked before anything is evaluated: input error fp8a.io.107
@@ -192,6 +195,10 @@ std::optional<RunCommand> parse_run(const Invocation& inv) {
       ("min-fp8-share", po::value(&cmd.min_fp8_share)->default_value(0),
        "exit 4 after writing the files when the plan keeps less than this share (0..1, as "
        "recipe.json's fp8_flop_share) of the GEMM FLOPs in FP8 (a CI gate)")
+      ("strict",
+       "exit 4 after writing the files when anything was not judged: a GEMM whose operands were not "
+       "captured or paired, NaN/Inf in a tensor, a training log that does not match the capture "
+       "(each on stderr; a CI gate)")
       ("quiet", "print only the answer on stdout (errors and warnings still go to stderr; no "
                 "progress)")
       ("progress-every", po::value(&cmd.progress_every)->default_value(10.0),
@@ -258,13 +265,38 @@ std::optional<RunCommand> parse_run(const Invocation& inv) {
   request.nonfinite = vm.count("fail-on-nonfinite") != 0 ? NonFiniteAction::kFail : NonFiniteAction::kWarn;
   request.reports = true;
   cmd.quiet = vm.count("quiet") != 0;
+  cmd.strict = vm.count("strict") != 0;
   cmd.resume = vm.count("resume") != 0;
   cmd.default_recipes = !cmd.eval.recipes_given;
   return cmd;
 }
 
+int check_plan_gates(const RunCommand& cmd, const std::vector<Artifact>& artifacts, const Recommendation* rec);
+
 // The gates of a finished run, each failure a line on stderr; kExitGate when any failed.
-int check_gates(const RunCommand& cmd, const std::vector<Artifact>& artifacts, const Recommendation* rec) {
+// `warnings`: the run's (RunInfo::warnings), which --strict refuses.
+int check_gates(const RunCommand& cmd, const std::vector<Artifact>& artifacts, const Recommendation* rec,
+                const std::vector<std::string>& warnings) {
+  int strict = kExitOk;
+  if (cmd.strict) {
+    std::vector<std::string> unjudged = warnings;
+    if (rec != nullptr) {
+      if (const std::string none = nothing_judged(rec->candidates); !none.empty()) unjudged.push_back(none);
+      for (const std::string& u : plan_fallbacks(*rec).unjudged) unjudged.push_back("not judged: " + u);
+    }
+    if (!unjudged.empty()) {
+      std::cerr << "fp8-advisor: gate: --strict: " << unjudged.size() << " thing"
+                << (unjudged.size() == 1 ? " was" : "s were") << " not judged:\n";
+      for (const std::string& u : unjudged) std::cerr << "  " << terminal_text(u) << "\n";
+      strict = kExitGate;
+    }
+  }
+  const int rc = check_plan_gates(cmd, artifacts, rec);
+  return rc != kExitOk ? rc : strict;
+}
+
+// --expect-plan and --min-fp8-share.
+int check_plan_gates(const RunCommand& cmd, const std::vector<Artifact>& artifacts, const Recommendation* rec) {
   const auto recipe = std::find_if(artifacts.begin(), artifacts.end(), [](const Artifact& a) { return a.name == "recipe.json"; });
   if (recipe == artifacts.end()) {
     if (cmd.expect_plan_path.empty() && !(cmd.min_fp8_share > 0)) return kExitOk;
@@ -542,17 +574,18 @@ int command_run(const Invocation& inv) {
   const std::string answer_text = render_answer(answer) + terminal_text(wrote) + "\n";
   if (cmd.quiet) {
     std::cout << answer_text;
-    return check_gates(cmd, artifacts, answer.recommendation);
+    return check_gates(cmd, artifacts, answer.recommendation, info.warnings);
   }
+  // The header and the tables, then the answer: the last screen a person sees is the answer.
   std::cout << "fp8-advisor " << FP8A_VERSION << ": " << captures.tensors.size() << " tensors from "
             << captures.files.size() << " file(s), " << info.recipes.size() << " recipe(s), format "
             << info.format_description << ", backend " << info.backend << " (" << info.device << ")"
             << (info.gemm_path.empty() ? "" : ", GEMM error " + info.gemm_path) << "\n\n"
-            << answer_text << "\n"
             << render_layer_table(layers);
   if (info.logged_stats) std::cout << render_logged_stats_line(*info.logged_stats, request.training_recipe.has_value());
+  std::cout << "\n" << answer_text;
   std::cout.flush();
-  return check_gates(cmd, artifacts, answer.recommendation);
+  return check_gates(cmd, artifacts, answer.recommendation, info.warnings);
 }
 
 }  // namespace fp8a::cli

@@ -18,7 +18,7 @@ enum class ErrorKind {
 };
 
 // kExitGate: `run` finished and wrote its files, and a gate it was given failed (--expect-plan,
-// --min-fp8-share): for CI jobs that must notice a changed plan.
+// --min-fp8-share, --strict): for CI jobs that must notice a changed plan or an incomplete one.
 enum ExitCode : int { kExitOk = 0, kExitInternal = 1, kExitUsage = 2, kExitInput = 3, kExitGate = 4 };
 
 constexpr int exit_code_of(ErrorKind kind) {

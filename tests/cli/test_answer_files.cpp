@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -177,6 +178,48 @@ TEST_CASE("issue 56 item 5: a sample whose other rows are zero holds the one non
   CHECK(num(sampled.at("rel_fro_err")) > 0.01);
   CHECK(num(sampled.at("rel_fro_err")) == doctest::Approx(num(exact.at("rel_fro_err"))).epsilon(1e-12));
   CHECK(num(sampled.at("rel_fro_err_se")) == 0.0);  // every row with energy drawn: nothing left to estimate
+}
+
+TEST_CASE("issue 61: --strict exits 4 when anything was not judged, 0 on a complete capture") {
+  TempDir t;
+  REQUIRE(run("synth --preset healthy --out " + shell_quote((t.path / "cap").string())).rc == 0);
+  const auto strict = [&](const std::string& extra, const std::string& out) {
+    return run("run --capture " + shell_quote((t.path / "cap").string()) + " --out " +
+               shell_quote((t.path / out).string()) + " --cost none --quiet --strict" + extra);
+  };
+  // Complete, with its own trace: everything judged.
+  auto r = strict(" --training-log " + shell_quote((t.path / "cap" / "amax_trace.csv").string()), "o1");
+  CHECK(r.rc == 0);
+  CHECK(r.err.find("--strict") == std::string::npos);
+  // A trace from another run (every amax halved: below what the captures hold).
+  std::string foreign;
+  {
+    std::istringstream in(slurp(t.path / "cap" / "amax_trace.csv"));
+    std::string line;
+    std::getline(in, line);
+    foreign = line + "\n";
+    while (std::getline(in, line)) {
+      const auto comma = line.rfind(',');
+      foreign += line.substr(0, comma + 1) + std::to_string(std::stod(line.substr(comma + 1)) / 2) + "\n";
+    }
+  }
+  write_bytes(t.path / "foreign.csv", foreign);
+  r = strict(" --training-log " + shell_quote((t.path / "foreign.csv").string()), "o2");
+  CHECK(r.rc == 4);
+  CHECK(r.err.find("fp8-advisor: gate: --strict: 1 thing was not judged:\n  the training log does not match the "
+                   "capture: ") != std::string::npos);
+  CHECK(fs::exists(t.path / "o2" / "recipe.json"));  // the files are still written
+  // Without gradients: the no-gradient warning and the not-judged GEMMs.
+  TempDir g;
+  std::mt19937 rng(3);
+  std::vector<fp8a::SafetensorsTensorOut> tensors;
+  add_layer(&tensors, "layers.0.mlp.linear_fc1", 64, 128, 128, rng, false);
+  write_capture(g.path / "cap" / "step_1.safetensors", tensors);
+  r = run("run --capture " + shell_quote((g.path / "cap").string()) + " --out " + shell_quote((g.path / "o").string()) +
+          " --cost none --quiet --strict");
+  CHECK(r.rc == 4);
+  CHECK(r.err.find("fp8-advisor: gate: --strict: 3 things were not judged:\n  dgrad and wgrad of every layer: the "
+                   "capture holds no gradient (dY)") != std::string::npos);
 }
 
 }  // namespace fp8a::cli_test

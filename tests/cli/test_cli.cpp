@@ -602,10 +602,13 @@ TEST_CASE("the answer: numerics alone on the sample and the real runs, the decis
   const auto r = run("run --capture " + sample() + " --out " + shell_quote(a.path.string()) + " --cost none");
   INFO(r.err);
   REQUIRE(r.rc == 0);
-  // The answer comes first, then the layer table.
+  // The layer table first, the answer last (issue 61: the last screen a person sees is the
+  // answer): the output ends with its "wrote ..." line.
   const auto answer_at = r.out.find("\nanswer: Float8CurrentScaling(fp8_format=Format.HYBRID)  [current/hybrid]\n");
   REQUIRE(answer_at != std::string::npos);
-  CHECK(answer_at < r.out.find("min sqnr dB"));
+  CHECK(answer_at > r.out.find("min sqnr dB"));
+  CHECK(r.out.rfind("\nwrote ") > answer_at);
+  CHECK(r.out.find('\n', r.out.rfind("\nwrote ") + 1) == r.out.size() - 1);
   CHECK(r.out.find("  keep in BF16: nothing, every GEMM FP8\n") != std::string::npos);
   CHECK(r.out.find("  cost: none (numerics only); FP8 share of GEMM FLOPs 100.0 %\n") != std::string::npos);
   const auto summary = nlohmann::json::parse(slurp(a.path / "summary.json"));
