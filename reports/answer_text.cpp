@@ -150,9 +150,15 @@ namespace {
 std::string trained_lines(const ConsumerPlan& plan, const std::string& gpu) {
   const std::vector<std::string> lines = trained_plan_lines(plan, gpu);
   if (lines.empty()) return "";
-  if (lines.size() == 1) return "  what the files train: " + lines[0] + "\n";
-  std::string s = "  what the files train:\n";
-  for (const std::string& l : lines) s += "    " + l + "\n";
+  std::string s = lines.size() == 1 ? "  what the files train: " + lines[0] + "\n" : "  what the files train:\n";
+  for (std::size_t i = 0; lines.size() > 1 && i < lines.size(); ++i) s += "    " + lines[i] + "\n";
+  // The two files number a transformer layer differently: said once, where both name one.
+  const bool numbered = std::any_of(plan.rec->layers.begin(), plan.rec->layers.end(), [](const LayerDecision& l) {
+    return transformer_layer_index(l.layer).has_value();
+  });
+  if (numbered && !plan.nvdlfw_omitted && !plan.precision_config_omitted)
+    s += "    layer numbers: te_precision_config.yaml names Megatron's module paths, counted from 0 as captured "
+         "(decoder.layers.0); nvdlfw_inspect.yaml TE's layer_number, from 1 (decoder.layers.1 is the same layer)\n";
   return s;
 }
 
