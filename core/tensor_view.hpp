@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -118,16 +119,28 @@ struct TensorView {
   }
 };
 
-// Builds a 2-D view [rows, last dim] of an N-D tensor; 0-D is [1,1], 1-D [n] is [1,n].
+// The 2-D view [rows, last dim] of an N-D shape: rows the product of every dim but the last;
+// 0-D is [1,1], 1-D [n] is [1,n].
+struct Shape2d {
+  std::int64_t rows = 1, cols = 1;
+};
+inline Shape2d shape_2d(std::span<const std::int64_t> shape) {
+  Shape2d v;
+  v.cols = shape.empty() ? 1 : shape.back();
+  for (std::size_t i = 0; i + 1 < shape.size(); ++i) v.rows *= shape[i];
+  return v;
+}
+
+// Builds a 2-D view [rows, last dim] of an N-D tensor (shape_2d).
 inline TensorView make_tensor_view(const std::byte* data, DType dtype, std::vector<std::int64_t> shape,
                                    const TensorStorage* storage = nullptr) {
   TensorView v;
   v.data = data;
   v.storage = storage;
   v.dtype = dtype;
-  v.cols = shape.empty() ? 1 : shape.back();
-  v.rows = 1;
-  for (std::size_t i = 0; i + 1 < shape.size(); ++i) v.rows *= shape[i];
+  const Shape2d s = shape_2d(shape);
+  v.rows = s.rows;
+  v.cols = s.cols;
   v.shape = std::move(shape);
   return v;
 }

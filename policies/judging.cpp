@@ -5,6 +5,7 @@
 
 #include "core/error.hpp"
 #include "core/layer_name.hpp"
+#include "core/tensor_view.hpp"
 #include "core/text.hpp"
 
 namespace fp8a {
@@ -36,13 +37,9 @@ std::string operand_missing(const GemmOperandUse& use, Role role) {
 // rows (fprop) or cols (dgrad, wgrad).
 std::optional<double> operand_flops(const GemmOperandUse& use, const EvaluationRow& a, const EvaluationRow& b) {
   if (a.ranks != 1 || b.ranks != 1 || a.shape.empty() || b.shape.empty()) return std::nullopt;
-  const auto view = [](const std::vector<std::int64_t>& shape) {
-    double rows = 1;
-    for (std::size_t i = 0; i + 1 < shape.size(); ++i) rows *= static_cast<double>(shape[i]);
-    return std::pair{rows, static_cast<double>(shape.back())};
-  };
-  const auto [ar, ac] = view(a.shape);
-  const auto [br, bc] = view(b.shape);
+  const Shape2d av = shape_2d(a.shape), bv = shape_2d(b.shape);
+  const double ar = static_cast<double>(av.rows), ac = static_cast<double>(av.cols);
+  const double br = static_cast<double>(bv.rows), bc = static_cast<double>(bv.cols);
   // The dim the two share: fprop K (both cols), dgrad N (dY's cols, W's rows), wgrad M (both rows).
   const bool fit = use.gemm == Gemm::kFprop ? ac == bc : use.gemm == Gemm::kDgrad ? ac == br : ar == br;
   if (!fit) return std::nullopt;
@@ -174,9 +171,7 @@ std::string forced_bf16(const RecommendationEvidence& ev, const CapturedLayer& l
       const EvaluationRow* r = ev.index->find_for_use({step, layer.name, role}, cand.recipe, cand.format,
                                                       Orientation::kRowwise);
       if (r == nullptr || r->shape.empty()) continue;
-      std::int64_t rows = 1;
-      for (std::size_t i = 0; i + 1 < r->shape.size(); ++i) rows *= r->shape[i];
-      const std::int64_t cols = r->shape.back();
+      const auto [rows, cols] = shape_2d(r->shape);
       const std::string what = format_text("step %lld %s %s (2-D view %lld x %lld)", static_cast<long long>(step),
                                            role_name(role), shape_text(r->shape).c_str(),
                                            static_cast<long long>(rows), static_cast<long long>(cols));
