@@ -59,27 +59,36 @@ bool megatron_module_suffix(const std::string& suffix) {
          moe_suffix(suffix);
 }
 
-std::string megatron_name_of_te_dump(const std::string& layer) {
+std::optional<TeDumpParts> te_dump_parts(const std::string& layer) {
   std::string_view s = layer;
-  if (!s.starts_with("model_")) return "";
+  if (!s.starts_with("model_")) return std::nullopt;
   s.remove_prefix(6);
   while (s.starts_with("module_")) s.remove_prefix(7);
-  std::string stack;
+  TeDumpParts p;
+  p.rest = s;
   for (const char* st : {"language_model_", "vision_model_"})
     if (s.starts_with(st)) {
-      stack = std::string(st).substr(0, std::strlen(st) - 1) + ".";
+      p.stack = std::string(st).substr(0, std::strlen(st) - 1);
       s.remove_prefix(std::strlen(st));
     }
   std::string block;
   for (const char* b : {"decoder", "encoder"})
     if (s.starts_with(std::string(b) + "_layers_")) block = b;
-  if (block.empty()) return "";
+  if (block.empty()) return p;
   s.remove_prefix(block.size() + 8);
   std::size_t digits = 0;
   while (digits < s.size() && digits < 7 && s[digits] >= '0' && s[digits] <= '9') ++digits;
-  if (digits == 0 || digits > 6 || s[0] == '0' || digits >= s.size() || s[digits] != '_') return "";
-  const int number = std::stoi(std::string(s.substr(0, digits)));
-  const std::string rest(s.substr(digits + 1));
+  if (digits == 0 || digits > 6 || s[0] == '0' || digits >= s.size() || s[digits] != '_') return p;
+  p.block = block;
+  p.layer_number = std::stoi(std::string(s.substr(0, digits)));
+  p.rest = s.substr(digits + 1);
+  return p;
+}
+
+std::string megatron_name_of_te_dump(const std::string& layer) {
+  const std::optional<TeDumpParts> p = te_dump_parts(layer);
+  if (!p || p->block.empty()) return "";
+  const std::string& rest = p->rest;
   // Megatron's module suffixes, each as its sanitised form (local_experts.<E> with any E).
   std::vector<std::string> suffixes(std::begin(kMegatronSuffixes), std::end(kMegatronSuffixes));
   for (const char* fc : {"linear_fc1", "linear_fc2"}) {
@@ -94,7 +103,8 @@ std::string megatron_name_of_te_dump(const std::string& layer) {
     std::string sanitized = suffix;
     std::replace(sanitized.begin(), sanitized.end(), '.', '_');
     if (sanitized == rest && megatron_module_suffix(suffix))
-      return stack + block + ".layers." + std::to_string(number - 1) + "." + suffix;
+      return (p->stack.empty() ? "" : p->stack + ".") + p->block + ".layers." + std::to_string(p->layer_number - 1) +
+             "." + suffix;
   }
   return "";
 }

@@ -39,6 +39,18 @@ bool megatron_module_suffix(const std::string& suffix);
 // other name. Only Megatron's own module names are restored: elsewhere an '_' may be the name's own.
 std::string megatron_name_of_te_dump(const std::string& layer);
 
+// A TE dump's name taken apart: after "model_" and any "module_" wrappers, the stack
+// ("language_model", "vision_model" or ""), then "<block>_layers_<N>_" (block "decoder" or
+// "encoder", N the debug API's 1-based layer_number, 1 to 6 digits) and the rest, the module's
+// own name with its '.'s made '_'. Without such a layer, block is "" and rest the name after the
+// wrappers. Unset for a name that does not start "model_".
+struct TeDumpParts {
+  std::string stack, block;
+  int layer_number = 0;
+  std::string rest;
+};
+std::optional<TeDumpParts> te_dump_parts(const std::string& layer);
+
 // A name as TE's DumpTensors files carry it: the debug API's "model." + path with every '.' made
 // '_' ("model_decoder_layers_1_my_mlp_linear_fc1": no '.' left). Where megatron_name_of_te_dump
 // cannot restore it, each '_' may have been a '.' or the name's own.

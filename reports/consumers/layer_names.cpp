@@ -1,7 +1,6 @@
 #include "reports/consumers/layer_names.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <cstring>
 #include <map>
 #include <string_view>
@@ -53,38 +52,23 @@ std::optional<LayerPlace> place_of(const std::string& name) {
   return p;
 }
 
-
-}  // namespace
-
 // Megatron's module path of a TE dump's name that megatron_name_of_te_dump cannot restore (the
-// debug API's name with every '.' made '_'): its wrappers ("model_", "module_") dropped and, where
-// it has one, "<block>_layers_<N>_" made "<block>.layers.<N - 1>." (Megatron counts from 0, the
-// debug API's layer_number from 1); the rest keeps its '_'s, each of which may be a '.'.
-static MappedName megatron_path_of_dump(const std::string& layer) {
-  std::string_view s = layer;
-  s.remove_prefix(6);  // "model_"
-  while (s.starts_with("module_")) s.remove_prefix(7);
-  std::string name(s);
-  for (const char* block : {"decoder", "encoder"}) {
-    const std::string head = std::string(block) + "_layers_";
-    if (!s.starts_with(head)) continue;
-    std::size_t digits = 0;
-    while (head.size() + digits < s.size() && std::isdigit(static_cast<unsigned char>(s[head.size() + digits]))) ++digits;
-    if (digits == 0 || digits > 6 || s[head.size()] == '0' || head.size() + digits >= s.size() ||
-        s[head.size() + digits] != '_')
-      break;
-    const int number = std::stoi(std::string(s.substr(head.size(), digits)));
-    name = std::string(block) + ".layers." + std::to_string(number - 1) + "." +
-           std::string(s.substr(head.size() + digits + 1));
-    break;
-  }
+// debug API's name with every '.' made '_'): within its own model, as Megatron names modules
+// (te_dump_parts: wrappers and stack dropped, "<block>.layers.<N - 1>.", Megatron counting from
+// 0 where the debug API's layer_number counts from 1); the rest keeps its '_'s, each of which may
+// be a '.'.
+MappedName megatron_path_of_dump(const TeDumpParts& p) {
+  const std::string name =
+      p.block.empty() ? p.rest : p.block + ".layers." + std::to_string(p.layer_number - 1) + "." + p.rest;
   return {name, true, "a TE dump's name (every '.' made '_'): each '_' of the module matched as '.' or '_'", true};
 }
+
+}  // namespace
 
 MappedName megatron_module_path(const std::string& captured) {
   const std::string layer = module_of(captured);
   if (is_lm_head(layer)) return {"output_layer", false, ""};
-  if (is_te_dump_name(layer)) return megatron_path_of_dump(layer);
+  if (is_te_dump_name(layer)) return megatron_path_of_dump(*te_dump_parts(layer));
   const auto p = place_of(layer);
   if (!p) return {layer, true, "not a Megatron transformer-layer name; used as captured"};
   const std::string block = p->block.empty() ? "decoder" : p->block;

@@ -156,6 +156,9 @@ TEST_CASE("captured layer names map to Megatron's and nvdlfw_inspect's, guesses 
   CHECK(python_suffix_regex(dump_nv.name, dump_nv.any_dot) ==
         "(^|\\.)model[._]module[._]decoder[._]layers[._]2[._]my[._]mlp[._]linear[._]fc1$");
   CHECK_FALSE(megatron_module_path("model.decoder.layers.2.my_mlp.linear_fc1").any_dot);  // a hook's name
+  // A stack's layer: Megatron names it within its own model, the index counted from 0 there too.
+  CHECK(megatron_module_path("model_module_language_model_decoder_layers_2_my_mlp_linear_fc1").name ==
+        "decoder.layers.1.my_mlp_linear_fc1");
   const MappedName exact = megatron_module_path("module.decoder.layers.2.self_attention.linear_qkv");
   CHECK(exact.name == "decoder.layers.2.self_attention.linear_qkv");
   CHECK_FALSE(exact.guess);
