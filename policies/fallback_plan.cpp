@@ -66,6 +66,14 @@ const char* precision_name(Precision p) {
   return p == Precision::kFp8 ? "fp8" : p == Precision::kBf16 ? "bf16" : "mixed";
 }
 
+double plan_fp8_flops(const CandidatePlan& ca, std::span<const std::array<Precision, 3>> plan) {
+  double fp8 = 0;
+  for (std::size_t li = 0; li < plan.size() && li < ca.layers.size(); ++li)
+    for (const GemmJudgement& j : ca.layers[li].gemms)
+      if (plan[li][static_cast<std::size_t>(j.gemm)] == Precision::kFp8) fp8 += j.flops;
+  return fp8;
+}
+
 void tally_fp8(CandidatePlan* ca) {
   ca->fp8_flops = 0;
   ca->total_risk = 0;

@@ -84,6 +84,10 @@ void plan_grouped_modules(CandidatePlan* ca);
 CandidatePlan plan_fallback(const RunCandidate& candidate, std::vector<LayerJudgement> layers,
                             FallbackScope scope);
 
+// The FLOPs a precision plan of the candidate's layers (in CandidatePlan::layers order; a shorter
+// one covers the first layers) keeps in FP8: its kFp8 GEMMs' GemmJudgement::flops.
+double plan_fp8_flops(const CandidatePlan& ca, std::span<const std::array<Precision, 3>> plan);
+
 // Sets fp8_flops, total_risk and fp8_gemms (of the GEMMs whose plan is kFp8) and fp8_flop_share
 // from the plan.
 void tally_fp8(CandidatePlan* ca);

@@ -255,12 +255,10 @@ WholeModulePlan plan_whole_modules(const CandidatePlan& chosen, const std::vecto
       if (fp8) w.widened.push_back(li);
     }
     for (std::size_t g = 0; g < 3; ++g)
-      if (p[g] == Precision::kFp8) {
-        w.fp8_flops += li < chosen.layers.size() ? chosen.layers[li].gemms[g].flops : 0.0;
-        if (r >= 0 && li < rows.size() && rows[li]) priced.choice[*rows[li]][g] = r;
-      }
+      if (p[g] == Precision::kFp8 && r >= 0 && li < rows.size() && rows[li]) priced.choice[*rows[li]][g] = r;
     w.plan.push_back(p);
   }
+  w.fp8_flops = plan_fp8_flops(chosen, w.plan);
   w.fp8_flop_share = chosen.total_flops > 0 ? w.fp8_flops / chosen.total_flops : 0.0;
   if (r >= 0) w.speedup = estimate_cost(*cost, priced).speedup;
   return w;

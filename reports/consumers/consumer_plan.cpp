@@ -41,11 +41,7 @@ void merge_groups(TrainedPlan& t, const std::vector<ModuleGroup>& groups, const 
 
 // The FP8 share of a trained plan: its low-precision GEMMs' FLOPs over every GEMM's.
 double trained_share(const TrainedPlan& t, const CandidatePlan& chosen) {
-  double fp8 = 0;
-  for (std::size_t li = 0; li < t.precision.size() && li < chosen.layers.size(); ++li)
-    for (std::size_t g = 0; g < 3; ++g)
-      if (t.precision[li][g] == Precision::kFp8) fp8 += chosen.layers[li].gemms[g].flops;
-  return chosen.total_flops > 0 ? fp8 / chosen.total_flops : 0.0;
+  return chosen.total_flops > 0 ? plan_fp8_flops(chosen, t.precision) / chosen.total_flops : 0.0;
 }
 
 // The decisions' precision of every GEMM, the chosen candidate for each layer.
