@@ -183,12 +183,12 @@ ConsumerPlan::ConsumerPlan(const Recommendation& r) : rec(&r) {
   precision_config_mixes = fp8 && !precision_config_omitted && r.module_plan && r.chosen &&
                            r.module_plan->base == *r.chosen && recipe_kind_traits(candidate->recipe.kind).te_per_module;
   if (candidate == nullptr) return;
-  bool wgrad_only = false;  // some module keeps only its wgrad in BF16
   for (const LayerDecision& l : r.layers)
-    wgrad_only = wgrad_only || (is_fallback(l.gemms[2]) && !is_fallback(l.gemms[0]) && !is_fallback(l.gemms[1]));
+    wgrad_only_fallback = wgrad_only_fallback ||
+                          (is_fallback(l.gemms[2]) && !is_fallback(l.gemms[0]) && !is_fallback(l.gemms[1]));
   const bool torchao = fp8 && *recipe_kind_traits(candidate->recipe.kind).torchao_recipe != '\0';
   torchao_gw_hp = torchao && std::string(recipe_kind_traits(candidate->recipe.kind).torchao_recipe) == "rowwise" &&
-                  wgrad_only;
+                  wgrad_only_fallback;
   TrainedPlan per_gemm = trained_per_gemm(r, !nvdlfw_omitted);
   TrainedPlan per_module = trained_per_module(r, precision_config_mixes, !precision_config_omitted);
   if (same_plan(per_module, per_gemm)) per_module.differs = per_gemm.differs;

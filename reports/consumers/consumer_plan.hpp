@@ -79,8 +79,10 @@ struct ConsumerPlan {
   // suffix filter joins other modules, or rowwise_with_gw_hp). All-BF16 when nothing trains FP8;
   // empty when no candidate is chosen.
   std::vector<TrainedPlan> trained;
-  // torchao.json's recipe is block's rowwise and some module keeps only its wgrad in BF16:
-  // rowwise_with_gw_hp, every grad-weight GEMM in high precision.
+  // Some module keeps only its wgrad in BF16 (its fprop and dgrad are not fallbacks).
+  bool wgrad_only_fallback = false;
+  // torchao.json's recipe is block's rowwise and wgrad_only_fallback: rowwise_with_gw_hp, every
+  // grad-weight GEMM in high precision.
   bool torchao_gw_hp = false;
   // te_precision_config.yaml carries the per-module plan (its base is the chosen recipe), not
   // only the chosen plan's BF16 modules.

@@ -37,10 +37,7 @@ Artifact render_torchao_json(const ConsumerPlan& plan) {
     else
       reason = "the advice is BF16";
   } else {
-    const bool gw_hp = plan.torchao_gw_hp;
-    const bool wgrad_only = gw_hp || std::any_of(rec.layers.begin(), rec.layers.end(), [](const LayerDecision& l) {
-      return is_fallback(l.gemms[2]) && !is_fallback(l.gemms[0]) && !is_fallback(l.gemms[1]);
-    });
+    const bool gw_hp = plan.torchao_gw_hp, wgrad_only = plan.wgrad_only_fallback;
     const FormatCarriage format = carry_format(c->recipe.kind, c->format, Consumer::kTorchao);
     for (const LayerDecision& l : rec.layers) {
       const bool fd = is_fallback(l.gemms[0]) || is_fallback(l.gemms[1]);
