@@ -21,31 +21,15 @@
 #include "core/error.hpp"
 #include "core/gpu_target.hpp"
 #include "policies/advice.hpp"
+#include "support/evaluated.hpp"
 #include "support/policies.hpp"
 
 namespace {
 
 using namespace fp8a;
+using fp8a::testing::Evaluated;
+using fp8a::testing::evaluate;
 using fp8a::testing::failing_policy;
-
-struct Evaluated {
-  CaptureSet captures;
-  TrainingLog log;
-  std::vector<EvaluationRow> rows;
-  std::vector<GemmRow> gemms;
-  std::vector<GemmLayer> layers;
-};
-
-void evaluate(Evaluated& e, const std::string& recipes, std::vector<TrainingFormat> formats) {
-  RunConfig config;
-  config.recipes = parse_recipe_list(recipes);
-  config.formats = std::move(formats);
-  config.training_log = &e.log;
-  e.rows = evaluate_captures(e.captures, config, CpuBackend());
-  std::vector<fp8a::PairingSkip> skipped;
-  e.gemms = evaluate_gemm_errors(e.captures, e.rows, {}, &skipped);
-  e.layers = pair_gemm_operands(e.captures, &skipped);
-}
 
 // The delayed-scaling forecasts of every format of the table, as the run would pass them.
 // The clipping measured on the captures, as pipeline/run_pipeline.cpp does.

@@ -16,13 +16,10 @@
 #include "datasets/capture.hpp"
 #include "datasets/file_system.hpp"
 #include "datasets/safetensors_writer.hpp"
-#include "engine/cpu_backend.hpp"
 #include "engine/evaluation_index.hpp"
-#include "engine/gemm_error.hpp"
-#include "engine/gemm_pairing.hpp"
-#include "engine/run.hpp"
 #include "pipeline/run_pipeline.hpp"
 #include "policies/advice.hpp"
+#include "support/evaluated.hpp"
 #include "support/layer_capture.hpp"
 
 namespace {
@@ -33,11 +30,7 @@ using fp8a::testing::add_layer;
 
 struct Run {
   MemoryFileSystem fs;
-  CaptureSet captures;
-  std::vector<EvaluationRow> rows;
-  std::vector<GemmRow> gemms;
-  std::vector<GemmLayer> layers;
-  std::vector<PairingSkip> skipped;
+  fp8a::testing::Evaluated e;
   Recommendation rec;
 };
 
@@ -50,18 +43,13 @@ void add_file(Run& r, const std::string& path, const std::vector<SafetensorsTens
 
 // Every default recipe kind in its default format, judged for b200 without a cost model.
 void advise(Run& r, const std::vector<std::string>& paths, const std::string& recipes = "current,block,mxfp8") {
-  r.captures = load_captures(paths, r.fs);
-  RunConfig config;
-  config.recipes = parse_recipe_list(recipes);
-  config.formats = {TrainingFormat::kHybrid};
-  r.rows = evaluate_captures(r.captures, config, CpuBackend());
-  r.layers = pair_gemm_operands(r.captures, &r.skipped);
-  r.gemms = evaluate_gemm_errors(r.layers, r.rows, GemmOptions{});
-  const EvaluationIndex index(r.rows);
+  r.e.captures = load_captures(paths, r.fs);
+  fp8a::testing::evaluate(r.e, recipes, {TrainingFormat::kHybrid});
+  const EvaluationIndex index(r.e.rows);
   RunResult result;
-  result.gemm_layers = r.layers;
-  result.skipped_pairings = r.skipped;
-  result.gemms = r.gemms;
+  result.gemm_layers = r.e.layers;
+  result.skipped_pairings = r.e.skipped;
+  result.gemms = r.e.gemms;
   const RecommendationInputs in = recommendation_inputs(index, result);
   r.rec = recommend(in, default_policy(), *find_gpu_target("b200"), nullptr);
 }
@@ -125,16 +113,16 @@ TEST_CASE("two ranks that pair into no split: every GEMM not judged, nothing cho
     paths.push_back(path);
   }
   advise(r, paths);
-  REQUIRE(r.skipped.size() == 1);
-  CHECK(r.skipped[0].step == 1);
-  CHECK(r.skipped[0].layer == "layers.0.mlp.linear_fc1");
+  REQUIRE(r.e.skipped.size() == 1);
+  CHECK(r.e.skipped[0].step == 1);
+  CHECK(r.e.skipped[0].layer == "layers.0.mlp.linear_fc1");
   CHECK_FALSE(r.rec.chosen.has_value());
   CHECK(r.rec.why == "nothing judged: no GEMM has both of its operands captured and paired at any step "
-                     "(layers.0.mlp.linear_fc1 fprop: " + r.skipped[0].line + ")");
+                     "(layers.0.mlp.linear_fc1 fprop: " + r.e.skipped[0].line + ")");
   for (const CandidatePlan& c : r.rec.candidates)
     for (const GemmJudgement& j : c.layers.at(0).gemms) {
       CHECK_FALSE(j.judged);
-      CHECK(j.unjudged == r.skipped[0].line);
+      CHECK(j.unjudged == r.e.skipped[0].line);
     }
 }
 
