@@ -121,6 +121,12 @@ const std::string& AnswerContext::cost_basis() const {
   return recommendation != nullptr ? recommendation->cost_basis : skipped.cost_basis;
 }
 
+std::string no_recipe_reason(const Recommendation& rec, const std::string& gpu) {
+  if (const std::string none = nothing_judged(rec.candidates); !none.empty()) return ": " + none;
+  if (rec.candidates.empty() && rec.gpu_excluded.empty()) return " (no FP8 candidate evaluated)";
+  return ": none runs on " + gpu + on_release(rec);
+}
+
 std::vector<std::string> trained_plan_lines(const ConsumerPlan& plan, const std::string& gpu) {
   if (plan.trained.size() < 2) return {};
   const auto files = [](const TrainedPlan& t) {
@@ -169,12 +175,8 @@ std::string answer_lines(const AnswerContext& a) {
   const ConsumerPlan& plan = a.consumers ? *a.consumers : own.emplace(rec);
   std::string s;
   if (!rec.chosen) {
-    s += "answer: no FP8 recipe can be recommended";
-    if (const std::string none = nothing_judged(rec.candidates); !none.empty())
-      s += ": " + none + "; no FP8 config is written\n";
-    else
-      s += rec.candidates.empty() && rec.gpu_excluded.empty() ? " (no FP8 candidate evaluated)\n"
-                                                             : ": none runs on " + a.gpu_name() + on_release(rec) + "\n";
+    s += "answer: no FP8 recipe can be recommended" + no_recipe_reason(rec, a.gpu_name()) +
+         (nothing_judged(rec.candidates).empty() ? "" : "; no FP8 config is written") + "\n";
   } else {
     const CandidatePlan& c = rec.candidates[*rec.chosen];
     const std::string low = low_precision_name(c.candidate.recipe.kind);  // "NVFP4" or "FP8"

@@ -77,6 +77,10 @@ std::vector<std::string> join_by_reason(const std::vector<std::pair<std::string,
 // per-module files', each with its own FP8 share and speedup on `gpu`. Empty when none is chosen.
 std::vector<std::string> trained_plan_lines(const ConsumerPlan& plan, const std::string& gpu);
 
+// Why no recipe was chosen, as "no FP8 recipe can be recommended" goes on: ": nothing judged:
+// ...", " (no FP8 candidate evaluated)" or ": none runs on <gpu>[ with TE X.Y (--te-version)]".
+std::string no_recipe_reason(const Recommendation& rec, const std::string& gpu);
+
 // The answer block, every line ending in '\n' (the "wrote ..." line is the caller's).
 std::string render_answer(const AnswerContext& answer);
 

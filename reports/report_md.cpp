@@ -59,12 +59,7 @@ std::string recommendation_section(const AnswerContext& a) {
   std::optional<ConsumerPlan> own;
   const ConsumerPlan& plan = a.consumers ? *a.consumers : own.emplace(rec);
   if (!rec.chosen) {
-    s += "**No FP8 recipe can be recommended**";
-    if (const std::string none = nothing_judged(rec.candidates); !none.empty())
-      s += ": " + markdown_text(none);
-    else
-      s += rec.candidates.empty() && rec.gpu_excluded.empty() ? " (no FP8 candidate evaluated)"
-                                                             : ": none runs on " + markdown_text(a.gpu_name()) + on_release(rec);
+    s += "**No FP8 recipe can be recommended**" + markdown_text(no_recipe_reason(rec, a.gpu_name()), false);
     s += "; every GEMM stays in BF16.\n\n";
   } else {
     const CandidatePlan& c = rec.candidates[*rec.chosen];
