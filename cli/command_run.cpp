@@ -271,30 +271,6 @@ std::optional<RunCommand> parse_run(const Invocation& inv) {
   return cmd;
 }
 
-int check_plan_gates(const RunCommand& cmd, const std::vector<Artifact>& artifacts, const Recommendation* rec);
-
-// The gates of a finished run, each failure a line on stderr; kExitGate when any failed.
-// `warnings`: the run's (RunInfo::warnings), which --strict refuses.
-int check_gates(const RunCommand& cmd, const std::vector<Artifact>& artifacts, const Recommendation* rec,
-                const std::vector<std::string>& warnings) {
-  int strict = kExitOk;
-  if (cmd.strict) {
-    std::vector<std::string> unjudged = warnings;
-    if (rec != nullptr) {
-      if (const std::string none = nothing_judged(rec->candidates); !none.empty()) unjudged.push_back(none);
-      for (const std::string& u : plan_fallbacks(*rec).unjudged) unjudged.push_back("not judged: " + u);
-    }
-    if (!unjudged.empty()) {
-      std::cerr << "fp8-advisor: gate: --strict: " << unjudged.size() << " thing"
-                << (unjudged.size() == 1 ? " was" : "s were") << " not judged:\n";
-      for (const std::string& u : unjudged) std::cerr << "  " << terminal_text(u) << "\n";
-      strict = kExitGate;
-    }
-  }
-  const int rc = check_plan_gates(cmd, artifacts, rec);
-  return rc != kExitOk ? rc : strict;
-}
-
 // --expect-plan and --min-fp8-share.
 int check_plan_gates(const RunCommand& cmd, const std::vector<Artifact>& artifacts, const Recommendation* rec) {
   const auto recipe = std::find_if(artifacts.begin(), artifacts.end(), [](const Artifact& a) { return a.name == "recipe.json"; });
@@ -327,6 +303,22 @@ int check_plan_gates(const RunCommand& cmd, const std::vector<Artifact>& artifac
     }
   }
   return rc;
+}
+
+// The gates of a finished run, each failure a line on stderr; kExitGate when any failed.
+// `not_judged`: what the run could not judge (its warnings, the GEMMs not judged), which
+// --strict refuses.
+int check_gates(const RunCommand& cmd, const std::vector<Artifact>& artifacts, const Recommendation* rec,
+                const std::vector<std::string>& not_judged) {
+  int strict = kExitOk;
+  if (cmd.strict && !not_judged.empty()) {
+    std::cerr << "fp8-advisor: gate: --strict: " << not_judged.size() << " thing"
+              << (not_judged.size() == 1 ? " was" : "s were") << " not judged:\n";
+    for (const std::string& u : not_judged) std::cerr << "  " << terminal_text(u) << "\n";
+    strict = kExitGate;
+  }
+  const int rc = check_plan_gates(cmd, artifacts, rec);
+  return rc != kExitOk ? rc : strict;
 }
 
 // The cost the recommendation is priced with, once the captures say what they record: the roofline
@@ -559,10 +551,16 @@ int command_run(const Invocation& inv) {
   AnswerContext answer;
   const auto layers = summarize_layers(result.rows);
   const std::vector<Artifact> artifacts = render_run(request, result, layers, info, answer);
-  // The GEMMs the answer could not judge, with why and what the files train them in.
-  if (answer.recommendation != nullptr)
-    for (const std::string& u : plan_fallbacks(*answer.recommendation).unjudged)
+  // What the run could not judge, for --strict: its warnings, and the GEMMs the answer could not
+  // judge (each said here too, with why and what the files train them in).
+  std::vector<std::string> not_judged = info.warnings;
+  if (const Recommendation* rec = answer.recommendation; rec != nullptr) {
+    if (const std::string none = nothing_judged(rec->candidates); !none.empty()) not_judged.push_back(none);
+    for (const std::string& u : plan_fallbacks(*rec).unjudged) {
       std::cerr << "fp8-advisor: warning: not judged: " << terminal_text(u) << "\n";
+      not_judged.push_back("not judged: " + u);
+    }
+  }
   check_captures_unchanged(captures);  // no outputs from a capture rewritten under the run
   const std::string wrote = write_artifacts(cmd.out_dir, "run", artifacts, info.command_line);
   if (cmd.resume)
@@ -574,7 +572,7 @@ int command_run(const Invocation& inv) {
   const std::string answer_text = render_answer(answer) + terminal_text(wrote) + "\n";
   if (cmd.quiet) {
     std::cout << answer_text;
-    return check_gates(cmd, artifacts, answer.recommendation, info.warnings);
+    return check_gates(cmd, artifacts, answer.recommendation, not_judged);
   }
   // The header and the tables, then the answer: the last screen a person sees is the answer.
   std::cout << "fp8-advisor " << FP8A_VERSION << ": " << captures.tensors.size() << " tensors from "
@@ -585,7 +583,7 @@ int command_run(const Invocation& inv) {
   if (info.logged_stats) std::cout << render_logged_stats_line(*info.logged_stats, request.training_recipe.has_value());
   std::cout << "\n" << answer_text;
   std::cout.flush();
-  return check_gates(cmd, artifacts, answer.recommendation, info.warnings);
+  return check_gates(cmd, artifacts, answer.recommendation, not_judged);
 }
 
 }  // namespace fp8a::cli

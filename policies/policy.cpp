@@ -277,22 +277,9 @@ namespace {
 class KeyPathSax : public nlohmann::json_sax<Json> {
  public:
   // The path at the refused value, once sax_parse has returned.
-  std::string path() const {
-    std::string s;
-    for (const Frame& f : frames_)
-      s += f.in_array ? "[" + std::to_string(f.index) + "]" : (s.empty() ? "" : ".") + f.key;
-    return s;
-  }
-
+  std::string path() const { return path_of(frames_.size()); }
   // The path of the object being read, "" at the top level.
-  std::string object_path() const {
-    std::string s;
-    for (std::size_t i = 0; i + 1 < frames_.size(); ++i) {
-      const Frame& f = frames_[i];
-      s += f.in_array ? "[" + std::to_string(f.index) + "]" : (s.empty() ? "" : ".") + f.key;
-    }
-    return s;
-  }
+  std::string object_path() const { return path_of(frames_.empty() ? 0 : frames_.size() - 1); }
 
   bool null() override { return value(); }
   bool boolean(bool) override { return value(); }
@@ -345,6 +332,15 @@ class KeyPathSax : public nlohmann::json_sax<Json> {
   bool end() {
     frames_.pop_back();
     return value();
+  }
+  // The path through the first `depth` frames.
+  std::string path_of(std::size_t depth) const {
+    std::string s;
+    for (std::size_t i = 0; i < depth; ++i) {
+      const Frame& f = frames_[i];
+      s += f.in_array ? "[" + std::to_string(f.index) + "]" : (s.empty() ? "" : ".") + f.key;
+    }
+    return s;
   }
   std::vector<Frame> frames_;
   bool repeated_ = false;
