@@ -69,7 +69,7 @@ bool same_plan(const TrainedPlan& a, const TrainedPlan& b) {
 
 // Per GEMM: te_snippet.py's recipe with nvdlfw_inspect.yaml's GEMMs in BF16 (when written), the
 // layers its names select together as one.
-TrainedPlan trained_per_gemm(const Recommendation& r, bool nvdlfw_written) {
+TrainedPlan trained_per_gemm(const Recommendation& r, bool nvdlfw_written, const std::vector<ModuleGroup>& groups) {
   const CandidatePlan& chosen = r.candidates[*r.chosen];
   TrainedPlan t = decided(r);
   t.files = {"te_snippet.py"};
@@ -78,7 +78,7 @@ TrainedPlan trained_per_gemm(const Recommendation& r, bool nvdlfw_written) {
   t.fp8_flop_share = chosen.fp8_flop_share;
   t.speedup = chosen.speedup;
   if (nvdlfw_written) {
-    merge_groups(t, module_groups(r.layers, nvdlfw_layer_name, NameMatch::kDotSuffix), r.layers, "nvdlfw_inspect.yaml");
+    merge_groups(t, groups, r.layers, "nvdlfw_inspect.yaml");
     if (!t.differs.empty()) {
       t.fp8_flop_share = trained_share(t, chosen);
       t.speedup.reset();  // not priced: the cost model priced the plan, not this merge
@@ -90,7 +90,8 @@ TrainedPlan trained_per_gemm(const Recommendation& r, bool nvdlfw_written) {
 // Per module, as Megatron's files train it: te_precision_config.yaml's per-module plan when it
 // holds one (`mixes`), else the plan with each module that keeps a GEMM in BF16 wholly BF16; the
 // layers one module path names as one.
-TrainedPlan trained_per_module(const Recommendation& r, bool mixes, bool precision_config_written) {
+TrainedPlan trained_per_module(const Recommendation& r, bool mixes, bool precision_config_written,
+                               const std::vector<ModuleGroup>& groups) {
   const CandidatePlan& chosen = r.candidates[*r.chosen];
   TrainedPlan t;
   t.granularity = "module";
@@ -119,7 +120,7 @@ TrainedPlan trained_per_module(const Recommendation& r, bool mixes, bool precisi
     if (w.widened.size() > 3) differs += format_text(" and %zu more", w.widened.size() - 3);
     if (!w.widened.empty()) differs += w.widened.size() == 1 ? " whole in BF16" : " whole in BF16 (each)";
   }
-  merge_groups(t, module_groups(r.layers, megatron_module_path, NameMatch::kExact), r.layers, "te_precision_config.yaml");
+  merge_groups(t, groups, r.layers, "te_precision_config.yaml");
   if (!t.differs.empty()) {
     t.fp8_flop_share = trained_share(t, chosen);
     t.speedup.reset();
@@ -169,13 +170,16 @@ ConsumerPlan::ConsumerPlan(const Recommendation& r) : rec(&r) {
   }
   first_last = first_last_bf16(r);
   precision_config_omitted = te_precision_config_omitted(r);
+  // The layers each file's names select together: Megatron's module paths, nvdlfw's names.
+  const std::vector<ModuleGroup> megatron_groups = module_groups(r.layers, megatron_module_path, NameMatch::kExact);
+  const std::vector<ModuleGroup> nvdlfw_groups = module_groups(r.layers, nvdlfw_layer_name, NameMatch::kDotSuffix);
   if (fp8) {
     const auto note = [&](const std::vector<ModuleGroup>& groups, const char* file) {
       for (const ModuleGroup& g : groups)
         if (group_plans_differ(r.layers, g)) merged_modules.push_back(group_note(r.layers, g, file));
     };
-    note(module_groups(r.layers, megatron_module_path, NameMatch::kExact), "te_precision_config.yaml");
-    note(module_groups(r.layers, nvdlfw_layer_name, NameMatch::kDotSuffix), "nvdlfw_inspect.yaml");
+    note(megatron_groups, "te_precision_config.yaml");
+    note(nvdlfw_groups, "nvdlfw_inspect.yaml");
   }
   std::string why;
   if (!render_nvdlfw_inspect_yaml(*this, &why)) nvdlfw_omitted = why;
@@ -189,8 +193,8 @@ ConsumerPlan::ConsumerPlan(const Recommendation& r) : rec(&r) {
   const bool torchao = fp8 && *recipe_kind_traits(candidate->recipe.kind).torchao_recipe != '\0';
   torchao_gw_hp = torchao && std::string(recipe_kind_traits(candidate->recipe.kind).torchao_recipe) == "rowwise" &&
                   wgrad_only_fallback;
-  TrainedPlan per_gemm = trained_per_gemm(r, !nvdlfw_omitted);
-  TrainedPlan per_module = trained_per_module(r, precision_config_mixes, !precision_config_omitted);
+  TrainedPlan per_gemm = trained_per_gemm(r, !nvdlfw_omitted, nvdlfw_groups);
+  TrainedPlan per_module = trained_per_module(r, precision_config_mixes, !precision_config_omitted, megatron_groups);
   if (same_plan(per_module, per_gemm)) per_module.differs = per_gemm.differs;
   std::optional<TrainedPlan> by_torchao;
   if (torchao) {
