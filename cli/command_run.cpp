@@ -26,6 +26,7 @@
 #include "policies/cost_model.hpp"
 #include "policies/layer_summary.hpp"
 #include "policies/logged_stats_summary.hpp"
+#include "policies/target_model.hpp"
 #include "reports/answer_text.hpp"
 #include "reports/artifact.hpp"
 #include "reports/console_table.hpp"
@@ -129,6 +130,8 @@ struct RunCommand {
   double rank_timeout = kDefaultRankTimeout;
   std::string cost;              // --cost: roofline, none, or empty (not given)
   double tokens_per_step = 0;    // --tokens-per-step; 0: not given
+  // --price-as: the model the plan is priced at (its shapes and tokens per step), read before the run.
+  std::optional<TargetModel> price_as;
   // Gates for CI: the plan must match --expect-plan's recipe.json (its text, read before the run)
   // and keep at least --min-fp8-share of the GEMM FLOPs in FP8; else exit kExitGate.
   std::string expect_plan_path, expect_plan_text;
@@ -158,7 +161,7 @@ std::string read_expected_plan(const std::string& path) {
 // Unset: --help was printed. Usage errors name the option.
 std::optional<RunCommand> parse_run(const Invocation& inv) {
   RunCommand cmd;
-  std::string training_recipe_text, policy_text, gpu_text, te_version_text_given;
+  std::string training_recipe_text, policy_text, gpu_text, te_version_text_given, price_as_text;
   std::string& cost_text = cmd.cost;
   double& tokens_per_step = cmd.tokens_per_step;
   po::options_description desc("Options");
@@ -189,6 +192,11 @@ std::optional<RunCommand> parse_run(const Invocation& inv) {
       ("tokens-per-step", po::value(&tokens_per_step)->default_value(0),
        "tokens one training step runs through each layer, over every data-parallel rank (global "
        "batch x sequence length); default: as the capture records it (0 = that, or unknown)")
+      ("price-as", po::value(&price_as_text),
+       "judge the numerics on the captured (proxy) layers, price the plan at a target model: "
+       "llama-7b, llama-70b (Llama 2's shapes and 4M-token step) or a shapes JSON file "
+       "(docs/OPTIONS.md); each captured layer stands for the target's modules of its role (qkv, "
+       "proj, fc1, fc2, head)")
       ("expect-plan", po::value(&cmd.expect_plan_path),
        "a recipe.json of an earlier run: when this run's plan differs (the chosen candidate, the FP8 "
        "share, a GEMM's precision), say how on stderr and exit 4 after writing the files (a CI gate)")
@@ -237,6 +245,12 @@ std::optional<RunCommand> parse_run(const Invocation& inv) {
   // A step of 10^12 tokens is far beyond any training run (Llama 3's largest was 1.6e7); beyond
   // it the roofline's sums lose meaning (1e305 printed "speedup -nanx").
   check_finite_option(kBadTokensPerStep, "tokens-per-step", tokens_per_step, 0, kMaxTokensPerStep);
+  if (vm.count("price-as") != 0) {
+    if (cost_text == "none")
+      throw usage_error("fp8a.usage.245", "--price-as prices the plan on the roofline; --cost none judges no cost: "
+                                          "give one of them");
+    cmd.price_as = load_target_model(price_as_text, DiskFileSystem());
+  }
   constexpr UsageId kBadMinFp8Share = "fp8a.usage.244";
   check_finite_option(kBadMinFp8Share, "min-fp8-share", cmd.min_fp8_share, 0, 1);
   if (!cmd.expect_plan_path.empty()) cmd.expect_plan_text = read_expected_plan(cmd.expect_plan_path);
@@ -321,12 +335,42 @@ int check_gates(const RunCommand& cmd, const std::vector<Artifact>& artifacts, c
   return rc != kExitOk ? rc : strict;
 }
 
+// --price-as: the roofline at the target's shapes and tokens per step (--tokens-per-step when
+// given), every captured layer mapped by its role; usage error fp8a.usage.246 naming the layers
+// it cannot map.
+CostOptions price_as_target(const TargetModel& target, const CaptureSet& captures, double tokens_per_step) {
+  std::vector<std::string> layers;
+  for (const CapturedTensor& t : captures.tensors)
+    if (layers.empty() || layers.back() != t.key.layer) layers.push_back(t.key.layer);
+  const bool given = tokens_per_step > 0;
+  std::vector<std::string> unmapped;
+  auto pricing = std::make_shared<TargetPricing>(
+      price_at_target(target, layers, given ? tokens_per_step : target.tokens_per_step,
+                      given ? "--tokens-per-step" : target.tokens_source, &unmapped));
+  if (!unmapped.empty()) {
+    std::string names;
+    for (std::size_t i = 0; i < unmapped.size() && i < 3; ++i) names += (i ? ", " : "") + quoted_input(unmapped[i], 120);
+    if (unmapped.size() > 3) names += format_text(" and %zu more", unmapped.size() - 3);
+    throw usage_error("fp8a.usage.246",
+                      "--price-as " + escaped_input(target.name, 80) + ": no module role (qkv, proj, fc1, fc2, head) " +
+                          "the target prices for captured layer" + (unmapped.size() == 1 ? " " : "s ") + names +
+                          "; a shapes file's roles.<role>.names can map them (docs/OPTIONS.md)");
+  }
+  if (pricing->layers.empty())
+    throw usage_error("fp8a.usage.246", "--price-as " + escaped_input(target.name, 80) +
+                                            ": the capture holds no layer the target prices");
+  return CostOptions{pricing->tokens_per_step, pricing->tokens_source, std::move(pricing)};
+}
+
 // The cost the recommendation is priced with, once the captures say what they record: the roofline
 // at --tokens-per-step, else at the capture's tokens per step; without either, --cost roofline
 // prices the captured tokens and the default judges no cost, saying why.
-void price_at_tokens(const RunCommand& cmd, const CaptureTokens& recorded, RecommendationRequest& asked) {
+void price_at_tokens(const RunCommand& cmd, const CaptureSet& captures, RecommendationRequest& asked) {
   if (cmd.cost == "none") return;
-  if (cmd.tokens_per_step > 0) {
+  const CaptureTokens& recorded = captures.tokens;
+  if (cmd.price_as) {
+    asked.roofline = price_as_target(*cmd.price_as, captures, cmd.tokens_per_step);
+  } else if (cmd.tokens_per_step > 0) {
     asked.roofline = CostOptions{cmd.tokens_per_step, "--tokens-per-step"};
   } else if (recorded.tokens_per_step > 0) {
     asked.roofline = CostOptions{static_cast<double>(recorded.tokens_per_step),
@@ -506,7 +550,7 @@ int command_run(const Invocation& inv) {
   DiskFileSystem fs;
   const CaptureSet captures = load_captures(cmd.eval.capture_paths, fs, capture_options(cmd.eval.npy_dtype_text));
   info.inputs = captures.files;
-  price_at_tokens(cmd, captures.tokens, *request.recommend);
+  price_at_tokens(cmd, captures, *request.recommend);
   const TrainingLog training_log = load_evaluation_log(cmd.eval, fs);
   if (!cmd.eval.log_paths.empty()) {
     request.config.training_log = &training_log;

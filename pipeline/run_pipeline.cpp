@@ -112,6 +112,7 @@ void choose_run(const RunRequest& request, const EvaluationIndex& index, const G
   const Recommender again = [&](std::span<const GemmRow> gemms) {
     RecommendationInputs in = recommendation_inputs(index, result);
     in.gemms = gemms;
+    in.pricing = cost && cost->options.pricing ? cost->options.pricing.get() : nullptr;
     return recommend(in, asked.policy, *asked.gpu, cost ? &*cost : nullptr, asked.te_version);
   };
   result.recommendation = again(result.gemms);

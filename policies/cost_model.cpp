@@ -33,7 +33,15 @@ struct RankDims {
   double m = 0, n = 0, k = 0;
 };
 
+// The layer's price at its --price-as target, when it has one.
+const PricedLayer* priced(const GemmLayer& layer, const CostOptions& options) {
+  if (!options.pricing) return nullptr;
+  const auto it = options.pricing->layers.find(layer.layer);
+  return it == options.pricing->layers.end() ? nullptr : &it->second;
+}
+
 RankDims rank_dims(const GemmLayer& layer, const CostOptions& options) {
+  if (const PricedLayer* p = priced(layer, options)) return {options.tokens_per_step, p->n, p->k};
   RankDims d{static_cast<double>(layer.m), static_cast<double>(layer.n),
              static_cast<double>(layer.k)};
   if (options.tokens_per_step > 0) d.m = options.tokens_per_step;
@@ -91,6 +99,9 @@ RecipeSupport recipe_support(const Recipe& recipe, const GpuTarget& gpu) {
 }
 
 std::string roofline_basis(const CostOptions& o) {
+  if (o.pricing)
+    return "roofline at " + pricing_basis(*o.pricing) + format_text("; %.0f tokens a step", o.tokens_per_step) +
+           (o.tokens_source.empty() ? "" : " (" + o.tokens_source + ")");
   if (!(o.tokens_per_step > 0)) return "roofline at the captured token count";
   return format_text("roofline at %.0f tokens a step", o.tokens_per_step) +
          (o.tokens_source.empty() ? "" : " (" + o.tokens_source + ")");
@@ -187,21 +198,26 @@ CostModel build_cost_model(std::span<const GemmLayer> layers, std::span<const Re
     }
     ++c.steps;
     const RankDims d = rank_dims(layer, options);
-    const double ranks = static_cast<double>(std::max<std::size_t>(layer.ranks.size(), 1));
+    const PricedLayer* price = priced(layer, options);
+    // Every rank's GEMM, or the target's module counted `weight` times.
+    const double ranks = price ? 1.0 : static_cast<double>(std::max<std::size_t>(layer.ranks.size(), 1));
+    const double w = price ? price->weight : 1.0;
     for (const auto& use : kGemmOperandUses) {
       const auto g = static_cast<std::size_t>(use.gemm);
       const GemmShape s = arrange(d, use.gemm);
-      c.flops[g] += gemm_flops(s) * ranks;
-      const double bf16 = gemm_cost_bf16(s, gpu).seconds;
+      c.flops[g] += gemm_flops(s) * ranks * w;
+      const double bf16 = gemm_cost_bf16(s, gpu).seconds * w;
       c.bf16_seconds[g] += bf16;
       for (std::size_t r = 0; r < n_recipes; ++r) {
         if (!model.support[r].runs) continue;
         const Recipe& recipe = model.recipes[r];
         c.fp8_seconds[r][g] +=
-            is_fp8(recipe.kind) ? gemm_cost_fp8(s, recipe, use.a, use.b, gpu).seconds : bf16;
+            is_fp8(recipe.kind) ? gemm_cost_fp8(s, recipe, use.a, use.b, gpu).seconds * w : bf16;
       }
     }
-    const bool fused_norm = input_from_fused_norm(layer.layer);
+    // A target's qkv and fc1 take their input from the norm, as Megatron-Core's TE layer spec builds them.
+    const bool fused_norm = price ? price->role == ModuleRole::kQkv || price->role == ModuleRole::kFc1
+                                  : input_from_fused_norm(layer.layer);
     for (std::size_t r = 0; r < n_recipes; ++r) {
       const Recipe& recipe = model.recipes[r];
       if (!model.support[r].runs || !is_fp8(recipe.kind)) continue;
@@ -218,9 +234,9 @@ CostModel build_cost_model(std::span<const GemmLayer> layers, std::span<const Re
           } else {
             seconds = cast_cost(recipe, role, rows, cols, cast, gpu).seconds;
           }
-          c.cast_seconds[r][ri][static_cast<std::size_t>(copies) - 1] += seconds;
+          c.cast_seconds[r][ri][static_cast<std::size_t>(copies) - 1] += seconds * w;
         }
-        if (!from_norm) c.amax_seconds[r][ri] += amax_cost(recipe, rows * cols, gpu).seconds;
+        if (!from_norm) c.amax_seconds[r][ri] += amax_cost(recipe, rows * cols, gpu).seconds * w;
       }
     }
   }

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -18,6 +19,7 @@
 #include "core/gpu_target.hpp"
 #include "core/recipe.hpp"
 #include "engine/gemm_pairing.hpp"
+#include "policies/target_model.hpp"
 
 namespace fp8a {
 
@@ -42,10 +44,14 @@ struct CostOptions {
   double tokens_per_step = 0;
   // Where tokens_per_step comes from, for the cost line: "--tokens-per-step", "recorded in <file>".
   std::string tokens_source = {};
+  // --price-as: each layer it prices is costed at its target module's W [n, k] and
+  // tokens_per_step as one GEMM (no split), counted PricedLayer::weight times; the rest as above.
+  std::shared_ptr<const TargetPricing> pricing = {};
 };
 
 // The cost line's words for a roofline with these options: "roofline at N tokens a step (<source>)",
-// or "roofline at the captured token count" when tokens_per_step is 0.
+// or "roofline at the captured token count" when tokens_per_step is 0; with a pricing, "roofline
+// at <target>'s shapes ..." (pricing_basis) and its tokens.
 std::string roofline_basis(const CostOptions& options);
 
 // Whether TE trains with the recipe on the GPU (the recipe row's te_runs_on at the target's SM,

@@ -41,6 +41,7 @@ void summarize_failures(CandidatePlan* ca) {
     }
   struct StepWorst {
     int gemms = 0;
+    int not_evaluated = 0;
     const Verdict* verdict = nullptr;  // the lowest margin of the step
     std::string where;                 // its layer and GEMM
   };
@@ -51,13 +52,14 @@ void summarize_failures(CandidatePlan* ca) {
       for (const StepVerdict& f : j.failures) {
         StepWorst& w = by_step[f.step];
         ++w.gemms;
+        if (f.verdict.not_evaluated) ++w.not_evaluated;
         if (w.verdict != nullptr && f.verdict.margin >= w.verdict->margin) continue;
         w.verdict = &f.verdict;
         w.where = lj.layer + " " + gemm_name(j.gemm);
       }
     }
   for (const auto& [step, w] : by_step)
-    ca->failures_by_step.push_back({step, w.gemms, w.where + ": " + w.verdict->reason});
+    ca->failures_by_step.push_back({step, w.gemms, w.not_evaluated, w.where + ": " + w.verdict->reason});
 }
 
 }  // namespace
@@ -139,6 +141,7 @@ CandidatePlan plan_fallback(const RunCandidate& candidate, std::vector<LayerJudg
         p[static_cast<int>(j.gemm)] = Precision::kFp8;
       } else if (j.judged && j.forced_bf16.empty()) {
         ++ca.gemms_to_bf16;
+        if (!j.fp8_safe && not_evaluated(j)) ++ca.gemms_not_evaluated;
       }
     }
     ca.plan.push_back(p);

@@ -37,6 +37,8 @@ struct CandidatePlan {
   int fp8_gemms = 0;                   // judged (layer, GEMM)s the plan keeps FP8
   int gemms_to_bf16 = 0;               // judged (layer, GEMM)s the numbers send to BF16 (not the forced ones)
   int gemms_not_paying = 0;            // and those the cost model sends (FP8 would not pay)
+  // Of gemms_to_bf16, those that failed no criterion but could not be evaluated (not_evaluated).
+  int gemms_not_evaluated = 0;
   // The reason of its failing GEMM with the lowest margin (the worst step's verdict, else the
   // failed forecast), "layers.3.mlp.linear_fc2 fprop: step 2 activation saturated ..."; empty
   // when every judged GEMM passes.
@@ -46,6 +48,7 @@ struct CandidatePlan {
   struct StepFailures {
     std::int64_t step = 0;
     int gemms = 0;
+    int not_evaluated = 0;  // of them, those whose verdict there is not_evaluated
     std::string worst;
   };
   std::vector<StepFailures> failures_by_step;

@@ -68,6 +68,9 @@ struct LayerJudgement {
 // The verdict that sends a GEMM that is not fp8_safe to BF16: the worst step's when it failed,
 // else the failed forecast's. Only for judged GEMMs that are not fp8_safe.
 const Verdict& failing_verdict(const GemmJudgement& j);
+// A GEMM that is not fp8_safe only because it could not be evaluated: every failed step's
+// verdict not_evaluated, and no failed forecast.
+bool not_evaluated(const GemmJudgement& j);
 
 // The sum of the judged GEMMs' risks of the layer.
 double layer_risk(const LayerJudgement& l);

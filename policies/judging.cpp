@@ -82,6 +82,8 @@ GemmJudgement judge_gemm_steps(const RecommendationEvidence& ev, const CapturedL
                     : "'s two operands do not fit X [M,K], W [N,K], dY [M,N]");
       continue;
     }
+    if (ev.pricing != nullptr)
+      if (const std::optional<double> f = ev.pricing->gemm_flops(layer.name)) flops = *f;
     const auto out = ev.outputs.find({step, layer.name, use.gemm, spec, cand.format});
     g.output = out == ev.outputs.end() ? nullptr : out->second;
     Verdict v = judge_gemm(g, policy);
@@ -120,6 +122,11 @@ GemmJudgement judge_gemm_steps(const RecommendationEvidence& ev, const CapturedL
 
 const Verdict& failing_verdict(const GemmJudgement& j) { return !j.worst.passed ? j.worst : *j.forecast; }
 
+bool not_evaluated(const GemmJudgement& j) {
+  return !j.failures.empty() && (!j.forecast || j.forecast->passed) &&
+         std::all_of(j.failures.begin(), j.failures.end(), [](const StepVerdict& f) { return f.verdict.not_evaluated; });
+}
+
 double layer_risk(const LayerJudgement& l) {
   double r = 0;
   for (const GemmJudgement& j : l.gemms)
@@ -137,6 +144,7 @@ RecommendationEvidence gather_evidence(const RecommendationInputs& inputs) {
   FP8A_CHECK(inputs.index != nullptr, "recommend: no evaluation index");
   RecommendationEvidence ev;
   ev.index = inputs.index;
+  ev.pricing = inputs.pricing;
   for (const GemmLayer& l : inputs.layers) ev.complete[{l.step, l.layer}] = &l;
   for (const PairingSkip& s : inputs.skipped) ev.skipped[{s.step, s.layer}] = &s;
   for (const GemmRow& g : inputs.gemms) {

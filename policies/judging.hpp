@@ -18,6 +18,7 @@
 #include "policies/candidate.hpp"
 #include "policies/judgement.hpp"
 #include "policies/policy.hpp"
+#include "policies/target_model.hpp"
 
 namespace fp8a {
 
@@ -30,6 +31,9 @@ struct RecommendationInputs {
   // Delayed candidates only: forecast_delayed_scaling of each format (matched by layer, role,
   // recipe spec and the role's FP8 type in the candidate's format). Empty: no forecast judged.
   std::span<const DelayedForecast> forecasts;
+  // --price-as: the FLOPs of the GEMMs of a layer it prices are its target module's
+  // (TargetPricing::gemm_flops); null: the captured layers' own.
+  const TargetPricing* pricing = nullptr;
 };
 
 // A layer of the index with its captured steps.
@@ -49,6 +53,7 @@ struct RecommendationEvidence {
   std::map<std::tuple<std::int64_t, std::string, Gemm, std::string, TrainingFormat>, const GemmRow*> outputs;
   // (layer, role, recipe spec, FP8 type) -> the forecast.
   std::map<std::tuple<std::string, Role, std::string, Fp8Format>, const DelayedForecast*> forecasts;
+  const TargetPricing* pricing = nullptr;
 };
 RecommendationEvidence gather_evidence(const RecommendationInputs& inputs);
 

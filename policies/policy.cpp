@@ -5,7 +5,6 @@
 #include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -19,8 +18,13 @@ namespace fp8a {
 
 namespace {
 
-constexpr JsonInputKind kPolicyFile{"policy file",       "fp8a.policy.901", "fp8a.policy.902",
-                                    "fp8a.policy.903",   "fp8a.policy.904", "fp8a.policy.905",
+constexpr InputId kPolicyNotJson = "fp8a.policy.901";
+constexpr InputId kPolicyUnknownKey = "fp8a.policy.902";
+constexpr InputId kPolicyWrongType = "fp8a.policy.903";
+constexpr InputId kPolicyOutOfRange = "fp8a.policy.904";
+constexpr InputId kPolicyRepeatedKey = "fp8a.policy.905";
+constexpr JsonInputKind kPolicyFile{"policy file",     kPolicyNotJson,     kPolicyUnknownKey,
+                                    kPolicyWrongType,  kPolicyOutOfRange,  kPolicyRepeatedKey,
                                     "a policy's objects have a dozen (docs/POLICY.md)"};
 
 }  // namespace

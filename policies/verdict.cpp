@@ -194,6 +194,7 @@ Verdict judge_gemm(const GemmEvidence& ev, const Policy& policy) {
     if (!tensor_checks(*operand, policy, &v.checks, &na)) {
       both = false;
       v.passed = false;
+      v.not_evaluated = true;
       v.reason += (v.reason.empty() ? "" : "; ") + na;
     }
   }
@@ -233,6 +234,8 @@ Verdict judge_gemm(const GemmEvidence& ev, const Policy& policy) {
     }
   }
   finish(&v);
+  // Not evaluated only while no check that sends the GEMM failed too.
+  v.not_evaluated = v.not_evaluated && !v.failing;
   return v;
 }
 

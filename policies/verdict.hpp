@@ -66,6 +66,9 @@ struct Verdict {
   // The reasons of the failed checks joined by "; " (empty when passed); a not applicable
   // evaluation fails with the backend's reason.
   std::string reason;
+  // It failed only because an operand's evaluation was not applicable (no amax history before
+  // the step, a shape the recipe cannot quantise): not evaluated, rather than failing a criterion.
+  bool not_evaluated = false;
   std::vector<std::string> notes;  // the passed checks' notes
   // The breached checks of criteria that only watch: their reasons, the furthest over its
   // threshold first (the lowest margin; ties in check order). The verdict still passes.

@@ -40,12 +40,13 @@ ordered_json candidates_json(const Recommendation& rec) {
     e["fp8_flop_share"] = json_number(c.fp8_flop_share);
     e["gemm_speedup_vs_bf16"] = json_number(c.speedup);
     e["gemms_to_bf16"] = c.gemms_to_bf16;
+    e["gemms_not_evaluated"] = c.gemms_not_evaluated;
     e["gemms_not_paying"] = c.gemms_not_paying;
     e["total_risk"] = json_number(c.total_risk);
     e["worst_failure"] = c.worst_failure.empty() ? ordered_json(nullptr) : ordered_json(c.worst_failure);
     ordered_json steps = ordered_json::array();
     for (const auto& f : c.failures_by_step)
-      steps.push_back({{"step", f.step}, {"gemms", f.gemms}, {"worst", f.worst}});
+      steps.push_back({{"step", f.step}, {"gemms", f.gemms}, {"not_evaluated", f.not_evaluated}, {"worst", f.worst}});
     e["failures_by_step"] = std::move(steps);
     out.push_back(std::move(e));
   }

@@ -186,8 +186,15 @@ std::string answer_lines(const AnswerContext& a) {
                                    ? std::string()
                                    : format_text("judged %zu of %zu GEMMs: ", fallbacks.gemms - fallbacks.unjudged_gemms,
                                                  fallbacks.gemms);
+    // A plan that keeps GEMMs in BF16 for their numbers says so on the first line: the line a
+    // person (or a CI log's grep) reads must tell a healthy capture from one that is not.
+    const std::string kept = fallbacks.bf16_gemms == 0
+                                 ? std::string()
+                                 : format_text("; %zu GEMM%s kept in BF16 for %s numbers", fallbacks.bf16_gemms,
+                                               fallbacks.bf16_gemms == 1 ? "" : "s",
+                                               fallbacks.bf16_gemms == 1 ? "its" : "their");
     if (plan.fp8)
-      s += "answer: " + judged + te_recipe_call(plan.te) + "  [" + candidate_name(c.candidate) + "]\n";
+      s += "answer: " + judged + te_recipe_call(plan.te) + "  [" + candidate_name(c.candidate) + "]" + kept + "\n";
     else
       s += "answer: " + judged + "every " + (judged.empty() ? "" : "judged ") + "GEMM in BF16 (the chosen " +
            te_recipe_call(plan.te) + "  [" + candidate_name(c.candidate) + "] keeps none in " + low + ")\n";
@@ -268,8 +275,13 @@ std::string answer_lines(const AnswerContext& a) {
       for (const std::size_t i : rec.ranking)
         if (best == nullptr && rec.candidates[i].candidate.recipe.kind == kind) best = &rec.candidates[i];
       if (best == nullptr || best->worst_failure.empty()) continue;
-      std::string line = format_text("%s: %d GEMM%s", candidate_name(best->candidate).c_str(),
-                                     best->gemms_to_bf16, best->gemms_to_bf16 == 1 ? " fails" : "s fail");
+      // GEMMs that could not be evaluated (no amax history before the step, a shape the recipe
+      // cannot quantise) are said so, not counted as failing a criterion.
+      const int not_evaluated = best->gemms_not_evaluated, failing = best->gemms_to_bf16 - not_evaluated;
+      std::string line = candidate_name(best->candidate) + ": ";
+      if (failing > 0) line += format_text("%d GEMM%s", failing, failing == 1 ? " fails" : "s fail");
+      if (failing > 0 && not_evaluated > 0) line += format_text(", %d more not evaluated", not_evaluated);
+      if (failing == 0) line += format_text("%d GEMM%s not evaluated", not_evaluated, not_evaluated == 1 ? "" : "s");
       // The steps they fail at, and the worst failure of the step where most fail (the first
       // check of its reason).
       const CandidatePlan::StepFailures* most = nullptr;

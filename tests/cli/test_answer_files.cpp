@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -22,9 +23,9 @@ namespace {
 
 using fp8a::testing::add_layer;
 
-void write_capture(const fs::path& file, const std::vector<fp8a::SafetensorsTensorOut>& t) {
+void write_capture(const fs::path& file, const std::vector<fp8a::SafetensorsTensorOut>& t, int step = 1) {
   fs::create_directories(file.parent_path());
-  write_bytes(file, fp8a::safetensors_bytes(t, {{"step", "1"}}));
+  write_bytes(file, fp8a::safetensors_bytes(t, {{"step", std::to_string(step)}}));
 }
 
 }  // namespace
@@ -220,6 +221,100 @@ TEST_CASE("issue 61: --strict exits 4 when anything was not judged, 0 on a compl
   CHECK(r.rc == 4);
   CHECK(r.err.find("fp8-advisor: gate: --strict: 3 things were not judged:\n  dgrad and wgrad of every layer: the "
                    "capture holds no gradient (dY)") != std::string::npos);
+}
+
+}  // namespace fp8a::cli_test
+
+namespace fp8a::cli_test {
+namespace {
+
+// A d256 proxy of 2 transformer layers (Megatron's names, 256 tokens) and its LM head, Gaussian;
+// with `massive`, layers.1's FC2 input carries synth's massive token (the first token of each
+// 128-token sequence 2^20 times the rest: calibration's outlier20, which trained worse in FP8).
+fs::path write_proxy(const fs::path& dir, bool massive) {
+  constexpr std::int64_t kD = 256, kFfn = 1024, kTokens = 256;
+  for (int step : {100, 200}) {
+    std::mt19937 rng(7 + step);
+    std::vector<fp8a::SafetensorsTensorOut> t;
+    for (int l = 0; l < 2; ++l) {
+      const std::string p = "decoder.layers." + std::to_string(l) + ".";
+      add_layer(&t, p + "self_attention.linear_qkv", kTokens, 3 * kD, kD, rng);
+      add_layer(&t, p + "self_attention.linear_proj", kTokens, kD, kD, rng);
+      add_layer(&t, p + "mlp.linear_fc1", kTokens, kFfn, kD, rng);
+      add_layer(&t, p + "mlp.linear_fc2", kTokens, kD, kFfn, rng);
+    }
+    if (massive) {
+      auto& x = *std::find_if(t.begin(), t.end(), [](const auto& s) { return s.name == "decoder.layers.1.mlp.linear_fc2.activation"; });
+      for (std::int64_t token = 0; token < kTokens; token += 128)
+        for (std::int64_t c = 0; c < kFfn; ++c) {
+          // BF16: sign, 8 exponent bits, 7 mantissa bits; the exponent + 20 is x 2^20 (no
+          // Gaussian value here is zero, subnormal or within 2^20 of the largest).
+          char* b = x.bytes.data() + 2 * (token * kFfn + c);
+          std::uint16_t v = 0;
+          std::memcpy(&v, b, 2);
+          v = static_cast<std::uint16_t>(v + (20u << 7));
+          std::memcpy(b, &v, 2);
+        }
+    }
+    add_layer(&t, "output_layer", kTokens, 256, kD, rng);
+    write_capture(dir / ("step_" + std::to_string(step) + ".safetensors"), t, step);
+  }
+  return dir;
+}
+
+}  // namespace
+
+TEST_CASE("issue 61: a d256 proxy priced at Llama-2-7B keeps FP8; a massive FC2 input changes the first line") {
+  TempDir t;
+  const fs::path healthy = write_proxy(t.path / "healthy", false), massive = write_proxy(t.path / "massive", true);
+  const auto run_on = [&](const fs::path& cap, const std::string& options) {
+    return run("run --capture " + shell_quote(cap.string()) + " --out " + shell_quote((t.path / "out").string()) +
+               " --quiet " + options);
+  };
+  // At its own shapes, FP8 does not pay at K=256 whatever the tokens a step: every GEMM in BF16.
+  const auto own = run_on(healthy, "--tokens-per-step 4194304");
+  REQUIRE(own.rc == 0);
+  CHECK(own.out.starts_with("answer: every GEMM in BF16 (the chosen "));
+  const auto priced = run_on(healthy, "--price-as llama-7b");
+  REQUIRE(priced.rc == 0);
+  const std::string first = priced.out.substr(0, priced.out.find('\n'));
+  CHECK(first.starts_with("answer: Float8"));
+  CHECK(first.find("kept in BF16") == std::string::npos);
+  CHECK(priced.out.find("cost: roofline at llama-7b's shapes, W [n x k] x modules: qkv 12288x4096 x32 (from 2 "
+                        "captured), proj 4096x4096 x32 (from 2 captured), fc1 22016x4096 x32 (from 2 captured), fc2 "
+                        "4096x11008 x32 (from 2 captured), head 32000x4096 x1 (from 1 captured); 4194304 tokens a step "
+                        "(Llama 2's 4M-token global batch))") != std::string::npos);
+  const auto speedup_at = priced.out.find("predicted GEMM speedup over all-BF16: ");
+  REQUIRE(speedup_at != std::string::npos);
+  CHECK(std::strtod(priced.out.c_str() + speedup_at + 38, nullptr) > 1.5);
+  const auto predicted = nlohmann::json::parse(slurp(t.path / "out" / "recipe.json")).at("predicted");
+  CHECK(predicted.at("cost_basis").get<std::string>().starts_with("roofline at llama-7b's shapes"));
+  // Every GEMM but the LM head's (Megatron keeps it BF16): the FLOPs of W [n, k] at the same
+  // tokens, 32 x 4096 x (12288 + 4096 + 22016 + 11008) of 32000 x 4096 more.
+  CHECK(predicted.at("fp8_flop_share").get<double>() == doctest::Approx(1581056.0 / 1613056.0).epsilon(1e-9));
+
+  const auto bad = run_on(massive, "--price-as llama-7b");
+  REQUIRE(bad.rc == 0);
+  const std::string bad_first = bad.out.substr(0, bad.out.find('\n'));
+  CHECK(bad_first != first);
+  CHECK(bad_first.find("kept in BF16 for") != std::string::npos);
+  CHECK(bad.out.find("decoder.layers.1.mlp.linear_fc2") != std::string::npos);
+
+  // A layer no role maps, --cost none beside --price-as, a name that is no preset: usage errors.
+  {
+    std::mt19937 rng(1);
+    std::vector<fp8a::SafetensorsTensorOut> tensors;
+    add_layer(&tensors, "block.mixer", 64, 64, 64, rng);
+    write_capture(t.path / "odd" / "step_1.safetensors", tensors);
+  }
+  const auto odd = run("run --capture " + shell_quote((t.path / "odd").string()) + " --out " +
+                       shell_quote((t.path / "odd-out").string()) + " --price-as llama-70b");
+  CHECK(odd.rc == 2);
+  CHECK(odd.err.find("[fp8a.usage.246] --price-as llama-70b: no module role (qkv, proj, fc1, fc2, head) the target "
+                     "prices for captured layer 'block.mixer'") != std::string::npos);
+  CHECK(!fs::exists(t.path / "odd-out"));
+  CHECK(run_on(healthy, "--price-as llama-7b --cost none").rc == 2);
+  CHECK(run_on(healthy, "--price-as llama-13b").err.find("[fp8a.usage.245]") != std::string::npos);
 }
 
 }  // namespace fp8a::cli_test

@@ -1626,7 +1626,7 @@ TEST_CASE("--gpu with FP4 tensor cores: the default --recipes gain nvfp4") {
   REQUIRE(b200.rc == 0);
   CHECK(nvfp4_rows("b200"));
   // The answer speaks of NVFP4, not FP8, where the chosen recipe is 4-bit.
-  CHECK(b200.out.rfind("answer: NVFP4BlockScaling(fp8_format=Format.E4M3)  [nvfp4/e4m3]\n", 0) == 0);
+  CHECK(b200.out.rfind("answer: NVFP4BlockScaling(fp8_format=Format.E4M3)  [nvfp4/e4m3]; 1 GEMM kept in BF16 for its numbers\n", 0) == 0);
   CHECK(has(b200.out, "keeps 85.7 % of the GEMM FLOPs in NVFP4 with 1 GEMMs to BF16"));
   CHECK(has(b200.out, "\n  kept NVFP4 close to the limit:\n"));
   CHECK(has(b200.out, "kept NVFP4: step 3 fprop underflow"));
