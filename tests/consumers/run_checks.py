@@ -19,6 +19,9 @@ SCHEMA = os.path.join(S, "schema", "recipe_min.schema.json")
 RECIPE_SCHEMA = os.path.join(HERE, "..", "..", "reports", "consumers", "recipe.schema.json")
 RECIPE_GOLDENS = sorted(glob.glob(os.path.join(HERE, "..", "golden", "reports", "recipe_*.json")))
 OK = "OK: "
+# The checkers that import torch (through Megatron-Core, nvdlfw_inspect or torchao).
+HEAVY_CHECKERS = ("check_megatron.py", "check_megatron_args.py", "check_megatron_model.py", "check_bridge.py",
+                  "check_nvdlfw.py", "check_torchao.py", "check_loader.py")
 # Megatron module paths (local layer indices) and what good_precision.yaml maps them to.
 MEGATRON_PATHS = ["decoder.layers.0.self_attention.linear_qkv=bf16",
                   "decoder.layers.3.mlp.linear_fc2=bf16",
@@ -400,19 +403,32 @@ def main():
             print("FAIL: no TE 2.4 sources at %s: run `bash scripts/consumers-env.sh`" % env["FP8A_TE_SRC"])
             return 1
     env["TORCH_CPP_LOG_LEVEL"] = "ERROR"
+    # The cases run as forks of one process that imported the heavy modules once (forkserver.py):
+    # torch, and Megatron-Core where the checkers import the venv's own (not FP8A_MEGATRON_SRC's).
+    preload = ["torch"] if any(c in (checker,) + tuple(case[2] for case in cases if len(case) > 2)
+                               for c in HEAVY_CHECKERS) else []
+    if preload and "FP8A_MEGATRON_SRC" not in env and checker.startswith("check_megatron"):
+        preload.append("megatron.core")
+    server = subprocess.Popen([python, os.path.join(HERE, "forkserver.py")] + preload, cwd=S, env=env,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     passed = failed = 0
     for case in cases:
         args, expect = case[0], case[1]
         case_checker = case[2] if len(case) > 2 else checker
         args = [a if a.startswith("/") or "=" in a or not a.endswith((".json", ".yaml", ".txt", ".py"))
                 else os.path.join(S, a) for a in args]
-        p = subprocess.run([python, os.path.join(HERE, case_checker)] + args, cwd=S, env=env,
-                           capture_output=True, text=True, timeout=300)
-        lines = p.stdout.strip().splitlines()
+        server.stdin.write(json.dumps([os.path.join(HERE, case_checker)] + args) + "\n")
+        server.stdin.flush()
+        answer = server.stdout.readline()
+        if not answer:
+            print("FAIL forkserver.py ended (rc %s) before answering %s" % (server.wait(), case_checker))
+            return 1
+        p = json.loads(answer)
+        lines = p["stdout"].strip().splitlines()
         last = lines[-1] if lines else ""
         want_ok = expect.startswith(OK)
-        good = (p.returncode == 0 and last.startswith(expect)) if want_ok else \
-               (p.returncode == 1 and last.startswith("FAIL: ") and expect in last)
+        good = (p["rc"] == 0 and last.startswith(expect)) if want_ok else \
+               (p["rc"] == 1 and last.startswith("FAIL: ") and expect in last)
         shown = " ".join(os.path.relpath(a, S) if a.startswith(S) else a for a in args)
         if good and len(lines) == 1:
             passed += 1
@@ -420,7 +436,9 @@ def main():
         else:
             failed += 1
             print("FAIL %s %s: rc %d, expected %r\n  stdout: %s\n  stderr: %s"
-                  % (case_checker, shown, p.returncode, expect, p.stdout.strip(), p.stderr.strip()[-2000:]))
+                  % (case_checker, shown, p["rc"], expect, p["stdout"].strip(), p["stderr"].strip()[-2000:]))
+    server.stdin.close()
+    server.wait()
     print("%d passed, %d failed" % (passed, failed))
     return 0 if failed == 0 else 1
 
