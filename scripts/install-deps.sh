@@ -8,11 +8,15 @@
 # GEMM-output error's products (engine/cpu_gemm.hpp); ccache: scripts/test.sh's second build takes
 # the objects it shares with the first from the cache). Runs as root (or
 # with sudo when available). The CUDA toolkit is optional and not installed here.
+#   bash scripts/install-deps.sh          everything (scripts/test.sh)
+#   bash scripts/install-deps.sh build    what building and running fp8-advisor needs
+#                                         (scripts/setup.sh): not python3-torch, python3-venv,
+#                                         python3-lxml or chromium, which only tests use
 set -euo pipefail
 packages=(cmake ninja-build g++ git python3 libeigen3-dev libboost-program-options-dev
-          nlohmann-json3-dev libyaml-cpp-dev libtbb-dev doctest-dev python3-torch python3-venv
-          python3-lxml chromium libopenmpi-dev openmpi-bin libre2-dev pkg-config ccache
-          libdnnl-dev)
+          nlohmann-json3-dev libyaml-cpp-dev libtbb-dev doctest-dev libopenmpi-dev openmpi-bin
+          libre2-dev pkg-config ccache libdnnl-dev)
+[ "${1:-}" = build ] || packages+=(python3-torch python3-venv python3-lxml chromium)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
