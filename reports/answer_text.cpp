@@ -168,151 +168,203 @@ std::string trained_lines(const ConsumerPlan& plan, const std::string& gpu) {
   return s;
 }
 
+// The first line: the recipe the files train (or that none is FP8), for how many of the GEMMs.
+std::string headline(const Recommendation& rec, const ConsumerPlan& plan, const PlanFallbacks& fallbacks) {
+  const CandidatePlan& c = rec.candidates[*rec.chosen];
+  const std::string low = low_precision_name(c.candidate.recipe.kind);  // "NVFP4" or "FP8"
+  // The GEMMs it answers for, when not all were judged: "judged 3 of 9 GEMMs: ".
+  const std::string judged = fallbacks.unjudged_gemms == 0
+                                 ? std::string()
+                                 : format_text("judged %zu of %zu GEMMs: ", fallbacks.gemms - fallbacks.unjudged_gemms,
+                                               fallbacks.gemms);
+  // A plan that keeps GEMMs in BF16 for their numbers says so on the first line: the line a
+  // person (or a CI log's grep) reads must tell a healthy capture from one that is not.
+  const std::string kept = fallbacks.bf16_gemms == 0
+                               ? std::string()
+                               : format_text("; %zu GEMM%s kept in BF16 for %s numbers", fallbacks.bf16_gemms,
+                                             fallbacks.bf16_gemms == 1 ? "" : "s",
+                                             fallbacks.bf16_gemms == 1 ? "its" : "their");
+  if (plan.fp8)
+    return "answer: " + judged + te_recipe_call(plan.te) + "  [" + candidate_name(c.candidate) + "]" + kept + "\n";
+  return "answer: " + judged + "every " + (judged.empty() ? "" : "judged ") + "GEMM in BF16 (the chosen " +
+         te_recipe_call(plan.te) + "  [" + candidate_name(c.candidate) + "] keeps none in " + low + ")\n";
+}
+
+// "  <title> (N GEMMs):" and the lines, at most kWatchListLength, "and N more" for the rest.
+std::string capped_block(const std::string& title, const std::vector<std::string>& lines) {
+  std::string s = title;
+  for (std::size_t i = 0; i < lines.size() && i < kWatchListLength; ++i) s += "    " + lines[i] + "\n";
+  if (lines.size() > kWatchListLength)
+    s += format_text("    and %zu more (recipe.json has each)\n", lines.size() - kWatchListLength);
+  return s;
+}
+
+// Which GEMMs train in BF16 and why (the numbers, whatever the numbers, not judged, not paying),
+// and those kept close to a limit or over a watch-only threshold.
+std::string fallback_lines(const PlanFallbacks& fallbacks, const std::string& low, const std::string& gpu) {
+  std::string s;
+  const std::vector<std::string>& bf16 = fallbacks.bf16;
+  const std::size_t not_paying = fallbacks.not_paying;
+  if (bf16.empty() && not_paying == 0) {
+    s += "  keep in BF16: nothing, every " + std::string(fallbacks.unjudged.empty() ? "" : "judged ") + "GEMM " + low +
+         "\n";
+  } else if (bf16.empty()) {
+    s += "  keep in BF16 for the numbers: nothing\n";
+  } else {
+    s += format_text("  keep in BF16 (%zu GEMM%s):\n", fallbacks.bf16_gemms, fallbacks.bf16_gemms == 1 ? "" : "s");
+    for (const auto& b : bf16) s += "    " + b + "\n";
+  }
+  if (!fallbacks.forced.empty()) {
+    s += format_text("  BF16 whatever the numbers (%zu GEMM%s):\n", fallbacks.forced_gemms,
+                     fallbacks.forced_gemms == 1 ? "" : "s");
+    for (const auto& b : fallbacks.forced) s += "    " + b + "\n";
+  }
+  if (!fallbacks.unjudged.empty())
+    s += capped_block(format_text("  not judged (%zu GEMM%s):\n", fallbacks.unjudged_gemms,
+                                  fallbacks.unjudged_gemms == 1 ? "" : "s"),
+                      fallbacks.unjudged);
+  if (not_paying > 0)
+    s += format_text("  keep in BF16 because %s would not pay on %s: %zu GEMM%s the numbers allow in "
+                     "%s (their casts cost more than the faster GEMMs save; recipe.json has each)\n",
+                     low.c_str(), gpu.c_str(), not_paying, not_paying == 1 ? "" : "s", low.c_str());
+  if (!fallbacks.close.empty()) {
+    s += "  kept " + low + " close to the limit:\n";
+    for (const auto& b : fallbacks.close) s += "    " + b + "\n";
+  }
+  if (const std::vector<std::string>& w = fallbacks.watched; !w.empty())
+    s += capped_block(format_text("  kept %s over a watch-only threshold (%zu GEMM%s; training showed no harm from "
+                                  "these criteria's breaches, docs/POLICY.md \"Watch\"):\n",
+                                  low.c_str(), w.size(), w.size() == 1 ? "" : "s"),
+                      w);
+  return s;
+}
+
+// The predicted speedup and FP8 share, on what cost basis; or why no cost was judged.
+std::string cost_lines(const AnswerContext& a, const Recommendation& rec, const CandidatePlan& c,
+                       std::size_t not_paying, const std::string& low) {
+  if (!c.speedup)
+    return format_text("  cost: %s; %s share of GEMM FLOPs %.1f %%\n", visible_text(a.cost_basis()).c_str(),
+                       low.c_str(), 100.0 * c.fp8_flop_share);
+  std::string s = format_text("  predicted GEMM speedup over all-BF16: %.3fx on %s (cost: %s); %s share of GEMM "
+                              "FLOPs %.1f %%\n",
+                              *c.speedup, a.gpu_name().c_str(), visible_text(a.cost_basis()).c_str(), low.c_str(),
+                              100.0 * c.fp8_flop_share);
+  // Where the numbers allow FP8 but the cost says no: what the numerics-only plan predicts.
+  if (not_paying > 0 && c.numerics_speedup)
+    s += format_text("  with every GEMM the numbers allow in %s, %s predicts %.3fx on %s; %s--cost none "
+                     "decides by the numerics alone\n",
+                     low.c_str(), candidate_name(c.candidate).c_str(), *c.numerics_speedup, a.gpu_name().c_str(),
+                     rec.at_captured_tokens ? "--tokens-per-step gives the real token count, " : "");
+  return s;
+}
+
+// The chosen plan: its first line, why, the criteria's record, the fallbacks, the cost, what the
+// files train and what to watch.
+std::string chosen_lines(const AnswerContext& a, const Recommendation& rec, const ConsumerPlan& plan) {
+  const CandidatePlan& c = rec.candidates[*rec.chosen];
+  const std::string low = low_precision_name(c.candidate.recipe.kind);
+  const PlanFallbacks fallbacks = plan_fallbacks(rec);
+  std::string s = headline(rec, plan, fallbacks);
+  s += "  why: " + rec.why + "\n";
+  if (!rec.calibration.empty()) s += "  criteria: " + rec.calibration + "\n";
+  s += fallback_lines(fallbacks, low, a.gpu_name());
+  s += cost_lines(a, rec, c, fallbacks.not_paying, low);
+  s += trained_lines(plan, a.gpu_name());
+  // Watch next run: the recommendation's one watch list.
+  if (!rec.watch.empty()) {
+    s += "  watch next run:\n";
+    for (const WatchItem& w : rec.watch) s += "    " + visible_text(watch_item_text(w)) + "\n";
+  }
+  return s;
+}
+
+// One other kind's line: how many of its GEMMs fail (or could not be evaluated), at which steps,
+// and the worst failure where most fail (the first check of its reason).
+std::string other_recipe_line(const CandidatePlan& best) {
+  // GEMMs that could not be evaluated (no amax history before the step, a shape the recipe
+  // cannot quantise) are said so, not counted as failing a criterion.
+  const int not_evaluated = best.gemms_not_evaluated, failing = best.gemms_to_bf16 - not_evaluated;
+  std::string line = candidate_name(best.candidate) + ": ";
+  if (failing > 0) line += format_text("%d GEMM%s", failing, failing == 1 ? " fails" : "s fail");
+  if (failing > 0 && not_evaluated > 0) line += format_text(", %d more not evaluated", not_evaluated);
+  if (failing == 0) line += format_text("%d GEMM%s not evaluated", not_evaluated, not_evaluated == 1 ? "" : "s");
+  const CandidatePlan::StepFailures* most = nullptr;
+  std::string steps;
+  for (const auto& f : best.failures_by_step) {
+    steps += format_text("%s%lld (%d)", steps.empty() ? "" : ", ", static_cast<long long>(f.step), f.gemms);
+    if (most == nullptr || f.gemms > most->gemms) most = &f;
+  }
+  if (most == nullptr) return line + ": " + best.worst_failure;  // the forecast alone
+  const std::string& w = most->worst;
+  return line + " at steps " + steps + "; at step " + std::to_string(most->step) + ": " + w.substr(0, w.find("; step "));
+}
+
+// Why not the other recipe kinds: for each kind but the chosen one, its best-ranked runnable
+// candidate (Recommendation::ranking, the one ranking), when it fails somewhere (recipe.json's
+// candidates have every candidate and all of it).
+std::string other_recipes_lines(const Recommendation& rec) {
+  std::string s;
+  const RecipeKind chosen_kind = rec.candidates[*rec.chosen].candidate.recipe.kind;
+  for (RecipeKind kind : kCandidatePreference) {
+    if (kind == chosen_kind) continue;
+    const CandidatePlan* best = nullptr;  // the kind's first in the recommendation's ranking
+    for (const std::size_t i : rec.ranking)
+      if (best == nullptr && rec.candidates[i].candidate.recipe.kind == kind) best = &rec.candidates[i];
+    if (best == nullptr || best->worst_failure.empty()) continue;
+    s += (s.empty() ? "  not the other recipes:\n" : "") + std::string("    ") + other_recipe_line(*best) + "\n";
+  }
+  return s;
+}
+
+// The per-module plan, whether a file holds it or it is an alternative.
+std::string module_plan_lines(const Recommendation& rec, const ConsumerPlan& plan) {
+  if (!rec.module_plan) return "";
+  const ModulePlan& mp = *rec.module_plan;
+  std::string s = plan.precision_config_mixes ? "  mixing recipes per module (te_precision_config.yaml: what Megatron trains): "
+                                              : "  an alternative no file holds, mixing recipes per module: ";
+  s += mp.why + "\n";
+  for (const ModuleChoice& m : mp.modules)
+    if (!m.candidate || *m.candidate != mp.base)
+      s += "    " + m.layer + ": " +
+           (m.candidate ? candidate_name(rec.candidates[*m.candidate].candidate) : std::string("BF16")) + ": " +
+           m.reason + "\n";
+  return s;
+}
+
+// The candidates that could not be chosen: on the GPU, on the TE release, evaluation only.
+std::string excluded_lines(const Recommendation& rec, const std::string& gpu) {
+  std::vector<std::pair<std::string, std::string>> excluded;
+  for (const GpuExclusion& e : rec.gpu_excluded) excluded.emplace_back(e.candidate, e.reason);
+  std::string evaluation_only, release, s;
+  for (const CandidatePlan& c : rec.candidates)
+    if (c.evaluation_only)
+      evaluation_only += (evaluation_only.empty() ? "" : ", ") + candidate_name(c.candidate);
+    else if (c.release_excluded)
+      release += "    " + candidate_name(c.candidate) + ": " + c.release_reason + "\n";
+    else if (!c.runnable)
+      excluded.emplace_back(candidate_name(c.candidate), c.excluded);
+  if (!excluded.empty()) {
+    s += "  excluded on " + gpu + ":\n";
+    for (const std::string& line : join_by_reason(excluded)) s += "    " + line + "\n";
+  }
+  if (!release.empty()) s += "  excluded on TE " + te_version_text(rec.te_version) + " (--te-version):\n" + release;
+  if (!evaluation_only.empty())
+    s += "  evaluation only (TE cannot train them; recipe.json has why): " + evaluation_only + "\n";
+  return s;
+}
+
 std::string answer_lines(const AnswerContext& a) {
   if (a.recommendation == nullptr) return "answer: " + a.skipped.why + "\n";
   const Recommendation& rec = *a.recommendation;
   std::optional<ConsumerPlan> own;
   const ConsumerPlan& plan = a.consumers ? *a.consumers : own.emplace(rec);
   std::string s;
-  if (!rec.chosen) {
+  if (!rec.chosen)
     s += "answer: no FP8 recipe can be recommended" + no_recipe_reason(rec, a.gpu_name()) +
          (nothing_judged(rec.candidates).empty() ? "" : "; no FP8 config is written") + "\n";
-  } else {
-    const CandidatePlan& c = rec.candidates[*rec.chosen];
-    const std::string low = low_precision_name(c.candidate.recipe.kind);  // "NVFP4" or "FP8"
-    const PlanFallbacks fallbacks = plan_fallbacks(rec);
-    // The GEMMs it answers for, when not all were judged: "judged 3 of 9 GEMMs: ".
-    const std::string judged = fallbacks.unjudged_gemms == 0
-                                   ? std::string()
-                                   : format_text("judged %zu of %zu GEMMs: ", fallbacks.gemms - fallbacks.unjudged_gemms,
-                                                 fallbacks.gemms);
-    // A plan that keeps GEMMs in BF16 for their numbers says so on the first line: the line a
-    // person (or a CI log's grep) reads must tell a healthy capture from one that is not.
-    const std::string kept = fallbacks.bf16_gemms == 0
-                                 ? std::string()
-                                 : format_text("; %zu GEMM%s kept in BF16 for %s numbers", fallbacks.bf16_gemms,
-                                               fallbacks.bf16_gemms == 1 ? "" : "s",
-                                               fallbacks.bf16_gemms == 1 ? "its" : "their");
-    if (plan.fp8)
-      s += "answer: " + judged + te_recipe_call(plan.te) + "  [" + candidate_name(c.candidate) + "]" + kept + "\n";
-    else
-      s += "answer: " + judged + "every " + (judged.empty() ? "" : "judged ") + "GEMM in BF16 (the chosen " +
-           te_recipe_call(plan.te) + "  [" + candidate_name(c.candidate) + "] keeps none in " + low + ")\n";
-    s += "  why: " + rec.why + "\n";
-    if (!rec.calibration.empty()) s += "  criteria: " + rec.calibration + "\n";
-    const std::vector<std::string>& bf16 = fallbacks.bf16;
-    const std::vector<std::string>& close = fallbacks.close;
-    const std::size_t not_paying = fallbacks.not_paying;
-    if (bf16.empty() && not_paying == 0) {
-      s += "  keep in BF16: nothing, every " + std::string(fallbacks.unjudged.empty() ? "" : "judged ") + "GEMM " +
-           low + "\n";
-    } else if (bf16.empty()) {
-      s += "  keep in BF16 for the numbers: nothing\n";
-    } else {
-      s += format_text("  keep in BF16 (%zu GEMM%s):\n", fallbacks.bf16_gemms, fallbacks.bf16_gemms == 1 ? "" : "s");
-      for (const auto& b : bf16) s += "    " + b + "\n";
-    }
-    if (!fallbacks.forced.empty()) {
-      s += format_text("  BF16 whatever the numbers (%zu GEMM%s):\n", fallbacks.forced_gemms,
-                       fallbacks.forced_gemms == 1 ? "" : "s");
-      for (const auto& b : fallbacks.forced) s += "    " + b + "\n";
-    }
-    if (!fallbacks.unjudged.empty()) {
-      s += format_text("  not judged (%zu GEMM%s):\n", fallbacks.unjudged_gemms, fallbacks.unjudged_gemms == 1 ? "" : "s");
-      for (std::size_t i = 0; i < fallbacks.unjudged.size() && i < kWatchListLength; ++i)
-        s += "    " + fallbacks.unjudged[i] + "\n";
-      if (fallbacks.unjudged.size() > kWatchListLength)
-        s += format_text("    and %zu more (recipe.json has each)\n", fallbacks.unjudged.size() - kWatchListLength);
-    }
-    if (not_paying > 0)
-      s += format_text("  keep in BF16 because %s would not pay on %s: %zu GEMM%s the numbers allow in "
-               "%s (their casts cost more than the faster GEMMs save; recipe.json has each)\n",
-               low.c_str(), a.gpu_name().c_str(), not_paying, not_paying == 1 ? "" : "s", low.c_str());
-    if (!close.empty()) {
-      s += "  kept " + low + " close to the limit:\n";
-      for (const auto& b : close) s += "    " + b + "\n";
-    }
-    if (const std::vector<std::string>& w = fallbacks.watched; !w.empty()) {
-      s += format_text("  kept %s over a watch-only threshold (%zu GEMM%s; training showed no harm from "
-                       "these criteria's breaches, docs/POLICY.md \"Watch\"):\n",
-                       low.c_str(), w.size(), w.size() == 1 ? "" : "s");
-      for (std::size_t i = 0; i < w.size() && i < kWatchListLength; ++i) s += "    " + w[i] + "\n";
-      if (w.size() > kWatchListLength)
-        s += format_text("    and %zu more (recipe.json has each)\n", w.size() - kWatchListLength);
-    }
-    if (c.speedup) {
-      s += format_text("  predicted GEMM speedup over all-BF16: %.3fx on %s (cost: %s); %s share of GEMM "
-               "FLOPs %.1f %%\n",
-               *c.speedup, a.gpu_name().c_str(), visible_text(a.cost_basis()).c_str(), low.c_str(),
-               100.0 * c.fp8_flop_share);
-      // Where the numbers allow FP8 but the cost says no: what the numerics-only plan predicts.
-      if (not_paying > 0 && c.numerics_speedup)
-        s += format_text("  with every GEMM the numbers allow in %s, %s predicts %.3fx on %s; %s--cost none "
-                 "decides by the numerics alone\n",
-                 low.c_str(), candidate_name(c.candidate).c_str(), *c.numerics_speedup, a.gpu_name().c_str(),
-                 rec.at_captured_tokens ? "--tokens-per-step gives the real token count, " : "");
-    } else {
-      s += format_text("  cost: %s; %s share of GEMM FLOPs %.1f %%\n", visible_text(a.cost_basis()).c_str(),
-                       low.c_str(), 100.0 * c.fp8_flop_share);
-    }
-    s += trained_lines(plan, a.gpu_name());
-    // Watch next run: the recommendation's one watch list.
-    if (!rec.watch.empty()) {
-      s += "  watch next run:\n";
-      for (const WatchItem& w : rec.watch) s += "    " + visible_text(watch_item_text(w)) + "\n";
-    }
-  }
-  // Why not the other recipe kinds: for each kind but the chosen one, its best-ranked runnable
-  // candidate (Recommendation::ranking, the one ranking), when it fails somewhere: how many
-  // GEMMs, at which steps, and the worst failure where most fail (recipe.json's candidates have
-  // every candidate and all of it).
-  if (rec.chosen) {
-    std::vector<std::string> others;
-    const RecipeKind chosen_kind = rec.candidates[*rec.chosen].candidate.recipe.kind;
-    for (RecipeKind kind : kCandidatePreference) {
-      if (kind == chosen_kind) continue;
-      const CandidatePlan* best = nullptr;  // the kind's first in the recommendation's ranking
-      for (const std::size_t i : rec.ranking)
-        if (best == nullptr && rec.candidates[i].candidate.recipe.kind == kind) best = &rec.candidates[i];
-      if (best == nullptr || best->worst_failure.empty()) continue;
-      // GEMMs that could not be evaluated (no amax history before the step, a shape the recipe
-      // cannot quantise) are said so, not counted as failing a criterion.
-      const int not_evaluated = best->gemms_not_evaluated, failing = best->gemms_to_bf16 - not_evaluated;
-      std::string line = candidate_name(best->candidate) + ": ";
-      if (failing > 0) line += format_text("%d GEMM%s", failing, failing == 1 ? " fails" : "s fail");
-      if (failing > 0 && not_evaluated > 0) line += format_text(", %d more not evaluated", not_evaluated);
-      if (failing == 0) line += format_text("%d GEMM%s not evaluated", not_evaluated, not_evaluated == 1 ? "" : "s");
-      // The steps they fail at, and the worst failure of the step where most fail (the first
-      // check of its reason).
-      const CandidatePlan::StepFailures* most = nullptr;
-      std::string steps;
-      for (const auto& f : best->failures_by_step) {
-        steps += format_text("%s%lld (%d)", steps.empty() ? "" : ", ", static_cast<long long>(f.step), f.gemms);
-        if (most == nullptr || f.gemms > most->gemms) most = &f;
-      }
-      if (most != nullptr) {
-        const std::string& w = most->worst;
-        line += " at steps " + steps + "; at step " + std::to_string(most->step) + ": " +
-                w.substr(0, w.find("; step "));
-      } else {
-        line += ": " + best->worst_failure;  // the forecast alone
-      }
-      others.push_back(line);
-    }
-    if (!others.empty()) s += "  not the other recipes:\n";
-    for (const std::string& o : others) s += "    " + o + "\n";
-  }
-  if (rec.module_plan) {
-    const ModulePlan& mp = *rec.module_plan;
-    s += plan.precision_config_mixes ? "  mixing recipes per module (te_precision_config.yaml: what Megatron trains): "
-                                     : "  an alternative no file holds, mixing recipes per module: ";
-    s += mp.why + "\n";
-    for (const ModuleChoice& m : mp.modules)
-      if (!m.candidate || *m.candidate != mp.base)
-        s += "    " + m.layer + ": " +
-             (m.candidate ? candidate_name(rec.candidates[*m.candidate].candidate) : std::string("BF16")) +
-             ": " + m.reason + "\n";
-  }
+  else
+    s += chosen_lines(a, rec, plan) + other_recipes_lines(rec);
+  s += module_plan_lines(rec, plan);
   // Captured layers a config cannot tell apart (two stacks, two wrappers) get one plan there: said
   // here too, not only in the file, when their plans differ.
   for (const std::string& m : plan.merged_modules) s += "  one module in the configs: " + m + "\n";
@@ -322,23 +374,7 @@ std::string answer_lines(const AnswerContext& a) {
     s += "  from the field:\n";
     for (const Advisory& adv : rec.advisories) s += "    " + adv.text + " [" + adv.source + "]\n";
   }
-  std::vector<std::pair<std::string, std::string>> excluded;
-  for (const GpuExclusion& e : rec.gpu_excluded) excluded.emplace_back(e.candidate, e.reason);
-  std::string evaluation_only, release;
-  for (const CandidatePlan& c : rec.candidates)
-    if (c.evaluation_only)
-      evaluation_only += (evaluation_only.empty() ? "" : ", ") + candidate_name(c.candidate);
-    else if (c.release_excluded)
-      release += "    " + candidate_name(c.candidate) + ": " + c.release_reason + "\n";
-    else if (!c.runnable)
-      excluded.emplace_back(candidate_name(c.candidate), c.excluded);
-  if (!excluded.empty()) {
-    s += "  excluded on " + a.gpu_name() + ":\n";
-    for (const std::string& line : join_by_reason(excluded)) s += "    " + line + "\n";
-  }
-  if (!release.empty()) s += "  excluded on TE " + te_version_text(rec.te_version) + " (--te-version):\n" + release;
-  if (!evaluation_only.empty())
-    s += "  evaluation only (TE cannot train them; recipe.json has why): " + evaluation_only + "\n";
+  s += excluded_lines(rec, a.gpu_name());
   for (const std::string& why : a.not_written) s += "  " + why + "\n";  // "X not written: why"
   return s;
 }
