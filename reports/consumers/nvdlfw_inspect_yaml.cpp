@@ -72,6 +72,149 @@ void emit_flow_list(YAML::Emitter& out, const std::vector<std::string>& items) {
   out << YAML::EndSeq;
 }
 
+// TE's debug-feature names on the target release: DisableQuantizationGEMM/Layer from 2.13,
+// DisableFP8GEMM/Layer before.
+struct DisableFeatures {
+  const char* layer;
+  const char* gemm;
+};
+DisableFeatures disable_features(TeVersion te) {
+  return te_has_disable_quantization(te) ? DisableFeatures{"DisableQuantizationLayer", "DisableQuantizationGEMM"}
+                                         : DisableFeatures{"DisableFP8Layer", "DisableFP8GEMM"};
+}
+
+// The file's opening comments: the recipe, the TE release it is written for, how the names match.
+void emit_header(YAML::Emitter& out, const RunCandidate& c, TeVersion te) {
+  out << comment("TE debug config for nvdlfw_inspect (fp8-advisor nvdlfw_inspect.yaml), recipe " + c.recipe.spec() +
+                 "/" + training_format_name(c.format) + ".")
+      << YAML::Newline;
+  out << comment("Written for Transformer Engine " + te_version_text(te) + " (--te-version): " +
+                 (te_has_disable_quantization(te)
+                      ? "DisableQuantizationGEMM/Layer need TE 2.13+; --te-version 2.12 or older writes DisableFP8GEMM/Layer."
+                      : "DisableFP8GEMM/Layer (TE 2.4+); TE 2.13+ also name them DisableQuantizationGEMM/Layer."))
+      << YAML::Newline;
+  for (const char* line : kNamingComment) out << comment(line) << YAML::Newline;
+}
+
+// A plan that keeps nothing in FP8: one section that disables quantization in every layer, the
+// layers never captured too.
+Artifact every_layer_bf16_file(YAML::Emitter& out, const Recommendation& rec, const DisableFeatures& disable) {
+  out << comment("The plan keeps no GEMM in FP8: every layer BF16, the layers never captured too.") << YAML::Newline
+      << comment("Train without --fp8-format (megatron_args.txt); this file matters only under FP8 autocast.");
+  std::set<std::string> listed;
+  for (const LayerDecision& l : rec.layers) {
+    const MappedName name = nvdlfw_layer_name(l.layer);
+    if (listed.insert(name.name).second)
+      out << YAML::Newline << comment(l.layer + " -> " + name.name + " (" + name.note + ")");
+  }
+  out << YAML::BeginMap << YAML::Key << "every_layer_bf16" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "enabled" << YAML::Value << true;
+  out << YAML::Key << "layers" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "layer_name_regex_pattern" << YAML::Value << YAML::SingleQuoted << ".*" << YAML::EndMap;
+  out << YAML::Key << "transformer_engine" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << disable.layer << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "enabled" << YAML::Value << true << YAML::EndMap;
+  out << YAML::EndMap << YAML::EndMap << YAML::EndMap;
+  FP8A_CHECK(out.good(), "nvdlfw_inspect.yaml: the YAML emitter failed");
+  return Artifact{"nvdlfw_inspect.yaml", std::string(out.c_str(), out.size()) + "\n", "every layer BF16"};
+}
+
+// The statistics features that watch a section's FP8 GEMMs: the recipe's own quantisation
+// statistics (LogNvfp4TensorStats' two; LogFp8TensorStats' scale_inv and mse from TE 2.7,
+// overflows under delayed scaling) and cur_amax / dynamic_range, on the tensors those GEMMs read.
+void emit_watch_features(YAML::Emitter& out, const std::vector<const Watched*>& watch, RecipeKind kind, TeVersion te) {
+  std::vector<std::string> tensors;
+  for (Role r : {Role::kActivation, Role::kWeight, Role::kGradient})
+    for (const Watched* w : watch) {
+      const auto roles = gemm_roles(w->item->gemm);
+      if ((roles[0] == r || roles[1] == r) && std::find(tensors.begin(), tensors.end(), role_name(r)) == tensors.end())
+        tensors.push_back(role_name(r));
+    }
+  const bool nvfp4 = kind == RecipeKind::kNvfp4;
+  std::vector<std::string> stats = {"underflows%"};
+  if (nvfp4) {
+    stats.push_back("mse");  // LogNvfp4TensorStats has these two
+  } else if (te_has_fp8_scale_stats(te)) {
+    stats.insert(stats.end(), {"scale_inv_min", "scale_inv_max", "mse"});
+    if (kind == RecipeKind::kPerTensorDelayed) stats.insert(stats.begin() + 1, "overflows%");
+  }
+  out << YAML::Key << (nvfp4 ? "LogNvfp4TensorStats" : "LogFp8TensorStats") << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "enabled" << YAML::Value << true;
+  out << YAML::Key << "tensors" << YAML::Value;
+  emit_flow_list(out, tensors);
+  out << YAML::Key << "stats" << YAML::Value;
+  emit_flow_list(out, stats);
+  out << YAML::Key << "freq" << YAML::Value << kWatchFrequency;
+  out << YAML::EndMap;
+  out << YAML::Key << "LogTensorStats" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "enabled" << YAML::Value << true;
+  out << YAML::Key << "tensors" << YAML::Value;
+  emit_flow_list(out, tensors);
+  out << YAML::Key << "stats" << YAML::Value;
+  emit_flow_list(out, {"cur_amax", "dynamic_range"});
+  out << YAML::Key << "freq" << YAML::Value << kWatchFrequency;
+  out << YAML::EndMap;
+}
+
+// What a section holds: a fallback (its GEMMs in BF16), a watch (statistics), or both.
+struct SectionKinds {
+  bool fallback = false, watch = false;
+};
+
+// The section of one group of captured layers whose names select a common module (two sections
+// matching one module would fail at its lookup): the group's plan is BF16 where any member's is;
+// nothing when it neither falls back nor watches.
+SectionKinds emit_group_section(YAML::Emitter& out, const Recommendation& rec, const ModuleGroup& group,
+                                const std::vector<Watched>& fp8, const RunCandidate& c, const DisableFeatures& disable,
+                                std::set<std::string>* sections) {
+  const LayerDecision l = merged_decision(rec.layers, group);
+  std::vector<std::string> bf16;
+  for (const GemmDecision& g : l.gemms)
+    if (is_fallback(g)) bf16.push_back(gemm_name(g.gemm));
+  std::vector<const Watched*> watch;
+  for (const Watched& w : fp8)
+    if (std::find(group.layers.begin(), group.layers.end(), w.layer) != group.layers.end() &&
+        std::find(bf16.begin(), bf16.end(), gemm_name(w.item->gemm)) == bf16.end())
+      watch.push_back(&w);
+  if (bf16.empty() && watch.empty()) return {};
+  const MappedName& name = group.name;
+  for (std::size_t li : group.layers) {
+    const MappedName member = nvdlfw_layer_name(rec.layers[li].layer);
+    out << YAML::Newline << comment(rec.layers[li].layer + " -> " + member.name + " (" + member.note + ")");
+  }
+  if (const std::string note = group_note(rec.layers, group, "nvdlfw_inspect.yaml"); !note.empty())
+    out << YAML::Newline << comment(note);
+  if (!bf16.empty()) out << YAML::Newline << comment("BF16: " + first_bf16_reason(l));
+  for (const Watched* w : watch)
+    out << YAML::Newline
+        << comment("watch: " + std::string(gemm_name(w->item->gemm)) + " kept FP8 with margin " +
+                   margin_text(w->item->margin) + " (" + criterion_name(w->item->criterion) +
+                   (w->item->status == WatchStatus::kWatched  ? ", over its watch-only threshold)"
+                    : w->item->status == WatchStatus::kFailed ? ", failed)"
+                                                              : ")"));
+  out << YAML::Key << section_name(name.name, sections) << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "enabled" << YAML::Value << true;
+  out << YAML::Key << "layers" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "layer_name_regex_pattern" << YAML::Value << YAML::SingleQuoted
+      << python_suffix_regex(name.name, name.any_dot);
+  out << YAML::EndMap;
+  out << YAML::Key << "transformer_engine" << YAML::Value << YAML::BeginMap;
+  if (bf16.size() == 3) {
+    out << YAML::Key << disable.layer << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "enabled" << YAML::Value << true << YAML::EndMap;
+  } else if (!bf16.empty()) {
+    out << YAML::Key << disable.gemm << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "enabled" << YAML::Value << true;
+    out << YAML::Key << "gemms" << YAML::Value;
+    emit_flow_list(out, bf16);
+    out << YAML::EndMap;
+  }
+  if (!watch.empty()) emit_watch_features(out, watch, c.recipe.kind, rec.te_version);
+  out << YAML::EndMap;  // transformer_engine
+  out << YAML::EndMap;  // section
+  return {!bf16.empty(), !watch.empty()};
+}
+
 }  // namespace
 
 std::optional<Artifact> render_nvdlfw_inspect_yaml(const ConsumerPlan& plan, std::string* why_omitted) {
@@ -84,137 +227,26 @@ std::optional<Artifact> render_nvdlfw_inspect_yaml(const ConsumerPlan& plan, std
   if (c == nullptr) return omit("nvdlfw_inspect.yaml not written: no FP8 candidate was chosen");
   // TE's debug features quantise NVFP4 from 2.13 (PR #2296: DisableQuantizationGEMM/Layer and
   // LogNvfp4TensorStats; the FP8-only DisableFP8GEMM and LogFp8TensorStats before).
-  const bool nvfp4 = c->recipe.kind == RecipeKind::kNvfp4;
-  if (nvfp4 && !te_has_disable_quantization(rec.te_version))
+  if (c->recipe.kind == RecipeKind::kNvfp4 && !te_has_disable_quantization(rec.te_version))
     return omit("nvdlfw_inspect.yaml not written: TE's debug tools take NVFP4 from TE 2.13 (DisableQuantizationGEMM, "
                 "LogNvfp4TensorStats), and this is for TE " + te_version_text(rec.te_version) + " (--te-version)");
-
   // The recommendation's watch list, by the index of its layer in rec.layers.
   std::vector<Watched> fp8;
   for (const WatchItem& w : rec.watch)
     for (std::size_t i = 0; i < rec.layers.size(); ++i)
       if (rec.layers[i].layer == w.layer) fp8.push_back({i, &w});
-
-  int fallbacks = 0, watched_layers = 0;
+  const DisableFeatures disable = disable_features(rec.te_version);
   YAML::Emitter out;
-  out << comment("TE debug config for nvdlfw_inspect (fp8-advisor nvdlfw_inspect.yaml), recipe " +
-                       c->recipe.spec() + "/" + training_format_name(c->format) + ".")
-      << YAML::Newline;
-  const TeVersion te = rec.te_version;
-  const char* disable_layer = te_has_disable_quantization(te) ? "DisableQuantizationLayer" : "DisableFP8Layer";
-  const char* disable_gemm = te_has_disable_quantization(te) ? "DisableQuantizationGEMM" : "DisableFP8GEMM";
-  out << comment("Written for Transformer Engine " + te_version_text(te) + " (--te-version): " +
-                 (te_has_disable_quantization(te)
-                      ? "DisableQuantizationGEMM/Layer need TE 2.13+; --te-version 2.12 or older writes DisableFP8GEMM/Layer."
-                      : "DisableFP8GEMM/Layer (TE 2.4+); TE 2.13+ also name them DisableQuantizationGEMM/Layer."))
-      << YAML::Newline;
-  for (const char* line : kNamingComment) out << comment(line) << YAML::Newline;
-  if (!plan.fp8) {
-    // Every layer, whether captured or not: the plan keeps nothing in FP8.
-    out << comment("The plan keeps no GEMM in FP8: every layer BF16, the layers never captured too.") << YAML::Newline
-        << comment("Train without --fp8-format (megatron_args.txt); this file matters only under FP8 autocast.");
-    std::set<std::string> listed;
-    for (const LayerDecision& l : rec.layers) {
-      const MappedName name = nvdlfw_layer_name(l.layer);
-      if (listed.insert(name.name).second)
-        out << YAML::Newline << comment(l.layer + " -> " + name.name + " (" + name.note + ")");
-    }
-    out << YAML::BeginMap << YAML::Key << "every_layer_bf16" << YAML::Value << YAML::BeginMap;
-    out << YAML::Key << "enabled" << YAML::Value << true;
-    out << YAML::Key << "layers" << YAML::Value << YAML::BeginMap;
-    out << YAML::Key << "layer_name_regex_pattern" << YAML::Value << YAML::SingleQuoted << ".*" << YAML::EndMap;
-    out << YAML::Key << "transformer_engine" << YAML::Value << YAML::BeginMap;
-    out << YAML::Key << disable_layer << YAML::Value << YAML::BeginMap;
-    out << YAML::Key << "enabled" << YAML::Value << true << YAML::EndMap;
-    out << YAML::EndMap << YAML::EndMap << YAML::EndMap;
-    FP8A_CHECK(out.good(), "nvdlfw_inspect.yaml: the YAML emitter failed");
-    return Artifact{"nvdlfw_inspect.yaml", std::string(out.c_str(), out.size()) + "\n", "every layer BF16"};
-  }
+  emit_header(out, *c, rec.te_version);
+  if (!plan.fp8) return every_layer_bf16_file(out, rec, disable);
   out << comment("Layers not named here run the recipe: the plan judged the captured layers only.") << YAML::Newline;
   out << YAML::BeginMap;
   std::set<std::string> sections;
-  // One section per group of captured layers whose names select a common module (two sections
-  // matching one module would fail at its lookup): the group's plan is BF16 where any member's is.
+  int fallbacks = 0, watched_layers = 0;
   for (const ModuleGroup& group : module_groups(rec.layers, nvdlfw_layer_name, NameMatch::kDotSuffix)) {
-    const LayerDecision l = merged_decision(rec.layers, group);
-    std::vector<std::string> bf16;
-    for (const GemmDecision& g : l.gemms)
-      if (is_fallback(g)) bf16.push_back(gemm_name(g.gemm));
-    std::vector<const Watched*> watch;
-    for (const Watched& w : fp8)
-      if (std::find(group.layers.begin(), group.layers.end(), w.layer) != group.layers.end() &&
-          std::find(bf16.begin(), bf16.end(), gemm_name(w.item->gemm)) == bf16.end())
-        watch.push_back(&w);
-    if (bf16.empty() && watch.empty()) continue;
-    const MappedName& name = group.name;
-    for (std::size_t li : group.layers) {
-      const MappedName member = nvdlfw_layer_name(rec.layers[li].layer);
-      out << YAML::Newline << comment(rec.layers[li].layer + " -> " + member.name + " (" + member.note + ")");
-    }
-    if (const std::string note = group_note(rec.layers, group, "nvdlfw_inspect.yaml"); !note.empty())
-      out << YAML::Newline << comment(note);
-    if (!bf16.empty()) out << YAML::Newline << comment("BF16: " + first_bf16_reason(l));
-    for (const Watched* w : watch)
-      out << YAML::Newline
-          << comment("watch: " + std::string(gemm_name(w->item->gemm)) + " kept FP8 with margin " +
-                     margin_text(w->item->margin) + " (" + criterion_name(w->item->criterion) +
-                     (w->item->status == WatchStatus::kWatched  ? ", over its watch-only threshold)"
-                      : w->item->status == WatchStatus::kFailed ? ", failed)"
-                                                                : ")"));
-    out << YAML::Key << section_name(name.name, &sections) << YAML::Value << YAML::BeginMap;
-    out << YAML::Key << "enabled" << YAML::Value << true;
-    out << YAML::Key << "layers" << YAML::Value << YAML::BeginMap;
-    out << YAML::Key << "layer_name_regex_pattern" << YAML::Value << YAML::SingleQuoted << python_suffix_regex(name.name, name.any_dot);
-    out << YAML::EndMap;
-    out << YAML::Key << "transformer_engine" << YAML::Value << YAML::BeginMap;
-    if (bf16.size() == 3) {
-      out << YAML::Key << disable_layer << YAML::Value << YAML::BeginMap;
-      out << YAML::Key << "enabled" << YAML::Value << true << YAML::EndMap;
-      ++fallbacks;
-    } else if (!bf16.empty()) {
-      out << YAML::Key << disable_gemm << YAML::Value << YAML::BeginMap;
-      out << YAML::Key << "enabled" << YAML::Value << true;
-      out << YAML::Key << "gemms" << YAML::Value;
-      emit_flow_list(out, bf16);
-      out << YAML::EndMap;
-      ++fallbacks;
-    }
-    if (!watch.empty()) {
-      std::vector<std::string> tensors;
-      for (Role r : {Role::kActivation, Role::kWeight, Role::kGradient})
-        for (const Watched* w : watch) {
-          const auto roles = gemm_roles(w->item->gemm);
-          if ((roles[0] == r || roles[1] == r) &&
-              std::find(tensors.begin(), tensors.end(), role_name(r)) == tensors.end())
-            tensors.push_back(role_name(r));
-        }
-      std::vector<std::string> stats = {"underflows%"};
-      if (nvfp4) {
-        stats.push_back("mse");  // LogNvfp4TensorStats has these two
-      } else if (te_has_fp8_scale_stats(te)) {
-        stats.insert(stats.end(), {"scale_inv_min", "scale_inv_max", "mse"});
-        if (c->recipe.kind == RecipeKind::kPerTensorDelayed) stats.insert(stats.begin() + 1, "overflows%");
-      }
-      out << YAML::Key << (nvfp4 ? "LogNvfp4TensorStats" : "LogFp8TensorStats") << YAML::Value << YAML::BeginMap;
-      out << YAML::Key << "enabled" << YAML::Value << true;
-      out << YAML::Key << "tensors" << YAML::Value;
-      emit_flow_list(out, tensors);
-      out << YAML::Key << "stats" << YAML::Value;
-      emit_flow_list(out, stats);
-      out << YAML::Key << "freq" << YAML::Value << kWatchFrequency;
-      out << YAML::EndMap;
-      out << YAML::Key << "LogTensorStats" << YAML::Value << YAML::BeginMap;
-      out << YAML::Key << "enabled" << YAML::Value << true;
-      out << YAML::Key << "tensors" << YAML::Value;
-      emit_flow_list(out, tensors);
-      out << YAML::Key << "stats" << YAML::Value;
-      emit_flow_list(out, {"cur_amax", "dynamic_range"});
-      out << YAML::Key << "freq" << YAML::Value << kWatchFrequency;
-      out << YAML::EndMap;
-      ++watched_layers;
-    }
-    out << YAML::EndMap;  // transformer_engine
-    out << YAML::EndMap;  // section
+    const SectionKinds k = emit_group_section(out, rec, group, fp8, *c, disable, &sections);
+    fallbacks += k.fallback ? 1 : 0;
+    watched_layers += k.watch ? 1 : 0;
   }
   out << YAML::EndMap;
   if (fallbacks == 0 && watched_layers == 0)
