@@ -234,11 +234,10 @@ void render_module_tiers(Markup& m, const Page& p) {
                                   " (no cost model: --cost none or no token count)")) + ".");
 }
 
-void render_summary(Markup& m, const Page& p) {
-  const RunInfo& info = *p.in.info;
+// The recommendation in a few sentences: the recipe (or every GEMM in BF16), why, the cost and
+// what the files train.
+void render_answer_box(Markup& m, const Page& p) {
   const Recommendation* rec = p.in.recommendation;
-  m.open("section", {{"id", "summary"}});
-  m.element("h2", {}, "Summary");
   m.open("div", {{"class", "answer"}});
   if (!rec) {
     m.element("p", {}, p.in.answer && !p.in.answer->skipped.why.empty() ? p.in.answer->skipped.why : "no recommendation");
@@ -260,8 +259,7 @@ void render_summary(Markup& m, const Page& p) {
     }
     m.element("p", {}, "Why: " + rec->why);
     std::string cost = c.speedup ? format_text("predicted GEMM speedup over all-BF16 %.3fx on %s (cost: %s); ",
-                                               *c.speedup, rec->gpu ? rec->gpu->name : "?",
-                                               rec->cost_basis.c_str())
+                                               *c.speedup, rec->gpu ? rec->gpu->name : "?", rec->cost_basis.c_str())
                                  : "cost: " + rec->cost_basis + "; ";
     m.element("p", {}, cost + format_text("FP8 share of GEMM FLOPs %.1f %%.", 100.0 * c.fp8_flop_share));
     const std::vector<std::string> trained = trained_plan_lines(*p.consumers, rec->gpu ? rec->gpu->name : "?");
@@ -275,35 +273,36 @@ void render_summary(Markup& m, const Page& p) {
     }
   }
   m.close();
-  if (rec && p.chosen) render_plan_grid(m, p);
-  if (rec && p.chosen && rec->module_plan)
-    render_module_tiers(m, p);
+}
 
-  // The BF16 fallbacks, each with its reason.
-  if (rec && p.chosen) {
-    std::vector<std::vector<Cell>> rows;
-    for (std::size_t li = 0; li < rec->layers.size(); ++li) {
-      const LayerDecision& l = rec->layers[li];
-      for (const GemmDecision& g : l.gemms) {
-        if (!g.judged || g.precision != Precision::kBf16) continue;
-        std::string reason = g.reason;
-        if (li < p.chosen->not_paying.size() && !p.chosen->not_paying[li][static_cast<int>(g.gemm)].empty())
-          reason = p.chosen->not_paying[li][static_cast<int>(g.gemm)];
-        rows.push_back({{l.layer}, {gemm_name(g.gemm)}, {reason}});
-      }
-    }
-    m.element("h3", {}, format_text("GEMMs kept in BF16: %zu", rows.size()));
-    if (!rows.empty()) table(m, {"layer", "GEMM", "reason"}, rows);
-    // The recommendation's watch list, as the answer, recipe.json and nvdlfw_inspect.yaml name it.
-    if (!rec->watch.empty()) {
-      m.element("h3", {}, "Watch next run");
-      std::vector<std::string> items;
-      for (const WatchItem& w : rec->watch) items.push_back(watch_item_text(w));
-      list(m, items);
+// The BF16 fallbacks, each with its reason, and the watch list as the answer, recipe.json and
+// nvdlfw_inspect.yaml name it.
+void render_fallbacks_and_watch(Markup& m, const Page& p) {
+  const Recommendation& rec = *p.in.recommendation;
+  std::vector<std::vector<Cell>> rows;
+  for (std::size_t li = 0; li < rec.layers.size(); ++li) {
+    const LayerDecision& l = rec.layers[li];
+    for (const GemmDecision& g : l.gemms) {
+      if (!g.judged || g.precision != Precision::kBf16) continue;
+      std::string reason = g.reason;
+      if (li < p.chosen->not_paying.size() && !p.chosen->not_paying[li][static_cast<int>(g.gemm)].empty())
+        reason = p.chosen->not_paying[li][static_cast<int>(g.gemm)];
+      rows.push_back({{l.layer}, {gemm_name(g.gemm)}, {reason}});
     }
   }
+  m.element("h3", {}, format_text("GEMMs kept in BF16: %zu", rows.size()));
+  if (!rows.empty()) table(m, {"layer", "GEMM", "reason"}, rows);
+  if (!rec.watch.empty()) {
+    m.element("h3", {}, "Watch next run");
+    std::vector<std::string> items;
+    for (const WatchItem& w : rec.watch) items.push_back(watch_item_text(w));
+    list(m, items);
+  }
+}
 
-  // Counts and provenance.
+// The run's counts and provenance.
+void render_run_facts(Markup& m, const Page& p) {
+  const RunInfo& info = *p.in.info;
   std::set<std::int64_t> steps;
   std::set<std::tuple<std::int64_t, std::string, Role>> tensors;
   for (const EvaluationRow& r : p.in.rows) {
@@ -334,7 +333,10 @@ void render_summary(Markup& m, const Page& p) {
   if (p.in.answer) facts.push_back({{"GPU / cost"}, {p.in.answer->gpu_name() + " / " + p.in.answer->cost_basis()}});
   m.element("h3", {}, "The run");
   table(m, {"", ""}, facts);
+}
 
+// The capture files and training logs read, at most kReportMaxInputsListed of the files.
+void render_inputs(Markup& m, const RunInfo& info) {
   m.element("h3", {}, format_text("Inputs: %zu capture file(s)", info.inputs.size()));
   std::vector<std::string> inputs;
   for (std::size_t i = 0; i < info.inputs.size() && i < kReportMaxInputsListed; ++i) {
@@ -347,8 +349,12 @@ void render_summary(Markup& m, const Page& p) {
   for (const auto& l : info.log_files) inputs.push_back("training log: " + l);
   for (const auto& n : info.log_notes) inputs.push_back("training log: " + n);
   list(m, inputs);
+}
 
-  std::vector<std::string> warnings = info.warnings;
+// What the run warned of and could not judge, and the field's advisories.
+void render_warnings(Markup& m, const Page& p) {
+  const Recommendation* rec = p.in.recommendation;
+  std::vector<std::string> warnings = p.in.info->warnings;
   if (rec)
     for (const auto& l : rec->limits) warnings.push_back("not judged: " + l);
   for (const EvaluationRow& r : p.in.rows)
@@ -364,6 +370,19 @@ void render_summary(Markup& m, const Page& p) {
     for (const Advisory& a : rec->advisories) adv.push_back(a.text + " [" + a.source + "]");
     list(m, adv);
   }
+}
+
+void render_summary(Markup& m, const Page& p) {
+  const Recommendation* rec = p.in.recommendation;
+  m.open("section", {{"id", "summary"}});
+  m.element("h2", {}, "Summary");
+  render_answer_box(m, p);
+  if (rec && p.chosen) render_plan_grid(m, p);
+  if (rec && p.chosen && rec->module_plan) render_module_tiers(m, p);
+  if (rec && p.chosen) render_fallbacks_and_watch(m, p);
+  render_run_facts(m, p);
+  render_inputs(m, *p.in.info);
+  render_warnings(m, p);
   if (p.in.answer) {
     m.element("h3", {}, "The answer as printed by run");
     m.element("pre", {}, render_answer(*p.in.answer));

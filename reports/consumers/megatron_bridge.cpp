@@ -58,50 +58,41 @@ void write_end_layers(std::string& s, int at_start, int at_end) {
   s += "  num_layers_at_end_in_bf16: " + std::to_string(at_end) + "\n";
 }
 
-}  // namespace
+// A plan that keeps nothing in FP8 (or no candidate): BF16 with fp8 null.
+Artifact bf16_file(std::string s, const MegatronFp8& m) {
+  s += m.candidate == nullptr
+           ? comment("No FP8 candidate was chosen: train in BF16 (fp8: null).")
+           : comment("The plan keeps no GEMM in FP8 (" + m.candidate->recipe.spec() + "/" + m.format +
+                     " chosen, every GEMM BF16): train in BF16,") +
+                 comment("fp8: null, so Megatron runs every module in BF16, those never captured too.");
+  s += kBf16Mixed;
+  s += "  fp8: null\n";
+  write_end_layers(s, 0, 0);
+  s += off_fields(false);
+  s += "model:\n  quant_recipe: null\n";
+  return {"megatron_bridge.yaml", s, "BF16, fp8 null"};
+}
 
-Artifact render_megatron_bridge(const ConsumerPlan& plan) {
-  const Recommendation& rec = *plan.rec;
-  std::string s = comment("Megatron-Bridge overrides for the recommended recipe (fp8-advisor megatron_bridge.yaml).");
-  s += comment("Written for Megatron-Bridge 0.3, which pins Megatron-Core 0.15-0.16 and TE 2.10-2.12 (docs/VERSIONS.md).");
-  s += comment("Merge it into the recipe's ConfigContainer as Bridge's example scripts do with --config-file:");
-  s += comment("  megatron.bridge.training.utils.omegaconf_utils.process_config_with_overrides(");
-  s += comment("      cfg, config_filepath=\"megatron_bridge.yaml\")");
-  s += comment("File paths below are relative: give them as the training job sees them.");
-  s += comment("mixed_precision replaces the recipe's whole precision config: Bridge's bf16_mixed() with the");
-  s += comment("plan's FP8 fields (the TransformerConfig fields megatron_args.txt's flags set).");
-  const MegatronFp8& m = plan.megatron;
-  if (!m.fp8) {
-    s += m.candidate == nullptr
-             ? comment("No FP8 candidate was chosen: train in BF16 (fp8: null).")
-             : comment("The plan keeps no GEMM in FP8 (" + m.candidate->recipe.spec() + "/" + m.format +
-                       " chosen, every GEMM BF16): train in BF16,") +
-                   comment("fp8: null, so Megatron runs every module in BF16, those never captured too.");
-    s += kBf16Mixed;
-    s += "  fp8: null\n";
-    write_end_layers(s, 0, 0);
-    s += off_fields(false);
-    s += "model:\n  quant_recipe: null\n";
-    return {"megatron_bridge.yaml", s, "BF16, fp8 null"};
-  }
+// mixed_precision's recipe fields: the format and recipe, delayed scaling's options in full.
+void write_recipe_fields(std::string& s, const MegatronFp8& m) {
   const Recipe& r = m.candidate->recipe;
   const std::string bits = m.fp4 ? "fp4" : "fp8";
-  std::string note = bits + " " + m.format + ", " + bits + "_recipe " + m.recipe;
-  s += comment("Recipe " + r.spec() + " in format " + m.format + " (TE " + recipe_kind_traits(r.kind).te_recipe + ").");
-  for (const std::string& line : plan.notes(Consumer::kMegatronBridge)) s += comment(line);
-  s += kBf16Mixed;
   if (m.fp4) s += "  fp8: null\n";
   s += "  " + bits + ": " + m.format + "\n";
   s += "  " + bits + "_recipe: " + m.recipe + "\n";
-  if (m.delayed) {
-    s += comment("Bridge's defaults are Megatron's (history 1, most_recent), not TE's: all three written.", "  ");
-    for (const RecipeOptionRow* row : field_rows(r.kind, Consumer::kMegatronBridge))
-      s += "  " + std::string(row->by[static_cast<int>(Consumer::kMegatronBridge)].name) + ": " +
-           option_value_text(row->value(r)) + "\n";
-    s += comment("The replay took each tensor's amax over its captured tensor-parallel shards only; Megatron", "  ");
-    s += comment("reduces it over TP x DP x CP (TP x CP with model.tp_only_amax_red: true): with data", "  ");
-    s += comment("parallelism the amax TE uses is at least the replayed one, so it clips no more and may flush more.", "  ");
-  }
+  if (!m.delayed) return;
+  s += comment("Bridge's defaults are Megatron's (history 1, most_recent), not TE's: all three written.", "  ");
+  for (const RecipeOptionRow* row : field_rows(r.kind, Consumer::kMegatronBridge))
+    s += "  " + std::string(row->by[static_cast<int>(Consumer::kMegatronBridge)].name) + ": " +
+         option_value_text(row->value(r)) + "\n";
+  s += comment("The replay took each tensor's amax over its captured tensor-parallel shards only; Megatron", "  ");
+  s += comment("reduces it over TP x DP x CP (TP x CP with model.tp_only_amax_red: true): with data", "  ");
+  s += comment("parallelism the amax TE uses is at least the replayed one, so it clips no more and may flush more.", "  ");
+}
+
+// The first/last layers in BF16 where TransformerConfig takes them (not under delayed scaling);
+// whether they were written.
+bool write_first_last(std::string& s, const MegatronFp8& m) {
   const FirstLastBf16& fl = m.first_last;
   if (m.first_last_applied) {
     s += comment("The plan keeps the " + std::to_string(fl.at_start) + " first and " + std::to_string(fl.at_end) +
@@ -109,14 +100,17 @@ Artifact render_megatron_bridge(const ConsumerPlan& plan) {
                  "  ");
     s += comment("layers." + std::to_string(fl.last_index) + ", the last one captured: check it against model.num_layers.", "  ");
     write_end_layers(s, fl.at_start, fl.at_end);
-    note += ", first/last BF16";
-  } else {
-    if (fl.at_start > 0 || fl.at_end > 0)
-      s += comment("The plan's BF16 first/last layers are left to nvdlfw_inspect.yaml: TransformerConfig", "  ") +
-           comment("raises on first_last_layers_bf16 with delayed scaling.", "  ");
-    write_end_layers(s, 0, 0);
+    return true;
   }
-  s += off_fields(m.fp4);
+  if (fl.at_start > 0 || fl.at_end > 0)
+    s += comment("The plan's BF16 first/last layers are left to nvdlfw_inspect.yaml: TransformerConfig", "  ") +
+         comment("raises on first_last_layers_bf16 with delayed scaling.", "  ");
+  write_end_layers(s, 0, 0);
+  return false;
+}
+
+// What becomes of the LM head: Megatron's output_layer is no TE module.
+void write_head_note(std::string& s, const MegatronFp8& m) {
   switch (m.head) {
     case MegatronHead::kFp8:
     case MegatronHead::kFp8Lost:
@@ -129,6 +123,56 @@ Artifact render_megatron_bridge(const ConsumerPlan& plan) {
       break;
     case MegatronHead::kNotCaptured: break;
   }
+}
+
+// The single GEMMs (and, under delayed scaling, the end layers): nvdlfw_inspect.yaml through
+// Bridge's tensor-inspect integration, when TE's feature names there are Bridge's TE's; whether
+// the section was written.
+bool write_tensor_inspect(std::string& s, const ConsumerPlan& plan) {
+  const TeVersion te = plan.rec->te_version;
+  const bool inspect_file = !plan.nvdlfw_omitted.has_value();
+  // TE 2.13 renamed DisableFP8GEMM/Layer: a file for 2.13+ fails at initialize() on Bridge's TE.
+  const bool loads = te_has_disable_quantization(te) == te_has_disable_quantization(kBridgeTeNewest);
+  if (inspect_file && loads) {
+    s += comment("nvdlfw_inspect.yaml (TE " + te_version_text(te) + " names) through Bridge's tensor-inspect integration; needs nvdlfw_inspect.");
+    s += "tensor_inspect:\n"
+         "  _target_: megatron.bridge.training.config.TensorInspectConfig\n"
+         "  enabled: true\n"
+         "  features: nvdlfw_inspect.yaml\n";
+    return true;
+  }
+  if (inspect_file) {
+    s += comment("No tensor_inspect: nvdlfw_inspect.yaml was written for TE " + te_version_text(te) +
+                 " (--te-version), whose DisableQuantizationGEMM/Layer");
+    s += comment("the TE Megatron-Bridge 0.3 installs (2.10-2.12) rejects. Rerun with --te-version 2.12 for the");
+    s += comment("file and a tensor_inspect section that loads it.");
+  }
+  return false;
+}
+
+}  // namespace
+
+Artifact render_megatron_bridge(const ConsumerPlan& plan) {
+  std::string s = comment("Megatron-Bridge overrides for the recommended recipe (fp8-advisor megatron_bridge.yaml).");
+  s += comment("Written for Megatron-Bridge 0.3, which pins Megatron-Core 0.15-0.16 and TE 2.10-2.12 (docs/VERSIONS.md).");
+  s += comment("Merge it into the recipe's ConfigContainer as Bridge's example scripts do with --config-file:");
+  s += comment("  megatron.bridge.training.utils.omegaconf_utils.process_config_with_overrides(");
+  s += comment("      cfg, config_filepath=\"megatron_bridge.yaml\")");
+  s += comment("File paths below are relative: give them as the training job sees them.");
+  s += comment("mixed_precision replaces the recipe's whole precision config: Bridge's bf16_mixed() with the");
+  s += comment("plan's FP8 fields (the TransformerConfig fields megatron_args.txt's flags set).");
+  const MegatronFp8& m = plan.megatron;
+  if (!m.fp8) return bf16_file(std::move(s), m);
+  const Recipe& r = m.candidate->recipe;
+  const std::string bits = m.fp4 ? "fp4" : "fp8";
+  std::string note = bits + " " + m.format + ", " + bits + "_recipe " + m.recipe;
+  s += comment("Recipe " + r.spec() + " in format " + m.format + " (TE " + recipe_kind_traits(r.kind).te_recipe + ").");
+  for (const std::string& line : plan.notes(Consumer::kMegatronBridge)) s += comment(line);
+  s += kBf16Mixed;
+  write_recipe_fields(s, m);
+  if (write_first_last(s, m)) note += ", first/last BF16";
+  s += off_fields(m.fp4);
+  write_head_note(s, m);
   s += "model:\n";
   if (m.te_precision_config) {
     s += comment("The per-module plan: te_precision_config.yaml, written beside this file, read by Megatron-Core's", "  ");
@@ -141,27 +185,9 @@ Artifact render_megatron_bridge(const ConsumerPlan& plan) {
   } else {
     s += "  quant_recipe: null\n";
   }
-  // The single GEMMs (and, under delayed scaling, the end layers): nvdlfw_inspect.yaml through
-  // Bridge's tensor-inspect integration, when TE's feature names there are Bridge's TE's.
-  const bool inspect_file = !plan.nvdlfw_omitted.has_value();
-  // TE 2.13 renamed DisableFP8GEMM/Layer: a file for 2.13+ fails at initialize() on Bridge's TE.
-  const bool loads = te_has_disable_quantization(rec.te_version) == te_has_disable_quantization(kBridgeTeNewest);
-  if (inspect_file && loads) {
-    s += comment("nvdlfw_inspect.yaml (TE " + te_version_text(rec.te_version) +
-                 " names) through Bridge's tensor-inspect integration; needs nvdlfw_inspect.");
-    s += "tensor_inspect:\n"
-         "  _target_: megatron.bridge.training.config.TensorInspectConfig\n"
-         "  enabled: true\n"
-         "  features: nvdlfw_inspect.yaml\n";
-    note += ", tensor_inspect";
-  } else if (inspect_file) {
-    s += comment("No tensor_inspect: nvdlfw_inspect.yaml was written for TE " + te_version_text(rec.te_version) +
-                 " (--te-version), whose DisableQuantizationGEMM/Layer");
-    s += comment("the TE Megatron-Bridge 0.3 installs (2.10-2.12) rejects. Rerun with --te-version 2.12 for the");
-    s += comment("file and a tensor_inspect section that loads it.");
-  }
+  const bool applied = write_tensor_inspect(s, plan);
+  if (applied) note += ", tensor_inspect";
   if (!m.uncovered.empty()) {
-    const bool applied = inspect_file && loads;
     s += comment(std::string("BF16 fallbacks mixed_precision cannot express (") +
                  (m.te_precision_config ? "quant_recipe keeps whole modules, " : "") +
                  (applied ? "tensor_inspect single GEMMs):" : "not applied without tensor_inspect):"));
