@@ -299,51 +299,56 @@ double colour_position(const HeatmapSpec& s, double v) {
 
 }  // namespace
 
-Markup heatmap(const HeatmapSpec& s) {
-  const std::size_t rows = s.row_labels.size(), cols = s.col_labels.size();
-  FP8A_CHECK(s.values.size() == rows * cols, "heatmap: values must be rows x cols");
-  const double cell_w = s.cell_width;
-  constexpr double kCellH = 15;
+namespace {
+
+// Where a heatmap's parts go: its cells' grid, left of the legend, below the title and the
+// rotated column labels.
+struct HeatmapLayout {
+  static constexpr double kCellH = 15;
+  std::size_t rows = 0, cols = 0;
+  double cell_w = 0, left = 0, top = 0, grid_w = 0, grid_h = 0, width = 0, height = 0;
+  double cell_x(std::size_t c) const { return left + cell_w * static_cast<double>(c); }
+  double cell_y(std::size_t r) const { return top + kCellH * static_cast<double>(r); }
+};
+
+HeatmapLayout heatmap_layout(const HeatmapSpec& s) {
+  HeatmapLayout g;
+  g.rows = s.row_labels.size();
+  g.cols = s.col_labels.size();
+  g.cell_w = s.cell_width;
   const double legend_w = std::max({150.0, text_width(s.value_title) + 10, text_width(s.missing_label) + 30,
                                     text_width(s.marked_label) + 30});
   double label_w = 40;
   for (const auto& l : s.row_labels) label_w = std::max(label_w, text_width(l));
   double col_label_h = 30;  // column labels rotated 35 degrees above the cells
   for (const auto& l : s.col_labels) col_label_h = std::max(col_label_h, text_width(l) * 0.58 + 14);
-  const double left = 28 + label_w + 6;
-  const double top = kTitleHeight + 22 + col_label_h;
-  const double grid_w = cell_w * static_cast<double>(cols);
-  const double grid_h = kCellH * static_cast<double>(rows);
-  const double width = left + grid_w + 24 + legend_w;
-  const double height = std::max(top + grid_h + 16, top + 230.0);
+  g.left = 28 + label_w + 6;
+  g.top = kTitleHeight + 22 + col_label_h;
+  g.grid_w = g.cell_w * static_cast<double>(g.cols);
+  g.grid_h = HeatmapLayout::kCellH * static_cast<double>(g.rows);
+  g.width = g.left + g.grid_w + 24 + legend_w;
+  g.height = std::max(g.top + g.grid_h + 16, g.top + 230.0);
+  return g;
+}
 
-  Markup m;
-  open_svg(m, width, height, s.title);
-  const std::string hatch = s.id + "-missing";
-  m.open("defs");
-  m.open("pattern", {{"id", hatch}, {"width", "6"}, {"height", "6"}, {"patternUnits", "userSpaceOnUse"},
-                     {"patternTransform", "rotate(45)"}});
-  m.leaf("rect", {{"width", "6"}, {"height", "6"}, {"fill", "#fff"}});
-  m.leaf("line", {{"x1", "0"}, {"y1", "0"}, {"x2", "0"}, {"y2", "6"}, {"stroke", "#888"}, {"stroke-width", "2"}});
-  m.close().close();
-
-  // Axis titles: the candidates above the column labels, the layers left of the row labels.
-  m.element("text", {{"class", "axis-title"}, {"x", px(left + grid_w / 2)}, {"y", px(kTitleHeight + 14)},
+// Axis titles (the candidates above the column labels, the layers left of the row labels) and
+// the labels, rows linked where the spec gives a link.
+void heatmap_axes(Markup& m, const HeatmapSpec& s, const HeatmapLayout& g) {
+  m.element("text", {{"class", "axis-title"}, {"x", px(g.left + g.grid_w / 2)}, {"y", px(kTitleHeight + 14)},
                      {"text-anchor", "middle"}},
             s.col_title);
-  const double cy = top + grid_h / 2;
+  const double cy = g.top + g.grid_h / 2;
   m.element("text", {{"class", "axis-title"}, {"x", "14"}, {"y", px(cy)}, {"text-anchor", "middle"},
                      {"transform", "rotate(-90 14 " + px(cy) + ")"}},
             s.row_title);
   m.open("g", {{"class", "axis"}});
-  for (std::size_t c = 0; c < cols; ++c) {
-    const double x = left + cell_w * (static_cast<double>(c) + 0.5);
-    m.element("text", {{"x", px(x)}, {"y", px(top - 6)}, {"transform", "rotate(-35 " + px(x) + " " + px(top - 6) + ")"}},
+  for (std::size_t c = 0; c < g.cols; ++c) {
+    const double x = g.left + g.cell_w * (static_cast<double>(c) + 0.5);
+    m.element("text", {{"x", px(x)}, {"y", px(g.top - 6)}, {"transform", "rotate(-35 " + px(x) + " " + px(g.top - 6) + ")"}},
               s.col_labels[c]);
   }
-  for (std::size_t r = 0; r < rows; ++r) {
-    const Attrs at{{"x", px(left - 6)}, {"y", px(top + kCellH * static_cast<double>(r) + 11)},
-                   {"text-anchor", "end"}};
+  for (std::size_t r = 0; r < g.rows; ++r) {
+    const Attrs at{{"x", px(g.left - 6)}, {"y", px(g.cell_y(r) + 11)}, {"text-anchor", "end"}};
     if (r < s.row_links.size() && !s.row_links[r].empty()) {
       m.open("a", {{"href", s.row_links[r]}});
       m.element("text", at, s.row_labels[r]);
@@ -353,39 +358,44 @@ Markup heatmap(const HeatmapSpec& s) {
     }
   }
   m.close();
+}
 
+// The cells (hatched where missing, valued where show_values), then the marked ones: a black
+// outline inside a white one, visible on dark and bright cells.
+void heatmap_cells(Markup& m, const HeatmapSpec& s, const HeatmapLayout& g, const std::string& hatch) {
+  constexpr double kCellH = HeatmapLayout::kCellH;
   m.open("g", {{"class", "cells"}, {"text-anchor", "middle"}, {"font-size", "10"}});
-  for (std::size_t r = 0; r < rows; ++r)
-    for (std::size_t c = 0; c < cols; ++c) {
-      const double v = s.values[r * cols + c];
-      const double x = left + cell_w * static_cast<double>(c), y = top + kCellH * static_cast<double>(r);
+  for (std::size_t r = 0; r < g.rows; ++r)
+    for (std::size_t c = 0; c < g.cols; ++c) {
+      const double v = s.values[r * g.cols + c];
+      const double x = g.cell_x(c), y = g.cell_y(r);
       if (!std::isfinite(v)) {
-        m.leaf("rect", {{"class", "missing"}, {"x", px(x)}, {"y", px(y)}, {"width", px(cell_w)},
+        m.leaf("rect", {{"class", "missing"}, {"x", px(x)}, {"y", px(y)}, {"width", px(g.cell_w)},
                         {"height", px(kCellH)}, {"fill", "url(#" + hatch + ")"}});
         continue;
       }
       const Rgb fill = viridis(colour_position(s, v));
-      m.leaf("rect", {{"x", px(x)}, {"y", px(y)}, {"width", px(cell_w)}, {"height", px(kCellH)},
-                      {"fill", hex(fill)}});
+      m.leaf("rect", {{"x", px(x)}, {"y", px(y)}, {"width", px(g.cell_w)}, {"height", px(kCellH)}, {"fill", hex(fill)}});
       if (s.show_values)
-        m.element("text", {{"x", px(x + cell_w / 2)}, {"y", px(y + 11)}, {"fill", hex(text_colour_on(fill))}},
+        m.element("text", {{"x", px(x + g.cell_w / 2)}, {"y", px(y + 11)}, {"fill", hex(text_colour_on(fill))}},
                   tick_label(v));
     }
   m.close();
-  // The marked cells: a black outline inside a white one, visible on dark and bright cells.
   m.open("g", {{"class", "marked"}, {"fill", "none"}});
-  for (std::size_t r = 0; r < rows && r < s.marked_col.size(); ++r) {
-    if (s.marked_col[r] < 0 || static_cast<std::size_t>(s.marked_col[r]) >= cols) continue;
-    const double x = left + cell_w * s.marked_col[r], y = top + kCellH * static_cast<double>(r);
-    m.leaf("rect", {{"x", px(x + 1)}, {"y", px(y + 1)}, {"width", px(cell_w - 2)}, {"height", px(kCellH - 2)},
+  for (std::size_t r = 0; r < g.rows && r < s.marked_col.size(); ++r) {
+    if (s.marked_col[r] < 0 || static_cast<std::size_t>(s.marked_col[r]) >= g.cols) continue;
+    const double x = g.left + g.cell_w * s.marked_col[r], y = g.cell_y(r);
+    m.leaf("rect", {{"x", px(x + 1)}, {"y", px(y + 1)}, {"width", px(g.cell_w - 2)}, {"height", px(kCellH - 2)},
                     {"stroke", "#fff"}, {"stroke-width", "2"}});
-    m.leaf("rect", {{"x", px(x + 2.5)}, {"y", px(y + 2.5)}, {"width", px(cell_w - 5)},
-                    {"height", px(kCellH - 5)}, {"stroke", "#000"}, {"stroke-width", "1.5"}});
+    m.leaf("rect", {{"x", px(x + 2.5)}, {"y", px(y + 2.5)}, {"width", px(g.cell_w - 5)}, {"height", px(kCellH - 5)},
+                    {"stroke", "#000"}, {"stroke-width", "1.5"}});
   }
   m.close();
+}
 
-  // The legend: a vertical colour bar with the scale's ticks, then the missing and marked keys.
-  const double lx = left + grid_w + 24, ly = top;
+// The legend: a vertical colour bar with the scale's ticks, then the missing and marked keys.
+void heatmap_legend(Markup& m, const HeatmapSpec& s, const HeatmapLayout& g, const std::string& hatch) {
+  const double lx = g.left + g.grid_w + 24, ly = g.top;
   constexpr double kBarH = 140, kBarW = 14, kSteps = 28;
   m.open("g", {{"class", "legend"}});
   m.element("text", {{"x", px(lx)}, {"y", px(ly - 8)}}, s.value_title);
@@ -398,18 +408,36 @@ Markup heatmap(const HeatmapSpec& s) {
   }
   for (const Tick& t : bar.ticks(5)) {
     const double p = bar.to_px(t.value);
-    m.leaf("line", {{"x1", px(lx + kBarW)}, {"y1", px(p)}, {"x2", px(lx + kBarW + 4)}, {"y2", px(p)},
-                    {"stroke", "#000"}});
+    m.leaf("line", {{"x1", px(lx + kBarW)}, {"y1", px(p)}, {"x2", px(lx + kBarW + 4)}, {"y2", px(p)}, {"stroke", "#000"}});
     m.element("text", {{"x", px(lx + kBarW + 7)}, {"y", px(p + 4)}}, t.label);
   }
   const double ky = ly + kBarH + 18;
-  m.leaf("rect", {{"x", px(lx)}, {"y", px(ky)}, {"width", px(kBarW)}, {"height", "12"},
-                  {"fill", "url(#" + hatch + ")"}, {"stroke", "#888"}});
+  m.leaf("rect", {{"x", px(lx)}, {"y", px(ky)}, {"width", px(kBarW)}, {"height", "12"}, {"fill", "url(#" + hatch + ")"},
+                  {"stroke", "#888"}});
   m.element("text", {{"x", px(lx + kBarW + 7)}, {"y", px(ky + 10)}}, s.missing_label);
-  m.leaf("rect", {{"x", px(lx)}, {"y", px(ky + 20)}, {"width", px(kBarW)}, {"height", "12"},
-                  {"fill", "#fff"}, {"stroke", "#000"}, {"stroke-width", "1.5"}});
+  m.leaf("rect", {{"x", px(lx)}, {"y", px(ky + 20)}, {"width", px(kBarW)}, {"height", "12"}, {"fill", "#fff"},
+                  {"stroke", "#000"}, {"stroke-width", "1.5"}});
   m.element("text", {{"x", px(lx + kBarW + 7)}, {"y", px(ky + 30)}}, s.marked_label);
   m.close();
+}
+
+}  // namespace
+
+Markup heatmap(const HeatmapSpec& s) {
+  FP8A_CHECK(s.values.size() == s.row_labels.size() * s.col_labels.size(), "heatmap: values must be rows x cols");
+  const HeatmapLayout g = heatmap_layout(s);
+  Markup m;
+  open_svg(m, g.width, g.height, s.title);
+  const std::string hatch = s.id + "-missing";
+  m.open("defs");
+  m.open("pattern", {{"id", hatch}, {"width", "6"}, {"height", "6"}, {"patternUnits", "userSpaceOnUse"},
+                     {"patternTransform", "rotate(45)"}});
+  m.leaf("rect", {{"width", "6"}, {"height", "6"}, {"fill", "#fff"}});
+  m.leaf("line", {{"x1", "0"}, {"y1", "0"}, {"x2", "0"}, {"y2", "6"}, {"stroke", "#888"}, {"stroke-width", "2"}});
+  m.close().close();
+  heatmap_axes(m, s, g);
+  heatmap_cells(m, s, g, hatch);
+  heatmap_legend(m, s, g, hatch);
   m.close();  // svg
   return m;
 }
