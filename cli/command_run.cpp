@@ -405,6 +405,53 @@ RunInfo run_provenance(const Invocation& inv, const RunRequest& request, const E
   return info;
 }
 
+// The training log given to the run: its provenance, and with no --recipes the delayed recipes
+// its trace's search puts first in place of the default list's (every rank searches the same log).
+void attach_training_log(RunCommand& cmd, const TrainingLog& log, RunInfo& info) {
+  if (cmd.eval.log_paths.empty()) return;
+  RunRequest& request = cmd.request;
+  request.config.training_log = &log;
+  info.log_files = log.files;
+  info.log_rounded = log.rounded;
+  info.log_notes = log.notes;
+  if (cmd.default_recipes) {
+    search_delayed_recipes(request, log);
+    info.recipes = request.config.recipes;
+  }
+}
+
+// What the run could not judge, for --strict: its warnings, and the GEMMs the answer could not
+// judge (each said on stderr here too, with why and what the files train them in).
+std::vector<std::string> report_not_judged(const RunInfo& info, const AnswerContext& answer) {
+  std::vector<std::string> not_judged = info.warnings;
+  if (const Recommendation* rec = answer.recommendation; rec != nullptr) {
+    if (const std::string none = nothing_judged(rec->candidates); !none.empty()) not_judged.push_back(none);
+    for (const std::string& u : plan_fallbacks(*rec).unjudged) {
+      std::cerr << "fp8-advisor: warning: not judged: " << terminal_text(u) << "\n";
+      not_judged.push_back("not judged: " + u);
+    }
+  }
+  return not_judged;
+}
+
+// stdout: with --quiet the answer alone (with the files written); otherwise the header and the
+// tables, then the answer, so that the last screen a person sees is the answer.
+void print_outcome(const RunCommand& cmd, const CaptureSet& captures, const RunInfo& info,
+                   const std::vector<LayerSummary>& layers, const std::string& answer_text) {
+  if (!cmd.quiet) {
+    std::cout << "fp8-advisor " << FP8A_VERSION << ": " << captures.tensors.size() << " tensors from "
+              << captures.files.size() << " file(s), " << info.recipes.size() << " recipe(s), format "
+              << info.format_description << ", backend " << info.backend << " (" << info.device << ")"
+              << (info.gemm_path.empty() ? "" : ", GEMM error " + info.gemm_path) << "\n\n"
+              << render_layer_table(layers);
+    if (info.logged_stats)
+      std::cout << render_logged_stats_line(*info.logged_stats, cmd.request.training_recipe.has_value());
+    std::cout << "\n";
+  }
+  std::cout << answer_text;
+  std::cout.flush();
+}
+
 // A run that fails from the checkpoint on (an error thrown: a bad input, a capture changed under
 // it, an output that cannot be rendered) leaves --out as it found it: the checkpoint it started
 // goes, and with it the directory if the run created it. A --resume keeps its checkpoint; a stop
@@ -552,18 +599,7 @@ int command_run(const Invocation& inv) {
   info.inputs = captures.files;
   price_at_tokens(cmd, captures, *request.recommend);
   const TrainingLog training_log = load_evaluation_log(cmd.eval, fs);
-  if (!cmd.eval.log_paths.empty()) {
-    request.config.training_log = &training_log;
-    info.log_files = training_log.files;
-    info.log_rounded = training_log.rounded;
-    info.log_notes = training_log.notes;
-  }
-  // A trace and no --recipes: delayed scaling's options are searched on the trace, and its
-  // front-runners replace the default list's delayed recipes (every rank searches the same log).
-  if (!cmd.eval.log_paths.empty() && cmd.default_recipes) {
-    search_delayed_recipes(request, training_log);
-    info.recipes = request.config.recipes;
-  }
+  attach_training_log(cmd, training_log, info);
   if (is_distributed(inv.cluster)) check_ranks_agree(*inv.cluster, inv, captures, training_log);
   info.read_seconds = seconds_since(t0);
 
@@ -595,16 +631,7 @@ int command_run(const Invocation& inv) {
   AnswerContext answer;
   const auto layers = summarize_layers(result.rows);
   const std::vector<Artifact> artifacts = render_run(request, result, layers, info, answer);
-  // What the run could not judge, for --strict: its warnings, and the GEMMs the answer could not
-  // judge (each said here too, with why and what the files train them in).
-  std::vector<std::string> not_judged = info.warnings;
-  if (const Recommendation* rec = answer.recommendation; rec != nullptr) {
-    if (const std::string none = nothing_judged(rec->candidates); !none.empty()) not_judged.push_back(none);
-    for (const std::string& u : plan_fallbacks(*rec).unjudged) {
-      std::cerr << "fp8-advisor: warning: not judged: " << terminal_text(u) << "\n";
-      not_judged.push_back("not judged: " + u);
-    }
-  }
+  const std::vector<std::string> not_judged = report_not_judged(info, answer);
   check_captures_unchanged(captures);  // no outputs from a capture rewritten under the run
   const std::string wrote = write_artifacts(cmd.out_dir, "run", artifacts, info.command_line);
   if (cmd.resume)
@@ -612,21 +639,7 @@ int command_run(const Invocation& inv) {
               << checkpoint->done(UnitKind::kShard) << " evaluations (tensor x recipe) and "
               << checkpoint->reused(UnitKind::kGemmLayer) << " of " << checkpoint->done(UnitKind::kGemmLayer)
               << " GEMM layers taken from " << terminal_text(checkpoint->dir()) << "\n";
-  // The answer first (with the files written), then the tables.
-  const std::string answer_text = render_answer(answer) + terminal_text(wrote) + "\n";
-  if (cmd.quiet) {
-    std::cout << answer_text;
-    return check_gates(cmd, artifacts, answer.recommendation, not_judged);
-  }
-  // The header and the tables, then the answer: the last screen a person sees is the answer.
-  std::cout << "fp8-advisor " << FP8A_VERSION << ": " << captures.tensors.size() << " tensors from "
-            << captures.files.size() << " file(s), " << info.recipes.size() << " recipe(s), format "
-            << info.format_description << ", backend " << info.backend << " (" << info.device << ")"
-            << (info.gemm_path.empty() ? "" : ", GEMM error " + info.gemm_path) << "\n\n"
-            << render_layer_table(layers);
-  if (info.logged_stats) std::cout << render_logged_stats_line(*info.logged_stats, request.training_recipe.has_value());
-  std::cout << "\n" << answer_text;
-  std::cout.flush();
+  print_outcome(cmd, captures, info, layers, render_answer(answer) + terminal_text(wrote) + "\n");
   return check_gates(cmd, artifacts, answer.recommendation, not_judged);
 }
 
