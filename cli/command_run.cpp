@@ -158,10 +158,18 @@ std::string read_expected_plan(const std::string& path) {
   return text;
 }
 
-// Unset: --help was printed. Usage errors name the option.
-std::optional<RunCommand> parse_run(const Invocation& inv) {
-  RunCommand cmd;
-  std::string training_recipe_text, policy_text, gpu_text, te_version_text_given, price_as_text;
+// The option values parse_run checks and turns into the request.
+struct RunOptionTexts {
+  std::string training_recipe, policy, gpu, te_version, price_as;
+};
+
+// run's options (a table: one entry each, with its help).
+po::options_description run_options(RunCommand& cmd, RunOptionTexts& t) {
+  std::string& training_recipe_text = t.training_recipe;
+  std::string& policy_text = t.policy;
+  std::string& gpu_text = t.gpu;
+  std::string& te_version_text_given = t.te_version;
+  std::string& price_as_text = t.price_as;
   std::string& cost_text = cmd.cost;
   double& tokens_per_step = cmd.tokens_per_step;
   po::options_description desc("Options");
@@ -219,17 +227,18 @@ std::optional<RunCommand> parse_run(const Invocation& inv) {
        "ends the job (fp8a.usage.240, naming the ranks that did not answer)")
       ("resume", "continue a run that was killed or stopped: reuse the evaluations it finished, "
                  "kept in DIR/.fp8-advisor-checkpoint (without --resume it is started afresh)");
-  po::variables_map vm;
-  if (!parse_options(inv, desc, nullptr, &vm,
-                     "fp8-advisor run --capture PATH [PATH ...] --out DIR [options]", std::cout))
-    return std::nullopt;
-  RunRequest& request = cmd.request;
-  request.config = evaluation_config(cmd.eval);
-  check_out_option(cmd.out_dir);
-  constexpr UsageId kBadProgressEvery = "fp8a.usage.205";
-  check_finite_option(kBadProgressEvery, "progress-every", cmd.progress_every, 0);
-  if (!(cmd.rank_timeout > 0) || !std::isfinite(cmd.rank_timeout))
-    throw usage_error("fp8a.usage.241", "--rank-timeout must be a number of seconds > 0");
+  return desc;
+}
+
+// The recommendation's options checked: the policy, GPU, TE release, cost, tokens per step and
+// --price-as's target (read here, before anything runs).
+RecommendationRequest recommendation_options(RunCommand& cmd, const RunOptionTexts& t, const po::variables_map& vm) {
+  const std::string& cost_text = cmd.cost;
+  const double& tokens_per_step = cmd.tokens_per_step;
+  const std::string& policy_text = t.policy;
+  const std::string& gpu_text = t.gpu;
+  const std::string& te_version_text_given = t.te_version;
+  const std::string& price_as_text = t.price_as;
   RecommendationRequest asked{load_policy(policy_text, DiskFileSystem()), nullptr, std::nullopt, kTeNewest};
   std::string gpu_why;
   asked.gpu = find_gpu_target(gpu_text, &gpu_why);
@@ -251,6 +260,26 @@ std::optional<RunCommand> parse_run(const Invocation& inv) {
                                           "give one of them");
     cmd.price_as = load_target_model(price_as_text, DiskFileSystem());
   }
+  return asked;
+}
+
+// Unset: --help was printed. Usage errors name the option.
+std::optional<RunCommand> parse_run(const Invocation& inv) {
+  RunCommand cmd;
+  RunOptionTexts texts;
+  po::options_description desc = run_options(cmd, texts);
+  po::variables_map vm;
+  if (!parse_options(inv, desc, nullptr, &vm,
+                     "fp8-advisor run --capture PATH [PATH ...] --out DIR [options]", std::cout))
+    return std::nullopt;
+  RunRequest& request = cmd.request;
+  request.config = evaluation_config(cmd.eval);
+  check_out_option(cmd.out_dir);
+  constexpr UsageId kBadProgressEvery = "fp8a.usage.205";
+  check_finite_option(kBadProgressEvery, "progress-every", cmd.progress_every, 0);
+  if (!(cmd.rank_timeout > 0) || !std::isfinite(cmd.rank_timeout))
+    throw usage_error("fp8a.usage.241", "--rank-timeout must be a number of seconds > 0");
+  RecommendationRequest asked = recommendation_options(cmd, texts, vm);
   constexpr UsageId kBadMinFp8Share = "fp8a.usage.244";
   check_finite_option(kBadMinFp8Share, "min-fp8-share", cmd.min_fp8_share, 0, 1);
   if (!cmd.expect_plan_path.empty()) cmd.expect_plan_text = read_expected_plan(cmd.expect_plan_path);
@@ -268,7 +297,7 @@ std::optional<RunCommand> parse_run(const Invocation& inv) {
     if (cmd.eval.log_paths.empty())
       throw usage_error("fp8a.usage.211", "--training-recipe names the recipe of --training-log's nvdlfw_inspect "
                                           "statistics; give --training-log too");
-    request.training_recipe = parse_recipe(training_recipe_text);
+    request.training_recipe = parse_recipe(texts.training_recipe);
     const std::vector<Recipe>& recipes = request.config.recipes;
     if (std::find(recipes.begin(), recipes.end(), *request.training_recipe) == recipes.end())
       throw usage_error("fp8a.usage.211", "--training-recipe " + request.training_recipe->spec() +
