@@ -157,6 +157,164 @@ std::vector<AmaxTrend> fit_amax_trends(const TrainingLog* log, std::span<const E
   return out;
 }
 
+namespace {
+
+// Observed: each known step t >= 1 against its window (a monotone deque of point indices,
+// values decreasing; on ties the later point stays): the steps judged, those that saturated, the
+// worst jump and the mean headroom. This and the forecast run on the trend's points (log2 of the
+// finite nonzero amaxes: a step TE would skip is no point of a trend).
+void observe_windows(DelayedForecast& f, const std::vector<Point>& pts, const Recipe& recipe) {
+  const double M = recipe.margin;
+  double headroom_sum = 0.0;
+  std::deque<std::size_t> dq;
+  for (std::size_t j = 0; j < pts.size(); ++j) {
+    if (j > 0) {
+      while (!dq.empty() && pts[dq.back()].log2_amax <= pts[j - 1].log2_amax) dq.pop_back();
+      dq.push_back(j - 1);
+    }
+    const std::int64_t t = pts[j].step;
+    while (!dq.empty() && pts[dq.front()].step < delayed_window(recipe, t).first) dq.pop_front();
+    if (t < 1 || j == 0) continue;  // step 0 casts with TE's initial scale 1
+    const double held = dq.empty() ? pts[j - 1].log2_amax : pts[dq.front()].log2_amax;
+    const double jump = pts[j].log2_amax - held;
+    ++f.judged_steps;
+    headroom_sum += M - jump;
+    if (jump > M) ++f.saturated_steps;
+    if (jump > f.worst_jump_binades) {
+      f.worst_jump_binades = jump;
+      f.worst_jump_step = t;
+    }
+  }
+  f.mean_headroom_binades = f.judged_steps > 0 ? headroom_sum / static_cast<double>(f.judged_steps) : kNaN;
+}
+
+// Now: the replayed scale of the last step T against amax(T) (and the captured amax there), the
+// window amax it holds and until when, whether it holds a spike. Returns the replay.
+ReplayedScale judge_now(DelayedForecast& f, const std::map<std::int64_t, float>& series, const Recipe& recipe,
+                        Fp8Format fp8, const std::map<std::int64_t, float>& captured, const AmaxTrendConfig& config) {
+  const std::int64_t T = series.rbegin()->first;
+  f.step = T;
+  const ReplayedScale rs = replay_delayed_scale(series, T, recipe, fp8);
+  f.replay = rs.mode;
+  auto headroom_for = [&](float amax) {
+    if (rs.mode == ReplayMode::kUnavailable || std::isnan(amax)) return kNaN;
+    if (amax == 0.0f) return kInf;
+    if (std::isinf(amax)) return -kInf;
+    return std::log2(static_cast<double>(fp8_max_finite(fp8))) - std::log2(static_cast<double>(amax)) -
+           std::log2(static_cast<double>(rs.scale));
+  };
+  f.headroom_binades = headroom_for(series.rbegin()->second);
+  if (const auto c = captured.find(T); c != captured.end()) f.captured_headroom_binades = headroom_for(c->second);
+  if (rs.amax_step >= 0) {  // the window amax the replayed scale holds, and until when
+    f.window_max_step = rs.amax_step;
+    f.window_max_until = rs.amax_step + delayed_window_length(recipe);
+  }
+  f.holds_spike = std::isfinite(f.headroom_binades) && f.headroom_binades - recipe.margin > config.held_spike_binades;
+  return rs;
+}
+
+// Forecast: the line L(t) = c + g (t - last fitted step) against M + the window max, the window
+// holding the known points of [t-W, T] and the line's own steps of [T+1, t-1]: when it starts
+// saturating, the margin that avoids it, and the horizon's worst excess.
+void forecast_line(DelayedForecast& f, const AmaxTrend& trend, const std::vector<Point>& pts, const Recipe& recipe,
+                   const AmaxTrendConfig& config) {
+  const std::int64_t T = f.step, W = delayed_window_length(recipe);
+  const double M = recipe.margin;
+  const double g = trend.slope_log2_per_1000 / 1000.0;
+  auto line = [&](std::int64_t t) { return trend.fitted_log2_at_last + g * static_cast<double>(t - trend.last_step); };
+  std::vector<double> suffix_max(pts.size());
+  for (std::size_t i = pts.size(); i-- > 0;)
+    suffix_max[i] = i + 1 < pts.size() ? std::max(pts[i].log2_amax, suffix_max[i + 1]) : pts[i].log2_amax;
+  auto held = [&](std::int64_t t) {  // max known point in [t-W, T]; -inf when none
+    const auto it = std::lower_bound(pts.begin(), pts.end(), delayed_window(recipe, t).first,
+                                     [](const Point& p, std::int64_t s) { return p.step < s; });
+    return it == pts.end() ? -kInf : suffix_max[static_cast<std::size_t>(it - pts.begin())];
+  };
+  double held_next = held(T + 1);
+  if (held_next == -kInf) held_next = pts.back().log2_amax;  // the replay's approximate rule
+  const double jump_next = line(T + 1) - held_next;
+  if (jump_next > M) {
+    f.saturation_step = T + 1;
+    f.saturation_excess_binades = jump_next - M;
+  } else if (g > M) {
+    // From T+2 the window holds L(t-1), so L(t) > M + L(t-1) every step; the first t with
+    // L(t) > M + held(t) (monotone in t) is found by bisection; held is empty from T+W+1.
+    std::int64_t lo = T + 2, hi = T + W + 1;
+    while (lo < hi) {
+      const std::int64_t mid = lo + (hi - lo) / 2;
+      if (line(mid) > M + held(mid)) hi = mid;
+      else lo = mid + 1;
+    }
+    f.saturation_step = lo;
+    f.saturation_excess_binades = line(lo) - M - std::max(held(lo), line(lo - 1));
+  }
+  const double need = std::max({0.0, jump_next, g});
+  f.margin_for_trend = static_cast<int>(std::min<double>(kMaxMargin, std::ceil(need)));
+  // The horizon's worst excess. From T+2, L(t) - max(held(t), L(t-1)) = min(L(t) - held(t), g)
+  // (for g > 0; for g <= 0 both are <= 0, nothing clips), nondecreasing as the known peaks
+  // leave the window: the worst is at T+1 or at T+H, and first reached where bisection finds it.
+  const std::int64_t H = config.horizon_steps;
+  auto excess = [&](std::int64_t t) { return std::min(line(t) - held(t), g) - M; };
+  if (H >= 1) {
+    f.horizon_excess_binades = jump_next - M;
+    f.horizon_excess_step = T + 1;
+  }
+  if (H >= 2 && excess(T + H) > f.horizon_excess_binades) {
+    const double worst = excess(T + H);
+    std::int64_t lo = T + 2, hi = T + H;
+    while (lo < hi) {
+      const std::int64_t mid = lo + (hi - lo) / 2;
+      if (excess(mid) >= worst) hi = mid;
+      else lo = mid + 1;
+    }
+    f.horizon_excess_binades = worst;
+    f.horizon_excess_step = lo;
+  }
+}
+
+// The reason, one line: the trend, the scale now, the forecast, the steps that saturated.
+std::string forecast_reason(const DelayedForecast& f, const AmaxTrend& trend, const Recipe& recipe,
+                            const ReplayedScale& rs) {
+  const std::int64_t T = f.step;
+  std::string r = f.layer + " " + role_name(f.role) + ", " + f.recipe + ": ";
+  if (trend.has_trend) {
+    const double s = trend.slope_log2_per_1000;
+    const std::string fit = std::to_string(trend.points) + " points over " + std::to_string(trend.steps_spanned) + " steps";
+    r += s == 0.0 ? "amax is flat (" + fit + ")"
+                  : std::string("amax ") + (s > 0 ? "grows" : "shrinks") + " 2^" + num(std::fabs(s)) +
+                        " per 1000 steps (" + fit + ")";
+  } else {
+    r += trend.no_trend;
+  }
+  if (rs.mode == ReplayMode::kUnavailable) {
+    r += "; no delayed scale at step " + std::to_string(T) + " (" + rs.detail + ")";
+  } else if (f.headroom_binades < 0) {
+    r += "; saturating at step " + std::to_string(T) + ": amax " + num(-f.headroom_binades) +
+         " binades above the delayed scale's range";
+  } else if (f.holds_spike) {
+    const std::int64_t more = std::max<std::int64_t>(0, f.window_max_until - T);
+    r += "; history holds step " + std::to_string(f.window_max_step) + "'s amax: scale " + num(f.headroom_binades) +
+         " binades below current scaling's at step " + std::to_string(T) + " (underflow), for " +
+         std::to_string(more) + " more steps (through step " + std::to_string(f.window_max_until) + ")";
+  } else {
+    r += "; headroom " + num(f.headroom_binades) + " binades at step " + std::to_string(T);
+  }
+  if (f.saturation_step) {
+    r += "; starts saturating near step " + std::to_string(*f.saturation_step) + " (by " +
+         num(f.saturation_excess_binades) + " binades), margin=" + std::to_string(f.margin_for_trend) + " avoids it";
+  } else if (trend.has_trend) {
+    r += "; no saturation forecast (growth " + num(trend.slope_log2_per_1000 / 1000.0) + " binades per step, margin " +
+         std::to_string(recipe.margin) + ")";
+  }
+  if (f.saturated_steps > 0)
+    r += "; saturated at " + std::to_string(f.saturated_steps) + " of " + std::to_string(f.judged_steps) +
+         " steps, worst step " + std::to_string(f.worst_jump_step) + " (amax 2^" + num(f.worst_jump_binades) +
+         " above its window max)";
+  return r;
+}
+
+}  // namespace
+
 DelayedForecast forecast_delayed(const AmaxTrend& trend, const Recipe& recipe, Fp8Format fp8,
                                  const std::map<std::int64_t, float>& captured,
                                  const AmaxTrendConfig& config) {
@@ -179,158 +337,15 @@ DelayedForecast forecast_delayed(const AmaxTrend& trend, const Recipe& recipe, F
   f.margin_for_trend = recipe.margin;
   f.horizon_excess_binades = kNaN;
   const auto& series = trend.amax_by_step;
-  const std::int64_t W = delayed_window_length(recipe);
-  const double M = recipe.margin;
   const std::vector<Point> pts = points_of(series);
-
-  // Observed: each known step t >= 1 against its window (a monotone deque of point indices,
-  // values decreasing; on ties the later point stays). This and the forecast below run on the
-  // trend's points (log2 of the finite nonzero amaxes: a step TE would skip is no point of a
-  // trend); the scale held now, and the window amax behind it, come from the replay.
-  double headroom_sum = 0.0;
-  {
-    std::deque<std::size_t> dq;
-    for (std::size_t j = 0; j < pts.size(); ++j) {
-      if (j > 0) {
-        while (!dq.empty() && pts[dq.back()].log2_amax <= pts[j - 1].log2_amax) dq.pop_back();
-        dq.push_back(j - 1);
-      }
-      const std::int64_t t = pts[j].step;
-      while (!dq.empty() && pts[dq.front()].step < delayed_window(recipe, t).first) dq.pop_front();
-      if (t < 1 || j == 0) continue;  // step 0 casts with TE's initial scale 1
-      const double held = dq.empty() ? pts[j - 1].log2_amax : pts[dq.front()].log2_amax;
-      const double jump = pts[j].log2_amax - held;
-      ++f.judged_steps;
-      headroom_sum += M - jump;
-      if (jump > M) ++f.saturated_steps;
-      if (jump > f.worst_jump_binades) {
-        f.worst_jump_binades = jump;
-        f.worst_jump_step = t;
-      }
-    }
-  }
-
-  f.mean_headroom_binades = f.judged_steps > 0 ? headroom_sum / static_cast<double>(f.judged_steps) : kNaN;
+  observe_windows(f, pts, recipe);
   if (series.empty()) {
     f.reason = f.layer + " " + role_name(f.role) + ", " + f.recipe + ": " + trend.no_trend;
     return f;
   }
-
-  // Now: the replayed scale of step T against amax(T).
-  const std::int64_t T = series.rbegin()->first;
-  f.step = T;
-  const ReplayedScale rs = replay_delayed_scale(series, T, recipe, fp8);
-  f.replay = rs.mode;
-  auto headroom_for = [&](float amax) {
-    if (rs.mode == ReplayMode::kUnavailable || std::isnan(amax)) return kNaN;
-    if (amax == 0.0f) return kInf;
-    if (std::isinf(amax)) return -kInf;
-    return std::log2(static_cast<double>(fp8_max_finite(fp8))) - std::log2(static_cast<double>(amax)) -
-           std::log2(static_cast<double>(rs.scale));
-  };
-  f.headroom_binades = headroom_for(series.rbegin()->second);
-  if (const auto c = captured.find(T); c != captured.end()) f.captured_headroom_binades = headroom_for(c->second);
-  if (rs.amax_step >= 0) {  // the window amax the replayed scale holds, and until when
-    f.window_max_step = rs.amax_step;
-    f.window_max_until = rs.amax_step + W;
-  }
-  f.holds_spike = std::isfinite(f.headroom_binades) && f.headroom_binades - M > config.held_spike_binades;
-
-  // Forecast: the line L(t) = c + g (t - last fitted step) against M + the window max, the window
-  // holding the known points of [t-W, T] and the line's own steps of [T+1, t-1].
-  if (trend.has_trend && !pts.empty()) {
-    const double g = trend.slope_log2_per_1000 / 1000.0;
-    auto line = [&](std::int64_t t) {
-      return trend.fitted_log2_at_last + g * static_cast<double>(t - trend.last_step);
-    };
-    std::vector<double> suffix_max(pts.size());
-    for (std::size_t i = pts.size(); i-- > 0;)
-      suffix_max[i] = i + 1 < pts.size() ? std::max(pts[i].log2_amax, suffix_max[i + 1]) : pts[i].log2_amax;
-    auto held = [&](std::int64_t t) {  // max known point in [t-W, T]; -inf when none
-      const auto it = std::lower_bound(pts.begin(), pts.end(), delayed_window(recipe, t).first,
-                                       [](const Point& p, std::int64_t s) { return p.step < s; });
-      return it == pts.end() ? -kInf : suffix_max[static_cast<std::size_t>(it - pts.begin())];
-    };
-    double held_next = held(T + 1);
-    if (held_next == -kInf) held_next = pts.back().log2_amax;  // the replay's approximate rule
-    const double jump_next = line(T + 1) - held_next;
-    if (jump_next > M) {
-      f.saturation_step = T + 1;
-      f.saturation_excess_binades = jump_next - M;
-    } else if (g > M) {
-      // From T+2 the window holds L(t-1), so L(t) > M + L(t-1) every step; the first t with
-      // L(t) > M + held(t) (monotone in t) is found by bisection; held is empty from T+W+1.
-      std::int64_t lo = T + 2, hi = T + W + 1;
-      while (lo < hi) {
-        const std::int64_t mid = lo + (hi - lo) / 2;
-        if (line(mid) > M + held(mid)) hi = mid;
-        else lo = mid + 1;
-      }
-      f.saturation_step = lo;
-      f.saturation_excess_binades = line(lo) - M - std::max(held(lo), line(lo - 1));
-    }
-    const double need = std::max({0.0, jump_next, g});
-    f.margin_for_trend = static_cast<int>(std::min<double>(kMaxMargin, std::ceil(need)));
-    // The horizon's worst excess. From T+2, L(t) - max(held(t), L(t-1)) = min(L(t) - held(t), g)
-    // (for g > 0; for g <= 0 both are <= 0, nothing clips), nondecreasing as the known peaks
-    // leave the window: the worst is at T+1 or at T+H, and first reached where bisection finds it.
-    const std::int64_t H = config.horizon_steps;
-    auto excess = [&](std::int64_t t) { return std::min(line(t) - held(t), g) - M; };
-    if (H >= 1) {
-      f.horizon_excess_binades = jump_next - M;
-      f.horizon_excess_step = T + 1;
-    }
-    if (H >= 2 && excess(T + H) > f.horizon_excess_binades) {
-      const double worst = excess(T + H);
-      std::int64_t lo = T + 2, hi = T + H;
-      while (lo < hi) {
-        const std::int64_t mid = lo + (hi - lo) / 2;
-        if (excess(mid) >= worst) hi = mid;
-        else lo = mid + 1;
-      }
-      f.horizon_excess_binades = worst;
-      f.horizon_excess_step = lo;
-    }
-  }
-
-  // The reason, one line.
-  std::string r = f.layer + " " + role_name(f.role) + ", " + f.recipe + ": ";
-  if (trend.has_trend) {
-    const double s = trend.slope_log2_per_1000;
-    const std::string fit = std::to_string(trend.points) + " points over " + std::to_string(trend.steps_spanned) + " steps";
-    r += s == 0.0 ? "amax is flat (" + fit + ")"
-                  : std::string("amax ") + (s > 0 ? "grows" : "shrinks") + " 2^" + num(std::fabs(s)) +
-                        " per 1000 steps (" + fit + ")";
-  } else {
-    r += trend.no_trend;
-  }
-  if (rs.mode == ReplayMode::kUnavailable) {
-    r += "; no delayed scale at step " + std::to_string(T) + " (" + rs.detail + ")";
-  } else if (f.headroom_binades < 0) {
-    r += "; saturating at step " + std::to_string(T) + ": amax " + num(-f.headroom_binades) +
-         " binades above the delayed scale's range";
-  } else if (f.holds_spike) {
-    const std::int64_t more = std::max<std::int64_t>(0, f.window_max_until - T);
-    r += "; history holds step " + std::to_string(f.window_max_step) + "'s amax: scale " +
-         num(f.headroom_binades) + " binades below current scaling's at step " + std::to_string(T) +
-         " (underflow), for " + std::to_string(more) + " more steps (through step " +
-         std::to_string(f.window_max_until) + ")";
-  } else {
-    r += "; headroom " + num(f.headroom_binades) + " binades at step " + std::to_string(T);
-  }
-  if (f.saturation_step) {
-    r += "; starts saturating near step " + std::to_string(*f.saturation_step) + " (by " +
-         num(f.saturation_excess_binades) + " binades), margin=" + std::to_string(f.margin_for_trend) +
-         " avoids it";
-  } else if (trend.has_trend) {
-    r += "; no saturation forecast (growth " + num(trend.slope_log2_per_1000 / 1000.0) +
-         " binades per step, margin " + std::to_string(recipe.margin) + ")";
-  }
-  if (f.saturated_steps > 0)
-    r += "; saturated at " + std::to_string(f.saturated_steps) + " of " + std::to_string(f.judged_steps) +
-         " steps, worst step " + std::to_string(f.worst_jump_step) + " (amax 2^" + num(f.worst_jump_binades) +
-         " above its window max)";
-  f.reason = std::move(r);
+  const ReplayedScale rs = judge_now(f, series, recipe, fp8, captured, config);
+  if (trend.has_trend && !pts.empty()) forecast_line(f, trend, pts, recipe, config);
+  f.reason = forecast_reason(f, trend, recipe, rs);
   return f;
 }
 
