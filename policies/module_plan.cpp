@@ -1,6 +1,7 @@
 #include "policies/module_plan.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -68,84 +69,87 @@ std::vector<ModuleTier> plan_tiers(const std::vector<CandidatePlan>& cands, cons
   return tiers;
 }
 
-// The per-module plan over `base` and the mixable candidates.
-ModulePlan plan_over(const std::vector<CandidatePlan>& cands, std::size_t base,
-                     const std::vector<std::size_t>& mixable, const CostModel* cost, const CostRows& cost_row) {
-  ModulePlan mp;
-  mp.base = base;
-  const CandidatePlan& b = cands[base];
-  const auto preferred = [&](std::size_t x, std::size_t y, std::size_t li) {
+// One module's time under a choice (a candidate index, or unset: BF16), the others BF16.
+using ModuleSeconds = std::function<double(std::size_t, std::optional<std::size_t>)>;
+
+// The candidates that plan one module over `base`.
+struct ModuleCandidates {
+  const std::vector<CandidatePlan>& cands;
+  std::size_t base;
+  const std::vector<std::size_t>& mixable;
+  const CostModel* cost;
+  const CostRows& cost_row;
+  const ModuleSeconds& seconds;
+};
+
+// One module's choice: the base where it passes all its GEMMs, else the preferred candidate
+// that does (lowest risk, then preference order), else BF16; with a cost model, the fastest of
+// the passing candidates and BF16 (the numbers' pick on ties), each with its reason.
+ModuleChoice choose_module(const ModuleCandidates& c, std::size_t li) {
+  const std::vector<CandidatePlan>& cands = c.cands;
+  const CandidatePlan& b = cands[c.base];
+  const auto preferred = [&](std::size_t x, std::size_t y) {
     const double rx = layer_risk(cands[x].layers[li]), ry = layer_risk(cands[y].layers[li]);
     if (!risk_tied(rx, ry)) return rx < ry;
     return preferred_candidate(cands[x].candidate, x, cands[y].candidate, y);
   };
-  // One module's time under a choice (a candidate index, or unset: BF16), the others BF16.
-  const auto seconds = [&](std::size_t li, std::optional<std::size_t> choice) {
-    CostPlan plan = uniform_plan(*cost, kCostBf16);
-    if (choice) {
-      const int r = cost_recipe_index(*cost, cands[*choice].candidate.recipe);
-      for (int& g : plan.choice[*cost_row[li]]) g = r;
-    }
-    return estimate_cost(*cost, plan).plan_seconds;
-  };
-  for (std::size_t li = 0; li < b.layers.size(); ++li) {
-    ModuleChoice m;
-    m.layer = b.layers[li].layer;
-    std::vector<std::size_t> safe;
-    // Megatron's LM head takes no per-module config: FP8 only under the run's recipe (mxfp8 with
-    // fp8_output_proj), never another module's.
-    for (std::size_t j : mixable)
-      if (cands[j].layers[li].fp8_safe && (j == base || !is_lm_head(m.layer))) safe.push_back(j);
-    const bool base_safe = std::find(safe.begin(), safe.end(), base) != safe.end();
-    std::optional<std::size_t> pick;
-    if (base_safe) {
-      pick = base;
-    } else {
-      for (std::size_t j : safe)
-        if (!pick || preferred(j, *pick, li)) pick = j;
-    }
-    if (pick && !base_safe) {
-      int judged = 0;
-      for (const GemmJudgement& j : cands[*pick].layers[li].gemms) judged += j.judged ? 1 : 0;
-      m.reason = format_text("%s; %s passes all its GEMMs (%s)", failing_reason(b.layers[li]).c_str(),
-                             candidate_name(cands[*pick].candidate).c_str(),
-                             threshold_load_text(layer_risk(cands[*pick].layers[li]), judged, "GEMM").c_str());
-    }
-    if (!pick)
-      m.reason = format_text("no per-module recipe passes all its GEMMs (%zu tried); %s",
-                             mixable.size(), failing_reason(b.layers[li]).c_str());
-    if (cost != nullptr && cost_row[li] && !safe.empty()) {
-      // The fastest of the passing candidates and BF16; the numerics' pick on ties.
-      std::optional<std::size_t> fastest = pick;
-      double best = seconds(li, pick);
-      for (std::size_t j : safe) {
-        const double t = seconds(li, j);
-        if (t < best) best = t, fastest = j;
-      }
-      const double bf16 = seconds(li, std::nullopt);
-      if (bf16 <= best) {
-        m.reason = format_text("%s would not pay on %s: %.4g us in BF16 against %.4g us under %s "
-                               "(roofline, casts included)",
-                               low_precision_name(cands[*fastest].candidate.recipe.kind), cost->gpu->name,
-                               bf16 * 1e6, best * 1e6,
-                               candidate_name(cands[*fastest].candidate).c_str());
-        fastest.reset();
-      } else if (fastest != pick) {
-        // Where the base fails the module, that first: why not the base, then why not the pick.
-        m.reason = (base_safe ? std::string() : failing_reason(b.layers[li]) + "; ") +
-                   format_text("%s is faster on %s: %.4g us against %.4g us under %s (roofline); "
-                               "all its GEMMs pass there",
-                               candidate_name(cands[*fastest].candidate).c_str(), cost->gpu->name,
-                               best * 1e6, seconds(li, pick) * 1e6,
-                               candidate_name(cands[*pick].candidate).c_str());
-      }
-      pick = fastest;
-    }
-    m.candidate = pick;
-    mp.modules.push_back(std::move(m));
+  ModuleChoice m;
+  m.layer = b.layers[li].layer;
+  std::vector<std::size_t> safe;
+  // Megatron's LM head takes no per-module config: FP8 only under the run's recipe (mxfp8 with
+  // fp8_output_proj), never another module's.
+  for (std::size_t j : c.mixable)
+    if (cands[j].layers[li].fp8_safe && (j == c.base || !is_lm_head(m.layer))) safe.push_back(j);
+  const bool base_safe = std::find(safe.begin(), safe.end(), c.base) != safe.end();
+  std::optional<std::size_t> pick;
+  if (base_safe) {
+    pick = c.base;
+  } else {
+    for (std::size_t j : safe)
+      if (!pick || preferred(j, *pick)) pick = j;
   }
-  // A grouped module's experts take one recipe (TE's GroupedLinear; te_precision_config.yaml
-  // can name only the module): where their choices differ, all of them BF16, as the config does.
+  if (pick && !base_safe) {
+    int judged = 0;
+    for (const GemmJudgement& j : cands[*pick].layers[li].gemms) judged += j.judged ? 1 : 0;
+    m.reason = format_text("%s; %s passes all its GEMMs (%s)", failing_reason(b.layers[li]).c_str(),
+                           candidate_name(cands[*pick].candidate).c_str(),
+                           threshold_load_text(layer_risk(cands[*pick].layers[li]), judged, "GEMM").c_str());
+  }
+  if (!pick)
+    m.reason = format_text("no per-module recipe passes all its GEMMs (%zu tried); %s", c.mixable.size(),
+                           failing_reason(b.layers[li]).c_str());
+  if (c.cost != nullptr && c.cost_row[li] && !safe.empty()) {
+    // The fastest of the passing candidates and BF16; the numerics' pick on ties.
+    std::optional<std::size_t> fastest = pick;
+    double best = c.seconds(li, pick);
+    for (std::size_t j : safe) {
+      const double t = c.seconds(li, j);
+      if (t < best) best = t, fastest = j;
+    }
+    const double bf16 = c.seconds(li, std::nullopt);
+    if (bf16 <= best) {
+      m.reason = format_text("%s would not pay on %s: %.4g us in BF16 against %.4g us under %s "
+                             "(roofline, casts included)",
+                             low_precision_name(cands[*fastest].candidate.recipe.kind), c.cost->gpu->name, bf16 * 1e6,
+                             best * 1e6, candidate_name(cands[*fastest].candidate).c_str());
+      fastest.reset();
+    } else if (fastest != pick) {
+      // Where the base fails the module, that first: why not the base, then why not the pick.
+      m.reason = (base_safe ? std::string() : failing_reason(b.layers[li]) + "; ") +
+                 format_text("%s is faster on %s: %.4g us against %.4g us under %s (roofline); "
+                             "all its GEMMs pass there",
+                             candidate_name(cands[*fastest].candidate).c_str(), c.cost->gpu->name, best * 1e6,
+                             c.seconds(li, pick) * 1e6, candidate_name(cands[*pick].candidate).c_str());
+    }
+    pick = fastest;
+  }
+  m.candidate = pick;
+  return m;
+}
+
+// A grouped module's experts take one recipe (TE's GroupedLinear; te_precision_config.yaml can
+// name only the module): where their choices differ, all of them BF16, as the config does.
+void group_experts(ModulePlan& mp) {
   for (const auto& [module, layers] :
        grouped_module_members(mp.modules, [](const ModuleChoice& m) { return m.layer; })) {
     const auto differs = [&](std::size_t li) { return mp.modules[li].candidate != mp.modules[layers.front()].candidate; };
@@ -164,39 +168,64 @@ ModulePlan plan_over(const std::vector<CandidatePlan>& cands, std::size_t base,
                                 "for " + why;
       }
   }
+}
+
+// The plan's tally (FP8 FLOPs, switched and BF16 modules, tiers, predicted speedup) and its why.
+void tally_module_plan(ModulePlan& mp, const ModuleCandidates& c) {
+  const std::vector<CandidatePlan>& cands = c.cands;
+  const CandidatePlan& b = cands[c.base];
   for (std::size_t li = 0; li < mp.modules.size(); ++li) {
     if (const auto& pick = mp.modules[li].candidate) {
       mp.fp8_flops += layer_flops(b.layers[li]);
-      if (*pick != base) ++mp.switched;
+      if (*pick != c.base) ++mp.switched;
     } else {
       ++mp.bf16;
     }
   }
   mp.fp8_flop_share = b.total_flops > 0 ? mp.fp8_flops / b.total_flops : 0.0;
-  mp.tiers = plan_tiers(cands, mp, cost, cost_row, seconds);
-  if (cost != nullptr && b.speedup) {
-    CostPlan plan = uniform_plan(*cost, kCostBf16);
+  mp.tiers = plan_tiers(cands, mp, c.cost, c.cost_row, c.seconds);
+  if (c.cost != nullptr && b.speedup) {
+    CostPlan plan = uniform_plan(*c.cost, kCostBf16);
     for (std::size_t li = 0; li < mp.modules.size(); ++li)
-      if (cost_row[li] && mp.modules[li].candidate) {
-        const int r = cost_recipe_index(*cost, cands[*mp.modules[li].candidate].candidate.recipe);
-        for (int& g : plan.choice[*cost_row[li]]) g = r;
+      if (c.cost_row[li] && mp.modules[li].candidate) {
+        const int r = cost_recipe_index(*c.cost, cands[*mp.modules[li].candidate].candidate.recipe);
+        for (int& g : plan.choice[*c.cost_row[li]]) g = r;
       }
-    mp.speedup = estimate_cost(*cost, plan).speedup;
+    mp.speedup = estimate_cost(*c.cost, plan).speedup;
   }
   std::map<std::string, int> to;
   for (const ModuleChoice& m : mp.modules)
-    if (m.candidate && *m.candidate != base) ++to[candidate_name(cands[*m.candidate].candidate)];
-  mp.why = format_text("per module: %zu of %zu on %s", mp.modules.size() - mp.switched - mp.bf16,
-                       mp.modules.size(), candidate_name(b.candidate).c_str());
+    if (m.candidate && *m.candidate != c.base) ++to[candidate_name(cands[*m.candidate].candidate)];
+  mp.why = format_text("per module: %zu of %zu on %s", mp.modules.size() - mp.switched - mp.bf16, mp.modules.size(),
+                       candidate_name(b.candidate).c_str());
   for (const auto& [name, n] : to) mp.why += format_text(", %d on %s", n, name.c_str());
   // "FP8", "NVFP4", or both where the tiers mix widths.
   std::set<std::string> low;
   for (const ModuleChoice& m : mp.modules)
     if (m.candidate) low.insert(low_precision_name(cands[*m.candidate].candidate.recipe.kind));
   const std::string in = low.size() == 2 ? "NVFP4 or FP8" : low.empty() ? "FP8" : *low.begin();
-  mp.why += format_text(", %d in BF16; %.1f %% of the GEMM FLOPs in %s", mp.bf16,
-                        100.0 * mp.fp8_flop_share, in.c_str());
+  mp.why += format_text(", %d in BF16; %.1f %% of the GEMM FLOPs in %s", mp.bf16, 100.0 * mp.fp8_flop_share, in.c_str());
   if (mp.speedup) mp.why += format_text(", predicted GEMM speedup %.3fx", *mp.speedup);
+}
+
+// The per-module plan over `base` and the mixable candidates.
+ModulePlan plan_over(const std::vector<CandidatePlan>& cands, std::size_t base,
+                     const std::vector<std::size_t>& mixable, const CostModel* cost, const CostRows& cost_row) {
+  // One module's time under a choice (a candidate index, or unset: BF16), the others BF16.
+  const ModuleSeconds seconds = [&](std::size_t li, std::optional<std::size_t> choice) {
+    CostPlan plan = uniform_plan(*cost, kCostBf16);
+    if (choice) {
+      const int r = cost_recipe_index(*cost, cands[*choice].candidate.recipe);
+      for (int& g : plan.choice[*cost_row[li]]) g = r;
+    }
+    return estimate_cost(*cost, plan).plan_seconds;
+  };
+  const ModuleCandidates c{cands, base, mixable, cost, cost_row, seconds};
+  ModulePlan mp;
+  mp.base = base;
+  for (std::size_t li = 0; li < cands[base].layers.size(); ++li) mp.modules.push_back(choose_module(c, li));
+  group_experts(mp);
+  tally_module_plan(mp, c);
   return mp;
 }
 
