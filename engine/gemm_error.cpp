@@ -216,34 +216,40 @@ void describe(const GemmLayer& job, const GemmCase& c, GemmRow* row) {
   row->k = dims.k;
 }
 
-// The emulated rows of a streamed GEMM (GemmCase::streamed) under several casts, in memory that
-// does not grow with the output: a band of a's rows at a time (GemmCase::band_rows, loaded and
-// cast for the band), per tile of b the reference, wgrad's S and every cast's product, and of them the error sums (added in tile order, as emulated_rows does: the same
-// numbers) and a histogram of each cast's relative errors by their top 20 bits; then a second
-// pass over the tiles gathers the values in the median's bins (the median exactly, as
-// median_nonnegative selects it) and, the error sums known, wgrad's noise flips (NoiseTable's
-// definition, summed in tile order).
-std::vector<GemmRow> streamed_rows(const GemmCase& c,
-                                   std::span<const std::pair<const EvaluationRow*, const EvaluationRow*>> uses) {
-  const Part& p = c.parts[0];
-  const Term& term = p.terms[0];
-  const std::size_t nu = uses.size();
-  const auto tiles_per_band = static_cast<std::size_t>(tile_count(p.cols));
-  const std::int64_t bands = (p.rows + c.band_rows - 1) / c.band_rows;
-  const auto tiles = tiles_per_band * static_cast<std::size_t>(bands);  // band-major
-  // The casts computed (a use that leaves both operands as they are is the reference itself).
-  std::vector<TermSpecs> casts;
-  std::vector<std::optional<std::size_t>> cast_of(nu);
-  for (std::size_t u = 0; u < nu; ++u) {
-    if (leaves_operands(p, *uses[u].first, *uses[u].second)) continue;
-    cast_of[u] = casts.size();
-    casts.push_back({{spec_for(*uses[u].first, *term.a_tensor), spec_for(*uses[u].second, *term.b_tensor)}});
+// A streamed GEMM's tiles (GemmCase::streamed), band by band: a band of a's rows at a time
+// (GemmCase::band_rows, loaded and cast for the band), per tile of b the reference, wgrad's S
+// (empty without noise) and every cast's product.
+struct StreamedTiles {
+  const GemmCase& c;
+  const Part& p;
+  const Term& term;
+  std::size_t nu = 0;                                  // the uses
+  std::vector<TermSpecs> casts;                        // the casts computed
+  std::vector<std::optional<std::size_t>> cast_of;     // per use; unset: the reference itself
+  std::size_t tiles_per_band = 0;
+  std::int64_t bands = 0;
+  std::size_t tiles = 0;  // band-major
+
+  StreamedTiles(const GemmCase& gc, std::span<const std::pair<const EvaluationRow*, const EvaluationRow*>> uses)
+      : c(gc), p(gc.parts[0]), term(gc.parts[0].terms[0]), nu(uses.size()) {
+    tiles_per_band = static_cast<std::size_t>(tile_count(p.cols));
+    bands = (p.rows + c.band_rows - 1) / c.band_rows;
+    tiles = tiles_per_band * static_cast<std::size_t>(bands);
+    cast_of.resize(nu);
+    // A use that leaves both operands as they are is the reference itself.
+    for (std::size_t u = 0; u < nu; ++u) {
+      if (leaves_operands(p, *uses[u].first, *uses[u].second)) continue;
+      cast_of[u] = casts.size();
+      casts.push_back({{spec_for(*uses[u].first, *term.a_tensor), spec_for(*uses[u].second, *term.b_tensor)}});
+    }
   }
-  const std::vector<TermSpecs> none(1, TermSpecs(1));
+
   // f(tile, n, band's rows, ref, s (empty without noise), got of each use) for every tile of every
   // band, a band at a time (its a operand loaded and cast), its tiles as tasks; band_done() after
   // each band.
-  const auto each_tile = [&](const auto& f, const auto& band_done) {
+  template <class F, class Done>
+  void each(const F& f, const Done& band_done) const {
+    const std::vector<TermSpecs> none(1, TermSpecs(1));
     for (std::int64_t band = 0; band < bands; ++band) {
       Part part;
       part.first_unit = band * c.band_rows;
@@ -266,114 +272,138 @@ std::vector<GemmRow> streamed_rows(const GemmCase& c,
         const std::int64_t n = std::min(kGemmTileRows, p.cols - tile * kGemmTileRows);
         std::vector<const std::vector<double>*> got(nu);
         for (std::size_t u = 0; u < nu; ++u) got[u] = cast_of[u] ? &out[*cast_of[u]] : &ref[0];
-        f(static_cast<std::size_t>(band) * tiles_per_band + static_cast<std::size_t>(tile), n, part.rows, ref[0],
-          s[0], got);
+        f(static_cast<std::size_t>(band) * tiles_per_band + static_cast<std::size_t>(tile), n, part.rows, ref[0], s[0],
+          got);
       });
       band_done();
     }
-  };
-  // Pass 1: the error sums per tile, the histograms, S's sum per tile.
-  constexpr int kShift = 44;  // the top 20 bits of a double: sign (0 here), exponent, 8 of the mantissa
-  constexpr std::size_t kBins = std::size_t{1} << 19;
-  const auto bin_of = [](double x) { return static_cast<std::size_t>(std::bit_cast<std::uint64_t>(x) >> kShift); };
+  }
+};
+
+constexpr int kStreamShift = 44;  // the top 20 bits of a double: sign (0 here), exponent, 8 of the mantissa
+constexpr std::size_t kStreamBins = std::size_t{1} << 19;
+constexpr int kLevelBits = 22;
+
+// Pass 1's result: each use's error sums (added in tile order, as emulated_rows does: the same
+// numbers), a histogram of its relative errors by their top 20 bits, and S's sum.
+struct StreamedSums {
+  std::vector<ErrorSums> total;
+  std::vector<std::vector<std::uint32_t>> histogram;
+  double s_total = 0;
+};
+
+StreamedSums sum_streamed_errors(const StreamedTiles& st) {
+  const std::size_t nu = st.nu;
+  const auto bin_of = [](double x) { return static_cast<std::size_t>(std::bit_cast<std::uint64_t>(x) >> kStreamShift); };
   // A band's tiles' sums, added into `total` in tile order once the band is done (band by band:
   // the same order on any thread count).
-  std::vector<std::vector<ErrorSums>> sums(nu, std::vector<ErrorSums>(tiles_per_band));
-  std::vector<ErrorSums> total(nu);
-  std::vector<std::vector<std::uint32_t>> histogram(nu, std::vector<std::uint32_t>(kBins, 0));
-  std::vector<double> s_sum(tiles, 0.0);
-  each_tile([&](std::size_t tile, std::int64_t n, std::int64_t rows, const std::vector<double>& ref,
-                const std::vector<double>& s,
-                const std::vector<const std::vector<double>*>& got) {
+  std::vector<std::vector<ErrorSums>> sums(nu, std::vector<ErrorSums>(st.tiles_per_band));
+  StreamedSums r;
+  r.total.resize(nu);
+  r.histogram.assign(nu, std::vector<std::uint32_t>(kStreamBins, 0));
+  std::vector<double> s_sum(st.tiles, 0.0);
+  st.each([&](std::size_t tile, std::int64_t n, std::int64_t rows, const std::vector<double>& ref,
+              const std::vector<double>& s, const std::vector<const std::vector<double>*>& got) {
     thread_local std::vector<double> rel;
     rel.resize(ref.size());
     for (std::size_t u = 0; u < nu; ++u) {
       // Every row a unit of its own band: an output computed whole needs no per-unit sums.
-      sums[u][tile % tiles_per_band].add(ref.data(), n, got[u]->data(), rows, n, 0, rel.data(), n);
+      sums[u][tile % st.tiles_per_band].add(ref.data(), n, got[u]->data(), rows, n, 0, rel.data(), n);
       for (double x : rel)
-        if (const std::size_t b = bin_of(x); b < kBins) std::atomic_ref<std::uint32_t>(histogram[u][b]).fetch_add(1, std::memory_order_relaxed);
+        if (const std::size_t b = bin_of(x); b < kStreamBins)
+          std::atomic_ref<std::uint32_t>(r.histogram[u][b]).fetch_add(1, std::memory_order_relaxed);
     }
     for (double v : s) s_sum[tile] += v;
   }, [&] {
     for (std::size_t u = 0; u < nu; ++u)
       for (ErrorSums& t : sums[u]) {
-        total[u].merge(std::move(t));
+        r.total[u].merge(std::move(t));
         t = ErrorSums();
       }
   });
+  for (double v : s_sum) r.s_total += v;
+  return r;
+}
 
-  double s_total = 0;
-  for (double v : s_sum) s_total += v;
-  // The median: the values of ranks lo = (count - 1) / 2 and hi = count / 2 of each use's relative
-  // errors, found by their bits (the order of non-negative doubles): each rank a target, its
-  // prefix of known top bits and its rank among the values that share it. A target whose prefix
-  // holds at most `gather` values (GemmOptions::stream_gather) has them gathered in the next pass and selected; one with more
-  // (a value most entries share: 0, or 1 where most are zeroed) has its next 22 bits counted in
-  // the next pass instead, down to all 64 (the value itself). A use whose casts leave the
-  // operands as they are has every relative error 0.
-  const auto gather = static_cast<std::size_t>(c.stream_gather);
-  constexpr int kLevelBits = 22;
-  struct Target {
-    std::uint64_t prefix = 0;  // the value's top bits, 64 - shift of them
-    int shift = kShift;
-    std::size_t rank = 0, count = 0;  // its rank among the values with the prefix, and their count
-    bool done = false;
-    double value = 0;
-    std::vector<std::uint32_t> histogram;            // counting the next bits
-    std::vector<std::vector<double>> values;         // gathering, per tile
-  };
-  std::vector<std::array<Target, 2>> target(nu);
-  std::vector<std::size_t> counted(nu, 0);
-  // Each target's prefix and rank from a histogram of the bits below its prefix (width bits).
-  const auto descend = [&](Target& t, const std::vector<std::uint32_t>& h, int width) {
-    std::size_t before = 0, bin = 0;
-    while (before + h[bin] <= t.rank) before += h[bin++];
-    t.prefix = (t.prefix << width) | bin;
-    t.shift -= width;
-    t.rank -= before;
-    t.count = h[bin];
-    if (t.shift == 0) {
-      t.done = true;
-      t.value = std::bit_cast<double>(t.prefix);
-    }
-  };
-  for (std::size_t u = 0; u < nu; ++u) {
-    for (std::uint32_t k : histogram[u]) counted[u] += k;
-    if (counted[u] == 0 || !cast_of[u]) {
-      for (Target& t : target[u]) t.done = true;  // value 0: none, or every relative error 0
+// A rank of a use's relative errors being found by its bits (the order of non-negative doubles):
+// its prefix of known top bits and its rank among the values that share it.
+struct MedianTarget {
+  std::uint64_t prefix = 0;  // the value's top bits, 64 - shift of them
+  int shift = kStreamShift;
+  std::size_t rank = 0, count = 0;  // its rank among the values with the prefix, and their count
+  bool done = false;
+  double value = 0;
+  std::vector<std::uint32_t> histogram;     // counting the next bits
+  std::vector<std::vector<double>> values;  // gathering, per tile
+};
+
+// The target's prefix and rank from a histogram of the bits below its prefix (width bits).
+void descend(MedianTarget& t, const std::vector<std::uint32_t>& h, int width) {
+  std::size_t before = 0, bin = 0;
+  while (before + h[bin] <= t.rank) before += h[bin++];
+  t.prefix = (t.prefix << width) | bin;
+  t.shift -= width;
+  t.rank -= before;
+  t.count = h[bin];
+  if (t.shift == 0) {
+    t.done = true;
+    t.value = std::bit_cast<double>(t.prefix);
+  }
+}
+
+// Each use's median targets, ranks lo = (count - 1) / 2 and hi = count / 2, placed by pass 1's
+// histogram (`counted`: each use's count). A use whose casts leave the operands as they are has
+// every relative error 0.
+std::vector<std::array<MedianTarget, 2>> median_targets(const StreamedTiles& st, const StreamedSums& sums,
+                                                        std::vector<std::size_t>& counted) {
+  std::vector<std::array<MedianTarget, 2>> target(st.nu);
+  counted.assign(st.nu, 0);
+  for (std::size_t u = 0; u < st.nu; ++u) {
+    for (std::uint32_t k : sums.histogram[u]) counted[u] += k;
+    if (counted[u] == 0 || !st.cast_of[u]) {
+      for (MedianTarget& t : target[u]) t.done = true;  // value 0: none, or every relative error 0
       continue;
     }
     target[u][0].rank = (counted[u] - 1) / 2;
     target[u][1].rank = counted[u] / 2;
-    for (Target& t : target[u]) {
+    for (MedianTarget& t : target[u]) {
       t.shift = 64;
-      descend(t, histogram[u], 64 - kShift);
+      descend(t, sums.histogram[u], 64 - kStreamShift);
     }
   }
-  histogram.clear();
-  // Passes 2, 3, ...: each target's next bits or its values, and in pass 2 wgrad's noise flips
-  // (NoiseTable::flips), the error sums known.
-  std::vector<std::vector<double>> flips(nu, std::vector<double>(tiles, 0.0));
+  return target;
+}
+
+// Passes 2, 3, ...: each target whose prefix holds at most `gather` values
+// (GemmOptions::stream_gather) has them gathered and selected; one with more (a value most
+// entries share: 0, or 1 where most are zeroed) has its next 22 bits counted instead, down to
+// all 64 (the value itself). Pass 2 also sums wgrad's noise flips (NoiseTable::flips), the error
+// sums known: returned per use and tile.
+std::vector<std::vector<double>> refine_medians(const StreamedTiles& st, const StreamedSums& sums,
+                                                std::vector<std::array<MedianTarget, 2>>& target) {
+  const std::size_t nu = st.nu;
+  const auto gather = static_cast<std::size_t>(st.c.stream_gather);
+  std::vector<std::vector<double>> flips(nu, std::vector<double>(st.tiles, 0.0));
   std::vector<double> two_c(nu, 0.0);
-  for (std::size_t u = 0; u < nu; ++u) two_c[u] = s_total > 0 ? 2.0 * total[u].err2 / s_total : 0.0;
+  for (std::size_t u = 0; u < nu; ++u) two_c[u] = sums.s_total > 0 ? 2.0 * sums.total[u].err2 / sums.s_total : 0.0;
   const auto pending = [&] {
     for (const auto& ts : target)
-      for (const Target& t : ts)
+      for (const MedianTarget& t : ts)
         if (!t.done) return true;
     return false;
   };
   for (bool first_pass = true; first_pass || pending(); first_pass = false) {
     for (auto& ts : target)
-      for (Target& t : ts) {
+      for (MedianTarget& t : ts) {
         if (t.done) continue;
-        if (t.count <= gather) t.values.assign(tiles, {});
+        if (t.count <= gather) t.values.assign(st.tiles, {});
         else t.histogram.assign(std::size_t{1} << std::min(kLevelBits, t.shift), 0);
       }
-    each_tile([&](std::size_t tile, std::int64_t, std::int64_t, const std::vector<double>& ref,
-                  const std::vector<double>& s, const std::vector<const std::vector<double>*>& got) {
+    st.each([&](std::size_t tile, std::int64_t, std::int64_t, const std::vector<double>& ref,
+                const std::vector<double>& s, const std::vector<const std::vector<double>*>& got) {
       for (std::size_t u = 0; u < nu; ++u) {
         const std::vector<double>& g = *got[u];
-        for (Target& t : target[u]) {
+        for (MedianTarget& t : target[u]) {
           if (t.done) continue;
           const int width = std::min(kLevelBits, t.shift);
           for (std::size_t e = 0; e < ref.size(); ++e) {
@@ -396,7 +426,7 @@ std::vector<GemmRow> streamed_rows(const GemmCase& c,
       }
     }, [] {});
     for (auto& ts : target)
-      for (Target& t : ts) {
+      for (MedianTarget& t : ts) {
         if (t.done) continue;
         if (!t.values.empty()) {
           std::vector<double> mid;
@@ -411,18 +441,34 @@ std::vector<GemmRow> streamed_rows(const GemmCase& c,
         }
       }
   }
-  std::vector<GemmRow> rows(nu);
-  for (std::size_t u = 0; u < nu; ++u) {
+  return flips;
+}
+
+// The emulated rows of a streamed GEMM (GemmCase::streamed) under several casts, in memory that
+// does not grow with the output (StreamedTiles): pass 1 sums the errors and histograms each
+// cast's relative errors by their top 20 bits; further passes over the tiles find the median
+// exactly (as median_nonnegative selects it) and, the error sums known, wgrad's noise flips
+// (NoiseTable's definition, summed in tile order).
+std::vector<GemmRow> streamed_rows(const GemmCase& c,
+                                   std::span<const std::pair<const EvaluationRow*, const EvaluationRow*>> uses) {
+  const StreamedTiles st(c, uses);
+  StreamedSums sums = sum_streamed_errors(st);
+  std::vector<std::size_t> counted;
+  std::vector<std::array<MedianTarget, 2>> target = median_targets(st, sums, counted);
+  sums.histogram.clear();
+  const std::vector<std::vector<double>> flips = refine_medians(st, sums, target);
+  std::vector<GemmRow> rows(st.nu);
+  for (std::size_t u = 0; u < st.nu; ++u) {
     GemmRow& row = rows[u];
-    total[u].finish(nullptr, nullptr, {}, &row);
+    sums.total[u].finish(nullptr, nullptr, {}, &row);
     const auto& [lo, hi] = target[u];
     row.median_rel_err = counted[u] == 0 ? 0.0 : counted[u] % 2 == 1 ? hi.value : (lo.value + hi.value) / 2.0;
     if (c.has_noise) {
-      const double err2 = total[u].err2;
+      const double err2 = sums.total[u].err2;
       double sum = 0;
       for (double v : flips[u]) sum += v;
-      const bool none_flip = total[u].entries == 0 || !(s_total > 0) || !std::isfinite(err2) || !(err2 > 0);
-      row.noise_sign_flip_pct = none_flip ? 0.0 : 100.0 * sum / static_cast<double>(total[u].entries);
+      const bool none_flip = sums.total[u].entries == 0 || !(sums.s_total > 0) || !std::isfinite(err2) || !(err2 > 0);
+      row.noise_sign_flip_pct = none_flip ? 0.0 : 100.0 * sum / static_cast<double>(sums.total[u].entries);
     }
   }
   return rows;
