@@ -58,111 +58,106 @@ struct GemmCase {
   std::int64_t first_col(std::int64_t c0) const { return cols.sampled() ? c0 : -1; }
 };
 
-// The GEMM's parts for a layer: the operands of each rank as the GEMM reads them (K-major, the a
-// rows sampled, on a single-rank layer the b rows too), grouped into parts by the layer's split;
-// the references; wgrad's noise table. group: the block height every recipe's a operand needs
-// kept whole on layers split over ranks (evenly spaced groups; their b rows are all used); a_blocks,
-// b_blocks: the casts' block shapes (tensor layout) that span several GEMM rows, whose amaxes a
-// single rank's drawn rows are cast with (prepare).
-GemmCase make_case(const GemmLayer& job, const GemmOperandUse& u, const GemmOptions& options, std::int64_t group,
-                   const std::vector<BlockShape>& a_blocks, const std::vector<BlockShape>& b_blocks) {
-  GemmCase c;
-  c.gemm = u.gemm;
-  const int ia = static_cast<int>(u.a), ib = static_cast<int>(u.b);
-  const std::size_t nr = job.ranks.size();
-  const bool wgrad = u.gemm == Gemm::kWgrad;
+// How a layer's GEMM reads its ranks' operands: which role is a and b, their layouts, whether
+// every rank's a is the same tensor or the output a sum over ranks, the rows each rank draws.
+struct CaseReading {
+  int ia = 0, ib = 0;
+  std::size_t nr = 0;  // ranks
+  bool wgrad = false, a_shared = false, summed = false;
+  std::int64_t want = 0, rank_want = 0;  // a rows of the sample; per rank
+  GemmSampleSize sample;
+  GemmLayout a_layout = GemmLayout::kKMajor, b_layout = GemmLayout::kKMajor;
+  static std::int64_t gemm_rows(const TensorView& v, GemmLayout layout) {
+    return layout == GemmLayout::kKMajor ? v.rows : v.cols;
+  }
+};
+
+CaseReading case_reading(const GemmLayer& job, const GemmOperandUse& u, const GemmOptions& options) {
+  CaseReading r;
+  r.ia = static_cast<int>(u.a);
+  r.ib = static_cast<int>(u.b);
+  r.nr = job.ranks.size();
+  r.wgrad = u.gemm == Gemm::kWgrad;
   // a: fprop X, dgrad dY (token rows), wgrad dY^T (dW rows); b: W, W^T, X^T (the output's columns).
   const GemmDims dims = job.dims(u.gemm);
-  const GemmSampleSize sample_of = gemm_sample_for(options.sampling, dims.m, dims.n, dims.k, nr == 1);
-  const std::int64_t want = sample_of.rows;
+  r.sample = gemm_sample_for(options.sampling, dims.m, dims.n, dims.k, r.nr == 1);
+  r.want = r.sample.rows;
   // Whether every rank's a operand is the same tensor (its rows the same units).
-  const bool a_shared = nr == 1 || (job.split == Split::kColumn && u.a == Role::kActivation) ||
-                        (job.split == Split::kRow && u.a == Role::kGradient);
-  const bool summed = output_is_sum(job.split, u.gemm);
-  const std::int64_t rank_want =
-      a_shared || summed ? want : (want + static_cast<std::int64_t>(nr) - 1) / static_cast<std::int64_t>(nr);
-  const GemmLayout a_layout = wgrad ? GemmLayout::kKOuter : GemmLayout::kKMajor;
-  const GemmLayout b_layout = u.gemm == Gemm::kFprop ? GemmLayout::kKMajor : GemmLayout::kKOuter;
-  const auto gemm_rows = [](const TensorView& v, GemmLayout layout) {
-    return layout == GemmLayout::kKMajor ? v.rows : v.cols;
-  };
-  // A single-rank layer draws its rows and columns by their energies (a certainty stratum and
-  // the rest); the ranks of a split layer draw their rows evenly spaced.
-  if (nr == 1) {
-    const TensorView& av = job.ranks[0][ia]->view;
-    const TensorView& bv = job.ranks[0][ib]->view;
-    const std::int64_t a_rows = gemm_rows(av, a_layout), b_rows = gemm_rows(bv, b_layout);
-    c.rows = want <= 0 || want >= a_rows ? all_units(a_rows) : draw_units(unit_energies(av, a_layout), want, 1);
-    c.cols = sample_of.cols <= 0 || sample_of.cols >= b_rows
-                 ? all_units(b_rows)
-                 : draw_units(unit_energies(bv, b_layout), sample_of.cols, 1);
-  }
+  r.a_shared = r.nr == 1 || (job.split == Split::kColumn && u.a == Role::kActivation) ||
+               (job.split == Split::kRow && u.a == Role::kGradient);
+  r.summed = output_is_sum(job.split, u.gemm);
+  r.rank_want = r.a_shared || r.summed ? r.want
+                                       : (r.want + static_cast<std::int64_t>(r.nr) - 1) / static_cast<std::int64_t>(r.nr);
+  r.a_layout = r.wgrad ? GemmLayout::kKOuter : GemmLayout::kKMajor;
+  r.b_layout = u.gemm == Gemm::kFprop ? GemmLayout::kKMajor : GemmLayout::kKOuter;
+  return r;
+}
+
+// Each rank's term (its operands as the GEMM reads them, the blocks' amaxes where a single
+// rank's draws split blocks), grouped into parts: one for a sum over ranks, else one per rank.
+// Sets c.parts, c.units and c.streamed; returns whether the ranks' rows were sampled.
+bool add_rank_terms(GemmCase& c, const GemmLayer& job, const CaseReading& r, const GemmOptions& options,
+                    std::int64_t group, const std::vector<BlockShape>& a_blocks, const std::vector<BlockShape>& b_blocks) {
   std::int64_t next_unit = 0;
   bool rows_sampled = false;
-  for (std::size_t r = 0; r < nr; ++r) {
+  for (std::size_t k = 0; k < r.nr; ++k) {
     Term term;
-    term.a_tensor = job.ranks[r][ia];
-    term.b_tensor = job.ranks[r][ib];
+    term.a_tensor = job.ranks[k][r.ia];
+    term.b_tensor = job.ranks[k][r.ib];
     const TensorView& av = term.a_tensor->view;
     const TensorView& bv = term.b_tensor->view;
     term.a.view = &av;
-    term.a.layout = a_layout;
+    term.a.layout = r.a_layout;
     term.b.view = &bv;
-    term.b.layout = b_layout;
-    const std::int64_t a_rows = gemm_rows(av, a_layout);
-    term.a.idx = nr == 1 ? c.rows.idx : even_units(a_rows, rank_want, group).idx;
-    term.b.idx = nr == 1 ? c.cols.idx : all_units(gemm_rows(bv, b_layout)).idx;
-    if (nr == 1) {  // the blocks' amaxes, where the draws split blocks
+    term.b.layout = r.b_layout;
+    const std::int64_t a_rows = CaseReading::gemm_rows(av, r.a_layout);
+    term.a.idx = r.nr == 1 ? c.rows.idx : even_units(a_rows, r.rank_want, group).idx;
+    term.b.idx = r.nr == 1 ? c.cols.idx : all_units(CaseReading::gemm_rows(bv, r.b_layout)).idx;
+    if (r.nr == 1) {  // the blocks' amaxes, where the draws split blocks
       if (c.rows.sampled())
         for (const BlockShape& b : a_blocks) term.a.amaxes.push_back(std::make_shared<BlockAmaxes>(block_amaxes(av, b)));
       if (c.cols.sampled())
         for (const BlockShape& b : b_blocks) term.b.amaxes.push_back(std::make_shared<BlockAmaxes>(block_amaxes(bv, b)));
     }
     rows_sampled = rows_sampled || term.a.rows() < a_rows;
-    c.streamed = nr == 1 && !c.sampled() && term.a.rows() * term.b.rows() > options.stream_entries;
+    c.streamed = r.nr == 1 && !c.sampled() && term.a.rows() * term.b.rows() > options.stream_entries;
     if (!c.streamed) term.a_raw = term.a.load(0, term.a.rows());  // a streamed one loads its bands
-    if (summed && r > 0) {
+    if (r.summed && k > 0) {
       c.parts[0].terms.push_back(std::move(term));
       continue;
     }
     Part p;
     p.rows = term.a.rows();
     p.cols = term.b.rows();
-    p.first_unit = a_shared || summed ? 0 : next_unit;
+    p.first_unit = r.a_shared || r.summed ? 0 : next_unit;
     next_unit += p.rows;
     p.terms.push_back(std::move(term));
     c.parts.push_back(std::move(p));
   }
-  c.units = a_shared || summed ? c.parts[0].rows : next_unit;
-  if (nr > 1) {
-    // The ranks' rows as one evenly spaced sample of the layer's, each standing for as many
-    // (every unit a cluster of its own); every column.
-    const std::int64_t population = wgrad ? job.n : job.m;
-    c.rows = all_units(population);
-    if (rows_sampled) {  // the units as numbered in the sums: 0..units-1
-      const auto units = static_cast<std::size_t>(c.units);
-      c.rows.idx.resize(units);
-      c.rows.weight.assign(units, static_cast<double>(population) / static_cast<double>(c.units));
-      c.rows.cluster.resize(units);
-      std::iota(c.rows.cluster.begin(), c.rows.cluster.end(), 0);
-      c.rows.certain = 0;
-      c.rows.rest_clusters = population;
-      c.rows.drawn_clusters = c.units;
-    }
-    c.cols = all_units(c.parts[0].cols);
+  c.units = r.a_shared || r.summed ? c.parts[0].rows : next_unit;
+  return rows_sampled;
+}
+
+// A split layer's rows: the ranks' rows as one evenly spaced sample of the layer's, each standing
+// for as many (every unit a cluster of its own); every column.
+void split_rows(GemmCase& c, const GemmLayer& job, bool wgrad, bool rows_sampled) {
+  const std::int64_t population = wgrad ? job.n : job.m;
+  c.rows = all_units(population);
+  if (rows_sampled) {  // the units as numbered in the sums: 0..units-1
+    const auto units = static_cast<std::size_t>(c.units);
+    c.rows.idx.resize(units);
+    c.rows.weight.assign(units, static_cast<double>(population) / static_cast<double>(c.units));
+    c.rows.cluster.resize(units);
+    std::iota(c.rows.cluster.begin(), c.rows.cluster.end(), 0);
+    c.rows.certain = 0;
+    c.rows.rest_clusters = population;
+    c.rows.drawn_clusters = c.units;
   }
-  // The references, and wgrad's S (the product of the squared operands) for the noise table;
-  // none for a streamed output (streamed_rows computes them tile by tile).
-  c.has_noise = wgrad;
-  if (c.streamed) {
-    // Bands of a's rows whose a operand, loaded and cast, holds about kGemmStreamBandBytes,
-    // whole blocks of every cast (a multiple of `group`).
-    const std::int64_t k = c.parts[0].terms[0].a.k();
-    const std::int64_t rows = std::max<std::int64_t>(1, options.stream_band_bytes / (4 * std::max<std::int64_t>(1, k)));
-    c.band_rows = std::max(group, rows / group * group);
-    c.stream_gather = options.stream_gather;
-    return c;
-  }
+  c.cols = all_units(c.parts[0].cols);
+}
+
+// The references, and wgrad's S (the product of the squared operands) for the noise table.
+void compute_references(GemmCase& c, bool wgrad) {
   for (Part& p : c.parts) {
     const std::vector<TermSpecs> none(1, TermSpecs(p.terms.size()));
     p.ref.assign(static_cast<std::size_t>(p.rows * p.cols), 0.0);
@@ -188,6 +183,43 @@ GemmCase make_case(const GemmLayer& job, const GemmOperandUse& u, const GemmOpti
     for (const NoiseTable& t : tiles) c.noise.merge(t);
   }
   if (wgrad) c.noise.finish();
+}
+
+// The GEMM's parts for a layer: the operands of each rank as the GEMM reads them (K-major, the a
+// rows sampled, on a single-rank layer the b rows too), grouped into parts by the layer's split;
+// the references; wgrad's noise table. group: the block height every recipe's a operand needs
+// kept whole on layers split over ranks (evenly spaced groups; their b rows are all used); a_blocks,
+// b_blocks: the casts' block shapes (tensor layout) that span several GEMM rows, whose amaxes a
+// single rank's drawn rows are cast with (prepare).
+GemmCase make_case(const GemmLayer& job, const GemmOperandUse& u, const GemmOptions& options, std::int64_t group,
+                   const std::vector<BlockShape>& a_blocks, const std::vector<BlockShape>& b_blocks) {
+  GemmCase c;
+  c.gemm = u.gemm;
+  const CaseReading r = case_reading(job, u, options);
+  // A single-rank layer draws its rows and columns by their energies (a certainty stratum and
+  // the rest); the ranks of a split layer draw their rows evenly spaced.
+  if (r.nr == 1) {
+    const TensorView& av = job.ranks[0][r.ia]->view;
+    const TensorView& bv = job.ranks[0][r.ib]->view;
+    const std::int64_t a_rows = CaseReading::gemm_rows(av, r.a_layout), b_rows = CaseReading::gemm_rows(bv, r.b_layout);
+    c.rows = r.want <= 0 || r.want >= a_rows ? all_units(a_rows) : draw_units(unit_energies(av, r.a_layout), r.want, 1);
+    c.cols = r.sample.cols <= 0 || r.sample.cols >= b_rows ? all_units(b_rows)
+                                                           : draw_units(unit_energies(bv, r.b_layout), r.sample.cols, 1);
+  }
+  const bool rows_sampled = add_rank_terms(c, job, r, options, group, a_blocks, b_blocks);
+  if (r.nr > 1) split_rows(c, job, r.wgrad, rows_sampled);
+  c.has_noise = r.wgrad;
+  if (c.streamed) {
+    // None for a streamed output (streamed_rows computes them tile by tile): bands of a's rows
+    // whose a operand, loaded and cast, holds about kGemmStreamBandBytes, whole blocks of every
+    // cast (a multiple of `group`).
+    const std::int64_t k = c.parts[0].terms[0].a.k();
+    const std::int64_t rows = std::max<std::int64_t>(1, options.stream_band_bytes / (4 * std::max<std::int64_t>(1, k)));
+    c.band_rows = std::max(group, rows / group * group);
+    c.stream_gather = options.stream_gather;
+    return c;
+  }
+  compute_references(c, r.wgrad);
   return c;
 }
 
