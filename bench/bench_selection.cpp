@@ -108,6 +108,133 @@ bool parse_args(int argc, char** argv, Options* o) {
 
 }  // namespace
 
+namespace {
+
+// The capture and its amax trace, generated in memory, then read as `run` reads them.
+struct BenchCapture {
+  fp8a::MemoryFileSystem mfs;
+  fp8a::CaptureSet captures;
+  fp8a::TrainingLog log;
+  double generate_s = 0, read_s = 0;
+  std::int64_t elements = 0;
+};
+
+std::unique_ptr<BenchCapture> make_capture(const Options& o) {
+  auto b = std::make_unique<BenchCapture>();
+  auto t0 = Clock::now();
+  const fp8a::bench::ModelPreset bp = fp8a::bench::make_model_preset({o.layers, o.steps, o.step_every, o.tokens, o.hidden, o.ffn});
+  std::vector<std::string> paths;
+  for (fp8a::SynthFile& f : fp8a::synthesize(bp.preset, 1, bp.preset.default_steps)) {
+    std::vector<std::byte> bytes(f.contents.size());
+    std::transform(f.contents.begin(), f.contents.end(), bytes.begin(), [](char c) { return static_cast<std::byte>(c); });
+    f.contents = std::string();
+    b->mfs.add_file("c/" + f.name, std::move(bytes));
+    if (f.name.ends_with(".safetensors")) paths.push_back("c/" + f.name);
+  }
+  b->generate_s = seconds_since(t0);
+  t0 = Clock::now();
+  b->captures = fp8a::load_captures(paths, b->mfs);
+  b->log = fp8a::load_training_log({"c/amax_trace.csv"}, b->mfs);
+  b->read_s = seconds_since(t0);
+  for (const auto& t : b->captures.tensors) b->elements += t.view.numel();
+  return b;
+}
+
+// The selection's steps, each timed over o.repeat runs, and each --cost's recommendation.
+struct SelectionTimings {
+  Timing index, fit, forecast, none, cost, roofline, whole_none, whole_roofline;
+  std::size_t candidates_all = 0;
+  std::optional<fp8a::Recommendation> rec_none, rec_roofline;
+};
+
+// The selection, as `run` does it after the evaluation: its steps timed one by one, then the
+// pipeline's recommendation step whole under each --cost.
+SelectionTimings time_selection(const Options& o, const fp8a::RunRequest& request, const BenchCapture& b,
+                                const fp8a::GpuTarget* gpu, fp8a::RunResult& result) {
+  SelectionTimings t;
+  const std::vector<fp8a::EvaluationRow>& rows = result.rows;
+  fp8a::RunRequest none = request, roofline = request;
+  none.recommend = fp8a::RecommendationRequest{fp8a::default_policy(), gpu, std::nullopt};
+  roofline.recommend = fp8a::RecommendationRequest{fp8a::default_policy(), gpu, fp8a::CostOptions{o.tokens_per_step}};
+  const fp8a::Policy& policy = none.recommend->policy;
+  t.index = time_repeated(o.repeat, [&] { const fp8a::EvaluationIndex index(rows); });
+  const fp8a::EvaluationIndex index(rows);
+  t.candidates_all = fp8a::index_candidates(index).size();
+  // Of it, the Theil-Sen fit of every (layer, role)'s amax series.
+  t.fit = time_repeated(o.repeat, [&] { (void)fp8a::fit_amax_trends(&b.log, rows, {}); });
+  t.forecast = time_repeated(o.repeat, [&] {
+    // With its clipping measured on the captures, as the pipeline does (pipeline/run_pipeline.cpp).
+    result.forecasts = fp8a::forecast_delayed_scaling(&b.log, rows, index.recipes(), index.formats());
+    fp8a::measure_clipping(b.captures, rows, result.forecasts);
+  });
+  t.none = time_repeated(o.repeat, [&] {
+    t.rec_none = fp8a::recommend(fp8a::recommendation_inputs(index, result), policy, *gpu, nullptr);
+  });
+  std::optional<fp8a::CostModel> cost;
+  t.cost = time_repeated(o.repeat, [&] {
+    cost = fp8a::build_cost_model(result.gemm_layers, index.recipes(), *gpu, *roofline.recommend->roofline);
+  });
+  t.roofline = time_repeated(o.repeat, [&] {
+    t.rec_roofline = fp8a::recommend(fp8a::recommendation_inputs(index, result), policy, *gpu, &*cost);
+  });
+  // One whole selection per --cost, as `run` does it once (index, forecasts, model, recommend).
+  t.whole_none = time_repeated(o.repeat, [&] {
+    fp8a::recommend_run(none, b.captures, result);
+    t.rec_none = std::move(result.recommendation);
+  });
+  t.whole_roofline = time_repeated(o.repeat, [&] {
+    fp8a::recommend_run(roofline, b.captures, result);
+    t.rec_roofline = std::move(result.recommendation);
+  });
+  return t;
+}
+
+void print_report(const Options& o, const fp8a::RunRequest& request, const BenchCapture& b, const fp8a::GpuTarget* gpu,
+                  const fp8a::RunResult& result, const SelectionTimings& t) {
+  const double evaluate_s = result.evaluate_seconds, gemm_s = result.gemm_seconds;
+  const double evaluation_s = evaluate_s + gemm_s;
+  std::printf("bench_selection: %d layers (%d blocks x qkv/proj/fc1/fc2), %d step(s), tokens %lld, "
+              "hidden %lld, ffn %lld: %zu BF16 tensors, %lld elements (generated in %.2f s, read %.2f s)\n",
+              o.layers, o.layers / 4, o.steps, static_cast<long long>(o.tokens), static_cast<long long>(o.hidden),
+              static_cast<long long>(o.ffn), b.captures.tensors.size(), static_cast<long long>(b.elements), b.generate_s,
+              b.read_s);
+  std::printf("  recipes %zu (%s), formats e4m3,hybrid, training log: %zu steps traced; threads %s; "
+              "gemm rows %s; tokens per step %s\n",
+              request.config.recipes.size(), fp8a::default_recipe_list().c_str(),
+              static_cast<std::size_t>(o.step_every) * static_cast<std::size_t>(o.steps) + 1,
+              o.threads > 0 ? std::to_string(o.threads).c_str() : "all",
+              o.gemm_sampling == fp8a::GemmSampling::all() ? "all" : o.gemm_sampling.text().c_str(),
+              o.tokens_per_step > 0 ? std::to_string(o.tokens_per_step).c_str() : "captured");
+  std::printf("  evaluation rows %zu, GEMM layers %zu, GEMM rows %zu, forecasts %zu, candidates %zu "
+              "(--cost none on %s: %zu runnable), skipped pairings %zu\n",
+              result.rows.size(), result.gemm_layers.size(), result.gemms.size(), result.forecasts.size(),
+              t.candidates_all, gpu->name, t.rec_none->candidates.size(), result.skipped_pairings.size());
+  for (const auto* r : {&t.rec_none, &t.rec_roofline}) {
+    const auto& rec = **r;
+    std::printf("  --cost %-8s chose %s: %.200s\n", rec.cost_source,
+                rec.chosen ? fp8a::candidate_name(rec.candidates[*rec.chosen].candidate).c_str() : "none",
+                rec.why.c_str());
+  }
+  std::printf("\n| what | runs | median s | min s | share of the evaluation |\n"
+              "| --- | --- | --- | --- | --- |\n");
+  auto row = [&](const char* what, int runs, Timing x) {
+    std::printf("| %s | %d | %.4g | %.4g | %.2f %% |\n", what, runs, x.median, x.min, 100.0 * x.median / evaluation_s);
+  };
+  row("evaluation: `evaluate_captures` (CPU backend)", 1, {evaluate_s, evaluate_s});
+  row("evaluation: `pair_gemm_operands` + `evaluate_gemm_errors`", 1, {gemm_s, gemm_s});
+  row("**evaluation, total**", 1, {evaluation_s, evaluation_s});
+  row("`EvaluationIndex` construction", o.repeat, t.index);
+  row("`forecast_delayed_scaling`", o.repeat, t.forecast);
+  row("of it, `fit_amax_trends` (Theil-Sen fit per layer and role)", o.repeat, t.fit);
+  row("`recommend`, `--cost none`", o.repeat, t.none);
+  row("`build_cost_model` (roofline)", o.repeat, t.cost);
+  row("`recommend`, `--cost roofline`", o.repeat, t.roofline);
+  row("**selection, total, `--cost none`** (index + forecast + recommend)", o.repeat, t.whole_none);
+  row("**selection, total, `--cost roofline`** (index + forecast + model + recommend)", o.repeat, t.whole_roofline);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   Options o;
   if (!parse_args(argc, argv, &o)) {
@@ -129,119 +256,17 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "bench_selection: --gpu: %s\n", why.c_str());
       return 2;
     }
-
-    // The capture and its amax trace, in memory.
-    auto t0 = Clock::now();
-    const fp8a::bench::ModelPreset bp =
-        fp8a::bench::make_model_preset({o.layers, o.steps, o.step_every, o.tokens, o.hidden, o.ffn});
-    fp8a::MemoryFileSystem mfs;
-    std::vector<std::string> paths;
-    for (fp8a::SynthFile& f : fp8a::synthesize(bp.preset, 1, bp.preset.default_steps)) {
-      std::vector<std::byte> bytes(f.contents.size());
-      std::transform(f.contents.begin(), f.contents.end(), bytes.begin(),
-                     [](char c) { return static_cast<std::byte>(c); });
-      f.contents = std::string();
-      mfs.add_file("c/" + f.name, std::move(bytes));
-      if (f.name.ends_with(".safetensors")) paths.push_back("c/" + f.name);
-    }
-    const double generate_s = seconds_since(t0);
-    t0 = Clock::now();
-    const fp8a::CaptureSet captures = fp8a::load_captures(paths, mfs);
-    const fp8a::TrainingLog log = fp8a::load_training_log({"c/amax_trace.csv"}, mfs);
-    const double read_s = seconds_since(t0);
-    std::int64_t elements = 0;
-    for (const auto& t : captures.tensors) elements += t.view.numel();
-
+    const std::unique_ptr<BenchCapture> b = make_capture(o);
     // The evaluation, as `fp8-advisor run` with its defaults (pipeline/run_pipeline.hpp).
     fp8a::RunRequest request;
     request.config.recipes = fp8a::parse_recipe_list(fp8a::default_recipe_list());
     request.config.formats = fp8a::parse_training_format_list("e4m3,hybrid");
-    request.config.training_log = &log;
+    request.config.training_log = &b->log;
     request.gemm_sampling = o.gemm_sampling;
     const fp8a::CpuBackend backend;
-    fp8a::RunResult result = fp8a::run_pipeline(request, captures, backend, nullptr);
-    const std::vector<fp8a::EvaluationRow>& rows = result.rows;
-    const double evaluate_s = result.evaluate_seconds;
-    const double gemm_s = result.gemm_seconds;
-    const double evaluation_s = evaluate_s + gemm_s;
-
-    // The selection, as `run` does it after the evaluation: its steps timed one by one, then the
-    // pipeline's recommendation step whole under each --cost.
-    fp8a::RunRequest none = request, roofline = request;
-    none.recommend = fp8a::RecommendationRequest{fp8a::default_policy(), gpu, std::nullopt};
-    roofline.recommend = fp8a::RecommendationRequest{fp8a::default_policy(), gpu, fp8a::CostOptions{o.tokens_per_step}};
-    const fp8a::Policy& policy = none.recommend->policy;
-    std::optional<fp8a::Recommendation> rec_none, rec_roofline;
-    const Timing index_t = time_repeated(o.repeat, [&] { const fp8a::EvaluationIndex index(rows); });
-    const fp8a::EvaluationIndex index(rows);
-    const std::size_t candidates_all = fp8a::index_candidates(index).size();
-    // Of it, the Theil-Sen fit of every (layer, role)'s amax series.
-    const Timing fit_t = time_repeated(o.repeat, [&] { (void)fp8a::fit_amax_trends(&log, rows, {}); });
-    const Timing forecast_t = time_repeated(o.repeat, [&] {
-      // With its clipping measured on the captures, as the pipeline does (pipeline/run_pipeline.cpp).
-      result.forecasts = fp8a::forecast_delayed_scaling(&log, rows, index.recipes(), index.formats());
-      fp8a::measure_clipping(captures, rows, result.forecasts);
-    });
-    const Timing none_t = time_repeated(o.repeat, [&] {
-      rec_none = fp8a::recommend(fp8a::recommendation_inputs(index, result), policy, *gpu, nullptr);
-    });
-    std::optional<fp8a::CostModel> cost;
-    const Timing cost_t = time_repeated(o.repeat, [&] {
-      cost = fp8a::build_cost_model(result.gemm_layers, index.recipes(), *gpu, *roofline.recommend->roofline);
-    });
-    const Timing roofline_t = time_repeated(o.repeat, [&] {
-      rec_roofline = fp8a::recommend(fp8a::recommendation_inputs(index, result), policy, *gpu, &*cost);
-    });
-    // One whole selection per --cost, as `run` does it once (index, forecasts, model, recommend).
-    const Timing whole_none_t = time_repeated(o.repeat, [&] {
-      fp8a::recommend_run(none, captures, result);
-      rec_none = std::move(result.recommendation);
-    });
-    const Timing whole_roofline_t = time_repeated(o.repeat, [&] {
-      fp8a::recommend_run(roofline, captures, result);
-      rec_roofline = std::move(result.recommendation);
-    });
-
-    std::printf("bench_selection: %d layers (%d blocks x qkv/proj/fc1/fc2), %d step(s), tokens %lld, "
-                "hidden %lld, ffn %lld: %zu BF16 tensors, %lld elements (generated in %.2f s, read %.2f s)\n",
-                o.layers, o.layers / 4, o.steps, static_cast<long long>(o.tokens),
-                static_cast<long long>(o.hidden), static_cast<long long>(o.ffn), captures.tensors.size(),
-                static_cast<long long>(elements), generate_s, read_s);
-    std::printf("  recipes %zu (%s), formats e4m3,hybrid, training log: %zu steps traced; threads %s; "
-                "gemm rows %s; tokens per step %s\n",
-                request.config.recipes.size(), fp8a::default_recipe_list().c_str(),
-                static_cast<std::size_t>(o.step_every) * static_cast<std::size_t>(o.steps) + 1,
-                o.threads > 0 ? std::to_string(o.threads).c_str() : "all",
-                o.gemm_sampling == fp8a::GemmSampling::all() ? "all" : o.gemm_sampling.text().c_str(),
-                o.tokens_per_step > 0 ? std::to_string(o.tokens_per_step).c_str() : "captured");
-    std::printf("  evaluation rows %zu, GEMM layers %zu, GEMM rows %zu, forecasts %zu, candidates %zu "
-                "(--cost none on %s: %zu runnable), skipped pairings %zu\n",
-                rows.size(), result.gemm_layers.size(), result.gemms.size(), result.forecasts.size(), candidates_all,
-                gpu->name, rec_none->candidates.size(), result.skipped_pairings.size());
-    for (const auto* r : {&rec_none, &rec_roofline}) {
-      const auto& rec = **r;
-      std::printf("  --cost %-8s chose %s: %.200s\n", rec.cost_source,
-                  rec.chosen ? fp8a::candidate_name(rec.candidates[*rec.chosen].candidate).c_str() : "none",
-                  rec.why.c_str());
-    }
-    std::printf("\n| what | runs | median s | min s | share of the evaluation |\n"
-                "| --- | --- | --- | --- | --- |\n");
-    auto row = [&](const char* what, int runs, Timing t) {
-      std::printf("| %s | %d | %.4g | %.4g | %.2f %% |\n", what, runs, t.median, t.min,
-                  100.0 * t.median / evaluation_s);
-    };
-    row("evaluation: `evaluate_captures` (CPU backend)", 1, {evaluate_s, evaluate_s});
-    row("evaluation: `pair_gemm_operands` + `evaluate_gemm_errors`", 1, {gemm_s, gemm_s});
-    row("**evaluation, total**", 1, {evaluation_s, evaluation_s});
-    row("`EvaluationIndex` construction", o.repeat, index_t);
-    row("`forecast_delayed_scaling`", o.repeat, forecast_t);
-    row("of it, `fit_amax_trends` (Theil-Sen fit per layer and role)", o.repeat, fit_t);
-    row("`recommend`, `--cost none`", o.repeat, none_t);
-    row("`build_cost_model` (roofline)", o.repeat, cost_t);
-    row("`recommend`, `--cost roofline`", o.repeat, roofline_t);
-    row("**selection, total, `--cost none`** (index + forecast + recommend)", o.repeat, whole_none_t);
-    row("**selection, total, `--cost roofline`** (index + forecast + model + recommend)", o.repeat,
-        whole_roofline_t);
+    fp8a::RunResult result = fp8a::run_pipeline(request, b->captures, backend, nullptr);
+    const SelectionTimings t = time_selection(o, request, *b, gpu, result);
+    print_report(o, request, *b, gpu, result, t);
   } catch (const fp8a::Error& e) {
     std::fprintf(stderr, "bench_selection: %s\n", e.what());
     return e.exit_code();
