@@ -283,14 +283,7 @@ std::optional<RunCommand> parse_run(const Invocation& inv) {
   constexpr UsageId kBadMinFp8Share = "fp8a.usage.244";
   check_finite_option(kBadMinFp8Share, "min-fp8-share", cmd.min_fp8_share, 0, 1);
   if (!cmd.expect_plan_path.empty()) cmd.expect_plan_text = read_expected_plan(cmd.expect_plan_path);
-  // On a GPU with FP4 tensor cores (b200, gb200, b300, gb300) the default list gains nvfp4, so
-  // that the plan can take its three tiers (NVFP4, MXFP8 for what NVFP4 cannot carry, BF16);
-  // elsewhere, or on a TE release without NVFP4BlockScaling, it could only be excluded.
-  if (!cmd.eval.recipes_given) {
-    const Recipe nvfp4 = parse_recipe("nvfp4");
-    if (recipe_support(nvfp4, *asked.gpu).runs && te_release_cannot_train(nvfp4, asked.te_version, asked.gpu->sm).empty())
-      request.config.recipes.push_back(nvfp4);
-  }
+  if (!cmd.eval.recipes_given) request.config.recipes = default_run_recipes(*asked.gpu, asked.te_version);
   request.recommend = std::move(asked);
   if (vm.count("training-recipe") != 0) {
     // It names the recipe of the --training-log's statistics: without a log there are none.
@@ -434,19 +427,12 @@ RunInfo run_provenance(const Invocation& inv, const RunRequest& request, const E
   return info;
 }
 
-// The training log given to the run: its provenance, and with no --recipes the delayed recipes
-// its trace's search puts first in place of the default list's (every rank searches the same log).
-void attach_training_log(RunCommand& cmd, const TrainingLog& log, RunInfo& info) {
+// The training log given to the run: with no --recipes, the delayed recipes its trace's search
+// puts first replace the default list's (every rank searches the same log).
+void use_training_log(RunCommand& cmd, const TrainingLog& log) {
   if (cmd.eval.log_paths.empty()) return;
-  RunRequest& request = cmd.request;
-  request.config.training_log = &log;
-  info.log_files = log.files;
-  info.log_rounded = log.rounded;
-  info.log_notes = log.notes;
-  if (cmd.default_recipes) {
-    search_delayed_recipes(request, log);
-    info.recipes = request.config.recipes;
-  }
+  cmd.request.config.training_log = &log;
+  if (cmd.default_recipes) search_delayed_recipes(cmd.request, log);
 }
 
 // What the run could not judge, for --strict: its warnings, and the GEMMs the answer could not
@@ -600,7 +586,6 @@ int command_run(const Invocation& inv) {
   std::optional<TerminalProgress> progress;
   if (!cmd.quiet && lead) progress.emplace(stderr, ::isatty(STDERR_FILENO) != 0, cmd.progress_every);
   const EvaluationBackend evaluator = start_backend(cmd.eval);
-  RunInfo info = run_provenance(inv, request, evaluator);
 
   std::optional<OutputLock> out_lock;  // one run per --out
   if (lead) out_lock.emplace(cmd.out_dir, join_command_line(inv.command_line));
@@ -625,10 +610,17 @@ int command_run(const Invocation& inv) {
   const auto t0 = std::chrono::steady_clock::now();
   DiskFileSystem fs;
   const CaptureSet captures = load_captures(cmd.eval.capture_paths, fs, capture_options(cmd.eval.npy_dtype_text));
-  info.inputs = captures.files;
   price_at_tokens(cmd, captures, *request.recommend);
   const TrainingLog training_log = load_evaluation_log(cmd.eval, fs);
-  attach_training_log(cmd, training_log, info);
+  use_training_log(cmd, training_log);
+  // The provenance, once the recipe list is final.
+  RunInfo info = run_provenance(inv, request, evaluator);
+  info.inputs = captures.files;
+  if (!cmd.eval.log_paths.empty()) {
+    info.log_files = training_log.files;
+    info.log_rounded = training_log.rounded;
+    info.log_notes = training_log.notes;
+  }
   if (is_distributed(inv.cluster)) check_ranks_agree(*inv.cluster, inv, captures, training_log);
   info.read_seconds = seconds_since(t0);
 

@@ -181,6 +181,13 @@ void search_delayed_recipes(RunRequest& request, const TrainingLog& log) {
   request.config.recipes = with_front_runners(request.config.recipes, *request.delayed_search);
 }
 
+std::vector<Recipe> default_run_recipes(const GpuTarget& gpu, TeVersion te) {
+  std::vector<Recipe> recipes = parse_recipe_list(default_recipe_list());
+  const Recipe nvfp4 = parse_recipe("nvfp4");
+  if (recipe_support(nvfp4, gpu).runs && te_release_cannot_train(nvfp4, te, gpu.sm).empty()) recipes.push_back(nvfp4);
+  return recipes;
+}
+
 void recommend_run(const RunRequest& request, const CaptureSet& captures, RunResult& result) {
   FP8A_CHECK(request.recommend && request.recommend->gpu != nullptr, "recommend_run: no recommendation was asked for");
   const EvaluationIndex index(result.rows);

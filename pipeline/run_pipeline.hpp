@@ -105,6 +105,13 @@ RunResult run_pipeline(const RunRequest& request, const CaptureSet& captures, co
 // policy's forecast horizon).
 void search_delayed_recipes(RunRequest& request, const TrainingLog& log);
 
+// The recipes `run` evaluates when --recipes is not given: the default list, which gains nvfp4 on
+// a GPU with FP4 tensor cores (b200, gb200, b300, gb300) whose TE release trains it, so that the
+// plan can take its three tiers (NVFP4, MXFP8 for what NVFP4 cannot carry, BF16); elsewhere, or
+// on a TE release without NVFP4BlockScaling, it could only be excluded. A training log's search
+// (search_delayed_recipes) then replaces its delayed specs.
+std::vector<Recipe> default_run_recipes(const GpuTarget& gpu, TeVersion te);
+
 // Its recommendation step alone, on result's rows and GEMMs: sets result.forecasts (with a training
 // log; the clipping measured on `captures` by engine/operand_pass.hpp), result.recommendation and
 // result.delayed_search (bench times it on its own). request.recommend must be set. run_pipeline
