@@ -1,13 +1,94 @@
 #include "reports/consumers/consumer_plan.hpp"
 
-#include "core/text.hpp"
+#include <algorithm>
 
-#include "reports/consumers/nvdlfw_inspect_yaml.hpp"
-#include "reports/consumers/te_precision_config.hpp"
+#include "core/te_version.hpp"
+#include "core/text.hpp"
 
 namespace fp8a {
 
 namespace {
+
+// Why te_precision_config.yaml is not written, unset when it is: no chosen candidate, or delayed
+// scaling (the file cannot name it) with no module kept in BF16.
+std::optional<std::string> precision_config_omission(const Recommendation& rec) {
+  const RunCandidate* c = chosen_candidate(rec);
+  if (c == nullptr) return "te_precision_config.yaml not written: no FP8 candidate was chosen";
+  const RecipeKindTraits& kind = recipe_kind_traits(c->recipe.kind);
+  if (kind.te_per_module) return std::nullopt;
+  for (const LayerDecision& l : rec.layers)
+    if (has_bf16_gemm(l)) return std::nullopt;
+  return std::string("te_precision_config.yaml not written: Megatron's precision config cannot express ") +
+         kind.short_name + " (set by megatron_args.txt) and the plan keeps no module in BF16";
+}
+
+// The nvdlfw_inspect.yaml sections of the groups: those that keep a GEMM in BF16 or hold a watched
+// FP8 GEMM.
+std::vector<NvdlfwSection> nvdlfw_sections_of(const Recommendation& rec, const std::vector<ModuleGroup>& groups) {
+  std::vector<NvdlfwSection> sections;
+  for (const ModuleGroup& group : groups) {
+    NvdlfwSection s{group, merged_decision(rec.layers, group), {}, {}};
+    for (const GemmDecision& g : s.merged.gemms)
+      if (is_fallback(g)) s.bf16.push_back(gemm_name(g.gemm));
+    for (const WatchItem& w : rec.watch)
+      for (std::size_t li : group.layers)
+        if (rec.layers[li].layer == w.layer &&
+            std::find(s.bf16.begin(), s.bf16.end(), gemm_name(w.gemm)) == s.bf16.end())
+          s.watch.push_back(&w);
+    if (!s.bf16.empty() || !s.watch.empty()) sections.push_back(std::move(s));
+  }
+  return sections;
+}
+
+// Why nvdlfw_inspect.yaml is not written, unset when it is: no chosen candidate, NVFP4 on a TE
+// release whose debug tools do not take it (before 2.13, PR #2296: DisableQuantizationGEMM/Layer
+// and LogNvfp4TensorStats), or an FP8 plan with nothing to fall back or watch.
+std::optional<std::string> nvdlfw_omission(const ConsumerPlan& plan) {
+  if (plan.candidate == nullptr) return "nvdlfw_inspect.yaml not written: no FP8 candidate was chosen";
+  const TeVersion te = plan.rec->te_version;
+  if (plan.candidate->recipe.kind == RecipeKind::kNvfp4 && !te_has_disable_quantization(te))
+    return "nvdlfw_inspect.yaml not written: TE's debug tools take NVFP4 from TE 2.13 (DisableQuantizationGEMM, "
+           "LogNvfp4TensorStats), and this is for TE " + te_version_text(te) + " (--te-version)";
+  if (plan.fp8 && plan.nvdlfw_sections.empty())
+    return "nvdlfw_inspect.yaml not written: no BF16 fallback and no FP8 GEMM to watch";
+  return std::nullopt;
+}
+
+// Megatron's settings from the plan's chosen candidate, fallbacks, first/last layers and
+// te_precision_config.yaml (the constructor sets them last).
+MegatronFp8 megatron_fp8(const ConsumerPlan& plan) {
+  const Recommendation& rec = *plan.rec;
+  MegatronFp8 m;
+  m.candidate = plan.candidate;
+  if (m.candidate == nullptr) return m;
+  const Recipe& r = m.candidate->recipe;
+  m.fp8 = plan.fp8;
+  m.fp4 = recipe_kind_traits(r.kind).megatron_fp4;
+  m.format = m.fp4 ? "e2m1" : carry_format(r.kind, m.candidate->format, Consumer::kMegatronArgs).value;
+  m.recipe = recipe_kind_traits(r.kind).megatron_recipe;
+  m.delayed = r.kind == RecipeKind::kPerTensorDelayed;
+  if (m.delayed) m.amax_compute_algo = r.algo == DelayedAlgo::kMax ? "max" : "most_recent";
+  m.first_last = plan.first_last;
+  m.first_last_applied = !m.delayed && (m.first_last.at_start > 0 || m.first_last.at_end > 0);
+  for (const LayerDecision& l : rec.layers) {
+    if (megatron_module_path(l.layer).name != "output_layer") continue;
+    m.head_layer = l.layer;
+    if (l.precision == Precision::kBf16) m.head = MegatronHead::kBf16;
+    else m.head = r.kind == RecipeKind::kMx ? MegatronHead::kFp8 : MegatronHead::kFp8Lost;
+    break;
+  }
+  m.te_precision_config = !plan.precision_config_omitted.has_value();
+  const FirstLastBf16& fl = m.first_last;
+  for (const LayerFallback& f : plan.fallbacks) {
+    const std::string& layer = rec.layers[f.layer].layer;
+    const auto i = transformer_layer_index(layer);
+    const bool covered = m.first_last_applied && i &&
+                         (*i < fl.at_start || (fl.at_end > 0 && *i > fl.last_index - fl.at_end));
+    if (!covered) m.uncovered.push_back(layer + " (" + f.gemms + ")");
+  }
+  return m;
+}
+
 
 // The members of each group (captured layers one consumer name selects: module_groups) get one
 // plan, as the file gives them: a GEMM BF16 where any member's is, the whole module BF16 where
@@ -169,7 +250,7 @@ ConsumerPlan::ConsumerPlan(const Recommendation& r) : rec(&r) {
     if (has_bf16_gemm(l)) fallbacks.push_back({i, fallback_gemm_list(l), whole_layer_fallback(l), first_bf16_reason(l)});
   }
   first_last = first_last_bf16(r);
-  precision_config_omitted = te_precision_config_omitted(r);
+  precision_config_omitted = precision_config_omission(r);
   // The layers each file's names select together: Megatron's module paths, nvdlfw's names.
   const std::vector<ModuleGroup> megatron_groups = module_groups(r.layers, megatron_module_path, NameMatch::kExact);
   const std::vector<ModuleGroup> nvdlfw_groups = module_groups(r.layers, nvdlfw_layer_name, NameMatch::kDotSuffix);
@@ -181,8 +262,8 @@ ConsumerPlan::ConsumerPlan(const Recommendation& r) : rec(&r) {
     note(megatron_groups, "te_precision_config.yaml");
     note(nvdlfw_groups, "nvdlfw_inspect.yaml");
   }
-  std::string why;
-  if (!render_nvdlfw_inspect_yaml(*this, &why)) nvdlfw_omitted = why;
+  if (fp8) nvdlfw_sections = nvdlfw_sections_of(r, nvdlfw_groups);
+  nvdlfw_omitted = nvdlfw_omission(*this);
   megatron = megatron_fp8(*this);
   precision_config_mixes = fp8 && !precision_config_omitted && r.module_plan && r.chosen &&
                            r.module_plan->base == *r.chosen && recipe_kind_traits(candidate->recipe.kind).te_per_module;

@@ -50,6 +50,17 @@ struct TrainedPlan {
   std::string differs;
 };
 
+// One section of nvdlfw_inspect.yaml: a group of captured layers one name selects (module_groups
+// under nvdlfw's dot-suffix match: two sections matching one module would fail at its lookup),
+// its plan as one module (merged_decision: BF16 where any member's is), the GEMMs it keeps in
+// BF16 and the watch list's items on its FP8 GEMMs.
+struct NvdlfwSection {
+  ModuleGroup group;
+  LayerDecision merged;
+  std::vector<std::string> bf16;        // GEMM names ("fprop"), in GEMM order
+  std::vector<const WatchItem*> watch;  // into Recommendation::watch
+};
+
 struct ConsumerPlan {
   // Implicit, so that a renderer given a Recommendation (the tests' hand-built ones) plans it
   // there; a run builds the plan once and hands it to every renderer.
@@ -73,6 +84,9 @@ struct ConsumerPlan {
   // Why nvdlfw_inspect.yaml is not written (no FP8 candidate, or no fallback and no GEMM to
   // watch); unset: it is (megatron_bridge.yaml's tensor_inspect names it then).
   std::optional<std::string> nvdlfw_omitted;
+  // Its sections when the plan trains FP8: every group that falls back or is watched, in
+  // module_groups order (empty when nothing trains FP8: the file then turns every layer BF16).
+  std::vector<NvdlfwSection> nvdlfw_sections;
   MegatronFp8 megatron;  // it reads the fields above
   // What the files train (set last): [0] per GEMM, [1] per module (Megatron's files, and
   // torchao.json where it trains the same), [2] torchao.json where it trains another plan (its

@@ -6,7 +6,6 @@
 #include "core/te_version.hpp"
 #include "core/text.hpp"
 #include "reports/consumers/megatron_settings.hpp"
-#include "reports/consumers/nvdlfw_inspect_yaml.hpp"
 
 namespace fp8a {
 namespace {

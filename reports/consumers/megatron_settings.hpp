@@ -39,15 +39,10 @@ struct MegatronFp8 {
   bool first_last_applied = false;
   MegatronHead head = MegatronHead::kNotCaptured;
   std::string head_layer;   // the captured name of the LM head, when captured
-  bool te_precision_config = false;  // te_precision_config.yaml is written (te_precision_config_omitted)
+  bool te_precision_config = false;  // te_precision_config.yaml is written (ConsumerPlan::precision_config_omitted unset)
   // The BF16 fallbacks the settings above cannot carry, "layer (fprop,wgrad)": every layer with a
   // fallback GEMM outside the applied first/last layers.
   std::vector<std::string> uncovered;
 };
-
-struct ConsumerPlan;
-// From the plan's chosen candidate, fallbacks, first/last layers and te_precision_config.yaml
-// (ConsumerPlan's constructor calls it last).
-MegatronFp8 megatron_fp8(const ConsumerPlan& plan);
 
 }  // namespace fp8a

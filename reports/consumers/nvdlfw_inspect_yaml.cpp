@@ -60,12 +60,6 @@ constexpr const char* kNamingComment[] = {
     "section matches: call it after building the model, or set each TE module's .name yourself.",
 };
 
-// A watch-list item and the index of its layer in rec.layers.
-struct Watched {
-  std::size_t layer = 0;
-  const WatchItem* item = nullptr;
-};
-
 void emit_flow_list(YAML::Emitter& out, const std::vector<std::string>& items) {
   out << YAML::Flow << YAML::BeginSeq;
   for (const std::string& s : items) out << s;
@@ -122,11 +116,11 @@ Artifact every_layer_bf16_file(YAML::Emitter& out, const Recommendation& rec, co
 // The statistics features that watch a section's FP8 GEMMs: the recipe's own quantisation
 // statistics (LogNvfp4TensorStats' two; LogFp8TensorStats' scale_inv and mse from TE 2.7,
 // overflows under delayed scaling) and cur_amax / dynamic_range, on the tensors those GEMMs read.
-void emit_watch_features(YAML::Emitter& out, const std::vector<const Watched*>& watch, RecipeKind kind, TeVersion te) {
+void emit_watch_features(YAML::Emitter& out, const std::vector<const WatchItem*>& watch, RecipeKind kind, TeVersion te) {
   std::vector<std::string> tensors;
   for (Role r : {Role::kActivation, Role::kWeight, Role::kGradient})
-    for (const Watched* w : watch) {
-      const auto roles = gemm_roles(w->item->gemm);
+    for (const WatchItem* w : watch) {
+      const auto roles = gemm_roles(w->gemm);
       if ((roles[0] == r || roles[1] == r) && std::find(tensors.begin(), tensors.end(), role_name(r)) == tensors.end())
         tensors.push_back(role_name(r));
     }
@@ -156,42 +150,25 @@ void emit_watch_features(YAML::Emitter& out, const std::vector<const Watched*>& 
   out << YAML::EndMap;
 }
 
-// What a section holds: a fallback (its GEMMs in BF16), a watch (statistics), or both.
-struct SectionKinds {
-  bool fallback = false, watch = false;
-};
-
-// The section of one group of captured layers whose names select a common module (two sections
-// matching one module would fail at its lookup): the group's plan is BF16 where any member's is;
-// nothing when it neither falls back nor watches.
-SectionKinds emit_group_section(YAML::Emitter& out, const Recommendation& rec, const ModuleGroup& group,
-                                const std::vector<Watched>& fp8, const RunCandidate& c, const DisableFeatures& disable,
-                                std::set<std::string>* sections) {
-  const LayerDecision l = merged_decision(rec.layers, group);
-  std::vector<std::string> bf16;
-  for (const GemmDecision& g : l.gemms)
-    if (is_fallback(g)) bf16.push_back(gemm_name(g.gemm));
-  std::vector<const Watched*> watch;
-  for (const Watched& w : fp8)
-    if (std::find(group.layers.begin(), group.layers.end(), w.layer) != group.layers.end() &&
-        std::find(bf16.begin(), bf16.end(), gemm_name(w.item->gemm)) == bf16.end())
-      watch.push_back(&w);
-  if (bf16.empty() && watch.empty()) return {};
-  const MappedName& name = group.name;
-  for (std::size_t li : group.layers) {
+// One section (NvdlfwSection): the members' names, why BF16, what is watched, then the layer
+// regex and TE's features.
+void emit_section(YAML::Emitter& out, const Recommendation& rec, const NvdlfwSection& s, RecipeKind kind,
+                  const DisableFeatures& disable, std::set<std::string>* sections) {
+  const MappedName& name = s.group.name;
+  for (std::size_t li : s.group.layers) {
     const MappedName member = nvdlfw_layer_name(rec.layers[li].layer);
     out << YAML::Newline << comment(rec.layers[li].layer + " -> " + member.name + " (" + member.note + ")");
   }
-  if (const std::string note = group_note(rec.layers, group, "nvdlfw_inspect.yaml"); !note.empty())
+  if (const std::string note = group_note(rec.layers, s.group, "nvdlfw_inspect.yaml"); !note.empty())
     out << YAML::Newline << comment(note);
-  if (!bf16.empty()) out << YAML::Newline << comment("BF16: " + first_bf16_reason(l));
-  for (const Watched* w : watch)
+  if (!s.bf16.empty()) out << YAML::Newline << comment("BF16: " + first_bf16_reason(s.merged));
+  for (const WatchItem* w : s.watch)
     out << YAML::Newline
-        << comment("watch: " + std::string(gemm_name(w->item->gemm)) + " kept FP8 with margin " +
-                   margin_text(w->item->margin) + " (" + criterion_name(w->item->criterion) +
-                   (w->item->status == WatchStatus::kWatched  ? ", over its watch-only threshold)"
-                    : w->item->status == WatchStatus::kFailed ? ", failed)"
-                                                              : ")"));
+        << comment("watch: " + std::string(gemm_name(w->gemm)) + " kept FP8 with margin " + margin_text(w->margin) +
+                   " (" + criterion_name(w->criterion) +
+                   (w->status == WatchStatus::kWatched  ? ", over its watch-only threshold)"
+                    : w->status == WatchStatus::kFailed ? ", failed)"
+                                                        : ")"));
   out << YAML::Key << section_name(name.name, sections) << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "enabled" << YAML::Value << true;
   out << YAML::Key << "layers" << YAML::Value << YAML::BeginMap;
@@ -199,58 +176,44 @@ SectionKinds emit_group_section(YAML::Emitter& out, const Recommendation& rec, c
       << python_suffix_regex(name.name, name.any_dot);
   out << YAML::EndMap;
   out << YAML::Key << "transformer_engine" << YAML::Value << YAML::BeginMap;
-  if (bf16.size() == 3) {
+  if (s.bf16.size() == 3) {
     out << YAML::Key << disable.layer << YAML::Value << YAML::BeginMap;
     out << YAML::Key << "enabled" << YAML::Value << true << YAML::EndMap;
-  } else if (!bf16.empty()) {
+  } else if (!s.bf16.empty()) {
     out << YAML::Key << disable.gemm << YAML::Value << YAML::BeginMap;
     out << YAML::Key << "enabled" << YAML::Value << true;
     out << YAML::Key << "gemms" << YAML::Value;
-    emit_flow_list(out, bf16);
+    emit_flow_list(out, s.bf16);
     out << YAML::EndMap;
   }
-  if (!watch.empty()) emit_watch_features(out, watch, c.recipe.kind, rec.te_version);
+  if (!s.watch.empty()) emit_watch_features(out, s.watch, kind, rec.te_version);
   out << YAML::EndMap;  // transformer_engine
   out << YAML::EndMap;  // section
-  return {!bf16.empty(), !watch.empty()};
 }
 
 }  // namespace
 
 std::optional<Artifact> render_nvdlfw_inspect_yaml(const ConsumerPlan& plan, std::string* why_omitted) {
-  const Recommendation& rec = *plan.rec;
-  const auto omit = [&](const std::string& why) -> std::optional<Artifact> {
-    if (why_omitted != nullptr) *why_omitted = why;
+  if (plan.nvdlfw_omitted) {
+    if (why_omitted != nullptr) *why_omitted = *plan.nvdlfw_omitted;
     return std::nullopt;
-  };
-  const RunCandidate* c = plan.candidate;
-  if (c == nullptr) return omit("nvdlfw_inspect.yaml not written: no FP8 candidate was chosen");
-  // TE's debug features quantise NVFP4 from 2.13 (PR #2296: DisableQuantizationGEMM/Layer and
-  // LogNvfp4TensorStats; the FP8-only DisableFP8GEMM and LogFp8TensorStats before).
-  if (c->recipe.kind == RecipeKind::kNvfp4 && !te_has_disable_quantization(rec.te_version))
-    return omit("nvdlfw_inspect.yaml not written: TE's debug tools take NVFP4 from TE 2.13 (DisableQuantizationGEMM, "
-                "LogNvfp4TensorStats), and this is for TE " + te_version_text(rec.te_version) + " (--te-version)");
-  // The recommendation's watch list, by the index of its layer in rec.layers.
-  std::vector<Watched> fp8;
-  for (const WatchItem& w : rec.watch)
-    for (std::size_t i = 0; i < rec.layers.size(); ++i)
-      if (rec.layers[i].layer == w.layer) fp8.push_back({i, &w});
+  }
+  const Recommendation& rec = *plan.rec;
+  const RunCandidate& c = *plan.candidate;
   const DisableFeatures disable = disable_features(rec.te_version);
   YAML::Emitter out;
-  emit_header(out, *c, rec.te_version);
+  emit_header(out, c, rec.te_version);
   if (!plan.fp8) return every_layer_bf16_file(out, rec, disable);
   out << comment("Layers not named here run the recipe: the plan judged the captured layers only.") << YAML::Newline;
   out << YAML::BeginMap;
   std::set<std::string> sections;
   int fallbacks = 0, watched_layers = 0;
-  for (const ModuleGroup& group : module_groups(rec.layers, nvdlfw_layer_name, NameMatch::kDotSuffix)) {
-    const SectionKinds k = emit_group_section(out, rec, group, fp8, *c, disable, &sections);
-    fallbacks += k.fallback ? 1 : 0;
-    watched_layers += k.watch ? 1 : 0;
+  for (const NvdlfwSection& s : plan.nvdlfw_sections) {
+    emit_section(out, rec, s, c.recipe.kind, disable, &sections);
+    fallbacks += s.bf16.empty() ? 0 : 1;
+    watched_layers += s.watch.empty() ? 0 : 1;
   }
   out << YAML::EndMap;
-  if (fallbacks == 0 && watched_layers == 0)
-    return omit("nvdlfw_inspect.yaml not written: no BF16 fallback and no FP8 GEMM to watch");
   FP8A_CHECK(out.good(), "nvdlfw_inspect.yaml: the YAML emitter failed");
   return Artifact{"nvdlfw_inspect.yaml", std::string(out.c_str(), out.size()) + "\n",
                   std::to_string(fallbacks) + " fallbacks, " + std::to_string(watched_layers) + " layers watched"};

@@ -67,16 +67,6 @@ std::string megatron_config_name(const RunCandidate& c) {
   return std::string(kind.megatron_recipe) + (kind.megatron_fp4 ? "" : "_" + std::string(training_format_name(c.format)));
 }
 
-std::optional<std::string> te_precision_config_omitted(const Recommendation& rec) {
-  const RunCandidate* c = chosen_candidate(rec);
-  if (c == nullptr) return "te_precision_config.yaml not written: no FP8 candidate was chosen";
-  const RecipeKindTraits& kind = recipe_kind_traits(c->recipe.kind);
-  if (kind.te_per_module) return std::nullopt;
-  for (const LayerDecision& l : rec.layers)
-    if (has_bf16_gemm(l)) return std::nullopt;
-  return std::string("te_precision_config.yaml not written: Megatron's precision config cannot express ") +
-         kind.short_name + " (set by megatron_args.txt) and the plan keeps no module in BF16";
-}
 
 namespace {
 

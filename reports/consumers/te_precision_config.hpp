@@ -24,11 +24,6 @@ namespace fp8a {
 // Megatron's config key for the candidate ("tensorwise_hybrid"); also the file's config name.
 std::string megatron_config_name(const RunCandidate& c);
 
-// Why te_precision_config.yaml is not written, unset when it is: no chosen candidate, or delayed
-// scaling (the file cannot name it) with no module kept in BF16. render_te_precision_config and
-// megatron_args.txt's --te-precision-config-file both ask it.
-std::optional<std::string> te_precision_config_omitted(const Recommendation& rec);
-
 // Unset when the file would say nothing Megatron can use (no chosen candidate, or delayed
 // scaling with no BF16 fallback); `why_omitted` then says why. Note: "N module matchers" with a
 // per-module plan, else "N BF16 matchers".
