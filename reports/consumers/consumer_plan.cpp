@@ -98,15 +98,9 @@ void merge_groups(TrainedPlan& t, const std::vector<ModuleGroup>& groups, const 
   std::vector<std::string> changed;
   for (const ModuleGroup& group : groups) {
     if (group.layers.size() < 2) continue;
-    std::array<Precision, 3> p = t.precision[group.layers.front()];
-    const std::optional<std::size_t> c = t.candidate[group.layers.front()];
-    bool same_recipe = true;
-    for (std::size_t li : group.layers) {
-      same_recipe = same_recipe && t.candidate[li] == c;
-      for (std::size_t g = 0; g < 3; ++g)
-        if (t.precision[li][g] == Precision::kBf16) p[g] = Precision::kBf16;
-    }
-    if (!same_recipe) p.fill(Precision::kBf16);
+    std::vector<MemberPlan> members;
+    for (std::size_t li : group.layers) members.push_back({t.precision[li], t.candidate[li]});
+    const std::array<Precision, 3> p = merge_members(members).precision;
     bool any = false;
     for (std::size_t li : group.layers) {
       any = any || t.precision[li] != p;

@@ -161,6 +161,23 @@ std::vector<ModuleGroup> module_groups(const std::vector<LayerDecision>& layers,
   return groups;
 }
 
+MergedMembers merge_members(std::span<const MemberPlan> members) {
+  MergedMembers m;
+  if (members.empty()) return m;
+  m.precision = members.front().precision;
+  m.candidate = members.front().candidate;
+  for (const MemberPlan& p : members) {
+    m.recipes_agree = m.recipes_agree && p.candidate == members.front().candidate;
+    for (std::size_t g = 0; g < 3; ++g)
+      if (p.precision[g] == Precision::kBf16) m.precision[g] = Precision::kBf16;
+  }
+  if (!m.recipes_agree) {
+    m.precision.fill(Precision::kBf16);
+    m.candidate.reset();
+  }
+  return m;
+}
+
 LayerDecision merged_decision(const std::vector<LayerDecision>& layers, const ModuleGroup& group) {
   LayerDecision merged = layers[group.layers.front()];
   for (std::size_t i : group.layers)

@@ -2,7 +2,9 @@
 // Recommendation: the chosen candidate and which modules of which transformer layers stay BF16.
 #pragma once
 
+#include <array>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -61,8 +63,25 @@ struct ModuleGroup {
 std::vector<ModuleGroup> module_groups(const std::vector<LayerDecision>& layers,
                                        MappedName (*map)(const std::string&), NameMatch match);
 
-// The group's plan as one module: each GEMM a fallback (with that member's reason) when any member
-// keeps it BF16, else judged as its first member that judged it.
+// A captured layer's plan as a consumer file holds it: each GEMM's precision, and the recipe
+// (an index into Recommendation::candidates) it trains under; unset: none, BF16.
+struct MemberPlan {
+  std::array<Precision, 3> precision{};
+  std::optional<std::size_t> candidate;
+};
+// The one rule for captured layers a consumer name selects together (a group): each GEMM BF16
+// where any member's is; every GEMM BF16 where the members' recipes differ. `recipes_agree` says
+// which; `candidate` is the shared recipe when they agree.
+struct MergedMembers {
+  std::array<Precision, 3> precision{};
+  std::optional<std::size_t> candidate;
+  bool recipes_agree = true;
+};
+MergedMembers merge_members(std::span<const MemberPlan> members);
+
+// The group's plan as one module, with its reasons: merge_members' rule on a single recipe's
+// decisions, each GEMM a fallback (with that member's reason) when any member keeps it BF16,
+// else judged as its first member that judged it.
 LayerDecision merged_decision(const std::vector<LayerDecision>& layers, const ModuleGroup& group);
 
 // Whether the group's members keep different GEMMs in BF16 (the one plan then differs from some).

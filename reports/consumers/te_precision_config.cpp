@@ -127,19 +127,20 @@ std::optional<ModuleMatcher> module_matcher(const Recommendation& rec, const Mod
     m.why += first_bf16_reason(l);
     return m;
   }
-  // The members' module choices: one candidate if they agree, else BF16.
-  std::optional<std::optional<std::size_t>> choice;
-  const ModuleChoice* first = nullptr;
-  bool agree = true;
+  // The members' module choices, merged (merge_members): one candidate if they agree, else BF16.
+  std::vector<MemberPlan> members;
   for (std::size_t li : group.layers) {
-    const ModuleChoice* c = li < mp->modules.size() ? &mp->modules[li] : nullptr;
-    const std::optional<std::size_t> pick = c != nullptr ? c->candidate : std::nullopt;
-    if (!choice) choice = pick, first = c;
-    agree = agree && *choice == pick;
+    const std::optional<std::size_t> pick = li < mp->modules.size() ? mp->modules[li].candidate : std::nullopt;
+    const Precision p = pick ? Precision::kFp8 : Precision::kBf16;
+    members.push_back({{p, p, p}, pick});
   }
-  if (agree && *choice && **choice == mp->base) return std::nullopt;  // on the base: the "rest" matcher
-  if (agree && *choice) m.config = megatron_config_name(rec.candidates[**choice].candidate);
-  if (agree) {
+  const MergedMembers merged = merge_members(members);
+  const std::size_t front = group.layers.front();
+  const ModuleChoice* first = front < mp->modules.size() ? &mp->modules[front] : nullptr;
+  if (merged.recipes_agree && merged.candidate && *merged.candidate == mp->base)
+    return std::nullopt;  // on the base: the "rest" matcher
+  if (merged.recipes_agree && merged.candidate) m.config = megatron_config_name(rec.candidates[*merged.candidate].candidate);
+  if (merged.recipes_agree) {
     m.why += first != nullptr ? first->reason : "";
     return m;
   }

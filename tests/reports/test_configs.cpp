@@ -1092,3 +1092,26 @@ TEST_CASE("NVFP4: every consumer file names it as that consumer does") {
   CHECK(nlohmann::json::parse(rj)["recipe"]["class"] == "NVFP4BlockScaling");
   check_golden("recipe_nvfp4.json", rj);
 }
+
+TEST_CASE("merge_members: the one rule for captured layers one consumer name selects") {
+  using fp8a::MemberPlan;
+  using fp8a::Precision;
+  constexpr Precision F = Precision::kFp8, B = Precision::kBf16;
+  // Same recipe: each GEMM BF16 where any member's is.
+  const std::vector<MemberPlan> same = {{{F, F, B}, 2}, {{B, F, F}, 2}};
+  const fp8a::MergedMembers a = fp8a::merge_members(same);
+  CHECK(a.recipes_agree);
+  CHECK(a.candidate == std::optional<std::size_t>(2));
+  CHECK(a.precision == std::array<Precision, 3>{B, F, B});
+  // Recipes that differ (or one member BF16 throughout, no recipe): the whole module BF16.
+  const std::vector<MemberPlan> differ = {{{F, F, F}, 2}, {{F, F, F}, 3}};
+  const fp8a::MergedMembers b = fp8a::merge_members(differ);
+  CHECK_FALSE(b.recipes_agree);
+  CHECK_FALSE(b.candidate);
+  CHECK(b.precision == std::array<Precision, 3>{B, B, B});
+  const std::vector<MemberPlan> one_bf16 = {{{F, F, F}, 1}, {{B, B, B}, std::nullopt}};
+  CHECK(fp8a::merge_members(one_bf16).precision == std::array<Precision, 3>{B, B, B});
+  // One member: its own plan.
+  const std::vector<MemberPlan> alone = {{{F, B, F}, 0}};
+  CHECK(fp8a::merge_members(alone).precision == std::array<Precision, 3>{F, B, F});
+}
