@@ -129,6 +129,15 @@ struct RecipeKindTraits {
   // --fp4-recipe, Megatron-Core 0.15+; Bridge's fp4 / fp4_recipe; the precision config's
   // fp4_quantization_recipe, with no fp8_format), not its FP8 ones.
   bool megatron_fp4 = false;
+  // Bits of an element of its quantised copy: 8 (FP8), 4 (NVFP4's E2M1: the GPU's FP4 peak and
+  // half a byte in the cost model), 16 (BF16).
+  int element_bits = 8;
+  // Its cast needs the tensor's amax first, in a pass of its own over the BF16 tensor (current
+  // scaling; delayed takes it from the history, block and MXFP8 find each block's inside the cast).
+  bool amax_pass = false;
+  // Megatron runs its LM head (output_layer) in this kind with --fp8-output-proj
+  // (TELMHeadColumnParallelLinear, Megatron-Core 0.18+: MXFP8 only); other kinds leave it BF16.
+  bool megatron_output_proj = false;
 };
 inline constexpr RecipeKindTraits kRecipeKinds[] = {
     {.kind = RecipeKind::kPerTensorCurrent,
@@ -152,7 +161,8 @@ inline constexpr RecipeKindTraits kRecipeKinds[] = {
      .torchao_recipe = "tensorwise",
      .torchao_format = TrainingFormat::kHybrid,
      .te_per_module = true,
-     .default_format = TrainingFormat::kHybrid},
+     .default_format = TrainingFormat::kHybrid,
+     .amax_pass = true},
     {.kind = RecipeKind::kPerTensorDelayed,
      .name = "delayed",
      .options = "history=H, algo=max|most_recent, margin=M",
@@ -221,7 +231,8 @@ inline constexpr RecipeKindTraits kRecipeKinds[] = {
      .torchao_recipe = "",
      .torchao_format = TrainingFormat::kHybrid,
      .te_per_module = true,
-     .default_format = TrainingFormat::kE4M3},
+     .default_format = TrainingFormat::kE4M3,
+     .megatron_output_proj = true},
     {.kind = RecipeKind::kNvfp4,
      .name = "nvfp4",
      .options = "no_rht, no_sr, no_2d",
@@ -251,7 +262,8 @@ inline constexpr RecipeKindTraits kRecipeKinds[] = {
      .te_per_module = true,
      // NVFP4BlockScaling's fp8_format (E4M3, asserted in __post_init__): the block scales' type.
      .default_format = TrainingFormat::kE4M3,
-     .megatron_fp4 = true},
+     .megatron_fp4 = true,
+     .element_bits = 4},
     {.kind = RecipeKind::kBf16,
      .name = "bf16",
      .options = "",
@@ -273,7 +285,8 @@ inline constexpr RecipeKindTraits kRecipeKinds[] = {
      .torchao_recipe = "",
      .torchao_format = TrainingFormat::kHybrid,
      .te_per_module = false,
-     .default_format = TrainingFormat::kHybrid},
+     .default_format = TrainingFormat::kHybrid,
+     .element_bits = 16},
 };
 const RecipeKindTraits& recipe_kind_traits(RecipeKind kind);
 

@@ -86,7 +86,7 @@ RecipeSupport recipe_support(const Recipe& recipe, const GpuTarget& gpu) {
   if (kind == RecipeKind::kBlock && !recipe.pow2_scales && gpu.sm >= 100 && te_runs_on(kind, gpu.sm))
     return {false, std::string("FP32 block scales do not run on sm_100+ (TE runs block scaling there as MXFP8 "
                                "GEMMs: power-of-two scales only); ") + gpu.name + " is " + sm_text(gpu.sm)};
-  if (te_runs_on(kind, gpu.sm) && kind == RecipeKind::kNvfp4 && !(gpu.fp4_tflops > 0))
+  if (te_runs_on(kind, gpu.sm) && recipe_kind_traits(kind).element_bits == 4 && !(gpu.fp4_tflops > 0))
     return {false, std::string("nvfp4 needs an FP4 tensor-core rate; the table has none for ") + gpu.name};
   if (te_runs_on(kind, gpu.sm)) return {};
   const auto& row = recipe_kind_traits(kind);
@@ -124,7 +124,8 @@ KernelCost gemm_cost_fp8(const GemmShape& s, const Recipe& recipe, Role a, Role 
   const double scales = (block_scale_count(recipe, a, s.m, s.k) +
                          block_scale_count(recipe, b, s.n, s.k)) * scale_bytes(recipe);
   const double bytes = element_bytes(recipe) * (s.m * s.k + s.n * s.k) + scales + kBf16Bytes * s.m * s.n;
-  return kernel(gemm_flops(s), recipe.kind == RecipeKind::kNvfp4 ? gpu.fp4_tflops : gpu.fp8_tflops, bytes, gpu);
+  return kernel(gemm_flops(s), recipe_kind_traits(recipe.kind).element_bits == 4 ? gpu.fp4_tflops : gpu.fp8_tflops, bytes,
+                gpu);
 }
 
 double block_scale_count(const Recipe& recipe, Role role, double outer, double reduction) {
@@ -135,7 +136,9 @@ double block_scale_count(const Recipe& recipe, Role role, double outer, double r
          std::ceil(reduction / static_cast<double>(block.cols));
 }
 
-double element_bytes(const Recipe& recipe) { return recipe.kind == RecipeKind::kNvfp4 ? kFp4Bytes : kFp8Bytes; }
+double element_bytes(const Recipe& recipe) {
+  return recipe_kind_traits(recipe.kind).element_bits == 4 ? kFp4Bytes : kFp8Bytes;
+}
 
 double scale_bytes(const Recipe& recipe) {
   if (!is_fp8(recipe.kind)) return 0.0;
@@ -169,7 +172,7 @@ bool input_from_fused_norm(std::string_view layer) {
 }
 
 KernelCost amax_cost(const Recipe& recipe, double elements, const GpuTarget& gpu) {
-  if (recipe.kind != RecipeKind::kPerTensorCurrent) return {};
+  if (!recipe_kind_traits(recipe.kind).amax_pass) return {};
   return kernel(0.0, 0.0, kBf16Bytes * elements, gpu);
 }
 

@@ -169,7 +169,7 @@ std::string forced_bf16(const RecommendationEvidence& ev, const CapturedLayer& l
   if (is_moe_router(layer.name))
     return "Megatron's MoE router is not a TE module: router_gating_linear runs its GEMMs unquantised, in the "
            "router's dtype, under any recipe (megatron/core/transformer/moe/router.py, moe_utils.py)";
-  if (is_lm_head(layer.name) && cand.recipe.kind != RecipeKind::kMx)
+  if (is_lm_head(layer.name) && !recipe_kind_traits(cand.recipe.kind).megatron_output_proj)
     return std::string("Megatron's LM head (output_layer) is a ColumnParallelLinear, not a TE module: it trains "
                        "in BF16 under ") + kind.short_name +
            " (FP8 only through --fp8-output-proj under mxfp8, Megatron-Core 0.18+)";

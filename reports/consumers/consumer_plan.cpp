@@ -66,7 +66,7 @@ MegatronFp8 megatron_fp8(const ConsumerPlan& plan) {
   m.fp4 = recipe_kind_traits(r.kind).megatron_fp4;
   m.format = m.fp4 ? "e2m1" : carry_format(r.kind, m.candidate->format, Consumer::kMegatronArgs).value;
   m.recipe = recipe_kind_traits(r.kind).megatron_recipe;
-  m.delayed = r.kind == RecipeKind::kPerTensorDelayed;
+  m.delayed = replays_history(r.kind);
   if (m.delayed) m.amax_compute_algo = r.algo == DelayedAlgo::kMax ? "max" : "most_recent";
   m.first_last = plan.first_last;
   m.first_last_applied = !m.delayed && (m.first_last.at_start > 0 || m.first_last.at_end > 0);
@@ -74,7 +74,7 @@ MegatronFp8 megatron_fp8(const ConsumerPlan& plan) {
     if (megatron_module_path(l.layer).name != "output_layer") continue;
     m.head_layer = l.layer;
     if (l.precision == Precision::kBf16) m.head = MegatronHead::kBf16;
-    else m.head = r.kind == RecipeKind::kMx ? MegatronHead::kFp8 : MegatronHead::kFp8Lost;
+    else m.head = recipe_kind_traits(r.kind).megatron_output_proj ? MegatronHead::kFp8 : MegatronHead::kFp8Lost;
     break;
   }
   m.te_precision_config = !plan.precision_config_omitted.has_value();

@@ -130,7 +130,7 @@ void emit_watch_features(YAML::Emitter& out, const std::vector<const WatchItem*>
     stats.push_back("mse");  // LogNvfp4TensorStats has these two
   } else if (te_has_fp8_scale_stats(te)) {
     stats.insert(stats.end(), {"scale_inv_min", "scale_inv_max", "mse"});
-    if (kind == RecipeKind::kPerTensorDelayed) stats.insert(stats.begin() + 1, "overflows%");
+    if (replays_history(kind)) stats.insert(stats.begin() + 1, "overflows%");  // delayed scaling's only
   }
   out << YAML::Key << (nvfp4 ? "LogNvfp4TensorStats" : "LogFp8TensorStats") << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "enabled" << YAML::Value << true;
