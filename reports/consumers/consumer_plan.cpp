@@ -286,4 +286,6 @@ ConsumerPlan::ConsumerPlan(const Recommendation& r) : rec(&r) {
   if (by_torchao) trained.push_back(std::move(*by_torchao));
 }
 
+ConsumerPlan plan_consumers(const Recommendation& rec) { return ConsumerPlan(rec); }
+
 }  // namespace fp8a

@@ -62,9 +62,8 @@ struct NvdlfwSection {
 };
 
 struct ConsumerPlan {
-  // Implicit, so that a renderer given a Recommendation (the tests' hand-built ones) plans it
-  // there; a run builds the plan once and hands it to every renderer.
-  ConsumerPlan(const Recommendation& rec);  // NOLINT(google-explicit-constructor)
+  // plan_consumers; `rec` must outlive the plan.
+  explicit ConsumerPlan(const Recommendation& rec);
 
   const Recommendation* rec;
   const RunCandidate* candidate = nullptr;  // the chosen one; null: none
@@ -104,5 +103,9 @@ struct ConsumerPlan {
 
   const std::vector<std::string>& notes(Consumer c) const { return option_notes[static_cast<int>(c)]; }
 };
+
+// Every consumer file's plan for the recommendation, decided once (render_run builds it and hands
+// it to every renderer and the answer); it points into `rec`, which must outlive it.
+ConsumerPlan plan_consumers(const Recommendation& rec);
 
 }  // namespace fp8a

@@ -230,13 +230,13 @@ TEST_CASE("a GEMM with no operand captured is BF16 in the plan but no fallback")
   CHECK_FALSE(has_bf16_gemm(rec.layers[2]));
   CHECK_FALSE(whole_layer_fallback(rec.layers[2]));
   CHECK(first_last_bf16(rec).at_start == 1);
-  const auto nv = render_nvdlfw_inspect_yaml(rec);
+  const auto nv = render_nvdlfw_inspect_yaml(plan_consumers(rec));
   REQUIRE(nv.has_value());
   CHECK(nv->contents.find("DisableQuantizationLayer") == std::string::npos);  // not every GEMM judged
   CHECK(nv->contents.find("gemms: [fprop]") != std::string::npos);
   CHECK(nv->contents.find("gemms: [dgrad]") != std::string::npos);
   CHECK(nv->contents.find("layers.3.mlp") == std::string::npos);  // layers.2, nothing judged
-  CHECK(render_torchao_json(rec).note == "tensorwise, 2 modules kept high precision");
+  CHECK(render_torchao_json(plan_consumers(rec)).note == "tensorwise, 2 modules kept high precision");
 }
 
 // The number of times `what` occurs in `text`.
@@ -252,14 +252,14 @@ TEST_CASE("two captured names of one module give one matcher and one nvdlfw sect
                                       {{"module.decoder.layers.0.mlp.linear_fc1", "fff", {0.9, 0.9, 0.9}},
                                        {"decoder.layers.0.mlp.linear_fc1", "fbb", {0.9, -1, -1}},
                                        {"decoder.layers.1.mlp.linear_fc1", "fff", {0.9, 0.9, 0.9}}});
-  const auto te = render_te_precision_config(rec);
+  const auto te = render_te_precision_config(plan_consumers(rec));
   REQUIRE(te.has_value());
   CHECK(count_of(te->contents, "bf16_decoder_layers_0_mlp_linear_fc1:") == 1);
   CHECK(count_of(te->contents, "pattern: \"decoder.layers.0.mlp.linear_fc1\"") == 1);
   CHECK(te->contents.find("2 captured layers are one module 'decoder.layers.0.mlp.linear_fc1' in "
                           "te_precision_config.yaml (module.decoder.layers.0.mlp.linear_fc1, "
                           "decoder.layers.0.mlp.linear_fc1): their plans differ") != std::string::npos);
-  const auto nv = render_nvdlfw_inspect_yaml(rec);
+  const auto nv = render_nvdlfw_inspect_yaml(plan_consumers(rec));
   REQUIRE(nv.has_value());
   CHECK(count_of(nv->contents, "layer_name_regex_pattern: '(^|\\.)decoder\\.layers\\.1\\.mlp\\.linear_fc1$'") == 1);
   CHECK(nv->contents.find("gemms: [dgrad, wgrad]") != std::string::npos);
@@ -281,12 +281,12 @@ TEST_CASE("two stacks of a multimodal model: one Megatron path, two nvdlfw secti
   CHECK(nvdlfw_layer_name("module.module.language_model.decoder.layers.0.mlp.linear_fc1").name ==
         "language_model.decoder.layers.1.mlp.linear_fc1");  // DDP and Float16Module left out
   CHECK(megatron_module_path("encoder.layers.2.mlp.linear_fc1").name == "encoder.layers.2.mlp.linear_fc1");
-  const auto te = render_te_precision_config(rec);
+  const auto te = render_te_precision_config(plan_consumers(rec));
   REQUIRE(te.has_value());
   CHECK(count_of(te->contents, "config: bf16\n") == 1);
   CHECK(te->contents.find("2 captured layers are one module 'decoder.layers.0.self_attention.linear_qkv'") !=
         std::string::npos);
-  const auto nv = render_nvdlfw_inspect_yaml(rec);
+  const auto nv = render_nvdlfw_inspect_yaml(plan_consumers(rec));
   REQUIRE(nv.has_value());
   CHECK(nv->contents.find("'(^|\\.)vision_model\\.decoder\\.layers\\.1\\.self_attention\\.linear_qkv$'") !=
         std::string::npos);
@@ -305,7 +305,7 @@ TEST_CASE("a grouped module's experts: one matcher, BF16 for the expert that nee
   mp.modules = {{rec.layers[0].layer, 0, ""}, {rec.layers[1].layer, std::nullopt, "fprop: weight underflow 99 %"},
                 {rec.layers[2].layer, 0, ""}};
   rec.module_plan = mp;
-  const auto te = render_te_precision_config(rec);
+  const auto te = render_te_precision_config(plan_consumers(rec));
   REQUIRE(te.has_value());
   CHECK(count_of(te->contents, "config: bf16\n") == 1);
   CHECK(te->contents.find("pattern: \"decoder.layers.0.mlp.experts.linear_fc1\"\n") != std::string::npos);
@@ -345,7 +345,7 @@ TEST_CASE("a name selects only its own module: proj is not out_proj, layers.0 is
                                        {"\xE2\x80\xA8x", "fff", {0.9, 0.9, 0.9}},
                                        {"layers.00.mlp.linear_fc1", "bff", {-1, 0.9, 0.9}},
                                        {"layers.0.mlp.linear_fc1", "ffb", {0.9, 0.9, -1}}});
-  const auto te = render_te_precision_config(rec);
+  const auto te = render_te_precision_config(plan_consumers(rec));
   REQUIRE(te.has_value());
   const YAML::Node doc = YAML::Load(te->contents);
   std::vector<std::string> patterns;
@@ -356,11 +356,11 @@ TEST_CASE("a name selects only its own module: proj is not out_proj, layers.0 is
   CHECK(te->contents.find("pattern: \"\\ufeffx\"") != std::string::npos);  // escaped in the file
   CHECK(te->contents.find("their plans differ, so each GEMM that any of them keeps in BF16 is BF16 here") !=
         std::string::npos);
-  const auto nv = render_nvdlfw_inspect_yaml(rec);
+  const auto nv = render_nvdlfw_inspect_yaml(plan_consumers(rec));
   REQUIRE(nv.has_value());
   CHECK(nv->contents.find("'(^|\\.)proj$'") != std::string::npos);
   CHECK(nv->contents.find("gemms: [fprop, wgrad]") != std::string::npos);  // the union of both plans
-  const std::string torchao = render_torchao_json(rec).contents;
+  const std::string torchao = render_torchao_json(plan_consumers(rec)).contents;
   CHECK(torchao.find("fqn == f or fqn.endswith('.' + f)") != std::string::npos);
 }
 
@@ -375,42 +375,42 @@ TEST_CASE("first/last BF16 runs count whole captured layers from both ends") {
 }
 
 TEST_CASE("megatron_args.txt: the mixed, delayed and block plans match their golden files") {
-  const Artifact mixed = render_megatron_args(mixed_rec());
+  const Artifact mixed = render_megatron_args(plan_consumers(mixed_rec()));
   CHECK(mixed.name == "megatron_args.txt");
   CHECK(mixed.note == "--fp8-recipe tensorwise --fp8-format hybrid --first-last-layers-bf16 --te-precision-config-file");
   check_golden("megatron_args_mixed.txt", mixed.contents);
-  const Artifact delayed = render_megatron_args(delayed_rec());
+  const Artifact delayed = render_megatron_args(plan_consumers(delayed_rec()));
   CHECK(delayed.contents.find("\n--first-last-layers-bf16") == std::string::npos);
   check_golden("megatron_args_delayed.txt", delayed.contents);
-  check_golden("megatron_args_block.txt", render_megatron_args(block_rec()).contents);
+  check_golden("megatron_args_block.txt", render_megatron_args(plan_consumers(block_rec())).contents);
   Recommendation none;
   none.why = "no candidate";
-  const Artifact empty = render_megatron_args(none);
+  const Artifact empty = render_megatron_args(plan_consumers(none));
   CHECK(empty.note == "no FP8 candidate");
   CHECK(empty.contents.find("\n--") == std::string::npos);
 }
 
 TEST_CASE("te_precision_config.yaml: BF16 matchers, the recipe's config unless delayed") {
-  const auto mixed = render_te_precision_config(mixed_rec());
+  const auto mixed = render_te_precision_config(plan_consumers(mixed_rec()));
   REQUIRE(mixed.has_value());
   CHECK(mixed->name == "te_precision_config.yaml");
   CHECK(mixed->note == "4 BF16 matchers");
   check_golden("te_precision_config_mixed.yaml", mixed->contents);
-  const auto delayed = render_te_precision_config(delayed_rec());
+  const auto delayed = render_te_precision_config(plan_consumers(delayed_rec()));
   REQUIRE(delayed.has_value());
   CHECK(delayed->contents.find("delayed") != std::string::npos);  // only in the comments
   CHECK(delayed->contents.find("fp8_quantization_recipe") == std::string::npos);
   check_golden("te_precision_config_delayed.yaml", delayed->contents);
-  const auto block = render_te_precision_config(block_rec());
+  const auto block = render_te_precision_config(plan_consumers(block_rec()));
   REQUIRE(block.has_value());
   check_golden("te_precision_config_block.yaml", block->contents);
   // Delayed with nothing in BF16: nothing to say, and why.
   std::string why;
-  CHECK_FALSE(render_te_precision_config(
-                  make_rec("delayed", TrainingFormat::kHybrid, {{"layers.0.mlp.linear_fc1", "fff", {1, 1, 1}}}), &why)
-                  .has_value());
+  const Recommendation all_fp8_delayed =
+      make_rec("delayed", TrainingFormat::kHybrid, {{"layers.0.mlp.linear_fc1", "fff", {1, 1, 1}}});
+  CHECK_FALSE(render_te_precision_config(plan_consumers(all_fp8_delayed), &why).has_value());
   CHECK(why.find("cannot express delayed scaling") != std::string::npos);
-  CHECK_FALSE(render_te_precision_config(Recommendation{}, &why).has_value());
+  CHECK_FALSE(render_te_precision_config(plan_consumers(Recommendation{}), &why).has_value());
   CHECK(why.find("no FP8 candidate") != std::string::npos);
 }
 
@@ -431,7 +431,7 @@ TEST_CASE("te_precision_config.yaml: the per-module plan, each module on its rec
   mp.switched = 3;
   mp.bf16 = 1;
   rec.module_plan = mp;
-  const auto te = render_te_precision_config(rec);
+  const auto te = render_te_precision_config(plan_consumers(rec));
   REQUIRE(te.has_value());
   CHECK(te->note == "4 module matchers");
   check_golden("te_precision_config_modules.yaml", te->contents);
@@ -440,9 +440,9 @@ TEST_CASE("te_precision_config.yaml: the per-module plan, each module on its rec
   delayed.candidates.push_back(mx);
   mp.base = 1;
   delayed.module_plan = mp;
-  const auto d = render_te_precision_config(delayed);
+  const auto d = render_te_precision_config(plan_consumers(delayed));
   REQUIRE(d.has_value());
-  CHECK(d->contents == render_te_precision_config(delayed_rec())->contents);
+  CHECK(d->contents == render_te_precision_config(plan_consumers(delayed_rec()))->contents);
 }
 
 TEST_CASE("module_plan's layer names are written lossless, as every other name field") {
@@ -459,21 +459,21 @@ TEST_CASE("module_plan's layer names are written lossless, as every other name f
 }
 
 TEST_CASE("nvdlfw_inspect.yaml: one section per layer, fallbacks and the riskiest FP8 GEMMs watched") {
-  const auto mixed = render_nvdlfw_inspect_yaml(mixed_rec());
+  const auto mixed = render_nvdlfw_inspect_yaml(plan_consumers(mixed_rec()));
   REQUIRE(mixed.has_value());
   CHECK(mixed->name == "nvdlfw_inspect.yaml");
   // layers.1 fc1: wgrad BF16 and its dgrad (margin 0.12) watched in the same section.
   CHECK(mixed->note == "4 fallbacks, 2 layers watched");
   check_golden("nvdlfw_inspect_mixed.yaml", mixed->contents);
-  const auto delayed = render_nvdlfw_inspect_yaml(delayed_rec());
+  const auto delayed = render_nvdlfw_inspect_yaml(plan_consumers(delayed_rec()));
   REQUIRE(delayed.has_value());
   CHECK(delayed->contents.find("overflows%") != std::string::npos);
   check_golden("nvdlfw_inspect_delayed.yaml", delayed->contents);
-  const auto block = render_nvdlfw_inspect_yaml(block_rec());
+  const auto block = render_nvdlfw_inspect_yaml(plan_consumers(block_rec()));
   REQUIRE(block.has_value());
   CHECK(block->note == "1 fallbacks, 3 layers watched");  // the watch list's five GEMMs of three layers
   check_golden("nvdlfw_inspect_block.yaml", block->contents);
-  const auto modules = render_nvdlfw_inspect_yaml(modules_rec());
+  const auto modules = render_nvdlfw_inspect_yaml(plan_consumers(modules_rec()));
   REQUIRE(modules.has_value());
   CHECK(modules->note == "2 fallbacks, 2 layers watched");
   check_golden("nvdlfw_inspect_modules.yaml", modules->contents);
@@ -481,18 +481,18 @@ TEST_CASE("nvdlfw_inspect.yaml: one section per layer, fallbacks and the riskies
   // debug features of 2.4 check it: tests/consumers run_checks.py te_oldest).
   Recommendation old = mixed_rec();
   old.te_version = kTeOldest;
-  const auto mixed_old = render_nvdlfw_inspect_yaml(old);
+  const auto mixed_old = render_nvdlfw_inspect_yaml(plan_consumers(old));
   REQUIRE(mixed_old.has_value());
   CHECK(mixed_old->contents.find("DisableFP8GEMM") != std::string::npos);
   CHECK(mixed_old->contents.find("DisableQuantizationGEMM:") == std::string::npos);
   CHECK(mixed_old->contents.find("DisableQuantizationLayer:") == std::string::npos);
   check_golden("nvdlfw_inspect_mixed_te2.4.yaml", mixed_old->contents);
-  const auto all_bf16 = render_nvdlfw_inspect_yaml(all_bf16_rec());
+  const auto all_bf16 = render_nvdlfw_inspect_yaml(plan_consumers(all_bf16_rec()));
   REQUIRE(all_bf16.has_value());
   CHECK(all_bf16->note == "every layer BF16");
   check_golden("nvdlfw_inspect_all_bf16.yaml", all_bf16->contents);
   std::string why;
-  CHECK_FALSE(render_nvdlfw_inspect_yaml(Recommendation{}, &why).has_value());
+  CHECK_FALSE(render_nvdlfw_inspect_yaml(plan_consumers(Recommendation{}), &why).has_value());
   CHECK(why.find("no FP8 candidate") != std::string::npos);
 }
 
@@ -501,13 +501,13 @@ TEST_CASE("nvdlfw_inspect.yaml: one section per layer, fallbacks and the riskies
 TEST_CASE("megatron_bridge.yaml: mixed_precision, quant_recipe and tensor_inspect for Bridge 0.3") {
   Recommendation mixed = mixed_rec();
   mixed.te_version = TeVersion{2, 12};
-  const Artifact m = render_megatron_bridge(mixed);
+  const Artifact m = render_megatron_bridge(plan_consumers(mixed));
   CHECK(m.name == "megatron_bridge.yaml");
   CHECK(m.note == "fp8 hybrid, fp8_recipe tensorwise, first/last BF16, quant_recipe, tensor_inspect");
   check_golden("megatron_bridge_mixed_te2.12.yaml", m.contents);
   // For TE 2.13+ nvdlfw_inspect.yaml names features Bridge 0.3's TE (2.10-2.12) lacks: no
   // tensor_inspect, and the single-GEMM fallback is listed as not applied.
-  const Artifact newest = render_megatron_bridge(mixed_rec());
+  const Artifact newest = render_megatron_bridge(plan_consumers(mixed_rec()));
   CHECK(newest.note == "fp8 hybrid, fp8_recipe tensorwise, first/last BF16, quant_recipe");
   CHECK(newest.contents.find("\ntensor_inspect:") == std::string::npos);
   CHECK(newest.contents.find("# BF16 fallbacks mixed_precision cannot express (quant_recipe keeps whole modules, "
@@ -516,20 +516,20 @@ TEST_CASE("megatron_bridge.yaml: mixed_precision, quant_recipe and tensor_inspec
   check_golden("megatron_bridge_mixed.yaml", newest.contents);
   Recommendation delayed = delayed_rec();
   delayed.te_version = TeVersion{2, 12};
-  const Artifact d = render_megatron_bridge(delayed);
+  const Artifact d = render_megatron_bridge(plan_consumers(delayed));
   CHECK(d.contents.find("  first_last_layers_bf16: false\n") != std::string::npos);  // TransformerConfig raises
   CHECK(d.contents.find("  fp8_amax_history_len: 1024\n  fp8_amax_compute_algo: max\n") != std::string::npos);
   check_golden("megatron_bridge_delayed_te2.12.yaml", d.contents);
-  check_golden("megatron_bridge_block.yaml", render_megatron_bridge(block_rec()).contents);
-  const Artifact bf16 = render_megatron_bridge(all_bf16_rec());
+  check_golden("megatron_bridge_block.yaml", render_megatron_bridge(plan_consumers(block_rec())).contents);
+  const Artifact bf16 = render_megatron_bridge(plan_consumers(all_bf16_rec()));
   CHECK(bf16.note == "BF16, fp8 null");
   CHECK(bf16.contents.find("  fp8: null\n") != std::string::npos);
   CHECK(bf16.contents.find("quant_recipe: null\n") != std::string::npos);
   CHECK(bf16.contents.find("tensor_inspect") == std::string::npos);
   check_golden("megatron_bridge_all_bf16.yaml", bf16.contents);
   Recommendation none;
-  CHECK(render_megatron_bridge(none).contents.find("# No FP8 candidate was chosen: train in BF16 (fp8: null).\n") !=
-        std::string::npos);
+  CHECK(render_megatron_bridge(plan_consumers(none))
+            .contents.find("# No FP8 candidate was chosen: train in BF16 (fp8: null).\n") != std::string::npos);
 }
 
 // A captured name is hostile (docs/SECURITY.md): in megatron_args.txt and megatron_bridge.yaml it
@@ -544,7 +544,7 @@ TEST_CASE("megatron_args.txt and megatron_bridge.yaml: a name's line breaks add 
                                    {name, "ffb", {0.6, 0.12, -0.4}},
                                    {"layers.2.mlp.linear_fc2", "fff", {0.5, 0.4, 0.3}}});
     rec.te_version = TeVersion{2, 12};
-    const std::string args = render_megatron_args(rec).contents;
+    const std::string args = render_megatron_args(plan_consumers(rec)).contents;
     CHECK(args.find('\r') == std::string::npos);
     std::istringstream lines(args);
     std::vector<std::string> flags;
@@ -554,7 +554,7 @@ TEST_CASE("megatron_args.txt and megatron_bridge.yaml: a name's line breaks add 
     }
     CHECK(flags == std::vector<std::string>{"--fp8-format hybrid", "--fp8-recipe tensorwise",
                                             "--te-precision-config-file te_precision_config.yaml"});
-    const std::string bridge = render_megatron_bridge(rec).contents;
+    const std::string bridge = render_megatron_bridge(plan_consumers(rec)).contents;
     CHECK(bridge.find('\r') == std::string::npos);
     const YAML::Node y = YAML::Load(bridge);
     std::vector<std::string> keys;
@@ -571,11 +571,11 @@ TEST_CASE("current:pow2 is TE's environment variable in megatron_args.txt and te
   // at import (module/linear.py _customize_quantizers_float8_current_scaling), not from the field.
   const Recommendation rec = make_rec("current:pow2", TrainingFormat::kHybrid, kMixedLayers);
   const std::string env = "NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES=1";
-  CHECK(render_megatron_args(rec).contents.find(env) != std::string::npos);
-  const auto te = render_te_precision_config(rec);
+  CHECK(render_megatron_args(plan_consumers(rec)).contents.find(env) != std::string::npos);
+  const auto te = render_te_precision_config(plan_consumers(rec));
   REQUIRE(te.has_value());
   CHECK(te->contents.find(env) != std::string::npos);
-  CHECK(render_megatron_args(mixed_rec()).contents.find(env) == std::string::npos);
+  CHECK(render_megatron_args(plan_consumers(mixed_rec())).contents.find(env) == std::string::npos);
 }
 
 // Megatron's LM head is a ColumnParallelLinear (gpt_model.py), FP8 only through --fp8-output-proj
@@ -584,34 +584,34 @@ TEST_CASE("current:pow2 is TE's environment variable in megatron_args.txt and te
 TEST_CASE("the LM head: --fp8-output-proj under mxfp8, else said to train BF16") {
   const std::vector<LayerSpec> head = {{"layers.0.mlp.linear_fc1", "fff", {0.5, 0.4, 0.3}},
                                        {"output_layer", "fff", {0.5, 0.4, 0.3}}};
-  const Artifact mx = render_megatron_args(make_rec("mxfp8", TrainingFormat::kE4M3, head));
+  const Artifact mx = render_megatron_args(plan_consumers(make_rec("mxfp8", TrainingFormat::kE4M3, head)));
   CHECK(mx.contents.find("\n--fp8-output-proj\n") != std::string::npos);
   CHECK(mx.note.find("--fp8-output-proj") != std::string::npos);
-  const Artifact cur = render_megatron_args(make_rec("current", TrainingFormat::kHybrid, head));
+  const Artifact cur = render_megatron_args(plan_consumers(make_rec("current", TrainingFormat::kHybrid, head)));
   CHECK(cur.contents.find("--fp8-output-proj\n") == std::string::npos);
   CHECK(cur.contents.find("# The plan keeps the LM head (output_layer) in FP8, but Megatron's output_layer is not a\n"
                           "# TE module: it trains in BF16 under tensorwise") != std::string::npos);
-  const auto te = render_te_precision_config(make_rec("current", TrainingFormat::kHybrid, head));
+  const auto te = render_te_precision_config(plan_consumers(make_rec("current", TrainingFormat::kHybrid, head)));
   REQUIRE(te.has_value());
   CHECK(te->contents.find("# output_layer (Megatron's LM head) is not a TE module") != std::string::npos);
   // Without an LM head among the captures: neither says a word about it.
-  CHECK(render_megatron_args(mixed_rec()).contents.find("LM head") == std::string::npos);
+  CHECK(render_megatron_args(plan_consumers(mixed_rec())).contents.find("LM head") == std::string::npos);
 }
 
 // te_snippet.py by --te-version; TE's own code runs the goldens (tests/consumers run_checks.py
 // te_snippet on TE 2.20, te_oldest on TE 2.4).
 TEST_CASE("te_snippet.py: te.autocast from TE 2.9, te.fp8_autocast before; BF16 plans no autocast") {
-  const Artifact block = render_te_snippet(block_rec());
+  const Artifact block = render_te_snippet(plan_consumers(block_rec()));
   CHECK(block.note == "te.autocast, Float8BlockScaling");
   CHECK(block.contents.find("with te.autocast(enabled=True, recipe=fp8_recipe):") != std::string::npos);
   check_golden("te_snippet_block.py", block.contents);
   Recommendation old = block_rec();
   old.te_version = kTeOldest;
-  const Artifact block_old = render_te_snippet(old);
+  const Artifact block_old = render_te_snippet(plan_consumers(old));
   CHECK(block_old.note == "te.fp8_autocast, Float8BlockScaling");
   check_golden("te_snippet_block_te2.4.py", block_old.contents);
-  check_golden("te_snippet_delayed.py", render_te_snippet(delayed_rec()).contents);
-  const Artifact bf16 = render_te_snippet(all_bf16_rec());
+  check_golden("te_snippet_delayed.py", render_te_snippet(plan_consumers(delayed_rec())).contents);
+  const Artifact bf16 = render_te_snippet(plan_consumers(all_bf16_rec()));
   CHECK(bf16.note == "BF16, no autocast");
   CHECK(bf16.contents.find("with te.") == std::string::npos);
   check_golden("te_snippet_all_bf16.py", bf16.contents);
@@ -622,39 +622,39 @@ TEST_CASE("a plan that keeps no GEMM in FP8: every config trains BF16, uncapture
   CHECK(plan_all_bf16(rec));
   CHECK_FALSE(plan_all_bf16(mixed_rec()));
   CHECK_FALSE(plan_all_bf16(Recommendation{}));  // no candidate: the files say so their own way
-  const Artifact args = render_megatron_args(rec);
+  const Artifact args = render_megatron_args(plan_consumers(rec));
   CHECK(args.contents.find("\n--") == std::string::npos);  // comments only, no flag
   CHECK(args.note == "no FP8 flags: every GEMM BF16");
   check_golden("megatron_args_all_bf16.txt", args.contents);
-  const auto te = render_te_precision_config(rec);
+  const auto te = render_te_precision_config(plan_consumers(rec));
   REQUIRE(te.has_value());
   CHECK(te->contents.find("fp8_quantization_recipe") == std::string::npos);
   CHECK(te->note == "every module BF16");
   check_golden("te_precision_config_all_bf16.yaml", te->contents);
-  const Artifact ao = render_torchao_json(rec);
+  const Artifact ao = render_torchao_json(plan_consumers(rec));
   CHECK(ao.contents.find("\"recipe_name\": null") != std::string::npos);
   check_golden("torchao_all_bf16.json", ao.contents);
 }
 
 TEST_CASE("torchao.json: the closest torchao recipe and the modules kept in high precision") {
-  const Artifact mixed = render_torchao_json(mixed_rec());
+  const Artifact mixed = render_torchao_json(plan_consumers(mixed_rec()));
   CHECK(mixed.name == "torchao.json");
   CHECK(mixed.note == "tensorwise, 4 modules kept high precision");
   check_golden("torchao_mixed.json", mixed.contents);
-  const Artifact delayed = render_torchao_json(delayed_rec());
+  const Artifact delayed = render_torchao_json(plan_consumers(delayed_rec()));
   CHECK(delayed.note == "none, 0 modules kept high precision");
   check_golden("torchao_delayed.json", delayed.contents);
-  const Artifact block = render_torchao_json(block_rec());
+  const Artifact block = render_torchao_json(plan_consumers(block_rec()));
   CHECK(block.note == "rowwise, 1 modules kept high precision");
   check_golden("torchao_block.json", block.contents);
   // Only a wgrad in BF16 under block scaling: torchao's grad-weight GEMM in high precision instead.
-  const Artifact gw = render_torchao_json(make_rec("block", TrainingFormat::kHybrid,
+  const Artifact gw = render_torchao_json(plan_consumers(make_rec("block", TrainingFormat::kHybrid,
                                                    {{"layers.0.mlp.linear_fc1", "ffb", {0.5, 0.5, -0.1}},
                                                     {"layers.1.mlp.linear_fc2", "bbb", {-1, -1, -1}},
-                                                    {"layers.2.mlp.linear_fc2", "fff", {1, 1, 1}}}));
+                                                    {"layers.2.mlp.linear_fc2", "fff", {1, 1, 1}}})));
   CHECK(gw.note == "rowwise_with_gw_hp, 1 modules kept high precision");
   check_golden("torchao_block_gw_hp.json", gw.contents);
-  CHECK(render_torchao_json(Recommendation{}).contents.find("no FP8 candidate") != std::string::npos);
+  CHECK(render_torchao_json(plan_consumers(Recommendation{})).contents.find("no FP8 candidate") != std::string::npos);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -762,7 +762,7 @@ TEST_CASE("every captured layer's plan reaches exactly its own module, in every 
 
       // Megatron: each GPTModel matches its own relative paths; a path several captured layers
       // share (two stacks) is one module, BF16 when any of them keeps a GEMM BF16.
-      if (const auto te = render_te_precision_config(rec)) {
+      if (const auto te = render_te_precision_config(plan_consumers(rec))) {
         const YAML::Node doc = YAML::Load(te->contents);
         std::map<std::string, bool> want;  // module path -> BF16
         for (const LayerSpec& s : specs) {
@@ -784,7 +784,7 @@ TEST_CASE("every captured layer's plan reaches exactly its own module, in every 
 
       // nvdlfw_inspect: the debug API's name of each captured module; at most one section matches
       // it, and it disables exactly the GEMMs the captured layers that are this module keep BF16.
-      if (const auto nv = render_nvdlfw_inspect_yaml(rec)) {
+      if (const auto nv = render_nvdlfw_inspect_yaml(plan_consumers(rec))) {
         const YAML::Node doc = YAML::Load(nv->contents);
         std::map<std::string, std::set<std::string>> want;  // debug-API name -> BF16 GEMMs
         for (const LayerSpec& s : specs) {
@@ -823,7 +823,7 @@ TEST_CASE("every captured layer's plan reaches exactly its own module, in every 
 
       // torchao: the FQNs are the captured names; a module stays high precision exactly when a
       // filter entry selects it, and an entry is a module that keeps a GEMM BF16.
-      const nlohmann::json ao = nlohmann::json::parse(render_torchao_json(rec).contents);
+      const nlohmann::json ao = nlohmann::json::parse(render_torchao_json(plan_consumers(rec)).contents);
       std::vector<std::string> filter = ao["filter_fqns"].get<std::vector<std::string>>();
       for (const LayerSpec& s : specs) {
         INFO("torchao, module " << s.name);
@@ -894,17 +894,17 @@ TEST_CASE("recipe options x TE releases x consumer files: one story, the same no
       RunInfo ri;
       ri.version = "0.1.0";
       std::map<std::string, std::string> files = {
-          {"recipe.json", render_recipe_json(rec, ri).contents},
-          {"te_snippet.py", render_te_snippet(rec).contents},
-          {"megatron_args.txt", render_megatron_args(rec).contents},
-          {"megatron_bridge.yaml", render_megatron_bridge(rec).contents},
+          {"recipe.json", render_recipe_json(plan_consumers(rec), ri).contents},
+          {"te_snippet.py", render_te_snippet(plan_consumers(rec)).contents},
+          {"megatron_args.txt", render_megatron_args(plan_consumers(rec)).contents},
+          {"megatron_bridge.yaml", render_megatron_bridge(plan_consumers(rec)).contents},
       };
-      const auto pc = render_te_precision_config(rec);
+      const auto pc = render_te_precision_config(plan_consumers(rec));
       REQUIRE(pc.has_value());  // the mixed plan keeps modules in BF16: always written
       files["te_precision_config.yaml"] = pc->contents;
       // torchao's float8 training has tensorwise (current) and rowwise (block) only.
       const bool torchao_has = kind == RecipeKind::kPerTensorCurrent || kind == RecipeKind::kBlock;
-      if (torchao_has) files["torchao.json"] = render_torchao_json(rec).contents;
+      if (torchao_has) files["torchao.json"] = render_torchao_json(plan_consumers(rec)).contents;
       const bool delayed = kind == RecipeKind::kPerTensorDelayed;
       for (const auto& [file, text] : files) {
         INFO(file);
@@ -1088,7 +1088,7 @@ TEST_CASE("NVFP4: every consumer file names it as that consumer does") {
 
   // --format hybrid names the FP8 recipes' gradients; NVFP4BlockScaling's scales stay E4M3.
   CHECK(ConsumerPlan(make_rec("nvfp4", TrainingFormat::kHybrid, kMixedLayers)).te.fp8_format == "E4M3");
-  const std::string rj = render_recipe_json(rec, fp8a::testing::info()).contents;
+  const std::string rj = render_recipe_json(plan_consumers(rec), fp8a::testing::info()).contents;
   CHECK(nlohmann::json::parse(rj)["recipe"]["class"] == "NVFP4BlockScaling");
   check_golden("recipe_nvfp4.json", rj);
 }

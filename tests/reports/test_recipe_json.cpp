@@ -27,7 +27,7 @@ using namespace fp8a::testing;
 using namespace fp8a;
 
 std::string render(const Recommendation& rec) {
-  const Artifact a = render_recipe_json(rec, info());
+  const Artifact a = render_recipe_json(plan_consumers(rec), info());
   CHECK(a.name == "recipe.json");
   return a.contents;
 }
