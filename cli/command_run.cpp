@@ -165,13 +165,6 @@ struct RunOptionTexts {
 
 // run's options (a table: one entry each, with its help).
 po::options_description run_options(RunCommand& cmd, RunOptionTexts& t) {
-  std::string& training_recipe_text = t.training_recipe;
-  std::string& policy_text = t.policy;
-  std::string& gpu_text = t.gpu;
-  std::string& te_version_text_given = t.te_version;
-  std::string& price_as_text = t.price_as;
-  std::string& cost_text = cmd.cost;
-  double& tokens_per_step = cmd.tokens_per_step;
   po::options_description desc("Options");
   const std::string te_version_help =
       "the Transformer Engine release the written files are for (X.Y, from " + te_version_text(kTeOldest) + " to " +
@@ -180,27 +173,27 @@ po::options_description run_options(RunCommand& cmd, RunOptionTexts& t) {
   add_evaluation_options(desc, cmd.eval, "recipes");
   desc.add_options()
       ("out", po::value(&cmd.out_dir)->required(), "output directory (created if missing)")
-      ("training-recipe", po::value(&training_recipe_text),
+      ("training-recipe", po::value(&t.training_recipe),
        "the recipe the logged run trained with (one of --recipes): nvdlfw_inspect statistics "
        "without a recipe name are compared with it")
       ("no-gemms", "skip the GEMM-output error (gemms.csv)")
-      ("policy", po::value(&policy_text)->default_value("default"),
+      ("policy", po::value(&t.policy)->default_value("default"),
        "the recommendation's criteria: default, te-autoswitch (TE PR #2883's rule) or a policy JSON file "
        "(docs/POLICY.md)")
-      ("gpu", po::value(&gpu_text)->default_value("h100"),
+      ("gpu", po::value(&t.gpu)->default_value("h100"),
        "the GPU the recommendation is for (its recipes and the cost model's peaks): a100, l4, l40s, "
        "rtx4090, h100, h200, b200, gb200, b300, gb300, rtx5090; on those with FP4 tensor cores "
        "(b200, gb200, b300, gb300) the default --recipes gain nvfp4")
-      ("te-version", po::value(&te_version_text_given)->default_value(te_version_text(kTeNewest)),
+      ("te-version", po::value(&t.te_version)->default_value(te_version_text(kTeNewest)),
        te_version_help.c_str())
-      ("cost", po::value(&cost_text),
+      ("cost", po::value(&cmd.cost),
        "roofline: choose the fastest plan on --gpu by the GEMM roofline; none: by the numerics "
        "alone (the most GEMM FLOPs in FP8). Default: roofline when the tokens per step are known "
        "(--tokens-per-step or the capture), else none, said in the answer")
-      ("tokens-per-step", po::value(&tokens_per_step)->default_value(0),
+      ("tokens-per-step", po::value(&cmd.tokens_per_step)->default_value(0),
        "tokens one training step runs through each layer, over every data-parallel rank (global "
        "batch x sequence length); default: as the capture records it (0 = that, or unknown)")
-      ("price-as", po::value(&price_as_text),
+      ("price-as", po::value(&t.price_as),
        "judge the numerics on the captured (proxy) layers, price the plan at a target model: "
        "llama-7b, llama-70b (Llama 2's shapes and 4M-token step) or a shapes JSON file "
        "(docs/OPTIONS.md); each captured layer stands for the target's modules of its role (qkv, "
@@ -233,32 +226,26 @@ po::options_description run_options(RunCommand& cmd, RunOptionTexts& t) {
 // The recommendation's options checked: the policy, GPU, TE release, cost, tokens per step and
 // --price-as's target (read here, before anything runs).
 RecommendationRequest recommendation_options(RunCommand& cmd, const RunOptionTexts& t, const po::variables_map& vm) {
-  const std::string& cost_text = cmd.cost;
-  const double& tokens_per_step = cmd.tokens_per_step;
-  const std::string& policy_text = t.policy;
-  const std::string& gpu_text = t.gpu;
-  const std::string& te_version_text_given = t.te_version;
-  const std::string& price_as_text = t.price_as;
-  RecommendationRequest asked{load_policy(policy_text, DiskFileSystem()), nullptr, std::nullopt, kTeNewest};
+  RecommendationRequest asked{load_policy(t.policy, DiskFileSystem()), nullptr, std::nullopt, kTeNewest};
   std::string gpu_why;
-  asked.gpu = find_gpu_target(gpu_text, &gpu_why);
+  asked.gpu = find_gpu_target(t.gpu, &gpu_why);
   if (asked.gpu == nullptr) throw usage_error("fp8a.usage.214", "--gpu: " + gpu_why);
   std::string te_why;
-  const std::optional<TeVersion> te = parse_te_version(te_version_text_given, &te_why);
-  if (!te) throw usage_error("fp8a.usage.242", "--te-version " + quoted_input(te_version_text_given) + ": " + te_why);
+  const std::optional<TeVersion> te = parse_te_version(t.te_version, &te_why);
+  if (!te) throw usage_error("fp8a.usage.242", "--te-version " + quoted_input(t.te_version) + ": " + te_why);
   asked.te_version = *te;
-  if (vm.count("cost") != 0 && cost_text != "roofline" && cost_text != "none")
-    throw usage_error("fp8a.usage.215", "--cost " + quoted_input(cost_text) + ": expected roofline or none" +
-                                            did_you_mean(cost_text, {"roofline", "none"}));
+  if (vm.count("cost") != 0 && cmd.cost != "roofline" && cmd.cost != "none")
+    throw usage_error("fp8a.usage.215", "--cost " + quoted_input(cmd.cost) + ": expected roofline or none" +
+                                            did_you_mean(cmd.cost, {"roofline", "none"}));
   constexpr UsageId kBadTokensPerStep = "fp8a.usage.215";
   // A step of 10^12 tokens is far beyond any training run (Llama 3's largest was 1.6e7); beyond
   // it the roofline's sums lose meaning (1e305 printed "speedup -nanx").
-  check_finite_option(kBadTokensPerStep, "tokens-per-step", tokens_per_step, 0, kMaxTokensPerStep);
+  check_finite_option(kBadTokensPerStep, "tokens-per-step", cmd.tokens_per_step, 0, kMaxTokensPerStep);
   if (vm.count("price-as") != 0) {
-    if (cost_text == "none")
+    if (cmd.cost == "none")
       throw usage_error("fp8a.usage.245", "--price-as prices the plan on the roofline; --cost none judges no cost: "
                                           "give one of them");
-    cmd.price_as = load_target_model(price_as_text, DiskFileSystem());
+    cmd.price_as = load_target_model(t.price_as, DiskFileSystem());
   }
   return asked;
 }

@@ -99,11 +99,9 @@ RecipeSupport recipe_support(const Recipe& recipe, const GpuTarget& gpu) {
 }
 
 std::string roofline_basis(const CostOptions& o) {
-  if (o.pricing)
-    return "roofline at " + pricing_basis(*o.pricing) + format_text("; %.0f tokens a step", o.tokens_per_step) +
-           (o.tokens_source.empty() ? "" : " (" + o.tokens_source + ")");
-  if (!(o.tokens_per_step > 0)) return "roofline at the captured token count";
-  return format_text("roofline at %.0f tokens a step", o.tokens_per_step) +
+  if (!o.pricing && !(o.tokens_per_step > 0)) return "roofline at the captured token count";
+  const std::string shapes = o.pricing ? pricing_basis(*o.pricing) + "; " : std::string();
+  return "roofline at " + shapes + format_text("%.0f tokens a step", o.tokens_per_step) +
          (o.tokens_source.empty() ? "" : " (" + o.tokens_source + ")");
 }
 

@@ -137,7 +137,7 @@ TargetModel parse_target_model(std::string_view json_text, std::string_view orig
     s.count = r == ModuleRole::kHead ? 1 : layers;
     o.integer("count", 1, 1'000'000'000, &s.count);
     if (s.n == 0 || s.k == 0)
-      throw input_error("fp8a.shapes.952",
+      throw input_error(kShapesKey,
                         o.prefix() + "missing key " + quoted_input(o.name(s.n == 0 ? "n" : "k")) + " (W is [n, k])");
     if (s.count == 0)
       throw input_error(kShapesKey, o.prefix() + "missing key " + quoted_input(o.name("count")) +

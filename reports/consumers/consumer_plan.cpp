@@ -89,7 +89,6 @@ MegatronFp8 megatron_fp8(const ConsumerPlan& plan) {
   return m;
 }
 
-
 // The members of each group (captured layers one consumer name selects: module_groups) get one
 // plan, as the file gives them: a GEMM BF16 where any member's is, the whole module BF16 where
 // the members' recipes differ. Says which groups changed a member's plan in `t.differs`.
