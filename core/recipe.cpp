@@ -254,10 +254,7 @@ std::string default_recipe_list() {
 
 bool is_fp8(RecipeKind kind) { return recipe_kind_traits(kind).granularity != Granularity::kNone; }
 
-int operand_bits(RecipeKind kind) {
-  if (!is_fp8(kind)) return 16;
-  return kind == RecipeKind::kNvfp4 ? 4 : 8;
-}
+int operand_bits(RecipeKind kind) { return recipe_kind_traits(kind).element_bits; }
 
 const char* low_precision_name(RecipeKind kind) { return operand_bits(kind) == 4 ? "NVFP4" : "FP8"; }
 
@@ -267,8 +264,10 @@ bool is_per_tensor(RecipeKind kind) {
 
 bool replays_history(RecipeKind kind) { return recipe_kind_traits(kind).replays_history; }
 
+bool two_level_scale(RecipeKind kind) { return recipe_kind_traits(kind).two_level_scale; }
+
 const Fp8Traits& element_traits(RecipeKind kind, Fp8Format fp8) {
-  return kind == RecipeKind::kNvfp4 ? kE2M1Traits : kFp8Traits[static_cast<int>(fp8)];
+  return operand_bits(kind) == 4 ? kE2M1Traits : kFp8Traits[static_cast<int>(fp8)];  // E2M1: TE's 4-bit type
 }
 
 const char* cast_type_name(RecipeKind kind, Fp8Format fp8) {
@@ -286,15 +285,14 @@ bool lt_runs_on(RecipeKind kind, int sm) {
 }
 
 float per_tensor_scale(const Recipe& recipe, Fp8Format format, float amax) {
-  FP8A_CHECK(recipe.kind == RecipeKind::kPerTensorCurrent, "not a current-scaling recipe");
+  FP8A_CHECK(is_per_tensor(recipe.kind) && !replays_history(recipe.kind), "not a current-scaling recipe");
   return scale_from_amax(amax, fp8_max_finite(format), recipe.pow2_scales, recipe.amax_epsilon);
 }
 
 BlockShape block_shape(const Recipe& recipe, Role role, Orientation orientation) {
   const RecipeKindTraits& t = recipe_kind_traits(recipe.kind);
   BlockShape s = recipe.block_2d && t.block_2d.rows != 0 ? t.block_2d : t.blocks[static_cast<int>(role)];
-  // NVTE_NVFP4_DISABLE_2D_QUANTIZATION: weights in 1x16 blocks like the other roles.
-  if (recipe.kind == RecipeKind::kNvfp4 && !recipe.nvfp4_2d) s = t.blocks[static_cast<int>(Role::kActivation)];
+  if (!recipe.nvfp4_2d && t.block_1d.rows != 0) s = t.block_1d;
   return orientation == Orientation::kRowwise ? s : BlockShape{s.cols, s.rows};
 }
 

@@ -138,6 +138,28 @@ struct RecipeKindTraits {
   // Megatron runs its LM head (output_layer) in this kind with --fp8-output-proj
   // (TELMHeadColumnParallelLinear, Megatron-Core 0.18+: MXFP8 only); other kinds leave it BF16.
   bool megatron_output_proj = false;
+  // Its blocks' scales sit under an FP32 per-tensor scale from the tensor's amax (NVFP4's level-2
+  // scale, core/nvfp4.hpp): the cast needs that amax first (the transformed copy's where the
+  // Hadamard transform applies), ranks share the reduced one, and an evaluation carries it.
+  bool two_level_scale = false;
+  // Its cast is E4M3's whatever the training format (NVFP4BlockScaling asserts fp8_format E4M3,
+  // the type of its block scales; the elements are E2M1): one evaluation serves every format.
+  bool fixed_e4m3 = false;
+  // Every role's block under the :no_2d option; {0, 0}: no such option.
+  BlockShape block_1d = {};
+  // The first TE release with its recipe class, and the first whose debug features
+  // (nvdlfw_inspect.yaml) take it; {0, 0}: every release --te-version accepts.
+  TeVersion te_since = {0, 0};
+  TeVersion te_debug_since = {0, 0};
+  // The nvdlfw_inspect feature that logs its casts' statistics.
+  const char* nvdlfw_stats = "LogFp8TensorStats";
+  // torchao.json's reason where torchao has no recipe for it (torchao_recipe ""); "{spec}" stands
+  // for the recipe's spec.
+  const char* torchao_none = "";
+  // A reported training result against it in the format other than default_format: where it was
+  // reported, and what (the advisory's text before its "consider ..."); "" where none.
+  const char* other_format_source = "";
+  const char* other_format_evidence = "";
 };
 inline constexpr RecipeKindTraits kRecipeKinds[] = {
     {.kind = RecipeKind::kPerTensorCurrent,
@@ -185,7 +207,9 @@ inline constexpr RecipeKindTraits kRecipeKinds[] = {
      .torchao_recipe = "",
      .torchao_format = TrainingFormat::kHybrid,
      .te_per_module = false,
-     .default_format = TrainingFormat::kHybrid},
+     .default_format = TrainingFormat::kHybrid,
+     .torchao_none = "the advice is delayed scaling ({spec}); torchao's float8 training has no delayed "
+                     "scaling, and its tensorwise recipe (current scaling) was not the choice"},
     {.kind = RecipeKind::kBlock,
      .name = "block",
      .options = "fp32, 2d",
@@ -208,7 +232,10 @@ inline constexpr RecipeKindTraits kRecipeKinds[] = {
      .torchao_recipe = "rowwise",
      .torchao_format = TrainingFormat::kE4M3,
      .te_per_module = true,
-     .default_format = TrainingFormat::kHybrid},
+     .default_format = TrainingFormat::kHybrid,
+     .other_format_source = "NVIDIA/TransformerEngine#2754",
+     .other_format_evidence = "block scaling with all-E4M3 tracked BF16's loss worse than HYBRID (E5M2 "
+                              "gradients) in a reported run; the captured numbers favour e4m3 here; "},
     {.kind = RecipeKind::kMx,
      .name = "mxfp8",
      .options = "floor",
@@ -232,7 +259,13 @@ inline constexpr RecipeKindTraits kRecipeKinds[] = {
      .torchao_format = TrainingFormat::kHybrid,
      .te_per_module = true,
      .default_format = TrainingFormat::kE4M3,
-     .megatron_output_proj = true},
+     .megatron_output_proj = true,
+     .torchao_none = "the advice is MXFP8BlockScaling; torchao's float8 training has no MXFP8 recipe "
+                     "(prototype only)",
+     .other_format_source = "NVIDIA-NeMo/Megatron-Bridge PR #638",
+     .other_format_evidence = "MXFP8 with E5M2 (hybrid) gradients diverged and lowered MMLU on Nemotron5-8B; "
+                              "Megatron-Bridge's MXFP8 preset and TE's MXFP8BlockScaling default use E4M3. "
+                              "The captured numbers favour hybrid here; "},
     {.kind = RecipeKind::kNvfp4,
      .name = "nvfp4",
      .options = "no_rht, no_sr, no_2d",
@@ -263,7 +296,14 @@ inline constexpr RecipeKindTraits kRecipeKinds[] = {
      // NVFP4BlockScaling's fp8_format (E4M3, asserted in __post_init__): the block scales' type.
      .default_format = TrainingFormat::kE4M3,
      .megatron_fp4 = true,
-     .element_bits = 4},
+     .element_bits = 4,
+     .two_level_scale = true,
+     .fixed_e4m3 = true,
+     .block_1d = {1, 16},  // NVTE_NVFP4_DISABLE_2D_QUANTIZATION: weights in 1x16 blocks too
+     .te_since = kTeNvfp4Since,
+     .te_debug_since = kTeDisableQuantizationSince,  // DisableQuantizationGEMM; TE PR #2296
+     .nvdlfw_stats = "LogNvfp4TensorStats",
+     .torchao_none = "the advice is NVFP4BlockScaling; torchao's float8 training has no 4-bit recipe"},
     {.kind = RecipeKind::kBf16,
      .name = "bf16",
      .options = "",
@@ -286,7 +326,8 @@ inline constexpr RecipeKindTraits kRecipeKinds[] = {
      .torchao_format = TrainingFormat::kHybrid,
      .te_per_module = false,
      .default_format = TrainingFormat::kHybrid,
-     .element_bits = 16},
+     .element_bits = 16,
+     .torchao_none = "the advice is BF16"},
 };
 const RecipeKindTraits& recipe_kind_traits(RecipeKind kind);
 
@@ -354,6 +395,8 @@ const char* low_precision_name(RecipeKind kind);
 bool is_per_tensor(RecipeKind kind);
 // The scale is replayed from the amax history of earlier steps (delayed).
 bool replays_history(RecipeKind kind);
+// Block scales under a per-tensor scale from the amax (NVFP4): the row's two_level_scale.
+bool two_level_scale(RecipeKind kind);
 
 // The element type a recipe casts to, as the type's traits: E2M1 for NVFP4 (1 mantissa bit, bias
 // 1, smallest normal 2^0, largest 6), else the FP8 type (kFp8Traits). Not for bf16.
@@ -365,7 +408,8 @@ const char* cast_type_name(RecipeKind kind, Fp8Format fp8);
 // The scale current scaling gives a tensor whose amax (TE's: max |x|, NaN skipped) is amax.
 float per_tensor_scale(const Recipe& recipe, Fp8Format format, float amax);
 
-// The row's block for the role (block_2d under :2d), transposed for the columnwise copy.
+// The row's block for the role (block_2d under :2d, block_1d under :no_2d), transposed for the
+// columnwise copy.
 BlockShape block_shape(const Recipe& recipe, Role role, Orientation orientation);
 
 // The orientations worth reporting for a recipe and role: only rowwise where the columnwise

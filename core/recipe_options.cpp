@@ -250,8 +250,10 @@ std::string te_cannot_train(const Recipe& r) {
 
 std::string te_release_cannot_train(const Recipe& r, TeVersion te, int sm) {
   std::string why;
-  if (r.kind == RecipeKind::kNvfp4 && !te_has_nvfp4(te))  // the kind's reason covers its options'
-    return "NVFP4BlockScaling exists from TE 2.8; TE " + te_version_text(te) + " has no NVFP4 recipe";
+  const RecipeKindTraits& kind = recipe_kind_traits(r.kind);
+  if (te < kind.te_since)  // the kind's reason covers its options'
+    return std::string(kind.te_recipe) + " exists from TE " + te_version_text(kind.te_since) + "; TE " +
+           te_version_text(te) + " has no " + kind.short_name + " recipe";
   if (r.kind == RecipeKind::kBlock && sm >= 100 && !te_has_block_on_blackwell(te))
     return "Float8BlockScaling runs on sm_100+ from TE 2.9; TE " + te_version_text(te) +
            " runs it on Hopper only (check_fp8_block_scaling_support)";
@@ -265,7 +267,7 @@ FormatCarriage carry_format(RecipeKind kind, TrainingFormat format, Consumer c) 
   switch (c) {
     case Consumer::kTe:  // NVFP4BlockScaling's fp8_format is its block scales' type: E4M3 whatever was asked
       return {Carrier::kField, "fp8_format",
-              format == TrainingFormat::kE4M3 || kind == RecipeKind::kNvfp4 ? "E4M3" : "HYBRID", ""};
+              format == TrainingFormat::kE4M3 || recipe_kind_traits(kind).fixed_e4m3 ? "E4M3" : "HYBRID", ""};
     case Consumer::kMegatronArgs: return {Carrier::kField, "--fp8-format", name, ""};
     case Consumer::kMegatronBridge: return {Carrier::kField, "fp8", name, ""};
     case Consumer::kPrecisionConfig: return {Carrier::kField, "fp8_format", name, ""};

@@ -35,7 +35,8 @@ constexpr bool te_has_autocast(TeVersion v) { return v >= TeVersion{2, 9}; }
 
 // The debug features DisableQuantizationGEMM / DisableQuantizationLayer exist from TE 2.13
 // (debug/features/disable_quantization_*.py); DisableFP8GEMM / DisableFP8Layer from 2.4 on.
-constexpr bool te_has_disable_quantization(TeVersion v) { return v >= TeVersion{2, 13}; }
+inline constexpr TeVersion kTeDisableQuantizationSince{2, 13};
+constexpr bool te_has_disable_quantization(TeVersion v) { return v >= kTeDisableQuantizationSince; }
 
 // LogFp8TensorStats computes overflows% (delayed scaling only), scale_inv_min, scale_inv_max and
 // mse from TE 2.7 (debug/features/log_fp8_tensor_stats.py check_if_stat_is_supported); TE 2.4-2.6
@@ -54,6 +55,7 @@ constexpr bool te_has_current_pow2_env(TeVersion v) { return v >= TeVersion{2, 8
 constexpr bool te_has_block_on_blackwell(TeVersion v) { return v >= TeVersion{2, 9}; }
 
 // NVFP4BlockScaling exists from TE 2.8 (common/recipe/__init__.py, PR #2177; docs/NVFP4-TE.md §1.3).
-constexpr bool te_has_nvfp4(TeVersion v) { return v >= TeVersion{2, 8}; }
+inline constexpr TeVersion kTeNvfp4Since{2, 8};
+constexpr bool te_has_nvfp4(TeVersion v) { return v >= kTeNvfp4Since; }
 
 }  // namespace fp8a

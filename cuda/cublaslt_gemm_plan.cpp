@@ -4,6 +4,7 @@
 
 #include "core/block_scale.hpp"
 #include "core/error.hpp"
+#include "cuda/device_support.hpp"
 
 namespace fp8a::cuda {
 
@@ -112,7 +113,7 @@ LtGemmPlan plan_lt_gemm(Gemm gemm, std::int64_t m, std::int64_t n, std::int64_t 
     p.supported = true;
     return p;
   }
-  if (a.kind == RecipeKind::kNvfp4)
+  if (!runs_on_device(a.kind))
     return not_supported(p, "NVFP4 GEMMs (E2M1 with VEC16_UE4M3 scales) are not run on cuBLASLt yet; "
                             "the CPU emulates them");
   p.a.type = fp8_type(a.format);

@@ -11,6 +11,7 @@
 #include "cuda/check.hpp"
 #include "cuda/device_info.hpp"
 #include "cuda/device_memory.hpp"
+#include "cuda/device_support.hpp"
 #include "cuda/metric_jobs.hpp"
 #include "cuda/metrics_blocked.cuh"
 #include "cuda/metrics_per_tensor.cuh"
@@ -392,7 +393,7 @@ TensorEvaluation CudaBackend::evaluate(std::span<const Candidate> candidates,
   std::vector<Candidate> device, host;
   std::vector<std::size_t> device_at, host_at;
   for (std::size_t i = 0; i < candidates.size(); ++i) {
-    const bool on_host = candidates[i].recipe.kind == RecipeKind::kNvfp4;
+    const bool on_host = !runs_on_device(candidates[i].recipe.kind);
     (on_host ? host : device).push_back(candidates[i]);
     (on_host ? host_at : device_at).push_back(i);
   }
@@ -434,7 +435,7 @@ TensorEvaluation CudaBackend::evaluate_on_device(std::span<const Candidate> cand
 TensorEvaluation CudaBackend::evaluate_device(std::span<const Candidate> candidates,
                                               const DeviceMatrix& tensor) const {
   for (const Candidate& c : candidates)
-    if (c.recipe.kind == RecipeKind::kNvfp4)
+    if (!runs_on_device(c.recipe.kind))
       throw internal_error("fp8a.cuda.801",
                            "evaluate_device: NVFP4 has no device kernels (CudaBackend::evaluate runs it on the CPU)");
   const ChunkPlan p = plan_whole(tensor.rows, tensor.cols, dtype_size(tensor.dtype));

@@ -19,7 +19,7 @@ std::vector<MetricJob> plan_metric_jobs(std::span<const QuantSpec> specs,
     if (!results[j].applicability.ok || s.block.rows != 0) continue;
     PerTensorGroup& g = pending.group;
     const int i = g.count++;
-    if (s.kind == RecipeKind::kBf16) {
+    if (!is_fp8(s.kind)) {
       g.mode[i] = ElementMode::kBf16;
       g.scale[i] = g.scale_inv[i] = 1.0f;
       g.overflow_threshold[i] = 0.0f;

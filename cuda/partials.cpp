@@ -49,7 +49,7 @@ QuantMetrics finalize_candidate(const TensorStats& stats, const QuantSpec& spec,
     const float scale_inv = scale_inverse(spec.scale);
     counts.scale_inv_min = std::min(counts.scale_inv_min, scale_inv);
     counts.scale_inv_max = std::max(counts.scale_inv_max, scale_inv);
-  } else if (any && spec.kind == RecipeKind::kBf16) {
+  } else if (any && !is_fp8(spec.kind)) {
     counts.scale_inv_min = std::min(counts.scale_inv_min, 1.0f);
     counts.scale_inv_max = std::max(counts.scale_inv_max, 1.0f);
   }

@@ -294,7 +294,7 @@ TensorEvaluation CpuBackend::evaluate(std::span<const Candidate> candidates,
   for (std::size_t j = 0; j < k; ++j) {
     out.results[j].applicability = make_quant_spec(candidates[j], out.stats, t.dtype, &specs[j]);
     QuantSpec& s = specs[j];
-    if (out.results[j].applicability.ok && s.kind == RecipeKind::kNvfp4 && std::isnan(s.nvfp4_decode)) {
+    if (out.results[j].applicability.ok && two_level_scale(s.kind) && std::isnan(s.nvfp4_decode)) {
       const Orientation o = candidates[j].orientation;
       std::optional<float>& amax = rht_amax[static_cast<int>(o)];
       if (!amax) amax = nvfp4_rht_amax(t, o);
@@ -338,7 +338,7 @@ TensorEvaluation CpuBackend::evaluate(std::span<const Candidate> candidates,
     const bool per_tensor = is_per_tensor(specs[j].kind);
     constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
     auto& m = out.results[j].metrics;
-    if (specs[j].kind == RecipeKind::kNvfp4)  // the level-2 scales; the blocks' decode in the range
+    if (two_level_scale(specs[j].kind))  // the level-2 scales; the blocks' decode in the range
       m = finalize_metrics(out.stats, specs[j].scale, specs[j].nvfp4_decode, total.sums());
     else if (per_tensor)
       m = finalize_metrics(out.stats, specs[j].scale, scale_inverse(specs[j].scale), total.sums());

@@ -196,7 +196,7 @@ void fake_quantize_nvfp4(const QuantSpec& spec, const float* x, std::int64_t row
 
 void fake_quantize_rows_body(const QuantSpec& spec, const float* x, std::int64_t rows,
                              std::int64_t cols, float* deq, FakeQuantCounts* counts) {
-  if (spec.kind == RecipeKind::kBf16) return fake_quantize_bf16(x, rows * cols, deq, counts);
+  if (!is_fp8(spec.kind)) return fake_quantize_bf16(x, rows * cols, deq, counts);
   if (spec.kind == RecipeKind::kNvfp4) return fake_quantize_nvfp4(spec, x, rows, cols, deq, counts);
   if (spec.format == Fp8Format::kE4M3)
     dispatch<round_trip_e4m3>(spec, x, rows, cols, deq, counts);
@@ -338,13 +338,14 @@ FP8A_CPU_PATHS(void, quantize_codes_on, (const QuantSpec& spec, const float* x, 
 void quantize_block_codes(const QuantSpec& spec, const float* x, std::int64_t rows, std::int64_t cols, float* q,
                           float* scale_inv) {
   FP8A_CHECK(spec.block.rows >= 1 && spec.block.cols >= 1 && !is_per_tensor(spec.kind) &&
-                 spec.kind != RecipeKind::kNvfp4,
-             "quantize_block_codes: a blocked recipe only");
+                 !two_level_scale(spec.kind),
+             "quantize_block_codes: a blocked FP8 recipe only");
   FP8A_CPU_PICK(default_cpu_isa(), block_codes_on)(spec, x, rows, cols, q, scale_inv);
 }
 
 bool has_pow2_block_scales(const QuantSpec& spec) {
-  return spec.kind == RecipeKind::kMx || (spec.kind == RecipeKind::kBlock && spec.pow2_scales);
+  const ScaleType t = recipe_kind_traits(spec.kind).scale_type;  // pow2_scales: the kPow2 kinds' option
+  return t == ScaleType::kE8M0 || (t == ScaleType::kPow2 && spec.pow2_scales);
 }
 
 bool quantize_pow2_block_bf16(const QuantSpec& spec, const float* x, std::int64_t rows, std::int64_t cols, int exp2,
@@ -362,7 +363,7 @@ void quantize_codes(const QuantSpec& spec, const float* x, std::int64_t n, std::
 
 void quantize_nvfp4_codes(const QuantSpec& spec, const float* x, std::int64_t rows, std::int64_t cols,
                           std::uint16_t* q) {
-  FP8A_CHECK(spec.kind == RecipeKind::kNvfp4, "quantize_nvfp4_codes: an NVFP4 recipe only");
+  FP8A_CHECK(two_level_scale(spec.kind), "quantize_nvfp4_codes: an NVFP4 recipe only");
   std::vector<float> v(static_cast<std::size_t>(rows * cols));
   nvfp4_quantize_piece(x, rows, cols, nvfp4_copy_of(spec), spec.scale, 1.0f, spec.place, v.data(), nullptr, true);
   for (std::size_t i = 0; i < v.size(); ++i) q[i] = static_cast<std::uint16_t>(float_bits(v[i]) >> 16);
@@ -399,10 +400,10 @@ void fake_quantize_rows(const QuantSpec& spec, const float* x, std::int64_t rows
 void fake_quantize_rows(const QuantSpec& spec, const float* x, std::int64_t rows,
                         std::int64_t cols, float* deq, FakeQuantCounts* counts, CpuIsa isa) {
   FP8A_CHECK(rows * cols < (std::int64_t{1} << 31), "fake_quantize_rows: run too long for 32-bit counts");
-  FP8A_CHECK(spec.kind == RecipeKind::kBf16 || (spec.block.rows == 0) == is_per_tensor(spec.kind),
+  FP8A_CHECK(!is_fp8(spec.kind) || (spec.block.rows == 0) == is_per_tensor(spec.kind),
              "block shape does not fit the recipe");
   FP8A_CHECK(cpu_isa_supported(isa), "fake_quantize_rows: a CPU path this CPU lacks");
-  FP8A_CHECK(spec.kind != RecipeKind::kNvfp4 || !std::isnan(spec.nvfp4_decode),
+  FP8A_CHECK(!two_level_scale(spec.kind) || !std::isnan(spec.nvfp4_decode),
              "NVFP4 cast without its level-2 scales");
   FP8A_CPU_PICK(isa, fake_quantize_rows_on)(spec, x, rows, cols, deq, counts);
 }

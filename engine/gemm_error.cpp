@@ -227,7 +227,7 @@ GemmCase make_case(const GemmLayer& job, const GemmOperandUse& u, const GemmOpti
 // GEMM is then the reference GEMM, of the same values in the same order: its output is the
 // reference, bit for bit, and no product is computed.
 bool leaves_operands(const Part& p, const EvaluationRow& ra, const EvaluationRow& rb) {
-  if (ra.recipe.kind != RecipeKind::kBf16 || rb.recipe.kind != RecipeKind::kBf16) return false;
+  if (is_fp8(ra.recipe.kind) || is_fp8(rb.recipe.kind)) return false;
   for (const Term& t : p.terms)
     if (t.a_tensor->view.dtype != DType::kBF16 || t.b_tensor->view.dtype != DType::kBF16) return false;
   return true;

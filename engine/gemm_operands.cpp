@@ -63,7 +63,7 @@ QuantSpec spec_of(const EvaluationRow& row) {
   s.pow2_scales = row.recipe.pow2_scales;
   s.mx_rule = row.recipe.mx_rule;
   s.value_for_inf = input_type_max(row.input_dtype);
-  if (row.recipe.kind == RecipeKind::kNvfp4) {  // the level-2 scales as evaluated
+  if (two_level_scale(row.recipe.kind)) {  // the level-2 scales as evaluated
     s.nvfp4 = nvfp4_copy_for(row.recipe, row.key.role, row.orientation);
     s.nvfp4_decode = row.metrics.scale_inv;
   }
@@ -75,7 +75,7 @@ QuantSpec spec_for(const EvaluationRow& row, const CapturedTensor& shard) {
   if (row.ranks > 1 && is_per_tensor(row.recipe.kind) &&
       !replays_history(row.recipe.kind) && std::isnan(s.scale))
     s.scale = per_tensor_scale(row.recipe, row.fp8, compute_tensor_stats(shard.view).amax);
-  if (row.ranks > 1 && row.recipe.kind == RecipeKind::kNvfp4 && std::isnan(s.scale))  // each its own
+  if (row.ranks > 1 && two_level_scale(row.recipe.kind) && std::isnan(s.scale))  // each its own
     set_nvfp4_amax(s.nvfp4.rht ? nvfp4_rht_amax(shard.view, row.orientation) : compute_tensor_stats(shard.view).amax,
                    &s);
   return s;

@@ -44,7 +44,7 @@ Applicability make_quant_spec(const Candidate& c, const TensorStats& stats, DTyp
   spec->pow2_scales = c.recipe.pow2_scales;
   spec->mx_rule = c.recipe.mx_rule;
   spec->value_for_inf = input_type_max(dtype);
-  if (c.recipe.kind == RecipeKind::kNvfp4) {
+  if (two_level_scale(c.recipe.kind)) {
     spec->nvfp4 = nvfp4_copy_for(c.recipe, c.role, c.orientation);
     // The copy's own amax: the tensor's, unless the transform changes it (the caller then finds
     // it: nvfp4_rht_amax) or the ranks reduced it (given).

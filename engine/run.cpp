@@ -150,7 +150,7 @@ GroupRows plan_group(const GroupInputs& in, Group group, std::optional<float> re
         if (!evaluates(in.config, recipe, formats[f])) continue;
         // BF16 casts to no FP8 type, NVFP4 to E2M1 under E4M3 scales in every format: one
         // evaluation serves every format (reported as E4M3).
-        const Fp8Format fp8 = !is_fp8(recipe.kind) || recipe.kind == RecipeKind::kNvfp4
+        const Fp8Format fp8 = !is_fp8(recipe.kind) || recipe_kind_traits(recipe.kind).fixed_e4m3
                                   ? Fp8Format::kE4M3
                                   : fp8_format_for(formats[f], t.key.role);
         std::size_t e = first_of_copy;
@@ -182,7 +182,7 @@ GroupRows plan_group(const GroupInputs& in, Group group, std::optional<float> re
         }
         if (is_per_tensor(recipe.kind) && !replays_history(recipe.kind) && reduced_amax)
           c.given_scale = per_tensor_scale(recipe, fp8, *reduced_amax);  // TE's amax all-reduce
-        if (recipe.kind == RecipeKind::kNvfp4 && reduced_amax && row.applicability.ok) {
+        if (two_level_scale(recipe.kind) && reduced_amax && row.applicability.ok) {
           // The ranks share the level-2 scale: the reduced amax, of the transformed copies where
           // the copy is transformed (NVFP4Quantizer's amax reduction).
           float amax = *reduced_amax;

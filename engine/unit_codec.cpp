@@ -57,8 +57,8 @@ void ByteReader::expect_done() const {
 namespace {
 
 // A tag and version at the start of each encoding: bytes of another kind or layout are refused.
-constexpr std::uint64_t kTensorEvaluationTag = 0x31'6C'61'76'65'61'38'66;  // "f8aeval1"
-constexpr std::uint64_t kGemmRowsTag = 0x34'6D'6D'65'67'61'38'66;          // "f8agemm4"
+constexpr std::uint64_t kTensorEvaluationTag = 0x32'6C'61'76'65'61'38'66;  // "f8aeval2"
+constexpr std::uint64_t kGemmRowsTag = 0x35'6D'6D'65'67'61'38'66;          // "f8agemm5"
 
 template <class E>
 E enum_from(std::uint8_t v, E last, const char* what) {
@@ -121,8 +121,7 @@ void put(ByteWriter& w, const Recipe& rc) {
   w.i64(rc.margin);
   w.u8(static_cast<std::uint8_t>(rc.mx_rule));
   w.u8(rc.block_2d ? 1 : 0);
-  // NVFP4's switches, for that kind only: every other kind's bytes as before NVFP4 existed.
-  if (rc.kind == RecipeKind::kNvfp4) w.u8((rc.nvfp4_rht ? 1 : 0) | (rc.nvfp4_sr ? 2 : 0) | (rc.nvfp4_2d ? 4 : 0));
+  w.u8((rc.nvfp4_rht ? 1 : 0) | (rc.nvfp4_sr ? 2 : 0) | (rc.nvfp4_2d ? 4 : 0));  // NVFP4's switches
 }
 // A recipe kind is valid when kRecipeKinds has its row, so a kind added there decodes too.
 RecipeKind recipe_kind_from(std::uint8_t v) {
@@ -141,13 +140,11 @@ Recipe get_recipe(ByteReader& r) {
   rc.margin = static_cast<int>(r.i64());
   rc.mx_rule = enum_from(r.u8(), MxScaleRule::kOcpFloor, "MX scale rule");
   rc.block_2d = r.u8() != 0;
-  if (rc.kind == RecipeKind::kNvfp4) {
-    const std::uint8_t b = r.u8();
-    if (b > 7) throw DecodeError("bad NVFP4 switches");
-    rc.nvfp4_rht = (b & 1) != 0;
-    rc.nvfp4_sr = (b & 2) != 0;
-    rc.nvfp4_2d = (b & 4) != 0;
-  }
+  const std::uint8_t b = r.u8();
+  if (b > 7) throw DecodeError("bad NVFP4 switches");
+  rc.nvfp4_rht = (b & 1) != 0;
+  rc.nvfp4_sr = (b & 2) != 0;
+  rc.nvfp4_2d = (b & 4) != 0;
   return rc;
 }
 

@@ -25,7 +25,7 @@ std::string candidate_unit_key(const Candidate& c) {
   w.u8(static_cast<std::uint8_t>(c.role));
   w.u8(static_cast<std::uint8_t>(c.orientation));
   w.f32(c.given_scale);
-  if (c.recipe.kind == RecipeKind::kNvfp4) w.f32(c.given_amax);  // the other kinds' keys as before
+  w.f32(c.given_amax);
   return w.take();
 }
 

@@ -15,7 +15,6 @@ std::vector<Advisory> field_advisories(const std::vector<CandidatePlan>& candida
   std::vector<Advisory> out;
   if (!chosen) return out;
   const CandidatePlan& c = candidates[*chosen];
-  const RecipeKind kind = c.candidate.recipe.kind;
   // The same recipe in the other format, when evaluated.
   const auto other = [&]() -> const CandidatePlan* {
     for (const CandidatePlan& o : candidates)
@@ -30,20 +29,13 @@ std::vector<Advisory> field_advisories(const std::vector<CandidatePlan>& candida
                                       100.0 * o->fp8_flop_share, o->gemms_to_bf16,
                                       threshold_load_text(o->total_risk, o->fp8_gemms).c_str());
   };
-  if (kind == RecipeKind::kMx && c.candidate.format == TrainingFormat::kHybrid) {
+  // A format reported to train worse than the kind's default, chosen because the numbers favour it.
+  const RecipeKindTraits& row = recipe_kind_traits(c.candidate.recipe.kind);
+  if (*row.other_format_source != '\0' && c.candidate.format != row.default_format) {
     const CandidatePlan* o = other();
-    out.push_back({"NVIDIA-NeMo/Megatron-Bridge PR #638",
-                   "MXFP8 with E5M2 (hybrid) gradients diverged and lowered MMLU on Nemotron5-8B; "
-                   "Megatron-Bridge's MXFP8 preset and TE's MXFP8BlockScaling default use E4M3. "
-                   "The captured numbers favour hybrid here; consider " +
-                       (o ? candidate_name(o->candidate) : std::string("mxfp8/e4m3")) + numbers(o)});
-  }
-  if (kind == RecipeKind::kBlock && c.candidate.format == TrainingFormat::kE4M3) {
-    const CandidatePlan* o = other();
-    out.push_back({"NVIDIA/TransformerEngine#2754",
-                   "block scaling with all-E4M3 tracked BF16's loss worse than HYBRID (E5M2 "
-                   "gradients) in a reported run; the captured numbers favour e4m3 here; consider " +
-                       (o ? candidate_name(o->candidate) : std::string("block/hybrid")) + numbers(o)});
+    const std::string fallback = std::string(row.name) + "/" + training_format_name(row.default_format);
+    out.push_back({row.other_format_source, row.other_format_evidence + std::string("consider ") +
+                                                (o ? candidate_name(o->candidate) : fallback) + numbers(o)});
   }
   // The first and last captured transformer layers kept FP8 against the common rule of thumb.
   std::map<int, std::vector<std::size_t>> by_index;  // index -> layers
@@ -79,10 +71,10 @@ std::vector<Advisory> field_advisories(const std::vector<CandidatePlan>& candida
   if (!kept.empty()) {
     std::string names = kept[0];
     if (kept.size() > 1) names += " and " + kept[1];
-    const std::string passes = names + (kept.size() > 1 ? " stay " : " stays ") + low_precision_name(kind) +
+    const std::string passes = names + (kept.size() > 1 ? " stay " : " stays ") + low_precision_name(row.kind) +
                                ": every GEMM passes the policy" +
                                (any_margin ? format_text(" (smallest margin %.3f)", margin) : std::string());
-    if (operand_bits(kind) == 4)
+    if (operand_bits(row.kind) == 4)
       out.push_back({"arXiv:2509.25149 (NVIDIA, Pretraining Large Language Models with NVFP4)",
                      passes + ". NVIDIA's 12B NVFP4 pretraining kept about 16 % of the linear layers, "
                               "mostly in the last blocks, in BF16; these numbers do not call for it "

@@ -229,8 +229,9 @@ CostModel build_cost_model(std::span<const GemmLayer> layers, std::span<const Re
         for (const Copies copies : {Copies::kRowwise, Copies::kColumnwise, Copies::kBoth}) {
           const Copies cast = model.single_copy[r] ? Copies::kRowwise : copies;
           double seconds = 0;
-          if (from_norm && recipe.kind == RecipeKind::kPerTensorDelayed) {
-            // The norm writes the rowwise copy; a columnwise one is its FP8 transpose.
+          if (from_norm && replays_history(recipe.kind)) {
+            // The scale is known before the norm runs, so the norm writes the rowwise copy; a
+            // columnwise one is its FP8 transpose.
             if (cast != Copies::kRowwise) seconds = kernel(0.0, 0.0, 2 * kFp8Bytes * rows * cols, gpu).seconds;
           } else {
             seconds = cast_cost(recipe, role, rows, cols, cast, gpu).seconds;

@@ -46,9 +46,11 @@ std::vector<NvdlfwSection> nvdlfw_sections_of(const Recommendation& rec, const s
 std::optional<std::string> nvdlfw_omission(const ConsumerPlan& plan) {
   if (plan.candidate == nullptr) return "nvdlfw_inspect.yaml not written: no FP8 candidate was chosen";
   const TeVersion te = plan.rec->te_version;
-  if (plan.candidate->recipe.kind == RecipeKind::kNvfp4 && !te_has_disable_quantization(te))
-    return "nvdlfw_inspect.yaml not written: TE's debug tools take NVFP4 from TE 2.13 (DisableQuantizationGEMM, "
-           "LogNvfp4TensorStats), and this is for TE " + te_version_text(te) + " (--te-version)";
+  const RecipeKindTraits& kind = recipe_kind_traits(plan.candidate->recipe.kind);
+  if (te < kind.te_debug_since)
+    return std::string("nvdlfw_inspect.yaml not written: TE's debug tools take ") + kind.short_name + " from TE " +
+           te_version_text(kind.te_debug_since) + " (DisableQuantizationGEMM, " + kind.nvdlfw_stats +
+           "), and this is for TE " + te_version_text(te) + " (--te-version)";
   if (plan.fp8 && plan.nvdlfw_sections.empty())
     return "nvdlfw_inspect.yaml not written: no BF16 fallback and no FP8 GEMM to watch";
   return std::nullopt;

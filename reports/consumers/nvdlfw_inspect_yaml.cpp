@@ -124,15 +124,14 @@ void emit_watch_features(YAML::Emitter& out, const std::vector<const WatchItem*>
       if ((roles[0] == r || roles[1] == r) && std::find(tensors.begin(), tensors.end(), role_name(r)) == tensors.end())
         tensors.push_back(role_name(r));
     }
-  const bool nvfp4 = kind == RecipeKind::kNvfp4;
   std::vector<std::string> stats = {"underflows%"};
-  if (nvfp4) {
+  if (operand_bits(kind) == 4) {
     stats.push_back("mse");  // LogNvfp4TensorStats has these two
   } else if (te_has_fp8_scale_stats(te)) {
     stats.insert(stats.end(), {"scale_inv_min", "scale_inv_max", "mse"});
     if (replays_history(kind)) stats.insert(stats.begin() + 1, "overflows%");  // delayed scaling's only
   }
-  out << YAML::Key << (nvfp4 ? "LogNvfp4TensorStats" : "LogFp8TensorStats") << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << recipe_kind_traits(kind).nvdlfw_stats << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "enabled" << YAML::Value << true;
   out << YAML::Key << "tensors" << YAML::Value;
   emit_flow_list(out, tensors);

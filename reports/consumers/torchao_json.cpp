@@ -26,16 +26,8 @@ Artifact render_torchao_json(const ConsumerPlan& plan) {
              " chosen, every GEMM BF16): train in BF16, no convert_to_float8_training, modules never "
              "captured included";
   } else if (name.empty()) {  // torchao's float8 training has no recipe of the kind
-    if (c->recipe.kind == RecipeKind::kPerTensorDelayed)
-      reason = "the advice is delayed scaling (" + c->recipe.spec() +
-               "); torchao's float8 training has no delayed scaling, and its tensorwise recipe (current "
-               "scaling) was not the choice";
-    else if (c->recipe.kind == RecipeKind::kMx)
-      reason = "the advice is MXFP8BlockScaling; torchao's float8 training has no MXFP8 recipe (prototype only)";
-    else if (c->recipe.kind == RecipeKind::kNvfp4)
-      reason = "the advice is NVFP4BlockScaling; torchao's float8 training has no 4-bit recipe";
-    else
-      reason = "the advice is BF16";
+    reason = recipe_kind_traits(c->recipe.kind).torchao_none;
+    if (const std::size_t at = reason.find("{spec}"); at != std::string::npos) reason.replace(at, 6, c->recipe.spec());
   } else {
     const bool gw_hp = plan.torchao_gw_hp, wgrad_only = plan.wgrad_only_fallback;
     const FormatCarriage format = carry_format(c->recipe.kind, c->format, Consumer::kTorchao);

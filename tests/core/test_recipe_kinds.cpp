@@ -167,3 +167,55 @@ TEST_CASE("NVFP4's row follows TE's NVFP4BlockScaling and NVFP4Quantizer") {
   CHECK(std::string(fp8a::cast_type_name(RecipeKind::kBf16, fp8a::Fp8Format::kE4M3)) == "bf16");
   CHECK_THROWS(fp8a::parse_recipe("nvfp4:2d"));
 }
+
+TEST_CASE("NVFP4's differences are row fields, and no other kind has them") {
+  const auto& k = row(RecipeKind::kNvfp4);
+  // E4M3 block scales under an FP32 per-tensor scale (NVFP4Quantizer's amax and global scale).
+  CHECK(k.two_level_scale);
+  CHECK(fp8a::two_level_scale(RecipeKind::kNvfp4));
+  // NVFP4BlockScaling.__post_init__ asserts fp8_format == Format.E4M3: every format is one cast.
+  CHECK(k.fixed_e4m3);
+  CHECK(fp8a::operand_bits(RecipeKind::kNvfp4) == 4);
+  // NVTE_NVFP4_DISABLE_2D_QUANTIZATION: W in 1x16 blocks too.
+  const auto no_2d = fp8a::parse_recipe("nvfp4:no_2d");
+  CHECK(fp8a::block_shape(no_2d, Role::kWeight, Orientation::kRowwise) == BlockShape{1, 16});
+  CHECK(fp8a::block_shape(no_2d, Role::kWeight, Orientation::kColumnwise) == BlockShape{16, 1});
+  // The recipe class from TE 2.8 (te_has_nvfp4), the debug features from 2.13
+  // (DisableQuantizationGEMM, LogNvfp4TensorStats: te_has_disable_quantization).
+  CHECK(k.te_since == fp8a::TeVersion{2, 8});
+  CHECK_FALSE(fp8a::te_has_nvfp4(fp8a::TeVersion{2, 7}));
+  CHECK(fp8a::te_has_nvfp4(k.te_since));
+  CHECK(k.te_debug_since == fp8a::TeVersion{2, 13});
+  CHECK_FALSE(fp8a::te_has_disable_quantization(fp8a::TeVersion{2, 12}));
+  CHECK(std::string(k.nvdlfw_stats) == "LogNvfp4TensorStats");
+  CHECK(fp8a::te_release_cannot_train(fp8a::parse_recipe("nvfp4"), fp8a::TeVersion{2, 7}) ==
+        "NVFP4BlockScaling exists from TE 2.8; TE 2.7 has no NVFP4 recipe");
+  for (const auto& t : fp8a::kRecipeKinds) {
+    if (t.kind == RecipeKind::kNvfp4) continue;
+    CAPTURE(t.name);
+    CHECK_FALSE(t.two_level_scale);
+    CHECK_FALSE(t.fixed_e4m3);
+    CHECK(t.block_1d == BlockShape{});
+    CHECK(t.te_since <= fp8a::kTeOldest);
+    CHECK(t.te_debug_since <= fp8a::kTeOldest);
+    CHECK(std::string(t.nvdlfw_stats) == "LogFp8TensorStats");
+    // The no-2d option changes no other kind's blocks.
+    fp8a::Recipe r = fp8a::parse_recipe(t.name);
+    r.nvfp4_2d = false;
+    CHECK(fp8a::block_shape(r, Role::kWeight, Orientation::kRowwise) ==
+          fp8a::block_shape(fp8a::parse_recipe(t.name), Role::kWeight, Orientation::kRowwise));
+  }
+}
+
+TEST_CASE("a format reported against a kind is cited only where it is not the kind's default") {
+  // Megatron-Bridge PR #638 (MXFP8 hybrid diverged), TE#2754 (block with all-E4M3 worse).
+  CHECK(std::string(row(RecipeKind::kMx).other_format_source) == "NVIDIA-NeMo/Megatron-Bridge PR #638");
+  CHECK(row(RecipeKind::kMx).default_format == fp8a::TrainingFormat::kE4M3);
+  CHECK(std::string(row(RecipeKind::kBlock).other_format_source) == "NVIDIA/TransformerEngine#2754");
+  CHECK(row(RecipeKind::kBlock).default_format == fp8a::TrainingFormat::kHybrid);
+  for (const auto& t : fp8a::kRecipeKinds)  // a source comes with its evidence
+    CHECK((*t.other_format_source == '\0') == (*t.other_format_evidence == '\0'));
+  // torchao.json's reason for each kind torchao has no recipe for.
+  for (const auto& t : fp8a::kRecipeKinds)
+    CHECK((*t.torchao_recipe == '\0') == (*t.torchao_none != '\0'));
+}
