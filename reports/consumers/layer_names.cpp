@@ -179,13 +179,22 @@ MergedMembers merge_members(std::span<const MemberPlan> members) {
 }
 
 LayerDecision merged_decision(const std::vector<LayerDecision>& layers, const ModuleGroup& group) {
+  std::vector<MemberPlan> members;  // one recipe: the members' candidates all unset
+  for (std::size_t i : group.layers) {
+    MemberPlan& p = members.emplace_back();
+    for (std::size_t g = 0; g < p.precision.size(); ++g)
+      p.precision[g] = is_fallback(layers[i].gemms[g]) ? Precision::kBf16 : Precision::kFp8;
+  }
+  const MergedMembers rule = merge_members(members);
+  // Each GEMM as the first member that decided it so: BF16 with its reason, else the first judged.
   LayerDecision merged = layers[group.layers.front()];
-  for (std::size_t i : group.layers)
-    for (std::size_t g = 0; g < merged.gemms.size(); ++g) {
+  for (std::size_t g = 0; g < merged.gemms.size(); ++g)
+    for (std::size_t i : group.layers) {
       const GemmDecision& d = layers[i].gemms[g];
-      GemmDecision& m = merged.gemms[g];
-      if (is_fallback(d) && !is_fallback(m)) m = d;  // BF16 wins, with its reason
-      else if (!m.judged && d.judged) m = d;
+      if (rule.precision[g] == Precision::kBf16 ? is_fallback(d) : d.judged) {
+        merged.gemms[g] = d;
+        break;
+      }
     }
   return merged;
 }

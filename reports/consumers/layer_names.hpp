@@ -79,9 +79,9 @@ struct MergedMembers {
 };
 MergedMembers merge_members(std::span<const MemberPlan> members);
 
-// The group's plan as one module, with its reasons: merge_members' rule on a single recipe's
-// decisions, each GEMM a fallback (with that member's reason) when any member keeps it BF16,
-// else judged as its first member that judged it.
+// The group's plan as one module, with its reasons: merge_members decides which GEMMs are BF16
+// (a fallback of any member), each then its first member's fallback with that reason, the
+// others as their first member that judged them.
 LayerDecision merged_decision(const std::vector<LayerDecision>& layers, const ModuleGroup& group);
 
 // Whether the group's members keep different GEMMs in BF16 (the one plan then differs from some).
