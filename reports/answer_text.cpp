@@ -7,7 +7,7 @@
 #include "core/error.hpp"
 #include "core/layer_name.hpp"
 #include "core/text.hpp"
-#include "reports/consumers/layer_names.hpp"
+#include "reports/consumers/consumer_plan.hpp"
 #include "reports/consumers/te_recipe.hpp"
 
 namespace fp8a {

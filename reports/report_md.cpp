@@ -7,7 +7,7 @@
 
 #include "core/text.hpp"
 #include "reports/console_table.hpp"
-#include "reports/consumers/layer_names.hpp"
+#include "reports/consumers/consumer_plan.hpp"
 #include "reports/name_text.hpp"
 #include "reports/number_format.hpp"
 #include "reports/consumers/te_recipe.hpp"

@@ -1,11 +1,120 @@
 #include "reports/consumers/consumer_plan.hpp"
 
 #include <algorithm>
+#include <map>
 
 #include "core/te_version.hpp"
 #include "core/text.hpp"
 
 namespace fp8a {
+
+LayerDecision merged_decision(const std::vector<LayerDecision>& layers, const ModuleGroup& group) {
+  std::vector<MemberPlan> members;  // one recipe: the members' candidates all unset
+  for (std::size_t i : group.layers) {
+    MemberPlan& p = members.emplace_back();
+    for (std::size_t g = 0; g < p.precision.size(); ++g)
+      p.precision[g] = is_fallback(layers[i].gemms[g]) ? Precision::kBf16 : Precision::kFp8;
+  }
+  const MergedMembers rule = merge_members(members);
+  // Each GEMM as the first member that decided it so: BF16 with its reason, else the first judged.
+  LayerDecision merged = layers[group.layers.front()];
+  for (std::size_t g = 0; g < merged.gemms.size(); ++g)
+    for (std::size_t i : group.layers) {
+      const GemmDecision& d = layers[i].gemms[g];
+      if (rule.precision[g] == Precision::kBf16 ? is_fallback(d) : d.judged) {
+        merged.gemms[g] = d;
+        break;
+      }
+    }
+  return merged;
+}
+
+bool group_plans_differ(const std::vector<LayerDecision>& layers, const ModuleGroup& group) {
+  return std::any_of(group.layers.begin(), group.layers.end(), [&](std::size_t i) {
+    return fallback_gemm_list(layers[i]) != fallback_gemm_list(layers[group.layers.front()]);
+  });
+}
+
+std::string group_note(const std::vector<LayerDecision>& layers, const ModuleGroup& group, const std::string& scheme) {
+  if (group.layers.size() < 2) return "";
+  std::string names;
+  for (std::size_t i : group.layers) names += (names.empty() ? "" : ", ") + layers[i].layer;
+  std::string note = std::to_string(group.layers.size()) + " captured layers are one module '" + group.name.name +
+                     "' in " + scheme + " (" + names + ")";
+  if (group_plans_differ(layers, group))
+    note += ": their plans differ, so each GEMM that any of them keeps in BF16 is BF16 here";
+  return note;
+}
+
+std::string on_release(const Recommendation& rec) {
+  const bool any = std::any_of(rec.candidates.begin(), rec.candidates.end(),
+                               [](const CandidatePlan& c) { return c.release_excluded; });
+  return any ? " with TE " + te_version_text(rec.te_version) + " (--te-version)" : "";
+}
+
+const RunCandidate* chosen_candidate(const Recommendation& rec) {
+  if (!rec.chosen || *rec.chosen >= rec.candidates.size()) return nullptr;
+  return &rec.candidates[*rec.chosen].candidate;
+}
+
+bool plan_all_bf16(const Recommendation& rec) {
+  return chosen_candidate(rec) != nullptr &&
+         std::none_of(rec.layers.begin(), rec.layers.end(), [](const LayerDecision& l) {
+           return std::any_of(l.gemms.begin(), l.gemms.end(),
+                              [](const GemmDecision& g) { return g.precision == Precision::kFp8; });
+         });
+}
+
+bool is_fallback(const GemmDecision& gemm) { return gemm.judged && gemm.precision == Precision::kBf16; }
+
+bool has_bf16_gemm(const LayerDecision& layer) {
+  return std::any_of(layer.gemms.begin(), layer.gemms.end(), is_fallback);
+}
+
+std::string fallback_gemm_list(const LayerDecision& layer) {
+  std::string s;
+  for (const GemmDecision& g : layer.gemms)
+    if (is_fallback(g)) s += std::string(s.empty() ? "" : ",") + gemm_name(g.gemm);
+  return s;
+}
+
+bool whole_layer_fallback(const LayerDecision& layer) {
+  return has_bf16_gemm(layer) &&
+         std::none_of(layer.gemms.begin(), layer.gemms.end(),
+                      [](const GemmDecision& g) { return g.judged && g.precision != Precision::kBf16; });
+}
+
+std::string first_bf16_reason(const LayerDecision& layer) {
+  for (const GemmDecision& g : layer.gemms)
+    if (is_fallback(g) && !g.reason.empty()) return g.reason;
+  return "";
+}
+
+FirstLastBf16 first_last_bf16(const Recommendation& rec) {
+  std::map<int, bool> all_bf16;  // index -> every captured module of it is all-BF16
+  for (const LayerDecision& l : rec.layers) {
+    const auto i = transformer_layer_index(l.layer);
+    if (!i) continue;
+    const auto [it, fresh] = all_bf16.emplace(*i, true);
+    it->second = it->second && whole_layer_fallback(l);
+  }
+  FirstLastBf16 r;
+  if (all_bf16.empty()) return r;
+  r.last_index = all_bf16.rbegin()->first;
+  for (int i = 0;; ++i) {
+    const auto it = all_bf16.find(i);
+    if (it == all_bf16.end() || !it->second) break;
+    ++r.at_start;
+  }
+  for (int i = r.last_index; i >= 0; --i) {
+    const auto it = all_bf16.find(i);
+    if (it == all_bf16.end() || !it->second) break;
+    ++r.at_end;
+  }
+  // Every captured layer BF16 and contiguous from 0: the end run repeats the start run.
+  if (r.at_start == r.last_index + 1) r.at_end = 0;
+  return r;
+}
 
 namespace {
 

@@ -1,5 +1,6 @@
-// Captured layer names in each consumer's scheme, and what the consumer configs share about a
-// Recommendation: the chosen candidate and which modules of which transformer layers stay BF16.
+// Captured layer names in each consumer's scheme, the captured layers one consumer name selects
+// together, and the one rule that merges their precisions (merge_members). What the configs
+// share about a Recommendation is the consumer plan's (consumer_plan.hpp).
 #pragma once
 
 #include <array>
@@ -78,52 +79,5 @@ struct MergedMembers {
   bool recipes_agree = true;
 };
 MergedMembers merge_members(std::span<const MemberPlan> members);
-
-// The group's plan as one module, with its reasons: merge_members decides which GEMMs are BF16
-// (a fallback of any member), each then its first member's fallback with that reason, the
-// others as their first member that judged them.
-LayerDecision merged_decision(const std::vector<LayerDecision>& layers, const ModuleGroup& group);
-
-// Whether the group's members keep different GEMMs in BF16 (the one plan then differs from some).
-bool group_plans_differ(const std::vector<LayerDecision>& layers, const ModuleGroup& group);
-
-// For a group of two or more: which captured layers share the name in `scheme` (a file name), and
-// whether their plans differ; "" for one member.
-std::string group_note(const std::vector<LayerDecision>& layers, const ModuleGroup& group, const std::string& scheme);
-
-// The plan keeps no GEMM in FP8 (the answer "every GEMM in BF16"): a candidate is chosen and
-// none of its decisions is FP8. Every config then trains BF16, uncaptured modules included.
-bool plan_all_bf16(const Recommendation& rec);
-
-// " with TE X.Y (--te-version)" when a candidate was excluded for the target TE release (the answer's
-// "none runs on h100 with TE 2.4 (--te-version)"), else "".
-std::string on_release(const Recommendation& rec);
-
-// The chosen candidate, null when none.
-const RunCandidate* chosen_candidate(const Recommendation& rec);
-
-// A BF16 fallback of the plan: a judged GEMM the plan keeps in BF16. A GEMM with no operand
-// captured (judged false) is BF16 in the plan but unknown, not a fallback: the configs leave it
-// at the run's recipe.
-bool is_fallback(const GemmDecision& gemm);
-// Whether the layer has at least one fallback GEMM.
-bool has_bf16_gemm(const LayerDecision& layer);
-// Its fallback GEMMs, "fprop,wgrad"; "" when none.
-std::string fallback_gemm_list(const LayerDecision& layer);
-// Every judged GEMM is a fallback (and at least one is judged).
-bool whole_layer_fallback(const LayerDecision& layer);
-
-// The first reason of a BF16 GEMM of the layer ("" when none).
-std::string first_bf16_reason(const LayerDecision& layer);
-
-// The leading / trailing run of captured transformer layers whose every captured module is all
-// BF16: counts of consecutive indices from the smallest captured index (0 required) up, and from
-// the largest captured index down (the largest captured index taken as the model's last layer).
-struct FirstLastBf16 {
-  int at_start = 0;
-  int at_end = 0;
-  int last_index = -1;  // the largest captured transformer layer index; -1 when none
-};
-FirstLastBf16 first_last_bf16(const Recommendation& rec);
 
 }  // namespace fp8a

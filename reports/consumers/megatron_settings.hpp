@@ -12,6 +12,15 @@
 
 namespace fp8a {
 
+// The leading / trailing run of captured transformer layers whose every captured module is all
+// BF16: counts of consecutive indices from the smallest captured index (0 required) up, and from
+// the largest captured index down (the largest captured index taken as the model's last layer).
+struct FirstLastBf16 {
+  int at_start = 0;
+  int at_end = 0;
+  int last_index = -1;  // the largest captured transformer layer index; -1 when none
+};
+
 // Where the plan puts Megatron's LM head (output_layer: a ColumnParallelLinear, not a TE module;
 // FP8 only through TransformerConfig.fp8_output_proj, which Megatron applies under mxfp8 alone,
 // fp8_utils.is_mxfp8_output_proj_active; Megatron-Core 0.19).

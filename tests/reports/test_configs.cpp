@@ -24,6 +24,7 @@
 #include "core/text.hpp"
 #include "reports/advice_json.hpp"
 #include "reports/answer_text.hpp"
+#include "reports/consumers/consumer_plan.hpp"
 #include "reports/consumers/layer_names.hpp"
 #include "reports/name_text.hpp"
 #include "reports/consumers/megatron_args.hpp"
