@@ -151,6 +151,61 @@ CASES = {
     ]),
 }
 
+# Issue 58, the FP8 cases at width: every FP8 case above again on the model of nvfp4-deep (d_model
+# 256, four blocks, 1000 steps, held-out loss every 100), named CASE@d256, arms and mechanisms
+# unchanged (the spike and the ramp at the same steps). Captures at step 44 (after the spike,
+# inside the ramp) and the last step; the kernel noise from healthy@d256's split arm.
+WIDTH = "@d256"
+WIDE = {"steps": 1000, "d_model": 256, "layers": 4, "eval_every": 100}
+FP8_CASES = ("healthy", "high-lr", "outlier", "outlier16", "outlier20", "outlier20x2", "spike", "ramp")
+for _c in FP8_CASES:
+    _what, _base, _arms = CASES[_c]
+    CASES[_c + WIDTH] = (_what + "; at width: d_model 256, four blocks, 1000 steps", dict(_base, **WIDE),
+                         _arms)
+    CAPTURE_STEPS_OF[_c + WIDTH] = [44, WIDE["steps"] - 1]
+    NOISE_CASE[_c + WIDTH] = "healthy" + WIDTH
+    if _c in CAPTURE_HOOKS:
+        CAPTURE_HOOKS[_c + WIDTH] = CAPTURE_HOOKS[_c]
+
+# Issue 58, a case not planted at init: late gradient underflow. Nothing is multiplied; as the
+# loss falls the gradients' amax falls with it (nvfp4-deep's trace at this width: the FC2 output
+# gradient from 1.5e-2 at step 0 to 8e-5 by step 200, 7.5 binades), while TE's default delayed
+# recipe (history 1024, max) keeps the scale of the largest amax in its window: the whole run
+# here. With E5M2 gradients (hybrid) 32 binades of range absorb it; with E4M3 gradients 18 do
+# not, and the shrunken gradients flush more as training goes on. Current scaling (which rescales
+# every step) and a short most-recent history are the controls; the same delayed recipe with
+# hybrid gradients is healthy@d256's delayed arm (the same runs).
+CASES["late-underflow" + WIDTH] = (
+    "gradient underflow that appears late, not planted: healthy at width, the gradients' amax "
+    "falls as the loss does while delayed scaling's max over 1024 steps keeps the early scale",
+    dict(HEALTHY, **WIDE), [
+        ("bf16", "bf16", "hybrid", {}),
+        ("delayed-e4m3", DELAYED, "e4m3", {}),
+        ("delayed-h16-recent-e4m3", "delayed:history=16:algo=most_recent:margin=0", "e4m3", {}),
+        ("current-e4m3", "current", "e4m3", {}),
+    ])
+CAPTURE_STEPS_OF["late-underflow" + WIDTH] = [44, 499, WIDE["steps"] - 1]
+NOISE_CASE["late-underflow" + WIDTH] = "healthy" + WIDTH
+
+# Issue 58, a case not planted at init: an outlier that grows in training. One FC1 unit of
+# layers.1 trains 100 times faster and without weight decay (harness free_unit); nothing is
+# multiplied in the forward pass. In the BF16 run the FC2 input's amax (that unit's GELU output)
+# goes from 1.3 at step 0 to 26 by step 100, 198 at step 800 and 102 at the end, with a collapse
+# near step 400: an FC2 input channel that grows late, as the SwiGLU weight alignment of
+# Fishman et al. 2024 and the massive activations of Sun et al. 2024 do at scale (here by another
+# cause, at a smaller size).
+GROWN = dict(HEALTHY, **WIDE, free_unit={"layer": 1, "unit": 0, "lr_mult": 100})
+CASES["grown-outlier" + WIDTH] = (
+    "an FC2 input channel that grows in training, not planted: one layers.1 FC1 unit trained "
+    "100x faster without weight decay", GROWN, [
+        ("bf16", "bf16", "hybrid", {}),
+        ("current", "current", "hybrid", {}),
+        ("delayed", DELAYED, "hybrid", {}),
+        ("block", "block", "hybrid", {}),
+    ])
+CAPTURE_STEPS_OF["grown-outlier" + WIDTH] = [499, 799, WIDE["steps"] - 1]
+NOISE_CASE["grown-outlier" + WIDTH] = "healthy" + WIDTH
+
 
 def arm_config(case, arm, rep):
     _, base, arms = CASES[case]

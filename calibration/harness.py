@@ -67,6 +67,10 @@ DEFAULTS = {
     "override": {},  # {"layers.1.mlp.linear_fc2": "mxfp8"}: another recipe for a layer or layer:gemm
     "gain": None,  # {"kind": "outlier", "layer": 1, "log2": 12} / {"kind": "ramp", "layer": 1,
     #                "start": 60, "every": 2, "binades": 12}
+    # A mechanism that is not planted (issue 58): one fc1 unit trained `lr_mult` times faster,
+    # without weight decay: {"layer": 1, "unit": 0, "lr_mult": 30}. Nothing is multiplied in the
+    # forward pass; whether the unit (the FC2 input's channel `unit`) grows is up to training.
+    "free_unit": None,
     "capture_steps": [],
     "hook_regex": r"^(layers\.0\.self_attention\.linear_qkv|layers\.1\.mlp\.linear_fc2)$",
 }
@@ -74,7 +78,7 @@ DEFAULTS = {
 
 # Keys added after runs were stored: left out of the hash while at their default, so that those
 # runs keep their hashes.
-LATER_KEYS = ("override",)
+LATER_KEYS = ("override", "free_unit")
 
 
 def config_hash(cfg):
@@ -323,7 +327,10 @@ def train(cfg, log=print):
             total += loss.item()
         gnorm = float(torch.nn.utils.clip_grad_norm_(model.parameters(),
                                                      a.clip if a.clip > 0 else float("inf")))
+        free = free_unit_rows(model, cfg["free_unit"])
         opt.step()
+        if free:
+            release_unit(free, lr * a.weight_decay, cfg["free_unit"]["lr_mult"])
         opt.zero_grad(set_to_none=True)
         cap.step()
         if step in cfg["capture_steps"] and emu.delayed:  # the scales this step quantised with
@@ -357,6 +364,23 @@ def train(cfg, log=print):
         json.dump(result, f, indent=1, sort_keys=True)
     os.replace(done + ".tmp", done)
     return result
+
+
+def free_unit_rows(model, free):
+    """The free unit's fc1 weight row and bias before the optimizer step: [(param, index, copy)]."""
+    if not free:
+        return []
+    fc1 = model.layers[free["layer"]].mlp.linear_fc1
+    u = free["unit"]
+    return [(fc1.weight, u, fc1.weight.data[u].clone()), (fc1.bias, u, fc1.bias.data[u].clone())]
+
+
+def release_unit(rows, lr_wd, mult):
+    """After AdamW's step p1 = p0 (1 - lr wd) + d (decay only on the weight matrix): the row
+    becomes p0 + mult * d, no decay and mult times Adam's step."""
+    for p, u, old in rows:
+        decayed = old * (1.0 - lr_wd) if p.dim() == 2 else old
+        p.data[u] = old + mult * (p.data[u] - decayed)
 
 
 def make_config(**over):
