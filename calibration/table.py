@@ -136,6 +136,71 @@ def score(data, crits):
     return out
 
 
+def width_of(doc, case):
+    """The case's d_model: its own model's, else the default model's."""
+    return doc["cases"][case].get("model", {}).get("d_model", doc["model"]["d_model"])
+
+
+def base_case(case):
+    """The case a width variant repeats ("outlier20@d256" -> "outlier20")."""
+    return case.split("@")[0]
+
+
+def across_widths(doc):
+    """Each case at every width it ran: per arm the val gap, the harm verdict and the whole
+    policy's, side by side (issue 58)."""
+    widths = sorted({width_of(doc, c) for c in doc["cases"]})
+    bases = []
+    for case in doc["cases"]:
+        if base_case(case) not in bases:
+            bases.append(base_case(case))
+    lines = ["## Across widths", "",
+             "Each case at every width it has: the val gap ± SE (replicates), the harm verdict, and "
+             "the whole policy's (F n: sends n GEMMs to BF16; p: passes; blank: not judged). A case "
+             "that has not run at a width is left out of that width's columns.", "",
+             "| case | arm | " + " | ".join("d%d gap | d%d harm | d%d policy" % (w, w, w) for w in widths) + " |",
+             "|" + " --- |" * (2 + 3 * len(widths))]
+    for base in bases:
+        variants = [c for c in doc["cases"] if base_case(c) == base]
+        if len({width_of(doc, c) for c in variants}) < 2:
+            continue
+        arms = []
+        for c in variants:
+            arms += [a for a in doc["cases"][c]["arms"] if a != "bf16" and a not in arms]
+        for arm in arms:
+            cells = []
+            for w in widths:
+                a = next((doc["cases"][c]["arms"].get(arm) for c in variants if width_of(doc, c) == w), None)
+                if a is None or not a["replicates"]:
+                    cells += ["", "", ""]
+                    continue
+                g, se = a.get("gap_val"), a.get("gap_val_se")
+                gap = "-" if g is None or g != g else "%+.4f ± %s (%d)" % (g, num(se), a["gap_val_n"])
+                pol = a.get("verdicts", {}).get("policy")
+                cells += [gap, a["harm"], ("F %d" % pol["gemms_to_bf16"] if pol["fails"] else "p") if pol else ""]
+            lines.append("| %s | %s | %s |" % (base, arm, " | ".join(cells)))
+    return lines
+
+
+def score_by_width(doc):
+    """Per criterion and width: harms detected / harms, false alarms / harmless runs."""
+    widths = sorted({width_of(doc, c) for c in doc["cases"]})
+    lines = ["## Per criterion at each width", "",
+             "Detected / harmful runs, false alarms / harmless runs, among the judged runs of each width.", "",
+             "| criterion | " + " | ".join("d%d detected | d%d false alarms" % (w, w) for w in widths) + " |",
+             "|" + " --- |" * (1 + 2 * len(widths))]
+    for name, s in doc["score"].items():
+        cells = []
+        for w in widths:
+            def at_w(runs):
+                return [r for r in runs if width_of(doc, r.split("/")[0]) == w]
+            det, miss = at_w(s["detections"]), at_w(s["misses"])
+            fa, ok = at_w(s["false_alarms"]), at_w(s["passes"])
+            cells += ["%d / %d" % (len(det), len(det) + len(miss)), "%d / %d" % (len(fa), len(fa) + len(ok))]
+        lines.append("| %s | %s |" % (name, " | ".join(cells)))
+    return lines
+
+
 def num(v, fmt="%.4f"):
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else fmt % v
 
@@ -216,6 +281,8 @@ def render(doc):
                      % (name, actions.get(name, "-"), len(s["detections"]), fmt_runs(s["detections"]),
                         len(s["false_alarms"]), fmt_runs(s["false_alarms"]),
                         len(s["misses"]), fmt_runs(s["misses"]), len(s["passes"])))
+    lines += [""] + score_by_width(doc)
+    lines += [""] + across_widths(doc)
     lines += ["", "The default policy's record (policies/default_policy.json \"calibration\", which the "
               "answer's `criteria:` line prints): `%s`" % json.dumps(calibration_record(doc))]
     lines += ["", "## The whole policy's first failure per judged run", ""]
