@@ -31,6 +31,8 @@ constexpr const char* kUsage =
     "  inspect   list and validate the tensors of captures\n"
     "  compare   rank the tensors whose metrics diverge most between two captures or run folders\n"
     "  synth     write synthetic captures with known pathologies and their ground truth\n"
+    "  log-config  write the nvdlfw_inspect YAML that has TE's debug API log, over a whole run, the\n"
+    "            statistics fp8-advisor reads (every candidate recipe's what-ifs the TE release can log)\n"
     "\n"
     "  fp8-advisor <command> --help   options of a command\n"
     "  fp8-advisor --version          version, git revision, the GPUs the CUDA backend is built for\n";
@@ -73,8 +75,9 @@ int dispatch(int argc, char** argv, fp8a::Cluster* cluster, fp8a::cli::StopOnSig
   if (first == "inspect") return cli::command_inspect(inv);
   if (first == "synth") return cli::command_synth(inv);
   if (first == "compare") return cli::command_compare(inv);
+  if (first == "log-config") return cli::command_log_config(inv);
   throw usage_error("fp8a.usage.204", "unknown command " + quoted_input(first, 200) +
-                                          did_you_mean(first, {"run", "whatif", "compare", "inspect", "synth"}) +
+                                          did_you_mean(first, {"run", "whatif", "compare", "inspect", "synth", "log-config"}) +
                                           "; try 'fp8-advisor --help'");
 }
 

@@ -121,5 +121,6 @@ int command_compare(const Invocation& inv);
 int command_whatif(const Invocation& inv);
 int command_inspect(const Invocation& inv);
 int command_synth(const Invocation& inv);
+int command_log_config(const Invocation& inv);
 
 }  // namespace fp8a::cli

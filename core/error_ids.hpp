@@ -84,6 +84,8 @@ inline constexpr ErrorIdRow kErrorIdRows[] = {
      "bad `--price-as` (neither a preset, `llama-7b` or `llama-70b`, nor an existing shapes file), or given with `--cost none`"},
     {"fp8a.usage.246", kUsage,
      "`--price-as`: a captured layer has no module role (qkv, proj, fc1, fc2, head) the target prices (the layer named; a shapes file's `names` can map it)"},
+    {"fp8a.usage.247", kUsage,
+     "bad `log-config` option: `--freq` (1 to 1000000), `--start-step`/`--end-step` (0 <= start <= end, or end -1), `--layers` (one line of UTF-8, 1 to 1000 bytes)"},
     {"fp8a.io.101", kInput, "capture path does not exist"},
     {"fp8a.io.102", kInput, "file cannot be opened or mapped, or is not a regular file/directory"},
     {"fp8a.io.103", kInput, "directory holds no captures (`*.safetensors`, `*.npy`, `*.npz`, `*.pt`)"},

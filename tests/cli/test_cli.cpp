@@ -1674,3 +1674,45 @@ TEST_CASE("a sample the answer could hang on is recomputed exactly: the --gemm-r
   // With every GEMM exact there is nothing to refine.
   for (const auto& r : e) CHECK(r.at("note").find("computed exactly") == std::string::npos);
 }
+
+// ---- fp8-advisor log-config ------------------------------------------------------------------
+
+TEST_CASE("log-config: writes the plan's YAML, says what it leaves out, refuses bad options") {
+  TempDir dir;
+  const fs::path out = dir.path / "debug.yaml";
+  auto r = run("log-config --training-recipe current --gpu h100 --out " + shell_quote(out.string()));
+  REQUIRE(r.rc == 0);
+  CHECK(r.out.find("wrote " + out.string() + " (13 statistics per tensor, 4 what-if casts)") != std::string::npos);
+  CHECK(r.out.find("  not logged: mxfp8_*: TE computes it on Blackwell or later only; h100 is sm_90\n") !=
+        std::string::npos);
+  CHECK(slurp(out) == slurp(fs::path(FP8A_SOURCE_DIR) / "tests/golden/reports/log_config_current_h100.yaml"));
+  CHECK(run("--help").out.find("log-config") != std::string::npos);
+  for (const char* bad : {"--freq 0", "--freq 1000001", "--start-step -1", "--start-step 9 --end-step 3",
+                                 "--layers ''"}) {
+    CAPTURE(bad);
+    r = run(std::string("log-config --training-recipe current ") + bad + " --out " + shell_quote(out.string()));
+    CHECK(r.rc == 2);
+    CHECK(r.err.find("[fp8a.usage.247]") != std::string::npos);
+  }
+  // A pattern with a newline or an invalid byte would not stay one YAML scalar: refused, nothing written.
+  fs::remove(out);
+  r = run("log-config --training-recipe current --layers " + shell_quote("a\nb") + " --out " + shell_quote(out.string()));
+  CHECK(r.rc == 2);
+  r = run("log-config --training-recipe current --layers " + shell_quote("a\xff") + " --out " + shell_quote(out.string()));
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("[fp8a.usage.247] --layers") != std::string::npos);
+  CHECK_FALSE(fs::exists(out));
+  r = run("log-config --training-recipe currnt --out " + shell_quote(out.string()));
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("[fp8a.usage.201]") != std::string::npos);
+  r = run("log-config --training-recipe current --gpu h1000 --out " + shell_quote(out.string()));
+  CHECK(r.err.find("[fp8a.usage.214]") != std::string::npos);
+  r = run("log-config --training-recipe current --te-version 2.3 --out " + shell_quote(out.string()));
+  CHECK(r.err.find("[fp8a.usage.242]") != std::string::npos);
+  r = run("log-config --training-recipe current --out " + shell_quote(dir.path.string()));
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("[fp8a.usage.243]") != std::string::npos);
+  r = run("log-config --training-recipe current --out " + shell_quote((dir.path / "no" / "such" / "x.yaml").string()));
+  CHECK(r.rc == 3);
+  CHECK(r.err.find("[fp8a.io.104]") != std::string::npos);
+}

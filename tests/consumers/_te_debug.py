@@ -17,7 +17,8 @@ import types
 
 from _common import TE_SRC, CheckFailed
 
-_STANDIN = "transformer_engine.pytorch"
+# TE's PyTorch package, and (TE 2.4's per_tensor_scaling.py imports it directly) its extension.
+_STANDINS = ("transformer_engine.pytorch", "transformer_engine_torch")
 
 
 class _AnyAttribute(type):
@@ -41,7 +42,7 @@ class _StandIn(types.ModuleType):
 
 class _StandInFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def find_spec(self, name, path, target=None):
-        if name == _STANDIN or name.startswith(_STANDIN + "."):
+        if any(name == s or name.startswith(s + ".") for s in _STANDINS):
             return importlib.machinery.ModuleSpec(name, self, is_package=True)
         return None
 

@@ -21,7 +21,7 @@ RECIPE_GOLDENS = sorted(glob.glob(os.path.join(HERE, "..", "golden", "reports", 
 OK = "OK: "
 # The checkers that import torch (through Megatron-Core, nvdlfw_inspect or torchao).
 HEAVY_CHECKERS = ("check_megatron.py", "check_megatron_args.py", "check_megatron_model.py", "check_bridge.py",
-                  "check_nvdlfw.py", "check_torchao.py", "check_loader.py")
+                  "check_nvdlfw.py", "check_torchao.py", "check_loader.py", "check_log_config.py")
 # Megatron module paths (local layer indices) and what good_precision.yaml maps them to.
 MEGATRON_PATHS = ["decoder.layers.0.self_attention.linear_qkv=bf16",
                   "decoder.layers.3.mlp.linear_fc2=bf16",
@@ -260,6 +260,12 @@ CASES = {
         ([os.path.join(G, "nvdlfw_inspect_mixed.yaml")],
          "Could not find feature 'DisableQuantization"),
         ([os.path.join(G, "recipe_pow2_te2.4.json")], OK, "check_te_recipe.py"),
+        # log-config for TE 2.4: underflows% of the training recipe alone; the newest plan is refused.
+        ([os.path.join(G, "log_config_delayed_te2.4.yaml"), "fp8_delayed_scaling", "90"],
+         OK + "log_config_delayed_te2.4.yaml: 2 features, 6 statistics accepted by TE's own checks "
+         "(fp8_delayed_scaling, sm_90); X, W, dY logged at 9 of 60 steps", "check_log_config.py"),
+        ([os.path.join(G, "log_config_delayed_h100.yaml"), "fp8_delayed_scaling", "90"],
+         "fp8_delayed_scaling_underflows%: not among TE's statistics", "check_log_config.py"),
         ([os.path.join(G, "te_snippet_block_te2.4.py")],
          OK + "te_snippet_block_te2.4.py: te.fp8_autocast(enabled, fp8_recipe) with Float8BlockScaling",
          "check_te_snippet.py"),
@@ -340,6 +346,23 @@ CASES = {
          OK + "te_snippet_nvfp4.py: te.autocast(enabled, recipe) with NVFP4BlockScaling"),
         (["te_snippet/bad_keyword.py"], "te.autocast(enabled, fp8_recipe): TE's transformer_engine.pytorch.quantization.autocast takes no fp8_recipe"),
         (["te_snippet/bad_recipe_field.py"], "DelayedScaling(history=...): TE's DelayedScaling has no field history"),
+    ]),
+    # log-config's YAML (tests/reports/test_log_config.cpp) against nvdlfw_inspect and TE 2.20's own
+    # feature checks, for the training recipe and GPU each was planned for; a plan for an H100 is
+    # refused on an A100 (block-scaling what-ifs need sm_90).
+    "golden_log_config": ("check_log_config.py", [
+        ([os.path.join(G, "log_config_current_h100.yaml"), "fp8_current_scaling", "90"],
+         OK + "log_config_current_h100.yaml: 2 features, 13 statistics accepted by TE's own checks"),
+        ([os.path.join(G, "log_config_mxfp8_b200.yaml"), "mxfp8", "100"],
+         OK + "log_config_mxfp8_b200.yaml: 2 features, 17 statistics accepted"),
+        ([os.path.join(G, "log_config_delayed_h100.yaml"), "fp8_delayed_scaling", "90"],
+         OK + "log_config_delayed_h100.yaml: 2 features, 16 statistics accepted"),
+        ([os.path.join(G, "log_config_nvfp4_b200.yaml"), "nvfp4", "100"],
+         OK + "log_config_nvfp4_b200.yaml: 3 features, 17 statistics accepted"),
+        ([os.path.join(G, "log_config_bf16.yaml"), "", "90"],
+         OK + "log_config_bf16.yaml: 1 features, 5 statistics accepted"),
+        ([os.path.join(G, "log_config_current_h100.yaml"), "fp8_current_scaling", "80"],
+         "fp8_block_scaling_underflows%: TE refuses it: Stat fp8_block_scaling_underflows% needs Hopper"),
     ]),
     "nvdlfw": ("check_nvdlfw.py", [
         (["nvdlfw/good_debug.yaml"] + NVDLFW_LAYERS, OK),

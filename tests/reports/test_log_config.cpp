@@ -1,0 +1,121 @@
+// The logging plan (reports/consumers/log_config.hpp) against TE's debug features as their source
+// states them (transformer_engine/debug/features/log_fp8_tensor_stats.py check_if_stat_is_supported,
+// update_aux_dict; TE 2.4's _get_supported_stats_list), and its YAML as golden files, which
+// tests/consumers/check_log_config.py loads with nvdlfw_inspect and TE's own feature checks.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "core/gpu_target.hpp"
+#include "reports/consumers/log_config.hpp"
+#include "support/golden.hpp"
+
+using fp8a::LogPlan;
+using fp8a::LogRequest;
+
+namespace {
+
+LogRequest request(const char* recipe, const char* gpu, fp8a::TeVersion te = fp8a::kTeNewest) {
+  LogRequest q;
+  q.training = fp8a::parse_recipe(recipe);
+  std::string why;
+  q.gpu = fp8a::find_gpu_target(gpu, &why);
+  REQUIRE(q.gpu != nullptr);
+  q.te = te;
+  return q;
+}
+
+bool has(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+
+bool left_out(const LogPlan& p, const std::string& what) {
+  return std::any_of(p.left_out.begin(), p.left_out.end(), [&](const fp8a::LeftOut& l) { return l.what == what; });
+}
+
+}  // namespace
+
+TEST_CASE("current scaling on an H100: its own statistics, block what-ifs, no MXFP8 and no delayed") {
+  const LogRequest q = request("current", "h100");
+  const LogPlan p = fp8a::plan_logging(q);
+  // The training recipe's own: no cast; scale_inv and mse from TE 2.7.
+  for (const char* s : {"fp8_current_scaling_underflows%", "fp8_current_scaling_mse", "fp8_current_scaling_scale_inv_min",
+                        "fp8_current_scaling_scale_inv_max"})
+    CHECK(has(p.fp8_stats, s));
+  // overflows% is delayed scaling's alone; _columnwise is refused for per-tensor recipes.
+  CHECK_FALSE(has(p.fp8_stats, "fp8_current_scaling_overflows%"));
+  CHECK_FALSE(has(p.fp8_stats, "fp8_current_scaling_underflows%_columnwise"));
+  // Block scaling what-ifs on sm_90 (major >= 9), rowwise and columnwise (wgrad's copies).
+  for (const char* s : {"fp8_block_scaling_underflows%", "fp8_block_scaling_mse", "fp8_block_scaling_underflows%_columnwise",
+                        "fp8_block_scaling_mse_columnwise"})
+    CHECK(has(p.fp8_stats, s));
+  CHECK(p.what_if_casts == 4);  // update_aux_dict casts once per what-if statistic
+  CHECK(p.fp8_stats.size() == 8);
+  // MXFP8 needs major >= 10; delayed scaling cannot be a what-if.
+  CHECK(left_out(p, "mxfp8_*"));
+  CHECK(left_out(p, "fp8_delayed_scaling_*"));
+  CHECK(p.nvfp4_stats.empty());
+  CHECK(p.tensor_stats == std::vector<std::string>{"cur_amax", "dynamic_range", "mean", "std", "l2_norm"});
+  fp8a::testing::check_golden("log_config_current_h100.yaml", fp8a::render_log_config(q, p, "x.yaml").contents);
+}
+
+TEST_CASE("MXFP8 on a B200: every FP8 what-if but delayed") {
+  const LogPlan p = fp8a::plan_logging(request("mxfp8", "b200"));
+  CHECK(has(p.fp8_stats, "mxfp8_underflows%_columnwise"));
+  CHECK(has(p.fp8_stats, "fp8_current_scaling_mse"));
+  CHECK(has(p.fp8_stats, "fp8_block_scaling_mse_columnwise"));
+  CHECK_FALSE(has(p.fp8_stats, "fp8_current_scaling_scale_inv_min"));  // a what-if: the criteria's two
+  CHECK(p.what_if_casts == 2 + 4);
+  CHECK(p.left_out.size() == 1);
+  fp8a::testing::check_golden("log_config_mxfp8_b200.yaml",
+                              fp8a::render_log_config(request("mxfp8", "b200"), p, "x.yaml").contents);
+}
+
+TEST_CASE("delayed scaling: overflows% and its own statistics; TE 2.4 logs underflows% alone") {
+  const LogPlan p = fp8a::plan_logging(request("delayed", "h100"));
+  CHECK(has(p.fp8_stats, "fp8_delayed_scaling_overflows%"));
+  CHECK_FALSE(left_out(p, "fp8_delayed_scaling_*"));
+  fp8a::testing::check_golden("log_config_delayed_h100.yaml",
+                              fp8a::render_log_config(request("delayed", "h100"), p, "x.yaml").contents);
+  LogRequest old = request("delayed", "h100", fp8a::TeVersion{2, 4});
+  old.freq = 5;
+  old.end_step = 40;
+  const LogPlan p24 = fp8a::plan_logging(old);
+  CHECK(p24.fp8_stats == std::vector<std::string>{"underflows%"});
+  CHECK(p24.what_if_casts == 0);
+  CHECK(p24.left_out.size() == 1);
+  CHECK(fp8a::plan_logging(request("current", "b200", fp8a::TeVersion{2, 6})).fp8_stats.size() == 1);
+  CHECK(fp8a::plan_logging(request("current", "b200", fp8a::TeVersion{2, 7})).fp8_stats.size() > 1);
+  fp8a::testing::check_golden("log_config_delayed_te2.4.yaml", fp8a::render_log_config(old, p24, "x.yaml").contents);
+}
+
+TEST_CASE("NVFP4 from TE 2.13: LogNvfp4TensorStats and the FP8 what-ifs; before, nothing quantised") {
+  const LogPlan p = fp8a::plan_logging(request("nvfp4", "b200"));
+  CHECK(p.nvfp4_stats == std::vector<std::string>{"underflows%", "mse"});
+  CHECK(has(p.fp8_stats, "mxfp8_mse"));
+  CHECK(p.what_if_casts == 2 + 4 + 4);
+  fp8a::testing::check_golden("log_config_nvfp4_b200.yaml",
+                              fp8a::render_log_config(request("nvfp4", "b200"), p, "x.yaml").contents);
+  const LogPlan old = fp8a::plan_logging(request("nvfp4", "b200", fp8a::TeVersion{2, 12}));
+  CHECK(old.fp8_stats.empty());
+  CHECK(old.nvfp4_stats.empty());
+  CHECK(old.left_out.size() == 1);
+}
+
+TEST_CASE("BF16 training: LogTensorStats alone, the FP8 statistics said to be missing") {
+  const LogRequest q = request("bf16", "h100");
+  const LogPlan p = fp8a::plan_logging(q);
+  CHECK(p.fp8_stats.empty());
+  CHECK(left_out(p, "every FP8 statistic"));
+  const std::string yaml = fp8a::render_log_config(q, p, "x.yaml").contents;
+  CHECK(yaml.find("LogFp8TensorStats:") == std::string::npos);
+  CHECK(yaml.find("LogTensorStats:") != std::string::npos);
+  fp8a::testing::check_golden("log_config_bf16.yaml", yaml);
+}
+
+TEST_CASE("the layers pattern reaches the YAML as one quoted scalar") {
+  LogRequest q = request("current", "h100");
+  q.layers = "it's: #not a comment";
+  const std::string yaml = fp8a::render_log_config(q, fp8a::plan_logging(q), "x.yaml").contents;
+  CHECK(yaml.find("layer_name_regex_pattern: 'it''s: #not a comment'") != std::string::npos);
+}
