@@ -306,7 +306,8 @@ def calibration_record(doc):
     judged = s["detections"] + s["misses"] + s["false_alarms"] + s["passes"]
     return {"table": "calibration/RESULTS.md", "cases": len({r.split("/")[0] for r in judged}),
             "runs": len(judged), "harmful": len(s["detections"]) + len(s["misses"]),
-            "detected": len(s["detections"]), "false_alarms": len(s["false_alarms"])}
+            "detected": len(s["detections"]), "false_alarms": len(s["false_alarms"]),
+            "widths": sorted({width_of(doc, r.split("/")[0]) for r in judged})}
 
 
 def policy_record():

@@ -208,6 +208,26 @@ const Json* ObjectReader::object(const char* key) const {
   return v;
 }
 
+std::optional<std::vector<std::int64_t>> ObjectReader::integers(const char* key, std::int64_t lo, std::int64_t hi,
+                                                                std::size_t max_count) const {
+  const Json* v = find(key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_array() || v->size() > max_count)
+    wrong_type(key, ("an array of at most " + std::to_string(max_count) + " integers").c_str(), *v);
+  std::vector<std::int64_t> out;
+  for (const Json& x : *v) {
+    if (!x.is_number_integer()) wrong_type(key, "an array of integers", *v);
+    const std::int64_t n = x.is_number_unsigned() ? static_cast<std::int64_t>(std::min<std::uint64_t>(
+                                                        x.get<std::uint64_t>(), static_cast<std::uint64_t>(hi) + 1))
+                                                  : x.get<std::int64_t>();
+    if (n < lo || n > hi)
+      throw input_error(kind_.out_of_range, prefix() + name(key) + " holds " + x.dump() + ", expected integers in [" +
+                                                std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    out.push_back(n);
+  }
+  return out;
+}
+
 std::optional<std::vector<std::string>> ObjectReader::strings(const char* key) const {
   const Json* v = find(key);
   if (v == nullptr) return std::nullopt;

@@ -53,6 +53,10 @@ class ObjectReader {
   void integer(const char* key, std::int64_t lo, std::int64_t hi, std::int64_t* out) const;
   // The object under `key` (checked to be an object), or nullptr when absent.
   const Json* object(const char* key) const;
+  // The array under `key` (checked: at most max_count integers, each in [lo, hi]), or nullopt
+  // when absent.
+  std::optional<std::vector<std::int64_t>> integers(const char* key, std::int64_t lo, std::int64_t hi,
+                                                    std::size_t max_count) const;
   // The array under `key` (checked to be an array of strings), or nullopt when absent.
   std::optional<std::vector<std::string>> strings(const char* key) const;
   // One of `names`; returns its index, or -1 when the key is absent.

@@ -53,9 +53,12 @@ std::string calibration_text(const Policy& p) {
            " has no calibration record: its criteria are not validated against training";
   const PolicyCalibration& c = *p.calibration;
   const int harmless = c.runs - c.harmful;
-  return format_text("validated on %d training case%s (%d FP8 run%s, %s): %d of %d harmful run%s fail, "
+  std::string widths;  // " at d_model 64 and 256"
+  for (std::size_t i = 0; i < c.widths.size(); ++i)
+    widths += (i == 0 ? " at d_model " : i + 1 == c.widths.size() ? " and " : ", ") + std::to_string(c.widths[i]);
+  return format_text("validated on %d training case%s%s (%d FP8 run%s, %s): %d of %d harmful run%s fail, "
                      "%d false alarm%s in %d harmless one%s",
-                     c.cases, c.cases == 1 ? "" : "s", c.runs, c.runs == 1 ? "" : "s", c.table.c_str(),
+                     c.cases, c.cases == 1 ? "" : "s", widths.c_str(), c.runs, c.runs == 1 ? "" : "s", c.table.c_str(),
                      c.detected, c.harmful, c.harmful == 1 ? "" : "s", c.false_alarms,
                      c.false_alarms == 1 ? "" : "s", harmless, harmless == 1 ? "" : "s");
 }
@@ -119,6 +122,7 @@ std::string policy_to_json(const Policy& p) {
     j["calibration"] = {{"table", k.table},       {"cases", k.cases},
                         {"runs", k.runs},         {"harmful", k.harmful},
                         {"detected", k.detected}, {"false_alarms", k.false_alarms}};
+    if (!k.widths.empty()) j["calibration"]["widths"] = k.widths;
   } else {
     j["calibration"] = nullptr;
   }
@@ -162,7 +166,7 @@ Policy parse_policy_text(std::string_view json_text, std::string_view origin, bo
     } else {
       const Json* o = top.object("calibration");
       const ObjectReader r(*o, "calibration", where, kPolicyFile);
-      r.only({"table", "cases", "runs", "harmful", "detected", "false_alarms"});
+      r.only({"table", "cases", "runs", "harmful", "detected", "false_alarms", "widths"});
       PolicyCalibration k;
       r.text("table", &k.table);
       std::int64_t n[5] = {0, 0, 0, 0, 0};
@@ -173,6 +177,11 @@ Policy parse_policy_text(std::string_view json_text, std::string_view origin, bo
       k.harmful = static_cast<int>(n[2]);
       k.detected = static_cast<int>(n[3]);
       k.false_alarms = static_cast<int>(n[4]);
+      if (const auto w = r.integers("widths", 1, 1'000'000, 100)) {
+        k.widths.assign(w->begin(), w->end());
+        std::sort(k.widths.begin(), k.widths.end());
+        k.widths.erase(std::unique(k.widths.begin(), k.widths.end()), k.widths.end());
+      }
       if (k.harmful > k.runs || k.detected > k.harmful || k.false_alarms > k.runs - k.harmful)
         throw input_error("fp8a.policy.904",
                           "policy file " + where +

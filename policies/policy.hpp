@@ -144,6 +144,7 @@ struct PolicyCalibration {
   int harmful = 0;       // of them, harmful in training (calibration/README.md's harm rule)
   int detected = 0;      // harmful runs the policy fails
   int false_alarms = 0;  // harmless runs the policy fails
+  std::vector<int> widths;  // the models' d_model the runs trained at, ascending; empty: not said
   bool operator==(const PolicyCalibration&) const = default;
 };
 

@@ -159,6 +159,20 @@ TEST_CASE("a custom file changes what it names over its base") {
   CHECK(fp8a::calibration_text(own) ==
         "validated on 3 training cases (7 FP8 runs, t.md): 1 of 2 harmful runs fail, 0 false alarms "
         "in 5 harmless ones");
+  // The widths the runs trained at, sorted and said once each.
+  const auto wide = fp8a::parse_policy(R"({"criteria": {"saturation": {"max_pct": 1}},
+    "calibration": {"table": "t.md", "cases": 3, "runs": 7, "harmful": 2, "detected": 1,
+                    "false_alarms": 0, "widths": [512, 64, 256, 64]}})", "wide.json");
+  REQUIRE(wide.calibration.has_value());
+  CHECK(wide.calibration->widths == std::vector<int>{64, 256, 512});
+  CHECK(fp8a::calibration_text(wide) ==
+        "validated on 3 training cases at d_model 64, 256 and 512 (7 FP8 runs, t.md): 1 of 2 harmful runs fail, "
+        "0 false alarms in 5 harmless ones");
+  CHECK(parse_error(R"({"calibration": {"widths": [64, "x"]}})").find("[fp8a.policy.9") == 0);
+  CHECK(parse_error(R"({"calibration": {"widths": [0]}})").find("expected integers in [1, 1000000]") !=
+        std::string::npos);
+  // The default's record says the widths of calibration/RESULTS.md's judged runs.
+  CHECK(fp8a::calibration_text(fp8a::default_policy()).find(" at d_model 64 and 256 (") != std::string::npos);
   CHECK(parse_error(R"({"calibration": {"runs": 1, "harmful": 2}})") ==
                     "[fp8a.policy.904] policy file 'p.json': calibration counts do not add up "
                     "(detected <= harmful <= runs, false_alarms <= runs - harmful)");
