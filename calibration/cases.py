@@ -166,6 +166,19 @@ for _c in FP8_CASES:
     NOISE_CASE[_c + WIDTH] = "healthy" + WIDTH
     if _c in CAPTURE_HOOKS:
         CAPTURE_HOOKS[_c + WIDTH] = CAPTURE_HOOKS[_c]
+# And the harm cases with healthy at d_model 512 (four blocks, 1000 steps: about 0.8 s a step
+# under current scaling on one core here, 15 minutes a run), CASE@d512.
+WIDTH512 = "@d512"
+WIDE512 = dict(WIDE, d_model=512)
+for _c in ("healthy", "outlier20", "outlier20x2"):
+    _what, _base, _arms = CASES[_c]
+    CASES[_c + WIDTH512] = (_what + "; at width: d_model 512, four blocks, 1000 steps", dict(_base, **WIDE512),
+                            _arms)
+    CAPTURE_STEPS_OF[_c + WIDTH512] = [44, WIDE512["steps"] - 1]
+    NOISE_CASE[_c + WIDTH512] = "healthy" + WIDTH512
+    if _c in CAPTURE_HOOKS:
+        CAPTURE_HOOKS[_c + WIDTH512] = CAPTURE_HOOKS[_c]
+
 
 # Issue 58, a case not planted at init: late gradient underflow. Nothing is multiplied; as the
 # loss falls the gradients' amax falls with it (nvfp4-deep's trace at this width: the FC2 output
