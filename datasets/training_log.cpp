@@ -362,6 +362,15 @@ std::string split_nvdlfw(std::string_view line, NvdlfwLine* out) {
   return {};
 }
 
+// A value as nvdlfw_inspect's default file logger prints it ("{:.4f}": digits, a point, four
+// digits); fp8a_capture.stats_logger writes every digit instead.
+bool four_decimals(std::string_view v) {
+  if (!v.empty() && v.front() == '-') v.remove_prefix(1);
+  const auto point = v.find('.');
+  if (point == 0 || point == std::string_view::npos || v.size() - point != 5) return false;
+  return std::all_of(v.begin(), v.end(), [](char c) { return c == '.' || (c >= '0' && c <= '9'); });
+}
+
 bool is_nvdlfw_line(std::string_view line) {
   const auto at = line.find(kIteration);
   return at != std::string_view::npos &&
@@ -370,6 +379,7 @@ bool is_nvdlfw_line(std::string_view line) {
 
 struct NvdlfwCounts {
   std::size_t lines = 0;          // statistics lines
+  std::size_t four_decimals = 0;  // cur_amax values printed as nvdlfw's default logger prints them
   std::size_t fp8_stats = 0;      // LogFp8TensorStats values kept
   std::size_t other_stats = 0;    // stat other than cur_amax and the FP8 statistics
   std::size_t other_tensors = 0;  // cur_amax / FP8 stat of a tensor other than activation, weight, gradient
@@ -512,6 +522,7 @@ void parse_nvdlfw(std::string_view text, const std::string& path, std::size_t fi
     if (auto why = parse_amax(parts.value, &e.amax); !why.empty())
       throw input_error("fp8a.trace.503",
                         at_line(path, n) + "cur_amax value " + shown(parts.value) + " " + why);
+    counts->four_decimals += four_decimals(parts.value) ? 1 : 0;
     std::uint32_t series = 0;
     if (auto it = series_of.find(layer_tensor); it != series_of.end()) {
       series = it->second;
@@ -594,7 +605,7 @@ std::string load_file(const std::string& path, std::size_t file_index, const Fil
       if (counts.more_tensor_names) note += ", ...";
       note += ")";
     }
-    if (values.count > 0) *rounded = true;
+    if (counts.four_decimals > 0) *rounded = true;
   }
   check_repeats(path, format, *builder, &values);
   builder->add_file(values);

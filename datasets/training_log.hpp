@@ -73,8 +73,9 @@ struct TrainingLog {
   std::vector<std::string> files;                             // paths read, in order, each once
   // nvdlfw_inspect FP8 statistics, in file and line order (several ranks' logs are not merged).
   std::vector<LoggedFp8Stat> fp8_stats;
-  // True when any value came from a source that rounds: nvdlfw_inspect logs print value={:.4f}, so
-  // their amaxes are rounded to 0.0001 and an amax below 0.00005 reads as 0.
+  // True when any value came from a source that rounds: nvdlfw_inspect's default file logger prints
+  // value={:.4f}, so its amaxes are rounded to 0.0001 and an amax below 0.00005 reads as 0 (a
+  // cur_amax printed with exactly four decimals counts; fp8a_capture.stats_logger prints every digit).
   bool rounded = false;
   // Human-readable facts about the load, in this order: one line per file (format, values read,
   // lines skipped), paths listed twice, the rounding of nvdlfw_inspect values, the cross-file

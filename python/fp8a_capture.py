@@ -611,6 +611,38 @@ def te_dump_config(path, steps, layer_regex=r"(^|\.)(linear_qkv|linear_fc1|fc1|f
     return str(path)
 
 
+def stats_logger(log_dir, rank=None):
+    """An nvdlfw_inspect statistics logger that writes every value in full precision, for
+    ``debug_api.initialize(..., statistics_logger=fp8a_capture.stats_logger(LOG))``.
+
+    nvdlfw_inspect's default file logger prints ``value={:.4f}``: a gradient's cur_amax, std or
+    mse under 5e-5 reads as 0, which is most of them. This one writes the same lines, the value
+    as Python's repr of the float (the shortest text that reads back to the same number), to
+    ``LOG/nvdlfw_inspect_statistics_logs/nvdlfw_inspect_globalrank-<rank>.log``, the default's
+    file, so ``fp8-advisor run --training-log`` reads it as it reads the default's. ``rank``:
+    torch.distributed's global rank when initialised, else 0.
+    """
+    from nvdlfw_inspect.logging import BaseLogger  # only where TE's debug API runs
+
+    if rank is None:
+        rank = _dist_rank_world()[0]
+    folder = os.path.join(str(log_dir), "nvdlfw_inspect_statistics_logs")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "nvdlfw_inspect_globalrank-%d.log" % int(rank))
+
+    class _FullPrecisionLogger(BaseLogger):
+        def __init__(self):
+            super().__init__()
+            self.path = path
+            self._file = open(path, "a", encoding="utf-8", buffering=1)  # a line at a time
+
+        def log_scalar(self, name, value, iteration, **kwargs):
+            value = float(value.item() if hasattr(value, "item") else value)
+            self._file.write("%s \t\t\t\t iteration=%06d \t\t\t\t value=%r\n" % (name, int(iteration), value))
+
+    return _FullPrecisionLogger()
+
+
 def attach(model, out_dir, steps=None, every=None, name_regex=None, micro_batch=0, **kwargs):
     """Hook ``model`` and return a :class:`Capture`.
 

@@ -590,3 +590,24 @@ TEST_CASE("nvdlfw_inspect log: skipped tensor names in the note are escaped, not
         "r.log: nvdlfw_inspect statistics log, 1 cur_amax value; skipped 1 line of other tensors "
         "(\\x1b[31mred\\xff)");
 }
+
+TEST_CASE("nvdlfw_inspect log in full precision (fp8a_capture.stats_logger): read exactly, not rounded") {
+  // The lines check_stats_logger.py has fp8a_capture.stats_logger write: nvdlfw's layout, the
+  // value as Python's repr.
+  std::string log;
+  log += "model.decoder.layers.1.mlp.linear_fc1_gradient_cur_amax \t\t\t\t iteration=000020 \t\t\t\t value=1.2345678e-05\n";
+  log += "model.decoder.layers.1.mlp.linear_fc1_activation_cur_amax \t\t\t\t iteration=000020 \t\t\t\t value=3.25\n";
+  log += "model.decoder.layers.1.mlp.linear_fc1_gradient_fp8_block_scaling_mse_columnwise \t\t\t\t iteration=000020 "
+         "\t\t\t\t value=3.0517578125e-12\n";
+  const TrainingLog t = load_training_log({"r.log"}, one_file("r.log", log));
+  CHECK_FALSE(t.rounded);
+  CHECK(series_of(t, "model.decoder.layers.1.mlp.linear_fc1", Role::kGradient).amax_by_step.at(20) == 1.2345678e-05f);
+  REQUIRE(t.fp8_stats.size() == 1);
+  CHECK(t.fp8_stats[0].value == 3.0517578125e-12);
+  CHECK(t.notes.size() == 1);  // no rounding note
+  // One value in the default's form marks the log rounded.
+  const TrainingLog r = load_training_log(
+      {"d.log"}, one_file("d.log", log + "model.decoder.layers.1.mlp.linear_fc1_weight_cur_amax \t\t\t\t "
+                                         "iteration=000020 \t\t\t\t value=0.0625\n"));
+  CHECK(r.rounded);
+}
