@@ -6,7 +6,9 @@
 #include "cli/options.hpp"
 #include "core/error.hpp"
 #include "core/gpu_target.hpp"
+#include "core/recipe_options.hpp"
 #include "core/text.hpp"
+#include "policies/cost_model.hpp"
 #include "reports/consumers/log_config.hpp"
 #include "rundir/atomic_file.hpp"
 
@@ -59,6 +61,11 @@ int command_log_config(const Invocation& inv) {
   const std::optional<TeVersion> te = parse_te_version(te_text, &why);
   if (!te) throw usage_error("fp8a.usage.242", "--te-version " + quoted_input(te_text) + ": " + why);
   q.te = *te;
+  // A plan for a run that cannot happen would log nothing: the recipe must train there.
+  if (const RecipeSupport s = recipe_support(q.training, *q.gpu); !s.runs)
+    throw usage_error(kBadLogOption, "--training-recipe " + q.training.spec() + ": " + s.reason);
+  if (const std::string release = te_release_cannot_train(q.training, q.te, q.gpu->sm); !release.empty())
+    throw usage_error(kBadLogOption, "--training-recipe " + q.training.spec() + ": " + release);
   if (q.freq < 1 || q.freq > 1'000'000)
     throw usage_error(kBadLogOption, "--freq " + std::to_string(q.freq) + ": expected 1 to 1000000 steps");
   if (q.start_step < 0 || (q.end_step != -1 && q.end_step < q.start_step))

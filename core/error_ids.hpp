@@ -85,7 +85,7 @@ inline constexpr ErrorIdRow kErrorIdRows[] = {
     {"fp8a.usage.246", kUsage,
      "`--price-as`: a captured layer has no module role (qkv, proj, fc1, fc2, head) the target prices (the layer named; a shapes file's `names` can map it)"},
     {"fp8a.usage.247", kUsage,
-     "bad `log-config` option: `--freq` (1 to 1000000), `--start-step`/`--end-step` (0 <= start <= end, or end -1), `--layers` (one line of UTF-8, 1 to 1000 bytes)"},
+     "bad `log-config` option: `--freq` (1 to 1000000), `--start-step`/`--end-step` (0 <= start <= end, or end -1), `--layers` (one line of UTF-8, 1 to 1000 bytes), a `--training-recipe` that does not train on `--gpu` or `--te-version`"},
     {"fp8a.io.101", kInput, "capture path does not exist"},
     {"fp8a.io.102", kInput, "file cannot be opened or mapped, or is not a regular file/directory"},
     {"fp8a.io.103", kInput, "directory holds no captures (`*.safetensors`, `*.npy`, `*.npz`, `*.pt`)"},

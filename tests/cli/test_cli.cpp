@@ -1709,6 +1709,13 @@ TEST_CASE("log-config: writes the plan's YAML, says what it leaves out, refuses 
   CHECK(r.err.find("[fp8a.usage.214]") != std::string::npos);
   r = run("log-config --training-recipe current --te-version 2.3 --out " + shell_quote(out.string()));
   CHECK(r.err.find("[fp8a.usage.242]") != std::string::npos);
+  // A recipe that cannot train on the GPU or the TE release: nothing to log.
+  r = run("log-config --training-recipe current --gpu a100 --out " + shell_quote(out.string()));
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("[fp8a.usage.247] --training-recipe current: current needs sm_89+") != std::string::npos);
+  r = run("log-config --training-recipe nvfp4 --gpu b200 --te-version 2.7 --out " + shell_quote(out.string()));
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("NVFP4BlockScaling exists from TE 2.8") != std::string::npos);
   r = run("log-config --training-recipe current --out " + shell_quote(dir.path.string()));
   CHECK(r.rc == 2);
   CHECK(r.err.find("[fp8a.usage.243]") != std::string::npos);
