@@ -4,8 +4,9 @@ every captured tensor, recipe (current, delayed, block, mxfp8, nvfp4 and its thr
 format (e4m3, hybrid) and
 operand copy (rowwise, columnwise) (in a harness run's folder: the recipe and format it trained with), fp8emu's quantise-dequantise must give exactly the numbers
 `fp8-advisor run` writes to metrics.csv: the scale bits (per-tensor scale; the block scales'
-scale_inv_min/max), underflow_count, overflow_count and saturated_count, and mse to 1e-12 relative
-(the dequantised values agree bit for bit; only the float64 sum is added in another order); NVFP4
+scale_inv_min/max), underflow_count, overflow_count and saturated_count, and mse to 1e-12 relative,
+or n * 2^-53 for n elements where that is larger (the dequantised values agree bit for bit; only
+the float64 sum of the same terms is added in another order); NVFP4
 adds the level-2 decode factor (scale_inv) and its stochastic rounding draws fp8-advisor's stream. Delayed
 scaling: the scale of fp8emu.DelayedScale fed the amax trace step by step is the scale fp8-advisor
 replays from that trace, and, where the harness wrote the scales it trained with
@@ -40,6 +41,11 @@ import fp8emu  # noqa: E402
 import fp8a_safetensors  # noqa: E402
 
 MSE_REL_TOL = 1e-12
+# Both sides add the same float64 terms in different orders; a sum of n positive terms in float64
+# is exact to n * 2^-53 relative (fp8-advisor's is one chain in index order, the bound's worst
+# case), which passes 1e-12 past about 9,000 elements: the d_model 256 captures' 131,072 do.
+def mse_tolerance(n):
+    return max(MSE_REL_TOL, 2.0 * n * 2.0 ** -53)
 DTYPES = {"BF16": torch.bfloat16, "F32": torch.float32, "F16": torch.float16}
 
 
@@ -162,7 +168,8 @@ def check_dir(binary, cap_dir, tmp):
                      ("saturated_count", q.saturated, int(row["saturated_count"]))]
             ref_mse = float(row["mse"])
             rel = abs(mse - ref_mse) / ref_mse if ref_mse else abs(mse)
-            want.append(("mse", rel <= MSE_REL_TOL, True))
+            tol = mse_tolerance(x.numel())
+            want.append(("mse (rel %.2g, tolerance %.2g)" % (rel, tol), rel <= tol, True))
             checked += 1
             for what, got, exp in want:
                 if got != exp:
