@@ -27,7 +27,6 @@ struct LogRequest {
   TeVersion te = kTeNewest;
   const GpuTarget* gpu = nullptr;  // the GPU the run trains on (TE's what-if casts: block sm_90+, MXFP8 sm_100+)
   Recipe training;                 // the recipe the run trains with; bf16: no FP8 training
-  TrainingFormat format = TrainingFormat::kHybrid;
   int freq = 10;                   // every freq-th step
   std::int64_t start_step = 0;
   std::int64_t end_step = -1;      // -1: to the end
