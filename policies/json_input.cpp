@@ -106,6 +106,13 @@ void require_utf8(std::string_view text, const std::string& file, const JsonInpu
   }
 }
 
+// A JSON integer as int64; an unsigned one above hi reads as hi + 1 (out of range, not wrapped).
+std::int64_t integer_at_most_past(const Json& v, std::int64_t hi) {
+  return v.is_number_unsigned()
+             ? static_cast<std::int64_t>(std::min<std::uint64_t>(v.get<std::uint64_t>(), static_cast<std::uint64_t>(hi) + 1))
+             : v.get<std::int64_t>();
+}
+
 }  // namespace
 
 Json parse_json_input(std::string_view text, const std::string& where, const JsonInputKind& kind) {
@@ -190,11 +197,7 @@ void ObjectReader::optional_number(const char* key, double lo, bool lo_open, dou
 void ObjectReader::integer(const char* key, std::int64_t lo, std::int64_t hi, std::int64_t* out) const {
   if (const Json* v = find(key)) {
     if (!v->is_number_integer()) wrong_type(key, "an integer", *v);
-    const bool is_unsigned = v->is_number_unsigned();
-    const auto u = is_unsigned ? v->get<std::uint64_t>() : 0;
-    const std::int64_t x = is_unsigned ? static_cast<std::int64_t>(std::min<std::uint64_t>(
-                                             u, static_cast<std::uint64_t>(hi) + 1))
-                                       : v->get<std::int64_t>();
+    const std::int64_t x = integer_at_most_past(*v, hi);
     if (x < lo || x > hi)
       throw input_error(kind_.out_of_range, prefix() + name(key) + " is " + v->dump() + ", expected an integer in [" +
                                                 std::to_string(lo) + ", " + std::to_string(hi) + "]");
@@ -217,9 +220,7 @@ std::optional<std::vector<std::int64_t>> ObjectReader::integers(const char* key,
   std::vector<std::int64_t> out;
   for (const Json& x : *v) {
     if (!x.is_number_integer()) wrong_type(key, "an array of integers", *v);
-    const std::int64_t n = x.is_number_unsigned() ? static_cast<std::int64_t>(std::min<std::uint64_t>(
-                                                        x.get<std::uint64_t>(), static_cast<std::uint64_t>(hi) + 1))
-                                                  : x.get<std::int64_t>();
+    const std::int64_t n = integer_at_most_past(x, hi);
     if (n < lo || n > hi)
       throw input_error(kind_.out_of_range, prefix() + name(key) + " holds " + x.dump() + ", expected integers in [" +
                                                 std::to_string(lo) + ", " + std::to_string(hi) + "]");
