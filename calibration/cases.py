@@ -158,27 +158,27 @@ CASES = {
 WIDTH = "@d256"
 WIDE = {"steps": 1000, "d_model": 256, "layers": 4, "eval_every": 100}
 FP8_CASES = ("healthy", "high-lr", "outlier", "outlier16", "outlier20", "outlier20x2", "spike", "ramp")
-for _c in FP8_CASES:
-    _what, _base, _arms = CASES[_c]
-    CASES[_c + WIDTH] = (_what + "; at width: d_model 256, four blocks, 1000 steps", dict(_base, **WIDE),
-                         _arms)
-    CAPTURE_STEPS_OF[_c + WIDTH] = [44, WIDE["steps"] - 1]
-    NOISE_CASE[_c + WIDTH] = "healthy" + WIDTH
-    if _c in CAPTURE_HOOKS:
-        CAPTURE_HOOKS[_c + WIDTH] = CAPTURE_HOOKS[_c]
+
+
+def add_at_width(names, suffix, wide):
+    """CASE + suffix for each case named: its base under `wide`, its arms, captures at step 44 and
+    the last step, its capture hooks, the kernel noise of healthy + suffix."""
+    for c in names:
+        what, base, arms = CASES[c]
+        CASES[c + suffix] = (what + "; at width: d_model %d, four blocks, %d steps" % (wide["d_model"], wide["steps"]),
+                             dict(base, **wide), arms)
+        CAPTURE_STEPS_OF[c + suffix] = [44, wide["steps"] - 1]
+        NOISE_CASE[c + suffix] = "healthy" + suffix
+        if c in CAPTURE_HOOKS:
+            CAPTURE_HOOKS[c + suffix] = CAPTURE_HOOKS[c]
+
+
+add_at_width(FP8_CASES, WIDTH, WIDE)
 # And the harm cases with healthy at d_model 512 (four blocks, 1000 steps: about 0.8 s a step
 # under current scaling on one core here, 15 minutes a run), CASE@d512.
 WIDTH512 = "@d512"
 WIDE512 = dict(WIDE, d_model=512)
-for _c in ("healthy", "outlier20", "outlier20x2"):
-    _what, _base, _arms = CASES[_c]
-    CASES[_c + WIDTH512] = (_what + "; at width: d_model 512, four blocks, 1000 steps", dict(_base, **WIDE512),
-                            _arms)
-    CAPTURE_STEPS_OF[_c + WIDTH512] = [44, WIDE512["steps"] - 1]
-    NOISE_CASE[_c + WIDTH512] = "healthy" + WIDTH512
-    if _c in CAPTURE_HOOKS:
-        CAPTURE_HOOKS[_c + WIDTH512] = CAPTURE_HOOKS[_c]
-
+add_at_width(("healthy", "outlier20", "outlier20x2"), WIDTH512, WIDE512)
 
 # Issue 58, a case not planted at init: late gradient underflow. Nothing is multiplied; as the
 # loss falls the gradients' amax falls with it (nvfp4-deep's trace at this width: the FC2 output
