@@ -377,10 +377,17 @@ bool is_nvdlfw_line(std::string_view line) {
          line.find(kValue, at + kIteration.size()) != std::string_view::npos;
 }
 
+// Where an nvdlfw log's statistics go.
+struct LoggedValues {
+  std::vector<LoggedFp8Stat>* fp8;
+  std::vector<LoggedTensorStat>* tensor;
+};
+
 struct NvdlfwCounts {
   std::size_t lines = 0;          // statistics lines
   std::size_t four_decimals = 0;  // cur_amax values printed as nvdlfw's default logger prints them
   std::size_t fp8_stats = 0;      // LogFp8TensorStats values kept
+  std::size_t tensor_stats = 0;   // LogTensorStats mean and std kept
   std::size_t other_stats = 0;    // stat other than cur_amax and the FP8 statistics
   std::size_t other_tensors = 0;  // cur_amax / FP8 stat of a tensor other than activation, weight, gradient
   std::set<std::string, std::less<>> other_tensor_names;  // the first kListedSkippedTensors
@@ -466,9 +473,27 @@ std::int64_t parse_iteration(const NvdlfwLine& parts, const std::string& path, s
   return step;
 }
 
+// A statistic's value: a number (from_chars: nan and inf accepted), else input error 503.
+double parse_stat_value(const NvdlfwLine& parts, const std::string& path, std::size_t n) {
+  double value = 0;
+  const char* end = parts.value.data() + parts.value.size();
+  const auto r = std::from_chars(parts.value.data(), end, value);
+  if (parts.value.empty() || r.ptr != end || r.ec != std::errc())
+    throw input_error("fp8a.trace.503", at_line(path, n) + "value " + shown(parts.value) + " of " +
+                                            shown(parts.name, kShownNameBytes) + " is not a number");
+  return value;
+}
+
+// LogTensorStats' mean and std, by name suffix.
+struct TensorStatSuffix {
+  std::string_view text;
+  LoggedTensorStatKind kind;
+};
+constexpr TensorStatSuffix kTensorStatSuffixes[] = {{"_mean", LoggedTensorStatKind::kMean},
+                                                    {"_std", LoggedTensorStatKind::kStd}};
+
 void parse_nvdlfw(std::string_view text, const std::string& path, std::size_t file_index,
-                  TraceBuilder* builder, FileValues* values, std::vector<LoggedFp8Stat>* stats,
-                  NvdlfwCounts* counts) {
+                  TraceBuilder* builder, FileValues* values, LoggedValues* stats, NvdlfwCounts* counts) {
   // "<layer>_<tensor>" -> series; keys view the file's bytes.
   std::unordered_map<std::string_view, std::uint32_t> series_of;
   LineReader lines(text);
@@ -492,18 +517,35 @@ void parse_nvdlfw(std::string_view text, const std::string& path, std::size_t fi
       }
       if (layer.empty()) throw_no_layer(path, n, parts.name);
       stat.step = parse_iteration(parts, path, n);
-      const char* end = parts.value.data() + parts.value.size();
-      const auto r = std::from_chars(parts.value.data(), end, stat.value);
-      if (parts.value.empty() || r.ptr != end || r.ec != std::errc())
-        throw input_error("fp8a.trace.503", at_line(path, n) + "value " + shown(parts.value) +
-                                                " of " + shown(parts.name, kShownNameBytes) +
-                                                " is not a number");
+      stat.value = parse_stat_value(parts, path, n);
+      stat.rounded = four_decimals(parts.value);
       stat.layer = std::string(layer);
       stat.role = role;
       stat.file = file_index;
       stat.line = n;
-      stats->push_back(std::move(stat));
+      stats->fp8->push_back(std::move(stat));
       ++counts->fp8_stats;
+      continue;
+    }
+    if (const auto* t = std::find_if(std::begin(kTensorStatSuffixes), std::end(kTensorStatSuffixes),
+                                     [&](const TensorStatSuffix& x) { return parts.name.ends_with(x.text); });
+        t != std::end(kTensorStatSuffixes)) {
+      if (!split_layer_tensor(parts.name.substr(0, parts.name.size() - t->text.size()), &layer, &tensor, &role)) {
+        count_other_tensor(tensor, counts);
+        continue;
+      }
+      if (layer.empty()) throw_no_layer(path, n, parts.name);
+      LoggedTensorStat ts;
+      ts.layer = std::string(layer);
+      ts.role = role;
+      ts.step = parse_iteration(parts, path, n);
+      ts.stat = t->kind;
+      ts.value = parse_stat_value(parts, path, n);
+      ts.rounded = four_decimals(parts.value);
+      ts.file = file_index;
+      ts.line = n;
+      stats->tensor->push_back(std::move(ts));
+      ++counts->tensor_stats;
       continue;
     }
     if (parts.name.size() <= kCurAmax.size() || !parts.name.ends_with(kCurAmax)) {
@@ -538,7 +580,7 @@ void parse_nvdlfw(std::string_view text, const std::string& path, std::size_t fi
 
 // Reads one file into the builder; returns its note and sets *rounded for nvdlfw logs.
 std::string load_file(const std::string& path, std::size_t file_index, const FileSystem& fs,
-                      TraceBuilder* builder, std::vector<LoggedFp8Stat>* stats, bool* rounded) {
+                      TraceBuilder* builder, LoggedValues* stats, bool* rounded) {
   const auto mapping = fs.map(path);
   const auto bytes = mapping->bytes();
   const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
@@ -592,6 +634,8 @@ std::string load_file(const std::string& path, std::size_t file_index, const Fil
     if (counts.fp8_stats > 0)
       note += ", " + count_of(counts.fp8_stats, "FP8 statistic", "FP8 statistics") +
               " (LogFp8TensorStats)";
+    if (counts.tensor_stats > 0)
+      note += ", " + count_of(counts.tensor_stats, "mean or std value", "mean and std values");
     if (counts.other_stats > 0)
       note += "; skipped " + count_of(counts.other_stats, "line", "lines") + " of other statistics";
     if (counts.other_tensors > 0) {
@@ -656,9 +700,9 @@ TrainingLog load_training_log(const std::vector<std::string>& paths, const FileS
   }
 
   TraceBuilder builder;
+  LoggedValues logged{&trace.fp8_stats, &trace.tensor_stats};
   for (std::size_t i = 0; i < trace.files.size(); ++i)
-    trace.notes.push_back(
-        load_file(trace.files[i], i, fs, &builder, &trace.fp8_stats, &trace.rounded));
+    trace.notes.push_back(load_file(trace.files[i], i, fs, &builder, &logged, &trace.rounded));
   trace.notes.insert(trace.notes.end(), repeated_notes.begin(), repeated_notes.end());
   if (trace.rounded)
     trace.notes.push_back(

@@ -19,8 +19,10 @@
 //     stat underflows%, overflows%, scale_inv_min, scale_inv_max or mse and recipe
 //     fp8_delayed_scaling, fp8_current_scaling, fp8_block_scaling or mxfp8 (none: the training
 //     run's recipe), are kept as they are (fp8_stats) to be shown beside fp8-advisor's own
-//     numbers. Other statistics and tensors (output, wgrad, dgrad) are skipped and counted in a
-//     note. Values carry 4 decimals.
+//     numbers and to judge a run from statistics alone; so are LogTensorStats' mean and std
+//     (tensor_stats), which give a tensor's mean square. Other statistics and tensors (output,
+//     wgrad, dgrad) are skipped and counted in a note. Values carry 4 decimals under nvdlfw's
+//     default logger, every digit under fp8a_capture.stats_logger.
 //
 // Amax values: float32, parsed exactly (std::from_chars); "nan" and "inf" are accepted in any
 // case; negative values are refused; -0 is read as 0.
@@ -58,7 +60,22 @@ struct LoggedFp8Stat {
   LoggedStatKind stat = LoggedStatKind::kUnderflowPct;
   bool columnwise = false;
   double value = 0.0;
+  bool rounded = false;    // printed with exactly 4 decimals (nvdlfw's default logger)
   std::size_t file = 0;    // index into TrainingLog::files
+  std::size_t line = 0;
+};
+
+// One LogTensorStats value of one tensor at one step: mean and std (torch.mean, torch.std of the
+// high-precision tensor; transformer_engine/debug/features/utils/stats_computation.py).
+enum class LoggedTensorStatKind : std::uint8_t { kMean, kStd };
+struct LoggedTensorStat {
+  std::string layer;
+  Role role = Role::kActivation;
+  std::int64_t step = 0;
+  LoggedTensorStatKind stat = LoggedTensorStatKind::kMean;
+  double value = 0.0;
+  bool rounded = false;
+  std::size_t file = 0;
   std::size_t line = 0;
 };
 
@@ -73,6 +90,7 @@ struct TrainingLog {
   std::vector<std::string> files;                             // paths read, in order, each once
   // nvdlfw_inspect FP8 statistics, in file and line order (several ranks' logs are not merged).
   std::vector<LoggedFp8Stat> fp8_stats;
+  std::vector<LoggedTensorStat> tensor_stats;  // mean and std, in file and line order
   // True when any value came from a source that rounds: nvdlfw_inspect's default file logger prints
   // value={:.4f}, so its amaxes are rounded to 0.0001 and an amax below 0.00005 reads as 0 (a
   // cur_amax printed with exactly four decimals counts; fp8a_capture.stats_logger prints every digit).

@@ -407,7 +407,7 @@ TEST_CASE("503: bad numbers") {
   CHECK_THROWS_WITH_AS(log("l_weight_cur_amax \t\t\t\t iteration=000001 \t\t\t\t value=-2.0000\n"),
                        "[fp8a.trace.503] r.log:1: cur_amax value '-2.0000' is negative", Error);
   // Numbers of skipped statistics are not read; those of FP8 statistics are.
-  CHECK_NOTHROW(log("l_weight_std \t\t\t\t iteration=x \t\t\t\t value=y\n" +
+  CHECK_NOTHROW(log("l_weight_l1_norm \t\t\t\t iteration=x \t\t\t\t value=y\n" +
                     stat_line("l_weight_cur_amax", 1, 1.0)));
   CHECK_THROWS_WITH_AS(log("l_weight_mse \t\t\t\t iteration=x \t\t\t\t value=y\n"),
                        "[fp8a.trace.503] r.log:1: iteration 'x' is not a non-negative integer",
@@ -558,6 +558,38 @@ TEST_CASE("nvdlfw_inspect log: LogFp8TensorStats values are kept as logged") {
       "'_activation_mse' names no layer; expected '<layer>_<tensor>_<stat> iteration=<N> "
       "value=<V>'",
       Error);
+}
+
+TEST_CASE("nvdlfw_inspect log: LogTensorStats mean and std are kept, with their rounding") {
+  std::string log;
+  log += stat_line("decoder.layers.0.mlp.linear_fc2_activation_mean", 10, 0.125);    // 0.1250: rounded
+  log += "decoder.layers.0.mlp.linear_fc2_activation_std iteration=000010 value=1.0000000000000002\n";
+  log += stat_line("decoder.layers.0.mlp.linear_fc2_gradient_underflows%", 10, 50.0);
+  log += stat_line("a_b_weight_std", 11, 2.0);
+  log += stat_line("lin_output_std", 11, 1.0);   // not a GEMM operand: skipped
+  log += stat_line("lin_activation_l1_norm", 11, 1.0);  // skipped
+  const TrainingLog t = load_training_log({"r.log"}, one_file("r.log", log));
+  CHECK(t.notes == std::vector<std::string>{
+                       "r.log: nvdlfw_inspect statistics log, 0 cur_amax values, 1 FP8 statistic "
+                       "(LogFp8TensorStats), 3 mean and std values; skipped 1 line of other statistics; "
+                       "skipped 1 line of other tensors (output)"});
+  REQUIRE(t.tensor_stats.size() == 3);
+  CHECK(t.tensor_stats[0].layer == "decoder.layers.0.mlp.linear_fc2");
+  CHECK(t.tensor_stats[0].role == Role::kActivation);
+  CHECK(t.tensor_stats[0].stat == fp8a::LoggedTensorStatKind::kMean);
+  CHECK(t.tensor_stats[0].value == 0.125);
+  CHECK(t.tensor_stats[0].rounded);
+  CHECK(t.tensor_stats[1].stat == fp8a::LoggedTensorStatKind::kStd);
+  CHECK(t.tensor_stats[1].value == 1.0000000000000002);
+  CHECK_FALSE(t.tensor_stats[1].rounded);
+  CHECK(t.tensor_stats[1].line == 2);
+  CHECK(t.tensor_stats[2].layer == "a_b");
+  CHECK(t.tensor_stats[2].role == Role::kWeight);
+  CHECK(t.tensor_stats[2].step == 11);
+  REQUIRE(t.fp8_stats.size() == 1);
+  CHECK(t.fp8_stats[0].rounded);
+  CHECK_THROWS_WITH_AS(load_training_log({"r.log"}, one_file("r.log", "l_activation_std iteration=1 value=x\n")),
+                       "[fp8a.trace.503] r.log:1: value 'x' of 'l_activation_std' is not a number", Error);
 }
 
 TEST_CASE("501: a trace in UTF-16 or UTF-32 is named as such") {
