@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,22 @@
 #include "engine/delayed_replay.hpp"
 
 namespace fp8a {
+
+// What a row read from a training log's statistics (engine/logged_rows.hpp) determines, where a
+// row measured on a captured tensor determines everything. The criteria judge what is determined
+// and say "not judged" for the rest (policies/verdict.hpp).
+struct LoggedMeasures {
+  bool underflow = false;   // underflow_pct: TE's underflows%
+  // underflow_energy_pct holds an upper bound (the flush threshold from the logged scale_inv or
+  // amax, the mean square from std and mean); false: the log cannot bound it.
+  bool energy_bound = false;
+  bool rel_mse = false;     // rel_mse = mse / (std^2 + mean^2), each logged precisely enough
+  bool saturation = false;  // saturated_pct: 0 by construction, or the delayed run's overflows%
+  // The values bound the recipe's from above: TE's fp8_block_scaling what-if casts 128x128 tiles,
+  // whose flush threshold is at least that of the recipe's 1x128 blocks for X and dY.
+  bool upper_bound = false;
+  std::string source;       // the logged statistic's name, e.g. "fp8_current_scaling_underflows%"
+};
 
 // One row of the evaluation table: one tensor under one recipe in one format, in one orientation.
 // Every format has its complete set of rows; rows of formats that give the tensor the same FP8
@@ -37,6 +54,8 @@ struct EvaluationRow {
   // tensor (scale_from_amax(amax), no pow2, no eps) for delayed_vs_current_log2.
   ReplayedScale replay;
   float current_scale = 1.0f;
+  // Set on rows from a training log's statistics (run --training-log with no capture).
+  std::optional<LoggedMeasures> logged;
 };
 
 // log2(delayed scale / current scale): negative means headroom, positive means the delayed scale is

@@ -1,0 +1,133 @@
+// Rows from logged statistics alone, their values worked out here from TE's definitions
+// (transformer_engine/debug/features/utils/stats_computation.py) and FP8's flush threshold.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+
+#include "engine/logged_rows.hpp"
+
+using namespace fp8a;
+
+namespace {
+
+void fp8(TrainingLog& log, const std::string& layer, Role role, std::int64_t step, LoggedRecipe recipe,
+         LoggedStatKind stat, double value, bool columnwise = false, bool rounded = false) {
+  LoggedFp8Stat s;
+  s.layer = layer;
+  s.role = role;
+  s.step = step;
+  s.recipe = recipe;
+  s.stat = stat;
+  s.value = value;
+  s.columnwise = columnwise;
+  s.rounded = rounded;
+  log.fp8_stats.push_back(s);
+}
+
+void tensor(TrainingLog& log, const std::string& layer, Role role, std::int64_t step, double mean, double std,
+            bool rounded = false) {
+  log.tensor_stats.push_back({layer, role, step, LoggedTensorStatKind::kMean, mean, rounded, 0, 0});
+  log.tensor_stats.push_back({layer, role, step, LoggedTensorStatKind::kStd, std, rounded, 0, 0});
+}
+
+const EvaluationRow& row_of(const LoggedRows& r, const std::string& spec, Role role, Orientation o = Orientation::kRowwise) {
+  for (const EvaluationRow& row : r.rows)
+    if (row.recipe.spec() == spec && row.key.role == role && row.orientation == o) return row;
+  FAIL("no row " << spec);
+  return r.rows.front();
+}
+
+}  // namespace
+
+TEST_CASE("current scaling: underflow, rel_mse from mse and std/mean, the flushed energy bounded") {
+  TrainingLog log;
+  log.files = {"rank0.log"};
+  const std::string fc2 = "decoder.layers.0.mlp.linear_fc2";
+  fp8(log, fc2, Role::kActivation, 10, LoggedRecipe::kCurrent, LoggedStatKind::kUnderflowPct, 2.0);
+  fp8(log, fc2, Role::kActivation, 10, LoggedRecipe::kCurrent, LoggedStatKind::kMse, 1e-4);
+  tensor(log, fc2, Role::kActivation, 10, 0.05, 0.1);
+  log.series[{fc2, Role::kActivation}].amax_by_step[10] = 3.0f;
+  const LoggedRows r = rows_from_logged_stats(log, std::nullopt, TrainingFormat::kHybrid);
+  REQUIRE(r.rows.size() == 1);
+  const EvaluationRow& row = r.rows[0];
+  CHECK(row.recipe.spec() == "current");
+  CHECK(row.fp8 == Fp8Format::kE4M3);
+  CHECK(row.key.step == 10);
+  CHECK(row.file == "rank0.log");
+  REQUIRE(row.logged);
+  CHECK(row.logged->underflow);
+  CHECK(row.logged->rel_mse);
+  CHECK(row.logged->energy_bound);
+  CHECK(row.logged->saturation);
+  CHECK_FALSE(row.logged->upper_bound);
+  CHECK(row.logged->source == "fp8_current_scaling_underflows%");
+  const double mean_sq = 0.1 * 0.1 + 0.05 * 0.05;
+  CHECK(row.metrics.underflow_pct == 2.0);
+  CHECK(row.metrics.rel_mse == doctest::Approx(1e-4 / mean_sq).epsilon(1e-12));
+  // E4M3 flushes |x| * 448 / amax below 2^-10: each flushed x^2 is under (2^-10 * 3 / 448)^2.
+  const double t = std::ldexp(1.0, -10) * 3.0 / 448.0;
+  CHECK(row.metrics.underflow_energy_pct == doctest::Approx(2.0 * t * t / mean_sq).epsilon(1e-6));
+  CHECK(row.metrics.saturated_pct == 0.0);
+}
+
+TEST_CASE("gradients are E5M2 under hybrid; MXFP8's E8M0 scale_inv; saturation unknown under MXFP8") {
+  TrainingLog log;
+  log.files = {"r.log"};
+  fp8(log, "l", Role::kGradient, 5, LoggedRecipe::kMxfp8, LoggedStatKind::kUnderflowPct, 60.0, true);
+  fp8(log, "l", Role::kGradient, 5, LoggedRecipe::kMxfp8, LoggedStatKind::kScaleInvMax, 130.0, true);
+  tensor(log, "l", Role::kGradient, 5, 0.0, 1.0);
+  const LoggedRows r = rows_from_logged_stats(log, std::nullopt, TrainingFormat::kHybrid);
+  const EvaluationRow& row = row_of(r, "mxfp8", Role::kGradient, Orientation::kColumnwise);
+  CHECK(row.fp8 == Fp8Format::kE5M2);
+  // E5M2 flushes below 2^-17 times scale_inv = 2^(130 - 127).
+  const double t = std::ldexp(1.0, -17) * 8.0;
+  CHECK(row.metrics.underflow_energy_pct == doctest::Approx(60.0 * t * t).epsilon(1e-9));
+  CHECK_FALSE(row.logged->saturation);
+  CHECK_FALSE(row.logged->rel_mse);  // no mse logged
+  CHECK(std::isnan(row.metrics.rel_mse));
+}
+
+TEST_CASE("4-decimal values: rel_mse only when precise enough; the bound moves the conservative way") {
+  TrainingLog log;
+  log.files = {"r.log"};
+  fp8(log, "l", Role::kWeight, 1, LoggedRecipe::kCurrent, LoggedStatKind::kUnderflowPct, 7.0, false, true);
+  fp8(log, "l", Role::kWeight, 1, LoggedRecipe::kCurrent, LoggedStatKind::kMse, 0.0001, false, true);
+  fp8(log, "l", Role::kWeight, 1, LoggedRecipe::kCurrent, LoggedStatKind::kScaleInvMax, 0.0100, false, true);
+  tensor(log, "l", Role::kWeight, 1, 0.0, 0.0200, true);
+  const LoggedRows r = rows_from_logged_stats(log, std::nullopt, TrainingFormat::kHybrid);
+  const EvaluationRow& row = row_of(r, "current", Role::kWeight);
+  CHECK_FALSE(row.logged->rel_mse);  // mse 0.0001 is known to +-50 %
+  const double t = std::ldexp(1.0, -10) * 0.01005;
+  CHECK(row.metrics.underflow_energy_pct == doctest::Approx(7.00005 * t * t / (0.01995 * 0.01995)).epsilon(1e-9));
+}
+
+TEST_CASE("block what-ifs bound the recipe from above; the training run's own statistics replace them") {
+  TrainingLog log;
+  log.files = {"r.log"};
+  fp8(log, "l", Role::kActivation, 1, LoggedRecipe::kBlock, LoggedStatKind::kUnderflowPct, 9.0);
+  fp8(log, "l", Role::kActivation, 1, LoggedRecipe::kTraining, LoggedStatKind::kUnderflowPct, 4.0);
+  fp8(log, "l", Role::kActivation, 1, LoggedRecipe::kDelayed, LoggedStatKind::kOverflowPct, 1.0);
+  SUBCASE("without --training-recipe the bare and delayed statistics are left out, and said") {
+    const LoggedRows r = rows_from_logged_stats(log, std::nullopt, TrainingFormat::kHybrid);
+    REQUIRE(r.rows.size() == 1);
+    CHECK(r.rows[0].logged->upper_bound);
+    CHECK(r.rows[0].metrics.underflow_pct == 9.0);
+    CHECK(r.notes.size() == 2);
+  }
+  SUBCASE("training under block: its own values, exact") {
+    const LoggedRows r = rows_from_logged_stats(log, parse_recipe("block"), TrainingFormat::kHybrid);
+    const EvaluationRow& row = row_of(r, "block", Role::kActivation);
+    CHECK_FALSE(row.logged->upper_bound);
+    CHECK(row.metrics.underflow_pct == 4.0);
+    CHECK(row.metrics.saturated_pct == 0.0);
+  }
+  SUBCASE("training under delayed: overflows% is its saturation") {
+    const LoggedRows r = rows_from_logged_stats(log, parse_recipe("delayed"), TrainingFormat::kHybrid);
+    const EvaluationRow& row = row_of(r, parse_recipe("delayed").spec(), Role::kActivation);
+    CHECK(row.metrics.underflow_pct == 4.0);
+    CHECK(row.metrics.saturated_pct == 1.0);
+    CHECK(row.logged->saturation);
+    CHECK_FALSE(row.logged->energy_bound);  // no scale_inv logged, and amax does not give a delayed scale
+  }
+}
