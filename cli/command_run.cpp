@@ -136,6 +136,8 @@ struct RunCommand {
   // and keep at least --min-fp8-share of the GEMM FLOPs in FP8; else exit kExitGate.
   std::string expect_plan_path, expect_plan_text;
   double min_fp8_share = 0;
+  // No --capture: the format of the rows read from the training log's statistics.
+  std::optional<TrainingFormat> logged_format;
   // --strict: exit kExitGate when anything was not judged (a GEMM, a tensor's NaN/Inf, a trace
   // that does not match the capture): each said on stderr.
   bool strict = false;
@@ -170,7 +172,7 @@ po::options_description run_options(RunCommand& cmd, RunOptionTexts& t) {
       "the Transformer Engine release the written files are for (X.Y, from " + te_version_text(kTeOldest) + " to " +
       te_version_text(kTeNewest) + "): TE's names in recipe.json, nvdlfw_inspect.yaml and te_snippet.py, and "
       "candidates it cannot train with excluded (docs/VERSIONS.md)";
-  add_evaluation_options(desc, cmd.eval, "recipes");
+  add_evaluation_options(desc, cmd.eval, "recipes", false);
   desc.add_options()
       ("out", po::value(&cmd.out_dir)->required(), "output directory (created if missing)")
       ("training-recipe", po::value(&t.training_recipe),
@@ -257,10 +259,20 @@ std::optional<RunCommand> parse_run(const Invocation& inv) {
   po::options_description desc = run_options(cmd, texts);
   po::variables_map vm;
   if (!parse_options(inv, desc, nullptr, &vm,
-                     "fp8-advisor run --capture PATH [PATH ...] --out DIR [options]", std::cout))
+                     "fp8-advisor run --capture PATH [PATH ...] --out DIR [options]\n"
+                     "       fp8-advisor run --training-log LOG [LOG ...] --out DIR [options]", std::cout))
     return std::nullopt;
   RunRequest& request = cmd.request;
   request.config = evaluation_config(cmd.eval);
+  if (cmd.eval.capture_paths.empty()) {
+    if (cmd.eval.log_paths.empty())
+      throw usage_error("fp8a.usage.203", "fp8-advisor run: the option '--capture' is required but missing (or "
+                                          "--training-log alone: advice from its statistics)");
+    // Advice from the logged statistics alone: TE's what-if casts take the training run's FP8
+    // types, one format (--format when it names one, else TE's default, hybrid).
+    const RunConfig& c = request.config;
+    cmd.logged_format = !c.formats_by_kind && c.formats.size() == 1 ? c.formats.front() : TrainingFormat::kHybrid;
+  }
   check_out_option(cmd.out_dir);
   constexpr UsageId kBadProgressEvery = "fp8a.usage.205";
   check_finite_option(kBadProgressEvery, "progress-every", cmd.progress_every, 0);
@@ -347,10 +359,7 @@ int check_gates(const RunCommand& cmd, const std::vector<Artifact>& artifacts, c
 // --price-as: the roofline at the target's shapes and tokens per step (--tokens-per-step when
 // given), every captured layer mapped by its role; usage error fp8a.usage.246 naming the layers
 // it cannot map.
-CostOptions price_as_target(const TargetModel& target, const CaptureSet& captures, double tokens_per_step) {
-  std::vector<std::string> layers;
-  for (const CapturedTensor& t : captures.tensors)
-    if (layers.empty() || layers.back() != t.key.layer) layers.push_back(t.key.layer);
+CostOptions price_as_target(const TargetModel& target, const std::vector<std::string>& layers, double tokens_per_step) {
   const bool given = tokens_per_step > 0;
   std::vector<std::string> unmapped;
   auto pricing = std::make_shared<TargetPricing>(
@@ -374,11 +383,22 @@ CostOptions price_as_target(const TargetModel& target, const CaptureSet& capture
 // The cost the recommendation is priced with, once the captures say what they record: the roofline
 // at --tokens-per-step, else at the capture's tokens per step; without either, --cost roofline
 // prices the captured tokens and the default judges no cost, saying why.
-void price_at_tokens(const RunCommand& cmd, const CaptureSet& captures, RecommendationRequest& asked) {
+void price_at_tokens(const RunCommand& cmd, const CaptureSet& captures, const LoggedRows* logged,
+                     RecommendationRequest& asked) {
   if (cmd.cost == "none") return;
   const CaptureTokens& recorded = captures.tokens;
   if (cmd.price_as) {
-    asked.roofline = price_as_target(*cmd.price_as, captures, cmd.tokens_per_step);
+    // The layers in the order the captures (or the log's rows) hold them.
+    std::vector<std::string> layers;
+    for (const CapturedTensor& t : captures.tensors)
+      if (layers.empty() || layers.back() != t.key.layer) layers.push_back(t.key.layer);
+    if (logged != nullptr)
+      for (const EvaluationRow& r : logged->rows)
+        if (std::find(layers.begin(), layers.end(), r.key.layer) == layers.end()) layers.push_back(r.key.layer);
+    asked.roofline = price_as_target(*cmd.price_as, layers, cmd.tokens_per_step);
+  } else if (logged != nullptr) {
+    asked.cost_unjudged = "not judged: a training log holds no shapes (--price-as MODEL: the target's shapes and "
+                          "tokens per step); the numerics decide, and the FP8 share counts every GEMM alike";
   } else if (cmd.tokens_per_step > 0) {
     asked.roofline = CostOptions{cmd.tokens_per_step, "--tokens-per-step"};
   } else if (recorded.tokens_per_step > 0) {
@@ -419,7 +439,34 @@ RunInfo run_provenance(const Invocation& inv, const RunRequest& request, const E
 void use_training_log(RunCommand& cmd, const TrainingLog& log) {
   if (cmd.eval.log_paths.empty()) return;
   cmd.request.config.training_log = &log;
-  if (cmd.default_recipes) search_delayed_recipes(cmd.request, log);
+  if (cmd.default_recipes && !cmd.logged_format) search_delayed_recipes(cmd.request, log);
+}
+
+// No --capture: the rows of the training log's statistics (input error fp8a.trace.507 when it
+// logged none a recipe could be judged on), and the run's recipes and format become theirs.
+LoggedRows logged_run_rows(RunCommand& cmd, const TrainingLog& log) {
+  LoggedRows logged = rows_from_logged_stats(log, cmd.request.training_recipe, *cmd.logged_format);
+  if (logged.rows.empty()) {
+    std::string why = logged.notes.empty() ? "" : " (" + logged.notes.front() + ")";
+    throw input_error("fp8a.trace.507",
+                      "--training-log: no LogFp8TensorStats statistic of activation, weight or gradient to judge a "
+                      "recipe on" + why + "; log them as `fp8-advisor log-config` asks, or give --capture");
+  }
+  RunConfig& config = cmd.request.config;
+  if (cmd.eval.recipes_given)  // the candidates asked for, among what the log holds
+    std::erase_if(logged.rows, [&](const EvaluationRow& r) {
+      return std::find(config.recipes.begin(), config.recipes.end(), r.recipe) == config.recipes.end();
+    });
+  if (logged.rows.empty())
+    throw input_error("fp8a.trace.507", "--training-log: it logged no LogFp8TensorStats statistic under --recipes' "
+                                        "recipes (TE logs current, block and mxfp8 what-ifs, and the training recipe)");
+  config.recipes.clear();
+  for (const EvaluationRow& r : logged.rows)
+    if (std::find(config.recipes.begin(), config.recipes.end(), r.recipe) == config.recipes.end())
+      config.recipes.push_back(r.recipe);
+  config.formats = {*cmd.logged_format};
+  config.formats_by_kind = false;
+  return logged;
 }
 
 // What the run could not judge, for --strict: its warnings, and the GEMMs the answer could not
@@ -596,9 +643,16 @@ int command_run(const Invocation& inv) {
   }
   const auto t0 = std::chrono::steady_clock::now();
   DiskFileSystem fs;
-  const CaptureSet captures = load_captures(cmd.eval.capture_paths, fs, capture_options(cmd.eval.npy_dtype_text));
-  price_at_tokens(cmd, captures, *request.recommend);
+  const CaptureSet captures = cmd.logged_format ? CaptureSet{}
+                                                : load_captures(cmd.eval.capture_paths, fs,
+                                                                capture_options(cmd.eval.npy_dtype_text));
   const TrainingLog training_log = load_evaluation_log(cmd.eval, fs);
+  std::optional<LoggedRows> logged;
+  if (cmd.logged_format) {
+    logged = logged_run_rows(cmd, training_log);
+    request.logged = &*logged;
+  }
+  price_at_tokens(cmd, captures, request.logged, *request.recommend);
   use_training_log(cmd, training_log);
   // The provenance, once the recipe list is final.
   RunInfo info = run_provenance(inv, request, evaluator);
@@ -607,6 +661,7 @@ int command_run(const Invocation& inv) {
     info.log_files = training_log.files;
     info.log_rounded = training_log.rounded;
     info.log_notes = training_log.notes;
+    if (logged) info.log_notes.insert(info.log_notes.end(), logged->notes.begin(), logged->notes.end());
   }
   if (is_distributed(inv.cluster)) check_ranks_agree(*inv.cluster, inv, captures, training_log);
   info.read_seconds = seconds_since(t0);

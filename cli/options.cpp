@@ -89,11 +89,16 @@ void add_backend_options(po::options_description& desc, EvaluationOptions& o) {
 }
 
 void add_evaluation_options(po::options_description& desc, EvaluationOptions& o,
-                            const char* recipes_option) {
+                            const char* recipes_option, bool capture_required) {
+  auto* capture = po::value(&o.capture_paths)->multitoken();
+  if (capture_required) capture->required();
   desc.add_options()
-      ("capture", po::value(&o.capture_paths)->multitoken()->required(),
-       "capture files (.safetensors, .npy, .npz, .pt incl. TE DumpTensors) and/or directories "
-       "(searched recursively)");
+      ("capture", capture,
+       capture_required ? "capture files (.safetensors, .npy, .npz, .pt incl. TE DumpTensors) and/or directories "
+                          "(searched recursively)"
+                        : "capture files (.safetensors, .npy, .npz, .pt incl. TE DumpTensors) and/or directories "
+                          "(searched recursively); without it, --training-log alone: advice from the logged "
+                          "statistics (docs/OPTIONS.md)");
   add_recipe_options(desc, o, recipes_option);
   desc.add_options()
       ("training-log", po::value(&o.log_paths)->multitoken(),

@@ -69,8 +69,9 @@ void add_backend_options(po::options_description& desc, EvaluationOptions& o);
 // Adds --capture, the recipes option under `recipes_option` (run: "recipes", whatif: "recipe"),
 // --format, --amax-reduction, --npy-dtype, --training-log, --amax-trace, --gemm-rows, --threads
 // and --device to desc, storing into o (which must outlive the parse).
+// capture_required false: the command checks itself (run takes a training log alone).
 void add_evaluation_options(po::options_description& desc, EvaluationOptions& o,
-                            const char* recipes_option);
+                            const char* recipes_option, bool capture_required = true);
 
 // After the parse: checks --threads (fp8a.usage.205) and --gemm-rows (parse_gemm_rows), parses the recipes, formats
 // and --amax-reduction into a RunConfig (training_log unset), and merges --amax-trace into

@@ -73,7 +73,7 @@ std::optional<Target> target_of(LoggedRecipe logged, const std::optional<Recipe>
       }
       return Target{*training, false};
     case LoggedRecipe::kCurrent: return Target{parse_recipe("current"), false};
-    case LoggedRecipe::kBlock: return Target{parse_recipe("block"), true};
+    case LoggedRecipe::kBlock: return Target{parse_recipe("block"), true};  // exact for W: make_row
     case LoggedRecipe::kMxfp8: return Target{parse_recipe("mxfp8"), false};
   }
   return std::nullopt;
@@ -104,7 +104,8 @@ EvaluationRow make_row(const TrainingLog& log, const Fp8Key& key, const Fp8Value
   row.orientation = columnwise ? Orientation::kColumnwise : Orientation::kRowwise;
   row.applicability = Applicability::yes();
   LoggedMeasures lm;
-  lm.upper_bound = target.upper_bound;
+  // The block recipe casts W in 128x128 tiles too: only X and dY's values are bounds.
+  lm.upper_bound = target.upper_bound && role != Role::kWeight;
   lm.source = v.underflow_name;
   QuantMetrics& m = row.metrics;
   m.scale = m.scale_inv = std::numeric_limits<float>::quiet_NaN();
@@ -117,8 +118,10 @@ EvaluationRow make_row(const TrainingLog& log, const Fp8Key& key, const Fp8Value
   m.rel_mse = m.sqnr_db = m.underflow_energy_pct = m.saturated_pct = m.overflow_pct = kNaN;
   double amax_hi = kNaN;
   if (const AmaxSeries* s = log.find(layer, role); s != nullptr)
-    if (const auto it = s->amax_by_step.find(step); it != s->amax_by_step.end())
+    if (const auto it = s->amax_by_step.find(step); it != s->amax_by_step.end()) {
+      row.stats.amax = row.stats.amax_finite = it->second;  // the rest of TensorStats is not logged
       amax_hi = static_cast<double>(it->second) + (log.rounded ? kRounding : 0.0);
+    }
   if (ms != nullptr && ms->std.set && ms->mean.set) {
     const double mean_sq = ms->std.v * ms->std.v + ms->mean.v * ms->mean.v;
     if (v.mse.precise() && ms->std.precise() && mean_sq > 0) {

@@ -60,6 +60,11 @@ void warn_first(const RunRequest& request, RunResult& result, std::string m) {
   limits.insert(limits.begin(), std::move(m));
 }
 
+// The first of what advice from logged statistics alone could not judge.
+constexpr const char* kLoggedOnlyLimit =
+    "every GEMM judged on its operands' logged statistics alone: the GEMM-output criteria "
+    "(gemm_amplification, wgrad_zeroed, wgrad_sign_flip) need a capture and are not judged";
+
 // What a refined GEMM's rows say in gemms.csv's note.
 constexpr const char* kRefinedNote =
     "computed exactly: within 2 standard errors of its sample the answer could change";
@@ -119,7 +124,7 @@ void choose_run(const RunRequest& request, const EvaluationIndex& index, const G
   refine_run(request, gemm_engine, context, again, result);
   if (!cost && !asked.cost_unjudged.empty()) result.recommendation->cost_basis = asked.cost_unjudged;
   // A training log from another run: said first among what the advice could not judge.
-  if (const TrainingLog* log = request.config.training_log; log != nullptr)
+  if (const TrainingLog* log = request.config.training_log; log != nullptr && request.logged == nullptr)
     if (std::string m = trace_mismatch(*log, result.rows); !m.empty()) warn_first(request, result, std::move(m));
   if (request.delayed_search)
     result.delayed_search =
@@ -200,7 +205,8 @@ RunResult run_pipeline(const RunRequest& request, const CaptureSet& captures, co
                        const GemmEngine* gemm_engine, const RunContext& context) {
   RunResult result;
   auto t0 = std::chrono::steady_clock::now();
-  result.rows = evaluate_captures(captures, request.config, backend, context);
+  result.rows = request.logged != nullptr ? request.logged->rows
+                                          : evaluate_captures(captures, request.config, backend, context);
   result.evaluate_seconds = seconds_since(t0);
   NonFiniteVerdict nonfinite = judge_nonfinite(result.rows, request.nonfinite);
   if (nonfinite.failure) throw input_error("fp8a.capture.406", *nonfinite.failure);
@@ -209,7 +215,7 @@ RunResult run_pipeline(const RunRequest& request, const CaptureSet& captures, co
     for (const std::string& w : result.warnings) request.on_warning(w);
   if (request.only_step)
     std::erase_if(result.rows, [&](const EvaluationRow& r) { return r.key.step != *request.only_step; });
-  if (request.gemms) evaluate_gemms(request, captures, gemm_engine, context, result);
+  if (request.gemms && request.logged == nullptr) evaluate_gemms(request, captures, gemm_engine, context, result);
 
   // The rest is rank 0's: every rank has every row now, and what follows is cheap next to the
   // evaluation. Without GEMM errors (--no-gemms) there is no GEMM evidence, so no recommendation.
@@ -223,9 +229,13 @@ RunResult run_pipeline(const RunRequest& request, const CaptureSet& captures, co
   }
   std::vector<HistogramChoice> shown;
   if (request.reports) shown = histogram_choices(result.rows);
-  if (recommends || request.reports) measure_operands_of(captures, shown, result);
+  if ((recommends || request.reports) && request.logged == nullptr) measure_operands_of(captures, shown, result);
   if (recommends) {
     choose_run(request, *index, gemm_engine, context, result);
+    if (request.logged != nullptr) {
+      result.recommendation->limits.insert(result.recommendation->limits.begin(), std::string(kLoggedOnlyLimit));
+      return result;
+    }
     // Forwards captured without a single gradient (under torch.no_grad(), or before backward):
     // every dgrad and wgrad is unjudged, and the answer says why before anything else.
     if (const MissingRoles m = missing_roles(captures); m.none_of(Role::kGradient) && !m.none_of(Role::kActivation))

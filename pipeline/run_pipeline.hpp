@@ -19,6 +19,7 @@
 #include "engine/gemm_engine.hpp"
 #include "engine/gemm_error.hpp"
 #include "engine/gemm_pairing.hpp"
+#include "engine/logged_rows.hpp"
 #include "engine/logged_stats.hpp"
 #include "engine/run.hpp"
 #include "engine/schedule.hpp"
@@ -64,6 +65,9 @@ struct RunRequest {
   // training_recipe, --training-recipe, for bare statistic names) and report.html's histograms.
   bool reports = false;
   std::optional<Recipe> training_recipe;
+  // Set: no capture; the rows are these, read from config.training_log's statistics
+  // (engine/logged_rows.hpp), and there is no GEMM output, no clipping and no histogram to measure.
+  const LoggedRows* logged = nullptr;
   // Set by search_delayed_recipes (run with a training log and the default --recipes): the search
   // over delayed scaling's options; its front-runners are among config.recipes.
   std::optional<DelayedSearch> delayed_search;

@@ -68,11 +68,15 @@ GemmJudgement judge_gemm_steps(const RecommendationEvidence& ev, const CapturedL
       continue;
     }
     double flops = 0;
+    const std::optional<double> priced = ev.pricing != nullptr ? ev.pricing->gemm_flops(layer.name) : std::nullopt;
     if (const auto it = ev.complete.find({step, layer.name}); it != ev.complete.end()) {
       const GemmDims d = it->second->dims(use.gemm);
       flops = 2.0 * static_cast<double>(d.m) * static_cast<double>(d.n) * static_cast<double>(d.k);
     } else if (const std::optional<double> f = operand_flops(use, *g.a.row, *g.b.row); f) {
       flops = *f;
+    } else if (g.a.row->logged && g.b.row->logged) {
+      // A training log holds no shapes: priced by --price-as, else every GEMM counts alike.
+      flops = 1;
     } else {
       if (skip.empty())
         skip = "step " + std::to_string(step) + " layer '" + layer.name + "': " + gemm_name(use.gemm) +
@@ -82,8 +86,7 @@ GemmJudgement judge_gemm_steps(const RecommendationEvidence& ev, const CapturedL
                     : "'s two operands do not fit X [M,K], W [N,K], dY [M,N]");
       continue;
     }
-    if (ev.pricing != nullptr)
-      if (const std::optional<double> f = ev.pricing->gemm_flops(layer.name)) flops = *f;
+    if (priced) flops = *priced;
     const auto out = ev.outputs.find({step, layer.name, use.gemm, spec, cand.format});
     g.output = out == ev.outputs.end() ? nullptr : out->second;
     Verdict v = judge_gemm(g, policy);
@@ -157,8 +160,11 @@ RecommendationEvidence gather_evidence(const RecommendationInputs& inputs) {
     std::set<std::int64_t> steps;
     for (const EvaluationRow* r : inputs.index->rows_of(name)) steps.insert(r->key.step);
     CapturedLayer l{name, {steps.begin(), steps.end()}, false};
+    // Rows from a training log have no captured layer to pair: each GEMM is judged at the steps
+    // its operands were logged, said GEMM by GEMM when it has none.
+    const bool logged = !inputs.index->rows_of(name).empty() && inputs.index->rows_of(name).front()->logged;
     for (std::int64_t step : l.steps)
-      if (!ev.complete.contains({step, name})) l.incomplete = true;
+      if (!logged && !ev.complete.contains({step, name})) l.incomplete = true;
     ev.layers.push_back(std::move(l));
   }
   return ev;

@@ -56,6 +56,15 @@ std::string under(const Recipe& recipe, TrainingFormat format) {
   return " under " + recipe.spec() + "/" + training_format_name(format);
 }
 
+// A logged row's provenance after its "under ...": " (logged fp8_current_scaling_underflows%)",
+// and for a what-if that bounds the recipe from above, what it cast.
+std::string logged_how(const EvaluationRow& row) {
+  if (!row.logged) return "";
+  std::string s = " (logged " + (row.logged->source.empty() ? std::string("statistics") : row.logged->source);
+  if (row.logged->upper_bound) s += ": TE's 128x128 what-if tiles, at least the recipe's 1x128 blocks' values";
+  return s + ")";
+}
+
 void finish(Verdict* v) {
   std::string reason;
   std::vector<const Check*> watched;
@@ -84,12 +93,18 @@ void finish(Verdict* v) {
 }
 
 // The tensor criteria's checks of one tensor copy, appended to `out`; false when the evaluation
-// was not applicable (its reason then goes to *not_applicable).
+// was not applicable, or a logged row leaves open a criterion that could send the GEMM (the reason
+// then goes to *not_applicable).
 bool tensor_checks(const TensorEvidence& ev, const Policy& policy, std::vector<Check>* out,
                    std::string* not_applicable) {
   const EvaluationRow& row = *ev.row;
   const std::string what = tensor_what(row);
-  const std::string how = under(row.recipe, row.format);
+  const std::string how = under(row.recipe, row.format) + logged_how(row);
+  // A logged row judges what its statistics determine (engine/logged_rows.hpp); a criterion they
+  // leave open is not judged, and one that could send the GEMM makes it not evaluated.
+  const LoggedMeasures all{true, true, true, true, false, ""};
+  const LoggedMeasures& known = row.logged ? *row.logged : all;
+  std::string undetermined;
   if (!row.applicability.ok) {
     *not_applicable = what + how + " not applicable: " + row.applicability.reason;
     return false;
@@ -102,7 +117,7 @@ bool tensor_checks(const TensorEvidence& ev, const Policy& policy, std::vector<C
   const RelMseFloorCriterion& fl = policy.rel_mse_floor;
   const double floor = bits == 16 ? fl.floor_bf16 : bits == 4 ? fl.floor_e2m1 : e4m3 ? fl.floor_e4m3 : fl.floor_e5m2;
 
-  if (const UnderflowCriterion& c = policy.underflow; c.enabled) {
+  if (const UnderflowCriterion& c = policy.underflow; c.enabled && known.underflow) {
     const double u = m.underflow_pct;
     if (!c.max_energy_pct || !(u > c.max_pct)) {
       Check k = upper_check(Criterion::kUnderflow, u, c.max_pct, c.weight, c.action);
@@ -112,30 +127,45 @@ bool tensor_checks(const TensorEvidence& ev, const Policy& policy, std::vector<C
     } else if (c.max_pct_any_energy && u > *c.max_pct_any_energy) {
       Check k = upper_check(Criterion::kUnderflow, u, *c.max_pct_any_energy, c.weight, c.action);
       k.reason = what + " underflow " + pct(u) + " % of elements (> " + pct(*c.max_pct_any_energy) +
-                 " % whatever energy they carry; " + pct(m.underflow_energy_pct) + " % of it)" + how;
+                 " % whatever energy they carry; " + (row.logged ? "at most " : "") + pct(m.underflow_energy_pct) +
+                 " % of it)" + how;
       out->push_back(std::move(k));
+    } else if (row.logged && (!known.energy_bound || !(m.underflow_energy_pct <= *c.max_energy_pct))) {
+      undetermined = what + " underflow " + pct(u) + " % of elements" +
+                     (known.energy_bound ? ": the log bounds the flushed share of its energy at " +
+                                               pct(m.underflow_energy_pct) + " % (> " + pct(*c.max_energy_pct) +
+                                               " %) but cannot measure it"
+                                         : ": the log cannot bound the flushed share of its energy (log scale_inv "
+                                           "or cur_amax, and mean and std)") +
+                     how + "; a capture of the tensor judges it";
     } else {
       const double energy = m.underflow_energy_pct;
       Check k = upper_check(Criterion::kUnderflow, energy, *c.max_energy_pct, c.weight, c.action);
-      const std::string share = pct(energy) + " % of its energy";
+      const std::string share = (row.logged ? "at most " : "") + pct(energy) + " % of its energy";
       if (!k.passed) {
         k.reason = what + " underflow " + pct(u) + " % of elements (" + share + " > " +
                    pct(*c.max_energy_pct) + " %): signal lost" + how;
       } else {
         std::string at_floor;
-        if (fl.enabled) at_floor = ", rel_mse " + times(m.rel_mse / floor) + " the " + format_name + " floor";
+        if (fl.enabled && known.rel_mse) at_floor = ", rel_mse " + times(m.rel_mse / floor) + " the " + format_name + " floor";
         k.reason = what + " underflow " + pct(u) + " % of elements (" + share + at_floor +
                    "): many negligible values flushed, not signal lost" + how;
       }
       out->push_back(std::move(k));
     }
   }
-  if (const MseCriterion& c = policy.mse; c.enabled) {
+  // A what-if that bounds the recipe from above determines a pass, not a failure.
+  if (known.upper_bound && !out->empty() && out->back().criterion == Criterion::kUnderflow && !out->back().passed &&
+      !out->back().watch) {
+    undetermined = out->back().reason + "; the recipe's own blocks flush at most that: a capture of the tensor judges it";
+    out->pop_back();
+  }
+  if (const MseCriterion& c = policy.mse; c.enabled && !std::isnan(m.mse)) {
     Check k = upper_check(Criterion::kMse, m.mse, c.max, c.weight, c.action);
     if (!k.passed) k.reason = what + " MSE " + num(m.mse) + " (> " + num(c.max) + ", absolute)" + how;
     out->push_back(std::move(k));
   }
-  if (fl.enabled) {
+  if (fl.enabled && known.rel_mse) {
     const double ratio = m.rel_mse / floor;
     Check k = upper_check(Criterion::kRelMseFloor, ratio, fl.k, fl.weight, fl.action);
     if (!k.passed)
@@ -144,12 +174,16 @@ bool tensor_checks(const TensorEvidence& ev, const Policy& policy, std::vector<C
                  printf_text("%.2f", m.sqnr_db) + " dB)" + how;
     out->push_back(std::move(k));
   }
-  if (const SaturationCriterion& c = policy.saturation; c.enabled) {
+  if (const SaturationCriterion& c = policy.saturation; c.enabled && known.saturation) {
     Check k = upper_check(Criterion::kSaturation, m.saturated_pct, c.max_pct, c.weight, c.action);
     if (!k.passed)
       k.reason = what + " saturated " + pct(m.saturated_pct) + " % of elements (> " + pct(c.max_pct) +
                  " %)" + how;
     out->push_back(std::move(k));
+  }
+  if (!undetermined.empty()) {
+    *not_applicable = std::move(undetermined);
+    return false;
   }
   return true;
 }

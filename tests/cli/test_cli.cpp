@@ -379,7 +379,8 @@ TEST_CASE("usage errors exit 2 with one line") {
       {"rnu", "fp8-advisor: error: [fp8a.usage.204] unknown command 'rnu' (did you mean 'run'?); "
               "try 'fp8-advisor --help'\n"},
       {"run --out x", "fp8-advisor: error: [fp8a.usage.203] fp8-advisor run: the option "
-                      "'--capture' is required but missing\n"},
+                      "'--capture' is required but missing (or --training-log alone: advice from its "
+                      "statistics)\n"},
       {"run --capture x --out y --recipy current",
        "fp8-advisor: error: [fp8a.usage.203] fp8-advisor run: unknown option '--recipy' (did you "
        "mean '--recipe'?)\n"},

@@ -124,6 +124,52 @@ TEST_CASE("underflow max_pct_any_energy: most elements flushed fail whatever the
   CHECK(judge_tensor({&half}, p).passed);
 }
 
+TEST_CASE("logged rows: what the log determines is judged, the rest is not judged or not evaluated") {
+  const Policy d = default_policy();
+  // A row from a training log: underflow and an energy bound, no rel_mse, no saturation.
+  const auto logged = [](double underflow, double energy_bound, bool upper_bound = false) {
+    auto r = row(Role::kGradient, "current", underflow, std::nan(""), std::nan(""), std::nan(""), energy_bound);
+    r.logged = LoggedMeasures{true, true, false, false, upper_bound, "fp8_current_scaling_underflows%"};
+    return r;
+  };
+  const auto w = row(Role::kWeight, "current", 0.0, kFloorE4m3, 1e-9);
+  // 20 % flushed, at most 0.5 % of the energy: a determined pass, said as a bound.
+  const auto low = logged(20.0, 0.5);
+  const Verdict v = judge_tensor({&low}, d);
+  CHECK(v.passed);
+  REQUIRE(v.notes.size() == 1);
+  CHECK(v.notes[0] == "step 7 gradient underflow 20.000 % of elements (at most 0.500 % of its energy): many "
+                      "negligible values flushed, not signal lost under current/hybrid (logged "
+                      "fp8_current_scaling_underflows%)");
+  // No rel_mse or saturation check where the log left them open (NaN would fail them).
+  for (const Check& k : v.checks) CHECK(k.criterion == Criterion::kUnderflow);
+  // A bound of 3 % cannot tell: the GEMM is not evaluated, not failed.
+  const auto open = logged(20.0, 3.0);
+  const Verdict g = judge_gemm(gemm(Gemm::kDgrad, open, w), d);
+  CHECK_FALSE(g.passed);
+  CHECK(g.not_evaluated);
+  CHECK_FALSE(g.failing.has_value());
+  CHECK(g.reason == "step 7 gradient underflow 20.000 % of elements: the log bounds the flushed share of its "
+                    "energy at 3.000 % (> 1.000 %) but cannot measure it under current/hybrid (logged "
+                    "fp8_current_scaling_underflows%); a capture of the tensor judges it");
+  // Over 50 % flushed fails whatever the energy: determined by the count alone.
+  const auto most = logged(60.0, 1e-6);
+  const Verdict f = judge_gemm(gemm(Gemm::kDgrad, most, w), d);
+  CHECK_FALSE(f.passed);
+  CHECK_FALSE(f.not_evaluated);
+  CHECK(f.failing == Criterion::kUnderflow);
+  // The same from TE's 128x128 what-if tiles bounds the recipe's blocks from above: not evaluated.
+  const auto tiles = logged(60.0, 1e-6, true);
+  const Verdict b = judge_gemm(gemm(Gemm::kDgrad, tiles, w), d);
+  CHECK_FALSE(b.passed);
+  CHECK(b.not_evaluated);
+  CHECK(b.reason.find("the recipe's own blocks flush at most that: a capture of the tensor judges it") !=
+        std::string::npos);
+  // ... and a pass of the bound is a pass.
+  const auto tiles_low = logged(1.0, 1e-6, true);
+  CHECK(judge_gemm(gemm(Gemm::kDgrad, tiles_low, w), d).passed);
+}
+
 TEST_CASE("rel_mse_floor: NVFP4 copies are judged against the E2M1 floor, whatever the row's FP8 format") {
   const Policy d = failing_policy();
   const double floor_e2m1 = 0.25 / (32.0 * std::log(2.0));  // m = 1
