@@ -1724,3 +1724,59 @@ TEST_CASE("log-config: writes the plan's YAML, says what it leaves out, refuses 
   CHECK(r.rc == 3);
   CHECK(r.err.find("[fp8a.io.104]") != std::string::npos);
 }
+
+TEST_CASE("run --training-log alone: advice from the logged statistics, what it cannot judge said") {
+  TempDir dir;
+  // TE's lines for one layer at one step (values worked by hand): the FC2 input's current-scaling
+  // cast flushes 60 % (past 50 %: fails whatever the energy); its weight and gradient 0.
+  const std::string fc2 = "decoder.layers.0.mlp.linear_fc2";
+  std::string log;
+  const auto line = [&](const std::string& name, double v) {
+    log += name + " \t\t\t\t iteration=000010 \t\t\t\t value=" + std::to_string(v) + "\n";
+  };
+  for (const char* t : {"activation", "weight", "gradient"}) {
+    const bool x = std::string(t) == "activation";
+    line(fc2 + "_" + t + "_fp8_current_scaling_underflows%", x ? 60.0 : 0.0);
+    line(fc2 + "_" + t + "_fp8_current_scaling_mse", 1e-4);
+    line(fc2 + "_" + t + "_cur_amax", 4.0);
+    line(fc2 + "_" + t + "_mean", 0.0);
+    line(fc2 + "_" + t + "_std", 1.0);
+  }
+  const fs::path path = dir.path / "rank0.log";
+  write_bytes(path, log);
+  const fs::path out = dir.path / "out";
+  auto r = run("run --training-log " + shell_quote(path.string()) + " --out " + shell_quote(out.string()) +
+               " --quiet --cost none");
+  REQUIRE(r.rc == 0);
+  CHECK(r.out.find("answer: Float8CurrentScaling(fp8_format=Format.HYBRID)  [current/hybrid]; 2 GEMMs kept in BF16") == 0);
+  CHECK(r.out.find("    decoder.layers.0.mlp.linear_fc2 fprop: step 10 activation underflow 60.000 % of elements (> "
+                   "50.000 % whatever energy they carry; at most ") != std::string::npos);
+  CHECK(r.out.find("(logged fp8_current_scaling_underflows%)") != std::string::npos);
+  CHECK(r.out.find("not judged: every GEMM judged on its operands' logged statistics alone") != std::string::npos);
+  CHECK(fs::exists(out / "te_precision_config.yaml"));
+  CHECK(slurp(out / "recipe.json").find("\"decoder.layers.0.mlp.linear_fc2\"") != std::string::npos);
+
+  // No FP8 statistic to judge on, or none under --recipes: exit 3, nothing written.
+  const fs::path amax_only = dir.path / "amax.log";
+  write_bytes(amax_only, fc2 + "_activation_cur_amax iteration=1 value=1.0\n");
+  const fs::path none = dir.path / "none";
+  r = run("run --training-log " + shell_quote(amax_only.string()) + " --out " + shell_quote(none.string()));
+  CHECK(r.rc == 3);
+  CHECK(r.err.find("[fp8a.trace.507] --training-log: no LogFp8TensorStats statistic") != std::string::npos);
+  r = run("run --training-log " + shell_quote(path.string()) + " --recipes mxfp8 --out " + shell_quote(none.string()));
+  CHECK(r.rc == 3);
+  CHECK(r.err.find("[fp8a.trace.507]") != std::string::npos);
+  CHECK_FALSE(fs::exists(none / "recipe.json"));
+
+  // A hostile layer name reaches no output raw.
+  const std::string evil = "<img_src=x_onerror=alert(1)>\"';$(id)`\x1b[31m";
+  std::string bad;
+  for (const char* t : {"activation", "weight", "gradient"})
+    bad += evil + "_" + t + "_fp8_current_scaling_underflows% iteration=1 value=70.0\n";
+  write_bytes(path, bad);
+  const fs::path hostile = dir.path / "hostile";
+  r = run("run --training-log " + shell_quote(path.string()) + " --out " + shell_quote(hostile.string()) + " --quiet");
+  REQUIRE(r.rc == 0);
+  CHECK(r.out.find('\x1b') == std::string::npos);
+  CHECK(slurp(hostile / "report.html").find("<img") == std::string::npos);
+}
