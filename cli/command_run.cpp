@@ -442,6 +442,19 @@ void use_training_log(RunCommand& cmd, const TrainingLog& log) {
   if (cmd.default_recipes && !cmd.logged_format) search_delayed_recipes(cmd.request, log);
 }
 
+// Beside captures: the training log's rows of the recipes and formats the run evaluates, in the
+// training format (--format when it names one, else hybrid), to extend the captures to the steps
+// and layers they do not hold.
+LoggedRows logged_extension_rows(const RunCommand& cmd, const TrainingLog& log) {
+  const RunConfig& c = cmd.request.config;
+  const TrainingFormat format = !c.formats_by_kind && c.formats.size() == 1 ? c.formats.front() : TrainingFormat::kHybrid;
+  LoggedRows logged = rows_from_logged_stats(log, cmd.request.training_recipe, format);
+  std::erase_if(logged.rows, [&](const EvaluationRow& r) {
+    return std::find(c.recipes.begin(), c.recipes.end(), r.recipe) == c.recipes.end() || !evaluates(c, r.recipe, r.format);
+  });
+  return logged;
+}
+
 // No --capture: the rows of the training log's statistics (input error fp8a.trace.507 when it
 // logged none a recipe could be judged on), and the run's recipes and format become theirs.
 LoggedRows logged_run_rows(RunCommand& cmd, const TrainingLog& log) {
@@ -647,13 +660,16 @@ int command_run(const Invocation& inv) {
                                                 : load_captures(cmd.eval.capture_paths, fs,
                                                                 capture_options(cmd.eval.npy_dtype_text));
   const TrainingLog training_log = load_evaluation_log(cmd.eval, fs);
+  use_training_log(cmd, training_log);
   std::optional<LoggedRows> logged;
   if (cmd.logged_format) {
     logged = logged_run_rows(cmd, training_log);
     request.logged = &*logged;
+  } else if (!training_log.fp8_stats.empty()) {
+    logged = logged_extension_rows(cmd, training_log);
+    request.logged = &*logged;
   }
   price_at_tokens(cmd, captures, request.logged, *request.recommend);
-  use_training_log(cmd, training_log);
   // The provenance, once the recipe list is final.
   RunInfo info = run_provenance(inv, request, evaluator);
   info.inputs = captures.files;

@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "core/error.hpp"
+#include "core/text.hpp"
 #include "engine/operand_pass.hpp"
 #include "policies/candidate.hpp"
 #include "policies/refinement.hpp"
@@ -37,7 +39,7 @@ void evaluate_gemms(const RunRequest& request, const CaptureSet& captures, const
 
 // The forecasts' clipping and report.html's histograms of `shown`, into result.
 void measure_operands_of(const CaptureSet& captures, std::span<const HistogramChoice> shown, RunResult& result) {
-  result.histograms = measure_clipping_and_histograms(captures, result.rows, result.forecasts, shown);
+  result.histograms = measure_clipping_and_histograms(captures, result.captured(), result.forecasts, shown);
 }
 
 // The delayed forecasts on the training log and the rows (none without a log), their clipping
@@ -46,7 +48,7 @@ void forecast_run(const RunRequest& request, const EvaluationIndex& index, RunRe
   const TrainingLog* log = request.config.training_log;
   result.forecasts.clear();
   if (log != nullptr)
-    result.forecasts = forecast_delayed_scaling(log, result.rows, index.recipes(),
+    result.forecasts = forecast_delayed_scaling(log, result.captured(), index.recipes(),
                                                 formats_of_kind(request.config, RecipeKind::kPerTensorDelayed),
                                                 {.horizon_steps = request.recommend->policy.delayed_forecast.horizon_steps});
 }
@@ -64,6 +66,33 @@ void warn_first(const RunRequest& request, RunResult& result, std::string m) {
 constexpr const char* kLoggedOnlyLimit =
     "every GEMM judged on its operands' logged statistics alone: the GEMM-output criteria "
     "(gemm_amplification, wgrad_zeroed, wgrad_sign_flip) need a capture and are not judged";
+
+// Beside captures: the logged rows of the (step, layer)s no capture holds, after the captured rows.
+void extend_with_logged(const LoggedRows& logged, std::vector<EvaluationRow>& rows) {
+  std::set<std::pair<std::int64_t, std::string>> captured;
+  for (const EvaluationRow& r : rows) captured.emplace(r.key.step, r.key.layer);
+  for (const EvaluationRow& r : logged.rows)
+    if (!captured.contains({r.key.step, r.key.layer})) rows.push_back(r);
+}
+
+// What the answer says of the GEMMs the log alone covers.
+std::string logged_extension_limit(const RunResult& result) {
+  std::set<std::int64_t> steps;
+  std::set<std::string> layers, captured_layers;
+  for (const EvaluationRow& r : result.captured()) captured_layers.insert(r.key.layer);
+  for (std::size_t i = result.captured().size(); i < result.rows.size(); ++i) {
+    steps.insert(result.rows[i].key.step);
+    if (!captured_layers.contains(result.rows[i].key.layer)) layers.insert(result.rows[i].key.layer);
+  }
+  std::string where = format_text("%zu step%s", steps.size(), steps.size() == 1 ? "" : "s");
+  where += steps.size() == 1 ? format_text(" (%lld)", static_cast<long long>(*steps.begin()))
+                             : format_text(" (%lld to %lld)", static_cast<long long>(*steps.begin()),
+                                           static_cast<long long>(*steps.rbegin()));
+  if (!layers.empty()) where += format_text(" and %zu layer%s", layers.size(), layers.size() == 1 ? "" : "s");
+  return "the training log's statistics extend the captures to " + where +
+         " no capture holds: there each GEMM is judged on its operands' logged statistics, said \"logged\" in its "
+         "reason, and the GEMM-output criteria are not judged";
+}
 
 // What a refined GEMM's rows say in gemms.csv's note.
 constexpr const char* kRefinedNote =
@@ -125,7 +154,8 @@ void choose_run(const RunRequest& request, const EvaluationIndex& index, const G
   if (!cost && !asked.cost_unjudged.empty()) result.recommendation->cost_basis = asked.cost_unjudged;
   // A training log from another run: said first among what the advice could not judge.
   if (const TrainingLog* log = request.config.training_log; log != nullptr && request.logged == nullptr)
-    if (std::string m = trace_mismatch(*log, result.rows); !m.empty()) warn_first(request, result, std::move(m));
+    if (std::string m = trace_mismatch(*log, result.captured()); !m.empty())
+      warn_first(request, result, std::move(m));
   if (request.delayed_search)
     result.delayed_search =
         delayed_search_summary(*request.delayed_search, result.recommendation->candidates, index.rows(),
@@ -205,8 +235,9 @@ RunResult run_pipeline(const RunRequest& request, const CaptureSet& captures, co
                        const GemmEngine* gemm_engine, const RunContext& context) {
   RunResult result;
   auto t0 = std::chrono::steady_clock::now();
-  result.rows = request.logged != nullptr ? request.logged->rows
-                                          : evaluate_captures(captures, request.config, backend, context);
+  const bool logged_only = request.logged != nullptr && captures.tensors.empty();
+  if (!logged_only) result.rows = evaluate_captures(captures, request.config, backend, context);
+  if (request.logged != nullptr) extend_with_logged(*request.logged, result.rows);
   result.evaluate_seconds = seconds_since(t0);
   NonFiniteVerdict nonfinite = judge_nonfinite(result.rows, request.nonfinite);
   if (nonfinite.failure) throw input_error("fp8a.capture.406", *nonfinite.failure);
@@ -215,7 +246,7 @@ RunResult run_pipeline(const RunRequest& request, const CaptureSet& captures, co
     for (const std::string& w : result.warnings) request.on_warning(w);
   if (request.only_step)
     std::erase_if(result.rows, [&](const EvaluationRow& r) { return r.key.step != *request.only_step; });
-  if (request.gemms && request.logged == nullptr) evaluate_gemms(request, captures, gemm_engine, context, result);
+  if (request.gemms && !logged_only) evaluate_gemms(request, captures, gemm_engine, context, result);
 
   // The rest is rank 0's: every rank has every row now, and what follows is cheap next to the
   // evaluation. Without GEMM errors (--no-gemms) there is no GEMM evidence, so no recommendation.
@@ -228,14 +259,16 @@ RunResult run_pipeline(const RunRequest& request, const CaptureSet& captures, co
     forecast_run(request, *index, result);
   }
   std::vector<HistogramChoice> shown;
-  if (request.reports) shown = histogram_choices(result.rows);
-  if ((recommends || request.reports) && request.logged == nullptr) measure_operands_of(captures, shown, result);
+  if (request.reports) shown = histogram_choices(result.captured());
+  if ((recommends || request.reports) && !logged_only) measure_operands_of(captures, shown, result);
   if (recommends) {
     choose_run(request, *index, gemm_engine, context, result);
-    if (request.logged != nullptr) {
+    if (logged_only) {
       result.recommendation->limits.insert(result.recommendation->limits.begin(), std::string(kLoggedOnlyLimit));
       return result;
     }
+    if (result.rows.size() > result.captured().size())
+      result.recommendation->limits.push_back(logged_extension_limit(result));
     // Forwards captured without a single gradient (under torch.no_grad(), or before backward):
     // every dgrad and wgrad is unjudged, and the answer says why before anything else.
     if (const MissingRoles m = missing_roles(captures); m.none_of(Role::kGradient) && !m.none_of(Role::kActivation))
@@ -246,7 +279,7 @@ RunResult run_pipeline(const RunRequest& request, const CaptureSet& captures, co
   if (!request.reports) return result;
   const TrainingLog* log = request.config.training_log;
   if (log != nullptr && !log->fp8_stats.empty())
-    result.logged_stats = compare_logged_stats(log->fp8_stats, result.rows, request.training_recipe);
+    result.logged_stats = compare_logged_stats(log->fp8_stats, result.captured(), request.training_recipe);
   return result;
 }
 

@@ -4,6 +4,7 @@
 // parses, renders and writes (cli/command_run.cpp).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -65,8 +66,9 @@ struct RunRequest {
   // training_recipe, --training-recipe, for bare statistic names) and report.html's histograms.
   bool reports = false;
   std::optional<Recipe> training_recipe;
-  // Set: no capture; the rows are these, read from config.training_log's statistics
-  // (engine/logged_rows.hpp), and there is no GEMM output, no clipping and no histogram to measure.
+  // Rows read from config.training_log's statistics (engine/logged_rows.hpp). With no capture they
+  // are the rows, and there is no GEMM output, clipping or histogram to measure; beside captures
+  // they extend them to the (step, layer)s no capture holds, the captures judging what they cover.
   const LoggedRows* logged = nullptr;
   // Set by search_delayed_recipes (run with a training log and the default --recipes): the search
   // over delayed scaling's options; its front-runners are among config.recipes.
@@ -74,7 +76,12 @@ struct RunRequest {
 };
 
 struct RunResult {
-  std::vector<EvaluationRow> rows;     // evaluate_captures
+  std::vector<EvaluationRow> rows;     // evaluate_captures, then request.logged's rows
+  // The rows measured on captured tensors: those before the first logged one.
+  std::span<const EvaluationRow> captured() const {
+    const auto first = std::find_if(rows.begin(), rows.end(), [](const EvaluationRow& r) { return r.logged.has_value(); });
+    return {rows.data(), static_cast<std::size_t>(first - rows.begin())};
+  }
   std::vector<std::string> warnings;   // judge_nonfinite's, a line per tensor with NaN or Inf
   double evaluate_seconds = 0;
   // With request.gemms: the paired layers, what could not be paired, the GEMM rows, where they

@@ -69,14 +69,19 @@ GemmJudgement judge_gemm_steps(const RecommendationEvidence& ev, const CapturedL
     }
     double flops = 0;
     const std::optional<double> priced = ev.pricing != nullptr ? ev.pricing->gemm_flops(layer.name) : std::nullopt;
+    const auto gemm_flops = [&](const GemmLayer& l) {
+      const GemmDims d = l.dims(use.gemm);
+      return 2.0 * static_cast<double>(d.m) * static_cast<double>(d.n) * static_cast<double>(d.k);
+    };
     if (const auto it = ev.complete.find({step, layer.name}); it != ev.complete.end()) {
-      const GemmDims d = it->second->dims(use.gemm);
-      flops = 2.0 * static_cast<double>(d.m) * static_cast<double>(d.n) * static_cast<double>(d.k);
+      flops = gemm_flops(*it->second);
     } else if (const std::optional<double> f = operand_flops(use, *g.a.row, *g.b.row); f) {
       flops = *f;
     } else if (g.a.row->logged && g.b.row->logged) {
-      // A training log holds no shapes: priced by --price-as, else every GEMM counts alike.
-      flops = 1;
+      // A training log holds no shapes: the layer's captured dims, else --price-as's, else every
+      // GEMM counts alike.
+      const auto captured = ev.complete_of_layer.find(layer.name);
+      flops = captured != ev.complete_of_layer.end() ? gemm_flops(*captured->second) : 1;
     } else {
       if (skip.empty())
         skip = "step " + std::to_string(step) + " layer '" + layer.name + "': " + gemm_name(use.gemm) +
@@ -148,7 +153,10 @@ RecommendationEvidence gather_evidence(const RecommendationInputs& inputs) {
   RecommendationEvidence ev;
   ev.index = inputs.index;
   ev.pricing = inputs.pricing;
-  for (const GemmLayer& l : inputs.layers) ev.complete[{l.step, l.layer}] = &l;
+  for (const GemmLayer& l : inputs.layers) {
+    ev.complete[{l.step, l.layer}] = &l;
+    ev.complete_of_layer.try_emplace(l.layer, &l);
+  }
   for (const PairingSkip& s : inputs.skipped) ev.skipped[{s.step, s.layer}] = &s;
   for (const GemmRow& g : inputs.gemms) {
     if (g.engine != "emulated") continue;
@@ -157,14 +165,16 @@ RecommendationEvidence gather_evidence(const RecommendationInputs& inputs) {
   for (const DelayedForecast& f : inputs.forecasts)
     ev.forecasts.emplace(std::tuple{f.layer, f.role, f.recipe, f.fp8}, &f);
   for (const std::string& name : inputs.index->layers()) {
-    std::set<std::int64_t> steps;
-    for (const EvaluationRow* r : inputs.index->rows_of(name)) steps.insert(r->key.step);
+    // Steps of rows from a training log have no captured layer to pair: each GEMM is judged at the
+    // steps its operands were logged, said GEMM by GEMM when it has none.
+    std::set<std::int64_t> steps, logged;
+    for (const EvaluationRow* r : inputs.index->rows_of(name)) {
+      steps.insert(r->key.step);
+      if (r->logged) logged.insert(r->key.step);
+    }
     CapturedLayer l{name, {steps.begin(), steps.end()}, false};
-    // Rows from a training log have no captured layer to pair: each GEMM is judged at the steps
-    // its operands were logged, said GEMM by GEMM when it has none.
-    const bool logged = !inputs.index->rows_of(name).empty() && inputs.index->rows_of(name).front()->logged;
     for (std::int64_t step : l.steps)
-      if (!logged && !ev.complete.contains({step, name})) l.incomplete = true;
+      if (!logged.contains(step) && !ev.complete.contains({step, name})) l.incomplete = true;
     ev.layers.push_back(std::move(l));
   }
   return ev;

@@ -48,6 +48,9 @@ struct RecommendationEvidence {
   const EvaluationIndex* index = nullptr;
   std::vector<CapturedLayer> layers;  // in EvaluationIndex::layers() order
   std::map<std::pair<std::int64_t, std::string>, const GemmLayer*> complete;  // (step, layer)
+  // layer -> its first complete step's pairing: the dims of its GEMMs at the steps only a
+  // training log covers.
+  std::map<std::string, const GemmLayer*> complete_of_layer;
   std::map<std::pair<std::int64_t, std::string>, const PairingSkip*> skipped;  // (step, layer)
   // (step, layer, gemm, recipe spec, format) -> the emulated GemmRow.
   std::map<std::tuple<std::int64_t, std::string, Gemm, std::string, TrainingFormat>, const GemmRow*> outputs;

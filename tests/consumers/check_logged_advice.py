@@ -13,11 +13,14 @@ criterion:
   - block (TE's what-if casts 128x128 tiles, the recipe 1x128 blocks for X and dY): a logged pass
     is a pass of the capture's (an upper bound passing), a logged failure is not evaluated.
 And row by row, metrics.csv's underflow equal, rel_mse within 0.1 %, the flushed-energy bound above
-the captured share. Also with 4-decimal values (nvdlfw's default logger): the same decisions under current.
+the captured share. Also with 4-decimal values (nvdlfw's default logger): the same decisions under current; and with the
+first step captured and the log for every step (--capture and --training-log): the full capture
+run's decisions.
 Usage: check_logged_advice.py FP8_ADVISOR
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -139,6 +142,19 @@ def main():
             _, captured = advise(binary, ["--capture", capture], "current", fmt, os.path.join(tmp, "c"))
             _, rounded = advise(binary, ["--training-log", logs[True]], "current", fmt, os.path.join(tmp, "l"))
             bad += compare(case + " (4 decimals)", "current", captured, rounded, False)
+            # Both: the first captured step, the log for every step; the captures judge what they cover.
+            first = os.path.join(tmp, "first")
+            shutil.rmtree(first, ignore_errors=True)
+            os.makedirs(first)
+            steps = sorted(f for f in os.listdir(capture) if f.endswith(".safetensors"))
+            shutil.copy(os.path.join(capture, steps[0]), first)
+            for recipe in ("current", "mxfp8"):
+                _, captured = advise(binary, ["--capture", capture], recipe, fmt, os.path.join(tmp, "c"))
+                text, both = advise(binary, ["--capture", first, "--training-log", logs[False]], recipe, fmt,
+                                    os.path.join(tmp, "b"))
+                if "the training log's statistics extend the captures to" not in text:
+                    bad.append("%s %s: the answer does not say the log extended the captures" % (case, recipe))
+                bad += compare(case + " (first step captured)", recipe, captured, both, False)
     if failing_seen == 0:
         bad.append("no capture run failed a GEMM: the comparison tested nothing")
     for b in bad:
