@@ -829,15 +829,59 @@ void render_histogram(Markup& m, const Page& p, const std::string& layer, Role r
   m.append(svg::histogram(c));
 }
 
+// The statistics a training log gave this operand, over its logged steps: each candidate copy's
+// underflow % (against the policy's count thresholds) and rel_mse where the log determines it.
+void render_logged_charts(Markup& m, const Page& p, const std::string& layer, Role role,
+                          std::vector<std::string>* notes) {
+  std::map<std::string, svg::Series> underflow, rel_mse;  // by copy: "current", "mxfp8 (columnwise)"
+  for (const EvaluationRow& r : p.in.rows) {
+    if (!r.logged || r.key.layer != layer || r.key.role != role) continue;
+    const std::string copy = candidate_name({r.recipe, r.format}) +
+                             (r.orientation == Orientation::kColumnwise ? " (columnwise)" : "");
+    const double step = static_cast<double>(r.key.step);
+    if (r.logged->underflow) {
+      svg::Series& u = underflow.try_emplace(copy, svg::Series{copy, {}, {}}).first->second;
+      u.x.push_back(step);
+      u.y.push_back(r.metrics.underflow_pct);
+    }
+    if (r.logged->rel_mse) {
+      svg::Series& e = rel_mse.try_emplace(copy, svg::Series{copy, {}, {}}).first->second;
+      e.x.push_back(step);
+      e.y.push_back(r.metrics.rel_mse);
+    }
+  }
+  if (underflow.empty() && rel_mse.empty()) return;
+  const auto chart = [&](std::map<std::string, svg::Series>& series, const std::string& title, const std::string& y,
+                         svg::ScaleKind kind) {
+    if (series.empty()) return;
+    svg::LineChartSpec c;
+    c.title = title;
+    c.x_title = "training step";
+    c.y_title = y;
+    c.y_kind = kind;
+    c.width = kOperandChartWidth;
+    for (auto& [copy, s] : series) c.series.push_back(std::move(s));
+    m.append(svg::line_chart(c));
+  };
+  chart(underflow, "underflow of the " + std::string(role_name(role)) + " over the logged steps",
+        "underflow (% of elements)", svg::ScaleKind::kLinear);
+  chart(rel_mse, "rel_mse of the " + std::string(role_name(role)) + " over the logged steps",
+        "rel_mse (log scale)", svg::ScaleKind::kLog10);
+  notes->push_back("Underflow and rel_mse from the training log (TE's LogFp8TensorStats; rel_mse over LogTensorStats' "
+                   "std^2 + mean^2, where the log determines it), at every logged step; the decision above names "
+                   "the step that decided it.");
+}
+
 void render_operand_views(Markup& m, const Page& p, const std::string& layer) {
   bool heading = false;
   for (Role role : {Role::kActivation, Role::kWeight, Role::kGradient}) {
     Markup charts;
     std::vector<std::string> notes;
     render_amax_chart(charts, p, layer, role, &notes);
+    render_logged_charts(charts, p, layer, role, &notes);
     render_histogram(charts, p, layer, role, &notes);
     if (charts.size() == 0) continue;
-    if (!heading) m.element("h4", {}, "Amax trace and magnitudes per operand");
+    if (!heading) m.element("h4", {}, "Amax trace, logged statistics and magnitudes per operand");
     heading = true;
     m.element("h5", {}, role_name(role));
     m.open("div", {{"class", "plots"}}).append(charts).close();

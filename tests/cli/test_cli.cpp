@@ -1755,6 +1755,10 @@ TEST_CASE("run --training-log alone: advice from the logged statistics, what it 
   CHECK(r.out.find("not judged: every GEMM judged on its operands' logged statistics alone") != std::string::npos);
   CHECK(fs::exists(out / "te_precision_config.yaml"));
   CHECK(slurp(out / "recipe.json").find("\"decoder.layers.0.mlp.linear_fc2\"") != std::string::npos);
+  // report.html draws the logged statistics over the steps, per operand.
+  const std::string html = slurp(out / "report.html");
+  CHECK(html.find("underflow of the activation over the logged steps") != std::string::npos);
+  CHECK(html.find("rel_mse of the gradient over the logged steps") != std::string::npos);
 
   // No FP8 statistic to judge on, or none under --recipes: exit 3, nothing written.
   const fs::path amax_only = dir.path / "amax.log";
