@@ -874,6 +874,9 @@ void render_logged_charts(Markup& m, const Page& p, const std::string& layer, Ro
 
 void render_operand_views(Markup& m, const Page& p, const std::string& layer) {
   bool heading = false;
+  const bool logged_charts = std::any_of(p.in.rows.begin(), p.in.rows.end(), [&](const EvaluationRow& r) {
+    return r.logged && r.key.layer == layer;
+  });
   for (Role role : {Role::kActivation, Role::kWeight, Role::kGradient}) {
     Markup charts;
     std::vector<std::string> notes;
@@ -881,7 +884,9 @@ void render_operand_views(Markup& m, const Page& p, const std::string& layer) {
     render_logged_charts(charts, p, layer, role, &notes);
     render_histogram(charts, p, layer, role, &notes);
     if (charts.size() == 0) continue;
-    if (!heading) m.element("h4", {}, "Amax trace, logged statistics and magnitudes per operand");
+    if (!heading)
+      m.element("h4", {},
+                logged_charts ? "Amax trace, logged statistics and magnitudes per operand" : "Amax trace and magnitudes per operand");
     heading = true;
     m.element("h5", {}, role_name(role));
     m.open("div", {{"class", "plots"}}).append(charts).close();
