@@ -615,7 +615,9 @@ std::vector<Artifact> render_run(const RunRequest& request, const RunResult& res
   info.outputs.push_back("report.html");
   artifacts.push_back(render_summary_json(info, result.rows, layers, &answer));
   artifacts.push_back(render_report_html({&info, result.rows, result.gemms, layers, answer.recommendation, &answer,
-                                          result.forecasts, result.histograms, request.config.training_log}));
+                                          result.forecasts, result.histograms, request.config.training_log,
+                                          request.logged != nullptr ? std::span<const LoggedSeries>(request.logged->series)
+                                                                    : std::span<const LoggedSeries>()}));
   return artifacts;
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "core/fp8_codec.hpp"
@@ -151,6 +152,71 @@ EvaluationRow make_row(const TrainingLog& log, const Fp8Key& key, const Fp8Value
   return row;
 }
 
+// A row's measures, for choosing the steps that decide them: NaN where not determined.
+struct Point {
+  std::int64_t step = 0;
+  double underflow = kNaN, energy = kNaN, rel_mse = kNaN, saturated = kNaN;
+};
+
+Point point_of(const EvaluationRow& row) {
+  const LoggedMeasures& k = *row.logged;
+  const QuantMetrics& m = row.metrics;
+  return {row.key.step, k.underflow ? m.underflow_pct : kNaN, k.energy_bound ? m.underflow_energy_pct : kNaN,
+          k.rel_mse ? m.rel_mse : kNaN, k.saturation ? m.saturated_pct : kNaN};
+}
+
+// A larger value, NaN the smallest: a step whose measure is unknown never decides it.
+double rank(double v) { return std::isnan(v) ? -std::numeric_limits<double>::infinity() : v; }
+
+// The steps that decide one copy's criteria: the Pareto front of (underflow, energy bound), the
+// largest rel_mse and the largest saturation (the earliest step of a tie).
+std::vector<std::int64_t> deciding_steps(std::vector<Point> points) {
+  std::vector<std::int64_t> out;
+  const auto best = [&](double Point::*field) {
+    const auto it = std::max_element(points.begin(), points.end(), [&](const Point& a, const Point& b) {
+      return rank(a.*field) < rank(b.*field) || (rank(a.*field) == rank(b.*field) && a.step > b.step);
+    });
+    if (it != points.end() && rank((*it).*field) > 0) out.push_back(it->step);  // 0 fails no criterion
+  };
+  best(&Point::rel_mse);
+  best(&Point::saturated);
+  // Underflow descending (energy descending within a tie, then the earliest): each point whose
+  // energy bound is above every point before it is on the front.
+  std::sort(points.begin(), points.end(), [](const Point& a, const Point& b) {
+    if (rank(a.underflow) != rank(b.underflow)) return rank(a.underflow) > rank(b.underflow);
+    if (rank(a.energy) != rank(b.energy)) return rank(a.energy) > rank(b.energy);
+    return a.step < b.step;
+  });
+  double energy = -std::numeric_limits<double>::infinity();
+  for (std::size_t i = 0; i < points.size(); ++i)
+    if (i == 0 || rank(points[i].energy) > energy) {
+      out.push_back(points[i].step);
+      energy = std::max(energy, rank(points[i].energy));
+    }
+  return out;
+}
+
+// At most kLoggedSeriesPoints points: past that, each the worst (largest underflow, then rel_mse)
+// of a run of consecutive steps.
+LoggedSeries thinned(LoggedSeries s) {
+  const std::size_t n = s.steps.size();
+  if (n <= kLoggedSeriesPoints) return s;
+  LoggedSeries t = s;
+  t.steps.clear(), t.underflow_pct.clear(), t.rel_mse.clear();
+  for (std::size_t b = 0; b < kLoggedSeriesPoints; ++b) {
+    const std::size_t lo = b * n / kLoggedSeriesPoints, hi = (b + 1) * n / kLoggedSeriesPoints;
+    std::size_t w = lo;
+    for (std::size_t i = lo + 1; i < hi; ++i)
+      if (rank(s.underflow_pct[i]) > rank(s.underflow_pct[w]) ||
+          (rank(s.underflow_pct[i]) == rank(s.underflow_pct[w]) && rank(s.rel_mse[i]) > rank(s.rel_mse[w])))
+        w = i;
+    t.steps.push_back(s.steps[w]);
+    t.underflow_pct.push_back(s.underflow_pct[w]);
+    t.rel_mse.push_back(s.rel_mse[w]);
+  }
+  return t;
+}
+
 }  // namespace
 
 LoggedRows rows_from_logged_stats(const TrainingLog& log, const std::optional<Recipe>& training_recipe,
@@ -192,19 +258,64 @@ LoggedRows rows_from_logged_stats(const TrainingLog& log, const std::optional<Re
       case LoggedStatKind::kScaleInvMin: break;
     }
   }
+  // Each candidate copy's measures over the steps (a row made and reduced to its measures), then
+  // the steps that decide them, per layer.
+  const auto target_of_key = [&](const Fp8Key& key) {
+    return std::get<3>(key) == LoggedRecipe::kTraining ? Target{*training_recipe, false}
+                                                       : *targets.at(std::get<3>(key)).first;
+  };
+  const auto row_of = [&](const Fp8Key& key, const Fp8Values& v) {
+    const auto t = tensor.find({std::get<0>(key), std::get<1>(key), std::get<2>(key)});
+    return make_row(log, key, v, target_of_key(key), t == tensor.end() ? nullptr : &t->second, format);
+  };
+  using CopyKey = std::tuple<std::string, Role, std::string, Orientation>;  // layer, role, spec, copy
+  std::map<CopyKey, std::vector<Point>> copies;
+  std::map<CopyKey, LoggedSeries> series;
+  std::set<std::int64_t> logged_steps;
+  for (const auto& [key, v] : fp8) {
+    const EvaluationRow row = row_of(key, v);
+    const CopyKey copy{row.key.layer, row.key.role, row.recipe.spec(), row.orientation};
+    copies[copy].push_back(point_of(row));
+    LoggedSeries& s = series[copy];
+    if (s.steps.empty()) {
+      s.layer = row.key.layer, s.role = row.key.role, s.recipe = row.recipe, s.format = row.format;
+      s.orientation = row.orientation;
+    }
+    if (s.steps.empty() || s.steps.back() != row.key.step) {  // a what-if and the run's own: the first
+      s.steps.push_back(row.key.step);
+      s.underflow_pct.push_back(row.logged->underflow ? row.metrics.underflow_pct : kNaN);
+      s.rel_mse.push_back(row.logged->rel_mse ? row.metrics.rel_mse : kNaN);
+    }
+    logged_steps.insert(row.key.step);
+  }
+  std::set<std::pair<std::string, std::int64_t>> kept;  // (layer, step)
+  for (auto& [copy, points] : copies)
+    for (std::int64_t step : deciding_steps(points)) kept.emplace(std::get<0>(copy), step);
   // (key, spec, orientation) -> the row; an exact source replaces an upper bound.
   std::map<std::tuple<CaptureKey, std::string, Orientation>, EvaluationRow> rows;
   for (const auto& [key, v] : fp8) {
-    const Target target = std::get<3>(key) == LoggedRecipe::kTraining ? Target{*training_recipe, false}
-                                                                      : *targets.at(std::get<3>(key)).first;
-    const auto t = tensor.find({std::get<0>(key), std::get<1>(key), std::get<2>(key)});
-    EvaluationRow row = make_row(log, key, v, target, t == tensor.end() ? nullptr : &t->second, format);
+    if (!kept.contains({std::get<1>(key), std::get<0>(key)})) continue;
+    EvaluationRow row = row_of(key, v);
+    const bool bound = row.logged->upper_bound;
     auto slot = std::tuple{row.key, row.recipe.spec(), row.orientation};
     const auto [it, added] = rows.try_emplace(std::move(slot), std::move(row));
-    if (!added && it->second.logged->upper_bound && !target.upper_bound)
-      it->second = make_row(log, key, v, target, t == tensor.end() ? nullptr : &t->second, format);
+    if (!added && it->second.logged->upper_bound && !bound) it->second = row_of(key, v);
   }
-  for (auto& [slot, row] : rows) out.rows.push_back(std::move(row));
+  std::set<std::int64_t> kept_steps;
+  for (auto& [slot, row] : rows) {
+    kept_steps.insert(row.key.step);
+    out.rows.push_back(std::move(row));
+  }
+  for (auto& [copy, s] : series) out.series.push_back(thinned(std::move(s)));
+  out.steps_logged = logged_steps.size();
+  out.steps_kept = kept_steps.size();
+  if (out.steps_kept < out.steps_logged)
+    out.not_kept = format_text(
+        "%zu of the %zu logged steps: at none is a candidate copy's logged measure worse than at the %zu judged "
+        "(per layer, where its underflow and flushed-energy bound are at their worst together, its rel_mse and "
+        "saturation at their largest: a criterion that fails at any logged step fails at one of these); report.html "
+        "draws every step",
+        out.steps_logged - out.steps_kept, out.steps_logged, out.steps_kept);
   for (const auto& [why, n] : left_out)
     out.notes.push_back(format_text("%zu logged statistics left out: %s", n, why.c_str()));
   return out;

@@ -25,6 +25,8 @@
 // quantisers take the training tensor's, given here as the training format.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,9 +36,34 @@
 
 namespace fp8a {
 
+// One candidate copy's logged statistics over the logged steps, for the report's charts: at most
+// kLoggedSeriesPoints points (past that, each point the worst of a run of consecutive steps).
+inline constexpr std::size_t kLoggedSeriesPoints = 256;
+struct LoggedSeries {
+  std::string layer;
+  Role role = Role::kActivation;
+  Recipe recipe;
+  TrainingFormat format = TrainingFormat::kHybrid;
+  Orientation orientation = Orientation::kRowwise;
+  std::vector<std::int64_t> steps;
+  std::vector<double> underflow_pct;  // NaN where not logged
+  std::vector<double> rel_mse;        // NaN where the log does not determine it
+};
+
+// The rows are kept at a bounded set of steps per layer: for every candidate copy of its tensors,
+// the steps on the Pareto front of (underflow %, flushed-energy bound) and those of the largest
+// rel_mse and saturation. A criterion that grows with each of its measures (every criterion of
+// the policies) fails at some logged step only if it fails at one of these, and is worst at one
+// of them; the run is judged on these steps, and the series keep every step for the charts.
 struct LoggedRows {
   std::vector<EvaluationRow> rows;  // ordered by key, then recipe spec, then orientation
   std::vector<std::string> notes;   // statistics left out, and why
+  // The logged steps the rows leave out, and why that loses no failure ("" when none is left out):
+  // said among what the answer did not judge.
+  std::string not_kept;
+  std::vector<LoggedSeries> series;
+  std::size_t steps_logged = 0;     // distinct steps with an FP8 statistic
+  std::size_t steps_kept = 0;       // distinct steps of `rows`
 };
 
 LoggedRows rows_from_logged_stats(const TrainingLog& log, const std::optional<Recipe>& training_recipe,

@@ -264,11 +264,15 @@ RunResult run_pipeline(const RunRequest& request, const CaptureSet& captures, co
   if (recommends) {
     choose_run(request, *index, gemm_engine, context, result);
     if (logged_only) {
-      result.recommendation->limits.insert(result.recommendation->limits.begin(), std::string(kLoggedOnlyLimit));
+      auto& limits = result.recommendation->limits;
+      limits.insert(limits.begin(), std::string(kLoggedOnlyLimit));
+      if (!request.logged->not_kept.empty()) limits.insert(limits.begin() + 1, request.logged->not_kept);
       return result;
     }
-    if (result.rows.size() > result.captured().size())
+    if (result.rows.size() > result.captured().size()) {
       result.recommendation->limits.push_back(logged_extension_limit(result));
+      if (!request.logged->not_kept.empty()) result.recommendation->limits.push_back(request.logged->not_kept);
+    }
     // Forwards captured without a single gradient (under torch.no_grad(), or before backward):
     // every dgrad and wgrad is unjudged, and the answer says why before anything else.
     if (const MissingRoles m = missing_roles(captures); m.none_of(Role::kGradient) && !m.none_of(Role::kActivation))

@@ -834,21 +834,18 @@ void render_histogram(Markup& m, const Page& p, const std::string& layer, Role r
 void render_logged_charts(Markup& m, const Page& p, const std::string& layer, Role role,
                           std::vector<std::string>* notes) {
   std::map<std::string, svg::Series> underflow, rel_mse;  // by copy: "current", "mxfp8 (columnwise)"
-  for (const EvaluationRow& r : p.in.rows) {
-    if (!r.logged || r.key.layer != layer || r.key.role != role) continue;
-    const std::string copy = candidate_name({r.recipe, r.format}) +
-                             (r.orientation == Orientation::kColumnwise ? " (columnwise)" : "");
-    const double step = static_cast<double>(r.key.step);
-    if (r.logged->underflow) {
-      svg::Series& u = underflow.try_emplace(copy, svg::Series{copy, {}, {}}).first->second;
-      u.x.push_back(step);
-      u.y.push_back(r.metrics.underflow_pct);
+  for (const LoggedSeries& ls : p.in.logged_series) {
+    if (ls.layer != layer || ls.role != role) continue;
+    const std::string copy = candidate_name({ls.recipe, ls.format}) +
+                             (ls.orientation == Orientation::kColumnwise ? " (columnwise)" : "");
+    svg::Series u{copy, {}, {}}, e{copy, {}, {}};
+    for (std::size_t i = 0; i < ls.steps.size(); ++i) {
+      const double step = static_cast<double>(ls.steps[i]);
+      if (!std::isnan(ls.underflow_pct[i])) u.x.push_back(step), u.y.push_back(ls.underflow_pct[i]);
+      if (!std::isnan(ls.rel_mse[i])) e.x.push_back(step), e.y.push_back(ls.rel_mse[i]);
     }
-    if (r.logged->rel_mse) {
-      svg::Series& e = rel_mse.try_emplace(copy, svg::Series{copy, {}, {}}).first->second;
-      e.x.push_back(step);
-      e.y.push_back(r.metrics.rel_mse);
-    }
+    if (!u.x.empty()) underflow.emplace(copy, std::move(u));
+    if (!e.x.empty()) rel_mse.emplace(copy, std::move(e));
   }
   if (underflow.empty() && rel_mse.empty()) return;
   const auto chart = [&](std::map<std::string, svg::Series>& series, const std::string& title, const std::string& y,
@@ -867,16 +864,17 @@ void render_logged_charts(Markup& m, const Page& p, const std::string& layer, Ro
         "underflow (% of elements)", svg::ScaleKind::kLinear);
   chart(rel_mse, "rel_mse of the " + std::string(role_name(role)) + " over the logged steps",
         "rel_mse (log scale)", svg::ScaleKind::kLog10);
-  notes->push_back("Underflow and rel_mse from the training log (TE's LogFp8TensorStats; rel_mse over LogTensorStats' "
-                   "std^2 + mean^2, where the log determines it), at every logged step; the decision above names "
-                   "the step that decided it.");
+  notes->push_back(format_text("Underflow and rel_mse from the training log (TE's LogFp8TensorStats; rel_mse over "
+                               "LogTensorStats' std^2 + mean^2, where the log determines it), at every logged step "
+                               "(past %zu steps, each point the worst of its run of steps); the decision above names "
+                               "the step that decided it.",
+                               kLoggedSeriesPoints));
 }
 
 void render_operand_views(Markup& m, const Page& p, const std::string& layer) {
   bool heading = false;
-  const bool logged_charts = std::any_of(p.in.rows.begin(), p.in.rows.end(), [&](const EvaluationRow& r) {
-    return r.logged && r.key.layer == layer;
-  });
+  const bool logged_charts = std::any_of(p.in.logged_series.begin(), p.in.logged_series.end(),
+                                         [&](const LoggedSeries& s) { return s.layer == layer; });
   for (Role role : {Role::kActivation, Role::kWeight, Role::kGradient}) {
     Markup charts;
     std::vector<std::string> notes;

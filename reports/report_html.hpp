@@ -20,6 +20,7 @@
 
 #include "engine/gemm_error.hpp"
 #include "engine/histogram.hpp"
+#include "engine/logged_rows.hpp"
 #include "engine/run.hpp"
 #include "policies/advice.hpp"
 #include "policies/amax_trend.hpp"
@@ -44,6 +45,8 @@ struct ReportInputs {
   // histogram_choices' operands (any subset; a missing one is not drawn)
   std::span<const OperandHistogram> histograms = {};
   const TrainingLog* training_log = nullptr;  // the amax traces (--training-log); null: none
+  // The logged statistics over every logged step (engine/logged_rows.hpp), drawn per operand.
+  std::span<const LoggedSeries> logged_series = {};
 };
 
 // Bounds that keep the page a few MB for a 100-layer model; what they leave out the page says.

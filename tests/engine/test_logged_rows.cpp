@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <algorithm>
+#include <set>
 #include <string>
 
 #include "engine/logged_rows.hpp"
@@ -130,4 +132,55 @@ TEST_CASE("block what-ifs bound the recipe from above; the training run's own st
     CHECK(row.logged->saturation);
     CHECK_FALSE(row.logged->energy_bound);  // no scale_inv logged, and amax does not give a delayed scale
   }
+}
+
+TEST_CASE("rows at the steps that decide each copy's measures; every step in the series") {
+  TrainingLog log;
+  log.files = {"r.log"};
+  // (underflow %, energy-bound-making std, mse) per step of one gradient: the flushed-energy bound
+  // falls as std grows (amax 1 fixed, E5M2).
+  struct S {
+    std::int64_t step;
+    double underflow, std, mse;
+  };
+  const S steps[] = {{1, 60.0, 100.0, 1e-6},  // most flushed, least energy
+                     {2, 10.0, 0.01, 1e-6},   // on the front: fewer flushed, more energy
+                     {3, 1.0, 0.001, 1e-6},   // the most energy
+                     {4, 8.0, 0.02, 1e-6},    // dominated by step 2: not kept
+                     {5, 0.5, 1.0, 2.0}};     // the largest rel_mse (step 3's is 1)
+  for (const S& s : steps) {
+    fp8(log, "l", Role::kGradient, s.step, LoggedRecipe::kCurrent, LoggedStatKind::kUnderflowPct, s.underflow);
+    fp8(log, "l", Role::kGradient, s.step, LoggedRecipe::kCurrent, LoggedStatKind::kMse, s.mse);
+    fp8(log, "l", Role::kActivation, s.step, LoggedRecipe::kCurrent, LoggedStatKind::kUnderflowPct, 0.0);
+    tensor(log, "l", Role::kGradient, s.step, 0.0, s.std);
+    log.series[{"l", Role::kGradient}].amax_by_step[s.step] = 1.0f;
+  }
+  const LoggedRows r = rows_from_logged_stats(log, std::nullopt, TrainingFormat::kHybrid);
+  CHECK(r.steps_logged == 5);
+  CHECK(r.steps_kept == 4);
+  std::set<std::int64_t> kept;
+  for (const EvaluationRow& row : r.rows) kept.insert(row.key.step);
+  CHECK(kept == std::set<std::int64_t>{1, 2, 3, 5});
+  // Both operands of the layer at each kept step, so its GEMMs pair.
+  CHECK(r.rows.size() == 8);
+  REQUIRE(r.series.size() == 2);
+  const LoggedSeries& g = r.series[1].role == Role::kGradient ? r.series[1] : r.series[0];
+  CHECK(g.steps == std::vector<std::int64_t>{1, 2, 3, 4, 5});
+  CHECK(g.underflow_pct[3] == 8.0);
+  CHECK(r.not_kept.rfind("1 of the 5 logged steps: at none is a candidate copy's logged measure worse than at the 4 "
+                         "judged", 0) == 0);
+}
+
+TEST_CASE("a long series is thinned to its worst points, the worst step kept") {
+  TrainingLog log;
+  log.files = {"r.log"};
+  for (std::int64_t s = 0; s < 10000; ++s)
+    fp8(log, "l", Role::kWeight, s, LoggedRecipe::kCurrent, LoggedStatKind::kUnderflowPct, s == 7777 ? 90.0 : 0.1);
+  const LoggedRows r = rows_from_logged_stats(log, std::nullopt, TrainingFormat::kHybrid);
+  REQUIRE(r.series.size() == 1);
+  CHECK(r.series[0].steps.size() == kLoggedSeriesPoints);
+  CHECK(std::find(r.series[0].steps.begin(), r.series[0].steps.end(), 7777) != r.series[0].steps.end());
+  // The rows: the step of the most flushed (and, all energies unknown, nothing else on the front).
+  CHECK(r.steps_kept == 1);
+  CHECK(r.rows.at(0).key.step == 7777);
 }
