@@ -130,7 +130,9 @@ void emit_feature(YAML::Emitter& out, const char* feature, const std::vector<std
 LogPlan plan_logging(const LogRequest& q) {
   FP8A_CHECK(q.gpu != nullptr, "plan_logging: no GPU");
   LogPlan plan;
-  plan.tensor_stats = {"cur_amax", "dynamic_range", "mean", "std", "l2_norm"};
+  // What run --training-log reads (engine/logged_rows.hpp): the amax, and std and mean for the
+  // mean square that rel_mse and the flushed-energy bound divide by. Nothing it would skip.
+  plan.tensor_stats = {"cur_amax", "mean", "std"};
   const RecipeKindTraits& kind = recipe_kind_traits(q.training.kind);
   if (!is_fp8(q.training.kind)) {
     plan.left_out.push_back({"every FP8 statistic", "the run trains in BF16, and LogFp8TensorStats logs nothing for a "

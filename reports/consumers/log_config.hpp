@@ -1,7 +1,7 @@
 // The logging plan for Transformer Engine's debug API (`fp8-advisor log-config`, issue 59): an
 // nvdlfw_inspect YAML that asks TE, on every selected layer and every `freq` steps, for
 //  - the high-precision statistics fp8-advisor's criteria read (LogTensorStats: cur_amax for the
-//    delayed replay and the scales, dynamic_range, and mean, std and l2_norm for the energy);
+//    delayed replay and the scales, mean and std for the mean square);
 //  - the training recipe's own quantisation statistics (LogFp8TensorStats; LogNvfp4TensorStats
 //    under NVFP4), which cost no extra cast;
 //  - the what-if statistics of every other candidate recipe TE can log on the same tensor

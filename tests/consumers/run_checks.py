@@ -262,7 +262,7 @@ CASES = {
         ([os.path.join(G, "recipe_pow2_te2.4.json")], OK, "check_te_recipe.py"),
         # log-config for TE 2.4: underflows% of the training recipe alone; the newest plan is refused.
         ([os.path.join(G, "log_config_delayed_te2.4.yaml"), "fp8_delayed_scaling", "90"],
-         OK + "log_config_delayed_te2.4.yaml: 2 features, 6 statistics accepted by TE's own checks "
+         OK + "log_config_delayed_te2.4.yaml: 2 features, 4 statistics accepted by TE's own checks "
          "(fp8_delayed_scaling, sm_90); X, W, dY logged at 9 of 60 steps", "check_log_config.py"),
         ([os.path.join(G, "log_config_delayed_h100.yaml"), "fp8_delayed_scaling", "90"],
          "fp8_delayed_scaling_underflows%: not among TE's statistics", "check_log_config.py"),
@@ -352,15 +352,15 @@ CASES = {
     # refused on an A100 (block-scaling what-ifs need sm_90).
     "golden_log_config": ("check_log_config.py", [
         ([os.path.join(G, "log_config_current_h100.yaml"), "fp8_current_scaling", "90"],
-         OK + "log_config_current_h100.yaml: 2 features, 13 statistics accepted by TE's own checks"),
+         OK + "log_config_current_h100.yaml: 2 features, 11 statistics accepted by TE's own checks"),
         ([os.path.join(G, "log_config_mxfp8_b200.yaml"), "mxfp8", "100"],
-         OK + "log_config_mxfp8_b200.yaml: 2 features, 17 statistics accepted"),
+         OK + "log_config_mxfp8_b200.yaml: 2 features, 15 statistics accepted"),
         ([os.path.join(G, "log_config_delayed_h100.yaml"), "fp8_delayed_scaling", "90"],
-         OK + "log_config_delayed_h100.yaml: 2 features, 16 statistics accepted"),
+         OK + "log_config_delayed_h100.yaml: 2 features, 14 statistics accepted"),
         ([os.path.join(G, "log_config_nvfp4_b200.yaml"), "nvfp4", "100"],
-         OK + "log_config_nvfp4_b200.yaml: 3 features, 17 statistics accepted"),
+         OK + "log_config_nvfp4_b200.yaml: 3 features, 15 statistics accepted"),
         ([os.path.join(G, "log_config_bf16.yaml"), "", "90"],
-         OK + "log_config_bf16.yaml: 1 features, 5 statistics accepted"),
+         OK + "log_config_bf16.yaml: 1 features, 3 statistics accepted"),
         ([os.path.join(G, "log_config_current_h100.yaml"), "fp8_current_scaling", "80"],
          "fp8_block_scaling_underflows%: TE refuses it: Stat fp8_block_scaling_underflows% needs Hopper"),
     ]),

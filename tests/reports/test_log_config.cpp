@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "core/gpu_target.hpp"
+#include "datasets/training_log.hpp"
+#include "engine/logged_rows.hpp"
 #include "reports/consumers/log_config.hpp"
 #include "support/golden.hpp"
 
@@ -55,7 +57,7 @@ TEST_CASE("current scaling on an H100: its own statistics, block what-ifs, no MX
   CHECK(left_out(p, "mxfp8_*"));
   CHECK(left_out(p, "fp8_delayed_scaling_*"));
   CHECK(p.nvfp4_stats.empty());
-  CHECK(p.tensor_stats == std::vector<std::string>{"cur_amax", "dynamic_range", "mean", "std", "l2_norm"});
+  CHECK(p.tensor_stats == std::vector<std::string>{"cur_amax", "mean", "std"});
   fp8a::testing::check_golden("log_config_current_h100.yaml", fp8a::render_log_config(q, p, "x.yaml").contents);
 }
 
@@ -118,4 +120,42 @@ TEST_CASE("the layers pattern reaches the YAML as one quoted scalar") {
   q.layers = "it's: #not a comment";
   const std::string yaml = fp8a::render_log_config(q, fp8a::plan_logging(q), "x.yaml").contents;
   CHECK(yaml.find("layer_name_regex_pattern: 'it''s: #not a comment'") != std::string::npos);
+}
+
+TEST_CASE("the plan asks for exactly what run --training-log reads: nothing skipped, every copy judged") {
+  for (const auto& [recipe, gpu] : {std::pair{"current", "h100"}, std::pair{"delayed", "h100"},
+                                    std::pair{"mxfp8", "b200"}, std::pair{"block", "h100"}}) {
+    CAPTURE(recipe);
+    const LogRequest q = request(recipe, gpu);
+    const LogPlan p = fp8a::plan_logging(q);
+    // A line per planned statistic of each tensor, as TE names them ("<layer>_<tensor>_<stat>").
+    std::string log;
+    std::size_t lines = 0;
+    for (const char* tensor : {"activation", "weight", "gradient"})
+      for (const auto* list : {&p.tensor_stats, &p.fp8_stats, &p.nvfp4_stats})
+        for (const std::string& stat : *list) {
+          log += std::string("decoder.layers.0.mlp.linear_fc1_") + tensor + "_" + stat +
+                 " \t\t\t\t iteration=000010 \t\t\t\t value=" + (stat.find("scale_inv") != std::string::npos ? "127.0" : "0.5") + "\n";
+          ++lines;
+        }
+    fp8a::MemoryFileSystem fs;
+    std::vector<std::byte> bytes(log.size());
+    std::transform(log.begin(), log.end(), bytes.begin(), [](char c) { return static_cast<std::byte>(c); });
+    fs.add_file("r.log", std::move(bytes));
+    const fp8a::TrainingLog t = fp8a::load_training_log({"r.log"}, fs);
+    REQUIRE(t.notes.size() == 1);
+    CHECK(t.notes[0].find("skipped") == std::string::npos);  // every line read
+    CHECK(t.series.size() == 3);                              // cur_amax of each tensor
+    CHECK(t.fp8_stats.size() + t.tensor_stats.size() + t.series.size() == lines);
+    // Every statistic becomes part of a row: each candidate copy judged on underflow and rel_mse.
+    const fp8a::LoggedRows r = fp8a::rows_from_logged_stats(t, q.training, fp8a::TrainingFormat::kHybrid);
+    CHECK(r.notes.empty());
+    REQUIRE_FALSE(r.rows.empty());
+    for (const fp8a::EvaluationRow& row : r.rows) {
+      CAPTURE(row.recipe.spec());
+      CHECK(row.logged->underflow);
+      CHECK(row.logged->rel_mse);
+      CHECK(row.logged->energy_bound);
+    }
+  }
 }
