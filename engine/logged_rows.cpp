@@ -20,24 +20,45 @@ constexpr double kRounding = 0.00005;
 // A rounded value determines a ratio when its rounding is at most 1 % of it.
 constexpr double kPreciseEnough = kRounding / 0.01;
 
+// One statistic of one tensor at one step, over the files (ranks) that logged it: the first value
+// of each file; across files the mean (tensor-parallel shards of equal size: the whole tensor's
+// underflow % and mse; data-parallel replicas log the same value) or, for a scale, the largest.
 struct Value {
   double v = kNaN;
   bool rounded = false;
   bool set = false;
+  double sum = 0;
+  std::size_t files = 0;
+  std::size_t last_file = static_cast<std::size_t>(-1);
+  void add(double x, bool r, std::size_t file, bool largest) {
+    if (set && file == last_file) return;
+    rounded = rounded || r;
+    if (largest) {
+      v = set && !(x > v) ? v : x;
+    } else {
+      sum += x;
+      v = sum / static_cast<double>(++files);
+    }
+    set = true;
+    last_file = file;
+  }
   // The value moved by its rounding: up (hi) or down towards 0 (lo).
   double hi() const { return rounded ? v + kRounding : v; }
   double lo() const { return rounded ? std::max(0.0, std::abs(v) - kRounding) : std::abs(v); }
   bool precise() const { return set && std::isfinite(v) && (!rounded || std::abs(v) >= kPreciseEnough); }
 };
 
-void keep_first(Value& slot, double v, bool rounded) {
-  if (!slot.set) slot = {v, rounded, true};
-}
-
 using TensorKey = std::tuple<std::int64_t, std::string, Role>;
 
+// A tensor's mean and std at one step; over several files (shards of equal size) the whole
+// tensor's: the mean of the means, and the std from the mean of std^2 + mean^2.
 struct MeanStd {
   Value mean, std;
+  Value mean_square;  // std^2 + mean^2 per file (a file's std and mean pair up in file order)
+  void finish() {
+    if (!std.set || !mean.set || std.files < 2) return;
+    std.v = std::sqrt(std::max(0.0, mean_square.v - mean.v * mean.v));
+  }
 };
 
 // One logged (recipe, copy) of one tensor at one step.
@@ -222,10 +243,22 @@ LoggedSeries thinned(LoggedSeries s) {
 LoggedRows rows_from_logged_stats(const TrainingLog& log, const std::optional<Recipe>& training_recipe,
                                   TrainingFormat format) {
   std::map<TensorKey, MeanStd> tensor;
-  for (const LoggedTensorStat& s : log.tensor_stats) {
-    MeanStd& t = tensor[{s.step, s.layer, s.role}];
-    keep_first(s.stat == LoggedTensorStatKind::kMean ? t.mean : t.std, s.value, s.rounded);
-  }
+  // (step, layer, role, file) -> that file's mean, for its std's mean square.
+  std::map<std::tuple<std::int64_t, std::string, Role, std::size_t>, double> file_mean;
+  for (const LoggedTensorStat& s : log.tensor_stats)
+    if (s.stat == LoggedTensorStatKind::kMean) {
+      tensor[{s.step, s.layer, s.role}].mean.add(s.value, s.rounded, s.file, false);
+      file_mean.try_emplace({s.step, s.layer, s.role, s.file}, s.value);
+    }
+  for (const LoggedTensorStat& s : log.tensor_stats)
+    if (s.stat == LoggedTensorStatKind::kStd) {
+      MeanStd& t = tensor[{s.step, s.layer, s.role}];
+      const auto m = file_mean.find({s.step, s.layer, s.role, s.file});
+      const double mean = m == file_mean.end() ? 0.0 : m->second;
+      t.mean_square.add(s.value * s.value + mean * mean, false, s.file, false);
+      t.std.add(s.value, s.rounded, s.file, false);
+    }
+  for (auto& [key, t] : tensor) t.finish();
   LoggedRows out;
   std::map<std::string, std::size_t> left_out;  // why -> statistics
   // The statistics grouped by the row they make: the training run's own names and a what-if of
@@ -250,11 +283,11 @@ LoggedRows rows_from_logged_stats(const TrainingLog& log, const std::optional<Re
           v.underflow_name = std::string(logged_recipe_name(s.recipe)) +
                              (s.recipe == LoggedRecipe::kTraining ? "" : "_") + "underflows%" +
                              (s.columnwise ? "_columnwise" : "");
-        keep_first(v.underflow, s.value, s.rounded);
+        v.underflow.add(s.value, s.rounded, s.file, false);
         break;
-      case LoggedStatKind::kMse: keep_first(v.mse, s.value, s.rounded); break;
-      case LoggedStatKind::kScaleInvMax: keep_first(v.scale_inv_max, s.value, s.rounded); break;
-      case LoggedStatKind::kOverflowPct: keep_first(v.overflow, s.value, s.rounded); break;
+      case LoggedStatKind::kMse: v.mse.add(s.value, s.rounded, s.file, false); break;
+      case LoggedStatKind::kScaleInvMax: v.scale_inv_max.add(s.value, s.rounded, s.file, true); break;
+      case LoggedStatKind::kOverflowPct: v.overflow.add(s.value, s.rounded, s.file, false); break;
       case LoggedStatKind::kScaleInvMin: break;
     }
   }

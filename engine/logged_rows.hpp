@@ -22,7 +22,10 @@
 // casts 128x128 tiles: values bound the block recipe's 1x128 X and dY from above, upper_bound),
 // bare names = the training recipe (--training-recipe; exact, so they replace a what-if's), and
 // fp8_delayed_scaling only when the run trained under delayed scaling. FP8 types: TE's what-if
-// quantisers take the training tensor's, given here as the training format.
+// quantisers take the training tensor's, given here as the training format. Several files (one
+// per rank): a statistic's values are averaged over the files that log it (tensor-parallel shards
+// of equal size then give the whole tensor's underflow %, mse and mean square; data-parallel
+// replicas log one value), scale_inv_max is the largest; within a file the first value counts.
 #pragma once
 
 #include <cstddef>

@@ -14,7 +14,7 @@ using namespace fp8a;
 namespace {
 
 void fp8(TrainingLog& log, const std::string& layer, Role role, std::int64_t step, LoggedRecipe recipe,
-         LoggedStatKind stat, double value, bool columnwise = false, bool rounded = false) {
+         LoggedStatKind stat, double value, bool columnwise = false, bool rounded = false, std::size_t file = 0) {
   LoggedFp8Stat s;
   s.layer = layer;
   s.role = role;
@@ -24,13 +24,14 @@ void fp8(TrainingLog& log, const std::string& layer, Role role, std::int64_t ste
   s.value = value;
   s.columnwise = columnwise;
   s.rounded = rounded;
+  s.file = file;
   log.fp8_stats.push_back(s);
 }
 
 void tensor(TrainingLog& log, const std::string& layer, Role role, std::int64_t step, double mean, double std,
-            bool rounded = false) {
-  log.tensor_stats.push_back({layer, role, step, LoggedTensorStatKind::kMean, mean, rounded, 0, 0});
-  log.tensor_stats.push_back({layer, role, step, LoggedTensorStatKind::kStd, std, rounded, 0, 0});
+            bool rounded = false, std::size_t file = 0) {
+  log.tensor_stats.push_back({layer, role, step, LoggedTensorStatKind::kMean, mean, rounded, file, 0});
+  log.tensor_stats.push_back({layer, role, step, LoggedTensorStatKind::kStd, std, rounded, file, 0});
 }
 
 const EvaluationRow& row_of(const LoggedRows& r, const std::string& spec, Role role, Orientation o = Orientation::kRowwise) {
@@ -183,4 +184,29 @@ TEST_CASE("a long series is thinned to its worst points, the worst step kept") {
   // The rows: the step of the most flushed (and, all energies unknown, nothing else on the front).
   CHECK(r.steps_kept == 1);
   CHECK(r.rows.at(0).key.step == 7777);
+}
+
+TEST_CASE("several ranks' logs: tensor-parallel shards of equal size make the whole tensor's values") {
+  TrainingLog log;
+  log.files = {"rank0.log", "rank1.log"};
+  // Two shards: underflow 10 % and 20 %, mse 1e-4 and 3e-4, mean 0 and 1, std 1 and 1; scale_inv
+  // 0.5 and 0.25. The whole: underflow 15 %, mse 2e-4, mean 0.5, E[x^2] = (1 + 2) / 2 = 1.5.
+  const double u[] = {10.0, 20.0}, mse[] = {1e-4, 3e-4}, mean[] = {0.0, 1.0}, sinv[] = {0.5, 0.25};
+  for (std::size_t f = 0; f < 2; ++f) {
+    fp8(log, "l", Role::kActivation, 3, LoggedRecipe::kCurrent, LoggedStatKind::kUnderflowPct, u[f], false, false, f);
+    fp8(log, "l", Role::kActivation, 3, LoggedRecipe::kCurrent, LoggedStatKind::kMse, mse[f], false, false, f);
+    fp8(log, "l", Role::kActivation, 3, LoggedRecipe::kCurrent, LoggedStatKind::kScaleInvMax, sinv[f], false, false, f);
+    tensor(log, "l", Role::kActivation, 3, mean[f], 1.0, false, f);
+  }
+  // A second value of the same statistic in one file (a what-if and the run's own): the first.
+  fp8(log, "l", Role::kActivation, 3, LoggedRecipe::kCurrent, LoggedStatKind::kUnderflowPct, 99.0, false, false, 1);
+  const LoggedRows r = rows_from_logged_stats(log, std::nullopt, TrainingFormat::kHybrid);
+  REQUIRE(r.rows.size() == 1);
+  const QuantMetrics& m = r.rows[0].metrics;
+  CHECK(m.underflow_pct == doctest::Approx(15.0));
+  CHECK(m.mse == doctest::Approx(2e-4));
+  CHECK(m.rel_mse == doctest::Approx(2e-4 / 1.5));
+  CHECK(m.scale_inv_max == doctest::Approx(0.5));
+  const double t = std::ldexp(1.0, -10) * 0.5;  // the largest shard scale bounds every flush
+  CHECK(m.underflow_energy_pct == doctest::Approx(15.0 * t * t / 1.5));
 }
