@@ -264,9 +264,10 @@ RunResult run_pipeline(const RunRequest& request, const CaptureSet& captures, co
   if (recommends) {
     choose_run(request, *index, gemm_engine, context, result);
     if (logged_only) {
-      auto& limits = result.recommendation->limits;
-      limits.insert(limits.begin(), std::string(kLoggedOnlyLimit));
-      if (!request.logged->not_kept.empty()) limits.insert(limits.begin() + 1, request.logged->not_kept);
+      // A warning too: --strict, a gate on everything judged, exits 4.
+      if (!request.logged->not_kept.empty())
+        result.recommendation->limits.insert(result.recommendation->limits.begin(), request.logged->not_kept);
+      warn_first(request, result, kLoggedOnlyLimit);
       return result;
     }
     if (result.rows.size() > result.captured().size()) {

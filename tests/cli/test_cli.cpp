@@ -1755,6 +1755,10 @@ TEST_CASE("run --training-log alone: advice from the logged statistics, what it 
   CHECK(r.out.find("not judged: every GEMM judged on its operands' logged statistics alone") != std::string::npos);
   CHECK(fs::exists(out / "te_precision_config.yaml"));
   CHECK(slurp(out / "recipe.json").find("\"decoder.layers.0.mlp.linear_fc2\"") != std::string::npos);
+  // What it cannot judge is a warning too: --strict exits 4 after writing.
+  CHECK(r.err.find("fp8-advisor: warning: every GEMM judged on its operands' logged statistics alone") != std::string::npos);
+  CHECK(run("run --training-log " + shell_quote(path.string()) + " --out " + shell_quote(out.string()) +
+            " --quiet --cost none --strict").rc == 4);
   // report.html draws the logged statistics over the steps, per operand.
   const std::string html = slurp(out / "report.html");
   CHECK(html.find("underflow of the activation over the logged steps") != std::string::npos);
