@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "policies/advice.hpp"
-#include "reports/consumers/layer_names.hpp"
 
 namespace fp8a {
 
