@@ -566,15 +566,16 @@ std::vector<Artifact> render_run(const RunRequest& request, const RunResult& res
   artifacts.push_back(render_metrics_csv(result.rows));
   if (request.gemms) artifacts.push_back(render_gemms_csv(result.gemms));
   else not_written.push_back("gemms.csv not written: --no-gemms");
+  const bool logged_only = request.logged != nullptr && result.captured().empty();
   if (result.logged_stats.empty())
-    not_written.push_back(request.config.training_log == nullptr
-                              ? "nvdlfw_stats.csv not written: no --training-log"
-                              : "nvdlfw_stats.csv not written: the --training-log files hold no nvdlfw_inspect FP8 "
-                                "statistics (LogFp8TensorStats)");
+    not_written.push_back(request.config.training_log == nullptr ? "nvdlfw_stats.csv not written: no --training-log"
+                          : logged_only ? "nvdlfw_stats.csv not written: no capture to set the logged statistics beside"
+                                        : "nvdlfw_stats.csv not written: the --training-log files hold no nvdlfw_inspect "
+                                          "FP8 statistics (LogFp8TensorStats)");
   if (!result.logged_stats.empty()) {
     info.logged_stats = summarize_logged_stats(result.logged_stats);
     artifacts.push_back(render_nvdlfw_csv(result.logged_stats, info.log_files));
-  } else if (request.training_recipe) {
+  } else if (request.training_recipe && !logged_only) {
     const std::string w = "--training-recipe: no nvdlfw_inspect FP8 statistics (LogFp8TensorStats) "
                           "in the --training-log files, nothing to compare";
     std::cerr << "fp8-advisor: warning: " << w << "\n";

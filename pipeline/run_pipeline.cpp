@@ -44,13 +44,21 @@ void measure_operands_of(const CaptureSet& captures, std::span<const HistogramCh
 
 // The delayed forecasts on the training log and the rows (none without a log), their clipping
 // not yet measured.
+// With no capture, the forecasts come from the logged rows (a delayed training recipe's), and
+// their clipping, which needs a tensor's values, is said not judged.
 void forecast_run(const RunRequest& request, const EvaluationIndex& index, RunResult& result) {
   const TrainingLog* log = request.config.training_log;
   result.forecasts.clear();
-  if (log != nullptr)
-    result.forecasts = forecast_delayed_scaling(log, result.captured(), index.recipes(),
-                                                formats_of_kind(request.config, RecipeKind::kPerTensorDelayed),
-                                                {.horizon_steps = request.recommend->policy.delayed_forecast.horizon_steps});
+  if (log == nullptr) return;
+  const bool logged_only = result.captured().empty() && request.logged != nullptr;
+  result.forecasts = forecast_delayed_scaling(log, logged_only ? std::span<const EvaluationRow>(result.rows) : result.captured(),
+                                              index.recipes(),
+                                              formats_of_kind(request.config, RecipeKind::kPerTensorDelayed),
+                                              {.horizon_steps = request.recommend->policy.delayed_forecast.horizon_steps});
+  if (logged_only)
+    for (DelayedForecast& f : result.forecasts)
+      f.clipping.none = "a training log holds no tensor to clip: a capture of " + f.layer + " " + role_name(f.role) +
+                        " judges it";
 }
 
 // A capture mistake the answer must not hide: a warning (stderr, summary.json) and the first of

@@ -1764,6 +1764,27 @@ TEST_CASE("run --training-log alone: advice from the logged statistics, what it 
   CHECK(html.find("underflow of the activation over the logged steps") != std::string::npos);
   CHECK(html.find("rel_mse of the gradient over the logged steps") != std::string::npos);
 
+  // A delayed-scaling run's own statistics: its rows, and the delayed forecast from the logged amax
+  // (a growing FC2 input: the stale scale saturates), its clipping not judged without a tensor.
+  std::string delayed;
+  for (int step = 0; step < 400; step += 10)
+    for (const char* t : {"activation", "weight", "gradient"}) {
+      const double amax = std::string(t) == "activation" ? std::exp2(step / 40.0) : 1.0;
+      const std::string tail = " iteration=" + std::to_string(step) + " value=";
+      delayed += fc2 + "_" + t + "_cur_amax" + tail + std::to_string(amax) + "\n";
+      delayed += fc2 + "_" + t + "_fp8_delayed_scaling_underflows%" + tail + "0.5\n";
+      delayed += fc2 + "_" + t + "_fp8_delayed_scaling_overflows%" + tail + "0.0\n";
+    }
+  const fs::path delayed_log = dir.path / "delayed.log";
+  write_bytes(delayed_log, delayed);
+  const fs::path dl = dir.path / "dl";
+  r = run("run --training-log " + shell_quote(delayed_log.string()) + " --training-recipe delayed --out " +
+          shell_quote(dl.string()) + " --quiet");
+  REQUIRE(r.rc == 0);
+  CHECK(r.out.find("[delayed:history=1024:algo=max:margin=0/hybrid]") != std::string::npos);
+  CHECK(r.err.find("nothing to compare") == std::string::npos);
+  CHECK(slurp(dl / "report.html").find("forecast: delayed saturates @") != std::string::npos);
+
   // No FP8 statistic to judge on, or none under --recipes: exit 3, nothing written.
   const fs::path amax_only = dir.path / "amax.log";
   write_bytes(amax_only, fc2 + "_activation_cur_amax iteration=1 value=1.0\n");
