@@ -484,6 +484,15 @@ double parse_stat_value(const NvdlfwLine& parts, const std::string& path, std::s
   return value;
 }
 
+// A percentage in [0, 100], any other statistic but a mean >= 0 (NaN passes: TE logs it for a
+// tensor holding NaN); else input error 503.
+void check_stat_range(double v, bool percent, const NvdlfwLine& parts, const std::string& path, std::size_t n) {
+  if (std::isnan(v) || (v >= 0 && (!percent || v <= 100))) return;
+  throw input_error("fp8a.trace.503", at_line(path, n) + "value " + shown(parts.value) + " of " +
+                                          shown(parts.name, kShownNameBytes) +
+                                          (percent ? " is not a percentage from 0 to 100" : " is negative"));
+}
+
 // LogTensorStats' mean and std, by name suffix.
 struct TensorStatSuffix {
   std::string_view text;
@@ -518,6 +527,8 @@ void parse_nvdlfw(std::string_view text, const std::string& path, std::size_t fi
       if (layer.empty()) throw_no_layer(path, n, parts.name);
       stat.step = parse_iteration(parts, path, n);
       stat.value = parse_stat_value(parts, path, n);
+      check_stat_range(stat.value, stat.stat == LoggedStatKind::kUnderflowPct || stat.stat == LoggedStatKind::kOverflowPct,
+                       parts, path, n);
       stat.rounded = four_decimals(parts.value);
       stat.layer = std::string(layer);
       stat.role = role;
@@ -541,6 +552,7 @@ void parse_nvdlfw(std::string_view text, const std::string& path, std::size_t fi
       ts.step = parse_iteration(parts, path, n);
       ts.stat = t->kind;
       ts.value = parse_stat_value(parts, path, n);
+      if (t->kind == LoggedTensorStatKind::kStd) check_stat_range(ts.value, false, parts, path, n);
       ts.rounded = four_decimals(parts.value);
       ts.file = file_index;
       ts.line = n;

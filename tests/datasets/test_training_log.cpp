@@ -590,6 +590,15 @@ TEST_CASE("nvdlfw_inspect log: LogTensorStats mean and std are kept, with their 
   CHECK(t.fp8_stats[0].rounded);
   CHECK_THROWS_WITH_AS(load_training_log({"r.log"}, one_file("r.log", "l_activation_std iteration=1 value=x\n")),
                        "[fp8a.trace.503] r.log:1: value 'x' of 'l_activation_std' is not a number", Error);
+  // Values no tensor can have: a percentage past 0..100, a negative std, mse or scale.
+  CHECK_THROWS_WITH_AS(load_training_log({"r.log"}, one_file("r.log", "l_activation_underflows% iteration=1 value=100.5\n")),
+                       "[fp8a.trace.503] r.log:1: value '100.5' of 'l_activation_underflows%' is not a percentage from "
+                       "0 to 100", Error);
+  CHECK_THROWS_WITH_AS(load_training_log({"r.log"}, one_file("r.log", "l_gradient_std iteration=1 value=-1\n")),
+                       "[fp8a.trace.503] r.log:1: value '-1' of 'l_gradient_std' is negative", Error);
+  CHECK_THROWS_AS(load_training_log({"r.log"}, one_file("r.log", "l_weight_mxfp8_mse iteration=1 value=-inf\n")), Error);
+  CHECK_NOTHROW(load_training_log({"r.log"}, one_file("r.log", "l_weight_mxfp8_mse iteration=1 value=nan\n")));
+  CHECK_NOTHROW(load_training_log({"r.log"}, one_file("r.log", "l_weight_mean iteration=1 value=-3\nl_weight_cur_amax iteration=1 value=3\n")));
 }
 
 TEST_CASE("501: a trace in UTF-16 or UTF-32 is named as such") {
