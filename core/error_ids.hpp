@@ -145,7 +145,7 @@ inline constexpr ErrorIdRow kErrorIdRows[] = {
     {"fp8a.trace.502", kInput,
      "malformed trace line (field count, quotes, missing `iteration=`/`value=`)"},
     {"fp8a.trace.503", kInput,
-     "bad number in a trace (step not a non-negative integer, amax negative or not a float32)"},
+     "bad number in a trace (step not a non-negative integer, amax negative or not a float32, a logged percentage outside 0..100 or a negative std, mse or scale)"},
     {"fp8a.trace.504", kInput, "trace tensor name is not `<layer>.<role>`"},
     {"fp8a.trace.505", kInput,
      "the same (tensor, step) twice in one trace file (several files, e.g. ranks, merge by max)"},

@@ -112,7 +112,8 @@ struct TrainingLog {
 //   fp8a.trace.502  malformed line (CSV field count or quotes; nvdlfw line without iteration= or
 //                   value=, or text after the value)
 //   fp8a.trace.503  bad number (step/iteration not a non-negative integer; amax not a number,
-//                   negative, or outside the float32 range; FP8 statistic not a number)
+//                   negative, or outside the float32 range; a statistic not a number, a
+//                   percentage outside 0..100, a negative std, mse or scale; NaN passes)
 //   fp8a.trace.504  CSV tensor name is not <layer>.<role>
 //   fp8a.trace.505  the same (layer, role, step) twice in one file (both line numbers named)
 //   fp8a.trace.506  the file holds no amax entries (nvdlfw logs: no cur_amax and no FP8 statistic)
