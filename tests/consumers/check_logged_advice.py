@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Advice from logged statistics alone against advice from the captures (issue 59 part 2).
 
-For calibration runs' captures, scripts/te_stats_log.py writes the log TE's LogTensorStats and
+For every FP8 calibration run's captures, scripts/te_stats_log.py writes the log TE's LogTensorStats and
 LogFp8TensorStats would write for the same tensors (TE's line format, TE's definitions, casts by
 calibration/fp8emu.py). Then, one candidate at a time on b200 with --cost none:
   fp8-advisor run --capture DIR  ...   and   fp8-advisor run --training-log LOG ...
@@ -34,9 +34,14 @@ except ImportError as e:
     print("check_logged_advice skipped: %s" % e)
     sys.exit(77)
 
-CASES = (("outlier20x2@d256--current", "hybrid"), ("healthy@d256--current", "hybrid"),
-         ("grown-outlier@d256--current", "hybrid"), ("late-underflow@d256--current-e4m3", "e4m3"))
+def cases():
+    """Every FP8 calibration capture but NVFP4's (TE logs no FP8 what-if of an NVFP4 run's own
+    cast): the arm's training format ("-e4m3" arms trained all-E4M3)."""
+    root = os.path.join(ROOT, "calibration", "captures")
+    return [(c, "e4m3" if c.endswith("-e4m3") else "hybrid") for c in sorted(os.listdir(root))
+            if not c.startswith("nvfp4")]
 OUTPUT_ONLY = ("output rel_fro_err", "dW entries")
+not_evaluated = [0]  # GEMMs the log left open where the capture passed them
 NOT_JUDGED = "the GEMM-output criteria (gemm_amplification, wgrad_zeroed, wgrad_sign_flip) need a capture"
 
 
@@ -97,7 +102,10 @@ def output_only(reason):
     return any(k in reason for k in OUTPUT_ONLY) and " underflow " not in reason and " saturated " not in reason
 
 
-def compare(name, recipe, captured, logged, upper_bound):
+def compare(name, recipe, captured, logged, open_allowed):
+    """open_allowed: a GEMM the log leaves not evaluated ("a capture of the tensor judges it") may
+    pass the capture: TE's block what-if bounds the recipe, and 4-decimal values may not bound
+    the flushed energy (a small gradient's std reads 0.0000)."""
     cap, log = gemms(captured), gemms(logged)
     if set(cap) != set(log):
         return ["%s %s: GEMMs judged differ: capture %s, log %s" % (name, recipe, sorted(cap), sorted(log))]
@@ -109,8 +117,9 @@ def compare(name, recipe, captured, logged, upper_bound):
             continue
         if not c_safe and l_safe and output_only(c_why):
             continue  # the log cannot judge a GEMM output
-        if upper_bound and c_safe and not l_safe and "a capture of the tensor judges it" in l_why:
-            continue  # a bound over the recipe's blocks failed: not evaluated, said so
+        if open_allowed and c_safe and not l_safe and "a capture of the tensor judges it" in l_why:
+            not_evaluated[0] += 1
+            continue  # not evaluated, said so: BF16, not a failure
         bad.append("%s %s %s %s: capture fp8_safe %s (%s), log %s (%s)" % (name, recipe, *key, c_safe, c_why,
                                                                          l_safe, l_why))
     print("%s %s: %d of %d GEMMs the same" % (name, recipe, agreed, len(cap)))
@@ -122,7 +131,7 @@ def main():
     bad = []
     failing_seen = 0
     with tempfile.TemporaryDirectory() as tmp:
-        for case, fmt in CASES:
+        for case, fmt in cases():
             capture = os.path.join(ROOT, "calibration", "captures", case)
             logs = {}
             for rounded in (False, True):
@@ -141,7 +150,7 @@ def main():
                 failing_seen += sum(1 for s, _ in gemms(captured).values() if not s)
             _, captured = advise(binary, ["--capture", capture], "current", fmt, os.path.join(tmp, "c"))
             _, rounded = advise(binary, ["--training-log", logs[True]], "current", fmt, os.path.join(tmp, "l"))
-            bad += compare(case + " (4 decimals)", "current", captured, rounded, False)
+            bad += compare(case + " (4 decimals)", "current", captured, rounded, True)
             # Both: the first captured step, the log for every step; the captures judge what they cover.
             first = os.path.join(tmp, "first")
             shutil.rmtree(first, ignore_errors=True)
@@ -157,6 +166,7 @@ def main():
                 bad += compare(case + " (first step captured)", recipe, captured, both, False)
     if failing_seen == 0:
         bad.append("no capture run failed a GEMM: the comparison tested nothing")
+    print("GEMMs the log left not evaluated where the capture passed them: %d" % not_evaluated[0])
     for b in bad:
         print("FAIL: " + b)
     print("check_logged_advice: %s" % ("FAILED" if bad else "passed"))
