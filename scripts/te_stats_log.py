@@ -89,7 +89,7 @@ def main(argv=None):
     ap.add_argument("--rounded", action="store_true", help="4 decimals, as nvdlfw's default logger")
     a = ap.parse_args(argv)
     lines = []
-    for path in sorted(glob.glob(os.path.join(a.capture, "*_step_*.safetensors"))):
+    for path in sorted(glob.glob(os.path.join(a.capture, "*step_*.safetensors"))):
         step, tensors = read_safetensors(path)
         for name, x in tensors.items():
             layer, _, role = name.rpartition(".")

@@ -1809,3 +1809,18 @@ TEST_CASE("run --training-log alone: advice from the logged statistics, what it 
   CHECK(r.out.find('\x1b') == std::string::npos);
   CHECK(slurp(hostile / "report.html").find("<img") == std::string::npos);
 }
+
+TEST_CASE("the shipped sample's TE log: advice from it alone is the capture's") {
+  TempDir dir;
+  const auto logged = run("run --training-log " + shell_quote((kSource / "datasets/sample-te-log/te_stats.log").string()) +
+                          " --out " + shell_quote((dir.path / "l").string()) + " --quiet --cost none");
+  const auto captured = run("run --capture " + sample() + " --recipes current,block,mxfp8 --format hybrid --out " +
+                            shell_quote((dir.path / "c").string()) + " --quiet --cost none");
+  REQUIRE(logged.rc == 0);
+  REQUIRE(captured.rc == 0);
+  // Both: current scaling, every GEMM in FP8 (TE's what-ifs judged the same 12 GEMMs).
+  for (const auto* r : {&logged, &captured}) {
+    CHECK(r->out.rfind("answer: Float8CurrentScaling(fp8_format=Format.HYBRID)  [current/hybrid]\n", 0) == 0);
+    CHECK(r->out.find("  keep in BF16: nothing, every GEMM FP8\n") != std::string::npos);
+  }
+}

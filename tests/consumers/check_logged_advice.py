@@ -164,6 +164,13 @@ def main():
                 if "the training log's statistics extend the captures to" not in text:
                     bad.append("%s %s: the answer does not say the log extended the captures" % (case, recipe))
                 bad += compare(case + " (first step captured)", recipe, captured, both, False)
+    # The shipped example log is this writer's output for datasets/sample, byte for byte.
+    with tempfile.TemporaryDirectory() as tmp:
+        again = os.path.join(tmp, "te_stats.log")
+        te_stats_log.main([os.path.join(ROOT, "datasets", "sample"), "--out", again])
+        with open(again, "rb") as f, open(os.path.join(ROOT, "datasets", "sample-te-log", "te_stats.log"), "rb") as g:
+            if f.read() != g.read():
+                bad.append("datasets/sample-te-log/te_stats.log is not scripts/te_stats_log.py's output for datasets/sample")
     if failing_seen == 0:
         bad.append("no capture run failed a GEMM: the comparison tested nothing")
     print("GEMMs the log left not evaluated where the capture passed them: %d" % not_evaluated[0])
