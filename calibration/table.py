@@ -217,6 +217,13 @@ def render(doc):
              model_text(doc["model"]) + "".join(
                  "; %s: %s" % (case, model_text(c["model"])) for case, c in doc["cases"].items()
                  if c.get("model")), "",
+             "Arithmetic: PyTorch on the CPU, one thread. FP8 and NVFP4 arms: the casts emulated bit "
+             "for bit (fp8emu.py), their values multiplied in float32 matmuls. BF16 arms: "
+             "torch.autocast(bfloat16), whose CPU kernels (oneDNN) use the BF16 units where the CPU "
+             "has them (AVX512_BF16; the sessions' machines differ and a run does not record which). "
+             "The FP8 arms do not use BF16 units: at these widths the casts, not the matmuls, cost "
+             "the time (calibration/README.md), and another matmul would change every cached run's "
+             "numbers.", "",
              "## Noise floor", ""]
     for nc, n in sorted(doc["noise"].get("by_case", {"healthy": doc["noise"]}).items()):
         lines.append("- kernel-level perturbation (%s, BF16, the same sequences as 4 micro-batches "
