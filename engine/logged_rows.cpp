@@ -240,8 +240,10 @@ LoggedSeries thinned(LoggedSeries s) {
 
 }  // namespace
 
-LoggedRows rows_from_logged_stats(const TrainingLog& log, const std::optional<Recipe>& training_recipe,
-                                  TrainingFormat format) {
+namespace {
+
+// Each tensor's mean and std per step, over the files that logged them.
+std::map<TensorKey, MeanStd> tensor_stats_of(const TrainingLog& log) {
   std::map<TensorKey, MeanStd> tensor;
   // (step, layer, role, file) -> that file's mean, for its std's mean square.
   std::map<std::tuple<std::int64_t, std::string, Role, std::size_t>, double> file_mean;
@@ -259,23 +261,30 @@ LoggedRows rows_from_logged_stats(const TrainingLog& log, const std::optional<Re
       t.std.add(s.value, s.rounded, s.file, false);
     }
   for (auto& [key, t] : tensor) t.finish();
-  LoggedRows out;
-  std::map<std::string, std::size_t> left_out;  // why -> statistics
-  // The statistics grouped by the row they make: the training run's own names and a what-if of
-  // the same recipe are one row.
+  return tensor;
+}
+
+// The FP8 statistics grouped by the row they make (the training run's own names and a what-if of
+// the same recipe are one row), the recipe each logged recipe judges, and what was left out.
+struct Grouped {
   std::map<Fp8Key, Fp8Values> fp8;
   std::map<LoggedRecipe, std::pair<std::optional<Target>, std::string>> targets;  // and why not
+  std::map<std::string, std::size_t> left_out;                                    // why -> statistics
+};
+
+Grouped group_fp8_stats(const TrainingLog& log, const std::optional<Recipe>& training_recipe) {
+  Grouped g;
   for (const LoggedFp8Stat& s : log.fp8_stats) {
-    const auto [at, first] = targets.try_emplace(s.recipe);
+    const auto [at, first] = g.targets.try_emplace(s.recipe);
     if (first) at->second.first = target_of(s.recipe, training_recipe, &at->second.second);
     if (!at->second.first) {
-      ++left_out[at->second.second];
+      ++g.left_out[at->second.second];
       continue;
     }
     const Target& target = *at->second.first;
     const bool own = s.recipe == LoggedRecipe::kTraining || s.recipe == LoggedRecipe::kDelayed ||
                      (training_recipe && target.recipe == *training_recipe && !target.upper_bound);
-    Fp8Values& v = fp8[{s.step, s.layer, s.role, own ? LoggedRecipe::kTraining : s.recipe, s.columnwise}];
+    Fp8Values& v = g.fp8[{s.step, s.layer, s.role, own ? LoggedRecipe::kTraining : s.recipe, s.columnwise}];
     if (!v.underflow.set && !v.mse.set && !v.scale_inv_max.set && !v.overflow.set) v.file = s.file;
     switch (s.stat) {
       case LoggedStatKind::kUnderflowPct:
@@ -291,42 +300,55 @@ LoggedRows rows_from_logged_stats(const TrainingLog& log, const std::optional<Re
       case LoggedStatKind::kScaleInvMin: break;
     }
   }
-  // Each candidate copy's measures over the steps (a row made and reduced to its measures), then
-  // the steps that decide them, per layer.
-  const auto target_of_key = [&](const Fp8Key& key) {
-    return std::get<3>(key) == LoggedRecipe::kTraining ? Target{*training_recipe, false}
-                                                       : *targets.at(std::get<3>(key)).first;
-  };
+  return g;
+}
+
+using CopyKey = std::tuple<std::string, Role, std::string, Orientation>;  // layer, role, spec, copy
+
+// Appends a row's measures to its copy's points and series (a what-if and the run's own of one
+// step: the first).
+void add_to_series(const EvaluationRow& row, std::map<CopyKey, std::vector<Point>>& copies,
+                   std::map<CopyKey, LoggedSeries>& series) {
+  const CopyKey copy{row.key.layer, row.key.role, row.recipe.spec(), row.orientation};
+  copies[copy].push_back(point_of(row));
+  LoggedSeries& s = series[copy];
+  if (s.steps.empty()) {
+    s.layer = row.key.layer, s.role = row.key.role, s.recipe = row.recipe, s.format = row.format;
+    s.orientation = row.orientation;
+  }
+  if (s.steps.empty() || s.steps.back() != row.key.step) {
+    s.steps.push_back(row.key.step);
+    s.underflow_pct.push_back(row.logged->underflow ? row.metrics.underflow_pct : kNaN);
+    s.rel_mse.push_back(row.logged->rel_mse ? row.metrics.rel_mse : kNaN);
+  }
+}
+
+}  // namespace
+
+LoggedRows rows_from_logged_stats(const TrainingLog& log, const std::optional<Recipe>& training_recipe,
+                                  TrainingFormat format) {
+  const std::map<TensorKey, MeanStd> tensor = tensor_stats_of(log);
+  const Grouped g = group_fp8_stats(log, training_recipe);
   const auto row_of = [&](const Fp8Key& key, const Fp8Values& v) {
+    const Target target = std::get<3>(key) == LoggedRecipe::kTraining ? Target{*training_recipe, false}
+                                                                      : *g.targets.at(std::get<3>(key)).first;
     const auto t = tensor.find({std::get<0>(key), std::get<1>(key), std::get<2>(key)});
-    return make_row(log, key, v, target_of_key(key), t == tensor.end() ? nullptr : &t->second, format);
+    return make_row(log, key, v, target, t == tensor.end() ? nullptr : &t->second, format);
   };
-  using CopyKey = std::tuple<std::string, Role, std::string, Orientation>;  // layer, role, spec, copy
+  // Each candidate copy's measures over the steps, then the steps that decide them, per layer.
   std::map<CopyKey, std::vector<Point>> copies;
   std::map<CopyKey, LoggedSeries> series;
   std::set<std::int64_t> logged_steps;
-  for (const auto& [key, v] : fp8) {
-    const EvaluationRow row = row_of(key, v);
-    const CopyKey copy{row.key.layer, row.key.role, row.recipe.spec(), row.orientation};
-    copies[copy].push_back(point_of(row));
-    LoggedSeries& s = series[copy];
-    if (s.steps.empty()) {
-      s.layer = row.key.layer, s.role = row.key.role, s.recipe = row.recipe, s.format = row.format;
-      s.orientation = row.orientation;
-    }
-    if (s.steps.empty() || s.steps.back() != row.key.step) {  // a what-if and the run's own: the first
-      s.steps.push_back(row.key.step);
-      s.underflow_pct.push_back(row.logged->underflow ? row.metrics.underflow_pct : kNaN);
-      s.rel_mse.push_back(row.logged->rel_mse ? row.metrics.rel_mse : kNaN);
-    }
-    logged_steps.insert(row.key.step);
+  for (const auto& [key, v] : g.fp8) {
+    add_to_series(row_of(key, v), copies, series);
+    logged_steps.insert(std::get<0>(key));
   }
   std::set<std::pair<std::string, std::int64_t>> kept;  // (layer, step)
   for (auto& [copy, points] : copies)
     for (std::int64_t step : deciding_steps(points)) kept.emplace(std::get<0>(copy), step);
   // (key, spec, orientation) -> the row; an exact source replaces an upper bound.
   std::map<std::tuple<CaptureKey, std::string, Orientation>, EvaluationRow> rows;
-  for (const auto& [key, v] : fp8) {
+  for (const auto& [key, v] : g.fp8) {
     if (!kept.contains({std::get<1>(key), std::get<0>(key)})) continue;
     EvaluationRow row = row_of(key, v);
     const bool bound = row.logged->upper_bound;
@@ -334,6 +356,7 @@ LoggedRows rows_from_logged_stats(const TrainingLog& log, const std::optional<Re
     const auto [it, added] = rows.try_emplace(std::move(slot), std::move(row));
     if (!added && it->second.logged->upper_bound && !bound) it->second = row_of(key, v);
   }
+  LoggedRows out;
   std::set<std::int64_t> kept_steps;
   for (auto& [slot, row] : rows) {
     kept_steps.insert(row.key.step);
@@ -349,7 +372,7 @@ LoggedRows rows_from_logged_stats(const TrainingLog& log, const std::optional<Re
         "saturation at their largest: a criterion that fails at any logged step fails at one of these); report.html "
         "draws every step",
         out.steps_logged - out.steps_kept, out.steps_logged, out.steps_kept);
-  for (const auto& [why, n] : left_out)
+  for (const auto& [why, n] : g.left_out)
     out.notes.push_back(format_text("%zu logged statistics left out: %s", n, why.c_str()));
   return out;
 }
