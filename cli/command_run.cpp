@@ -160,6 +160,12 @@ std::string read_expected_plan(const std::string& path) {
   return text;
 }
 
+// The FP8 types of a training log's statistics: TE's what-if casts take the training run's, one
+// format (--format when it names one, else TE's default, hybrid).
+TrainingFormat logged_training_format(const RunConfig& c) {
+  return !c.formats_by_kind && c.formats.size() == 1 ? c.formats.front() : TrainingFormat::kHybrid;
+}
+
 // The option values parse_run checks and turns into the request.
 struct RunOptionTexts {
   std::string training_recipe, policy, gpu, te_version, price_as;
@@ -268,10 +274,7 @@ std::optional<RunCommand> parse_run(const Invocation& inv) {
     if (cmd.eval.log_paths.empty())
       throw usage_error("fp8a.usage.203", "fp8-advisor run: the option '--capture' is required but missing (or "
                                           "--training-log alone: advice from its statistics)");
-    // Advice from the logged statistics alone: TE's what-if casts take the training run's FP8
-    // types, one format (--format when it names one, else TE's default, hybrid).
-    const RunConfig& c = request.config;
-    cmd.logged_format = !c.formats_by_kind && c.formats.size() == 1 ? c.formats.front() : TrainingFormat::kHybrid;
+    cmd.logged_format = logged_training_format(request.config);
   }
   check_out_option(cmd.out_dir);
   constexpr UsageId kBadProgressEvery = "fp8a.usage.205";
@@ -443,12 +446,10 @@ void use_training_log(RunCommand& cmd, const TrainingLog& log) {
 }
 
 // Beside captures: the training log's rows of the recipes and formats the run evaluates, in the
-// training format (--format when it names one, else hybrid), to extend the captures to the steps
-// and layers they do not hold.
+// training format, to extend the captures to the steps and layers they do not hold.
 LoggedRows logged_extension_rows(const RunCommand& cmd, const TrainingLog& log) {
   const RunConfig& c = cmd.request.config;
-  const TrainingFormat format = !c.formats_by_kind && c.formats.size() == 1 ? c.formats.front() : TrainingFormat::kHybrid;
-  LoggedRows logged = rows_from_logged_stats(log, cmd.request.training_recipe, format);
+  LoggedRows logged = rows_from_logged_stats(log, cmd.request.training_recipe, logged_training_format(c));
   std::erase_if(logged.rows, [&](const EvaluationRow& r) {
     return std::find(c.recipes.begin(), c.recipes.end(), r.recipe) == c.recipes.end() || !evaluates(c, r.recipe, r.format);
   });
@@ -566,7 +567,7 @@ std::vector<Artifact> render_run(const RunRequest& request, const RunResult& res
   artifacts.push_back(render_metrics_csv(result.rows));
   if (request.gemms) artifacts.push_back(render_gemms_csv(result.gemms));
   else not_written.push_back("gemms.csv not written: --no-gemms");
-  const bool logged_only = request.logged != nullptr && result.captured().empty();
+  const bool logged_only = result.logged_only();
   if (result.logged_stats.empty())
     not_written.push_back(request.config.training_log == nullptr ? "nvdlfw_stats.csv not written: no --training-log"
                           : logged_only ? "nvdlfw_stats.csv not written: no capture to set the logged statistics beside"

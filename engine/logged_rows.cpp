@@ -238,10 +238,6 @@ LoggedSeries thinned(LoggedSeries s) {
   return t;
 }
 
-}  // namespace
-
-namespace {
-
 // Each tensor's mean and std per step, over the files that logged them.
 std::map<TensorKey, MeanStd> tensor_stats_of(const TrainingLog& log) {
   std::map<TensorKey, MeanStd> tensor;
@@ -351,10 +347,11 @@ LoggedRows rows_from_logged_stats(const TrainingLog& log, const std::optional<Re
   for (const auto& [key, v] : g.fp8) {
     if (!kept.contains({std::get<1>(key), std::get<0>(key)})) continue;
     EvaluationRow row = row_of(key, v);
-    const bool bound = row.logged->upper_bound;
     auto slot = std::tuple{row.key, row.recipe.spec(), row.orientation};
-    const auto [it, added] = rows.try_emplace(std::move(slot), std::move(row));
-    if (!added && it->second.logged->upper_bound && !bound) it->second = row_of(key, v);
+    if (const auto it = rows.find(slot); it == rows.end())
+      rows.emplace(std::move(slot), std::move(row));
+    else if (it->second.logged->upper_bound && !row.logged->upper_bound)
+      it->second = std::move(row);
   }
   LoggedRows out;
   std::set<std::int64_t> kept_steps;

@@ -50,7 +50,7 @@ void forecast_run(const RunRequest& request, const EvaluationIndex& index, RunRe
   const TrainingLog* log = request.config.training_log;
   result.forecasts.clear();
   if (log == nullptr) return;
-  const bool logged_only = result.captured().empty() && request.logged != nullptr;
+  const bool logged_only = result.logged_only();
   result.forecasts = forecast_delayed_scaling(log, logged_only ? std::span<const EvaluationRow>(result.rows) : result.captured(),
                                               index.recipes(),
                                               formats_of_kind(request.config, RecipeKind::kPerTensorDelayed),

@@ -82,6 +82,8 @@ struct RunResult {
     const auto first = std::find_if(rows.begin(), rows.end(), [](const EvaluationRow& r) { return r.logged.has_value(); });
     return {rows.data(), static_cast<std::size_t>(first - rows.begin())};
   }
+  // No capture: every row was read from a training log's statistics.
+  bool logged_only() const { return !rows.empty() && rows.front().logged.has_value(); }
   std::vector<std::string> warnings;   // judge_nonfinite's, a line per tensor with NaN or Inf
   double evaluate_seconds = 0;
   // With request.gemms: the paired layers, what could not be paired, the GEMM rows, where they

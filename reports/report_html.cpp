@@ -830,7 +830,7 @@ void render_histogram(Markup& m, const Page& p, const std::string& layer, Role r
 }
 
 // The statistics a training log gave this operand, over its logged steps: each candidate copy's
-// underflow % (against the policy's count thresholds) and rel_mse where the log determines it.
+// underflow % and, where the log determines it, rel_mse.
 void render_logged_charts(Markup& m, const Page& p, const std::string& layer, Role role,
                           std::vector<std::string>* notes) {
   std::map<std::string, svg::Series> underflow, rel_mse;  // by copy: "current", "mxfp8 (columnwise)"
