@@ -6,6 +6,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 
 #include <unistd.h>
@@ -445,11 +446,33 @@ void use_training_log(RunCommand& cmd, const TrainingLog& log) {
   if (cmd.default_recipes && !cmd.logged_format) search_delayed_recipes(cmd.request, log);
 }
 
+// Takes the training log's statistics as they are read: its rows (LoggedRowsBuilder), and beside
+// captures the FP8 statistics of the captured steps, for nvdlfw_stats.csv.
+class RunLogSink final : public LoggedStepSink {
+ public:
+  RunLogSink(const std::optional<Recipe>& training_recipe, TrainingFormat format, const CaptureSet& captures)
+      : rows(training_recipe, format) {
+    for (const CapturedTensor& t : captures.tensors) captured_.insert(t.key.step);
+  }
+  void add_step(const LoggedStep& step) override {
+    rows.add_step(step);
+    if (captured_.contains(step.step))
+      kept.insert(kept.end(), step.fp8.begin(), step.fp8.end());
+    else
+      not_kept += step.fp8.size();
+  }
+  LoggedRowsBuilder rows;
+  std::vector<LoggedFp8Stat> kept;  // at the captured steps
+  std::size_t not_kept = 0;         // FP8 statistics of the other steps
+
+ private:
+  std::set<std::int64_t> captured_;
+};
+
 // Beside captures: the training log's rows of the recipes and formats the run evaluates, in the
 // training format, to extend the captures to the steps and layers they do not hold.
-LoggedRows logged_extension_rows(const RunCommand& cmd, const TrainingLog& log) {
+LoggedRows logged_extension_rows(const RunCommand& cmd, LoggedRows logged) {
   const RunConfig& c = cmd.request.config;
-  LoggedRows logged = rows_from_logged_stats(log, cmd.request.training_recipe, logged_training_format(c));
   std::erase_if(logged.rows, [&](const EvaluationRow& r) {
     return std::find(c.recipes.begin(), c.recipes.end(), r.recipe) == c.recipes.end() || !evaluates(c, r.recipe, r.format);
   });
@@ -458,8 +481,7 @@ LoggedRows logged_extension_rows(const RunCommand& cmd, const TrainingLog& log) 
 
 // No --capture: the rows of the training log's statistics (input error fp8a.trace.507 when it
 // logged none a recipe could be judged on), and the run's recipes and format become theirs.
-LoggedRows logged_run_rows(RunCommand& cmd, const TrainingLog& log) {
-  LoggedRows logged = rows_from_logged_stats(log, cmd.request.training_recipe, *cmd.logged_format);
+LoggedRows logged_run_rows(RunCommand& cmd, LoggedRows logged) {
   if (logged.rows.empty()) {
     std::string why = logged.notes.empty() ? "" : " (" + logged.notes.front() + ")";
     throw input_error("fp8a.trace.507",
@@ -480,6 +502,26 @@ LoggedRows logged_run_rows(RunCommand& cmd, const TrainingLog& log) {
       config.recipes.push_back(r.recipe);
   config.formats = {*cmd.logged_format};
   config.formats_by_kind = false;
+  return logged;
+}
+
+// Reads --training-log into *log (the run's config points at it), step by step through a
+// RunLogSink: the logged rows, when the run is on the log alone or the log holds FP8 statistics.
+std::optional<LoggedRows> read_training_log(RunCommand& cmd, const CaptureSet& captures, const FileSystem& fs,
+                                            TrainingLog* log) {
+  if (cmd.eval.log_paths.empty()) return std::nullopt;
+  RunLogSink sink(cmd.request.training_recipe,
+                  cmd.logged_format ? *cmd.logged_format : logged_training_format(cmd.request.config), captures);
+  *log = load_training_log(cmd.eval.log_paths, fs, &sink);
+  log->fp8_stats = std::move(sink.kept);
+  use_training_log(cmd, *log);
+  if (cmd.logged_format) return logged_run_rows(cmd, sink.rows.finish());
+  if (log->fp8_stat_count == 0) return std::nullopt;
+  LoggedRows logged = logged_extension_rows(cmd, sink.rows.finish());
+  if (sink.not_kept > 0)
+    logged.notes.push_back(format_text("%zu logged FP8 statistics of steps no capture holds are judged as logged "
+                                       "rows, not listed in nvdlfw_stats.csv (it sets the captured steps' beside ours)",
+                                       sink.not_kept));
   return logged;
 }
 
@@ -568,15 +610,19 @@ std::vector<Artifact> render_run(const RunRequest& request, const RunResult& res
   if (request.gemms) artifacts.push_back(render_gemms_csv(result.gemms));
   else not_written.push_back("gemms.csv not written: --no-gemms");
   const bool logged_only = result.logged_only();
+  const TrainingLog* log = request.config.training_log;
+  const bool fp8_logged = log != nullptr && log->fp8_stat_count > 0;
   if (result.logged_stats.empty())
-    not_written.push_back(request.config.training_log == nullptr ? "nvdlfw_stats.csv not written: no --training-log"
+    not_written.push_back(log == nullptr ? "nvdlfw_stats.csv not written: no --training-log"
                           : logged_only ? "nvdlfw_stats.csv not written: no capture to set the logged statistics beside"
+                          : fp8_logged  ? "nvdlfw_stats.csv not written: the --training-log files log no FP8 statistic "
+                                          "at a captured step"
                                         : "nvdlfw_stats.csv not written: the --training-log files hold no nvdlfw_inspect "
                                           "FP8 statistics (LogFp8TensorStats)");
   if (!result.logged_stats.empty()) {
     info.logged_stats = summarize_logged_stats(result.logged_stats);
     artifacts.push_back(render_nvdlfw_csv(result.logged_stats, info.log_files));
-  } else if (request.training_recipe && !logged_only) {
+  } else if (request.training_recipe && !logged_only && !fp8_logged) {
     const std::string w = "--training-recipe: no nvdlfw_inspect FP8 statistics (LogFp8TensorStats) "
                           "in the --training-log files, nothing to compare";
     std::cerr << "fp8-advisor: warning: " << w << "\n";
@@ -663,16 +709,9 @@ int command_run(const Invocation& inv) {
   const CaptureSet captures = cmd.logged_format ? CaptureSet{}
                                                 : load_captures(cmd.eval.capture_paths, fs,
                                                                 capture_options(cmd.eval.npy_dtype_text));
-  const TrainingLog training_log = load_evaluation_log(cmd.eval, fs);
-  use_training_log(cmd, training_log);
-  std::optional<LoggedRows> logged;
-  if (cmd.logged_format) {
-    logged = logged_run_rows(cmd, training_log);
-    request.logged = &*logged;
-  } else if (!training_log.fp8_stats.empty()) {
-    logged = logged_extension_rows(cmd, training_log);
-    request.logged = &*logged;
-  }
+  TrainingLog training_log;
+  std::optional<LoggedRows> logged = read_training_log(cmd, captures, fs, &training_log);
+  if (logged) request.logged = &*logged;
   price_at_tokens(cmd, captures, request.logged, *request.recommend);
   // The provenance, once the recipe list is final.
   RunInfo info = run_provenance(inv, request, evaluator);

@@ -151,6 +151,7 @@ inline constexpr ErrorIdRow kErrorIdRows[] = {
      "the same (tensor, step) twice in one trace file (several files, e.g. ranks, merge by max)"},
     {"fp8a.trace.506", kInput, "trace file holds no amax entries"},
     {"fp8a.trace.507", kInput, "`run --training-log` without `--capture`: the log holds no LogFp8TensorStats statistic a recipe can be judged on"},
+    {"fp8a.trace.508", kInput, "an nvdlfw_inspect log's iterations go back: a line of an earlier step after a later one's (TE writes each rank's log in step order; the logs are read step by step)"},
     {"fp8a.compare.101", kInput,
      "`compare`: an input holds no evaluated tensor under the `--recipes` and `--format` lists (the input named)"},
     {"fp8a.compare.102", kInput,

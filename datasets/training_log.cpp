@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <deque>
 #include <limits>
+#include <optional>
 #include <set>
 #include <string_view>
 #include <system_error>
@@ -71,6 +72,7 @@ class LineReader {
     return true;
   }
   std::size_t number() const { return number_; }
+  std::size_t position() const { return pos_; }  // of the next line
 
  private:
   std::string_view text_;
@@ -141,10 +143,28 @@ class TraceBuilder {
     if (inserted) {
       keys_.push_back(&it->first);
       cells_.emplace_back();
+      const std::string& layer_name = it->first.first;
+      auto named = layer_names_.find(layer_name);
+      if (named == layer_names_.end()) {
+        const std::string_view stored = names_->emplace_back(layer_name);
+        named = layer_names_.emplace(stored, stored).first;
+      }
+      layers_.push_back(named->second);  // one view per layer name, whatever the role
     }
     return it->second;
   }
   const SeriesKey& key(std::uint32_t series) const { return *keys_[series]; }
+  // The series' layer name, in storage the log keeps (names()).
+  std::string_view layer(std::uint32_t series) const { return layers_[series]; }
+  std::shared_ptr<const std::deque<std::string>> names() const { return names_; }
+  void add(std::uint32_t series, std::int64_t step, float amax) { cells_[series].push_back({step, amax}); }
+  // The values gathered so far by (series, step), merged by max.
+  void cells_by_step(std::map<std::pair<std::uint32_t, std::int64_t>, float>* out) const {
+    for (std::uint32_t s = 0; s < cells_.size(); ++s)
+      for (const Cell& c : cells_[s])
+        if (const auto [it, added] = out->try_emplace({s, c.step}, c.amax); !added)
+          it->second = merge_max(it->second, c.amax);
+  }
   // values: one file's, without repeats.
   void add_file(const FileValues& values) {
     for (std::uint32_t s = 0; s < values.by_series.size(); ++s)
@@ -156,6 +176,7 @@ class TraceBuilder {
     std::size_t merged = 0;
     for (std::uint32_t s = 0; s < cells_.size(); ++s) {
       auto& cells = cells_[s];
+      if (cells.empty()) continue;  // a tensor with statistics but no amax
       const auto by_step = [](const Cell& a, const Cell& b) { return a.step < b.step; };
       if (!std::is_sorted(cells.begin(), cells.end(), by_step))
         std::sort(cells.begin(), cells.end(), by_step);
@@ -178,6 +199,9 @@ class TraceBuilder {
   std::map<SeriesKey, std::uint32_t> index_;
   std::vector<const SeriesKey*> keys_;  // into index_, whose nodes never move
   std::vector<std::vector<Cell>> cells_;
+  std::shared_ptr<std::deque<std::string>> names_ = std::make_shared<std::deque<std::string>>();
+  std::vector<std::string_view> layers_;  // into names_, whose elements never move
+  std::unordered_map<std::string_view, std::string_view> layer_names_;  // name -> its view into names_
 };
 
 enum class Format { kCsv, kNvdlfw };
@@ -377,14 +401,9 @@ bool is_nvdlfw_line(std::string_view line) {
          line.find(kValue, at + kIteration.size()) != std::string_view::npos;
 }
 
-// Where an nvdlfw log's statistics go.
-struct LoggedValues {
-  std::vector<LoggedFp8Stat>* fp8;
-  std::vector<LoggedTensorStat>* tensor;
-};
-
 struct NvdlfwCounts {
   std::size_t lines = 0;          // statistics lines
+  std::size_t amax_values = 0;    // cur_amax values read
   std::size_t four_decimals = 0;  // cur_amax values printed as nvdlfw's default logger prints them
   std::size_t fp8_stats = 0;      // LogFp8TensorStats values kept
   std::size_t tensor_stats = 0;   // LogTensorStats mean and std kept
@@ -501,170 +520,335 @@ struct TensorStatSuffix {
 constexpr TensorStatSuffix kTensorStatSuffixes[] = {{"_mean", LoggedTensorStatKind::kMean},
                                                     {"_std", LoggedTensorStatKind::kStd}};
 
-void parse_nvdlfw(std::string_view text, const std::string& path, std::size_t file_index,
-                  TraceBuilder* builder, FileValues* values, LoggedValues* stats, NvdlfwCounts* counts) {
-  // "<layer>_<tensor>" -> series; keys view the file's bytes.
-  std::unordered_map<std::string_view, std::uint32_t> series_of;
-  LineReader lines(text);
+// One statistics line of an nvdlfw_inspect log, parsed.
+struct StatLine {
+  enum class Kind : std::uint8_t { kFp8, kTensor, kAmax };
+  Kind kind = Kind::kAmax;
+  std::uint32_t series = 0;
+  std::int64_t step = 0;
+  std::size_t line = 0;
+  double value = 0.0;  // kFp8, kTensor
+  float amax = 0.0f;   // kAmax
+  bool rounded = false;
+  LoggedRecipe recipe = LoggedRecipe::kTraining;  // kFp8
+  LoggedStatKind stat = LoggedStatKind::kUnderflowPct;
+  bool columnwise = false;
+  LoggedTensorStatKind tensor_stat = LoggedTensorStatKind::kMean;  // kTensor
+};
+
+// One nvdlfw_inspect log, read a statistics line at a time.
+class NvdlfwCursor {
+ public:
+  NvdlfwCursor(std::shared_ptr<const MappedFile> mapping, std::string_view text, std::string path, std::size_t file,
+               TraceBuilder* builder)
+      : mapping_(std::move(mapping)), text_(text), lines_(text), path_(std::move(path)), file_(file), builder_(builder) {}
+  // The next line of an activation, weight or gradient statistic read; false at the end. Other
+  // lines are counted.
+  bool next(StatLine* out);
+  const std::string& path() const { return path_; }
+  std::size_t file() const { return file_; }
+  const NvdlfwCounts& counts() const { return counts_; }
+
+ private:
+  std::uint32_t series_of(std::string_view layer_tensor, std::string_view layer, Role role) {
+    if (auto it = series_of_.find(layer_tensor); it != series_of_.end()) return it->second;
+    const std::uint32_t series = builder_->series_index(std::string(layer), role);
+    series_of_.emplace(keys_.emplace_back(layer_tensor), series);
+    return series;
+  }
+
+  // Lets the pages read go every kReleaseBytes, so that a log of any size stays out of memory.
+  void release_read() {
+    constexpr std::size_t kReleaseBytes = std::size_t{64} << 20;
+    const std::size_t pos = std::min(lines_.position(), text_.size());
+    if (pos - released_ < kReleaseBytes) return;
+    const std::size_t upto = pos - kReleaseBytes / 2;  // the pages of the lines at hand stay
+    mapping_->release(reinterpret_cast<const std::byte*>(text_.data()) + released_, upto - released_);
+    released_ = upto;
+  }
+
+  std::shared_ptr<const MappedFile> mapping_;
+  std::string_view text_;
+  std::size_t released_ = 0;
+  LineReader lines_;
+  std::string path_;
+  std::size_t file_;
+  TraceBuilder* builder_;
+  NvdlfwCounts counts_;
+  // "<layer>_<tensor>" -> series; keys view keys_ (not the file, whose pages go as it is read).
+  std::unordered_map<std::string_view, std::uint32_t> series_of_;
+  std::deque<std::string> keys_;
+};
+
+bool NvdlfwCursor::next(StatLine* out) {
+  release_read();
   std::string_view line;
-  while (lines.next(&line)) {
+  while (lines_.next(&line)) {
     if (trim_left(line).empty()) continue;
-    const std::size_t n = lines.number();
+    const std::size_t n = lines_.number();
+    const std::string& path = path_;
     NvdlfwLine parts;
     if (auto why = split_nvdlfw(line, &parts); !why.empty())
       throw input_error("fp8a.trace.502", at_line(path, n) +
                                               "malformed nvdlfw_inspect statistics line: " + why +
                                               "; expected " + std::string(kNvdlfwLayout));
-    ++counts->lines;
+    ++counts_.lines;
     std::string_view layer_tensor, layer, tensor;
     Role role = Role::kActivation;
     LoggedFp8Stat stat;
+    StatLine& e = *out;
+    e.line = n;
     if (split_fp8_stat(parts.name, &layer_tensor, &stat)) {
       if (!split_layer_tensor(layer_tensor, &layer, &tensor, &role)) {
-        count_other_tensor(tensor, counts);
+        count_other_tensor(tensor, &counts_);
         continue;
       }
       if (layer.empty()) throw_no_layer(path, n, parts.name);
-      stat.step = parse_iteration(parts, path, n);
-      stat.value = parse_stat_value(parts, path, n);
-      check_stat_range(stat.value, stat.stat == LoggedStatKind::kUnderflowPct || stat.stat == LoggedStatKind::kOverflowPct,
+      e.kind = StatLine::Kind::kFp8;
+      e.step = parse_iteration(parts, path, n);
+      e.value = parse_stat_value(parts, path, n);
+      check_stat_range(e.value, stat.stat == LoggedStatKind::kUnderflowPct || stat.stat == LoggedStatKind::kOverflowPct,
                        parts, path, n);
-      stat.rounded = four_decimals(parts.value);
-      stat.layer = std::string(layer);
-      stat.role = role;
-      stat.file = file_index;
-      stat.line = n;
-      stats->fp8->push_back(std::move(stat));
-      ++counts->fp8_stats;
-      continue;
+      e.rounded = four_decimals(parts.value);
+      e.recipe = stat.recipe;
+      e.stat = stat.stat;
+      e.columnwise = stat.columnwise;
+      e.series = series_of(layer_tensor, layer, role);
+      ++counts_.fp8_stats;
+      return true;
     }
     if (const auto* t = std::find_if(std::begin(kTensorStatSuffixes), std::end(kTensorStatSuffixes),
                                      [&](const TensorStatSuffix& x) { return parts.name.ends_with(x.text); });
         t != std::end(kTensorStatSuffixes)) {
-      if (!split_layer_tensor(parts.name.substr(0, parts.name.size() - t->text.size()), &layer, &tensor, &role)) {
-        count_other_tensor(tensor, counts);
+      layer_tensor = parts.name.substr(0, parts.name.size() - t->text.size());
+      if (!split_layer_tensor(layer_tensor, &layer, &tensor, &role)) {
+        count_other_tensor(tensor, &counts_);
         continue;
       }
       if (layer.empty()) throw_no_layer(path, n, parts.name);
-      LoggedTensorStat ts;
-      ts.layer = std::string(layer);
-      ts.role = role;
-      ts.step = parse_iteration(parts, path, n);
-      ts.stat = t->kind;
-      ts.value = parse_stat_value(parts, path, n);
-      if (t->kind == LoggedTensorStatKind::kStd) check_stat_range(ts.value, false, parts, path, n);
-      ts.rounded = four_decimals(parts.value);
-      ts.file = file_index;
-      ts.line = n;
-      stats->tensor->push_back(std::move(ts));
-      ++counts->tensor_stats;
-      continue;
+      e.kind = StatLine::Kind::kTensor;
+      e.step = parse_iteration(parts, path, n);
+      e.tensor_stat = t->kind;
+      e.value = parse_stat_value(parts, path, n);
+      if (t->kind == LoggedTensorStatKind::kStd) check_stat_range(e.value, false, parts, path, n);
+      e.rounded = four_decimals(parts.value);
+      e.series = series_of(layer_tensor, layer, role);
+      ++counts_.tensor_stats;
+      return true;
     }
     if (parts.name.size() <= kCurAmax.size() || !parts.name.ends_with(kCurAmax)) {
-      ++counts->other_stats;
+      ++counts_.other_stats;
       continue;
     }
     layer_tensor = parts.name.substr(0, parts.name.size() - kCurAmax.size());
     if (!split_layer_tensor(layer_tensor, &layer, &tensor, &role)) {
-      count_other_tensor(tensor, counts);
+      count_other_tensor(tensor, &counts_);
       continue;
     }
     if (layer.empty()) throw_no_layer(path, n, parts.name);
-    Entry e{};
-    e.line = n;
+    e.kind = StatLine::Kind::kAmax;
     e.step = parse_iteration(parts, path, n);
     if (auto why = parse_amax(parts.value, &e.amax); !why.empty())
       throw input_error("fp8a.trace.503",
                         at_line(path, n) + "cur_amax value " + shown(parts.value) + " " + why);
-    counts->four_decimals += four_decimals(parts.value) ? 1 : 0;
-    std::uint32_t series = 0;
-    if (auto it = series_of.find(layer_tensor); it != series_of.end()) {
-      series = it->second;
-    } else {
-      series = builder->series_index(std::string(layer), role);
-      series_of.emplace(layer_tensor, series);
+    e.rounded = four_decimals(parts.value);
+    counts_.four_decimals += e.rounded ? 1 : 0;
+    ++counts_.amax_values;
+    e.series = series_of(layer_tensor, layer, role);
+    return true;
+  }
+  return false;
+}
+
+// Reads the nvdlfw_inspect logs together, a step at a time: every file's lines of the smallest
+// step not yet read, then the step's statistics to the sink (or the log) and its amaxes to the
+// series. Each file must go step by step, as TE writes it (fp8a.trace.508).
+class StepMerger {
+ public:
+  StepMerger(TrainingLog* log, TraceBuilder* builder, LoggedStepSink* sink,
+             const std::map<std::pair<std::uint32_t, std::int64_t>, float>* csv_amax)
+      : log_(log), builder_(builder), sink_(sink), csv_amax_(csv_amax) {}
+  void run(std::vector<NvdlfwCursor>& cursors);
+
+ private:
+  void add(std::size_t file, const StatLine& e);
+  void flush(std::int64_t step);
+
+  TrainingLog* log_;
+  TraceBuilder* builder_;
+  LoggedStepSink* sink_;
+  const std::map<std::pair<std::uint32_t, std::int64_t>, float>* csv_amax_;
+  // The step being gathered.
+  std::vector<LoggedFp8Stat> fp8_;
+  std::vector<LoggedTensorStat> tensor_;
+  std::vector<LoggedAmax> amax_;
+  std::unordered_map<std::uint32_t, std::size_t> amax_of_;  // series -> index into amax_
+  // series -> (file, line) of its amax in the step, for the repeat check.
+  std::unordered_map<std::uint32_t, std::pair<std::size_t, std::size_t>> amax_line_;
+  const NvdlfwCursor* cursor_ = nullptr;  // the file being read, for messages
+};
+
+void StepMerger::add(std::size_t file, const StatLine& e) {
+  const SeriesKey& key = builder_->key(e.series);
+  const std::string_view layer = builder_->layer(e.series);
+  switch (e.kind) {
+    case StatLine::Kind::kFp8: {
+      LoggedFp8Stat& s = fp8_.emplace_back();
+      s.layer = layer, s.role = key.second, s.step = e.step, s.recipe = e.recipe, s.stat = e.stat;
+      s.columnwise = e.columnwise, s.value = e.value, s.rounded = e.rounded, s.file = file, s.line = e.line;
+      return;
     }
-    values->add(series, e);
+    case StatLine::Kind::kTensor:
+      tensor_.push_back({layer, key.second, e.step, e.tensor_stat, e.value, e.rounded, file, e.line});
+      return;
+    case StatLine::Kind::kAmax: {
+      const auto [at, first] = amax_line_.try_emplace(e.series, file, e.line);
+      if (!first && at->second.first == file)
+        throw input_error("fp8a.trace.505", at_line(cursor_->path(), e.line) + "duplicate line: " +
+                                                shown(name_in_file(Format::kNvdlfw, key), kShownNameBytes) +
+                                                " at iteration " + std::to_string(e.step) +
+                                                " already given on line " + std::to_string(at->second.second));
+      at->second = {file, e.line};
+      builder_->add(e.series, e.step, e.amax);
+      const auto [slot, added] = amax_of_.try_emplace(e.series, amax_.size());
+      if (added) {
+        amax_.push_back({layer, key.second, e.amax, e.rounded});
+      } else {
+        LoggedAmax& a = amax_[slot->second];
+        a.amax = merge_max(a.amax, e.amax);
+        a.rounded = a.rounded || e.rounded;
+      }
+      return;
+    }
+  }
+}
+
+void StepMerger::flush(std::int64_t step) {
+  if (sink_ != nullptr && (!fp8_.empty() || !tensor_.empty())) {
+    if (csv_amax_ != nullptr && !csv_amax_->empty()) {  // a capture CSV's amax where no log gave one
+      const auto add_csv = [&](std::string_view layer, Role role) {
+        const std::uint32_t series = builder_->series_index(std::string(layer), role);
+        if (amax_of_.contains(series)) return;
+        if (const auto it = csv_amax_->find({series, step}); it != csv_amax_->end()) {
+          amax_of_.emplace(series, amax_.size());
+          amax_.push_back({builder_->layer(series), role, it->second, false});
+        }
+      };
+      for (const LoggedFp8Stat& s : fp8_) add_csv(s.layer, s.role);
+      for (const LoggedTensorStat& s : tensor_) add_csv(s.layer, s.role);
+    }
+    sink_->add_step({step, fp8_, tensor_, amax_, log_->files});
+  } else if (sink_ == nullptr) {
+    log_->fp8_stats.insert(log_->fp8_stats.end(), fp8_.begin(), fp8_.end());
+    log_->tensor_stats.insert(log_->tensor_stats.end(), tensor_.begin(), tensor_.end());
+  }
+  log_->fp8_stat_count += fp8_.size();
+  fp8_.clear(), tensor_.clear(), amax_.clear(), amax_of_.clear(), amax_line_.clear();
+}
+
+void StepMerger::run(std::vector<NvdlfwCursor>& cursors) {
+  std::vector<StatLine> head(cursors.size());
+  std::vector<bool> live(cursors.size());
+  for (std::size_t i = 0; i < cursors.size(); ++i) live[i] = cursors[i].next(&head[i]);
+  while (true) {
+    std::optional<std::int64_t> step;
+    for (std::size_t i = 0; i < cursors.size(); ++i)
+      if (live[i] && (!step || head[i].step < *step)) step = head[i].step;
+    if (!step) return;
+    for (std::size_t i = 0; i < cursors.size(); ++i) {
+      cursor_ = &cursors[i];
+      while (live[i] && head[i].step == *step) {
+        add(cursors[i].file(), head[i]);
+        live[i] = cursors[i].next(&head[i]);
+      }
+      if (live[i] && head[i].step < *step)
+        throw input_error("fp8a.trace.508",
+                          at_line(cursors[i].path(), head[i].line) + "iteration " + std::to_string(head[i].step) +
+                              " after iteration " + std::to_string(*step) +
+                              ": an nvdlfw_inspect log goes step by step, as TE writes it (sort it by iteration)");
+    }
+    flush(*step);
   }
 }
 
 // ---- one file -----------------------------------------------------------------------------------
 
-// Reads one file into the builder; returns its note and sets *rounded for nvdlfw logs.
-std::string load_file(const std::string& path, std::size_t file_index, const FileSystem& fs,
-                      TraceBuilder* builder, LoggedValues* stats, bool* rounded) {
-  const auto mapping = fs.map(path);
-  const auto bytes = mapping->bytes();
-  const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+struct Mapped {
+  std::shared_ptr<const MappedFile> mapping;
+  std::string_view text;
+};
 
+Mapped map_text(const std::string& path, const FileSystem& fs) {
+  Mapped m{fs.map(path), {}};
+  const auto bytes = m.mapping->bytes();
+  m.text = std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  return m;
+}
+
+// The file's format, told by its content (fp8a.trace.501 when neither).
+Format detect_format(std::string_view text, const std::string& path) {
   LineReader lines(text);
   std::string_view first;
   lines.next(&first);
-  Format format = Format::kCsv;
-  if (first != kCsvHeader) {
-    bool nvdlfw = is_nvdlfw_line(first);
-    for (std::string_view line; !nvdlfw && lines.next(&line);) nvdlfw = is_nvdlfw_line(line);
-    if (!nvdlfw) {
-      if (text.find_first_not_of(" \t\r\n\f\v") == std::string_view::npos)
-        throw input_error("fp8a.trace.501", path + ": not an amax trace: the file is empty");
-      if (const std::string bom = utf16_or_utf32_bom(text); !bom.empty())
-        throw input_error("fp8a.trace.501", path + ":1: not an amax trace: the file is " + bom +
-                                                ", not UTF-8; write it as UTF-8");
-      if (first.substr(0, kByteOrderMark.size()) == kByteOrderMark)
-        throw input_error("fp8a.trace.501",
-                          path +
-                              ":1: not an amax trace: the file starts with a UTF-8 byte-order "
-                              "mark; write the CSV without one");
-      throw input_error("fp8a.trace.501",
-                        path + ":1: not an amax trace: expected the CSV header '" +
-                            std::string(kCsvHeader) + "' or nvdlfw_inspect statistics lines " +
-                            std::string(kNvdlfwLayout) + ", found " + shown(first));
-    }
-    format = Format::kNvdlfw;
-  }
+  if (first == kCsvHeader) return Format::kCsv;
+  bool nvdlfw = is_nvdlfw_line(first);
+  for (std::string_view line; !nvdlfw && lines.next(&line);) nvdlfw = is_nvdlfw_line(line);
+  if (nvdlfw) return Format::kNvdlfw;
+  if (text.find_first_not_of(" \t\r\n\f\v") == std::string_view::npos)
+    throw input_error("fp8a.trace.501", path + ": not an amax trace: the file is empty");
+  if (const std::string bom = utf16_or_utf32_bom(text); !bom.empty())
+    throw input_error("fp8a.trace.501", path + ":1: not an amax trace: the file is " + bom +
+                                            ", not UTF-8; write it as UTF-8");
+  if (first.substr(0, kByteOrderMark.size()) == kByteOrderMark)
+    throw input_error("fp8a.trace.501",
+                      path +
+                          ":1: not an amax trace: the file starts with a UTF-8 byte-order "
+                          "mark; write the CSV without one");
+  throw input_error("fp8a.trace.501",
+                    path + ":1: not an amax trace: expected the CSV header '" +
+                        std::string(kCsvHeader) + "' or nvdlfw_inspect statistics lines " +
+                        std::string(kNvdlfwLayout) + ", found " + shown(first));
+}
 
+// Reads a capture CSV into the builder; returns its note.
+std::string load_csv(std::string_view text, const std::string& path, TraceBuilder* builder) {
   FileValues values;
-  std::string note;
-  if (format == Format::kCsv) {
-    parse_csv(text, path, builder, &values);
-    if (values.count == 0)
-      throw input_error("fp8a.trace.506",
-                        path + ": no amax rows after the header '" + std::string(kCsvHeader) + "'");
-    note = path + ": capture CSV, " + count_of(values.count, "amax value", "amax values");
-  } else {
-    NvdlfwCounts counts;
-    parse_nvdlfw(text, path, file_index, builder, &values, stats, &counts);
-    if (values.count == 0 && counts.fp8_stats == 0)
-      throw input_error("fp8a.trace.506",
-                        path + ": no cur_amax values and no FP8 statistics of activation, weight "
-                               "or gradient among " +
-                            count_of(counts.lines, "statistics line", "statistics lines") +
-                            "; log them with LogTensorStats, stats [cur_amax], tensors "
-                            "[activation, weight, gradient]");
-    note = path + ": nvdlfw_inspect statistics log, " +
-           count_of(values.count, "cur_amax value", "cur_amax values");
-    if (counts.fp8_stats > 0)
-      note += ", " + count_of(counts.fp8_stats, "FP8 statistic", "FP8 statistics") +
-              " (LogFp8TensorStats)";
-    if (counts.tensor_stats > 0)
-      note += ", " + count_of(counts.tensor_stats, "mean or std value", "mean and std values");
-    if (counts.other_stats > 0)
-      note += "; skipped " + count_of(counts.other_stats, "line", "lines") + " of other statistics";
-    if (counts.other_tensors > 0) {
-      note += "; skipped " + count_of(counts.other_tensors, "line", "lines") +
-              " of other tensors (";
-      bool comma = false;
-      for (const auto& t : counts.other_tensor_names) {
-        note += (comma ? ", " : "") + escaped_input(t, kShownNameBytes);
-        comma = true;
-      }
-      if (counts.more_tensor_names) note += ", ...";
-      note += ")";
-    }
-    if (counts.four_decimals > 0) *rounded = true;
-  }
-  check_repeats(path, format, *builder, &values);
+  parse_csv(text, path, builder, &values);
+  if (values.count == 0)
+    throw input_error("fp8a.trace.506",
+                      path + ": no amax rows after the header '" + std::string(kCsvHeader) + "'");
+  check_repeats(path, Format::kCsv, *builder, &values);
   builder->add_file(values);
+  return path + ": capture CSV, " + count_of(values.count, "amax value", "amax values");
+}
+
+// An nvdlfw_inspect log's note, once it is read (fp8a.trace.506 when it gave nothing to use).
+std::string nvdlfw_note(const std::string& path, const NvdlfwCounts& counts) {
+  if (counts.amax_values == 0 && counts.fp8_stats == 0)
+    throw input_error("fp8a.trace.506",
+                      path + ": no cur_amax values and no FP8 statistics of activation, weight "
+                             "or gradient among " +
+                          count_of(counts.lines, "statistics line", "statistics lines") +
+                          "; log them with LogTensorStats, stats [cur_amax], tensors "
+                          "[activation, weight, gradient]");
+  std::string note = path + ": nvdlfw_inspect statistics log, " +
+                     count_of(counts.amax_values, "cur_amax value", "cur_amax values");
+  if (counts.fp8_stats > 0)
+    note += ", " + count_of(counts.fp8_stats, "FP8 statistic", "FP8 statistics") + " (LogFp8TensorStats)";
+  if (counts.tensor_stats > 0)
+    note += ", " + count_of(counts.tensor_stats, "mean or std value", "mean and std values");
+  if (counts.other_stats > 0)
+    note += "; skipped " + count_of(counts.other_stats, "line", "lines") + " of other statistics";
+  if (counts.other_tensors > 0) {
+    note += "; skipped " + count_of(counts.other_tensors, "line", "lines") + " of other tensors (";
+    bool comma = false;
+    for (const auto& t : counts.other_tensor_names) {
+      note += (comma ? ", " : "") + escaped_input(t, kShownNameBytes);
+      comma = true;
+    }
+    if (counts.more_tensor_names) note += ", ...";
+    note += ")";
+  }
   return note;
 }
 
@@ -688,7 +872,7 @@ const AmaxSeries* TrainingLog::find(const std::string& layer, Role role) const {
   return it == series.end() ? nullptr : &it->second;
 }
 
-TrainingLog load_training_log(const std::vector<std::string>& paths, const FileSystem& fs) {
+TrainingLog load_training_log(const std::vector<std::string>& paths, const FileSystem& fs, LoggedStepSink* sink) {
   TrainingLog trace;
   std::vector<std::string> repeated_notes;
   for (const auto& p : paths) {
@@ -711,10 +895,27 @@ TrainingLog load_training_log(const std::vector<std::string>& paths, const FileS
     trace.files.push_back(p);
   }
 
+  // The capture CSVs first, then the nvdlfw_inspect logs together, step by step.
   TraceBuilder builder;
-  LoggedValues logged{&trace.fp8_stats, &trace.tensor_stats};
-  for (std::size_t i = 0; i < trace.files.size(); ++i)
-    trace.notes.push_back(load_file(trace.files[i], i, fs, &builder, &logged, &trace.rounded));
+  std::vector<NvdlfwCursor> cursors;
+  std::vector<std::string> notes(trace.files.size());
+  for (std::size_t i = 0; i < trace.files.size(); ++i) {
+    const std::string& path = trace.files[i];
+    Mapped m = map_text(path, fs);
+    if (detect_format(m.text, path) == Format::kCsv) {
+      notes[i] = load_csv(m.text, path, &builder);
+      continue;
+    }
+    cursors.emplace_back(m.mapping, m.text, path, i, &builder);
+  }
+  std::map<std::pair<std::uint32_t, std::int64_t>, float> csv_amax;
+  if (sink != nullptr && cursors.size() < trace.files.size()) builder.cells_by_step(&csv_amax);
+  StepMerger(&trace, &builder, sink, &csv_amax).run(cursors);
+  for (const NvdlfwCursor& c : cursors) {
+    notes[c.file()] = nvdlfw_note(c.path(), c.counts());
+    if (c.counts().four_decimals > 0) trace.rounded = true;
+  }
+  trace.notes = std::move(notes);
   trace.notes.insert(trace.notes.end(), repeated_notes.begin(), repeated_notes.end());
   if (trace.rounded)
     trace.notes.push_back(
@@ -725,6 +926,7 @@ TrainingLog load_training_log(const std::vector<std::string>& paths, const FileS
     trace.notes.push_back(
         count_of(merged, "value", "values") +
         " from several files merged by max (TE reduces amax across ranks with max)");
+  trace.names = builder.names();
   return trace;
 }
 

@@ -32,8 +32,12 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
+#include <memory>
+#include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -51,9 +55,10 @@ enum class LoggedStatKind : std::uint8_t { kUnderflowPct, kOverflowPct, kScaleIn
 const char* logged_recipe_name(LoggedRecipe r);
 const char* logged_stat_name(LoggedStatKind s);
 
-// One LogFp8TensorStats value of one tensor at one step, as logged.
+// One LogFp8TensorStats value of one tensor at one step, as logged. `layer` views storage that
+// lives as long as the TrainingLog that read it (TrainingLog::names).
 struct LoggedFp8Stat {
-  std::string layer;
+  std::string_view layer;
   Role role = Role::kActivation;
   std::int64_t step = 0;
   LoggedRecipe recipe = LoggedRecipe::kTraining;
@@ -69,7 +74,7 @@ struct LoggedFp8Stat {
 // high-precision tensor; transformer_engine/debug/features/utils/stats_computation.py).
 enum class LoggedTensorStatKind : std::uint8_t { kMean, kStd };
 struct LoggedTensorStat {
-  std::string layer;
+  std::string_view layer;
   Role role = Role::kActivation;
   std::int64_t step = 0;
   LoggedTensorStatKind stat = LoggedTensorStatKind::kMean;
@@ -77,6 +82,33 @@ struct LoggedTensorStat {
   bool rounded = false;
   std::size_t file = 0;
   std::size_t line = 0;
+};
+
+// One tensor's amax at one step, over every file (merged by max) that logged it.
+struct LoggedAmax {
+  std::string_view layer;
+  Role role = Role::kActivation;
+  float amax = 0.0f;
+  bool rounded = false;  // printed with 4 decimals in some file
+};
+
+// Every statistic of one step, from every file: the FP8 and tensor statistics in file, then line
+// order, and the amax of each tensor that has one. Views valid during the call that gives it; the
+// layer names of one log view one string per name (equal names, equal data()).
+struct LoggedStep {
+  std::int64_t step = 0;
+  std::span<const LoggedFp8Stat> fp8;
+  std::span<const LoggedTensorStat> tensor;
+  std::span<const LoggedAmax> amax;
+  std::span<const std::string> files;  // the log's files, for LoggedFp8Stat::file
+};
+
+// Takes a training log's statistics step by step as they are read, in increasing step order, so
+// that a log of any length is reduced in memory bounded by what the sink keeps.
+class LoggedStepSink {
+ public:
+  virtual ~LoggedStepSink() = default;
+  virtual void add_step(const LoggedStep& step) = 0;
 };
 
 // The amax of one GEMM operand, by training step (TE's "iteration"). Steps need not be contiguous.
@@ -88,9 +120,13 @@ struct AmaxSeries {
 struct TrainingLog {
   std::map<std::pair<std::string, Role>, AmaxSeries> series;  // (layer, role) -> series
   std::vector<std::string> files;                             // paths read, in order, each once
-  // nvdlfw_inspect FP8 statistics, in file and line order (several ranks' logs are not merged).
+  // nvdlfw_inspect FP8 statistics, by step, then in file and line order (several ranks' logs are
+  // not merged); empty when a LoggedStepSink took them.
   std::vector<LoggedFp8Stat> fp8_stats;
-  std::vector<LoggedTensorStat> tensor_stats;  // mean and std, in file and line order
+  std::vector<LoggedTensorStat> tensor_stats;  // mean and std, in the same order
+  std::size_t fp8_stat_count = 0;              // FP8 statistics read, kept here or not
+  // The layer names the statistics view (shared: a copy of the log keeps them alive).
+  std::shared_ptr<const std::deque<std::string>> names;
   // True when any value came from a source that rounds: nvdlfw_inspect's default file logger prints
   // value={:.4f}, so its amaxes are rounded to 0.0001 and an amax below 0.00005 reads as 0 (a
   // cur_amax printed with exactly four decimals counts; fp8a_capture.stats_logger prints every digit).
@@ -105,7 +141,9 @@ struct TrainingLog {
 
 // Reads each file (a path listed twice is read once) and merges them into one log. The format is
 // detected from the content: the CSV header on the first line, else any line holding "iteration="
-// followed by "value=". Throws input errors (exit 3), messages "path:LINE: ...":
+// followed by "value=". The nvdlfw_inspect logs are read together, step by step (each rank's log
+// is written in step order); with a sink, each step's statistics go to it and are not kept in the
+// log (only the amax series are). Throws input errors (exit 3), messages "path:LINE: ...":
 //   fp8a.io.101     path does not exist
 //   fp8a.io.102     path is not a regular file, or cannot be read
 //   fp8a.trace.501  neither format (the message shows the first line)
@@ -117,6 +155,9 @@ struct TrainingLog {
 //   fp8a.trace.504  CSV tensor name is not <layer>.<role>
 //   fp8a.trace.505  the same (layer, role, step) twice in one file (both line numbers named)
 //   fp8a.trace.506  the file holds no amax entries (nvdlfw logs: no cur_amax and no FP8 statistic)
-TrainingLog load_training_log(const std::vector<std::string>& paths, const FileSystem& fs);
+//   fp8a.trace.508  an nvdlfw_inspect log's iterations go back (a line of an earlier step after
+//                   a later one's)
+TrainingLog load_training_log(const std::vector<std::string>& paths, const FileSystem& fs,
+                              LoggedStepSink* sink = nullptr);
 
 }  // namespace fp8a

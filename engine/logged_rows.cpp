@@ -1,11 +1,14 @@
 #include "engine/logged_rows.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <deque>
 #include <limits>
 #include <map>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 
 #include "core/fp8_codec.hpp"
 #include "core/text.hpp"
@@ -48,13 +51,12 @@ struct Value {
   bool precise() const { return set && std::isfinite(v) && (!rounded || std::abs(v) >= kPreciseEnough); }
 };
 
-using TensorKey = std::tuple<std::int64_t, std::string, Role>;
-
 // A tensor's mean and std at one step; over several files (shards of equal size) the whole
 // tensor's: the mean of the means, and the std from the mean of std^2 + mean^2.
 struct MeanStd {
   Value mean, std;
   Value mean_square;  // std^2 + mean^2 per file (a file's std and mean pair up in file order)
+  std::vector<std::pair<std::size_t, double>> file_mean;  // (file, its first mean)
   void finish() {
     if (!std.set || !mean.set || std.files < 2) return;
     std.v = std::sqrt(std::max(0.0, mean_square.v - mean.v * mean.v));
@@ -65,10 +67,8 @@ struct MeanStd {
 struct Fp8Values {
   Value underflow, mse, scale_inv_max, overflow;
   std::size_t file = 0;
-  std::string underflow_name;  // the statistic's name in the log, for the row's source
+  LoggedRecipe underflow_recipe = LoggedRecipe::kTraining;  // the underflow statistic's name, for the row's source
 };
-
-using Fp8Key = std::tuple<std::int64_t, std::string, Role, LoggedRecipe, bool>;
 
 // Where a logged recipe's values go: the recipe judged, and whether they bound it from above.
 struct Target {
@@ -113,23 +113,19 @@ double scale_inv_bound(const Fp8Values& v, const Recipe& recipe, double amax_hi,
   return recipe_kind_traits(recipe.kind).granularity == Granularity::kBlock ? 2.0 * per_tensor : per_tensor;
 }
 
-EvaluationRow make_row(const TrainingLog& log, const Fp8Key& key, const Fp8Values& v, const Target& target,
-                       const MeanStd* ms, TrainingFormat format) {
-  const auto& [step, layer, role, logged, columnwise] = key;
-  EvaluationRow row;
-  row.key = {step, layer, role};
-  row.file = log.files.at(v.file);
-  row.tensor_name = layer + "_" + role_name(role);
-  row.recipe = target.recipe;
-  row.format = format;
-  row.fp8 = fp8_format_for(format, role);
-  row.orientation = columnwise ? Orientation::kColumnwise : Orientation::kRowwise;
-  row.applicability = Applicability::yes();
+// What one logged (recipe, copy) of a tensor at one step determines.
+struct Measured {
+  QuantMetrics m;
   LoggedMeasures lm;
+};
+
+Measured measure(Role role, const Fp8Values& v, const Target& target, const MeanStd* ms, const LoggedAmax* amax,
+                 Fp8Format fp8) {
+  Measured out;
+  LoggedMeasures& lm = out.lm;
   // The block recipe casts W in 128x128 tiles too: only X and dY's values are bounds.
   lm.upper_bound = target.upper_bound && role != Role::kWeight;
-  lm.source = v.underflow_name;
-  QuantMetrics& m = row.metrics;
+  QuantMetrics& m = out.m;
   m.scale = m.scale_inv = std::numeric_limits<float>::quiet_NaN();
   m.scale_inv_min = m.scale_inv_max = std::numeric_limits<float>::quiet_NaN();
   if (v.scale_inv_max.set) m.scale_inv_max = static_cast<float>(v.scale_inv_max.v);
@@ -138,12 +134,7 @@ EvaluationRow make_row(const TrainingLog& log, const Fp8Key& key, const Fp8Value
   lm.underflow = v.underflow.set && std::isfinite(v.underflow.v);
   m.mse = v.mse.set ? v.mse.v : kNaN;
   m.rel_mse = m.sqnr_db = m.underflow_energy_pct = m.saturated_pct = m.overflow_pct = kNaN;
-  double amax_hi = kNaN;
-  if (const AmaxSeries* s = log.find(layer, role); s != nullptr)
-    if (const auto it = s->amax_by_step.find(step); it != s->amax_by_step.end()) {
-      row.stats.amax = row.stats.amax_finite = it->second;  // the rest of TensorStats is not logged
-      amax_hi = static_cast<double>(it->second) + (log.rounded ? kRounding : 0.0);
-    }
+  const double amax_hi = amax == nullptr ? kNaN : static_cast<double>(amax->amax) + (amax->rounded ? kRounding : 0.0);
   if (ms != nullptr && ms->std.set && ms->mean.set) {
     const double mean_sq = ms->std.v * ms->std.v + ms->mean.v * ms->mean.v;
     if (v.mse.precise() && ms->std.precise() && mean_sq > 0) {
@@ -152,9 +143,9 @@ EvaluationRow make_row(const TrainingLog& log, const Fp8Key& key, const Fp8Value
       lm.rel_mse = true;
     }
     const double mean_sq_lo = ms->std.lo() * ms->std.lo() + ms->mean.lo() * ms->mean.lo();
-    const double t = 0.5 * std::ldexp(1.0, kFp8Traits[static_cast<int>(row.fp8)].min_normal_exp -
-                                               kFp8Traits[static_cast<int>(row.fp8)].mantissa_bits) *
-                     scale_inv_bound(v, target.recipe, amax_hi, row.fp8);
+    const auto& traits = kFp8Traits[static_cast<int>(fp8)];
+    const double t = 0.5 * std::ldexp(1.0, traits.min_normal_exp - traits.mantissa_bits) *
+                     scale_inv_bound(v, target.recipe, amax_hi, fp8);
     if (lm.underflow && std::isfinite(t) && mean_sq_lo > 0) {
       m.underflow_energy_pct = std::min(100.0, v.underflow.hi() * t * t / mean_sq_lo);
       lm.energy_bound = true;
@@ -169,8 +160,7 @@ EvaluationRow make_row(const TrainingLog& log, const Fp8Key& key, const Fp8Value
     m.saturated_pct = m.overflow_pct = 0.0;
     lm.saturation = true;
   }
-  row.logged = std::move(lm);
-  return row;
+  return out;
 }
 
 // A row's measures, for choosing the steps that decide them: NaN where not determined.
@@ -179,115 +169,209 @@ struct Point {
   double underflow = kNaN, energy = kNaN, rel_mse = kNaN, saturated = kNaN;
 };
 
-Point point_of(const EvaluationRow& row) {
-  const LoggedMeasures& k = *row.logged;
-  const QuantMetrics& m = row.metrics;
-  return {row.key.step, k.underflow ? m.underflow_pct : kNaN, k.energy_bound ? m.underflow_energy_pct : kNaN,
-          k.rel_mse ? m.rel_mse : kNaN, k.saturation ? m.saturated_pct : kNaN};
+Point point_of(std::int64_t step, const Measured& x) {
+  return {step, x.lm.underflow ? x.m.underflow_pct : kNaN, x.lm.energy_bound ? x.m.underflow_energy_pct : kNaN,
+          x.lm.rel_mse ? x.m.rel_mse : kNaN, x.lm.saturation ? x.m.saturated_pct : kNaN};
 }
 
 // A larger value, NaN the smallest: a step whose measure is unknown never decides it.
 double rank(double v) { return std::isnan(v) ? -std::numeric_limits<double>::infinity() : v; }
 
-// The steps that decide one copy's criteria: the Pareto front of (underflow, energy bound), the
-// largest rel_mse and the largest saturation (the earliest step of a tie).
-std::vector<std::int64_t> deciding_steps(std::vector<Point> points) {
-  std::vector<std::int64_t> out;
-  const auto best = [&](double Point::*field) {
-    const auto it = std::max_element(points.begin(), points.end(), [&](const Point& a, const Point& b) {
-      return rank(a.*field) < rank(b.*field) || (rank(a.*field) == rank(b.*field) && a.step > b.step);
-    });
-    if (it != points.end() && rank((*it).*field) > 0) out.push_back(it->step);  // 0 fails no criterion
-  };
-  best(&Point::rel_mse);
-  best(&Point::saturated);
-  // Underflow descending (energy descending within a tie, then the earliest): each point whose
-  // energy bound is above every point before it is on the front.
-  std::sort(points.begin(), points.end(), [](const Point& a, const Point& b) {
-    if (rank(a.underflow) != rank(b.underflow)) return rank(a.underflow) > rank(b.underflow);
-    if (rank(a.energy) != rank(b.energy)) return rank(a.energy) > rank(b.energy);
-    return a.step < b.step;
-  });
-  double energy = -std::numeric_limits<double>::infinity();
-  for (std::size_t i = 0; i < points.size(); ++i)
-    if (i == 0 || rank(points[i].energy) > energy) {
-      out.push_back(points[i].step);
-      energy = std::max(energy, rank(points[i].energy));
-    }
-  return out;
+// A point of the series is worse than another: more underflow, then a larger rel_mse.
+bool worse(double u, double r, double than_u, double than_r) {
+  return rank(u) > rank(than_u) || (rank(u) == rank(than_u) && rank(r) > rank(than_r));
 }
 
-// At most kLoggedSeriesPoints points: past that, each the worst (largest underflow, then rel_mse)
-// of a run of consecutive steps.
-LoggedSeries thinned(LoggedSeries s) {
-  const std::size_t n = s.steps.size();
-  if (n <= kLoggedSeriesPoints) return s;
-  LoggedSeries t = s;
-  t.steps.clear(), t.underflow_pct.clear(), t.rel_mse.clear();
-  for (std::size_t b = 0; b < kLoggedSeriesPoints; ++b) {
-    const std::size_t lo = b * n / kLoggedSeriesPoints, hi = (b + 1) * n / kLoggedSeriesPoints;
-    std::size_t w = lo;
-    for (std::size_t i = lo + 1; i < hi; ++i)
-      if (rank(s.underflow_pct[i]) > rank(s.underflow_pct[w]) ||
-          (rank(s.underflow_pct[i]) == rank(s.underflow_pct[w]) && rank(s.rel_mse[i]) > rank(s.rel_mse[w])))
-        w = i;
-    t.steps.push_back(s.steps[w]);
-    t.underflow_pct.push_back(s.underflow_pct[w]);
-    t.rel_mse.push_back(s.rel_mse[w]);
+// A copy's series, thinned as it grows: buckets of `width` consecutive steps, each its worst step
+// (the earliest of equals); at 2 x kLoggedSeriesPoints buckets, pairs merge and the width doubles.
+struct SeriesBuilder {
+  LoggedSeries s;
+  std::size_t width = 1;
+  std::size_t fill = 0;  // steps in the last bucket
+  void add(std::int64_t step, double u, double r) {
+    if (!s.steps.empty() && s.steps.back() == step) return;  // a what-if and the run's own: the first
+    if (!s.steps.empty() && fill < width) {
+      ++fill;
+      if (worse(u, r, s.underflow_pct.back(), s.rel_mse.back()))
+        s.steps.back() = step, s.underflow_pct.back() = u, s.rel_mse.back() = r;
+      return;
+    }
+    if (s.steps.size() == 2 * kLoggedSeriesPoints) halve();
+    s.steps.push_back(step), s.underflow_pct.push_back(u), s.rel_mse.push_back(r);
+    fill = 1;
   }
-  return t;
-}
-
-// Each tensor's mean and std per step, over the files that logged them.
-std::map<TensorKey, MeanStd> tensor_stats_of(const TrainingLog& log) {
-  std::map<TensorKey, MeanStd> tensor;
-  // (step, layer, role, file) -> that file's mean, for its std's mean square.
-  std::map<std::tuple<std::int64_t, std::string, Role, std::size_t>, double> file_mean;
-  for (const LoggedTensorStat& s : log.tensor_stats)
-    if (s.stat == LoggedTensorStatKind::kMean) {
-      tensor[{s.step, s.layer, s.role}].mean.add(s.value, s.rounded, s.file, false);
-      file_mean.try_emplace({s.step, s.layer, s.role, s.file}, s.value);
+  // Merges buckets in pairs (the last alone when their number is odd).
+  void halve() {
+    std::size_t out = 0;
+    for (std::size_t i = 0; i < s.steps.size(); i += 2, ++out) {
+      std::size_t w = i;
+      if (i + 1 < s.steps.size() && worse(s.underflow_pct[i + 1], s.rel_mse[i + 1], s.underflow_pct[i], s.rel_mse[i]))
+        w = i + 1;
+      s.steps[out] = s.steps[w], s.underflow_pct[out] = s.underflow_pct[w], s.rel_mse[out] = s.rel_mse[w];
     }
-  for (const LoggedTensorStat& s : log.tensor_stats)
-    if (s.stat == LoggedTensorStatKind::kStd) {
-      MeanStd& t = tensor[{s.step, s.layer, s.role}];
-      const auto m = file_mean.find({s.step, s.layer, s.role, s.file});
-      const double mean = m == file_mean.end() ? 0.0 : m->second;
-      t.mean_square.add(s.value * s.value + mean * mean, false, s.file, false);
-      t.std.add(s.value, s.rounded, s.file, false);
-    }
-  for (auto& [key, t] : tensor) t.finish();
-  return tensor;
-}
-
-// The FP8 statistics grouped by the row they make (the training run's own names and a what-if of
-// the same recipe are one row), the recipe each logged recipe judges, and what was left out.
-struct Grouped {
-  std::map<Fp8Key, Fp8Values> fp8;
-  std::map<LoggedRecipe, std::pair<std::optional<Target>, std::string>> targets;  // and why not
-  std::map<std::string, std::size_t> left_out;                                    // why -> statistics
+    s.steps.resize(out), s.underflow_pct.resize(out), s.rel_mse.resize(out);
+    width *= 2;
+  }
+  LoggedSeries finish() {
+    while (s.steps.size() > kLoggedSeriesPoints) halve();
+    return std::move(s);
+  }
 };
 
-Grouped group_fp8_stats(const TrainingLog& log, const std::optional<Recipe>& training_recipe) {
-  Grouped g;
-  for (const LoggedFp8Stat& s : log.fp8_stats) {
-    const auto [at, first] = g.targets.try_emplace(s.recipe);
-    if (first) at->second.first = target_of(s.recipe, training_recipe, &at->second.second);
-    if (!at->second.first) {
-      ++g.left_out[at->second.second];
+}  // namespace
+
+// ---- the builder --------------------------------------------------------------------------------
+
+struct LoggedRowsBuilder::State {
+  std::optional<Recipe> training;
+  TrainingFormat format;
+
+  // Layers and tensors, interned by the storage of their names (equal names view the same).
+  std::unordered_map<const char*, std::uint32_t> layer_of_name;
+  std::vector<std::string> layers;
+  static std::uint32_t tensor_id(std::uint32_t layer, Role role) { return layer * 3 + static_cast<std::uint32_t>(role); }
+  std::uint32_t layer_id(std::string_view layer) {
+    const auto [it, added] = layer_of_name.try_emplace(layer.data(), static_cast<std::uint32_t>(layers.size()));
+    if (added) layers.emplace_back(layer);
+    return it->second;
+  }
+
+  // The logged recipes' targets, and each distinct target spec's index.
+  struct TargetOf {
+    bool known = false;
+    std::optional<Target> target;
+    std::string why;
+    std::size_t spec = 0;
+  };
+  std::array<TargetOf, 5> targets;
+  std::vector<std::string> specs;
+  std::map<std::string, std::size_t> left_out;  // why -> statistics
+  std::size_t spec_index(const Recipe& r) {
+    const std::string spec = r.spec();
+    const auto it = std::find(specs.begin(), specs.end(), spec);
+    if (it == specs.end()) specs.push_back(spec);
+    return static_cast<std::size_t>(it - specs.begin());
+  }
+  TargetOf& target(LoggedRecipe r) {
+    TargetOf& t = targets[static_cast<std::size_t>(r)];
+    if (!t.known) {
+      t.known = true;
+      t.target = target_of(r, training, &t.why);
+      if (t.target) t.spec = spec_index(t.target->recipe);
+    }
+    return t;
+  }
+  // The recipe and spec index a row slot's values judge (kTraining: the training recipe's).
+  std::pair<Target, std::size_t> target_of_row(LoggedRecipe logged) {
+    if (logged == LoggedRecipe::kTraining) return {Target{*training, false}, spec_index(*training)};
+    const TargetOf& t = targets[static_cast<std::size_t>(logged)];
+    return {*t.target, t.spec};
+  }
+
+  // One step's statistics, grouped: slot = tensor x 10 + row recipe x 2 + columnwise.
+  struct Group {
+    Fp8Values v;
+    std::int64_t stamp = -1;
+  };
+  std::vector<Group> groups;
+  std::vector<std::uint64_t> touched;  // group slots of this step
+  struct TensorOfStep {
+    MeanStd ms;
+    const LoggedAmax* amax = nullptr;
+    std::int64_t ms_stamp = -1, amax_stamp = -1;
+  };
+  std::vector<TensorOfStep> tensors;
+  std::int64_t stamp = -1;  // the step's index
+
+  // Each candidate copy (tensor, target spec, orientation) over the steps.
+  struct Copy {
+    std::vector<Point> front;  // Pareto front of (underflow, energy bound)
+    std::optional<Point> rel_mse, saturated;
+    bool rel_mse_held = false, saturated_held = false;
+    SeriesBuilder series;
+    std::uint32_t tensor = 0;
+    std::size_t spec = 0;
+    bool columnwise = false;
+  };
+  std::unordered_map<std::uint64_t, Copy> copies;
+
+  // Rows held at (layer, step) while some copy of the layer has the step among its candidates.
+  struct Held {
+    int refs = 0;
+    std::vector<EvaluationRow> rows;
+  };
+  std::map<std::pair<std::uint32_t, std::int64_t>, Held> held;
+  void acquire(std::uint32_t layer, std::int64_t step) { ++held[{layer, step}].refs; }
+  void release(std::uint32_t layer, std::int64_t step) {
+    const auto it = held.find({layer, step});
+    if (it != held.end() && --it->second.refs == 0) held.erase(it);
+  }
+
+  std::size_t steps_logged = 0;
+
+  void gather(const LoggedStep& step);
+  void update(Copy& c, std::uint32_t layer, const Point& p);
+  void add_step(const LoggedStep& step);
+  EvaluationRow row(const LoggedStep& step, std::uint64_t slot);
+};
+
+void LoggedRowsBuilder::State::gather(const LoggedStep& step) {
+  ++stamp;
+  touched.clear();
+  for (const LoggedTensorStat& s : step.tensor) {
+    const std::uint32_t t = tensor_id(layer_id(s.layer), s.role);
+    if (t >= tensors.size()) tensors.resize(t + 1);
+    TensorOfStep& x = tensors[t];
+    if (x.ms_stamp != stamp) x.ms = MeanStd{}, x.ms_stamp = stamp;
+    if (s.stat == LoggedTensorStatKind::kMean) {
+      x.ms.mean.add(s.value, s.rounded, s.file, false);
+      if (std::none_of(x.ms.file_mean.begin(), x.ms.file_mean.end(), [&](const auto& f) { return f.first == s.file; }))
+        x.ms.file_mean.emplace_back(s.file, s.value);
+    }
+  }
+  for (const LoggedTensorStat& s : step.tensor)
+    if (s.stat == LoggedTensorStatKind::kStd) {
+      MeanStd& ms = tensors[tensor_id(layer_id(s.layer), s.role)].ms;
+      const auto m = std::find_if(ms.file_mean.begin(), ms.file_mean.end(), [&](const auto& f) { return f.first == s.file; });
+      const double mean = m == ms.file_mean.end() ? 0.0 : m->second;
+      ms.mean_square.add(s.value * s.value + mean * mean, false, s.file, false);
+      ms.std.add(s.value, s.rounded, s.file, false);
+    }
+  for (const LoggedTensorStat& s : step.tensor) {
+    TensorOfStep& x = tensors[tensor_id(layer_id(s.layer), s.role)];
+    if (x.ms_stamp == stamp) x.ms.finish(), x.ms_stamp = stamp;
+  }
+  for (const LoggedAmax& a : step.amax) {
+    const std::uint32_t t = tensor_id(layer_id(a.layer), a.role);
+    if (t >= tensors.size()) tensors.resize(t + 1);
+    tensors[t].amax = &a, tensors[t].amax_stamp = stamp;
+  }
+  for (const LoggedFp8Stat& s : step.fp8) {
+    TargetOf& at = target(s.recipe);
+    if (!at.target) {
+      ++left_out[at.why];
       continue;
     }
-    const Target& target = *at->second.first;
+    const Target& target = *at.target;
     const bool own = s.recipe == LoggedRecipe::kTraining || s.recipe == LoggedRecipe::kDelayed ||
-                     (training_recipe && target.recipe == *training_recipe && !target.upper_bound);
-    Fp8Values& v = g.fp8[{s.step, s.layer, s.role, own ? LoggedRecipe::kTraining : s.recipe, s.columnwise}];
-    if (!v.underflow.set && !v.mse.set && !v.scale_inv_max.set && !v.overflow.set) v.file = s.file;
+                     (training && target.recipe == *training && !target.upper_bound);
+    const LoggedRecipe row_recipe = own ? LoggedRecipe::kTraining : s.recipe;
+    const std::uint32_t t = tensor_id(layer_id(s.layer), s.role);
+    if (t >= tensors.size()) tensors.resize(t + 1);
+    const std::uint64_t slot = std::uint64_t{t} * 10 +
+                               static_cast<std::uint64_t>(row_recipe) * 2 + (s.columnwise ? 1 : 0);
+    if (slot >= groups.size()) groups.resize(slot + 1);
+    Group& g = groups[slot];
+    if (g.stamp != stamp) {
+      g = Group{};
+      g.stamp = stamp;
+      g.v.file = s.file;
+      touched.push_back(slot);
+    }
+    Fp8Values& v = g.v;
     switch (s.stat) {
       case LoggedStatKind::kUnderflowPct:
-        if (!v.underflow.set)
-          v.underflow_name = std::string(logged_recipe_name(s.recipe)) +
-                             (s.recipe == LoggedRecipe::kTraining ? "" : "_") + "underflows%" +
-                             (s.columnwise ? "_columnwise" : "");
+        if (!v.underflow.set) v.underflow_recipe = s.recipe;
         v.underflow.add(s.value, s.rounded, s.file, false);
         break;
       case LoggedStatKind::kMse: v.mse.add(s.value, s.rounded, s.file, false); break;
@@ -296,71 +380,140 @@ Grouped group_fp8_stats(const TrainingLog& log, const std::optional<Recipe>& tra
       case LoggedStatKind::kScaleInvMin: break;
     }
   }
-  return g;
+  std::sort(touched.begin(), touched.end());  // a copy's own row before its what-if's
 }
 
-using CopyKey = std::tuple<std::string, Role, std::string, Orientation>;  // layer, role, spec, copy
-
-// Appends a row's measures to its copy's points and series (a what-if and the run's own of one
-// step: the first).
-void add_to_series(const EvaluationRow& row, std::map<CopyKey, std::vector<Point>>& copies,
-                   std::map<CopyKey, LoggedSeries>& series) {
-  const CopyKey copy{row.key.layer, row.key.role, row.recipe.spec(), row.orientation};
-  copies[copy].push_back(point_of(row));
-  LoggedSeries& s = series[copy];
-  if (s.steps.empty()) {
-    s.layer = row.key.layer, s.role = row.key.role, s.recipe = row.recipe, s.format = row.format;
-    s.orientation = row.orientation;
-  }
-  if (s.steps.empty() || s.steps.back() != row.key.step) {
-    s.steps.push_back(row.key.step);
-    s.underflow_pct.push_back(row.logged->underflow ? row.metrics.underflow_pct : kNaN);
-    s.rel_mse.push_back(row.logged->rel_mse ? row.metrics.rel_mse : kNaN);
-  }
-}
-
-}  // namespace
-
-LoggedRows rows_from_logged_stats(const TrainingLog& log, const std::optional<Recipe>& training_recipe,
-                                  TrainingFormat format) {
-  const std::map<TensorKey, MeanStd> tensor = tensor_stats_of(log);
-  const Grouped g = group_fp8_stats(log, training_recipe);
-  const auto row_of = [&](const Fp8Key& key, const Fp8Values& v) {
-    const Target target = std::get<3>(key) == LoggedRecipe::kTraining ? Target{*training_recipe, false}
-                                                                      : *g.targets.at(std::get<3>(key)).first;
-    const auto t = tensor.find({std::get<0>(key), std::get<1>(key), std::get<2>(key)});
-    return make_row(log, key, v, target, t == tensor.end() ? nullptr : &t->second, format);
+// The copy's candidates after point p: the Pareto front of (underflow, energy bound) loses the
+// points p dominates and gains p unless a point at least as good in both holds it; the largest
+// rel_mse and saturation move to p when it is larger. The steps gained are held, those lost let go.
+void LoggedRowsBuilder::State::update(Copy& c, std::uint32_t layer, const Point& p) {
+  const auto best = [&](std::optional<Point>& b, bool& held_b, double Point::*field) {
+    if (b && !(rank(p.*field) > rank((*b).*field))) return;
+    if (b && held_b) release(layer, b->step);
+    b = p;
+    held_b = rank(p.*field) > 0;  // 0 fails no criterion
+    if (held_b) acquire(layer, p.step);
   };
-  // Each candidate copy's measures over the steps, then the steps that decide them, per layer.
-  std::map<CopyKey, std::vector<Point>> copies;
-  std::map<CopyKey, LoggedSeries> series;
-  std::set<std::int64_t> logged_steps;
-  for (const auto& [key, v] : g.fp8) {
-    add_to_series(row_of(key, v), copies, series);
-    logged_steps.insert(std::get<0>(key));
+  best(c.rel_mse, c.rel_mse_held, &Point::rel_mse);
+  best(c.saturated, c.saturated_held, &Point::saturated);
+  const auto at_least = [](const Point& a, const Point& b) {  // a is at least as good as b in both
+    return rank(a.underflow) >= rank(b.underflow) && rank(a.energy) >= rank(b.energy);
+  };
+  if (std::any_of(c.front.begin(), c.front.end(), [&](const Point& q) { return at_least(q, p); })) return;
+  std::erase_if(c.front, [&](const Point& q) {
+    if (!at_least(p, q)) return false;
+    release(layer, q.step);
+    return true;
+  });
+  c.front.push_back(p);
+  acquire(layer, p.step);
+}
+
+EvaluationRow LoggedRowsBuilder::State::row(const LoggedStep& step, std::uint64_t slot) {
+  const std::uint32_t t = static_cast<std::uint32_t>(slot / 10);
+  const auto logged = static_cast<LoggedRecipe>(slot % 10 / 2);
+  const bool columnwise = slot % 2 == 1;
+  const Fp8Values& v = groups[slot].v;
+  const Target target = target_of_row(logged).first;
+  const Role role = static_cast<Role>(t % 3);
+  const TensorOfStep& x = tensors[t];
+  EvaluationRow row;
+  row.key = {step.step, layers[t / 3], role};
+  row.file = step.files[v.file];
+  row.tensor_name = row.key.layer + "_" + role_name(role);
+  row.recipe = target.recipe;
+  row.format = format;
+  row.fp8 = fp8_format_for(format, role);
+  row.orientation = columnwise ? Orientation::kColumnwise : Orientation::kRowwise;
+  row.applicability = Applicability::yes();
+  const LoggedAmax* amax = x.amax_stamp == stamp ? x.amax : nullptr;
+  Measured m = measure(role, v, target, x.ms_stamp == stamp ? &x.ms : nullptr, amax, row.fp8);
+  row.metrics = m.m;
+  if (amax != nullptr) row.stats.amax = row.stats.amax_finite = amax->amax;  // the rest of TensorStats is not logged
+  m.lm.source = std::string(logged_recipe_name(v.underflow_recipe)) +
+                (v.underflow_recipe == LoggedRecipe::kTraining ? "" : "_") + "underflows%" +
+                (columnwise ? "_columnwise" : "");
+  row.logged = std::move(m.lm);
+  return row;
+}
+
+void LoggedRowsBuilder::State::add_step(const LoggedStep& step) {
+  gather(step);
+  if (touched.empty()) return;
+  ++steps_logged;
+  // Each copy's candidates, then the rows of the layers some copy holds this step for.
+  std::vector<std::uint32_t> layers_now;
+  for (const std::uint64_t slot : touched) {
+    const std::uint32_t t = static_cast<std::uint32_t>(slot / 10);
+    const auto logged = static_cast<LoggedRecipe>(slot % 10 / 2);
+    const auto [target, spec] = target_of_row(logged);
+    const Role role = static_cast<Role>(t % 3);
+    const TensorOfStep& x = tensors[t];
+    const Measured m = measure(role, groups[slot].v, target, x.ms_stamp == stamp ? &x.ms : nullptr,
+                               x.amax_stamp == stamp ? x.amax : nullptr, fp8_format_for(format, role));
+    const Point p = point_of(step.step, m);
+    const std::uint64_t copy_key = (std::uint64_t{t} * 8 + spec) * 2 + slot % 2;
+    Copy& c = copies[copy_key];
+    if (c.series.s.steps.empty()) {
+      c.tensor = t, c.spec = spec, c.columnwise = slot % 2 == 1;
+      LoggedSeries& s = c.series.s;
+      s.layer = layers[t / 3], s.role = role, s.recipe = target.recipe, s.format = format;
+      s.orientation = c.columnwise ? Orientation::kColumnwise : Orientation::kRowwise;
+    }
+    c.series.add(step.step, p.underflow, p.rel_mse);
+    update(c, t / 3, p);
+    if (layers_now.empty() || layers_now.back() != t / 3) layers_now.push_back(t / 3);
   }
-  std::set<std::pair<std::string, std::int64_t>> kept;  // (layer, step)
-  for (auto& [copy, points] : copies)
-    for (std::int64_t step : deciding_steps(points)) kept.emplace(std::get<0>(copy), step);
-  // (key, spec, orientation) -> the row; an exact source replaces an upper bound.
-  std::map<std::tuple<CaptureKey, std::string, Orientation>, EvaluationRow> rows;
-  for (const auto& [key, v] : g.fp8) {
-    if (!kept.contains({std::get<1>(key), std::get<0>(key)})) continue;
-    EvaluationRow row = row_of(key, v);
-    auto slot = std::tuple{row.key, row.recipe.spec(), row.orientation};
-    if (const auto it = rows.find(slot); it == rows.end())
-      rows.emplace(std::move(slot), std::move(row));
-    else if (it->second.logged->upper_bound && !row.logged->upper_bound)
-      it->second = std::move(row);
+  for (const std::uint32_t layer : layers_now) {
+    const auto it = held.find({layer, step.step});
+    if (it == held.end()) continue;
+    // (role, spec, orientation) -> the row; an exact source replaces an upper bound.
+    std::vector<EvaluationRow>& rows = it->second.rows;
+    for (const std::uint64_t slot : touched) {
+      if (slot / 10 / 3 != layer) continue;
+      EvaluationRow r = row(step, slot);
+      const auto same = std::find_if(rows.begin(), rows.end(), [&](const EvaluationRow& o) {
+        return o.key.role == r.key.role && o.orientation == r.orientation && o.recipe == r.recipe;
+      });
+      if (same == rows.end())
+        rows.push_back(std::move(r));
+      else if (same->logged->upper_bound && !r.logged->upper_bound)
+        *same = std::move(r);
+    }
   }
+}
+
+LoggedRowsBuilder::LoggedRowsBuilder(std::optional<Recipe> training_recipe, TrainingFormat format)
+    : state_(std::make_unique<State>()) {
+  state_->training = std::move(training_recipe);
+  state_->format = format;
+}
+
+LoggedRowsBuilder::~LoggedRowsBuilder() = default;
+
+void LoggedRowsBuilder::add_step(const LoggedStep& step) { state_->add_step(step); }
+
+LoggedRows LoggedRowsBuilder::finish() {
+  State& st = *state_;
   LoggedRows out;
   std::set<std::int64_t> kept_steps;
-  for (auto& [slot, row] : rows) {
-    kept_steps.insert(row.key.step);
-    out.rows.push_back(std::move(row));
-  }
-  for (auto& [copy, s] : series) out.series.push_back(thinned(std::move(s)));
-  out.steps_logged = logged_steps.size();
+  for (auto& [at, h] : st.held)
+    for (EvaluationRow& r : h.rows) {
+      kept_steps.insert(r.key.step);
+      out.rows.push_back(std::move(r));
+    }
+  std::sort(out.rows.begin(), out.rows.end(), [](const EvaluationRow& a, const EvaluationRow& b) {
+    if (!(a.key == b.key)) return a.key < b.key;
+    const std::string sa = a.recipe.spec(), sb = b.recipe.spec();
+    if (sa != sb) return sa < sb;
+    return a.orientation < b.orientation;
+  });
+  for (auto& [key, c] : st.copies) out.series.push_back(c.series.finish());
+  std::sort(out.series.begin(), out.series.end(), [](const LoggedSeries& a, const LoggedSeries& b) {
+    return std::tuple(a.layer, a.role, a.recipe.spec(), a.orientation) <
+           std::tuple(b.layer, b.role, b.recipe.spec(), b.orientation);
+  });
+  out.steps_logged = st.steps_logged;
   out.steps_kept = kept_steps.size();
   if (out.steps_kept < out.steps_logged)
     out.not_kept = format_text(
@@ -369,9 +522,44 @@ LoggedRows rows_from_logged_stats(const TrainingLog& log, const std::optional<Re
         "saturation at their largest: a criterion that fails at any logged step fails at one of these); report.html "
         "draws every step",
         out.steps_logged - out.steps_kept, out.steps_logged, out.steps_kept);
-  for (const auto& [why, n] : g.left_out)
+  for (const auto& [why, n] : st.left_out)
     out.notes.push_back(format_text("%zu logged statistics left out: %s", n, why.c_str()));
   return out;
+}
+
+LoggedRows rows_from_logged_stats(const TrainingLog& log, const std::optional<Recipe>& training_recipe,
+                                  TrainingFormat format) {
+  // The statistics by step, each layer name interned, the amaxes from the series.
+  std::deque<std::string> names;
+  std::map<std::string, std::string_view, std::less<>> interned;
+  const auto intern = [&](std::string_view layer) {
+    const auto it = interned.find(layer);
+    if (it != interned.end()) return it->second;
+    const std::string_view v = names.emplace_back(layer);
+    interned.emplace(std::string(layer), v);
+    return v;
+  };
+  std::map<std::int64_t, std::pair<std::vector<LoggedFp8Stat>, std::vector<LoggedTensorStat>>> by_step;
+  for (LoggedFp8Stat s : log.fp8_stats) {
+    s.layer = intern(s.layer);
+    by_step[s.step].first.push_back(s);
+  }
+  for (LoggedTensorStat s : log.tensor_stats) {
+    s.layer = intern(s.layer);
+    by_step[s.step].second.push_back(s);
+  }
+  const auto by_file_line = [](const auto& a, const auto& b) { return std::tie(a.file, a.line) < std::tie(b.file, b.line); };
+  LoggedRowsBuilder builder(training_recipe, format);
+  for (auto& [step, stats] : by_step) {
+    std::stable_sort(stats.first.begin(), stats.first.end(), by_file_line);
+    std::stable_sort(stats.second.begin(), stats.second.end(), by_file_line);
+    std::vector<LoggedAmax> amax;
+    for (const auto& [key, series] : log.series)
+      if (const auto it = series.amax_by_step.find(step); it != series.amax_by_step.end())
+        amax.push_back({intern(key.first), key.second, it->second, log.rounded});
+    builder.add_step({step, stats.first, stats.second, amax, log.files});
+  }
+  return builder.finish();
 }
 
 }  // namespace fp8a

@@ -30,6 +30,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,7 +41,8 @@
 namespace fp8a {
 
 // One candidate copy's logged statistics over the logged steps, for the report's charts: at most
-// kLoggedSeriesPoints points (past that, each point the worst of a run of consecutive steps).
+// kLoggedSeriesPoints points (past that, each point the worst of a run of consecutive steps, the
+// runs of equal length, a power of two, but the last).
 inline constexpr std::size_t kLoggedSeriesPoints = 256;
 struct LoggedSeries {
   std::string layer;
@@ -55,7 +57,7 @@ struct LoggedSeries {
 
 // The rows are kept at a bounded set of steps per layer: for every candidate copy of its tensors,
 // the steps on the Pareto front of (underflow %, flushed-energy bound) and those of the largest
-// rel_mse and saturation. A criterion that grows with each of its measures (every criterion of
+// rel_mse and saturation (the earliest of equals). A criterion that grows with each of its measures (every criterion of
 // the policies) fails at some logged step only if it fails at one of these, and is worst at one
 // of them; the run is judged on these steps, and the series keep every step for the charts.
 struct LoggedRows {
@@ -69,6 +71,25 @@ struct LoggedRows {
   std::size_t steps_kept = 0;       // distinct steps of `rows`
 };
 
+// Builds the rows step by step as the log is read (load_training_log's sink), keeping per copy
+// only its deciding steps' rows and its thinned series: memory bounded by the layers and copies,
+// not the steps. Steps come in increasing order; equal layer names view the same storage.
+class LoggedRowsBuilder final : public LoggedStepSink {
+ public:
+  LoggedRowsBuilder(std::optional<Recipe> training_recipe, TrainingFormat format);
+  ~LoggedRowsBuilder() override;
+  LoggedRowsBuilder(const LoggedRowsBuilder&) = delete;
+  LoggedRowsBuilder& operator=(const LoggedRowsBuilder&) = delete;
+  void add_step(const LoggedStep& step) override;
+  LoggedRows finish();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// The rows of a log read without a sink (its fp8_stats and tensor_stats in any order; amaxes from
+// its series).
 LoggedRows rows_from_logged_stats(const TrainingLog& log, const std::optional<Recipe>& training_recipe,
                                   TrainingFormat format);
 

@@ -69,11 +69,11 @@ std::vector<LoggedComparison> compare_logged_stats(std::span<const LoggedFp8Stat
   for (const auto& layer : index.layers()) layers_of[sanitized_layer_name(layer)].insert(layer);
   // The captured layer a logged name is: the one with its sanitised name, else of two or more
   // such, the one named exactly; "" if none.
-  const auto captured_layer = [&](const std::string& layer) -> std::string {
+  const auto captured_layer = [&](std::string_view layer) -> std::string {
     const auto it = layers_of.find(sanitized_layer_name(layer));
     if (it == layers_of.end()) return {};
     if (it->second.size() == 1) return *it->second.begin();
-    return it->second.count(layer) != 0 ? layer : std::string();
+    return it->second.count(std::string(layer)) != 0 ? std::string(layer) : std::string();
   };
 
   std::vector<LoggedComparison> out;

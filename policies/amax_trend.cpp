@@ -95,9 +95,10 @@ std::string trace_mismatch(const TrainingLog& log, std::span<const EvaluationRow
                      wrong, compared, kTraceMismatchRatio, first.c_str());
 }
 
-AmaxTrend fit_amax_trend(const std::map<std::int64_t, float>& series, const AmaxTrendConfig& config) {
+AmaxTrend fit_amax_trend(std::map<std::int64_t, float> amax_by_step, const AmaxTrendConfig& config) {
   AmaxTrend t;
-  t.amax_by_step = series;
+  t.amax_by_step = std::move(amax_by_step);  // a log's series can be millions of steps: moved, not copied
+  const std::map<std::int64_t, float>& series = t.amax_by_step;
   t.slope_log2_per_1000 = kNaN;
   t.fitted_log2_at_last = kNaN;
   std::vector<Point> pts = points_of(series);
@@ -143,15 +144,17 @@ AmaxTrend fit_amax_trend(const std::map<std::int64_t, float>& series, const Amax
 std::vector<AmaxTrend> fit_amax_trends(const TrainingLog* log, std::span<const EvaluationRow> rows,
                                        const AmaxTrendConfig& config) {
   std::vector<AmaxTrend> out;
-  for (const auto& [key, series] : merge_amax_series(log, rows)) {
-    AmaxTrend t = fit_amax_trend(series, config);
+  for (auto& [key, series] : merge_amax_series(log, rows)) {
+    std::size_t logged_steps = 0;
+    const AmaxSeries* logged = log != nullptr ? log->find(key.first, key.second) : nullptr;
+    for (const auto& [step, amax] : series)
+      if (logged != nullptr && logged->amax_by_step.count(step) != 0) ++logged_steps;
+    const std::size_t steps = series.size();
+    AmaxTrend t = fit_amax_trend(std::move(series), config);
     t.layer = key.first;
     t.role = key.second;
-    for (const auto& [step, amax] : series) {
-      const AmaxSeries* logged = log != nullptr ? log->find(key.first, key.second) : nullptr;
-      if (logged != nullptr && logged->amax_by_step.count(step) != 0) ++t.logged_steps;
-      else ++t.captured_steps;
-    }
+    t.logged_steps = logged_steps;
+    t.captured_steps = steps - logged_steps;
     out.push_back(std::move(t));
   }
   return out;

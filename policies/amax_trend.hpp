@@ -79,7 +79,7 @@ std::map<std::pair<std::string, Role>, std::map<std::int64_t, float>> merge_amax
 inline constexpr double kTraceMismatchRatio = 64.0;
 std::string trace_mismatch(const TrainingLog& log, std::span<const EvaluationRow> rows);
 
-AmaxTrend fit_amax_trend(const std::map<std::int64_t, float>& amax_by_step,
+AmaxTrend fit_amax_trend(std::map<std::int64_t, float> amax_by_step,
                          const AmaxTrendConfig& config = {});
 
 // Every (layer, role) of merge_amax_series, in its order.

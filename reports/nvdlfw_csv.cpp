@@ -13,7 +13,7 @@ Artifact render_nvdlfw_csv(std::span<const LoggedComparison> rows,
   out << csv_header(kNvdlfwCsvColumns);
   for (const auto& c : rows) {
     const LoggedFp8Stat& s = *c.logged;
-    out << s.step << ',' << csv_field(s.layer) << ',' << role_name(s.role) << ','
+    out << s.step << ',' << csv_field(std::string(s.layer)) << ',' << role_name(s.role) << ','
         << csv_field(logged_statistic_name(s)) << ',' << format_number(s.value) << ',';
     if (c.paired) out << format_number(c.ours) << ',' << format_number(c.ours - s.value);
     else out << ',';

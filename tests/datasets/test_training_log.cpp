@@ -183,14 +183,14 @@ TEST_CASE("per-rank logs merged by max, NaN wins; a CSV can join them") {
   const std::string a = "layers.0.fc1";
   fs.add_file("r/nvdlfw_inspect_globalrank-0.log",
               bytes_of(stat_line(a + "_activation_cur_amax", 1, 2.0) +
-                       stat_line(a + "_activation_cur_amax", 2, 5.0) +
                        stat_line(a + "_weight_cur_amax", 1, 1.0) +
-                       stat_line(a + "_gradient_cur_amax", 1, 0.5)));
+                       stat_line(a + "_gradient_cur_amax", 1, 0.5) +
+                       stat_line(a + "_activation_cur_amax", 2, 5.0)));
   fs.add_file("r/nvdlfw_inspect_globalrank-1.log",
               bytes_of(stat_line(a + "_activation_cur_amax", 1, 3.0) +
-                       stat_line(a + "_activation_cur_amax", 2, 4.0) +
                        stat_line(a + "_weight_cur_amax", 1, 1.0) +
                        stat_line(a + "_gradient_cur_amax", 1, std::nan("")) +
+                       stat_line(a + "_activation_cur_amax", 2, 4.0) +
                        stat_line(a + "_gradient_cur_amax", 2, 0.25)));
   fs.add_file("extra.csv", bytes_of("step,tensor,amax\n2,layers.0.fc1.activation,4.5\n"
                                     "9,layers.0.fc1.weight,8\n"));
@@ -475,6 +475,23 @@ TEST_CASE("505: the same (layer, role, step) twice in one file") {
       "[fp8a.trace.505] r.log:3: duplicate line: 'l.fc1_gradient_cur_amax' at iteration 7 already "
       "given on line 1",
       Error);
+}
+
+TEST_CASE("508: an nvdlfw_inspect log whose iterations go back") {
+  // Each rank's log is read step by step beside the others; a line of an earlier step after a
+  // later one's is refused, naming it (TE writes every step's lines before the next step's).
+  MemoryFileSystem fs;
+  fs.add_file("r0.log", bytes_of(stat_line("l_weight_cur_amax", 1, 1.0) + stat_line("l_weight_cur_amax", 2, 1.0)));
+  fs.add_file("r1.log", bytes_of(stat_line("l_weight_cur_amax", 1, 1.0) + stat_line("l_weight_cur_amax", 3, 1.0) +
+                                 stat_line("l_activation_underflows%", 2, 1.0)));
+  CHECK_THROWS_WITH_AS(load_training_log({"r0.log", "r1.log"}, fs),
+                       "[fp8a.trace.508] r1.log:3: iteration 2 after iteration 3: an nvdlfw_inspect log goes step "
+                       "by step, as TE writes it (sort it by iteration)",
+                       Error);
+  // Steps need not be contiguous, nor the same in every file.
+  fs.add_file("r2.log", bytes_of(stat_line("l_weight_cur_amax", 0, 1.0) + stat_line("l_weight_cur_amax", 5, 2.0)));
+  const TrainingLog t = load_training_log({"r0.log", "r2.log"}, fs);
+  CHECK(series_of(t, "l", Role::kWeight).amax_by_step == std::map<std::int64_t, float>{{0, 1.0f}, {1, 1.0f}, {2, 1.0f}, {5, 2.0f}});
 }
 
 TEST_CASE("506: no amax entries") {

@@ -13,7 +13,7 @@ using namespace fp8a;
 
 namespace {
 
-void fp8(TrainingLog& log, const std::string& layer, Role role, std::int64_t step, LoggedRecipe recipe,
+void fp8(TrainingLog& log, std::string_view layer, Role role, std::int64_t step, LoggedRecipe recipe,
          LoggedStatKind stat, double value, bool columnwise = false, bool rounded = false, std::size_t file = 0) {
   LoggedFp8Stat s;
   s.layer = layer;
@@ -28,7 +28,7 @@ void fp8(TrainingLog& log, const std::string& layer, Role role, std::int64_t ste
   log.fp8_stats.push_back(s);
 }
 
-void tensor(TrainingLog& log, const std::string& layer, Role role, std::int64_t step, double mean, double std,
+void tensor(TrainingLog& log, std::string_view layer, Role role, std::int64_t step, double mean, double std,
             bool rounded = false, std::size_t file = 0) {
   log.tensor_stats.push_back({layer, role, step, LoggedTensorStatKind::kMean, mean, rounded, file, 0});
   log.tensor_stats.push_back({layer, role, step, LoggedTensorStatKind::kStd, std, rounded, file, 0});
@@ -172,6 +172,73 @@ TEST_CASE("rows at the steps that decide each copy's measures; every step in the
                          "judged", 0) == 0);
 }
 
+TEST_CASE("the steps kept as they stream in are those a search over every step keeps") {
+  // Random logs of two layers (values from a small grid, so ties and dominated points abound; some
+  // statistics missing): the rows kept are those of the steps a brute-force reference picks from
+  // every step's measures (each step's rows made alone): per copy, each step no other step
+  // matches or beats in both underflow and the energy bound (an equal earlier step wins), the
+  // earliest step of the largest rel_mse and of the largest saturation when above 0.
+  for (unsigned seed = 1; seed <= 40; ++seed) {
+    CAPTURE(seed);
+    unsigned x = seed;
+    const auto draw = [&](unsigned n) { return (x = x * 1103515245u + 12345u) / 65536u % n; };
+    TrainingLog log;
+    log.files = {"r.log"};
+    const char* layers[] = {"a", "b"};
+    const std::int64_t steps = 1 + draw(30);
+    for (std::int64_t step = 0; step < steps; ++step)
+      for (const char* layer : layers)
+        for (const Role role : {Role::kActivation, Role::kGradient}) {
+          if (draw(5) != 0) fp8(log, layer, role, step, LoggedRecipe::kCurrent, LoggedStatKind::kUnderflowPct, draw(4) * 2.0);
+          if (draw(5) != 0) fp8(log, layer, role, step, LoggedRecipe::kCurrent, LoggedStatKind::kMse, draw(3) * 1e-4);
+          if (draw(3) != 0) fp8(log, layer, role, step, LoggedRecipe::kCurrent, LoggedStatKind::kScaleInvMax, (1 + draw(3)) * 0.25);
+          if (draw(4) != 0) tensor(log, layer, role, step, 0.0, 0.5 + draw(2));
+        }
+    const LoggedRows r = rows_from_logged_stats(log, std::nullopt, TrainingFormat::kHybrid);
+    // The reference: every step's measures, each from a log of that step alone.
+    struct P {
+      std::int64_t step;
+      double u, e, rel, sat;
+    };
+    const auto rank_of = [](double v) { return std::isnan(v) ? -1e300 : v; };
+    std::map<std::pair<std::string, Role>, std::vector<P>> copies;
+    std::set<std::int64_t> logged;
+    for (std::int64_t step = 0; step < steps; ++step) {
+      TrainingLog one;
+      one.files = log.files;
+      for (const LoggedFp8Stat& f : log.fp8_stats) if (f.step == step) one.fp8_stats.push_back(f);
+      for (const LoggedTensorStat& t : log.tensor_stats) if (t.step == step) one.tensor_stats.push_back(t);
+      for (const EvaluationRow& row : rows_from_logged_stats(one, std::nullopt, TrainingFormat::kHybrid).rows) {
+        const LoggedMeasures& k = *row.logged;
+        const QuantMetrics& m = row.metrics;
+        copies[{row.key.layer, row.key.role}].push_back({step, k.underflow ? rank_of(m.underflow_pct) : -1e300,
+                                                         k.energy_bound ? m.underflow_energy_pct : -1e300,
+                                                         k.rel_mse ? m.rel_mse : -1e300, k.saturation ? m.saturated_pct : -1e300});
+        logged.insert(step);
+      }
+    }
+    std::set<std::pair<std::string, std::int64_t>> expected;
+    for (const auto& [copy, points] : copies) {
+      const P* rel = nullptr;
+      const P* sat = nullptr;
+      for (const P& p : points) {
+        bool beaten = false;
+        for (const P& q : points)
+          beaten = beaten || (&q != &p && q.u >= p.u && q.e >= p.e && (q.u > p.u || q.e > p.e || q.step < p.step));
+        if (!beaten) expected.emplace(copy.first, p.step);
+        if (rel == nullptr || p.rel > rel->rel) rel = &p;
+        if (sat == nullptr || p.sat > sat->sat) sat = &p;
+      }
+      if (rel->rel > 0) expected.emplace(copy.first, rel->step);
+      if (sat->sat > 0) expected.emplace(copy.first, sat->step);
+    }
+    std::set<std::pair<std::string, std::int64_t>> kept;
+    for (const EvaluationRow& row : r.rows) kept.emplace(row.key.layer, row.key.step);
+    CHECK(kept == expected);
+    CHECK(r.steps_logged == logged.size());
+  }
+}
+
 TEST_CASE("a long series is thinned to its worst points, the worst step kept") {
   TrainingLog log;
   log.files = {"r.log"};
@@ -179,7 +246,11 @@ TEST_CASE("a long series is thinned to its worst points, the worst step kept") {
     fp8(log, "l", Role::kWeight, s, LoggedRecipe::kCurrent, LoggedStatKind::kUnderflowPct, s == 7777 ? 90.0 : 0.1);
   const LoggedRows r = rows_from_logged_stats(log, std::nullopt, TrainingFormat::kHybrid);
   REQUIRE(r.series.size() == 1);
-  CHECK(r.series[0].steps.size() == kLoggedSeriesPoints);
+  // 10,000 steps in runs of 64 (the smallest power of two that leaves at most 256 runs): 157
+  // points, the i-th the worst of steps 64i .. 64i + 63 (the first of equals).
+  REQUIRE(r.series[0].steps.size() == 157);
+  for (std::size_t i = 0; i < 157; ++i)
+    CHECK(r.series[0].steps[i] == (i == 7777 / 64 ? 7777 : static_cast<std::int64_t>(64 * i)));
   CHECK(std::find(r.series[0].steps.begin(), r.series[0].steps.end(), 7777) != r.series[0].steps.end());
   // The rows: the step of the most flushed (and, all energies unknown, nothing else on the front).
   CHECK(r.steps_kept == 1);

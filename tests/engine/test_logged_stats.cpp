@@ -30,7 +30,7 @@ EvaluationRow row(const std::string& layer, Role role, const std::string& recipe
   return r;
 }
 
-LoggedFp8Stat stat(const std::string& layer, Role role, LoggedRecipe recipe, LoggedStatKind kind,
+LoggedFp8Stat stat(std::string_view layer, Role role, LoggedRecipe recipe, LoggedStatKind kind,
                    bool columnwise = false) {
   LoggedFp8Stat s;
   s.layer = layer;
