@@ -430,7 +430,8 @@ constexpr LoggedRecipeName kLoggedRecipeNames[] = {
     {"fp8_delayed_scaling", LoggedRecipe::kDelayed},
     {"fp8_current_scaling", LoggedRecipe::kCurrent},
     {"fp8_block_scaling", LoggedRecipe::kBlock},
-    {"mxfp8", LoggedRecipe::kMxfp8}};
+    {"mxfp8", LoggedRecipe::kMxfp8},
+    {"nvfp4", LoggedRecipe::kNvfp4}};
 constexpr std::string_view kColumnwise = "_columnwise";
 
 // Splits an FP8 statistic's name into "<layer>_<tensor>" and the rest; false for other names.

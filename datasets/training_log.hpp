@@ -18,7 +18,8 @@
 //     of TE's LogFp8TensorStats feature, "<layer>_<tensor>_[<recipe>_]<stat>[_columnwise]" with
 //     stat underflows%, overflows%, scale_inv_min, scale_inv_max or mse and recipe
 //     fp8_delayed_scaling, fp8_current_scaling, fp8_block_scaling or mxfp8 (none: the training
-//     run's recipe), are kept as they are (fp8_stats) to be shown beside fp8-advisor's own
+//     run's recipe), and LogNvfp4TensorStats' "<layer>_<tensor>_nvfp4_<stat>" (underflows%,
+//     mse), are kept as they are (fp8_stats) to be shown beside fp8-advisor's own
 //     numbers and to judge a run from statistics alone; so are LogTensorStats' mean and std
 //     (tensor_stats), which give a tensor's mean square. Other statistics and tensors (output,
 //     wgrad, dgrad) are skipped and counted in a note. Values carry 4 decimals under nvdlfw's
@@ -48,8 +49,11 @@ namespace fp8a {
 
 // The recipe an nvdlfw_inspect FP8 statistic was computed for: the training run's own (a stat
 // name without a recipe) or one of TE's what-if quantizers (log_fp8_tensor_stats.py
-// _get_new_quantizer: current scaling without pow2/eps, 128x128-tile block scaling, MXFP8).
-enum class LoggedRecipe : std::uint8_t { kTraining, kDelayed, kCurrent, kBlock, kMxfp8 };
+// _get_new_quantizer: current scaling without pow2/eps, 128x128-tile block scaling, MXFP8), or
+// the NVFP4 training run's own (LogNvfp4TensorStats: "nvfp4_underflows%", "nvfp4_mse", of the
+// rowwise FP4 data; TE 2.12+, log_nvfp4_tensor_stats.py).
+enum class LoggedRecipe : std::uint8_t { kTraining, kDelayed, kCurrent, kBlock, kMxfp8, kNvfp4 };
+inline constexpr std::size_t kLoggedRecipes = 6;
 enum class LoggedStatKind : std::uint8_t { kUnderflowPct, kOverflowPct, kScaleInvMin, kScaleInvMax, kMse };
 // TE's names: "fp8_current_scaling" ... ("" for kTraining); "underflows%" ...
 const char* logged_recipe_name(LoggedRecipe r);

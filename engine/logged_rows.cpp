@@ -22,6 +22,8 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kRounding = 0.00005;
 // A rounded value determines a ratio when its rounding is at most 1 % of it.
 constexpr double kPreciseEnough = kRounding / 0.01;
+// The most torch.std's n-1 can raise std^2 + mean^2 over the mean square, for 1,000 elements.
+constexpr double kStdBias = 1000.0 / 999.0;
 
 // One statistic of one tensor at one step, over the files (ranks) that logged it: the first value
 // of each file; across files the mean (tensor-parallel shards of equal size: the whole tensor's
@@ -97,6 +99,14 @@ std::optional<Target> target_of(LoggedRecipe logged, const std::optional<Recipe>
     case LoggedRecipe::kCurrent: return Target{parse_recipe("current"), false};
     case LoggedRecipe::kBlock: return Target{parse_recipe("block"), true};  // exact for W: make_row
     case LoggedRecipe::kMxfp8: return Target{parse_recipe("mxfp8"), false};
+    case LoggedRecipe::kNvfp4:
+      // TE counts nonzero FP4 codes; a block whose E4M3 scale rounds to 0 is coded at +-6
+      // (block_scale_inverse = min(1 / 0, FLT_MAX)) yet decodes to 0: the count misses those
+      // flushes, so it bounds the underflow from below and cannot pass a GEMM.
+      *why = "nvfp4_underflows% (LogNvfp4TensorStats) counts nonzero FP4 codes, and a block whose E4M3 scale "
+             "rounds to 0 keeps nonzero codes though it decodes to 0: the count misses those flushes, so NVFP4 "
+             "is judged from a capture";
+      return std::nullopt;
   }
   return std::nullopt;
 }
@@ -143,11 +153,18 @@ Measured measure(Role role, const Fp8Values& v, const Target& target, const Mean
       lm.rel_mse = true;
     }
     const double mean_sq_lo = ms->std.lo() * ms->std.lo() + ms->mean.lo() * ms->mean.lo();
-    const auto& traits = kFp8Traits[static_cast<int>(fp8)];
+    const Fp8Traits& traits = kFp8Traits[static_cast<int>(fp8)];
     const double t = 0.5 * std::ldexp(1.0, traits.min_normal_exp - traits.mantissa_bits) *
                      scale_inv_bound(v, target.recipe, amax_hi, fp8);
-    if (lm.underflow && std::isfinite(t) && mean_sq_lo > 0) {
-      m.underflow_energy_pct = std::min(100.0, v.underflow.hi() * t * t / mean_sq_lo);
+    // Two bounds, the smaller holds: every flushed |x| is below t (the share of elements times
+    // t^2), and every flushed x adds x^2 to the squared error, so the flushed share of the energy
+    // is at most mse / mean square (torch.std's n-1 makes the mean square high by var/n: within
+    // kStdBias for a tensor of 1,000 elements or more).
+    double bound = std::numeric_limits<double>::infinity();
+    if (std::isfinite(t)) bound = v.underflow.hi() * t * t / mean_sq_lo;
+    if (v.mse.set && std::isfinite(v.mse.v)) bound = std::min(bound, 100.0 * v.mse.hi() * kStdBias / mean_sq_lo);
+    if (lm.underflow && std::isfinite(bound) && mean_sq_lo > 0) {
+      m.underflow_energy_pct = std::min(100.0, bound);
       lm.energy_bound = true;
     }
   }
@@ -243,7 +260,7 @@ struct LoggedRowsBuilder::State {
     std::string why;
     std::size_t spec = 0;
   };
-  std::array<TargetOf, 5> targets;
+  std::array<TargetOf, kLoggedRecipes> targets;
   std::vector<std::string> specs;
   std::map<std::string, std::size_t> left_out;  // why -> statistics
   std::size_t spec_index(const Recipe& r) {
@@ -268,7 +285,8 @@ struct LoggedRowsBuilder::State {
     return {*t.target, t.spec};
   }
 
-  // One step's statistics, grouped: slot = tensor x 10 + row recipe x 2 + columnwise.
+  // One step's statistics, grouped: slot = tensor x kSlots + row recipe x 2 + columnwise.
+  static constexpr std::uint64_t kSlots = 2 * kLoggedRecipes;
   struct Group {
     Fp8Values v;
     std::int64_t stamp = -1;
@@ -358,7 +376,7 @@ void LoggedRowsBuilder::State::gather(const LoggedStep& step) {
     const LoggedRecipe row_recipe = own ? LoggedRecipe::kTraining : s.recipe;
     const std::uint32_t t = tensor_id(layer_id(s.layer), s.role);
     if (t >= tensors.size()) tensors.resize(t + 1);
-    const std::uint64_t slot = std::uint64_t{t} * 10 +
+    const std::uint64_t slot = std::uint64_t{t} * kSlots +
                                static_cast<std::uint64_t>(row_recipe) * 2 + (s.columnwise ? 1 : 0);
     if (slot >= groups.size()) groups.resize(slot + 1);
     Group& g = groups[slot];
@@ -410,8 +428,8 @@ void LoggedRowsBuilder::State::update(Copy& c, std::uint32_t layer, const Point&
 }
 
 EvaluationRow LoggedRowsBuilder::State::row(const LoggedStep& step, std::uint64_t slot) {
-  const std::uint32_t t = static_cast<std::uint32_t>(slot / 10);
-  const auto logged = static_cast<LoggedRecipe>(slot % 10 / 2);
+  const std::uint32_t t = static_cast<std::uint32_t>(slot / kSlots);
+  const auto logged = static_cast<LoggedRecipe>(slot % kSlots / 2);
   const bool columnwise = slot % 2 == 1;
   const Fp8Values& v = groups[slot].v;
   const Target target = target_of_row(logged).first;
@@ -444,8 +462,8 @@ void LoggedRowsBuilder::State::add_step(const LoggedStep& step) {
   // Each copy's candidates, then the rows of the layers some copy holds this step for.
   std::vector<std::uint32_t> layers_now;
   for (const std::uint64_t slot : touched) {
-    const std::uint32_t t = static_cast<std::uint32_t>(slot / 10);
-    const auto logged = static_cast<LoggedRecipe>(slot % 10 / 2);
+    const std::uint32_t t = static_cast<std::uint32_t>(slot / kSlots);
+    const auto logged = static_cast<LoggedRecipe>(slot % kSlots / 2);
     const auto [target, spec] = target_of_row(logged);
     const Role role = static_cast<Role>(t % 3);
     const TensorOfStep& x = tensors[t];
@@ -470,7 +488,7 @@ void LoggedRowsBuilder::State::add_step(const LoggedStep& step) {
     // (role, spec, orientation) -> the row; an exact source replaces an upper bound.
     std::vector<EvaluationRow>& rows = it->second.rows;
     for (const std::uint64_t slot : touched) {
-      if (slot / 10 / 3 != layer) continue;
+      if (slot / kSlots / 3 != layer) continue;
       EvaluationRow r = row(step, slot);
       const auto same = std::find_if(rows.begin(), rows.end(), [&](const EvaluationRow& o) {
         return o.key.role == r.key.role && o.orientation == r.orientation && o.recipe == r.recipe;

@@ -9,19 +9,23 @@
 //    of the same tensor and step (torch.std is the n-1 estimate: the mean square it gives is high
 //    by var/n). Determined only where both are logged and, under nvdlfw's default 4-decimal
 //    logger, mse and std are at least 0.005 (a rounding of at most 1 %);
-//  - underflow_energy_pct, an upper bound: every flushed |x| is below half the smallest
-//    subnormal times the largest scale_inv (E4M3 2^-10, E5M2 2^-17), so the flushed share of
-//    sum x^2 is at most underflows% x that^2 / (std^2 + mean^2); scale_inv from the logged
-//    scale_inv_max (MXFP8's as the biased E8M0 exponent), else from cur_amax (per-tensor current
-//    scaling amax / fp8_max; power-of-two block scales at most twice that). Rounded values are
-//    moved by 0.00005 the conservative way;
+//  - underflow_energy_pct, an upper bound, the smaller of two: every flushed |x| is below half the
+//    smallest subnormal times the largest scale_inv (E4M3 2^-10, E5M2 2^-17), so the
+//    flushed share of sum x^2 is at most underflows% x that^2 / (std^2 + mean^2), scale_inv from
+//    the logged scale_inv_max (MXFP8's as the biased E8M0 exponent), else from cur_amax
+//    (per-tensor current scaling amax / fp8_max; power-of-two block scales at most twice that);
+//    and every flushed x adds x^2 to the squared
+//    error, so the share is at most mse / (std^2 + mean^2) (allowing torch.std's n-1 for 1,000
+//    elements or more). Rounded values are moved by 0.00005 the conservative way;
 //  - saturated_pct = 0 under current scaling (scale = fp8_max / amax) and block scaling
 //    (power-of-two scales rounded down), the delayed run's own overflows% under delayed scaling,
 //    and undetermined under MXFP8 (its E8M0 scale can put a block's amax past fp8_max).
 // Recipes: fp8_current_scaling = current, mxfp8 = mxfp8, fp8_block_scaling = block (TE's what-if
 // casts 128x128 tiles: values bound the block recipe's 1x128 X and dY from above, upper_bound),
 // bare names = the training recipe (--training-recipe; exact, so they replace a what-if's), and
-// fp8_delayed_scaling only when the run trained under delayed scaling. FP8 types: TE's what-if
+// fp8_delayed_scaling only when the run trained under delayed scaling. LogNvfp4TensorStats'
+// nvfp4_ statistics judge nothing: TE counts nonzero FP4 codes, and a block whose E4M3 scale is 0
+// keeps nonzero codes (+-6) though it decodes to 0, so the count misses those flushes. FP8 types: TE's what-if
 // quantisers take the training tensor's, given here as the training format. Several files (one
 // per rank): a statistic's values are averaged over the files that log it (tensor-parallel shards
 // of equal size then give the whole tensor's underflow %, mse and mean square; data-parallel

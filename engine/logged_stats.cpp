@@ -100,6 +100,12 @@ std::vector<LoggedComparison> compare_logged_stats(std::span<const LoggedFp8Stat
       case LoggedRecipe::kCurrent: recipe = parse_recipe("current"); break;
       case LoggedRecipe::kBlock: recipe = parse_recipe("block:2d"); break;
       case LoggedRecipe::kMxfp8: recipe = parse_recipe("mxfp8"); break;
+      case LoggedRecipe::kNvfp4:
+        if (training_recipe && two_level_scale(training_recipe->kind))
+          recipe = training_recipe;
+        else
+          c.note = "nvfp4_ statistics are the NVFP4 training run's own: name it with --training-recipe nvfp4";
+        break;
     }
     const CaptureKey tensor{s.step, captured_layer(s.layer), s.role};
     if (!recipe) {

@@ -16,7 +16,10 @@ log_fp8_tensor_stats.py):
   - the what-if quantizers of _get_new_quantizer: Float8CurrentScalingQuantizer (scale
     fp8_max / amax, no pow2, no epsilon), Float8BlockQuantizer (its default 128x128 tiles for every
     tensor, power-of-two scales) and MXFP8Quantizer (1x32, E8M0), each in the training tensor's FP8
-    type (hybrid: E5M2 gradients); _columnwise for block and MXFP8.
+    type (hybrid: E5M2 gradients); _columnwise for block and MXFP8;
+  - --training-recipe nvfp4: LogNvfp4TensorStats' nvfp4_underflows% and nvfp4_mse of the run's own
+    NVFP4 copy (log_nvfp4_tensor_stats.py: the rowwise FP4 data; get_stat_with_prefix names them
+    "nvfp4_<stat>"): 16x16 weight tiles, stochastically rounded gradients.
 The casts are calibration/fp8emu.py's (an emulation written apart from fp8-advisor's engine).
 """
 import argparse
@@ -52,7 +55,16 @@ def line(name, step, value, rounded):
     return "%s \t\t\t\t iteration=%06d \t\t\t\t value=%s\n" % (name, step, v)
 
 
-def tensor_lines(layer, role, step, x, fmt, rounded):
+def nvfp4_lines(layer, role, step, x2, rounded):
+    """LogNvfp4TensorStats' lines: underflows% from the rowwise FP4 codes, mse against them."""
+    q = fp8emu.nvfp4_quantize(x2, fp8emu.Recipe("nvfp4"), role, "rowwise")
+    under = (int(torch.count_nonzero(x2)) - int(torch.count_nonzero(q.code))) / x2.numel() * 100.0
+    mse = float(((x2.double() - q.deq.double()) ** 2).mean())
+    return [line("%s_%s_nvfp4_%s" % (layer, role, stat), step, v, rounded)
+            for stat, v in (("underflows%", under), ("mse", mse))]
+
+
+def tensor_lines(layer, role, step, x, fmt, rounded, training=None):
     x = x.float()
     out = [line("%s_%s_%s" % (layer, role, stat), step, v, rounded) for stat, v in (
         ("cur_amax", float(x.abs().max())), ("mean", float(x.mean())), ("std", float(x.std())))]
@@ -78,6 +90,8 @@ def tensor_lines(layer, role, step, x, fmt, rounded):
             for stat, v in (("underflows%", under), ("mse", mse), ("scale_inv_min", smin),
                             ("scale_inv_max", smax)):
                 out.append(line("%s_%s_%s_%s%s" % (layer, role, te_name, stat, suffix), step, v, rounded))
+    if training == "nvfp4":
+        out += nvfp4_lines(layer, role, step, x2, rounded)
     return out
 
 
@@ -87,6 +101,7 @@ def main(argv=None):
     ap.add_argument("--out", required=True, help="the log file to write")
     ap.add_argument("--format", default="hybrid", choices=("hybrid", "e4m3"))
     ap.add_argument("--rounded", action="store_true", help="4 decimals, as nvdlfw's default logger")
+    ap.add_argument("--training-recipe", choices=("nvfp4",), help="also the run's own LogNvfp4TensorStats")
     a = ap.parse_args(argv)
     lines = []
     for path in sorted(glob.glob(os.path.join(a.capture, "*step_*.safetensors"))):
@@ -94,7 +109,7 @@ def main(argv=None):
         for name, x in tensors.items():
             layer, _, role = name.rpartition(".")
             if role in ROLES:
-                lines += tensor_lines(layer, role, step, x, a.format, a.rounded)
+                lines += tensor_lines(layer, role, step, x, a.format, a.rounded, a.training_recipe)
     with open(a.out, "w") as f:
         f.writelines(lines)
     print("%s: %d lines" % (a.out, len(lines)))

@@ -35,11 +35,17 @@ except ImportError as e:
     sys.exit(77)
 
 def cases():
-    """Every FP8 calibration capture but NVFP4's (TE logs no FP8 what-if of an NVFP4 run's own
-    cast): the arm's training format ("-e4m3" arms trained all-E4M3)."""
+    """Every FP8 calibration capture but NVFP4's, with the arm's training format ("-e4m3" arms
+    trained all-E4M3); the NVFP4 arms' are nvfp4_cases()."""
     root = os.path.join(ROOT, "calibration", "captures")
     return [(c, "e4m3" if c.endswith("-e4m3") else "hybrid") for c in sorted(os.listdir(root))
             if not c.startswith("nvfp4")]
+
+
+def nvfp4_cases():
+    """The NVFP4 runs' captures (NVFP4BlockScaling: E4M3, the what-ifs' type too)."""
+    root = os.path.join(ROOT, "calibration", "captures")
+    return [c for c in sorted(os.listdir(root)) if c.endswith("--nvfp4")]
 OUTPUT_ONLY = ("output rel_fro_err", "dW entries")
 not_evaluated = [0]  # GEMMs the log left open where the capture passed them
 NOT_JUDGED = "the GEMM-output criteria (gemm_amplification, wgrad_zeroed, wgrad_sign_flip) need a capture"
@@ -164,6 +170,24 @@ def main():
                 if "the training log's statistics extend the captures to" not in text:
                     bad.append("%s %s: the answer does not say the log extended the captures" % (case, recipe))
                 bad += compare(case + " (first step captured)", recipe, captured, both, False)
+        # NVFP4 runs: their logs' what-ifs judge current and MXFP8 as a capture does; the run's own
+        # LogNvfp4TensorStats judge nothing (TE's count misses zero-scale blocks), said in the notes.
+        for case in nvfp4_cases():
+            capture = os.path.join(ROOT, "calibration", "captures", case)
+            path = os.path.join(tmp, case + ".log")
+            te_stats_log.main([capture, "--out", path, "--format", "e4m3", "--training-recipe", "nvfp4"])
+            for recipe in ("current", "mxfp8"):
+                _, captured = advise(binary, ["--capture", capture], recipe, "e4m3", os.path.join(tmp, "c"))
+                # --training-recipe must be among --recipes; the log holds no row of it to judge.
+                text, logged = advise(binary, ["--training-log", path, "--training-recipe", "nvfp4"], recipe + ",nvfp4",
+                                      "e4m3", os.path.join(tmp, "l"))
+                bad += compare(case, recipe, captured, logged, False)
+                bad += compare_metrics(case, recipe, os.path.join(tmp, "c"), os.path.join(tmp, "l"))
+                with open(os.path.join(tmp, "l", "summary.json")) as f:
+                    notes = json.load(f)["delayed_replay"]["amax_trace_notes"]
+                if not any("left out: nvfp4_underflows% (LogNvfp4TensorStats) counts nonzero FP4 codes" in n
+                           for n in notes):
+                    bad.append("%s %s: the notes do not say the nvfp4_ statistics were left out" % (case, recipe))
     # The shipped example log is this writer's output for datasets/sample, byte for byte.
     with tempfile.TemporaryDirectory() as tmp:
         again = os.path.join(tmp, "te_stats.log")

@@ -564,6 +564,14 @@ TEST_CASE("nvdlfw_inspect log: LogFp8TensorStats values are kept as logged") {
   CHECK(t.fp8_stats[5].stat == fp8a::LoggedStatKind::kScaleInvMax);
   CHECK(t.fp8_stats[5].line == 6);
   CHECK(std::string(fp8a::logged_recipe_name(fp8a::LoggedRecipe::kBlock)) == "fp8_block_scaling");
+  // LogNvfp4TensorStats names its stats "nvfp4_<stat>" (get_stat_with_prefix): the run's own NVFP4.
+  const TrainingLog nv = load_training_log(
+      {"n.log"}, one_file("n.log", stat_line("lin_gradient_nvfp4_underflows%", 3, 7.5) + stat_line("lin_gradient_nvfp4_mse", 3, 0.25)));
+  REQUIRE(nv.fp8_stats.size() == 2);
+  CHECK(nv.fp8_stats[0].layer == "lin");
+  CHECK(nv.fp8_stats[0].role == Role::kGradient);
+  CHECK(nv.fp8_stats[0].recipe == fp8a::LoggedRecipe::kNvfp4);
+  CHECK(nv.fp8_stats[1].stat == fp8a::LoggedStatKind::kMse);
   CHECK(std::string(fp8a::logged_stat_name(fp8a::LoggedStatKind::kScaleInvMin)) == "scale_inv_min");
 
   CHECK_THROWS_WITH_AS(

@@ -172,6 +172,24 @@ TEST_CASE("rows at the steps that decide each copy's measures; every step in the
                          "judged", 0) == 0);
 }
 
+TEST_CASE("NVFP4 training: LogNvfp4TensorStats judge nothing, and the notes say why") {
+  // TE's nvfp4_underflows% counts nonzero FP4 codes; a block whose E4M3 scale rounds to 0 is coded
+  // at +-6 (block_scale_inverse = min(1 / 0, FLT_MAX)) though it decodes to 0, so the count
+  // misses those flushes: a lower bound, which cannot pass a GEMM.
+  TrainingLog log;
+  log.files = {"r.log"};
+  fp8(log, "l", Role::kActivation, 5, LoggedRecipe::kNvfp4, LoggedStatKind::kUnderflowPct, 3.0);
+  fp8(log, "l", Role::kActivation, 5, LoggedRecipe::kNvfp4, LoggedStatKind::kMse, 1e-3);
+  fp8(log, "l", Role::kActivation, 5, LoggedRecipe::kMxfp8, LoggedStatKind::kUnderflowPct, 1.0);
+  tensor(log, "l", Role::kActivation, 5, 0.0, 0.5);
+  const LoggedRows r = rows_from_logged_stats(log, parse_recipe("nvfp4"), TrainingFormat::kE4M3);
+  REQUIRE(r.rows.size() == 1);  // the MXFP8 what-if is judged
+  CHECK(r.rows[0].recipe.spec() == "mxfp8");
+  REQUIRE(r.notes.size() == 1);
+  CHECK(r.notes[0].rfind("2 logged statistics left out: nvfp4_underflows% (LogNvfp4TensorStats) counts nonzero FP4 "
+                         "codes, and a block whose E4M3 scale rounds to 0 keeps nonzero codes", 0) == 0);
+}
+
 TEST_CASE("the steps kept as they stream in are those a search over every step keeps") {
   // Random logs of two layers (values from a small grid, so ties and dominated points abound; some
   // statistics missing): the rows kept are those of the steps a brute-force reference picks from
