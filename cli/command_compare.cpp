@@ -192,9 +192,11 @@ int command_compare(const Invocation& inv) {
   Side sides[2] = {{"base", cmd.inputs[0], cmd.base_logs, false, {}}, {"cand", cmd.inputs[1], cmd.cand_logs, false, {}}};
   classify_sides(sides, fs);
   // Every log is read before anything is evaluated, so that a bad one fails fast.
+  // The amaxes replay delayed scaling; the other statistics go as they are read.
   TrainingLog logs[2];
+  DropLoggedSteps drop;
   for (int i = 0; i < 2; ++i)
-    if (!sides[i].log_paths.empty()) logs[i] = load_training_log(sides[i].log_paths, fs);
+    if (!sides[i].log_paths.empty()) logs[i] = load_training_log(sides[i].log_paths, fs, &drop);
   for (Side& s : sides)
     if (s.run_folder) s.records = read_metrics_csv(s.path + "/metrics.csv", fs);
   if (!cmd.formats_given) check_shared_formats(sides);

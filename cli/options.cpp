@@ -199,7 +199,8 @@ std::unique_ptr<tbb::global_control> thread_limit(int threads) {
 }
 
 TrainingLog load_evaluation_log(const EvaluationOptions& o, const FileSystem& fs) {
-  return o.log_paths.empty() ? TrainingLog{} : load_training_log(o.log_paths, fs);
+  DropLoggedSteps drop;
+  return o.log_paths.empty() ? TrainingLog{} : load_training_log(o.log_paths, fs, &drop);
 }
 
 }  // namespace fp8a::cli

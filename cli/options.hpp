@@ -95,7 +95,8 @@ void check_finite_option(UsageId id, const std::string& option, double value, do
 // --threads N > 0 limits oneTBB for the returned object's lifetime; null for 0 (all cores).
 std::unique_ptr<tbb::global_control> thread_limit(int threads);
 
-// The training log of o.log_paths (empty when none) read through fs.
+// The training log of o.log_paths (empty when none) read through fs, for its amaxes (whatif's
+// delayed replay): its other statistics are let go as they are read, so a log of any length fits.
 TrainingLog load_evaluation_log(const EvaluationOptions& o, const FileSystem& fs);
 
 // What evaluates: the --threads limit (kept alive with the backend), the backends this build has,

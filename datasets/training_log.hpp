@@ -115,6 +115,12 @@ class LoggedStepSink {
   virtual void add_step(const LoggedStep& step) = 0;
 };
 
+// A sink that lets every step's statistics go: for readers of the amaxes alone.
+class DropLoggedSteps final : public LoggedStepSink {
+ public:
+  void add_step(const LoggedStep&) override {}
+};
+
 // The amax of one GEMM operand, by training step (TE's "iteration"). Steps need not be contiguous.
 struct AmaxSeries {
   std::map<std::int64_t, float> amax_by_step;
