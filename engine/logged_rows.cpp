@@ -460,7 +460,6 @@ void LoggedRowsBuilder::State::add_step(const LoggedStep& step) {
   if (touched.empty()) return;
   ++steps_logged;
   // Each copy's candidates, then the rows of the layers some copy holds this step for.
-  std::vector<std::uint32_t> layers_now;
   for (const std::uint64_t slot : touched) {
     const std::uint32_t t = static_cast<std::uint32_t>(slot / kSlots);
     const auto logged = static_cast<LoggedRecipe>(slot % kSlots / 2);
@@ -480,24 +479,27 @@ void LoggedRowsBuilder::State::add_step(const LoggedStep& step) {
     }
     c.series.add(step.step, p.underflow, p.rel_mse);
     update(c, t / 3, p);
-    if (layers_now.empty() || layers_now.back() != t / 3) layers_now.push_back(t / 3);
   }
-  for (const std::uint32_t layer : layers_now) {
-    const auto it = held.find({layer, step.step});
-    if (it == held.end()) continue;
-    // (role, spec, orientation) -> the row; an exact source replaces an upper bound.
-    std::vector<EvaluationRow>& rows = it->second.rows;
-    for (const std::uint64_t slot : touched) {
-      if (slot / kSlots / 3 != layer) continue;
-      EvaluationRow r = row(step, slot);
-      const auto same = std::find_if(rows.begin(), rows.end(), [&](const EvaluationRow& o) {
-        return o.key.role == r.key.role && o.orientation == r.orientation && o.recipe == r.recipe;
-      });
-      if (same == rows.end())
-        rows.push_back(std::move(r));
-      else if (same->logged->upper_bound && !r.logged->upper_bound)
-        *same = std::move(r);
+  // The touched slots are sorted, so each layer's are one run.
+  for (std::size_t i = 0; i < touched.size();) {
+    const std::uint32_t layer = static_cast<std::uint32_t>(touched[i] / kSlots / 3);
+    std::size_t end = i;
+    while (end < touched.size() && touched[end] / kSlots / 3 == layer) ++end;
+    if (const auto it = held.find({layer, step.step}); it != held.end()) {
+      // (role, spec, orientation) -> the row; an exact source replaces an upper bound.
+      std::vector<EvaluationRow>& rows = it->second.rows;
+      for (std::size_t k = i; k < end; ++k) {
+        EvaluationRow r = row(step, touched[k]);
+        const auto same = std::find_if(rows.begin(), rows.end(), [&](const EvaluationRow& o) {
+          return o.key.role == r.key.role && o.orientation == r.orientation && o.recipe == r.recipe;
+        });
+        if (same == rows.end())
+          rows.push_back(std::move(r));
+        else if (same->logged->upper_bound && !r.logged->upper_bound)
+          *same = std::move(r);
+      }
     }
+    i = end;
   }
 }
 
