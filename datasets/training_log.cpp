@@ -12,6 +12,7 @@
 #include <system_error>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "datasets/capture.hpp"
 #include "core/error.hpp"
@@ -143,13 +144,9 @@ class TraceBuilder {
     if (inserted) {
       keys_.push_back(&it->first);
       cells_.emplace_back();
-      const std::string& layer_name = it->first.first;
-      auto named = layer_names_.find(layer_name);
-      if (named == layer_names_.end()) {
-        const std::string_view stored = names_->emplace_back(layer_name);
-        named = layer_names_.emplace(stored, stored).first;
-      }
-      layers_.push_back(named->second);  // one view per layer name, whatever the role
+      auto named = layer_names_.find(it->first.first);
+      if (named == layer_names_.end()) named = layer_names_.emplace(names_->emplace_back(it->first.first)).first;
+      layers_.push_back(*named);  // one view per layer name, whatever the role
     }
     return it->second;
   }
@@ -201,7 +198,7 @@ class TraceBuilder {
   std::vector<std::vector<Cell>> cells_;
   std::shared_ptr<std::deque<std::string>> names_ = std::make_shared<std::deque<std::string>>();
   std::vector<std::string_view> layers_;  // into names_, whose elements never move
-  std::unordered_map<std::string_view, std::string_view> layer_names_;  // name -> its view into names_
+  std::unordered_set<std::string_view> layer_names_;  // views into names_, one per name
 };
 
 enum class Format { kCsv, kNvdlfw };
@@ -212,10 +209,10 @@ std::string name_in_file(Format format, const SeriesKey& key) {
          (format == Format::kCsv ? "" : std::string(kCurAmax));
 }
 
-// Refuses a (series, step) given twice in one file, naming the earliest repeat. Each series is
-// sorted by step (stable: repeats stay in line order); a trace written step by step already is.
-void check_repeats(const std::string& path, Format format, const TraceBuilder& builder,
-                   FileValues* values) {
+// Refuses a (series, step) given twice in one capture CSV, naming the earliest repeat. Each series
+// is sorted by step (stable: repeats stay in line order); a trace written step by step already is.
+// (An nvdlfw_inspect log's repeats are found as its steps are read: StepMerger.)
+void check_repeats(const std::string& path, const TraceBuilder& builder, FileValues* values) {
   const auto by_step = [](const Entry& a, const Entry& b) { return a.step < b.step; };
   const Entry* first = nullptr;
   const Entry* repeat = nullptr;
@@ -236,14 +233,9 @@ void check_repeats(const std::string& path, Format format, const TraceBuilder& b
     }
   }
   if (repeat == nullptr) return;
-  const std::string name = name_in_file(format, builder.key(repeat_series));
-  const std::string what =
-      format == Format::kCsv
-          ? "duplicate row: step " + std::to_string(repeat->step) + ", tensor " +
-                shown(name, kShownNameBytes)
-          : "duplicate line: " + shown(name, kShownNameBytes) + " at iteration " +
-                std::to_string(repeat->step);
-  throw input_error("fp8a.trace.505", at_line(path, repeat->line) + what +
+  const std::string name = name_in_file(Format::kCsv, builder.key(repeat_series));
+  throw input_error("fp8a.trace.505", at_line(path, repeat->line) + "duplicate row: step " +
+                                          std::to_string(repeat->step) + ", tensor " + shown(name, kShownNameBytes) +
                                           " already given on line " + std::to_string(first->line));
 }
 
@@ -686,6 +678,7 @@ class StepMerger {
   std::unordered_map<std::uint32_t, std::size_t> amax_of_;  // series -> index into amax_
   // series -> (file, line) of its amax in the step, for the repeat check.
   std::unordered_map<std::uint32_t, std::pair<std::size_t, std::size_t>> amax_line_;
+  std::vector<std::uint32_t> stat_series_;  // the series of the step's FP8 and tensor statistics
   const NvdlfwCursor* cursor_ = nullptr;  // the file being read, for messages
 };
 
@@ -694,12 +687,14 @@ void StepMerger::add(std::size_t file, const StatLine& e) {
   const std::string_view layer = builder_->layer(e.series);
   switch (e.kind) {
     case StatLine::Kind::kFp8: {
+      stat_series_.push_back(e.series);
       LoggedFp8Stat& s = fp8_.emplace_back();
       s.layer = layer, s.role = key.second, s.step = e.step, s.recipe = e.recipe, s.stat = e.stat;
       s.columnwise = e.columnwise, s.value = e.value, s.rounded = e.rounded, s.file = file, s.line = e.line;
       return;
     }
     case StatLine::Kind::kTensor:
+      stat_series_.push_back(e.series);
       tensor_.push_back({layer, key.second, e.step, e.tensor_stat, e.value, e.rounded, file, e.line});
       return;
     case StatLine::Kind::kAmax: {
@@ -726,25 +721,21 @@ void StepMerger::add(std::size_t file, const StatLine& e) {
 
 void StepMerger::flush(std::int64_t step) {
   if (sink_ != nullptr && (!fp8_.empty() || !tensor_.empty())) {
-    if (csv_amax_ != nullptr && !csv_amax_->empty()) {  // a capture CSV's amax where no log gave one
-      const auto add_csv = [&](std::string_view layer, Role role) {
-        const std::uint32_t series = builder_->series_index(std::string(layer), role);
-        if (amax_of_.contains(series)) return;
+    if (csv_amax_ != nullptr && !csv_amax_->empty())  // a capture CSV's amax where no log gave one
+      for (const std::uint32_t series : stat_series_) {
+        if (amax_of_.contains(series)) continue;
         if (const auto it = csv_amax_->find({series, step}); it != csv_amax_->end()) {
           amax_of_.emplace(series, amax_.size());
-          amax_.push_back({builder_->layer(series), role, it->second, false});
+          amax_.push_back({builder_->layer(series), builder_->key(series).second, it->second, false});
         }
-      };
-      for (const LoggedFp8Stat& s : fp8_) add_csv(s.layer, s.role);
-      for (const LoggedTensorStat& s : tensor_) add_csv(s.layer, s.role);
-    }
+      }
     sink_->add_step({step, fp8_, tensor_, amax_, log_->files});
   } else if (sink_ == nullptr) {
     log_->fp8_stats.insert(log_->fp8_stats.end(), fp8_.begin(), fp8_.end());
     log_->tensor_stats.insert(log_->tensor_stats.end(), tensor_.begin(), tensor_.end());
   }
   log_->fp8_stat_count += fp8_.size();
-  fp8_.clear(), tensor_.clear(), amax_.clear(), amax_of_.clear(), amax_line_.clear();
+  fp8_.clear(), tensor_.clear(), amax_.clear(), amax_of_.clear(), amax_line_.clear(), stat_series_.clear();
 }
 
 void StepMerger::run(std::vector<NvdlfwCursor>& cursors) {
@@ -818,7 +809,7 @@ std::string load_csv(std::string_view text, const std::string& path, TraceBuilde
   if (values.count == 0)
     throw input_error("fp8a.trace.506",
                       path + ": no amax rows after the header '" + std::string(kCsvHeader) + "'");
-  check_repeats(path, Format::kCsv, *builder, &values);
+  check_repeats(path, *builder, &values);
   builder->add_file(values);
   return path + ": capture CSV, " + count_of(values.count, "amax value", "amax values");
 }

@@ -278,9 +278,14 @@ struct LoggedRowsBuilder::State {
     }
     return t;
   }
-  // The recipe and spec index a row slot's values judge (kTraining: the training recipe's).
+  // The recipe and spec index a row slot's values judge (kTraining: the training recipe's, its
+  // index found once: this runs for every slot of every step).
+  std::optional<std::size_t> training_spec;
   std::pair<Target, std::size_t> target_of_row(LoggedRecipe logged) {
-    if (logged == LoggedRecipe::kTraining) return {Target{*training, false}, spec_index(*training)};
+    if (logged == LoggedRecipe::kTraining) {
+      if (!training_spec) training_spec = spec_index(*training);
+      return {Target{*training, false}, *training_spec};
+    }
     const TargetOf& t = targets[static_cast<std::size_t>(logged)];
     return {*t.target, t.spec};
   }
@@ -307,9 +312,6 @@ struct LoggedRowsBuilder::State {
     std::optional<Point> rel_mse, saturated;
     bool rel_mse_held = false, saturated_held = false;
     SeriesBuilder series;
-    std::uint32_t tensor = 0;
-    std::size_t spec = 0;
-    bool columnwise = false;
   };
   std::unordered_map<std::uint64_t, Copy> copies;
 
@@ -355,10 +357,7 @@ void LoggedRowsBuilder::State::gather(const LoggedStep& step) {
       ms.mean_square.add(s.value * s.value + mean * mean, false, s.file, false);
       ms.std.add(s.value, s.rounded, s.file, false);
     }
-  for (const LoggedTensorStat& s : step.tensor) {
-    TensorOfStep& x = tensors[tensor_id(layer_id(s.layer), s.role)];
-    if (x.ms_stamp == stamp) x.ms.finish(), x.ms_stamp = stamp;
-  }
+  for (const LoggedTensorStat& s : step.tensor) tensors[tensor_id(layer_id(s.layer), s.role)].ms.finish();
   for (const LoggedAmax& a : step.amax) {
     const std::uint32_t t = tensor_id(layer_id(a.layer), a.role);
     if (t >= tensors.size()) tensors.resize(t + 1);
@@ -472,10 +471,9 @@ void LoggedRowsBuilder::State::add_step(const LoggedStep& step) {
     const std::uint64_t copy_key = (std::uint64_t{t} * 8 + spec) * 2 + slot % 2;
     Copy& c = copies[copy_key];
     if (c.series.s.steps.empty()) {
-      c.tensor = t, c.spec = spec, c.columnwise = slot % 2 == 1;
       LoggedSeries& s = c.series.s;
       s.layer = layers[t / 3], s.role = role, s.recipe = target.recipe, s.format = format;
-      s.orientation = c.columnwise ? Orientation::kColumnwise : Orientation::kRowwise;
+      s.orientation = slot % 2 == 1 ? Orientation::kColumnwise : Orientation::kRowwise;
     }
     c.series.add(step.step, p.underflow, p.rel_mse);
     update(c, t / 3, p);

@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 
+#include "datasets/file_system.hpp"
 #include "engine/logged_rows.hpp"
 
 using namespace fp8a;
@@ -298,4 +299,31 @@ TEST_CASE("several ranks' logs: tensor-parallel shards of equal size make the wh
   CHECK(m.scale_inv_max == doctest::Approx(0.5));
   const double t = std::ldexp(1.0, -10) * 0.5;  // the largest shard scale bounds every flush
   CHECK(m.underflow_energy_pct == doctest::Approx(15.0 * t * t / 1.5));
+}
+
+TEST_CASE("read through the sink: a capture CSV gives the amax a statistics log lacks") {
+  // The log has no cur_amax; the capture hook's CSV has the tensor's at step 10. The row's amax
+  // (and its amax-based flush bound) comes from it, as it would from the log's own cur_amax.
+  const auto bytes = [](std::string_view t) {
+    std::vector<std::byte> b(t.size());
+    std::transform(t.begin(), t.end(), b.begin(), [](char c) { return static_cast<std::byte>(c); });
+    return b;
+  };
+  const auto line = [](const std::string& name, double v) {
+    return name + " \t\t\t\t iteration=000010 \t\t\t\t value=" + std::to_string(v) + "\n";
+  };
+  MemoryFileSystem fs;
+  fs.add_file("trace.csv", bytes("step,tensor,amax\n10,l.activation,3\n11,l.activation,5\n"));
+  fs.add_file("r.log", bytes(line("l_activation_fp8_current_scaling_underflows%", 2.0) +
+                             line("l_activation_mean", 0.05) + line("l_activation_std", 0.1)));
+  LoggedRowsBuilder builder(std::nullopt, TrainingFormat::kHybrid);
+  const TrainingLog log = load_training_log({"trace.csv", "r.log"}, fs, &builder);
+  CHECK(log.fp8_stats.empty());  // the sink took them
+  CHECK(log.fp8_stat_count == 1);
+  const LoggedRows r = builder.finish();
+  REQUIRE(r.rows.size() == 1);
+  CHECK(r.rows[0].stats.amax == 3.0f);
+  // 2 % x (2^-10 x 3 / 448)^2 / (0.1^2 + 0.05^2): the amax bound, there being no mse.
+  const double t = std::ldexp(1.0, -10) * 3.0 / 448.0;
+  CHECK(r.rows[0].metrics.underflow_energy_pct == doctest::Approx(2.0 * t * t / 0.0125));
 }
