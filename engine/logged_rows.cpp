@@ -265,9 +265,9 @@ struct LoggedRowsBuilder::State {
   std::map<std::string, std::size_t> left_out;  // why -> statistics
   std::size_t spec_index(const Recipe& r) {
     const std::string spec = r.spec();
-    const auto it = std::find(specs.begin(), specs.end(), spec);
-    if (it == specs.end()) specs.push_back(spec);
-    return static_cast<std::size_t>(it - specs.begin());
+    const auto at = static_cast<std::size_t>(std::find(specs.begin(), specs.end(), spec) - specs.begin());
+    if (at == specs.size()) specs.push_back(spec);  // (an iterator would not outlive the push)
+    return at;
   }
   TargetOf& target(LoggedRecipe r) {
     TargetOf& t = targets[static_cast<std::size_t>(r)];
@@ -313,7 +313,14 @@ struct LoggedRowsBuilder::State {
     bool rel_mse_held = false, saturated_held = false;
     SeriesBuilder series;
   };
-  std::unordered_map<std::uint64_t, Copy> copies;
+  // By copy key, (tensor x 8 + spec) x 2 + columnwise: looked up for every statistic of every
+  // step, so an index, not a hash.
+  std::vector<std::unique_ptr<Copy>> copies;
+  Copy& copy(std::uint64_t key) {
+    if (key >= copies.size()) copies.resize(std::max<std::size_t>(key + 1, 2 * copies.size()));
+    if (copies[key] == nullptr) copies[key] = std::make_unique<Copy>();
+    return *copies[key];
+  }
 
   // Rows held at (layer, step) while some copy of the layer has the step among its candidates.
   struct Held {
@@ -468,8 +475,9 @@ void LoggedRowsBuilder::State::add_step(const LoggedStep& step) {
     const Measured m = measure(role, groups[slot].v, target, x.ms_stamp == stamp ? &x.ms : nullptr,
                                x.amax_stamp == stamp ? x.amax : nullptr, fp8_format_for(format, role));
     const Point p = point_of(step.step, m);
+    static_assert(kLoggedRecipes + 1 <= 8, "a tensor's specs (the logged recipes' and the training one) fit 8");
     const std::uint64_t copy_key = (std::uint64_t{t} * 8 + spec) * 2 + slot % 2;
-    Copy& c = copies[copy_key];
+    Copy& c = copy(copy_key);
     if (c.series.s.steps.empty()) {
       LoggedSeries& s = c.series.s;
       s.layer = layers[t / 3], s.role = role, s.recipe = target.recipe, s.format = format;
@@ -526,7 +534,8 @@ LoggedRows LoggedRowsBuilder::finish() {
     if (sa != sb) return sa < sb;
     return a.orientation < b.orientation;
   });
-  for (auto& [key, c] : st.copies) out.series.push_back(c.series.finish());
+  for (auto& c : st.copies)
+    if (c != nullptr) out.series.push_back(c->series.finish());
   std::sort(out.series.begin(), out.series.end(), [](const LoggedSeries& a, const LoggedSeries& b) {
     return std::tuple(a.layer, a.role, a.recipe.spec(), a.orientation) <
            std::tuple(b.layer, b.role, b.recipe.spec(), b.orientation);

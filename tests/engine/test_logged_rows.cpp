@@ -123,6 +123,7 @@ TEST_CASE("block what-ifs bound the recipe from above; the training run's own st
     const LoggedRows r = rows_from_logged_stats(log, parse_recipe("block"), TrainingFormat::kHybrid);
     const EvaluationRow& row = row_of(r, "block", Role::kActivation);
     CHECK_FALSE(row.logged->upper_bound);
+    CHECK(r.series.size() == 1);  // the what-if and the training statistics are one copy's
     CHECK(row.metrics.underflow_pct == 4.0);
     CHECK(row.metrics.saturated_pct == 0.0);
   }
