@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "datasets/safetensors_writer.hpp"
+#include "core/amax_by_step.hpp"
 #include "core/error.hpp"
 #include "core/fnv1a.hpp"
 #include "core/fp8_codec.hpp"
@@ -372,7 +373,7 @@ void synthesize_to(const SynthPreset& preset, std::uint64_t seed, std::vector<st
   const std::int64_t outlier_last = last_default_step(preset);
 
   // amax at captured steps, per tensor name.
-  std::map<std::string, std::map<std::int64_t, float>> captured_amax;
+  std::map<std::string, AmaxByStep> captured_amax;
   for (const std::int64_t step : steps) {
     std::vector<SafetensorsTensorOut> tensors;
     for (const auto& layer : preset.layers) {

@@ -178,13 +178,14 @@ class TraceBuilder {
       if (!std::is_sorted(cells.begin(), cells.end(), by_step))
         std::sort(cells.begin(), cells.end(), by_step);
       auto& out = trace->series[key(s)].amax_by_step;
+      out.reserve(cells.size());
       for (std::size_t i = 0; i < cells.size();) {
         float amax = cells[i].amax;
         std::size_t j = i + 1;
         for (; j < cells.size() && cells[j].step == cells[i].step; ++j)
           amax = merge_max(amax, cells[j].amax);
         if (j - i > 1) ++merged;
-        out.emplace_hint(out.end(), cells[i].step, amax);
+        out.push_back(cells[i].step, amax);
         i = j;
       }
       std::vector<Cell>().swap(cells);
@@ -543,12 +544,22 @@ class NvdlfwCursor {
   const NvdlfwCounts& counts() const { return counts_; }
 
  private:
-  std::uint32_t series_of(std::string_view layer_tensor, std::string_view layer, Role role) {
-    if (auto it = series_of_.find(layer_tensor); it != series_of_.end()) return it->second;
-    const std::uint32_t series = builder_->series_index(std::string(layer), role);
-    series_of_.emplace(keys_.emplace_back(layer_tensor), series);
-    return series;
-  }
+  // What a statistic's name asks of the reader: a line of a series, or a count.
+  struct Meaning {
+    enum class Use : std::uint8_t { kRead, kOtherStat, kOtherTensor };
+    Use use = Use::kRead;
+    StatLine::Kind kind = StatLine::Kind::kAmax;
+    std::uint32_t series = 0;
+    LoggedRecipe recipe = LoggedRecipe::kTraining;
+    LoggedStatKind stat = LoggedStatKind::kUnderflowPct;
+    bool columnwise = false;
+    LoggedTensorStatKind tensor_stat = LoggedTensorStatKind::kMean;
+    std::string other_tensor;  // kOtherTensor
+    std::string_view name;     // into names_
+    Meaning* next = nullptr;   // the meaning of the name read after this one, last time
+  };
+  // n: the line the name is first read at (for the error of a name without a layer).
+  Meaning meaning_of(std::string_view name, std::size_t n);
 
   // Lets the pages read go every kReleaseBytes, so that a log of any size stays out of memory.
   void release_read() {
@@ -568,10 +579,45 @@ class NvdlfwCursor {
   std::size_t file_;
   TraceBuilder* builder_;
   NvdlfwCounts counts_;
-  // "<layer>_<tensor>" -> series; keys view keys_ (not the file, whose pages go as it is read).
-  std::unordered_map<std::string_view, std::uint32_t> series_of_;
-  std::deque<std::string> keys_;
+  // Statistic name -> its meaning; keys view names_ (not the file, whose pages go as it is read).
+  std::unordered_map<std::string_view, Meaning> meanings_;
+  std::deque<std::string> names_;
+  Meaning* previous_ = nullptr;  // the last line's
 };
+
+NvdlfwCursor::Meaning NvdlfwCursor::meaning_of(std::string_view name, std::size_t n) {
+  Meaning m;
+  std::string_view layer_tensor, layer, tensor;
+  Role role = Role::kActivation;
+  LoggedFp8Stat stat;
+  const TensorStatSuffix* t = nullptr;
+  if (split_fp8_stat(name, &layer_tensor, &stat)) {
+    m.kind = StatLine::Kind::kFp8;
+    m.recipe = stat.recipe;
+    m.stat = stat.stat;
+    m.columnwise = stat.columnwise;
+  } else if (t = std::find_if(std::begin(kTensorStatSuffixes), std::end(kTensorStatSuffixes),
+                              [&](const TensorStatSuffix& x) { return name.ends_with(x.text); });
+             t != std::end(kTensorStatSuffixes)) {
+    m.kind = StatLine::Kind::kTensor;
+    m.tensor_stat = t->kind;
+    layer_tensor = name.substr(0, name.size() - t->text.size());
+  } else if (name.size() > kCurAmax.size() && name.ends_with(kCurAmax)) {
+    m.kind = StatLine::Kind::kAmax;
+    layer_tensor = name.substr(0, name.size() - kCurAmax.size());
+  } else {
+    m.use = Meaning::Use::kOtherStat;
+    return m;
+  }
+  if (!split_layer_tensor(layer_tensor, &layer, &tensor, &role)) {
+    m.use = Meaning::Use::kOtherTensor;
+    m.other_tensor = std::string(tensor);
+    return m;
+  }
+  if (layer.empty()) throw_no_layer(path_, n, name);
+  m.series = builder_->series_index(std::string(layer), role);
+  return m;
+}
 
 bool NvdlfwCursor::next(StatLine* out) {
   release_read();
@@ -586,68 +632,58 @@ bool NvdlfwCursor::next(StatLine* out) {
                                               "malformed nvdlfw_inspect statistics line: " + why +
                                               "; expected " + std::string(kNvdlfwLayout));
     ++counts_.lines;
-    std::string_view layer_tensor, layer, tensor;
-    Role role = Role::kActivation;
-    LoggedFp8Stat stat;
-    StatLine& e = *out;
-    e.line = n;
-    if (split_fp8_stat(parts.name, &layer_tensor, &stat)) {
-      if (!split_layer_tensor(layer_tensor, &layer, &tensor, &role)) {
-        count_other_tensor(tensor, &counts_);
-        continue;
+    // A log names the same statistics every step, in the same order: each name is worked out
+    // once, and the name that followed it last time is tried before the table.
+    Meaning* m = previous_ != nullptr ? previous_->next : nullptr;
+    if (m == nullptr || m->name != parts.name) {
+      auto it = meanings_.find(parts.name);
+      if (it == meanings_.end()) {
+        Meaning fresh = meaning_of(parts.name, n);
+        fresh.name = names_.emplace_back(parts.name);
+        it = meanings_.emplace(fresh.name, std::move(fresh)).first;
       }
-      if (layer.empty()) throw_no_layer(path, n, parts.name);
-      e.kind = StatLine::Kind::kFp8;
-      e.step = parse_iteration(parts, path, n);
-      e.value = parse_stat_value(parts, path, n);
-      check_stat_range(e.value, stat.stat == LoggedStatKind::kUnderflowPct || stat.stat == LoggedStatKind::kOverflowPct,
-                       parts, path, n);
-      e.rounded = four_decimals(parts.value);
-      e.recipe = stat.recipe;
-      e.stat = stat.stat;
-      e.columnwise = stat.columnwise;
-      e.series = series_of(layer_tensor, layer, role);
-      ++counts_.fp8_stats;
-      return true;
+      m = &it->second;
+      if (previous_ != nullptr) previous_->next = m;
     }
-    if (const auto* t = std::find_if(std::begin(kTensorStatSuffixes), std::end(kTensorStatSuffixes),
-                                     [&](const TensorStatSuffix& x) { return parts.name.ends_with(x.text); });
-        t != std::end(kTensorStatSuffixes)) {
-      layer_tensor = parts.name.substr(0, parts.name.size() - t->text.size());
-      if (!split_layer_tensor(layer_tensor, &layer, &tensor, &role)) {
-        count_other_tensor(tensor, &counts_);
-        continue;
-      }
-      if (layer.empty()) throw_no_layer(path, n, parts.name);
-      e.kind = StatLine::Kind::kTensor;
-      e.step = parse_iteration(parts, path, n);
-      e.tensor_stat = t->kind;
-      e.value = parse_stat_value(parts, path, n);
-      if (t->kind == LoggedTensorStatKind::kStd) check_stat_range(e.value, false, parts, path, n);
-      e.rounded = four_decimals(parts.value);
-      e.series = series_of(layer_tensor, layer, role);
-      ++counts_.tensor_stats;
-      return true;
-    }
-    if (parts.name.size() <= kCurAmax.size() || !parts.name.ends_with(kCurAmax)) {
+    previous_ = m;
+    if (m->use == Meaning::Use::kOtherStat) {
       ++counts_.other_stats;
       continue;
     }
-    layer_tensor = parts.name.substr(0, parts.name.size() - kCurAmax.size());
-    if (!split_layer_tensor(layer_tensor, &layer, &tensor, &role)) {
-      count_other_tensor(tensor, &counts_);
+    if (m->use == Meaning::Use::kOtherTensor) {
+      count_other_tensor(m->other_tensor, &counts_);
       continue;
     }
-    if (layer.empty()) throw_no_layer(path, n, parts.name);
-    e.kind = StatLine::Kind::kAmax;
+    StatLine& e = *out;
+    e.line = n;
+    e.kind = m->kind;
+    e.series = m->series;
     e.step = parse_iteration(parts, path, n);
-    if (auto why = parse_amax(parts.value, &e.amax); !why.empty())
-      throw input_error("fp8a.trace.503",
-                        at_line(path, n) + "cur_amax value " + shown(parts.value) + " " + why);
     e.rounded = four_decimals(parts.value);
-    counts_.four_decimals += e.rounded ? 1 : 0;
-    ++counts_.amax_values;
-    e.series = series_of(layer_tensor, layer, role);
+    switch (m->kind) {
+      case StatLine::Kind::kFp8:
+        e.value = parse_stat_value(parts, path, n);
+        check_stat_range(e.value, m->stat == LoggedStatKind::kUnderflowPct || m->stat == LoggedStatKind::kOverflowPct,
+                         parts, path, n);
+        e.recipe = m->recipe;
+        e.stat = m->stat;
+        e.columnwise = m->columnwise;
+        ++counts_.fp8_stats;
+        break;
+      case StatLine::Kind::kTensor:
+        e.tensor_stat = m->tensor_stat;
+        e.value = parse_stat_value(parts, path, n);
+        if (m->tensor_stat == LoggedTensorStatKind::kStd) check_stat_range(e.value, false, parts, path, n);
+        ++counts_.tensor_stats;
+        break;
+      case StatLine::Kind::kAmax:
+        if (auto why = parse_amax(parts.value, &e.amax); !why.empty())
+          throw input_error("fp8a.trace.503",
+                            at_line(path, n) + "cur_amax value " + shown(parts.value) + " " + why);
+        counts_.four_decimals += e.rounded ? 1 : 0;
+        ++counts_.amax_values;
+        break;
+    }
     return true;
   }
   return false;

@@ -42,6 +42,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/amax_by_step.hpp"
 #include "datasets/file_system.hpp"
 #include "core/recipe.hpp"
 
@@ -123,7 +124,7 @@ class DropLoggedSteps final : public LoggedStepSink {
 
 // The amax of one GEMM operand, by training step (TE's "iteration"). Steps need not be contiguous.
 struct AmaxSeries {
-  std::map<std::int64_t, float> amax_by_step;
+  AmaxByStep amax_by_step;
 };
 
 // Every file of one --training-log, merged.

@@ -93,15 +93,15 @@ ReplayedScale replay_at(It begin, std::int64_t step, const Recipe& recipe, Fp8Fo
 
 }  // namespace
 
-ReplayedScale replay_delayed_scale(const std::map<std::int64_t, float>& known, std::int64_t step,
+ReplayedScale replay_delayed_scale(const AmaxByStep& known, std::int64_t step,
                                    const Recipe& recipe, Fp8Format format) {
-  using It = std::map<std::int64_t, float>::const_iterator;
+  using It = AmaxByStep::const_iterator;
   return replay_at(
       known.begin(), step, recipe, format, [&](std::int64_t s) { return known.lower_bound(s); },
       [](It lo, It hi) { return window_amax(lo, hi); });
 }
 
-DelayedReplay::DelayedReplay(const std::map<std::int64_t, float>& known, const Recipe& recipe, Fp8Format format)
+DelayedReplay::DelayedReplay(const AmaxByStep& known, const Recipe& recipe, Fp8Format format)
     : entries_(known.begin(), known.end()), recipe_(recipe), format_(format) {
   // table_[k][i]: window_amax of entries [i, i + 2^k), each level joined from the one below.
   const std::size_t n = entries_.size();

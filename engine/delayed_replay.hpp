@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/amax_by_step.hpp"
 #include "core/delayed_window.hpp"
 #include "core/recipe.hpp"
 
@@ -34,7 +35,7 @@ struct ReplayedScale {
 // replay is exact when every step of every window it reads is known; otherwise windows use the
 // known steps they contain, or the latest known step before them (approximate); with no known
 // step before t it is unavailable (except t = 0, where TE's scale is 1).
-ReplayedScale replay_delayed_scale(const std::map<std::int64_t, float>& amax_by_step,
+ReplayedScale replay_delayed_scale(const AmaxByStep& amax_by_step,
                                    std::int64_t step, const Recipe& recipe, Fp8Format format);
 
 // The same replay for many steps of one series (report.html's threshold line at every step of a
@@ -43,7 +44,7 @@ ReplayedScale replay_delayed_scale(const std::map<std::int64_t, float>& amax_by_
 // at(step) == replay_delayed_scale(amax_by_step, step, recipe, format) for every step.
 class DelayedReplay {
  public:
-  DelayedReplay(const std::map<std::int64_t, float>& amax_by_step, const Recipe& recipe, Fp8Format format);
+  DelayedReplay(const AmaxByStep& amax_by_step, const Recipe& recipe, Fp8Format format);
   ReplayedScale at(std::int64_t step) const;
 
  private:

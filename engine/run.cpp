@@ -81,7 +81,7 @@ Applicability recipe_fits(const Recipe& recipe, const TensorView& t) {
 
 namespace {
 
-using AmaxHistory = std::map<std::int64_t, float>;
+using AmaxHistory = AmaxByStep;
 using AmaxHistories = std::map<std::pair<std::string, Role>, AmaxHistory>;
 
 // Adds the captured amaxes of tensors [first, last) to the known ones (the trace's). The trace

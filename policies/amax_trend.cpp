@@ -26,7 +26,7 @@ struct Point {
 
 bool fittable(float amax) { return std::isfinite(amax) && amax > 0.0f; }
 
-std::vector<Point> points_of(const std::map<std::int64_t, float>& series) {
+std::vector<Point> points_of(const AmaxByStep& series) {
   std::vector<Point> out;
   for (const auto& [step, amax] : series)
     if (fittable(amax)) out.push_back({step, std::log2(static_cast<double>(amax))});
@@ -54,9 +54,9 @@ std::string num(double v, const char* format = "%.3g") {
 
 }  // namespace
 
-std::map<std::pair<std::string, Role>, std::map<std::int64_t, float>> merge_amax_series(
+std::map<std::pair<std::string, Role>, AmaxByStep> merge_amax_series(
     const TrainingLog* log, std::span<const EvaluationRow> rows) {
-  std::map<std::pair<std::string, Role>, std::map<std::int64_t, float>> out;
+  std::map<std::pair<std::string, Role>, AmaxByStep> out;
   if (log != nullptr)
     for (const auto& [key, series] : log->series) out[key] = series.amax_by_step;
   for (const auto& row : rows) {
@@ -95,10 +95,10 @@ std::string trace_mismatch(const TrainingLog& log, std::span<const EvaluationRow
                      wrong, compared, kTraceMismatchRatio, first.c_str());
 }
 
-AmaxTrend fit_amax_trend(std::map<std::int64_t, float> amax_by_step, const AmaxTrendConfig& config) {
+AmaxTrend fit_amax_trend(AmaxByStep amax_by_step, const AmaxTrendConfig& config) {
   AmaxTrend t;
   t.amax_by_step = std::move(amax_by_step);  // a log's series can be millions of steps: moved, not copied
-  const std::map<std::int64_t, float>& series = t.amax_by_step;
+  const AmaxByStep& series = t.amax_by_step;
   t.slope_log2_per_1000 = kNaN;
   t.fitted_log2_at_last = kNaN;
   std::vector<Point> pts = points_of(series);
@@ -193,8 +193,8 @@ void observe_windows(DelayedForecast& f, const std::vector<Point>& pts, const Re
 
 // Now: the replayed scale of the last step T against amax(T) (and the captured amax there), the
 // window amax it holds and until when, whether it holds a spike. Returns the replay.
-ReplayedScale judge_now(DelayedForecast& f, const std::map<std::int64_t, float>& series, const Recipe& recipe,
-                        Fp8Format fp8, const std::map<std::int64_t, float>& captured, const AmaxTrendConfig& config) {
+ReplayedScale judge_now(DelayedForecast& f, const AmaxByStep& series, const Recipe& recipe,
+                        Fp8Format fp8, const AmaxByStep& captured, const AmaxTrendConfig& config) {
   const std::int64_t T = series.rbegin()->first;
   f.step = T;
   const ReplayedScale rs = replay_delayed_scale(series, T, recipe, fp8);
@@ -319,7 +319,7 @@ std::string forecast_reason(const DelayedForecast& f, const AmaxTrend& trend, co
 }  // namespace
 
 DelayedForecast forecast_delayed(const AmaxTrend& trend, const Recipe& recipe, Fp8Format fp8,
-                                 const std::map<std::int64_t, float>& captured,
+                                 const AmaxByStep& captured,
                                  const AmaxTrendConfig& config) {
   FP8A_CHECK(replays_history(recipe.kind), "forecast_delayed needs a delayed recipe");
   DelayedForecast f;
@@ -357,12 +357,12 @@ std::vector<DelayedForecast> forecast_delayed_scaling(const TrainingLog* log,
                                                       std::span<const Recipe> recipes,
                                                       std::span<const TrainingFormat> formats,
                                                       const AmaxTrendConfig& config) {
-  std::map<std::pair<std::string, Role>, std::map<std::int64_t, float>> captured;
+  std::map<std::pair<std::string, Role>, AmaxByStep> captured;
   for (const auto& row : rows) {
     auto [it, inserted] = captured[{row.key.layer, row.key.role}].try_emplace(row.key.step, row.stats.amax);
     if (!inserted) it->second = std::max(it->second, row.stats.amax);
   }
-  const std::map<std::int64_t, float> none;
+  const AmaxByStep none;
   std::vector<DelayedForecast> out;
   for (const auto& trend : fit_amax_trends(log, rows, config)) {
     const auto c = captured.find({trend.layer, trend.role});

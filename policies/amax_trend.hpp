@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/amax_by_step.hpp"
 #include "core/recipe.hpp"
 #include "datasets/training_log.hpp"
 #include "engine/clip_damage.hpp"
@@ -47,7 +48,7 @@ struct AmaxTrend {
   Role role = Role::kActivation;
   // The merged series: the training log's amaxes, plus the captured tensors' amaxes at steps the
   // log lacks (the log wins where both have a step, as engine/run.cpp's replay does).
-  std::map<std::int64_t, float> amax_by_step;
+  AmaxByStep amax_by_step;
   std::size_t logged_steps = 0;    // steps that came from the training log
   std::size_t captured_steps = 0;  // steps that came from captured tensors only
   // The fit. Points: steps with a finite, nonzero amax (zero, inf and NaN cannot be logged).
@@ -66,7 +67,7 @@ struct AmaxTrend {
 // The merged series of every (layer, role) of the log and of the rows, sorted by (layer, role).
 // `log` may be null (captured steps only). Rows of one tensor (several recipes, copies) carry the
 // same stats; the max over them is taken.
-std::map<std::pair<std::string, Role>, std::map<std::int64_t, float>> merge_amax_series(
+std::map<std::pair<std::string, Role>, AmaxByStep> merge_amax_series(
     const TrainingLog* log, std::span<const EvaluationRow> rows);
 
 // The trend of one series (layer and role left empty).
@@ -79,7 +80,7 @@ std::map<std::pair<std::string, Role>, std::map<std::int64_t, float>> merge_amax
 inline constexpr double kTraceMismatchRatio = 64.0;
 std::string trace_mismatch(const TrainingLog& log, std::span<const EvaluationRow> rows);
 
-AmaxTrend fit_amax_trend(std::map<std::int64_t, float> amax_by_step,
+AmaxTrend fit_amax_trend(AmaxByStep amax_by_step,
                          const AmaxTrendConfig& config = {});
 
 // Every (layer, role) of merge_amax_series, in its order.
@@ -171,7 +172,7 @@ struct DelayedForecast {
 // The forecast of one recipe (must replay history) on one trend; `captured` are the captured
 // amaxes by step (for captured_headroom_binades; may be empty).
 DelayedForecast forecast_delayed(const AmaxTrend& trend, const Recipe& recipe, Fp8Format fp8,
-                                 const std::map<std::int64_t, float>& captured = {},
+                                 const AmaxByStep& captured = {},
                                  const AmaxTrendConfig& config = {});
 
 // Every (layer, role) of the log and rows x every delayed recipe of `recipes` (others skipped) x

@@ -648,7 +648,7 @@ constexpr double kOperandChartWidth = 560;
 // from (engine/delayed_replay.hpp, TE's rule: the window's maximum, the step before's scale where
 // that is 0, inf or NaN) times 2^margin: the amax above which step t saturates. NaN at step 0 and
 // where the replay has no amax (METRICS.md "scale (delayed)").
-std::vector<double> delayed_threshold(const std::map<std::int64_t, float>& amax_by_step, const Recipe& recipe) {
+std::vector<double> delayed_threshold(const AmaxByStep& amax_by_step, const Recipe& recipe) {
   const double factor = std::ldexp(1.0, recipe.margin);
   std::vector<double> out;
   // The format only scales the scale: the amax it came from is the same in E4M3 and E5M2.

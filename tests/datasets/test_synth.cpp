@@ -198,7 +198,7 @@ TEST_CASE("the sample preset: what datasets/sample is meant to show") {
   const auto files = synthesize(*sample, 1, {});
   const MemoryFileSystem fs = to_fs(files);
   const CaptureSet captures = load_captures({"synth"}, fs);
-  std::map<std::int64_t, float> outlier_amax;
+  AmaxByStep outlier_amax;
   for (const auto& t : captures.tensors) {
     if (t.key.layer != "layers.1.mlp.linear_fc2" || t.key.role != Role::kActivation) continue;
     float amax = 0;

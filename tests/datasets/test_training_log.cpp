@@ -491,7 +491,7 @@ TEST_CASE("508: an nvdlfw_inspect log whose iterations go back") {
   // Steps need not be contiguous, nor the same in every file.
   fs.add_file("r2.log", bytes_of(stat_line("l_weight_cur_amax", 0, 1.0) + stat_line("l_weight_cur_amax", 5, 2.0)));
   const TrainingLog t = load_training_log({"r0.log", "r2.log"}, fs);
-  CHECK(series_of(t, "l", Role::kWeight).amax_by_step == std::map<std::int64_t, float>{{0, 1.0f}, {1, 1.0f}, {2, 1.0f}, {5, 2.0f}});
+  CHECK(series_of(t, "l", Role::kWeight).amax_by_step == fp8a::AmaxByStep{{0, 1.0f}, {1, 1.0f}, {2, 1.0f}, {5, 2.0f}});
 }
 
 TEST_CASE("506: no amax entries") {

@@ -19,13 +19,13 @@ using fp8a::ReplayMode;
 
 namespace {
 
-std::map<std::int64_t, float> flat_with_spike(int steps, int spike_step, float spike) {
-  std::map<std::int64_t, float> m;
+fp8a::AmaxByStep flat_with_spike(int steps, int spike_step, float spike) {
+  fp8a::AmaxByStep m;
   for (int s = 0; s < steps; ++s) m[s] = s == spike_step ? spike : 1.0f;
   return m;
 }
 
-float scale_at(const std::map<std::int64_t, float>& trace, std::int64_t step, const char* recipe,
+float scale_at(const fp8a::AmaxByStep& trace, std::int64_t step, const char* recipe,
                Fp8Format f = Fp8Format::kE4M3) {
   const auto r = fp8a::replay_delayed_scale(trace, step, fp8a::parse_recipe(recipe), f);
   REQUIRE(r.mode == ReplayMode::kExact);
@@ -58,7 +58,7 @@ TEST_CASE("margin divides the scale by 2^margin; E5M2 uses 57344") {
 }
 
 TEST_CASE("amax 0, NaN or inf keeps the previous scale") {
-  std::map<std::int64_t, float> trace = {{0, 2.0f}, {1, 4.0f}, {2, 0.0f}, {3, NAN}, {4, INFINITY}, {5, 8.0f}};
+  fp8a::AmaxByStep trace = {{0, 2.0f}, {1, 4.0f}, {2, 0.0f}, {3, NAN}, {4, INFINITY}, {5, 8.0f}};
   const char* recipe = "delayed:history=1:algo=most_recent:margin=0";
   CHECK(scale_at(trace, 1, recipe) == 224.0f);   // amax(0) = 2
   CHECK(scale_at(trace, 2, recipe) == 112.0f);   // amax(1) = 4
@@ -69,12 +69,12 @@ TEST_CASE("amax 0, NaN or inf keeps the previous scale") {
   // With algo max a NaN anywhere in the window keeps the previous scale too.
   CHECK(scale_at(trace, 4, "delayed:history=3:algo=max:margin=0") == 112.0f);
   // A tiny amax gives FLT_MAX, not inf.
-  const std::map<std::int64_t, float> tiny = {{0, 1e-45f}};
+  const fp8a::AmaxByStep tiny = {{0, 1e-45f}};
   CHECK(scale_at(tiny, 1, "delayed:history=1:algo=max:margin=0") == FLT_MAX);
 }
 
 TEST_CASE("exact, approximate and unavailable replays") {
-  const std::map<std::int64_t, float> sparse = {{100, 2.0f}, {200, 4.0f}};
+  const fp8a::AmaxByStep sparse = {{100, 2.0f}, {200, 4.0f}};
   const auto r = fp8a::parse_recipe("delayed:history=1024:algo=max:margin=0");
   const auto a = fp8a::replay_delayed_scale(sparse, 200, r, Fp8Format::kE4M3);
   CHECK(a.mode == ReplayMode::kApproximate);
@@ -152,7 +152,7 @@ TEST_CASE("MXFP8 is not applicable where TE's MXFP8Quantizer refuses the shape")
 // the window's maximum, the latest step of equal maxima, the step before's where the window's is
 // 0, inf or NaN, none at step 0.
 TEST_CASE("the replay names the window amax its scale holds and the step it came from") {
-  const std::map<std::int64_t, float> trace = {{0, 2.0f}, {1, 4.0f}, {2, 4.0f}, {3, NAN}, {4, 1.0f}, {5, 0.0f}};
+  const fp8a::AmaxByStep trace = {{0, 2.0f}, {1, 4.0f}, {2, 4.0f}, {3, NAN}, {4, 1.0f}, {5, 0.0f}};
   const auto r = fp8a::parse_recipe("delayed:history=3:algo=max:margin=1");
   auto at = [&](std::int64_t t) { return fp8a::replay_delayed_scale(trace, t, r, Fp8Format::kE4M3); };
   CHECK(std::isnan(at(0).amax));
@@ -182,7 +182,7 @@ TEST_CASE("DelayedReplay::at is replay_delayed_scale at every step") {
   auto next = [&] { return state = state * 1664525u + 1013904223u; };
   const float values[] = {1.0f, 2.0f, 2.0f, 0.5f, 0.0f, INFINITY, NAN, 3.0f, 1e-30f, 4.0f};
   for (int trial = 0; trial < 24; ++trial) {
-    std::map<std::int64_t, float> trace;
+    fp8a::AmaxByStep trace;
     const int steps = 20 + static_cast<int>(next() % 200);
     for (int s = trial % 3; s < steps; ++s) {
       if (trial % 2 == 1 && next() % 5 == 0) continue;  // a missing step

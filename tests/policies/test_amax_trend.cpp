@@ -41,7 +41,7 @@ constexpr double kNoisySlopeTol = 0.01;
 // The README's figures carry 2-3 decimals.
 constexpr double kReadmeTol = 0.005;
 
-using Series = std::map<std::int64_t, float>;
+using Series = fp8a::AmaxByStep;
 
 Series line_series(std::int64_t first, std::int64_t last, double per_step) {
   Series s;
