@@ -14,6 +14,9 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include <oneapi/tbb/task_group.h>
+#include <oneapi/tbb/global_control.h>
+
 #include "datasets/capture.hpp"
 #include "core/error.hpp"
 #include "core/text.hpp"
@@ -89,8 +92,8 @@ bool parse_step(std::string_view s, std::int64_t* out) {
 }
 
 // An amax: a float32 (nearest to the decimal text), "nan"/"inf" in any case, not negative. Returns
-// an empty string on success, else what is wrong with it.
-std::string parse_amax(std::string_view s, float* out) {
+// nullptr on success, else what is wrong with it.
+const char* parse_amax(std::string_view s, float* out) {
   float v = 0.0f;
   const char* end = s.data() + s.size();
   const auto r = std::from_chars(s.data(), end, v);
@@ -100,7 +103,7 @@ std::string parse_amax(std::string_view s, float* out) {
   if (std::isnan(v)) v = std::numeric_limits<float>::quiet_NaN();  // "-nan" too
   if (v == 0.0f) v = 0.0f;                                         // -0 reads as 0
   *out = v;
-  return {};
+  return nullptr;
 }
 
 // NaN on either side wins; otherwise the larger.
@@ -323,7 +326,7 @@ void parse_csv(std::string_view text, const std::string& path, TraceBuilder* bui
     if (!parse_step(f[0].text, &e.step))
       throw input_error("fp8a.trace.503", at_line(path, n) + "step " + shown(f[0].text) +
                                               " is not a non-negative integer");
-    if (auto why = parse_amax(f[2].text, &e.amax); !why.empty())
+    if (const char* why = parse_amax(f[2].text, &e.amax))
       throw input_error("fp8a.trace.503",
                         at_line(path, n) + "amax " + shown(f[2].text) + " " + why);
 
@@ -354,8 +357,16 @@ struct NvdlfwLine {
 
 // Splits "[prefix] <name> iteration=<N> value=<V>" (any blanks between the parts). Returns an
 // empty string on success, else what is missing.
+// The first "iteration=" in line, found by its '=' (a name holds many an 'i', few a '='); npos if none.
+std::size_t find_iteration(std::string_view line) {
+  constexpr std::size_t kKey = kIteration.size() - 1;  // "iteration" before the '='
+  for (std::size_t eq = line.find('=', kKey); eq != std::string_view::npos; eq = line.find('=', eq + 1))
+    if (line.substr(eq - kKey, kKey) == kIteration.substr(0, kKey)) return eq - kKey;
+  return std::string_view::npos;
+}
+
 std::string split_nvdlfw(std::string_view line, NvdlfwLine* out) {
-  const auto at = line.find(kIteration);
+  const auto at = find_iteration(line);
   if (at == std::string_view::npos) return "no 'iteration='";
   if (at == 0 || !is_blank(line[at - 1])) return "no statistic name before 'iteration='";
   const std::string_view before = trim_right(line.substr(0, at));
@@ -478,23 +489,21 @@ void count_other_tensor(std::string_view tensor, NvdlfwCounts* counts) {
                         " names no layer; expected " + std::string(kNvdlfwLayout));
 }
 
-std::int64_t parse_iteration(const NvdlfwLine& parts, const std::string& path, std::size_t n) {
-  std::int64_t step = 0;
-  if (!parse_step(parts.iteration, &step))
-    throw input_error("fp8a.trace.503", at_line(path, n) + "iteration " + shown(parts.iteration) +
-                                            " is not a non-negative integer");
-  return step;
+[[noreturn]] void throw_bad_iteration(const NvdlfwLine& parts, const std::string& path, std::size_t n) {
+  throw input_error("fp8a.trace.503", at_line(path, n) + "iteration " + shown(parts.iteration) +
+                                          " is not a non-negative integer");
 }
 
-// A statistic's value: a number (from_chars: nan and inf accepted), else input error 503.
-double parse_stat_value(const NvdlfwLine& parts, const std::string& path, std::size_t n) {
-  double value = 0;
-  const char* end = parts.value.data() + parts.value.size();
-  const auto r = std::from_chars(parts.value.data(), end, value);
-  if (parts.value.empty() || r.ptr != end || r.ec != std::errc())
-    throw input_error("fp8a.trace.503", at_line(path, n) + "value " + shown(parts.value) + " of " +
-                                            shown(parts.name, kShownNameBytes) + " is not a number");
-  return value;
+// A statistic's value: a number (from_chars: nan and inf accepted).
+bool parse_stat_value(std::string_view text, double* value) {
+  const char* end = text.data() + text.size();
+  const auto r = std::from_chars(text.data(), end, *value);
+  return !text.empty() && r.ptr == end && r.ec == std::errc();
+}
+
+[[noreturn]] void throw_bad_value(const NvdlfwLine& parts, const std::string& path, std::size_t n) {
+  throw input_error("fp8a.trace.503", at_line(path, n) + "value " + shown(parts.value) + " of " +
+                                          shown(parts.name, kShownNameBytes) + " is not a number");
 }
 
 // A percentage in [0, 100], any other statistic but a mean >= 0 (NaN passes: TE logs it for a
@@ -530,12 +539,118 @@ struct StatLine {
   LoggedTensorStatKind tensor_stat = LoggedTensorStatKind::kMean;  // kTensor
 };
 
+// ---- reading ahead ------------------------------------------------------------------------------
+// A log is cut into chunks of whole lines; worker threads split and parse the chunks ahead of the
+// reader (the pure part of a line's work), and the reader takes their lines in file order, so
+// every value, count and error is what a line-by-line read gives.
+
+// A statistics line split, its numbers parsed; its name not yet resolved (the series are the
+// reader's).
+struct SplitLine {
+  NvdlfwLine parts;           // views into the file
+  std::size_t line = 0;       // in the chunk, from 1
+  std::int64_t step = 0;
+  double value = 0.0;         // a statistic's (names not ending in _cur_amax)
+  float amax = 0.0f;          // a cur_amax's
+  const char* amax_why = nullptr;  // why the cur_amax value is not one
+  bool step_ok = false, value_ok = false, rounded = false;
+};
+
+struct ParsedChunk {
+  std::vector<SplitLine> lines;
+  std::size_t line_count = 0;  // the chunk's lines, blank ones too
+  std::size_t error_line = 0;  // 0, or the chunk's malformed line (its lines stop before it)
+  std::string error;           // what split_nvdlfw found missing there
+};
+
+ParsedChunk parse_chunk(std::string_view text) {
+  ParsedChunk out;
+  LineReader lines(text);
+  std::string_view line;
+  while (lines.next(&line)) {
+    if (trim_left(line).empty()) continue;
+    SplitLine l;
+    if (auto why = split_nvdlfw(line, &l.parts); !why.empty()) {
+      out.error_line = lines.number();
+      out.error = std::move(why);
+      break;
+    }
+    l.line = lines.number();
+    l.step_ok = parse_step(l.parts.iteration, &l.step);
+    if (l.parts.name.ends_with(kCurAmax))
+      l.amax_why = parse_amax(l.parts.value, &l.amax);
+    else
+      l.value_ok = parse_stat_value(l.parts.value, &l.value);
+    l.rounded = four_decimals(l.parts.value);
+    out.lines.push_back(l);
+  }
+  out.line_count = lines.number();
+  return out;
+}
+
+// The chunks of a file being parsed ahead of its reader, in file order.
+class ChunkQueue {
+ public:
+  // ahead: chunks in flight; chunk_bytes: a chunk's size, cut at the next newline.
+  ChunkQueue(std::string_view text, std::size_t ahead, std::size_t chunk_bytes)
+      : text_(text), ahead_(ahead), chunk_bytes_(chunk_bytes) {}
+  ChunkQueue(ChunkQueue&&) = default;
+  // The next chunk and its first byte's offset in the file; false past the end.
+  bool pop(ParsedChunk* chunk, std::size_t* offset) {
+    fill();
+    if (pending_.empty()) return false;
+    Pending& p = *pending_.front();
+    p.group.wait();
+    *chunk = std::move(p.chunk);
+    *offset = p.offset;
+    pending_.pop_front();
+    fill();
+    return true;
+  }
+
+ private:
+  struct Pending {
+    std::size_t offset = 0;
+    ParsedChunk chunk;
+    tbb::task_group group;
+    ~Pending() {  // a reader that stops early (an input error) lets its chunks go
+      group.cancel();
+      try {
+        group.wait();
+      } catch (...) {
+      }
+    }
+  };
+  void fill() {
+    while (pending_.size() < ahead_ && cut_ < text_.size()) {
+      std::size_t end = std::min(text_.size(), cut_ + chunk_bytes_);
+      if (end < text_.size()) {
+        const std::size_t newline = text_.find('\n', end - 1);
+        end = newline == std::string_view::npos ? text_.size() : newline + 1;
+      }
+      auto p = std::make_unique<Pending>();
+      p->offset = cut_;
+      Pending* raw = p.get();
+      const std::string_view piece = text_.substr(cut_, end - cut_);
+      raw->group.run([raw, piece] { raw->chunk = parse_chunk(piece); });
+      pending_.push_back(std::move(p));
+      cut_ = end;
+    }
+  }
+
+  std::string_view text_;
+  std::size_t ahead_, chunk_bytes_;
+  std::size_t cut_ = 0;  // where the next chunk starts
+  std::deque<std::unique_ptr<Pending>> pending_;
+};
+
 // One nvdlfw_inspect log, read a statistics line at a time.
 class NvdlfwCursor {
  public:
   NvdlfwCursor(std::shared_ptr<const MappedFile> mapping, std::string_view text, std::string path, std::size_t file,
-               TraceBuilder* builder)
-      : mapping_(std::move(mapping)), text_(text), lines_(text), path_(std::move(path)), file_(file), builder_(builder) {}
+               TraceBuilder* builder, std::size_t ahead, std::size_t chunk_bytes)
+      : mapping_(std::move(mapping)), text_(text), chunks_(text, ahead, chunk_bytes), path_(std::move(path)),
+        file_(file), builder_(builder) {}
   // The next line of an activation, weight or gradient statistic read; false at the end. Other
   // lines are counted.
   bool next(StatLine* out);
@@ -560,13 +675,16 @@ class NvdlfwCursor {
   };
   // n: the line the name is first read at (for the error of a name without a layer).
   Meaning meaning_of(std::string_view name, std::size_t n);
+  const Meaning& meaning(std::string_view name, std::size_t n);
+  // The next chunk's lines; false at the end of the file. Throws the chunk's input error when its
+  // lines are all read.
+  bool next_chunk();
 
-  // Lets the pages read go every kReleaseBytes, so that a log of any size stays out of memory.
-  void release_read() {
+  // Lets the pages of the chunks read go every kReleaseBytes, so that a log of any size stays out
+  // of memory.
+  void release_read(std::size_t upto) {
     constexpr std::size_t kReleaseBytes = std::size_t{64} << 20;
-    const std::size_t pos = std::min(lines_.position(), text_.size());
-    if (pos - released_ < kReleaseBytes) return;
-    const std::size_t upto = pos - kReleaseBytes / 2;  // the pages of the lines at hand stay
+    if (upto - released_ < kReleaseBytes) return;
     mapping_->release(reinterpret_cast<const std::byte*>(text_.data()) + released_, upto - released_);
     released_ = upto;
   }
@@ -574,7 +692,10 @@ class NvdlfwCursor {
   std::shared_ptr<const MappedFile> mapping_;
   std::string_view text_;
   std::size_t released_ = 0;
-  LineReader lines_;
+  ChunkQueue chunks_;
+  ParsedChunk chunk_;          // the chunk being read
+  std::size_t at_ = 0;         // its next line
+  std::size_t line_base_ = 0;  // the file's lines before it
   std::string path_;
   std::size_t file_;
   TraceBuilder* builder_;
@@ -619,67 +740,83 @@ NvdlfwCursor::Meaning NvdlfwCursor::meaning_of(std::string_view name, std::size_
   return m;
 }
 
-bool NvdlfwCursor::next(StatLine* out) {
-  release_read();
-  std::string_view line;
-  while (lines_.next(&line)) {
-    if (trim_left(line).empty()) continue;
-    const std::size_t n = lines_.number();
-    const std::string& path = path_;
-    NvdlfwLine parts;
-    if (auto why = split_nvdlfw(line, &parts); !why.empty())
-      throw input_error("fp8a.trace.502", at_line(path, n) +
-                                              "malformed nvdlfw_inspect statistics line: " + why +
-                                              "; expected " + std::string(kNvdlfwLayout));
-    ++counts_.lines;
-    // A log names the same statistics every step, in the same order: each name is worked out
-    // once, and the name that followed it last time is tried before the table.
-    Meaning* m = previous_ != nullptr ? previous_->next : nullptr;
-    if (m == nullptr || m->name != parts.name) {
-      auto it = meanings_.find(parts.name);
-      if (it == meanings_.end()) {
-        Meaning fresh = meaning_of(parts.name, n);
-        fresh.name = names_.emplace_back(parts.name);
-        it = meanings_.emplace(fresh.name, std::move(fresh)).first;
-      }
-      m = &it->second;
-      if (previous_ != nullptr) previous_->next = m;
+// A log names the same statistics every step, in the same order: each name is worked out once,
+// and the name that followed the last line's last time is tried before the table.
+const NvdlfwCursor::Meaning& NvdlfwCursor::meaning(std::string_view name, std::size_t n) {
+  Meaning* m = previous_ != nullptr ? previous_->next : nullptr;
+  if (m == nullptr || m->name != name) {
+    auto it = meanings_.find(name);
+    if (it == meanings_.end()) {
+      Meaning fresh = meaning_of(name, n);
+      fresh.name = names_.emplace_back(name);
+      it = meanings_.emplace(fresh.name, std::move(fresh)).first;
     }
-    previous_ = m;
-    if (m->use == Meaning::Use::kOtherStat) {
+    m = &it->second;
+    if (previous_ != nullptr) previous_->next = m;
+  }
+  previous_ = m;
+  return *m;
+}
+
+bool NvdlfwCursor::next_chunk() {
+  if (chunk_.error_line != 0)
+    throw input_error("fp8a.trace.502", at_line(path_, line_base_ + chunk_.error_line) +
+                                            "malformed nvdlfw_inspect statistics line: " + chunk_.error +
+                                            "; expected " + std::string(kNvdlfwLayout));
+  line_base_ += chunk_.line_count;
+  std::size_t offset = 0;
+  if (!chunks_.pop(&chunk_, &offset)) return false;
+  release_read(offset);  // the chunks before this one are read
+  at_ = 0;
+  return true;
+}
+
+bool NvdlfwCursor::next(StatLine* out) {
+  while (at_ < chunk_.lines.size() || next_chunk()) {
+    if (at_ == chunk_.lines.size()) continue;  // a chunk of blank lines, or a malformed first line
+    const SplitLine& l = chunk_.lines[at_++];
+    const std::size_t n = line_base_ + l.line;
+    const NvdlfwLine& parts = l.parts;
+    ++counts_.lines;
+    const Meaning& m = meaning(parts.name, n);
+    if (m.use == Meaning::Use::kOtherStat) {
       ++counts_.other_stats;
       continue;
     }
-    if (m->use == Meaning::Use::kOtherTensor) {
-      count_other_tensor(m->other_tensor, &counts_);
+    if (m.use == Meaning::Use::kOtherTensor) {
+      count_other_tensor(m.other_tensor, &counts_);
       continue;
     }
     StatLine& e = *out;
     e.line = n;
-    e.kind = m->kind;
-    e.series = m->series;
-    e.step = parse_iteration(parts, path, n);
-    e.rounded = four_decimals(parts.value);
-    switch (m->kind) {
+    e.kind = m.kind;
+    e.series = m.series;
+    if (!l.step_ok) throw_bad_iteration(parts, path_, n);
+    e.step = l.step;
+    e.rounded = l.rounded;
+    switch (m.kind) {
       case StatLine::Kind::kFp8:
-        e.value = parse_stat_value(parts, path, n);
-        check_stat_range(e.value, m->stat == LoggedStatKind::kUnderflowPct || m->stat == LoggedStatKind::kOverflowPct,
-                         parts, path, n);
-        e.recipe = m->recipe;
-        e.stat = m->stat;
-        e.columnwise = m->columnwise;
+        if (!l.value_ok) throw_bad_value(parts, path_, n);
+        e.value = l.value;
+        check_stat_range(e.value, m.stat == LoggedStatKind::kUnderflowPct || m.stat == LoggedStatKind::kOverflowPct,
+                         parts, path_, n);
+        e.recipe = m.recipe;
+        e.stat = m.stat;
+        e.columnwise = m.columnwise;
         ++counts_.fp8_stats;
         break;
       case StatLine::Kind::kTensor:
-        e.tensor_stat = m->tensor_stat;
-        e.value = parse_stat_value(parts, path, n);
-        if (m->tensor_stat == LoggedTensorStatKind::kStd) check_stat_range(e.value, false, parts, path, n);
+        if (!l.value_ok) throw_bad_value(parts, path_, n);
+        e.tensor_stat = m.tensor_stat;
+        e.value = l.value;
+        if (m.tensor_stat == LoggedTensorStatKind::kStd) check_stat_range(e.value, false, parts, path_, n);
         ++counts_.tensor_stats;
         break;
       case StatLine::Kind::kAmax:
-        if (auto why = parse_amax(parts.value, &e.amax); !why.empty())
+        if (l.amax_why != nullptr)
           throw input_error("fp8a.trace.503",
-                            at_line(path, n) + "cur_amax value " + shown(parts.value) + " " + why);
+                            at_line(path_, n) + "cur_amax value " + shown(parts.value) + " " + l.amax_why);
+        e.amax = l.amax;
         counts_.four_decimals += e.rounded ? 1 : 0;
         ++counts_.amax_values;
         break;
@@ -925,7 +1062,8 @@ TrainingLog load_training_log(const std::vector<std::string>& paths, const FileS
 
   // The capture CSVs first, then the nvdlfw_inspect logs together, step by step.
   TraceBuilder builder;
-  std::vector<NvdlfwCursor> cursors;
+  std::vector<Mapped> logs;
+  std::vector<std::size_t> log_files;
   std::vector<std::string> notes(trace.files.size());
   for (std::size_t i = 0; i < trace.files.size(); ++i) {
     const std::string& path = trace.files[i];
@@ -934,8 +1072,22 @@ TrainingLog load_training_log(const std::vector<std::string>& paths, const FileS
       notes[i] = load_csv(m.text, path, &builder);
       continue;
     }
-    cursors.emplace_back(m.mapping, m.text, path, i, &builder);
+    logs.push_back(std::move(m));
+    log_files.push_back(i);
   }
+  // Each log parsed ahead of its reader by up to two chunks a thread, in at most kAheadBytes of
+  // text over all logs.
+  constexpr std::size_t kAheadBytes = std::size_t{256} << 20, kMinChunk = std::size_t{64} << 10,
+                        kMaxChunk = std::size_t{4} << 20;
+  const std::size_t threads = tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism);
+  const std::size_t ahead = 2 * std::max<std::size_t>(1, threads);  // --threads limits it
+  const std::size_t chunk_bytes =
+      logs.empty() ? kMaxChunk : std::clamp(kAheadBytes / (logs.size() * ahead), kMinChunk, kMaxChunk);
+  std::vector<NvdlfwCursor> cursors;
+  cursors.reserve(logs.size());
+  for (std::size_t k = 0; k < logs.size(); ++k)
+    cursors.emplace_back(logs[k].mapping, logs[k].text, trace.files[log_files[k]], log_files[k], &builder, ahead,
+                         chunk_bytes);
   std::map<std::pair<std::uint32_t, std::int64_t>, float> csv_amax;
   if (sink != nullptr && cursors.size() < trace.files.size()) builder.cells_by_step(&csv_amax);
   StepMerger(&trace, &builder, sink, &csv_amax).run(cursors);

@@ -2,6 +2,7 @@
 // logs, format detection, merging of per-rank files by max, notes, and every error message.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -676,4 +677,63 @@ TEST_CASE("nvdlfw_inspect log in full precision (fp8a_capture.stats_logger): rea
       {"d.log"}, one_file("d.log", log + "model.decoder.layers.1.mlp.linear_fc1_weight_cur_amax \t\t\t\t "
                                          "iteration=000020 \t\t\t\t value=0.0625\n"));
   CHECK(r.rounded);
+}
+
+TEST_CASE("a log read in chunks ahead of the reader: every value and line number as read line by line") {
+  // A log is cut into chunks of whole lines (4 MB each with up to 32 threads) that worker threads
+  // parse ahead of the reader; what is read, and the line an error names, must not show the cuts.
+  constexpr int kLayers = 8;
+  constexpr std::size_t kChunk = std::size_t{4} << 20;
+  std::string text;
+  std::vector<std::size_t> starts;  // each line's first byte
+  int steps = 0;
+  const auto amax = [](int step, int layer) { return 1.0 + (step % 97) * 0.25 + layer; };  // exact in 4 decimals
+  while (text.size() < 2 * kChunk + kChunk / 2) {
+    for (int l = 0; l < kLayers; ++l) {
+      starts.push_back(text.size());
+      text += stat_line("layers." + std::to_string(l) + ".fc1_weight_cur_amax", steps, amax(steps, l));
+    }
+    ++steps;
+  }
+  SUBCASE("every value, every line counted") {
+    const TrainingLog t = load_training_log({"r.log"}, one_file("r.log", text));
+    for (const int l : {0, 7}) {
+      const auto& s = series_of(t, "layers." + std::to_string(l) + ".fc1", Role::kWeight).amax_by_step;
+      REQUIRE(s.size() == static_cast<std::size_t>(steps));
+      int wrong = 0;
+      for (int step = 0; step < steps; ++step) wrong += s.at(step) == static_cast<float>(amax(step, l)) ? 0 : 1;
+      CHECK(wrong == 0);
+    }
+    REQUIRE(!t.notes.empty());
+    CHECK(t.notes[0].find(std::to_string(steps * kLayers) + " cur_amax values") != std::string::npos);
+  }
+  SUBCASE("an error names its line wherever the cuts fall") {
+    // The first line, the lines about each 4 MB mark (a chunk ends at the first newline after
+    // it), and the last.
+    std::vector<std::size_t> lines = {0, starts.size() - 1};
+    for (const std::size_t mark : {kChunk, 2 * kChunk}) {
+      const auto k = static_cast<std::size_t>(std::upper_bound(starts.begin(), starts.end(), mark - 1) - starts.begin()) - 1;
+      lines.insert(lines.end(), {k - 1, k, k + 1});
+    }
+    for (const std::size_t k : lines) {
+      CAPTURE(k);
+      const std::string line = std::to_string(k + 1);
+      std::string malformed = text;  // same length: the cuts stay where they were
+      malformed[malformed.find("iteration=", starts[k]) + 8] = 'N';
+      CHECK_THROWS_WITH_AS(load_training_log({"r.log"}, one_file("r.log", malformed)),
+                           ("[fp8a.trace.502] r.log:" + line +
+                            ": malformed nvdlfw_inspect statistics line: no 'iteration='; expected "
+                            "'<layer>_<tensor>_<stat> iteration=<N> value=<V>'")
+                               .c_str(),
+                           Error);
+      std::string bad_step = text;
+      const std::size_t digits = bad_step.find("iteration=", starts[k]) + 10;
+      bad_step[digits] = 'x';
+      CHECK_THROWS_WITH_AS(load_training_log({"r.log"}, one_file("r.log", bad_step)),
+                           ("[fp8a.trace.503] r.log:" + line + ": iteration '" + bad_step.substr(digits, 6) +
+                            "' is not a non-negative integer")
+                               .c_str(),
+                           Error);
+    }
+  }
 }
