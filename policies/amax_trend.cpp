@@ -7,6 +7,8 @@
 #include <limits>
 #include <set>
 
+#include <oneapi/tbb/parallel_for.h>
+
 #include "core/delayed_window.hpp"
 #include "core/error.hpp"
 #include "core/text.hpp"
@@ -143,20 +145,31 @@ AmaxTrend fit_amax_trend(AmaxByStep amax_by_step, const AmaxTrendConfig& config)
 
 std::vector<AmaxTrend> fit_amax_trends(const TrainingLog* log, std::span<const EvaluationRow> rows,
                                        const AmaxTrendConfig& config) {
-  std::vector<AmaxTrend> out;
-  for (auto& [key, series] : merge_amax_series(log, rows)) {
+  std::vector<std::pair<std::pair<std::string, Role>, AmaxByStep>> merged;
+  for (auto& [key, series] : merge_amax_series(log, rows)) merged.emplace_back(key, std::move(series));
+  // Each series' fit is its own (a Theil-Sen fit of 1024 points takes milliseconds; a log holds a
+  // series per GEMM operand).
+  std::vector<AmaxTrend> out(merged.size());
+  tbb::parallel_for(std::size_t{0}, merged.size(), [&](std::size_t i) {
+    auto& [key, series] = merged[i];
     std::size_t logged_steps = 0;
-    const AmaxSeries* logged = log != nullptr ? log->find(key.first, key.second) : nullptr;
-    for (const auto& [step, amax] : series)
-      if (logged != nullptr && logged->amax_by_step.count(step) != 0) ++logged_steps;
+    if (const AmaxSeries* logged = log != nullptr ? log->find(key.first, key.second) : nullptr) {
+      // Both in step order: one walk.
+      auto l = logged->amax_by_step.begin();
+      for (const auto& entry : series) {
+        const std::int64_t step = entry.first;
+        while (l != logged->amax_by_step.end() && l->first < step) ++l;
+        if (l != logged->amax_by_step.end() && l->first == step) ++logged_steps;
+      }
+    }
     const std::size_t steps = series.size();
     AmaxTrend t = fit_amax_trend(std::move(series), config);
     t.layer = key.first;
     t.role = key.second;
     t.logged_steps = logged_steps;
     t.captured_steps = steps - logged_steps;
-    out.push_back(std::move(t));
-  }
+    out[i] = std::move(t);
+  });
   return out;
 }
 
