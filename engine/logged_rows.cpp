@@ -201,21 +201,31 @@ bool worse(double u, double r, double than_u, double than_r) {
 
 // A copy's series, thinned as it grows: buckets of `width` consecutive steps, each its worst step
 // (the earliest of equals); at 2 x kLoggedSeriesPoints buckets, pairs merge and the width doubles.
+// The open bucket is held here, not in the vectors: a step of every copy comes each logged step,
+// and the vectors' storage is elsewhere in memory.
 struct SeriesBuilder {
-  LoggedSeries s;
+  LoggedSeries s;  // the closed buckets
   std::size_t width = 1;
-  std::size_t fill = 0;  // steps in the last bucket
+  bool open = false;
+  std::int64_t last = 0;                              // the step added last
+  std::int64_t open_step = 0;                         // the open bucket's worst step
+  double open_u = kNaN, open_r = kNaN;                // and its measures
+  std::size_t fill = 0;                               // steps in the open bucket
   void add(std::int64_t step, double u, double r) {
-    if (!s.steps.empty() && s.steps.back() == step) return;  // a what-if and the run's own: the first
-    if (!s.steps.empty() && fill < width) {
+    if (open && step == last) return;  // a what-if and the run's own: the first (the run's own)
+    last = step;
+    if (open && fill < width) {
       ++fill;
-      if (worse(u, r, s.underflow_pct.back(), s.rel_mse.back()))
-        s.steps.back() = step, s.underflow_pct.back() = u, s.rel_mse.back() = r;
+      if (worse(u, r, open_u, open_r)) open_step = step, open_u = u, open_r = r;
       return;
     }
+    if (open) close();
+    open = true, open_step = step, open_u = u, open_r = r, fill = 1;
+  }
+  void close() {
+    s.steps.push_back(open_step), s.underflow_pct.push_back(open_u), s.rel_mse.push_back(open_r);
+    open = false;
     if (s.steps.size() == 2 * kLoggedSeriesPoints) halve();
-    s.steps.push_back(step), s.underflow_pct.push_back(u), s.rel_mse.push_back(r);
-    fill = 1;
   }
   // Merges buckets in pairs (the last alone when their number is odd).
   void halve() {
@@ -230,9 +240,41 @@ struct SeriesBuilder {
     width *= 2;
   }
   LoggedSeries finish() {
+    if (open) close();
     while (s.steps.size() > kLoggedSeriesPoints) halve();
     return std::move(s);
   }
+};
+
+// A copy's Pareto front: a few points in practice, held inline (it is read every logged step).
+class Front {
+ public:
+  template <class Pred>
+  bool any_of(const Pred& pred) const {
+    return std::any_of(inline_.begin(), inline_.begin() + static_cast<std::ptrdiff_t>(n_), pred) ||
+           std::any_of(more_.begin(), more_.end(), pred);
+  }
+  template <class Pred>
+  void erase_if(const Pred& pred) {
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < n_; ++i)
+      if (!pred(inline_[i])) inline_[kept++] = inline_[i];
+    n_ = kept;
+    std::erase_if(more_, pred);
+    while (n_ < kInline && !more_.empty()) inline_[n_++] = more_.back(), more_.pop_back();
+  }
+  void push_back(const Point& p) {
+    if (n_ < kInline)
+      inline_[n_++] = p;
+    else
+      more_.push_back(p);
+  }
+
+ private:
+  static constexpr std::size_t kInline = 4;
+  std::array<Point, kInline> inline_{};
+  std::size_t n_ = 0;
+  std::vector<Point> more_;
 };
 
 }  // namespace
@@ -308,18 +350,20 @@ struct LoggedRowsBuilder::State {
 
   // Each candidate copy (tensor, target spec, orientation) over the steps.
   struct Copy {
-    std::vector<Point> front;  // Pareto front of (underflow, energy bound)
+    bool used = false;
+    Front front;  // Pareto front of (underflow, energy bound)
     std::optional<Point> rel_mse, saturated;
     bool rel_mse_held = false, saturated_held = false;
     SeriesBuilder series;
   };
   // By copy key, (tensor x 8 + spec) x 2 + columnwise: looked up for every statistic of every
   // step, so an index, not a hash.
-  std::vector<std::unique_ptr<Copy>> copies;
+  // Held in one array, in key order as the touched slots come.
+  std::vector<Copy> copies;
   Copy& copy(std::uint64_t key) {
     if (key >= copies.size()) copies.resize(std::max<std::size_t>(key + 1, 2 * copies.size()));
-    if (copies[key] == nullptr) copies[key] = std::make_unique<Copy>();
-    return *copies[key];
+    copies[key].used = true;
+    return copies[key];
   }
 
   // Rows held at (layer, step) while some copy of the layer has the step among its candidates.
@@ -423,8 +467,8 @@ void LoggedRowsBuilder::State::update(Copy& c, std::uint32_t layer, const Point&
   const auto at_least = [](const Point& a, const Point& b) {  // a is at least as good as b in both
     return rank(a.underflow) >= rank(b.underflow) && rank(a.energy) >= rank(b.energy);
   };
-  if (std::any_of(c.front.begin(), c.front.end(), [&](const Point& q) { return at_least(q, p); })) return;
-  std::erase_if(c.front, [&](const Point& q) {
+  if (c.front.any_of([&](const Point& q) { return at_least(q, p); })) return;
+  c.front.erase_if([&](const Point& q) {
     if (!at_least(p, q)) return false;
     release(layer, q.step);
     return true;
@@ -478,7 +522,7 @@ void LoggedRowsBuilder::State::add_step(const LoggedStep& step) {
     static_assert(kLoggedRecipes + 1 <= 8, "a tensor's specs (the logged recipes' and the training one) fit 8");
     const std::uint64_t copy_key = (std::uint64_t{t} * 8 + spec) * 2 + slot % 2;
     Copy& c = copy(copy_key);
-    if (c.series.s.steps.empty()) {
+    if (!c.series.open && c.series.s.steps.empty()) {
       LoggedSeries& s = c.series.s;
       s.layer = layers[t / 3], s.role = role, s.recipe = target.recipe, s.format = format;
       s.orientation = slot % 2 == 1 ? Orientation::kColumnwise : Orientation::kRowwise;
@@ -535,7 +579,7 @@ LoggedRows LoggedRowsBuilder::finish() {
     return a.orientation < b.orientation;
   });
   for (auto& c : st.copies)
-    if (c != nullptr) out.series.push_back(c->series.finish());
+    if (c.used) out.series.push_back(c.series.finish());
   std::sort(out.series.begin(), out.series.end(), [](const LoggedSeries& a, const LoggedSeries& b) {
     return std::tuple(a.layer, a.role, a.recipe.spec(), a.orientation) <
            std::tuple(b.layer, b.role, b.recipe.spec(), b.orientation);

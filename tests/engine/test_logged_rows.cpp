@@ -123,7 +123,9 @@ TEST_CASE("block what-ifs bound the recipe from above; the training run's own st
     const LoggedRows r = rows_from_logged_stats(log, parse_recipe("block"), TrainingFormat::kHybrid);
     const EvaluationRow& row = row_of(r, "block", Role::kActivation);
     CHECK_FALSE(row.logged->upper_bound);
-    CHECK(r.series.size() == 1);  // the what-if and the training statistics are one copy's
+    REQUIRE(r.series.size() == 1);  // the what-if and the training statistics are one copy's
+    CHECK(r.series[0].steps == std::vector<std::int64_t>{1});
+    CHECK(r.series[0].underflow_pct == std::vector<double>{4.0});  // the run's own, not the bound
     CHECK(row.metrics.underflow_pct == 4.0);
     CHECK(row.metrics.saturated_pct == 0.0);
   }
