@@ -355,8 +355,6 @@ struct NvdlfwLine {
   std::string_view name, iteration, value;
 };
 
-// Splits "[prefix] <name> iteration=<N> value=<V>" (any blanks between the parts). Returns an
-// empty string on success, else what is missing.
 // The first "iteration=" in line, found by its '=' (a name holds many an 'i', few a '='); npos if none.
 std::size_t find_iteration(std::string_view line) {
   constexpr std::size_t kKey = kIteration.size() - 1;  // "iteration" before the '='
@@ -364,6 +362,9 @@ std::size_t find_iteration(std::string_view line) {
     if (line.substr(eq - kKey, kKey) == kIteration.substr(0, kKey)) return eq - kKey;
   return std::string_view::npos;
 }
+
+// Splits "[prefix] <name> iteration=<N> value=<V>" (any blanks between the parts). Returns an
+// empty string on success, else what is missing.
 
 std::string split_nvdlfw(std::string_view line, NvdlfwLine* out) {
   const auto at = find_iteration(line);
@@ -547,11 +548,11 @@ struct StatLine {
 // A statistics line split, its numbers parsed; its name not yet resolved (the series are the
 // reader's).
 struct SplitLine {
-  NvdlfwLine parts;           // views into the file
-  std::size_t line = 0;       // in the chunk, from 1
+  NvdlfwLine parts;                // views into the file
+  std::size_t line = 0;            // in the chunk, from 1
   std::int64_t step = 0;
-  double value = 0.0;         // a statistic's (names not ending in _cur_amax)
-  float amax = 0.0f;          // a cur_amax's
+  double value = 0.0;              // a statistic's (names not ending in _cur_amax)
+  float amax = 0.0f;               // a cur_amax's
   const char* amax_why = nullptr;  // why the cur_amax value is not one
   bool step_ok = false, value_ok = false, rounded = false;
 };
