@@ -207,10 +207,10 @@ struct SeriesBuilder {
   LoggedSeries s;  // the closed buckets
   std::size_t width = 1;
   bool open = false;
-  std::int64_t last = 0;                              // the step added last
-  std::int64_t open_step = 0;                         // the open bucket's worst step
-  double open_u = kNaN, open_r = kNaN;                // and its measures
-  std::size_t fill = 0;                               // steps in the open bucket
+  std::int64_t last = 0;                // the step added last
+  std::int64_t open_step = 0;           // the open bucket's worst step
+  double open_u = kNaN, open_r = kNaN;  // and its measures
+  std::size_t fill = 0;                 // steps in the open bucket
   void add(std::int64_t step, double u, double r) {
     if (open && step == last) return;  // a what-if and the run's own: the first (the run's own)
     last = step;
