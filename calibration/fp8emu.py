@@ -83,8 +83,15 @@ def view_2d(x):
 def absmax(x):
     """max |x| over the non-NaN elements (TE's amax kernel skips NaN), fp32 0-dim; 0 if none."""
     a = x.detach().float().abs()
-    a = torch.where(torch.isnan(a), torch.zeros_like(a), a)
-    return a.max() if a.numel() else torch.zeros((), dtype=torch.float32)
+    if not a.numel():
+        return torch.zeros((), dtype=torch.float32)
+    m = a.max()  # NaN when any element is: then again without them
+    return m if not torch.isnan(m) else no_nan(a).max()
+
+
+def no_nan(a):
+    """a with NaN as 0 (infinities kept), in one pass."""
+    return torch.nan_to_num(a, nan=0.0, posinf=math.inf, neginf=-math.inf)
 
 
 def scale_from_amax(amax, fp8_max, value_for_inf=FLT_MAX, pow2=False):
@@ -121,10 +128,12 @@ class Quantized(object):
                  "overflow")
 
 
-def quantize(x, recipe, dtype, role, orientation="rowwise", scale=None, seed=None):
+def quantize(x, recipe, dtype, role, orientation="rowwise", scale=None, seed=None, stats=True):
     """Quantise-dequantise x (any shape, seen as 2-D) under recipe in FP8 type dtype.
     Per-tensor recipes take their fp32 scale (``scale``; current: computed here when None).
-    NVFP4 ignores dtype; ``seed`` is its stochastic rounding stream (None: fp8-advisor's)."""
+    NVFP4 ignores dtype; ``seed`` is its stochastic rounding stream (None: fp8-advisor's).
+    stats=False (training, which reads deq alone): the FP8 recipes leave zero, saturated and
+    overflow None, three passes fewer; deq is the same."""
     x2 = view_2d(x).float()
     if recipe.kind == "nvfp4":
         return nvfp4_quantize(x2, recipe, role, orientation, seed)
@@ -148,7 +157,7 @@ def quantize(x, recipe, dtype, role, orientation="rowwise", scale=None, seed=Non
         rb, cb = -(-r // br), -(-c // bc)
         pad = torch.zeros((rb * br, cb * bc), dtype=torch.float32)
         a = x2.abs()
-        pad[:r, :c] = torch.where(torch.isnan(a), torch.zeros_like(a), a)
+        pad[:r, :c] = no_nan(a)
         amax = pad.reshape(rb, br, cb, bc).amax(dim=(1, 3))
         if recipe.kind == "block":
             s_blk = scale_from_amax(amax, fp8_max, BF16_MAX, pow2=True)
@@ -163,14 +172,18 @@ def quantize(x, recipe, dtype, role, orientation="rowwise", scale=None, seed=Non
         def expand(v):
             return v.repeat_interleave(br, 0).repeat_interleave(bc, 1)[:r, :c]
 
-        sc, si, thr = expand(s_blk), expand(si_blk), expand(thr_blk)
+        sc, si = expand(s_blk), expand(si_blk)
+        thr = expand(thr_blk) if stats else None
         q.scale, q.sinv_min, q.sinv_max = None, si_blk.min(), si_blk.max()
     y = x2 * sc
+    q.code = torch.clamp(y, -fp8_max, fp8_max).to(fp8_type).float()
+    q.deq = q.code * si
+    if not stats:
+        q.zero = q.saturated = q.overflow = None
+        return q
     bound, inclusive = SATURATED_ABOVE[dtype]
     q.saturated = int(((y.abs() >= bound) if inclusive else (y.abs() > bound)).sum())
-    q.code = torch.clamp(y, -fp8_max, fp8_max).to(fp8_type).float()
     q.zero = q.code == 0
-    q.deq = q.code * si
     q.overflow = int((x2.abs() > thr).sum())
     return q
 

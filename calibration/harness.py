@@ -148,7 +148,7 @@ class Emulation(object):
             seed = fp8emu.NVFP4_SEED_BASE + 0x1000 * self.draws
         if role != "weight":
             return fp8emu.quantize(x, recipe, fp8emu.role_dtype(self.format, role), role,
-                                   orientation, scale, seed).deq
+                                   orientation, scale, seed, stats=False).deq
         # Deterministic (weights are never stochastically rounded): the same BF16 values and
         # scale give the same copy bit for bit.
         same_blocks = recipe.kind == "nvfp4" and recipe.two_d
@@ -157,7 +157,7 @@ class Emulation(object):
         if hit is not None and hit[1] is scale and torch.equal(hit[0], x):
             return hit[2]
         deq = fp8emu.quantize(x, recipe, fp8emu.role_dtype(self.format, role), role,
-                              orientation, scale, seed).deq
+                              orientation, scale, seed, stats=False).deq
         self.weights[key] = (x.detach().clone(), scale, deq)
         return deq
 
