@@ -172,7 +172,7 @@ TEST_CASE("a custom file changes what it names over its base") {
   CHECK(parse_error(R"({"calibration": {"widths": [0]}})").find("expected integers in [1, 1000000]") !=
         std::string::npos);
   // The default's record says the widths of calibration/RESULTS.md's judged runs.
-  CHECK(fp8a::calibration_text(fp8a::default_policy()).find(" at d_model 64 and 256 (") != std::string::npos);
+  CHECK(fp8a::calibration_text(fp8a::default_policy()).find(" at d_model 64, 256 and 512 (") != std::string::npos);
   CHECK(parse_error(R"({"calibration": {"runs": 1, "harmful": 2}})") ==
                     "[fp8a.policy.904] policy file 'p.json': calibration counts do not add up "
                     "(detected <= harmful <= runs, false_alarms <= runs - harmful)");
