@@ -76,7 +76,6 @@ class LineReader {
     return true;
   }
   std::size_t number() const { return number_; }
-  std::size_t position() const { return pos_; }  // of the next line
 
  private:
   std::string_view text_;
@@ -365,7 +364,6 @@ std::size_t find_iteration(std::string_view line) {
 
 // Splits "[prefix] <name> iteration=<N> value=<V>" (any blanks between the parts). Returns an
 // empty string on success, else what is missing.
-
 std::string split_nvdlfw(std::string_view line, NvdlfwLine* out) {
   const auto at = find_iteration(line);
   if (at == std::string_view::npos) return "no 'iteration='";
@@ -401,7 +399,7 @@ bool four_decimals(std::string_view v) {
 }
 
 bool is_nvdlfw_line(std::string_view line) {
-  const auto at = line.find(kIteration);
+  const auto at = find_iteration(line);
   return at != std::string_view::npos &&
          line.find(kValue, at + kIteration.size()) != std::string_view::npos;
 }
@@ -712,14 +710,13 @@ NvdlfwCursor::Meaning NvdlfwCursor::meaning_of(std::string_view name, std::size_
   std::string_view layer_tensor, layer, tensor;
   Role role = Role::kActivation;
   LoggedFp8Stat stat;
-  const TensorStatSuffix* t = nullptr;
   if (split_fp8_stat(name, &layer_tensor, &stat)) {
     m.kind = StatLine::Kind::kFp8;
     m.recipe = stat.recipe;
     m.stat = stat.stat;
     m.columnwise = stat.columnwise;
-  } else if (t = std::find_if(std::begin(kTensorStatSuffixes), std::end(kTensorStatSuffixes),
-                              [&](const TensorStatSuffix& x) { return name.ends_with(x.text); });
+  } else if (const auto* t = std::find_if(std::begin(kTensorStatSuffixes), std::end(kTensorStatSuffixes),
+                                          [&](const TensorStatSuffix& x) { return name.ends_with(x.text); });
              t != std::end(kTensorStatSuffixes)) {
     m.kind = StatLine::Kind::kTensor;
     m.tensor_stat = t->kind;
@@ -1063,8 +1060,7 @@ TrainingLog load_training_log(const std::vector<std::string>& paths, const FileS
 
   // The capture CSVs first, then the nvdlfw_inspect logs together, step by step.
   TraceBuilder builder;
-  std::vector<Mapped> logs;
-  std::vector<std::size_t> log_files;
+  std::vector<std::pair<Mapped, std::size_t>> logs;  // the nvdlfw_inspect logs, each with its index in files
   std::vector<std::string> notes(trace.files.size());
   for (std::size_t i = 0; i < trace.files.size(); ++i) {
     const std::string& path = trace.files[i];
@@ -1073,8 +1069,7 @@ TrainingLog load_training_log(const std::vector<std::string>& paths, const FileS
       notes[i] = load_csv(m.text, path, &builder);
       continue;
     }
-    logs.push_back(std::move(m));
-    log_files.push_back(i);
+    logs.emplace_back(std::move(m), i);
   }
   // Each log parsed ahead of its reader by up to two chunks a thread, in at most kAheadBytes of
   // text over all logs.
@@ -1086,9 +1081,8 @@ TrainingLog load_training_log(const std::vector<std::string>& paths, const FileS
       logs.empty() ? kMaxChunk : std::clamp(kAheadBytes / (logs.size() * ahead), kMinChunk, kMaxChunk);
   std::vector<NvdlfwCursor> cursors;
   cursors.reserve(logs.size());
-  for (std::size_t k = 0; k < logs.size(); ++k)
-    cursors.emplace_back(logs[k].mapping, logs[k].text, trace.files[log_files[k]], log_files[k], &builder, ahead,
-                         chunk_bytes);
+  for (const auto& [m, i] : logs)
+    cursors.emplace_back(m.mapping, m.text, trace.files[i], i, &builder, ahead, chunk_bytes);
   std::map<std::pair<std::uint32_t, std::int64_t>, float> csv_amax;
   if (sink != nullptr && cursors.size() < trace.files.size()) builder.cells_by_step(&csv_amax);
   StepMerger(&trace, &builder, sink, &csv_amax).run(cursors);

@@ -9,6 +9,7 @@
 #include <set>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 
 #include "core/fp8_codec.hpp"
 #include "core/text.hpp"
@@ -357,13 +358,13 @@ struct LoggedRowsBuilder::State {
     SeriesBuilder series;
   };
   // By copy key, (tensor x 8 + spec) x 2 + columnwise: looked up for every statistic of every
-  // step, so an index, not a hash.
-  // Held in one array, in key order as the touched slots come.
+  // step, so one array indexed by the key (in key order, as the touched slots come), not a hash.
   std::vector<Copy> copies;
-  Copy& copy(std::uint64_t key) {
+  // The copy of `key`, and whether this is its first use.
+  std::pair<Copy&, bool> copy(std::uint64_t key) {
     if (key >= copies.size()) copies.resize(std::max<std::size_t>(key + 1, 2 * copies.size()));
-    copies[key].used = true;
-    return copies[key];
+    Copy& c = copies[key];
+    return {c, !std::exchange(c.used, true)};
   }
 
   // Rows held at (layer, step) while some copy of the layer has the step among its candidates.
@@ -521,8 +522,8 @@ void LoggedRowsBuilder::State::add_step(const LoggedStep& step) {
     const Point p = point_of(step.step, m);
     static_assert(kLoggedRecipes + 1 <= 8, "a tensor's specs (the logged recipes' and the training one) fit 8");
     const std::uint64_t copy_key = (std::uint64_t{t} * 8 + spec) * 2 + slot % 2;
-    Copy& c = copy(copy_key);
-    if (!c.series.open && c.series.s.steps.empty()) {
+    const auto [c, first_use] = copy(copy_key);
+    if (first_use) {
       LoggedSeries& s = c.series.s;
       s.layer = layers[t / 3], s.role = role, s.recipe = target.recipe, s.format = format;
       s.orientation = slot % 2 == 1 ? Orientation::kColumnwise : Orientation::kRowwise;
