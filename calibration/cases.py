@@ -8,8 +8,18 @@ REPLICATES = 3
 # Cases whose gap sits near the harm bar get more batch orders: nvfp4-healthy's all-NVFP4 arm
 # was +0.034 +- 0.019 (1.8 SE) over three, replicates +0.004, +0.030, +0.070. healthy@d256's
 # split arm sets d256's kernel-noise bar, and its three gaps (+0.033, -0.006, -0.010) made it
-# 0.040, one gap setting it.
-REPLICATES_OF = {"nvfp4-healthy": 6, "healthy@d256": 6}
+# 0.040, one gap setting it. outlier20x2@d256's block arm, the widest of the false alarms
+# (+0.044 +- 0.030 over three: +0.063, +0.083, -0.016), gets the fourth and fifth orders its
+# first analysis asked for (calibration/README.md, 2026-12-06 night). And (2026-12-07) every other
+# arm the policy fails whose gap was within 2 SE of its harm bar over three orders, so that a false
+# alarm or a detection that close is settled by more batch orders: outlier20/current (+0.025 +-
+# 0.005, bar 0.030), outlier20@d256/current (+0.0345 +- 0.0092, harm by 0.001), outlier16@d256/
+# current (+0.013 +- 0.018), outlier20@d256/block (+0.002 +- 0.020), nvfp4-outlier20/mxfp8 (+0.017
+# +- 0.013, bar 0.021), outlier20@d512/current (+0.008 +- 0.012, bar 0.027); and the passed arm
+# nearest its bar, a miss if it crossed: outlier@d256/block (+0.0332 +- 0.0118, bar 0.0337).
+REPLICATES_OF = {"nvfp4-healthy": 6, "healthy@d256": 6, "outlier20x2@d256": 5, "outlier20": 5,
+                 "outlier20@d256": 5, "outlier16@d256": 5, "nvfp4-outlier20": 5, "outlier20@d512": 5,
+                 "outlier@d256": 5}
 
 
 def replicates(case):

@@ -182,11 +182,31 @@ def across_widths(doc):
     return lines
 
 
+def wilson(k, n, z=1.96):
+    """The 95 % Wilson score interval of a rate k / n, as (low, high)."""
+    if n == 0:
+        return math.nan, math.nan
+    p = k / n
+    mid = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return max(0.0, mid - half), min(1.0, mid + half)
+
+
+def rate(k, n):
+    """"k / n (lo-hi %)": the count with its 95 % interval."""
+    if n == 0:
+        return "0 / 0"
+    lo, hi = wilson(k, n)
+    return "%d / %d (%.0f-%.0f %%)" % (k, n, 100 * lo, 100 * hi)
+
+
 def score_by_width(doc):
     """Per criterion and width: harms detected / harms, false alarms / harmless runs."""
     widths = sorted({width_of(doc, c) for c in doc["cases"]})
     lines = ["## Per criterion at each width", "",
-             "Detected / harmful runs, false alarms / harmless runs, among the judged runs of each width.", "",
+             "Detected / harmful runs, false alarms / harmless runs, among the judged runs of each "
+             "width; in brackets the rate's 95 % interval (Wilson score): with 5 harmless runs no "
+             "rate between 0 and 1 in 2 can be told apart.", "",
              "| criterion | " + " | ".join("d%d detected | d%d false alarms" % (w, w) for w in widths) + " |",
              "|" + " --- |" * (1 + 2 * len(widths))]
     for name, s in doc["score"].items():
@@ -196,9 +216,33 @@ def score_by_width(doc):
                 return [r for r in runs if width_of(doc, r.split("/")[0]) == w]
             det, miss = at_w(s["detections"]), at_w(s["misses"])
             fa, ok = at_w(s["false_alarms"]), at_w(s["passes"])
-            cells += ["%d / %d" % (len(det), len(det) + len(miss)), "%d / %d" % (len(fa), len(fa) + len(ok))]
+            cells += ["%d / %d" % (len(det), len(det) + len(miss)), rate(len(fa), len(fa) + len(ok))]
         lines.append("| %s | %s |" % (name, " | ".join(cells)))
     return lines
+
+
+def unsettled(doc):
+    """The judged arms whose harm verdict is within 2 SE of its bar: another batch order or two
+    could turn it. Those with the whole policy's verdict beside them."""
+    lines = ["## Harm verdicts within 2 SE of their bar", "",
+             "Judged arms (FP8 arms without fallbacks, at least 2 batch orders) whose mean gap is "
+             "within 2 standard errors of the harm bar, max(1 % of the BF16 loss, 2x the kernel "
+             "noise): their harm verdict, and so a detection or a false alarm, is not settled by "
+             "the orders run.", "",
+             "| run | n | val gap ± SE | bar | harm | policy |", "| --- | --- | --- | --- | --- | --- |"]
+    rows = 0
+    for case, c in doc["cases"].items():
+        for arm, a in c["arms"].items():
+            pol = a.get("verdicts", {}).get("policy")
+            g, se, bar = a.get("gap_val"), a.get("gap_val_se"), a.get("practical")
+            if pol is None or g is None or se is None or bar is None or g != g or se != se:
+                continue
+            if abs(g - bar) < 2 * se:
+                rows += 1
+                lines.append("| %s/%s | %d | %+.4f ± %.4f | %.4f | %s | %s |"
+                             % (case, arm, a["gap_val_n"], g, se, bar, a["harm"],
+                                "F %d" % pol["gemms_to_bf16"] if pol["fails"] else "p"))
+    return lines if rows else []
 
 
 def num(v, fmt="%.4f"):
@@ -289,6 +333,8 @@ def render(doc):
                         len(s["false_alarms"]), fmt_runs(s["false_alarms"]),
                         len(s["misses"]), fmt_runs(s["misses"]), len(s["passes"])))
     lines += [""] + score_by_width(doc)
+    near = unsettled(doc)
+    lines += [""] + near if near else []
     lines += [""] + across_widths(doc)
     lines += ["", "The default policy's record (policies/default_policy.json \"calibration\", which the "
               "answer's `criteria:` line prints): `%s`" % json.dumps(calibration_record(doc))]
