@@ -394,8 +394,8 @@ def write(binary, doc):
     with open(RESULTS_MD, "w") as f:
         f.write(render(doc))
     if policy_record() != calibration_record(doc):
-        print("policies/default_policy.json's calibration record %s is not the table's %s: set it in "
-              "default_policy() (policies/policy.cpp) and regenerate the file"
+        print("policies/default_policy.json's calibration record %s is not the table's %s: set its "
+              "\"calibration\" block (the build embeds the file) and rebuild"
               % (json.dumps(policy_record()), json.dumps(calibration_record(doc))))
     for name in rule_breaches(doc, doc["actions"]):
         print("%s has false alarms and no detection: make it watch only (issue 23's rule)" % name)
