@@ -23,7 +23,8 @@ REPLICATES = 3
 # (2026-12-07, later) The two false alarms still within 2 SE of their bar over five orders,
 # outlier20x2@d256/block (+0.031 +- 0.019, bar 0.034) and nvfp4-outlier20/mxfp8 (+0.024 +- 0.018,
 # bar 0.021): ten orders of those arms and their BF16 twins, so that neither verdict rests on
-# the luck of five batch orders (the cases' other arms stay where they were).
+# the luck of five batch orders. The cases' other arms were not trained past their earlier
+# orders; `calibrate.py --train-only` would train them to ten.
 REPLICATES_OF = {"nvfp4-healthy": 6, "healthy@d256": 6, "outlier20x2@d256": 10, "outlier20": 5,
                  "outlier20@d256": 5, "outlier16@d256": 5, "nvfp4-outlier20": 10, "outlier20@d512": 5,
                  "outlier@d256": 5, "outlier20x2@d512": 5}
