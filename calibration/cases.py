@@ -28,10 +28,6 @@ REPLICATES = 3
 REPLICATES_OF = {"nvfp4-healthy": 6, "healthy@d256": 6, "outlier20x2@d256": 10, "outlier20": 5,
                  "outlier20@d256": 5, "outlier16@d256": 5, "nvfp4-outlier20": 10, "outlier20@d512": 5,
                  "outlier@d256": 5, "outlier20x2@d512": 5}
-# d_model 64 trains in seconds: ten orders of every arm there, so that its verdicts near the bar
-# (outlier20/current +0.026 +- 0.003 against 0.030 over five; high-lr's chaotic arms) are settled.
-REPLICATES_OF.update({c: 10 for c in ("healthy", "high-lr", "outlier", "outlier16", "outlier20",
-                                     "outlier20x2", "spike", "ramp")})
 
 
 def replicates(case):
@@ -185,6 +181,9 @@ CASES = {
 WIDTH = "@d256"
 WIDE = {"steps": 1000, "d_model": 256, "layers": 4, "eval_every": 100}
 FP8_CASES = ("healthy", "high-lr", "outlier", "outlier16", "outlier20", "outlier20x2", "spike", "ramp")
+# d_model 64 trains in seconds: ten orders of every arm there, so that its verdicts near the bar
+# (outlier20/current +0.026 +- 0.003 against 0.030 over five; high-lr's chaotic arms) are settled.
+REPLICATES_OF.update({c: 10 for c in FP8_CASES})
 
 
 def add_at_width(names, suffix, wide):
