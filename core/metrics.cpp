@@ -58,4 +58,13 @@ QuantMetrics finalize_metrics(const TensorStats& stats, float scale, float scale
   return m;
 }
 
+double RowFlush::pct() const {
+  return rows > 0 ? 100.0 * static_cast<double>(lost_rows) / static_cast<double>(rows) : 0.0;
+}
+
+void RowFlush::merge(const RowFlush& other) {
+  rows += other.rows;
+  lost_rows += other.lost_rows;
+}
+
 }  // namespace fp8a

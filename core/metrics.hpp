@@ -64,6 +64,17 @@ struct QuantMetrics {
   double underflow_energy_pct = 0.0;
 };
 
+// Which rows of one tensor copy a cast flushes (engine/row_flush.hpp, METRICS.md "Flushed rows"),
+// over its rank shards. An element flushes when it is nonzero in x and zero after the cast (as
+// underflow_count); a row's energy is sum x^2 over its finite elements.
+struct RowFlush {
+  std::int64_t rows = 0;       // rows of the 2-D view (all shards)
+  std::int64_t lost_rows = 0;  // rows whose flushed elements carry more than half their energy
+  double pct() const;          // 100 * lost_rows / rows; 0 without rows
+  void merge(const RowFlush& other);
+  bool operator==(const RowFlush&) const = default;
+};
+
 // scale / scale_inv: the per-tensor values, NaN for blocked recipes (set the range afterwards).
 QuantMetrics finalize_metrics(const TensorStats& stats, float scale, float scale_inv,
                               const QuantSums& sums);

@@ -56,6 +56,9 @@ struct EvaluationRow {
   float current_scale = 1.0f;
   // Set on rows from a training log's statistics (run --training-log with no capture).
   std::optional<LoggedMeasures> logged;
+  // Measured after the evaluation on the rows a policy asks about (engine/row_flush.hpp); not
+  // stored with the evaluation (resume recomputes it).
+  std::optional<RowFlush> row_flush;
 };
 
 // log2(delayed scale / current scale): negative means headroom, positive means the delayed scale is

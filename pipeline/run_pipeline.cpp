@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "core/text.hpp"
 #include "engine/operand_pass.hpp"
+#include "engine/row_flush.hpp"
 #include "policies/candidate.hpp"
 #include "policies/refinement.hpp"
 
@@ -40,6 +41,14 @@ void evaluate_gemms(const RunRequest& request, const CaptureSet& captures, const
 // The forecasts' clipping and report.html's histograms of `shown`, into result.
 void measure_operands_of(const CaptureSet& captures, std::span<const HistogramChoice> shown, RunResult& result) {
   result.histograms = measure_clipping_and_histograms(captures, result.captured(), result.forecasts, shown);
+}
+
+// The rows a flush breaches the underflow count of, measured row by row (engine/row_flush.hpp)
+// where the policy judges its rows (max_lost_rows_pct).
+void measure_lost_rows(const RunRequest& request, const CaptureSet& captures, RunResult& result) {
+  const UnderflowCriterion& c = request.recommend->policy.underflow;
+  if (!c.enabled || !c.max_lost_rows_pct) return;
+  measure_row_flush(captures, result.rows, [&](const EvaluationRow& r) { return r.metrics.underflow_pct > c.max_pct; });
 }
 
 // The delayed forecasts on the training log and the rows (none without a log), their clipping
@@ -233,6 +242,7 @@ std::vector<Recipe> default_run_recipes(const GpuTarget& gpu, TeVersion te) {
 
 void recommend_run(const RunRequest& request, const CaptureSet& captures, RunResult& result) {
   FP8A_CHECK(request.recommend && request.recommend->gpu != nullptr, "recommend_run: no recommendation was asked for");
+  measure_lost_rows(request, captures, result);
   const EvaluationIndex index(result.rows);
   forecast_run(request, index, result);
   measure_operands_of(captures, {}, result);
@@ -263,6 +273,7 @@ RunResult run_pipeline(const RunRequest& request, const CaptureSet& captures, co
   FP8A_CHECK(!recommends || request.recommend->gpu != nullptr, "run_pipeline: a recommendation without a GPU");
   std::optional<EvaluationIndex> index;
   if (recommends) {
+    if (!logged_only) measure_lost_rows(request, captures, result);
     index.emplace(result.rows);
     forecast_run(request, *index, result);
   }

@@ -73,6 +73,8 @@ std::string policy_to_json(const Policy& p) {
                     {"max_pct_any_energy", p.underflow.max_pct_any_energy
                                                ? Json(*p.underflow.max_pct_any_energy)
                                                : Json(nullptr)},
+                    {"max_lost_rows_pct", p.underflow.max_lost_rows_pct ? Json(*p.underflow.max_lost_rows_pct)
+                                                                        : Json(nullptr)},
                     {"weight", p.underflow.weight},
                     {"source", p.underflow.source}};
   c["mse"] = {{"enabled", p.mse.enabled},
@@ -205,13 +207,15 @@ Policy parse_policy_text(std::string_view json_text, std::string_view origin, bo
       read(r);
     }
   };
-  each("underflow", {"enabled", "action", "max_pct", "max_energy_pct", "max_pct_any_energy", "weight", "source"},
+  each("underflow",
+       {"enabled", "action", "max_pct", "max_energy_pct", "max_pct_any_energy", "max_lost_rows_pct", "weight", "source"},
        [&](const ObjectReader& r) {
          auto& c = p.underflow;
          read_common(r, &c.enabled, &c.action, &c.weight, &c.source);
          r.number("max_pct", 0.0, true, 100.0, &c.max_pct);
          r.optional_number("max_energy_pct", 0.0, true, 100.0, &c.max_energy_pct);
          r.optional_number("max_pct_any_energy", 0.0, true, 100.0, &c.max_pct_any_energy);
+         r.optional_number("max_lost_rows_pct", 0.0, true, 100.0, &c.max_lost_rows_pct);
        });
   each("mse", {"enabled", "action", "max", "weight", "source"}, [&](const ObjectReader& r) {
     auto& c = p.mse;

@@ -44,6 +44,11 @@ const char* criterion_action_name(CriterionAction action);  // "fail", "watch"
 // max_pct_any_energy: above this share of flushed elements the tensor fails whatever energy they
 // carry (a per-token outlier holds nearly all of a tensor's energy, so every other token can flush
 // while the energy share stays tiny: calibration/RESULTS.md outlier20x2).
+// max_lost_rows_pct: the same case told by rows: above this share of the tensor's rows (tokens; a
+// weight's output channels) losing more than half their energy to the flush, the tensor fails
+// whatever share of the whole it flushes (METRICS.md "Flushed rows"; measured on captures, after
+// the evaluation: engine/row_flush.hpp). A log cannot tell its rows apart: a logged row flushing
+// over this share of its elements is not judged (its GEMM not evaluated).
 struct UnderflowCriterion {
   bool enabled = true;
   double max_pct = 5.0;                  // percent of the tensor's elements, in (0, 100]
@@ -51,6 +56,7 @@ struct UnderflowCriterion {
   double weight = 1.0;                   // >= 0; see Check::weighted_load
   std::string source;
   std::optional<double> max_pct_any_energy;  // percent of elements, in (0, 100]; unset: none
+  std::optional<double> max_lost_rows_pct;   // percent of rows, in (0, 100]; unset: none
   CriterionAction action = CriterionAction::kFail;
   bool operator==(const UnderflowCriterion&) const = default;
 };

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <optional>
 
 #include "engine/gemm_pairing.hpp"
 
@@ -92,6 +93,42 @@ void finish(Verdict* v) {
   for (const Check* c : watched) v->watched.push_back(c->reason);
 }
 
+// "tokens", or a weight's "output channels": the rows of the captured 2-D view.
+const char* rows_name(const EvaluationRow& row) { return row.key.role == Role::kWeight ? "output channels" : "tokens"; }
+
+// ", 3 of 128 tokens lose over half their energy" when the rows were measured, else "".
+std::string lost_rows_text(const EvaluationRow& row) {
+  if (!row.row_flush) return "";
+  return ", " + std::to_string(row.row_flush->lost_rows) + " of " + std::to_string(row.row_flush->rows) + " " +
+         rows_name(row) + " lose over half their energy";
+}
+
+// The underflow criterion's row rule (max_lost_rows_pct) when it fails the tensor: most of its
+// rows lose most of their energy, whatever share of the whole flushes. Without measured rows the
+// element share stands in for the row share: a logged row over it is not judged (its reason says
+// so: the caller leaves the GEMM not evaluated), a captured row a path did not measure fails.
+std::optional<Check> lost_rows_breach(const EvaluationRow& row, const UnderflowCriterion& c, const std::string& what,
+                                      const std::string& how) {
+  if (!c.max_lost_rows_pct) return std::nullopt;
+  const QuantMetrics& m = row.metrics;
+  const double share = row.row_flush ? row.row_flush->pct() : m.underflow_pct;
+  Check k = upper_check(Criterion::kUnderflow, share, *c.max_lost_rows_pct, c.weight, c.action);
+  if (k.passed) return std::nullopt;
+  const std::string energy = (row.logged ? "at most " : "") + pct(m.underflow_energy_pct) + " % of its energy";
+  if (row.row_flush)
+    k.reason = what + " underflow " + pct(m.underflow_pct) + " % of elements:" + lost_rows_text(row).substr(1) + " (" +
+               pct(share) + " % > " + pct(*c.max_lost_rows_pct) + " %, whatever the whole loses: " + energy + ")" + how;
+  else if (row.logged)
+    k.reason = what + " underflow " + pct(m.underflow_pct) + " % of elements (" + energy + "): the log cannot tell "
+               "whether over " + pct(*c.max_lost_rows_pct) + " % of its " + rows_name(row) +
+               " lose over half their energy" + how + "; a capture of the tensor judges it";
+  else
+    k.reason = what + " underflow " + pct(m.underflow_pct) + " % of elements (> " + pct(*c.max_lost_rows_pct) +
+               " % whatever energy they carry; " + energy + "; unmeasured rows: the element share stands in for the " +
+               rows_name(row) + " losing over half their energy)" + how;
+  return k;
+}
+
 // The tensor criteria's checks of one tensor copy, appended to `out`; false when the evaluation
 // was not applicable, or a logged row leaves open a criterion that could send the GEMM (the reason
 // then goes to *not_applicable).
@@ -130,6 +167,9 @@ bool tensor_checks(const TensorEvidence& ev, const Policy& policy, std::vector<C
                  " % whatever energy they carry; " + (row.logged ? "at most " : "") + pct(m.underflow_energy_pct) +
                  " % of it)" + how;
       out->push_back(std::move(k));
+    } else if (std::optional<Check> rows = lost_rows_breach(row, c, what, how); rows) {
+      if (row.logged) undetermined = std::move(rows->reason);
+      else out->push_back(std::move(*rows));
     } else if (row.logged && (!known.energy_bound || !(m.underflow_energy_pct <= *c.max_energy_pct))) {
       undetermined = what + " underflow " + pct(u) + " % of elements" +
                      (known.energy_bound ? ": the log bounds the flushed share of its energy at " +
@@ -148,7 +188,7 @@ bool tensor_checks(const TensorEvidence& ev, const Policy& policy, std::vector<C
       } else {
         std::string at_floor;
         if (fl.enabled && known.rel_mse) at_floor = ", rel_mse " + times(m.rel_mse / floor) + " the " + format_name + " floor";
-        k.reason = what + " underflow " + pct(u) + " % of elements (" + share + at_floor +
+        k.reason = what + " underflow " + pct(u) + " % of elements (" + share + at_floor + lost_rows_text(row) +
                    "): many negligible values flushed, not signal lost" + how;
       }
       out->push_back(std::move(k));

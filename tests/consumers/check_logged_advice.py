@@ -47,6 +47,8 @@ def nvfp4_cases():
     root = os.path.join(ROOT, "calibration", "captures")
     return [c for c in sorted(os.listdir(root)) if c.endswith("--nvfp4")]
 OUTPUT_ONLY = ("output rel_fro_err", "dW entries")
+# The underflow criterion's row rule on a logged row: which tokens flush is not in the log.
+ROWS_OPEN = "the log cannot tell whether over"
 not_evaluated = [0]  # GEMMs the log left open where the capture passed them
 NOT_JUDGED = "the GEMM-output criteria (gemm_amplification, wgrad_zeroed, wgrad_sign_flip) need a capture"
 
@@ -111,7 +113,8 @@ def output_only(reason):
 def compare(name, recipe, captured, logged, open_allowed):
     """open_allowed: a GEMM the log leaves not evaluated ("a capture of the tensor judges it") may
     pass the capture: TE's block what-if bounds the recipe, and 4-decimal values may not bound
-    the flushed energy (a small gradient's std reads 0.0000)."""
+    the flushed energy (a small gradient's std reads 0.0000). Under any recipe the underflow
+    criterion's row rule leaves open a logged tensor flushing over its share of elements (ROWS_OPEN)."""
     cap, log = gemms(captured), gemms(logged)
     if set(cap) != set(log):
         return ["%s %s: GEMMs judged differ: capture %s, log %s" % (name, recipe, sorted(cap), sorted(log))]
@@ -123,7 +126,7 @@ def compare(name, recipe, captured, logged, open_allowed):
             continue
         if not c_safe and l_safe and output_only(c_why):
             continue  # the log cannot judge a GEMM output
-        if open_allowed and c_safe and not l_safe and "a capture of the tensor judges it" in l_why:
+        if (open_allowed or ROWS_OPEN in l_why) and c_safe and not l_safe and "a capture of the tensor judges it" in l_why:
             not_evaluated[0] += 1
             continue  # not evaluated, said so: BF16, not a failure
         bad.append("%s %s %s %s: capture fp8_safe %s (%s), log %s (%s)" % (name, recipe, *key, c_safe, c_why,

@@ -52,8 +52,8 @@ using cli_test::fs::path;
 
 constexpr std::int64_t kRows = 32, kCols = 64;
 
-// X [kRows, kCols]: three in four values so small that FP8 flushes them (the share that fails
-// the underflow criterion, so fprop and wgrad go to BF16), W [kRows, kCols] and dY [kRows, kRows]
+// X [kRows, kCols]: three in four tokens so small that FP8 flushes them whole (the share of
+// tokens that fails the underflow criterion, so fprop and wgrad go to BF16), W [kRows, kCols] and dY [kRows, kRows]
 // small and Gaussian-like (dgrad stays FP8: a plan with a fallback GEMM and an FP8 one); a fixed
 // LCG, so every run is the same.
 enum class Role { kActivation, kWeight, kGradient };
@@ -64,7 +64,7 @@ inline std::vector<float> operand(Role role) {
   for (std::size_t i = 0; i < v.size(); ++i) {
     state = state * 1664525u + 1013904223u;
     const float u = static_cast<float>(state >> 8) / 16777216.0f - 0.5f;
-    v[i] = role == Role::kActivation ? (i % 4 != 0 ? u * 1e-30f : u * 1e4f)
+    v[i] = role == Role::kActivation ? (i / kCols % 4 != 0 ? u * 1e-30f : u * 1e4f)
            : role == Role::kWeight   ? u * 0.05f
                                      : u * 1e-3f;
   }

@@ -15,6 +15,7 @@
 #include "engine/evaluation_index.hpp"
 #include "engine/gemm_error.hpp"
 #include "engine/gemm_pairing.hpp"
+#include "engine/row_flush.hpp"
 #include "engine/run.hpp"
 #include "policies/verdict.hpp"
 #include "support/policies.hpp"
@@ -103,8 +104,11 @@ TEST_CASE("te-autoswitch: a GEMM switches when any tensor it consumes has underf
 }
 
 TEST_CASE("underflow max_pct_any_energy: most elements flushed fail whatever their energy") {
-  const Policy p = default_policy();
-  CHECK(p.underflow.max_pct_any_energy == 50.0);  // calibration/RESULTS.md outlier20x2/current
+  // The default's rule until the rows were measured (calibration/RESULTS.md outlier20x2/current).
+  Policy p = default_policy();
+  CHECK_FALSE(p.underflow.max_pct_any_energy);
+  p.underflow.max_pct_any_energy = 50.0;
+  p.underflow.max_lost_rows_pct.reset();
   Policy energy_only = p;
   energy_only.underflow.max_pct_any_energy.reset();
   // calibration/RESULTS.md outlier20x2: 98.4 % of an FC2 input flushed holding 1.6e-5 % of its
@@ -122,6 +126,49 @@ TEST_CASE("underflow max_pct_any_energy: most elements flushed fail whatever the
   // At or below the limit the energy rule decides as before.
   const auto half = row(Role::kActivation, "current", 50.0, kFloorE4m3, 3e-9, 0.0, 1.6e-5);
   CHECK(judge_tensor({&half}, p).passed);
+}
+
+TEST_CASE("underflow max_lost_rows_pct: most tokens losing most of their energy fail whatever the whole loses") {
+  const Policy p = default_policy();
+  CHECK(p.underflow.max_lost_rows_pct == 50.0);
+  // calibration/RESULTS.md outlier20x2/current: 98.4 % of an FC2 input flushed holding 1.6e-5 % of
+  // its energy; 126 of its 128 tokens lose all of theirs.
+  auto x = row(Role::kActivation, "current", 98.4, kFloorE4m3, 3e-9, 0.0, 1.6e-5);
+  x.row_flush = RowFlush{128, 126};
+  const auto v = judge_tensor({&x}, p);
+  CHECK_FALSE(v.passed);
+  CHECK(v.limiting == Criterion::kUnderflow);
+  CHECK(v.measured == doctest::Approx(100.0 * 126 / 128));
+  CHECK(v.threshold == 50.0);
+  CHECK(v.reason ==
+        "step 7 activation underflow 98.400 % of elements: 126 of 128 tokens lose over half their energy (98.438 % "
+        "> 50.000 %, whatever the whole loses: 1.6e-05 % of its energy) under current/hybrid");
+  // outlier@d512/current: 53.6 % of the elements flushed, no token losing half its energy: the
+  // energy rule decides (negligible values), and the note counts the tokens.
+  auto small = row(Role::kActivation, "current", 53.6, kFloorE4m3, 3e-9, 0.0, 2e-7);
+  small.row_flush = RowFlush{128, 0};
+  const auto w = judge_tensor({&small}, p);
+  CHECK(w.passed);
+  REQUIRE(w.notes.size() == 1);
+  CHECK(w.notes[0] ==
+        "step 7 activation underflow 53.600 % of elements (2e-07 % of its energy, rel_mse 1.0x the E4M3 floor, 0 of "
+        "128 tokens lose over half their energy): many negligible values flushed, not signal lost under current/hybrid");
+  // Exactly half the tokens is not over the limit; a weight's rows are its output channels.
+  auto half = row(Role::kWeight, "current", 60.0, kFloorE4m3, 3e-9, 0.0, 1e-3);
+  half.row_flush = RowFlush{64, 32};
+  CHECK(judge_tensor({&half}, p).passed);
+  half.row_flush = RowFlush{64, 33};
+  const auto h = judge_tensor({&half}, p);
+  CHECK_FALSE(h.passed);
+  CHECK(h.reason.find("33 of 64 output channels lose over half their energy (51.562 % > 50.000 %") != std::string::npos);
+  // Rows not measured: the element share stands in, and the reason says so.
+  auto unmeasured = row(Role::kActivation, "current", 98.4, kFloorE4m3, 3e-9, 0.0, 1.6e-5);
+  const auto u = judge_tensor({&unmeasured}, p);
+  CHECK_FALSE(u.passed);
+  CHECK(u.reason ==
+        "step 7 activation underflow 98.400 % of elements (> 50.000 % whatever energy they carry; 1.6e-05 % of its "
+        "energy; unmeasured rows: the element share stands in for the tokens losing over half their energy) under "
+        "current/hybrid");
 }
 
 TEST_CASE("logged rows: what the log determines is judged, the rest is not judged or not evaluated") {
@@ -152,15 +199,28 @@ TEST_CASE("logged rows: what the log determines is judged, the rest is not judge
   CHECK(g.reason == "step 7 gradient underflow 20.000 % of elements: the log bounds the flushed share of its "
                     "energy at 3.000 % (> 1.000 %) but cannot measure it under current/hybrid (logged "
                     "fp8_current_scaling_underflows%); a capture of the tensor judges it");
-  // Over 50 % flushed fails whatever the energy: determined by the count alone.
+  // Over 50 % of the elements flushed at a negligible energy: whether over half the tokens lose
+  // over half their energy (max_lost_rows_pct) is not in the log: not evaluated, said so.
   const auto most = logged(60.0, 1e-6);
   const Verdict f = judge_gemm(gemm(Gemm::kDgrad, most, w), d);
   CHECK_FALSE(f.passed);
-  CHECK_FALSE(f.not_evaluated);
-  CHECK(f.failing == Criterion::kUnderflow);
+  CHECK(f.not_evaluated);
+  CHECK_FALSE(f.failing.has_value());
+  CHECK(f.reason == "step 7 gradient underflow 60.000 % of elements (at most 1e-06 % of its energy): the log cannot "
+                    "tell whether over 50.000 % of its tokens lose over half their energy under current/hybrid "
+                    "(logged fp8_current_scaling_underflows%); a capture of the tensor judges it");
+  // Under the element count (the default's rule until the rows were measured) the count alone
+  // determines it: a failure.
+  Policy by_elements = d;
+  by_elements.underflow.max_pct_any_energy = 50.0;
+  by_elements.underflow.max_lost_rows_pct.reset();
+  const Verdict fe = judge_gemm(gemm(Gemm::kDgrad, most, w), by_elements);
+  CHECK_FALSE(fe.passed);
+  CHECK_FALSE(fe.not_evaluated);
+  CHECK(fe.failing == Criterion::kUnderflow);
   // The same from TE's 128x128 what-if tiles bounds the recipe's blocks from above: not evaluated.
   const auto tiles = logged(60.0, 1e-6, true);
-  const Verdict b = judge_gemm(gemm(Gemm::kDgrad, tiles, w), d);
+  const Verdict b = judge_gemm(gemm(Gemm::kDgrad, tiles, w), by_elements);
   CHECK_FALSE(b.passed);
   CHECK(b.not_evaluated);
   CHECK(b.reason.find("the recipe's own blocks flush at most that: a capture of the tensor judges it") !=
@@ -375,6 +435,8 @@ RealRun evaluate_real(const std::string& name) {
   config.formats = {TrainingFormat::kHybrid};
   config.training_log = &log;
   r.rows = evaluate_captures(r.captures, config, CpuBackend());
+  // The rows the default's underflow count breaches, measured row by row as `run` measures them.
+  measure_row_flush(r.captures, r.rows, [](const EvaluationRow& row) { return row.metrics.underflow_pct > 5.0; });
   std::vector<fp8a::PairingSkip> skipped;
   r.gemms = evaluate_gemm_errors(r.captures, r.rows, {}, &skipped);
   return r;
@@ -471,19 +533,20 @@ TEST_CASE("real captures, each criterion failing: delayed scaling fails at the l
   // After the spike the history holds the spike's amax: 66.793 % of the gradient flushed at step
   // 3, but at the floor: the energy rule reads negligible values, not signal lost (wgrad consumes
   // X and dY only, so the weight's saturation does not enter; a per-tensor recipe has one row for
-  // both copies). Over half the tensor flushed fails whatever its energy (max_pct_any_energy 50,
-  // calibration/RESULTS.md outlier20x2).
+  // both copies), and no token loses half its energy: it passes. The element count alone
+  // (max_pct_any_energy 50, the default's rule before the rows were measured) failed it.
   const auto& after = find(delayed, 3, kQkv, Gemm::kWgrad).verdict;
-  CHECK_FALSE(after.passed);
-  CHECK(has(after.reason, "step 3 gradient underflow 66.793 % of elements (> 50.000 % whatever energy"));
-  Policy energy_only = d;
-  energy_only.underflow.max_pct_any_energy.reset();
-  const auto delayed_energy = judge_gemms(spike, "delayed", energy_only);
-  const auto& after_energy = find(delayed_energy, 3, kQkv, Gemm::kWgrad).verdict;
-  CHECK(after_energy.passed);
-  REQUIRE(after_energy.notes.size() == 1);
-  CHECK(has(after_energy.notes[0], "step 3 gradient underflow 66.793 % of elements ("));
-  CHECK(has(after_energy.notes[0], "many negligible values flushed, not signal lost"));
+  CHECK(after.passed);
+  REQUIRE(after.notes.size() == 1);
+  CHECK(has(after.notes[0], "step 3 gradient underflow 66.793 % of elements ("));
+  CHECK(has(after.notes[0], ", 0 of 128 tokens lose over half their energy): many negligible values flushed, not signal lost"));
+  Policy by_elements = d;
+  by_elements.underflow.max_pct_any_energy = 50.0;
+  by_elements.underflow.max_lost_rows_pct.reset();
+  const auto delayed_elements = judge_gemms(spike, "delayed", by_elements);
+  const auto& after_elements = find(delayed_elements, 3, kQkv, Gemm::kWgrad).verdict;
+  CHECK_FALSE(after_elements.passed);
+  CHECK(has(after_elements.reason, "step 3 gradient underflow 66.793 % of elements (> 50.000 % whatever energy"));
 
   // Current scaling keeps every tensor through the spike, although up to 47.491 % of the first
   // layer's gradient flushes (step 3, a negligible share of its energy): TE's 5 % rule sends
@@ -516,7 +579,8 @@ TEST_CASE("real captures, each criterion failing: delayed scaling fails at the l
   REQUIRE(dgrad3.notes.size() == 1);
   CHECK(dgrad3.notes[0] ==
         "step 3 gradient underflow 47.491 % of elements (2.33e-17 % of its energy, rel_mse 1.0x "
-        "the E5M2 floor): many negligible values flushed, not signal lost under current/hybrid");
+        "the E5M2 floor, 0 of 128 tokens lose over half their energy): many negligible values flushed, not signal "
+        "lost under current/hybrid");
   const auto te = judge_gemms(spike, "current", te_autoswitch_policy());
   const auto& te_dgrad3 = find(te, 3, kQkv, Gemm::kDgrad).verdict;
   CHECK_FALSE(te_dgrad3.passed);
@@ -609,6 +673,8 @@ TEST_CASE("synth sensitive-ends: GEMM amplification flags exactly the cancelling
   RunConfig config;
   config.recipes = parse_recipe_list("current,block,mxfp8");
   r.rows = evaluate_captures(r.captures, config, CpuBackend());
+  // The rows the default's underflow count breaches, measured row by row as `run` measures them.
+  measure_row_flush(r.captures, r.rows, [](const EvaluationRow& row) { return row.metrics.underflow_pct > 5.0; });
   std::vector<fp8a::PairingSkip> skipped;
   r.gemms = evaluate_gemm_errors(r.captures, r.rows, {}, &skipped);
   // The mechanics at the presets' factor 2 (the default fails from 8x, calibration/RESULTS.md).
@@ -652,6 +718,8 @@ TEST_CASE("synth outlier-growth: only the saturation criterion sees delayed scal
   config.formats = {TrainingFormat::kHybrid};
   config.training_log = &log;
   r.rows = evaluate_captures(r.captures, config, CpuBackend());
+  // The rows the default's underflow count breaches, measured row by row as `run` measures them.
+  measure_row_flush(r.captures, r.rows, [](const EvaluationRow& row) { return row.metrics.underflow_pct > 5.0; });
   std::vector<fp8a::PairingSkip> skipped;
   r.gemms = evaluate_gemm_errors(r.captures, r.rows, {}, &skipped);
   // Saturation failing (the default watches it: calibration/RESULTS.md).
