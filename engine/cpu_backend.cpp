@@ -281,6 +281,47 @@ float nvfp4_rht_amax(const TensorView& t, Orientation orientation) {
   return amax;
 }
 
+namespace {
+
+// Rows [0, rows) of x (`cols` wide) and their cast deq: the rows whose flushed elements carry
+// more than half of the row's finite energy.
+std::int64_t lost_rows_of(const float* x, const float* deq, std::int64_t rows, std::int64_t cols) {
+  std::int64_t lost = 0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double energy = 0.0, flushed = 0.0;
+    for (std::int64_t i = r * cols; i < (r + 1) * cols; ++i) {
+      if (!is_finite(x[i])) continue;
+      const double v = static_cast<double>(x[i]) * x[i];
+      energy += v;
+      if (x[i] != 0.0f && deq[i] == 0.0f) flushed += v;
+    }
+    lost += flushed > 0.5 * energy ? 1 : 0;
+  }
+  return lost;
+}
+
+}  // namespace
+
+RowFlush row_flush(const TensorView& t, const QuantSpec& spec) {
+  const std::int64_t chunk_rows = rows_per_chunk(t.cols);
+  std::vector<std::int64_t> lost(static_cast<std::size_t>(chunk_count(t)), 0);
+  tbb::enumerable_thread_specific<std::vector<float>> scratch;
+  const CpuIsa isa = default_cpu_isa();
+  for_each_chunk(isa, t, [&](std::int64_t c, const float* x, std::int64_t n, std::int64_t rows) {
+    std::vector<float>& deq = scratch.local();
+    deq.resize(static_cast<std::size_t>(n));
+    QuantSpec s = spec;
+    s.place.first_row = c * chunk_rows;  // NVFP4's stochastic rounding: the tensor's elements
+    FakeQuantCounts counts;
+    fake_quantize_rows(s, x, rows, t.cols, deq.data(), &counts, isa);
+    lost[static_cast<std::size_t>(c)] = lost_rows_of(x, deq.data(), rows, t.cols);
+  });
+  RowFlush out;
+  out.rows = t.rows;
+  for (std::int64_t l : lost) out.lost_rows += l;
+  return out;
+}
+
 TensorEvaluation CpuBackend::evaluate(std::span<const Candidate> candidates,
                                       const TensorView& t) const {
   TensorEvaluation out;

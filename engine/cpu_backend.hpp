@@ -50,6 +50,11 @@ TensorStats compute_tensor_stats(const TensorView& tensor, CpuIsa isa);
 // level-2 scale of a transformed copy comes from.
 float nvfp4_rht_amax(const TensorView& tensor, Orientation orientation);
 
+// Which rows of the tensor the cast flushes (core/metrics.hpp RowFlush; engine/row_flush.hpp): the
+// rows whose flushed elements carry more than half their finite energy, cast chunk by chunk as
+// evaluate() casts them (the same chunks, so the same NVFP4 stochastic-rounding place).
+RowFlush row_flush(const TensorView& tensor, const QuantSpec& spec);
+
 // Rows per chunk for a tensor `cols` wide: a multiple of 128 near kChunkElements elements.
 std::int64_t rows_per_chunk(std::int64_t cols);
 

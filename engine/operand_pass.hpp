@@ -1,7 +1,8 @@
 // What the pipeline measures on captured operands after the evaluation, in one read of each: the
 // log2|x| histogram report.html draws (engine/histogram.hpp) and what clipping at given thresholds
 // costs, for the delayed forecast (engine/clip_damage.hpp). The policies choose the operands and
-// thresholds from the evaluation table and get the values back; only this pass reads tensors.
+// thresholds from the evaluation table and get the values back; besides it only the flushed-rows
+// pass (engine/row_flush.hpp, before the forecasts: the underflow verdicts need it) reads tensors.
 #pragma once
 
 #include <span>

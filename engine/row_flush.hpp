@@ -8,7 +8,8 @@
 //
 // A pass after the evaluation on the CPU, for the rows a policy asks about (those whose
 // underflow count breaches it): it re-casts each asked copy of the tensor exactly as the
-// evaluation did (the same QuantSpec, chunks and NVFP4 stochastic-rounding stream).
+// evaluation did (the same QuantSpec, chunks and NVFP4 stochastic-rounding stream: the CPU
+// backend's row_flush, engine/cpu_backend.hpp).
 #pragma once
 
 #include <cstdint>
@@ -17,13 +18,9 @@
 
 #include "datasets/capture.hpp"
 #include "engine/evaluation_row.hpp"
-#include "engine/fake_quant.hpp"
+#include "engine/cpu_backend.hpp"
 
 namespace fp8a {
-
-// One shard under one cast (fake_quantize_rows' spec; the NVFP4 place is set here, chunk by chunk,
-// as the CPU backend's evaluation sets it).
-RowFlush row_flush(const TensorView& tensor, const QuantSpec& spec);
 
 // The cast an evaluation row's copy went through on one shard (the row's scale where the shards
 // shared one, else the shard's own); false when it does not resolve (a row not applicable).

@@ -273,7 +273,7 @@ RunResult run_pipeline(const RunRequest& request, const CaptureSet& captures, co
   FP8A_CHECK(!recommends || request.recommend->gpu != nullptr, "run_pipeline: a recommendation without a GPU");
   std::optional<EvaluationIndex> index;
   if (recommends) {
-    if (!logged_only) measure_lost_rows(request, captures, result);
+    measure_lost_rows(request, captures, result);  // captured rows only
     index.emplace(result.rows);
     forecast_run(request, *index, result);
   }

@@ -96,12 +96,14 @@ void finish(Verdict* v) {
 // "tokens", or a weight's "output channels": the rows of the captured 2-D view.
 const char* rows_name(const EvaluationRow& row) { return row.key.role == Role::kWeight ? "output channels" : "tokens"; }
 
-// ", 3 of 128 tokens lose over half their energy" when the rows were measured, else "".
-std::string lost_rows_text(const EvaluationRow& row) {
-  if (!row.row_flush) return "";
-  return ", " + std::to_string(row.row_flush->lost_rows) + " of " + std::to_string(row.row_flush->rows) + " " +
+// "3 of 128 tokens lose over half their energy" (the rows measured).
+std::string lost_rows_count(const EvaluationRow& row) {
+  return std::to_string(row.row_flush->lost_rows) + " of " + std::to_string(row.row_flush->rows) + " " +
          rows_name(row) + " lose over half their energy";
 }
+
+// ", " and lost_rows_count when the rows were measured, else "".
+std::string lost_rows_text(const EvaluationRow& row) { return row.row_flush ? ", " + lost_rows_count(row) : ""; }
 
 // The underflow criterion's row rule (max_lost_rows_pct) when it fails the tensor: most of its
 // rows lose most of their energy, whatever share of the whole flushes. Without measured rows the
@@ -116,7 +118,7 @@ std::optional<Check> lost_rows_breach(const EvaluationRow& row, const UnderflowC
   if (k.passed) return std::nullopt;
   const std::string energy = (row.logged ? "at most " : "") + pct(m.underflow_energy_pct) + " % of its energy";
   if (row.row_flush)
-    k.reason = what + " underflow " + pct(m.underflow_pct) + " % of elements:" + lost_rows_text(row).substr(1) + " (" +
+    k.reason = what + " underflow " + pct(m.underflow_pct) + " % of elements: " + lost_rows_count(row) + " (" +
                pct(share) + " % > " + pct(*c.max_lost_rows_pct) + " %, whatever the whole loses: " + energy + ")" + how;
   else if (row.logged)
     k.reason = what + " underflow " + pct(m.underflow_pct) + " % of elements (" + energy + "): the log cannot tell "
