@@ -77,7 +77,7 @@ def stored_replicates():
             for r in a["replicates"]}
 
 
-MODEL_KEYS = ("steps", "layers", "d_model", "heads", "seq", "micro_batch", "accum")
+MODEL_KEYS = ("steps", "layers", "d_model", "heads", "seq", "micro_batch", "accum", "lr")
 
 
 def outcomes():
@@ -103,7 +103,8 @@ def outcomes():
             rows[arm] = {"recipe": fmt_recipe(recipe, fmt), "fallback": extra.get("fallback", []),
                          "override": extra.get("override", {}), "replicates": reps}
         out[case] = {"what": what, "arms": rows,
-                     "model": {k: base[k] for k in MODEL_KEYS if k in base},
+                     "model": {k: base[k] for k in MODEL_KEYS
+                               if k in base and base[k] != harness.DEFAULTS[k]},
                      "noise_case": cases.NOISE_CASE.get(case, "healthy")}
     return out
 
