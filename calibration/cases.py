@@ -262,6 +262,31 @@ CAPTURE_STEPS_OF["grown-outlier" + WIDTH] = [499, 799, WIDE["steps"] - 1]
 NOISE_CASE["grown-outlier" + WIDTH] = "healthy" + WIDTH
 
 
+# Issue 58 (2026-12-07, late): width or depth position? The wgrad-only damage of block scaling
+# (1x128 blocks isolate the outlier token in fprop, not in wgrad's columnwise copy) harmed at d64
+# (outlier20x2/block, both FC2s of two blocks) and MXFP8's did at d256 (nvfp4-outlier20/mxfp8,
+# layers.1 of two blocks, 10.1x cancellation), but the block arms at d256 and d512 trained no worse
+# than BF16 with the outlier in layers.1 of four. In every harm the damaged FC2 was in the last
+# block; in none of the block false alarms was it. Fixed before these runs: the same x2^20 token in
+# the last of four blocks, and MXFP8 with it in layers.1 of four. If position decides,
+# outlier20-last@d256/block and /mxfp8 harm and outlier20@d256/mxfp8 does not; if width decides,
+# none of the three harms. Either way the current arm (fprop flushed) should harm.
+OUTLIER20_LAST = dict(HEALTHY, **WIDE, gain={"kind": "outlier", "layer": 3, "log2": 20})
+CASES["outlier20-last" + WIDTH] = (
+    "per-token outlier beyond E4M3's range in the last block: layers.3 FC2 input x2^20 at token 0; "
+    "at width: d_model 256, four blocks, 1000 steps", OUTLIER20_LAST, [
+        ("bf16", "bf16", "hybrid", {}),
+        ("current", "current", "hybrid", {}),
+        ("block", "block", "hybrid", {}),
+        ("mxfp8", "mxfp8", "e4m3", {}),
+    ])
+CAPTURE_STEPS_OF["outlier20-last" + WIDTH] = [44, WIDE["steps"] - 1]
+CAPTURE_HOOKS["outlier20-last" + WIDTH] = r"^(layers\.0\.self_attention\.linear_qkv|layers\.3\.mlp\.linear_fc2)$"
+NOISE_CASE["outlier20-last" + WIDTH] = "healthy" + WIDTH
+_what, _base, _arms = CASES["outlier20" + WIDTH]
+CASES["outlier20" + WIDTH] = (_what, _base, _arms + [("mxfp8", "mxfp8", "e4m3", {})])
+
+
 def arm_config(case, arm, rep):
     _, base, arms = CASES[case]
     for name, recipe, fmt, extra in arms:
