@@ -31,8 +31,9 @@ REPLICATES = 3
 # (2026-12-07 night) The d512 cases trained again at their own learning rate (WIDE512 below): the
 # counts above for d512 were read off the runs at 1e-3, which left the table, so d512 starts
 # again at three orders, more where a verdict sits within 2 SE of its bar.
-REPLICATES_OF = {"nvfp4-healthy": 6, "healthy@d256": 6, "outlier20x2@d256": 10, "outlier20": 5,
-                 "outlier20@d256": 5, "outlier16@d256": 5, "nvfp4-outlier20": 10, "outlier@d256": 5}
+# (2026-12-07, late) So did the d256 cases (LR_D256 below): their counts, read off the runs at 1e-3,
+# went with them.
+REPLICATES_OF = {"nvfp4-healthy": 6, "outlier20": 5, "nvfp4-outlier20": 10}
 
 
 def replicates(case):
@@ -185,42 +186,59 @@ CASES = {
 # inside the ramp) and the last step; the kernel noise from healthy@d256's split arm.
 WIDTH = "@d256"
 WIDE = {"steps": 1000, "d_model": 256, "layers": 4, "eval_every": 100}
+# Its learning rate is its own too (2026-12-07, late; the d512 paragraph below has the sweep). At
+# 1e-3 the four-block d256 model was chaotic: healthy@d256's split arm (the same batches, another
+# summation order) ended 0.017 RMS apart from its twin (gaps +0.033, -0.006, -0.010, +0.020,
+# -0.007, +0.006), so the harm bar there was 2x that noise, 0.034, not 1 % of the loss, and an FP8
+# effect under it was invisible. At 5e-4, the sweep's best rate for this width (2.125 against
+# 2.136 at 1e-3), the split gaps of three orders are +0.0002, +0.0001, +0.0019 (RMS 0.0011): the
+# model follows its batches, not its rounding. Fixed from those BF16 runs alone, before any FP8 arm ran at it;
+# the d256 runs at 1e-3 left the table (calibration/README.md). Cases with a rate of their own
+# (high-lr: 6e-2, no warmup, no clipping) keep it.
+LR_D256 = 5e-4
 FP8_CASES = ("healthy", "high-lr", "outlier", "outlier16", "outlier20", "outlier20x2", "spike", "ramp")
 # d_model 64 trains in seconds: ten orders of every arm there, so that its verdicts near the bar
 # (outlier20/current +0.026 +- 0.003 against 0.030 over five; high-lr's chaotic arms) are settled.
 REPLICATES_OF.update({c: 10 for c in FP8_CASES})
 
 
-def add_at_width(names, suffix, wide):
-    """CASE + suffix for each case named: its base under `wide`, its arms, captures at step 44 and
-    the last step, its capture hooks, the kernel noise of healthy + suffix."""
+def at_width(base, wide, lr):
+    """`base` under `wide`, with the width's learning rate `lr` where `base` trains at the healthy
+    rate (a case with a rate of its own keeps it)."""
+    return dict(base, **wide, **({"lr": lr} if base["lr"] == HEALTHY["lr"] else {}))
+
+
+def add_at_width(names, suffix, wide, lr):
+    """CASE + suffix for each case named: its base under `wide` at learning rate `lr`, its arms,
+    captures at step 44 and the last step, its capture hooks, the kernel noise of healthy + suffix."""
     for c in names:
         what, base, arms = CASES[c]
         CASES[c + suffix] = (what + "; at width: d_model %d, four blocks, %d steps" % (wide["d_model"], wide["steps"]),
-                             dict(base, **wide), arms)
+                             at_width(base, wide, lr), arms)
         CAPTURE_STEPS_OF[c + suffix] = [44, wide["steps"] - 1]
         NOISE_CASE[c + suffix] = "healthy" + suffix
         if c in CAPTURE_HOOKS:
             CAPTURE_HOOKS[c + suffix] = CAPTURE_HOOKS[c]
 
 
-add_at_width(FP8_CASES, WIDTH, WIDE)
+add_at_width(FP8_CASES, WIDTH, WIDE, LR_D256)
 # And the harm cases with healthy at d_model 512 (four blocks, 1000 steps: about 0.8 s a step
 # under current scaling on one core here, 15 minutes a run), CASE@d512.
 WIDTH512 = "@d512"
 # Its learning rate is its own (2026-12-07 night): at d256's 1e-3 the BF16 model at d512 ended at
 # 2.40 held-out, worse than d256's 2.14, a wider model learning less. One order of healthy@d512's
 # BF16 arm at 1e-3, 5e-4, 2.5e-4, 1.25e-4: 2.403, 2.115, 2.018, 2.135; d256's at 1e-3, 5e-4,
-# 2.5e-4, 1.25e-4: 2.136, 2.125, 2.238, 2.327 (its 1e-3 stays). Adam's update of a d x d matrix
+# 2.5e-4, 1.25e-4: 2.136, 2.125, 2.238, 2.327 (see above). Adam's update of a d x d matrix
 # moves its output about d times the step, so the best rate falls with width (muP, Yang et al.
 # 2022): d512 trains at 2.5e-4, and its runs at 1e-3 (an over-driven model that hid FP8's harm
 # under its own noise) left the table (calibration/README.md).
-WIDE512 = dict(WIDE, d_model=512, lr=2.5e-4)
-add_at_width(("healthy", "outlier20", "outlier20x2"), WIDTH512, WIDE512)
+WIDE512 = dict(WIDE, d_model=512)
+LR_D512 = 2.5e-4
+add_at_width(("healthy", "outlier20", "outlier20x2"), WIDTH512, WIDE512, LR_D512)
 # (2026-12-07) The weaker outliers at d512 too: with healthy and the two harm cases alone, d512 had
 # five harmless judged runs, too few for its false-alarm rate to mean anything (its 95 % interval
 # was 23-88 %); x2^12 and x2^16 at token 0 are the harmless neighbours of x2^20 at d256.
-add_at_width(("outlier", "outlier16"), WIDTH512, WIDE512)
+add_at_width(("outlier", "outlier16"), WIDTH512, WIDE512, LR_D512)
 
 # Issue 58, a case not planted at init: late gradient underflow. Nothing is multiplied; as the
 # loss falls the gradients' amax falls with it (nvfp4-deep's trace at this width: the FC2 output
@@ -233,7 +251,7 @@ add_at_width(("outlier", "outlier16"), WIDTH512, WIDE512)
 CASES["late-underflow" + WIDTH] = (
     "gradient underflow that appears late, not planted: healthy at width, the gradients' amax "
     "falls as the loss does while delayed scaling's max over 1024 steps keeps the early scale",
-    dict(HEALTHY, **WIDE), [
+    at_width(HEALTHY, WIDE, LR_D256), [
         ("bf16", "bf16", "hybrid", {}),
         ("delayed-e4m3", DELAYED, "e4m3", {}),
         ("delayed-h16-recent-e4m3", "delayed:history=16:algo=most_recent:margin=0", "e4m3", {}),
@@ -248,8 +266,9 @@ NOISE_CASE["late-underflow" + WIDTH] = "healthy" + WIDTH
 # goes from 1.3 at step 0 to 26 by step 100, 198 at step 800 and 102 at the end, with a collapse
 # near step 400: an FC2 input channel that grows late, as the SwiGLU weight alignment of
 # Fishman et al. 2024 and the massive activations of Sun et al. 2024 do at scale (here by another
-# cause, at a smaller size).
-GROWN = dict(HEALTHY, **WIDE, free_unit={"layer": 1, "unit": 0, "lr_mult": 100})
+# cause, at a smaller size). Those amaxes are the run at 1e-3; at LR_D256 the unit trains at 100x
+# that rate still.
+GROWN = dict(at_width(HEALTHY, WIDE, LR_D256), free_unit={"layer": 1, "unit": 0, "lr_mult": 100})
 CASES["grown-outlier" + WIDTH] = (
     "an FC2 input channel that grows in training, not planted: one layers.1 FC1 unit trained "
     "100x faster without weight decay", GROWN, [
@@ -271,7 +290,7 @@ NOISE_CASE["grown-outlier" + WIDTH] = "healthy" + WIDTH
 # the last of four blocks, and MXFP8 with it in layers.1 of four. If position decides,
 # outlier20-last@d256/block and /mxfp8 harm and outlier20@d256/mxfp8 does not; if width decides,
 # none of the three harms. Either way the current arm (fprop flushed) should harm.
-OUTLIER20_LAST = dict(HEALTHY, **WIDE, gain={"kind": "outlier", "layer": 3, "log2": 20})
+OUTLIER20_LAST = dict(at_width(HEALTHY, WIDE, LR_D256), gain={"kind": "outlier", "layer": 3, "log2": 20})
 CASES["outlier20-last" + WIDTH] = (
     "per-token outlier beyond E4M3's range in the last block: layers.3 FC2 input x2^20 at token 0; "
     "at width: d_model 256, four blocks, 1000 steps", OUTLIER20_LAST, [

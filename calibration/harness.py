@@ -400,13 +400,15 @@ def main(argv=None):
     p.add_argument("--fallback", default="", help="comma-separated layer or layer:gemm in BF16")
     p.add_argument("--override", default="{}", help='JSON {"layer[:gemm]": "recipe"}')
     p.add_argument("--gain", default=None, help="mechanism as JSON (see the module docstring)")
+    p.add_argument("--free-unit", default=None, help='JSON {"layer": 1, "unit": 0, "lr_mult": 100}')
     p.add_argument("--capture-steps", default="", help="comma-separated captured steps")
     a = p.parse_args(argv)
     over = {k: getattr(a, k) for k in DEFAULTS
-            if k not in ("fallback", "override", "gain", "capture_steps")}
+            if k not in ("fallback", "override", "gain", "free_unit", "capture_steps")}
     over["fallback"] = [s for s in a.fallback.split(",") if s]
     over["override"] = json.loads(a.override)
     over["gain"] = json.loads(a.gain) if a.gain else None
+    over["free_unit"] = json.loads(a.free_unit) if a.free_unit else None
     over["capture_steps"] = sorted(int(s) for s in a.capture_steps.split(",") if s)
     cfg = make_config(**over)
     r = train(cfg)
