@@ -192,9 +192,9 @@ WIDE = {"steps": 1000, "d_model": 256, "layers": 4, "eval_every": 100}
 # -0.007, +0.006), so the harm bar there was 2x that noise, 0.034, not 1 % of the loss, and an FP8
 # effect under it was invisible. At 5e-4, the sweep's best rate for this width (2.125 against
 # 2.136 at 1e-3), the split gaps of three orders are +0.0002, +0.0001, +0.0019 (RMS 0.0011): the
-# model follows its batches, not its rounding. Fixed from those BF16 runs alone, before any FP8 arm ran at it;
-# the d256 runs at 1e-3 left the table (calibration/README.md). Cases with a rate of their own
-# (high-lr: 6e-2, no warmup, no clipping) keep it.
+# model follows its batches, not its rounding. Fixed from those BF16 runs alone, before any FP8
+# arm ran at it; the d256 runs at 1e-3 left the table (calibration/README.md). Cases with a rate
+# of their own (high-lr: 6e-2, no warmup, no clipping) keep it.
 LR_D256 = 5e-4
 FP8_CASES = ("healthy", "high-lr", "outlier", "outlier16", "outlier20", "outlier20x2", "spike", "ramp")
 # d_model 64 trains in seconds: ten orders of every arm there, so that its verdicts near the bar
@@ -289,7 +289,8 @@ NOISE_CASE["grown-outlier" + WIDTH] = "healthy" + WIDTH
 # block; in none of the block false alarms was it. Fixed before these runs: the same x2^20 token in
 # the last of four blocks, and MXFP8 with it in layers.1 of four. If position decides,
 # outlier20-last@d256/block and /mxfp8 harm and outlier20@d256/mxfp8 does not; if width decides,
-# none of the three harms. Either way the current arm (fprop flushed) should harm.
+# none of the three harms. Either way the current arm (fprop flushed) should harm. (Over three
+# orders none of the three harmed, nor did the last block's current arm: calibration/README.md.)
 OUTLIER20_LAST = dict(at_width(HEALTHY, WIDE, LR_D256), gain={"kind": "outlier", "layer": 3, "log2": 20})
 CASES["outlier20-last" + WIDTH] = (
     "per-token outlier beyond E4M3's range in the last block: layers.3 FC2 input x2^20 at token 0; "
