@@ -208,17 +208,24 @@ def at_width(base, wide, lr):
     return dict(base, **wide, **({"lr": lr} if base["lr"] == HEALTHY["lr"] else {}))
 
 
+def add_case(name, what, base, arms, capture_steps, noise_case, hook=None):
+    """Registers a case: its arms, its captured steps, its kernel-noise case and, where the default
+    capture hook misses the layer it acts on, its own."""
+    CASES[name] = (what, base, arms)
+    CAPTURE_STEPS_OF[name] = capture_steps
+    NOISE_CASE[name] = noise_case
+    if hook is not None:
+        CAPTURE_HOOKS[name] = hook
+
+
 def add_at_width(names, suffix, wide, lr):
     """CASE + suffix for each case named: its base under `wide` at learning rate `lr`, its arms,
     captures at step 44 and the last step, its capture hooks, the kernel noise of healthy + suffix."""
     for c in names:
         what, base, arms = CASES[c]
-        CASES[c + suffix] = (what + "; at width: d_model %d, four blocks, %d steps" % (wide["d_model"], wide["steps"]),
-                             at_width(base, wide, lr), arms)
-        CAPTURE_STEPS_OF[c + suffix] = [44, wide["steps"] - 1]
-        NOISE_CASE[c + suffix] = "healthy" + suffix
-        if c in CAPTURE_HOOKS:
-            CAPTURE_HOOKS[c + suffix] = CAPTURE_HOOKS[c]
+        add_case(c + suffix, what + "; at width: d_model %d, four blocks, %d steps" % (wide["d_model"], wide["steps"]),
+                 at_width(base, wide, lr), arms, [44, wide["steps"] - 1], "healthy" + suffix,
+                 CAPTURE_HOOKS.get(c))
 
 
 add_at_width(FP8_CASES, WIDTH, WIDE, LR_D256)
@@ -248,7 +255,8 @@ add_at_width(("outlier", "outlier16"), WIDTH512, WIDE512, LR_D512)
 # not, and the shrunken gradients flush more as training goes on. Current scaling (which rescales
 # every step) and a short most-recent history are the controls; the same delayed recipe with
 # hybrid gradients is healthy@d256's delayed arm (the same runs).
-CASES["late-underflow" + WIDTH] = (
+add_case(
+    "late-underflow" + WIDTH,
     "gradient underflow that appears late, not planted: healthy at width, the gradients' amax "
     "falls as the loss does while delayed scaling's max over 1024 steps keeps the early scale",
     at_width(HEALTHY, WIDE, LR_D256), [
@@ -256,9 +264,7 @@ CASES["late-underflow" + WIDTH] = (
         ("delayed-e4m3", DELAYED, "e4m3", {}),
         ("delayed-h16-recent-e4m3", "delayed:history=16:algo=most_recent:margin=0", "e4m3", {}),
         ("current-e4m3", "current", "e4m3", {}),
-    ])
-CAPTURE_STEPS_OF["late-underflow" + WIDTH] = [44, 499, WIDE["steps"] - 1]
-NOISE_CASE["late-underflow" + WIDTH] = "healthy" + WIDTH
+    ], [44, 499, WIDE["steps"] - 1], "healthy" + WIDTH)
 
 # Issue 58, a case not planted at init: an outlier that grows in training. One FC1 unit of
 # layers.1 trains 100 times faster and without weight decay (harness free_unit); nothing is
@@ -269,16 +275,15 @@ NOISE_CASE["late-underflow" + WIDTH] = "healthy" + WIDTH
 # cause, at a smaller size). Those amaxes are the run at 1e-3; at LR_D256 the unit trains at 100x
 # that rate still.
 GROWN = dict(at_width(HEALTHY, WIDE, LR_D256), free_unit={"layer": 1, "unit": 0, "lr_mult": 100})
-CASES["grown-outlier" + WIDTH] = (
+add_case(
+    "grown-outlier" + WIDTH,
     "an FC2 input channel that grows in training, not planted: one layers.1 FC1 unit trained "
     "100x faster without weight decay", GROWN, [
         ("bf16", "bf16", "hybrid", {}),
         ("current", "current", "hybrid", {}),
         ("delayed", DELAYED, "hybrid", {}),
         ("block", "block", "hybrid", {}),
-    ])
-CAPTURE_STEPS_OF["grown-outlier" + WIDTH] = [499, 799, WIDE["steps"] - 1]
-NOISE_CASE["grown-outlier" + WIDTH] = "healthy" + WIDTH
+    ], [499, 799, WIDE["steps"] - 1], "healthy" + WIDTH)
 
 
 # Issue 58 (2026-12-07, late): width or depth position? The wgrad-only damage of block scaling
@@ -292,17 +297,16 @@ NOISE_CASE["grown-outlier" + WIDTH] = "healthy" + WIDTH
 # none of the three harms. Either way the current arm (fprop flushed) should harm. (Over three
 # orders none of the three harmed, nor did the last block's current arm: calibration/README.md.)
 OUTLIER20_LAST = dict(at_width(HEALTHY, WIDE, LR_D256), gain={"kind": "outlier", "layer": 3, "log2": 20})
-CASES["outlier20-last" + WIDTH] = (
+add_case(
+    "outlier20-last" + WIDTH,
     "per-token outlier beyond E4M3's range in the last block: layers.3 FC2 input x2^20 at token 0; "
     "at width: d_model 256, four blocks, 1000 steps", OUTLIER20_LAST, [
         ("bf16", "bf16", "hybrid", {}),
         ("current", "current", "hybrid", {}),
         ("block", "block", "hybrid", {}),
         ("mxfp8", "mxfp8", "e4m3", {}),
-    ])
-CAPTURE_STEPS_OF["outlier20-last" + WIDTH] = [44, WIDE["steps"] - 1]
-CAPTURE_HOOKS["outlier20-last" + WIDTH] = r"^(layers\.0\.self_attention\.linear_qkv|layers\.3\.mlp\.linear_fc2)$"
-NOISE_CASE["outlier20-last" + WIDTH] = "healthy" + WIDTH
+    ], [44, WIDE["steps"] - 1], "healthy" + WIDTH,
+    r"^(layers\.0\.self_attention\.linear_qkv|layers\.3\.mlp\.linear_fc2)$")
 _what, _base, _arms = CASES["outlier20" + WIDTH]
 CASES["outlier20" + WIDTH] = (_what, _base, _arms + [("mxfp8", "mxfp8", "e4m3", {})])
 
