@@ -310,6 +310,15 @@ add_case(
 _what, _base, _arms = CASES["outlier20" + WIDTH]
 CASES["outlier20" + WIDTH] = (_what, _base, _arms + [("mxfp8", "mxfp8", "e4m3", {})])
 
+# Issue 58 (2026-12-08): the plan a "wgrad-only failure only watches" rule would make under current
+# scaling: the flushed FC2s' fprop alone in BF16, their wgrads left in FP8. Trained before the rule
+# was decided, to test it: on outlier20x2@d256 it harms (+0.117 +- 0.005 over three orders), so
+# current's wgrad damage is harm, not noise, and the rule was not adopted (calibration/README.md).
+for _case, _layers in (("outlier20x2" + WIDTH, [0, 1]), ("outlier20" + WIDTH, [1])):
+    _what, _base, _arms = CASES[_case]
+    CASES[_case] = (_what, _base, _arms + [("current+fprop-bf16", "current", "hybrid", {
+        "fallback": ["layers.%d.mlp.linear_fc2:fprop" % i for i in _layers]})])
+
 
 def arm_config(case, arm, rep):
     _, base, arms = CASES[case]

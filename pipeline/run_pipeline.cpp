@@ -82,7 +82,7 @@ void warn_first(const RunRequest& request, RunResult& result, std::string m) {
 // The first of what advice from logged statistics alone could not judge.
 constexpr const char* kLoggedOnlyLimit =
     "every GEMM judged on its operands' logged statistics alone: the GEMM-output criteria "
-    "(gemm_amplification, wgrad_zeroed, wgrad_sign_flip) need a capture and are not judged";
+    "(gemm_amplification, wgrad_zeroed, wgrad_sign_flip, wgrad_direction) need a capture and are not judged";
 
 // Beside captures: the logged rows of the (step, layer)s no capture holds, after the captured rows.
 void extend_with_logged(const LoggedRows& logged, std::vector<EvaluationRow>& rows) {

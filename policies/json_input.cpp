@@ -254,6 +254,18 @@ int ObjectReader::choice(const char* key, const std::vector<std::string>& names)
                     prefix() + name(key) + " is " + quoted_input(s) + ", expected one of " + list + did_you_mean(s, names));
 }
 
+void ObjectReader::optional_choice(const char* key, const std::vector<std::string>& names,
+                                   std::optional<int>* out) const {
+  const Json* v = find(key);
+  if (v == nullptr) return;
+  if (v->is_null()) {
+    out->reset();
+    return;
+  }
+  if (!v->is_string()) wrong_type(key, "a string or null", *v);
+  *out = choice(key, names);
+}
+
 ObjectReader ObjectReader::child(const char* key) const {
   const Json* o = object(key);
   FP8A_CHECK(o != nullptr, "ObjectReader::child of a key the object holds");

@@ -61,6 +61,8 @@ class ObjectReader {
   std::optional<std::vector<std::string>> strings(const char* key) const;
   // One of `names`; returns its index, or -1 when the key is absent.
   int choice(const char* key, const std::vector<std::string>& names) const;
+  // Like choice(), or null to unset: *out untouched when the key is absent.
+  void optional_choice(const char* key, const std::vector<std::string>& names, std::optional<int>* out) const;
   // A reader of the object under `key` (present: check with object() first).
   ObjectReader child(const char* key) const;
   // The key's path from the file's top ("criteria.mse").

@@ -33,6 +33,15 @@ const char* criterion_action_name(CriterionAction action) {
   return action == CriterionAction::kFail ? "fail" : "watch";
 }
 
+namespace {
+
+// A per-GEMM action: its name, or null when the criterion's own action applies.
+Json optional_action_json(const std::optional<CriterionAction>& a) {
+  return a ? Json(criterion_action_name(*a)) : Json(nullptr);
+}
+
+}  // namespace
+
 const char* fallback_scope_name(FallbackScope scope) {
   return scope == FallbackScope::kGemm ? "gemm" : "global";
 }
@@ -41,10 +50,10 @@ double rel_mse_floor(int mantissa_bits) {
   return std::ldexp(1.0, -2 * mantissa_bits) / (32.0 * std::log(2.0));
 }
 
-std::array<CriterionAction*, 7> criterion_actions(Policy& p) {
-  return {&p.underflow.action,  &p.mse.action,                &p.rel_mse_floor.action,
-          &p.saturation.action, &p.gemm_amplification.action, &p.wgrad_damage.action,
-          &p.delayed_forecast.action};
+std::array<CriterionAction*, 8> criterion_actions(Policy& p) {
+  return {&p.underflow.action,          &p.mse.action,          &p.rel_mse_floor.action,
+          &p.saturation.action,         &p.gemm_amplification.action, &p.wgrad_damage.action,
+          &p.wgrad_direction.action,    &p.delayed_forecast.action};
 }
 
 std::string calibration_text(const Policy& p) {
@@ -75,6 +84,7 @@ std::string policy_to_json(const Policy& p) {
                                                : Json(nullptr)},
                     {"max_lost_rows_pct", p.underflow.max_lost_rows_pct ? Json(*p.underflow.max_lost_rows_pct)
                                                                         : Json(nullptr)},
+                    {"lost_rows_wgrad_action", optional_action_json(p.underflow.lost_rows_wgrad_action)},
                     {"weight", p.underflow.weight},
                     {"source", p.underflow.source}};
   c["mse"] = {{"enabled", p.mse.enabled},
@@ -100,6 +110,7 @@ std::string policy_to_json(const Policy& p) {
                              {"action", criterion_action_name(p.gemm_amplification.action)},
                              {"factor", p.gemm_amplification.factor},
                              {"min_rel_fro_err", p.gemm_amplification.min_rel_fro_err},
+                             {"wgrad_action", optional_action_json(p.gemm_amplification.wgrad_action)},
                              {"weight", p.gemm_amplification.weight},
                              {"source", p.gemm_amplification.source}};
   c["wgrad_damage"] = {{"enabled", p.wgrad_damage.enabled},
@@ -108,6 +119,11 @@ std::string policy_to_json(const Policy& p) {
                        {"sign_flip_factor", p.wgrad_damage.sign_flip_factor},
                        {"weight", p.wgrad_damage.weight},
                        {"source", p.wgrad_damage.source}};
+  c["wgrad_direction"] = {{"enabled", p.wgrad_direction.enabled},
+                          {"action", criterion_action_name(p.wgrad_direction.action)},
+                          {"min_cos", p.wgrad_direction.min_cos},
+                          {"weight", p.wgrad_direction.weight},
+                          {"source", p.wgrad_direction.source}};
   c["delayed_forecast"] = {{"enabled", p.delayed_forecast.enabled},
                            {"action", criterion_action_name(p.delayed_forecast.action)},
                            {"horizon_steps", p.delayed_forecast.horizon_steps},
@@ -143,6 +159,13 @@ void read_common(const ObjectReader& r, bool* enabled, CriterionAction* action, 
     *action = a == 0 ? CriterionAction::kFail : CriterionAction::kWatch;
   r.number("weight", 0.0, false, kInf, weight);
   r.text("source", source);
+}
+
+// A per-GEMM action key: "fail", "watch", or null for the criterion's own action.
+void read_optional_action(const ObjectReader& r, const char* key, std::optional<CriterionAction>* out) {
+  std::optional<int> a = out->has_value() ? std::optional<int>(**out == CriterionAction::kFail ? 0 : 1) : std::nullopt;
+  r.optional_choice(key, {"fail", "watch"}, &a);
+  *out = a ? std::optional<CriterionAction>(*a == 0 ? CriterionAction::kFail : CriterionAction::kWatch) : std::nullopt;
 }
 
 // The policy of json_text over its "base" preset (the default when it names none); `root`: the
@@ -197,7 +220,7 @@ Policy parse_policy_text(std::string_view json_text, std::string_view origin, bo
   if (criteria == nullptr) return p;
   const ObjectReader cr(*criteria, "criteria", where, kPolicyFile);
   cr.only({"underflow", "mse", "rel_mse_floor", "saturation", "gemm_amplification", "wgrad_damage",
-           "delayed_forecast"});
+           "wgrad_direction", "delayed_forecast"});
   // Each criterion's object, read by `read` when present.
   const auto each = [&](const char* key, const std::vector<std::string>& keys,
                         const std::function<void(const ObjectReader&)>& read) {
@@ -208,7 +231,8 @@ Policy parse_policy_text(std::string_view json_text, std::string_view origin, bo
     }
   };
   each("underflow",
-       {"enabled", "action", "max_pct", "max_energy_pct", "max_pct_any_energy", "max_lost_rows_pct", "weight", "source"},
+       {"enabled", "action", "max_pct", "max_energy_pct", "max_pct_any_energy", "max_lost_rows_pct",
+        "lost_rows_wgrad_action", "weight", "source"},
        [&](const ObjectReader& r) {
          auto& c = p.underflow;
          read_common(r, &c.enabled, &c.action, &c.weight, &c.source);
@@ -216,6 +240,7 @@ Policy parse_policy_text(std::string_view json_text, std::string_view origin, bo
          r.optional_number("max_energy_pct", 0.0, true, 100.0, &c.max_energy_pct);
          r.optional_number("max_pct_any_energy", 0.0, true, 100.0, &c.max_pct_any_energy);
          r.optional_number("max_lost_rows_pct", 0.0, true, 100.0, &c.max_lost_rows_pct);
+         read_optional_action(r, "lost_rows_wgrad_action", &c.lost_rows_wgrad_action);
        });
   each("mse", {"enabled", "action", "max", "weight", "source"}, [&](const ObjectReader& r) {
     auto& c = p.mse;
@@ -238,12 +263,13 @@ Policy parse_policy_text(std::string_view json_text, std::string_view origin, bo
     read_common(r, &c.enabled, &c.action, &c.weight, &c.source);
     r.number("max_pct", 0.0, true, 100.0, &c.max_pct);
   });
-  each("gemm_amplification", {"enabled", "action", "factor", "min_rel_fro_err", "weight", "source"},
+  each("gemm_amplification", {"enabled", "action", "factor", "min_rel_fro_err", "wgrad_action", "weight", "source"},
        [&](const ObjectReader& r) {
          auto& c = p.gemm_amplification;
          read_common(r, &c.enabled, &c.action, &c.weight, &c.source);
          r.number("factor", 1.0, false, kInf, &c.factor);
          r.number("min_rel_fro_err", 0.0, true, kInf, &c.min_rel_fro_err);
+         read_optional_action(r, "wgrad_action", &c.wgrad_action);
        });
   each("wgrad_damage", {"enabled", "action", "max_zeroed_pct", "sign_flip_factor", "weight", "source"},
        [&](const ObjectReader& r) {
@@ -252,6 +278,11 @@ Policy parse_policy_text(std::string_view json_text, std::string_view origin, bo
          r.number("max_zeroed_pct", 0.0, true, 100.0, &c.max_zeroed_pct);
          r.number("sign_flip_factor", 1.0, false, kInf, &c.sign_flip_factor);
        });
+  each("wgrad_direction", {"enabled", "action", "min_cos", "weight", "source"}, [&](const ObjectReader& r) {
+    auto& c = p.wgrad_direction;
+    read_common(r, &c.enabled, &c.action, &c.weight, &c.source);
+    r.number("min_cos", -1.0, false, 1.0, &c.min_cos);
+  });
   each("delayed_forecast", {"enabled", "action", "horizon_steps", "weight", "source"},
        [&](const ObjectReader& r) {
          auto& c = p.delayed_forecast;

@@ -58,6 +58,11 @@ struct UnderflowCriterion {
   std::optional<double> max_pct_any_energy;  // percent of elements, in (0, 100]; unset: none
   std::optional<double> max_lost_rows_pct;   // percent of rows, in (0, 100]; unset: none
   CriterionAction action = CriterionAction::kFail;
+  // The rows rule's action on the operand copies of a wgrad whose output wgrad_direction judges
+  // (enabled, the output computed); unset: `action`. The wgrad sums over tokens, so lost rows
+  // there matter only through dW's direction, which that criterion measures on dW itself
+  // (calibration/RESULTS.md: "watch" at width). A logged wgrad, with no output, keeps `action`.
+  std::optional<CriterionAction> lost_rows_wgrad_action;
   bool operator==(const UnderflowCriterion&) const = default;
 };
 
@@ -110,6 +115,8 @@ struct GemmAmplificationCriterion {
   double weight = 1.0;
   std::string source;
   CriterionAction action = CriterionAction::kFail;
+  // The action on a wgrad output that wgrad_direction judges too; unset: `action`.
+  std::optional<CriterionAction> wgrad_action;
   bool operator==(const GemmAmplificationCriterion&) const = default;
 };
 
@@ -125,6 +132,21 @@ struct WgradDamageCriterion {
   std::string source;
   CriterionAction action = CriterionAction::kFail;
   bool operator==(const WgradDamageCriterion&) const = default;
+};
+
+// The direction of the wgrad output: cos(dW_fp8, dW) against the high-precision dW (gemms.csv
+// cos). Fails when the cosine is below min_cos at the GEMM's latest captured step with an output;
+// at earlier steps a breach only watches (training moves the tensors: a block-scaled wgrad whose
+// outlier token flushes most of its block recovers its direction as the other tokens grow,
+// calibration/RESULTS.md wgrad_direction). cos^2 is the share of the FP8 update's energy along
+// the true one.
+struct WgradDirectionCriterion {
+  bool enabled = true;
+  double min_cos = 0.3;  // in [-1, 1]
+  double weight = 1.0;
+  std::string source;
+  CriterionAction action = CriterionAction::kFail;
+  bool operator==(const WgradDirectionCriterion&) const = default;
 };
 
 // Delayed scaling's forecast: the clipping the amax trend predicts over horizon_steps steps after
@@ -165,13 +187,14 @@ struct Policy {
   SaturationCriterion saturation;
   GemmAmplificationCriterion gemm_amplification;
   WgradDamageCriterion wgrad_damage;
+  WgradDirectionCriterion wgrad_direction;
   DelayedForecastCriterion delayed_forecast;
   std::optional<PolicyCalibration> calibration;
   bool operator==(const Policy&) const = default;
 };
 
 // Every criterion's action, in the structs' order (to set them together).
-std::array<CriterionAction*, 7> criterion_actions(Policy& policy);
+std::array<CriterionAction*, 8> criterion_actions(Policy& policy);
 
 // The calibration in one line, as the answer prints it: "validated on 7 training cases (24 FP8
 // runs, calibration/RESULTS.md): 2 of 2 harmful runs fail, 0 false alarms in 22 harmless ones";

@@ -41,6 +41,16 @@ Check upper_check(Criterion c, double measured, double threshold, double weight,
   return k;
 }
 
+// A check of measured against threshold where smaller measures are worse; the margin is relative
+// to |threshold| (the measure itself when the threshold is 0).
+Check lower_check(Criterion c, double measured, double threshold, double weight, CriterionAction action) {
+  Check k = upper_check(c, -measured, -threshold, weight, action);
+  k.measured = measured;
+  k.threshold = threshold;
+  k.margin = std::isnan(measured) ? -kInf : threshold != 0 ? (measured - threshold) / std::fabs(threshold) : measured;
+  return k;
+}
+
 // Watch when either action watches (the forecast's checks: delayed_forecast's and the criterion's).
 CriterionAction either(CriterionAction a, CriterionAction b) {
   return a == CriterionAction::kWatch ? a : b;
@@ -109,12 +119,13 @@ std::string lost_rows_text(const EvaluationRow& row) { return row.row_flush ? ",
 // rows lose most of their energy, whatever share of the whole flushes. Without measured rows the
 // element share stands in for the row share: a logged row over it is not judged (its reason says
 // so: the caller leaves the GEMM not evaluated), a captured row a path did not measure fails.
-std::optional<Check> lost_rows_breach(const EvaluationRow& row, const UnderflowCriterion& c, const std::string& what,
-                                      const std::string& how) {
+// `action`: the rule's on this GEMM (UnderflowCriterion::lost_rows_wgrad_action on a wgrad's copies).
+std::optional<Check> lost_rows_breach(const EvaluationRow& row, const UnderflowCriterion& c, CriterionAction action,
+                                      const std::string& what, const std::string& how) {
   if (!c.max_lost_rows_pct) return std::nullopt;
   const QuantMetrics& m = row.metrics;
   const double share = row.row_flush ? row.row_flush->pct() : m.underflow_pct;
-  Check k = upper_check(Criterion::kUnderflow, share, *c.max_lost_rows_pct, c.weight, c.action);
+  Check k = upper_check(Criterion::kUnderflow, share, *c.max_lost_rows_pct, c.weight, action);
   if (k.passed) return std::nullopt;
   const std::string energy = (row.logged ? "at most " : "") + pct(m.underflow_energy_pct) + " % of its energy";
   if (row.row_flush)
@@ -133,8 +144,9 @@ std::optional<Check> lost_rows_breach(const EvaluationRow& row, const UnderflowC
 
 // The tensor criteria's checks of one tensor copy, appended to `out`; false when the evaluation
 // was not applicable, or a logged row leaves open a criterion that could send the GEMM (the reason
-// then goes to *not_applicable).
-bool tensor_checks(const TensorEvidence& ev, const Policy& policy, std::vector<Check>* out,
+// then goes to *not_applicable). `wgrad`: the copy a wgrad consumes whose output wgrad_direction
+// judges (the rows rule's wgrad action applies).
+bool tensor_checks(const TensorEvidence& ev, const Policy& policy, bool wgrad, std::vector<Check>* out,
                    std::string* not_applicable) {
   const EvaluationRow& row = *ev.row;
   const std::string what = tensor_what(row);
@@ -158,6 +170,33 @@ bool tensor_checks(const TensorEvidence& ev, const Policy& policy, std::vector<C
 
   if (const UnderflowCriterion& c = policy.underflow; c.enabled && known.underflow) {
     const double u = m.underflow_pct;
+    // The energy rule: above max_pct the flushed share of the energy judges (a log bounds it).
+    const auto energy_rule = [&] {
+      if (row.logged && (!known.energy_bound || !(m.underflow_energy_pct <= *c.max_energy_pct))) {
+        undetermined = what + " underflow " + pct(u) + " % of elements" +
+                       (known.energy_bound ? ": the log bounds the flushed share of its energy at " +
+                                                 pct(m.underflow_energy_pct) + " % (> " + pct(*c.max_energy_pct) +
+                                                 " %) but cannot measure it"
+                                           : ": the log cannot bound the flushed share of its energy (log scale_inv "
+                                             "or cur_amax, and mean and std)") +
+                       how + "; a capture of the tensor judges it";
+        return;
+      }
+      const double energy = m.underflow_energy_pct;
+      Check k = upper_check(Criterion::kUnderflow, energy, *c.max_energy_pct, c.weight, c.action);
+      const std::string share = (row.logged ? "at most " : "") + pct(energy) + " % of its energy";
+      if (!k.passed) {
+        k.reason = what + " underflow " + pct(u) + " % of elements (" + share + " > " + pct(*c.max_energy_pct) +
+                   " %): signal lost" + how;
+      } else {
+        std::string at_floor;
+        if (fl.enabled && known.rel_mse) at_floor = ", rel_mse " + times(m.rel_mse / floor) + " the " + format_name + " floor";
+        k.reason = what + " underflow " + pct(u) + " % of elements (" + share + at_floor + lost_rows_text(row) +
+                   "): many negligible values flushed, not signal lost" + how;
+      }
+      out->push_back(std::move(k));
+    };
+    const CriterionAction rows_action = wgrad && c.lost_rows_wgrad_action ? *c.lost_rows_wgrad_action : c.action;
     if (!c.max_energy_pct || !(u > c.max_pct)) {
       Check k = upper_check(Criterion::kUnderflow, u, c.max_pct, c.weight, c.action);
       if (!k.passed)
@@ -169,31 +208,13 @@ bool tensor_checks(const TensorEvidence& ev, const Policy& policy, std::vector<C
                  " % whatever energy they carry; " + (row.logged ? "at most " : "") + pct(m.underflow_energy_pct) +
                  " % of it)" + how;
       out->push_back(std::move(k));
-    } else if (std::optional<Check> rows = lost_rows_breach(row, c, what, how); rows) {
+    } else if (std::optional<Check> rows = lost_rows_breach(row, c, rows_action, what, how); rows && !rows->watch) {
       if (row.logged) undetermined = std::move(rows->reason);
       else out->push_back(std::move(*rows));
-    } else if (row.logged && (!known.energy_bound || !(m.underflow_energy_pct <= *c.max_energy_pct))) {
-      undetermined = what + " underflow " + pct(u) + " % of elements" +
-                     (known.energy_bound ? ": the log bounds the flushed share of its energy at " +
-                                               pct(m.underflow_energy_pct) + " % (> " + pct(*c.max_energy_pct) +
-                                               " %) but cannot measure it"
-                                         : ": the log cannot bound the flushed share of its energy (log scale_inv "
-                                           "or cur_amax, and mean and std)") +
-                     how + "; a capture of the tensor judges it";
     } else {
-      const double energy = m.underflow_energy_pct;
-      Check k = upper_check(Criterion::kUnderflow, energy, *c.max_energy_pct, c.weight, c.action);
-      const std::string share = (row.logged ? "at most " : "") + pct(energy) + " % of its energy";
-      if (!k.passed) {
-        k.reason = what + " underflow " + pct(u) + " % of elements (" + share + " > " +
-                   pct(*c.max_energy_pct) + " %): signal lost" + how;
-      } else {
-        std::string at_floor;
-        if (fl.enabled && known.rel_mse) at_floor = ", rel_mse " + times(m.rel_mse / floor) + " the " + format_name + " floor";
-        k.reason = what + " underflow " + pct(u) + " % of elements (" + share + at_floor + lost_rows_text(row) +
-                   "): many negligible values flushed, not signal lost" + how;
-      }
-      out->push_back(std::move(k));
+      // A rows rule that only watches here is reported, and the energy rule judges.
+      if (rows) out->push_back(std::move(*rows));
+      energy_rule();
     }
   }
   // A what-if that bounds the recipe from above determines a pass, not a failure.
@@ -240,6 +261,7 @@ const char* criterion_name(Criterion c) {
     case Criterion::kSaturation: return "saturation";
     case Criterion::kGemmAmplification: return "gemm_amplification";
     case Criterion::kWgradZeroed: return "wgrad_zeroed";
+    case Criterion::kWgradDirection: return "wgrad_direction";
     case Criterion::kWgradSignFlip: break;
   }
   return "wgrad_sign_flip";
@@ -249,7 +271,7 @@ double Check::weighted_load() const { return weight * (1.0 - margin); }
 
 Verdict judge_tensor(const TensorEvidence& tensor, const Policy& policy) {
   Verdict v;
-  if (!tensor_checks(tensor, policy, &v.checks, &v.reason)) v.passed = false;
+  if (!tensor_checks(tensor, policy, false, &v.checks, &v.reason)) v.passed = false;
   finish(&v);
   return v;
 }
@@ -259,6 +281,9 @@ Verdict judge_gemm(const GemmEvidence& ev, const Policy& policy) {
   const GemmOperandUse& use = kGemmOperandUses[static_cast<int>(ev.gemm)];
   const char* gemm = gemm_name(ev.gemm);
   bool both = true;
+  // A wgrad whose output wgrad_direction judges: there the proxies for dW's direction (the rows
+  // rule on its operand copies, gemm_amplification) take their wgrad actions.
+  const bool direction_judged = policy.wgrad_direction.enabled && ev.gemm == Gemm::kWgrad && ev.output != nullptr;
   for (const auto& [operand, role] : {std::pair{&ev.a, use.a}, std::pair{&ev.b, use.b}}) {
     if (operand->row == nullptr) {
       both = false;
@@ -267,7 +292,7 @@ Verdict judge_gemm(const GemmEvidence& ev, const Policy& policy) {
       continue;
     }
     std::string na;
-    if (!tensor_checks(*operand, policy, &v.checks, &na)) {
+    if (!tensor_checks(*operand, policy, direction_judged, &v.checks, &na)) {
       both = false;
       v.passed = false;
       v.not_evaluated = true;
@@ -280,7 +305,8 @@ Verdict judge_gemm(const GemmEvidence& ev, const Policy& policy) {
       c.enabled && both && out != nullptr && !(out->rel_fro_err <= c.min_rel_fro_err)) {
     const double predicted = std::sqrt(ev.a.row->metrics.rel_mse + ev.b.row->metrics.rel_mse);
     const double ratio = predicted > 0 ? out->rel_fro_err / predicted : kInf;
-    Check k = upper_check(Criterion::kGemmAmplification, ratio, c.factor, c.weight, c.action);
+    const CriterionAction action = direction_judged && c.wgrad_action ? *c.wgrad_action : c.action;
+    Check k = upper_check(Criterion::kGemmAmplification, ratio, c.factor, c.weight, action);
     if (!k.passed)
       k.reason = "step " + std::to_string(out->step) + " " + gemm + " output rel_fro_err " +
                  num(out->rel_fro_err) + " = " + times(ratio) + " the " + num(predicted) +
@@ -308,6 +334,17 @@ Verdict judge_gemm(const GemmEvidence& ev, const Policy& policy) {
                    times(c.sign_flip_factor) + ")" + how;
       v.checks.push_back(std::move(k));
     }
+  }
+  if (const WgradDirectionCriterion& c = policy.wgrad_direction; c.enabled && ev.gemm == Gemm::kWgrad && out) {
+    // A lower bound: cos below min_cos fails, at the latest step only (earlier ones watch).
+    Check k = lower_check(Criterion::kWgradDirection, out->cos, c.min_cos, c.weight,
+                          ev.latest ? c.action : CriterionAction::kWatch);
+    if (!k.passed)
+      k.reason = "step " + std::to_string(out->step) + " wgrad: dW's cosine to the high-precision dW " +
+                 printf_text("%.3f", out->cos) + " (< " + printf_text("%.3f", c.min_cos) +
+                 ": the update's direction lost" +
+                 (ev.latest ? std::string() : "; not the latest captured step, which judges it") + ")" + how;
+    v.checks.push_back(std::move(k));
   }
   finish(&v);
   // Not evaluated only while no check that sends the GEMM failed too.

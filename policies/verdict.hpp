@@ -24,6 +24,7 @@ enum class Criterion : std::uint8_t {
   kGemmAmplification,  // GemmAmplificationCriterion
   kWgradZeroed,        // WgradDamageCriterion.max_zeroed_pct
   kWgradSignFlip,      // WgradDamageCriterion.sign_flip_factor
+  kWgradDirection,     // WgradDirectionCriterion
 };
 // The policy file's key of the criterion ("underflow", ..., "wgrad_zeroed", "wgrad_sign_flip").
 const char* criterion_name(Criterion c);
@@ -41,6 +42,8 @@ struct Check {
   //   kGemmAmplification rel_fro_err / predicted vs factor
   //   kWgradZeroed      zeroed_pct vs max_zeroed_pct
   //   kWgradSignFlip    sign_flip_pct / expected vs sign_flip_factor
+  //   kWgradDirection   cos(dW_q, dW) vs min_cos (a lower bound: passed when measured >=
+  //                     threshold; margin (measured - threshold) / |threshold|)
   // A delayed-scaling forecast's checks are kSaturation and kRelMseFloor on the predicted values.
   double measured = 0.0;
   double threshold = 0.0;
@@ -98,6 +101,8 @@ struct GemmEvidence {
   // The emulated output error, with its per-entry damage (zeroed_pct, sign_flip_pct: the wgrad
   // criteria); null when not computed.
   const GemmRow* output = nullptr;
+  // The GEMM's latest captured step with an output (wgrad_direction fails only there).
+  bool latest = true;
 };
 
 // The tensor criteria (underflow, mse, rel_mse_floor, saturation) on one tensor copy. Reasons

@@ -264,7 +264,7 @@ fs::path write_proxy(const fs::path& dir, bool massive) {
 
 }  // namespace
 
-TEST_CASE("issue 61: a d256 proxy priced at Llama-2-7B keeps FP8; a massive FC2 input changes the first line") {
+TEST_CASE("issue 61: a d256 proxy priced at Llama-2-7B keeps FP8; a massive FC2 input fails current, watched by block") {
   TempDir t;
   const fs::path healthy = write_proxy(t.path / "healthy", false), massive = write_proxy(t.path / "massive", true);
   const auto run_on = [&](const fs::path& cap, const std::string& options) {
@@ -296,9 +296,17 @@ TEST_CASE("issue 61: a d256 proxy priced at Llama-2-7B keeps FP8; a massive FC2 
   const auto bad = run_on(massive, "--price-as llama-7b");
   REQUIRE(bad.rc == 0);
   const std::string bad_first = bad.out.substr(0, bad.out.find('\n'));
-  CHECK(bad_first != first);
-  CHECK(bad_first.find("kept in BF16 for") != std::string::npos);
-  CHECK(bad.out.find("decoder.layers.1.mlp.linear_fc2") != std::string::npos);
+  // Block scaling's 1x128 blocks isolate the token in fprop; its wgrad's columnwise copy loses the
+  // other tokens, but dW keeps its direction (wgrad_direction passes), so that breach only
+  // watches (calibration/RESULTS.md: such wgrads trained no worse than BF16 at width). Current
+  // scaling flushes the fprop's tokens: it fails there.
+  CHECK(bad_first == first);
+  CHECK(bad.out.find("  kept FP8 over a watch-only threshold (1 GEMM; ") != std::string::npos);
+  CHECK(bad.out.find("    decoder.layers.1.mlp.linear_fc2 wgrad: watch (kept FP8: the criterion only watches): step 100 "
+                     "activation (columnwise copy) underflow 78.797 % of elements: 254 of 256 tokens lose over half "
+                     "their energy") != std::string::npos);
+  CHECK(bad.out.find("    current/hybrid: 1 GEMM fails at steps 100 (1), 200 (1); at step 100: "
+                     "decoder.layers.1.mlp.linear_fc2 fprop: ") != std::string::npos);
 
   // A layer no role maps, --cost none beside --price-as, a name that is no preset: usage errors.
   {

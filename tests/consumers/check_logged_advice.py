@@ -8,7 +8,7 @@ calibration/fp8emu.py). Then, one candidate at a time on b200 with --cost none:
 and, GEMM by GEMM in summary.json, the two must agree wherever the logged statistics determine the
 criterion:
   - current and mxfp8 (TE's what-if casts are the recipes): the same fp8_safe, except a GEMM the
-    capture fails on its output alone (gemm_amplification, wgrad damage), which the log cannot
+    capture fails on its output alone (gemm_amplification, wgrad damage, wgrad direction), which the log cannot
     judge and which the logged answer says it did not judge;
   - block (TE's what-if casts 128x128 tiles, the recipe 1x128 blocks for X and dY): a logged pass
     is a pass of the capture's (an upper bound passing), a logged failure is not evaluated.
@@ -50,7 +50,7 @@ OUTPUT_ONLY = ("output rel_fro_err", "dW entries")
 # The underflow criterion's row rule on a logged row: which tokens flush is not in the log.
 ROWS_OPEN = "the log cannot tell whether over"
 not_evaluated = [0]  # GEMMs the log left open where the capture passed them
-NOT_JUDGED = "the GEMM-output criteria (gemm_amplification, wgrad_zeroed, wgrad_sign_flip) need a capture"
+NOT_JUDGED = "the GEMM-output criteria (gemm_amplification, wgrad_zeroed, wgrad_sign_flip, wgrad_direction) need a capture"
 
 
 def advise(binary, source, recipe, fmt, out):

@@ -53,9 +53,11 @@ using cli_test::fs::path;
 constexpr std::int64_t kRows = 32, kCols = 64;
 
 // X [kRows, kCols]: three in four tokens so small that FP8 flushes them whole (the share of
-// tokens that fails the underflow criterion, so fprop and wgrad go to BF16), W [kRows, kCols] and dY [kRows, kRows]
-// small and Gaussian-like (dgrad stays FP8: a plan with a fallback GEMM and an FP8 one); a fixed
-// LCG, so every run is the same.
+// tokens that fails the underflow criterion: current scaling's fprop goes to BF16); W [kRows,
+// kCols] small and Gaussian-like; dY [kRows, kRows] the same but zero on X's large tokens, so dW
+// comes from the flushed tokens alone and every recipe's wgrad loses its direction (cos 0: to
+// BF16), while block scaling's fprop and dgrad stay FP8: a plan with a fallback GEMM and FP8
+// ones. A fixed LCG, so every run is the same.
 enum class Role { kActivation, kWeight, kGradient };
 inline std::vector<float> operand(Role role) {
   const std::int64_t cols = role == Role::kGradient ? kRows : kCols;
@@ -66,7 +68,7 @@ inline std::vector<float> operand(Role role) {
     const float u = static_cast<float>(state >> 8) / 16777216.0f - 0.5f;
     v[i] = role == Role::kActivation ? (i / kCols % 4 != 0 ? u * 1e-30f : u * 1e4f)
            : role == Role::kWeight   ? u * 0.05f
-                                     : u * 1e-3f;
+                                     : (i / kRows % 4 != 0 ? u * 1e-3f : 0.0f);
   }
   return v;
 }

@@ -312,6 +312,7 @@ TEST_CASE("each criterion failing: saturation, the rounding floor, GEMM amplific
   out.gemm = Gemm::kFprop;
   out.recipe = x.recipe;
   out.rel_fro_err = 0.07;
+  out.cos = 0.998;
   auto ev = gemm(Gemm::kFprop, x, w);
   ev.output = &out;
   const double predicted = std::sqrt(kFloorE4m3 + 1.2 * kFloorE4m3);
@@ -484,6 +485,103 @@ constexpr const char* kFc2 = "layers.3.mlp.linear_fc2";
 
 // The default policy's actions (calibration/RESULTS.md): breaches of the watch-only criteria pass
 // with their reasons in watched; amplification fails from 8x.
+// calibration/RESULTS.md wgrad_direction: the FC2 wgrad of a x2^20 token, measured on the captures.
+TEST_CASE("wgrad_direction: a wgrad fails on dW's direction at its latest step; the proxies only watch there") {
+  const Policy d = default_policy();
+  CHECK(d.wgrad_direction.min_cos == 0.3);
+  CHECK(d.underflow.lost_rows_wgrad_action == CriterionAction::kWatch);
+  CHECK(d.gemm_amplification.wgrad_action == CriterionAction::kWatch);
+  // outlier20@d256/block at step 999: the wgrad's columnwise X copy loses most of its tokens and
+  // the output amplifies 14.1x, but dW keeps its direction (cos 0.719): passes, both watched.
+  auto dy = row(Role::kGradient, "block", 0.0, kFloorE5m2, 1e-9);
+  auto x = row(Role::kActivation, "block", 91.1, 0.0025, 3e-9, 0.0, 4.9e-9);
+  x.orientation = Orientation::kColumnwise;
+  x.row_flush = RowFlush{128, 106};
+  GemmRow out;
+  out.step = 999;
+  out.layer = x.key.layer;
+  out.gemm = Gemm::kWgrad;
+  out.recipe = x.recipe;
+  out.rel_fro_err = 14.1 * std::sqrt(kFloorE5m2 + 0.0025);
+  out.cos = 0.719;
+  out.noise_sign_flip_pct = 10.0;
+  out.sign_flip_pct = 10.0;
+  auto ev = gemm(Gemm::kWgrad, dy, x);
+  ev.output = &out;
+  const Verdict kept = judge_gemm(ev, d);
+  CHECK(kept.passed);
+  REQUIRE(kept.watched.size() == 2);
+  // The furthest over its threshold first: 14.1x against 8x, then 82.8 % of tokens against 50 %.
+  CHECK(kept.watched[0] == "step 999 wgrad output rel_fro_err 1.03 = 14.1x the 0.0729 its operands' rel_mse "
+                           "predict (> 8.0x: cancellation) under block/hybrid");
+  CHECK(has(kept.watched[1], "step 7 activation (columnwise copy) underflow 91.100 % of elements: 106 of 128 tokens"));
+  // The same copy in an fprop (or dgrad) fails: each token's output is its own.
+  auto w = row(Role::kWeight, "block", 0.0, kFloorE4m3, 1e-9);
+  auto xr = x;
+  xr.orientation = Orientation::kRowwise;
+  GemmRow fout = out;
+  fout.gemm = Gemm::kFprop;
+  fout.rel_fro_err = 0.01;
+  auto fev = gemm(Gemm::kFprop, xr, w);
+  fev.output = &fout;
+  const Verdict fprop = judge_gemm(fev, d);
+  CHECK_FALSE(fprop.passed);
+  CHECK(fprop.failing == Criterion::kUnderflow);
+  // outlier20@d256/current at step 999: cos 0.141, the direction lost: fails, with its numbers.
+  out.cos = 0.141;
+  const Verdict lost = judge_gemm(ev, d);
+  CHECK_FALSE(lost.passed);
+  CHECK(lost.failing == Criterion::kWgradDirection);
+  CHECK(lost.reason == "step 999 wgrad: dW's cosine to the high-precision dW 0.141 (< 0.300: the update's "
+                       "direction lost) under block/hybrid");
+  CHECK(lost.checks.back().measured == 0.141);
+  CHECK(lost.checks.back().threshold == 0.3);
+  CHECK(lost.checks.back().margin == doctest::Approx((0.141 - 0.3) / 0.3));
+  // Not the latest captured step: the breach only watches (outlier20-last@d256/block's step 44,
+  // cos 0.210, recovers to 0.573 by step 999).
+  out.cos = 0.210;
+  ev.latest = false;
+  const Verdict early = judge_gemm(ev, d);
+  CHECK(early.passed);
+  REQUIRE(early.watched.size() == 3);
+  CHECK(early.watched[2] == "step 999 wgrad: dW's cosine to the high-precision dW 0.210 (< 0.300: the update's "
+                            "direction lost; not the latest captured step, which judges it) under block/hybrid");
+  // Exactly at the bound passes; NaN fails; a file can make the proxies fail on wgrads again.
+  ev.latest = true;
+  out.cos = 0.3;
+  CHECK(judge_gemm(ev, d).passed);
+  out.cos = std::nan("");
+  CHECK(judge_gemm(ev, d).failing == Criterion::kWgradDirection);
+  out.cos = 0.719;
+  const Policy strict = parse_policy(
+      R"({"criteria": {"underflow": {"lost_rows_wgrad_action": null}, "gemm_amplification": {"wgrad_action": "fail"}}})",
+      "p.json");
+  CHECK_FALSE(strict.underflow.lost_rows_wgrad_action.has_value());
+  const Verdict both = judge_gemm(ev, strict);
+  CHECK_FALSE(both.passed);
+  CHECK(has(both.reason, "106 of 128 tokens lose over half their energy"));
+  CHECK(has(both.reason, " = 14.1x the "));
+  CHECK_THROWS_WITH(parse_policy(R"({"criteria": {"wgrad_direction": {"min_cos": 1.5}}})", "p.json"),
+                    doctest::Contains("min_cos"));
+  CHECK_THROWS_WITH(parse_policy(R"({"criteria": {"gemm_amplification": {"wgrad_action": "ignore"}}})", "p.json"),
+                    doctest::Contains("expected one of fail, watch"));
+  // No output (a log's rows, or an output not computed): wgrad_direction cannot judge dW, so the
+  // rows rule keeps its own action; so it does with wgrad_direction off.
+  auto blind = ev;
+  blind.output = nullptr;
+  CHECK(judge_gemm(blind, d).failing == Criterion::kUnderflow);
+  Policy no_direction = d;
+  no_direction.wgrad_direction.enabled = false;
+  const Verdict undirected = judge_gemm(ev, no_direction);
+  CHECK(undirected.failing == Criterion::kGemmAmplification);  // 14.1x: further over than the rows
+  CHECK(has(undirected.reason, "106 of 128 tokens lose over half their energy"));
+  // A tensor judged alone is no wgrad: the rows rule fails it.
+  CHECK_FALSE(judge_tensor({&x}, d).passed);
+  // te-autoswitch has neither.
+  CHECK_FALSE(te_autoswitch_policy().wgrad_direction.enabled);
+  CHECK_FALSE(te_autoswitch_policy().underflow.lost_rows_wgrad_action.has_value());
+}
+
 TEST_CASE("default policy: watch-only breaches pass with their reasons; amplification from 8x") {
   const Policy d = default_policy();
   const auto xs = row(Role::kActivation, "delayed", 0.0, 20 * kFloorE4m3, 1e-4, 0.052);
