@@ -142,6 +142,37 @@ std::optional<Check> lost_rows_breach(const EvaluationRow& row, const UnderflowC
   return k;
 }
 
+// The underflow criterion's energy rule, above max_pct: the flushed share of the energy judges,
+// appended to `out`; a logged row whose statistics cannot settle it leaves why in *undetermined.
+// `at_floor`: the pass note's rel_mse against the format's floor (", rel_mse 1.0x the E4M3
+// floor"), or empty.
+void energy_rule(const EvaluationRow& row, const UnderflowCriterion& c, const LoggedMeasures& known,
+                 const std::string& what, const std::string& how, const std::string& at_floor,
+                 std::vector<Check>* out, std::string* undetermined) {
+  const QuantMetrics& m = row.metrics;
+  const double u = m.underflow_pct;
+  if (row.logged && (!known.energy_bound || !(m.underflow_energy_pct <= *c.max_energy_pct))) {
+    *undetermined = what + " underflow " + pct(u) + " % of elements" +
+                    (known.energy_bound ? ": the log bounds the flushed share of its energy at " +
+                                              pct(m.underflow_energy_pct) + " % (> " + pct(*c.max_energy_pct) +
+                                              " %) but cannot measure it"
+                                        : ": the log cannot bound the flushed share of its energy (log scale_inv "
+                                          "or cur_amax, and mean and std)") +
+                    how + "; a capture of the tensor judges it";
+    return;
+  }
+  const double energy = m.underflow_energy_pct;
+  Check k = upper_check(Criterion::kUnderflow, energy, *c.max_energy_pct, c.weight, c.action);
+  const std::string share = (row.logged ? "at most " : "") + pct(energy) + " % of its energy";
+  if (!k.passed)
+    k.reason = what + " underflow " + pct(u) + " % of elements (" + share + " > " + pct(*c.max_energy_pct) +
+               " %): signal lost" + how;
+  else
+    k.reason = what + " underflow " + pct(u) + " % of elements (" + share + at_floor + lost_rows_text(row) +
+               "): many negligible values flushed, not signal lost" + how;
+  out->push_back(std::move(k));
+}
+
 // The tensor criteria's checks of one tensor copy, appended to `out`; false when the evaluation
 // was not applicable, or a logged row leaves open a criterion that could send the GEMM (the reason
 // then goes to *not_applicable). `wgrad`: the copy a wgrad consumes whose output wgrad_direction
@@ -170,32 +201,6 @@ bool tensor_checks(const TensorEvidence& ev, const Policy& policy, bool wgrad, s
 
   if (const UnderflowCriterion& c = policy.underflow; c.enabled && known.underflow) {
     const double u = m.underflow_pct;
-    // The energy rule: above max_pct the flushed share of the energy judges (a log bounds it).
-    const auto energy_rule = [&] {
-      if (row.logged && (!known.energy_bound || !(m.underflow_energy_pct <= *c.max_energy_pct))) {
-        undetermined = what + " underflow " + pct(u) + " % of elements" +
-                       (known.energy_bound ? ": the log bounds the flushed share of its energy at " +
-                                                 pct(m.underflow_energy_pct) + " % (> " + pct(*c.max_energy_pct) +
-                                                 " %) but cannot measure it"
-                                           : ": the log cannot bound the flushed share of its energy (log scale_inv "
-                                             "or cur_amax, and mean and std)") +
-                       how + "; a capture of the tensor judges it";
-        return;
-      }
-      const double energy = m.underflow_energy_pct;
-      Check k = upper_check(Criterion::kUnderflow, energy, *c.max_energy_pct, c.weight, c.action);
-      const std::string share = (row.logged ? "at most " : "") + pct(energy) + " % of its energy";
-      if (!k.passed) {
-        k.reason = what + " underflow " + pct(u) + " % of elements (" + share + " > " + pct(*c.max_energy_pct) +
-                   " %): signal lost" + how;
-      } else {
-        std::string at_floor;
-        if (fl.enabled && known.rel_mse) at_floor = ", rel_mse " + times(m.rel_mse / floor) + " the " + format_name + " floor";
-        k.reason = what + " underflow " + pct(u) + " % of elements (" + share + at_floor + lost_rows_text(row) +
-                   "): many negligible values flushed, not signal lost" + how;
-      }
-      out->push_back(std::move(k));
-    };
     const CriterionAction rows_action = wgrad && c.lost_rows_wgrad_action ? *c.lost_rows_wgrad_action : c.action;
     if (!c.max_energy_pct || !(u > c.max_pct)) {
       Check k = upper_check(Criterion::kUnderflow, u, c.max_pct, c.weight, c.action);
@@ -214,7 +219,10 @@ bool tensor_checks(const TensorEvidence& ev, const Policy& policy, bool wgrad, s
     } else {
       // A rows rule that only watches here is reported, and the energy rule judges.
       if (rows) out->push_back(std::move(*rows));
-      energy_rule();
+      const std::string at_floor = fl.enabled && known.rel_mse
+                                       ? ", rel_mse " + times(m.rel_mse / floor) + " the " + format_name + " floor"
+                                       : std::string();
+      energy_rule(row, c, known, what, how, at_floor, out, &undetermined);
     }
   }
   // A what-if that bounds the recipe from above determines a pass, not a failure.
