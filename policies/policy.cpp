@@ -168,6 +168,34 @@ void read_optional_action(const ObjectReader& r, const char* key, std::optional<
   *out = a ? std::optional<CriterionAction>(*a == 0 ? CriterionAction::kFail : CriterionAction::kWatch) : std::nullopt;
 }
 
+// The "calibration" object of a policy file (present, not null), its counts checked.
+PolicyCalibration read_calibration(const ObjectReader& top, const std::string& where) {
+  const Json* o = top.object("calibration");
+  const ObjectReader r(*o, "calibration", where, kPolicyFile);
+  r.only({"table", "cases", "runs", "harmful", "detected", "false_alarms", "widths"});
+  PolicyCalibration k;
+  r.text("table", &k.table);
+  std::int64_t n[5] = {0, 0, 0, 0, 0};
+  const char* keys[5] = {"cases", "runs", "harmful", "detected", "false_alarms"};
+  for (int i = 0; i < 5; ++i) r.integer(keys[i], 0, 1'000'000, &n[i]);
+  k.cases = static_cast<int>(n[0]);
+  k.runs = static_cast<int>(n[1]);
+  k.harmful = static_cast<int>(n[2]);
+  k.detected = static_cast<int>(n[3]);
+  k.false_alarms = static_cast<int>(n[4]);
+  if (const auto w = r.integers("widths", 1, 1'000'000, 100)) {
+    k.widths.assign(w->begin(), w->end());
+    std::sort(k.widths.begin(), k.widths.end());
+    k.widths.erase(std::unique(k.widths.begin(), k.widths.end()), k.widths.end());
+  }
+  if (k.harmful > k.runs || k.detected > k.harmful || k.false_alarms > k.runs - k.harmful)
+    throw input_error("fp8a.policy.904",
+                      "policy file " + where +
+                          ": calibration counts do not add up (detected <= harmful <= runs, "
+                          "false_alarms <= runs - harmful)");
+  return k;
+}
+
 // The policy of json_text over its "base" preset (the default when it names none); `root`: the
 // text is a whole policy read over Policy{}, and names no base (default_policy.json itself).
 Policy parse_policy_text(std::string_view json_text, std::string_view origin, bool root) {
@@ -189,30 +217,7 @@ Policy parse_policy_text(std::string_view json_text, std::string_view origin, bo
     if (j["calibration"].is_null()) {
       p.calibration.reset();
     } else {
-      const Json* o = top.object("calibration");
-      const ObjectReader r(*o, "calibration", where, kPolicyFile);
-      r.only({"table", "cases", "runs", "harmful", "detected", "false_alarms", "widths"});
-      PolicyCalibration k;
-      r.text("table", &k.table);
-      std::int64_t n[5] = {0, 0, 0, 0, 0};
-      const char* keys[5] = {"cases", "runs", "harmful", "detected", "false_alarms"};
-      for (int i = 0; i < 5; ++i) r.integer(keys[i], 0, 1'000'000, &n[i]);
-      k.cases = static_cast<int>(n[0]);
-      k.runs = static_cast<int>(n[1]);
-      k.harmful = static_cast<int>(n[2]);
-      k.detected = static_cast<int>(n[3]);
-      k.false_alarms = static_cast<int>(n[4]);
-      if (const auto w = r.integers("widths", 1, 1'000'000, 100)) {
-        k.widths.assign(w->begin(), w->end());
-        std::sort(k.widths.begin(), k.widths.end());
-        k.widths.erase(std::unique(k.widths.begin(), k.widths.end()), k.widths.end());
-      }
-      if (k.harmful > k.runs || k.detected > k.harmful || k.false_alarms > k.runs - k.harmful)
-        throw input_error("fp8a.policy.904",
-                          "policy file " + where +
-                              ": calibration counts do not add up (detected <= harmful <= runs, "
-                              "false_alarms <= runs - harmful)");
-      p.calibration = std::move(k);
+      p.calibration = read_calibration(top, where);
     }
   }
 
