@@ -372,6 +372,41 @@ TEST_CASE("real lm-spike, default policy: delayed scaling's spike clipping is wa
   CHECK(g.worst.margin < 0);
 }
 
+// calibration/RESULTS.md outlier20-last@d256/block: the x2^20 token in the last of four blocks.
+// Block scaling's FC2 wgrad loses its direction at step 44 (cos 0.210) and recovers by step 999
+// (0.573); it trained no worse than BF16. wgrad_direction judges the latest step.
+TEST_CASE("calibration outlier20-last@d256/block: wgrad_direction judges the latest captured step") {
+  Evaluated e;
+  DiskFileSystem fs;
+  e.captures = load_captures({std::string(FP8A_SOURCE_DIR) + "/calibration/captures/outlier20-last@d256--block"}, fs);
+  evaluate(e, "block", {TrainingFormat::kHybrid});
+  const auto fc2_wgrad = [](const Recommendation& rec) -> const GemmJudgement& {
+    const LayerJudgement* l = judgement(rec.candidates.at(0), "layers.3.mlp.linear_fc2");
+    REQUIRE(l != nullptr);
+    return l->gemms[static_cast<int>(Gemm::kWgrad)];
+  };
+  double cos44 = 0, cos999 = 0;
+  for (const GemmRow& g : e.gemms)
+    if (g.layer == "layers.3.mlp.linear_fc2" && g.gemm == Gemm::kWgrad) (g.step == 44 ? cos44 : cos999) = g.cos;
+  CHECK(cos44 == doctest::Approx(0.210).epsilon(0.005));
+  CHECK(cos999 == doctest::Approx(0.573).epsilon(0.005));
+  const Recommendation with_999 = advise(e);
+  const GemmJudgement& both = fc2_wgrad(with_999);
+  CHECK(both.steps == 2);
+  CHECK(both.fp8_safe);
+  CHECK(both.failures.empty());
+  // Step 44 alone (step 999's rows dropped): it is the latest, and it fails.
+  std::erase_if(e.rows, [](const EvaluationRow& r) { return r.key.step == 999; });
+  std::erase_if(e.gemms, [](const GemmRow& g) { return g.step == 999; });
+  const Recommendation only_44 = advise(e);
+  const GemmJudgement& early = fc2_wgrad(only_44);
+  CHECK(early.steps == 1);
+  CHECK_FALSE(early.fp8_safe);
+  REQUIRE(early.failures.size() == 1);
+  CHECK(early.failures[0].verdict.failing == Criterion::kWgradDirection);
+  CHECK(has(early.failures[0].verdict.reason, "step 44 wgrad: dW's cosine to the high-precision dW 0.210 (< 0.300"));
+}
+
 TEST_CASE("real lm-sane: block:2d and mxfp8:floor are judged but evaluation only") {
   Evaluated e;
   DiskFileSystem fs;
