@@ -388,8 +388,9 @@ TEST_CASE("calibration outlier20-last@d256/block: wgrad_direction judges the lat
   double cos44 = 0, cos999 = 0;
   for (const GemmRow& g : e.gemms)
     if (g.layer == "layers.3.mlp.linear_fc2" && g.gemm == Gemm::kWgrad) (g.step == 44 ? cos44 : cos999) = g.cos;
-  CHECK(cos44 == doctest::Approx(0.210).epsilon(0.005));
-  CHECK(cos999 == doctest::Approx(0.573).epsilon(0.005));
+  // The premise (the engine's own cosines, so only their sides of 0.3 are asserted here).
+  REQUIRE(cos44 < 0.3);
+  REQUIRE(cos999 > 0.3);
   const Recommendation with_999 = advise(e);
   const GemmJudgement& both = fc2_wgrad(with_999);
   CHECK(both.steps == 2);
