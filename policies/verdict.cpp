@@ -352,6 +352,18 @@ Verdict judge_gemm(const GemmEvidence& ev, const Policy& policy) {
                  printf_text("%.3f", out->cos) + " (< " + printf_text("%.3f", c.min_cos) +
                  ": the update's direction lost" +
                  (ev.latest ? std::string() : "; not the latest captured step, which judges it") + ")" + how;
+    // The proxies it demoted to watch say why they only watch: the direction measured on dW.
+    const std::string why = k.passed ? "; dW keeps its direction (cosine " + printf_text("%.3f", out->cos) +
+                                           " to the high-precision dW, >= " + printf_text("%.3f", c.min_cos) +
+                                           ": wgrad_direction)"
+                                     : "; wgrad_direction judges dW's direction at the latest captured step";
+    if (k.passed || k.watch)
+      for (Check& proxy : v.checks)
+        if (!proxy.passed && proxy.watch &&
+            ((proxy.criterion == Criterion::kUnderflow && policy.underflow.action == CriterionAction::kFail) ||
+             (proxy.criterion == Criterion::kGemmAmplification &&
+              policy.gemm_amplification.action == CriterionAction::kFail)))
+          proxy.reason += why;
     v.checks.push_back(std::move(k));
   }
   finish(&v);

@@ -512,9 +512,13 @@ TEST_CASE("wgrad_direction: a wgrad fails on dW's direction at its latest step; 
   CHECK(kept.passed);
   REQUIRE(kept.watched.size() == 2);
   // The furthest over its threshold first: 14.1x against 8x, then 82.8 % of tokens against 50 %.
+  // Each says why it only watches.
   CHECK(kept.watched[0] == "step 999 wgrad output rel_fro_err 1.03 = 14.1x the 0.0729 its operands' rel_mse "
-                           "predict (> 8.0x: cancellation) under block/hybrid");
+                           "predict (> 8.0x: cancellation) under block/hybrid; dW keeps its direction (cosine 0.719 "
+                           "to the high-precision dW, >= 0.300: wgrad_direction)");
   CHECK(has(kept.watched[1], "step 7 activation (columnwise copy) underflow 91.100 % of elements: 106 of 128 tokens"));
+  CHECK(kept.watched[1].ends_with(" under block/hybrid; dW keeps its direction (cosine 0.719 to the high-precision "
+                                  "dW, >= 0.300: wgrad_direction)"));
   // The same copy in an fprop (or dgrad) fails: each token's output is its own.
   auto w = row(Role::kWeight, "block", 0.0, kFloorE4m3, 1e-9);
   auto xr = x;
@@ -544,6 +548,7 @@ TEST_CASE("wgrad_direction: a wgrad fails on dW's direction at its latest step; 
   const Verdict early = judge_gemm(ev, d);
   CHECK(early.passed);
   REQUIRE(early.watched.size() == 3);
+  CHECK(early.watched[0].ends_with("; wgrad_direction judges dW's direction at the latest captured step"));
   CHECK(early.watched[2] == "step 999 wgrad: dW's cosine to the high-precision dW 0.210 (< 0.300: the update's "
                             "direction lost; not the latest captured step, which judges it) under block/hybrid");
   // Exactly at the bound passes; NaN fails; a file can make the proxies fail on wgrads again.
