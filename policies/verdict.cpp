@@ -353,10 +353,11 @@ Verdict judge_gemm(const GemmEvidence& ev, const Policy& policy) {
                  ": the update's direction lost" +
                  (ev.latest ? std::string() : "; not the latest captured step, which judges it") + ")" + how;
     // The proxies it demoted to watch say why they only watch: the direction measured on dW.
-    const std::string why = k.passed ? "; dW keeps its direction (cosine " + printf_text("%.3f", out->cos) +
-                                           " to the high-precision dW, >= " + printf_text("%.3f", c.min_cos) +
-                                           ": wgrad_direction)"
-                                     : "; wgrad_direction judges dW's direction at the latest captured step";
+    const std::string cosine = "cosine " + printf_text("%.3f", out->cos) + " to the high-precision dW";
+    const std::string why = k.passed     ? "; dW keeps its direction (" + cosine + ", >= " +
+                                               printf_text("%.3f", c.min_cos) + ": wgrad_direction)"
+                            : !ev.latest ? "; wgrad_direction judges dW's direction at the latest captured step"
+                                         : "; dW's direction lost too (" + cosine + "; wgrad_direction only watches)";
     if (k.passed || k.watch)
       for (Check& proxy : v.checks)
         if (!proxy.passed && proxy.watch &&

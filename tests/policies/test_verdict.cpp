@@ -551,6 +551,14 @@ TEST_CASE("wgrad_direction: a wgrad fails on dW's direction at its latest step; 
   CHECK(early.watched[0].ends_with("; wgrad_direction judges dW's direction at the latest captured step"));
   CHECK(early.watched[2] == "step 999 wgrad: dW's cosine to the high-precision dW 0.210 (< 0.300: the update's "
                             "direction lost; not the latest captured step, which judges it) under block/hybrid");
+  // A policy that only watches the direction: the latest step's breach watches, and says so.
+  ev.latest = true;
+  const Policy watching = parse_policy(R"({"criteria": {"wgrad_direction": {"action": "watch"}}})", "p.json");
+  const Verdict watched = judge_gemm(ev, watching);
+  CHECK(watched.passed);
+  REQUIRE(watched.watched.size() == 3);
+  CHECK(watched.watched[0].ends_with("; dW's direction lost too (cosine 0.210 to the high-precision dW; "
+                                     "wgrad_direction only watches)"));
   // Exactly at the bound passes; NaN fails; a file can make the proxies fail on wgrads again.
   ev.latest = true;
   out.cos = 0.3;
