@@ -40,6 +40,19 @@ def actions_of(policy_path):
     return {k: v.get("action", "fail") for k, v in crit.items() if v.get("enabled")}
 
 
+# Per-GEMM actions (policies/policy.hpp): on a wgrad whose output wgrad_direction judges.
+WGRAD_ACTION_KEYS = {"underflow": ("lost_rows_wgrad_action", "its rows rule on wgrads"),
+                     "gemm_amplification": ("wgrad_action", "on wgrads")}
+
+
+def wgrad_actions_of(policy_path):
+    """The criteria whose per-GEMM wgrad action is set: {name: "watch its rows rule on wgrads"}."""
+    with open(policy_path) as f:
+        crit = json.load(f)["criteria"]
+    return {name: "%s %s" % (crit[name][key], what) for name, (key, what) in WGRAD_ACTION_KEYS.items()
+            if name in crit and crit[name].get(key)}
+
+
 def criteria_of(policy_path):
     return list(actions_of(policy_path))
 
@@ -324,12 +337,16 @@ def render(doc):
               "Action: what the criterion does in the default policy. A criterion with false "
               "alarms and no detection only watches (its breaches are reported, the GEMM stays "
               "FP8); `table.py check` fails when a failing criterion has false alarms and no "
-              "detection.", "",
+              "detection. Each criterion's columns judge it alone, as a failing one; the policy's "
+              "column applies the actions (on a wgrad whose output wgrad_direction judges, the "
+              "per-GEMM ones).", "",
               "| criterion | action | detections | false alarms | misses | passes (no harm) |",
               "| --- | --- | --- | --- | --- | --- |"]
+    per_gemm = wgrad_actions_of(POLICY)
     for name, s in doc["score"].items():
+        action = actions.get(name, "-") + ("; %s" % per_gemm[name] if name in per_gemm else "")
         lines.append("| %s | %s | %d %s | %d %s | %d %s | %d |"
-                     % (name, actions.get(name, "-"), len(s["detections"]), fmt_runs(s["detections"]),
+                     % (name, action, len(s["detections"]), fmt_runs(s["detections"]),
                         len(s["false_alarms"]), fmt_runs(s["false_alarms"]),
                         len(s["misses"]), fmt_runs(s["misses"]), len(s["passes"])))
     lines += [""] + score_by_width(doc)
