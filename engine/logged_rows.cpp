@@ -159,10 +159,12 @@ Measured measure(Role role, const Fp8Values& v, const Target& target, const Mean
                      scale_inv_bound(v, target.recipe, amax_hi, fp8);
     // Two bounds, the smaller holds: every flushed |x| is below t (the share of elements times
     // t^2), and every flushed x adds x^2 to the squared error, so the flushed share of the energy
-    // is at most mse / mean square (torch.std's n-1 makes the mean square high by var/n: within
-    // kStdBias for a tensor of 1,000 elements or more).
+    // is at most mse / mean square. torch.std's n-1 makes the logged mean square high by up to
+    // 1/(n-1) of itself, within kStdBias for a tensor of 1,000 elements or more: both bounds carry
+    // it (a flushed x can sit at t itself, which rounds half to even to 0: calibration's
+    // late-underflow@d256 gradient and ramp@d256 weight meet the first bound to that 1/(n-1)).
     double bound = std::numeric_limits<double>::infinity();
-    if (std::isfinite(t)) bound = v.underflow.hi() * t * t / mean_sq_lo;
+    if (std::isfinite(t)) bound = v.underflow.hi() * t * t * kStdBias / mean_sq_lo;
     if (v.mse.set && std::isfinite(v.mse.v)) bound = std::min(bound, 100.0 * v.mse.hi() * kStdBias / mean_sq_lo);
     if (lm.underflow && std::isfinite(bound) && mean_sq_lo > 0) {
       m.underflow_energy_pct = std::min(100.0, bound);
