@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <vector>
 
 #include "core/error.hpp"
 #include "core/layer_name.hpp"
@@ -54,14 +55,14 @@ GemmJudgement judge_gemm_steps(const RecommendationEvidence& ev, const CapturedL
   GemmJudgement j;
   j.gemm = use.gemm;
   std::string missing, skip;  // why a step was not judged: the first operand missing, the first skip
-  // The latest step with both operands, not skipped, and an output: wgrad_direction's.
-  std::optional<std::int64_t> latest;
-  for (std::int64_t step : layer.steps)
-    if ((!latest || step > *latest) && !ev.skipped.contains({step, layer.name}) &&
-        ev.outputs.contains({step, layer.name, use.gemm, spec, cand.format}) &&
-        ev.index->find_for_use({step, layer.name, use.a}, cand.recipe, cand.format, use.a_orientation) &&
-        ev.index->find_for_use({step, layer.name, use.b}, cand.recipe, cand.format, use.b_orientation))
-      latest = step;
+  // The steps to judge, with their evidence and FLOPs; then the latest of them with an output
+  // (wgrad_direction's) is known before any is judged.
+  struct Judgeable {
+    std::int64_t step;
+    GemmEvidence g;
+    double flops;
+  };
+  std::vector<Judgeable> judgeable;
   for (std::int64_t step : layer.steps) {
     GemmEvidence g;
     g.gemm = use.gemm;
@@ -102,6 +103,12 @@ GemmJudgement judge_gemm_steps(const RecommendationEvidence& ev, const CapturedL
     if (priced) flops = *priced;
     const auto out = ev.outputs.find({step, layer.name, use.gemm, spec, cand.format});
     g.output = out == ev.outputs.end() ? nullptr : out->second;
+    judgeable.push_back({step, g, flops});
+  }
+  std::optional<std::int64_t> latest;
+  for (const Judgeable& s : judgeable)
+    if (s.g.output != nullptr && (!latest || s.step > *latest)) latest = s.step;
+  for (auto& [step, g, flops] : judgeable) {
     g.latest = latest == step;
     Verdict v = judge_gemm(g, policy);
     ++j.steps;
